@@ -1,0 +1,503 @@
+//! CBOR decoding under limits, and RFC 8949 deterministic encoding.
+//!
+//! This is written here rather than taken from a general CBOR crate because a manifest decoder
+//! needs, all at once: the byte offset of every fault; duplicate keys rejected in every map
+//! (general decoders keep the last value); a nesting limit; allocations bounded by the bytes
+//! actually present rather than by declared lengths; integers and floats kept apart exactly; and
+//! the indefinite-length items real v0.1 writers emit. The wire level is small (RFC 8949 §3), and
+//! the tests check it against an independent decoder and encoder (`ciborium`).
+
+use std::collections::HashSet;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::value::{CBOR_INT_MAX, CBOR_INT_MIN, Value};
+
+/// Decodes exactly one CBOR item that must span all of `bytes`.
+///
+/// Offsets in errors are relative to the start of `bytes`.
+///
+/// # Errors
+/// [`ErrorKind::CborSyntax`] for malformed input, [`ErrorKind::CborTrailingBytes`] when bytes
+/// remain after the item, [`ErrorKind::CborDuplicateKey`] for a repeated map key, and
+/// [`ErrorKind::CborDepth`] when nesting exceeds `max_depth`.
+pub fn decode(bytes: &[u8], max_depth: usize) -> Result<Value> {
+    let mut decoder = Decoder { input: bytes, pos: 0, max_depth };
+    let value = decoder.item(1)?;
+    if decoder.pos != bytes.len() {
+        let left = bytes.len() - decoder.pos;
+        return Err(Error::new(
+            ErrorKind::CborTrailingBytes,
+            format!("{left} byte(s) follow the manifest's CBOR item"),
+        )
+        .at(decoder.pos as u64));
+    }
+    Ok(value)
+}
+
+/// What a header announced.
+enum Head {
+    Uint(u64),
+    Nint(u64),
+    Bytes(Option<u64>),
+    Text(Option<u64>),
+    Array(Option<u64>),
+    Map(Option<u64>),
+    Tag(u64),
+    Simple(u8),
+    Float(f64),
+    Break,
+}
+
+struct Decoder<'a> {
+    input: &'a [u8],
+    pos: usize,
+    max_depth: usize,
+}
+
+impl<'a> Decoder<'a> {
+    fn syntax(&self, at: usize, message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::CborSyntax, message).at(at as u64)
+    }
+
+    fn remaining(&self) -> usize {
+        self.input.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let start = self.pos;
+        let Some(bytes) = self.input.get(start..).and_then(|rest| rest.get(..n)) else {
+            return Err(self
+                .syntax(start, format!("item needs {n} byte(s), only {} left", self.remaining())));
+        };
+        self.pos += n;
+        Ok(bytes)
+    }
+
+    fn be(&mut self, n: usize) -> Result<u64> {
+        Ok(self.take(n)?.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
+    }
+
+    fn head(&mut self) -> Result<Head> {
+        let at = self.pos;
+        let initial = self.take(1)?[0];
+        let major = initial >> 5;
+        let info = initial & 0x1f;
+        let arg = match info {
+            0..=23 => Some(u64::from(info)),
+            24 => Some(self.be(1)?),
+            25 => Some(self.be(2)?),
+            26 => Some(self.be(4)?),
+            27 => Some(self.be(8)?),
+            28..=30 => {
+                return Err(self.syntax(at, format!("reserved additional information {info}")));
+            }
+            _ => None,
+        };
+        let head = match (major, arg) {
+            (0, Some(v)) => Head::Uint(v),
+            (1, Some(v)) => Head::Nint(v),
+            (2, len) => Head::Bytes(len),
+            (3, len) => Head::Text(len),
+            (4, len) => Head::Array(len),
+            (5, len) => Head::Map(len),
+            (6, Some(tag)) => Head::Tag(tag),
+            (7, None) => Head::Break,
+            (7, Some(v)) => match info {
+                0..=23 => Head::Simple(info),
+                24 if v < 32 => {
+                    return Err(self.syntax(at, format!("simple value {v} in two-byte form")));
+                }
+                #[allow(clippy::cast_possible_truncation, reason = "one-byte argument")]
+                24 => Head::Simple(v as u8),
+                #[allow(clippy::cast_possible_truncation, reason = "two-byte argument")]
+                25 => Head::Float(f64::from(half::f16::from_bits(v as u16))),
+                #[allow(clippy::cast_possible_truncation, reason = "four-byte argument")]
+                26 => Head::Float(f64::from(f32::from_bits(v as u32))),
+                _ => Head::Float(f64::from_bits(v)),
+            },
+            _ => return Err(self.syntax(at, format!("major type {major} cannot be indefinite"))),
+        };
+        Ok(head)
+    }
+
+    /// A declared count, checked against the bytes left (each entry needs at least
+    /// `min_bytes_each`), so a hostile length never drives an allocation.
+    fn count(&self, at: usize, declared: u64, min_bytes_each: usize) -> Result<usize> {
+        let fits = usize::try_from(declared).ok().filter(|&n| {
+            n.checked_mul(min_bytes_each).is_some_and(|need| need <= self.remaining())
+        });
+        fits.ok_or_else(|| {
+            self.syntax(
+                at,
+                format!("declared length {declared} exceeds the {} byte(s) left", self.remaining()),
+            )
+        })
+    }
+
+    fn string(&mut self, at: usize, len: Option<u64>, major: u8) -> Result<Vec<u8>> {
+        match len {
+            Some(n) => {
+                let n = self.count(at, n, 1)?;
+                Ok(self.take(n)?.to_vec())
+            }
+            None => {
+                let mut out = Vec::new();
+                loop {
+                    let chunk_at = self.pos;
+                    match self.head()? {
+                        Head::Break => return Ok(out),
+                        Head::Bytes(Some(n)) if major == 2 => {
+                            let n = self.count(chunk_at, n, 1)?;
+                            out.extend_from_slice(self.take(n)?);
+                        }
+                        Head::Text(Some(n)) if major == 3 => {
+                            let n = self.count(chunk_at, n, 1)?;
+                            let chunk = self.take(n)?;
+                            if std::str::from_utf8(chunk).is_err() {
+                                return Err(self.syntax(chunk_at, "text chunk is not valid UTF-8"));
+                            }
+                            out.extend_from_slice(chunk);
+                        }
+                        _ => {
+                            return Err(
+                                self.syntax(chunk_at, "indefinite string chunk of the wrong kind")
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn item(&mut self, depth: usize) -> Result<Value> {
+        let at = self.pos;
+        match self.head()? {
+            Head::Uint(v) => Ok(Value::Integer(i128::from(v))),
+            Head::Nint(v) => Ok(Value::Integer(-1 - i128::from(v))),
+            Head::Bytes(len) => Ok(Value::Bytes(self.string(at, len, 2)?)),
+            Head::Text(len) => {
+                let bytes = self.string(at, len, 3)?;
+                String::from_utf8(bytes)
+                    .map(Value::Text)
+                    .map_err(|_| self.syntax(at, "text string is not valid UTF-8"))
+            }
+            Head::Array(len) => {
+                self.enter(at, depth)?;
+                let mut items = match len {
+                    Some(n) => Vec::with_capacity(self.count(at, n, 1)?),
+                    None => Vec::new(),
+                };
+                loop {
+                    if len.is_some_and(|n| items.len() as u64 == n) {
+                        break;
+                    }
+                    if len.is_none() && self.at_break()? {
+                        break;
+                    }
+                    items.push(self.item(depth + 1)?);
+                }
+                Ok(Value::Array(items))
+            }
+            Head::Map(len) => {
+                self.enter(at, depth)?;
+                let mut entries = match len {
+                    Some(n) => Vec::with_capacity(self.count(at, n, 2)?),
+                    None => Vec::new(),
+                };
+                let mut keys = HashSet::new();
+                loop {
+                    if len.is_some_and(|n| entries.len() as u64 == n) {
+                        break;
+                    }
+                    if len.is_none() && self.at_break()? {
+                        break;
+                    }
+                    let key_at = self.pos;
+                    let key = self.item(depth + 1)?;
+                    if !keys.insert(encode(&key)?) {
+                        return Err(Error::new(
+                            ErrorKind::CborDuplicateKey,
+                            format!("map repeats the key {}", describe_key(&key)),
+                        )
+                        .at(key_at as u64));
+                    }
+                    let value = self.item(depth + 1)?;
+                    entries.push((key, value));
+                }
+                Ok(Value::Map(entries))
+            }
+            Head::Tag(tag) => {
+                self.enter(at, depth)?;
+                Ok(Value::Tag(tag, Box::new(self.item(depth + 1)?)))
+            }
+            Head::Simple(20) => Ok(Value::Bool(false)),
+            Head::Simple(21) => Ok(Value::Bool(true)),
+            Head::Simple(22) => Ok(Value::Null),
+            Head::Simple(23) => Ok(Value::Undefined),
+            Head::Simple(v) => Ok(Value::Simple(v)),
+            Head::Float(v) => Ok(Value::Float(v)),
+            Head::Break => Err(self.syntax(at, "break outside an indefinite-length item")),
+        }
+    }
+
+    /// Consumes a break byte if one is next.
+    fn at_break(&mut self) -> Result<bool> {
+        match self.input.get(self.pos) {
+            Some(0xff) => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(_) => Ok(false),
+            None => Err(self.syntax(self.pos, "indefinite-length item not terminated by a break")),
+        }
+    }
+
+    fn enter(&self, at: usize, depth: usize) -> Result<()> {
+        if depth > self.max_depth {
+            return Err(Error::new(
+                ErrorKind::CborDepth,
+                format!("CBOR nesting deeper than the limit of {}", self.max_depth),
+            )
+            .at(at as u64));
+        }
+        Ok(())
+    }
+}
+
+fn describe_key(key: &Value) -> String {
+    match key {
+        Value::Text(s) => format!("{s:?}"),
+        other => format!("of kind {}", other.kind_name()),
+    }
+}
+
+/// Encodes `value` in RFC 8949 §4.2.1 deterministic form: shortest arguments, definite lengths,
+/// map entries sorted by the bytes of their encoded keys, and floats in the shortest width
+/// that keeps their exact bits.
+///
+/// # Errors
+/// [`ErrorKind::InvalidInput`] for an integer outside CBOR's range, and
+/// [`ErrorKind::CborDuplicateKey`] for a map with two equal keys.
+pub fn encode(value: &Value) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    encode_into(value, &mut out)?;
+    Ok(out)
+}
+
+/// Like [`encode`], appending to `out`.
+///
+/// # Errors
+/// As [`encode`].
+pub fn encode_into(value: &Value, out: &mut Vec<u8>) -> Result<()> {
+    match value {
+        &Value::Integer(i) => {
+            if !(CBOR_INT_MIN..=CBOR_INT_MAX).contains(&i) {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("integer {i} is outside CBOR's range"),
+                ));
+            }
+            match u64::try_from(i) {
+                Ok(v) => head(out, 0, v),
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    reason = "range checked above: -1 - i fits u64"
+                )]
+                Err(_) => head(out, 1, (-1 - i) as u64),
+            }
+        }
+        Value::Bytes(b) => {
+            head(out, 2, b.len() as u64);
+            out.extend_from_slice(b);
+        }
+        Value::Text(s) => {
+            head(out, 3, s.len() as u64);
+            out.extend_from_slice(s.as_bytes());
+        }
+        Value::Array(items) => {
+            head(out, 4, items.len() as u64);
+            for item in items {
+                encode_into(item, out)?;
+            }
+        }
+        Value::Map(entries) => {
+            let mut encoded = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                encoded.push((encode(k)?, v));
+            }
+            encoded.sort_by(|a, b| a.0.cmp(&b.0));
+            if encoded.windows(2).any(|w| w[0].0 == w[1].0) {
+                return Err(Error::new(ErrorKind::CborDuplicateKey, "map to encode repeats a key"));
+            }
+            head(out, 5, encoded.len() as u64);
+            for (k, v) in encoded {
+                out.extend_from_slice(&k);
+                encode_into(v, out)?;
+            }
+        }
+        Value::Tag(tag, inner) => {
+            head(out, 6, *tag);
+            encode_into(inner, out)?;
+        }
+        Value::Bool(false) => out.push(0xf4),
+        Value::Bool(true) => out.push(0xf5),
+        Value::Null => out.push(0xf6),
+        Value::Undefined => out.push(0xf7),
+        &Value::Simple(v) => head(out, 7, u64::from(v)),
+        &Value::Float(f) => float(out, f),
+    }
+    Ok(())
+}
+
+/// Writes a header with the shortest argument encoding.
+fn head(out: &mut Vec<u8>, major: u8, arg: u64) {
+    let m = major << 5;
+    #[allow(clippy::cast_possible_truncation, reason = "each arm checks the width")]
+    match arg {
+        0..=23 => out.push(m | arg as u8),
+        24..=0xff => out.extend_from_slice(&[m | 24, arg as u8]),
+        0x100..=0xffff => {
+            out.push(m | 25);
+            out.extend_from_slice(&(arg as u16).to_be_bytes());
+        }
+        0x1_0000..=0xffff_ffff => {
+            out.push(m | 26);
+            out.extend_from_slice(&(arg as u32).to_be_bytes());
+        }
+        _ => {
+            out.push(m | 27);
+            out.extend_from_slice(&arg.to_be_bytes());
+        }
+    }
+}
+
+/// Writes a float in the shortest of half, single and double precision that preserves its bits.
+fn float(out: &mut Vec<u8>, f: f64) {
+    #[allow(clippy::cast_possible_truncation, reason = "exactness is checked by the round trip")]
+    let single = f as f32;
+    if f64::from(single).to_bits() == f.to_bits() {
+        let half = half::f16::from_f32(single);
+        if f64::from(half).to_bits() == f.to_bits() {
+            out.push(0xf9);
+            out.extend_from_slice(&half.to_bits().to_be_bytes());
+        } else {
+            out.push(0xfa);
+            out.extend_from_slice(&single.to_bits().to_be_bytes());
+        }
+    } else {
+        out.push(0xfb);
+        out.extend_from_slice(&f.to_bits().to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(bytes: &[u8]) -> ErrorKind {
+        decode(bytes, 16).unwrap_err().kind()
+    }
+
+    #[test]
+    fn integers_at_the_edges() {
+        assert_eq!(
+            decode(&[0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], 4).unwrap(),
+            Value::Integer(CBOR_INT_MAX)
+        );
+        assert_eq!(
+            decode(&[0x3b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], 4).unwrap(),
+            Value::Integer(CBOR_INT_MIN)
+        );
+        assert_eq!(
+            encode(&Value::Integer(CBOR_INT_MIN)).unwrap(),
+            [0x3b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]
+        );
+        assert_eq!(encode(&Value::Integer(-1)).unwrap(), [0x20]);
+        assert_eq!(encode(&Value::Integer(24)).unwrap(), [0x18, 24]);
+        assert_eq!(
+            encode(&Value::Integer(CBOR_INT_MAX + 1)).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+    }
+
+    #[test]
+    fn non_shortest_and_indefinite_forms_are_accepted() {
+        // 0x18 0x05 is 5 in a needlessly long form; real encoders do emit such things.
+        assert_eq!(decode(&[0x18, 0x05], 4).unwrap(), Value::Integer(5));
+        // An indefinite map holding an indefinite text string: {"ab": 1}.
+        let bytes = [0xbf, 0x7f, 0x61, b'a', 0x61, b'b', 0xff, 0x01, 0xff];
+        assert_eq!(
+            decode(&bytes, 4).unwrap(),
+            Value::Map(vec![(Value::from("ab"), Value::Integer(1))])
+        );
+    }
+
+    #[test]
+    fn malformed_inputs() {
+        assert_eq!(kind(&[]), ErrorKind::CborSyntax);
+        assert_eq!(kind(&[0x1c]), ErrorKind::CborSyntax); // reserved info 28
+        assert_eq!(kind(&[0xff]), ErrorKind::CborSyntax); // stray break
+        assert_eq!(kind(&[0x5f, 0x61, b'a', 0xff]), ErrorKind::CborSyntax); // text chunk in bytes
+        assert_eq!(kind(&[0x62, 0xff, 0xfe]), ErrorKind::CborSyntax); // bad UTF-8
+        assert_eq!(kind(&[0x9f, 0x01]), ErrorKind::CborSyntax); // unterminated
+        assert_eq!(kind(&[0xf8, 0x10]), ErrorKind::CborSyntax); // simple value < 32 in two bytes
+        assert_eq!(kind(&[0x1f]), ErrorKind::CborSyntax); // indefinite integer
+        assert_eq!(kind(&[0xa1, 0x01, 0xff]), ErrorKind::CborSyntax); // break as a map value
+        assert_eq!(kind(&[0xa0, 0x00]), ErrorKind::CborTrailingBytes);
+        assert_eq!(kind(&[0xa2, 0x01, 0x02, 0x01, 0x03]), ErrorKind::CborDuplicateKey);
+    }
+
+    #[test]
+    fn hostile_lengths_do_not_allocate() {
+        // An array claiming 2^63 items, a byte string claiming 2^64 - 1 bytes.
+        let err = decode(&[0x9b, 0x80, 0, 0, 0, 0, 0, 0, 0], 4).unwrap_err();
+        assert_eq!((err.kind(), err.offset()), (ErrorKind::CborSyntax, Some(0)));
+        assert_eq!(
+            kind(&[0x5b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            ErrorKind::CborSyntax
+        );
+        assert_eq!(kind(&[0xbb, 0, 0, 0, 0, 0, 0, 0, 1]), ErrorKind::CborSyntax);
+    }
+
+    #[test]
+    fn depth_limit_counts_containers() {
+        let nested = |n: usize| {
+            let mut b = vec![0x81; n];
+            b.push(0x00);
+            b
+        };
+        assert!(decode(&nested(4), 4).is_ok());
+        let err = decode(&nested(5), 4).unwrap_err();
+        assert_eq!((err.kind(), err.offset()), (ErrorKind::CborDepth, Some(4)));
+    }
+
+    #[test]
+    fn deterministic_map_order_and_floats() {
+        let map = Value::Map(vec![
+            (Value::from("shape"), Value::Integer(1)),
+            (Value::from("dtype"), Value::Integer(2)),
+            (Value::from("format"), Value::Integer(3)),
+        ]);
+        // Shorter keys sort first because the length is part of the encoded key.
+        let bytes = encode(&map).unwrap();
+        let expected = [
+            &[0xa3u8][..],
+            &[0x65],
+            b"dtype",
+            &[0x02],
+            &[0x65],
+            b"shape",
+            &[0x01],
+            &[0x66],
+            b"format",
+            &[0x03],
+        ]
+        .concat();
+        assert_eq!(bytes, expected);
+        assert_eq!(encode(&Value::Float(1.0)).unwrap(), [0xf9, 0x3c, 0x00]);
+        assert_eq!(encode(&Value::Float(0.1)).unwrap()[0], 0xfb);
+        assert_eq!(encode(&Value::Float(f64::from(0.1f32))).unwrap()[0], 0xfa);
+        assert_eq!(encode(&Value::Float(f64::NAN)).unwrap(), [0xf9, 0x7e, 0x00]);
+        assert_eq!(encode(&Value::Float(-0.0)).unwrap(), [0xf9, 0x80, 0x00]);
+    }
+}

@@ -1,0 +1,300 @@
+//! Storage dtypes (the 13 primitives) and logical types (what the stored bytes mean).
+
+use std::fmt;
+
+/// One of the 13 storage types of every zTensor version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    /// IEEE 754 binary64.
+    F64,
+    /// IEEE 754 binary32.
+    F32,
+    /// IEEE 754 binary16.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// Two's complement 64-bit.
+    I64,
+    /// Two's complement 32-bit.
+    I32,
+    /// Two's complement 16-bit.
+    I16,
+    /// Two's complement 8-bit.
+    I8,
+    /// Unsigned 64-bit.
+    U64,
+    /// Unsigned 32-bit.
+    U32,
+    /// Unsigned 16-bit.
+    U16,
+    /// Unsigned 8-bit.
+    U8,
+    /// One byte per value (v1.x: exactly 0x00 or 0x01; v0.1: non-zero is true).
+    Bool,
+}
+
+impl DType {
+    /// All 13 storage types.
+    pub const ALL: [DType; 13] = [
+        DType::F64,
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I64,
+        DType::I32,
+        DType::I16,
+        DType::I8,
+        DType::U64,
+        DType::U32,
+        DType::U16,
+        DType::U8,
+        DType::Bool,
+    ];
+
+    /// Bytes per element.
+    pub fn size(self) -> u64 {
+        match self {
+            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::I8 | DType::U8 | DType::Bool => 1,
+        }
+    }
+
+    /// The v1.x spelling (`f32`, `bf16`, `u8`, …), also used by the conformance dump.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F64 => "f64",
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I64 => "i64",
+            DType::I32 => "i32",
+            DType::I16 => "i16",
+            DType::I8 => "i8",
+            DType::U64 => "u64",
+            DType::U32 => "u32",
+            DType::U16 => "u16",
+            DType::U8 => "u8",
+            DType::Bool => "bool",
+        }
+    }
+
+    /// The v0.1 spelling (`float32`, `bfloat16`, `uint8`, …).
+    pub fn v0_name(self) -> &'static str {
+        match self {
+            DType::F64 => "float64",
+            DType::F32 => "float32",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::I64 => "int64",
+            DType::I32 => "int32",
+            DType::I16 => "int16",
+            DType::I8 => "int8",
+            DType::U64 => "uint64",
+            DType::U32 => "uint32",
+            DType::U16 => "uint16",
+            DType::U8 => "uint8",
+            DType::Bool => "bool",
+        }
+    }
+
+    /// Parses a v1.x spelling (exact, case-sensitive as the specs say).
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// Parses a v0.1 spelling.
+    pub fn from_v0_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.v0_name() == name)
+    }
+
+    /// Whether this is one of the eight integer types.
+    pub fn is_integer(self) -> bool {
+        matches!(
+            self,
+            DType::I64
+                | DType::I32
+                | DType::I16
+                | DType::I8
+                | DType::U64
+                | DType::U32
+                | DType::U16
+                | DType::U8
+        )
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A component's storage type as the file states it: one of the 13, or a string this
+/// implementation does not know (which makes the object unsupported, not the file invalid).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum StorageType {
+    /// A known storage type.
+    Known(DType),
+    /// An unknown dtype string, preserved.
+    Unknown(String),
+}
+
+impl StorageType {
+    /// The known dtype, if any.
+    pub fn known(&self) -> Option<DType> {
+        match self {
+            StorageType::Known(d) => Some(*d),
+            StorageType::Unknown(_) => None,
+        }
+    }
+}
+
+impl From<DType> for StorageType {
+    fn from(d: DType) -> StorageType {
+        StorageType::Known(d)
+    }
+}
+
+impl fmt::Display for StorageType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StorageType::Known(d) => f.write_str(d.name()),
+            StorageType::Unknown(s) => f.write_str(s),
+        }
+    }
+}
+
+/// What a component's bytes mean, beyond their storage type (v1.2 `type`; v1.1 spells the
+/// same types as dtypes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LogicalType {
+    /// FP8 E4M3, finite-only variant (OCP / NVIDIA); v1.1 calls it `f8_e4m3`.
+    F8E4M3Fn,
+    /// FP8 E5M2 (OCP).
+    F8E5M2,
+    /// FP8 E4M3, finite, unsigned zero (AMD).
+    F8E4M3Fnuz,
+    /// FP8 E5M2, finite, unsigned zero (AMD).
+    F8E5M2Fnuz,
+    /// Interleaved `[real, imag]` pairs of `f32`.
+    Complex64,
+    /// Interleaved `[real, imag]` pairs of `f64`.
+    Complex128,
+    /// A logical type this implementation does not know, preserved. Readers may fall back to
+    /// the storage type.
+    Unknown(String),
+}
+
+impl LogicalType {
+    /// The v1.2 `type` spelling.
+    pub fn name(&self) -> &str {
+        match self {
+            LogicalType::F8E4M3Fn => "f8_e4m3fn",
+            LogicalType::F8E5M2 => "f8_e5m2",
+            LogicalType::F8E4M3Fnuz => "f8_e4m3fnuz",
+            LogicalType::F8E5M2Fnuz => "f8_e5m2fnuz",
+            LogicalType::Complex64 => "complex64",
+            LogicalType::Complex128 => "complex128",
+            LogicalType::Unknown(s) => s,
+        }
+    }
+
+    /// Parses a v1.2 `type` string; unknown strings are preserved.
+    pub fn from_name(name: &str) -> LogicalType {
+        match name {
+            "f8_e4m3fn" => LogicalType::F8E4M3Fn,
+            "f8_e5m2" => LogicalType::F8E5M2,
+            "f8_e4m3fnuz" => LogicalType::F8E4M3Fnuz,
+            "f8_e5m2fnuz" => LogicalType::F8E5M2Fnuz,
+            "complex64" => LogicalType::Complex64,
+            "complex128" => LogicalType::Complex128,
+            other => LogicalType::Unknown(other.to_owned()),
+        }
+    }
+
+    /// The storage type a known logical type must be stored as.
+    pub fn storage(&self) -> Option<DType> {
+        match self {
+            LogicalType::F8E4M3Fn
+            | LogicalType::F8E5M2
+            | LogicalType::F8E4M3Fnuz
+            | LogicalType::F8E5M2Fnuz => Some(DType::U8),
+            LogicalType::Complex64 => Some(DType::F32),
+            LogicalType::Complex128 => Some(DType::F64),
+            LogicalType::Unknown(_) => None,
+        }
+    }
+
+    /// Storage elements per logical element (2 for complex, 1 otherwise, 1 when unknown).
+    pub fn ratio(&self) -> u64 {
+        match self {
+            LogicalType::Complex64 | LogicalType::Complex128 => 2,
+            _ => 1,
+        }
+    }
+
+    /// The v1.1 `dtype` spelling of this logical type, where v1.1 has one.
+    pub fn v1_1_dtype_name(&self) -> Option<&'static str> {
+        match self {
+            LogicalType::F8E4M3Fn => Some("f8_e4m3"),
+            LogicalType::F8E5M2 => Some("f8_e5m2"),
+            LogicalType::Complex64 => Some("complex64"),
+            LogicalType::Complex128 => Some("complex128"),
+            _ => None,
+        }
+    }
+
+    /// Parses a v1.1 `dtype` that names a logical type (`f8_e4m3`, `f8_e5m2`, `complex64`,
+    /// `complex128`), giving the logical type it stands for.
+    pub fn from_v1_1_dtype_name(name: &str) -> Option<LogicalType> {
+        match name {
+            "f8_e4m3" => Some(LogicalType::F8E4M3Fn),
+            "f8_e5m2" => Some(LogicalType::F8E5M2),
+            "complex64" => Some(LogicalType::Complex64),
+            "complex128" => Some(LogicalType::Complex128),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for LogicalType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_sizes() {
+        let total: u64 = DType::ALL.iter().map(|d| d.size()).sum();
+        assert_eq!(total, 3 * 8 + 3 * 4 + 4 * 2 + 3);
+        for d in DType::ALL {
+            assert_eq!(DType::from_name(d.name()), Some(d));
+            assert_eq!(DType::from_v0_name(d.v0_name()), Some(d));
+        }
+        assert_eq!(DType::from_name("float32"), None);
+        assert_eq!(DType::from_v0_name("f32"), None);
+        assert_eq!(DType::from_name("F32"), None);
+    }
+
+    #[test]
+    fn logical_types() {
+        for name in
+            ["f8_e4m3fn", "f8_e5m2", "f8_e4m3fnuz", "f8_e5m2fnuz", "complex64", "complex128"]
+        {
+            let t = LogicalType::from_name(name);
+            assert!(!matches!(t, LogicalType::Unknown(_)));
+            assert_eq!(t.name(), name);
+        }
+        assert_eq!(LogicalType::Complex128.storage(), Some(DType::F64));
+        assert_eq!(LogicalType::Complex64.ratio(), 2);
+        assert_eq!(LogicalType::from_v1_1_dtype_name("f8_e4m3"), Some(LogicalType::F8E4M3Fn));
+        assert_eq!(LogicalType::F8E4M3Fnuz.v1_1_dtype_name(), None);
+        assert_eq!(LogicalType::from_name("f4_e2m1"), LogicalType::Unknown("f4_e2m1".into()));
+    }
+}

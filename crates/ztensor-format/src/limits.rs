@@ -1,0 +1,68 @@
+//! Resource limits and validation options: what a reader is willing to believe.
+
+/// Upper bounds on what a file may make a reader do. Every field has a documented default, and
+/// callers can tighten (or, knowingly, loosen) each one. Exceeding a limit is an error with its
+/// own rule identifier, never a panic or an abort.
+///
+/// ```
+/// use ztensor_format::Limits;
+/// let mut limits = Limits::default();
+/// limits.max_manifest_len = 16 << 20; // refuse manifests above 16 MiB
+/// assert_eq!(limits.max_rank, 64);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Largest manifest accepted, in bytes. Default 1 GiB, the cap the v1.x specs mandate; it
+    /// is applied to v0.1 too. Rule `manifest_too_large`.
+    pub max_manifest_len: u64,
+    /// Most objects (tensors) in one manifest. Default 10,000,000. Rule `too_many_objects`.
+    pub max_objects: usize,
+    /// Largest shape rank. Default 64. Rule `shape_rank`.
+    pub max_rank: usize,
+    /// Longest object name, in bytes. Default 65,536. Rule `name_too_long`.
+    pub max_name_len: usize,
+    /// Deepest CBOR nesting (arrays, maps and tags count one level each; the root is level 1).
+    /// Default 64. Rule `cbor_depth`.
+    pub max_cbor_depth: usize,
+    /// Largest decoded (decompressed) size of one component, in bytes. Default 64 GiB. An
+    /// object whose declared decoded size is larger is unsupported (rule `decoded_too_large`);
+    /// a decoder must also stop when actual output passes it.
+    pub max_decoded_len: u64,
+}
+
+impl Limits {
+    /// The defaults listed on each field.
+    pub const DEFAULT: Limits = Limits {
+        max_manifest_len: 1 << 30,
+        max_objects: 10_000_000,
+        max_rank: 64,
+        max_name_len: 65_536,
+        max_cbor_depth: 64,
+        max_decoded_len: 64 << 30,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits::DEFAULT
+    }
+}
+
+/// How a manifest is validated: the limits, and whether strict-only rules apply.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// Resource limits.
+    pub limits: Limits,
+    /// Enforce the rules `spec/rules.md` marks *strict*: rules the specs state but that files
+    /// from real writers (or other valid uses) may break.
+    pub strict: bool,
+}
+
+impl Options {
+    /// Default limits, strict rules on.
+    pub fn strict() -> Options {
+        Options { limits: Limits::default(), strict: true }
+    }
+}

@@ -1,0 +1,411 @@
+//! The one in-memory model that every zTensor version decodes into: a manifest of objects made
+//! of components.
+//!
+//! Version-specific wire schemas live in [`v0_1`] and [`v1`]; everything above them sees only
+//! this model.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::digest::Digest;
+use crate::dtype::{LogicalType, StorageType};
+use crate::error::{Error, ErrorKind, Result};
+use crate::framing::Container;
+use crate::limits::Limits;
+use crate::value::Value;
+
+pub mod v0_1;
+pub mod v1;
+
+/// The spec revision a file follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Version {
+    /// zTensor 0.1 (`ZTEN0001`, CBOR array of tensor maps).
+    V0_1,
+    /// zTensor 1.1 (`ZTEN1000`, CBOR map of objects; version string minor ≤ 1).
+    V1_1,
+    /// zTensor 1.2 (`ZTEN1000`; version string minor ≥ 2: logical types, `uncompressed_length`).
+    V1_2,
+}
+
+impl Version {
+    /// The container this version is framed in.
+    pub fn container(self) -> Container {
+        match self {
+            Version::V0_1 => Container::V0_1,
+            Version::V1_1 | Version::V1_2 => Container::V1,
+        }
+    }
+
+    /// The version string a writer puts in the manifest (`None` for v0.1, which has none).
+    pub fn default_version_string(self) -> Option<&'static str> {
+        match self {
+            Version::V0_1 => None,
+            Version::V1_1 => Some("1.1.0"),
+            Version::V1_2 => Some("1.2.0"),
+        }
+    }
+
+    /// The short label used by the conformance dump: `zt-0.1`, `zt-1.1`, `zt-1.2`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Version::V0_1 => "zt-0.1",
+            Version::V1_1 => "zt-1.1",
+            Version::V1_2 => "zt-1.2",
+        }
+    }
+
+    /// Parses `0.1`, `1.1` or `1.2` (as given on a command line).
+    pub fn from_short(s: &str) -> Option<Version> {
+        match s {
+            "0.1" => Some(Version::V0_1),
+            "1.1" => Some(Version::V1_1),
+            "1.2" => Some(Version::V1_2),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Version::V0_1 => "0.1",
+            Version::V1_1 => "1.1",
+            Version::V1_2 => "1.2",
+        })
+    }
+}
+
+/// An object's layout schema.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// One `data` component, row-major.
+    Dense,
+    /// `values`, `indices`, `indptr`.
+    SparseCsr,
+    /// `values`, `coords` (structure of arrays).
+    SparseCoo,
+    /// `packed_weight`, `scales`, `zeros`.
+    QuantizedGroup,
+    /// A format this implementation does not know, preserved.
+    Unknown(String),
+}
+
+impl Format {
+    /// The v1.x spelling.
+    pub fn name(&self) -> &str {
+        match self {
+            Format::Dense => "dense",
+            Format::SparseCsr => "sparse_csr",
+            Format::SparseCoo => "sparse_coo",
+            Format::QuantizedGroup => "quantized_group",
+            Format::Unknown(s) => s,
+        }
+    }
+
+    /// Parses the v1.x spelling; unknown strings are preserved.
+    pub fn from_name(name: &str) -> Format {
+        match name {
+            "dense" => Format::Dense,
+            "sparse_csr" => Format::SparseCsr,
+            "sparse_coo" => Format::SparseCoo,
+            "quantized_group" => Format::QuantizedGroup,
+            other => Format::Unknown(other.to_owned()),
+        }
+    }
+
+    /// The component roles a known format requires (and, in strict mode, the only ones it
+    /// allows).
+    pub fn required_roles(&self) -> Option<&'static [&'static str]> {
+        match self {
+            Format::Dense => Some(&["data"]),
+            Format::SparseCsr => Some(&["values", "indices", "indptr"]),
+            Format::SparseCoo => Some(&["values", "coords"]),
+            Format::QuantizedGroup => Some(&["packed_weight", "scales", "zeros"]),
+            Format::Unknown(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a component's stored bytes are encoded.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// The bytes as they are.
+    Raw,
+    /// A Zstandard stream (one or more frames).
+    Zstd,
+    /// An encoding this implementation does not know, preserved.
+    Unknown(String),
+}
+
+impl Encoding {
+    /// The spelling used by every version.
+    pub fn name(&self) -> &str {
+        match self {
+            Encoding::Raw => "raw",
+            Encoding::Zstd => "zstd",
+            Encoding::Unknown(s) => s,
+        }
+    }
+
+    /// Parses an encoding string; unknown strings are preserved.
+    pub fn from_name(name: &str) -> Encoding {
+        match name {
+            "raw" => Encoding::Raw,
+            "zstd" => Encoding::Zstd,
+            other => Encoding::Unknown(other.to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for Encoding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The byte order of a component's decoded elements. Only v0.1 can say `Big`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum ByteOrder {
+    /// Little-endian (every v1.x file, and v0.1 by default).
+    #[default]
+    Little,
+    /// Big-endian (v0.1 `data_endianness: "big"`).
+    Big,
+    /// A v0.1 `data_endianness` string this implementation does not know, preserved.
+    Unknown(String),
+}
+
+/// How an object's components hold its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Packing {
+    /// One blob per role, as v1.x and v0.1 dense tensors store them.
+    #[default]
+    Split,
+    /// A v0.1 sparse tensor: one blob (role `data`) holding, for CSR, `indptr` (u64 × rows+1),
+    /// then `indices` (u64 × nnz), then `values`; for COO, `nnz` records of `rank` u64
+    /// coordinates followed by one value. The component's dtype is the value dtype.
+    V0Single,
+}
+
+/// One contiguous blob and how to read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Component {
+    /// The storage type.
+    pub dtype: StorageType,
+    /// The logical type, when the bytes mean more than the storage type.
+    pub logical_type: Option<LogicalType>,
+    /// Absolute file offset of the stored bytes.
+    pub offset: u64,
+    /// Stored (possibly compressed) length in bytes.
+    pub length: u64,
+    /// Decoded length in bytes, when the file states it (v1.2 `uncompressed_length`).
+    pub uncompressed_length: Option<u64>,
+    /// The encoding of the stored bytes.
+    pub encoding: Encoding,
+    /// The digest of the stored bytes.
+    pub digest: Option<Digest>,
+    /// The byte order of the decoded elements.
+    pub byte_order: ByteOrder,
+    /// Keys of the component map this implementation does not know, preserved (v1.x).
+    pub extra: Vec<(String, Value)>,
+}
+
+impl Component {
+    /// A raw little-endian component with no logical type and no digest.
+    pub fn new(dtype: impl Into<StorageType>, offset: u64, length: u64) -> Component {
+        Component {
+            dtype: dtype.into(),
+            logical_type: None,
+            offset,
+            length,
+            uncompressed_length: None,
+            encoding: Encoding::Raw,
+            digest: None,
+            byte_order: ByteOrder::Little,
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// A named object: shape, format, attributes and components.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    /// The object's name (v1.x `objects` key, v0.1 `name`).
+    pub name: String,
+    /// The logical shape; empty for a scalar.
+    pub shape: Vec<u64>,
+    /// The layout schema.
+    pub format: Format,
+    /// Per-object attributes; for v0.1, the tensor map's custom keys.
+    pub attributes: Option<Value>,
+    /// The components by role.
+    pub components: BTreeMap<String, Component>,
+    /// How the components hold the data.
+    pub packing: Packing,
+    /// Keys of the object map this implementation does not know, preserved (v1.x).
+    pub extra: Vec<(String, Value)>,
+}
+
+impl Object {
+    /// An object with no attributes and no components yet.
+    pub fn new(name: impl Into<String>, shape: Vec<u64>, format: Format) -> Object {
+        Object {
+            name: name.into(),
+            shape,
+            format,
+            attributes: None,
+            components: BTreeMap::new(),
+            packing: Packing::Split,
+            extra: Vec::new(),
+        }
+    }
+
+    /// Adds a component, returning the object (builder style).
+    #[must_use]
+    pub fn with_component(mut self, role: impl Into<String>, component: Component) -> Object {
+        self.components.insert(role.into(), component);
+        self
+    }
+}
+
+/// A decoded manifest: the version, file attributes and objects in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The spec revision.
+    pub version: Version,
+    /// The version string the file declares (`None` for v0.1, which has none).
+    pub version_string: Option<String>,
+    /// File-level attributes (v1.x only).
+    pub attributes: Option<Value>,
+    /// The objects, in the order the manifest lists them.
+    pub objects: Vec<Object>,
+    /// Root keys this implementation does not know, preserved (v1.x).
+    pub extra: Vec<(String, Value)>,
+}
+
+impl Manifest {
+    /// An empty manifest of `version`, with that version's default version string.
+    pub fn new(version: Version) -> Manifest {
+        Manifest {
+            version,
+            version_string: version.default_version_string().map(str::to_owned),
+            attributes: None,
+            objects: Vec::new(),
+            extra: Vec::new(),
+        }
+    }
+
+    /// Decodes manifest bytes found in a `container`. Offsets in errors are relative to the
+    /// start of `bytes`; [`Error::shifted`] turns them into file offsets.
+    ///
+    /// Decoding checks CBOR well-formedness and the schema; [`crate::validate`] checks the rest.
+    ///
+    /// # Errors
+    /// The CBOR and schema rules of `spec/rules.md`.
+    pub fn decode(container: Container, bytes: &[u8], limits: &Limits) -> Result<Manifest> {
+        let root = crate::cbor::decode(bytes, limits.max_cbor_depth)?;
+        match container {
+            Container::V0_1 => v0_1::from_value(root, limits),
+            Container::V1 => v1::from_value(root, limits),
+        }
+    }
+
+    /// Encodes this manifest in deterministic CBOR, in the wire schema of `self.version`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unrepresentable`] when the version cannot express some content (see
+    /// `spec/`), [`ErrorKind::DuplicateName`] for repeated object names.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut names = std::collections::HashSet::with_capacity(self.objects.len());
+        for object in &self.objects {
+            if !names.insert(object.name.as_str()) {
+                return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
+                    .in_object(&object.name));
+            }
+        }
+        let value = match self.version {
+            Version::V0_1 => v0_1::to_value(self)?,
+            Version::V1_1 | Version::V1_2 => v1::to_value(self)?,
+        };
+        crate::cbor::encode(&value)
+    }
+
+    /// The object called `name` (a linear scan; [`crate::ValidatedManifest`] has an index).
+    pub fn object(&self, name: &str) -> Option<&Object> {
+        self.objects.iter().find(|o| o.name == name)
+    }
+}
+
+/// Reads a text-keyed structural map into (key, value) pairs, rejecting non-text keys.
+pub(crate) fn text_entries(
+    map: Vec<(Value, Value)>,
+    what: &'static str,
+) -> Result<Vec<(String, Value)>> {
+    map.into_iter()
+        .map(|(k, v)| match k {
+            Value::Text(k) => Ok((k, v)),
+            other => Err(Error::new(
+                ErrorKind::KeyNotText,
+                format!("{what} has a key of kind {}, not text", other.kind_name()),
+            )),
+        })
+        .collect()
+}
+
+/// A field of the wrong type.
+pub(crate) fn wrong_type(field: &'static str, expected: &str, found: &Value) -> Error {
+    Error::new(ErrorKind::SchemaFieldType, "field has the wrong type")
+        .field(field)
+        .expected_found(expected, found.kind_name())
+}
+
+pub(crate) fn missing(field: &'static str) -> Error {
+    Error::new(ErrorKind::SchemaMissingField, "required field is absent").field(field)
+}
+
+pub(crate) fn take_text(value: Value, field: &'static str) -> Result<String> {
+    match value {
+        Value::Text(s) => Ok(s),
+        other => Err(wrong_type(field, "text string", &other)),
+    }
+}
+
+pub(crate) fn take_u64(value: &Value, field: &'static str) -> Result<u64> {
+    value.as_u64().ok_or_else(|| wrong_type(field, "unsigned integer", value))
+}
+
+pub(crate) fn take_shape(value: Value, limits: &Limits) -> Result<Vec<u64>> {
+    let Value::Array(items) = value else {
+        return Err(wrong_type("shape", "array of unsigned integers", &value));
+    };
+    if items.len() > limits.max_rank {
+        return Err(Error::new(ErrorKind::ShapeRank, "shape has more dimensions than the limit")
+            .field("shape")
+            .expected_found(format!("rank <= {}", limits.max_rank), items.len()));
+    }
+    items.iter().map(|d| take_u64(d, "shape")).collect()
+}
+
+pub(crate) fn check_name(name: &str, limits: &Limits) -> Result<()> {
+    if name.len() > limits.max_name_len {
+        return Err(Error::new(ErrorKind::NameTooLong, "object name is longer than the limit")
+            .expected_found(format!("<= {} bytes", limits.max_name_len), name.len()));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_attributes(value: &Value, field: &'static str) -> Result<()> {
+    if value.as_map().is_none() {
+        return Err(Error::new(ErrorKind::AttributesNotAMap, "attributes must be a map")
+            .field(field)
+            .expected_found("map", value.kind_name()));
+    }
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! The v0.1 wire schema: a CBOR array of per-tensor maps.
+//!
+//! Real v0.1 files come from a writer that emits indefinite-length maps and a `layout` of
+//! `dense`, `sparsecoo` or `sparsecsr`; seed 000 has no `layout` at all (absent means dense), and
+//! seed 003 spells sparse tensors as `layout: "sparse"` plus `sparse_format`. All three decode
+//! here. Keys other than the standard ones are the tensor's custom fields and become the
+//! object's attributes.
+
+use std::collections::BTreeMap;
+
+use super::{
+    ByteOrder, Component, Encoding, Format, Manifest, Object, Packing, Version, check_name,
+    missing, take_shape, take_text, take_u64, text_entries, wrong_type,
+};
+use crate::digest::Digest;
+use crate::dtype::{DType, StorageType};
+use crate::error::{Error, ErrorKind, Result};
+use crate::limits::Limits;
+use crate::value::Value;
+
+/// The keys v0.1 defines; every other key of a tensor map is a custom field.
+pub const STANDARD_KEYS: [&str; 10] = [
+    "name",
+    "offset",
+    "size",
+    "dtype",
+    "shape",
+    "encoding",
+    "layout",
+    "data_endianness",
+    "checksum",
+    "sparse_format",
+];
+
+/// The role of the one blob of every v0.1 tensor.
+pub const DATA_ROLE: &str = "data";
+
+pub(crate) fn from_value(root: Value, limits: &Limits) -> Result<Manifest> {
+    let Value::Array(entries) = root else {
+        return Err(Error::new(ErrorKind::SchemaRoot, "a v0.1 manifest must be a CBOR array")
+            .expected_found("array", root.kind_name()));
+    };
+    if entries.len() > limits.max_objects {
+        return Err(Error::new(ErrorKind::TooManyObjects, "more tensors than the limit")
+            .expected_found(format!("<= {}", limits.max_objects), entries.len()));
+    }
+    let objects = entries
+        .into_iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            tensor(entry, limits).map_err(|e| {
+                if e.object().is_some() { e } else { e.in_object(&format!("#{index}")) }
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Manifest {
+        version: Version::V0_1,
+        version_string: None,
+        attributes: None,
+        objects,
+        extra: Vec::new(),
+    })
+}
+
+fn optional(value: Value) -> Option<Value> {
+    match value {
+        Value::Null => None,
+        v => Some(v),
+    }
+}
+
+fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
+    let Value::Map(map) = entry else {
+        return Err(wrong_type("tensor", "map", &entry));
+    };
+    let mut fields: BTreeMap<&'static str, Value> = BTreeMap::new();
+    let mut custom = Vec::new();
+    for (key, value) in text_entries(map, "a tensor map")? {
+        match STANDARD_KEYS.iter().find(|k| **k == key) {
+            Some(k) => {
+                fields.insert(k, value);
+            }
+            None => custom.push((Value::Text(key), value)),
+        }
+    }
+    let name = take_text(fields.remove("name").ok_or_else(|| missing("name"))?, "name")?;
+    let context = |e: Error| e.in_object(&name);
+    check_name(&name, limits).map_err(context)?;
+    let required = |fields: &mut BTreeMap<&'static str, Value>, key: &'static str| {
+        fields.remove(key).ok_or_else(|| missing(key).in_object(&name))
+    };
+    let offset = take_u64(&required(&mut fields, "offset")?, "offset").map_err(context)?;
+    let size = take_u64(&required(&mut fields, "size")?, "size").map_err(context)?;
+    let dtype = take_text(required(&mut fields, "dtype")?, "dtype").map_err(context)?;
+    let shape = take_shape(required(&mut fields, "shape")?, limits).map_err(context)?;
+    let encoding = take_text(required(&mut fields, "encoding")?, "encoding").map_err(context)?;
+    let text = |fields: &mut BTreeMap<&'static str, Value>, key: &'static str| {
+        fields
+            .remove(key)
+            .and_then(optional)
+            .map(|v| take_text(v, key))
+            .transpose()
+            .map_err(context)
+    };
+    let layout = text(&mut fields, "layout")?;
+    let endianness = text(&mut fields, "data_endianness")?;
+    let checksum = text(&mut fields, "checksum")?;
+    let sparse_format = fields.remove("sparse_format");
+
+    let sparse_kind = |sf: &Option<Value>| match sf.as_ref().and_then(Value::as_text) {
+        Some(s) if s.eq_ignore_ascii_case("csr") => Some(Format::SparseCsr),
+        Some(s) if s.eq_ignore_ascii_case("coo") => Some(Format::SparseCoo),
+        _ => None,
+    };
+    let (format, packing, keep_sparse_format) = match layout.as_deref() {
+        None | Some("dense") => (Format::Dense, Packing::Split, true),
+        Some("sparsecsr") => (Format::SparseCsr, Packing::V0Single, true),
+        Some("sparsecoo") => (Format::SparseCoo, Packing::V0Single, true),
+        Some("sparse") => match sparse_kind(&sparse_format) {
+            Some(format) => (format, Packing::V0Single, false),
+            None => (Format::Unknown("sparse".into()), Packing::V0Single, true),
+        },
+        Some(other) => (Format::Unknown(other.to_owned()), Packing::V0Single, true),
+    };
+    if keep_sparse_format && let Some(sf) = sparse_format {
+        custom.push((Value::from("sparse_format"), sf));
+    }
+
+    let component = Component {
+        dtype: DType::from_v0_name(&dtype).map_or(StorageType::Unknown(dtype), StorageType::Known),
+        logical_type: None,
+        offset,
+        length: size,
+        uncompressed_length: None,
+        encoding: Encoding::from_name(&encoding),
+        digest: checksum.map(|c| Digest::parse(&c)),
+        byte_order: match endianness.as_deref() {
+            None | Some("little") => ByteOrder::Little,
+            Some("big") => ByteOrder::Big,
+            Some(other) => ByteOrder::Unknown(other.to_owned()),
+        },
+        extra: Vec::new(),
+    };
+    let mut components = BTreeMap::new();
+    components.insert(DATA_ROLE.to_owned(), component);
+    Ok(Object {
+        name,
+        shape,
+        format,
+        attributes: if custom.is_empty() { None } else { Some(Value::Map(custom)) },
+        components,
+        packing,
+        extra: Vec::new(),
+    })
+}
+
+pub(crate) fn to_value(manifest: &Manifest) -> Result<Value> {
+    let unrepresentable =
+        |what: &str| Error::new(ErrorKind::Unrepresentable, format!("v0.1 cannot express {what}"));
+    if manifest.attributes.is_some() {
+        return Err(unrepresentable("file attributes"));
+    }
+    if !manifest.extra.is_empty() || manifest.version_string.is_some() {
+        return Err(unrepresentable("a version string or extra root keys"));
+    }
+    let mut entries = Vec::with_capacity(manifest.objects.len());
+    for object in &manifest.objects {
+        entries.push(tensor_value(object).map_err(|e| e.in_object(&object.name))?);
+    }
+    Ok(Value::Array(entries))
+}
+
+fn tensor_value(object: &Object) -> Result<Value> {
+    let unrepresentable = |what: String| {
+        Error::new(ErrorKind::Unrepresentable, format!("v0.1 cannot express {what}"))
+    };
+    let layout = match (&object.format, object.packing) {
+        (Format::Dense, Packing::Split) => "dense",
+        (Format::SparseCsr, Packing::V0Single) => "sparsecsr",
+        (Format::SparseCoo, Packing::V0Single) => "sparsecoo",
+        (Format::Unknown(layout), Packing::V0Single) => layout.as_str(),
+        (format, _) => {
+            return Err(unrepresentable(format!(
+                "a {format} object in this packing; convert it first"
+            )));
+        }
+    };
+    if !object.extra.is_empty() {
+        return Err(unrepresentable("extra object keys".into()));
+    }
+    let (Some(c), 1) = (object.components.get(DATA_ROLE), object.components.len()) else {
+        return Err(unrepresentable(
+            "an object whose components are not exactly one `data` blob".into(),
+        ));
+    };
+    if let Some(t) = &c.logical_type {
+        return Err(unrepresentable(format!("logical type {t}")));
+    }
+    if c.uncompressed_length.is_some() {
+        return Err(unrepresentable("uncompressed_length".into()));
+    }
+    if !c.extra.is_empty() {
+        return Err(unrepresentable("extra component keys".into()));
+    }
+    let dtype = match &c.dtype {
+        StorageType::Known(d) => d.v0_name().to_owned(),
+        StorageType::Unknown(s) => s.clone(),
+    };
+    let mut map = vec![
+        (Value::from("name"), Value::Text(object.name.clone())),
+        (Value::from("offset"), Value::from(c.offset)),
+        (Value::from("size"), Value::from(c.length)),
+        (Value::from("dtype"), Value::Text(dtype)),
+        (
+            Value::from("shape"),
+            Value::Array(object.shape.iter().map(|&d| Value::from(d)).collect()),
+        ),
+        (Value::from("encoding"), Value::from(c.encoding.name())),
+        (Value::from("layout"), Value::from(layout)),
+    ];
+    // Like the reference writer, state the byte order of raw multi-byte data explicitly.
+    let multi_byte = c.dtype.known().is_some_and(|d| d.size() > 1);
+    match &c.byte_order {
+        ByteOrder::Little if c.encoding == Encoding::Raw && multi_byte => {
+            map.push((Value::from("data_endianness"), Value::from("little")));
+        }
+        ByteOrder::Little => {}
+        ByteOrder::Big => map.push((Value::from("data_endianness"), Value::from("big"))),
+        ByteOrder::Unknown(s) => map.push((Value::from("data_endianness"), Value::Text(s.clone()))),
+    }
+    if let Some(d) = &c.digest {
+        map.push((Value::from("checksum"), Value::Text(d.to_string())));
+    }
+    if let Some(attributes) = &object.attributes {
+        let Some(entries) = attributes.as_map() else {
+            return Err(
+                Error::new(ErrorKind::InvalidInput, "attributes must be a map").field("attributes")
+            );
+        };
+        for (key, value) in entries {
+            let Some(k) = key.as_text() else {
+                return Err(unrepresentable("a custom field whose key is not text".into()));
+            };
+            // `sparse_format` is kept as a custom field unless it completes `layout: "sparse"`.
+            if STANDARD_KEYS.contains(&k) && k != "sparse_format" {
+                return Err(unrepresentable(format!(
+                    "a custom field named {k:?}, which v0.1 defines"
+                )));
+            }
+            map.push((key.clone(), value.clone()));
+        }
+    }
+    Ok(Value::Map(map))
+}

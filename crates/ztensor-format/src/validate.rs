@@ -1,0 +1,617 @@
+//! Manifest → [`ValidatedManifest`]: every file- and object-level rule of `spec/rules.md`.
+//!
+//! A `ValidatedManifest` can only be built here, so code holding one may rely on: every blob
+//! lies inside the data area, starts past the header at a multiple of 64, and is either disjoint
+//! from or identical to every other blob; shapes have no overflowing byte sizes; dense and
+//! sparse sizes agree with shapes wherever the manifest states them; names are unique. Objects
+//! that fail an object-level rule are kept, marked unsupported, with the reason.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::digest::Digest;
+use crate::dtype::{DType, LogicalType};
+use crate::error::{Error, ErrorKind, Result};
+use crate::framing::{HEADER_LEN, ManifestLocation};
+use crate::layout::ALIGNMENT;
+use crate::limits::Options;
+use crate::manifest::{ByteOrder, Component, Encoding, Format, Manifest, Object, Packing, Version};
+
+/// A manifest that passed validation against a file of known length, with what validation
+/// learned about each object.
+#[derive(Debug, Clone)]
+pub struct ValidatedManifest {
+    manifest: Manifest,
+    location: ManifestLocation,
+    info: Vec<ObjectInfo>,
+    index: HashMap<String, usize>,
+}
+
+#[derive(Debug, Clone)]
+struct ObjectInfo {
+    unsupported: Option<Error>,
+    decoded: BTreeMap<String, Option<u64>>,
+}
+
+/// One object of a [`ValidatedManifest`], with its validation results.
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectRef<'a> {
+    object: &'a Object,
+    info: &'a ObjectInfo,
+    version: Version,
+}
+
+impl<'a> ObjectRef<'a> {
+    /// The object.
+    pub fn object(&self) -> &'a Object {
+        self.object
+    }
+
+    /// The object's name.
+    pub fn name(&self) -> &'a str {
+        &self.object.name
+    }
+
+    /// Why this object cannot be decoded (unknown dtype, encoding, byte order or layout, a
+    /// malformed digest, a decoded size above the limit), or `None` when it can.
+    pub fn unsupported(&self) -> Option<&'a Error> {
+        self.info.unsupported.as_ref()
+    }
+
+    /// The decoded byte length of component `role`, when the manifest determines it: the
+    /// length of raw components, `uncompressed_length` of zstd ones, or the size the shape
+    /// implies for dense data. `None` when only decoding can tell.
+    pub fn decoded_len(&self, role: &str) -> Option<u64> {
+        self.info.decoded.get(role).copied().flatten()
+    }
+
+    /// The version of the file the object comes from.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+}
+
+impl ValidatedManifest {
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Gives the manifest back.
+    pub fn into_manifest(self) -> Manifest {
+        self.manifest
+    }
+
+    /// Where the manifest lies in the file.
+    pub fn location(&self) -> ManifestLocation {
+        self.location
+    }
+
+    /// The version.
+    pub fn version(&self) -> Version {
+        self.manifest.version
+    }
+
+    /// Every object, in manifest order.
+    pub fn objects(&self) -> impl ExactSizeIterator<Item = ObjectRef<'_>> + '_ {
+        self.manifest.objects.iter().zip(&self.info).map(|(object, info)| ObjectRef {
+            object,
+            info,
+            version: self.manifest.version,
+        })
+    }
+
+    /// The object called `name`.
+    pub fn get(&self, name: &str) -> Option<ObjectRef<'_>> {
+        let &i = self.index.get(name)?;
+        Some(ObjectRef {
+            object: &self.manifest.objects[i],
+            info: &self.info[i],
+            version: self.manifest.version,
+        })
+    }
+
+    /// The number of objects.
+    pub fn len(&self) -> usize {
+        self.manifest.objects.len()
+    }
+
+    /// Whether the file holds no objects.
+    pub fn is_empty(&self) -> bool {
+        self.manifest.objects.is_empty()
+    }
+}
+
+/// The number of elements of `shape` (1 for a scalar), or `None` on overflow.
+pub fn element_count(shape: &[u64]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+}
+
+/// Bytes per logical element of a component: storage size × logical ratio.
+pub fn element_size(component: &Component) -> Option<u64> {
+    let dtype = component.dtype.known()?;
+    Some(dtype.size() * component.logical_type.as_ref().map_or(1, LogicalType::ratio))
+}
+
+/// Validates `manifest`, decoded from a file whose manifest sits at `location`.
+///
+/// # Errors
+/// The first file-level rule broken, in manifest order, objects first and blob overlaps last.
+pub fn validate(
+    manifest: Manifest,
+    location: ManifestLocation,
+    options: &Options,
+) -> Result<ValidatedManifest> {
+    let limits = &options.limits;
+    if manifest.version.container() != location.container {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "manifest version does not match its container",
+        ));
+    }
+    if manifest.objects.len() > limits.max_objects {
+        return Err(Error::new(ErrorKind::TooManyObjects, "more objects than the limit")
+            .expected_found(format!("<= {}", limits.max_objects), manifest.objects.len()));
+    }
+    if let Some(a) = &manifest.attributes {
+        crate::manifest::check_attributes(a, "attributes")?;
+    }
+    let mut index = HashMap::with_capacity(manifest.objects.len());
+    let mut info = Vec::with_capacity(manifest.objects.len());
+    let mut blobs = Vec::new();
+    for (i, object) in manifest.objects.iter().enumerate() {
+        if index.insert(object.name.clone(), i).is_some() {
+            return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
+                .in_object(&object.name));
+        }
+        let checker = ObjectCheck { object, version: manifest.version, location, options };
+        let object_info = checker.run().map_err(|e| e.in_object(&object.name))?;
+        info.push(object_info);
+        for (role, c) in &object.components {
+            if c.length > 0 {
+                blobs.push((c.offset, c.offset + c.length, i, role.as_str()));
+            }
+        }
+    }
+    check_overlaps(&mut blobs, &manifest)?;
+    Ok(ValidatedManifest { manifest, location, info, index })
+}
+
+/// Blobs must be pairwise disjoint or identical.
+fn check_overlaps(blobs: &mut [(u64, u64, usize, &str)], manifest: &Manifest) -> Result<()> {
+    blobs.sort_unstable();
+    let mut current: Option<(u64, u64, usize, &str)> = None;
+    for &blob in blobs.iter() {
+        match current {
+            Some(cur) if blob.0 < cur.1 => {
+                if (blob.0, blob.1) != (cur.0, cur.1) {
+                    let other = &manifest.objects[cur.2].name;
+                    return Err(Error::new(
+                        ErrorKind::BlobPartialOverlap,
+                        format!(
+                            "blob [{}, {}) partly overlaps blob [{}, {}) of {other:?}/{:?}",
+                            blob.0, blob.1, cur.0, cur.1, cur.3
+                        ),
+                    )
+                    .in_object(&manifest.objects[blob.2].name)
+                    .in_component(blob.3)
+                    .at(blob.0));
+                }
+            }
+            _ => current = Some(blob),
+        }
+    }
+    Ok(())
+}
+
+struct ObjectCheck<'a> {
+    object: &'a Object,
+    version: Version,
+    location: ManifestLocation,
+    options: &'a Options,
+}
+
+impl ObjectCheck<'_> {
+    fn run(&self) -> Result<ObjectInfo> {
+        let object = self.object;
+        let limits = &self.options.limits;
+        crate::manifest::check_name(&object.name, limits)?;
+        if self.options.strict {
+            if object.name.is_empty() {
+                return Err(Error::new(ErrorKind::NameEmpty, "object name is empty"));
+            }
+            if object.name.contains('\0') {
+                return Err(Error::new(ErrorKind::NameNul, "object name contains a NUL character"));
+            }
+        }
+        if object.shape.len() > limits.max_rank {
+            return Err(Error::new(
+                ErrorKind::ShapeRank,
+                "shape has more dimensions than the limit",
+            )
+            .field("shape")
+            .expected_found(format!("rank <= {}", limits.max_rank), object.shape.len()));
+        }
+        if let Some(a) = &object.attributes {
+            crate::manifest::check_attributes(a, "attributes")?;
+        }
+        let count = element_count(&object.shape).ok_or_else(|| overflow(&object.shape))?;
+
+        let mut unsupported = None;
+        let mut decoded = BTreeMap::new();
+        for (role, c) in &object.components {
+            let reason = self.component(c, count).map_err(|e| e.in_component(role))?;
+            if unsupported.is_none() {
+                unsupported = reason.map(|e| e.in_object(&object.name).in_component(role));
+            }
+            let len = match c.encoding {
+                Encoding::Raw => Some(c.length),
+                Encoding::Zstd => c.uncompressed_length,
+                Encoding::Unknown(_) => None,
+            };
+            decoded.insert(role.clone(), len);
+        }
+        if let Some(role) = self.required_roles_missing() {
+            return Err(Error::new(
+                ErrorKind::ComponentMissing,
+                format!("{} object has no {role:?} component", object.format),
+            ));
+        }
+        if self.options.strict
+            && object.packing == Packing::Split
+            && let Some(roles) = object.format.required_roles()
+            && let Some(extra) = object.components.keys().find(|r| !roles.contains(&r.as_str()))
+        {
+            return Err(Error::new(
+                ErrorKind::ComponentUnexpected,
+                format!("{} objects define no role {extra:?}", object.format),
+            ));
+        }
+        match (object.packing, &object.format) {
+            (Packing::V0Single, Format::Unknown(layout)) if unsupported.is_none() => {
+                unsupported = Some(
+                    Error::new(
+                        ErrorKind::LayoutUnknown,
+                        format!("v0.1 layout {layout:?} is not understood"),
+                    )
+                    .in_object(&object.name),
+                );
+            }
+            (Packing::V0Single, _) => self.v0_sparse()?,
+            (Packing::Split, Format::Dense) => {
+                let reason = self.dense(count, &mut decoded)?;
+                if unsupported.is_none() {
+                    unsupported = reason.map(|e| e.in_object(&object.name).in_component("data"));
+                }
+            }
+            (Packing::Split, Format::SparseCsr) => self.csr(&decoded)?,
+            (Packing::Split, Format::SparseCoo) => self.coo(&decoded)?,
+            _ => {}
+        }
+        Ok(ObjectInfo { unsupported, decoded })
+    }
+
+    fn required_roles_missing(&self) -> Option<&'static str> {
+        let roles: &[&'static str] = match self.object.packing {
+            Packing::V0Single => &["data"],
+            Packing::Split => self.object.format.required_roles()?,
+        };
+        roles.iter().copied().find(|r| !self.object.components.contains_key(*r))
+    }
+
+    /// Checks one component. File-level faults are errors; object-level faults are returned.
+    fn component(&self, c: &Component, count: u64) -> Result<Option<Error>> {
+        let data_end = self.location.offset;
+        let end = c.offset.checked_add(c.length).filter(|&e| e <= data_end);
+        let Some(_) = end else {
+            return Err(Error::new(ErrorKind::BlobOutOfBounds, "blob extends past the data area")
+                .field("length")
+                .expected_found(
+                    format!("offset + length <= {data_end}"),
+                    format!("{} + {}", c.offset, c.length),
+                )
+                .at(c.offset));
+        };
+        if c.length > 0 && c.offset < HEADER_LEN {
+            return Err(Error::new(
+                ErrorKind::BlobOverlapsHeader,
+                "blob starts inside the header magic",
+            )
+            .field("offset")
+            .expected_found(format!(">= {HEADER_LEN}"), c.offset)
+            .at(c.offset));
+        }
+        if !c.offset.is_multiple_of(ALIGNMENT) {
+            return Err(Error::new(
+                ErrorKind::BlobMisaligned,
+                "blob offset is not a multiple of 64",
+            )
+            .field("offset")
+            .expected_found("a multiple of 64", c.offset)
+            .at(c.offset));
+        }
+        if let Some(t) = &c.logical_type
+            && let (Some(need), Some(have)) = (t.storage(), c.dtype.known())
+            && need != have
+        {
+            return Err(Error::new(
+                ErrorKind::LogicalTypeMismatch,
+                format!("logical type {t} needs dtype {need}"),
+            )
+            .field("dtype")
+            .expected_found(need, have));
+        }
+        if let (Encoding::Raw, Some(n)) = (&c.encoding, c.uncompressed_length)
+            && n != c.length
+        {
+            return Err(Error::new(
+                ErrorKind::UncompressedLengthMismatch,
+                "raw component states a different uncompressed_length",
+            )
+            .field("uncompressed_length")
+            .expected_found(c.length, n));
+        }
+        if self.options.strict
+            && self.version == Version::V1_2
+            && c.encoding == Encoding::Zstd
+            && c.uncompressed_length.is_none()
+        {
+            return Err(Error::new(
+                ErrorKind::UncompressedLengthMissing,
+                "v1.2 requires uncompressed_length on zstd components",
+            )
+            .field("uncompressed_length"));
+        }
+        if let Some(size) = element_size(c) {
+            if count.checked_mul(size).is_none() {
+                return Err(overflow(&self.object.shape));
+            }
+            let decoded = match c.encoding {
+                Encoding::Raw => Some(c.length),
+                _ => c.uncompressed_length,
+            };
+            if let Some(n) = decoded.filter(|_| self.object.packing == Packing::Split)
+                && !n.is_multiple_of(size)
+            {
+                return Err(Error::new(
+                    ErrorKind::ComponentLengthNotMultiple,
+                    "size is not a whole number of elements",
+                )
+                .field(if c.encoding == Encoding::Raw { "length" } else { "uncompressed_length" })
+                .expected_found(format!("a multiple of {size}"), n));
+            }
+        }
+        // Object-level reasons, in a fixed order.
+        let limit = self.options.limits.max_decoded_len;
+        let reason = if c.dtype.known().is_none() {
+            Some(
+                Error::new(
+                    ErrorKind::DtypeUnknown,
+                    format!("unknown dtype {:?}", c.dtype.to_string()),
+                )
+                .field("dtype"),
+            )
+        } else if let Encoding::Unknown(e) = &c.encoding {
+            Some(
+                Error::new(ErrorKind::EncodingUnknown, format!("unknown encoding {e:?}"))
+                    .field("encoding"),
+            )
+        } else if let ByteOrder::Unknown(b) = &c.byte_order {
+            Some(
+                Error::new(ErrorKind::EndiannessUnknown, format!("unknown data_endianness {b:?}"))
+                    .field("data_endianness"),
+            )
+        } else if let Some(Digest::Malformed(d)) = &c.digest {
+            Some(
+                Error::new(ErrorKind::DigestMalformed, format!("malformed digest {d:?}"))
+                    .field("digest"),
+            )
+        } else if c.encoding == Encoding::Zstd && c.uncompressed_length.is_some_and(|n| n > limit) {
+            Some(
+                Error::new(ErrorKind::DecodedTooLarge, "declared decoded size is above the limit")
+                    .field("uncompressed_length")
+                    .expected_found(
+                        format!("<= {limit}"),
+                        c.uncompressed_length.unwrap_or_default(),
+                    ),
+            )
+        } else {
+            None
+        };
+        Ok(reason)
+    }
+
+    /// Checks the dense size equation; returns an object-level reason when the decoded size
+    /// the shape implies is above the limit.
+    fn dense(
+        &self,
+        count: u64,
+        decoded: &mut BTreeMap<String, Option<u64>>,
+    ) -> Result<Option<Error>> {
+        let Some(data) = self.object.components.get("data") else { return Ok(None) };
+        let Some(size) = element_size(data) else { return Ok(None) };
+        // Overflow was ruled out per component.
+        let expected = count * size;
+        let found = match data.encoding {
+            Encoding::Raw => Some(data.length),
+            Encoding::Zstd => data.uncompressed_length,
+            Encoding::Unknown(_) => None,
+        };
+        if let Some(found) = found
+            && found != expected
+        {
+            return Err(Error::new(
+                ErrorKind::DenseSizeMismatch,
+                "dense data size disagrees with the shape",
+            )
+            .in_component("data")
+            .field(if data.encoding == Encoding::Raw { "length" } else { "uncompressed_length" })
+            .expected_found(format!("{expected} ({count} elements × {size} bytes)"), found)
+            .at(data.offset));
+        }
+        let limit = self.options.limits.max_decoded_len;
+        if data.encoding == Encoding::Zstd {
+            decoded.insert("data".into(), Some(expected));
+            if expected > limit {
+                return Ok(Some(
+                    Error::new(
+                        ErrorKind::DecodedTooLarge,
+                        "the shape implies a decoded size above the limit",
+                    )
+                    .field("shape")
+                    .expected_found(format!("<= {limit}"), expected),
+                ));
+            }
+        }
+        Ok(None)
+    }
+
+    fn index_dtype_ok(&self, dtype: Option<DType>) -> bool {
+        match (self.version, dtype) {
+            (_, None) => true, // unknown dtypes make the object unsupported instead
+            (Version::V1_2, Some(d)) => d == DType::U64,
+            (_, Some(d)) => d.is_integer(),
+        }
+    }
+
+    fn index_components(&self, roles: &[&str]) -> Result<()> {
+        for role in roles {
+            let Some(c) = self.object.components.get(*role) else { continue };
+            if !self.index_dtype_ok(c.dtype.known()) {
+                let expected =
+                    if self.version == Version::V1_2 { "u64" } else { "an integer dtype" };
+                return Err(Error::new(
+                    ErrorKind::SparseIndexDtype,
+                    "sparse index component has the wrong dtype",
+                )
+                .in_component(role)
+                .field("dtype")
+                .expected_found(expected, &c.dtype));
+            }
+        }
+        Ok(())
+    }
+
+    /// Element count of a component whose decoded size is known.
+    fn count_of(&self, role: &str, decoded: &BTreeMap<String, Option<u64>>) -> Option<u64> {
+        let c = self.object.components.get(role)?;
+        let size = element_size(c)?;
+        decoded.get(role).copied().flatten().map(|n| n / size)
+    }
+
+    fn csr(&self, decoded: &BTreeMap<String, Option<u64>>) -> Result<()> {
+        let shape = &self.object.shape;
+        let [rows, _] = shape[..] else {
+            return Err(Error::new(ErrorKind::SparseRank, "sparse_csr objects must have rank 2")
+                .field("shape")
+                .expected_found(2, shape.len()));
+        };
+        self.index_components(&["indices", "indptr"])?;
+        if let Some(n) = self.count_of("indptr", decoded)
+            && Some(n) != rows.checked_add(1)
+        {
+            return Err(Error::new(ErrorKind::CsrIndptrCount, "indptr must hold rows + 1 entries")
+                .in_component("indptr")
+                .expected_found(format!("{rows} + 1"), n));
+        }
+        if let (Some(v), Some(i)) =
+            (self.count_of("values", decoded), self.count_of("indices", decoded))
+            && v != i
+        {
+            return Err(Error::new(
+                ErrorKind::SparseNnzMismatch,
+                "values and indices hold different counts",
+            )
+            .in_component("indices")
+            .expected_found(v, i));
+        }
+        Ok(())
+    }
+
+    fn coo(&self, decoded: &BTreeMap<String, Option<u64>>) -> Result<()> {
+        let rank = self.object.shape.len() as u64;
+        if rank == 0 {
+            return Err(Error::new(
+                ErrorKind::SparseRank,
+                "sparse_coo objects must have rank 1 or more",
+            )
+            .field("shape")
+            .expected_found(">= 1", 0));
+        }
+        self.index_components(&["coords"])?;
+        if let (Some(v), Some(c)) =
+            (self.count_of("values", decoded), self.count_of("coords", decoded))
+            && v.checked_mul(rank) != Some(c)
+        {
+            return Err(Error::new(
+                ErrorKind::SparseNnzMismatch,
+                "coords must hold rank × nnz entries",
+            )
+            .in_component("coords")
+            .expected_found(format!("{rank} × {v}"), c));
+        }
+        Ok(())
+    }
+
+    /// v0.1 single-blob sparse tensors: rank, and the size of a raw blob.
+    fn v0_sparse(&self) -> Result<()> {
+        let shape = &self.object.shape;
+        let Some(data) = self.object.components.get("data") else { return Ok(()) };
+        let value_size = data.dtype.known().map(DType::size);
+        let packed = |message: String| {
+            Error::new(ErrorKind::SparsePackedSize, message)
+                .in_component("data")
+                .field("size")
+                .at(data.offset)
+        };
+        match self.object.format {
+            Format::SparseCsr => {
+                let [rows, _] = shape[..] else {
+                    return Err(Error::new(
+                        ErrorKind::SparseRank,
+                        "sparse_csr objects must have rank 2",
+                    )
+                    .field("shape")
+                    .expected_found(2, shape.len()));
+                };
+                let (Encoding::Raw, Some(vs)) = (&data.encoding, value_size) else { return Ok(()) };
+                let indptr = rows.checked_add(1).and_then(|n| n.checked_mul(8));
+                let rest = indptr.and_then(|n| data.length.checked_sub(n));
+                match rest {
+                    Some(rest) if rest % (8 + vs) == 0 => Ok(()),
+                    _ => Err(packed(format!(
+                        "{} bytes cannot hold indptr ({rows} + 1) × 8 plus nnz × (8 + {vs})",
+                        data.length
+                    ))),
+                }
+            }
+            Format::SparseCoo => {
+                let rank = shape.len() as u64;
+                if rank == 0 {
+                    return Err(Error::new(
+                        ErrorKind::SparseRank,
+                        "sparse_coo objects must have rank 1 or more",
+                    )
+                    .field("shape")
+                    .expected_found(">= 1", 0));
+                }
+                let (Encoding::Raw, Some(vs)) = (&data.encoding, value_size) else { return Ok(()) };
+                // rank ≤ max_rank, so this cannot overflow.
+                let record = rank * 8 + vs;
+                if data.length % record != 0 {
+                    return Err(packed(format!(
+                        "{} bytes is not a whole number of {record}-byte records",
+                        data.length
+                    )));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn overflow(shape: &[u64]) -> Error {
+    Error::new(ErrorKind::ShapeOverflow, "shape × element size overflows 64 bits")
+        .field("shape")
+        .expected_found("a byte size below 2^64", format!("{shape:?}"))
+}
