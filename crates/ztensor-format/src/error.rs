@@ -9,8 +9,12 @@ pub enum Layer {
     File,
     /// Checked by this crate at validation, but a failure only makes one object unsupported.
     Object,
-    /// Checked against the component bytes themselves, by the reader, on request.
+    /// Checked against decoded component bytes, on request, by the pure functions of
+    /// [`crate::data`].
     Data,
+    /// Checked by the reader while it fetches, decompresses or verifies stored bytes
+    /// (`ztensor-io`).
+    Decode,
     /// Raised when building or encoding a manifest, never when reading one.
     Write,
 }
@@ -150,11 +154,11 @@ kinds! {
     /// A v0.1 single-blob sparse tensor of impossible size.
     SparsePackedSize = "sparse_packed_size", File, false, "v0.1 raw single-blob sparse tensor whose size fits no nnz";
     /// A digest does not match the bytes.
-    DigestMismatch = "digest_mismatch", Data, false, "digest differs from the stored bytes";
+    DigestMismatch = "digest_mismatch", Decode, false, "digest differs from the stored bytes";
     /// Decompressed output of the wrong length.
-    DecodedSizeMismatch = "decoded_size_mismatch", Data, false, "zstd output shorter or longer than the expected decoded size";
+    DecodedSizeMismatch = "decoded_size_mismatch", Decode, false, "zstd output shorter or longer than the expected decoded size";
     /// A zstd stream that does not decode.
-    DecodeFailed = "decode_failed", Data, false, "zstd stream is corrupt";
+    DecodeFailed = "decode_failed", Decode, false, "zstd stream is corrupt";
     /// A malformed CSR `indptr`.
     CsrIndptrInvalid = "csr_indptr_invalid", Data, false, "CSR indptr does not start at 0, decreases, or does not end at nnz";
     /// A sparse index outside the shape.

@@ -42,6 +42,7 @@
 #![deny(missing_docs)]
 
 pub mod cbor;
+pub mod data;
 mod digest;
 mod dtype;
 mod error;
