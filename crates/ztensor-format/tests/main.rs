@@ -5,3 +5,9 @@ mod support;
 
 /// One accepting and one rejecting case per rule.
 mod rules;
+
+/// Manifests in the byte-level style of the public reference writers.
+mod real_writers;
+
+/// decode(encode(m)) == m for every version; the CBOR codec against an independent one.
+mod roundtrip;
