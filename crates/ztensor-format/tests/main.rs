@@ -1,5 +1,8 @@
 //! Integration tests of ztensor-format.
 
+// Test builders lay out small hand-made files; their lengths always fit.
+#![allow(clippy::cast_possible_truncation)]
+
 /// Builders for hand-made files.
 mod support;
 
