@@ -1,16 +1,20 @@
 //! `cargo xtask <task>`: the one entry point for people and CI.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+use ztensor_format::Version;
+
+mod examples;
 
 const TASKS: &[(&str, &str)] = &[
-    ("ci", "everything CI runs: fmt, clippy, test, doc"),
+    ("ci", "everything CI runs: fmt, clippy, test, doc, fixtures --check"),
     ("fmt", "cargo fmt --all --check"),
     ("clippy", "cargo clippy --workspace --all-targets -D warnings"),
     ("test", "run the workspace tests"),
     ("doc", "build the docs with warnings as errors"),
+    ("fixtures [--check]", "regenerate fixtures/examples, or check the committed files"),
 ];
 
 fn main() -> Result<()> {
@@ -24,8 +28,10 @@ fn main() -> Result<()> {
             fmt()?;
             clippy()?;
             test()?;
-            doc()
+            doc()?;
+            fixtures(true)
         }
+        "fixtures" => fixtures(args.iter().any(|a| a == "--check")),
         "fmt" => fmt(),
         "clippy" => clippy(),
         "test" => test(),
@@ -44,7 +50,7 @@ fn main() -> Result<()> {
 fn print_help() {
     eprintln!("usage: cargo xtask <task>\n\ntasks:");
     for (name, what) in TASKS {
-        eprintln!("  {name:<10} {what}");
+        eprintln!("  {name:<20} {what}");
     }
 }
 
@@ -81,4 +87,45 @@ fn test() -> Result<()> {
 
 fn doc() -> Result<()> {
     cargo(&["doc", "--workspace", "--no-deps"], &[("RUSTDOCFLAGS", "-D warnings")])
+}
+
+/// Writes every generated fixture, or with `check` compares them to the committed files.
+fn fixtures(check: bool) -> Result<()> {
+    let root = project_root().join("fixtures/examples");
+    let mut stale = Vec::new();
+    for (name, version) in [
+        ("tiny-v0.1.zt", Version::V0_1),
+        ("tiny-v1.1.zt", Version::V1_1),
+        ("tiny-v1.2.zt", Version::V1_2),
+    ] {
+        let bytes = examples::tiny(version)?;
+        let path = root.join(name);
+        if check {
+            if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
+                stale.push(path);
+            }
+        } else {
+            write_if_changed(&path, &bytes)?;
+        }
+    }
+    if !stale.is_empty() {
+        let list: Vec<String> = stale.iter().map(|p| p.display().to_string()).collect();
+        bail!(
+            "fixtures differ from their recipes (run `cargo xtask fixtures`): {}",
+            list.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<()> {
+    if std::fs::read(path).ok().as_deref() == Some(bytes) {
+        return Ok(());
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }

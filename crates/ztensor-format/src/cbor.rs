@@ -204,7 +204,7 @@ impl<'a> Decoder<'a> {
                     Some(n) => Vec::with_capacity(self.count(at, n, 2)?),
                     None => Vec::new(),
                 };
-                let mut keys = HashSet::new();
+                let mut key_offsets = Vec::with_capacity(entries.capacity());
                 loop {
                     if len.is_some_and(|n| entries.len() as u64 == n) {
                         break;
@@ -212,17 +212,17 @@ impl<'a> Decoder<'a> {
                     if len.is_none() && self.at_break()? {
                         break;
                     }
-                    let key_at = self.pos;
+                    key_offsets.push(self.pos);
                     let key = self.item(depth + 1)?;
-                    if !keys.insert(encode(&key)?) {
-                        return Err(Error::new(
-                            ErrorKind::CborDuplicateKey,
-                            format!("map repeats the key {}", describe_key(&key)),
-                        )
-                        .at(key_at as u64));
-                    }
                     let value = self.item(depth + 1)?;
                     entries.push((key, value));
+                }
+                if let Some(i) = first_duplicate_key(&entries)? {
+                    return Err(Error::new(
+                        ErrorKind::CborDuplicateKey,
+                        format!("map repeats the key {}", describe_key(&entries[i].0)),
+                    )
+                    .at(key_offsets[i] as u64));
                 }
                 Ok(Value::Map(entries))
             }
@@ -262,6 +262,29 @@ impl<'a> Decoder<'a> {
         }
         Ok(())
     }
+}
+
+/// The index of the first key equal to an earlier one. Small maps compare directly; large ones
+/// hash text keys by reference and other keys by their encoding, so nothing is allocated for
+/// the common case of text-keyed structural maps.
+fn first_duplicate_key(entries: &[(Value, Value)]) -> Result<Option<usize>> {
+    if entries.len() <= 16 {
+        return Ok(
+            (1..entries.len()).find(|&i| entries[..i].iter().any(|(k, _)| *k == entries[i].0))
+        );
+    }
+    let mut texts = HashSet::with_capacity(entries.len());
+    let mut others = HashSet::new();
+    for (i, (key, _)) in entries.iter().enumerate() {
+        let fresh = match key {
+            Value::Text(s) => texts.insert(s.as_str()),
+            other => others.insert(encode(other)?),
+        };
+        if !fresh {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
 }
 
 fn describe_key(key: &Value) -> String {

@@ -6,8 +6,6 @@
 //! sparse sizes agree with shapes wherever the manifest states them; names are unique. Objects
 //! that fail an object-level rule are kept, marked unsupported, with the reason.
 
-use std::collections::{BTreeMap, HashMap};
-
 use crate::digest::Digest;
 use crate::dtype::{DType, LogicalType};
 use crate::error::{Error, ErrorKind, Result};
@@ -23,13 +21,15 @@ pub struct ValidatedManifest {
     manifest: Manifest,
     location: ManifestLocation,
     info: Vec<ObjectInfo>,
-    index: HashMap<String, usize>,
+    /// Object indices sorted by name, for lookups without a second copy of every name.
+    by_name: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
 struct ObjectInfo {
     unsupported: Option<Error>,
-    decoded: BTreeMap<String, Option<u64>>,
+    /// Decoded length per component, in the (sorted) order of `Object::components`.
+    decoded: Vec<Option<u64>>,
 }
 
 /// One object of a [`ValidatedManifest`], with its validation results.
@@ -61,7 +61,8 @@ impl<'a> ObjectRef<'a> {
     /// length of raw components, `uncompressed_length` of zstd ones, or the size the shape
     /// implies for dense data. `None` when only decoding can tell.
     pub fn decoded_len(&self, role: &str) -> Option<u64> {
-        self.info.decoded.get(role).copied().flatten()
+        let i = self.object.components.keys().position(|r| r == role)?;
+        self.info.decoded.get(i).copied().flatten()
     }
 
     /// The version of the file the object comes from.
@@ -102,7 +103,9 @@ impl ValidatedManifest {
 
     /// The object called `name`.
     pub fn get(&self, name: &str) -> Option<ObjectRef<'_>> {
-        let &i = self.index.get(name)?;
+        let objects = &self.manifest.objects;
+        let at = self.by_name.binary_search_by(|&i| objects[i].name.as_str().cmp(name)).ok()?;
+        let i = self.by_name[at];
         Some(ObjectRef {
             object: &self.manifest.objects[i],
             info: &self.info[i],
@@ -155,14 +158,16 @@ pub fn validate(
     if let Some(a) = &manifest.attributes {
         crate::manifest::check_attributes(a, "attributes")?;
     }
-    let mut index = HashMap::with_capacity(manifest.objects.len());
+    let objects = &manifest.objects;
+    let mut by_name: Vec<usize> = (0..objects.len()).collect();
+    by_name.sort_unstable_by(|&a, &b| objects[a].name.cmp(&objects[b].name).then(a.cmp(&b)));
+    if let Some(w) = by_name.windows(2).find(|w| objects[w[0]].name == objects[w[1]].name) {
+        return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
+            .in_object(&objects[w[1]].name));
+    }
     let mut info = Vec::with_capacity(manifest.objects.len());
     let mut blobs = Vec::new();
     for (i, object) in manifest.objects.iter().enumerate() {
-        if index.insert(object.name.clone(), i).is_some() {
-            return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
-                .in_object(&object.name));
-        }
         let checker = ObjectCheck { object, version: manifest.version, location, options };
         let object_info = checker.run().map_err(|e| e.in_object(&object.name))?;
         info.push(object_info);
@@ -173,7 +178,7 @@ pub fn validate(
         }
     }
     check_overlaps(&mut blobs, &manifest)?;
-    Ok(ValidatedManifest { manifest, location, info, index })
+    Ok(ValidatedManifest { manifest, location, info, by_name })
 }
 
 /// Blobs must be pairwise disjoint or identical.
@@ -237,7 +242,7 @@ impl ObjectCheck<'_> {
         let count = element_count(&object.shape).ok_or_else(|| overflow(&object.shape))?;
 
         let mut unsupported = None;
-        let mut decoded = BTreeMap::new();
+        let mut decoded = Vec::with_capacity(object.components.len());
         for (role, c) in &object.components {
             let reason = self.component(c, count).map_err(|e| e.in_component(role))?;
             if unsupported.is_none() {
@@ -248,7 +253,7 @@ impl ObjectCheck<'_> {
                 Encoding::Zstd => c.uncompressed_length,
                 Encoding::Unknown(_) => None,
             };
-            decoded.insert(role.clone(), len);
+            decoded.push(len);
         }
         if let Some(role) = self.required_roles_missing() {
             return Err(Error::new(
@@ -422,11 +427,7 @@ impl ObjectCheck<'_> {
 
     /// Checks the dense size equation; returns an object-level reason when the decoded size
     /// the shape implies is above the limit.
-    fn dense(
-        &self,
-        count: u64,
-        decoded: &mut BTreeMap<String, Option<u64>>,
-    ) -> Result<Option<Error>> {
+    fn dense(&self, count: u64, decoded: &mut [Option<u64>]) -> Result<Option<Error>> {
         let Some(data) = self.object.components.get("data") else { return Ok(None) };
         let Some(size) = element_size(data) else { return Ok(None) };
         // Overflow was ruled out per component.
@@ -450,7 +451,9 @@ impl ObjectCheck<'_> {
         }
         let limit = self.options.limits.max_decoded_len;
         if data.encoding == Encoding::Zstd {
-            decoded.insert("data".into(), Some(expected));
+            if let Some(i) = self.role_index("data") {
+                decoded[i] = Some(expected);
+            }
             if expected > limit {
                 return Ok(Some(
                     Error::new(
@@ -492,13 +495,18 @@ impl ObjectCheck<'_> {
     }
 
     /// Element count of a component whose decoded size is known.
-    fn count_of(&self, role: &str, decoded: &BTreeMap<String, Option<u64>>) -> Option<u64> {
+    fn count_of(&self, role: &str, decoded: &[Option<u64>]) -> Option<u64> {
         let c = self.object.components.get(role)?;
         let size = element_size(c)?;
-        decoded.get(role).copied().flatten().map(|n| n / size)
+        decoded.get(self.role_index(role)?).copied().flatten().map(|n| n / size)
     }
 
-    fn csr(&self, decoded: &BTreeMap<String, Option<u64>>) -> Result<()> {
+    /// The position of `role` among the object's (sorted) components.
+    fn role_index(&self, role: &str) -> Option<usize> {
+        self.object.components.keys().position(|r| r == role)
+    }
+
+    fn csr(&self, decoded: &[Option<u64>]) -> Result<()> {
         let shape = &self.object.shape;
         let [rows, _] = shape[..] else {
             return Err(Error::new(ErrorKind::SparseRank, "sparse_csr objects must have rank 2")
@@ -527,7 +535,7 @@ impl ObjectCheck<'_> {
         Ok(())
     }
 
-    fn coo(&self, decoded: &BTreeMap<String, Option<u64>>) -> Result<()> {
+    fn coo(&self, decoded: &[Option<u64>]) -> Result<()> {
         let rank = self.object.shape.len() as u64;
         if rank == 0 {
             return Err(Error::new(

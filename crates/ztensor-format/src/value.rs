@@ -1,5 +1,7 @@
 //! The CBOR data model, as far as manifests and attributes use it.
 
+use std::fmt;
+
 /// A CBOR data item.
 ///
 /// Equality is structural and exact: floats compare by their bits (so a NaN attribute equals
@@ -143,12 +145,54 @@ impl From<bool> for Value {
     }
 }
 
+impl fmt::Display for Value {
+    /// CBOR diagnostic notation (RFC 8949 §8): `{"a": [1, 2.5, h'00ff']}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Integer(i) => write!(f, "{i}"),
+            Value::Bytes(b) => write!(f, "h'{}'", crate::digest::to_hex(b)),
+            Value::Text(s) => write!(f, "{s:?}"),
+            Value::Array(items) => {
+                f.write_str("[")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str("]")
+            }
+            Value::Map(entries) => {
+                f.write_str("{")?;
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{k}: {v}")?;
+                }
+                f.write_str("}")
+            }
+            Value::Tag(t, v) => write!(f, "{t}({v})"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Null => f.write_str("null"),
+            Value::Undefined => f.write_str("undefined"),
+            Value::Simple(v) => write!(f, "simple({v})"),
+            Value::Float(x) if x.is_nan() => f.write_str("NaN"),
+            Value::Float(x) if x.is_infinite() => {
+                f.write_str(if *x > 0.0 { "Infinity" } else { "-Infinity" })
+            }
+            Value::Float(x) if x.fract() == 0.0 && x.abs() < 1e16 => write!(f, "{x:.1}"),
+            Value::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
 /// A map with text keys, the shape of most attributes; a convenience for building them.
 ///
 /// ```
 /// use ztensor_format::{Value, text_map};
-/// let attrs = text_map([("license", Value::from("MIT")), ("epoch", Value::from(3u64))]);
-/// assert_eq!(attrs.as_map().map(|m| m.len()), Some(2));
+/// let attrs = text_map([("license", Value::from("MIT")), ("lr", Value::from(0.5))]);
+/// assert_eq!(attrs.to_string(), r#"{"license": "MIT", "lr": 0.5}"#);
 /// ```
 pub fn text_map<K: Into<String>>(entries: impl IntoIterator<Item = (K, Value)>) -> Value {
     Value::Map(entries.into_iter().map(|(k, v)| (Value::Text(k.into()), v)).collect())

@@ -14,3 +14,9 @@ mod real_writers;
 
 /// decode(encode(m)) == m for every version; the CBOR codec against an independent one.
 mod roundtrip;
+
+/// `spec/rules.md` agrees with `ErrorKind::ALL`.
+mod spec_rules;
+
+/// Committed fuzzer findings, replayed.
+mod fuzz_regressions;

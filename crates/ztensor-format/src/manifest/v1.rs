@@ -281,16 +281,16 @@ fn component_value(c: &Component, version: Version) -> Result<Value> {
             map.push((Value::from("dtype"), Value::from(c.dtype.to_string())));
             map.push((Value::from("type"), Value::from(t.name())));
         }
-        (Some(t), _) => {
-            let spelling = t.v1_1_dtype_name().filter(|_| t.storage() == c.dtype.known());
-            let Some(spelling) = spelling else {
-                return Err(Error::new(
-                    ErrorKind::Unrepresentable,
-                    format!("v1.1 cannot express logical type {t} over dtype {}", c.dtype),
-                ));
-            };
-            map.push((Value::from("dtype"), Value::from(spelling)));
-        }
+        (Some(t), _) => match t.v1_1_dtype_name().filter(|_| t.storage() == c.dtype.known()) {
+            // 1.1 spells f8 and complex types as dtypes.
+            Some(spelling) => map.push((Value::from("dtype"), Value::from(spelling))),
+            // Anything else keeps the `type` key, as 1.1-versioned files written by a 1.2
+            // appender do; readers that only know 1.1 ignore it as an unknown field.
+            None => {
+                map.push((Value::from("dtype"), Value::from(c.dtype.to_string())));
+                map.push((Value::from("type"), Value::from(t.name())));
+            }
+        },
     }
     map.push((Value::from("offset"), Value::from(c.offset)));
     map.push((Value::from("length"), Value::from(c.length)));
