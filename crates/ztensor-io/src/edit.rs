@@ -1,0 +1,482 @@
+//! Changing files: crash-safe append, recovery of the last complete manifest, repair, and
+//! rewriting (copying, removing, converting between versions).
+//!
+//! Append never rewrites or truncates what a file already holds: new blobs, a new manifest
+//! (listing the old objects and the new) and a new trailer go after the old end. Until the new
+//! trailer is complete and durable, the last *complete* manifest is the old one, still intact
+//! in the middle of the file; [`recover`] finds it and [`repair`] makes it current again by
+//! appending a copy of it, so no earlier object is ever lost and no mapped reader ever sees
+//! its file shrink.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+
+use ztensor_format::data::indices_to_u64;
+use ztensor_format::{
+    ByteOrder, Container, DType, Digest, DigestAlgorithm, Encoding, Error as FormatError,
+    ErrorKind as Rule, Format, MAGIC_V1, Options, Packing, Version,
+};
+
+use crate::error::{Error, Result};
+use crate::reader::{ObjectData, Reader, load_manifest, read_vec};
+use crate::source::{FileSource, ReadAt};
+use crate::writer::{ComponentSpec, Compression, Coo, Csr, StoredComponent, WriteOptions, Writer};
+
+/// Adds objects to an existing v1.x file in place. Obtained from [`append`]; add objects through
+/// the [`Writer`] methods it dereferences to, then [`Appender::finish`].
+#[derive(Debug)]
+pub struct Appender {
+    inner: Writer<BufWriter<File>>,
+    path: PathBuf,
+}
+
+/// Opens a v1.x file for appending.
+///
+/// # Errors
+/// `unrepresentable` for v0.1 files (convert them first), any rule the existing file breaks
+/// (run [`repair`] first if an earlier append was interrupted), and I/O errors.
+pub fn append(path: impl AsRef<Path>, options: &Options) -> Result<Appender> {
+    let path = path.as_ref().to_owned();
+    let io = |what: &'static str| {
+        let path = path.clone();
+        move |e| Error::io(what, Some(path), e)
+    };
+    let reader = Reader::open_with(&path, options)?;
+    if reader.version() == Version::V0_1 {
+        return Err(FormatError::new(
+            Rule::Unrepresentable,
+            "append needs a v1.x file; convert it first",
+        )
+        .into());
+    }
+    let len = reader.source().len();
+    let base = reader.manifest().manifest().clone();
+    let mut file =
+        OpenOptions::new().write(true).open(&path).map_err(io("cannot open for appending"))?;
+    file.seek(SeekFrom::Start(len)).map_err(io("cannot seek"))?;
+    let inner = Writer::resume(BufWriter::with_capacity(1 << 20, file), base, len);
+    Ok(Appender { inner, path })
+}
+
+impl Appender {
+    /// Writes the new manifest, makes it durable, then writes and syncs the trailer that makes
+    /// it current. Returns the new file length.
+    ///
+    /// # Errors
+    /// Any rule the new manifest breaks, and I/O errors. In every failure the file's last
+    /// complete manifest is still the old one; [`repair`] restores it.
+    pub fn finish(self) -> Result<u64> {
+        let io = |what: &'static str, path: &Path| {
+            let path = path.to_owned();
+            move |e| Error::io(what, Some(path), e)
+        };
+        let (sink, trailer, len) = self.inner.finish_manifest()?;
+        let mut file = sink
+            .into_inner()
+            .map_err(|e| Error::io("flushing", Some(self.path.clone()), e.into_error()))?;
+        file.sync_data().map_err(io("syncing", &self.path))?;
+        file.write_all(&trailer).map_err(io("writing the trailer", &self.path))?;
+        file.sync_all().map_err(io("syncing", &self.path))?;
+        Ok(len)
+    }
+}
+
+impl Deref for Appender {
+    type Target = Writer<BufWriter<File>>;
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+impl DerefMut for Appender {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.inner
+    }
+}
+
+/// Where a readable manifest was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recovered {
+    /// The end of the file as far as that manifest is concerned (just after its trailer).
+    pub end: u64,
+    /// Bytes after `end`: the remains of an interrupted append (0 for a sound file).
+    pub discarded: u64,
+}
+
+/// Opens `source`, falling back to the last complete manifest when the file ends with the
+/// remains of an interrupted append.
+///
+/// # Errors
+/// The error of opening the file normally, when no earlier complete manifest exists.
+pub fn recover<S: ReadAt>(source: S, options: &Options) -> Result<(Reader<S>, Recovered)> {
+    let len = source.len();
+    let first = match load_manifest(&source, len, options) {
+        Ok(_) => {
+            return Ok((
+                Reader::with_end(source, len, options)?,
+                Recovered { end: len, discarded: 0 },
+            ));
+        }
+        Err(e) => e,
+    };
+    let head = read_vec(&source, 0, len.min(8), "the header")?;
+    if Container::detect(&head).ok() != Some(Container::V1) {
+        return Err(first);
+    }
+    // Scan backwards for earlier footers; the first one whose manifest validates wins.
+    const WINDOW: u64 = 1 << 20;
+    let min_end = Container::V1.min_file_len();
+    let mut hi = len;
+    while hi >= min_end {
+        let lo = hi.saturating_sub(WINDOW).max(min_end - 8);
+        let window = read_vec(&source, lo, hi - lo, "a recovery window")?;
+        for i in (0..window.len().saturating_sub(7)).rev() {
+            if window[i..i + 8] == MAGIC_V1 {
+                let end = lo + i as u64 + 8;
+                if end < len && end >= min_end && load_manifest(&source, end, options).is_ok() {
+                    let reader = Reader::with_end(source, end, options)?;
+                    return Ok((reader, Recovered { end, discarded: len - end }));
+                }
+            }
+        }
+        if lo <= min_end - 8 {
+            break;
+        }
+        // Overlap by 7 bytes so a magic spanning two windows is seen.
+        hi = lo + 7;
+    }
+    Err(first)
+}
+
+/// What [`repair`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repair {
+    /// The file was sound; nothing was written.
+    Sound,
+    /// The file ended with the remains of an interrupted append; a copy of the last complete
+    /// manifest was appended, making it current again.
+    Restored(Recovered),
+}
+
+/// Makes a file whose last append was interrupted readable again, without truncating it: a copy
+/// of the last complete manifest and a trailer are appended after the remains.
+///
+/// # Errors
+/// When no complete manifest exists, and I/O errors.
+pub fn repair(path: impl AsRef<Path>, options: &Options) -> Result<Repair> {
+    let path = path.as_ref();
+    let io = |what: &'static str| {
+        let path = path.to_owned();
+        move |e| Error::io(what, Some(path), e)
+    };
+    let source =
+        FileSource::new(File::open(path).map_err(io("cannot open"))?).map_err(io("cannot stat"))?;
+    let (reader, recovered) = recover(source, options)?;
+    if recovered.discarded == 0 {
+        return Ok(Repair::Sound);
+    }
+    let manifest = reader.manifest().manifest().encode()?;
+    let trailer = reader.version().container().encode_trailer(manifest.len() as u64);
+    let mut file =
+        OpenOptions::new().write(true).open(path).map_err(io("cannot open for writing"))?;
+    file.seek(SeekFrom::End(0)).map_err(io("cannot seek"))?;
+    file.write_all(&manifest).map_err(io("writing the manifest"))?;
+    file.sync_data().map_err(io("syncing"))?;
+    file.write_all(&trailer).map_err(io("writing the trailer"))?;
+    file.sync_all().map_err(io("syncing"))?;
+    Ok(Repair::Restored(recovered))
+}
+
+/// What to do with digests when copying objects.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DigestChoice {
+    /// Keep each component's digest algorithm (recomputed when the stored bytes change).
+    #[default]
+    Keep,
+    /// Write no digests.
+    Drop,
+    /// Give every component a digest of this algorithm.
+    Set(DigestAlgorithm),
+}
+
+/// How objects are copied into a writer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CopyOptions {
+    /// `None` keeps each component's encoding (copying the stored bytes where the target can
+    /// hold them); `Some` re-encodes every component.
+    pub compression: Option<Compression>,
+    /// Digests.
+    pub digest: DigestChoice,
+}
+
+/// Copies every object and the file attributes of `reader` into `writer`, in manifest order,
+/// converting between versions as needed.
+///
+/// # Errors
+/// `unrepresentable`, naming the object, for content the writer's version cannot express (file
+/// attributes or quantized objects in v0.1, logical types 1.1 has no dtype for, …); decoding
+/// errors of the source; I/O errors.
+pub fn copy_all<S: ReadAt, W: Write>(
+    reader: &Reader<S>,
+    writer: &mut Writer<W>,
+    options: &CopyOptions,
+) -> Result<()> {
+    if let Some(attributes) = &reader.manifest().manifest().attributes {
+        writer.set_attributes(attributes.clone())?;
+    }
+    for object in reader.manifest().objects() {
+        copy_object(reader, object.name(), writer, options)?;
+    }
+    Ok(())
+}
+
+/// Copies one object of `reader` into `writer`: stored bytes as they are where the target
+/// version can hold them and no re-encoding is asked for, otherwise decoded and written again.
+///
+/// # Errors
+/// As [`copy_all`].
+pub fn copy_object<S: ReadAt, W: Write>(
+    reader: &Reader<S>,
+    name: &str,
+    writer: &mut Writer<W>,
+    options: &CopyOptions,
+) -> Result<()> {
+    let object_ref = reader.object(name)?;
+    let object = object_ref.object();
+    let target = writer.version();
+    let stored_ok = options.compression.is_none()
+        && stored_representable(object, target)
+        && match &options.digest {
+            DigestChoice::Keep => true,
+            DigestChoice::Drop => object.components.values().all(|c| c.digest.is_none()),
+            DigestChoice::Set(_) => false,
+        };
+    if stored_ok {
+        let mut stored = Vec::with_capacity(object.components.len());
+        for (role, c) in &object.components {
+            stored.push((role.as_str(), c, reader.stored(name, role)?));
+        }
+        let parts: Vec<StoredComponent<'_>> = stored
+            .iter()
+            .map(|(role, c, bytes)| {
+                let mut component = (*c).clone();
+                if target != Version::V1_2 {
+                    // Only 1.2 defines `uncompressed_length`.
+                    component.uncompressed_length = None;
+                }
+                StoredComponent { role, component, bytes }
+            })
+            .collect();
+        return writer.add_stored(object.clone(), &parts);
+    }
+    if let Some(reason) = object_ref.unsupported() {
+        return Err(Error::unsupported(reason.clone()));
+    }
+    let data = reader.read_object(name)?;
+    let first = object.components.values().next();
+    let compression = options.compression.unwrap_or(match first.map(|c| &c.encoding) {
+        Some(Encoding::Zstd) => Compression::Zstd(3),
+        _ => Compression::Raw,
+    });
+    let digest = match &options.digest {
+        DigestChoice::Keep => first
+            .and_then(|c| c.digest.as_ref())
+            .map(Digest::algorithm)
+            .filter(|a| !matches!(a, DigestAlgorithm::Unknown(_))),
+        DigestChoice::Drop => None,
+        DigestChoice::Set(a) => Some(a.clone()),
+    };
+    let write_options = WriteOptions { compression, digest };
+    write_decoded(writer, &data, target, &write_options).map_err(|e| match e.format_error() {
+        Some(f) if f.object().is_none() => Error::from(f.clone().in_object(name)),
+        _ => e,
+    })
+}
+
+/// Whether `object`'s stored form is something `target` can hold as it is.
+fn stored_representable(object: &ztensor_format::Object, target: Version) -> bool {
+    let little = object.components.values().all(|c| c.byte_order == ByteOrder::Little);
+    match target {
+        Version::V0_1 => {
+            object.components.values().all(|c| c.logical_type.is_none())
+                && match object.packing {
+                    Packing::V0Single => true,
+                    Packing::Split => {
+                        object.format == Format::Dense
+                            && object.components.len() == 1
+                            && object.components.contains_key("data")
+                    }
+                }
+        }
+        Version::V1_1 | Version::V1_2 => {
+            let logical_ok = object.components.values().all(|c| match (&c.logical_type, target) {
+                (None, _) | (Some(_), Version::V1_2) => true,
+                (Some(t), _) => t.v1_1_dtype_name().is_some() && t.storage() == c.dtype.known(),
+            });
+            let index_ok = target != Version::V1_2
+                || !matches!(object.format, Format::SparseCsr | Format::SparseCoo)
+                || ["indices", "indptr", "coords"]
+                    .iter()
+                    .filter_map(|r| object.components.get(*r))
+                    .all(|c| c.dtype.known() == Some(DType::U64));
+            object.packing == Packing::Split && little && logical_ok && index_ok
+        }
+    }
+}
+
+fn u64_component(c: &crate::reader::ComponentData<'_>) -> Result<Vec<u64>> {
+    Ok(indices_to_u64(c.dtype, &c.bytes)?)
+}
+
+fn le_bytes(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Writes an object decoded into the 1.2 model with the target version's helpers.
+fn write_decoded<W: Write>(
+    writer: &mut Writer<W>,
+    data: &ObjectData<'_>,
+    target: Version,
+    options: &WriteOptions,
+) -> Result<()> {
+    let get = |role: &str| {
+        data.components.get(role).ok_or_else(|| Error::not_found(&data.name, Some(role)))
+    };
+    match data.format {
+        Format::SparseCsr if data.components.len() == 3 => {
+            let values = get("values")?;
+            let indices = u64_component(get("indices")?)?;
+            let indptr = u64_component(get("indptr")?)?;
+            if target == Version::V0_1 || values.logical_type.is_none() {
+                if let Some(t) = &values.logical_type {
+                    return Err(FormatError::new(
+                        Rule::Unrepresentable,
+                        format!("v0.1 cannot express logical type {t}"),
+                    )
+                    .into());
+                }
+                let csr = Csr {
+                    dtype: values.dtype,
+                    values: &values.bytes,
+                    indices: &indices,
+                    indptr: &indptr,
+                };
+                return writer.add_csr(&data.name, &data.shape, csr, options);
+            }
+            let (indices, indptr) = (le_bytes(&indices), le_bytes(&indptr));
+            let specs = [
+                ComponentSpec {
+                    role: "values",
+                    dtype: values.dtype,
+                    logical_type: values.logical_type.as_ref(),
+                    data: &values.bytes,
+                },
+                ComponentSpec {
+                    role: "indices",
+                    dtype: DType::U64,
+                    logical_type: None,
+                    data: &indices,
+                },
+                ComponentSpec {
+                    role: "indptr",
+                    dtype: DType::U64,
+                    logical_type: None,
+                    data: &indptr,
+                },
+            ];
+            writer.add_object(
+                &data.name,
+                &data.shape,
+                Format::SparseCsr,
+                data.attributes.clone(),
+                &specs,
+                options,
+            )
+        }
+        Format::SparseCoo if data.components.len() == 2 => {
+            let values = get("values")?;
+            let coords = u64_component(get("coords")?)?;
+            if target == Version::V0_1 || values.logical_type.is_none() {
+                if let Some(t) = &values.logical_type {
+                    return Err(FormatError::new(
+                        Rule::Unrepresentable,
+                        format!("v0.1 cannot express logical type {t}"),
+                    )
+                    .into());
+                }
+                let coo = Coo { dtype: values.dtype, values: &values.bytes, coords: &coords };
+                return writer.add_coo(&data.name, &data.shape, coo, options);
+            }
+            let coords = le_bytes(&coords);
+            let specs = [
+                ComponentSpec {
+                    role: "values",
+                    dtype: values.dtype,
+                    logical_type: values.logical_type.as_ref(),
+                    data: &values.bytes,
+                },
+                ComponentSpec {
+                    role: "coords",
+                    dtype: DType::U64,
+                    logical_type: None,
+                    data: &coords,
+                },
+            ];
+            writer.add_object(
+                &data.name,
+                &data.shape,
+                Format::SparseCoo,
+                data.attributes.clone(),
+                &specs,
+                options,
+            )
+        }
+        _ => {
+            let specs: Vec<ComponentSpec<'_>> = data
+                .components
+                .iter()
+                .map(|(role, c)| ComponentSpec {
+                    role,
+                    dtype: c.dtype,
+                    logical_type: c.logical_type.as_ref(),
+                    data: &c.bytes,
+                })
+                .collect();
+            writer.add_object(
+                &data.name,
+                &data.shape,
+                data.format.clone(),
+                data.attributes.clone(),
+                &specs,
+                options,
+            )
+        }
+    }
+}
+
+/// Writes `output` (atomically) with every object of `input` except those named in `remove`.
+///
+/// # Errors
+/// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) for a name the input does not hold, and as
+/// [`copy_all`].
+pub fn remove_objects(
+    input: &Path,
+    output: &Path,
+    remove: &[&str],
+    options: &Options,
+) -> Result<u64> {
+    let reader = Reader::open_with(input, options)?;
+    for name in remove {
+        reader.object(name)?;
+    }
+    let mut writer = crate::FileWriter::create(output, reader.version())?;
+    if let Some(a) = &reader.manifest().manifest().attributes {
+        writer.set_attributes(a.clone())?;
+    }
+    for object in reader.manifest().objects().filter(|o| !remove.contains(&o.name())) {
+        copy_object(&reader, object.name(), &mut writer, &CopyOptions::default())?;
+    }
+    writer.finish()
+}

@@ -1,0 +1,133 @@
+//! The error type of this crate.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use ztensor_format::ErrorKind as Rule;
+
+/// What went wrong.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An I/O operation failed.
+    Io {
+        /// The operation, for people ("reading the manifest").
+        what: String,
+        /// The file, where known.
+        path: Option<PathBuf>,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The file (or the content given to a writer) breaks a rule of `spec/rules.md`.
+    Format(ztensor_format::Error),
+    /// No object or component of that name.
+    NotFound {
+        /// The object name.
+        object: String,
+        /// The component role, when the object exists but the role does not.
+        role: Option<String>,
+    },
+    /// The object exists but cannot be decoded here; the inner error names the reason (its
+    /// kind is an object-level rule such as `dtype_unknown`).
+    Unsupported(ztensor_format::Error),
+    /// A zero-copy view was asked for where none is possible (compressed or big-endian data, a
+    /// source that is not in memory, a dtype of another width, a misaligned slice). The owned
+    /// read paths work in all these cases.
+    View(String),
+}
+
+/// An error of this crate: boxed, so results stay small.
+pub struct Error(Box<ErrorKind>);
+
+impl Error {
+    /// The kind of error.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0
+    }
+
+    /// The rule of `spec/rules.md` that was broken, when the error is about the format.
+    pub fn rule(&self) -> Option<Rule> {
+        match &*self.0 {
+            ErrorKind::Format(e) | ErrorKind::Unsupported(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
+
+    /// The format error, when there is one.
+    pub fn format_error(&self) -> Option<&ztensor_format::Error> {
+        match &*self.0 {
+            ErrorKind::Format(e) | ErrorKind::Unsupported(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(
+        what: impl Into<String>,
+        path: Option<PathBuf>,
+        source: std::io::Error,
+    ) -> Error {
+        Error(Box::new(ErrorKind::Io { what: what.into(), path, source }))
+    }
+
+    pub(crate) fn not_found(object: &str, role: Option<&str>) -> Error {
+        Error(Box::new(ErrorKind::NotFound {
+            object: object.to_owned(),
+            role: role.map(str::to_owned),
+        }))
+    }
+
+    pub(crate) fn view(message: impl Into<String>) -> Error {
+        Error(Box::new(ErrorKind::View(message.into())))
+    }
+
+    pub(crate) fn unsupported(e: ztensor_format::Error) -> Error {
+        Error(Box::new(ErrorKind::Unsupported(e)))
+    }
+
+    pub(crate) fn broken(rule: Rule, message: impl Into<String>) -> Error {
+        Error::from(ztensor_format::Error::new(rule, message))
+    }
+}
+
+impl From<ztensor_format::Error> for Error {
+    fn from(e: ztensor_format::Error) -> Error {
+        Error(Box::new(ErrorKind::Format(e)))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &*self.0 {
+            ErrorKind::Io { what, path: Some(p), source } => {
+                write!(f, "{what} ({}): {source}", p.display())
+            }
+            ErrorKind::Io { what, path: None, source } => write!(f, "{what}: {source}"),
+            ErrorKind::Format(e) => write!(f, "{e}"),
+            ErrorKind::NotFound { object, role: None } => write!(f, "no object named {object:?}"),
+            ErrorKind::NotFound { object, role: Some(r) } => {
+                write!(f, "object {object:?} has no component {r:?}")
+            }
+            ErrorKind::Unsupported(e) => write!(f, "unsupported object: {e}"),
+            ErrorKind::View(m) => write!(f, "no zero-copy view: {m}"),
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Error({self})")
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &*self.0 {
+            ErrorKind::Io { source, .. } => Some(source),
+            ErrorKind::Format(e) | ErrorKind::Unsupported(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

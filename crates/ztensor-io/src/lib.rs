@@ -1,0 +1,55 @@
+//! Read and write zTensor files of versions 0.1, 1.1 and 1.2.
+//!
+//! [`Reader`] opens any version from any [`ReadAt`] source (a file read with positional reads,
+//! a memory map, a byte slice), validates the manifest with `ztensor-format`, and reads
+//! components on demand: zero-copy typed views of raw data, owned decoding for zstd, big-endian
+//! v0.1 data and misaligned slices, digests verified on request, v0.1 sparse tensors presented
+//! in the 1.2 object model. [`Writer`] writes any version one component at a time;
+//! [`FileWriter`] publishes through a temporary file and a rename.
+//!
+//! This is the only crate of the workspace that touches files, and the only one with `unsafe`
+//! (the memory map, in one module).
+//!
+//! # Example
+//!
+//! ```
+//! use ztensor_io::{Reader, Writer, WriteOptions};
+//! use ztensor_format::{DType, DigestAlgorithm, Options, Version};
+//!
+//! let weights: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+//! let mut writer = Writer::new(Vec::new(), Version::V1_2)?;
+//! let options = WriteOptions::zstd(3).with_digest(DigestAlgorithm::Sha256);
+//! writer.add_dense("w", &[2, 2], DType::F32, &weights, &options)?;
+//! let (file, _len) = writer.finish()?;
+//!
+//! let reader = Reader::new(&file[..], &Options::default())?;
+//! reader.verify_digest("w", "data")?;
+//! assert_eq!(reader.read_as::<f32>("w", "data")?, [1.0, 2.0, 3.0, 4.0]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+mod codec;
+mod edit;
+mod error;
+#[allow(unsafe_code)]
+mod mmap;
+mod reader;
+mod source;
+mod writer;
+
+pub use crate::codec::{Hasher, digest_of, sha256_hex, zstd_decode, zstd_encode};
+pub use crate::edit::{
+    Appender, CopyOptions, DigestChoice, Recovered, Repair, append, copy_all, copy_object, recover,
+    remove_objects, repair,
+};
+pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::mmap::Mapped;
+pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
+pub use crate::source::{Chunked, FileSource, ReadAt};
+pub use crate::writer::{
+    AtomicFile, ComponentSpec, Compression, Coo, Csr, FileWriter, StoredComponent, WriteOptions,
+    Writer,
+};

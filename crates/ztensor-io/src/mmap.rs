@@ -1,0 +1,70 @@
+//! The one module that maps files into memory, and so the one that holds `unsafe`.
+
+use std::fs::File;
+use std::io;
+
+use std::path::Path;
+
+use ztensor_format::Options;
+
+use crate::error::{Error, Result};
+use crate::reader::Reader;
+use crate::source::ReadAt;
+
+/// A read-only shared memory map of a whole file.
+#[derive(Debug)]
+pub struct Mapped {
+    map: memmap2::Mmap,
+}
+
+impl Mapped {
+    /// Maps `file` read-only.
+    ///
+    /// # Safety
+    /// The file must not be truncated or modified, by this process or another, while the map
+    /// (or any slice borrowed from it) is alive: a truncated mapping faults on access, and a
+    /// modified one changes bytes that were already validated. This crate's writers never
+    /// truncate or modify published files (they write a new file and rename it over the old one,
+    /// and appends only add bytes past the end).
+    ///
+    /// # Errors
+    /// When the file cannot be mapped.
+    pub unsafe fn map(file: &File) -> io::Result<Mapped> {
+        // SAFETY: the caller upholds that the file is neither truncated nor modified while the
+        // map lives, which is memmap2's requirement for `Mmap::map`.
+        let map = unsafe { memmap2::Mmap::map(file)? };
+        Ok(Mapped { map })
+    }
+}
+
+impl ReadAt for Mapped {
+    fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (&self.map[..]).read_exact_at(offset, buf)
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(&self.map)
+    }
+}
+
+impl Reader<Mapped> {
+    /// Opens a file through a read-only memory map: component reads of raw data are zero-copy.
+    ///
+    /// # Safety
+    /// The file must not be truncated or modified while the reader (or any slice it returned)
+    /// is alive; see [`Mapped::map`].
+    ///
+    /// # Errors
+    /// As [`Reader::open`].
+    pub unsafe fn open_mmap(path: impl AsRef<Path>, options: &Options) -> Result<Reader<Mapped>> {
+        let path = path.as_ref();
+        let file =
+            File::open(path).map_err(|e| Error::io("cannot open", Some(path.to_owned()), e))?;
+        // SAFETY: forwarded to our caller, who upholds it.
+        let map = unsafe { Mapped::map(&file) }
+            .map_err(|e| Error::io("cannot map", Some(path.to_owned()), e))?;
+        Reader::new(map, options)
+    }
+}

@@ -1,0 +1,544 @@
+//! The reader: one API over every version and every source.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
+use ztensor_format::data::{
+    check_bool, check_coo, check_csr, indices_to_u64, swap_bytes, unpack_v0_coo, unpack_v0_csr,
+};
+use ztensor_format::{
+    ByteOrder, Component, Container, DType, Digest, DigestAlgorithm, Encoding, ErrorKind as Rule,
+    Format, LogicalType, Manifest, ObjectRef, Options, Packing, ValidatedManifest, Value, Version,
+    element_size, validate,
+};
+
+use crate::codec::{digest_of, zstd_decode};
+use crate::error::{Error, Result};
+use crate::source::{FileSource, ReadAt};
+
+/// Reads a zTensor file of any version from any [`ReadAt`] source.
+///
+/// Opening reads only the header, the trailer and the manifest, and validates the manifest;
+/// component bytes are read on demand. A `Reader` is `Send + Sync` when its source is: many
+/// threads can read different objects of one open file at once.
+#[derive(Debug)]
+pub struct Reader<S> {
+    source: S,
+    manifest: ValidatedManifest,
+    options: Options,
+}
+
+/// A component decoded into the 1.2 object model: little-endian elements of `dtype`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentData<'a> {
+    /// The storage type.
+    pub dtype: DType,
+    /// The logical type, if any.
+    pub logical_type: Option<LogicalType>,
+    /// The decoded bytes (borrowed from a map or slice when no decoding was needed).
+    pub bytes: Cow<'a, [u8]>,
+}
+
+/// An object decoded into the 1.2 object model (v0.1 sparse tensors unpacked into separate
+/// components, big-endian data swapped).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectData<'a> {
+    /// The object's name.
+    pub name: String,
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Its format.
+    pub format: Format,
+    /// Its attributes.
+    pub attributes: Option<Value>,
+    /// The decoded components by role.
+    pub components: BTreeMap<String, ComponentData<'a>>,
+}
+
+impl ObjectData<'_> {
+    /// Copies borrowed bytes so the data outlives the reader.
+    pub fn into_owned(self) -> ObjectData<'static> {
+        ObjectData {
+            name: self.name,
+            shape: self.shape,
+            format: self.format,
+            attributes: self.attributes,
+            components: self
+                .components
+                .into_iter()
+                .map(|(role, c)| {
+                    let bytes = Cow::Owned(c.bytes.into_owned());
+                    (role, ComponentData { dtype: c.dtype, logical_type: c.logical_type, bytes })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The outcome of checking one component's digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DigestCheck {
+    /// The component has no digest.
+    Absent,
+    /// The digest matches the stored bytes.
+    Verified(DigestAlgorithm),
+    /// The digest uses an algorithm this crate cannot compute: neither a pass nor a failure.
+    Unverifiable(String),
+}
+
+/// A storage element type that can be viewed in place: `&[f32]` over `f32` data, `&[u16]` over
+/// `u16`, `f16` or `bf16` data, `&[u8]` over `u8` or `bool` data, and so on.
+pub trait Element: bytemuck::Pod {
+    /// The storage dtypes whose bytes are valid values of `Self`.
+    const DTYPES: &'static [DType];
+}
+
+macro_rules! element {
+    ($($t:ty => [$($d:ident),*];)*) => {
+        $(impl Element for $t {
+            const DTYPES: &'static [DType] = &[$(DType::$d),*];
+        })*
+    };
+}
+
+element! {
+    f64 => [F64];
+    f32 => [F32];
+    half::f16 => [F16];
+    half::bf16 => [BF16];
+    i64 => [I64];
+    i32 => [I32];
+    i16 => [I16];
+    i8 => [I8];
+    u64 => [U64];
+    u32 => [U32];
+    u16 => [U16, F16, BF16];
+    u8 => [U8, Bool];
+}
+
+impl Reader<FileSource> {
+    /// Opens a file with default options, reading it with positional reads.
+    ///
+    /// # Errors
+    /// I/O errors, and the first rule of `spec/rules.md` the file breaks.
+    pub fn open(path: impl AsRef<Path>) -> Result<Reader<FileSource>> {
+        Reader::open_with(path, &Options::default())
+    }
+
+    /// Opens a file with the given limits and strictness.
+    ///
+    /// # Errors
+    /// As [`Reader::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Reader<FileSource>> {
+        let path = path.as_ref();
+        let io = |what: &str| {
+            let path = path.to_owned();
+            let what = what.to_owned();
+            move |e| Error::io(what, Some(path), e)
+        };
+        let file = File::open(path).map_err(io("cannot open"))?;
+        let source = FileSource::new(file).map_err(io("cannot stat"))?;
+        Reader::new(source, options)
+    }
+}
+
+/// Reads the header, the trailer ending at `end` and the manifest, and validates it.
+pub(crate) fn load_manifest<S: ReadAt>(
+    source: &S,
+    end: u64,
+    options: &Options,
+) -> Result<ValidatedManifest> {
+    let len = end.min(source.len());
+    let head = read_vec(source, 0, len.min(8), "the header")?;
+    let container = Container::detect(&head)?;
+    let trailer = container.trailer_len().min(len);
+    let tail = read_vec(source, len - trailer, trailer, "the trailer")?;
+    let location = container.locate_manifest(len, &tail, &options.limits)?;
+    let manifest = {
+        let owned;
+        let bytes = match source.as_slice() {
+            Some(all) => {
+                // In bounds: `locate_manifest` checked the range against the length.
+                let start = usize::try_from(location.offset).unwrap_or(usize::MAX);
+                let end = usize::try_from(location.offset + location.len).unwrap_or(usize::MAX);
+                all.get(start..end).unwrap_or_default()
+            }
+            None => {
+                owned = read_vec(source, location.offset, location.len, "the manifest")?;
+                &owned[..]
+            }
+        };
+        Manifest::decode(container, bytes, &options.limits)
+            .map_err(|e| e.shifted(location.offset))?
+    };
+    Ok(validate(manifest, location, options)?)
+}
+
+pub(crate) fn read_vec<S: ReadAt>(
+    source: &S,
+    offset: u64,
+    len: u64,
+    what: &str,
+) -> Result<Vec<u8>> {
+    let n = usize::try_from(len).map_err(|_| {
+        Error::broken(Rule::BlobOutOfBounds, format!("{what} does not fit in memory"))
+    })?;
+    let mut buf = vec![0u8; n];
+    source
+        .read_exact_at(offset, &mut buf)
+        .map_err(|e| Error::io(format!("reading {what}"), None, e))?;
+    Ok(buf)
+}
+
+impl<S: ReadAt> Reader<S> {
+    /// Reads and validates the manifest of `source`.
+    ///
+    /// # Errors
+    /// I/O errors, and the first rule of `spec/rules.md` the file breaks.
+    pub fn new(source: S, options: &Options) -> Result<Reader<S>> {
+        let end = source.len();
+        Reader::with_end(source, end, options)
+    }
+
+    /// Reads and validates the file as if it ended at `end`: the trailer is the bytes just
+    /// before `end`. Used to fall back to an earlier complete manifest of an appended file.
+    ///
+    /// # Errors
+    /// As [`Reader::new`].
+    pub fn with_end(source: S, end: u64, options: &Options) -> Result<Reader<S>> {
+        let manifest = load_manifest(&source, end, options)?;
+        Ok(Reader { source, manifest, options: options.clone() })
+    }
+
+    /// The validated manifest.
+    pub fn manifest(&self) -> &ValidatedManifest {
+        &self.manifest
+    }
+
+    /// The file's version.
+    pub fn version(&self) -> Version {
+        self.manifest.version()
+    }
+
+    /// The options the reader was opened with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The source.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// The object called `name`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound).
+    pub fn object(&self, name: &str) -> Result<ObjectRef<'_>> {
+        self.manifest.get(name).ok_or_else(|| Error::not_found(name, None))
+    }
+
+    fn component(&self, name: &str, role: &str) -> Result<(ObjectRef<'_>, &Component)> {
+        let object = self.object(name)?;
+        let component = object
+            .object()
+            .components
+            .get(role)
+            .ok_or_else(|| Error::not_found(name, Some(role)))?;
+        Ok((object, component))
+    }
+
+    /// The stored bytes of a component, as they are in the file (compressed, in the file's
+    /// byte order), without checking the digest. Borrowed from memory-backed sources.
+    ///
+    /// # Errors
+    /// Unknown names and I/O errors.
+    pub fn stored(&self, name: &str, role: &str) -> Result<Cow<'_, [u8]>> {
+        let (_, c) = self.component(name, role)?;
+        self.stored_range(c.offset, c.length)
+    }
+
+    fn stored_range(&self, offset: u64, length: u64) -> Result<Cow<'_, [u8]>> {
+        if let Some(all) = self.source.as_slice() {
+            // Validation put every blob inside the file.
+            let start = usize::try_from(offset).unwrap_or(usize::MAX);
+            let end = usize::try_from(offset.saturating_add(length)).unwrap_or(usize::MAX);
+            if let Some(bytes) = all.get(start..end) {
+                return Ok(Cow::Borrowed(bytes));
+            }
+        }
+        read_vec(&self.source, offset, length, "a component").map(Cow::Owned)
+    }
+
+    /// Checks a component's digest against its stored bytes. Works for every source, including
+    /// memory maps whose data is otherwise read zero-copy.
+    ///
+    /// # Errors
+    /// `digest_mismatch` when the digest differs, `digest_malformed` when it cannot be parsed,
+    /// unknown names and I/O errors.
+    pub fn verify_digest(&self, name: &str, role: &str) -> Result<DigestCheck> {
+        let (_, c) = self.component(name, role)?;
+        let context = |e: ztensor_format::Error| {
+            Error::from(e.in_object(name).in_component(role).at(c.offset))
+        };
+        match &c.digest {
+            None => Ok(DigestCheck::Absent),
+            Some(Digest::Unknown(s)) => Ok(DigestCheck::Unverifiable(s.clone())),
+            Some(Digest::Malformed(s)) => Err(context(ztensor_format::Error::new(
+                Rule::DigestMalformed,
+                format!("digest {s:?} cannot be parsed"),
+            ))),
+            Some(expected) => {
+                let algorithm = expected.algorithm();
+                let stored = self.stored_range(c.offset, c.length)?;
+                match digest_of(&algorithm, &stored) {
+                    Some(actual) if actual == *expected => Ok(DigestCheck::Verified(algorithm)),
+                    Some(actual) => Err(context(
+                        ztensor_format::Error::new(
+                            Rule::DigestMismatch,
+                            "digest differs from the stored bytes",
+                        )
+                        .expected_found(expected, actual),
+                    )),
+                    None => Ok(DigestCheck::Unverifiable(expected.to_string())),
+                }
+            }
+        }
+    }
+
+    /// The decoded bytes of a component: decompressed, and little-endian for split components.
+    /// For a v0.1 single-blob sparse tensor (role `data`), the blob is only decompressed; use
+    /// [`Reader::read_object`] to get its separate components.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) for objects marked unsupported;
+    /// `decode_failed`, `decoded_size_mismatch`, `decoded_too_large`; unknown names; I/O errors.
+    pub fn decoded(&self, name: &str, role: &str) -> Result<Cow<'_, [u8]>> {
+        let (object, c) = self.component(name, role)?;
+        if let Some(reason) = object.unsupported() {
+            return Err(Error::unsupported(reason.clone()));
+        }
+        let stored = self.stored_range(c.offset, c.length)?;
+        let mut bytes = match c.encoding {
+            Encoding::Raw => stored,
+            Encoding::Zstd => {
+                let expected = object.decoded_len(role);
+                let limit = self.options.limits.max_decoded_len;
+                let decoded = zstd_decode(&stored, expected, limit)
+                    .map_err(|e| Error::from(e.in_object(name).in_component(role).at(c.offset)))?;
+                Cow::Owned(decoded)
+            }
+            Encoding::Unknown(_) => unreachable_unsupported(name, role)?,
+        };
+        if c.byte_order == ByteOrder::Big && object.object().packing == Packing::Split {
+            let width = c.dtype.known().map_or(1, DType::size);
+            if width > 1 {
+                swap_bytes(bytes.to_mut(), usize::try_from(width).unwrap_or(1));
+            }
+        }
+        Ok(bytes)
+    }
+
+    /// Decodes a whole object into the 1.2 object model.
+    ///
+    /// # Errors
+    /// As [`Reader::decoded`], plus `sparse_packed_size` and `csr_indptr_invalid` for v0.1
+    /// single-blob sparse tensors whose decoded size does not fit their layout.
+    pub fn read_object(&self, name: &str) -> Result<ObjectData<'_>> {
+        let object = self.object(name)?;
+        if let Some(reason) = object.unsupported() {
+            return Err(Error::unsupported(reason.clone()));
+        }
+        let o = object.object();
+        let mut components = BTreeMap::new();
+        match o.packing {
+            Packing::Split => {
+                for (role, c) in &o.components {
+                    let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
+                    let bytes = self.decoded(name, role)?;
+                    components.insert(
+                        role.clone(),
+                        ComponentData { dtype, logical_type: c.logical_type.clone(), bytes },
+                    );
+                }
+            }
+            Packing::V0Single => {
+                let c = &o.components["data"];
+                let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, "data"))?;
+                let blob = self.decoded(name, "data")?;
+                let big = c.byte_order == ByteOrder::Big;
+                let context =
+                    |e: ztensor_format::Error| Error::from(e.in_object(name).at(c.offset));
+                let (unpacked, index_role) = match o.format {
+                    Format::SparseCsr => {
+                        (unpack_v0_csr(&blob, o.shape[0], dtype, big).map_err(context)?, "indices")
+                    }
+                    _ => (
+                        unpack_v0_coo(&blob, o.shape.len(), dtype, big).map_err(context)?,
+                        "coords",
+                    ),
+                };
+                let part = |bytes: Vec<u8>, dtype| ComponentData {
+                    dtype,
+                    logical_type: None,
+                    bytes: Cow::Owned(bytes),
+                };
+                components.insert("values".to_owned(), part(unpacked.values, dtype));
+                components.insert(index_role.to_owned(), part(unpacked.indices, DType::U64));
+                if o.format == Format::SparseCsr {
+                    components.insert("indptr".to_owned(), part(unpacked.indptr, DType::U64));
+                }
+            }
+        }
+        let format = o.format.clone();
+        Ok(ObjectData {
+            name: o.name.clone(),
+            shape: o.shape.clone(),
+            format,
+            attributes: o.attributes.clone(),
+            components,
+        })
+    }
+
+    /// Checks the decoded data of an object against the data rules of `spec/rules.md`: CSR
+    /// structure and bounds, COO coordinates inside the shape, v1.x bool bytes; with `strict`,
+    /// also sorted CSR rows.
+    ///
+    /// # Errors
+    /// The first data rule broken, and any error of [`Reader::read_object`].
+    pub fn check_data(&self, name: &str, strict: bool) -> Result<()> {
+        let data = self.read_object(name)?;
+        let context = |e: ztensor_format::Error| Error::from(e.in_object(name));
+        if self.version() != Version::V0_1 {
+            for (role, c) in &data.components {
+                if c.dtype == DType::Bool {
+                    check_bool(&c.bytes).map_err(|e| context(e.in_component(role)))?;
+                }
+            }
+        }
+        let values_count = |data: &ObjectData<'_>| -> Option<u64> {
+            let v = data.components.get("values")?;
+            let size = v.dtype.size() * v.logical_type.as_ref().map_or(1, LogicalType::ratio);
+            Some(v.bytes.len() as u64 / size)
+        };
+        match data.format {
+            Format::SparseCsr => {
+                let (Some(indices), Some(indptr)) =
+                    (data.components.get("indices"), data.components.get("indptr"))
+                else {
+                    return Ok(());
+                };
+                let indices = indices_to_u64(indices.dtype, &indices.bytes)
+                    .map_err(|e| context(e.in_component("indices")))?;
+                let indptr = indices_to_u64(indptr.dtype, &indptr.bytes)
+                    .map_err(|e| context(e.in_component("indptr")))?;
+                if let [rows, cols] = data.shape[..] {
+                    check_csr(rows, cols, &indptr, &indices, strict).map_err(context)?;
+                }
+                if values_count(&data).is_some_and(|n| n != indices.len() as u64) {
+                    return Err(context(ztensor_format::Error::new(
+                        Rule::SparseNnzMismatch,
+                        "values and indices hold different counts",
+                    )));
+                }
+            }
+            Format::SparseCoo => {
+                let Some(coords) = data.components.get("coords") else { return Ok(()) };
+                let coords = indices_to_u64(coords.dtype, &coords.bytes)
+                    .map_err(|e| context(e.in_component("coords")))?;
+                let nnz = values_count(&data).unwrap_or(0);
+                check_coo(&data.shape, &coords, nnz).map_err(context)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A zero-copy typed view of a raw, little-endian component of a memory-backed source.
+    ///
+    /// # Errors
+    /// [`ErrorKind::View`](crate::ErrorKind::View) when the component is compressed, big-endian,
+    /// part of a v0.1 single blob, of a dtype `T` cannot represent, or misaligned for `T`, or when
+    /// the source is not in memory; use [`Reader::read_as`] then.
+    pub fn view<T: Element>(&self, name: &str, role: &str) -> Result<&[T]> {
+        let (object, c) = self.component(name, role)?;
+        if let Some(reason) = object.unsupported() {
+            return Err(Error::unsupported(reason.clone()));
+        }
+        let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
+        if !T::DTYPES.contains(&dtype) {
+            return Err(Error::view(format!(
+                "{dtype} data cannot be viewed as {}",
+                std::any::type_name::<T>()
+            )));
+        }
+        if c.encoding != Encoding::Raw {
+            return Err(Error::view(format!("component is {}-encoded", c.encoding)));
+        }
+        if object.object().packing != Packing::Split {
+            return Err(Error::view("v0.1 sparse tensors are one packed blob"));
+        }
+        if c.byte_order != ByteOrder::Little && dtype.size() > 1 {
+            return Err(Error::view("data is not little-endian"));
+        }
+        if cfg!(target_endian = "big") && dtype.size() > 1 {
+            return Err(Error::view("this host is big-endian"));
+        }
+        let Cow::Borrowed(bytes) = self.stored_range(c.offset, c.length)? else {
+            return Err(Error::view(
+                "the source is not in memory; open the file with a map or a slice",
+            ));
+        };
+        bytemuck::try_cast_slice(bytes).map_err(|e| Error::view(format!("{e:?}")))
+    }
+
+    /// The decoded elements of a component as an owned vector, for any source, encoding and
+    /// alignment.
+    ///
+    /// # Errors
+    /// [`ErrorKind::View`](crate::ErrorKind::View) when `T` cannot represent the dtype, and any
+    /// error of [`Reader::decoded`].
+    pub fn read_as<T: Element>(&self, name: &str, role: &str) -> Result<Vec<T>> {
+        let (_, c) = self.component(name, role)?;
+        let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
+        if !T::DTYPES.contains(&dtype) {
+            return Err(Error::view(format!(
+                "{dtype} data cannot be read as {}",
+                std::any::type_name::<T>()
+            )));
+        }
+        let bytes = self.decoded(name, role)?;
+        let mut out: Vec<T> = bytemuck::pod_collect_to_vec(&bytes);
+        if cfg!(target_endian = "big") {
+            let raw: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+            swap_bytes(raw, std::mem::size_of::<T>());
+        }
+        Ok(out)
+    }
+
+    /// Element size of a component in bytes (storage size × logical ratio), when known.
+    pub fn element_size(&self, name: &str, role: &str) -> Result<Option<u64>> {
+        let (_, c) = self.component(name, role)?;
+        Ok(element_size(c))
+    }
+}
+
+fn unsupported_dtype(name: &str, role: &str) -> Error {
+    Error::unsupported(
+        ztensor_format::Error::new(Rule::DtypeUnknown, "unknown dtype")
+            .in_object(name)
+            .in_component(role),
+    )
+}
+
+fn unreachable_unsupported<T>(name: &str, role: &str) -> Result<T> {
+    // Validation marks objects with unknown encodings unsupported, so this is not reached; it
+    // still answers with the right error rather than panicking.
+    Err(Error::unsupported(
+        ztensor_format::Error::new(Rule::EncodingUnknown, "unknown encoding")
+            .in_object(name)
+            .in_component(role),
+    ))
+}

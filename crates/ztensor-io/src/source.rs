@@ -1,0 +1,137 @@
+//! Where a reader's bytes come from: one "bytes at an offset" trait over files (positional
+//! reads, no shared cursor, so one source serves many threads), memory maps and byte slices.
+
+use std::fs::File;
+use std::io;
+
+/// A random-access byte source of known length.
+pub trait ReadAt: Send + Sync {
+    /// The total length in bytes.
+    fn len(&self) -> u64;
+
+    /// Whether the source is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fills `buf` with the bytes at `offset`.
+    ///
+    /// # Errors
+    /// Any I/O error, including `UnexpectedEof` when the range passes the end.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+
+    /// The whole source as one slice, when it is in memory (a map or a byte slice): reads from
+    /// it are then zero-copy.
+    fn as_slice(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+fn slice_read(bytes: &[u8], offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+    let src = start
+        .checked_add(buf.len())
+        .and_then(|end| bytes.get(start..end))
+        .ok_or(io::ErrorKind::UnexpectedEof)?;
+    buf.copy_from_slice(src);
+    Ok(())
+}
+
+impl ReadAt for &[u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        slice_read(self, offset, buf)
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+}
+
+impl ReadAt for Vec<u8> {
+    fn len(&self) -> u64 {
+        Vec::len(self) as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        slice_read(self, offset, buf)
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+}
+
+/// A file read with positional reads (`pread`); its length is taken once, at construction.
+#[derive(Debug)]
+pub struct FileSource {
+    file: File,
+    len: u64,
+}
+
+impl FileSource {
+    /// Wraps an open file.
+    ///
+    /// # Errors
+    /// When the file's metadata cannot be read.
+    pub fn new(file: File) -> io::Result<FileSource> {
+        let len = file.metadata()?.len();
+        Ok(FileSource { file, len })
+    }
+}
+
+impl ReadAt for FileSource {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
+        }
+        #[cfg(windows)]
+        {
+            let mut done = 0;
+            while done < buf.len() {
+                let n = std::os::windows::fs::FileExt::seek_read(
+                    &self.file,
+                    &mut buf[done..],
+                    offset + done as u64,
+                )?;
+                if n == 0 {
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+                done += n;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A source that hands out at most `chunk` bytes per underlying read, for testing that results
+/// do not depend on how reads are split.
+#[derive(Debug)]
+pub struct Chunked<S> {
+    inner: S,
+    chunk: usize,
+}
+
+impl<S> Chunked<S> {
+    /// Wraps `inner`, reading `chunk` bytes (at least 1) at a time.
+    pub fn new(inner: S, chunk: usize) -> Chunked<S> {
+        Chunked { inner, chunk: chunk.max(1) }
+    }
+}
+
+impl<S: ReadAt> ReadAt for Chunked<S> {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let mut at = offset;
+        for piece in buf.chunks_mut(self.chunk) {
+            self.inner.read_exact_at(at, piece)?;
+            at += piece.len() as u64;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,655 @@
+//! The writer: every version, one component at a time, published atomically.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ztensor_format::{
+    Component, DType, DigestAlgorithm, Encoding, Error as FormatError, ErrorKind as Rule, Format,
+    LogicalType, Manifest, ManifestLocation, Object, OffsetAllocator, Options, Packing, Value,
+    Version, element_count, validate,
+};
+
+use crate::codec::{Hasher, zstd_encode};
+use crate::error::{Error, Result};
+
+/// How a component's bytes are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// As they are.
+    #[default]
+    Raw,
+    /// zstd at a level (1..=22; 0 means zstd's default, 3).
+    Zstd(i32),
+}
+
+/// Per-component write options.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WriteOptions {
+    /// Raw or zstd.
+    pub compression: Compression,
+    /// A digest of the stored bytes to record, if any.
+    pub digest: Option<DigestAlgorithm>,
+}
+
+impl WriteOptions {
+    /// Raw, no digest.
+    pub fn raw() -> WriteOptions {
+        WriteOptions::default()
+    }
+
+    /// zstd at `level`, no digest.
+    pub fn zstd(level: i32) -> WriteOptions {
+        WriteOptions { compression: Compression::Zstd(level), digest: None }
+    }
+
+    /// The same options with a digest.
+    #[must_use]
+    pub fn with_digest(mut self, algorithm: DigestAlgorithm) -> WriteOptions {
+        self.digest = Some(algorithm);
+        self
+    }
+}
+
+/// One component to write: its role, types and decoded little-endian bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ComponentSpec<'a> {
+    /// The role (`data`, `values`, `scales`, …).
+    pub role: &'a str,
+    /// The storage type.
+    pub dtype: DType,
+    /// The logical type, if any.
+    pub logical_type: Option<&'a LogicalType>,
+    /// The decoded, little-endian bytes.
+    pub data: &'a [u8],
+}
+
+/// The parts of a CSR matrix: little-endian values of `dtype`, and u64 column indices and row
+/// pointers.
+#[derive(Debug, Clone, Copy)]
+pub struct Csr<'a> {
+    /// The values' storage type.
+    pub dtype: DType,
+    /// The non-zero values, little-endian.
+    pub values: &'a [u8],
+    /// The column index of each value.
+    pub indices: &'a [u64],
+    /// Row pointers, `rows + 1` of them.
+    pub indptr: &'a [u64],
+}
+
+/// The parts of a COO tensor: little-endian values of `dtype` and u64 coordinates in
+/// structure-of-arrays order (`coords[d * nnz + i]` is coordinate `d` of value `i`).
+#[derive(Debug, Clone, Copy)]
+pub struct Coo<'a> {
+    /// The values' storage type.
+    pub dtype: DType,
+    /// The non-zero values, little-endian.
+    pub values: &'a [u8],
+    /// The coordinates.
+    pub coords: &'a [u64],
+}
+
+/// A component already encoded elsewhere (stored bytes plus how they are stored), copied
+/// without decoding. Used to repack and migrate files without recompressing.
+#[derive(Debug, Clone)]
+pub struct StoredComponent<'a> {
+    /// The role.
+    pub role: &'a str,
+    /// The component's description; its offset is ignored and its length must match `bytes`.
+    pub component: Component,
+    /// The stored bytes.
+    pub bytes: &'a [u8],
+}
+
+/// Writes a zTensor file of a chosen version to any [`Write`] sink.
+///
+/// Each component is encoded, digested and written as soon as it is added, so memory does not
+/// grow with the file. Blobs are placed by [`OffsetAllocator`], in the order they are added, with
+/// zero padding. [`Writer::finish`] validates the whole manifest before writing it.
+#[derive(Debug)]
+pub struct Writer<W: Write> {
+    sink: W,
+    manifest: Manifest,
+    alloc: OffsetAllocator,
+    written: u64,
+    names: HashSet<String>,
+}
+
+const ZEROS: [u8; 64] = [0; 64];
+
+impl<W: Write> Writer<W> {
+    /// Starts a file of `version` on `sink`, writing the header.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn new(mut sink: W, version: Version) -> Result<Writer<W>> {
+        let magic = version.container().magic();
+        sink.write_all(&magic).map_err(|e| Error::io("writing the header", None, e))?;
+        Ok(Writer {
+            sink,
+            manifest: Manifest::new(version),
+            alloc: OffsetAllocator::new(),
+            written: magic.len() as u64,
+            names: HashSet::new(),
+        })
+    }
+
+    /// Continues a file whose first `written` bytes (header and blobs, ending with the data of
+    /// the manifest `base`) are already on `sink`: used by append.
+    pub(crate) fn resume(sink: W, base: Manifest, written: u64) -> Writer<W> {
+        let names = base.objects.iter().map(|o| o.name.clone()).collect();
+        Writer {
+            sink,
+            manifest: base,
+            alloc: OffsetAllocator::starting_at(written),
+            written,
+            names,
+        }
+    }
+
+    /// The version being written.
+    pub fn version(&self) -> Version {
+        self.manifest.version
+    }
+
+    /// The manifest so far.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Sets the file attributes (a map; v1.x only).
+    ///
+    /// # Errors
+    /// `unrepresentable` for v0.1, `invalid_input` for a value that is not a map.
+    pub fn set_attributes(&mut self, attributes: Value) -> Result<()> {
+        if self.version() == Version::V0_1 {
+            return Err(unrepresentable("v0.1 has no file attributes").into());
+        }
+        if attributes.as_map().is_none() {
+            return Err(Error::broken(Rule::InvalidInput, "attributes must be a map"));
+        }
+        self.manifest.attributes = Some(attributes);
+        Ok(())
+    }
+
+    /// Adds a dense object with one `data` component.
+    ///
+    /// # Errors
+    /// `dense_size_mismatch` when `data` does not hold `product(shape)` elements, and as
+    /// [`Writer::add_object`].
+    pub fn add_dense(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        dtype: DType,
+        data: &[u8],
+        options: &WriteOptions,
+    ) -> Result<()> {
+        let spec = ComponentSpec { role: "data", dtype, logical_type: None, data };
+        self.add_object(name, shape, Format::Dense, None, &[spec], options)
+    }
+
+    /// Adds a CSR matrix (`shape` = `[rows, cols]`) with u64 indices.
+    ///
+    /// In v0.1 it is written as one blob (indptr, indices, values), the layout v0.1 readers
+    /// expect.
+    ///
+    /// # Errors
+    /// `sparse_rank`, `csr_indptr_count`, `sparse_nnz_mismatch`, and as [`Writer::add_object`].
+    pub fn add_csr(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        csr: Csr<'_>,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        let Csr { dtype, values, indices, indptr } = csr;
+        let [rows, _] = shape[..] else {
+            return Err(Error::broken(Rule::SparseRank, "a CSR matrix has rank 2"));
+        };
+        if Some(indptr.len() as u64) != rows.checked_add(1) {
+            return Err(Error::broken(Rule::CsrIndptrCount, "indptr must hold rows + 1 entries"));
+        }
+        if values.len() as u64 != indices.len() as u64 * dtype.size() {
+            return Err(Error::broken(
+                Rule::SparseNnzMismatch,
+                "values and indices hold different counts",
+            ));
+        }
+        let indices = le_u64(indices);
+        let indptr = le_u64(indptr);
+        if self.version() == Version::V0_1 {
+            let packed = [&indptr[..], &indices[..], values].concat();
+            return self.add_v0_sparse(name, shape, Format::SparseCsr, dtype, &packed, options);
+        }
+        let specs = [
+            ComponentSpec { role: "values", dtype, logical_type: None, data: values },
+            ComponentSpec {
+                role: "indices",
+                dtype: DType::U64,
+                logical_type: None,
+                data: &indices,
+            },
+            ComponentSpec { role: "indptr", dtype: DType::U64, logical_type: None, data: &indptr },
+        ];
+        self.add_object(name, shape, Format::SparseCsr, None, &specs, options)
+    }
+
+    /// Adds a COO tensor with u64 coordinates in structure-of-arrays order (`coords[d * nnz + i]`).
+    ///
+    /// In v0.1 it is written as one blob of (coordinates, value) records.
+    ///
+    /// # Errors
+    /// `sparse_rank`, `sparse_nnz_mismatch`, and as [`Writer::add_object`].
+    pub fn add_coo(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        coo: Coo<'_>,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        let Coo { dtype, values, coords } = coo;
+        let rank = shape.len();
+        if rank == 0 {
+            return Err(Error::broken(Rule::SparseRank, "a COO tensor has rank 1 or more"));
+        }
+        let width = usize::try_from(dtype.size()).unwrap_or(1);
+        let nnz = values.len() / width;
+        if !values.len().is_multiple_of(width) || Some(coords.len()) != nnz.checked_mul(rank) {
+            return Err(Error::broken(
+                Rule::SparseNnzMismatch,
+                "coords must hold rank × nnz entries",
+            ));
+        }
+        if self.version() == Version::V0_1 {
+            let mut packed = Vec::with_capacity(nnz * (rank * 8 + width));
+            for i in 0..nnz {
+                for d in 0..rank {
+                    packed.extend_from_slice(&coords[d * nnz + i].to_le_bytes());
+                }
+                packed.extend_from_slice(&values[i * width..(i + 1) * width]);
+            }
+            return self.add_v0_sparse(name, shape, Format::SparseCoo, dtype, &packed, options);
+        }
+        let coords = le_u64(coords);
+        let specs = [
+            ComponentSpec { role: "values", dtype, logical_type: None, data: values },
+            ComponentSpec { role: "coords", dtype: DType::U64, logical_type: None, data: &coords },
+        ];
+        self.add_object(name, shape, Format::SparseCoo, None, &specs, options)
+    }
+
+    fn add_v0_sparse(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        format: Format,
+        dtype: DType,
+        packed: &[u8],
+        options: &WriteOptions,
+    ) -> Result<()> {
+        self.check_name(name)?;
+        let component = self.write_component(dtype, None, packed, options)?;
+        let mut object =
+            Object::new(name, shape.to_vec(), format).with_component("data", component);
+        object.packing = Packing::V0Single;
+        self.push(object);
+        Ok(())
+    }
+
+    /// Adds an object of any format: each component is encoded, digested and written now.
+    ///
+    /// # Errors
+    /// `duplicate_name`; `unrepresentable` for what the version cannot express (in v0.1 anything
+    /// but dense objects and the sparse helpers, logical types, object attributes with keys v0.1
+    /// defines; in v1.1 logical types it has no dtype spelling for); `dense_size_mismatch` and
+    /// `component_length_not_multiple` for data of the wrong size; I/O errors.
+    pub fn add_object(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        format: Format,
+        attributes: Option<Value>,
+        components: &[ComponentSpec<'_>],
+        options: &WriteOptions,
+    ) -> Result<()> {
+        self.check_name(name)?;
+        let version = self.version();
+        if version == Version::V0_1
+            && (format != Format::Dense || components.len() != 1 || components[0].role != "data")
+        {
+            return Err(unrepresentable(
+                "v0.1 stores dense tensors with one `data` blob (use add_csr / add_coo for sparse)",
+            )
+            .in_object(name)
+            .into());
+        }
+        let count = element_count(shape)
+            .ok_or_else(|| Error::broken(Rule::ShapeOverflow, "shape overflows"))?;
+        for spec in components {
+            if let Some(t) = spec.logical_type {
+                check_logical(version, t, spec.dtype)
+                    .map_err(|e| e.in_object(name).in_component(spec.role))?;
+            }
+            let size = spec.dtype.size() * spec.logical_type.map_or(1, LogicalType::ratio);
+            if !(spec.data.len() as u64).is_multiple_of(size) {
+                return Err(FormatError::new(
+                    Rule::ComponentLengthNotMultiple,
+                    "data is not a whole number of elements",
+                )
+                .in_object(name)
+                .in_component(spec.role)
+                .into());
+            }
+            if format == Format::Dense
+                && spec.role == "data"
+                && Some(spec.data.len() as u64) != count.checked_mul(size)
+            {
+                return Err(FormatError::new(
+                    Rule::DenseSizeMismatch,
+                    "data size disagrees with the shape",
+                )
+                .in_object(name)
+                .expected_found(count.saturating_mul(size), spec.data.len())
+                .into());
+            }
+        }
+        let mut object = Object::new(name, shape.to_vec(), format);
+        object.attributes = attributes;
+        for spec in components {
+            let component =
+                self.write_component(spec.dtype, spec.logical_type.cloned(), spec.data, options)?;
+            object.components.insert(spec.role.to_owned(), component);
+        }
+        self.push(object);
+        Ok(())
+    }
+
+    /// Adds an object whose components are copied as stored (no decoding or re-encoding).
+    ///
+    /// # Errors
+    /// As [`Writer::add_object`]; `invalid_input` when a component's length differs from its
+    /// bytes.
+    pub fn add_stored(
+        &mut self,
+        mut object: Object,
+        components: &[StoredComponent<'_>],
+    ) -> Result<()> {
+        self.check_name(&object.name)?;
+        object.components.clear();
+        for c in components {
+            if c.component.length != c.bytes.len() as u64 {
+                return Err(Error::broken(
+                    Rule::InvalidInput,
+                    "stored component length differs from its bytes",
+                ));
+            }
+            let offset = self.write_blob(c.bytes)?;
+            let mut component = c.component.clone();
+            component.offset = offset;
+            object.components.insert(c.role.to_owned(), component);
+        }
+        self.push(object);
+        Ok(())
+    }
+
+    fn check_name(&self, name: &str) -> Result<()> {
+        if self.names.contains(name) {
+            return Err(FormatError::new(
+                Rule::DuplicateName,
+                "an object of this name was already written",
+            )
+            .in_object(name)
+            .into());
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, object: Object) {
+        self.names.insert(object.name.clone());
+        self.manifest.objects.push(object);
+    }
+
+    fn write_component(
+        &mut self,
+        dtype: DType,
+        logical_type: Option<LogicalType>,
+        data: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Component> {
+        let (stored, encoding, uncompressed) = match options.compression {
+            Compression::Raw => (std::borrow::Cow::Borrowed(data), Encoding::Raw, None),
+            Compression::Zstd(level) => {
+                let z = zstd_encode(data, level).map_err(|e| Error::io("compressing", None, e))?;
+                (std::borrow::Cow::Owned(z), Encoding::Zstd, Some(data.len() as u64))
+            }
+        };
+        let digest = match &options.digest {
+            None => None,
+            Some(algorithm) => {
+                let mut h = Hasher::new(algorithm).ok_or_else(|| {
+                    Error::broken(
+                        Rule::InvalidInput,
+                        format!("cannot compute digest {}", algorithm.name()),
+                    )
+                })?;
+                h.update(&stored);
+                Some(h.finish())
+            }
+        };
+        let offset = self.write_blob(&stored)?;
+        let mut component = Component::new(dtype, offset, stored.len() as u64);
+        component.logical_type = logical_type;
+        component.encoding = encoding;
+        component.digest = digest;
+        // 1.1 does not define `uncompressed_length`; 1.2 requires it on zstd components.
+        if self.version() == Version::V1_2 {
+            component.uncompressed_length = uncompressed;
+        }
+        Ok(component)
+    }
+
+    /// Pads to the next aligned offset and writes one blob.
+    fn write_blob(&mut self, bytes: &[u8]) -> Result<u64> {
+        let offset = self.alloc.reserve(bytes.len() as u64)?;
+        let mut pad = offset - self.written;
+        while pad > 0 {
+            let n = pad.min(64);
+            self.sink
+                .write_all(&ZEROS[..n as usize])
+                .map_err(|e| Error::io("writing padding", None, e))?;
+            pad -= n;
+        }
+        self.sink.write_all(bytes).map_err(|e| Error::io("writing a component", None, e))?;
+        self.written = offset + bytes.len() as u64;
+        Ok(offset)
+    }
+
+    /// Validates and writes the manifest and the trailer, and returns the sink and the file
+    /// length.
+    ///
+    /// # Errors
+    /// Any rule the manifest breaks (the file must then be discarded), and I/O errors.
+    pub fn finish(self) -> Result<(W, u64)> {
+        let (mut sink, trailer, len) = self.finish_manifest()?;
+        let io = |e| Error::io("writing the trailer", None, e);
+        sink.write_all(&trailer).map_err(io)?;
+        sink.flush().map_err(io)?;
+        Ok((sink, len))
+    }
+
+    /// Validates and writes the manifest, and returns the sink, the trailer still to write, and
+    /// the final file length. Append uses it to make the manifest durable before the trailer
+    /// that points at it.
+    pub(crate) fn finish_manifest(mut self) -> Result<(W, Vec<u8>, u64)> {
+        let cbor = self.manifest.encode()?;
+        let container = self.version().container();
+        let location = ManifestLocation {
+            container,
+            offset: self.written,
+            len: cbor.len() as u64,
+            file_len: self.written + cbor.len() as u64 + container.trailer_len(),
+        };
+        validate(self.manifest, location, &Options::default())?;
+        self.sink.write_all(&cbor).map_err(|e| Error::io("writing the manifest", None, e))?;
+        Ok((self.sink, container.encode_trailer(cbor.len() as u64), location.file_len))
+    }
+}
+
+fn unrepresentable(message: &str) -> FormatError {
+    FormatError::new(Rule::Unrepresentable, message)
+}
+
+/// What a version can say about logical types, beyond the model's own checks.
+fn check_logical(version: Version, t: &LogicalType, dtype: DType) -> Result<(), FormatError> {
+    if let Some(need) = t.storage()
+        && need != dtype
+    {
+        return Err(FormatError::new(
+            Rule::LogicalTypeMismatch,
+            format!("logical type {t} needs dtype {need}"),
+        )
+        .expected_found(need, dtype));
+    }
+    match version {
+        Version::V0_1 => Err(unrepresentable("v0.1 has no logical types")),
+        Version::V1_1 if t.v1_1_dtype_name().is_none() => Err(FormatError::new(
+            Rule::Unrepresentable,
+            format!("v1.1 has no dtype for logical type {t}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn le_u64(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// A file being written beside its target, renamed over it on [`AtomicFile::persist`] and
+/// removed if dropped first, so the target is never seen half-written and never truncated.
+#[derive(Debug)]
+pub struct AtomicFile {
+    file: Option<BufWriter<File>>,
+    temp: PathBuf,
+    target: PathBuf,
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl AtomicFile {
+    /// Creates a fresh temporary file in `target`'s directory.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn create(target: impl AsRef<Path>) -> Result<AtomicFile> {
+        let target = target.as_ref().to_owned();
+        let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let stem = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out".into());
+        loop {
+            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let temp = dir.join(format!(".{stem}.tmp-{}-{n}", std::process::id()));
+            match OpenOptions::new().write(true).create_new(true).open(&temp) {
+                Ok(file) => {
+                    let file = Some(BufWriter::with_capacity(1 << 20, file));
+                    return Ok(AtomicFile { file, temp, target });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io("cannot create a temporary file", Some(temp), e)),
+            }
+        }
+    }
+
+    /// Flushes, syncs and renames the file over its target.
+    ///
+    /// # Errors
+    /// I/O errors; the target is then untouched.
+    pub fn persist(mut self) -> Result<()> {
+        let io = |what: &'static str, path: &Path| {
+            let path = path.to_owned();
+            move |e| Error::io(what, Some(path), e)
+        };
+        if let Some(writer) = self.file.take() {
+            let file = writer
+                .into_inner()
+                .map_err(|e| Error::io("flushing", Some(self.temp.clone()), e.into_error()))?;
+            file.sync_all().map_err(io("syncing", &self.temp))?;
+        }
+        std::fs::rename(&self.temp, &self.target).map_err(io("publishing", &self.target))?;
+        if let Some(dir) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // Make the rename durable; not every platform can open a directory, so this is best effort.
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        self.temp = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.as_mut().ok_or(io::ErrorKind::BrokenPipe)?.write(buf)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.file.as_mut().ok_or(io::ErrorKind::BrokenPipe)?.write_all(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.as_mut().ok_or(io::ErrorKind::BrokenPipe)?.flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if !self.temp.as_os_str().is_empty() {
+            drop(self.file.take());
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// A [`Writer`] to a file path, published atomically by [`FileWriter::finish`]. Dropping it
+/// unfinished, or a failed finish, leaves the target untouched.
+#[derive(Debug)]
+pub struct FileWriter {
+    inner: Writer<AtomicFile>,
+}
+
+impl FileWriter {
+    /// Starts writing `path` in `version`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn create(path: impl AsRef<Path>, version: Version) -> Result<FileWriter> {
+        Ok(FileWriter { inner: Writer::new(AtomicFile::create(path)?, version)? })
+    }
+
+    /// Writes the manifest, syncs, and renames the file into place. Returns the file length.
+    ///
+    /// # Errors
+    /// As [`Writer::finish`], and I/O errors.
+    pub fn finish(self) -> Result<u64> {
+        let (file, len) = self.inner.finish()?;
+        file.persist()?;
+        Ok(len)
+    }
+}
+
+impl Deref for FileWriter {
+    type Target = Writer<AtomicFile>;
+    fn deref(&self) -> &Writer<AtomicFile> {
+        &self.inner
+    }
+}
+
+impl DerefMut for FileWriter {
+    fn deref_mut(&mut self) -> &mut Writer<AtomicFile> {
+        &mut self.inner
+    }
+}

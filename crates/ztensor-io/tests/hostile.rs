@@ -1,0 +1,192 @@
+//! Damaged and hostile files: every fault is an error with its rule, never a panic, a hang, an
+//! unbounded allocation or a silent wrong value.
+
+use ztensor_format::{
+    Component, DType, Digest, DigestAlgorithm, Encoding, ErrorKind as Rule, Format, Limits, Object,
+    Options, Version,
+};
+use ztensor_io::{Reader, StoredComponent, WriteOptions, Writer, zstd_encode};
+
+/// A file with one dense object whose single component is stored exactly as given.
+fn stored_file(version: Version, shape: &[u64], component: Component, bytes: &[u8]) -> Vec<u8> {
+    let mut w = Writer::new(Vec::new(), version).unwrap();
+    let object = Object::new("w", shape.to_vec(), Format::Dense);
+    w.add_stored(object, &[StoredComponent { role: "data", component, bytes }]).unwrap();
+    w.finish().unwrap().0
+}
+
+fn zstd_component(len: u64, uncompressed: Option<u64>) -> Component {
+    let mut c = Component::new(DType::U8, 0, len);
+    c.encoding = Encoding::Zstd;
+    c.uncompressed_length = uncompressed;
+    c
+}
+
+#[test]
+fn short_zstd_output_is_an_error_not_zero_fill() {
+    // v1.1 has no uncompressed_length: the shape says 8 bytes, the stream holds 4.
+    let z = zstd_encode(&[1, 2, 3, 4], 3).unwrap();
+    let file = stored_file(Version::V1_1, &[8], zstd_component(z.len() as u64, None), &z);
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    let err = reader.decoded("w", "data").unwrap_err();
+    assert_eq!(err.rule(), Some(Rule::DecodedSizeMismatch), "{err}");
+    // Long output too.
+    let z = zstd_encode(&[9; 12], 3).unwrap();
+    let file = stored_file(Version::V1_1, &[8], zstd_component(z.len() as u64, None), &z);
+    let err =
+        Reader::new(&file[..], &Options::default()).unwrap().decoded("w", "data").unwrap_err();
+    assert_eq!(err.rule(), Some(Rule::DecodedSizeMismatch));
+}
+
+#[test]
+fn a_huge_declared_size_allocates_nothing_up_front() {
+    // 48 GiB declared, a 4-byte stream: decoding must fail quickly with a size mismatch.
+    let declared = 48u64 << 30;
+    let z = zstd_encode(&[1, 2, 3, 4], 3).unwrap();
+    let file =
+        stored_file(Version::V1_2, &[declared], zstd_component(z.len() as u64, Some(declared)), &z);
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    let err = reader.decoded("w", "data").unwrap_err();
+    assert_eq!(err.rule(), Some(Rule::DecodedSizeMismatch), "{err}");
+}
+
+#[test]
+fn a_decompression_bomb_stops_at_the_limit() {
+    // 64 MiB of zeros compresses to a few KiB; with no declared size (a v1.1 sparse values
+    // component) the decoder must stop at the limit.
+    let zeros = vec![0u8; 64 << 20];
+    let z = zstd_encode(&zeros, 3).unwrap();
+    assert!(z.len() < 1 << 20);
+    let mut w = Writer::new(Vec::new(), Version::V1_1).unwrap();
+    let mut object = Object::new("s", vec![1 << 30, 4], Format::SparseCsr);
+    object.components.clear();
+    let mut values = zstd_component(z.len() as u64, None);
+    values.dtype = DType::U8.into();
+    let indptr = vec![0u8; 8];
+    let indices: Vec<u8> = Vec::new();
+    w.add_stored(
+        Object::new("s", vec![0, 4], Format::SparseCsr),
+        &[
+            StoredComponent { role: "values", component: values, bytes: &z },
+            StoredComponent {
+                role: "indices",
+                component: Component::new(DType::U64, 0, 0),
+                bytes: &indices,
+            },
+            StoredComponent {
+                role: "indptr",
+                component: Component::new(DType::U64, 0, 8),
+                bytes: &indptr,
+            },
+        ],
+    )
+    .unwrap();
+    let (file, _) = w.finish().unwrap();
+    let mut options = Options::default();
+    options.limits.max_decoded_len = 1 << 20;
+    let reader = Reader::new(&file[..], &options).unwrap();
+    let err = reader.decoded("s", "values").unwrap_err();
+    assert_eq!(err.rule(), Some(Rule::DecodedTooLarge), "{err}");
+    drop(object);
+    let _ = Limits::default();
+}
+
+#[test]
+fn digest_mismatch_and_unknown_algorithms() {
+    let data: Vec<u8> = (0..64).collect();
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    for (name, algorithm) in [
+        ("c", DigestAlgorithm::Crc32c),
+        ("s", DigestAlgorithm::Sha256),
+        ("b", DigestAlgorithm::Blake3),
+    ] {
+        w.add_dense(name, &[64], DType::U8, &data, &WriteOptions::raw().with_digest(algorithm))
+            .unwrap();
+    }
+    let mut unknown = Component::new(DType::U8, 0, 64);
+    unknown.digest = Some(Digest::parse("xxh3:0123456789abcdef"));
+    w.add_stored(
+        Object::new("u", vec![64], Format::Dense),
+        &[StoredComponent { role: "data", component: unknown, bytes: &data }],
+    )
+    .unwrap();
+    let (mut file, _) = w.finish().unwrap();
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    assert_eq!(
+        reader.verify_digest("u", "data").unwrap(),
+        ztensor_io::DigestCheck::Unverifiable("xxh3:0123456789abcdef".into())
+    );
+    let offsets: Vec<(String, u64)> = reader
+        .manifest()
+        .objects()
+        .map(|o| (o.name().to_owned(), o.object().components["data"].offset))
+        .collect();
+    for (name, offset) in offsets.iter().filter(|(n, _)| n != "u") {
+        file[*offset as usize + 5] ^= 1;
+        let reader = Reader::new(&file[..], &Options::default()).unwrap();
+        let err = reader.verify_digest(name, "data").unwrap_err();
+        assert_eq!(err.rule(), Some(Rule::DigestMismatch), "{name}: {err}");
+        file[*offset as usize + 5] ^= 1;
+    }
+}
+
+#[test]
+fn corrupt_zstd_is_decode_failed() {
+    let data = vec![5u8; 4096];
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    w.add_dense("z", &[4096], DType::U8, &data, &WriteOptions::zstd(3)).unwrap();
+    let (mut file, _) = w.finish().unwrap();
+    let offset = Reader::new(&file[..], &Options::default())
+        .unwrap()
+        .object("z")
+        .unwrap()
+        .object()
+        .components["data"]
+        .offset;
+    // Destroy the frame magic.
+    file[offset as usize] ^= 0xff;
+    let err =
+        Reader::new(&file[..], &Options::default()).unwrap().decoded("z", "data").unwrap_err();
+    assert_eq!(err.rule(), Some(Rule::DecodeFailed), "{err}");
+}
+
+#[test]
+fn unsupported_objects_do_not_spoil_the_file() {
+    let mut c = Component::new(DType::U8, 0, 4);
+    c.dtype = ztensor_format::StorageType::Unknown("f4".into());
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    w.add_stored(
+        Object::new("odd", vec![8], Format::Dense),
+        &[StoredComponent { role: "data", component: c, bytes: &[0; 4] }],
+    )
+    .unwrap();
+    w.add_dense("ok", &[2], DType::U8, &[1, 2], &WriteOptions::raw()).unwrap();
+    let (file, _) = w.finish().unwrap();
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    assert_eq!(reader.read_object("odd").unwrap_err().rule(), Some(Rule::DtypeUnknown));
+    assert_eq!(reader.read_as::<u8>("ok", "data").unwrap(), [1, 2]);
+    assert!(matches!(
+        reader.read_object("nope").unwrap_err().kind(),
+        ztensor_io::ErrorKind::NotFound { .. }
+    ));
+}
+
+#[test]
+fn truncated_files_are_rejected_at_every_length() {
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    w.add_dense(
+        "w",
+        &[16],
+        DType::F32,
+        &[7; 64],
+        &WriteOptions::zstd(1).with_digest(DigestAlgorithm::Sha256),
+    )
+    .unwrap();
+    let (file, _) = w.finish().unwrap();
+    for len in 0..file.len() {
+        assert!(
+            Reader::new(&file[..len], &Options::default()).is_err(),
+            "a {len}-byte prefix opened"
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! Integration tests of ztensor-io.
+
+// Test data is small; its lengths always fit.
+#![allow(clippy::cast_possible_truncation)]
+
+/// Generated objects written and read back, through every kind of source.
+mod roundtrip;
+
+/// Damaged and hostile files.
+mod hostile;
+
+/// v0.1 specifics: big-endian data and single-blob sparse tensors.
+mod v0_1;
+
+/// Atomic publication.
+mod publish;

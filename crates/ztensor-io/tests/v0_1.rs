@@ -1,0 +1,97 @@
+//! v0.1: big-endian data comes back little-endian; single-blob sparse tensors come back in the
+//! 1.2 model; any non-zero bool byte is true.
+
+use ztensor_format::{ByteOrder, Component, DType, Format, Object, Options, Packing, Version};
+use ztensor_io::{Reader, StoredComponent, WriteOptions, Writer};
+
+#[test]
+fn big_endian_dense_is_returned_little_endian() {
+    let values = [1.0f32, -2.5, 1e-3];
+    let be: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+    let mut c = Component::new(DType::F32, 0, 12);
+    c.byte_order = ByteOrder::Big;
+    let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();
+    w.add_stored(
+        Object::new("be", vec![3], Format::Dense),
+        &[StoredComponent { role: "data", component: c, bytes: &be }],
+    )
+    .unwrap();
+    let (file, _) = w.finish().unwrap();
+    let reader = Reader::new(file, &Options::default()).unwrap();
+    assert_eq!(reader.read_as::<f32>("be", "data").unwrap(), values);
+    assert!(matches!(
+        reader.view::<f32>("be", "data").unwrap_err().kind(),
+        ztensor_io::ErrorKind::View(_)
+    ));
+    // The stored bytes are untouched.
+    assert_eq!(reader.stored("be", "data").unwrap().as_ref(), &be[..]);
+}
+
+#[test]
+fn big_endian_single_blob_coo() {
+    // Two non-zeros of a [3, 3] i16 tensor: (0, 2) = 300 and (2, 1) = -7, big-endian records.
+    let mut blob = Vec::new();
+    for (r, c, v) in [(0u64, 2u64, 300i16), (2, 1, -7)] {
+        blob.extend_from_slice(&r.to_be_bytes());
+        blob.extend_from_slice(&c.to_be_bytes());
+        blob.extend_from_slice(&v.to_be_bytes());
+    }
+    let mut c = Component::new(DType::I16, 0, blob.len() as u64);
+    c.byte_order = ByteOrder::Big;
+    let mut object = Object::new("s", vec![3, 3], Format::SparseCoo);
+    object.packing = Packing::V0Single;
+    let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();
+    w.add_stored(object, &[StoredComponent { role: "data", component: c, bytes: &blob }]).unwrap();
+    let (file, _) = w.finish().unwrap();
+    let reader = Reader::new(&file[..], &Options::strict()).unwrap();
+    let data = reader.read_object("s").unwrap();
+    assert_eq!(data.format, Format::SparseCoo);
+    let coords: Vec<u8> = [0u64, 2, 2, 1].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(data.components["coords"].bytes.as_ref(), &coords[..]);
+    let values: Vec<u8> = [300i16, -7].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(data.components["values"].bytes.as_ref(), &values[..]);
+    reader.check_data("s", true).unwrap();
+}
+
+#[test]
+fn v0_1_bool_is_nonzero_true_but_v1_bool_is_strict() {
+    for (version, ok) in [(Version::V0_1, true), (Version::V1_2, false)] {
+        let mut w = Writer::new(Vec::new(), version).unwrap();
+        w.add_dense("b", &[3], DType::Bool, &[0, 1, 2], &WriteOptions::raw()).unwrap();
+        let (file, _) = w.finish().unwrap();
+        let reader = Reader::new(&file[..], &Options::default()).unwrap();
+        let result = reader.check_data("b", false);
+        assert_eq!(result.is_ok(), ok, "{version}: {result:?}");
+        if let Err(e) = result {
+            assert_eq!(e.rule(), Some(ztensor_format::ErrorKind::BoolInvalid));
+        }
+    }
+}
+
+#[test]
+fn v0_1_refuses_what_it_cannot_express() {
+    let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();
+    let e = w.set_attributes(ztensor_format::text_map([("a", 1u64.into())])).unwrap_err();
+    assert_eq!(e.rule(), Some(ztensor_format::ErrorKind::Unrepresentable));
+    let spec = ztensor_io::ComponentSpec {
+        role: "scales",
+        dtype: DType::F16,
+        logical_type: None,
+        data: &[0; 2],
+    };
+    let e = w
+        .add_object("q", &[1], Format::QuantizedGroup, None, &[spec], &WriteOptions::raw())
+        .unwrap_err();
+    assert_eq!(e.rule(), Some(ztensor_format::ErrorKind::Unrepresentable));
+    let t = ztensor_format::LogicalType::F8E4M3Fnuz;
+    let spec = ztensor_io::ComponentSpec {
+        role: "data",
+        dtype: DType::U8,
+        logical_type: Some(&t),
+        data: &[0; 2],
+    };
+    let mut w11 = Writer::new(Vec::new(), Version::V1_1).unwrap();
+    let e =
+        w11.add_object("f", &[2], Format::Dense, None, &[spec], &WriteOptions::raw()).unwrap_err();
+    assert_eq!(e.rule(), Some(ztensor_format::ErrorKind::Unrepresentable));
+}
