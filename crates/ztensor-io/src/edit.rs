@@ -256,17 +256,29 @@ pub fn copy_object<S: ReadAt, W: Write>(
     if stored_ok {
         let mut stored = Vec::with_capacity(object.components.len());
         for (role, c) in &object.components {
-            stored.push((role.as_str(), c, reader.stored(name, role)?));
+            let mut component = c.clone();
+            if target != Version::V1_2 {
+                // Only 1.2 defines `uncompressed_length`.
+                component.uncompressed_length = None;
+            } else if component.encoding == Encoding::Zstd
+                && component.uncompressed_length.is_none()
+            {
+                // 1.2 requires it: take it from the shape where it determines it, otherwise
+                // decode once to learn it (the stored bytes are still copied as they are).
+                let known = object_ref.decoded_len(role);
+                component.uncompressed_length = match known {
+                    Some(n) => Some(n),
+                    None => Some(reader.decoded(name, role)?.len() as u64),
+                };
+            }
+            stored.push((role.as_str(), component, reader.stored(name, role)?));
         }
         let parts: Vec<StoredComponent<'_>> = stored
             .iter()
-            .map(|(role, c, bytes)| {
-                let mut component = (*c).clone();
-                if target != Version::V1_2 {
-                    // Only 1.2 defines `uncompressed_length`.
-                    component.uncompressed_length = None;
-                }
-                StoredComponent { role, component, bytes }
+            .map(|(role, component, bytes)| StoredComponent {
+                role,
+                component: component.clone(),
+                bytes,
             })
             .collect();
         return writer.add_stored(object.clone(), &parts);

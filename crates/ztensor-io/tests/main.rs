@@ -14,3 +14,9 @@ mod v0_1;
 
 /// Atomic publication.
 mod publish;
+
+/// Append, cut at every byte, recovery and repair.
+mod append;
+
+/// Conversion between versions, and removal.
+mod convert;
