@@ -46,7 +46,10 @@ fn convert(file: &[u8], to: Version, options: &CopyOptions) -> ztensor_io::Resul
     Ok(w.finish()?.0)
 }
 
-fn decoded(file: &[u8]) -> Vec<(String, Vec<(String, DType, Vec<u8>)>)> {
+/// Each object's name and its decoded components (role, dtype, bytes), sorted by name.
+type Decoded = Vec<(String, Vec<(String, DType, Vec<u8>)>)>;
+
+fn decoded(file: &[u8]) -> Decoded {
     let reader = Reader::new(file, &Options::strict()).unwrap();
     let mut out: Vec<_> = reader
         .manifest()
