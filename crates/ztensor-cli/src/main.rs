@@ -1,19 +1,22 @@
-//! `ztensor`: inspect and validate zTensor files of every version.
+//! `ztensor`: inspect, verify and convert zTensor files of every version.
 
-use std::fs::File;
+mod cmd;
+
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
-use ztensor_format::{Container, Encoding, Options, ValidatedManifest, Version, validate};
+use anyhow::{Context, Result, anyhow};
+use clap::{Parser, Subcommand, ValueEnum};
+use ztensor_format::{DigestAlgorithm, Options, Version};
+use ztensor_io::{
+    CopyOptions, DigestCheck, DigestChoice, FileSource, FileWriter, Reader, copy_all,
+};
 
-/// Inspect and validate zTensor files (versions 0.1, 1.1 and 1.2).
+/// Inspect, verify and convert zTensor files (versions 0.1, 1.1 and 1.2).
 ///
-/// Exit status: 0 when the file is sound, 1 when it breaks a rule of the format (the message
-/// names the rule), 2 for usage and I/O errors.
+/// Exit status: 0 when the file is sound (or the command succeeded), 1 when a file breaks a
+/// rule of the format (the message names the object and the rule), 2 for usage and I/O errors.
 #[derive(Debug, Parser)]
 #[command(name = "ztensor", version)]
 struct Cli {
@@ -25,9 +28,6 @@ struct Cli {
 enum Command {
     /// Print the version, the attributes and a table of objects and components.
     ///
-    /// The manifest is validated first; a file that breaks a rule is reported with the rule's
-    /// identifier and exit status 1.
-    ///
     /// Example: ztensor info fixtures/examples/tiny-v1.2.zt
     Info {
         /// The file to inspect.
@@ -36,15 +36,71 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Print the conformance dump (JSON, `ztensor-dump/1`): every object's decoded size and
+    /// SHA-256. A rejected file prints the rule's identifier and exits with status 1.
+    ///
+    /// Example: ztensor dump --json fixtures/examples/tiny-v0.1.zt
+    Dump {
+        /// Print JSON (the only format; accepted for compatibility with the dump protocol).
+        #[arg(long)]
+        json: bool,
+        /// The file to dump.
+        file: PathBuf,
+    },
+    /// Validate everything: the manifest, every digest, every sparse structure and bool byte.
+    /// Exit status 0 only when the whole file is sound.
+    ///
+    /// Example: ztensor verify --strict model.zt
+    Verify {
+        /// The file to verify.
+        file: PathBuf,
+        /// Also enforce the strict-only rules of spec/rules.md.
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Convert a file to another version (or re-encode it), writing OUT atomically.
+    ///
+    /// Example: ztensor convert old.zt new.zt --to 1.2 --zstd 3 --digest sha256
+    Convert {
+        /// The input file.
+        input: PathBuf,
+        /// The output file.
+        output: PathBuf,
+        /// The version to write.
+        #[arg(long, value_parser = parse_version, default_value = "1.2")]
+        to: Version,
+        /// Compress every component with zstd at this level (1-22).
+        #[arg(long, value_name = "LEVEL", conflicts_with = "raw", value_parser = clap::value_parser!(i32).range(1..=22))]
+        zstd: Option<i32>,
+        /// Store every component uncompressed.
+        #[arg(long)]
+        raw: bool,
+        /// Digest every component with this algorithm (`none` drops digests; default: keep).
+        #[arg(long, value_enum)]
+        digest: Option<DigestArg>,
+    },
 }
 
-/// A file that breaks a rule: reported on stderr, exit status 1.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DigestArg {
+    None,
+    Crc32c,
+    Sha256,
+    Blake3,
+}
+
+fn parse_version(s: &str) -> Result<Version, String> {
+    Version::from_short(s)
+        .ok_or_else(|| format!("unknown version {s:?} (expected 0.1, 1.1 or 1.2)"))
+}
+
+/// A file that breaks a rule: exit status 1.
 #[derive(Debug)]
-struct Rejected(ztensor_format::Error);
+struct Rejected(String);
 
 impl std::fmt::Display for Rejected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)
+        f.write_str(&self.0)
     }
 }
 
@@ -53,7 +109,7 @@ impl std::error::Error for Rejected {}
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             if let Some(io) = err.downcast_ref::<std::io::Error>()
                 && io.kind() == std::io::ErrorKind::BrokenPipe
@@ -67,126 +123,112 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn options(strict: bool) -> Options {
+    if strict { Options::strict() } else { Options::default() }
+}
+
+/// Opens a file; a file that breaks a rule becomes `Rejected`, other failures stay errors.
+fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
+    Reader::open_with(path, options).map_err(|e| match e.rule() {
+        Some(_) => anyhow!(Rejected(format!("{}: {e}", path.display()))),
+        None => anyhow!("{e}"),
+    })
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
     match cli.command {
         Command::Info { file, strict } => {
-            let options = if strict { Options::strict() } else { Options::default() };
-            let manifest = open(&file, &options)?;
-            let mut out = std::io::stdout().lock();
-            print_info(&mut out, &file, &manifest)?;
-            out.flush()?;
-            Ok(())
+            let reader = open(&file, &options(strict))?;
+            cmd::info::print(&mut out, &file, &reader)?;
         }
-    }
-}
-
-/// Reads and validates the manifest with positional reads: the header, the trailer, the
-/// manifest. Blob bytes are never read.
-fn open(path: &Path, options: &Options) -> Result<ValidatedManifest> {
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let len = file.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
-    let rejected = |e: ztensor_format::Error| {
-        anyhow::Error::new(Rejected(e)).context(path.display().to_string())
-    };
-    let mut head = vec![0u8; usize::try_from(len.min(8))?];
-    file.read_exact_at(&mut head, 0)?;
-    let container = Container::detect(&head).map_err(rejected)?;
-    let trailer = container.trailer_len().min(len);
-    let mut tail = vec![0u8; usize::try_from(trailer)?];
-    file.read_exact_at(&mut tail, len - trailer)?;
-    let location = container.locate_manifest(len, &tail, &options.limits).map_err(rejected)?;
-    // The length was checked against the limit and the file size by `locate_manifest`.
-    let mut bytes = vec![0u8; usize::try_from(location.len)?];
-    file.read_exact_at(&mut bytes, location.offset)?;
-    let manifest = ztensor_format::Manifest::decode(container, &bytes, &options.limits)
-        .map_err(|e| rejected(e.shifted(location.offset)))?;
-    validate(manifest, location, options).map_err(rejected)
-}
-
-fn print_info(out: &mut impl Write, path: &Path, m: &ValidatedManifest) -> Result<()> {
-    let manifest = m.manifest();
-    let version = match (&manifest.version_string, manifest.version) {
-        (Some(s), v) => format!("{v} (\"{s}\")"),
-        (None, Version::V0_1) => "0.1".to_owned(),
-        (None, v) => v.to_string(),
-    };
-    let location = m.location();
-    writeln!(out, "file:       {}", path.display())?;
-    writeln!(out, "version:    {version}")?;
-    writeln!(out, "objects:    {}", m.len())?;
-    writeln!(out, "manifest:   {} bytes at offset {}", location.len, location.offset)?;
-    match &manifest.attributes {
-        Some(a) => writeln!(out, "attributes: {a}")?,
-        None => writeln!(out, "attributes: none")?,
-    }
-    if m.is_empty() {
-        return Ok(());
-    }
-    let header =
-        ["NAME", "FORMAT", "SHAPE", "ROLE", "DTYPE", "ENCODING", "STORED", "DECODED", "DIGEST"];
-    let mut rows = Vec::new();
-    let (mut stored, mut decoded, mut unknown) = (0u64, 0u64, 0usize);
-    let mut objects: Vec<_> = m.objects().collect();
-    objects.sort_by(|a, b| a.name().cmp(b.name()));
-    for object in objects {
-        let o = object.object();
-        for (i, (role, c)) in o.components.iter().enumerate() {
-            let mut dtype = match &c.logical_type {
-                Some(t) => format!("{}:{t}", c.dtype),
-                None => c.dtype.to_string(),
+        Command::Dump { json: _, file } => match Reader::open(&file) {
+            Ok(reader) => writeln!(out, "{}", cmd::dump::accepted(&reader))?,
+            Err(e) => match e.format_error() {
+                Some(f) => {
+                    writeln!(out, "{}", cmd::dump::rejected(f.kind().id(), &f.to_string()))?;
+                    return Ok(ExitCode::from(1));
+                }
+                None => return Err(anyhow!("{e}")),
+            },
+        },
+        Command::Verify { file, strict } => return verify(&mut out, &file, strict),
+        Command::Convert { input, output, to, zstd, raw, digest } => {
+            let reader = open(&input, &Options::default())?;
+            let compression = match (zstd, raw) {
+                (Some(level), _) => Some(ztensor_io::Compression::Zstd(level)),
+                (None, true) => Some(ztensor_io::Compression::Raw),
+                (None, false) => None,
             };
-            match &c.byte_order {
-                ztensor_format::ByteOrder::Little => {}
-                ztensor_format::ByteOrder::Big => dtype.push_str(" (big-endian)"),
-                ztensor_format::ByteOrder::Unknown(b) => dtype.push_str(&format!(" ({b}?)")),
-            }
-            let decoded_len = object.decoded_len(role);
-            stored = stored.saturating_add(c.length);
-            match decoded_len {
-                Some(n) => decoded = decoded.saturating_add(n),
-                None => unknown += 1,
-            }
-            let first = i == 0;
-            rows.push([
-                if first { o.name.clone() } else { String::new() },
-                if first { o.format.to_string() } else { String::new() },
-                if first { format!("{:?}", o.shape) } else { String::new() },
-                role.clone(),
-                dtype,
-                if c.encoding == Encoding::Raw { "raw".into() } else { c.encoding.to_string() },
-                c.length.to_string(),
-                decoded_len.map_or_else(|| "?".into(), |n| n.to_string()),
-                c.digest.as_ref().map_or_else(|| "-".into(), |d| d.algorithm().name().to_owned()),
-            ]);
+            let digest = match digest {
+                None => DigestChoice::Keep,
+                Some(DigestArg::None) => DigestChoice::Drop,
+                Some(DigestArg::Crc32c) => DigestChoice::Set(DigestAlgorithm::Crc32c),
+                Some(DigestArg::Sha256) => DigestChoice::Set(DigestAlgorithm::Sha256),
+                Some(DigestArg::Blake3) => DigestChoice::Set(DigestAlgorithm::Blake3),
+            };
+            let mut writer = FileWriter::create(&output, to)
+                .with_context(|| format!("cannot write {}", output.display()))?;
+            let copied = copy_all(&reader, &mut writer, &CopyOptions { compression, digest });
+            copied.map_err(|e| match e.rule() {
+                Some(_) => {
+                    anyhow!(Rejected(format!("cannot convert {} to {to}: {e}", input.display())))
+                }
+                None => anyhow!("{e}"),
+            })?;
+            let len = writer.finish().map_err(|e| anyhow!("{e}"))?;
+            writeln!(
+                out,
+                "wrote {} ({to}, {} objects, {len} bytes)",
+                output.display(),
+                reader.manifest().len()
+            )?;
         }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(out: &mut impl Write, file: &Path, strict: bool) -> Result<ExitCode> {
+    let reader = open(file, &options(strict))?;
+    let mut problems = Vec::new();
+    let (mut verified, mut unverifiable, mut absent) = (0usize, Vec::new(), 0usize);
+    for object in reader.manifest().objects() {
+        let name = object.name();
         if let Some(reason) = object.unsupported() {
-            let mut row: [String; 9] = Default::default();
-            row[3] = format!("unsupported: {}", reason.kind());
-            rows.push(row);
+            problems.push(format!("unsupported object: {reason}"));
+            continue;
+        }
+        for role in object.object().components.keys() {
+            match reader.verify_digest(name, role) {
+                Ok(DigestCheck::Verified(_)) => verified += 1,
+                Ok(DigestCheck::Absent) => absent += 1,
+                Ok(DigestCheck::Unverifiable(d)) => {
+                    unverifiable.push(format!("{name}/{role}: {d}"))
+                }
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        if let Err(e) = reader.check_data(name, strict) {
+            problems.push(e.to_string());
         }
     }
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+    for p in &problems {
+        writeln!(out, "{p}")?;
     }
-    let line = |cells: Vec<&str>| {
-        let parts: Vec<String> =
-            cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        parts.join("  ").trim_end().to_owned()
-    };
-    writeln!(out)?;
-    writeln!(out, "{}", line(header.to_vec()))?;
-    for row in &rows {
-        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+    for u in &unverifiable {
+        writeln!(out, "unverifiable digest (unknown algorithm): {u}")?;
     }
-    let unknown = if unknown > 0 {
-        format!(" (+{unknown} component(s) of unknown decoded size)")
+    let n = reader.manifest().len();
+    let summary = format!(
+        "{n} objects, {verified} digests verified, {absent} components without digest, {} unverifiable",
+        unverifiable.len()
+    );
+    if problems.is_empty() {
+        writeln!(out, "{}: sound ({summary})", file.display())?;
+        Ok(ExitCode::SUCCESS)
     } else {
-        String::new()
-    };
-    writeln!(out)?;
-    writeln!(out, "total: {stored} bytes stored, {decoded} bytes decoded{unknown}")?;
-    Ok(())
+        writeln!(out, "{}: {} problem(s) ({summary})", file.display(), problems.len())?;
+        Ok(ExitCode::from(1))
+    }
 }

@@ -68,3 +68,238 @@ fn info_on_a_missing_file_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("cannot open no/such/file.zt"), "{}", stderr(&out));
 }
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ztensor-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Every `.zt` file under `fixtures/`.
+fn fixture_files() -> Vec<PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "zt") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root().join("fixtures"), &mut out);
+    out.sort();
+    out
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+/// Checks a dump against the shape of the shared conformance document.
+fn check_dump_shape(d: &serde_json::Value) {
+    use serde_json::Value as J;
+    let top = d.as_object().expect("an object");
+    assert_eq!(top["dump"], "ztensor-dump/1");
+    let keys: Vec<&str> = top.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["dump", "container", "version", "attributes", "objects"]);
+    assert!(["zt-0.1", "zt-1.1", "zt-1.2"].contains(&top["container"].as_str().unwrap()));
+    assert!(top["version"].is_string() || top["version"].is_null());
+    assert!(top["attributes"].is_object() || top["attributes"].is_null());
+    let objects = top["objects"].as_array().unwrap();
+    let names: Vec<&str> = objects.iter().map(|o| o["name"].as_str().unwrap()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    assert_eq!(names, sorted, "objects sorted by name");
+    for o in objects {
+        let keys: Vec<&str> = o.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["name", "format", "shape", "attributes", "components", "error"]);
+        assert!(o["shape"].as_array().unwrap().iter().all(J::is_u64));
+        for c in o["components"].as_object().unwrap().values() {
+            let keys: Vec<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(keys, ["dtype", "type", "encoding", "decoded_length", "sha256"]);
+            let dtype = c["dtype"].as_str().unwrap();
+            if o["error"].is_null() {
+                assert!(
+                    [
+                        "f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8", "u64", "u32",
+                        "u16", "u8", "bool"
+                    ]
+                    .contains(&dtype)
+                );
+                assert!(c["decoded_length"].is_u64());
+                let h = c["sha256"].as_str().unwrap();
+                assert!(
+                    h.len() == 64
+                        && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                );
+            } else {
+                assert!(c["decoded_length"].is_null() && c["sha256"].is_null());
+            }
+        }
+    }
+}
+
+#[test]
+fn dump_matches_the_shared_shape_on_every_fixture() {
+    let files = fixture_files();
+    assert!(files.len() >= 3);
+    for file in files {
+        let out = ztensor(&["dump", "--json", file.to_str().unwrap()]);
+        let d = json(&out);
+        if out.status.success() {
+            check_dump_shape(&d);
+        } else {
+            assert_eq!(out.status.code(), Some(1));
+            assert!(d["error"]["kind"].is_string() && d["error"]["message"].is_string());
+        }
+    }
+}
+
+#[test]
+fn dump_reports_decoded_bytes_alike_for_every_version() {
+    let le = |v: &[u64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let be_step: Vec<u8> = 1000i64.to_le_bytes().to_vec();
+    let expected = [
+        ("adjacency", "indices", le(&[1, 0, 3])),
+        ("adjacency", "indptr", le(&[0, 1, 1, 3])),
+        ("adjacency", "values", [1.5f32, 2.5, -1.0].iter().flat_map(|v| v.to_le_bytes()).collect()),
+        (
+            "layer0.weight",
+            "data",
+            [0.5f32, -1.25, 2.0, 0.0, 3.5, -0.75].iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+    ];
+    for version in ["0.1", "1.1", "1.2"] {
+        let d =
+            json(&ztensor(&["dump", "--json", &format!("fixtures/examples/tiny-v{version}.zt")]));
+        let objects = d["objects"].as_array().unwrap();
+        let find = |name: &str| objects.iter().find(|o| o["name"] == name).unwrap();
+        for (name, role, bytes) in &expected {
+            let c = &find(name)["components"][role];
+            assert_eq!(c["decoded_length"], bytes.len(), "{version} {name}/{role}");
+            assert_eq!(c["sha256"], ztensor_io::sha256_hex(bytes), "{version} {name}/{role}");
+        }
+        if version == "0.1" {
+            // Stored big-endian, reported little-endian.
+            assert_eq!(
+                find("step")["components"]["data"]["sha256"],
+                ztensor_io::sha256_hex(&be_step)
+            );
+            assert_eq!(find("step")["attributes"], serde_json::json!({"unit": "iterations"}));
+        } else {
+            assert_eq!(find("scales.fp8")["components"]["data"]["type"], "f8_e4m3fn");
+        }
+    }
+}
+
+#[test]
+fn dump_of_a_rejected_file_names_the_rule() {
+    let d = scratch("dump-reject");
+    let path = d.join("bad.zt");
+    let mut bytes = std::fs::read(root().join("fixtures/examples/tiny-v1.2.zt")).unwrap();
+    bytes[0] = b'X';
+    std::fs::write(&path, &bytes).unwrap();
+    let out = ztensor(&["dump", "--json", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["error"]["kind"], "header_magic");
+    let out = ztensor(&["dump", "--json", "no/such.zt"]);
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn verify_passes_sound_files_and_names_the_broken_object() {
+    for v in ["0.1", "1.1", "1.2"] {
+        let out = ztensor(&["verify", "--strict", &format!("fixtures/examples/tiny-v{v}.zt")]);
+        assert!(out.status.success(), "{}", stdout(&out));
+        assert!(stdout(&out).contains(": sound (4 objects"), "{}", stdout(&out));
+    }
+    let d = scratch("verify");
+    let path = d.join("digested.zt");
+    let out = ztensor(&[
+        "convert",
+        "fixtures/examples/tiny-v1.2.zt",
+        path.to_str().unwrap(),
+        "--digest",
+        "sha256",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ztensor(&["verify", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("6 digests verified"), "{}", stdout(&out));
+    // Flip a byte of layer0.weight's data.
+    let reader = ztensor_io::Reader::open(&path).unwrap();
+    let offset =
+        reader.object("layer0.weight").unwrap().object().components["data"].offset as usize;
+    drop(reader);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[offset] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = ztensor(&["verify", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("object \"layer0.weight\"") && text.contains("[digest_mismatch]"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn convert_between_versions_and_refuse_what_cannot_be_expressed() {
+    let d = scratch("convert");
+    let out12 = d.join("from01.zt");
+    let out = ztensor(&[
+        "convert",
+        "fixtures/examples/tiny-v0.1.zt",
+        out12.to_str().unwrap(),
+        "--to",
+        "1.2",
+        "--zstd",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = json(&ztensor(&["dump", "--json", "fixtures/examples/tiny-v0.1.zt"]));
+    let after = json(&ztensor(&["dump", "--json", out12.to_str().unwrap()]));
+    assert_eq!(after["container"], "zt-1.2");
+    let strip = |d: &serde_json::Value| -> Vec<serde_json::Value> {
+        d["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                let mut o = o.clone();
+                for c in o["components"].as_object_mut().unwrap().values_mut() {
+                    c.as_object_mut().unwrap().remove("encoding");
+                }
+                o
+            })
+            .collect()
+    };
+    assert_eq!(strip(&before), strip(&after));
+
+    // The 1.2 example has an FP8 tensor, which 0.1 cannot express.
+    let out01 = d.join("to01.zt");
+    let out = ztensor(&[
+        "convert",
+        "fixtures/examples/tiny-v1.2.zt",
+        out01.to_str().unwrap(),
+        "--to",
+        "0.1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("[unrepresentable]"), "{}", stderr(&out));
+    assert!(!out01.exists(), "a failed conversion must leave no output");
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no temporary files left behind");
+
+    let out = ztensor(&["convert", "fixtures/examples/tiny-v1.2.zt", "x.zt", "--to", "2.0"]);
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&d).unwrap();
+}

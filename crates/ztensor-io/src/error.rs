@@ -99,7 +99,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &*self.0 {
             ErrorKind::Io { what, path: Some(p), source } => {
-                write!(f, "{what} ({}): {source}", p.display())
+                write!(f, "{what} {}: {source}", p.display())
             }
             ErrorKind::Io { what, path: None, source } => write!(f, "{what}: {source}"),
             ErrorKind::Format(e) => write!(f, "{e}"),

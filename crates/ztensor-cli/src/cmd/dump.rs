@@ -1,0 +1,160 @@
+//! `ztensor dump --json`: the conformance dump (`ztensor-dump/1`), exactly the shape every
+//! implementation under test prints.
+
+use serde_json::{Map, Value as Json, json};
+use ztensor_format::{Encoding, Value};
+use ztensor_io::{ReadAt, Reader, sha256_hex};
+
+/// The dump of an accepted file.
+pub fn accepted<S: ReadAt>(reader: &Reader<S>) -> Json {
+    let manifest = reader.manifest().manifest();
+    let mut objects: Vec<_> = reader.manifest().objects().collect();
+    objects.sort_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
+    let objects: Vec<Json> = objects.into_iter().map(|o| object(reader, o)).collect();
+    json!({
+        "dump": "ztensor-dump/1",
+        "container": reader.version().label(),
+        "version": manifest.version_string,
+        "attributes": manifest.attributes.as_ref().map_or(Json::Null, cbor_to_json),
+        "objects": objects,
+    })
+}
+
+/// The dump of a rejected file.
+pub fn rejected(kind: &str, message: &str) -> Json {
+    json!({"dump": "ztensor-dump/1", "error": {"kind": kind, "message": message}})
+}
+
+fn object<S: ReadAt>(reader: &Reader<S>, o: ztensor_format::ObjectRef<'_>) -> Json {
+    let name = o.name();
+    let model = o.object();
+    // Decode (and check) the whole object; any failure is this object's error.
+    let outcome = (|| -> ztensor_io::Result<_> {
+        for role in model.components.keys() {
+            reader.verify_digest(name, role)?;
+        }
+        reader.check_data(name, false)?;
+        reader.read_object(name)
+    })();
+    let mut components = Map::new();
+    let error = match outcome {
+        Ok(data) => {
+            let encoding = |role: &str| match model
+                .components
+                .get(role)
+                .or_else(|| model.components.get("data"))
+            {
+                Some(c) => c.encoding.name().to_owned(),
+                None => Encoding::Raw.name().to_owned(),
+            };
+            for (role, c) in &data.components {
+                components.insert(
+                    role.clone(),
+                    json!({
+                        "dtype": c.dtype.name(),
+                        "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
+                        "encoding": encoding(role),
+                        "decoded_length": c.bytes.len(),
+                        "sha256": sha256_hex(&c.bytes),
+                    }),
+                );
+            }
+            Json::Null
+        }
+        Err(e) => {
+            for (role, c) in &model.components {
+                components.insert(
+                    role.clone(),
+                    json!({
+                        "dtype": c.dtype.to_string(),
+                        "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
+                        "encoding": c.encoding.name(),
+                        "decoded_length": Json::Null,
+                        "sha256": Json::Null,
+                    }),
+                );
+            }
+            Json::String(one_line(&e.to_string()))
+        }
+    };
+    json!({
+        "name": name,
+        // v0.1 layouts are reported by their 1.2 names (`sparsecsr` as `sparse_csr`).
+        "format": model.format.name(),
+        "shape": model.shape,
+        "attributes": model.attributes.as_ref().map_or(Json::Null, cbor_to_json),
+        "components": components,
+        "error": error,
+    })
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// CBOR to JSON, by the rules of the conformance dump.
+pub fn cbor_to_json(value: &Value) -> Json {
+    match value {
+        &Value::Integer(i) => {
+            if let Ok(v) = i64::try_from(i) {
+                json!(v)
+            } else if let Ok(v) = u64::try_from(i) {
+                json!(v)
+            } else {
+                json!({"$int": i.to_string()})
+            }
+        }
+        Value::Bytes(b) => json!({"$bytes": ztensor_format::to_hex(b)}),
+        Value::Text(s) => json!(s),
+        Value::Array(items) => Json::Array(items.iter().map(cbor_to_json).collect()),
+        Value::Map(entries) => {
+            if entries.iter().all(|(k, _)| k.as_text().is_some()) {
+                let mut m = Map::new();
+                for (k, v) in entries {
+                    m.insert(k.as_text().unwrap_or_default().to_owned(), cbor_to_json(v));
+                }
+                Json::Object(m)
+            } else {
+                let pairs: Vec<Json> = entries
+                    .iter()
+                    .map(|(k, v)| json!([cbor_to_json(k), cbor_to_json(v)]))
+                    .collect();
+                json!({"$map": pairs})
+            }
+        }
+        Value::Tag(t, v) => json!({"$tag": t, "value": cbor_to_json(v)}),
+        Value::Bool(b) => json!(b),
+        Value::Null => Json::Null,
+        Value::Undefined => json!({"$simple": 23}),
+        Value::Simple(n) => json!({"$simple": n}),
+        Value::Float(f) if f.is_nan() => json!({"$float": "NaN"}),
+        Value::Float(f) if f.is_infinite() => {
+            json!({"$float": if *f > 0.0 { "Infinity" } else { "-Infinity" }})
+        }
+        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cbor_kinds_map_to_the_documented_json() {
+        let v = Value::Map(vec![
+            (Value::from("i"), Value::Integer(-3)),
+            (Value::from("big"), Value::Integer(-(1i128 << 64))),
+            (Value::from("f"), Value::Float(3.0)),
+            (Value::from("nan"), Value::Float(f64::NAN)),
+            (Value::from("b"), Value::Bytes(vec![0, 255])),
+            (Value::from("t"), Value::Tag(1, Box::new(Value::Integer(5)))),
+        ]);
+        let text = cbor_to_json(&v).to_string();
+        assert_eq!(
+            text,
+            r#"{"i":-3,"big":{"$int":"-18446744073709551616"},"f":3.0,"nan":{"$float":"NaN"},"b":{"$bytes":"00ff"},"t":{"$tag":1,"value":5}}"#
+        );
+        let m = Value::Map(vec![(Value::Integer(1), Value::from("x"))]);
+        assert_eq!(cbor_to_json(&m).to_string(), r#"{"$map":[[1,"x"]]}"#);
+    }
+}

@@ -1,0 +1,4 @@
+//! The subcommands.
+
+pub mod dump;
+pub mod info;
