@@ -1,5 +1,8 @@
 //! Runs the built `ztensor` binary as a user would.
 
+// Test files are small; their offsets always fit.
+#![allow(clippy::cast_possible_truncation)]
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
