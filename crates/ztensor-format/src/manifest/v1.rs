@@ -214,8 +214,7 @@ pub(crate) fn to_value(manifest: &Manifest) -> Result<Value> {
     }
     let mut objects = Vec::with_capacity(manifest.objects.len());
     for object in &manifest.objects {
-        let value =
-            object_value(object, manifest.version).map_err(|e| e.in_object(&object.name))?;
+        let value = object_value(object).map_err(|e| e.in_object(&object.name))?;
         objects.push((Value::Text(object.name.clone()), value));
     }
     root.push((Value::from("objects"), Value::Map(objects)));
@@ -240,7 +239,7 @@ fn push_extra(
     Ok(())
 }
 
-fn object_value(object: &Object, version: Version) -> Result<Value> {
+fn object_value(object: &Object) -> Result<Value> {
     if object.packing != Packing::Split {
         return Err(Error::new(
             ErrorKind::Unrepresentable,
@@ -259,7 +258,7 @@ fn object_value(object: &Object, version: Version) -> Result<Value> {
     }
     let mut components = Vec::with_capacity(object.components.len());
     for (role, component) in &object.components {
-        let value = component_value(component, version).map_err(|e| e.in_component(role))?;
+        let value = component_value(component).map_err(|e| e.in_component(role))?;
         components.push((Value::Text(role.clone()), value));
     }
     map.push((Value::from("components"), Value::Map(components)));
@@ -267,7 +266,7 @@ fn object_value(object: &Object, version: Version) -> Result<Value> {
     Ok(Value::Map(map))
 }
 
-fn component_value(c: &Component, version: Version) -> Result<Value> {
+fn component_value(c: &Component) -> Result<Value> {
     if c.byte_order != ByteOrder::Little {
         return Err(Error::new(
             ErrorKind::Unrepresentable,
@@ -275,22 +274,12 @@ fn component_value(c: &Component, version: Version) -> Result<Value> {
         ));
     }
     let mut map = Vec::with_capacity(7);
-    match (&c.logical_type, version) {
-        (None, _) => map.push((Value::from("dtype"), Value::from(c.dtype.to_string()))),
-        (Some(t), Version::V1_2) => {
-            map.push((Value::from("dtype"), Value::from(c.dtype.to_string())));
-            map.push((Value::from("type"), Value::from(t.name())));
-        }
-        (Some(t), _) => match t.v1_1_dtype_name().filter(|_| t.storage() == c.dtype.known()) {
-            // 1.1 spells f8 and complex types as dtypes.
-            Some(spelling) => map.push((Value::from("dtype"), Value::from(spelling))),
-            // Anything else keeps the `type` key, as 1.1-versioned files written by a 1.2
-            // appender do; readers that only know 1.1 ignore it as an unknown field.
-            None => {
-                map.push((Value::from("dtype"), Value::from(c.dtype.to_string())));
-                map.push((Value::from("type"), Value::from(t.name())));
-            }
-        },
+    map.push((Value::from("dtype"), Value::from(c.dtype.to_string())));
+    // Both minors write a logical type as `type`. 1.1 also spells four of them as dtypes
+    // (`f8_e4m3`, …), and we read that spelling, but the reference 1.1 and 1.2 readers reject a
+    // whole file that uses it, while they read `dtype` + `type` (ignoring `type`).
+    if let Some(t) = &c.logical_type {
+        map.push((Value::from("type"), Value::from(t.name())));
     }
     map.push((Value::from("offset"), Value::from(c.offset)));
     map.push((Value::from("length"), Value::from(c.length)));
