@@ -94,7 +94,8 @@ pub fn tiny(version: Version) -> Result<Vec<u8>> {
         m.extend_from_slice(&Container::V0_1.encode_trailer(cbor.len() as u64));
         return Ok(m);
     }
-    manifest.attributes = Some(text_map([("framework", "example".into()), ("epoch", 3u64.into())]));
+    // Text values only: the reference 1.1 reader rejects any other file attribute value.
+    manifest.attributes = Some(text_map([("framework", "example".into()), ("license", "CC0-1.0".into())]));
     objects.push((
         sparse,
         vec![
