@@ -95,7 +95,8 @@ pub fn tiny(version: Version) -> Result<Vec<u8>> {
         return Ok(m);
     }
     // Text values only: the reference 1.1 reader rejects any other file attribute value.
-    manifest.attributes = Some(text_map([("framework", "example".into()), ("license", "CC0-1.0".into())]));
+    manifest.attributes =
+        Some(text_map([("framework", "example".into()), ("license", "CC0-1.0".into())]));
     objects.push((
         sparse,
         vec![

@@ -45,7 +45,10 @@ fn info_on_every_bundled_example() {
     assert!(v0.contains("i64 (big-endian)"), "{v0}");
     let v12 = stdout(&ztensor(&["info", "--strict", "fixtures/examples/tiny-v1.2.zt"]));
     assert!(v12.contains("u8:f8_e4m3fn"), "{v12}");
-    assert!(v12.contains("attributes: {\"license\": \"CC0-1.0\", \"framework\": \"example\"}"), "{v12}");
+    assert!(
+        v12.contains("attributes: {\"license\": \"CC0-1.0\", \"framework\": \"example\"}"),
+        "{v12}"
+    );
 }
 
 #[test]

@@ -468,16 +468,20 @@ fn write_decoded<W: Write>(
     }
 }
 
-/// Writes `output` (atomically) with every object of `input` except those named in `remove`.
+/// Writes `output` (atomically) with every object of `input` except those named in `remove`,
+/// then whatever `add` writes: replacing an object is removing it and adding it again. `output`
+/// may be `input` itself: the new file is written beside it and renamed over it, so readers of
+/// the old file (including memory maps) keep seeing the old bytes.
 ///
 /// # Errors
-/// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) for a name the input does not hold, and as
-/// [`copy_all`].
-pub fn remove_objects(
+/// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) for a name the input does not hold, the
+/// errors of `add`, and as [`copy_all`]. On any error `output` is untouched.
+pub fn rewrite(
     input: &Path,
     output: &Path,
     remove: &[&str],
     options: &Options,
+    add: impl FnOnce(&mut Writer<crate::AtomicFile>) -> Result<()>,
 ) -> Result<u64> {
     let reader = Reader::open_with(input, options)?;
     for name in remove {
@@ -490,5 +494,19 @@ pub fn remove_objects(
     for object in reader.manifest().objects().filter(|o| !remove.contains(&o.name())) {
         copy_object(&reader, object.name(), &mut writer, &CopyOptions::default())?;
     }
+    add(&mut writer)?;
     writer.finish()
+}
+
+/// Writes `output` (atomically) with every object of `input` except those named in `remove`.
+///
+/// # Errors
+/// As [`rewrite`].
+pub fn remove_objects(
+    input: &Path,
+    output: &Path,
+    remove: &[&str],
+    options: &Options,
+) -> Result<u64> {
+    rewrite(input, output, remove, options, |_| Ok(()))
 }

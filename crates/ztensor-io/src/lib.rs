@@ -43,7 +43,7 @@ mod writer;
 pub use crate::codec::{Hasher, digest_of, sha256_hex, zstd_decode, zstd_encode};
 pub use crate::edit::{
     Appender, CopyOptions, DigestChoice, Recovered, Repair, append, copy_all, copy_object, recover,
-    remove_objects, repair,
+    remove_objects, repair, rewrite,
 };
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::mmap::Mapped;

@@ -6,7 +6,7 @@ use ztensor_format::{
 };
 use ztensor_io::{
     ComponentSpec, Coo, CopyOptions, Csr, DigestChoice, Reader, WriteOptions, Writer, copy_all,
-    remove_objects,
+    remove_objects, rewrite,
 };
 
 fn sample(version: Version) -> Vec<u8> {
@@ -134,5 +134,35 @@ fn remove_writes_a_new_file_without_the_named_objects() {
     assert_eq!(names, ["coo", "dense"]);
     let err = remove_objects(&input, &output, &["nope"], &Options::default()).unwrap_err();
     assert!(matches!(err.kind(), ztensor_io::ErrorKind::NotFound { .. }));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn replace_an_object_in_place() {
+    let d = std::env::temp_dir().join(format!("ztensor-io-replace-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let path = d.join("m.zt");
+    std::fs::write(&path, sample(Version::V1_2)).unwrap();
+    // SAFETY: the file is replaced by rename, never modified, while this map is alive.
+    let old = unsafe { Reader::open_mmap(&path, &Options::default()) }.unwrap();
+    let new: Vec<u8> = [9.0f32, 8.0, 7.0, 6.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    rewrite(&path, &path, &["dense"], &Options::default(), |w| {
+        w.add_dense("dense", &[4], DType::F32, &new, &WriteOptions::raw())
+    })
+    .unwrap();
+    let reader = Reader::open(&path).unwrap();
+    assert_eq!(reader.read_as::<f32>("dense", "data").unwrap(), [9.0, 8.0, 7.0, 6.0]);
+    assert_eq!(reader.object("dense").unwrap().object().shape, [4]);
+    assert_eq!(reader.manifest().len(), 4);
+    // The old mapping still sees the old object.
+    assert_eq!(old.read_as::<f32>("dense", "data").unwrap(), [1.0, -2.0, 0.5, 8.0]);
+    // A failing edit leaves the file as it was.
+    let before = std::fs::read(&path).unwrap();
+    let err = rewrite(&path, &path, &["bool"], &Options::default(), |w| {
+        w.add_dense("dense", &[1], DType::U8, &[1], &WriteOptions::raw())
+    })
+    .unwrap_err();
+    assert_eq!(err.rule(), Some(Rule::DuplicateName));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
     std::fs::remove_dir_all(&d).unwrap();
 }
