@@ -125,8 +125,12 @@ pub fn recover<S: ReadAt>(source: S, options: &Options) -> Result<(Reader<S>, Re
     if Container::detect(&head).ok() != Some(Container::V1) {
         return Err(first);
     }
-    // Scan backwards for earlier footers; the first one whose manifest validates wins.
+    // Scan backwards for earlier footers; the first one whose manifest validates wins. Each
+    // candidate costs a manifest decode, so a file stuffed with magic strings gets a bounded
+    // number of attempts rather than quadratic work.
     const WINDOW: u64 = 1 << 20;
+    const MAX_ATTEMPTS: usize = 4096;
+    let mut attempts = 0;
     let min_end = Container::V1.min_file_len();
     let mut hi = len;
     while hi >= min_end {
@@ -135,7 +139,14 @@ pub fn recover<S: ReadAt>(source: S, options: &Options) -> Result<(Reader<S>, Re
         for i in (0..window.len().saturating_sub(7)).rev() {
             if window[i..i + 8] == MAGIC_V1 {
                 let end = lo + i as u64 + 8;
-                if end < len && end >= min_end && load_manifest(&source, end, options).is_ok() {
+                if end >= len || end < min_end {
+                    continue;
+                }
+                attempts += 1;
+                if attempts > MAX_ATTEMPTS {
+                    return Err(first);
+                }
+                if load_manifest(&source, end, options).is_ok() {
                     let reader = Reader::with_end(source, end, options)?;
                     return Ok((reader, Recovered { end, discarded: len - end }));
                 }

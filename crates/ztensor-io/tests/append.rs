@@ -126,3 +126,16 @@ fn v0_1_files_cannot_be_appended_to() {
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::Unrepresentable));
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn recovery_gives_up_on_a_file_of_magic_strings() {
+    // Header, then 100,000 footer magics and nothing valid: recovery must fail, and quickly.
+    let mut file = b"ZTEN1000".to_vec();
+    for _ in 0..100_000 {
+        file.extend_from_slice(b"ZTEN1000");
+    }
+    let started = std::time::Instant::now();
+    let err = recover(&file[..], &Options::default()).unwrap_err();
+    assert!(err.rule().is_some(), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}

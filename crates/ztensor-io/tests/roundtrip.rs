@@ -358,3 +358,59 @@ fn many_threads_read_one_reader() {
     });
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every version × dtype × encoding × digest × object format, exhaustively (the properties above
+/// sample the same space with random shapes and mixes).
+#[test]
+fn exhaustive_version_dtype_encoding_digest_format() {
+    let compressions = [Compression::Raw, Compression::Zstd(1)];
+    let digests = [
+        None,
+        Some(DigestAlgorithm::Crc32c),
+        Some(DigestAlgorithm::Sha256),
+        Some(DigestAlgorithm::Blake3),
+    ];
+    let mut combinations = 0;
+    for version in [Version::V0_1, Version::V1_1, Version::V1_2] {
+        for compression in compressions {
+            for digest in &digests {
+                let options = WriteOptions { compression, digest: digest.clone() };
+                let mut objects: Vec<(Kind, Vec<u64>, u64, WriteOptions)> = Vec::new();
+                for (i, dtype) in DType::ALL.into_iter().enumerate() {
+                    let seed = i as u64;
+                    objects.push((Kind::Dense(dtype), vec![2, 3], seed, options.clone()));
+                    objects.push((Kind::Csr(dtype), vec![3, 4], seed, options.clone()));
+                    objects.push((Kind::Coo(dtype), vec![3, 2], seed + 1, options.clone()));
+                }
+                if version != Version::V0_1 {
+                    objects.push((Kind::Quantized, vec![], 7, options.clone()));
+                    let logical: &[LogicalType] = match version {
+                        Version::V1_1 => &[
+                            LogicalType::F8E4M3Fn,
+                            LogicalType::F8E5M2,
+                            LogicalType::Complex64,
+                            LogicalType::Complex128,
+                        ],
+                        _ => &[
+                            LogicalType::F8E4M3Fn,
+                            LogicalType::F8E5M2,
+                            LogicalType::F8E4M3Fnuz,
+                            LogicalType::F8E5M2Fnuz,
+                            LogicalType::Complex64,
+                            LogicalType::Complex128,
+                        ],
+                    };
+                    for t in logical {
+                        objects.push((Kind::Logical(t.clone()), vec![2, 2], 3, options.clone()));
+                    }
+                }
+                combinations += objects.len();
+                let (file, expect) = write(version, objects);
+                check(&Reader::new(&file[..], &Options::strict()).unwrap(), &expect).unwrap();
+            }
+        }
+    }
+    // 3 versions × 2 encodings × 4 digests × (13 dtypes × 3 formats), plus quantized and the
+    // logical types of 1.1 (4) and 1.2 (6).
+    assert_eq!(combinations, 3 * 2 * 4 * 39 + 2 * 4 * (1 + 4) + 2 * 4 * (1 + 6));
+}
