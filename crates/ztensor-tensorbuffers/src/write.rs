@@ -1,0 +1,209 @@
+//! The writer, byte-identical to the real writer for the same tensors in the same order, and a
+//! working append.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+
+use ztensor_io::{AtomicFile, FileSource};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::read::{MAGIC, ReadOptions, TbReader};
+use crate::schema::{DataType, Metadata, Operation, TensorEntry, encode_metadata, tensor_id};
+
+/// Writes a TensorBuffers file: the magic, each tensor's bytes back to back as they are added (no
+/// padding), then the metadata, its size and the magic.
+#[derive(Debug)]
+pub struct TbWriter<W: Write> {
+    sink: W,
+    metadata: Metadata,
+    /// File offset of the next tensor's data.
+    end: u64,
+    names: HashSet<String>,
+}
+
+impl<W: Write> TbWriter<W> {
+    /// Starts a file on `sink`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn new(mut sink: W) -> Result<TbWriter<W>> {
+        sink.write_all(&MAGIC).map_err(|e| Error::io("writing the magic", e))?;
+        Ok(TbWriter { sink, metadata: Metadata::default(), end: 4, names: HashSet::new() })
+    }
+
+    /// Continues a file whose first `end` bytes (magic and data of `metadata`'s tensors) are
+    /// already on `sink`.
+    fn resume(sink: W, metadata: Metadata, end: u64) -> TbWriter<W> {
+        let names = metadata.tensors.iter().map(|t| t.name.clone()).collect();
+        TbWriter { sink, metadata, end, names }
+    }
+
+    /// Sets the optional model name (real writers never set it).
+    pub fn set_model(&mut self, model: Option<String>) {
+        self.metadata.model = model;
+    }
+
+    /// Sets the version string (default `"1.0.0"`, the only one real writers use).
+    pub fn set_version(&mut self, version: String) {
+        self.metadata.version = version;
+    }
+
+    /// Sets the operations carried in the metadata (`None` omits the field, as files from before
+    /// it existed did).
+    pub fn set_operations(&mut self, operations: Option<Vec<Operation>>) {
+        self.metadata.operations = operations;
+    }
+
+    /// Adds a tensor: its little-endian bytes are written now.
+    ///
+    /// # Errors
+    /// [`ErrorKind::DuplicateName`]; [`ErrorKind::SizeMismatch`] when `data` is not
+    /// product(shape) elements; [`ErrorKind::Unrepresentable`] for a dimension, size or offset
+    /// beyond u32 (the format's field widths) instead of truncating; I/O errors.
+    pub fn add(
+        &mut self,
+        name: &str,
+        data_type: DataType,
+        shape: &[u64],
+        data: &[u8],
+    ) -> Result<()> {
+        if self.names.contains(name) {
+            return Err(Error::new(
+                ErrorKind::DuplicateName,
+                "a tensor of this name was already written",
+            )
+            .tensor(name));
+        }
+        let too_big = |what: &str| {
+            Error::new(
+                ErrorKind::Unrepresentable,
+                format!("{what} does not fit in the format's u32 fields"),
+            )
+            .tensor(name)
+        };
+        let shape32 = shape
+            .iter()
+            .map(|&d| u32::try_from(d).map_err(|_| too_big("a dimension")))
+            .collect::<Result<Vec<u32>>>()?;
+        let expected = shape.iter().try_fold(data_type.size(), |acc, &d| acc.checked_mul(d));
+        if expected != Some(data.len() as u64) {
+            return Err(Error::new(
+                ErrorKind::SizeMismatch,
+                "data length disagrees with the shape and type",
+            )
+            .tensor(name));
+        }
+        let data_size = u32::try_from(data.len()).map_err(|_| too_big("the data size"))?;
+        let data_offset = u32::try_from(self.end).map_err(|_| too_big("the data offset"))?;
+        // The end of this tensor must stay addressable too, or the next offset would be lost.
+        let end = self.end + data.len() as u64;
+        if end > u64::from(u32::MAX) {
+            return Err(too_big("the end of the data"));
+        }
+        self.sink.write_all(data).map_err(|e| Error::io("writing tensor data", e))?;
+        self.end = end;
+        self.names.insert(name.to_owned());
+        self.metadata.tensors.push(TensorEntry {
+            name: name.to_owned(),
+            id: tensor_id(name),
+            shape: shape32,
+            data_type,
+            data_offset,
+            data_size,
+        });
+        Ok(())
+    }
+
+    /// Writes the metadata, its size and the closing magic; returns the sink and the file length.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn finish(mut self) -> Result<(W, u64)> {
+        let fb = encode_metadata(&self.metadata);
+        let m = u32::try_from(fb.len())
+            .map_err(|_| Error::new(ErrorKind::Unrepresentable, "metadata larger than 4 GiB"))?;
+        let io = |e| Error::io("writing the metadata", e);
+        self.sink.write_all(&fb).map_err(io)?;
+        self.sink.write_all(&m.to_le_bytes()).map_err(io)?;
+        self.sink.write_all(&MAGIC).map_err(io)?;
+        self.sink.flush().map_err(io)?;
+        Ok((self.sink, self.end + fb.len() as u64 + 8))
+    }
+}
+
+/// Writes a TensorBuffers file at a path, published atomically (temporary file and rename).
+///
+/// # Errors
+/// I/O errors.
+pub fn create(path: impl AsRef<Path>) -> Result<TbWriter<AtomicFile>> {
+    let file = AtomicFile::create(path).map_err(io_error)?;
+    TbWriter::new(file)
+}
+
+fn io_error(e: ztensor_io::Error) -> Error {
+    Error::from(e)
+}
+
+impl TbWriter<AtomicFile> {
+    /// Finishes and renames the file into place.
+    ///
+    /// # Errors
+    /// I/O errors; the target is then untouched.
+    pub fn persist(self) -> Result<u64> {
+        let (file, len) = self.finish()?;
+        file.persist().map_err(io_error)?;
+        Ok(len)
+    }
+}
+
+/// Adds tensors to an existing file. The result is one container: the old data, the new data, and
+/// one metadata listing both (old offsets unchanged). The file is rebuilt beside the original and
+/// renamed over it, so the original is never truncated under a reader that has it mapped.
+///
+/// # Errors
+/// Any rule the existing file breaks, the errors of `add`, and I/O errors; the file is then
+/// untouched.
+pub fn append(
+    path: impl AsRef<Path>,
+    options: &ReadOptions,
+    add: impl FnOnce(&mut TbWriter<AtomicFile>) -> Result<()>,
+) -> Result<u64> {
+    let path = path.as_ref();
+    let file =
+        File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    let source = FileSource::new(file).map_err(|e| Error::io("cannot stat", e))?;
+    let reader = TbReader::new(source, options)?;
+    let end = reader.metadata_offset();
+    let mut out = AtomicFile::create(path).map_err(io_error)?;
+    // Copy magic + data region.
+    let mut copied = 0u64;
+    let mut chunk = vec![0u8; 1 << 20];
+    while copied < end {
+        let n = usize::try_from((end - copied).min(chunk.len() as u64)).unwrap_or(chunk.len());
+        ztensor_io::ReadAt::read_exact_at(reader.source(), copied, &mut chunk[..n])
+            .map_err(|e| Error::io("copying data", e))?;
+        out.write_all(&chunk[..n]).map_err(|e: io::Error| Error::io("copying data", e))?;
+        copied += n as u64;
+    }
+    let mut writer = TbWriter::resume(out, reader.metadata().clone(), end);
+    add(&mut writer)?;
+    writer.persist()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_beyond_u32_are_refused_not_truncated() {
+        // A writer 2 bytes short of 4 GiB (as if that much data were already written).
+        let mut w = TbWriter::resume(Vec::new(), Metadata::default(), u64::from(u32::MAX) - 2);
+        let err = w.add("x", DataType::UInt8, &[4], &[1, 2, 3, 4]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unrepresentable);
+        w.add("y", DataType::UInt8, &[2], &[1, 2]).unwrap();
+        let err = w.add("z", DataType::UInt8, &[1], &[1]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unrepresentable);
+    }
+}
