@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use ztensor_format::Version;
 
 mod examples;
+mod tb_fixtures;
 
 const TASKS: &[(&str, &str)] = &[
     ("ci", "everything CI runs: fmt, clippy, test, doc, fixtures --check"),
@@ -89,30 +90,44 @@ fn doc() -> Result<()> {
     cargo(&["doc", "--workspace", "--no-deps"], &[("RUSTDOCFLAGS", "-D warnings")])
 }
 
-/// Writes every generated fixture, or with `check` compares them to the committed files.
+/// Writes every generated fixture, or with `check` compares them to the committed files (and
+/// reports committed files no recipe produces).
 fn fixtures(check: bool) -> Result<()> {
-    let root = project_root().join("fixtures/examples");
-    let mut stale = Vec::new();
+    let root = project_root().join("fixtures");
+    let mut files = Vec::new();
     for (name, version) in [
         ("tiny-v0.1.zt", Version::V0_1),
         ("tiny-v1.1.zt", Version::V1_1),
         ("tiny-v1.2.zt", Version::V1_2),
     ] {
-        let bytes = examples::tiny(version)?;
+        files.push((format!("examples/{name}"), examples::tiny(version)?));
+    }
+    for (name, bytes) in tb_fixtures::all()? {
+        files.push((format!("tensorbuffers/{name}"), bytes));
+    }
+    let mut stale = Vec::new();
+    for (name, bytes) in &files {
         let path = root.join(name);
         if check {
             if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
-                stale.push(path);
+                stale.push(path.display().to_string());
             }
         } else {
-            write_if_changed(&path, &bytes)?;
+            write_if_changed(&path, bytes)?;
+        }
+    }
+    for dir in ["examples", "tensorbuffers/valid", "tensorbuffers/reject"] {
+        for entry in std::fs::read_dir(root.join(dir)).into_iter().flatten().flatten() {
+            let rel = format!("{dir}/{}", entry.file_name().to_string_lossy());
+            if !files.iter().any(|(name, _)| *name == rel) {
+                stale.push(format!("{} (no recipe)", entry.path().display()));
+            }
         }
     }
     if !stale.is_empty() {
-        let list: Vec<String> = stale.iter().map(|p| p.display().to_string()).collect();
         bail!(
             "fixtures differ from their recipes (run `cargo xtask fixtures`): {}",
-            list.join(", ")
+            stale.join(", ")
         );
     }
     Ok(())

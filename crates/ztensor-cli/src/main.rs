@@ -61,14 +61,20 @@ enum Command {
     /// Convert a file to another version (or re-encode it), writing OUT atomically.
     ///
     /// Example: ztensor convert old.zt new.zt --to 1.2 --zstd 3 --digest sha256
+    ///
+    /// Example: ztensor convert model.tb model.zt    (TensorBuffers, detected by content)
     Convert {
         /// The input file.
         input: PathBuf,
         /// The output file.
         output: PathBuf,
-        /// The version to write.
-        #[arg(long, value_parser = parse_version, default_value = "1.2")]
-        to: Version,
+        /// What to write: 0.1, 1.1, 1.2, or tensorbuffers (default: tensorbuffers when OUT ends in
+        /// .tb, otherwise 1.2).
+        #[arg(long, value_parser = parse_target)]
+        to: Option<Target>,
+        /// Discard attributes when writing TensorBuffers, which cannot hold them.
+        #[arg(long)]
+        drop_attributes: bool,
         /// Compress every component with zstd at this level (1-22).
         #[arg(long, value_name = "LEVEL", conflicts_with = "raw", value_parser = clap::value_parser!(i32).range(1..=22))]
         zstd: Option<i32>,
@@ -89,9 +95,29 @@ enum DigestArg {
     Blake3,
 }
 
-fn parse_version(s: &str) -> Result<Version, String> {
-    Version::from_short(s)
-        .ok_or_else(|| format!("unknown version {s:?} (expected 0.1, 1.1 or 1.2)"))
+/// What `convert` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Zt(Version),
+    TensorBuffers,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Zt(v) => write!(f, "zTensor {v}"),
+            Target::TensorBuffers => f.write_str("TensorBuffers"),
+        }
+    }
+}
+
+fn parse_target(s: &str) -> Result<Target, String> {
+    match s {
+        "tensorbuffers" | "tb" => Ok(Target::TensorBuffers),
+        _ => Version::from_short(s).map(Target::Zt).ok_or_else(|| {
+            format!("unknown target {s:?} (expected 0.1, 1.1, 1.2 or tensorbuffers)")
+        }),
+    }
 }
 
 /// A file that breaks a rule: exit status 1.
@@ -135,26 +161,68 @@ fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
     })
 }
 
+/// A TensorBuffers rule broken: `Rejected`, exit status 1.
+fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
+    anyhow!(Rejected(format!("{}: {e}", path.display())))
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match cli.command {
         Command::Info { file, strict } => {
-            let reader = open(&file, &options(strict))?;
-            cmd::info::print(&mut out, &file, &reader)?;
+            if cmd::tb::detect(&file).with_context(|| format!("cannot open {}", file.display()))? {
+                let reader = cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?;
+                cmd::tb::info(&mut out, &file, &reader)?;
+            } else {
+                let reader = open(&file, &options(strict))?;
+                cmd::info::print(&mut out, &file, &reader)?;
+            }
         }
-        Command::Dump { json: _, file } => match Reader::open(&file) {
-            Ok(reader) => writeln!(out, "{}", cmd::dump::accepted(&reader))?,
-            Err(e) => match e.format_error() {
-                Some(f) => {
-                    writeln!(out, "{}", cmd::dump::rejected(f.kind().id(), &f.to_string()))?;
-                    return Ok(ExitCode::from(1));
+        Command::Dump { json: _, file } => {
+            let is_tb = cmd::tb::detect(&file)
+                .with_context(|| format!("cannot open {}", file.display()))?;
+            let (dump, ok) = if is_tb {
+                match cmd::tb::open(&file, false)? {
+                    Ok(reader) => (cmd::tb::dump(&reader), true),
+                    Err(e) => (cmd::dump::rejected(e.kind().id(), &e.to_string()), false),
                 }
-                None => return Err(anyhow!("{e}")),
-            },
-        },
-        Command::Verify { file, strict } => return verify(&mut out, &file, strict),
-        Command::Convert { input, output, to, zstd, raw, digest } => {
-            let reader = open(&input, &Options::default())?;
+            } else {
+                match Reader::open(&file) {
+                    Ok(reader) => (cmd::dump::accepted(&reader), true),
+                    Err(e) => match e.format_error() {
+                        Some(f) => (cmd::dump::rejected(f.kind().id(), &f.to_string()), false),
+                        None => return Err(anyhow!("{e}")),
+                    },
+                }
+            };
+            writeln!(out, "{dump}")?;
+            if !ok {
+                out.flush()?;
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Verify { file, strict } => {
+            if cmd::tb::detect(&file).with_context(|| format!("cannot open {}", file.display()))? {
+                let reader = cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?;
+                for t in reader.tensors() {
+                    reader.data(&t.name).map_err(|e| tb_rejected(&file, &e))?;
+                }
+                writeln!(
+                    out,
+                    "{}: sound ({} TensorBuffers tensors)",
+                    file.display(),
+                    reader.tensors().len()
+                )?;
+            } else {
+                return verify(&mut out, &file, strict);
+            }
+        }
+        Command::Convert { input, output, to, zstd, raw, digest, drop_attributes } => {
+            let target = to.unwrap_or(if output.extension().is_some_and(|e| e == "tb") {
+                Target::TensorBuffers
+            } else {
+                Target::Zt(Version::V1_2)
+            });
             let compression = match (zstd, raw) {
                 (Some(level), _) => Some(ztensor_io::Compression::Zstd(level)),
                 (None, true) => Some(ztensor_io::Compression::Raw),
@@ -167,22 +235,80 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Some(DigestArg::Sha256) => DigestChoice::Set(DigestAlgorithm::Sha256),
                 Some(DigestArg::Blake3) => DigestChoice::Set(DigestAlgorithm::Blake3),
             };
-            let mut writer = FileWriter::create(&output, to)
-                .with_context(|| format!("cannot write {}", output.display()))?;
-            let copied = copy_all(&reader, &mut writer, &CopyOptions { compression, digest });
-            copied.map_err(|e| match e.rule() {
-                Some(_) => {
-                    anyhow!(Rejected(format!("cannot convert {} to {to}: {e}", input.display())))
+            let cannot = |e: &dyn std::fmt::Display, broken: bool| {
+                let message = format!("cannot convert {} to {target}: {e}", input.display());
+                if broken { anyhow!(Rejected(message)) } else { anyhow!(message) }
+            };
+            let count = if cmd::tb::detect(&input)
+                .with_context(|| format!("cannot open {}", input.display()))?
+            {
+                let tb = cmd::tb::open(&input, false)?.map_err(|e| tb_rejected(&input, &e))?;
+                match target {
+                    Target::TensorBuffers => {
+                        let mut w = ztensor_tensorbuffers::create(&output)
+                            .map_err(|e| cannot(&e, false))?;
+                        for t in tb.tensors() {
+                            let data = tb.data(&t.name).map_err(|e| cannot(&e, true))?;
+                            let shape: Vec<u64> = t.shape.iter().map(|&d| u64::from(d)).collect();
+                            w.add(&t.name, t.data_type, &shape, &data)
+                                .map_err(|e| cannot(&e, true))?;
+                        }
+                        w.set_model(tb.metadata().model.clone());
+                        w.set_operations(tb.metadata().operations.clone());
+                        w.set_version(tb.metadata().version.clone());
+                        w.persist().map_err(|e| cannot(&e, false))?;
+                    }
+                    Target::Zt(version) => {
+                        let mut w =
+                            FileWriter::create(&output, version).map_err(|e| anyhow!("{e}"))?;
+                        let compression = compression.unwrap_or_default();
+                        let digest = match digest {
+                            DigestChoice::Set(a) => Some(a),
+                            _ => None,
+                        };
+                        let options = ztensor_io::WriteOptions { compression, digest };
+                        ztensor_tensorbuffers::to_ztensor(&tb, &mut w, &options).map_err(|e| {
+                            cannot(
+                                &e,
+                                e.kind() == ztensor_tensorbuffers::ErrorKind::Unrepresentable,
+                            )
+                        })?;
+                        w.finish().map_err(|e| anyhow!("{e}"))?;
+                    }
                 }
-                None => anyhow!("{e}"),
-            })?;
-            let len = writer.finish().map_err(|e| anyhow!("{e}"))?;
-            writeln!(
-                out,
-                "wrote {} ({to}, {} objects, {len} bytes)",
-                output.display(),
+                tb.tensors().len()
+            } else {
+                let reader = open(&input, &Options::default())?;
+                match target {
+                    Target::TensorBuffers => {
+                        let mut w = ztensor_tensorbuffers::create(&output)
+                            .map_err(|e| cannot(&e, false))?;
+                        ztensor_tensorbuffers::from_ztensor(&reader, &mut w, drop_attributes)
+                            .map_err(|e| {
+                                let hint = if e.to_string().contains("attributes") {
+                                    " (--drop-attributes discards them)"
+                                } else {
+                                    ""
+                                };
+                                cannot(
+                                    &format!("{e}{hint}"),
+                                    e.kind() != ztensor_tensorbuffers::ErrorKind::Io,
+                                )
+                            })?;
+                        w.persist().map_err(|e| cannot(&e, false))?;
+                    }
+                    Target::Zt(to) => {
+                        let mut writer =
+                            FileWriter::create(&output, to).map_err(|e| anyhow!("{e}"))?;
+                        copy_all(&reader, &mut writer, &CopyOptions { compression, digest })
+                            .map_err(|e| cannot(&e, e.rule().is_some()))?;
+                        writer.finish().map_err(|e| anyhow!("{e}"))?;
+                    }
+                }
                 reader.manifest().len()
-            )?;
+            };
+            let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+            writeln!(out, "wrote {} ({target}, {count} objects, {len} bytes)", output.display())?;
         }
     }
     out.flush()?;

@@ -93,7 +93,7 @@ fn fixture_files() -> Vec<PathBuf> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "zt") {
+            } else if path.extension().is_some_and(|e| e == "zt" || e == "tb") {
                 out.push(path);
             }
         }
@@ -115,7 +115,10 @@ fn check_dump_shape(d: &serde_json::Value) {
     assert_eq!(top["dump"], "ztensor-dump/1");
     let keys: Vec<&str> = top.keys().map(String::as_str).collect();
     assert_eq!(keys, ["dump", "container", "version", "attributes", "objects"]);
-    assert!(["zt-0.1", "zt-1.1", "zt-1.2"].contains(&top["container"].as_str().unwrap()));
+    assert!(
+        ["zt-0.1", "zt-1.1", "zt-1.2", "tensorbuffers"]
+            .contains(&top["container"].as_str().unwrap())
+    );
     assert!(top["version"].is_string() || top["version"].is_null());
     assert!(top["attributes"].is_object() || top["attributes"].is_null());
     let objects = top["objects"].as_array().unwrap();
@@ -159,11 +162,18 @@ fn dump_matches_the_shared_shape_on_every_fixture() {
     for file in files {
         let out = ztensor(&["dump", "--json", file.to_str().unwrap()]);
         let d = json(&out);
-        if out.status.success() {
-            check_dump_shape(&d);
+        // Fixture directories say what to expect: `reject/<rule>[--variant].*` must be rejected
+        // with that rule; everything else must be accepted.
+        let in_reject = file.parent().is_some_and(|p| p.ends_with("reject"));
+        if in_reject {
+            assert_eq!(out.status.code(), Some(1), "{}", file.display());
+            let stem = file.file_stem().unwrap().to_str().unwrap();
+            let rule = stem.split("--").next().unwrap();
+            assert_eq!(d["error"]["kind"], rule, "{}", file.display());
+            assert!(d["error"]["message"].is_string());
         } else {
-            assert_eq!(out.status.code(), Some(1));
-            assert!(d["error"]["kind"].is_string() && d["error"]["message"].is_string());
+            assert!(out.status.success(), "{}: {}", file.display(), stdout(&out));
+            check_dump_shape(&d);
         }
     }
 }
@@ -307,5 +317,70 @@ fn convert_between_versions_and_refuse_what_cannot_be_expressed() {
 
     let out = ztensor(&["convert", "fixtures/examples/tiny-v1.2.zt", "x.zt", "--to", "2.0"]);
     assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn tensorbuffers_in_info_verify_and_convert() {
+    let sample = "fixtures/tensorbuffers/valid/sample.tb";
+    let out = ztensor(&["info", sample]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("format:     TensorBuffers (version \"1.0.0\")"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(ztensor(&["verify", "--strict", sample]).status.success());
+    let out = ztensor(&["verify", "fixtures/tensorbuffers/reject/tb_size_mismatch.tb"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("[tb_size_mismatch]"), "{}", stderr(&out));
+
+    let d = scratch("tb-convert");
+    let (zt, back) = (d.join("s.zt"), d.join("s.tb"));
+    for args in [
+        vec![
+            "convert",
+            sample,
+            zt.to_str().unwrap(),
+            "--to",
+            "1.2",
+            "--zstd",
+            "3",
+            "--digest",
+            "sha256",
+        ],
+        vec!["convert", zt.to_str().unwrap(), back.to_str().unwrap()],
+    ] {
+        let out = ztensor(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(root().join(sample)).unwrap());
+    // The dumps of the TensorBuffers file and its zTensor conversion list the same data.
+    let a = json(&ztensor(&["dump", "--json", sample]));
+    let b = json(&ztensor(&["dump", "--json", zt.to_str().unwrap()]));
+    let hashes = |d: &serde_json::Value| -> Vec<(String, String)> {
+        d["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| (o["name"].to_string(), o["components"]["data"]["sha256"].to_string()))
+            .collect()
+    };
+    assert_eq!(hashes(&a), hashes(&b));
+
+    // zTensor content TensorBuffers cannot hold: attributes (droppable on request), then FP8.
+    let tb = d.join("tiny.tb");
+    let out = ztensor(&["convert", "fixtures/examples/tiny-v1.2.zt", tb.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--drop-attributes"), "{}", stderr(&out));
+    let out = ztensor(&[
+        "convert",
+        "fixtures/examples/tiny-v1.2.zt",
+        tb.to_str().unwrap(),
+        "--drop-attributes",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("[tb_unrepresentable]"), "{}", stderr(&out));
+    assert!(!tb.exists());
     std::fs::remove_dir_all(&d).unwrap();
 }

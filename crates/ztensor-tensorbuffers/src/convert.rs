@@ -135,7 +135,7 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
                     return Err(Error::new(
                         ErrorKind::Unrepresentable,
                         format!(
-                            "TensorBuffers has no file attributes (found {k:?}); pass drop_attributes to discard them"
+                            "TensorBuffers has no file attributes (found {k:?}); drop them explicitly to convert"
                         ),
                     ));
                 }
@@ -172,8 +172,7 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
         if o.attributes.is_some() && !drop_attributes {
             return Err(refuse(
                 name,
-                "TensorBuffers has no object attributes; pass drop_attributes to discard them"
-                    .into(),
+                "TensorBuffers has no object attributes; drop them explicitly to convert".into(),
             ));
         }
         let Some(c) = o.components.get("data") else {

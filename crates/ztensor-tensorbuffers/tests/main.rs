@@ -8,3 +8,23 @@ mod sample;
 
 /// Every rejection the facts document lists.
 mod reject;
+
+/// `spec/tensorbuffers.md` and `ErrorKind::ALL` agree.
+mod spec {
+    #[test]
+    fn spec_lists_every_kind() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../spec/tensorbuffers.md"
+        ))
+        .unwrap();
+        let documented: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("| `tb_"))
+            .map(|l| l.split('`').nth(1).unwrap())
+            .collect();
+        let kinds: Vec<&str> =
+            ztensor_tensorbuffers::ErrorKind::ALL.iter().map(|k| k.id()).collect();
+        assert_eq!(documented, kinds);
+    }
+}

@@ -144,6 +144,7 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
     let reader = Reader::new(&zt[..], &Options::default()).unwrap();
     let err = from_ztensor(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
     assert!(err.to_string().contains("license"), "{err}");
+    assert!(err.to_string().contains("drop them explicitly"), "{err}");
     let err = from_ztensor(&reader, &mut TbWriter::new(Vec::new()).unwrap(), true).unwrap_err();
     assert_eq!(
         (err.kind(), err.tensor_name()),

@@ -2,3 +2,4 @@
 
 pub mod dump;
 pub mod info;
+pub mod tb;

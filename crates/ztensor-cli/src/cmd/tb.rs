@@ -1,0 +1,127 @@
+//! TensorBuffers files in every command.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value as Json, json};
+use ztensor_io::{FileSource, ReadAt, sha256_hex};
+use ztensor_tensorbuffers::{ReadOptions, TbReader};
+
+/// Whether the file at `path` is TensorBuffers. By content first: a zTensor magic means zTensor,
+/// `TBS1` at either end means TensorBuffers. Only when neither magic is there (a damaged file)
+/// does a `.tb` extension decide, so that the report names TensorBuffers rules.
+pub fn detect(path: &Path) -> std::io::Result<bool> {
+    let file = std::fs::File::open(path)?;
+    let source = FileSource::new(file)?;
+    let len = source.len();
+    let mut head = vec![0u8; usize::try_from(len.min(4)).unwrap_or(0)];
+    source.read_exact_at(0, &mut head)?;
+    let mut tail = vec![0u8; head.len()];
+    source.read_exact_at(len - tail.len() as u64, &mut tail)?;
+    if head.starts_with(b"ZTEN") {
+        return Ok(false);
+    }
+    if head == ztensor_tensorbuffers::MAGIC || tail == ztensor_tensorbuffers::MAGIC {
+        return Ok(true);
+    }
+    Ok(path.extension().is_some_and(|e| e.eq_ignore_ascii_case("tb")))
+}
+
+/// Opens a TensorBuffers file: the outer error is I/O, the inner one a broken rule.
+pub fn open(
+    path: &Path,
+    strict: bool,
+) -> Result<Result<TbReader<FileSource>, ztensor_tensorbuffers::Error>> {
+    let context = || format!("cannot open {}", path.display());
+    let file = std::fs::File::open(path).with_context(context)?;
+    let source = FileSource::new(file).with_context(context)?;
+    let options = if strict { ReadOptions::strict() } else { ReadOptions::default() };
+    Ok(TbReader::new(source, &options))
+}
+
+pub fn info(out: &mut impl Write, path: &Path, r: &TbReader<FileSource>) -> Result<()> {
+    let m = r.metadata();
+    writeln!(out, "file:       {}", path.display())?;
+    writeln!(out, "format:     TensorBuffers (version {:?})", m.version)?;
+    writeln!(out, "tensors:    {}", m.tensors.len())?;
+    writeln!(
+        out,
+        "metadata:   {} bytes at offset {}",
+        r.source().len() - 8 - r.metadata_offset(),
+        r.metadata_offset()
+    )?;
+    writeln!(out, "model:      {}", m.model.as_deref().unwrap_or("none"))?;
+    writeln!(
+        out,
+        "operations: {}",
+        m.operations.as_ref().map_or_else(|| "absent".to_owned(), |o| o.len().to_string())
+    )?;
+    if m.tensors.is_empty() {
+        return Ok(());
+    }
+    let mut rows: Vec<[String; 5]> = m
+        .tensors
+        .iter()
+        .map(|t| {
+            [
+                t.name.clone(),
+                t.data_type.dtype().to_string(),
+                format!("{:?}", t.shape),
+                t.data_offset.to_string(),
+                t.data_size.to_string(),
+            ]
+        })
+        .collect();
+    rows.sort();
+    let header = ["NAME", "DTYPE", "SHAPE", "OFFSET", "SIZE"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    writeln!(out)?;
+    writeln!(out, "{}", line(header.to_vec()))?;
+    for row in &rows {
+        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+    }
+    let total: u64 = m.tensors.iter().map(|t| u64::from(t.data_size)).sum();
+    writeln!(out)?;
+    writeln!(out, "total: {total} bytes of tensor data")?;
+    Ok(())
+}
+
+/// The conformance dump of an accepted TensorBuffers file.
+pub fn dump(r: &TbReader<FileSource>) -> Json {
+    let m = r.metadata();
+    let mut tensors: Vec<_> = m.tensors.iter().collect();
+    tensors.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    let objects: Vec<Json> = tensors
+        .into_iter()
+        .map(|t| {
+            let mut components = Map::new();
+            let (length, hash, error) = match r.data(&t.name) {
+                Ok(bytes) => (json!(bytes.len()), json!(sha256_hex(&bytes)), Json::Null),
+                Err(e) => (Json::Null, Json::Null, json!(e.to_string())),
+            };
+            components.insert(
+                "data".into(),
+                json!({"dtype": t.data_type.dtype().name(), "type": null, "encoding": "raw", "decoded_length": length, "sha256": hash}),
+            );
+            json!({"name": t.name, "format": "dense", "shape": t.shape, "attributes": null, "components": components, "error": error})
+        })
+        .collect();
+    let attributes = m.model.as_ref().map_or(Json::Null, |model| json!({"model": model}));
+    json!({"dump": "ztensor-dump/1", "container": "tensorbuffers", "version": m.version, "attributes": attributes, "objects": objects})
+}
