@@ -120,3 +120,34 @@ fn duplicate_names_ids_and_limits() {
     let one = ReadOptions::default().with_max_tensors(1);
     assert_eq!(TbReader::new(&sample()[..], &one).unwrap_err().kind(), ErrorKind::TooManyTensors);
 }
+
+#[test]
+fn absent_optional_fields_read_as_their_defaults() {
+    // A root with only `version`: no tensors vector, no operations (files from before
+    // operations existed omit it).
+    let mut fbb = FlatBufferBuilder::new();
+    let version = fbb.create_string("1.0.0");
+    let start = fbb.start_table();
+    fbb.push_slot_always(4, version);
+    let root = fbb.end_table(start);
+    fbb.finish_minimal(root);
+    let file = frame(&[], fbb.finished_data());
+    let r = TbReader::new(&file[..], &ReadOptions::default()).unwrap();
+    assert!(r.tensors().is_empty());
+    assert_eq!(r.metadata().operations, None);
+
+    // An absent operations field survives TensorBuffers -> zTensor -> TensorBuffers.
+    let mut w = TbWriter::new(Vec::new()).unwrap();
+    w.add("x", ztensor_tensorbuffers::DataType::Int8, &[2], &[1, 255]).unwrap();
+    w.set_operations(None);
+    let (old_style, _) = w.finish().unwrap();
+    let reader = TbReader::new(&old_style[..], &ReadOptions::default()).unwrap();
+    assert_eq!(reader.metadata().operations, None);
+    let mut zt = ztensor_io::Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
+    ztensor_tensorbuffers::to_ztensor(&reader, &mut zt, &ztensor_io::WriteOptions::raw()).unwrap();
+    let (zt, _) = zt.finish().unwrap();
+    let zreader = ztensor_io::Reader::new(&zt[..], &ztensor_format::Options::default()).unwrap();
+    let mut back = TbWriter::new(Vec::new()).unwrap();
+    ztensor_tensorbuffers::from_ztensor(&zreader, &mut back, false).unwrap();
+    assert_eq!(back.finish().unwrap().0, old_style);
+}
