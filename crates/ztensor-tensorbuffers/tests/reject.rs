@@ -6,7 +6,7 @@ use ztensor_tensorbuffers::{ErrorKind, ReadOptions, TbReader, TbWriter};
 fn sample() -> Vec<u8> {
     std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/formats/tensorbuffers-sample.tb"
+        "/../../fixtures/external/tensorbuffers-sample.tb"
     ))
     .expect("the shared sample")
 }

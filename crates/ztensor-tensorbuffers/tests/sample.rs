@@ -11,7 +11,7 @@ use ztensor_tensorbuffers::{
 fn sample() -> Vec<u8> {
     std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/formats/tensorbuffers-sample.tb"
+        "/../../fixtures/external/tensorbuffers-sample.tb"
     ))
     .expect("the shared sample")
 }
@@ -185,4 +185,10 @@ fn append_makes_one_container_identical_to_writing_everything_at_once() {
     assert_eq!(std::fs::read(&path).unwrap(), appended);
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_committed_sample_is_the_documented_file() {
+    // SHA-256 as published with the sample.
+    assert_eq!(ztensor_io::sha256_hex(&sample()), "283f4a6a817ca693125fe990257abf1c711628e4d459c6c064d6759cbc339749");
 }
