@@ -15,7 +15,7 @@ fn write(add: impl FnOnce(&mut TbWriter<Vec<u8>>) -> Result<()>) -> Result<Vec<u
     Ok(w.finish()?.0)
 }
 
-/// The shared sample's tensors: `weight` f32 [2, 3] and `indices` i64 [4].
+/// The shared sample's tensors: `weight` (f32, shape `[2, 3]`) and `indices` (i64, shape `[4]`).
 fn sample() -> Result<Vec<u8>> {
     write(|w| {
         w.add(
@@ -40,7 +40,7 @@ fn patched(at: usize, bytes: &[u8]) -> Result<Vec<u8>> {
     Ok(f)
 }
 
-/// Metadata with one u8 [2] tensor, omitting the shape or the name.
+/// Metadata with one u8 tensor of shape `[2]`, omitting the shape or the name.
 fn crafted(name: bool, shape: bool) -> Vec<u8> {
     let mut fbb = FlatBufferBuilder::new();
     let shape_v = fbb.create_vector(&[2u32]);
