@@ -266,7 +266,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                             DigestChoice::Set(a) => Some(a),
                             _ => None,
                         };
-                        let options = ztensor_io::WriteOptions { compression, digest };
+                        let options =
+                            ztensor_io::WriteOptions { compression, digest, ..Default::default() };
                         ztensor_tensorbuffers::to_ztensor(&tb, &mut w, &options).map_err(|e| {
                             cannot(
                                 &e,
@@ -300,8 +301,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     Target::Zt(to) => {
                         let mut writer =
                             FileWriter::create(&output, to).map_err(|e| anyhow!("{e}"))?;
-                        copy_all(&reader, &mut writer, &CopyOptions { compression, digest })
-                            .map_err(|e| cannot(&e, e.rule().is_some()))?;
+                        copy_all(
+                            &reader,
+                            &mut writer,
+                            &CopyOptions { compression, digest, ..Default::default() },
+                        )
+                        .map_err(|e| cannot(&e, e.rule().is_some()))?;
                         writer.finish().map_err(|e| anyhow!("{e}"))?;
                     }
                 }

@@ -52,6 +52,28 @@ impl OffsetAllocator {
         Ok(offset)
     }
 
+    /// Starts a blob of not yet known length at the next aligned offset and returns the
+    /// offset; [`OffsetAllocator::extend`] then grows it. `start` + `extend(len)` places a blob
+    /// exactly where `reserve(len)` would.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] on overflow.
+    pub fn start(&mut self) -> Result<u64> {
+        self.reserve(0)
+    }
+
+    /// Grows the blob being written by `len` bytes.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`] on overflow.
+    pub fn extend(&mut self, len: u64) -> Result<()> {
+        self.end = self
+            .end
+            .checked_add(len)
+            .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "blob offsets overflow u64"))?;
+        Ok(())
+    }
+
     /// Zero bytes needed after the current end to reach the next aligned offset.
     pub fn padding(&self) -> u64 {
         align_up(self.end).map_or(0, |a| a - self.end)
@@ -81,6 +103,11 @@ mod tests {
         assert_eq!(align_up(u64::MAX), None);
         let mut a = OffsetAllocator::starting_at(u64::MAX - 10);
         assert_eq!(a.reserve(1).unwrap_err().kind(), ErrorKind::InvalidInput);
+        let (mut a, mut b) = (OffsetAllocator::new(), OffsetAllocator::new());
+        a.reserve(10).unwrap();
+        b.start().unwrap();
+        b.extend(10).unwrap();
+        assert_eq!((a.reserve(5).unwrap(), a.end()), (b.reserve(5).unwrap(), b.end()));
         let mut a = OffsetAllocator::new();
         assert_eq!(a.padding(), 56);
         assert_eq!(a.reserve(1).unwrap(), 64);

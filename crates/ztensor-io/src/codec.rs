@@ -62,6 +62,103 @@ pub fn zstd_encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     encoder.compress(data)
 }
 
+/// The default size of the independently compressed pieces of a large zstd component: 4 MiB of
+/// input per frame. A fixed number, never derived from the thread count, so output does not
+/// depend on how many threads wrote it.
+pub const DEFAULT_ZSTD_CHUNK: u64 = 4 << 20;
+
+const SKIPPABLE_MAGIC: u32 = 0x184D_2A5E;
+const SEEKABLE_MAGIC: u32 = 0x8F92_EAB1;
+
+/// One frame of a chunked zstd component, from its seek table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// Offset of the frame in the stored bytes.
+    pub offset: u64,
+    /// Compressed length.
+    pub compressed: u64,
+    /// Decompressed length.
+    pub decompressed: u64,
+}
+
+/// The seek table of the zstd seekable format, as a skippable frame: ordinary decoders skip it,
+/// and readers that know it can decode the frames in parallel. `frames` are (compressed,
+/// decompressed) sizes.
+pub fn seek_table(frames: &[(u32, u32)]) -> Vec<u8> {
+    let entries = frames.len() * 8;
+    let mut out = Vec::with_capacity(entries + 17);
+    out.extend_from_slice(&SKIPPABLE_MAGIC.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(entries + 9).unwrap_or(u32::MAX).to_le_bytes());
+    for &(c, d) in frames {
+        out.extend_from_slice(&c.to_le_bytes());
+        out.extend_from_slice(&d.to_le_bytes());
+    }
+    out.extend_from_slice(&u32::try_from(frames.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.push(0); // no per-frame checksums
+    out.extend_from_slice(&SEEKABLE_MAGIC.to_le_bytes());
+    out
+}
+
+/// Reads the seek table at the end of a stored zstd component, if it has a well-formed one
+/// whose frames exactly tile the bytes before it. `None` means: decode sequentially.
+pub fn parse_seek_table(stored: &[u8]) -> Option<Vec<Frame>> {
+    let len = stored.len();
+    let footer = stored.get(len.checked_sub(9)?..)?;
+    let u32_at = |b: &[u8], at: usize| {
+        b.get(at..at + 4).map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+    };
+    if u32_at(footer, 5)? != SEEKABLE_MAGIC || footer[4] & 0x80 != 0 {
+        return None;
+    }
+    let count = usize::try_from(u32_at(footer, 0)?).ok()?;
+    let table_len = count.checked_mul(8)?.checked_add(17)?;
+    let start = len.checked_sub(table_len)?;
+    let table = stored.get(start..)?;
+    if u32_at(table, 0)? != SKIPPABLE_MAGIC
+        || usize::try_from(u32_at(table, 4)?).ok()? != table_len - 8
+    {
+        return None;
+    }
+    let mut frames = Vec::with_capacity(count);
+    let mut offset = 0u64;
+    for i in 0..count {
+        let c = u64::from(u32_at(table, 8 + i * 8)?);
+        let d = u64::from(u32_at(table, 12 + i * 8)?);
+        frames.push(Frame { offset, compressed: c, decompressed: d });
+        offset = offset.checked_add(c)?;
+    }
+    (offset == start as u64).then_some(frames)
+}
+
+/// Compresses `data` as independent zstd frames of `chunk` input bytes (the last may be
+/// shorter). With more than one frame, a seek table follows. Data that fits one chunk gives the
+/// same bytes as [`zstd_encode`]. The result depends only on the data, the level and the chunk
+/// size.
+///
+/// # Errors
+/// `InvalidInput` for a chunk of 0 or above 1 GiB, and zstd's own errors.
+pub fn zstd_encode_chunked(data: &[u8], level: i32, chunk: u64) -> std::io::Result<Vec<u8>> {
+    let chunk = usize::try_from(chunk)
+        .ok()
+        .filter(|&c| c > 0 && c <= 1 << 30)
+        .ok_or(std::io::ErrorKind::InvalidInput)?;
+    if data.len() <= chunk {
+        return zstd_encode(data, level);
+    }
+    let mut out = Vec::new();
+    let mut frames = Vec::new();
+    for piece in data.chunks(chunk) {
+        let z = zstd_encode(piece, level)?;
+        frames.push((
+            u32::try_from(z.len()).map_err(|_| std::io::ErrorKind::InvalidData)?,
+            u32::try_from(piece.len()).map_err(|_| std::io::ErrorKind::InvalidData)?,
+        ));
+        out.extend_from_slice(&z);
+    }
+    out.extend_from_slice(&seek_table(&frames));
+    Ok(out)
+}
+
 /// An incremental digest of one of the three algorithms this crate computes.
 #[derive(Debug, Clone)]
 pub enum Hasher {
@@ -152,6 +249,30 @@ mod tests {
         let two =
             [zstd_encode(&data[..400], 1).unwrap(), zstd_encode(&data[400..], 1).unwrap()].concat();
         assert_eq!(zstd_decode(&two, Some(1000), 1 << 20).unwrap(), data);
+    }
+
+    #[test]
+    fn chunked_frames_and_seek_table() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(zstd_encode_chunked(&data, 3, 10_000).unwrap(), zstd_encode(&data, 3).unwrap());
+        let z = zstd_encode_chunked(&data, 3, 4096).unwrap();
+        // Ordinary decoding reads all frames and skips the table.
+        assert_eq!(zstd_decode(&z, Some(10_000), 1 << 20).unwrap(), data);
+        let frames = parse_seek_table(&z).unwrap();
+        assert_eq!(frames.iter().map(|f| f.decompressed).collect::<Vec<_>>(), [4096, 4096, 1808]);
+        for f in &frames {
+            let piece = &z[f.offset as usize..(f.offset + f.compressed) as usize];
+            assert_eq!(
+                zstd_decode(piece, Some(f.decompressed), 1 << 20).unwrap().len() as u64,
+                f.decompressed
+            );
+        }
+        assert_eq!(parse_seek_table(&zstd_encode(&data, 3).unwrap()), None);
+        // A table whose frames do not tile the bytes is ignored.
+        let mut bad = z.clone();
+        bad.insert(0, 0);
+        assert_eq!(parse_seek_table(&bad), None);
+        assert!(zstd_encode_chunked(&data, 3, 0).is_err());
     }
 
     #[test]

@@ -213,13 +213,25 @@ pub enum DigestChoice {
 }
 
 /// How objects are copied into a writer.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CopyOptions {
     /// `None` keeps each component's encoding (copying the stored bytes where the target can
     /// hold them); `Some` re-encodes every component.
     pub compression: Option<Compression>,
     /// Digests.
     pub digest: DigestChoice,
+    /// Frame size for components that are (re)compressed; see [`WriteOptions::chunk_size`].
+    pub chunk_size: Option<u64>,
+}
+
+impl Default for CopyOptions {
+    fn default() -> CopyOptions {
+        CopyOptions {
+            compression: None,
+            digest: DigestChoice::Keep,
+            chunk_size: Some(crate::codec::DEFAULT_ZSTD_CHUNK),
+        }
+    }
 }
 
 /// Copies every object and the file attributes of `reader` into `writer`, in manifest order,
@@ -311,7 +323,7 @@ pub fn copy_object<S: ReadAt, W: Write>(
         DigestChoice::Drop => None,
         DigestChoice::Set(a) => Some(a.clone()),
     };
-    let write_options = WriteOptions { compression, digest };
+    let write_options = WriteOptions { compression, digest, chunk_size: options.chunk_size };
     write_decoded(writer, &data, target, &write_options).map_err(|e| match e.format_error() {
         Some(f) if f.object().is_none() => Error::from(f.clone().in_object(name)),
         _ => e,

@@ -40,7 +40,10 @@ mod reader;
 mod source;
 mod writer;
 
-pub use crate::codec::{Hasher, digest_of, sha256_hex, zstd_decode, zstd_encode};
+pub use crate::codec::{
+    DEFAULT_ZSTD_CHUNK, Frame, Hasher, digest_of, parse_seek_table, seek_table, sha256_hex,
+    zstd_decode, zstd_encode, zstd_encode_chunked,
+};
 pub use crate::edit::{
     Appender, CopyOptions, DigestChoice, Recovered, Repair, append, copy_all, copy_object, recover,
     remove_objects, repair, rewrite,

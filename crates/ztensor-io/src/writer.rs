@@ -27,12 +27,26 @@ pub enum Compression {
 }
 
 /// Per-component write options.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Raw or zstd.
     pub compression: Compression,
     /// A digest of the stored bytes to record, if any.
     pub digest: Option<DigestAlgorithm>,
+    /// zstd components larger than this are compressed as independent frames of this many input
+    /// bytes, followed by a seek table, so they can be compressed and decompressed in parallel.
+    /// `None` writes one frame. Default [`DEFAULT_ZSTD_CHUNK`](crate::DEFAULT_ZSTD_CHUNK).
+    pub chunk_size: Option<u64>,
+}
+
+impl Default for WriteOptions {
+    fn default() -> WriteOptions {
+        WriteOptions {
+            compression: Compression::Raw,
+            digest: None,
+            chunk_size: Some(crate::codec::DEFAULT_ZSTD_CHUNK),
+        }
+    }
 }
 
 impl WriteOptions {
@@ -43,7 +57,7 @@ impl WriteOptions {
 
     /// zstd at `level`, no digest.
     pub fn zstd(level: i32) -> WriteOptions {
-        WriteOptions { compression: Compression::Zstd(level), digest: None }
+        WriteOptions { compression: Compression::Zstd(level), ..WriteOptions::default() }
     }
 
     /// The same options with a digest.
@@ -397,6 +411,50 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// Low-level streaming: starts a blob at the next aligned offset (writing the padding) and
+    /// returns its offset. Write its bytes with [`Writer::blob_bytes`], then describe it in an
+    /// object given to [`Writer::push_object`]. Placing blobs this way gives the same bytes as
+    /// the whole-component methods.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn begin_blob(&mut self) -> Result<u64> {
+        let offset = self.alloc.start()?;
+        let mut pad = offset - self.written;
+        while pad > 0 {
+            let n = pad.min(64);
+            self.sink
+                .write_all(&ZEROS[..n as usize])
+                .map_err(|e| Error::io("writing padding", None, e))?;
+            pad -= n;
+        }
+        self.written = offset;
+        Ok(offset)
+    }
+
+    /// Low-level streaming: appends bytes to the blob begun by [`Writer::begin_blob`].
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn blob_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.alloc.extend(bytes.len() as u64)?;
+        self.sink.write_all(bytes).map_err(|e| Error::io("writing a component", None, e))?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Low-level streaming: adds an object whose components were written with
+    /// [`Writer::begin_blob`] and [`Writer::blob_bytes`]. [`Writer::finish`] validates it with
+    /// the rest of the manifest.
+    ///
+    /// # Errors
+    /// `duplicate_name`.
+    pub fn push_object(&mut self, object: Object) -> Result<()> {
+        self.check_name(&object.name)?;
+        self.push(object);
+        Ok(())
+    }
+
     fn check_name(&self, name: &str) -> Result<()> {
         if self.names.contains(name) {
             return Err(FormatError::new(
@@ -424,7 +482,11 @@ impl<W: Write> Writer<W> {
         let (stored, encoding, uncompressed) = match options.compression {
             Compression::Raw => (std::borrow::Cow::Borrowed(data), Encoding::Raw, None),
             Compression::Zstd(level) => {
-                let z = zstd_encode(data, level).map_err(|e| Error::io("compressing", None, e))?;
+                let z = match options.chunk_size {
+                    Some(chunk) => crate::codec::zstd_encode_chunked(data, level, chunk),
+                    None => zstd_encode(data, level),
+                }
+                .map_err(|e| Error::io("compressing", None, e))?;
                 (std::borrow::Cow::Owned(z), Encoding::Zstd, Some(data.len() as u64))
             }
         };

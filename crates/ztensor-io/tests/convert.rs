@@ -74,6 +74,7 @@ fn every_version_converts_to_every_version() {
     let reencode = CopyOptions {
         compression: Some(ztensor_io::Compression::Zstd(1)),
         digest: DigestChoice::Set(DigestAlgorithm::Blake3),
+        chunk_size: Some(8),
     };
     for from in versions {
         let source = sample(from);

@@ -63,7 +63,12 @@ fn options() -> impl Strategy<Value = WriteOptions> {
         DigestAlgorithm::Sha256,
         DigestAlgorithm::Blake3,
     ]));
-    (compression, digest).prop_map(|(compression, digest)| WriteOptions { compression, digest })
+    let chunk = proptest::sample::select(vec![None, Some(16u64), Some(1000)]);
+    (compression, digest, chunk).prop_map(|(compression, digest, chunk_size)| WriteOptions {
+        compression,
+        digest,
+        chunk_size,
+    })
 }
 
 /// Bytes of `n` elements of `dtype`; bools are 0 or 1 so the data checks pass.
@@ -374,7 +379,9 @@ fn exhaustive_version_dtype_encoding_digest_format() {
     for version in [Version::V0_1, Version::V1_1, Version::V1_2] {
         for compression in compressions {
             for digest in &digests {
-                let options = WriteOptions { compression, digest: digest.clone() };
+                // A 16-byte chunk splits most components into several frames.
+                let options =
+                    WriteOptions { compression, digest: digest.clone(), chunk_size: Some(16) };
                 let mut objects: Vec<(Kind, Vec<u64>, u64, WriteOptions)> = Vec::new();
                 for (i, dtype) in DType::ALL.into_iter().enumerate() {
                     let seed = i as u64;
