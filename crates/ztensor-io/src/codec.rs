@@ -261,7 +261,11 @@ mod tests {
         let frames = parse_seek_table(&z).unwrap();
         assert_eq!(frames.iter().map(|f| f.decompressed).collect::<Vec<_>>(), [4096, 4096, 1808]);
         for f in &frames {
-            let piece = &z[f.offset as usize..(f.offset + f.compressed) as usize];
+            let (start, end) = (
+                usize::try_from(f.offset).unwrap(),
+                usize::try_from(f.offset + f.compressed).unwrap(),
+            );
+            let piece = &z[start..end];
             assert_eq!(
                 zstd_decode(piece, Some(f.decompressed), 1 << 20).unwrap().len() as u64,
                 f.decompressed
