@@ -269,13 +269,7 @@ pub fn copy_object<S: ReadAt, W: Write>(
     let object_ref = reader.object(name)?;
     let object = object_ref.object();
     let target = writer.version();
-    let stored_ok = options.compression.is_none()
-        && stored_representable(object, target)
-        && match &options.digest {
-            DigestChoice::Keep => true,
-            DigestChoice::Drop => object.components.values().all(|c| c.digest.is_none()),
-            DigestChoice::Set(_) => false,
-        };
+    let stored_ok = copies_stored(object, target, options);
     if stored_ok {
         let mut stored = Vec::with_capacity(object.components.len());
         for (role, c) in &object.components {
@@ -310,6 +304,33 @@ pub fn copy_object<S: ReadAt, W: Write>(
         return Err(Error::unsupported(reason.clone()));
     }
     let data = reader.read_object(name)?;
+    let write_options = write_options_for(object, options);
+    write_decoded(writer, &data, target, &write_options).map_err(|e| match e.format_error() {
+        Some(f) if f.object().is_none() => Error::from(f.clone().in_object(name)),
+        _ => e,
+    })
+}
+
+/// Whether [`copy_object`] copies `object`'s stored bytes as they are (rather than decoding and
+/// encoding them again) when writing `target` with `options`.
+pub fn copies_stored(
+    object: &ztensor_format::Object,
+    target: Version,
+    options: &CopyOptions,
+) -> bool {
+    options.compression.is_none()
+        && stored_representable(object, target)
+        && match &options.digest {
+            DigestChoice::Keep => true,
+            DigestChoice::Drop => object.components.values().all(|c| c.digest.is_none()),
+            DigestChoice::Set(_) => false,
+        }
+}
+
+/// The write options [`copy_object`] uses when it encodes `object` again: the requested
+/// compression, or zstd level 3 when the object's first component was zstd; the requested
+/// digest, or the first component's known algorithm.
+pub fn write_options_for(object: &ztensor_format::Object, options: &CopyOptions) -> WriteOptions {
     let first = object.components.values().next();
     let compression = options.compression.unwrap_or(match first.map(|c| &c.encoding) {
         Some(Encoding::Zstd) => Compression::Zstd(3),
@@ -323,11 +344,7 @@ pub fn copy_object<S: ReadAt, W: Write>(
         DigestChoice::Drop => None,
         DigestChoice::Set(a) => Some(a.clone()),
     };
-    let write_options = WriteOptions { compression, digest, chunk_size: options.chunk_size };
-    write_decoded(writer, &data, target, &write_options).map_err(|e| match e.format_error() {
-        Some(f) if f.object().is_none() => Error::from(f.clone().in_object(name)),
-        _ => e,
-    })
+    WriteOptions { compression, digest, chunk_size: options.chunk_size }
 }
 
 /// Whether `object`'s stored form is something `target` can hold as it is.

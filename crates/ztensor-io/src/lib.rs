@@ -45,14 +45,14 @@ pub use crate::codec::{
     zstd_decode, zstd_encode, zstd_encode_chunked,
 };
 pub use crate::edit::{
-    Appender, CopyOptions, DigestChoice, Recovered, Repair, append, copy_all, copy_object, recover,
-    remove_objects, repair, rewrite,
+    Appender, CopyOptions, DigestChoice, Recovered, Repair, append, copies_stored, copy_all,
+    copy_object, recover, remove_objects, repair, rewrite, write_options_for,
 };
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::mmap::Mapped;
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::writer::{
-    AtomicFile, ComponentSpec, Compression, Coo, Csr, FileWriter, StoredComponent, WriteOptions,
-    Writer,
+    AtomicFile, ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent,
+    WriteOptions, Writer,
 };

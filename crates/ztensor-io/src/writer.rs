@@ -107,6 +107,20 @@ pub struct Coo<'a> {
     pub coords: &'a [u64],
 }
 
+/// What [`Writer::check_object`] needs to know of a component: its role, types and decoded
+/// length.
+#[derive(Debug, Clone, Copy)]
+pub struct SpecInfo<'a> {
+    /// The role.
+    pub role: &'a str,
+    /// The storage type.
+    pub dtype: DType,
+    /// The logical type, if any.
+    pub logical_type: Option<&'a LogicalType>,
+    /// The decoded length in bytes.
+    pub len: u64,
+}
+
 /// A component already encoded elsewhere (stored bytes plus how they are stored), copied
 /// without decoding. Used to repack and migrate files without recompressing.
 #[derive(Debug, Clone)]
@@ -331,10 +345,45 @@ impl<W: Write> Writer<W> {
         components: &[ComponentSpec<'_>],
         options: &WriteOptions,
     ) -> Result<()> {
+        let infos: Vec<SpecInfo<'_>> = components
+            .iter()
+            .map(|c| SpecInfo {
+                role: c.role,
+                dtype: c.dtype,
+                logical_type: c.logical_type,
+                len: c.data.len() as u64,
+            })
+            .collect();
+        self.check_object(name, shape, &format, &infos)?;
+        let mut object = Object::new(name, shape.to_vec(), format);
+        object.attributes = attributes;
+        for spec in components {
+            let component =
+                self.write_component(spec.dtype, spec.logical_type.cloned(), spec.data, options)?;
+            object.components.insert(spec.role.to_owned(), component);
+        }
+        self.push(object);
+        Ok(())
+    }
+
+    /// Checks that an object with components of these types and decoded lengths can be written
+    /// in this file's version: the name is new, the version can express it, and the sizes agree
+    /// with the shape. [`Writer::add_object`] runs exactly these checks; streaming writers run
+    /// them before they start.
+    ///
+    /// # Errors
+    /// As [`Writer::add_object`].
+    pub fn check_object(
+        &self,
+        name: &str,
+        shape: &[u64],
+        format: &Format,
+        components: &[SpecInfo<'_>],
+    ) -> Result<()> {
         self.check_name(name)?;
         let version = self.version();
         if version == Version::V0_1
-            && (format != Format::Dense || components.len() != 1 || components[0].role != "data")
+            && (*format != Format::Dense || components.len() != 1 || components[0].role != "data")
         {
             return Err(unrepresentable(
                 "v0.1 stores dense tensors with one `data` blob (use add_csr / add_coo for sparse)",
@@ -350,7 +399,7 @@ impl<W: Write> Writer<W> {
                     .map_err(|e| e.in_object(name).in_component(spec.role))?;
             }
             let size = spec.dtype.size() * spec.logical_type.map_or(1, LogicalType::ratio);
-            if !(spec.data.len() as u64).is_multiple_of(size) {
+            if !(spec.len).is_multiple_of(size) {
                 return Err(FormatError::new(
                     Rule::ComponentLengthNotMultiple,
                     "data is not a whole number of elements",
@@ -359,27 +408,19 @@ impl<W: Write> Writer<W> {
                 .in_component(spec.role)
                 .into());
             }
-            if format == Format::Dense
+            if *format == Format::Dense
                 && spec.role == "data"
-                && Some(spec.data.len() as u64) != count.checked_mul(size)
+                && Some(spec.len) != count.checked_mul(size)
             {
                 return Err(FormatError::new(
                     Rule::DenseSizeMismatch,
                     "data size disagrees with the shape",
                 )
                 .in_object(name)
-                .expected_found(count.saturating_mul(size), spec.data.len())
+                .expected_found(count.saturating_mul(size), spec.len)
                 .into());
             }
         }
-        let mut object = Object::new(name, shape.to_vec(), format);
-        object.attributes = attributes;
-        for spec in components {
-            let component =
-                self.write_component(spec.dtype, spec.logical_type.cloned(), spec.data, options)?;
-            object.components.insert(spec.role.to_owned(), component);
-        }
-        self.push(object);
         Ok(())
     }
 
@@ -504,15 +545,39 @@ impl<W: Write> Writer<W> {
             }
         };
         let offset = self.write_blob(&stored)?;
-        let mut component = Component::new(dtype, offset, stored.len() as u64);
+        Ok(self.describe_component(
+            dtype,
+            logical_type,
+            offset,
+            stored.len() as u64,
+            uncompressed,
+            encoding,
+            digest,
+        ))
+    }
+
+    /// The description of a component written at `offset`: what [`Writer::add_object`] records
+    /// for data it encoded itself. `decoded_len` is the input length of zstd data.
+    #[allow(clippy::too_many_arguments)]
+    pub fn describe_component(
+        &self,
+        dtype: DType,
+        logical_type: Option<LogicalType>,
+        offset: u64,
+        stored_len: u64,
+        decoded_len: Option<u64>,
+        encoding: Encoding,
+        digest: Option<ztensor_format::Digest>,
+    ) -> Component {
+        let mut component = Component::new(dtype, offset, stored_len);
         component.logical_type = logical_type;
         component.encoding = encoding;
         component.digest = digest;
         // 1.1 does not define `uncompressed_length`; 1.2 requires it on zstd components.
         if self.version() == Version::V1_2 {
-            component.uncompressed_length = uncompressed;
+            component.uncompressed_length = decoded_len;
         }
-        Ok(component)
+        component
     }
 
     /// Pads to the next aligned offset and writes one blob.
