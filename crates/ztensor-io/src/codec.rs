@@ -52,13 +52,15 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
 }
 
 /// Compresses `data` as one zstd frame at `level` (0 means zstd's default, 3), recording the
-/// content size in the frame header.
+/// content size in the frame header and a content checksum at its end, so that damaged data
+/// fails to decode instead of decoding to wrong values.
 ///
 /// # Errors
 /// Only if zstd itself fails.
 pub fn zstd_encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     let mut encoder = zstd::bulk::Compressor::new(level)?;
     encoder.include_contentsize(true)?;
+    encoder.include_checksum(true)?;
     encoder.compress(data)
 }
 

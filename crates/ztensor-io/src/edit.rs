@@ -256,7 +256,8 @@ pub fn copy_all<S: ReadAt, W: Write>(
 }
 
 /// Copies one object of `reader` into `writer`: stored bytes as they are where the target
-/// version can hold them and no re-encoding is asked for, otherwise decoded and written again.
+/// version can hold them and no re-encoding is asked for, otherwise decoded and written again,
+/// after checking the source digests (which stored copies keep, still checkable).
 ///
 /// # Errors
 /// As [`copy_all`].
@@ -302,6 +303,11 @@ pub fn copy_object<S: ReadAt, W: Write>(
     }
     if let Some(reason) = object_ref.unsupported() {
         return Err(Error::unsupported(reason.clone()));
+    }
+    // Encoding again would give the data a fresh, valid digest: check the old one first, so a
+    // damaged component is reported instead of laundered.
+    for role in object.components.keys() {
+        reader.verify_digest(name, role)?;
     }
     let data = reader.read_object(name)?;
     let write_options = write_options_for(object, options);

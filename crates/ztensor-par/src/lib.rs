@@ -1,0 +1,397 @@
+//! Parallel zTensor writing, repacking and verifying, with output **byte-identical to the
+//! sequential `ztensor-io` writer for any thread count**.
+//!
+//! Writing: a producer thread reads each component in fixed-size pieces (the zstd frame size,
+//! [`WriteOptions::chunk_size`], never a function of the thread count) under a memory budget; a
+//! rayon pool compresses and digests the pieces; the calling thread writes them in input order
+//! through `ztensor-io`'s own streaming API, so offsets, padding and the manifest come from the
+//! same code as the sequential writer's. One large tensor is spread over every core, because its
+//! pieces are independent zstd frames (with a seek table, so readers can decode it in parallel
+//! too). Objects that are not plain dense tensors (sparse, quantized, stored-byte copies) are
+//! written, in their turn, by the sequential code itself.
+//!
+//! Reading: [`verify_all`] and [`load_all`] decode and check every object on all cores.
+//!
+//! # Example
+//!
+//! ```
+//! use ztensor_format::{DType, Options, Version};
+//! use ztensor_io::{Reader, WriteOptions, Writer};
+//! use ztensor_par::{ParOptions, Tensor, write_tensors};
+//!
+//! let data: Vec<u8> = (0..4096u32).flat_map(|v| (v as f32).to_le_bytes()).collect();
+//! let tensors = [Tensor::new("w", &[64, 64], DType::F32, &data)];
+//! let mut options = WriteOptions::zstd(3);
+//! options.chunk_size = Some(4096); // four frames, compressed in parallel
+//!
+//! let mut parallel = Writer::new(Vec::new(), Version::V1_2)?;
+//! write_tensors(&tensors, &mut parallel, &options, &ParOptions::with_threads(4), &())?;
+//! let mut sequential = Writer::new(Vec::new(), Version::V1_2)?;
+//! sequential.add_dense("w", &[64, 64], DType::F32, &data, &options)?;
+//! assert_eq!(parallel.finish()?.0, sequential.finish()?.0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod pipeline;
+
+use std::io::Write;
+use std::path::Path;
+
+use rayon::prelude::*;
+use ztensor_format::{
+    ByteOrder, DType, Encoding, Format, LogicalType, Object, Options, Packing, Value, Version,
+};
+use ztensor_io::{
+    ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
+    WriteOptions, Writer, copies_stored, copy_object, parse_seek_table, write_options_for,
+    zstd_decode,
+};
+
+use crate::pipeline::{Budget, Input, Item};
+
+/// Progress hooks, called from the pipeline's threads. Every method has an empty default;
+/// `()` is the no-op implementation.
+pub trait Progress: Sync {
+    /// `n` more decoded input bytes were read.
+    fn bytes_in(&self, n: u64) {
+        let _ = n;
+    }
+    /// `n` more stored bytes were written.
+    fn bytes_out(&self, n: u64) {
+        let _ = n;
+    }
+    /// An object was written completely.
+    fn object_done(&self, name: &str) {
+        let _ = name;
+    }
+}
+
+impl Progress for () {}
+
+/// How the parallel engine runs. None of these settings changes the bytes written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParOptions {
+    /// Worker threads; 0 means one per available core.
+    pub threads: usize,
+    /// Most bytes held between reading and writing at once (input pieces and their encoded
+    /// output). A single piece larger than this is still admitted, alone. Default 512 MiB.
+    pub memory_budget: u64,
+}
+
+impl Default for ParOptions {
+    fn default() -> ParOptions {
+        ParOptions { threads: 0, memory_budget: 512 << 20 }
+    }
+}
+
+impl ParOptions {
+    /// Default options with `threads` workers.
+    pub fn with_threads(threads: usize) -> ParOptions {
+        ParOptions { threads, ..ParOptions::default() }
+    }
+
+    fn pool(&self) -> Result<rayon::ThreadPool> {
+        let threads = if self.threads == 0 {
+            std::thread::available_parallelism().map_or(1, usize::from)
+        } else {
+            self.threads
+        };
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| {
+            Error::from(ztensor_format::Error::new(
+                ztensor_format::ErrorKind::InvalidInput,
+                format!("cannot start threads: {e}"),
+            ))
+        })
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// The most bytes in flight at once (at most the budget, unless one piece alone exceeded it).
+    pub peak_in_flight: u64,
+}
+
+/// An in-memory dense tensor to write.
+#[derive(Debug, Clone)]
+pub struct Tensor<'a> {
+    /// The object name.
+    pub name: &'a str,
+    /// The shape.
+    pub shape: &'a [u64],
+    /// The storage type.
+    pub dtype: DType,
+    /// The logical type, if any.
+    pub logical_type: Option<LogicalType>,
+    /// Little-endian data.
+    pub data: &'a [u8],
+    /// Object attributes, if any.
+    pub attributes: Option<Value>,
+}
+
+impl<'a> Tensor<'a> {
+    /// A tensor with no logical type and no attributes.
+    pub fn new(name: &'a str, shape: &'a [u64], dtype: DType, data: &'a [u8]) -> Tensor<'a> {
+        Tensor { name, shape, dtype, logical_type: None, data, attributes: None }
+    }
+}
+
+/// Writes `tensors` in order, exactly as calling [`Writer::add_object`] (a dense object with one
+/// `data` component) for each would, but compressing and digesting on all threads.
+///
+/// # Errors
+/// As [`Writer::add_object`], plus compression failures; on error the writer must be discarded.
+pub fn write_tensors<W: Write>(
+    tensors: &[Tensor<'_>],
+    writer: &mut Writer<W>,
+    options: &WriteOptions,
+    par: &ParOptions,
+    progress: &dyn Progress,
+) -> Result<Stats> {
+    let items = tensors
+        .iter()
+        .map(|t| {
+            let mut object = Object::new(t.name, t.shape.to_vec(), Format::Dense);
+            object.attributes = t.attributes.clone();
+            Item::Stream {
+                object: Box::new(object),
+                dtype: t.dtype,
+                logical_type: t.logical_type.clone(),
+                len: t.data.len() as u64,
+                input: Input::Slice(t.data),
+                options: options.clone(),
+            }
+        })
+        .collect();
+    run::<&[u8], W>(None, items, writer, par, progress)
+}
+
+/// Copies every object and the file attributes of `reader` into `writer`, exactly as
+/// [`ztensor_io::copy_all`] would with the same `copy` options, but decoding, compressing and
+/// digesting on all threads.
+///
+/// # Errors
+/// As [`ztensor_io::copy_all`]; on error the writer must be discarded.
+pub fn repack<S: ReadAt, W: Write>(
+    reader: &Reader<S>,
+    writer: &mut Writer<W>,
+    copy: &CopyOptions,
+    par: &ParOptions,
+    progress: &dyn Progress,
+) -> Result<Stats> {
+    if let Some(attributes) = &reader.manifest().manifest().attributes {
+        writer.set_attributes(attributes.clone())?;
+    }
+    let target = writer.version();
+    let mut items = Vec::with_capacity(reader.manifest().len());
+    for object in reader.manifest().objects() {
+        let o = object.object();
+        let streamed = (|| {
+            if object.unsupported().is_some() || copies_stored(o, target, copy) {
+                return None;
+            }
+            if o.packing != Packing::Split || o.format != Format::Dense || o.components.len() != 1 {
+                return None;
+            }
+            let c = o.components.get("data")?;
+            let dtype = c.dtype.known()?;
+            // The source digest is checked as the bytes are read (unknown algorithms cannot be).
+            let digest = c.digest.clone().filter(|d| d.bytes().is_some());
+            let input = match (&c.encoding, &c.byte_order) {
+                (Encoding::Raw, ByteOrder::Little) => {
+                    Input::Raw { offset: c.offset, swap: None, digest }
+                }
+                (Encoding::Raw, ByteOrder::Big) => Input::Raw {
+                    offset: c.offset,
+                    swap: usize::try_from(dtype.size()).ok().filter(|&w| w > 1),
+                    digest,
+                },
+                (Encoding::Zstd, ByteOrder::Little) => {
+                    Input::Zstd { offset: c.offset, stored: c.length, digest }
+                }
+                _ => return None,
+            };
+            let len = object.decoded_len("data")?;
+            let mut template = Object::new(o.name.clone(), o.shape.clone(), Format::Dense);
+            template.attributes = o.attributes.clone();
+            Some(Item::Stream {
+                object: Box::new(template),
+                dtype,
+                logical_type: c.logical_type.clone(),
+                len,
+                input,
+                options: write_options_for(o, copy),
+            })
+        })();
+        items.push(streamed.unwrap_or_else(|| {
+            let name = o.name.clone();
+            Item::Sequential(Box::new(move |w: &mut Writer<W>| copy_object(reader, &name, w, copy)))
+        }));
+    }
+    run(Some(reader.source()), items, writer, par, progress)
+}
+
+/// Repacks `input` into `output` (written atomically) in `version`.
+///
+/// # Errors
+/// As [`repack`], and I/O errors; on any error `output` is left untouched.
+pub fn repack_file(
+    input: &Path,
+    output: &Path,
+    version: Version,
+    copy: &CopyOptions,
+    par: &ParOptions,
+    progress: &dyn Progress,
+) -> Result<(u64, Stats)> {
+    let reader = Reader::open_with(input, &Options::default())?;
+    let mut writer = FileWriter::create(output, version)?;
+    let stats = repack(&reader, &mut writer, copy, par, progress)?;
+    Ok((writer.finish()?, stats))
+}
+
+fn run<'a, S: ReadAt, W: Write>(
+    source: Option<&'a S>,
+    items: Vec<Item<'a, W>>,
+    writer: &mut Writer<W>,
+    par: &ParOptions,
+    progress: &dyn Progress,
+) -> Result<Stats> {
+    let pool = par.pool()?;
+    let budget = Budget::new(par.memory_budget);
+    pipeline::run(source, items, writer, &pool, &budget, progress)?;
+    Ok(Stats { peak_in_flight: budget.peak() })
+}
+
+/// A component's decoded bytes, with the frames of a chunked zstd component (one that carries a
+/// seek table) decoded in parallel on the current rayon pool.
+///
+/// # Errors
+/// As [`Reader::decoded`].
+pub fn decoded_parallel<S: ReadAt>(reader: &Reader<S>, name: &str, role: &str) -> Result<Vec<u8>> {
+    let object = reader.object(name)?;
+    let c = object.object().components.get(role).ok_or_else(|| Error::from(missing(name, role)))?;
+    let expected = object.decoded_len(role);
+    let split = object.object().packing == Packing::Split && c.byte_order == ByteOrder::Little;
+    if c.encoding == Encoding::Zstd && split && object.unsupported().is_none() {
+        let stored = reader.stored(name, role)?;
+        if let Some(frames) = parse_seek_table(&stored).filter(|f| f.len() > 1) {
+            let total: u64 = frames.iter().map(|f| f.decompressed).sum();
+            let limit = reader.options().limits.max_decoded_len;
+            if expected.is_some_and(|e| e != total) || total > limit {
+                // Let the sequential path report the exact error.
+                return Ok(reader.decoded(name, role)?.into_owned());
+            }
+            let context = |e: ztensor_format::Error| {
+                Error::from(e.in_object(name).in_component(role).at(c.offset))
+            };
+            let pieces: Vec<Vec<u8>> = frames
+                .par_iter()
+                .map(|f| {
+                    let (s, e) = (
+                        usize::try_from(f.offset).unwrap_or(0),
+                        usize::try_from(f.offset + f.compressed).unwrap_or(0),
+                    );
+                    zstd_decode(stored.get(s..e).unwrap_or_default(), Some(f.decompressed), limit)
+                        .map_err(context)
+                })
+                .collect::<Result<_>>()?;
+            return Ok(pieces.concat());
+        }
+    }
+    Ok(reader.decoded(name, role)?.into_owned())
+}
+
+fn missing(name: &str, role: &str) -> ztensor_format::Error {
+    ztensor_format::Error::new(
+        ztensor_format::ErrorKind::ComponentMissing,
+        format!("no component {role:?}"),
+    )
+    .in_object(name)
+}
+
+/// Decodes every object on `par.threads` threads, in manifest order: split components through
+/// [`decoded_parallel`], v0.1 single-blob sparse tensors through [`Reader::read_object`].
+///
+/// # Errors
+/// The first object that cannot be decoded.
+pub fn load_all<S: ReadAt>(
+    reader: &Reader<S>,
+    par: &ParOptions,
+) -> Result<Vec<ObjectData<'static>>> {
+    let pool = par.pool()?;
+    pool.install(|| {
+        reader
+            .manifest()
+            .objects()
+            .collect::<Vec<_>>()
+            .par_iter()
+            .map(|object| {
+                let o = object.object();
+                if let Some(reason) = object.unsupported() {
+                    return Err(Error::from(reason.clone()));
+                }
+                if o.packing != Packing::Split {
+                    return Ok(reader.read_object(object.name())?.into_owned());
+                }
+                let mut components = std::collections::BTreeMap::new();
+                for (role, c) in &o.components {
+                    let dtype =
+                        c.dtype.known().ok_or_else(|| Error::from(missing(object.name(), role)))?;
+                    let bytes = decoded_parallel(reader, object.name(), role)?;
+                    components.insert(
+                        role.clone(),
+                        ComponentData {
+                            dtype,
+                            logical_type: c.logical_type.clone(),
+                            bytes: bytes.into(),
+                        },
+                    );
+                }
+                Ok(ObjectData {
+                    name: o.name.clone(),
+                    shape: o.shape.clone(),
+                    format: o.format.clone(),
+                    attributes: o.attributes.clone(),
+                    components,
+                })
+            })
+            .collect()
+    })
+}
+
+/// Verifies every object on `par.threads` threads: every digest, and the data rules (with
+/// `strict`, the strict ones too). Returns each object's outcome, in manifest order.
+///
+/// # Errors
+/// Only if the threads cannot be started; per-object failures are in the result.
+pub fn verify_all<S: ReadAt>(
+    reader: &Reader<S>,
+    strict: bool,
+    par: &ParOptions,
+) -> Result<Vec<(String, Result<()>)>> {
+    let pool = par.pool()?;
+    Ok(pool.install(|| {
+        reader
+            .manifest()
+            .objects()
+            .collect::<Vec<_>>()
+            .par_iter()
+            .map(|object| {
+                let name = object.name();
+                let outcome = (|| {
+                    if let Some(reason) = object.unsupported() {
+                        return Err(Error::from(reason.clone()));
+                    }
+                    for role in object.object().components.keys() {
+                        reader.verify_digest(name, role)?;
+                    }
+                    reader.check_data(name, strict)
+                })();
+                (name.to_owned(), outcome)
+            })
+            .collect()
+    }))
+}

@@ -1,0 +1,519 @@
+//! The engine: a producer reads pieces in input order under a memory budget, a rayon pool
+//! compresses and digests them, and the calling thread writes them in input order through the
+//! sequential writer's own streaming API.
+//!
+//! Determinism comes from the split of work: only *preparing* bytes is parallel. Placement
+//! (offsets, padding, manifest) happens on one thread, in input order, with the same
+//! `ztensor-io` functions the sequential writer uses; pieces are fixed-size chunks of the input,
+//! never a function of the thread count.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use crossbeam_channel::{Receiver, Sender};
+use ztensor_format::{
+    DType, Digest, Encoding, Error as FormatError, ErrorKind as Rule, Format, LogicalType, Object,
+};
+use ztensor_io::{
+    Compression, Error, Hasher, ReadAt, Result, SpecInfo, WriteOptions, Writer, seek_table,
+    zstd_encode,
+};
+
+use crate::Progress;
+
+/// Where a streamed component's decoded bytes come from.
+pub(crate) enum Input<'a> {
+    /// Bytes in memory.
+    Slice(&'a [u8]),
+    /// A raw component of the source file; `swap` is the element width to byte-swap (big-endian
+    /// v0.1 data), if any; `digest` the digest of its stored bytes, checked as they are read.
+    Raw { offset: u64, swap: Option<usize>, digest: Option<Digest> },
+    /// A zstd component of the source file, decoded as a stream; `digest` as for `Raw`.
+    Zstd { offset: u64, stored: u64, digest: Option<Digest> },
+}
+
+/// An object written by the sequential code, on the writing thread.
+pub(crate) type SequentialWrite<'a, W> = Box<dyn FnOnce(&mut Writer<W>) -> Result<()> + 'a>;
+
+/// One object to write, in input order.
+pub(crate) enum Item<'a, W: Write> {
+    /// A dense object with one `data` component, streamed through the parallel stages.
+    Stream {
+        object: Box<Object>,
+        dtype: DType,
+        logical_type: Option<LogicalType>,
+        len: u64,
+        input: Input<'a>,
+        options: WriteOptions,
+    },
+    /// Anything else, written by the sequential code on the writing thread, in order.
+    Sequential(SequentialWrite<'a, W>),
+}
+
+/// What the writing side does for each item.
+enum Work<'a, W: Write> {
+    Stream {
+        object: Box<Object>,
+        dtype: DType,
+        logical_type: Option<LogicalType>,
+        len: u64,
+        options: WriteOptions,
+    },
+    Sequential(SequentialWrite<'a, W>),
+}
+
+/// A prepared piece: its stored bytes, its input length, and (for a component of one piece)
+/// its digest.
+struct Prepared {
+    bytes: Vec<u8>,
+    input_len: u64,
+    digest: Option<ztensor_format::Digest>,
+    budget: u64,
+}
+
+/// A count of bytes in flight, with backpressure: taking blocks while the budget is used,
+/// except that one piece is always admitted when nothing is in flight (so a piece larger than
+/// the budget still makes progress, alone).
+pub(crate) struct Budget {
+    limit: u64,
+    used: Mutex<u64>,
+    freed: Condvar,
+    peak: Mutex<u64>,
+}
+
+impl Budget {
+    pub(crate) fn new(limit: u64) -> Budget {
+        Budget { limit, used: Mutex::new(0), freed: Condvar::new(), peak: Mutex::new(0) }
+    }
+
+    /// Admits `n` bytes, waiting for room; `false` (nothing admitted) when the run is aborted.
+    fn take(&self, n: u64, abort: &AtomicBool) -> bool {
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            if abort.load(Ordering::Relaxed) {
+                return false;
+            }
+            if *used == 0 || used.saturating_add(n) <= self.limit {
+                break;
+            }
+            used = self.freed.wait(used).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *used += n;
+        let mut peak = self.peak.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *peak = (*peak).max(*used);
+        true
+    }
+
+    fn give(&self, n: u64) {
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *used = used.saturating_sub(n);
+        self.freed.notify_all();
+    }
+
+    fn wake(&self) {
+        let _guard = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.freed.notify_all();
+    }
+
+    /// The most bytes ever in flight at once.
+    pub(crate) fn peak(&self) -> u64 {
+        *self.peak.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The piece size of a component: its zstd frame size, or (raw) the same fixed unit.
+fn piece_size(options: &WriteOptions, len: u64) -> u64 {
+    match options.chunk_size {
+        Some(c) if c > 0 => c,
+        _ => len.max(1),
+    }
+}
+
+/// Positional reads of `len` bytes from `offset`, as a stream.
+struct RangeReader<'a, S> {
+    source: &'a S,
+    at: u64,
+    end: u64,
+}
+
+impl<S: ReadAt> Read for RangeReader<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = usize::try_from((self.end - self.at).min(buf.len() as u64)).unwrap_or(buf.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        self.source.read_exact_at(self.at, &mut buf[..n])?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// A reader that hashes what passes through it.
+struct Hashing<R> {
+    inner: R,
+    hasher: Option<Hasher>,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(h) = self.hasher.as_mut() {
+            h.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+}
+
+type ZstdStream<'a, S> =
+    zstd::stream::read::Decoder<'static, std::io::BufReader<Hashing<RangeReader<'a, S>>>>;
+
+/// Checks a finished source digest.
+fn check_digest(expected: Option<&Digest>, hasher: Option<Hasher>) -> Option<FormatError> {
+    let (expected, actual) = (expected?, hasher?.finish());
+    (actual != *expected).then(|| {
+        FormatError::new(Rule::DigestMismatch, "source digest differs from the stored bytes")
+            .expected_found(expected, actual)
+    })
+}
+
+/// Runs the pipeline over `items`, writing through `writer`. Returns the peak bytes in flight.
+pub(crate) fn run<'a, S: ReadAt, W: Write>(
+    source: Option<&'a S>,
+    items: Vec<Item<'a, W>>,
+    writer: &mut Writer<W>,
+    pool: &rayon::ThreadPool,
+    budget: &Budget,
+    progress: &dyn Progress,
+) -> Result<()> {
+    // The units of work, in order: (item, start, len) for every piece of every streamed item.
+    let mut units = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        if let Item::Stream { len, options, .. } = item {
+            let size = piece_size(options, *len);
+            let count = len.div_ceil(size).max(1);
+            for p in 0..count {
+                let start = p * size;
+                units.push((i, start, (*len - start).min(size)));
+            }
+        }
+    }
+    let abort = AtomicBool::new(false);
+    // The producer owns the only sender (tasks hold clones): when it stops, for whatever
+    // reason, the channel disconnects and the writing side stops waiting.
+    let (tx, rx) = crossbeam_channel::unbounded::<(usize, Result<Prepared>)>();
+    // Inputs go to the reading side, everything else to the writing side.
+    let mut inputs: Vec<Option<(Input<'a>, WriteOptions)>> = Vec::with_capacity(items.len());
+    let mut work = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Item::Stream { object, dtype, logical_type, len, input, options } => {
+                inputs.push(Some((input, options.clone())));
+                work.push(Work::Stream { object, dtype, logical_type, len, options });
+            }
+            Item::Sequential(write) => {
+                inputs.push(None);
+                work.push(Work::Sequential(write));
+            }
+        }
+    }
+
+    pool.in_place_scope(|scope| {
+        std::thread::scope(|threads| {
+            let (inputs, units, abort) = (&inputs, &units, &abort);
+            let producer = threads
+                .spawn(move || produce(source, inputs, units, scope, tx, budget, abort, progress));
+            let result = consume(work, units, writer, &rx, budget, progress);
+            if result.is_err() {
+                abort.store(true, Ordering::Relaxed);
+                budget.wake();
+            }
+            let produced = producer.join().unwrap_or_else(|_| {
+                Err(Error::from(FormatError::new(
+                    Rule::InvalidInput,
+                    "the reading thread panicked",
+                )))
+            });
+            // A reading failure is the cause; the writing side only saw its symptom.
+            produced.and(result)
+        })
+    })
+}
+
+/// The producer: reads every piece in order (taking budget first) and hands it to the pool.
+#[allow(clippy::too_many_arguments)]
+fn produce<'a, 's, S: ReadAt>(
+    source: Option<&'a S>,
+    inputs: &'s [Option<(Input<'a>, WriteOptions)>],
+    units: &[(usize, u64, u64)],
+    scope: &rayon::Scope<'s>,
+    tx: Sender<(usize, Result<Prepared>)>,
+    budget: &Budget,
+    abort: &AtomicBool,
+    progress: &dyn Progress,
+) -> Result<()>
+where
+    'a: 's,
+{
+    let mut stream: Option<(usize, ZstdStream<'a, S>)> = None;
+    let mut raw_hash: Option<(usize, Hasher)> = None;
+    let fail = |seq: usize, error: FormatError, cost: u64| {
+        budget.give(cost);
+        let _ = tx.send((seq, Err(Error::from(error))));
+    };
+    for (seq, &(item, start, len)) in units.iter().enumerate() {
+        let Some((input, options)) = &inputs[item] else { continue };
+        let last = units.get(seq + 1).is_none_or(|u| u.0 != item);
+        let compress = matches!(options.compression, Compression::Zstd(_));
+        let bound = if compress {
+            zstd::zstd_safe::compress_bound(usize::try_from(len).unwrap_or(0)) as u64
+        } else {
+            0
+        };
+        let owned = !matches!(input, Input::Slice(_));
+        let cost = bound + if owned || !compress { len } else { 0 };
+        if !budget.take(cost, abort) {
+            return Ok(());
+        }
+        let piece: std::borrow::Cow<'s, [u8]> = match input {
+            Input::Slice(all) => {
+                let (s, e) = (
+                    usize::try_from(start).unwrap_or(0),
+                    usize::try_from(start + len).unwrap_or(0),
+                );
+                std::borrow::Cow::Borrowed(&all[s..e])
+            }
+            Input::Raw { offset, swap, digest } => {
+                let src = source.ok_or_else(no_source)?;
+                let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+                if let Err(e) = src.read_exact_at(offset + start, &mut buf) {
+                    fail(
+                        seq,
+                        FormatError::new(Rule::DecodeFailed, format!("reading the source: {e}")),
+                        cost,
+                    );
+                    return Ok(());
+                }
+                if start == 0 {
+                    raw_hash = digest
+                        .as_ref()
+                        .and_then(|d| Hasher::new(&d.algorithm()))
+                        .map(|h| (item, h));
+                }
+                if let Some((_, h)) = raw_hash.as_mut().filter(|(i, _)| *i == item) {
+                    h.update(&buf);
+                }
+                if last
+                    && let Some(f) = check_digest(digest.as_ref(), raw_hash.take().map(|(_, h)| h))
+                {
+                    fail(seq, f, cost);
+                    return Ok(());
+                }
+                if let Some(w) = swap {
+                    ztensor_format::data::swap_bytes(&mut buf, *w);
+                }
+                std::borrow::Cow::Owned(buf)
+            }
+            Input::Zstd { offset, stored, digest } => {
+                let src = source.ok_or_else(no_source)?;
+                if stream.as_ref().is_none_or(|(i, _)| *i != item) {
+                    let hasher = digest.as_ref().and_then(|d| Hasher::new(&d.algorithm()));
+                    let range = Hashing {
+                        inner: RangeReader { source: src, at: *offset, end: offset + stored },
+                        hasher,
+                    };
+                    match zstd::stream::read::Decoder::new(range) {
+                        Ok(d) => stream = Some((item, d)),
+                        Err(e) => {
+                            fail(
+                                seq,
+                                FormatError::new(Rule::DecodeFailed, format!("source zstd: {e}")),
+                                cost,
+                            );
+                            return Ok(());
+                        }
+                    }
+                }
+                let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+                let mut failure = None;
+                if let Some((_, d)) = stream.as_mut() {
+                    if let Err(e) = d.read_exact(&mut buf) {
+                        failure = Some(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                            FormatError::new(
+                                Rule::DecodedSizeMismatch,
+                                "source zstd output is shorter than expected",
+                            )
+                        } else {
+                            FormatError::new(Rule::DecodeFailed, format!("source zstd: {e}"))
+                        });
+                    } else if last {
+                        // The stream must end here; then every stored byte must have been hashed.
+                        let mut one = [0u8; 1];
+                        match d.read(&mut one) {
+                            Ok(0) => {}
+                            Ok(_) => {
+                                failure = Some(FormatError::new(
+                                    Rule::DecodedSizeMismatch,
+                                    "source zstd output is longer than expected",
+                                ))
+                            }
+                            Err(e) => {
+                                failure = Some(FormatError::new(
+                                    Rule::DecodeFailed,
+                                    format!("source zstd: {e}"),
+                                ))
+                            }
+                        }
+                    }
+                }
+                if last
+                    && failure.is_none()
+                    && let Some((_, d)) = stream.take()
+                {
+                    let mut rest = d.finish().into_inner();
+                    if std::io::copy(&mut rest, &mut std::io::sink()).is_err() {
+                        failure = Some(FormatError::new(Rule::DecodeFailed, "reading the source"));
+                    } else {
+                        failure = check_digest(digest.as_ref(), rest.hasher);
+                    }
+                }
+                if let Some(f) = failure {
+                    fail(seq, f, cost);
+                    return Ok(());
+                }
+                std::borrow::Cow::Owned(buf)
+            }
+        };
+        progress.bytes_in(len);
+        let single = start == 0 && last;
+        let options = options.clone();
+        let tx = tx.clone();
+        scope.spawn(move |_| {
+            let prepared = prepare(piece, &options, single, cost);
+            let _ = tx.send((seq, prepared));
+        });
+        if abort.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn no_source() -> Error {
+    Error::from(FormatError::new(Rule::InvalidInput, "a file input without a source"))
+}
+
+/// Compresses one piece and, when it is a whole component, digests it.
+fn prepare(
+    piece: std::borrow::Cow<'_, [u8]>,
+    options: &WriteOptions,
+    whole_component: bool,
+    budget: u64,
+) -> Result<Prepared> {
+    let input_len = piece.len() as u64;
+    let bytes = match options.compression {
+        Compression::Raw => piece.into_owned(),
+        Compression::Zstd(level) => zstd_encode(&piece, level)
+            .map_err(|e| Error::from(FormatError::new(Rule::InvalidInput, format!("zstd: {e}"))))?,
+    };
+    let digest = match (&options.digest, whole_component) {
+        (Some(a), true) => {
+            let mut h = Hasher::new(a).ok_or_else(|| {
+                Error::from(FormatError::new(Rule::InvalidInput, "unknown digest"))
+            })?;
+            h.update(&bytes);
+            Some(h.finish())
+        }
+        _ => None,
+    };
+    Ok(Prepared { bytes, input_len, digest, budget })
+}
+
+/// The writing side: every item in order; streamed pieces as they arrive, reordered.
+fn consume<W: Write>(
+    items: Vec<Work<'_, W>>,
+    units: &[(usize, u64, u64)],
+    writer: &mut Writer<W>,
+    rx: &Receiver<(usize, Result<Prepared>)>,
+    budget: &Budget,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let mut waiting: HashMap<usize, Result<Prepared>> = HashMap::new();
+    let mut seq = 0usize;
+    let next = |seq: usize, waiting: &mut HashMap<usize, Result<Prepared>>| -> Result<Prepared> {
+        loop {
+            if let Some(p) = waiting.remove(&seq) {
+                return p;
+            }
+            let (s, p) = rx.recv().map_err(|_| {
+                Error::from(FormatError::new(Rule::InvalidInput, "the pipeline stopped early"))
+            })?;
+            waiting.insert(s, p);
+        }
+    };
+    for item in items {
+        match item {
+            Work::Sequential(write) => write(writer)?,
+            Work::Stream { mut object, dtype, logical_type, len, options } => {
+                let info =
+                    SpecInfo { role: "data", dtype, logical_type: logical_type.as_ref(), len };
+                let name = object.name.clone();
+                writer.check_object(&name, &object.shape, &Format::Dense, &[info])?;
+                let offset = writer.begin_blob()?;
+                let mut hasher = options.digest.as_ref().and_then(Hasher::new);
+                let mut frames = Vec::new();
+                let (mut stored, mut digest) = (0u64, None);
+                let pieces = units.iter().skip(seq).take_while(|u| u.0 == units[seq].0).count();
+                for _ in 0..pieces {
+                    let p = next(seq, &mut waiting)?;
+                    seq += 1;
+                    writer.blob_bytes(&p.bytes)?;
+                    if let Some(h) = hasher.as_mut() {
+                        h.update(&p.bytes);
+                    }
+                    frames.push((p.bytes.len(), p.input_len));
+                    stored += p.bytes.len() as u64;
+                    digest = p.digest;
+                    budget.give(p.budget);
+                    progress.bytes_out(p.bytes.len() as u64);
+                }
+                let zstd = matches!(options.compression, Compression::Zstd(_));
+                if zstd && frames.len() > 1 {
+                    let sizes: Option<Vec<(u32, u32)>> = frames
+                        .iter()
+                        .map(|&(c, d)| Some((u32::try_from(c).ok()?, u32::try_from(d).ok()?)))
+                        .collect();
+                    let table = seek_table(&sizes.ok_or_else(|| {
+                        Error::from(FormatError::new(Rule::InvalidInput, "frame larger than 4 GiB"))
+                    })?);
+                    writer.blob_bytes(&table)?;
+                    if let Some(h) = hasher.as_mut() {
+                        h.update(&table);
+                    }
+                    stored += table.len() as u64;
+                    progress.bytes_out(table.len() as u64);
+                }
+                let digest = if frames.len() == 1 && digest.is_some() {
+                    digest
+                } else {
+                    hasher.map(Hasher::finish)
+                };
+                let encoding = if zstd { Encoding::Zstd } else { Encoding::Raw };
+                let component = writer.describe_component(
+                    dtype,
+                    logical_type,
+                    offset,
+                    stored,
+                    zstd.then_some(len),
+                    encoding,
+                    digest,
+                );
+                object.components.insert("data".to_owned(), component);
+                writer.push_object(*object)?;
+                progress.object_done(&name);
+            }
+        }
+    }
+    Ok(())
+}

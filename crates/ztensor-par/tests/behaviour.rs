@@ -1,0 +1,296 @@
+//! Budget, failures, and the parallel read side.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ztensor_format::{DType, DigestAlgorithm, Options, Version};
+use ztensor_io::{Compression, CopyOptions, DigestChoice, ReadAt, Reader, WriteOptions, Writer};
+use ztensor_par::{
+    ParOptions, Progress, Tensor, decoded_parallel, load_all, repack, repack_file, verify_all,
+    write_tensors,
+};
+
+fn big_file(chunk: u64) -> Vec<u8> {
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let options = WriteOptions {
+        compression: Compression::Zstd(1),
+        digest: Some(DigestAlgorithm::Crc32c),
+        chunk_size: Some(chunk),
+    };
+    for i in 0..6u64 {
+        let data: Vec<u8> = (0..50_000u64).map(|j| ((j * (i + 3)) % 97) as u8).collect();
+        w.add_dense(&format!("t{i}"), &[50_000], DType::U8, &data, &options).unwrap();
+    }
+    w.finish().unwrap().0
+}
+
+#[derive(Default)]
+struct Counts {
+    input: AtomicU64,
+    output: AtomicU64,
+    objects: AtomicU64,
+}
+
+impl Progress for Counts {
+    fn bytes_in(&self, n: u64) {
+        self.input.fetch_add(n, Ordering::Relaxed);
+    }
+    fn bytes_out(&self, n: u64) {
+        self.output.fetch_add(n, Ordering::Relaxed);
+    }
+    fn object_done(&self, _: &str) {
+        self.objects.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn memory_stays_within_the_budget_and_progress_adds_up() {
+    let file = big_file(4096);
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    let copy = CopyOptions {
+        compression: Some(Compression::Zstd(3)),
+        digest: DigestChoice::Set(DigestAlgorithm::Sha256),
+        chunk_size: Some(8192),
+    };
+    // Each piece costs 8 KiB of input plus zstd's bound for it (a little more than 8 KiB).
+    let budget = 64 << 10;
+    let counts = Counts::default();
+    let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let stats = repack(
+        &reader,
+        &mut out,
+        &copy,
+        &ParOptions { threads: 2, memory_budget: budget },
+        &counts,
+    )
+    .unwrap();
+    assert!(stats.peak_in_flight <= budget, "peak {} > budget {budget}", stats.peak_in_flight);
+    assert!(stats.peak_in_flight > 0);
+    assert_eq!(counts.input.load(Ordering::Relaxed), 6 * 50_000);
+    assert_eq!(counts.objects.load(Ordering::Relaxed), 6);
+    let (bytes, _) = out.finish().unwrap();
+    let stored: u64 = Reader::new(&bytes[..], &Options::default())
+        .unwrap()
+        .manifest()
+        .objects()
+        .map(|o| o.object().components["data"].length)
+        .sum();
+    assert_eq!(counts.output.load(Ordering::Relaxed), stored);
+}
+
+/// A source whose reads fail inside one byte range (the middle of the data area).
+struct Failing<'a> {
+    bytes: &'a [u8],
+    bad: std::ops::Range<u64>,
+}
+
+impl ReadAt for Failing<'_> {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        if offset < self.bad.end && offset + buf.len() as u64 > self.bad.start {
+            return Err(std::io::Error::other("the disk went away"));
+        }
+        self.bytes.read_exact_at(offset, buf)
+    }
+}
+
+#[test]
+fn a_failing_source_stops_the_run_without_hanging() {
+    let file = big_file(4096);
+    let copy = CopyOptions { compression: Some(Compression::Zstd(1)), ..CopyOptions::default() };
+    let mut raw = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    ztensor_io::copy_all(
+        &Reader::new(&file[..], &Options::default()).unwrap(),
+        &mut raw,
+        &CopyOptions { compression: Some(Compression::Raw), ..CopyOptions::default() },
+    )
+    .unwrap();
+    let raw = raw.finish().unwrap().0;
+    for source in [&file, &raw] {
+        // Fail halfway through the data area (the manifest at the end stays readable).
+        let half = source.len() as u64 / 2;
+        let failing = Failing { bytes: source, bad: half..half + 100 };
+        let reader = Reader::new(failing, &Options::default()).unwrap();
+        for threads in [1, 4] {
+            let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+            let err = repack(
+                &reader,
+                &mut out,
+                &copy,
+                &ParOptions { threads, memory_budget: 16 << 10 },
+                &(),
+            )
+            .unwrap_err();
+            assert!(err.to_string().contains("disk went away") || err.rule().is_some(), "{err}");
+        }
+    }
+}
+
+/// A sink that fails after `room` bytes, like a full disk.
+struct Full {
+    room: usize,
+}
+
+impl Write for Full {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() > self.room {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "no space left on device",
+            ));
+        }
+        self.room -= buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_full_disk_stops_the_run_without_hanging() {
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 13) as u8).collect();
+    let tensors: Vec<Tensor<'_>> =
+        (0..4).map(|_| Tensor::new("x", &[200_000], DType::U8, &data)).collect::<Vec<_>>();
+    let tensors: Vec<Tensor<'_>> = tensors
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut t)| {
+            t.name = ["a", "b", "c", "d"][i];
+            t
+        })
+        .collect();
+    let mut w = Writer::new(Full { room: 300_000 }, Version::V1_2).unwrap();
+    let err = write_tensors(
+        &tensors,
+        &mut w,
+        &WriteOptions::raw(),
+        &ParOptions { threads: 3, memory_budget: 64 << 10 },
+        &(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("no space left"), "{err}");
+}
+
+#[test]
+fn a_failed_repack_leaves_no_target_file() {
+    let dir = std::env::temp_dir().join(format!("ztensor-par-fail-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.zt");
+    let output = dir.join("out.zt");
+    // A file whose second tensor cannot be decoded: its zstd stream is cut short.
+    let mut file = big_file(1 << 20);
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    let c = reader.object("t1").unwrap().object().components["data"].clone();
+    drop(reader);
+    let at = (c.offset + c.length / 2) as usize;
+    file[at..at + 8].copy_from_slice(&[0xff; 8]);
+    std::fs::write(&input, &file).unwrap();
+    let copy = CopyOptions { compression: Some(Compression::Zstd(1)), ..CopyOptions::default() };
+    let err = repack_file(&input, &output, Version::V1_2, &copy, &ParOptions::with_threads(2), &())
+        .unwrap_err();
+    assert!(err.rule().is_some(), "{err}");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["in.zt"], "no output and no temporary file");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_parallel_read_side_agrees_with_the_sequential_one() {
+    let file = big_file(4096);
+    let reader = Reader::new(&file[..], &Options::strict()).unwrap();
+    for threads in [1, 2, 5] {
+        let par = ParOptions::with_threads(threads);
+        let loaded = load_all(&reader, &par).unwrap();
+        for data in &loaded {
+            assert_eq!(data, &reader.read_object(&data.name).unwrap().into_owned());
+        }
+        let pool = rayon_pool(threads);
+        pool.install(|| {
+            assert_eq!(
+                decoded_parallel(&reader, "t3", "data").unwrap(),
+                reader.decoded("t3", "data").unwrap().as_ref()
+            );
+        });
+        let verdicts = verify_all(&reader, true, &par).unwrap();
+        assert_eq!(verdicts.len(), 6);
+        assert!(verdicts.iter().all(|(_, r)| r.is_ok()));
+    }
+    // A damaged frame is found by both sides.
+    let mut damaged = file.clone();
+    let c = reader.object("t2").unwrap().object().components["data"].clone();
+    damaged[c.offset as usize + 20] ^= 0x55;
+    let reader = Reader::new(&damaged[..], &Options::default()).unwrap();
+    let verdicts = verify_all(&reader, false, &ParOptions::with_threads(2)).unwrap();
+    let bad: Vec<&str> =
+        verdicts.iter().filter(|(_, r)| r.is_err()).map(|(n, _)| n.as_str()).collect();
+    assert_eq!(bad, ["t2"]);
+    assert!(load_all(&reader, &ParOptions::with_threads(2)).is_err());
+}
+
+fn rayon_pool(threads: usize) -> rayon_pool::ThreadPool {
+    rayon_pool::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+}
+
+use rayon as rayon_pool;
+
+#[test]
+fn re_encoding_never_launders_a_damaged_source() {
+    for compression in [Compression::Raw, Compression::Zstd(1)] {
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let options = WriteOptions {
+            compression,
+            digest: Some(DigestAlgorithm::Sha256),
+            chunk_size: Some(1024),
+        };
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        w.add_dense("w", &[10_000], DType::U8, &data, &options).unwrap();
+        let mut file = w.finish().unwrap().0;
+        let offset = Reader::new(&file[..], &Options::default())
+            .unwrap()
+            .object("w")
+            .unwrap()
+            .object()
+            .components["data"]
+            .offset;
+        file[offset as usize + 3] ^= 1;
+        let reader = Reader::new(&file[..], &Options::default()).unwrap();
+        let copy = CopyOptions {
+            compression: Some(Compression::Zstd(3)),
+            digest: DigestChoice::Set(DigestAlgorithm::Blake3),
+            chunk_size: Some(2048),
+        };
+        let mut seq = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let seq_err = ztensor_io::copy_all(&reader, &mut seq, &copy).unwrap_err();
+        let mut par = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let par_err =
+            repack(&reader, &mut par, &copy, &ParOptions::with_threads(2), &()).unwrap_err();
+        // Raw damage is a digest mismatch; damaged zstd may fail its frame checksum first.
+        assert!(
+            matches!(
+                seq_err.rule(),
+                Some(
+                    ztensor_format::ErrorKind::DigestMismatch
+                        | ztensor_format::ErrorKind::DecodeFailed
+                )
+            ),
+            "{seq_err}"
+        );
+        assert!(
+            matches!(
+                par_err.rule(),
+                Some(
+                    ztensor_format::ErrorKind::DigestMismatch
+                        | ztensor_format::ErrorKind::DecodeFailed
+                )
+            ),
+            "{par_err}"
+        );
+    }
+}

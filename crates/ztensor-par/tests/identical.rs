@@ -1,0 +1,172 @@
+//! The parallel writer writes exactly the bytes of the sequential one, whatever the thread
+//! count: generated tensors (larger than the chunk size, zero-length, scalars, logical types),
+//! every source encoding, every target version.
+
+use proptest::prelude::*;
+use ztensor_format::{DType, DigestAlgorithm, LogicalType, Options, Version};
+use ztensor_io::{
+    Compression, Coo, CopyOptions, Csr, DigestChoice, Reader, WriteOptions, Writer, copy_all,
+};
+use ztensor_par::{ParOptions, Tensor, repack, write_tensors};
+
+fn bytes(n: usize, seed: u64) -> Vec<u8> {
+    // Compressible but not trivial: a slow ramp with noise.
+    (0..n)
+        .map(|i| {
+            ((i as u64 / 7).wrapping_mul(31)
+                ^ seed.wrapping_mul(2654435761).rotate_left(i as u32 % 64)) as u8
+                & 0x3f
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+struct Spec {
+    shape: Vec<u64>,
+    dtype: DType,
+    logical: Option<LogicalType>,
+    seed: u64,
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    let dtype =
+        proptest::sample::select(vec![DType::F32, DType::BF16, DType::U8, DType::I64, DType::F64]);
+    let shape = prop_oneof![
+        Just(vec![]),
+        Just(vec![0]),
+        Just(vec![3, 0]),
+        (1u64..300).prop_map(|n| vec![n]),
+        (1u64..40, 1u64..40).prop_map(|(a, b)| vec![a, b]),
+    ];
+    (shape, dtype, any::<u64>(), any::<bool>()).prop_map(|(shape, dtype, seed, complex)| {
+        let logical = (complex && dtype == DType::F32).then_some(LogicalType::Complex64);
+        let shape = if logical.is_some() {
+            shape.into_iter().map(|d| d.div_ceil(2)).collect()
+        } else {
+            shape
+        };
+        Spec { shape, dtype, logical, seed }
+    })
+}
+
+fn options() -> impl Strategy<Value = WriteOptions> {
+    let compression = prop_oneof![Just(Compression::Raw), (1i32..4).prop_map(Compression::Zstd)];
+    let digest = proptest::option::of(proptest::sample::select(vec![
+        DigestAlgorithm::Crc32c,
+        DigestAlgorithm::Sha256,
+        DigestAlgorithm::Blake3,
+    ]));
+    let chunk = proptest::sample::select(vec![None, Some(64u64), Some(256), Some(1 << 20)]);
+    (compression, digest, chunk).prop_map(|(compression, digest, chunk_size)| WriteOptions {
+        compression,
+        digest,
+        chunk_size,
+    })
+}
+
+fn data_of(spec: &Spec) -> Vec<u8> {
+    let n: u64 = spec.shape.iter().product::<u64>()
+        * spec.dtype.size()
+        * spec.logical.as_ref().map_or(1, LogicalType::ratio);
+    bytes(n as usize, spec.seed)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn write_tensors_matches_add_object(
+        specs in proptest::collection::vec(spec(), 0..8),
+        options in options(),
+        version in proptest::sample::select(vec![Version::V0_1, Version::V1_1, Version::V1_2]),
+        budget in prop_oneof![Just(1u64), Just(4096u64), Just(1u64 << 30)],
+    ) {
+        let specs: Vec<Spec> = specs.into_iter().filter(|s| version == Version::V1_2 || s.logical.is_none()).collect();
+        let datas: Vec<Vec<u8>> = specs.iter().map(data_of).collect();
+        let names: Vec<String> = (0..specs.len()).map(|i| format!("t{i}")).collect();
+        let mut sequential = Writer::new(Vec::new(), version).unwrap();
+        for ((s, d), n) in specs.iter().zip(&datas).zip(&names) {
+            let spec = ztensor_io::ComponentSpec { role: "data", dtype: s.dtype, logical_type: s.logical.as_ref(), data: d };
+            sequential.add_object(n, &s.shape, ztensor_format::Format::Dense, None, &[spec], &options).unwrap();
+        }
+        let expected = sequential.finish().unwrap().0;
+        let tensors: Vec<Tensor<'_>> = specs
+            .iter()
+            .zip(&datas)
+            .zip(&names)
+            .map(|((s, d), n)| Tensor { name: n, shape: &s.shape, dtype: s.dtype, logical_type: s.logical.clone(), data: d, attributes: None })
+            .collect();
+        for threads in 1..=8 {
+            let mut parallel = Writer::new(Vec::new(), version).unwrap();
+            let par = ParOptions { threads, memory_budget: budget };
+            write_tensors(&tensors, &mut parallel, &options, &par, &()).unwrap();
+            prop_assert_eq!(&parallel.finish().unwrap().0, &expected, "threads {}", threads);
+        }
+    }
+
+    #[test]
+    fn repack_matches_copy_all(
+        specs in proptest::collection::vec(spec(), 1..6),
+        source_options in options(),
+        target_options in options(),
+        from in proptest::sample::select(vec![Version::V0_1, Version::V1_1, Version::V1_2]),
+        to in proptest::sample::select(vec![Version::V0_1, Version::V1_1, Version::V1_2]),
+        keep in any::<bool>(),
+    ) {
+        // A source file with dense tensors and, in between, sparse ones (written sequentially).
+        let specs: Vec<Spec> = specs.into_iter().map(|mut s| { s.logical = None; s }).collect();
+        let mut source = Writer::new(Vec::new(), from).unwrap();
+        for (i, s) in specs.iter().enumerate() {
+            source.add_dense(&format!("d{i}"), &s.shape, s.dtype, &data_of(s), &source_options).unwrap();
+            if i == 1 {
+                let values: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+                source.add_csr("csr", &[2, 2], Csr { dtype: DType::F32, values: &values, indices: &[1, 0], indptr: &[0, 1, 2] }, &source_options).unwrap();
+                source.add_coo("coo", &[5], Coo { dtype: DType::U8, values: &[9], coords: &[4] }, &source_options).unwrap();
+            }
+        }
+        let file = source.finish().unwrap().0;
+        let reader = Reader::new(&file[..], &Options::default()).unwrap();
+        let copy = CopyOptions {
+            compression: if keep { None } else { Some(target_options.compression) },
+            digest: match &target_options.digest { None => DigestChoice::Drop, Some(a) if !keep => DigestChoice::Set(a.clone()), _ => DigestChoice::Keep },
+            chunk_size: target_options.chunk_size,
+        };
+        let mut sequential = Writer::new(Vec::new(), to).unwrap();
+        copy_all(&reader, &mut sequential, &copy).unwrap();
+        let expected = sequential.finish().unwrap().0;
+        for threads in [1, 2, 3, 8] {
+            let mut parallel = Writer::new(Vec::new(), to).unwrap();
+            repack(&reader, &mut parallel, &copy, &ParOptions { threads, memory_budget: 1000 }, &()).unwrap();
+            prop_assert_eq!(&parallel.finish().unwrap().0, &expected, "threads {}", threads);
+        }
+    }
+}
+
+#[test]
+fn big_endian_v0_1_sources_repack_identically() {
+    use ztensor_format::{ByteOrder, Component, Format, Object};
+    let values: Vec<u8> = (0..100u32).flat_map(|v| (v as f32).to_be_bytes()).collect();
+    let mut c = Component::new(DType::F32, 0, values.len() as u64);
+    c.byte_order = ByteOrder::Big;
+    let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();
+    w.add_stored(
+        Object::new("be", vec![100], Format::Dense),
+        &[ztensor_io::StoredComponent { role: "data", component: c, bytes: &values }],
+    )
+    .unwrap();
+    let file = w.finish().unwrap().0;
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    let copy = CopyOptions {
+        compression: Some(Compression::Zstd(1)),
+        digest: DigestChoice::Set(DigestAlgorithm::Sha256),
+        chunk_size: Some(64),
+    };
+    let mut sequential = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    copy_all(&reader, &mut sequential, &copy).unwrap();
+    let mut parallel = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    repack(&reader, &mut parallel, &copy, &ParOptions::with_threads(2), &()).unwrap();
+    let (a, b) = (sequential.finish().unwrap().0, parallel.finish().unwrap().0);
+    assert_eq!(a, b);
+    let out = Reader::new(&b[..], &Options::default()).unwrap();
+    assert_eq!(out.read_as::<f32>("be", "data").unwrap()[99], 99.0);
+}
