@@ -384,3 +384,95 @@ fn tensorbuffers_in_info_verify_and_convert() {
     assert!(!tb.exists());
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn repack_equals_convert_for_any_thread_count_and_fails_cleanly() {
+    let d = scratch("repack");
+    let convert = d.join("convert.zt");
+    let out = ztensor(&[
+        "convert",
+        "fixtures/examples/tiny-v0.1.zt",
+        convert.to_str().unwrap(),
+        "--to",
+        "1.2",
+        "--zstd",
+        "5",
+        "--digest",
+        "blake3",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let expected = std::fs::read(&convert).unwrap();
+    // With small frames (several per tensor) and a tiny budget, every thread count writes the
+    // same bytes.
+    let mut outputs = Vec::new();
+    for threads in ["1", "2", "7"] {
+        let repacked = d.join(format!("repack-{threads}.zt"));
+        let out = ztensor(&[
+            "repack",
+            "fixtures/examples/tiny-v0.1.zt",
+            repacked.to_str().unwrap(),
+            "--to",
+            "1.2",
+            "--zstd",
+            "5",
+            "--digest",
+            "blake3",
+            "--threads",
+            threads,
+            "--memory",
+            "1K",
+            "--chunk",
+            "8",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains("peak"), "{}", stdout(&out));
+        outputs.push(std::fs::read(&repacked).unwrap());
+    }
+    assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+    assert_ne!(outputs[0], expected, "8-byte frames differ from the default 4 MiB frames");
+    // At the default frame size, repack writes what convert writes.
+    let repacked = d.join("repack.zt");
+    let out = ztensor(&[
+        "repack",
+        "fixtures/examples/tiny-v0.1.zt",
+        repacked.to_str().unwrap(),
+        "--to",
+        "1.2",
+        "--zstd",
+        "5",
+        "--digest",
+        "blake3",
+        "--threads",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&repacked).unwrap(), expected);
+    assert!(ztensor(&["verify", "--threads", "2", repacked.to_str().unwrap()]).status.success());
+
+    // Failures: a missing input, a bad size, FP8 to 0.1, a TensorBuffers input.
+    assert_eq!(ztensor(&["repack", "nope.zt", "x.zt"]).status.code(), Some(2));
+    assert_eq!(
+        ztensor(&["repack", "fixtures/examples/tiny-v1.2.zt", "x.zt", "--memory", "12X"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let out = ztensor(&[
+        "repack",
+        "fixtures/examples/tiny-v1.2.zt",
+        d.join("v01.zt").to_str().unwrap(),
+        "--to",
+        "0.1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("[unrepresentable]"), "{}", stderr(&out));
+    assert!(!d.join("v01.zt").exists());
+    let out = ztensor(&[
+        "repack",
+        "fixtures/tensorbuffers/valid/sample.tb",
+        d.join("tb.zt").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("use `convert`"), "{}", stderr(&out));
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -2,4 +2,5 @@
 
 pub mod dump;
 pub mod info;
+pub mod repack;
 pub mod tb;

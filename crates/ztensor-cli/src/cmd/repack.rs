@@ -1,0 +1,109 @@
+//! `ztensor repack`: any version in, any version out, on every core.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use ztensor_format::Version;
+use ztensor_io::{CopyOptions, Reader};
+
+/// Parses a byte size: `512M`, `4MiB`, `1G`, `65536`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("unknown size unit in {s:?} (use K, M, G or T)")),
+    };
+    n.checked_mul(1u64 << shift).ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+/// Progress shown as a bar on a terminal; silent otherwise.
+pub struct Bar {
+    bar: Option<ProgressBar>,
+    done: AtomicU64,
+}
+
+impl Bar {
+    pub fn new(total_bytes: u64, quiet: bool) -> Bar {
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let bar = ProgressBar::new(total_bytes);
+            if let Ok(style) = ProgressStyle::with_template(
+                "{spinner} {bytes}/{total_bytes} ({binary_bytes_per_sec}, {eta}) {msg}",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Bar { bar, done: AtomicU64::new(0) }
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl ztensor_par::Progress for Bar {
+    fn bytes_in(&self, n: u64) {
+        if let Some(b) = &self.bar {
+            b.inc(n);
+        }
+    }
+    fn object_done(&self, name: &str) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(b) = &self.bar {
+            b.set_message(format!("{done} objects, last {name}"));
+        }
+    }
+}
+
+/// The decoded bytes a repack will read, for the progress bar.
+pub fn total_input<S: ztensor_io::ReadAt>(reader: &Reader<S>) -> u64 {
+    reader
+        .manifest()
+        .objects()
+        .flat_map(|o| o.object().components.keys().map(move |r| o.decoded_len(r).unwrap_or(0)))
+        .sum()
+}
+
+pub fn run(
+    input: &Path,
+    output: &Path,
+    version: Version,
+    copy: &CopyOptions,
+    par: &ztensor_par::ParOptions,
+    quiet: bool,
+) -> Result<(u64, ztensor_par::Stats, usize), ztensor_io::Error> {
+    let reader = Reader::open(input)?;
+    let bar = Bar::new(total_input(&reader), quiet);
+    let mut writer = ztensor_io::FileWriter::create(output, version)?;
+    let stats = ztensor_par::repack(&reader, &mut writer, copy, par, &bar);
+    bar.finish();
+    let stats = stats?;
+    Ok((writer.finish()?, stats, reader.manifest().len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+}
