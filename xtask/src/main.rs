@@ -15,6 +15,10 @@ const TASKS: &[(&str, &str)] = &[
     ("clippy", "cargo clippy --workspace --all-targets -D warnings"),
     ("test", "run the workspace tests"),
     ("doc", "build the docs with warnings as errors"),
+    (
+        "bench",
+        "run the benchmarks (release; ZT_BENCH_BYTES, ZT_BENCH_RUNS, ZT_BENCH_BUDGET tune repack)",
+    ),
     ("fixtures [--check]", "regenerate fixtures/examples, or check the committed files"),
 ];
 
@@ -33,6 +37,7 @@ fn main() -> Result<()> {
             fixtures(true)
         }
         "fixtures" => fixtures(args.iter().any(|a| a == "--check")),
+        "bench" => cargo(&["bench", "-p", "ztensor-benches"], &[]),
         "fmt" => fmt(),
         "clippy" => clippy(),
         "test" => test(),

@@ -58,10 +58,26 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
 /// # Errors
 /// Only if zstd itself fails.
 pub fn zstd_encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    let mut encoder = zstd::bulk::Compressor::new(level)?;
-    encoder.include_contentsize(true)?;
-    encoder.include_checksum(true)?;
-    encoder.compress(data)
+    // One compression context per thread and level, reused: creating one (and its tables) per
+    // frame costs more than compressing a small frame. Output depends only on data and
+    // parameters, never on the context's history.
+    thread_local! {
+        static CONTEXT: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    CONTEXT.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+            let mut encoder = zstd::bulk::Compressor::new(level)?;
+            encoder.include_contentsize(true)?;
+            encoder.include_checksum(true)?;
+            *slot = Some((level, encoder));
+        }
+        match slot.as_mut() {
+            Some((_, encoder)) => encoder.compress(data),
+            None => Err(std::io::ErrorKind::Other.into()),
+        }
+    })
 }
 
 /// The default size of the independently compressed pieces of a large zstd component: 4 MiB of

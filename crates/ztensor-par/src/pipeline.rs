@@ -7,10 +7,10 @@
 //! `ztensor-io` functions the sequential writer uses; pieces are fixed-size chunks of the input,
 //! never a function of the thread count.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 use ztensor_format::{
@@ -64,13 +64,134 @@ enum Work<'a, W: Write> {
     Sequential(SequentialWrite<'a, W>),
 }
 
+/// Piece bytes that give their budget back when the last holder (the writing side, or the hash
+/// chain) drops them.
+struct Tracked<'b> {
+    bytes: Vec<u8>,
+    cost: u64,
+    budget: &'b Budget,
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        self.budget.give(self.cost);
+    }
+}
+
 /// A prepared piece: its stored bytes, its input length, and (for a component of one piece)
 /// its digest.
-struct Prepared {
-    bytes: Vec<u8>,
+struct Prepared<'b> {
+    bytes: Arc<Tracked<'b>>,
     input_len: u64,
     digest: Option<ztensor_format::Digest>,
-    budget: u64,
+}
+
+/// What workers send the writing side: a piece (by sequence number) or the digest of a
+/// component of several pieces (by item).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Piece(usize),
+    Digest(usize),
+}
+
+enum Payload<'b> {
+    Piece(Prepared<'b>),
+    Digest(Option<Digest>),
+}
+
+type Message<'b> = (Key, Result<Payload<'b>>);
+
+/// The digest of a component of several pieces, fed in order by whichever worker finishes the
+/// next piece: one hasher per component, different components hashed at once.
+struct Chain<'b> {
+    state: Mutex<ChainState<'b>>,
+    pieces: usize,
+    zstd: bool,
+}
+
+struct ChainState<'b> {
+    next: usize,
+    busy: bool,
+    hasher: Option<Hasher>,
+    pending: BTreeMap<usize, (Arc<Tracked<'b>>, u64)>,
+    frames: Vec<(u64, u64)>,
+}
+
+impl<'b> Chain<'b> {
+    fn new(hasher: Hasher, pieces: usize, zstd: bool) -> Chain<'b> {
+        let state = ChainState {
+            next: 0,
+            busy: false,
+            hasher: Some(hasher),
+            pending: BTreeMap::new(),
+            frames: Vec::new(),
+        };
+        Chain { state: Mutex::new(state), pieces, zstd }
+    }
+
+    /// Adds piece `index`; hashes every piece that is now next in line, unless another worker
+    /// is already doing so. Sends the digest after the last piece.
+    fn push(
+        &self,
+        item: usize,
+        index: usize,
+        piece: Arc<Tracked<'b>>,
+        input_len: u64,
+        tx: &Sender<Message<'b>>,
+    ) {
+        let lock = || self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = lock();
+        state.pending.insert(index, (piece, input_len));
+        if state.busy {
+            return;
+        }
+        state.busy = true;
+        loop {
+            let next = state.next;
+            let Some((piece, input_len)) = state.pending.remove(&next) else {
+                state.busy = false;
+                return;
+            };
+            let mut hasher = state.hasher.take();
+            drop(state);
+            if let Some(h) = hasher.as_mut() {
+                h.update(&piece.bytes);
+            }
+            let frame = (piece.bytes.len() as u64, input_len);
+            drop(piece);
+            state = lock();
+            state.hasher = hasher;
+            state.frames.push(frame);
+            state.next += 1;
+            if state.next == self.pieces {
+                let mut hasher = state.hasher.take();
+                let digest = (|| {
+                    if self.zstd && self.pieces > 1 {
+                        let table = table_of(&state.frames)?;
+                        if let Some(h) = hasher.as_mut() {
+                            h.update(&table);
+                        }
+                    }
+                    Ok(hasher.map(Hasher::finish))
+                })();
+                let _ = tx.send((Key::Digest(item), digest.map(Payload::Digest)));
+                state.busy = false;
+                return;
+            }
+        }
+    }
+}
+
+/// The seek table of frames of (compressed, decompressed) sizes.
+fn table_of(frames: &[(u64, u64)]) -> Result<Vec<u8>> {
+    let sizes: Option<Vec<(u32, u32)>> = frames
+        .iter()
+        .map(|&(c, d)| Some((u32::try_from(c).ok()?, u32::try_from(d).ok()?)))
+        .collect();
+    let sizes = sizes.ok_or_else(|| {
+        Error::from(FormatError::new(Rule::InvalidInput, "a frame larger than 4 GiB"))
+    })?;
+    Ok(seek_table(&sizes))
 }
 
 /// A count of bytes in flight, with backpressure: taking blocks while the budget is used,
@@ -178,6 +299,16 @@ fn check_digest(expected: Option<&Digest>, hasher: Option<Hasher>) -> Option<For
     })
 }
 
+/// One piece of one streamed item.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unit {
+    item: usize,
+    start: u64,
+    len: u64,
+    index: usize,
+    count: usize,
+}
+
 /// Runs the pipeline over `items`, writing through `writer`. Returns the peak bytes in flight.
 pub(crate) fn run<'a, S: ReadAt, W: Write>(
     source: Option<&'a S>,
@@ -187,22 +318,39 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     budget: &Budget,
     progress: &dyn Progress,
 ) -> Result<()> {
-    // The units of work, in order: (item, start, len) for every piece of every streamed item.
+    // The units of work, in order: every piece of every streamed item.
     let mut units = Vec::new();
+    let mut chains: Vec<Option<Chain<'_>>> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
+        let mut chain = None;
         if let Item::Stream { len, options, .. } = item {
             let size = piece_size(options, *len);
             let count = len.div_ceil(size).max(1);
             for p in 0..count {
                 let start = p * size;
-                units.push((i, start, (*len - start).min(size)));
+                units.push(Unit {
+                    item: i,
+                    start,
+                    len: (*len - start).min(size),
+                    index: usize::try_from(p).unwrap_or(0),
+                    count: usize::try_from(count).unwrap_or(1),
+                });
+            }
+            let zstd = matches!(options.compression, Compression::Zstd(_));
+            if count > 1 {
+                chain = options
+                    .digest
+                    .as_ref()
+                    .and_then(Hasher::new)
+                    .map(|h| Chain::new(h, usize::try_from(count).unwrap_or(1), zstd));
             }
         }
+        chains.push(chain);
     }
     let abort = AtomicBool::new(false);
     // The producer owns the only sender (tasks hold clones): when it stops, for whatever
     // reason, the channel disconnects and the writing side stops waiting.
-    let (tx, rx) = crossbeam_channel::unbounded::<(usize, Result<Prepared>)>();
+    let (tx, rx) = crossbeam_channel::unbounded::<Message<'_>>();
     // Inputs go to the reading side, everything else to the writing side.
     let mut inputs: Vec<Option<(Input<'a>, WriteOptions)>> = Vec::with_capacity(items.len());
     let mut work = Vec::with_capacity(items.len());
@@ -221,10 +369,11 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
 
     pool.in_place_scope(|scope| {
         std::thread::scope(|threads| {
-            let (inputs, units, abort) = (&inputs, &units, &abort);
-            let producer = threads
-                .spawn(move || produce(source, inputs, units, scope, tx, budget, abort, progress));
-            let result = consume(work, units, writer, &rx, budget, progress);
+            let (inputs, units, abort, chains) = (&inputs, &units, &abort, &chains);
+            let producer = threads.spawn(move || {
+                produce(source, inputs, units, chains, scope, tx, budget, abort, progress)
+            });
+            let result = consume(work, units, writer, &rx, progress);
             if result.is_err() {
                 abort.store(true, Ordering::Relaxed);
                 budget.wake();
@@ -243,28 +392,31 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
 
 /// The producer: reads every piece in order (taking budget first) and hands it to the pool.
 #[allow(clippy::too_many_arguments)]
-fn produce<'a, 's, S: ReadAt>(
+fn produce<'a, 's, 'b, S: ReadAt>(
     source: Option<&'a S>,
     inputs: &'s [Option<(Input<'a>, WriteOptions)>],
-    units: &[(usize, u64, u64)],
+    units: &[Unit],
+    chains: &'s [Option<Chain<'b>>],
     scope: &rayon::Scope<'s>,
-    tx: Sender<(usize, Result<Prepared>)>,
-    budget: &Budget,
+    tx: Sender<Message<'b>>,
+    budget: &'b Budget,
     abort: &AtomicBool,
     progress: &dyn Progress,
 ) -> Result<()>
 where
     'a: 's,
+    'b: 's,
 {
     let mut stream: Option<(usize, ZstdStream<'a, S>)> = None;
     let mut raw_hash: Option<(usize, Hasher)> = None;
     let fail = |seq: usize, error: FormatError, cost: u64| {
         budget.give(cost);
-        let _ = tx.send((seq, Err(Error::from(error))));
+        let _ = tx.send((Key::Piece(seq), Err(Error::from(error))));
     };
-    for (seq, &(item, start, len)) in units.iter().enumerate() {
+    for (seq, unit) in units.iter().enumerate() {
+        let Unit { item, start, len, index, count } = *unit;
         let Some((input, options)) = &inputs[item] else { continue };
-        let last = units.get(seq + 1).is_none_or(|u| u.0 != item);
+        let last = index + 1 == count;
         let compress = matches!(options.compression, Compression::Zstd(_));
         let bound = if compress {
             zstd::zstd_safe::compress_bound(usize::try_from(len).unwrap_or(0)) as u64
@@ -386,12 +538,22 @@ where
             }
         };
         progress.bytes_in(len);
-        let single = start == 0 && last;
+        let single = count == 1;
         let options = options.clone();
         let tx = tx.clone();
-        scope.spawn(move |_| {
-            let prepared = prepare(piece, &options, single, cost);
-            let _ = tx.send((seq, prepared));
+        let chain = chains[item].as_ref();
+        scope.spawn(move |_| match prepare(piece, &options, single, cost, budget) {
+            Ok(prepared) => {
+                let bytes = Arc::clone(&prepared.bytes);
+                let input_len = prepared.input_len;
+                let _ = tx.send((Key::Piece(seq), Ok(Payload::Piece(prepared))));
+                if let Some(chain) = chain {
+                    chain.push(item, index, bytes, input_len, &tx);
+                }
+            }
+            Err(e) => {
+                let _ = tx.send((Key::Piece(seq), Err(e)));
+            }
         });
         if abort.load(Ordering::Relaxed) {
             return Ok(());
@@ -405,55 +567,64 @@ fn no_source() -> Error {
 }
 
 /// Compresses one piece and, when it is a whole component, digests it.
-fn prepare(
+fn prepare<'b>(
     piece: std::borrow::Cow<'_, [u8]>,
     options: &WriteOptions,
     whole_component: bool,
-    budget: u64,
-) -> Result<Prepared> {
+    cost: u64,
+    budget: &'b Budget,
+) -> Result<Prepared<'b>> {
     let input_len = piece.len() as u64;
+    // Tracked from here on, so the budget is given back whatever happens.
+    let tracked = |bytes: Vec<u8>| Tracked { bytes, cost, budget };
     let bytes = match options.compression {
-        Compression::Raw => piece.into_owned(),
-        Compression::Zstd(level) => zstd_encode(&piece, level)
-            .map_err(|e| Error::from(FormatError::new(Rule::InvalidInput, format!("zstd: {e}"))))?,
+        Compression::Raw => tracked(piece.into_owned()),
+        Compression::Zstd(level) => {
+            let z = zstd_encode(&piece, level);
+            drop(piece);
+            let mut t = tracked(Vec::new());
+            t.bytes = z.map_err(|e| {
+                Error::from(FormatError::new(Rule::InvalidInput, format!("zstd: {e}")))
+            })?;
+            t
+        }
     };
     let digest = match (&options.digest, whole_component) {
         (Some(a), true) => {
             let mut h = Hasher::new(a).ok_or_else(|| {
                 Error::from(FormatError::new(Rule::InvalidInput, "unknown digest"))
             })?;
-            h.update(&bytes);
+            h.update(&bytes.bytes);
             Some(h.finish())
         }
         _ => None,
     };
-    Ok(Prepared { bytes, input_len, digest, budget })
+    Ok(Prepared { bytes: Arc::new(bytes), input_len, digest })
 }
 
 /// The writing side: every item in order; streamed pieces as they arrive, reordered.
-fn consume<W: Write>(
+fn consume<'b, W: Write>(
     items: Vec<Work<'_, W>>,
-    units: &[(usize, u64, u64)],
+    units: &[Unit],
     writer: &mut Writer<W>,
-    rx: &Receiver<(usize, Result<Prepared>)>,
-    budget: &Budget,
+    rx: &Receiver<Message<'b>>,
     progress: &dyn Progress,
 ) -> Result<()> {
-    let mut waiting: HashMap<usize, Result<Prepared>> = HashMap::new();
-    let mut seq = 0usize;
-    let next = |seq: usize, waiting: &mut HashMap<usize, Result<Prepared>>| -> Result<Prepared> {
+    let mut waiting: HashMap<Key, Result<Payload<'b>>> = HashMap::new();
+    let mut next = |key: Key| -> Result<Payload<'b>> {
         loop {
-            if let Some(p) = waiting.remove(&seq) {
+            if let Some(p) = waiting.remove(&key) {
                 return p;
             }
-            let (s, p) = rx.recv().map_err(|_| {
+            let (k, p) = rx.recv().map_err(|_| {
                 Error::from(FormatError::new(Rule::InvalidInput, "the pipeline stopped early"))
             })?;
-            waiting.insert(s, p);
+            waiting.insert(k, p);
         }
     };
-    for item in items {
-        match item {
+    let mut seq = 0usize;
+    for (item, work) in items.into_iter().enumerate() {
+        match work {
             Work::Sequential(write) => write(writer)?,
             Work::Stream { mut object, dtype, logical_type, len, options } => {
                 let info =
@@ -461,44 +632,31 @@ fn consume<W: Write>(
                 let name = object.name.clone();
                 writer.check_object(&name, &object.shape, &Format::Dense, &[info])?;
                 let offset = writer.begin_blob()?;
-                let mut hasher = options.digest.as_ref().and_then(Hasher::new);
-                let mut frames = Vec::new();
+                let pieces = units.get(seq).map_or(1, |u| u.count);
+                let mut frames = Vec::with_capacity(pieces);
                 let (mut stored, mut digest) = (0u64, None);
-                let pieces = units.iter().skip(seq).take_while(|u| u.0 == units[seq].0).count();
                 for _ in 0..pieces {
-                    let p = next(seq, &mut waiting)?;
+                    let Payload::Piece(p) = next(Key::Piece(seq))? else { unreachable_payload()? };
                     seq += 1;
-                    writer.blob_bytes(&p.bytes)?;
-                    if let Some(h) = hasher.as_mut() {
-                        h.update(&p.bytes);
-                    }
-                    frames.push((p.bytes.len(), p.input_len));
-                    stored += p.bytes.len() as u64;
+                    writer.blob_bytes(&p.bytes.bytes)?;
+                    frames.push((p.bytes.bytes.len() as u64, p.input_len));
+                    stored += p.bytes.bytes.len() as u64;
                     digest = p.digest;
-                    budget.give(p.budget);
-                    progress.bytes_out(p.bytes.len() as u64);
+                    progress.bytes_out(p.bytes.bytes.len() as u64);
                 }
                 let zstd = matches!(options.compression, Compression::Zstd(_));
-                if zstd && frames.len() > 1 {
-                    let sizes: Option<Vec<(u32, u32)>> = frames
-                        .iter()
-                        .map(|&(c, d)| Some((u32::try_from(c).ok()?, u32::try_from(d).ok()?)))
-                        .collect();
-                    let table = seek_table(&sizes.ok_or_else(|| {
-                        Error::from(FormatError::new(Rule::InvalidInput, "frame larger than 4 GiB"))
-                    })?);
+                if zstd && pieces > 1 {
+                    let table = table_of(&frames)?;
                     writer.blob_bytes(&table)?;
-                    if let Some(h) = hasher.as_mut() {
-                        h.update(&table);
-                    }
                     stored += table.len() as u64;
                     progress.bytes_out(table.len() as u64);
                 }
-                let digest = if frames.len() == 1 && digest.is_some() {
-                    digest
-                } else {
-                    hasher.map(Hasher::finish)
-                };
+                if pieces > 1 && options.digest.is_some() {
+                    let Payload::Digest(d) = next(Key::Digest(item))? else {
+                        unreachable_payload()?
+                    };
+                    digest = d;
+                }
                 let encoding = if zstd { Encoding::Zstd } else { Encoding::Raw };
                 let component = writer.describe_component(
                     dtype,
@@ -516,4 +674,9 @@ fn consume<W: Write>(
         }
     }
     Ok(())
+}
+
+fn unreachable_payload<T>() -> Result<T> {
+    // Keys say what a payload is; a mismatch would be a bug here, reported rather than panicking.
+    Err(Error::from(FormatError::new(Rule::InvalidInput, "pipeline message out of place")))
 }
