@@ -27,6 +27,7 @@ pub fn file_with_objects(n: usize) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// A deterministic xorshift generator: benchmark data must be the same on every run.
+#[derive(Debug, Clone)]
 pub struct Rng(u64);
 
 impl Rng {
@@ -102,6 +103,8 @@ pub fn normal_weights(rng: &mut Rng, n: u64, bf16: bool, out: &mut Vec<u8>) {
             if bf16 {
                 out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes());
             } else {
+                // Rounding a sample to f32 is the point.
+                #[allow(clippy::cast_possible_truncation)]
                 out.extend_from_slice(&(v as f32).to_le_bytes());
             }
         }
