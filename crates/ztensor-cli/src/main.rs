@@ -232,22 +232,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Dump { json: _, file } => {
-            let is_tb = cmd::tb::detect(&file)
-                .with_context(|| format!("cannot open {}", file.display()))?;
-            let (dump, ok) = if is_tb {
-                match cmd::tb::open(&file, false)? {
-                    Ok(reader) => (cmd::tb::dump(&reader), true),
-                    Err(e) => (cmd::dump::rejected(e.kind().id(), &e.to_string()), false),
-                }
-            } else {
-                match Reader::open(&file) {
-                    Ok(reader) => (cmd::dump::accepted(&reader), true),
-                    Err(e) => match e.format_error() {
-                        Some(f) => (cmd::dump::rejected(f.kind().id(), &f.to_string()), false),
-                        None => return Err(anyhow!("{e}")),
-                    },
-                }
-            };
+            let (dump, ok) = ztensor_cli::dump::file(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
             writeln!(out, "{dump}")?;
             if !ok {
                 out.flush()?;

@@ -4,8 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde_json::{Map, Value as Json, json};
-use ztensor_io::{FileSource, ReadAt, sha256_hex};
+use ztensor_io::{FileSource, ReadAt};
 use ztensor_tensorbuffers::{ReadOptions, TbReader};
 
 /// Whether the file at `path` is TensorBuffers. By content first: a zTensor magic means zTensor,
@@ -100,28 +99,4 @@ pub fn info(out: &mut impl Write, path: &Path, r: &TbReader<FileSource>) -> Resu
     writeln!(out)?;
     writeln!(out, "total: {total} bytes of tensor data")?;
     Ok(())
-}
-
-/// The conformance dump of an accepted TensorBuffers file.
-pub fn dump(r: &TbReader<FileSource>) -> Json {
-    let m = r.metadata();
-    let mut tensors: Vec<_> = m.tensors.iter().collect();
-    tensors.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-    let objects: Vec<Json> = tensors
-        .into_iter()
-        .map(|t| {
-            let mut components = Map::new();
-            let (length, hash, error) = match r.data(&t.name) {
-                Ok(bytes) => (json!(bytes.len()), json!(sha256_hex(&bytes)), Json::Null),
-                Err(e) => (Json::Null, Json::Null, json!(e.to_string())),
-            };
-            components.insert(
-                "data".into(),
-                json!({"dtype": t.data_type.dtype().name(), "type": null, "encoding": "raw", "decoded_length": length, "sha256": hash}),
-            );
-            json!({"name": t.name, "format": "dense", "shape": t.shape, "attributes": null, "components": components, "error": error})
-        })
-        .collect();
-    let attributes = m.model.as_ref().map_or(Json::Null, |model| json!({"model": model}));
-    json!({"dump": "ztensor-dump/1", "container": "tensorbuffers", "version": m.version, "attributes": attributes, "objects": objects})
 }

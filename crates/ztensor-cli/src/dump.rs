@@ -1,11 +1,12 @@
-//! `ztensor dump --json`: the conformance dump (`ztensor-dump/1`), exactly the shape every
-//! implementation under test prints.
+//! The conformance dump (`ztensor-dump/1`): what `ztensor dump --json` prints, exactly the shape
+//! every implementation under test prints (see the project's shared conformance document).
 
 use serde_json::{Map, Value as Json, json};
 use ztensor_format::{Encoding, Value};
 use ztensor_io::{ReadAt, Reader, sha256_hex};
+use ztensor_tensorbuffers::TbReader;
 
-/// The dump of an accepted file.
+/// The dump of an accepted zTensor file.
 pub fn accepted<S: ReadAt>(reader: &Reader<S>) -> Json {
     let manifest = reader.manifest().manifest();
     let mut objects: Vec<_> = reader.manifest().objects().collect();
@@ -92,6 +93,35 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The dump of the file at `path`, detected by content, and whether it was accepted. `None`
+/// when the file cannot be read at all (an I/O error, not a verdict).
+pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
+    let file = std::fs::File::open(path)?;
+    let source = ztensor_io::FileSource::new(file)?;
+    let len = source.len();
+    let mut head = vec![0u8; usize::try_from(len.min(4)).unwrap_or(0)];
+    source.read_exact_at(0, &mut head)?;
+    let mut tail = vec![0u8; head.len()];
+    source.read_exact_at(len - tail.len() as u64, &mut tail)?;
+    let is_tb = !head.starts_with(b"ZTEN")
+        && (head == ztensor_tensorbuffers::MAGIC
+            || tail == ztensor_tensorbuffers::MAGIC
+            || path.extension().is_some_and(|e| e.eq_ignore_ascii_case("tb")));
+    if is_tb {
+        return Ok(match TbReader::new(source, &ztensor_tensorbuffers::ReadOptions::default()) {
+            Ok(reader) => (tensorbuffers(&reader), true),
+            Err(e) => (rejected(e.kind().id(), &e.to_string()), false),
+        });
+    }
+    match Reader::new(source, &ztensor_format::Options::default()) {
+        Ok(reader) => Ok((accepted(&reader), true)),
+        Err(e) => match e.format_error() {
+            Some(f) => Ok((rejected(f.kind().id(), &f.to_string()), false)),
+            None => Err(std::io::Error::other(e.to_string())),
+        },
+    }
+}
+
 /// CBOR to JSON, by the rules of the conformance dump.
 pub fn cbor_to_json(value: &Value) -> Json {
     match value {
@@ -133,6 +163,30 @@ pub fn cbor_to_json(value: &Value) -> Json {
         }
         Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
     }
+}
+
+/// The conformance dump of an accepted TensorBuffers file.
+pub fn tensorbuffers<S: ReadAt>(r: &TbReader<S>) -> Json {
+    let m = r.metadata();
+    let mut tensors: Vec<_> = m.tensors.iter().collect();
+    tensors.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    let objects: Vec<Json> = tensors
+        .into_iter()
+        .map(|t| {
+            let mut components = Map::new();
+            let (length, hash, error) = match r.data(&t.name) {
+                Ok(bytes) => (json!(bytes.len()), json!(sha256_hex(&bytes)), Json::Null),
+                Err(e) => (Json::Null, Json::Null, json!(e.to_string())),
+            };
+            components.insert(
+                "data".into(),
+                json!({"dtype": t.data_type.dtype().name(), "type": null, "encoding": "raw", "decoded_length": length, "sha256": hash}),
+            );
+            json!({"name": t.name, "format": "dense", "shape": t.shape, "attributes": null, "components": components, "error": error})
+        })
+        .collect();
+    let attributes = m.model.as_ref().map_or(Json::Null, |model| json!({"model": model}));
+    json!({"dump": "ztensor-dump/1", "container": "tensorbuffers", "version": m.version, "attributes": attributes, "objects": objects})
 }
 
 #[cfg(test)]
