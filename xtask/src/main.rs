@@ -1,6 +1,6 @@
 //! `cargo xtask <task>`: the one entry point for people and CI.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -100,28 +100,40 @@ fn doc() -> Result<()> {
 fn fixtures(check: bool) -> Result<()> {
     let root = project_root().join("fixtures");
     let mut files = Vec::new();
+    let mut extra = String::new();
     for (name, version) in [
         ("tiny-v0.1.zt", Version::V0_1),
         ("tiny-v1.1.zt", Version::V1_1),
         ("tiny-v1.2.zt", Version::V1_2),
     ] {
-        files.push((format!("examples/{name}"), examples::tiny(version)?));
+        let path = format!("examples/{name}");
+        extra.push_str(&format!("\n[[fixture]]\nfile = {path:?}\nversion = \"{version}\"\ncovers = \"the bundled example checkpoint\"\nexpect = \"ok\"\n"));
+        files.push((path, examples::tiny(version)?));
     }
     for (name, bytes) in tb_fixtures::all()? {
-        files.push((format!("tensorbuffers/{name}"), bytes));
-    }
-    let mut stale = Vec::new();
-    for (name, bytes) in &files {
-        let path = root.join(name);
-        if check {
-            if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
-                stale.push(path.display().to_string());
-            }
+        let path = format!("tensorbuffers/{name}");
+        let stem = name.rsplit('/').next().unwrap_or("").trim_end_matches(".tb");
+        let expect = if name.starts_with("reject/") {
+            stem.split("--").next().unwrap_or(stem).to_owned()
         } else {
-            write_if_changed(&path, bytes)?;
-        }
+            "ok".to_owned()
+        };
+        extra.push_str(&format!("\n[[fixture]]\nfile = {path:?}\nversion = \"tensorbuffers\"\ncovers = {stem:?}\nexpect = {expect:?}\n"));
+        files.push((path, bytes));
     }
-    for dir in ["examples", "tensorbuffers/valid", "tensorbuffers/reject"] {
+    files.extend(ztensor_conformance::files(&extra)?);
+    let mut stale = ztensor_conformance::write_or_check(&root, &files, check)?;
+    for dir in [
+        "examples",
+        "tensorbuffers/valid",
+        "tensorbuffers/reject",
+        "v0.1/valid",
+        "v0.1/reject",
+        "v1.1/valid",
+        "v1.1/reject",
+        "v1.2/valid",
+        "v1.2/reject",
+    ] {
         for entry in std::fs::read_dir(root.join(dir)).into_iter().flatten().flatten() {
             let rel = format!("{dir}/{}", entry.file_name().to_string_lossy());
             if !files.iter().any(|(name, _)| *name == rel) {
@@ -135,17 +147,5 @@ fn fixtures(check: bool) -> Result<()> {
             stale.join(", ")
         );
     }
-    Ok(())
-}
-
-fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<()> {
-    if std::fs::read(path).ok().as_deref() == Some(bytes) {
-        return Ok(());
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("wrote {}", path.display());
     Ok(())
 }
