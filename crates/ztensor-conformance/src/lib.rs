@@ -9,6 +9,7 @@
 
 pub mod index;
 pub mod recipes;
+pub mod runner;
 
 use std::fmt::Write as _;
 use std::path::Path;

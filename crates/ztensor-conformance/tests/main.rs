@@ -70,3 +70,79 @@ mod fixtures {
         assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
     }
 }
+
+/// The runner's grading, on fake implementations that are wrong in known ways.
+mod runner {
+    use std::path::PathBuf;
+
+    use ztensor_conformance::runner::{Outcome, run, to_json, to_junit, totals};
+
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+    }
+
+    /// A shell script that prints `stdout` and exits with `status`, whatever file it is given.
+    fn fake(name: &str, stdout: &str, status: i32) -> String {
+        let dir =
+            std::env::temp_dir().join(format!("ztensor-conformance-fakes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.sh"));
+        std::fs::write(&path, format!("#!/bin/sh\ncat <<'JSON'\n{stdout}\nJSON\nexit {status}\n"))
+            .unwrap();
+        format!("sh {}", path.display())
+    }
+
+    fn entries(prefix: &str) -> Vec<ztensor_conformance::index::Entry> {
+        let mut e = ztensor_conformance::index::read(&root()).unwrap();
+        e.retain(|e| e.file.starts_with(prefix));
+        e
+    }
+
+    #[test]
+    fn accepting_everything_fails_every_reject_and_wrong_content() {
+        let empty = r#"{"dump":"ztensor-dump/1","container":"zt-1.2","version":"1.2.0","attributes":null,"objects":[]}"#;
+        let command = fake("accept-all", empty, 0);
+        let rejects = entries("v1.2/reject/");
+        let results = run(&command, &root(), &rejects).unwrap();
+        assert!(!results.is_empty());
+        assert!(results.iter().all(|r| matches!(r.outcome, Outcome::Fail(_))));
+        // The one valid 1.2 file with no objects passes; others report the wrong content.
+        let valid = entries("v1.2/valid/");
+        let results = run(&command, &root(), &valid).unwrap();
+        let passed: Vec<&str> = results
+            .iter()
+            .filter(|r| r.outcome == Outcome::Pass)
+            .map(|r| r.entry.file.as_str())
+            .collect();
+        assert_eq!(passed, ["v1.2/valid/no-objects.zt"]);
+    }
+
+    #[test]
+    fn rejecting_with_other_names_passes_rejects_without_rule_matches() {
+        let command = fake(
+            "reject-all",
+            r#"{"dump":"ztensor-dump/1","error":{"kind":"their_rule","message":"no"}}"#,
+            1,
+        );
+        let results = run(&command, &root(), &entries("v0.1/")).unwrap();
+        let (passed, failed, crashed, matched, graded) = totals(&results);
+        let rejects = results.iter().filter(|r| r.entry.expect != "ok").count();
+        assert_eq!((passed, crashed, matched, graded), (rejects, 0, 0, rejects));
+        assert_eq!(failed, results.len() - rejects);
+        let report = to_json(&results);
+        assert_eq!(report["totals"]["rules_graded"], rejects);
+        let junit = to_junit(&results);
+        assert!(
+            junit.contains(&format!("tests=\"{}\"", results.len()))
+                && junit.contains("<failure message=")
+        );
+    }
+
+    #[test]
+    fn other_exit_statuses_and_garbage_are_crashes() {
+        for command in [fake("crash", "{}", 3), fake("garbage", "not json", 0)] {
+            let results = run(&command, &root(), &entries("v1.1/reject/")).unwrap();
+            assert!(results.iter().all(|r| matches!(r.outcome, Outcome::Crash(_))), "{command}");
+        }
+    }
+}
