@@ -38,6 +38,7 @@ fn main() -> Result<()> {
         }
         "fixtures" => fixtures(args.iter().any(|a| a == "--check")),
         "bench" => cargo(&["bench", "-p", "ztensor-benches"], &[]),
+        "fuzz-smoke" => fuzz_smoke(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(30)),
         "fmt" => fmt(),
         "clippy" => clippy(),
         "test" => test(),
@@ -146,6 +147,46 @@ fn fixtures(check: bool) -> Result<()> {
             "fixtures differ from their recipes (run `cargo xtask fixtures`): {}",
             stale.join(", ")
         );
+    }
+    Ok(())
+}
+
+/// Runs every fuzz target for `seconds`, seeded from the fixtures, with the malloc limit that
+/// catches a parser believing a declared length. Needs cargo-fuzz; libFuzzer's nightly features
+/// are enabled on stable through RUSTC_BOOTSTRAP.
+fn fuzz_smoke(seconds: u64) -> Result<()> {
+    let root = project_root();
+    let fuzz = root.join("fuzz");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let have = Command::new(&cargo).args(["fuzz", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !have {
+        bail!("cargo-fuzz is not installed (cargo install cargo-fuzz --locked)");
+    }
+    for target in ["parse_file", "manifest", "read_any", "tensorbuffers"] {
+        let corpus = fuzz.join("corpus").join(target);
+        std::fs::create_dir_all(&corpus)?;
+        for dir in ["examples", "v0.1/valid", "v1.1/valid", "v1.2/valid", "v0.1/reject", "v1.2/reject", "tensorbuffers/valid", "tensorbuffers/reject"] {
+            for entry in std::fs::read_dir(root.join("fixtures").join(dir)).into_iter().flatten().flatten() {
+                let name = entry.file_name();
+                if name.to_string_lossy().ends_with(".json") {
+                    continue;
+                }
+                std::fs::copy(entry.path(), corpus.join(format!("{}-{}", dir.replace('/', "-"), name.to_string_lossy())))?;
+            }
+        }
+        let time = format!("-max_total_time={seconds}");
+        eprintln!("$ cargo fuzz run {target} ({seconds} s)");
+        let status = Command::new(&cargo)
+            .args(["fuzz", "run", "-O", target])
+            .arg(&corpus)
+            .args(["--", &time, "-malloc_limit_mb=1024", "-rss_limit_mb=4096", "-print_final_stats=1"])
+            .env("RUSTC_BOOTSTRAP", "1")
+            .current_dir(&fuzz)
+            .status()
+            .context("running cargo fuzz")?;
+        if !status.success() {
+            bail!("fuzz target {target} found a problem (see fuzz/artifacts/{target}/)");
+        }
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod fuzz;
 pub mod index;
 pub mod recipes;
 pub mod runner;

@@ -146,3 +146,37 @@ mod runner {
         }
     }
 }
+
+/// Committed fuzzer findings (`fuzz/regressions/<target>/*`), replayed through the target's body.
+mod fuzz_regressions {
+    use std::path::PathBuf;
+
+    #[test]
+    fn every_committed_finding_still_passes() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+        let mut count = 0;
+        for target in std::fs::read_dir(&root).unwrap() {
+            let target = target.unwrap().path();
+            let name = target.file_name().unwrap().to_string_lossy().into_owned();
+            let body = ztensor_conformance::fuzz::body(&name)
+                .unwrap_or_else(|| panic!("no fuzz target {name}"));
+            for file in std::fs::read_dir(&target).unwrap() {
+                body(&std::fs::read(file.unwrap().path()).unwrap());
+                count += 1;
+            }
+        }
+        assert!(count > 0, "no regressions under {}", root.display());
+    }
+
+    #[test]
+    fn the_fixtures_run_through_every_body() {
+        // The fuzz corpora are seeded from the fixtures; every body must accept them all.
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+        for entry in ztensor_conformance::index::read(&root).unwrap() {
+            let bytes = std::fs::read(root.join(&entry.file)).unwrap();
+            for name in ["parse_file", "manifest", "read_any", "tensorbuffers"] {
+                (ztensor_conformance::fuzz::body(name).unwrap())(&bytes);
+            }
+        }
+    }
+}

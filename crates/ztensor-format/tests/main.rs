@@ -17,6 +17,3 @@ mod roundtrip;
 
 /// `spec/rules.md` agrees with `ErrorKind::ALL`.
 mod spec_rules;
-
-/// Committed fuzzer findings, replayed.
-mod fuzz_regressions;

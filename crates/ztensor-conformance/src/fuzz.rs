@@ -1,0 +1,76 @@
+//! The bodies of the cargo-fuzz targets in `fuzz/` (each target is a three-line wrapper), also
+//! replayed on committed findings by this crate's tests. Every body must return normally on any
+//! input; a panic is a finding.
+
+use ztensor_format::{Container, Manifest, Options, parse_file as parse};
+use ztensor_io::Reader;
+use ztensor_tensorbuffers::{ReadOptions, TbReader, decode_metadata, encode_metadata};
+
+/// Any bytes as a whole file: parse and validate; an accepted manifest must re-encode, and its
+/// encoding must be a fixed point.
+pub fn parse_file(data: &[u8]) {
+    for options in [Options::default(), Options::strict()] {
+        if let Ok(validated) = parse(data, &options) {
+            let manifest = validated.manifest();
+            let bytes = manifest.encode().expect("an accepted manifest re-encodes");
+            let again = Manifest::decode(manifest.version.container(), &bytes, &options.limits)
+                .expect("our own encoding decodes");
+            assert_eq!(again.encode().expect("re-encodes"), bytes, "encoding is a fixed point");
+        }
+    }
+}
+
+/// A container byte and manifest bytes, framed by a valid header and trailer, so the fuzzer
+/// spends its time in the CBOR decoder, the schemas and validation.
+pub fn manifest(data: &[u8]) {
+    let Some((&selector, manifest)) = data.split_first() else { return };
+    let container = if selector & 1 == 0 { Container::V0_1 } else { Container::V1 };
+    let mut file = container.magic().to_vec();
+    file.resize(8 + usize::from(selector >> 1) * 64, 0);
+    file.extend_from_slice(manifest);
+    file.extend_from_slice(&container.encode_trailer(manifest.len() as u64));
+    let _ = parse(&file, &Options::default());
+    let _ = parse(&file, &Options::strict());
+}
+
+/// Any bytes through the reader: open, then decode, verify and check every object.
+pub fn read_any(data: &[u8]) {
+    let mut options = Options::default();
+    // Keep the decoded-size bound below the fuzzer's malloc limit.
+    options.limits.max_decoded_len = 64 << 20;
+    let Ok(reader) = Reader::new(data, &options) else { return };
+    for object in reader.manifest().objects() {
+        let name = object.name();
+        for role in object.object().components.keys() {
+            let _ = reader.verify_digest(name, role);
+            let _ = reader.decoded(name, role);
+        }
+        let _ = reader.read_object(name);
+        let _ = reader.check_data(name, true);
+    }
+}
+
+/// Any bytes as a TensorBuffers file: open and read; accepted metadata must re-encode to the same
+/// value.
+pub fn tensorbuffers(data: &[u8]) {
+    for options in [ReadOptions::default(), ReadOptions::strict()] {
+        let Ok(reader) = TbReader::new(data, &options) else { continue };
+        for t in reader.tensors() {
+            let _ = reader.data(&t.name);
+        }
+        let again = encode_metadata(reader.metadata());
+        let decoded = decode_metadata(&again, 1 << 20).expect("our own metadata verifies");
+        assert_eq!(&decoded, reader.metadata());
+    }
+}
+
+/// The body of the target called `name`.
+pub fn body(name: &str) -> Option<fn(&[u8])> {
+    match name {
+        "parse_file" => Some(parse_file),
+        "manifest" => Some(manifest),
+        "read_any" => Some(read_any),
+        "tensorbuffers" => Some(tensorbuffers),
+        _ => None,
+    }
+}
