@@ -158,20 +158,35 @@ fn fuzz_smoke(seconds: u64) -> Result<()> {
     let root = project_root();
     let fuzz = root.join("fuzz");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let have = Command::new(&cargo).args(["fuzz", "--version"]).output().is_ok_and(|o| o.status.success());
+    let have =
+        Command::new(&cargo).args(["fuzz", "--version"]).output().is_ok_and(|o| o.status.success());
     if !have {
         bail!("cargo-fuzz is not installed (cargo install cargo-fuzz --locked)");
     }
     for target in ["parse_file", "manifest", "read_any", "tensorbuffers"] {
         let corpus = fuzz.join("corpus").join(target);
         std::fs::create_dir_all(&corpus)?;
-        for dir in ["examples", "v0.1/valid", "v1.1/valid", "v1.2/valid", "v0.1/reject", "v1.2/reject", "tensorbuffers/valid", "tensorbuffers/reject"] {
-            for entry in std::fs::read_dir(root.join("fixtures").join(dir)).into_iter().flatten().flatten() {
+        for dir in [
+            "examples",
+            "v0.1/valid",
+            "v1.1/valid",
+            "v1.2/valid",
+            "v0.1/reject",
+            "v1.2/reject",
+            "tensorbuffers/valid",
+            "tensorbuffers/reject",
+        ] {
+            for entry in
+                std::fs::read_dir(root.join("fixtures").join(dir)).into_iter().flatten().flatten()
+            {
                 let name = entry.file_name();
                 if name.to_string_lossy().ends_with(".json") {
                     continue;
                 }
-                std::fs::copy(entry.path(), corpus.join(format!("{}-{}", dir.replace('/', "-"), name.to_string_lossy())))?;
+                std::fs::copy(
+                    entry.path(),
+                    corpus.join(format!("{}-{}", dir.replace('/', "-"), name.to_string_lossy())),
+                )?;
             }
         }
         let time = format!("-max_total_time={seconds}");
@@ -179,7 +194,13 @@ fn fuzz_smoke(seconds: u64) -> Result<()> {
         let status = Command::new(&cargo)
             .args(["fuzz", "run", "-O", target])
             .arg(&corpus)
-            .args(["--", &time, "-malloc_limit_mb=1024", "-rss_limit_mb=4096", "-print_final_stats=1"])
+            .args([
+                "--",
+                &time,
+                "-malloc_limit_mb=1024",
+                "-rss_limit_mb=4096",
+                "-print_final_stats=1",
+            ])
             .env("RUSTC_BOOTSTRAP", "1")
             .current_dir(&fuzz)
             .status()
