@@ -154,6 +154,16 @@ fn parse_version_arg(s: &str) -> Result<Version, String> {
         .ok_or_else(|| format!("unknown version {s:?} (expected 0.1, 1.1 or 1.2)"))
 }
 
+/// `--zstd LEVEL` / `--raw` / neither (keep each object's encoding).
+fn compression_choice(zstd: Option<i32>, raw: bool) -> Option<ztensor_io::Compression> {
+    match (zstd, raw) {
+        (Some(level), _) => Some(ztensor_io::Compression::Zstd(level)),
+        (None, true) => Some(ztensor_io::Compression::Raw),
+        (None, false) => None,
+    }
+}
+
+/// `--digest ALG|none` / absent (keep each component's digest).
 fn digest_choice(digest: Option<DigestArg>) -> DigestChoice {
     match digest {
         None => DigestChoice::Keep,
@@ -262,11 +272,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             {
                 return Err(anyhow!("repack reads zTensor files; use `convert` for TensorBuffers"));
             }
-            let compression = match (zstd, raw) {
-                (Some(level), _) => Some(ztensor_io::Compression::Zstd(level)),
-                (None, true) => Some(ztensor_io::Compression::Raw),
-                (None, false) => None,
-            };
+            let compression = compression_choice(zstd, raw);
             let copy =
                 CopyOptions { compression, digest: digest_choice(digest), chunk_size: Some(chunk) };
             let par = ztensor_par::ParOptions { threads, memory_budget: memory };
@@ -290,18 +296,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 Target::Zt(Version::V1_2)
             });
-            let compression = match (zstd, raw) {
-                (Some(level), _) => Some(ztensor_io::Compression::Zstd(level)),
-                (None, true) => Some(ztensor_io::Compression::Raw),
-                (None, false) => None,
-            };
-            let digest = match digest {
-                None => DigestChoice::Keep,
-                Some(DigestArg::None) => DigestChoice::Drop,
-                Some(DigestArg::Crc32c) => DigestChoice::Set(DigestAlgorithm::Crc32c),
-                Some(DigestArg::Sha256) => DigestChoice::Set(DigestAlgorithm::Sha256),
-                Some(DigestArg::Blake3) => DigestChoice::Set(DigestAlgorithm::Blake3),
-            };
+            let compression = compression_choice(zstd, raw);
+            let digest = digest_choice(digest);
             let cannot = |e: &dyn std::fmt::Display, broken: bool| {
                 let message = format!("cannot convert {} to {target}: {e}", input.display());
                 if broken { anyhow!(Rejected(message)) } else { anyhow!(message) }

@@ -507,12 +507,7 @@ impl ObjectCheck<'_> {
     }
 
     fn csr(&self, decoded: &[Option<u64>]) -> Result<()> {
-        let shape = &self.object.shape;
-        let [rows, _] = shape[..] else {
-            return Err(Error::new(ErrorKind::SparseRank, "sparse_csr objects must have rank 2")
-                .field("shape")
-                .expected_found(2, shape.len()));
-        };
+        let rows = csr_rows(&self.object.shape)?;
         self.index_components(&["indices", "indptr"])?;
         if let Some(n) = self.count_of("indptr", decoded)
             && Some(n) != rows.checked_add(1)
@@ -536,15 +531,7 @@ impl ObjectCheck<'_> {
     }
 
     fn coo(&self, decoded: &[Option<u64>]) -> Result<()> {
-        let rank = self.object.shape.len() as u64;
-        if rank == 0 {
-            return Err(Error::new(
-                ErrorKind::SparseRank,
-                "sparse_coo objects must have rank 1 or more",
-            )
-            .field("shape")
-            .expected_found(">= 1", 0));
-        }
+        let rank = coo_rank(&self.object.shape)?;
         self.index_components(&["coords"])?;
         if let (Some(v), Some(c)) =
             (self.count_of("values", decoded), self.count_of("coords", decoded))
@@ -573,14 +560,7 @@ impl ObjectCheck<'_> {
         };
         match self.object.format {
             Format::SparseCsr => {
-                let [rows, _] = shape[..] else {
-                    return Err(Error::new(
-                        ErrorKind::SparseRank,
-                        "sparse_csr objects must have rank 2",
-                    )
-                    .field("shape")
-                    .expected_found(2, shape.len()));
-                };
+                let rows = csr_rows(shape)?;
                 let (Encoding::Raw, Some(vs)) = (&data.encoding, value_size) else { return Ok(()) };
                 let indptr = rows.checked_add(1).and_then(|n| n.checked_mul(8));
                 let rest = indptr.and_then(|n| data.length.checked_sub(n));
@@ -593,15 +573,7 @@ impl ObjectCheck<'_> {
                 }
             }
             Format::SparseCoo => {
-                let rank = shape.len() as u64;
-                if rank == 0 {
-                    return Err(Error::new(
-                        ErrorKind::SparseRank,
-                        "sparse_coo objects must have rank 1 or more",
-                    )
-                    .field("shape")
-                    .expected_found(">= 1", 0));
-                }
+                let rank = coo_rank(shape)?;
                 let (Encoding::Raw, Some(vs)) = (&data.encoding, value_size) else { return Ok(()) };
                 // rank ≤ max_rank, so this cannot overflow.
                 let record = rank * 8 + vs;
@@ -616,6 +588,29 @@ impl ObjectCheck<'_> {
             _ => Ok(()),
         }
     }
+}
+
+/// The rows of a CSR shape, which must have rank 2.
+fn csr_rows(shape: &[u64]) -> Result<u64> {
+    match shape {
+        [rows, _] => Ok(*rows),
+        _ => Err(Error::new(ErrorKind::SparseRank, "sparse_csr objects must have rank 2")
+            .field("shape")
+            .expected_found(2, shape.len())),
+    }
+}
+
+/// COO shapes must have rank 1 or more.
+fn coo_rank(shape: &[u64]) -> Result<u64> {
+    if shape.is_empty() {
+        return Err(Error::new(
+            ErrorKind::SparseRank,
+            "sparse_coo objects must have rank 1 or more",
+        )
+        .field("shape")
+        .expected_found(">= 1", 0));
+    }
+    Ok(shape.len() as u64)
 }
 
 fn overflow(shape: &[u64]) -> Error {
