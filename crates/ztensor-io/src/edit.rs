@@ -392,6 +392,24 @@ fn le_bytes(values: &[u64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
+/// Whether sparse values go through the writer's CSR/COO helpers (which pack v0.1's single blob
+/// and write u64 indices), rather than the general path that can carry a logical type; v0.1 has
+/// no logical types at all.
+fn sparse_helper_applies(
+    target: Version,
+    values: &crate::reader::ComponentData<'_>,
+) -> Result<bool> {
+    match (&values.logical_type, target) {
+        (None, _) => Ok(true),
+        (Some(t), Version::V0_1) => Err(FormatError::new(
+            Rule::Unrepresentable,
+            format!("v0.1 cannot express logical type {t}"),
+        )
+        .into()),
+        (Some(_), _) => Ok(false),
+    }
+}
+
 /// Writes an object decoded into the 1.2 model with the target version's helpers.
 fn write_decoded<W: Write>(
     writer: &mut Writer<W>,
@@ -407,21 +425,20 @@ fn write_decoded<W: Write>(
             let values = get("values")?;
             let indices = u64_component(get("indices")?)?;
             let indptr = u64_component(get("indptr")?)?;
-            if target == Version::V0_1 || values.logical_type.is_none() {
-                if let Some(t) = &values.logical_type {
-                    return Err(FormatError::new(
-                        Rule::Unrepresentable,
-                        format!("v0.1 cannot express logical type {t}"),
-                    )
-                    .into());
-                }
+            if sparse_helper_applies(target, values)? {
                 let csr = Csr {
                     dtype: values.dtype,
                     values: &values.bytes,
                     indices: &indices,
                     indptr: &indptr,
                 };
-                return writer.add_csr(&data.name, &data.shape, csr, options);
+                return writer.add_csr_object(
+                    &data.name,
+                    &data.shape,
+                    csr,
+                    data.attributes.clone(),
+                    options,
+                );
             }
             let (indices, indptr) = (le_bytes(&indices), le_bytes(&indptr));
             let specs = [
@@ -456,16 +473,15 @@ fn write_decoded<W: Write>(
         Format::SparseCoo if data.components.len() == 2 => {
             let values = get("values")?;
             let coords = u64_component(get("coords")?)?;
-            if target == Version::V0_1 || values.logical_type.is_none() {
-                if let Some(t) = &values.logical_type {
-                    return Err(FormatError::new(
-                        Rule::Unrepresentable,
-                        format!("v0.1 cannot express logical type {t}"),
-                    )
-                    .into());
-                }
+            if sparse_helper_applies(target, values)? {
                 let coo = Coo { dtype: values.dtype, values: &values.bytes, coords: &coords };
-                return writer.add_coo(&data.name, &data.shape, coo, options);
+                return writer.add_coo_object(
+                    &data.name,
+                    &data.shape,
+                    coo,
+                    data.attributes.clone(),
+                    options,
+                );
             }
             let coords = le_bytes(&coords);
             let specs = [

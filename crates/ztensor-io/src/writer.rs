@@ -235,6 +235,21 @@ impl<W: Write> Writer<W> {
         csr: Csr<'_>,
         options: &WriteOptions,
     ) -> Result<()> {
+        self.add_csr_object(name, shape, csr, None, options)
+    }
+
+    /// [`Writer::add_csr`] with object attributes (in v0.1, the tensor's custom fields).
+    ///
+    /// # Errors
+    /// As [`Writer::add_csr`].
+    pub fn add_csr_object(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        csr: Csr<'_>,
+        attributes: Option<Value>,
+        options: &WriteOptions,
+    ) -> Result<()> {
         let Csr { dtype, values, indices, indptr } = csr;
         let [rows, _] = shape[..] else {
             return Err(Error::broken(Rule::SparseRank, "a CSR matrix has rank 2"));
@@ -252,7 +267,15 @@ impl<W: Write> Writer<W> {
         let indptr = le_u64(indptr);
         if self.version() == Version::V0_1 {
             let packed = [&indptr[..], &indices[..], values].concat();
-            return self.add_v0_sparse(name, shape, Format::SparseCsr, dtype, &packed, options);
+            return self.add_v0_sparse(
+                name,
+                shape,
+                Format::SparseCsr,
+                dtype,
+                &packed,
+                attributes,
+                options,
+            );
         }
         let specs = [
             ComponentSpec { role: "values", dtype, logical_type: None, data: values },
@@ -264,7 +287,7 @@ impl<W: Write> Writer<W> {
             },
             ComponentSpec { role: "indptr", dtype: DType::U64, logical_type: None, data: &indptr },
         ];
-        self.add_object(name, shape, Format::SparseCsr, None, &specs, options)
+        self.add_object(name, shape, Format::SparseCsr, attributes, &specs, options)
     }
 
     /// Adds a COO tensor with u64 coordinates in structure-of-arrays order (`coords[d * nnz + i]`).
@@ -278,6 +301,21 @@ impl<W: Write> Writer<W> {
         name: &str,
         shape: &[u64],
         coo: Coo<'_>,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        self.add_coo_object(name, shape, coo, None, options)
+    }
+
+    /// [`Writer::add_coo`] with object attributes (in v0.1, the tensor's custom fields).
+    ///
+    /// # Errors
+    /// As [`Writer::add_coo`].
+    pub fn add_coo_object(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        coo: Coo<'_>,
+        attributes: Option<Value>,
         options: &WriteOptions,
     ) -> Result<()> {
         let Coo { dtype, values, coords } = coo;
@@ -301,16 +339,25 @@ impl<W: Write> Writer<W> {
                 }
                 packed.extend_from_slice(&values[i * width..(i + 1) * width]);
             }
-            return self.add_v0_sparse(name, shape, Format::SparseCoo, dtype, &packed, options);
+            return self.add_v0_sparse(
+                name,
+                shape,
+                Format::SparseCoo,
+                dtype,
+                &packed,
+                attributes,
+                options,
+            );
         }
         let coords = le_u64(coords);
         let specs = [
             ComponentSpec { role: "values", dtype, logical_type: None, data: values },
             ComponentSpec { role: "coords", dtype: DType::U64, logical_type: None, data: &coords },
         ];
-        self.add_object(name, shape, Format::SparseCoo, None, &specs, options)
+        self.add_object(name, shape, Format::SparseCoo, attributes, &specs, options)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn add_v0_sparse(
         &mut self,
         name: &str,
@@ -318,6 +365,7 @@ impl<W: Write> Writer<W> {
         format: Format,
         dtype: DType,
         packed: &[u8],
+        attributes: Option<Value>,
         options: &WriteOptions,
     ) -> Result<()> {
         self.check_name(name)?;
@@ -325,6 +373,7 @@ impl<W: Write> Writer<W> {
         let mut object =
             Object::new(name, shape.to_vec(), format).with_component("data", component);
         object.packing = Packing::V0Single;
+        object.attributes = attributes;
         self.push(object);
         Ok(())
     }

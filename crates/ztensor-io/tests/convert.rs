@@ -167,3 +167,36 @@ fn replace_an_object_in_place() {
     assert_eq!(std::fs::read(&path).unwrap(), before);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn sparse_objects_keep_their_attributes_through_every_conversion() {
+    let attrs = text_map([("note", "kept".into())]);
+    let values: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    for from in [Version::V0_1, Version::V1_1, Version::V1_2] {
+        let mut w = Writer::new(Vec::new(), from).unwrap();
+        let csr = Csr { dtype: DType::F32, values: &values, indices: &[0, 1], indptr: &[0, 1, 2] };
+        w.add_csr_object("csr", &[2, 2], csr, Some(attrs.clone()), &WriteOptions::raw()).unwrap();
+        let coo = Coo { dtype: DType::F32, values: &values, coords: &[0, 3] };
+        w.add_coo_object("coo", &[4], coo, Some(attrs.clone()), &WriteOptions::raw()).unwrap();
+        let file = w.finish().unwrap().0;
+        for to in [Version::V0_1, Version::V1_1, Version::V1_2] {
+            for options in [
+                CopyOptions::default(),
+                CopyOptions {
+                    compression: Some(ztensor_io::Compression::Zstd(1)),
+                    ..CopyOptions::default()
+                },
+            ] {
+                let out = convert(&file, to, &options).unwrap();
+                let reader = Reader::new(&out[..], &Options::default()).unwrap();
+                for name in ["csr", "coo"] {
+                    assert_eq!(
+                        reader.object(name).unwrap().object().attributes.as_ref(),
+                        Some(&attrs),
+                        "{from} -> {to} {name}"
+                    );
+                }
+            }
+        }
+    }
+}
