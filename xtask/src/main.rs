@@ -163,7 +163,7 @@ fn fuzz_smoke(seconds: u64) -> Result<()> {
     if !have {
         bail!("cargo-fuzz is not installed (cargo install cargo-fuzz --locked)");
     }
-    for target in ["parse_file", "manifest", "read_any", "tensorbuffers"] {
+    for target in ztensor_conformance::fuzz::TARGETS {
         let corpus = fuzz.join("corpus").join(target);
         std::fs::create_dir_all(&corpus)?;
         for dir in [

@@ -3,7 +3,9 @@
 //! input; a panic is a finding.
 
 use ztensor_format::{Container, Manifest, Options, parse_file as parse};
-use ztensor_io::Reader;
+use ztensor_io::{Chunked, Reader};
+
+use crate::model::{self, Model};
 use ztensor_tensorbuffers::{ReadOptions, TbReader, decode_metadata, encode_metadata};
 
 /// Any bytes as a whole file: parse and validate; an accepted manifest must re-encode, and its
@@ -64,6 +66,24 @@ pub fn tensorbuffers(data: &[u8]) {
     }
 }
 
+/// A model generated from the bytes, written, then read back through a slice and a small-chunk
+/// source: writing must succeed, reading must give back exactly what was written, and the
+/// file must pass [`parse_file`]'s re-encoding checks.
+pub fn roundtrip(data: &[u8]) {
+    let model = Model::from_bytes(data);
+    let (file, expect) = model.write().expect("a generated model writes");
+    if let Err(e) = model::check_bytes(&file[..], &expect) {
+        panic!("read back differs: {e}\n{model:?}");
+    }
+    if let Err(e) = model::check_bytes(Chunked::new(&file[..], 7), &expect) {
+        panic!("read back through 7-byte reads differs: {e}\n{model:?}");
+    }
+    parse_file(&file);
+}
+
+/// The names of the fuzz targets, each a wrapper around the body of the same name.
+pub const TARGETS: [&str; 5] = ["parse_file", "manifest", "read_any", "tensorbuffers", "roundtrip"];
+
 /// The body of the target called `name`.
 pub fn body(name: &str) -> Option<fn(&[u8])> {
     match name {
@@ -71,6 +91,7 @@ pub fn body(name: &str) -> Option<fn(&[u8])> {
         "manifest" => Some(manifest),
         "read_any" => Some(read_any),
         "tensorbuffers" => Some(tensorbuffers),
+        "roundtrip" => Some(roundtrip),
         _ => None,
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod fuzz;
 pub mod index;
+pub mod model;
 pub mod recipes;
 pub mod runner;
 
