@@ -169,6 +169,59 @@ pub fn write_tensors<W: Write>(
     run::<&[u8], W>(None, items, writer, par, progress)
 }
 
+/// A dense tensor whose little-endian bytes lie in a source (a file of another format, read
+/// with positional reads or through a map) at `offset..offset + len`.
+#[derive(Debug, Clone)]
+pub struct SourceTensor<'a> {
+    /// The object name.
+    pub name: &'a str,
+    /// The shape.
+    pub shape: &'a [u64],
+    /// The storage type.
+    pub dtype: DType,
+    /// The logical type, if any.
+    pub logical_type: Option<LogicalType>,
+    /// Where the bytes start in the source.
+    pub offset: u64,
+    /// How many bytes.
+    pub len: u64,
+    /// Object attributes, if any.
+    pub attributes: Option<Value>,
+}
+
+/// Writes tensors whose bytes lie in `source`, in order, exactly as [`write_tensors`] would
+/// with the same bytes in memory: the source is read in pieces under the memory budget (or
+/// borrowed, when it is a map), compressed and digested on all threads.
+///
+/// # Errors
+/// As [`write_tensors`], plus reads of the source that fail or fall outside it; on error the
+/// writer must be discarded.
+pub fn write_from_source<S: ReadAt, W: Write>(
+    source: &S,
+    tensors: &[SourceTensor<'_>],
+    writer: &mut Writer<W>,
+    options: &WriteOptions,
+    par: &ParOptions,
+    progress: &dyn Progress,
+) -> Result<Stats> {
+    let items = tensors
+        .iter()
+        .map(|t| {
+            let mut object = Object::new(t.name, t.shape.to_vec(), Format::Dense);
+            object.attributes = t.attributes.clone();
+            Item::Stream {
+                object: Box::new(object),
+                dtype: t.dtype,
+                logical_type: t.logical_type.clone(),
+                len: t.len,
+                input: Input::Raw { offset: t.offset, swap: None, digest: None },
+                options: options.clone(),
+            }
+        })
+        .collect();
+    run(Some(source), items, writer, par, progress)
+}
+
 /// Copies every object and the file attributes of `reader` into `writer`, exactly as
 /// [`ztensor_io::copy_all`] would with the same `copy` options, but decoding, compressing and
 /// digesting on all threads.

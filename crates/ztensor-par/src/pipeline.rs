@@ -423,7 +423,13 @@ where
         } else {
             0
         };
-        let owned = !matches!(input, Input::Slice(_));
+        // Slices, and raw little-endian pieces of a source in memory (a map), are borrowed.
+        let mapped = source.and_then(ReadAt::as_slice);
+        let owned = match input {
+            Input::Slice(_) => false,
+            Input::Raw { swap: None, .. } => mapped.is_none(),
+            _ => true,
+        };
         let cost = bound + if owned || !compress { len } else { 0 };
         if !budget.take(cost, abort) {
             return Ok(());
@@ -438,15 +444,26 @@ where
             }
             Input::Raw { offset, swap, digest } => {
                 let src = source.ok_or_else(no_source)?;
-                let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
-                if let Err(e) = src.read_exact_at(offset + start, &mut buf) {
-                    fail(
-                        seq,
-                        FormatError::new(Rule::DecodeFailed, format!("reading the source: {e}")),
-                        cost,
-                    );
-                    return Ok(());
-                }
+                let at = offset.checked_add(start).and_then(|s| Some((s, s.checked_add(len)?)));
+                let in_memory = match (mapped, at, swap) {
+                    (Some(all), Some((s, e)), None) => usize::try_from(s)
+                        .ok()
+                        .zip(usize::try_from(e).ok())
+                        .and_then(|(s, e)| all.get(s..e)),
+                    _ => None,
+                };
+                let mut buf = match in_memory {
+                    Some(bytes) => std::borrow::Cow::Borrowed(bytes),
+                    None => {
+                        let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+                        if let Err(e) = src.read_exact_at(offset + start, &mut buf) {
+                            let message = format!("reading the source: {e}");
+                            fail(seq, FormatError::new(Rule::DecodeFailed, message), cost);
+                            return Ok(());
+                        }
+                        std::borrow::Cow::Owned(buf)
+                    }
+                };
                 if start == 0 {
                     raw_hash = digest
                         .as_ref()
@@ -463,9 +480,9 @@ where
                     return Ok(());
                 }
                 if let Some(w) = swap {
-                    ztensor_format::data::swap_bytes(&mut buf, *w);
+                    ztensor_format::data::swap_bytes(buf.to_mut(), *w);
                 }
-                std::borrow::Cow::Owned(buf)
+                buf
             }
             Input::Zstd { offset, stored, digest } => {
                 let src = source.ok_or_else(no_source)?;

@@ -170,3 +170,69 @@ fn big_endian_v0_1_sources_repack_identically() {
     let out = Reader::new(&b[..], &Options::default()).unwrap();
     assert_eq!(out.read_as::<f32>("be", "data").unwrap()[99], 99.0);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Tensors read from a source (a byte slice, and a one-byte-at-a-time source that cannot be
+    /// borrowed from) are written exactly as the same tensors in memory.
+    #[test]
+    fn write_from_source_matches_write_tensors(
+        specs in proptest::collection::vec(spec(), 0..6),
+        options in options(),
+        threads in 1usize..4,
+    ) {
+        use ztensor_par::{SourceTensor, write_from_source};
+        let datas: Vec<Vec<u8>> = specs.iter().map(data_of).collect();
+        let names: Vec<String> = (0..specs.len()).map(|i| format!("t{i}")).collect();
+        // The tensors back to back after a 5-byte prefix, as in a foreign file.
+        let mut file = vec![0xAAu8; 5];
+        let mut offsets = Vec::new();
+        for d in &datas {
+            offsets.push(file.len() as u64);
+            file.extend_from_slice(d);
+        }
+        let par = ParOptions { threads, memory_budget: 300 };
+        let tensors: Vec<Tensor<'_>> = specs.iter().zip(&datas).zip(&names)
+            .map(|((s, d), n)| Tensor { name: n, shape: &s.shape, dtype: s.dtype, logical_type: s.logical.clone(), data: d, attributes: None })
+            .collect();
+        let mut expected = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        write_tensors(&tensors, &mut expected, &options, &par, &()).unwrap();
+        let expected = expected.finish().unwrap().0;
+        let sourced: Vec<SourceTensor<'_>> = tensors.iter().zip(&offsets)
+            .map(|(t, &offset)| SourceTensor { name: t.name, shape: t.shape, dtype: t.dtype, logical_type: t.logical_type.clone(), offset, len: t.data.len() as u64, attributes: None })
+            .collect();
+        let mut borrowed = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        write_from_source(&&file[..], &sourced, &mut borrowed, &options, &par, &()).unwrap();
+        prop_assert_eq!(&borrowed.finish().unwrap().0, &expected);
+        let mut read = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        write_from_source(&ztensor_io::Chunked::new(&file[..], 1), &sourced, &mut read, &options, &par, &()).unwrap();
+        prop_assert_eq!(&read.finish().unwrap().0, &expected);
+    }
+}
+
+#[test]
+fn write_from_source_refuses_ranges_outside_the_source() {
+    use ztensor_par::{SourceTensor, write_from_source};
+    let file = [0u8; 16];
+    let t = SourceTensor {
+        name: "t",
+        shape: &[4],
+        dtype: DType::F32,
+        logical_type: None,
+        offset: 8,
+        len: 16,
+        attributes: None,
+    };
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let e = write_from_source(
+        &&file[..],
+        &[t],
+        &mut w,
+        &WriteOptions::raw(),
+        &ParOptions::with_threads(2),
+        &(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("reading the source"), "{e}");
+}
