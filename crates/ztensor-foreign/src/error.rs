@@ -1,0 +1,113 @@
+//! The error type of this crate.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// What went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The input breaks a rule of its own format (a malformed safetensors header, data that
+    /// does not match it, a malformed index).
+    Malformed,
+    /// A sharded checkpoint's index and shards disagree: a listed tensor missing, one not listed,
+    /// or one in two shards.
+    IndexMismatch,
+    /// Content the target format cannot hold (a sparse object in safetensors, an MX dtype in
+    /// zTensor, …).
+    Unrepresentable,
+    /// No object or tensor of that name.
+    NotFound,
+    /// An error of the zTensor side, reading or writing.
+    ZTensor,
+    /// An I/O error.
+    Io,
+}
+
+/// An error: a kind, a message, and where known the file and the tensor.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    path: Option<PathBuf>,
+    tensor: Option<String>,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error { kind, message: message.into(), path: None, tensor: None, source: None }
+    }
+
+    pub(crate) fn io(what: impl Into<String>, path: &Path, e: std::io::Error) -> Error {
+        let mut error = Error::new(ErrorKind::Io, format!("{}: {e}", what.into()));
+        error.path = Some(path.to_owned());
+        error.source = Some(Box::new(e));
+        error
+    }
+
+    pub(crate) fn with_path(mut self, path: &Path) -> Error {
+        self.path.get_or_insert_with(|| path.to_owned());
+        self
+    }
+
+    pub(crate) fn with_tensor(mut self, name: &str) -> Error {
+        self.tensor.get_or_insert_with(|| name.to_owned());
+        self
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The file concerned, if known.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The tensor concerned, if known.
+    pub fn tensor(&self) -> Option<&str> {
+        self.tensor.as_deref()
+    }
+
+    /// The zTensor error behind a [`ErrorKind::ZTensor`] error.
+    pub fn ztensor_error(&self) -> Option<&ztensor_io::Error> {
+        self.source.as_ref()?.downcast_ref()
+    }
+}
+
+impl From<ztensor_io::Error> for Error {
+    fn from(e: ztensor_io::Error) -> Error {
+        let mut error = Error::new(ErrorKind::ZTensor, e.to_string());
+        error.source = Some(Box::new(e));
+        error
+    }
+}
+
+impl From<ztensor_format::Error> for Error {
+    fn from(e: ztensor_format::Error) -> Error {
+        Error::from(ztensor_io::Error::from(e))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(path) = &self.path {
+            write!(f, "{}: ", path.display())?;
+        }
+        if let Some(tensor) = &self.tensor {
+            write!(f, "tensor {tensor:?}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T> = std::result::Result<T, Error>;

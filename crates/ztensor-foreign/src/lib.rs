@@ -1,0 +1,19 @@
+//! Foreign tensor formats for zTensor, kept out of the zTensor crates themselves:
+//!
+//! - [`safetensors`]: safetensors files in (every dtype zTensor can hold, FP8 as `u8` with the
+//!   1.2 logical type, `__metadata__` as file attributes, tensors read in pieces or borrowed
+//!   from a map and written on all threads) and out (dense objects; zstd decoded first; sparse
+//!   and quantized objects refused by name).
+//! - [`sharded`]: Hugging Face sharded checkpoints (`model.safetensors.index.json` and its
+//!   shards), checked for agreement between index and shards, converted into one file.
+//! - [`npy`]: one object as a NumPy `.npy` array, and its values as text.
+
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+mod error;
+pub mod npy;
+pub mod safetensors;
+pub mod sharded;
+
+pub use crate::error::{Error, ErrorKind, Result};

@@ -1,0 +1,306 @@
+//! NumPy `.npy` out, so people can look at a tensor with the tools they have, and the element
+//! conversions behind it (also used to print values).
+//!
+//! Types NumPy has are written as they are; `bf16` and the FP8 types, which it lacks, are
+//! widened to `f32` (exactly: every value of those types is an `f32` value); `complex64` and
+//! `complex128` become `<c8` and `<c16`. Sparse objects (CSR, COO) are written dense, within a
+//! size limit. Quantized groups have no array form and are refused.
+
+use std::io::Write;
+
+use half::{bf16, f16};
+use ztensor_format::{DType, Format, LogicalType};
+use ztensor_io::{ComponentData, ReadAt, Reader};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// An array ready for `.npy`: NumPy type string, shape and little-endian bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Array {
+    /// The NumPy `descr`, e.g. `<f4`.
+    pub descr: &'static str,
+    /// The shape.
+    pub shape: Vec<u64>,
+    /// The elements, C order, little-endian.
+    pub data: Vec<u8>,
+    /// How the stored elements were changed, if they were (widened or densified).
+    pub note: Option<String>,
+}
+
+/// The default bound on the bytes of a densified sparse object.
+pub const DEFAULT_MAX_DENSE: u64 = 1 << 30;
+
+/// The NumPy type of a storage type, when NumPy has it.
+pub fn descr(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::Bool => "|b1",
+        DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::U16 => "<u2",
+        DType::I16 => "<i2",
+        DType::U32 => "<u4",
+        DType::I32 => "<i4",
+        DType::U64 => "<u8",
+        DType::I64 => "<i8",
+        DType::F16 => "<f2",
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+        _ => return None,
+    })
+}
+
+/// An FP8 byte as `f32`: `exponent_bits` of exponent with `bias`; `fnuz` types have no
+/// infinities and a single NaN (0x80, the pattern of negative zero); the others follow IEEE 754
+/// (e5m2) or have NaN only at all-ones (e4m3fn).
+fn fp8(byte: u8, exponent_bits: u32, bias: i32, fnuz: bool) -> f32 {
+    let mantissa_bits = 7 - exponent_bits;
+    let sign = if byte & 0x80 != 0 { -1.0f32 } else { 1.0 };
+    let exponent = i32::from((byte >> mantissa_bits) & ((1 << exponent_bits) - 1));
+    let mantissa = f32::from(byte & ((1 << mantissa_bits) - 1));
+    let scale = f32::from(1u16 << mantissa_bits);
+    let max_exponent = (1 << exponent_bits) - 1;
+    if fnuz {
+        if byte == 0x80 {
+            return f32::NAN;
+        }
+    } else if exponent == max_exponent {
+        if exponent_bits == 5 {
+            // e5m2: IEEE 754 infinities and NaNs.
+            return if mantissa == 0.0 { sign * f32::INFINITY } else { f32::NAN };
+        }
+        if mantissa == scale - 1.0 {
+            // e4m3fn: only S.1111.111 is NaN; there are no infinities.
+            return f32::NAN;
+        }
+    }
+    if exponent == 0 {
+        sign * (mantissa / scale) * 2f32.powi(1 - bias)
+    } else {
+        sign * (1.0 + mantissa / scale) * 2f32.powi(exponent - bias)
+    }
+}
+
+/// The value of one FP8 byte of a logical type, as `f32` (`None` for other types).
+pub fn fp8_to_f32(byte: u8, logical: &LogicalType) -> Option<f32> {
+    Some(match logical {
+        LogicalType::F8E4M3Fn => fp8(byte, 4, 7, false),
+        LogicalType::F8E5M2 => fp8(byte, 5, 15, false),
+        LogicalType::F8E4M3Fnuz => fp8(byte, 4, 8, true),
+        LogicalType::F8E5M2Fnuz => fp8(byte, 5, 16, true),
+        _ => return None,
+    })
+}
+
+fn widen(bytes: &[u8], f: impl Fn(&[u8]) -> f32, width: usize) -> Vec<u8> {
+    bytes.chunks_exact(width).flat_map(|c| f(c).to_le_bytes()).collect()
+}
+
+/// The NumPy form of a dense component: type, per-element byte width, and bytes.
+fn dense(c: &ComponentData<'_>) -> Result<(&'static str, Vec<u8>, Option<String>)> {
+    let unrepresentable = |what: String| Error::new(ErrorKind::Unrepresentable, what);
+    let bytes = &c.bytes;
+    Ok(match (&c.logical_type, c.dtype) {
+        (None, DType::BF16) => (
+            "<f4",
+            (widen(bytes, |b| bf16::from_le_bytes([b[0], b[1]]).to_f32(), 2)),
+            Some("bf16 widened to f32 (exact)".into()),
+        ),
+        (None, d) => (
+            descr(d).ok_or_else(|| unrepresentable(format!("NumPy has no type for {d}")))?,
+            (bytes.to_vec()),
+            None,
+        ),
+        (Some(LogicalType::Complex64), DType::F32) => ("<c8", (bytes.to_vec()), None),
+        (Some(LogicalType::Complex128), DType::F64) => ("<c16", (bytes.to_vec()), None),
+        (Some(t), DType::U8) if fp8_to_f32(0, t).is_some() => {
+            let data = widen(bytes, |b| fp8_to_f32(b[0], t).unwrap_or(f32::NAN), 1);
+            ("<f4", (data), Some(format!("{t} widened to f32 (exact)")))
+        }
+        (Some(t), d) => return Err(unrepresentable(format!("NumPy has no type for {d} as {t}"))),
+    })
+}
+
+fn u64s(bytes: &[u8]) -> Vec<u64> {
+    bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()
+}
+
+/// The object called `name` as an array. Sparse objects are densified when the dense array
+/// takes at most `max_dense` bytes.
+///
+/// # Errors
+/// [`ErrorKind::NotFound`], [`ErrorKind::Unrepresentable`] (quantized groups, sparse objects
+/// over the bound, types NumPy lacks), and read errors (damaged data is never written).
+pub fn array<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result<Array> {
+    let data = reader.read_object(name).map_err(|e| {
+        let not_found = matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. });
+        let kind = if not_found { ErrorKind::NotFound } else { ErrorKind::ZTensor };
+        Error::new(kind, e.to_string())
+    })?;
+    let unrepresentable = |what: String| Error::new(ErrorKind::Unrepresentable, what);
+    let shape = data.shape.clone();
+    match data.format {
+        Format::Dense => {
+            let c = data
+                .components
+                .get("data")
+                .ok_or_else(|| unrepresentable("a dense object without a data component".into()))?;
+            let (descr, bytes, note) = dense(c)?;
+            Ok(Array { descr, shape, data: bytes, note })
+        }
+        Format::SparseCsr | Format::SparseCoo => {
+            let values = data
+                .components
+                .get("values")
+                .ok_or_else(|| unrepresentable("a sparse object without values".into()))?;
+            let (descr, bytes, note) = dense(values)?;
+            let width = descr_width(descr);
+            let nnz = bytes.len() / width;
+            let count = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+            let total = count.and_then(|n| n.checked_mul(width as u64)).filter(|&b| b <= max_dense);
+            let Some(total) = total.and_then(|t| usize::try_from(t).ok()) else {
+                return Err(unrepresentable(format!(
+                    "the dense form of this {} object would exceed {max_dense} bytes",
+                    data.format
+                )));
+            };
+            let mut dense = vec![0u8; total];
+            let broken = || Error::new(ErrorKind::ZTensor, "the sparse structure is inconsistent");
+            let component =
+                |role: &str| data.components.get(role).map(|c| u64s(&c.bytes)).ok_or_else(broken);
+            // Positions of the non-zeros in C order, every index checked.
+            let mut positions = Vec::with_capacity(nnz);
+            if data.format == Format::SparseCsr {
+                let (indptr, indices) = (component("indptr")?, component("indices")?);
+                let (rows, cols) =
+                    (shape.first().copied().unwrap_or(0), shape.get(1).copied().unwrap_or(0));
+                for (row, w) in (0..rows).zip(indptr.windows(2)) {
+                    let range = usize::try_from(w[0]).ok().zip(usize::try_from(w[1]).ok());
+                    let row_indices =
+                        range.and_then(|(a, b)| indices.get(a..b)).ok_or_else(broken)?;
+                    for &c in row_indices {
+                        if c >= cols {
+                            return Err(broken());
+                        }
+                        positions.push(row * cols + c);
+                    }
+                }
+            } else {
+                let coords = component("coords")?;
+                for i in 0..nnz {
+                    let mut at = 0u64;
+                    for (d, &dim) in shape.iter().enumerate() {
+                        let c = *coords.get(d * nnz + i).ok_or_else(broken)?;
+                        if c >= dim {
+                            return Err(broken());
+                        }
+                        at = at * dim + c;
+                    }
+                    positions.push(at);
+                }
+            }
+            if positions.len() != nnz {
+                return Err(broken());
+            }
+            for (i, at) in positions.into_iter().enumerate() {
+                // In range: every coordinate is below its dimension.
+                let at = usize::try_from(at).map_err(|_| broken())? * width;
+                dense[at..at + width].copy_from_slice(&bytes[i * width..(i + 1) * width]);
+            }
+            let format = if data.format == Format::SparseCsr { "CSR" } else { "COO" };
+            let note = Some(match note {
+                Some(n) => format!("{format} densified; {n}"),
+                None => format!("{format} densified"),
+            });
+            Ok(Array { descr, shape, data: dense, note })
+        }
+        other => Err(unrepresentable(format!("a {other} object has no NumPy array form"))),
+    }
+}
+
+/// The bytes of one element of a NumPy type this module writes.
+fn descr_width(descr: &str) -> usize {
+    match descr {
+        "|b1" | "|u1" | "|i1" => 1,
+        "<u2" | "<i2" | "<f2" => 2,
+        "<u4" | "<i4" | "<f4" => 4,
+        "<c16" => 16,
+        _ => 8,
+    }
+}
+
+/// Writes `array` as a version 1.0 `.npy` file (version 2.0 when the header needs it).
+///
+/// # Errors
+/// I/O errors.
+pub fn write(out: &mut impl Write, array: &Array) -> std::io::Result<()> {
+    let shape = match array.shape.as_slice() {
+        [] => "()".to_owned(),
+        [d] => format!("({d},)"),
+        dims => format!("({})", dims.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+    };
+    let mut dict =
+        format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", array.descr);
+    // Magic (6) + version (2) + length (2 or 4) + dict + '\n', padded to 64 bytes.
+    let v1 = 10 + dict.len() < usize::from(u16::MAX);
+    let prefix = if v1 { 10 } else { 12 };
+    let total = (prefix + dict.len() + 1).next_multiple_of(64);
+    dict.extend(std::iter::repeat_n(' ', total - prefix - dict.len() - 1));
+    dict.push('\n');
+    out.write_all(b"\x93NUMPY")?;
+    if v1 {
+        out.write_all(&[1, 0])?;
+        out.write_all(&u16::try_from(dict.len()).unwrap_or(u16::MAX).to_le_bytes())?;
+    } else {
+        out.write_all(&[2, 0])?;
+        out.write_all(&u32::try_from(dict.len()).unwrap_or(u32::MAX).to_le_bytes())?;
+    }
+    out.write_all(dict.as_bytes())?;
+    out.write_all(&array.data)
+}
+
+/// The values of an array as text, C order, at most `limit` of them.
+pub fn values(array: &Array, limit: usize) -> Vec<String> {
+    let width = descr_width(array.descr);
+    let word = |c: &[u8]| -> [u8; 8] {
+        let mut w = [0u8; 8];
+        w[..c.len().min(8)].copy_from_slice(&c[..c.len().min(8)]);
+        w
+    };
+    array
+        .data
+        .chunks_exact(width)
+        .take(limit)
+        .map(|c| {
+            let w = word(c);
+            match array.descr {
+                "|b1" => (c[0] != 0).to_string(),
+                "|u1" => c[0].to_string(),
+                "|i1" => i8::from_le_bytes([c[0]]).to_string(),
+                "<u2" => u16::from_le_bytes([c[0], c[1]]).to_string(),
+                "<i2" => i16::from_le_bytes([c[0], c[1]]).to_string(),
+                "<f2" => f16::from_le_bytes([c[0], c[1]]).to_string(),
+                "<u4" => u32::from_le_bytes([c[0], c[1], c[2], c[3]]).to_string(),
+                "<i4" => i32::from_le_bytes([c[0], c[1], c[2], c[3]]).to_string(),
+                "<f4" => f32::from_le_bytes([c[0], c[1], c[2], c[3]]).to_string(),
+                "<u8" => u64::from_le_bytes(w).to_string(),
+                "<i8" => i64::from_le_bytes(w).to_string(),
+                "<f8" => f64::from_le_bytes(w).to_string(),
+                "<c8" => {
+                    let re = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    let im = f32::from_le_bytes([c[4], c[5], c[6], c[7]]);
+                    format!("{re}{im:+}i")
+                }
+                _ => {
+                    let re = f64::from_le_bytes(w);
+                    let im = f64::from_le_bytes(word(&c[8..]));
+                    format!("{re}{im:+}i")
+                }
+            }
+        })
+        .collect()
+}
+
+/// How many elements an array has.
+pub fn len(array: &Array) -> u64 {
+    array.shape.iter().product()
+}

@@ -1,0 +1,497 @@
+//! safetensors files in and out.
+//!
+//! Reading: the header is parsed and validated by the `safetensors` crate's own metadata type
+//! (the validation every safetensors loader applies: tensors tile the data section in order,
+//! sizes match dtype and shape, no overflow), after this module has bounded the header length
+//! by the file's length and by the crate's 100 MB limit. The data is then read with positional
+//! reads, or borrowed when the source is a memory map, one tensor at a time; nothing is loaded
+//! whole.
+//!
+//! Writing: the layout the `safetensors` crate writes (tensors ordered by descending dtype
+//! alignment, then name; header padded with spaces to 8 bytes), with `__metadata__` keys
+//! sorted so the output is deterministic, streamed one decoded tensor at a time through a
+//! temporary file renamed over the target.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use safetensors::Dtype;
+use ztensor_format::{DType, Format, LogicalType, Value, Version};
+use ztensor_io::{AtomicFile, FileSource, Mapped, ReadAt, Reader, WriteOptions, Writer};
+use ztensor_par::{ParOptions, Progress, SourceTensor, Stats};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The largest header accepted, the `safetensors` crate's own limit.
+pub const MAX_HEADER_LEN: u64 = 100_000_000;
+
+/// One tensor of a safetensors file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Its name.
+    pub name: String,
+    /// Its safetensors dtype.
+    pub dtype: Dtype,
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Where its bytes start, from the start of the file.
+    pub offset: u64,
+    /// How many bytes.
+    pub len: u64,
+}
+
+/// A validated safetensors file over any source.
+#[derive(Debug)]
+pub struct SafetensorsFile<S> {
+    source: S,
+    tensors: Vec<TensorInfo>,
+    by_name: HashMap<String, usize>,
+    metadata: BTreeMap<String, String>,
+}
+
+fn malformed(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Malformed, message)
+}
+
+/// Whether bytes look like the start of a safetensors file: a header length that fits in the
+/// file, followed by `{`.
+pub fn looks_like_safetensors(prefix: &[u8], file_len: u64) -> bool {
+    let Some((len, rest)) = prefix.split_first_chunk::<8>() else { return false };
+    let n = u64::from_le_bytes(*len);
+    n <= MAX_HEADER_LEN && n.saturating_add(8) <= file_len && rest.first() == Some(&b'{')
+}
+
+impl<S: ReadAt> SafetensorsFile<S> {
+    /// Reads and validates the header of the safetensors file in `source`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] for a header that does not fit the file or the limit, is not
+    /// valid JSON of the safetensors schema, or describes data that does not exactly fill the
+    /// rest of the file; [`ErrorKind::Io`] when reads fail.
+    pub fn new(source: S) -> Result<SafetensorsFile<S>> {
+        let file_len = source.len();
+        let read_error = |e: std::io::Error| Error::new(ErrorKind::Io, format!("reading: {e}"));
+        let mut len = [0u8; 8];
+        if file_len < 8 {
+            return Err(malformed(format!(
+                "{file_len} bytes: shorter than the 8-byte header length"
+            )));
+        }
+        source.read_exact_at(0, &mut len).map_err(read_error)?;
+        let n = u64::from_le_bytes(len);
+        if n > MAX_HEADER_LEN {
+            return Err(malformed(format!(
+                "header length {n} exceeds the limit of {MAX_HEADER_LEN} bytes"
+            )));
+        }
+        if n > file_len - 8 {
+            return Err(malformed(format!(
+                "header length {n} runs past the end of the {file_len}-byte file"
+            )));
+        }
+        // Bounded by the file's length and the limit, so the allocation is backed by real bytes.
+        let mut header = vec![0u8; usize::try_from(n).map_err(|_| malformed("header too large"))?];
+        source.read_exact_at(8, &mut header).map_err(read_error)?;
+        let parsed: safetensors::tensor::Metadata =
+            serde_json::from_slice(&header).map_err(|e| malformed(format!("header: {e}")))?;
+        let data_start = 8 + n;
+        let data_len = parsed.data_len() as u64;
+        if data_start.checked_add(data_len) != Some(file_len) {
+            return Err(malformed(format!(
+                "the header describes {data_len} bytes of data, but {} follow it",
+                file_len - data_start
+            )));
+        }
+        let mut tensors = Vec::new();
+        let mut by_name = HashMap::new();
+        for name in parsed.offset_keys() {
+            let info = parsed.info(&name).ok_or_else(|| malformed("inconsistent header"))?;
+            let (start, end) = info.data_offsets;
+            by_name.insert(name.clone(), tensors.len());
+            tensors.push(TensorInfo {
+                name,
+                dtype: info.dtype,
+                shape: info.shape.iter().map(|&d| d as u64).collect(),
+                offset: data_start + start as u64,
+                len: (end - start) as u64,
+            });
+        }
+        let metadata = parsed
+            .metadata()
+            .as_ref()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        Ok(SafetensorsFile { source, tensors, by_name, metadata })
+    }
+
+    /// The tensors, in the order of their data.
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+
+    /// The tensor called `name`.
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.by_name.get(name).map(|&i| &self.tensors[i])
+    }
+
+    /// The `__metadata__` map (empty when absent).
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+
+    /// The source.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// The bytes of the tensor called `name`: borrowed from a map or slice, read otherwise.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`], or a failed read.
+    pub fn data(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        let t = self
+            .tensor(name)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such tensor").with_tensor(name))?;
+        // Validated: offset + len <= file length, which is addressable when mapped.
+        let range = usize::try_from(t.offset).ok().zip(usize::try_from(t.offset + t.len).ok());
+        if let (Some(all), Some((s, e))) = (self.source.as_slice(), range)
+            && let Some(bytes) = all.get(s..e)
+        {
+            return Ok(Cow::Borrowed(bytes));
+        }
+        let len = usize::try_from(t.len).map_err(|_| malformed("tensor too large"))?;
+        let mut buf = vec![0u8; len];
+        self.source
+            .read_exact_at(t.offset, &mut buf)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("reading: {e}")).with_tensor(name))?;
+        Ok(Cow::Owned(buf))
+    }
+}
+
+impl SafetensorsFile<FileSource> {
+    /// Opens a file with positional reads.
+    ///
+    /// # Errors
+    /// As [`SafetensorsFile::new`], with the path in the message.
+    pub fn open(path: impl AsRef<Path>) -> Result<SafetensorsFile<FileSource>> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let source = FileSource::new(file).map_err(|e| Error::io("cannot read", path, e))?;
+        SafetensorsFile::new(source).map_err(|e| e.with_path(path))
+    }
+}
+
+impl SafetensorsFile<Mapped> {
+    /// Opens a file through a read-only memory map, so tensor data is borrowed, not copied.
+    ///
+    /// # Safety
+    /// The file must not be truncated or modified while the returned value (or anything
+    /// borrowed from it) is alive; see [`Mapped::map`].
+    ///
+    /// # Errors
+    /// As [`SafetensorsFile::new`], with the path in the message.
+    #[allow(unsafe_code)]
+    pub unsafe fn open_mmap(path: impl AsRef<Path>) -> Result<SafetensorsFile<Mapped>> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        // SAFETY: forwarded to our caller, who upholds it.
+        let map = unsafe { Mapped::map(&file) }.map_err(|e| Error::io("cannot map", path, e))?;
+        SafetensorsFile::new(map).map_err(|e| e.with_path(path))
+    }
+}
+
+/// The zTensor storage type and logical type that hold a safetensors dtype byte for byte.
+///
+/// # Errors
+/// [`ErrorKind::Unrepresentable`] for the microscaling dtypes (`F4`, `F6_*`, `F8_E8M0`), which
+/// zTensor 1.2 has no logical type for.
+pub fn ztensor_type(dtype: Dtype) -> Result<(DType, Option<LogicalType>)> {
+    Ok(match dtype {
+        Dtype::BOOL => (DType::Bool, None),
+        Dtype::U8 => (DType::U8, None),
+        Dtype::I8 => (DType::I8, None),
+        Dtype::U16 => (DType::U16, None),
+        Dtype::I16 => (DType::I16, None),
+        Dtype::U32 => (DType::U32, None),
+        Dtype::I32 => (DType::I32, None),
+        Dtype::U64 => (DType::U64, None),
+        Dtype::I64 => (DType::I64, None),
+        Dtype::F16 => (DType::F16, None),
+        Dtype::BF16 => (DType::BF16, None),
+        Dtype::F32 => (DType::F32, None),
+        Dtype::F64 => (DType::F64, None),
+        Dtype::F8_E4M3 => (DType::U8, Some(LogicalType::F8E4M3Fn)),
+        Dtype::F8_E5M2 => (DType::U8, Some(LogicalType::F8E5M2)),
+        Dtype::F8_E4M3FNUZ => (DType::U8, Some(LogicalType::F8E4M3Fnuz)),
+        Dtype::F8_E5M2FNUZ => (DType::U8, Some(LogicalType::F8E5M2Fnuz)),
+        Dtype::C64 => (DType::F32, Some(LogicalType::Complex64)),
+        other => {
+            return Err(Error::new(
+                ErrorKind::Unrepresentable,
+                format!("safetensors dtype {other} has no zTensor type"),
+            ));
+        }
+    })
+}
+
+/// The safetensors dtype that holds a zTensor storage type and logical type byte for byte.
+///
+/// # Errors
+/// [`ErrorKind::Unrepresentable`] for `complex128` and unknown logical types.
+pub fn safetensors_dtype(dtype: DType, logical: Option<&LogicalType>) -> Result<Dtype> {
+    let unrepresentable =
+        |what: String| Error::new(ErrorKind::Unrepresentable, format!("safetensors has no {what}"));
+    Ok(match (dtype, logical) {
+        (DType::Bool, None) => Dtype::BOOL,
+        (DType::U8, None) => Dtype::U8,
+        (DType::I8, None) => Dtype::I8,
+        (DType::U16, None) => Dtype::U16,
+        (DType::I16, None) => Dtype::I16,
+        (DType::U32, None) => Dtype::U32,
+        (DType::I32, None) => Dtype::I32,
+        (DType::U64, None) => Dtype::U64,
+        (DType::I64, None) => Dtype::I64,
+        (DType::F16, None) => Dtype::F16,
+        (DType::BF16, None) => Dtype::BF16,
+        (DType::F32, None) => Dtype::F32,
+        (DType::F64, None) => Dtype::F64,
+        (DType::U8, Some(LogicalType::F8E4M3Fn)) => Dtype::F8_E4M3,
+        (DType::U8, Some(LogicalType::F8E5M2)) => Dtype::F8_E5M2,
+        (DType::U8, Some(LogicalType::F8E4M3Fnuz)) => Dtype::F8_E4M3FNUZ,
+        (DType::U8, Some(LogicalType::F8E5M2Fnuz)) => Dtype::F8_E5M2FNUZ,
+        (DType::F32, Some(LogicalType::Complex64)) => Dtype::C64,
+        (d, Some(t)) => {
+            return Err(unrepresentable(format!("dtype for {d} with logical type {t}")));
+        }
+        #[allow(unreachable_patterns)]
+        (d, None) => return Err(unrepresentable(format!("dtype for {d}"))),
+    })
+}
+
+/// `__metadata__` as zTensor file attributes: a map of text to text, keys sorted.
+pub fn metadata_attributes(metadata: &BTreeMap<String, String>) -> Option<Value> {
+    (!metadata.is_empty()).then(|| {
+        Value::Map(
+            metadata
+                .iter()
+                .map(|(k, v)| (Value::Text(k.clone()), Value::Text(v.clone())))
+                .collect(),
+        )
+    })
+}
+
+/// The objects `file`'s tensors become, in data order, for [`ztensor_par::write_from_source`].
+///
+/// # Errors
+/// [`ErrorKind::Unrepresentable`] naming the first tensor whose dtype zTensor cannot hold.
+pub fn source_tensors<S>(file: &SafetensorsFile<S>) -> Result<Vec<SourceTensor<'_>>> {
+    file.tensors
+        .iter()
+        .map(|t| {
+            let (dtype, logical_type) =
+                ztensor_type(t.dtype).map_err(|e| e.with_tensor(&t.name))?;
+            Ok(SourceTensor {
+                name: &t.name,
+                shape: &t.shape,
+                dtype,
+                logical_type,
+                offset: t.offset,
+                len: t.len,
+                attributes: None,
+            })
+        })
+        .collect()
+}
+
+/// Writes every tensor of `file`, and its `__metadata__` as file attributes, into `writer`, on
+/// all threads. FP8 tensors become `u8` with a logical type, which needs version 1.1 (OCP
+/// formats) or 1.2 (all of them).
+///
+/// # Errors
+/// As [`source_tensors`] and [`ztensor_par::write_from_source`]; the writer must then be
+/// discarded.
+pub fn to_ztensor<S: ReadAt, W: Write>(
+    file: &SafetensorsFile<S>,
+    writer: &mut Writer<W>,
+    options: &WriteOptions,
+    par: &ParOptions,
+    progress: &dyn Progress,
+) -> Result<Stats> {
+    let tensors = source_tensors(file)?;
+    if let Some(attributes) = metadata_attributes(&file.metadata) {
+        set_metadata(writer, attributes)?;
+    }
+    Ok(ztensor_par::write_from_source(&file.source, &tensors, writer, options, par, progress)?)
+}
+
+/// Sets `__metadata__` as the file attributes, or explains why the target version cannot.
+pub(crate) fn set_metadata<W: Write>(writer: &mut Writer<W>, attributes: Value) -> Result<()> {
+    if writer.version() == Version::V0_1 {
+        return Err(Error::new(
+            ErrorKind::Unrepresentable,
+            "__metadata__ cannot be kept: v0.1 has no file attributes",
+        ));
+    }
+    Ok(writer.set_attributes(attributes)?)
+}
+
+/// What to do with what safetensors cannot hold.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExportOptions {
+    /// Discard object attributes and file attributes that are not text → text, instead of
+    /// refusing them.
+    pub drop_attributes: bool,
+}
+
+/// One tensor of an export plan.
+#[derive(Debug, Clone)]
+struct Planned {
+    name: String,
+    dtype: Dtype,
+    shape: Vec<u64>,
+    len: u64,
+}
+
+/// Checks that every object of `reader` fits in safetensors and lays out the file.
+fn plan<S: ReadAt>(
+    reader: &Reader<S>,
+    options: &ExportOptions,
+) -> Result<(Vec<Planned>, BTreeMap<String, String>)> {
+    let mut metadata = BTreeMap::new();
+    match &reader.manifest().manifest().attributes {
+        None => {}
+        Some(Value::Map(entries)) => {
+            for (k, v) in entries {
+                match (k, v) {
+                    (Value::Text(k), Value::Text(v)) => {
+                        metadata.insert(k.clone(), v.clone());
+                    }
+                    _ if options.drop_attributes => {}
+                    _ => {
+                        return Err(Error::new(
+                            ErrorKind::Unrepresentable,
+                            format!(
+                                "file attribute {k} is not text → text, and safetensors \
+                                 __metadata__ holds only text (drop attributes to discard it)"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Some(_) if options.drop_attributes => {}
+        Some(_) => {
+            return Err(Error::new(
+                ErrorKind::Unrepresentable,
+                "the file attributes are not a map, which safetensors __metadata__ cannot hold \
+                 (drop attributes to discard them)",
+            ));
+        }
+    }
+    let mut planned = Vec::new();
+    for object in reader.manifest().objects() {
+        let o = object.object();
+        let refuse = |why: &str| {
+            Error::new(ErrorKind::Unrepresentable, format!("safetensors cannot hold {why}"))
+                .with_tensor(&o.name)
+        };
+        if let Some(reason) = object.unsupported() {
+            return Err(refuse(&format!("an object this reader cannot decode ({reason})")));
+        }
+        if o.format != Format::Dense || o.components.len() != 1 {
+            return Err(refuse(&format!("a {} object (only dense tensors)", o.format)));
+        }
+        if o.attributes.is_some() && !options.drop_attributes {
+            return Err(refuse("object attributes (drop attributes to discard them)"));
+        }
+        let c = o.components.get("data").ok_or_else(|| refuse("a component not called data"))?;
+        let dtype = c.dtype.known().ok_or_else(|| refuse("an unknown dtype"))?;
+        let st = safetensors_dtype(dtype, c.logical_type.as_ref())
+            .map_err(|e| e.with_tensor(&o.name))?;
+        let len = object.decoded_len("data").ok_or_else(|| refuse("an unsized component"))?;
+        planned.push(Planned { name: o.name.clone(), dtype: st, shape: o.shape.clone(), len });
+    }
+    // The safetensors crate's order: descending dtype alignment, then name.
+    planned.sort_by(|a, b| b.dtype.cmp(&a.dtype).then_with(|| a.name.cmp(&b.name)));
+    Ok((planned, metadata))
+}
+
+/// The header of a planned file: the JSON the `safetensors` crate writes, padded with spaces to
+/// a multiple of 8 bytes.
+fn header(planned: &[Planned], metadata: &BTreeMap<String, String>) -> Result<Vec<u8>> {
+    let mut map = serde_json::Map::new();
+    if !metadata.is_empty() {
+        let m = metadata.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
+        map.insert("__metadata__".into(), serde_json::Value::Object(m));
+    }
+    let mut offset = 0u64;
+    for t in planned {
+        let end = offset
+            .checked_add(t.len)
+            .ok_or_else(|| Error::new(ErrorKind::Unrepresentable, "data larger than 2^64 bytes"))?;
+        let mut info = serde_json::Map::new();
+        info.insert("dtype".into(), t.dtype.to_string().into());
+        info.insert("shape".into(), t.shape.clone().into());
+        info.insert("data_offsets".into(), vec![offset, end].into());
+        map.insert(t.name.clone(), serde_json::Value::Object(info));
+        offset = end;
+    }
+    let mut bytes = serde_json::to_vec(&serde_json::Value::Object(map))
+        .map_err(|e| Error::new(ErrorKind::Unrepresentable, format!("header: {e}")))?;
+    bytes.resize(bytes.len().next_multiple_of(8), b' ');
+    if bytes.len() as u64 > MAX_HEADER_LEN {
+        return Err(Error::new(
+            ErrorKind::Unrepresentable,
+            format!("the header would be {} bytes, over safetensors' limit", bytes.len()),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Writes every object of `reader` as a safetensors file to `out` (decoding zstd), returning
+/// the number of bytes written. Checks everything before writing anything.
+///
+/// # Errors
+/// [`ErrorKind::Unrepresentable`] naming the first object safetensors cannot hold (sparse and
+/// quantized objects, `complex128`, attributes unless dropped); read and write errors.
+pub fn from_ztensor<S: ReadAt>(
+    reader: &Reader<S>,
+    out: &mut impl Write,
+    options: &ExportOptions,
+) -> Result<u64> {
+    let (planned, metadata) = plan(reader, options)?;
+    let header = header(&planned, &metadata)?;
+    let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("writing: {e}"));
+    out.write_all(&(header.len() as u64).to_le_bytes()).map_err(io)?;
+    out.write_all(&header).map_err(io)?;
+    let mut written = 8 + header.len() as u64;
+    for t in &planned {
+        let bytes =
+            reader.decoded(&t.name, "data").map_err(|e| Error::from(e).with_tensor(&t.name))?;
+        out.write_all(&bytes).map_err(io)?;
+        written += bytes.len() as u64;
+    }
+    Ok(written)
+}
+
+/// [`from_ztensor`] into a file, written beside `path` and renamed over it when complete.
+///
+/// # Errors
+/// As [`from_ztensor`]; `path` is then untouched.
+pub fn export_file<S: ReadAt>(
+    reader: &Reader<S>,
+    path: impl AsRef<Path>,
+    options: &ExportOptions,
+) -> Result<u64> {
+    let path = path.as_ref();
+    let mut file = AtomicFile::create(path)?;
+    let written = from_ztensor(reader, &mut file, options).map_err(|e| e.with_path(path))?;
+    file.persist()?;
+    Ok(written)
+}
+
+/// The zTensor version to write by default: 1.2, the only one with every FP8 type.
+pub const DEFAULT_VERSION: Version = Version::V1_2;

@@ -1,0 +1,243 @@
+//! Hugging Face sharded checkpoints: `model.safetensors.index.json` naming, for every tensor,
+//! the shard (`model-0000N-of-0000M.safetensors`, beside the index) that holds it.
+//!
+//! Opening checks that the index and the shards agree: every listed tensor is in the shard the
+//! index names, no shard holds a tensor the index does not list there, no tensor is listed or
+//! stored twice, and the shards' `__metadata__` do not contradict each other.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use ztensor_io::{FileSource, ReadAt, WriteOptions, Writer};
+use ztensor_par::{ParOptions, Progress, Stats};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::safetensors::{SafetensorsFile, metadata_attributes, source_tensors};
+
+/// The largest index file read (real ones are well under a megabyte).
+pub const MAX_INDEX_LEN: u64 = 256 << 20;
+
+/// Whether `path` names a sharded checkpoint's index (`*.safetensors.index.json`).
+pub fn is_index(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".safetensors.index.json"))
+}
+
+/// A sharded checkpoint whose index and shards agree.
+#[derive(Debug)]
+pub struct ShardedCheckpoint<S> {
+    index: PathBuf,
+    shards: Vec<(PathBuf, SafetensorsFile<S>)>,
+    metadata: BTreeMap<String, String>,
+}
+
+/// `weight_map` as the list of its entries, so duplicate keys are seen, not merged.
+struct Entries(Vec<(String, String)>);
+
+impl<'de> serde::Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Entries, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of tensor names to shard file names")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<String, String>()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Index {
+    weight_map: Entries,
+}
+
+fn mismatch(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::IndexMismatch, message)
+}
+
+impl ShardedCheckpoint<FileSource> {
+    /// Reads the index at `path` and opens every shard it names (with positional reads).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] for an index that is not JSON with a `weight_map` of names to
+    /// plain file names, or a malformed shard; [`ErrorKind::IndexMismatch`] when index and
+    /// shards disagree; I/O errors.
+    pub fn open(path: impl AsRef<Path>) -> Result<ShardedCheckpoint<FileSource>> {
+        let path = path.as_ref();
+        ShardedCheckpoint::open_with(path, |shard| SafetensorsFile::open(shard))
+    }
+}
+
+impl<S: ReadAt> ShardedCheckpoint<S> {
+    /// Reads the index at `path`, opening each shard with `open_shard`.
+    ///
+    /// # Errors
+    /// As [`ShardedCheckpoint::open`].
+    pub fn open_with(
+        path: &Path,
+        mut open_shard: impl FnMut(&Path) -> Result<SafetensorsFile<S>>,
+    ) -> Result<ShardedCheckpoint<S>> {
+        let malformed = |m: String| Error::new(ErrorKind::Malformed, m).with_path(path);
+        let len = std::fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?.len();
+        if len > MAX_INDEX_LEN {
+            return Err(malformed(format!(
+                "index of {len} bytes, over the {MAX_INDEX_LEN}-byte limit"
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+        let index: Index =
+            serde_json::from_slice(&bytes).map_err(|e| malformed(format!("index: {e}")))?;
+        // Tensor → shard, checking names.
+        let mut listed: HashMap<&str, &str> = HashMap::new();
+        for (tensor, shard) in &index.weight_map.0 {
+            let plain = Path::new(shard)
+                .file_name()
+                .is_some_and(|n| n == shard.as_str() && shard != "." && shard != "..");
+            if !plain {
+                return Err(malformed(format!(
+                    "shard {shard:?} of tensor {tensor:?} is not a plain file name beside the index"
+                )));
+            }
+            if listed.insert(tensor, shard).is_some() {
+                return Err(mismatch(format!("tensor {tensor:?} is listed twice")).with_path(path));
+            }
+        }
+        let mut shard_names: Vec<&str> = listed.values().copied().collect();
+        shard_names.sort_unstable();
+        shard_names.dedup();
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut shards = Vec::with_capacity(shard_names.len());
+        let mut seen: HashMap<String, &str> = HashMap::new();
+        let mut metadata: BTreeMap<String, String> = BTreeMap::new();
+        for name in shard_names {
+            let shard_path = dir.join(name);
+            let file = open_shard(&shard_path).map_err(|e| e.with_path(&shard_path))?;
+            for t in file.tensors() {
+                if let Some(first) = seen.insert(t.name.clone(), name) {
+                    return Err(mismatch(format!(
+                        "tensor {:?} is in both {first} and {name}",
+                        t.name
+                    ))
+                    .with_path(path));
+                }
+                match listed.get(t.name.as_str()) {
+                    Some(&expected) if expected == name => {}
+                    Some(&expected) => {
+                        return Err(mismatch(format!(
+                            "tensor {:?} is listed in {expected} but stored in {name}",
+                            t.name
+                        ))
+                        .with_path(path));
+                    }
+                    None => {
+                        return Err(mismatch(format!(
+                            "tensor {:?} in {name} is not listed in the index",
+                            t.name
+                        ))
+                        .with_path(path));
+                    }
+                }
+            }
+            for (k, v) in file.metadata() {
+                match metadata.get(k) {
+                    Some(prev) if prev != v => {
+                        return Err(mismatch(format!(
+                            "shards disagree on __metadata__ {k:?}: {prev:?} and {v:?} (in {name})"
+                        ))
+                        .with_path(path));
+                    }
+                    _ => {
+                        metadata.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            shards.push((shard_path, file));
+        }
+        let mut missing: Vec<(&str, &str)> =
+            listed.iter().filter(|(t, _)| !seen.contains_key(**t)).map(|(t, s)| (*t, *s)).collect();
+        missing.sort_unstable();
+        if let Some((tensor, shard)) = missing.first() {
+            return Err(mismatch(format!(
+                "tensor {tensor:?} is listed in {shard} but not stored there ({} listed tensor(s) missing)",
+                missing.len()
+            ))
+            .with_path(path));
+        }
+        Ok(ShardedCheckpoint { index: path.to_owned(), shards, metadata })
+    }
+
+    /// The index's path.
+    pub fn index(&self) -> &Path {
+        &self.index
+    }
+
+    /// The shards, in file-name order, with their paths.
+    pub fn shards(&self) -> &[(PathBuf, SafetensorsFile<S>)] {
+        &self.shards
+    }
+
+    /// The shards' `__metadata__`, merged.
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+
+    /// How many tensors, and how many bytes of tensor data, in all.
+    pub fn totals(&self) -> (usize, u64) {
+        self.shards.iter().fold((0, 0), |(n, b), (_, f)| {
+            (n + f.tensors().len(), b + f.tensors().iter().map(|t| t.len).sum::<u64>())
+        })
+    }
+
+    /// Writes every tensor (shard by shard in file-name order, each in data order) and the
+    /// merged `__metadata__` into `writer`, on all threads.
+    ///
+    /// # Errors
+    /// As [`crate::safetensors::to_ztensor`], naming the shard; the writer must then be
+    /// discarded.
+    pub fn to_ztensor<W: Write>(
+        &self,
+        writer: &mut Writer<W>,
+        options: &WriteOptions,
+        par: &ParOptions,
+        progress: &dyn Progress,
+    ) -> Result<Stats> {
+        // Check every dtype before writing anything.
+        let planned = self
+            .shards
+            .iter()
+            .map(|(p, f)| source_tensors(f).map_err(|e| e.with_path(p)))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(attributes) = metadata_attributes(&self.metadata) {
+            crate::safetensors::set_metadata(writer, attributes)?;
+        }
+        let mut peak = 0;
+        for ((p, file), tensors) in self.shards.iter().zip(&planned) {
+            let stats = ztensor_par::write_from_source(
+                file.source(),
+                tensors,
+                writer,
+                options,
+                par,
+                progress,
+            )
+            .map_err(|e| Error::from(e).with_path(p))?;
+            peak = peak.max(stats.peak_in_flight);
+        }
+        Ok(Stats { peak_in_flight: peak })
+    }
+}

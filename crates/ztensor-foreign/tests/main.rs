@@ -1,0 +1,702 @@
+//! Integration tests of ztensor-foreign. safetensors files are written and read back by the
+//! `safetensors` crate, independently of this crate's parser and writer.
+
+// Test data is small; lengths always fit.
+#![allow(clippy::cast_possible_truncation)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+use ztensor_foreign::ErrorKind;
+use ztensor_foreign::safetensors::{ExportOptions, SafetensorsFile, from_ztensor, to_ztensor};
+use ztensor_format::{DType, LogicalType, Options, Version};
+use ztensor_io::{Chunked, Reader, WriteOptions, Writer};
+use ztensor_par::ParOptions;
+
+/// A test tensor: name, dtype, shape, bytes.
+type Spec = (String, Dtype, Vec<usize>, Vec<u8>);
+
+/// A case of a table: what, how to build the checkpoint, expected kind, expected message.
+type Case<'a> = (&'a str, Box<dyn Fn(&Path) -> PathBuf>, ErrorKind, &'a str);
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ztensor-foreign-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn bytes(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed)).collect()
+}
+
+/// Every safetensors dtype zTensor can hold: (name, dtype, shape, element bytes).
+fn every_dtype() -> Vec<Spec> {
+    let dtypes = [
+        (Dtype::BOOL, 1),
+        (Dtype::U8, 1),
+        (Dtype::I8, 1),
+        (Dtype::U16, 2),
+        (Dtype::I16, 2),
+        (Dtype::U32, 4),
+        (Dtype::I32, 4),
+        (Dtype::U64, 8),
+        (Dtype::I64, 8),
+        (Dtype::F16, 2),
+        (Dtype::BF16, 2),
+        (Dtype::F32, 4),
+        (Dtype::F64, 8),
+        (Dtype::F8_E4M3, 1),
+        (Dtype::F8_E5M2, 1),
+        (Dtype::F8_E4M3FNUZ, 1),
+        (Dtype::F8_E5M2FNUZ, 1),
+        (Dtype::C64, 8),
+    ];
+    dtypes
+        .iter()
+        .enumerate()
+        .map(|(i, &(dtype, size))| {
+            let shape = vec![2, 3];
+            let mut data = bytes(6 * size, i as u8);
+            if dtype == Dtype::BOOL {
+                data.iter_mut().for_each(|b| *b &= 1);
+            }
+            (format!("t{i:02}.{dtype}"), dtype, shape, data)
+        })
+        .collect()
+}
+
+/// A safetensors file written by the `safetensors` crate.
+fn safetensors_file(tensors: &[Spec], metadata: Option<HashMap<String, String>>) -> Vec<u8> {
+    let views: Vec<(&str, TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, d, s, b)| (n.as_str(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    safetensors::serialize(views, metadata).unwrap()
+}
+
+fn to_zt(st: &[u8], version: Version, options: &WriteOptions, threads: usize) -> Vec<u8> {
+    let file = SafetensorsFile::new(st).unwrap();
+    let mut w = Writer::new(Vec::new(), version).unwrap();
+    to_ztensor(&file, &mut w, options, &ParOptions::with_threads(threads), &()).unwrap();
+    w.finish().unwrap().0
+}
+
+mod import {
+    use super::*;
+
+    #[test]
+    fn every_dtype_and_the_metadata_arrive_byte_for_byte() {
+        let tensors = every_dtype();
+        let metadata: HashMap<String, String> =
+            [("format", "pt"), ("source", "test")].map(|(k, v)| (k.into(), v.into())).into();
+        let st = safetensors_file(&tensors, Some(metadata));
+        let options = WriteOptions::zstd(3).with_digest(ztensor_format::DigestAlgorithm::Sha256);
+        let zt = to_zt(&st, Version::V1_2, &options, 2);
+        let reader = Reader::new(&zt[..], &Options::strict()).unwrap();
+        assert_eq!(reader.manifest().len(), tensors.len());
+        for (name, dtype, shape, data) in &tensors {
+            let object = reader.read_object(name).unwrap();
+            assert_eq!(object.shape, shape.iter().map(|&d| d as u64).collect::<Vec<_>>());
+            let c = &object.components["data"];
+            assert_eq!(&c.bytes[..], &data[..], "{name}");
+            let expected = match dtype {
+                Dtype::F8_E4M3 => Some(LogicalType::F8E4M3Fn),
+                Dtype::F8_E5M2 => Some(LogicalType::F8E5M2),
+                Dtype::F8_E4M3FNUZ => Some(LogicalType::F8E4M3Fnuz),
+                Dtype::F8_E5M2FNUZ => Some(LogicalType::F8E5M2Fnuz),
+                Dtype::C64 => Some(LogicalType::Complex64),
+                _ => None,
+            };
+            assert_eq!(c.logical_type, expected, "{name}");
+            if expected.as_ref().is_some_and(|t| t.ratio() == 1) {
+                assert_eq!(c.dtype, DType::U8);
+            }
+        }
+        let attributes = reader.manifest().manifest().attributes.clone().unwrap();
+        assert_eq!(
+            attributes,
+            ztensor_format::text_map([("format", "pt".into()), ("source", "test".into())])
+        );
+    }
+
+    #[test]
+    fn sources_and_thread_counts_give_the_same_file() {
+        let st = safetensors_file(&every_dtype(), None);
+        let options = WriteOptions::zstd(1);
+        let expected = to_zt(&st, Version::V1_2, &options, 1);
+        assert_eq!(to_zt(&st, Version::V1_2, &options, 3), expected);
+        let file = SafetensorsFile::new(Chunked::new(&st[..], 1)).unwrap();
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        to_ztensor(&file, &mut w, &options, &ParOptions::with_threads(2), &()).unwrap();
+        assert_eq!(w.finish().unwrap().0, expected);
+        let d = dir("sources");
+        let path = d.join("m.safetensors");
+        std::fs::write(&path, &st).unwrap();
+        let file = SafetensorsFile::open(&path).unwrap();
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        to_ztensor(&file, &mut w, &options, &ParOptions::with_threads(2), &()).unwrap();
+        assert_eq!(w.finish().unwrap().0, expected);
+        // SAFETY: the test owns the file and does not change it while it is mapped.
+        let mapped = unsafe { SafetensorsFile::open_mmap(&path) }.unwrap();
+        assert!(matches!(mapped.data("t11.F32").unwrap(), std::borrow::Cow::Borrowed(_)));
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        to_ztensor(&mapped, &mut w, &options, &ParOptions::with_threads(2), &()).unwrap();
+        assert_eq!(w.finish().unwrap().0, expected);
+    }
+
+    #[test]
+    fn fp8_needs_a_version_with_logical_types() {
+        let st = safetensors_file(&[("w".into(), Dtype::F8_E4M3, vec![4], bytes(4, 0))], None);
+        let file = SafetensorsFile::new(&st[..]).unwrap();
+        let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();
+        let e = to_ztensor(&file, &mut w, &WriteOptions::raw(), &ParOptions::with_threads(1), &())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ZTensor);
+        assert!(e.to_string().contains("\"w\""), "{e}");
+        // 1.1 holds the OCP formats.
+        let zt = to_zt(&st, Version::V1_1, &WriteOptions::raw(), 1);
+        let r = Reader::new(&zt[..], &Options::default()).unwrap();
+        assert_eq!(r.decoded("w", "data").unwrap().as_ref(), &bytes(4, 0)[..]);
+    }
+
+    #[test]
+    fn metadata_cannot_go_into_v0_1() {
+        let metadata: HashMap<String, String> = [("format".into(), "pt".into())].into();
+        let st = safetensors_file(&[("a".into(), Dtype::U8, vec![1], vec![1])], Some(metadata));
+        let file = SafetensorsFile::new(&st[..]).unwrap();
+        let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();
+        let e = to_ztensor(&file, &mut w, &WriteOptions::raw(), &ParOptions::with_threads(1), &())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unrepresentable);
+        assert_eq!(e.to_string(), "__metadata__ cannot be kept: v0.1 has no file attributes");
+    }
+
+    #[test]
+    fn microscaling_dtypes_are_refused_by_name() {
+        let st = safetensors_file(
+            &[
+                ("ok".into(), Dtype::F32, vec![1], bytes(4, 1)),
+                ("scales".into(), Dtype::F8_E8M0, vec![4], bytes(4, 0)),
+            ],
+            None,
+        );
+        let file = SafetensorsFile::new(&st[..]).unwrap();
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let e = to_ztensor(&file, &mut w, &WriteOptions::raw(), &ParOptions::with_threads(1), &())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unrepresentable);
+        assert_eq!(e.tensor(), Some("scales"));
+        assert_eq!(
+            e.to_string(),
+            "tensor \"scales\": safetensors dtype F8_E8M0 has no zTensor type"
+        );
+    }
+
+    #[test]
+    fn malformed_files_are_clear_errors() {
+        let good = safetensors_file(&[("a".into(), Dtype::F32, vec![2], bytes(8, 0))], None);
+        let mut huge = good.clone();
+        huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        let mut past = good.clone();
+        past[..8].copy_from_slice(&(good.len() as u64).to_le_bytes());
+        let mut trailing = good.clone();
+        trailing.push(0);
+        let short = good[..good.len() - 1].to_vec();
+        let mut not_json = good.clone();
+        not_json[8] = b'[';
+        let n = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+        let header = String::from_utf8(good[8..8 + n].to_vec()).unwrap();
+        let gap = header.replace("[0,8]", "[4,12]");
+        let mut gapped = (gap.len() as u64).to_le_bytes().to_vec();
+        gapped.extend_from_slice(gap.as_bytes());
+        gapped.extend_from_slice(&[0; 12]);
+        let cases: [(&str, &[u8], &str); 7] = [
+            ("empty", b"", "shorter than the 8-byte header length"),
+            ("huge", &huge, "exceeds the limit"),
+            ("past", &past, "runs past the end"),
+            ("trailing", &trailing, "describes 8 bytes of data, but 9 follow it"),
+            ("short", &short, "describes 8 bytes of data, but 7 follow it"),
+            ("not json", &not_json, "header:"),
+            ("gap", &gapped, "header:"),
+        ];
+        for (what, bytes, message) in cases {
+            let e = SafetensorsFile::new(bytes).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Malformed, "{what}");
+            assert!(e.to_string().contains(message), "{what}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+        /// Any bytes, or a valid file with bytes changed, open or fail cleanly, and what opens
+        /// reads and converts without panicking.
+        #[test]
+        fn hostile_bytes_never_panic(
+            edits in proptest::collection::vec((0usize..400, proptest::prelude::any::<u8>()), 0..6),
+            cut in 0usize..400,
+        ) {
+            let mut file = safetensors_file(&every_dtype()[..4], None);
+            for (at, b) in edits {
+                let at = at % file.len();
+                file[at] = b;
+            }
+            file.truncate(cut.max(8).min(file.len()));
+            if let Ok(st) = SafetensorsFile::new(&file[..]) {
+                for t in st.tensors() {
+                    let _ = st.data(&t.name);
+                }
+                let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+                let _ = to_ztensor(&st, &mut w, &WriteOptions::raw(), &ParOptions::with_threads(1), &());
+            }
+        }
+    }
+}
+
+mod export {
+    use super::*;
+
+    fn reread(st: &[u8]) -> Vec<Spec> {
+        let parsed = safetensors::SafeTensors::deserialize(st).unwrap();
+        let mut out: Vec<_> = parsed
+            .tensors()
+            .into_iter()
+            .map(|(n, v)| (n, v.dtype(), v.shape().to_vec(), v.data().to_vec()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    #[test]
+    fn import_then_export_is_the_safetensors_crates_own_file() {
+        let tensors = every_dtype();
+        let metadata: HashMap<String, String> = [("format".into(), "pt".into())].into();
+        let st = safetensors_file(&tensors, Some(metadata.clone()));
+        // Through a compressed, digested 1.2 file and back.
+        let options = WriteOptions::zstd(3).with_digest(ztensor_format::DigestAlgorithm::Blake3);
+        let zt = to_zt(&st, Version::V1_2, &options, 2);
+        let reader = Reader::new(&zt[..], &Options::default()).unwrap();
+        let mut out = Vec::new();
+        let n = from_ztensor(&reader, &mut out, &ExportOptions::default()).unwrap();
+        assert_eq!(n, out.len() as u64);
+        // The same layout as the crate's writer, byte for byte (one metadata key, so the crate's
+        // map order cannot differ).
+        assert_eq!(out, st);
+        assert_eq!(reread(&out), {
+            let mut t = tensors.clone();
+            t.sort_by(|a, b| a.0.cmp(&b.0));
+            t
+        });
+        let parsed = safetensors::SafeTensors::read_metadata(&out).unwrap().1;
+        assert_eq!(parsed.metadata(), &Some(metadata));
+    }
+
+    #[test]
+    fn many_metadata_keys_are_sorted_and_every_version_exports() {
+        let tensors = every_dtype()[..13].to_vec();
+        let metadata: HashMap<String, String> =
+            [("z", "1"), ("a", "2"), ("m", "3")].map(|(k, v)| (k.into(), v.into())).into();
+        let st = safetensors_file(&tensors, Some(metadata.clone()));
+        let bare = safetensors_file(&tensors, None);
+        for version in [Version::V0_1, Version::V1_1, Version::V1_2] {
+            let source = if version == Version::V0_1 { &bare } else { &st };
+            let zt = to_zt(source, version, &WriteOptions::zstd(1), 1);
+            let reader = Reader::new(&zt[..], &Options::default()).unwrap();
+            let mut out = Vec::new();
+            let options = ExportOptions::default();
+            if version == Version::V0_1 {
+                // 0.1 has no file attributes (importing metadata into it is refused, below).
+                from_ztensor(&reader, &mut out, &options).unwrap();
+                assert_eq!(
+                    safetensors::SafeTensors::read_metadata(&out).unwrap().1.metadata(),
+                    &None
+                );
+            } else {
+                from_ztensor(&reader, &mut out, &options).unwrap();
+                let header = String::from_utf8_lossy(&out[8..60]).into_owned();
+                assert!(
+                    header.starts_with(r#"{"__metadata__":{"a":"2","m":"3","z":"1"}"#),
+                    "{header}"
+                );
+                let parsed = safetensors::SafeTensors::read_metadata(&out).unwrap().1;
+                assert_eq!(parsed.metadata(), &Some(metadata.clone()));
+            }
+            let mut expected = tensors.clone();
+            expected.sort_by(|a, b| a.0.cmp(&b.0));
+            assert_eq!(reread(&out), expected, "{version}");
+        }
+    }
+
+    #[test]
+    fn what_safetensors_cannot_hold_is_refused_by_name() {
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        w.add_dense("fine", &[1], DType::F32, &[0; 4], &WriteOptions::raw()).unwrap();
+        w.add_coo(
+            "sparse",
+            &[4],
+            ztensor_io::Coo { dtype: DType::F32, values: &[0; 4], coords: &[1] },
+            &WriteOptions::raw(),
+        )
+        .unwrap();
+        let zt = w.finish().unwrap().0;
+        let reader = Reader::new(&zt[..], &Options::default()).unwrap();
+        let e = from_ztensor(&reader, &mut Vec::new(), &ExportOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unrepresentable);
+        assert_eq!(
+            e.to_string(),
+            "tensor \"sparse\": safetensors cannot hold a sparse_coo object (only dense tensors)"
+        );
+
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let spec = ztensor_io::ComponentSpec {
+            role: "data",
+            dtype: DType::F64,
+            logical_type: Some(&LogicalType::Complex128),
+            data: &[0; 16],
+        };
+        w.add_object("z", &[1], ztensor_format::Format::Dense, None, &[spec], &WriteOptions::raw())
+            .unwrap();
+        w.set_attributes(ztensor_format::text_map([("n", 3u64.into())])).unwrap();
+        let zt = w.finish().unwrap().0;
+        let reader = Reader::new(&zt[..], &Options::default()).unwrap();
+        let e = from_ztensor(&reader, &mut Vec::new(), &ExportOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("file attribute \"n\" is not text"), "{e}");
+        let e = from_ztensor(&reader, &mut Vec::new(), &ExportOptions { drop_attributes: true })
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tensor \"z\": safetensors has no dtype for f64 with logical type complex128"
+        );
+    }
+
+    #[test]
+    fn a_failed_export_leaves_the_target_untouched() {
+        let d = dir("export-fail");
+        let target = d.join("out.safetensors");
+        std::fs::write(&target, b"precious").unwrap();
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        w.add_coo(
+            "s",
+            &[2],
+            ztensor_io::Coo { dtype: DType::U8, values: &[1], coords: &[0] },
+            &WriteOptions::raw(),
+        )
+        .unwrap();
+        let zt = w.finish().unwrap().0;
+        let reader = Reader::new(&zt[..], &Options::default()).unwrap();
+        let options = ExportOptions::default();
+        assert!(ztensor_foreign::safetensors::export_file(&reader, &target, &options).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no temporary file left");
+    }
+}
+
+mod sharded {
+    use super::*;
+    use ztensor_foreign::sharded::ShardedCheckpoint;
+
+    /// Writes shards of the given tensors and an index; returns the index path.
+    fn checkpoint(d: &Path, shards: &[&[Spec]], index: Option<String>) -> PathBuf {
+        let count = shards.len();
+        let mut map = serde_json::Map::new();
+        for (i, tensors) in shards.iter().enumerate() {
+            let name = format!("model-{:05}-of-{count:05}.safetensors", i + 1);
+            let metadata: HashMap<String, String> = [("format".into(), "pt".into())].into();
+            std::fs::write(d.join(&name), safetensors_file(tensors, Some(metadata))).unwrap();
+            for t in *tensors {
+                map.insert(t.0.clone(), name.clone().into());
+            }
+        }
+        let index = index.unwrap_or_else(|| {
+            serde_json::json!({"metadata": {"total_size": 0}, "weight_map": map}).to_string()
+        });
+        let path = d.join("model.safetensors.index.json");
+        std::fs::write(&path, index).unwrap();
+        path
+    }
+
+    #[test]
+    fn shards_become_one_file() {
+        let d = dir("sharded");
+        let all = every_dtype();
+        let index = checkpoint(&d, &[&all[..7], &all[7..12], &all[12..]], None);
+        let ckpt = ShardedCheckpoint::open(&index).unwrap();
+        assert_eq!(ckpt.shards().len(), 3);
+        assert_eq!(ckpt.totals().0, all.len());
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let options = WriteOptions::zstd(3).with_digest(ztensor_format::DigestAlgorithm::Crc32c);
+        ckpt.to_ztensor(&mut w, &options, &ParOptions::with_threads(2), &()).unwrap();
+        let zt = w.finish().unwrap().0;
+        let reader = Reader::new(&zt[..], &Options::strict()).unwrap();
+        // Blobs are laid out in conversion order (the manifest map itself is sorted by key).
+        let mut by_offset: Vec<(u64, &str)> = reader
+            .manifest()
+            .objects()
+            .map(|o| (o.object().components["data"].offset, o.name()))
+            .collect();
+        by_offset.sort_unstable();
+        let names: Vec<&str> = by_offset.into_iter().map(|(_, n)| n).collect();
+        let mut expected: Vec<&str> = Vec::new();
+        for shard in [&all[..7], &all[7..12], &all[12..]] {
+            // Each shard in its data order: the crate's writer orders by alignment, then name.
+            let st = SafetensorsFile::new(safetensors_file(shard, None)).unwrap();
+            let order: Vec<String> = st.tensors().iter().map(|t| t.name.clone()).collect();
+            expected
+                .extend(order.iter().map(|n| all.iter().find(|t| &t.0 == n).unwrap().0.as_str()));
+        }
+        assert_eq!(names, expected);
+        for (name, _, _, data) in &all {
+            assert_eq!(reader.decoded(name, "data").unwrap().as_ref(), &data[..]);
+        }
+        assert_eq!(
+            reader.manifest().manifest().attributes,
+            Some(ztensor_format::text_map([("format", "pt".into())]))
+        );
+    }
+
+    #[test]
+    fn index_and_shards_must_agree() {
+        let t = |name: &str| (name.to_owned(), Dtype::U8, vec![1], vec![7]);
+        let cases: Vec<Case<'_>> = vec![
+            (
+                "missing",
+                Box::new(move |d| {
+                    let index = serde_json::json!({"weight_map": {
+                        "a": "model-00001-of-00001.safetensors",
+                        "ghost": "model-00001-of-00001.safetensors"}});
+                    checkpoint(d, &[&[t("a")]], Some(index.to_string()))
+                }),
+                ErrorKind::IndexMismatch,
+                "tensor \"ghost\" is listed in model-00001-of-00001.safetensors but not stored there",
+            ),
+            (
+                "extra",
+                Box::new(move |d| {
+                    let index = serde_json::json!({"weight_map": {"a": "model-00001-of-00001.safetensors"}});
+                    checkpoint(d, &[&[t("a"), t("b")]], Some(index.to_string()))
+                }),
+                ErrorKind::IndexMismatch,
+                "tensor \"b\" in model-00001-of-00001.safetensors is not listed in the index",
+            ),
+            (
+                "in two shards",
+                Box::new(move |d| {
+                    let index = serde_json::json!({"weight_map": {
+                        "a": "model-00001-of-00002.safetensors",
+                        "b": "model-00002-of-00002.safetensors"}});
+                    checkpoint(d, &[&[t("a")], &[t("a"), t("b")]], Some(index.to_string()))
+                }),
+                ErrorKind::IndexMismatch,
+                "tensor \"a\" is in both model-00001-of-00002.safetensors and model-00002-of-00002.safetensors",
+            ),
+            (
+                "listed twice",
+                Box::new(move |d| {
+                    let index = r#"{"weight_map": {"a": "model-00001-of-00001.safetensors", "a": "model-00001-of-00001.safetensors"}}"#;
+                    checkpoint(d, &[&[t("a")]], Some(index.into()))
+                }),
+                ErrorKind::IndexMismatch,
+                "tensor \"a\" is listed twice",
+            ),
+            (
+                "outside the directory",
+                Box::new(move |d| {
+                    let index = serde_json::json!({"weight_map": {"a": "../model-00001-of-00001.safetensors"}});
+                    checkpoint(d, &[&[t("a")]], Some(index.to_string()))
+                }),
+                ErrorKind::Malformed,
+                "is not a plain file name beside the index",
+            ),
+            (
+                "not an index",
+                Box::new(move |d| checkpoint(d, &[&[t("a")]], Some("[1, 2]".into()))),
+                ErrorKind::Malformed,
+                "index: invalid type",
+            ),
+            (
+                "shard missing",
+                Box::new(move |d| {
+                    let index = serde_json::json!({"weight_map": {"a": "model-00009-of-00009.safetensors"}});
+                    checkpoint(d, &[&[t("a")]], Some(index.to_string()))
+                }),
+                ErrorKind::Io,
+                "model-00009-of-00009.safetensors: cannot open",
+            ),
+        ];
+        for (what, make, kind, message) in cases {
+            let d = dir(&format!("agree-{}", what.replace(' ', "-")));
+            let index = make(&d);
+            let e = ShardedCheckpoint::open(&index).unwrap_err();
+            assert_eq!(e.kind(), kind, "{what}: {e}");
+            assert!(e.to_string().contains(message), "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn shards_that_disagree_on_metadata_are_refused() {
+        let d = dir("meta");
+        let a = safetensors_file(
+            &[("a".into(), Dtype::U8, vec![1], vec![1])],
+            Some([("format".into(), "pt".into())].into()),
+        );
+        let b = safetensors_file(
+            &[("b".into(), Dtype::U8, vec![1], vec![2])],
+            Some([("format".into(), "tf".into())].into()),
+        );
+        std::fs::write(d.join("s1.safetensors"), a).unwrap();
+        std::fs::write(d.join("s2.safetensors"), b).unwrap();
+        let index = d.join("m.safetensors.index.json");
+        std::fs::write(&index, r#"{"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}}"#)
+            .unwrap();
+        let e = ShardedCheckpoint::open(&index).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::IndexMismatch);
+        assert!(e.to_string().contains("shards disagree on __metadata__ \"format\""), "{e}");
+    }
+}
+
+mod npy {
+    use super::*;
+    use half::f16;
+    use ztensor_foreign::npy::{self, fp8_to_f32};
+
+    #[test]
+    fn e5m2_is_the_high_byte_of_f16() {
+        for b in 0..=255u8 {
+            let ours = fp8_to_f32(b, &LogicalType::F8E5M2).unwrap();
+            let theirs = f16::from_bits(u16::from(b) << 8).to_f32();
+            assert!(
+                ours == theirs || (ours.is_nan() && theirs.is_nan()),
+                "{b:#04x}: {ours} {theirs}"
+            );
+        }
+    }
+
+    #[test]
+    fn e4m3fn_and_fnuz_values_from_their_definitions() {
+        let e4 = |b| fp8_to_f32(b, &LogicalType::F8E4M3Fn).unwrap();
+        // OCP FP8: max normal 448 = 1.75 × 2^8, min subnormal 2^-9, NaN at S.1111.111, no inf.
+        assert_eq!(e4(0x7e), 448.0);
+        assert_eq!(e4(0x01), 2f32.powi(-9));
+        assert_eq!(e4(0x38), 1.0);
+        assert_eq!(e4(0xb8), -1.0);
+        assert_eq!(e4(0x78), 256.0);
+        assert!(e4(0x7f).is_nan() && e4(0xff).is_nan());
+        // FNUZ: bias one more, single NaN at 0x80, no negative zero.
+        let nuz = |b| fp8_to_f32(b, &LogicalType::F8E4M3Fnuz).unwrap();
+        assert_eq!(nuz(0x40), 1.0);
+        assert_eq!(nuz(0x7f), 240.0);
+        assert!(nuz(0x80).is_nan());
+        let e5nuz = |b| fp8_to_f32(b, &LogicalType::F8E5M2Fnuz).unwrap();
+        assert_eq!(e5nuz(0x40), 1.0);
+        assert_eq!(e5nuz(0x7f), 57344.0);
+        assert!(e5nuz(0x80).is_nan());
+    }
+
+    fn one(dtype: DType, logical: Option<LogicalType>, shape: &[u64], data: &[u8]) -> npy::Array {
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let spec =
+            ztensor_io::ComponentSpec { role: "data", dtype, logical_type: logical.as_ref(), data };
+        w.add_object(
+            "x",
+            shape,
+            ztensor_format::Format::Dense,
+            None,
+            &[spec],
+            &WriteOptions::zstd(1),
+        )
+        .unwrap();
+        let zt = w.finish().unwrap().0;
+        npy::array(&Reader::new(&zt[..], &Options::default()).unwrap(), "x", 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn npy_bytes_follow_the_format_description() {
+        let data: Vec<u8> = [1.5f32, -2.0, 0.25].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let array = one(DType::F32, None, &[3], &data);
+        let mut out = Vec::new();
+        npy::write(&mut out, &array).unwrap();
+        // Magic, version 1.0, header length (little-endian u16), the dict padded with spaces and
+        // ended by a newline so the data starts at a multiple of 64.
+        let dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }";
+        let mut expected = b"\x93NUMPY\x01\x00".to_vec();
+        let header_len = (10 + dict.len() + 1).next_multiple_of(64) - 10;
+        expected.extend_from_slice(&(header_len as u16).to_le_bytes());
+        expected.extend_from_slice(dict.as_bytes());
+        expected.extend(std::iter::repeat_n(b' ', header_len - dict.len() - 1));
+        expected.push(b'\n');
+        expected.extend_from_slice(&data);
+        assert_eq!(out, expected);
+        // Scalars and matrices spell their shapes as Python tuples.
+        let scalar = one(DType::I64, None, &[], &7i64.to_le_bytes());
+        let mut out = Vec::new();
+        npy::write(&mut out, &scalar).unwrap();
+        assert!(
+            String::from_utf8_lossy(&out)
+                .contains("'descr': '<i8', 'fortran_order': False, 'shape': (), }")
+        );
+        assert_eq!(out.len(), 128 + 8);
+    }
+
+    #[test]
+    fn types_numpy_lacks_are_widened_exactly() {
+        let bf: Vec<u8> =
+            [1.0f32, -3.5].iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect();
+        let a = one(DType::BF16, None, &[2], &bf);
+        assert_eq!(
+            (a.descr, npy::values(&a, 10)),
+            ("<f4", vec!["1".to_owned(), "-3.5".to_owned()])
+        );
+        assert_eq!(a.note.as_deref(), Some("bf16 widened to f32 (exact)"));
+        let a = one(DType::U8, Some(LogicalType::F8E4M3Fn), &[2], &[0x38, 0x7e]);
+        assert_eq!(npy::values(&a, 10), ["1", "448"]);
+        let c: Vec<u8> = [1.0f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let a = one(DType::F32, Some(LogicalType::Complex64), &[1], &c);
+        assert_eq!((a.descr, npy::values(&a, 10)), ("<c8", vec!["1-2i".to_owned()]));
+    }
+
+    #[test]
+    fn sparse_objects_are_densified_and_quantized_refused() {
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let values: Vec<u8> = [5i32, 6, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.add_csr(
+            "csr",
+            &[2, 3],
+            ztensor_io::Csr {
+                dtype: DType::I32,
+                values: &values,
+                indices: &[2, 0, 1],
+                indptr: &[0, 1, 3],
+            },
+            &WriteOptions::raw(),
+        )
+        .unwrap();
+        w.add_coo(
+            "coo",
+            &[2, 2],
+            ztensor_io::Coo { dtype: DType::I32, values: &values[..8], coords: &[0, 1, 1, 0] },
+            &WriteOptions::raw(),
+        )
+        .unwrap();
+        let zt = w.finish().unwrap().0;
+        let r = Reader::new(&zt[..], &Options::default()).unwrap();
+        let csr = npy::array(&r, "csr", 1 << 20).unwrap();
+        assert_eq!(npy::values(&csr, 100), ["0", "0", "5", "6", "7", "0"]);
+        let coo = npy::array(&r, "coo", 1 << 20).unwrap();
+        assert_eq!(npy::values(&coo, 100), ["0", "5", "6", "0"]);
+        let e = npy::array(&r, "csr", 10).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unrepresentable);
+        let e = npy::array(&r, "nope", 10).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn values_stop_at_the_limit() {
+        let data: Vec<u8> = (0..10u16).flat_map(|v| v.to_le_bytes()).collect();
+        let a = one(DType::U16, None, &[10], &data);
+        assert_eq!(npy::values(&a, 3), ["0", "1", "2"]);
+        assert_eq!(npy::len(&a), 10);
+    }
+}
