@@ -1,4 +1,5 @@
-//! `ztensor`: inspect, verify and convert zTensor files of every version.
+//! `ztensor`: inspect, verify, convert and edit zTensor files of every version, and bring
+//! safetensors checkpoints (single or sharded) and TensorBuffers files in and out.
 
 mod cmd;
 
@@ -7,14 +8,18 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use ztensor_format::{DigestAlgorithm, Options, Version};
-use ztensor_io::{CopyOptions, DigestChoice, FileSource, FileWriter, Reader, copy_all};
+use ztensor_io::{DigestChoice, FileSource, Reader};
 
-/// Inspect, verify and convert zTensor files (versions 0.1, 1.1 and 1.2).
+/// Inspect, verify, convert and edit zTensor files (versions 0.1, 1.1 and 1.2); convert
+/// safetensors checkpoints (single files and Hugging Face sharded ones) and TensorBuffers files
+/// in and out.
 ///
-/// Exit status: 0 when the file is sound (or the command succeeded), 1 when a file breaks a
-/// rule of the format (the message names the object and the rule), 2 for usage and I/O errors.
+/// Exit status: 0 on success; 1 when the data says no: a file breaks a rule of its format (the
+/// message names the file, the object and the rule), content the target format cannot hold,
+/// `verify` found a problem, or `diff` found a difference; 2 when the request fails: usage
+/// errors, missing files or names, I/O errors.
 #[derive(Debug, Parser)]
 #[command(name = "ztensor", version)]
 struct Cli {
@@ -28,11 +33,27 @@ enum Command {
     ///
     /// Example: ztensor info fixtures/examples/tiny-v1.2.zt
     Info {
-        /// The file to inspect.
+        /// The file to inspect (zTensor or TensorBuffers).
         file: PathBuf,
         /// Also enforce the strict-only rules of spec/rules.md.
         #[arg(long)]
         strict: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List object names, one per line, sorted; only those matching a pattern when patterns
+    /// are given (`*` any run of characters, `?` one character, `[abc]`, `[a-z]`, `[!x]`).
+    ///
+    /// Example: ztensor ls model.zt 'layers.*.weight'
+    Ls {
+        /// The file to list.
+        file: PathBuf,
+        /// Glob patterns; a name is listed when it matches any of them.
+        patterns: Vec<String>,
+        /// Print a JSON array instead of lines.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the conformance dump (JSON, `ztensor-dump/1`): every object's decoded size and
     /// SHA-256. A rejected file prints the rule's identifier and exits with status 1.
@@ -48,7 +69,7 @@ enum Command {
     /// Validate everything: the manifest, every digest, every sparse structure and bool byte.
     /// Exit status 0 only when the whole file is sound.
     ///
-    /// Example: ztensor verify --strict model.zt
+    /// Example: ztensor verify --strict --threads 4 model.zt
     Verify {
         /// The file to verify.
         file: PathBuf,
@@ -58,10 +79,40 @@ enum Command {
         /// Worker threads (default: one per core).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// Print JSON: {"file", "sound", "objects", "problems", "digests"}.
+        #[arg(long)]
+        json: bool,
     },
-    /// Repack a file on every core: any version in, any version out, zstd and digests computed
-    /// in parallel. The output is byte-identical to what `convert` with the same settings
-    /// writes, whatever the thread count.
+    /// Convert between zTensor versions, safetensors (single files, or a sharded checkpoint
+    /// through its `*.safetensors.index.json`) and TensorBuffers, writing OUT atomically.
+    /// Inputs are recognised by content; the target by --to, else by OUT's extension
+    /// (.safetensors, .tb), else zTensor 1.2.
+    ///
+    /// Example: ztensor convert model.safetensors.index.json model.zt --zstd 3 --digest sha256
+    ///
+    /// Example: ztensor convert model.zt model.safetensors
+    ///
+    /// Example: ztensor convert old.zt new.zt --to 1.1
+    Convert {
+        /// The input file (or sharded checkpoint index).
+        input: PathBuf,
+        /// The output file.
+        output: PathBuf,
+        /// What to write: 0.1, 1.1, 1.2, safetensors or tensorbuffers.
+        #[arg(long, value_parser = parse_target)]
+        to: Option<Target>,
+        /// Discard attributes the target cannot hold (TensorBuffers holds none; safetensors
+        /// only text → text file metadata; zTensor 0.1 no file attributes).
+        #[arg(long)]
+        drop_attributes: bool,
+        #[command(flatten)]
+        encoding: Encoding,
+        #[command(flatten)]
+        run: Run,
+    },
+    /// Repack a zTensor file on every core: any version in, any version out, zstd and digests
+    /// computed in parallel. The output is byte-identical to what `convert` with the same
+    /// settings writes, whatever the thread count.
     ///
     /// Example: ztensor repack model.zt model-z.zt --zstd 3 --digest sha256 --threads 8 --memory 2G
     Repack {
@@ -72,57 +123,166 @@ enum Command {
         /// The version to write.
         #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
         to: Version,
-        /// Compress every component with zstd at this level (1-22); the default keeps each
-        /// object's encoding.
-        #[arg(long, value_name = "LEVEL", conflicts_with = "raw", value_parser = clap::value_parser!(i32).range(1..=22))]
-        zstd: Option<i32>,
-        /// Store every component uncompressed.
-        #[arg(long)]
-        raw: bool,
-        /// Digest every component with this algorithm (`none` drops digests; default: keep).
-        #[arg(long, value_enum)]
-        digest: Option<DigestArg>,
-        /// Worker threads (default: one per core).
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
-        /// Most bytes held in flight, e.g. 512M or 2G.
-        #[arg(long, value_parser = cmd::repack::parse_size, default_value = "512M")]
-        memory: u64,
+        #[command(flatten)]
+        encoding: Encoding,
+        #[command(flatten)]
+        run: Run,
         /// zstd frame size for large components, e.g. 4M (fixed, so output never depends on
         /// the thread count).
         #[arg(long, value_parser = cmd::repack::parse_size, default_value = "4M")]
         chunk: u64,
-        /// No progress bar.
-        #[arg(long, short)]
-        quiet: bool,
     },
-    /// Convert a file to another version (or re-encode it), writing OUT atomically.
+    /// Append every object of SOURCE (zTensor, safetensors or TensorBuffers) to TARGET, a
+    /// zTensor 1.x file, in place: new bytes go after the old end and the old bytes are never
+    /// rewritten, so readers of the old file are undisturbed. Names already in TARGET are
+    /// refused before anything is written.
     ///
-    /// Example: ztensor convert old.zt new.zt --to 1.2 --zstd 3 --digest sha256
+    /// Example: ztensor append model.zt --from extra.safetensors --zstd 3
+    Append {
+        /// The zTensor 1.x file to add to.
+        target: PathBuf,
+        /// The file whose objects are added.
+        #[arg(long)]
+        from: PathBuf,
+        #[command(flatten)]
+        encoding: Encoding,
+        #[command(flatten)]
+        run: Run,
+    },
+    /// Write OUT with every object of FILE except the named ones (OUT may be FILE itself; it
+    /// is replaced atomically).
     ///
-    /// Example: ztensor convert model.tb model.zt    (TensorBuffers, detected by content)
-    Convert {
-        /// The input file.
-        input: PathBuf,
-        /// The output file.
+    /// Example: ztensor remove model.zt optimizer.state lm_head.bias -o trimmed.zt
+    Remove {
+        /// The file to copy from.
+        file: PathBuf,
+        /// The objects to leave out.
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// The file to write.
+        #[arg(short, long)]
         output: PathBuf,
-        /// What to write: 0.1, 1.1, 1.2, or tensorbuffers (default: tensorbuffers when OUT ends in
-        /// .tb, otherwise 1.2).
-        #[arg(long, value_parser = parse_target)]
-        to: Option<Target>,
-        /// Discard attributes when writing TensorBuffers, which cannot hold them.
-        #[arg(long)]
-        drop_attributes: bool,
-        /// Compress every component with zstd at this level (1-22).
-        #[arg(long, value_name = "LEVEL", conflicts_with = "raw", value_parser = clap::value_parser!(i32).range(1..=22))]
-        zstd: Option<i32>,
-        /// Store every component uncompressed.
-        #[arg(long)]
-        raw: bool,
-        /// Digest every component with this algorithm (`none` drops digests; default: keep).
-        #[arg(long, value_enum)]
-        digest: Option<DigestArg>,
     },
+    /// Write one object as a NumPy .npy file. bf16 and FP8 are widened to f32 (exactly),
+    /// complex types become complex64/complex128, sparse objects are written dense.
+    ///
+    /// Example: ztensor extract model.zt layers.0.weight -o weight.npy
+    Extract {
+        /// The file to read.
+        file: PathBuf,
+        /// The object to extract.
+        name: String,
+        /// The .npy file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Refuse to densify sparse objects larger than this, e.g. 4G.
+        #[arg(long, value_parser = cmd::repack::parse_size, default_value = "1G")]
+        max_dense: u64,
+    },
+    /// Compare two files object by object: added, removed, and changed in format, shape,
+    /// dtype or content (decoded bytes, whatever the encoding). Exit status 1 when they differ.
+    ///
+    /// Example: ztensor diff before.zt after.zt
+    Diff {
+        /// The first file.
+        a: PathBuf,
+        /// The second file.
+        b: PathBuf,
+        /// Print JSON: {"added", "removed", "changed", "same"}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print an object's values in C order (bf16/FP8 widened to f32; sparse objects densified),
+    /// at most --limit of them.
+    ///
+    /// Example: ztensor cat model.zt layers.0.bias --limit 20
+    Cat {
+        /// The file to read.
+        file: PathBuf,
+        /// The object to print.
+        name: String,
+        /// The most values to print (0 for all).
+        #[arg(long, short = 'n', default_value_t = 100)]
+        limit: usize,
+    },
+}
+
+/// Output encoding flags shared by the writing commands.
+#[derive(Debug, Args)]
+struct Encoding {
+    /// Compress every component with zstd at this level (1-22); the default keeps each
+    /// object's encoding (raw for foreign inputs).
+    #[arg(long, value_name = "LEVEL", conflicts_with = "raw", value_parser = clap::value_parser!(i32).range(1..=22))]
+    zstd: Option<i32>,
+    /// Store every component uncompressed.
+    #[arg(long)]
+    raw: bool,
+    /// Digest every component with this algorithm (`none` drops digests; default: keep).
+    #[arg(long, value_enum)]
+    digest: Option<DigestArg>,
+}
+
+/// Parallelism and progress flags shared by the long-running commands.
+#[derive(Debug, Args)]
+struct Run {
+    /// Worker threads (default: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Most bytes held in flight, e.g. 512M or 2G.
+    #[arg(long, value_parser = cmd::repack::parse_size, default_value = "512M")]
+    memory: u64,
+    /// No progress bar (there is none anyway when stderr is not a terminal).
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+impl Run {
+    fn par(&self) -> ztensor_par::ParOptions {
+        ztensor_par::ParOptions { threads: self.threads, memory_budget: self.memory }
+    }
+}
+
+impl Encoding {
+    /// `--zstd LEVEL` / `--raw` / neither (keep each object's encoding).
+    fn compression(&self) -> Option<ztensor_io::Compression> {
+        match (self.zstd, self.raw) {
+            (Some(level), _) => Some(ztensor_io::Compression::Zstd(level)),
+            (None, true) => Some(ztensor_io::Compression::Raw),
+            (None, false) => None,
+        }
+    }
+
+    /// `--digest ALG|none` / absent (keep each component's digest).
+    fn digest(&self) -> DigestChoice {
+        match self.digest {
+            None => DigestChoice::Keep,
+            Some(DigestArg::None) => DigestChoice::Drop,
+            Some(DigestArg::Crc32c) => DigestChoice::Set(DigestAlgorithm::Crc32c),
+            Some(DigestArg::Sha256) => DigestChoice::Set(DigestAlgorithm::Sha256),
+            Some(DigestArg::Blake3) => DigestChoice::Set(DigestAlgorithm::Blake3),
+        }
+    }
+
+    fn copy(&self) -> ztensor_io::CopyOptions {
+        ztensor_io::CopyOptions {
+            compression: self.compression(),
+            digest: self.digest(),
+            ..Default::default()
+        }
+    }
+
+    /// Write options for content that arrives without an encoding (foreign formats).
+    fn fresh(&self) -> ztensor_io::WriteOptions {
+        let digest = match self.digest() {
+            DigestChoice::Set(a) => Some(a),
+            _ => None,
+        };
+        ztensor_io::WriteOptions {
+            compression: self.compression().unwrap_or_default(),
+            digest,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -138,6 +298,7 @@ enum DigestArg {
 enum Target {
     Zt(Version),
     TensorBuffers,
+    Safetensors,
 }
 
 impl std::fmt::Display for Target {
@@ -145,6 +306,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::Zt(v) => write!(f, "zTensor {v}"),
             Target::TensorBuffers => f.write_str("TensorBuffers"),
+            Target::Safetensors => f.write_str("safetensors"),
         }
     }
 }
@@ -154,36 +316,17 @@ fn parse_version_arg(s: &str) -> Result<Version, String> {
         .ok_or_else(|| format!("unknown version {s:?} (expected 0.1, 1.1 or 1.2)"))
 }
 
-/// `--zstd LEVEL` / `--raw` / neither (keep each object's encoding).
-fn compression_choice(zstd: Option<i32>, raw: bool) -> Option<ztensor_io::Compression> {
-    match (zstd, raw) {
-        (Some(level), _) => Some(ztensor_io::Compression::Zstd(level)),
-        (None, true) => Some(ztensor_io::Compression::Raw),
-        (None, false) => None,
-    }
-}
-
-/// `--digest ALG|none` / absent (keep each component's digest).
-fn digest_choice(digest: Option<DigestArg>) -> DigestChoice {
-    match digest {
-        None => DigestChoice::Keep,
-        Some(DigestArg::None) => DigestChoice::Drop,
-        Some(DigestArg::Crc32c) => DigestChoice::Set(DigestAlgorithm::Crc32c),
-        Some(DigestArg::Sha256) => DigestChoice::Set(DigestAlgorithm::Sha256),
-        Some(DigestArg::Blake3) => DigestChoice::Set(DigestAlgorithm::Blake3),
-    }
-}
-
 fn parse_target(s: &str) -> Result<Target, String> {
     match s {
         "tensorbuffers" | "tb" => Ok(Target::TensorBuffers),
+        "safetensors" | "st" => Ok(Target::Safetensors),
         _ => Version::from_short(s).map(Target::Zt).ok_or_else(|| {
-            format!("unknown target {s:?} (expected 0.1, 1.1, 1.2 or tensorbuffers)")
+            format!("unknown target {s:?} (expected 0.1, 1.1, 1.2, safetensors or tensorbuffers)")
         }),
     }
 }
 
-/// A file that breaks a rule: exit status 1.
+/// The data said no (a broken file, unrepresentable content, a difference): exit status 1.
 #[derive(Debug)]
 struct Rejected(String);
 
@@ -216,12 +359,53 @@ fn options(strict: bool) -> Options {
     if strict { Options::strict() } else { Options::default() }
 }
 
-/// Opens a file; a file that breaks a rule becomes `Rejected`, other failures stay errors.
+/// A zTensor error as the CLI reports it: a broken rule is `Rejected` (status 1), other
+/// failures (I/O, names not found) are plain errors (status 2). `context` prefixes the message
+/// unless the error already names the path.
+fn zt_error(context: &str, e: &ztensor_io::Error) -> anyhow::Error {
+    let message = if context.is_empty() { e.to_string() } else { format!("{context}: {e}") };
+    let not_found = matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. });
+    match e.rule() {
+        Some(_) if !not_found => anyhow!(Rejected(message)),
+        _ => anyhow!(message),
+    }
+}
+
+/// A foreign-format error as the CLI reports it (status 1 for the data saying no).
+fn foreign_error(context: &str, e: &ztensor_foreign::Error) -> anyhow::Error {
+    use ztensor_foreign::ErrorKind as K;
+    let message = if context.is_empty() { e.to_string() } else { format!("{context}: {e}") };
+    let rejected = match e.kind() {
+        K::Malformed | K::IndexMismatch | K::Unrepresentable => true,
+        K::ZTensor => e.ztensor_error().is_some_and(|z| {
+            z.rule().is_some() && !matches!(z.kind(), ztensor_io::ErrorKind::NotFound { .. })
+        }),
+        _ => false,
+    };
+    if rejected { anyhow!(Rejected(message)) } else { anyhow!(message) }
+}
+
+/// Opens a zTensor file; a file that breaks a rule becomes `Rejected`, other failures stay
+/// errors.
 fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
     Reader::open_with(path, options).map_err(|e| match e.rule() {
         Some(_) => anyhow!(Rejected(format!("{}: {e}", path.display()))),
         None => anyhow!("{e}"),
     })
+}
+
+/// Opens a zTensor file for a command that reads zTensor only, with a clear message for the
+/// foreign formats it recognises.
+fn open_zt(path: &Path, command: &str) -> Result<Reader<FileSource>> {
+    match cmd::detect(path)? {
+        cmd::Kind::Zt => open(path, &Options::default()),
+        other => Err(anyhow!(
+            "{}: `{command}` reads zTensor files, and this is {other}; convert it first \
+             (ztensor convert {} OUT.zt)",
+            path.display(),
+            path.display()
+        )),
+    }
 }
 
 /// A TensorBuffers rule broken: `Rejected`, exit status 1.
@@ -231,27 +415,37 @@ fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
-    match cli.command {
-        Command::Info { file, strict } => {
-            if cmd::tb::detect(&file).with_context(|| format!("cannot open {}", file.display()))? {
-                let reader = cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?;
-                cmd::tb::info(&mut out, &file, &reader)?;
-            } else {
-                let reader = open(&file, &options(strict))?;
-                cmd::info::print(&mut out, &file, &reader)?;
+    let code = match cli.command {
+        Command::Info { file, strict, json } => {
+            match cmd::detect(&file)? {
+                cmd::Kind::TensorBuffers => {
+                    let reader =
+                        cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?;
+                    cmd::tb::info(&mut out, &file, &reader)?;
+                }
+                cmd::Kind::Zt => {
+                    let reader = open(&file, &options(strict))?;
+                    if json {
+                        writeln!(out, "{:#}", cmd::info::json(&file, &reader))?;
+                    } else {
+                        cmd::info::print(&mut out, &file, &reader)?;
+                    }
+                }
+                other => cmd::convert::foreign_info(&mut out, &file, other, json)?,
             }
+            ExitCode::SUCCESS
+        }
+        Command::Ls { file, patterns, json } => {
+            cmd::look::ls(&mut out, &open_zt(&file, "ls")?, &patterns, json)?
         }
         Command::Dump { json: _, file } => {
             let (dump, ok) = ztensor_cli::dump::file(&file)
                 .with_context(|| format!("cannot read {}", file.display()))?;
             writeln!(out, "{dump}")?;
-            if !ok {
-                out.flush()?;
-                return Ok(ExitCode::from(1));
-            }
+            if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
-        Command::Verify { file, strict, threads } => {
-            if cmd::tb::detect(&file).with_context(|| format!("cannot open {}", file.display()))? {
+        Command::Verify { file, strict, threads, json } => match cmd::detect(&file)? {
+            cmd::Kind::TensorBuffers => {
                 let reader = cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?;
                 for t in reader.tensors() {
                     reader.data(&t.name).map_err(|e| tb_rejected(&file, &e))?;
@@ -262,26 +456,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     file.display(),
                     reader.tensors().len()
                 )?;
-            } else {
-                return verify(&mut out, &file, strict, threads);
+                ExitCode::SUCCESS
             }
-        }
-        Command::Repack { input, output, to, zstd, raw, digest, threads, memory, chunk, quiet } => {
-            if cmd::tb::detect(&input)
-                .with_context(|| format!("cannot open {}", input.display()))?
-            {
-                return Err(anyhow!("repack reads zTensor files; use `convert` for TensorBuffers"));
+            cmd::Kind::Zt => cmd::info::verify(&mut out, &file, strict, threads, json)?,
+            other => cmd::convert::foreign_verify(&mut out, &file, other)?,
+        },
+        Command::Repack { input, output, to, encoding, run, chunk } => {
+            if cmd::detect(&input)? != cmd::Kind::Zt {
+                return Err(anyhow!(
+                    "repack reads zTensor files; use `convert` for {}",
+                    cmd::detect(&input)?
+                ));
             }
-            let compression = compression_choice(zstd, raw);
-            let copy =
-                CopyOptions { compression, digest: digest_choice(digest), chunk_size: Some(chunk) };
-            let par = ztensor_par::ParOptions { threads, memory_budget: memory };
+            let copy = ztensor_io::CopyOptions { chunk_size: Some(chunk), ..encoding.copy() };
             let started = std::time::Instant::now();
-            let (len, stats, objects) = cmd::repack::run(&input, &output, to, &copy, &par, quiet)
-                .map_err(|e| match e.rule() {
-                Some(_) => anyhow!(Rejected(format!("cannot repack {}: {e}", input.display()))),
-                None => anyhow!("{e}"),
-            })?;
+            let (len, stats, objects) =
+                cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
+                    .map_err(|e| zt_error(&format!("cannot repack {}", input.display()), &e))?;
             writeln!(
                 out,
                 "wrote {} ({to}, {objects} objects, {len} bytes) in {:.2} s, peak {} bytes in flight",
@@ -289,137 +480,68 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 started.elapsed().as_secs_f64(),
                 stats.peak_in_flight
             )?;
+            ExitCode::SUCCESS
         }
-        Command::Convert { input, output, to, zstd, raw, digest, drop_attributes } => {
-            let target = to.unwrap_or(if output.extension().is_some_and(|e| e == "tb") {
-                Target::TensorBuffers
-            } else {
-                Target::Zt(Version::V1_2)
+        Command::Convert { input, output, to, drop_attributes, encoding, run } => {
+            let target = to.unwrap_or_else(|| {
+                match output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase) {
+                    Some(e) if e == "tb" => Target::TensorBuffers,
+                    Some(e) if e == "safetensors" => Target::Safetensors,
+                    _ => Target::Zt(Version::V1_2),
+                }
             });
-            let compression = compression_choice(zstd, raw);
-            let digest = digest_choice(digest);
-            let cannot = |e: &dyn std::fmt::Display, broken: bool| {
-                let message = format!("cannot convert {} to {target}: {e}", input.display());
-                if broken { anyhow!(Rejected(message)) } else { anyhow!(message) }
+            let request = cmd::convert::Request {
+                input: &input,
+                output: &output,
+                target,
+                drop_attributes,
+                encoding: &encoding,
+                run: &run,
             };
-            let count = if cmd::tb::detect(&input)
-                .with_context(|| format!("cannot open {}", input.display()))?
-            {
-                let tb = cmd::tb::open(&input, false)?.map_err(|e| tb_rejected(&input, &e))?;
-                match target {
-                    Target::TensorBuffers => {
-                        let mut w = ztensor_tensorbuffers::create(&output)
-                            .map_err(|e| cannot(&e, false))?;
-                        for t in tb.tensors() {
-                            let data = tb.data(&t.name).map_err(|e| cannot(&e, true))?;
-                            let shape: Vec<u64> = t.shape.iter().map(|&d| u64::from(d)).collect();
-                            w.add(&t.name, t.data_type, &shape, &data)
-                                .map_err(|e| cannot(&e, true))?;
-                        }
-                        w.set_model(tb.metadata().model.clone());
-                        w.set_operations(tb.metadata().operations.clone());
-                        w.set_version(tb.metadata().version.clone());
-                        w.persist().map_err(|e| cannot(&e, false))?;
-                    }
-                    Target::Zt(version) => {
-                        let mut w =
-                            FileWriter::create(&output, version).map_err(|e| anyhow!("{e}"))?;
-                        let compression = compression.unwrap_or_default();
-                        let digest = match digest {
-                            DigestChoice::Set(a) => Some(a),
-                            _ => None,
-                        };
-                        let options =
-                            ztensor_io::WriteOptions { compression, digest, ..Default::default() };
-                        ztensor_tensorbuffers::to_ztensor(&tb, &mut w, &options).map_err(|e| {
-                            cannot(
-                                &e,
-                                e.kind() == ztensor_tensorbuffers::ErrorKind::Unrepresentable,
-                            )
-                        })?;
-                        w.finish().map_err(|e| anyhow!("{e}"))?;
-                    }
-                }
-                tb.tensors().len()
-            } else {
-                let reader = open(&input, &Options::default())?;
-                match target {
-                    Target::TensorBuffers => {
-                        let mut w = ztensor_tensorbuffers::create(&output)
-                            .map_err(|e| cannot(&e, false))?;
-                        ztensor_tensorbuffers::from_ztensor(&reader, &mut w, drop_attributes)
-                            .map_err(|e| {
-                                let hint = if e.to_string().contains("attributes") {
-                                    " (--drop-attributes discards them)"
-                                } else {
-                                    ""
-                                };
-                                cannot(
-                                    &format!("{e}{hint}"),
-                                    e.kind() != ztensor_tensorbuffers::ErrorKind::Io,
-                                )
-                            })?;
-                        w.persist().map_err(|e| cannot(&e, false))?;
-                    }
-                    Target::Zt(to) => {
-                        let mut writer =
-                            FileWriter::create(&output, to).map_err(|e| anyhow!("{e}"))?;
-                        copy_all(
-                            &reader,
-                            &mut writer,
-                            &CopyOptions { compression, digest, ..Default::default() },
-                        )
-                        .map_err(|e| cannot(&e, e.rule().is_some()))?;
-                        writer.finish().map_err(|e| anyhow!("{e}"))?;
-                    }
-                }
-                reader.manifest().len()
-            };
+            let count = cmd::convert::run(&request)?;
             let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
             writeln!(out, "wrote {} ({target}, {count} objects, {len} bytes)", output.display())?;
+            ExitCode::SUCCESS
         }
-    }
+        Command::Append { target, from, encoding, run } => {
+            let (count, len) = cmd::edit::append(&target, &from, &encoding, &run)?;
+            writeln!(
+                out,
+                "appended {count} objects from {} to {} (now {len} bytes)",
+                from.display(),
+                target.display()
+            )?;
+            ExitCode::SUCCESS
+        }
+        Command::Remove { file, names, output } => {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let before = open_zt(&file, "remove")?.manifest().len();
+            let len = ztensor_io::remove_objects(&file, &output, &names, &Options::default())
+                .map_err(|e| zt_error(&format!("cannot remove from {}", file.display()), &e))?;
+            writeln!(
+                out,
+                "wrote {} ({} objects, {len} bytes; removed {})",
+                output.display(),
+                before - names.len(),
+                names.join(", ")
+            )?;
+            ExitCode::SUCCESS
+        }
+        Command::Extract { file, name, output, max_dense } => {
+            let reader = open_zt(&file, "extract")?;
+            cmd::look::extract(&mut out, &file, &reader, &name, &output, max_dense)?;
+            ExitCode::SUCCESS
+        }
+        Command::Diff { a, b, json } => {
+            let (ra, rb) = (open_zt(&a, "diff")?, open_zt(&b, "diff")?);
+            cmd::look::diff(&mut out, (&a, &ra), (&b, &rb), json)?
+        }
+        Command::Cat { file, name, limit } => {
+            let reader = open_zt(&file, "cat")?;
+            cmd::look::cat(&mut out, &file, &reader, &name, limit)?;
+            ExitCode::SUCCESS
+        }
+    };
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn verify(out: &mut impl Write, file: &Path, strict: bool, threads: usize) -> Result<ExitCode> {
-    let reader = open(file, &options(strict))?;
-    let verdicts =
-        ztensor_par::verify_all(&reader, strict, &ztensor_par::ParOptions::with_threads(threads))
-            .map_err(|e| anyhow!("{e}"))?;
-    let mut problems = Vec::new();
-    let (mut verified, mut unverifiable, mut absent) = (0usize, Vec::new(), 0usize);
-    for (object, (name, verdict)) in reader.manifest().objects().zip(verdicts) {
-        if let Err(e) = verdict {
-            problems.push(e.to_string());
-            continue;
-        }
-        // A sound object's known digests were all verified by `verify_all`.
-        for (role, c) in &object.object().components {
-            match &c.digest {
-                None => absent += 1,
-                Some(d) if d.bytes().is_none() => unverifiable.push(format!("{name}/{role}: {d}")),
-                Some(_) => verified += 1,
-            }
-        }
-    }
-    for p in &problems {
-        writeln!(out, "{p}")?;
-    }
-    for u in &unverifiable {
-        writeln!(out, "unverifiable digest (unknown algorithm): {u}")?;
-    }
-    let n = reader.manifest().len();
-    let summary = format!(
-        "{n} objects, {verified} digests verified, {absent} components without digest, {} unverifiable",
-        unverifiable.len()
-    );
-    if problems.is_empty() {
-        writeln!(out, "{}: sound ({summary})", file.display())?;
-        Ok(ExitCode::SUCCESS)
-    } else {
-        writeln!(out, "{}: {} problem(s) ({summary})", file.display(), problems.len())?;
-        Ok(ExitCode::from(1))
-    }
+    Ok(code)
 }

@@ -131,6 +131,10 @@ fn u64s(bytes: &[u8]) -> Vec<u64> {
 /// [`ErrorKind::NotFound`], [`ErrorKind::Unrepresentable`] (quantized groups, sparse objects
 /// over the bound, types NumPy lacks), and read errors (damaged data is never written).
 pub fn array<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result<Array> {
+    array_of(reader, name, max_dense).map_err(|e| e.with_tensor(name))
+}
+
+fn array_of<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result<Array> {
     let data = reader.read_object(name).map_err(|e| {
         let not_found = matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. });
         let kind = if not_found { ErrorKind::NotFound } else { ErrorKind::ZTensor };

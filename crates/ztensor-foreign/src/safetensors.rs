@@ -142,6 +142,12 @@ impl<S: ReadAt> SafetensorsFile<S> {
         &self.metadata
     }
 
+    /// The same file with its `__metadata__` set aside (for conversions told to drop it).
+    pub fn without_metadata(mut self) -> SafetensorsFile<S> {
+        self.metadata.clear();
+        self
+    }
+
     /// The source.
     pub fn source(&self) -> &S {
         &self.source

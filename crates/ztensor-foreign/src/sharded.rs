@@ -191,6 +191,13 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
         &self.shards
     }
 
+    /// The same checkpoint with its merged `__metadata__` set aside (for conversions told to
+    /// drop it).
+    pub fn without_metadata(mut self) -> ShardedCheckpoint<S> {
+        self.metadata.clear();
+        self
+    }
+
     /// The shards' `__metadata__`, merged.
     pub fn metadata(&self) -> &BTreeMap<String, String> {
         &self.metadata

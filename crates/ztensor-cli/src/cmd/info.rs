@@ -95,3 +95,130 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
     writeln!(out, "total: {stored} bytes stored, {decoded} bytes decoded{unknown}")?;
     Ok(())
 }
+
+/// `info --json`: what the table shows, as JSON.
+pub fn json<S: ReadAt>(path: &Path, reader: &Reader<S>) -> serde_json::Value {
+    use serde_json::json;
+    let m = reader.manifest();
+    let manifest = m.manifest();
+    let mut objects: Vec<_> = m.objects().collect();
+    objects.sort_by(|a, b| a.name().cmp(b.name()));
+    let objects: Vec<_> = objects
+        .into_iter()
+        .map(|object| {
+            let o = object.object();
+            let components: serde_json::Map<_, _> = o
+                .components
+                .iter()
+                .map(|(role, c)| {
+                    let value = json!({
+                        "dtype": c.dtype.to_string(),
+                        "type": c.logical_type.as_ref().map(ToString::to_string),
+                        "encoding": c.encoding.to_string(),
+                        "big_endian": c.byte_order == ByteOrder::Big,
+                        "offset": c.offset,
+                        "stored": c.length,
+                        "decoded": object.decoded_len(role),
+                        "digest": c.digest.as_ref().map(|d| d.algorithm().name().to_owned()),
+                    });
+                    (role.clone(), value)
+                })
+                .collect();
+            json!({
+                "name": o.name,
+                "format": o.format.to_string(),
+                "shape": o.shape,
+                "attributes": o.attributes.as_ref().map(ztensor_cli::dump::cbor_to_json),
+                "components": components,
+                "unsupported": object.unsupported().map(|e| e.kind().id()),
+            })
+        })
+        .collect();
+    let location = m.location();
+    json!({
+        "file": path.display().to_string(),
+        "version": manifest.version.to_string(),
+        "version_string": manifest.version_string,
+        "manifest": {"offset": location.offset, "len": location.len},
+        "attributes": manifest.attributes.as_ref().map(ztensor_cli::dump::cbor_to_json),
+        "objects": objects,
+    })
+}
+
+/// `verify`: the manifest (on open), then every object on all threads.
+pub fn verify(
+    out: &mut impl Write,
+    file: &Path,
+    strict: bool,
+    threads: usize,
+    json: bool,
+) -> Result<std::process::ExitCode> {
+    let options =
+        if strict { ztensor_format::Options::strict() } else { ztensor_format::Options::default() };
+    let reader = match Reader::open_with(file, &options) {
+        Ok(r) => r,
+        Err(e) if json && e.rule().is_some() => {
+            let report = serde_json::json!({
+                "file": file.display().to_string(),
+                "sound": false,
+                "objects": null,
+                "problems": [e.to_string()],
+            });
+            writeln!(out, "{report:#}")?;
+            return Ok(std::process::ExitCode::from(1));
+        }
+        Err(e) => return Err(crate::zt_error(&file.display().to_string(), &e)),
+    };
+    let verdicts =
+        ztensor_par::verify_all(&reader, strict, &ztensor_par::ParOptions::with_threads(threads))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut problems = Vec::new();
+    let (mut verified, mut unverifiable, mut absent) = (0usize, Vec::new(), 0usize);
+    for (object, (name, verdict)) in reader.manifest().objects().zip(verdicts) {
+        if let Err(e) = verdict {
+            problems.push(e.to_string());
+            continue;
+        }
+        // A sound object's known digests were all verified by `verify_all`.
+        for (role, c) in &object.object().components {
+            match &c.digest {
+                None => absent += 1,
+                Some(d) if d.bytes().is_none() => unverifiable.push(format!("{name}/{role}: {d}")),
+                Some(_) => verified += 1,
+            }
+        }
+    }
+    let n = reader.manifest().len();
+    let code = if problems.is_empty() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    };
+    if json {
+        let report = serde_json::json!({
+            "file": file.display().to_string(),
+            "sound": problems.is_empty(),
+            "objects": n,
+            "problems": problems,
+            "digests": {"verified": verified, "absent": absent, "unverifiable": unverifiable},
+        });
+        writeln!(out, "{report:#}")?;
+        return Ok(code);
+    }
+    for p in &problems {
+        writeln!(out, "{p}")?;
+    }
+    for u in &unverifiable {
+        writeln!(out, "unverifiable digest (unknown algorithm): {u}")?;
+    }
+    let summary = format!(
+        "{n} objects, {verified} digests verified, {absent} components without digest, {} unverifiable",
+        unverifiable.len()
+    );
+    if problems.is_empty() {
+        writeln!(out, "{}: sound ({summary})", file.display())?;
+    } else {
+        writeln!(out, "{}: {} problem(s) ({summary})", file.display(), problems.len())?;
+    }
+    Ok(code)
+}

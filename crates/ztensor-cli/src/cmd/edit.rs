@@ -1,0 +1,130 @@
+//! `ztensor append`: objects of another file added to a zTensor 1.x file in place.
+
+use std::path::Path;
+
+use anyhow::{Result, anyhow};
+use ztensor_foreign::safetensors::{SafetensorsFile, source_tensors};
+use ztensor_foreign::sharded::ShardedCheckpoint;
+use ztensor_format::Options;
+
+use super::Kind;
+use super::repack::Bar;
+use crate::{Encoding, Rejected, Run, foreign_error, open, zt_error};
+
+type Writes<'a> = Box<dyn FnOnce(&mut ztensor_io::Appender) -> Result<()> + 'a>;
+
+/// Appends every object of `from` to `target`; returns the count and the new length.
+pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Result<(usize, u64)> {
+    if super::detect(target)? != Kind::Zt {
+        return Err(anyhow!("{}: append adds to zTensor 1.x files only", target.display()));
+    }
+    let existing = open(target, &Options::default())?;
+    let taken = |names: &mut dyn Iterator<Item = &str>| -> Result<()> {
+        let clashes: Vec<&str> = names.filter(|n| existing.object(n).is_ok()).collect();
+        if clashes.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow!(Rejected(format!(
+                "cannot append {} to {}: {} already holds {} (remove them first)",
+                from.display(),
+                target.display(),
+                target.display(),
+                clashes.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+            ))))
+        }
+    };
+    let context = format!("cannot append {} to {}", from.display(), target.display());
+    let bar;
+    // Everything is checked before the first byte is appended; what can still fail is I/O.
+    let (count, write): (usize, Writes<'_>) = match super::detect(from)? {
+        Kind::Zt => {
+            let source = open(from, &Options::default())?;
+            taken(&mut source.manifest().objects().map(|o| o.name()))?;
+            let copy = encoding.copy();
+            let n = source.manifest().len();
+            (
+                n,
+                Box::new(move |w| {
+                    for o in source.manifest().objects() {
+                        ztensor_io::copy_object(&source, o.name(), &mut **w, &copy)
+                            .map_err(|e| zt_error("", &e))?;
+                    }
+                    Ok(())
+                }),
+            )
+        }
+        Kind::Safetensors => {
+            let file = SafetensorsFile::open(from).map_err(|e| foreign_error("", &e))?;
+            taken(&mut file.tensors().iter().map(|t| t.name.as_str()))?;
+            source_tensors(&file).map_err(|e| foreign_error(&context, &e))?;
+            bar = Bar::new(file.tensors().iter().map(|t| t.len).sum(), run.quiet);
+            let (options, par, bar) = (encoding.fresh(), run.par(), &bar);
+            (
+                file.tensors().len(),
+                Box::new(move |w| {
+                    let tensors = source_tensors(&file).map_err(|e| foreign_error("", &e))?;
+                    let done = ztensor_par::write_from_source(
+                        file.source(),
+                        &tensors,
+                        &mut **w,
+                        &options,
+                        &par,
+                        bar,
+                    );
+                    bar.finish();
+                    done.map(|_| ()).map_err(|e| zt_error("", &e))
+                }),
+            )
+        }
+        Kind::ShardIndex => {
+            let ckpt = ShardedCheckpoint::open(from).map_err(|e| foreign_error("", &e))?;
+            let ckpt = ckpt.without_metadata();
+            let mut names =
+                ckpt.shards().iter().flat_map(|(_, f)| f.tensors()).map(|t| t.name.as_str());
+            taken(&mut names)?;
+            for (p, f) in ckpt.shards() {
+                source_tensors(f).map_err(|e| foreign_error(&p.display().to_string(), &e))?;
+            }
+            let (n, bytes) = ckpt.totals();
+            bar = Bar::new(bytes, run.quiet);
+            let (options, par, bar) = (encoding.fresh(), run.par(), &bar);
+            (
+                n,
+                Box::new(move |w| {
+                    let done = ckpt.to_ztensor(&mut **w, &options, &par, bar);
+                    bar.finish();
+                    done.map(|_| ()).map_err(|e| foreign_error("", &e))
+                }),
+            )
+        }
+        Kind::TensorBuffers => {
+            return Err(anyhow!(
+                "{context}: append reads zTensor and safetensors files; convert the \
+                     TensorBuffers file first (ztensor convert {} OUT.zt)",
+                from.display()
+            ));
+        }
+    };
+    drop(existing);
+    let mut appender =
+        ztensor_io::append(target, &Options::default()).map_err(|e| zt_error("", &e))?;
+    let result =
+        write(&mut appender).and_then(|()| appender.finish().map_err(|e| zt_error("", &e)));
+    match result {
+        Ok(len) => Ok((count, len)),
+        Err(e) => {
+            // The old manifest is still the last complete one; make it current again.
+            let restored = ztensor_io::repair(target, &Options::default());
+            let note = match restored {
+                Ok(_) => format!("{} still holds exactly its old objects", target.display()),
+                Err(r) => format!("{} could not be restored ({r})", target.display()),
+            };
+            let message = format!("{context}: {e:#}; {note}");
+            if e.downcast_ref::<Rejected>().is_some() {
+                Err(anyhow!(Rejected(message)))
+            } else {
+                Err(anyhow!(message))
+            }
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! `ls`, `cat`, `extract` and `diff`: looking at what a file holds.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow};
+use ztensor_foreign::npy;
+use ztensor_io::{FileSource, Reader};
+
+use crate::{foreign_error, zt_error};
+
+/// Whether `name` matches the glob `pattern`: `*` any run, `?` one character, `[...]` a class
+/// (`[abc]`, `[a-z]`, `[!x]`). Written here because object names need nothing more, and a
+/// glob crate would bring a regex engine for it.
+pub fn glob(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    // Iterative matching with one backtrack point for the last `*`.
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        let step = match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+                continue;
+            }
+            Some('?') => Some(pi + 1),
+            Some('[') => class(&p, pi, n[ni]),
+            Some(&c) => (c == n[ni]).then_some(pi + 1),
+            None => None,
+        };
+        match (step, star) {
+            (Some(next), _) => {
+                pi = next;
+                ni += 1;
+            }
+            (None, Some((sp, sn))) => {
+                pi = sp + 1;
+                ni = sn + 1;
+                star = Some((sp, sn + 1));
+            }
+            (None, None) => return false,
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// Matches `c` against the class starting at `p[at] == '['`; the index after the class, or
+/// `None`. An unclosed `[` is a literal.
+fn class(p: &[char], at: usize, c: char) -> Option<usize> {
+    let mut i = at + 1;
+    let negate = matches!(p.get(i), Some('!' | '^'));
+    if negate {
+        i += 1;
+    }
+    let mut matched = false;
+    let mut first = true;
+    while let Some(&x) = p.get(i) {
+        if x == ']' && !first {
+            return (matched != negate).then_some(i + 1);
+        }
+        first = false;
+        if p.get(i + 1) == Some(&'-') && p.get(i + 2).is_some_and(|&e| e != ']') {
+            matched |= x <= c && c <= p[i + 2];
+            i += 3;
+        } else {
+            matched |= x == c;
+            i += 1;
+        }
+    }
+    (c == '[').then_some(at + 1)
+}
+
+pub fn ls(
+    out: &mut impl Write,
+    reader: &Reader<FileSource>,
+    patterns: &[String],
+    json: bool,
+) -> Result<ExitCode> {
+    let mut names: Vec<&str> = reader
+        .manifest()
+        .objects()
+        .map(|o| o.name())
+        .filter(|n| patterns.is_empty() || patterns.iter().any(|p| glob(p, n)))
+        .collect();
+    names.sort_unstable();
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&names)?)?;
+    } else {
+        for n in &names {
+            writeln!(out, "{n}")?;
+        }
+    }
+    // Like grep: nothing matched is status 1.
+    Ok(if names.is_empty() && !patterns.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn array(
+    path: &Path,
+    reader: &Reader<FileSource>,
+    name: &str,
+    max_dense: u64,
+) -> Result<npy::Array> {
+    npy::array(reader, name, max_dense).map_err(|e| foreign_error(&path.display().to_string(), &e))
+}
+
+pub fn extract(
+    out: &mut impl Write,
+    path: &Path,
+    reader: &Reader<FileSource>,
+    name: &str,
+    output: &Path,
+    max_dense: u64,
+) -> Result<()> {
+    let array = array(path, reader, name, max_dense)?;
+    let mut file = ztensor_io::AtomicFile::create(output).map_err(|e| anyhow!("{e}"))?;
+    npy::write(&mut file, &array).map_err(|e| anyhow!("writing {}: {e}", output.display()))?;
+    file.persist().map_err(|e| anyhow!("{e}"))?;
+    let note = array.note.as_ref().map(|n| format!("; {n}")).unwrap_or_default();
+    writeln!(
+        out,
+        "wrote {} ({} {:?}, {} elements{note})",
+        output.display(),
+        array.descr,
+        array.shape,
+        npy::len(&array)
+    )?;
+    Ok(())
+}
+
+pub fn cat(
+    out: &mut impl Write,
+    path: &Path,
+    reader: &Reader<FileSource>,
+    name: &str,
+    limit: usize,
+) -> Result<()> {
+    let array = array(path, reader, name, npy::DEFAULT_MAX_DENSE)?;
+    let total = npy::len(&array);
+    let limit = if limit == 0 { usize::MAX } else { limit };
+    let values = npy::values(&array, limit);
+    let note = array.note.as_ref().map(|n| format!(", {n}")).unwrap_or_default();
+    writeln!(out, "# {name}: {} {:?}, {total} elements{note}", array.descr, array.shape)?;
+    // One line per row of the last dimension.
+    let row = array.shape.last().copied().filter(|&r| r > 0).unwrap_or(1);
+    let row = usize::try_from(row).unwrap_or(usize::MAX);
+    for line in values.chunks(row) {
+        writeln!(out, "{}", line.join(" "))?;
+    }
+    if (values.len() as u64) < total {
+        writeln!(out, "... ({} more; --limit 0 prints all)", total - values.len() as u64)?;
+    }
+    Ok(())
+}
+
+/// Role, dtype (with logical type) and content hash of each component.
+type Components = Vec<(String, String, String)>;
+
+/// One object's description for `diff`: format, shape, and per component dtype, logical type
+/// and a hash of the decoded bytes.
+fn describe(reader: &Reader<FileSource>, name: &str) -> Result<(String, Vec<u64>, Components)> {
+    let data = reader.read_object(name).map_err(|e| zt_error("", &e))?;
+    let components = data
+        .components
+        .iter()
+        .map(|(role, c)| {
+            let dtype = match &c.logical_type {
+                Some(t) => format!("{}:{t}", c.dtype),
+                None => c.dtype.to_string(),
+            };
+            (role.clone(), dtype, blake3::hash(&c.bytes).to_hex().to_string())
+        })
+        .collect();
+    Ok((data.format.to_string(), data.shape, components))
+}
+
+pub fn diff(
+    out: &mut impl Write,
+    (a_path, a): (&Path, &Reader<FileSource>),
+    (b_path, b): (&Path, &Reader<FileSource>),
+    json: bool,
+) -> Result<ExitCode> {
+    let names = |r: &Reader<FileSource>| -> std::collections::BTreeSet<String> {
+        r.manifest().objects().map(|o| o.name().to_owned()).collect()
+    };
+    let (in_a, in_b) = (names(a), names(b));
+    let removed: Vec<&String> = in_a.difference(&in_b).collect();
+    let added: Vec<&String> = in_b.difference(&in_a).collect();
+    let mut changed = Vec::new();
+    let mut same = 0usize;
+    for name in in_a.intersection(&in_b) {
+        let context = |p: &Path| format!("{}: object {name:?}", p.display());
+        let (fa, sa, ca) = describe(a, name).map_err(|e| anyhow!("{}: {e:#}", context(a_path)))?;
+        let (fb, sb, cb) = describe(b, name).map_err(|e| anyhow!("{}: {e:#}", context(b_path)))?;
+        let mut what = Vec::new();
+        if fa != fb {
+            what.push(format!("format {fa} -> {fb}"));
+        }
+        if sa != sb {
+            what.push(format!("shape {sa:?} -> {sb:?}"));
+        }
+        let dtypes = |c: &[(String, String, String)]| {
+            c.iter().map(|(r, d, _)| format!("{r}:{d}")).collect::<Vec<_>>()
+        };
+        if dtypes(&ca) != dtypes(&cb) {
+            what.push(format!("dtype {} -> {}", dtypes(&ca).join(","), dtypes(&cb).join(",")));
+        }
+        if what.is_empty() && ca != cb {
+            let roles: Vec<&str> =
+                ca.iter().zip(&cb).filter(|(x, y)| x.2 != y.2).map(|(x, _)| x.0.as_str()).collect();
+            what.push(format!("content ({})", roles.join(", ")));
+        }
+        if what.is_empty() {
+            same += 1;
+        } else {
+            changed.push((name.clone(), what));
+        }
+    }
+    let differ = !(added.is_empty() && removed.is_empty() && changed.is_empty());
+    if json {
+        let changed: Vec<_> =
+            changed.iter().map(|(n, w)| serde_json::json!({"name": n, "changes": w})).collect();
+        let report = serde_json::json!({
+            "a": a_path.display().to_string(),
+            "b": b_path.display().to_string(),
+            "added": added,
+            "removed": removed,
+            "changed": changed,
+            "same": same,
+        });
+        writeln!(out, "{report:#}")?;
+    } else {
+        for n in &removed {
+            writeln!(out, "- {n}")?;
+        }
+        for n in &added {
+            writeln!(out, "+ {n}")?;
+        }
+        for (n, what) in &changed {
+            writeln!(out, "~ {n}: {}", what.join("; "))?;
+        }
+        writeln!(
+            out,
+            "{} removed, {} added, {} changed, {same} the same",
+            removed.len(),
+            added.len(),
+            changed.len()
+        )?;
+    }
+    Ok(if differ { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn globs() {
+        let yes = [
+            ("*", ""),
+            ("*", "layers.0.weight"),
+            ("layers.*.weight", "layers.10.weight"),
+            ("layers.?.bias", "layers.3.bias"),
+            ("*.[wb]*", "a.weight"),
+            ("*.[wb]*", "a.bias"),
+            ("[a-c]x", "bx"),
+            ("[!a-c]x", "dx"),
+            ("a*b*c", "aXbYbZc"),
+            ("[x", "[x"),
+            ("**", "anything"),
+            ("é*", "éa"),
+        ];
+        for (p, n) in yes {
+            assert!(glob(p, n), "{p} should match {n}");
+        }
+        let no = [
+            ("layers.*.weight", "layers.0.bias"),
+            ("?", ""),
+            ("?", "ab"),
+            ("[!a-c]x", "ax"),
+            ("a*b*c", "aXbYbZ"),
+            ("abc", "abcd"),
+            ("[a-c]", "d"),
+        ];
+        for (p, n) in no {
+            assert!(!glob(p, n), "{p} should not match {n}");
+        }
+    }
+}
