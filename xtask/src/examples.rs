@@ -115,3 +115,70 @@ pub fn tiny(version: Version) -> Result<Vec<u8>> {
     objects.push((Object::new("scales.fp8", vec![4], Format::Dense), vec![fp8]));
     assemble(manifest, objects)
 }
+
+/// The bundled example checkpoint for the README tour: a tiny two-layer model in the Hugging
+/// Face sharded layout (`model.safetensors.index.json` and two shards), written by the
+/// `safetensors` crate itself, with bf16, f32 and FP8 (`F8_E4M3`) weights and `__metadata__`.
+/// Returns (file name, bytes) pairs.
+pub fn checkpoint() -> Result<Vec<(String, Vec<u8>)>> {
+    use safetensors::Dtype;
+    use safetensors::tensor::TensorView;
+
+    // Deterministic weights: small values from a fixed linear congruential sequence.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state =
+            state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        // In [-0.04, 0.04): about two standard deviations of N(0, 0.02).
+        f32::from(u16::try_from(state >> 48).unwrap_or(0)) / 65536.0 * 0.08 - 0.04
+    };
+    let mut bf16 = |n: usize| -> Vec<u8> {
+        (0..n).flat_map(|_| half::bf16::from_f32(next()).to_le_bytes()).collect()
+    };
+    let embed = bf16(16 * 8);
+    let head = bf16(16 * 8);
+    let f32s =
+        |values: &[f32]| -> Vec<u8> { values.iter().flat_map(|v| v.to_le_bytes()).collect() };
+    let w0 = f32s(&(0..64).map(|i| (i as f32 - 32.0) / 800.0).collect::<Vec<_>>());
+    let b0 = f32s(&[0.0; 8]);
+    // FP8 E4M3 codes spread over the small magnitudes, and one per-tensor scale.
+    let w1: Vec<u8> = (0..64u8).map(|i| (i.wrapping_mul(29) % 0x30) | ((i & 1) << 7)).collect();
+    let scale = f32s(&[0.015_625]);
+    type Tensor<'a> = (&'a str, Dtype, Vec<usize>, &'a [u8]);
+    let shards: [(&str, Vec<Tensor<'_>>); 2] = [
+        (
+            "model-00001-of-00002.safetensors",
+            vec![
+                ("embed.weight", Dtype::BF16, vec![16, 8], &embed),
+                ("layers.0.weight", Dtype::F32, vec![8, 8], &w0),
+                ("layers.0.bias", Dtype::F32, vec![8], &b0),
+            ],
+        ),
+        (
+            "model-00002-of-00002.safetensors",
+            vec![
+                ("layers.1.weight", Dtype::F8_E4M3, vec![8, 8], &w1),
+                ("layers.1.weight_scale", Dtype::F32, vec![1], &scale),
+                ("lm_head.weight", Dtype::BF16, vec![16, 8], &head),
+            ],
+        ),
+    ];
+    let mut files = Vec::new();
+    let mut weight_map = serde_json::Map::new();
+    let mut total = 0usize;
+    for (name, tensors) in &shards {
+        let mut views = Vec::new();
+        for (t, dtype, shape, data) in tensors {
+            views.push((*t, TensorView::new(*dtype, shape.clone(), data)?));
+            weight_map.insert((*t).to_owned(), (*name).into());
+            total += data.len();
+        }
+        let metadata = std::collections::HashMap::from([("format".to_owned(), "pt".to_owned())]);
+        files.push(((*name).to_owned(), safetensors::serialize(views, Some(metadata))?));
+    }
+    let index = serde_json::json!({"metadata": {"total_size": total}, "weight_map": weight_map});
+    let mut index = serde_json::to_vec_pretty(&index)?;
+    index.push(b'\n');
+    files.push(("model.safetensors.index.json".to_owned(), index));
+    Ok(files)
+}

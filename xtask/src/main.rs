@@ -111,6 +111,9 @@ fn fixtures(check: bool) -> Result<()> {
         extra.push_str(&format!("\n[[fixture]]\nfile = {path:?}\nversion = \"{version}\"\ncovers = \"the bundled example checkpoint\"\nexpect = \"ok\"\n"));
         files.push((path, examples::tiny(version)?));
     }
+    for (name, bytes) in examples::checkpoint()? {
+        files.push((format!("examples/checkpoint/{name}"), bytes));
+    }
     for (name, bytes) in tb_fixtures::all()? {
         let path = format!("tensorbuffers/{name}");
         let stem = name.rsplit('/').next().unwrap_or("").trim_end_matches(".tb");
@@ -126,6 +129,7 @@ fn fixtures(check: bool) -> Result<()> {
     let mut stale = ztensor_conformance::write_or_check(&root, &files, check)?;
     for dir in [
         "examples",
+        "examples/checkpoint",
         "tensorbuffers/valid",
         "tensorbuffers/reject",
         "v0.1/valid",
@@ -136,6 +140,9 @@ fn fixtures(check: bool) -> Result<()> {
         "v1.2/reject",
     ] {
         for entry in std::fs::read_dir(root.join(dir)).into_iter().flatten().flatten() {
+            if entry.path().is_dir() {
+                continue;
+            }
             let rel = format!("{dir}/{}", entry.file_name().to_string_lossy());
             if !files.iter().any(|(name, _)| *name == rel) {
                 stale.push(format!("{} (no recipe)", entry.path().display()));

@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+mod tools;
+
 fn ztensor(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ztensor"))
         .args(args)

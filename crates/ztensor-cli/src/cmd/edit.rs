@@ -20,7 +20,8 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
     }
     let existing = open(target, &Options::default())?;
     let taken = |names: &mut dyn Iterator<Item = &str>| -> Result<()> {
-        let clashes: Vec<&str> = names.filter(|n| existing.object(n).is_ok()).collect();
+        let mut clashes: Vec<&str> = names.filter(|n| existing.object(n).is_ok()).collect();
+        clashes.sort_unstable();
         if clashes.is_empty() {
             Ok(())
         } else {

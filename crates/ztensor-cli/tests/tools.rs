@@ -1,0 +1,402 @@
+//! The tool as a user runs it on safetensors checkpoints (single and sharded, with FP8 and
+//! `__metadata__`), and every command's success and failure. safetensors outputs are read back
+//! by the `safetensors` crate, independently of this project's reader and writer.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+
+use super::{json, scratch, stderr, stdout, ztensor};
+
+/// A tensor: name, dtype, shape, bytes.
+type Spec = (String, Dtype, Vec<usize>, Vec<u8>);
+
+/// A tensor as read back: dtype, shape, bytes.
+type Stored = (Dtype, Vec<usize>, Vec<u8>);
+
+fn specs() -> Vec<Spec> {
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let bf16s = |v: &[f32]| {
+        v.iter().flat_map(|x| half::bf16::from_f32(*x).to_le_bytes()).collect::<Vec<u8>>()
+    };
+    vec![
+        ("w.f32".into(), Dtype::F32, vec![2, 3], f32s(&[1.0, -2.0, 0.5, 0.25, 3.0, -1.5])),
+        ("w.bf16".into(), Dtype::BF16, vec![4], bf16s(&[1.0, 2.0, -0.5, 8.0])),
+        // FP8 E4M3: 0x38 is 1.0, 0x7e is 448 (the largest finite value), 0xb8 is -1.0.
+        ("w.fp8".into(), Dtype::F8_E4M3, vec![3], vec![0x38, 0x7e, 0xb8]),
+        ("w.fp8b".into(), Dtype::F8_E5M2, vec![2], vec![0x3c, 0xc0]),
+        (
+            "ids".into(),
+            Dtype::I64,
+            vec![2],
+            [7i64, -9].iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        ("mask".into(), Dtype::BOOL, vec![3], vec![1, 0, 1]),
+    ]
+}
+
+fn metadata() -> HashMap<String, String> {
+    [("format".into(), "pt".into())].into()
+}
+
+fn write_safetensors(path: &Path, specs: &[Spec], metadata: Option<HashMap<String, String>>) {
+    let views: Vec<(&str, TensorView<'_>)> = specs
+        .iter()
+        .map(|(n, d, s, b)| (n.as_str(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    std::fs::write(path, safetensors::serialize(views, metadata).unwrap()).unwrap();
+}
+
+/// Shards `specs` into `n` files with an index; returns the index path.
+fn write_sharded(dir: &Path, specs: &[Spec], n: usize) -> PathBuf {
+    let mut map = serde_json::Map::new();
+    let per = specs.len().div_ceil(n);
+    for (i, chunk) in specs.chunks(per).enumerate() {
+        let name = format!("model-{:05}-of-{n:05}.safetensors", i + 1);
+        write_safetensors(&dir.join(&name), chunk, Some(metadata()));
+        for t in chunk {
+            map.insert(t.0.clone(), name.clone().into());
+        }
+    }
+    let index = dir.join("model.safetensors.index.json");
+    let body = serde_json::json!({"metadata": {"total_size": 1}, "weight_map": map});
+    std::fs::write(&index, body.to_string()).unwrap();
+    index
+}
+
+/// Reads a safetensors file with the `safetensors` crate: tensors by name, and metadata.
+fn read_back(path: &Path) -> (HashMap<String, Stored>, Option<HashMap<String, String>>) {
+    let bytes = std::fs::read(path).unwrap();
+    let parsed = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let tensors = parsed
+        .tensors()
+        .into_iter()
+        .map(|(n, v)| (n, (v.dtype(), v.shape().to_vec(), v.data().to_vec())))
+        .collect();
+    let metadata = safetensors::SafeTensors::read_metadata(&bytes).unwrap().1.metadata().clone();
+    (tensors, metadata)
+}
+
+fn assert_same(path: &Path, specs: &[Spec], metadata: Option<HashMap<String, String>>) {
+    let (tensors, got_metadata) = read_back(path);
+    assert_eq!(tensors.len(), specs.len());
+    for (n, d, s, b) in specs {
+        assert_eq!(tensors[n], (*d, s.clone(), b.clone()), "{n}");
+    }
+    assert_eq!(got_metadata, metadata);
+}
+
+fn arg(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = ztensor(args);
+    assert!(out.status.success(), "{args:?}: {}{}", stdout(&out), stderr(&out));
+    stdout(&out)
+}
+
+/// Runs a command that must fail with `status`, returning stderr.
+fn fails(args: &[&str], status: i32) -> String {
+    let out = ztensor(args);
+    assert_eq!(out.status.code(), Some(status), "{args:?}: {}{}", stdout(&out), stderr(&out));
+    let err = stderr(&out);
+    assert!(err.starts_with("ztensor: "), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+    err
+}
+
+#[test]
+fn safetensors_round_trip_with_fp8_and_metadata() {
+    let d = scratch("st-roundtrip");
+    let (st, zt, back) = (d.join("in.safetensors"), d.join("m.zt"), d.join("out.safetensors"));
+    write_safetensors(&st, &specs(), Some(metadata()));
+    let out =
+        ok(&["convert", arg(&st), arg(&zt), "--zstd", "3", "--digest", "sha256", "--threads", "2"]);
+    assert!(out.contains("(zTensor 1.2, 6 objects,"), "{out}");
+    // The zTensor file holds FP8 as u8 with the logical type, and the metadata as attributes.
+    let info = json(&ztensor(&["info", "--json", arg(&zt)]));
+    let fp8 = info["objects"].as_array().unwrap().iter().find(|o| o["name"] == "w.fp8").unwrap();
+    assert_eq!(fp8["components"]["data"]["dtype"], "u8");
+    assert_eq!(fp8["components"]["data"]["type"], "f8_e4m3fn");
+    assert_eq!(fp8["components"]["data"]["encoding"], "zstd");
+    assert_eq!(info["attributes"], serde_json::json!({"format": "pt"}));
+    assert!(ok(&["verify", arg(&zt)]).contains("6 digests verified"));
+    // And back, read by the safetensors crate.
+    ok(&["convert", arg(&zt), arg(&back)]);
+    assert_same(&back, &specs(), Some(metadata()));
+    // The exported file is the crate's own serialization of the same tensors, byte for byte.
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&st).unwrap());
+}
+
+#[test]
+fn sharded_checkpoint_becomes_one_file_and_back() {
+    let d = scratch("st-sharded");
+    let index = write_sharded(&d, &specs(), 3);
+    let zt = d.join("model.zt");
+    let out = ok(&["convert", arg(&index), arg(&zt), "--zstd", "1", "--threads", "2", "-q"]);
+    assert!(out.contains("6 objects"), "{out}");
+    let info = ok(&["info", arg(&index)]);
+    assert!(info.contains("sharded safetensors (3 shards)"), "{info}");
+    let back = d.join("all.safetensors");
+    ok(&["convert", arg(&zt), arg(&back)]);
+    assert_same(&back, &specs(), Some(metadata()));
+    // Straight from the index to one safetensors file, too.
+    let direct = d.join("direct.safetensors");
+    ok(&["convert", arg(&index), arg(&direct)]);
+    assert_eq!(std::fs::read(&direct).unwrap(), std::fs::read(&back).unwrap());
+}
+
+#[test]
+fn convert_failures_name_the_file_the_tensor_and_the_reason() {
+    let d = scratch("st-convert-fail");
+    // A shard holding a tensor the index does not list.
+    let index = write_sharded(&d, &specs(), 2);
+    let body = std::fs::read_to_string(&index).unwrap().replace("\"mask\":", "\"renamed\":");
+    std::fs::write(&index, body).unwrap();
+    let err = fails(&["convert", arg(&index), arg(&d.join("x.zt"))], 1);
+    assert!(err.contains("model.safetensors.index.json"), "{err}");
+    assert!(
+        err.contains("tensor \"mask\" in model-00002-of-00002.safetensors is not listed"),
+        "{err}"
+    );
+    assert!(!d.join("x.zt").exists());
+    // A missing input.
+    let err = fails(&["convert", "no-such.safetensors", arg(&d.join("x.zt"))], 2);
+    assert!(err.contains("no-such.safetensors"), "{err}");
+    // A corrupt safetensors file.
+    let st = d.join("bad.safetensors");
+    write_safetensors(&st, &specs(), None);
+    let mut bytes = std::fs::read(&st).unwrap();
+    bytes.pop();
+    std::fs::write(&st, bytes).unwrap();
+    let err = fails(&["convert", arg(&st), arg(&d.join("x.zt"))], 1);
+    assert!(err.contains("bad.safetensors: the header describes"), "{err}");
+    // What safetensors cannot hold: a sparse object, named.
+    let err =
+        fails(&["convert", "fixtures/examples/tiny-v1.2.zt", arg(&d.join("t.safetensors"))], 1);
+    assert!(
+        err.contains("tensor \"adjacency\": safetensors cannot hold a sparse_csr object"),
+        "{err}"
+    );
+    assert!(!d.join("t.safetensors").exists());
+    // FP8 into 0.1, which has no logical types, and metadata into 0.1, which has no attributes.
+    let st = d.join("fp8.safetensors");
+    write_safetensors(&st, &specs(), Some(metadata()));
+    let err = fails(&["convert", arg(&st), arg(&d.join("old.zt")), "--to", "0.1"], 1);
+    assert!(err.contains("__metadata__ cannot be kept"), "{err}");
+    let err = fails(
+        &["convert", arg(&st), arg(&d.join("old.zt")), "--to", "0.1", "--drop-attributes"],
+        1,
+    );
+    assert!(err.contains("\"w.fp8\""), "{err}");
+}
+
+#[test]
+fn info_ls_and_verify() {
+    let d = scratch("st-look");
+    let st = d.join("m.safetensors");
+    write_safetensors(&st, &specs(), Some(metadata()));
+    let info = json(&ztensor(&["info", "--json", arg(&st)]));
+    assert_eq!(info["format"], "safetensors");
+    assert_eq!(info["tensors"].as_array().unwrap().len(), 6);
+    assert!(ok(&["verify", arg(&st)]).contains("sound (a safetensors file: 6 tensors"));
+    let zt = d.join("m.zt");
+    ok(&["convert", arg(&st), arg(&zt)]);
+    assert_eq!(ok(&["ls", arg(&zt)]), "ids\nmask\nw.bf16\nw.f32\nw.fp8\nw.fp8b\n");
+    assert_eq!(ok(&["ls", arg(&zt), "w.fp8*", "ma?k"]), "mask\nw.fp8\nw.fp8b\n");
+    assert_eq!(
+        json(&ztensor(&["ls", "--json", arg(&zt), "w.[bf]*"])),
+        serde_json::json!(["w.bf16", "w.f32", "w.fp8", "w.fp8b"])
+    );
+    // Nothing matched is status 1, like grep; a missing file is 2; a foreign file is explained.
+    assert_eq!(ztensor(&["ls", arg(&zt), "nothing*"]).status.code(), Some(1));
+    assert!(fails(&["ls", "missing.zt"], 2).contains("missing.zt"));
+    let err = fails(&["ls", arg(&st)], 2);
+    assert!(err.contains("`ls` reads zTensor files, and this is a safetensors file"), "{err}");
+    let report = json(&ztensor(&["verify", "--json", "--threads", "2", arg(&zt)]));
+    assert_eq!(report["sound"], true);
+    assert_eq!(report["objects"], 6);
+}
+
+#[test]
+fn append_adds_in_place_and_refuses_clashes_untouched() {
+    let d = scratch("append");
+    let all = specs();
+    let (first, second) = (d.join("a.safetensors"), d.join("b.safetensors"));
+    write_safetensors(&first, &all[..3], None);
+    write_safetensors(&second, &all[3..], None);
+    let zt = d.join("m.zt");
+    ok(&["convert", arg(&first), arg(&zt)]);
+    let before = std::fs::read(&zt).unwrap();
+    let out = ok(&["append", arg(&zt), "--from", arg(&second), "--zstd", "3", "-q"]);
+    assert!(out.contains("appended 3 objects"), "{out}");
+    // The old bytes are untouched; everything is there.
+    let after = std::fs::read(&zt).unwrap();
+    assert_eq!(&after[..before.len() - 16], &before[..before.len() - 16]);
+    let back = d.join("all.safetensors");
+    ok(&["convert", arg(&zt), arg(&back)]);
+    assert_same(&back, &all, None);
+    // Appending the same tensors again is refused before a byte is written.
+    let err = fails(&["append", arg(&zt), "--from", arg(&second)], 1);
+    assert!(err.contains("already holds \"ids\", \"mask\", \"w.fp8b\""), "{err}");
+    assert_eq!(std::fs::read(&zt).unwrap(), after);
+    // Appending a zTensor file works too; appending to a 0.1 file does not.
+    let other = d.join("other.zt");
+    ok(&["remove", "fixtures/examples/tiny-v1.2.zt", "scales.fp8", "-o", arg(&other)]);
+    ok(&["append", arg(&zt), "--from", arg(&other)]);
+    assert_eq!(ok(&["ls", arg(&zt), "layer0.*"]), "layer0.bias\nlayer0.weight\n");
+    let old = d.join("old.zt");
+    std::fs::copy(super::root().join("fixtures/examples/tiny-v0.1.zt"), &old).unwrap();
+    let err = fails(&["append", arg(&old), "--from", arg(&second)], 1);
+    assert!(err.contains("append needs a v1.x file"), "{err}");
+}
+
+#[test]
+fn remove_writes_a_copy_without_the_names() {
+    let d = scratch("remove");
+    let out = d.join("r.zt");
+    let msg = ok(&[
+        "remove",
+        "fixtures/examples/tiny-v1.2.zt",
+        "scales.fp8",
+        "adjacency",
+        "-o",
+        arg(&out),
+    ]);
+    assert!(msg.contains("(2 objects,"), "{msg}");
+    assert_eq!(ok(&["ls", arg(&out)]), "layer0.bias\nlayer0.weight\n");
+    let err = fails(&["remove", "fixtures/examples/tiny-v1.2.zt", "nope", "-o", arg(&out)], 2);
+    assert!(err.contains("\"nope\""), "{err}");
+    assert_eq!(ok(&["ls", arg(&out)]), "layer0.bias\nlayer0.weight\n", "the output is untouched");
+}
+
+#[test]
+fn extract_writes_npy_and_refuses_what_has_no_array_form() {
+    let d = scratch("extract");
+    let st = d.join("m.safetensors");
+    write_safetensors(&st, &specs(), None);
+    let zt = d.join("m.zt");
+    ok(&["convert", arg(&st), arg(&zt), "--zstd", "2"]);
+    let npy = d.join("w.npy");
+    let msg = ok(&["extract", arg(&zt), "w.f32", "-o", arg(&npy)]);
+    assert!(msg.contains("(<f4 [2, 3], 6 elements)"), "{msg}");
+    let bytes = std::fs::read(&npy).unwrap();
+    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
+    let header_len = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
+    let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
+    assert_eq!(header.trim_end(), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
+    assert_eq!((10 + header_len) % 64, 0);
+    assert_eq!(&bytes[10 + header_len..], &specs()[0].3[..]);
+    // FP8 is widened to f32 exactly.
+    let msg = ok(&["extract", arg(&zt), "w.fp8", "-o", arg(&npy)]);
+    assert!(msg.contains("f8_e4m3fn widened to f32 (exact)"), "{msg}");
+    let bytes = std::fs::read(&npy).unwrap();
+    let values: Vec<f32> = bytes[bytes.len() - 12..]
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(values, [1.0, 448.0, -1.0]);
+    // Not found; quantized groups have no array form.
+    let err = fails(&["extract", arg(&zt), "nope", "-o", arg(&npy)], 2);
+    assert!(err.contains("\"nope\""), "{err}");
+    let q = super::root().join("fixtures/v1.2/valid");
+    let quantized = std::fs::read_dir(&q)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.to_string_lossy().contains("quantized") && p.extension().is_some_and(|e| e == "zt")
+        })
+        .expect("a quantized fixture");
+    let name = json(&ztensor(&["ls", "--json", arg(&quantized)]))[0].as_str().unwrap().to_owned();
+    let err = fails(&["extract", arg(&quantized), &name, "-o", arg(&npy)], 1);
+    assert!(err.contains("has no NumPy array form"), "{err}");
+}
+
+#[test]
+fn cat_prints_values_up_to_the_limit() {
+    let d = scratch("cat");
+    let st = d.join("m.safetensors");
+    write_safetensors(&st, &specs(), None);
+    let zt = d.join("m.zt");
+    ok(&["convert", arg(&st), arg(&zt)]);
+    assert_eq!(
+        ok(&["cat", arg(&zt), "w.f32"]),
+        "# w.f32: <f4 [2, 3], 6 elements\n1 -2 0.5\n0.25 3 -1.5\n"
+    );
+    assert_eq!(
+        ok(&["cat", arg(&zt), "w.f32", "--limit", "4"]),
+        "# w.f32: <f4 [2, 3], 6 elements\n1 -2 0.5\n0.25\n... (2 more; --limit 0 prints all)\n"
+    );
+    assert!(ok(&["cat", arg(&zt), "w.bf16"]).ends_with("1 2 -0.5 8\n"));
+    assert!(ok(&["cat", arg(&zt), "mask"]).ends_with("true false true\n"));
+    assert!(ok(&["cat", arg(&zt), "ids"]).ends_with("7 -9\n"));
+    let err = fails(&["cat", arg(&zt), "nope"], 2);
+    assert!(err.contains("\"nope\""), "{err}");
+}
+
+#[test]
+fn diff_reports_added_removed_and_changed() {
+    let d = scratch("diff");
+    let (a, b) = (d.join("a.safetensors"), d.join("b.safetensors"));
+    let mut changed = specs();
+    changed[0].3[0] ^= 1; // w.f32 content
+    changed[1].2 = vec![2, 2]; // w.bf16 shape
+    changed.retain(|t| t.0 != "ids");
+    changed.push(("extra".into(), Dtype::U8, vec![1], vec![1]));
+    write_safetensors(&a, &specs(), None);
+    write_safetensors(&b, &changed, None);
+    let (za, zb) = (d.join("a.zt"), d.join("b.zt"));
+    ok(&["convert", arg(&a), arg(&za)]);
+    ok(&["convert", arg(&b), arg(&zb), "--zstd", "5"]);
+    let out = ztensor(&["diff", arg(&za), arg(&zb)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out),
+        "- ids\n+ extra\n~ w.bf16: shape [4] -> [2, 2]\n~ w.f32: content (data)\n1 removed, 1 added, 2 changed, 3 the same\n"
+    );
+    let report = json(&ztensor(&["diff", "--json", arg(&za), arg(&zb)]));
+    assert_eq!(report["same"], 3);
+    // The same content, differently encoded, is no difference.
+    let zc = d.join("c.zt");
+    ok(&["convert", arg(&za), arg(&zc), "--zstd", "9", "--digest", "blake3"]);
+    assert_eq!(ok(&["diff", arg(&za), arg(&zc)]), "0 removed, 0 added, 0 changed, 6 the same\n");
+    fails(&["diff", arg(&za), "missing.zt"], 2);
+}
+
+#[test]
+fn every_command_has_an_example_in_its_help() {
+    for command in [
+        "info", "ls", "dump", "verify", "convert", "repack", "append", "remove", "extract", "diff",
+        "cat",
+    ] {
+        let help = ok(&[command, "--help"]);
+        assert!(help.contains("Example: ztensor "), "{command}: {help}");
+    }
+    let help = ok(&["--help"]);
+    assert!(help.contains("Exit status: 0 on success; 1 when the data says no"), "{help}");
+}
+
+#[test]
+fn the_readme_tour_runs_on_the_bundled_checkpoint() {
+    // The commands of README.md's tour, in order, on fixtures/examples/checkpoint.
+    let d = scratch("tour");
+    let index = "fixtures/examples/checkpoint/model.safetensors.index.json";
+    let zt = d.join("model.zt");
+    ok(&["info", index]);
+    ok(&["convert", index, arg(&zt), "--zstd", "3", "--digest", "sha256"]);
+    ok(&["info", arg(&zt)]);
+    assert_eq!(ok(&["ls", arg(&zt), "layers.*.weight"]), "layers.0.weight\nlayers.1.weight\n");
+    ok(&["verify", arg(&zt)]);
+    assert!(
+        ok(&["cat", arg(&zt), "layers.1.weight", "--limit", "8"])
+            .contains("f8_e4m3fn widened to f32")
+    );
+    ok(&["extract", arg(&zt), "embed.weight", "-o", arg(&d.join("embed.npy"))]);
+    let small = d.join("small.zt");
+    ok(&["remove", arg(&zt), "lm_head.weight", "-o", arg(&small)]);
+    assert_eq!(ztensor(&["diff", arg(&zt), arg(&small)]).status.code(), Some(1));
+    ok(&["convert", arg(&zt), arg(&d.join("model.safetensors"))]);
+}
