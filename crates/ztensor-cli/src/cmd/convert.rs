@@ -8,7 +8,7 @@ use anyhow::{Result, anyhow};
 use ztensor_foreign::safetensors::{ExportOptions, SafetensorsFile, source_tensors};
 use ztensor_foreign::sharded::ShardedCheckpoint;
 use ztensor_format::{Options, Version};
-use ztensor_io::{FileSource, FileWriter, Reader, copy_all};
+use ztensor_io::{FileSource, FileWriter, Reader};
 
 use super::Kind;
 use super::repack::Bar;
@@ -148,8 +148,13 @@ fn from_zt(r: &Request<'_>, reader: &Reader<FileSource>, context: &str) -> Resul
             })?;
         }
         Target::Zt(to) => {
+            // The parallel copy writes exactly what `copy_all` would, with a progress bar.
+            let bar = Bar::new(super::repack::total_input(reader), r.run.quiet);
             let mut writer = FileWriter::create(r.output, to).map_err(|e| anyhow!("{e}"))?;
-            copy_all(reader, &mut writer, &r.encoding.copy()).map_err(|e| zt_error(context, &e))?;
+            let done =
+                ztensor_par::repack(reader, &mut writer, &r.encoding.copy(), &r.run.par(), &bar);
+            bar.finish();
+            done.map_err(|e| zt_error(context, &e))?;
             writer.finish().map_err(|e| anyhow!("{e}"))?;
         }
     }
