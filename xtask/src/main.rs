@@ -16,8 +16,14 @@ const TASKS: &[(&str, &str)] = &[
     ("test", "run the workspace tests"),
     ("doc", "build the docs with warnings as errors"),
     (
-        "bench",
-        "run the benchmarks (release; ZT_BENCH_BYTES, ZT_BENCH_RUNS, ZT_BENCH_BUDGET tune repack)",
+        "bench [NAME]",
+        "the benchmark suite against safetensors and the machine's ceilings (table + \
+         target/bench/report.json; ZT_BENCH_BYTES, ZT_BENCH_RUNS, ZT_BENCH_SMALL, ZT_BENCH_ONLY), \
+         or one bench of benches/ by name",
+    ),
+    (
+        "fuzz-smoke [SECONDS] [TARGET...]",
+        "run every fuzz target (or those named) for SECONDS each with a 1 GiB malloc limit",
     ),
     ("fixtures [--check]", "regenerate fixtures/examples, or check the committed files"),
 ];
@@ -37,8 +43,16 @@ fn main() -> Result<()> {
             fixtures(true)
         }
         "fixtures" => fixtures(args.iter().any(|a| a == "--check")),
-        "bench" => cargo(&["bench", "-p", "ztensor-benches"], &[]),
-        "fuzz-smoke" => fuzz_smoke(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(30)),
+        "bench" => {
+            // The suite's repack row runs the release binary as a user would.
+            cargo(&["build", "--release", "-p", "ztensor-cli"], &[])?;
+            let name = args.get(1).map_or("suite", String::as_str);
+            cargo(&["bench", "-p", "ztensor-benches", "--bench", name], &[])
+        }
+        "fuzz-smoke" => fuzz_smoke(
+            args.get(1).and_then(|s| s.parse().ok()).unwrap_or(30),
+            args.get(2..).unwrap_or_default(),
+        ),
         "fmt" => fmt(),
         "clippy" => clippy(),
         "test" => test(),
@@ -161,7 +175,7 @@ fn fixtures(check: bool) -> Result<()> {
 /// Runs every fuzz target for `seconds`, seeded from the fixtures, with the malloc limit that
 /// catches a parser believing a declared length. Needs cargo-fuzz; libFuzzer's nightly features
 /// are enabled on stable through RUSTC_BOOTSTRAP.
-fn fuzz_smoke(seconds: u64) -> Result<()> {
+fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
     let root = project_root();
     let fuzz = root.join("fuzz");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -171,6 +185,9 @@ fn fuzz_smoke(seconds: u64) -> Result<()> {
         bail!("cargo-fuzz is not installed (cargo install cargo-fuzz --locked)");
     }
     for target in ztensor_conformance::fuzz::TARGETS {
+        if !only.is_empty() && !only.iter().any(|o| o == target) {
+            continue;
+        }
         let corpus = fuzz.join("corpus").join(target);
         std::fs::create_dir_all(&corpus)?;
         for dir in [
@@ -187,7 +204,7 @@ fn fuzz_smoke(seconds: u64) -> Result<()> {
                 std::fs::read_dir(root.join("fixtures").join(dir)).into_iter().flatten().flatten()
             {
                 let name = entry.file_name();
-                if name.to_string_lossy().ends_with(".json") {
+                if name.to_string_lossy().ends_with(".json") || entry.path().is_dir() {
                     continue;
                 }
                 std::fs::copy(

@@ -1,0 +1,691 @@
+//! The benchmark suite: our implementation, the `safetensors` crate and the machine's own
+//! ceilings, in the same run on the same data, interleaved run by run.
+//!
+//! `cargo xtask bench` (or `cargo bench -p ztensor-benches --bench suite`). Environment:
+//! `ZT_BENCH_BYTES` (checkpoint size, default 1 GiB), `ZT_BENCH_RUNS` (default 5),
+//! `ZT_BENCH_SMALL` (tensors in the many-small-tensors case, default 100000), `ZT_BENCH_ONLY`
+//! (run only operations whose name contains this), `ZT_BENCH_CLI` (the `ztensor` binary for the
+//! repack row; default `target/release/ztensor`).
+//!
+//! Prints one table (medians; ratios are speed ratios, above 1 means we are faster) and writes
+//! the same as JSON to `target/bench/report.json`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+use ztensor_benches::{Rng, checkpoint_layout, normal_weights};
+use ztensor_format::{DType, DigestAlgorithm, Options, Version};
+use ztensor_io::{Hasher, Reader, WriteOptions, Writer, zstd_encode_chunked};
+use ztensor_par::{ParOptions, Tensor};
+
+const PAGE: usize = 4096;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// One generated tensor.
+struct Weights {
+    name: String,
+    shape: Vec<u64>,
+    dtype: DType,
+    data: Vec<u8>,
+}
+
+fn checkpoint(total: u64) -> Vec<Weights> {
+    let mut rng = Rng::new(0x5eed);
+    checkpoint_layout(total)
+        .into_iter()
+        .map(|(name, shape, bf16)| {
+            let mut data = Vec::new();
+            normal_weights(&mut rng, shape.iter().product(), bf16, &mut data);
+            Weights { name, shape, dtype: if bf16 { DType::BF16 } else { DType::F32 }, data }
+        })
+        .collect()
+}
+
+/// Many small tensors: 1 to 16 f32 values each.
+fn small(n: u64) -> Vec<Weights> {
+    let mut rng = Rng::new(7);
+    (0..n)
+        .map(|i| {
+            let len = 1 + rng.next_u64() % 16;
+            let mut data = Vec::new();
+            normal_weights(&mut rng, len, false, &mut data);
+            let name = format!("model.layers.{}.experts.{}.w{}", i / 1000, (i / 8) % 125, i % 8);
+            Weights { name, shape: vec![len], dtype: DType::F32, data }
+        })
+        .collect()
+}
+
+fn st_dtype(d: DType) -> Dtype {
+    if d == DType::BF16 { Dtype::BF16 } else { Dtype::F32 }
+}
+
+fn st_views(tensors: &[Weights]) -> Vec<(&str, TensorView<'_>)> {
+    tensors
+        .iter()
+        .map(|t| {
+            let shape = t.shape.iter().map(|&d| d as usize).collect();
+            (t.name.as_str(), TensorView::new(st_dtype(t.dtype), shape, &t.data).expect("view"))
+        })
+        .collect()
+}
+
+fn write_zt(path: &Path, version: Version, tensors: &[Weights], options: &WriteOptions) {
+    let file = BufWriter::with_capacity(1 << 20, File::create(path).expect("create"));
+    let mut w = Writer::new(file, version).expect("writer");
+    for t in tensors {
+        w.add_dense(&t.name, &t.shape, t.dtype, &t.data, options).expect("add");
+    }
+    w.finish().expect("finish").0.flush().expect("flush");
+}
+
+fn tensors_of(tensors: &[Weights]) -> Vec<Tensor<'_>> {
+    tensors.iter().map(|t| Tensor::new(&t.name, &t.shape, t.dtype, &t.data)).collect()
+}
+
+fn zstd_sha256_options() -> WriteOptions {
+    WriteOptions::zstd(3).with_digest(DigestAlgorithm::Sha256)
+}
+
+/// Touches one byte per page; the sum keeps the reads from being optimised away.
+fn touch(bytes: &[u8]) -> u64 {
+    bytes.iter().step_by(PAGE).map(|&b| u64::from(b)).sum()
+}
+
+/// A read-only map of a whole file.
+fn map(path: &Path) -> memmap2::Mmap {
+    let file = File::open(path).expect("open");
+    // SAFETY: the benchmark owns these files and does not change them while mapped.
+    unsafe { memmap2::Mmap::map(&file) }.expect("map")
+}
+
+/// zstd-3 in 4 MiB frames, then SHA-256 of the result: the work of one compressed, digested
+/// component, in memory.
+fn zstd_sha256(data: &[u8]) {
+    let z = zstd_encode_chunked(data, 3, ztensor_io::DEFAULT_ZSTD_CHUNK).expect("zstd");
+    let mut h = Hasher::new(&DigestAlgorithm::Sha256).expect("sha256");
+    h.update(&z);
+    std::hint::black_box(h.finish());
+}
+
+/// The pieces (4 MiB) of every tensor, for kernels split over all cores.
+fn pieces(tensors: &[Weights]) -> Vec<&[u8]> {
+    tensors.iter().flat_map(|t| t.data.chunks(ztensor_io::DEFAULT_ZSTD_CHUNK as usize)).collect()
+}
+
+/// The measurements of one operation over all runs.
+#[derive(Default)]
+struct Row {
+    name: &'static str,
+    bytes: u64,
+    ours: Vec<Duration>,
+    peer: Vec<Duration>,
+    ceiling: Vec<Duration>,
+    peer_name: &'static str,
+    ceiling_name: &'static str,
+}
+
+fn median(v: &[Duration]) -> Option<Duration> {
+    let mut v = v.to_vec();
+    v.sort();
+    v.get(v.len() / 2).copied()
+}
+
+/// (max - min) / median of the runs: how noisy the measurement was.
+fn spread(v: &[Duration]) -> Option<f64> {
+    let (min, max) = (v.iter().min()?, v.iter().max()?);
+    Some((*max - *min).as_secs_f64() / median(v)?.as_secs_f64())
+}
+
+fn time(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// Repeats `f` until at least `min` has passed; the time of one call.
+fn time_repeated(min: Duration, mut f: impl FnMut()) -> Duration {
+    let t = Instant::now();
+    let mut n = 0u32;
+    while t.elapsed() < min || n == 0 {
+        f();
+        n += 1;
+    }
+    t.elapsed() / n
+}
+
+struct Bench {
+    dir: PathBuf,
+    cores: usize,
+    tensors: Vec<Weights>,
+    small: Vec<Weights>,
+    cli: PathBuf,
+}
+
+impl Bench {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn all(&self) -> ParOptions {
+        ParOptions { threads: self.cores, memory_budget: 512 << 20 }
+    }
+}
+
+fn main() {
+    let total = env_u64("ZT_BENCH_BYTES", 1 << 30);
+    let runs = env_u64("ZT_BENCH_RUNS", 5).max(1);
+    let only = std::env::var("ZT_BENCH_ONLY").unwrap_or_default();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = root.join("target/bench-data/suite");
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let cli = std::env::var_os("ZT_BENCH_CLI")
+        .map_or_else(|| root.join("target/release/ztensor"), PathBuf::from);
+
+    let started = Instant::now();
+    let b = Bench {
+        tensors: checkpoint(total),
+        small: small(env_u64("ZT_BENCH_SMALL", 100_000)),
+        dir,
+        cores,
+        cli,
+    };
+    let bytes: u64 = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    // The inputs of the read-side operations, written once per invocation.
+    write_zt(&b.path("raw.zt"), Version::V1_2, &b.tensors, &WriteOptions::raw());
+    write_zt(&b.path("raw-1.1.zt"), Version::V1_1, &b.tensors, &WriteOptions::raw());
+    write_zt(&b.path("zstd.zt"), Version::V1_2, &b.tensors, &WriteOptions::zstd(3));
+    safetensors::serialize_to_file(st_views(&b.tensors), None, &b.path("st.safetensors"))
+        .expect("safetensors");
+    write_zt(&b.path("small.zt"), Version::V1_2, &b.small, &WriteOptions::raw());
+    safetensors::serialize_to_file(st_views(&b.small), None, &b.path("small.safetensors"))
+        .expect("safetensors");
+    eprintln!(
+        "{} tensors, {bytes} bytes (f32 and bf16 from N(0, 0.02)); {} small tensors; {cores} cores; \
+         {runs} runs; prepared in {:.1} s",
+        b.tensors.len(),
+        b.small.len(),
+        started.elapsed().as_secs_f64()
+    );
+
+    let mut rows: Vec<Row> = Vec::new();
+    let row = |name: &'static str, rows: &mut Vec<Row>| -> usize {
+        match rows.iter().position(|r| r.name == name) {
+            Some(i) => i,
+            None => {
+                rows.push(Row { name, ..Row::default() });
+                rows.len() - 1
+            }
+        }
+    };
+    for run in 0..runs {
+        eprintln!("run {}/{runs}", run + 1);
+        for op in OPERATIONS {
+            if !op.0.contains(only.as_str()) {
+                continue;
+            }
+            let i = row(op.0, &mut rows);
+            (op.1)(&b, &mut rows[i]);
+        }
+    }
+    report(&root, &b, &rows, runs);
+}
+
+type Operation = (&'static str, fn(&Bench, &mut Row));
+
+const OPERATIONS: &[Operation] = &[
+    ("write raw", write_raw),
+    ("write raw + sha256, all threads", write_raw_sha256_all),
+    ("write zstd-3 + sha256, 1 thread", write_zstd_one),
+    ("write zstd-3 + sha256, all threads", write_zstd_all),
+    ("read to owned buffers, 1 thread", read_owned_one),
+    ("read to owned buffers, all threads", read_owned_all),
+    ("zero-copy view + touch", zero_copy),
+    ("open + index, 200 tensors", open_index_large),
+    ("open + index, 100k tensors", open_index_small),
+    ("decode zstd-3, 1 thread", decode_one),
+    ("decode zstd-3, all threads", decode_all),
+    ("repack 1.1 raw -> 1.2 zstd-3 + sha256 (CLI)", repack_cli),
+];
+
+fn write_raw(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    (r.peer_name, r.ceiling_name) = ("safetensors serialize_to_file", "write() of each tensor");
+    let out = b.path("out.bin");
+    r.ours.push(time(|| write_zt(&out, Version::V1_2, &b.tensors, &WriteOptions::raw())));
+    r.peer.push(time(|| {
+        safetensors::serialize_to_file(st_views(&b.tensors), None, &out).expect("st");
+    }));
+    r.ceiling.push(time(|| {
+        let mut f = File::create(&out).expect("create");
+        for t in &b.tensors {
+            f.write_all(&t.data).expect("write");
+        }
+    }));
+}
+
+fn write_raw_sha256_all(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    r.ceiling_name = "max(write(), sha256 kernel / threads)";
+    let out = b.path("out.bin");
+    let options = WriteOptions::raw().with_digest(DigestAlgorithm::Sha256);
+    r.ours.push(time(|| {
+        let file = BufWriter::with_capacity(1 << 20, File::create(&out).expect("create"));
+        let mut w = Writer::new(file, Version::V1_2).expect("writer");
+        ztensor_par::write_tensors(&tensors_of(&b.tensors), &mut w, &options, &b.all(), &())
+            .expect("write");
+        w.finish().expect("finish").0.flush().expect("flush");
+    }));
+    let write = time(|| {
+        let mut f = File::create(&out).expect("create");
+        for t in &b.tensors {
+            f.write_all(&t.data).expect("write");
+        }
+    });
+    let sha = time(|| {
+        for t in &b.tensors {
+            let mut h = Hasher::new(&DigestAlgorithm::Sha256).expect("sha256");
+            h.update(&t.data);
+            std::hint::black_box(h.finish());
+        }
+    });
+    r.ceiling.push(write.max(sha / u32::try_from(b.cores).unwrap_or(1)));
+}
+
+fn write_zstd_one(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    r.ceiling_name = "zstd-3 + sha256 kernel, 1 thread";
+    let out = b.path("out.bin");
+    r.ours.push(time(|| write_zt(&out, Version::V1_2, &b.tensors, &zstd_sha256_options())));
+    r.ceiling.push(time(|| b.tensors.iter().for_each(|t| zstd_sha256(&t.data))));
+}
+
+fn write_zstd_all(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    r.ceiling_name = "zstd-3 + sha256 kernel, all cores, no I/O";
+    let out = b.path("out.bin");
+    r.ours.push(time(|| {
+        let file = BufWriter::with_capacity(1 << 20, File::create(&out).expect("create"));
+        let mut w = Writer::new(file, Version::V1_2).expect("writer");
+        let options = zstd_sha256_options();
+        ztensor_par::write_tensors(&tensors_of(&b.tensors), &mut w, &options, &b.all(), &())
+            .expect("write");
+        w.finish().expect("finish").0.flush().expect("flush");
+    }));
+    let pieces = pieces(&b.tensors);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(b.cores).build().expect("pool");
+    r.ceiling.push(time(|| pool.install(|| pieces.par_iter().for_each(|p| zstd_sha256(p)))));
+}
+
+fn read_owned_one(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    (r.peer_name, r.ceiling_name) =
+        ("safetensors deserialize (mmap) + copy", "pread() into fresh buffers");
+    r.ours.push(time(|| {
+        let reader = Reader::open(b.path("raw.zt")).expect("open");
+        for o in reader.manifest().objects() {
+            std::hint::black_box(reader.decoded(o.name(), "data").expect("read").into_owned());
+        }
+    }));
+    st_copy(b, r);
+    pread_ceiling(b, r);
+}
+
+fn st_copy(b: &Bench, r: &mut Row) {
+    r.peer.push(time(|| {
+        let map = map(&b.path("st.safetensors"));
+        let st = safetensors::SafeTensors::deserialize(&map).expect("deserialize");
+        for (_, view) in st.iter() {
+            std::hint::black_box(view.data().to_vec());
+        }
+    }));
+}
+
+fn pread_ceiling(b: &Bench, r: &mut Row) {
+    let reader = Reader::open(b.path("raw.zt")).expect("open");
+    let ranges: Vec<(u64, usize)> = reader
+        .manifest()
+        .objects()
+        .map(|o| {
+            let c = &o.object().components["data"];
+            (c.offset, c.length as usize)
+        })
+        .collect();
+    r.ceiling.push(time(|| {
+        let file = File::open(b.path("raw.zt")).expect("open");
+        for &(offset, len) in &ranges {
+            let mut buf = vec![0u8; len];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, offset).expect("pread");
+            std::hint::black_box(buf);
+        }
+    }));
+}
+
+fn read_owned_all(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    (r.peer_name, r.ceiling_name) =
+        ("safetensors deserialize (mmap) + copy", "pread() into fresh buffers, 1 thread");
+    r.ours.push(time(|| {
+        let reader = Reader::open(b.path("raw.zt")).expect("open");
+        std::hint::black_box(ztensor_par::load_all(&reader, &b.all()).expect("load"));
+    }));
+    st_copy(b, r);
+    pread_ceiling(b, r);
+}
+
+fn zero_copy(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    (r.peer_name, r.ceiling_name) =
+        ("safetensors deserialize (mmap) + touch", "mmap + touch every page");
+    r.ours.push(time(|| {
+        // SAFETY: the benchmark owns the file and does not change it while mapped.
+        let reader =
+            unsafe { Reader::open_mmap(b.path("raw.zt"), &Options::default()) }.expect("open");
+        let mut sum = 0;
+        for o in reader.manifest().objects() {
+            let data = reader.decoded(o.name(), "data").expect("view");
+            assert!(matches!(data, std::borrow::Cow::Borrowed(_)), "zero-copy");
+            sum += touch(&data);
+        }
+        std::hint::black_box(sum);
+    }));
+    r.peer.push(time(|| {
+        let map = map(&b.path("st.safetensors"));
+        let st = safetensors::SafeTensors::deserialize(&map).expect("deserialize");
+        let sum: u64 = st.iter().map(|(_, v)| touch(v.data())).sum();
+        std::hint::black_box(sum);
+    }));
+    r.ceiling.push(time(|| {
+        let map = map(&b.path("raw.zt"));
+        std::hint::black_box(touch(&map));
+    }));
+}
+
+fn open_index(b: &Bench, r: &mut Row, zt: &str, st: &str, count: usize) {
+    r.bytes = 0;
+    (r.peer_name, r.ceiling_name) =
+        ("safetensors mmap + read_metadata", "pread() of the manifest bytes");
+    let min = Duration::from_millis(200);
+    r.ours.push(time_repeated(min, || {
+        let reader = Reader::open(b.path(zt)).expect("open");
+        assert_eq!(reader.manifest().len(), count);
+    }));
+    r.peer.push(time_repeated(min, || {
+        let map = map(&b.path(st));
+        let (_, metadata) = safetensors::SafeTensors::read_metadata(&map).expect("metadata");
+        assert_eq!(metadata.tensors().len(), count);
+    }));
+    let reader = Reader::open(b.path(zt)).expect("open");
+    let location = reader.manifest().location();
+    r.ceiling.push(time_repeated(min, || {
+        let file = File::open(b.path(zt)).expect("open");
+        let mut buf = vec![0u8; location.len as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, location.offset).expect("pread");
+        std::hint::black_box(buf);
+    }));
+}
+
+fn open_index_large(b: &Bench, r: &mut Row) {
+    open_index(b, r, "raw.zt", "st.safetensors", b.tensors.len());
+}
+
+fn open_index_small(b: &Bench, r: &mut Row) {
+    open_index(b, r, "small.zt", "small.safetensors", b.small.len());
+}
+
+/// The compressed frames of the zstd file, for the decode kernels.
+fn frames(b: &Bench) -> Vec<(Vec<u8>, u64)> {
+    let reader = Reader::open(b.path("zstd.zt")).expect("open");
+    let mut out = Vec::new();
+    for o in reader.manifest().objects() {
+        let stored = reader.stored(o.name(), "data").expect("stored");
+        match ztensor_io::parse_seek_table(&stored) {
+            Some(table) => {
+                for f in table {
+                    let (s, e) = (f.offset as usize, (f.offset + f.compressed) as usize);
+                    out.push((stored[s..e].to_vec(), f.decompressed));
+                }
+            }
+            None => out.push((stored.to_vec(), o.decoded_len("data").expect("len"))),
+        }
+    }
+    out
+}
+
+fn decode_kernel(frame: &(Vec<u8>, u64)) {
+    let out = ztensor_io::zstd_decode(&frame.0, Some(frame.1), u64::MAX).expect("decode");
+    std::hint::black_box(out);
+}
+
+fn decode_one(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    r.ceiling_name = "zstd decode kernel, 1 thread, in memory";
+    r.ours.push(time(|| {
+        let reader = Reader::open(b.path("zstd.zt")).expect("open");
+        for o in reader.manifest().objects() {
+            std::hint::black_box(reader.decoded(o.name(), "data").expect("decode").into_owned());
+        }
+    }));
+    let frames = frames(b);
+    r.ceiling.push(time(|| frames.iter().for_each(decode_kernel)));
+}
+
+fn decode_all(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    r.ceiling_name = "zstd decode kernel, all cores, in memory";
+    r.ours.push(time(|| {
+        let reader = Reader::open(b.path("zstd.zt")).expect("open");
+        std::hint::black_box(ztensor_par::load_all(&reader, &b.all()).expect("load"));
+    }));
+    let frames = frames(b);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(b.cores).build().expect("pool");
+    r.ceiling.push(time(|| pool.install(|| frames.par_iter().for_each(decode_kernel))));
+}
+
+fn repack_cli(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    r.ceiling_name = "zstd-3 + sha256 kernel, all cores, no I/O";
+    if !b.cli.exists() {
+        eprintln!("skipping the CLI row: {} not built", b.cli.display());
+        return;
+    }
+    let out = b.path("out-cli.zt");
+    r.ours.push(time(|| {
+        let status = std::process::Command::new(&b.cli)
+            .args(["repack", "-q", "--zstd", "3", "--digest", "sha256", "--to", "1.2"])
+            .arg(b.path("raw-1.1.zt"))
+            .arg(&out)
+            .status()
+            .expect("run ztensor");
+        assert!(status.success(), "ztensor repack failed");
+    }));
+    let pieces = pieces(&b.tensors);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(b.cores).build().expect("pool");
+    r.ceiling.push(time(|| pool.install(|| pieces.par_iter().for_each(|p| zstd_sha256(p)))));
+}
+
+fn ratio(a: Option<Duration>, b: Option<Duration>) -> Option<f64> {
+    Some(b?.as_secs_f64() / a?.as_secs_f64())
+}
+
+fn report(root: &Path, b: &Bench, rows: &[Row], runs: u64) {
+    let fmt_time = |d: Option<Duration>| match d {
+        Some(d) if d < Duration::from_millis(10) => format!("{:.1} µs", d.as_secs_f64() * 1e6),
+        Some(d) => format!("{:.1} ms", d.as_secs_f64() * 1e3),
+        None => "-".into(),
+    };
+    let fmt_ratio = |r: Option<f64>| r.map_or_else(|| "-".into(), |r| format!("{r:.2}x"));
+    let gbps = |bytes: u64, d: Option<Duration>| {
+        d.filter(|_| bytes > 0).map(|d| bytes as f64 / d.as_secs_f64() / 1e9)
+    };
+    println!();
+    println!(
+        "{:<44} {:>10} {:>7} {:>10} {:>10} {:>9} {:>9} {:>7}",
+        "operation", "ours", "GB/s", "peer", "ceiling", "ours/peer", "ours/ceil", "spread"
+    );
+    let mut json_rows = Vec::new();
+    for r in rows {
+        let (o, p, c) = (median(&r.ours), median(&r.peer), median(&r.ceiling));
+        let spread = [spread(&r.ours), spread(&r.peer), spread(&r.ceiling)]
+            .into_iter()
+            .flatten()
+            .fold(0.0f64, f64::max);
+        println!(
+            "{:<44} {:>10} {:>7} {:>10} {:>10} {:>9} {:>9} {:>6.0}%",
+            r.name,
+            fmt_time(o),
+            gbps(r.bytes, o).map_or_else(|| "-".into(), |g| format!("{g:.2}")),
+            fmt_time(p),
+            fmt_time(c),
+            fmt_ratio(ratio(o, p)),
+            fmt_ratio(ratio(o, c)),
+            spread * 100.0
+        );
+        let secs = |v: &[Duration]| v.iter().map(Duration::as_secs_f64).collect::<Vec<_>>();
+        json_rows.push(serde_json::json!({
+            "operation": r.name,
+            "bytes": r.bytes,
+            "ours_s": o.map(|d| d.as_secs_f64()),
+            "peer_s": p.map(|d| d.as_secs_f64()),
+            "ceiling_s": c.map(|d| d.as_secs_f64()),
+            "peer": r.peer_name,
+            "ceiling": r.ceiling_name,
+            "ours_per_peer": ratio(o, p),
+            "ours_per_ceiling": ratio(o, c),
+            "spread": spread,
+            "runs": {"ours": secs(&r.ours), "peer": secs(&r.peer), "ceiling": secs(&r.ceiling)},
+        }));
+    }
+    println!();
+    for r in rows.iter().filter(|r| !r.peer_name.is_empty() || !r.ceiling_name.is_empty()) {
+        let names: Vec<&str> =
+            [r.peer_name, r.ceiling_name].into_iter().filter(|n| !n.is_empty()).collect();
+        println!("  {}: {}", r.name, names.join("; "));
+    }
+    let targets = targets(b, rows);
+    println!();
+    for t in &targets {
+        println!(
+            "target {:<58} {:>7} (needs {:>5}) {}",
+            t["name"].as_str().unwrap_or(""),
+            t["measured"].as_f64().map_or_else(|| "-".into(), |m| format!("{m:.2}")),
+            t["target"].as_f64().map_or_else(|| "-".into(), |m| format!("{m:.2}")),
+            match t["met"].as_bool() {
+                Some(true) => "met",
+                Some(false) => "MISSED",
+                None => "not measured",
+            }
+        );
+    }
+    let max_spread = json_rows.iter().filter_map(|r| r["spread"].as_f64()).fold(0.0, f64::max);
+    println!(
+        "\nnoise: the widest (max - min) / median of any measurement was {:.0}%",
+        max_spread * 100.0
+    );
+    let report = serde_json::json!({
+        "machine": {"cores": b.cores},
+        "config": {
+            "bytes": b.tensors.iter().map(|t| t.data.len() as u64).sum::<u64>(),
+            "tensors": b.tensors.len(),
+            "small_tensors": b.small.len(),
+            "runs": runs,
+        },
+        "rows": json_rows,
+        "targets": targets,
+        "noise": max_spread,
+    });
+    let out = root.join("target/bench");
+    std::fs::create_dir_all(&out).expect("report dir");
+    let path = out.join("report.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json")).expect("write");
+    println!("wrote {}", path.display());
+}
+
+/// The speed targets of the project, as measured ratios.
+fn targets(b: &Bench, rows: &[Row]) -> Vec<serde_json::Value> {
+    let get = |name: &str| rows.iter().find(|r| r.name == name);
+    let med = |name: &str, f: fn(&Row) -> &Vec<Duration>| get(name).and_then(|r| median(f(r)));
+    fn ours(r: &Row) -> &Vec<Duration> {
+        &r.ours
+    }
+    fn peer(r: &Row) -> &Vec<Duration> {
+        &r.peer
+    }
+    fn ceiling(r: &Row) -> &Vec<Duration> {
+        &r.ceiling
+    }
+    let t = |name: &str, measured: Option<f64>, target: f64| serde_json::json!({"name": name, "measured": measured, "target": target, "met": measured.map(|m| m >= target)});
+    let zero_copy_ceiling =
+        ratio(med("zero-copy view + touch", ours), med("zero-copy view + touch", ceiling));
+    vec![
+        t(
+            "raw write vs write() ceiling",
+            ratio(med("write raw", ours), med("write raw", ceiling)),
+            0.95,
+        ),
+        t("raw write vs safetensors", ratio(med("write raw", ours), med("write raw", peer)), 1.0),
+        t(
+            "raw + sha256 write, all threads, vs min(ceiling, threads x sha256)",
+            ratio(
+                med("write raw + sha256, all threads", ours),
+                med("write raw + sha256, all threads", ceiling),
+            ),
+            0.8,
+        ),
+        t(
+            "zstd-3 + sha256 write: all threads vs 1 thread",
+            ratio(
+                med("write zstd-3 + sha256, all threads", ours),
+                med("write zstd-3 + sha256, 1 thread", ours),
+            ),
+            if b.cores >= 2 { 1.8 } else { 1.0 },
+        ),
+        t(
+            "zstd-3 + sha256 write, 1 thread, vs kernel",
+            ratio(
+                med("write zstd-3 + sha256, 1 thread", ours),
+                med("write zstd-3 + sha256, 1 thread", ceiling),
+            ),
+            0.9,
+        ),
+        t(
+            "read to owned, all threads, vs safetensors",
+            ratio(
+                med("read to owned buffers, all threads", ours),
+                med("read to owned buffers, all threads", peer),
+            ),
+            1.5,
+        ),
+        t("zero-copy view + touch vs mmap-touch ceiling", zero_copy_ceiling, 0.9),
+        t(
+            "open + index 100k tensors vs safetensors (>= 0.5 is within 2x)",
+            ratio(med("open + index, 100k tensors", ours), med("open + index, 100k tensors", peer)),
+            0.5,
+        ),
+        t(
+            "open + index: per-tensor cost 200 vs 100k (>= 1 is no worse than linear)",
+            match (med("open + index, 200 tensors", ours), med("open + index, 100k tensors", ours))
+            {
+                (Some(a), Some(z)) => Some(
+                    (a.as_secs_f64() / b.tensors.len() as f64)
+                        / (z.as_secs_f64() / b.small.len() as f64),
+                ),
+                _ => None,
+            },
+            1.0,
+        ),
+        t(
+            "zstd decode: all threads vs 1 thread",
+            ratio(med("decode zstd-3, all threads", ours), med("decode zstd-3, 1 thread", ours)),
+            if b.cores >= 2 { 1.8 } else { 1.0 },
+        ),
+    ]
+}
