@@ -61,11 +61,9 @@ impl Error {
         }
     }
 
-    pub(crate) fn io(
-        what: impl Into<String>,
-        path: Option<PathBuf>,
-        source: std::io::Error,
-    ) -> Error {
+    /// An I/O error while doing `what` (on `path`, when known), for code that reads sources
+    /// on this crate's behalf.
+    pub fn io(what: impl Into<String>, path: Option<PathBuf>, source: std::io::Error) -> Error {
         Error(Box::new(ErrorKind::Io { what: what.into(), path, source }))
     }
 

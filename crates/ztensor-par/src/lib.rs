@@ -318,6 +318,9 @@ fn run<'a, S: ReadAt, W: Write>(
     Ok(Stats { peak_in_flight: budget.peak() })
 }
 
+/// The piece size of parallel reads of raw components.
+const RAW_PIECE: u64 = 4 << 20;
+
 /// A component's decoded bytes, with the frames of a chunked zstd component (one that carries a
 /// seek table) decoded in parallel on the current rayon pool.
 ///
@@ -328,6 +331,27 @@ pub fn decoded_parallel<S: ReadAt>(reader: &Reader<S>, name: &str, role: &str) -
     let c = object.object().components.get(role).ok_or_else(|| Error::from(missing(name, role)))?;
     let expected = object.decoded_len(role);
     let split = object.object().packing == Packing::Split && c.byte_order == ByteOrder::Little;
+    // A large raw component is read in pieces on all threads: the copy and the page faults of
+    // the fresh buffer are shared out, instead of one thread doing them for the whole tensor.
+    if c.encoding == Encoding::Raw
+        && split
+        && object.unsupported().is_none()
+        && c.length >= 2 * RAW_PIECE
+    {
+        let end = c.offset.checked_add(c.length).filter(|&e| e <= reader.source().len());
+        let len = usize::try_from(c.length).ok().filter(|_| end.is_some());
+        if let Some(len) = len {
+            let mut buf = vec![0u8; len];
+            let piece = usize::try_from(RAW_PIECE).unwrap_or(usize::MAX);
+            buf.par_chunks_mut(piece).enumerate().try_for_each(|(i, chunk)| {
+                let at = c.offset + (i * piece) as u64;
+                reader.source().read_exact_at(at, chunk).map_err(|e| {
+                    Error::io(format!("reading {name:?}/{role} at byte {at}"), None, e)
+                })
+            })?;
+            return Ok(buf);
+        }
+    }
     if c.encoding == Encoding::Zstd && split && object.unsupported().is_none() {
         let stored = reader.stored(name, role)?;
         if let Some(frames) = parse_seek_table(&stored).filter(|f| f.len() > 1) {

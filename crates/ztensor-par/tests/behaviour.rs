@@ -294,3 +294,25 @@ fn re_encoding_never_launders_a_damaged_source() {
         );
     }
 }
+
+#[test]
+fn large_raw_components_are_read_in_parallel_pieces_alike() {
+    // 9 MiB + 1 byte: three 4 MiB pieces, the last one short; and one below the threshold.
+    let big: Vec<u8> =
+        (0..(9u32 << 20) + 1).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    w.add_dense("big", &[big.len() as u64], DType::U8, &big, &WriteOptions::raw()).unwrap();
+    w.add_dense("small", &[1000], DType::U8, &big[..1000], &WriteOptions::raw()).unwrap();
+    let file = w.finish().unwrap().0;
+    fn check<S: ReadAt + Sync>(reader: &Reader<S>, big: &[u8]) {
+        let pool = rayon_pool(3);
+        pool.install(|| assert_eq!(decoded_parallel(reader, "big", "data").unwrap(), big));
+        let loaded = load_all(reader, &ParOptions::with_threads(2)).unwrap();
+        let got = loaded.iter().find(|o| o.name == "big").unwrap();
+        assert_eq!(got.components["data"].bytes.as_ref(), big);
+    }
+    check(&Reader::new(&file[..], &Options::default()).unwrap(), &big);
+    // Through a source that cannot be borrowed from, read 1000 bytes at a time.
+    let chunked = ztensor_io::Chunked::new(&file[..], 1000);
+    check(&Reader::new(chunked, &Options::default()).unwrap(), &big);
+}
