@@ -204,7 +204,6 @@ impl<'a> Decoder<'a> {
                     Some(n) => Vec::with_capacity(self.count(at, n, 2)?),
                     None => Vec::new(),
                 };
-                let mut key_offsets = Vec::with_capacity(entries.capacity());
                 loop {
                     if len.is_some_and(|n| entries.len() as u64 == n) {
                         break;
@@ -212,7 +211,6 @@ impl<'a> Decoder<'a> {
                     if len.is_none() && self.at_break()? {
                         break;
                     }
-                    key_offsets.push(self.pos);
                     let key = self.item(depth + 1)?;
                     let value = self.item(depth + 1)?;
                     entries.push((key, value));
@@ -222,7 +220,7 @@ impl<'a> Decoder<'a> {
                         ErrorKind::CborDuplicateKey,
                         format!("map repeats the key {}", describe_key(&entries[i].0)),
                     )
-                    .at(key_offsets[i] as u64));
+                    .at(self.key_offset(at, i, depth)? as u64));
                 }
                 Ok(Value::Map(entries))
             }
@@ -238,6 +236,19 @@ impl<'a> Decoder<'a> {
             Head::Float(v) => Ok(Value::Float(v)),
             Head::Break => Err(self.syntax(at, "break outside an indefinite-length item")),
         }
+    }
+
+    /// Where the key of entry `index` of the map starting at `map_at` begins: found again by
+    /// decoding the map's head and the entries before it (only on the error path, so decoding
+    /// does not keep an offset per key).
+    fn key_offset(&self, map_at: usize, index: usize, depth: usize) -> Result<usize> {
+        let mut again = Decoder { input: self.input, pos: map_at, max_depth: self.max_depth };
+        again.head()?;
+        for _ in 0..index {
+            again.item(depth + 1)?;
+            again.item(depth + 1)?;
+        }
+        Ok(again.pos)
     }
 
     /// Consumes a break byte if one is next.
@@ -468,6 +479,28 @@ mod tests {
         assert_eq!(kind(&[0xa1, 0x01, 0xff]), ErrorKind::CborSyntax); // break as a map value
         assert_eq!(kind(&[0xa0, 0x00]), ErrorKind::CborTrailingBytes);
         assert_eq!(kind(&[0xa2, 0x01, 0x02, 0x01, 0x03]), ErrorKind::CborDuplicateKey);
+    }
+
+    #[test]
+    fn a_duplicate_key_is_reported_at_its_own_offset() {
+        let at = |bytes: &[u8]| decode(bytes, 8).unwrap_err().offset();
+        // {1: 2, 1: 3}: the second key is byte 3.
+        assert_eq!(at(&[0xa2, 0x01, 0x02, 0x01, 0x03]), Some(3));
+        // ["x", {_ "a": [1, 2], "b": 0, "a": 1}]: the map starts at byte 3, the repeated "a"
+        // at byte 3 + 1 + 2 + 3 + 2 + 1 = 12.
+        let nested = [
+            0x82, 0x61, b'x', 0xbf, 0x61, b'a', 0x82, 0x01, 0x02, 0x61, b'b', 0x00, 0x61, b'a',
+            0x01, 0xff,
+        ];
+        assert_eq!(at(&nested), Some(12));
+        // Twenty text keys (a hashed duplicate check), the last repeating the first.
+        let mut big = vec![0xb4];
+        for i in 0..19u8 {
+            big.extend_from_slice(&[0x61, b'a' + i, 0x00]);
+        }
+        let last = big.len();
+        big.extend_from_slice(&[0x61, b'a', 0x00]);
+        assert_eq!(at(&big), Some(last as u64));
     }
 
     #[test]

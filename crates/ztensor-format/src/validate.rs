@@ -12,6 +12,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::framing::{HEADER_LEN, ManifestLocation};
 use crate::layout::ALIGNMENT;
 use crate::limits::Options;
+use std::hash::BuildHasher as _;
+
 use crate::manifest::{ByteOrder, Component, Encoding, Format, Manifest, Object, Packing, Version};
 
 /// A manifest that passed validation against a file of known length, with what validation
@@ -21,8 +23,10 @@ pub struct ValidatedManifest {
     manifest: Manifest,
     location: ManifestLocation,
     info: Vec<ObjectInfo>,
-    /// Object indices sorted by name, for lookups without a second copy of every name.
-    by_name: Vec<usize>,
+    /// Object indices hashed by name, for lookups without a second copy of every name.
+    by_name: hashbrown::HashTable<usize>,
+    /// Keyed per manifest, so hostile names cannot be chosen to collide.
+    hasher: std::hash::RandomState,
 }
 
 #[derive(Debug, Clone)]
@@ -104,8 +108,8 @@ impl ValidatedManifest {
     /// The object called `name`.
     pub fn get(&self, name: &str) -> Option<ObjectRef<'_>> {
         let objects = &self.manifest.objects;
-        let at = self.by_name.binary_search_by(|&i| objects[i].name.as_str().cmp(name)).ok()?;
-        let i = self.by_name[at];
+        let hash = self.hasher.hash_one(name);
+        let &i = self.by_name.find(hash, |&i| objects[i].name == name)?;
         Some(ObjectRef {
             object: &self.manifest.objects[i],
             info: &self.info[i],
@@ -159,11 +163,24 @@ pub fn validate(
         crate::manifest::check_attributes(a, "attributes")?;
     }
     let objects = &manifest.objects;
-    let mut by_name: Vec<usize> = (0..objects.len()).collect();
-    by_name.sort_unstable_by(|&a, &b| objects[a].name.cmp(&objects[b].name).then(a.cmp(&b)));
-    if let Some(w) = by_name.windows(2).find(|w| objects[w[0]].name == objects[w[1]].name) {
-        return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
-            .in_object(&objects[w[1]].name));
+    let hasher = std::hash::RandomState::new();
+    let mut by_name = hashbrown::HashTable::with_capacity(objects.len());
+    for (i, object) in objects.iter().enumerate() {
+        let hash = hasher.hash_one(object.name.as_str());
+        let entry = by_name.entry(
+            hash,
+            |&j: &usize| objects[j].name == object.name,
+            |&j: &usize| hasher.hash_one(objects[j].name.as_str()),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(_) => {
+                return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
+                    .in_object(&object.name));
+            }
+            hashbrown::hash_table::Entry::Vacant(slot) => {
+                slot.insert(i);
+            }
+        }
     }
     let mut info = Vec::with_capacity(manifest.objects.len());
     let mut blobs = Vec::new();
@@ -178,12 +195,14 @@ pub fn validate(
         }
     }
     check_overlaps(&mut blobs, &manifest)?;
-    Ok(ValidatedManifest { manifest, location, info, by_name })
+    Ok(ValidatedManifest { manifest, location, info, by_name, hasher })
 }
 
 /// Blobs must be pairwise disjoint or identical.
 fn check_overlaps(blobs: &mut [(u64, u64, usize, &str)], manifest: &Manifest) -> Result<()> {
-    blobs.sort_unstable();
+    // Stable, by range only: linear for the usual file whose blobs are already in order, and
+    // ties keep manifest order, so reports are the same on every run.
+    blobs.sort_by_key(|b| (b.0, b.1));
     let mut current: Option<(u64, u64, usize, &str)> = None;
     for &blob in blobs.iter() {
         match current {
