@@ -82,6 +82,9 @@ enum Command {
         /// Print JSON: {"file", "sound", "objects", "problems", "digests"}.
         #[arg(long)]
         json: bool,
+        /// No progress bar (there is none anyway when stderr is not a terminal).
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Convert between zTensor versions, safetensors (single files, or a sharded checkpoint
     /// through its `*.safetensors.index.json`) and TensorBuffers, writing OUT atomically.
@@ -444,7 +447,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             writeln!(out, "{dump}")?;
             if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
-        Command::Verify { file, strict, threads, json } => match cmd::detect(&file)? {
+        Command::Verify { file, strict, threads, json, quiet } => match cmd::detect(&file)? {
             cmd::Kind::TensorBuffers => {
                 let reader = cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?;
                 for t in reader.tensors() {
@@ -458,7 +461,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 )?;
                 ExitCode::SUCCESS
             }
-            cmd::Kind::Zt => cmd::info::verify(&mut out, &file, strict, threads, json)?,
+            cmd::Kind::Zt => cmd::info::verify(&mut out, &file, strict, threads, json, quiet)?,
             other => cmd::convert::foreign_verify(&mut out, &file, other)?,
         },
         Command::Repack { input, output, to, encoding, run, chunk } => {

@@ -441,6 +441,7 @@ pub fn load_all<S: ReadAt>(
 
 /// Verifies every object on `par.threads` threads: every digest, and the data rules (with
 /// `strict`, the strict ones too). Returns each object's outcome, in manifest order.
+/// `progress` hears of each object's stored bytes as it is done.
 ///
 /// # Errors
 /// Only if the threads cannot be started; per-object failures are in the result.
@@ -448,6 +449,7 @@ pub fn verify_all<S: ReadAt>(
     reader: &Reader<S>,
     strict: bool,
     par: &ParOptions,
+    progress: &dyn Progress,
 ) -> Result<Vec<(String, Result<()>)>> {
     let pool = par.pool()?;
     Ok(pool.install(|| {
@@ -467,6 +469,8 @@ pub fn verify_all<S: ReadAt>(
                     }
                     reader.check_data(name, strict)
                 })();
+                progress.bytes_in(object.object().components.values().map(|c| c.length).sum());
+                progress.object_done(name);
                 (name.to_owned(), outcome)
             })
             .collect()

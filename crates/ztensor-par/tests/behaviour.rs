@@ -218,7 +218,7 @@ fn the_parallel_read_side_agrees_with_the_sequential_one() {
                 reader.decoded("t3", "data").unwrap().as_ref()
             );
         });
-        let verdicts = verify_all(&reader, true, &par).unwrap();
+        let verdicts = verify_all(&reader, true, &par, &()).unwrap();
         assert_eq!(verdicts.len(), 6);
         assert!(verdicts.iter().all(|(_, r)| r.is_ok()));
     }
@@ -227,7 +227,7 @@ fn the_parallel_read_side_agrees_with_the_sequential_one() {
     let c = reader.object("t2").unwrap().object().components["data"].clone();
     damaged[c.offset as usize + 20] ^= 0x55;
     let reader = Reader::new(&damaged[..], &Options::default()).unwrap();
-    let verdicts = verify_all(&reader, false, &ParOptions::with_threads(2)).unwrap();
+    let verdicts = verify_all(&reader, false, &ParOptions::with_threads(2), &()).unwrap();
     let bad: Vec<&str> =
         verdicts.iter().filter(|(_, r)| r.is_err()).map(|(n, _)| n.as_str()).collect();
     assert_eq!(bad, ["t2"]);

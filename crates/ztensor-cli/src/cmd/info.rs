@@ -152,6 +152,7 @@ pub fn verify(
     strict: bool,
     threads: usize,
     json: bool,
+    quiet: bool,
 ) -> Result<std::process::ExitCode> {
     let options =
         if strict { ztensor_format::Options::strict() } else { ztensor_format::Options::default() };
@@ -169,9 +170,21 @@ pub fn verify(
         }
         Err(e) => return Err(crate::zt_error(&file.display().to_string(), &e)),
     };
-    let verdicts =
-        ztensor_par::verify_all(&reader, strict, &ztensor_par::ParOptions::with_threads(threads))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let stored = reader
+        .manifest()
+        .objects()
+        .flat_map(|o| o.object().components.values())
+        .map(|c| c.length)
+        .sum();
+    let bar = super::repack::Bar::new(stored, quiet);
+    let verdicts = ztensor_par::verify_all(
+        &reader,
+        strict,
+        &ztensor_par::ParOptions::with_threads(threads),
+        &bar,
+    );
+    bar.finish();
+    let verdicts = verdicts.map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut problems = Vec::new();
     let (mut verified, mut unverifiable, mut absent) = (0usize, Vec::new(), 0usize);
     for (object, (name, verdict)) in reader.manifest().objects().zip(verdicts) {
