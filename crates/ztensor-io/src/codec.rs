@@ -51,6 +51,40 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
     }
 }
 
+/// Decompresses `stored` into exactly `out`: the stream must produce `out.len()` bytes, no more
+/// and no fewer. For callers that place frames side by side in one buffer.
+///
+/// # Errors
+/// [`ErrorKind::DecodeFailed`] for a corrupt stream, [`ErrorKind::DecodedSizeMismatch`] for
+/// output of another length.
+pub fn zstd_decode_into(stored: &[u8], out: &mut [u8]) -> Result<(), Error> {
+    let failed = |e: std::io::Error| Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}"));
+    let mut decoder = zstd::stream::read::Decoder::with_buffer(stored).map_err(failed)?;
+    let n = out.len() as u64;
+    let mut filled = 0;
+    while filled < out.len() {
+        match decoder.read(&mut out[filled..]).map_err(failed)? {
+            0 => {
+                return Err(Error::new(
+                    ErrorKind::DecodedSizeMismatch,
+                    "zstd output is shorter than expected",
+                )
+                .expected_found(n, filled));
+            }
+            k => filled += k,
+        }
+    }
+    let mut extra = [0u8; 1];
+    if decoder.read(&mut extra).map_err(failed)? != 0 {
+        return Err(Error::new(
+            ErrorKind::DecodedSizeMismatch,
+            "zstd output is longer than expected",
+        )
+        .expected_found(n, format!("more than {n}")));
+    }
+    Ok(())
+}
+
 /// Compresses `data` as one zstd frame at `level` (0 means zstd's default, 3), recording the
 /// content size in the frame header and a content checksum at its end, so that damaged data
 /// fails to decode instead of decoding to wrong values.
@@ -235,6 +269,24 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decoding_into_a_slice_needs_exactly_its_size() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 7) as u8).collect();
+        let z = zstd_encode(&data, 3).unwrap();
+        let mut out = vec![0u8; 5000];
+        zstd_decode_into(&z, &mut out).unwrap();
+        assert_eq!(out, data);
+        let short = zstd_decode_into(&z, &mut vec![0u8; 4999]).unwrap_err();
+        assert_eq!(short.kind(), ErrorKind::DecodedSizeMismatch);
+        let long = zstd_decode_into(&z, &mut vec![0u8; 5001]).unwrap_err();
+        assert_eq!(long.kind(), ErrorKind::DecodedSizeMismatch);
+        let mut broken = z.clone();
+        let mid = broken.len() / 2;
+        broken[mid] ^= 0xff;
+        let e = zstd_decode_into(&broken, &mut out).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::DecodeFailed | ErrorKind::DecodedSizeMismatch));
+    }
 
     #[test]
     fn zstd_sizes_are_exact() {

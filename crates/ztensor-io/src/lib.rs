@@ -42,7 +42,7 @@ mod writer;
 
 pub use crate::codec::{
     DEFAULT_ZSTD_CHUNK, Frame, Hasher, digest_of, parse_seek_table, seek_table, sha256_hex,
-    zstd_decode, zstd_encode, zstd_encode_chunked,
+    zstd_decode, zstd_decode_into, zstd_encode, zstd_encode_chunked,
 };
 pub use crate::edit::{
     Appender, CopyOptions, DigestChoice, Recovered, Repair, append, copies_stored, copy_all,

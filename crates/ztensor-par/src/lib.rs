@@ -47,7 +47,7 @@ use ztensor_format::{
 use ztensor_io::{
     ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
     WriteOptions, Writer, copies_stored, copy_object, parse_seek_table, write_options_for,
-    zstd_decode,
+    zstd_decode_into,
 };
 
 use crate::pipeline::{Budget, Input, Item};
@@ -364,18 +364,23 @@ pub fn decoded_parallel<S: ReadAt>(reader: &Reader<S>, name: &str, role: &str) -
             let context = |e: ztensor_format::Error| {
                 Error::from(e.in_object(name).in_component(role).at(c.offset))
             };
-            let pieces: Vec<Vec<u8>> = frames
-                .par_iter()
-                .map(|f| {
-                    let (s, e) = (
-                        usize::try_from(f.offset).unwrap_or(0),
-                        usize::try_from(f.offset + f.compressed).unwrap_or(0),
-                    );
-                    zstd_decode(stored.get(s..e).unwrap_or_default(), Some(f.decompressed), limit)
-                        .map_err(context)
-                })
-                .collect::<Result<_>>()?;
-            return Ok(pieces.concat());
+            // Each frame decodes straight into its place in one buffer.
+            let mut out = vec![0u8; usize::try_from(total).unwrap_or(0)];
+            let mut slots = Vec::with_capacity(frames.len());
+            let mut rest = &mut out[..];
+            for f in &frames {
+                let (slot, tail) = rest.split_at_mut(usize::try_from(f.decompressed).unwrap_or(0));
+                slots.push(slot);
+                rest = tail;
+            }
+            frames.par_iter().zip(slots).try_for_each(|(f, slot)| {
+                let (s, e) = (
+                    usize::try_from(f.offset).unwrap_or(0),
+                    usize::try_from(f.offset + f.compressed).unwrap_or(0),
+                );
+                zstd_decode_into(stored.get(s..e).unwrap_or_default(), slot).map_err(context)
+            })?;
+            return Ok(out);
         }
     }
     Ok(reader.decoded(name, role)?.into_owned())
