@@ -271,6 +271,10 @@ fn remove_writes_a_copy_without_the_names() {
     let err = fails(&["remove", "fixtures/examples/tiny-v1.2.zt", "nope", "-o", arg(&out)], 2);
     assert!(err.contains("\"nope\""), "{err}");
     assert_eq!(ok(&["ls", arg(&out)]), "layer0.bias\nlayer0.weight\n", "the output is untouched");
+    // In place: the file is replaced atomically, and nothing is left beside it.
+    ok(&["remove", arg(&out), "layer0.bias", "-o", arg(&out)]);
+    assert_eq!(ok(&["ls", arg(&out)]), "layer0.weight\n");
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
 }
 
 #[test]
