@@ -404,3 +404,37 @@ fn the_readme_tour_runs_on_the_bundled_checkpoint() {
     assert_eq!(ztensor(&["diff", arg(&zt), arg(&small)]).status.code(), Some(1));
     ok(&["convert", arg(&zt), arg(&d.join("model.safetensors"))]);
 }
+
+#[test]
+fn tensorbuffers_to_safetensors_goes_through_a_temporary_file_and_cleans_up() {
+    let d = scratch("tb-st");
+    let (st, zt) = (d.join("s.safetensors"), d.join("s.zt"));
+    let tb = "fixtures/tensorbuffers/valid/sample.tb";
+    // Operations are not text, so safetensors metadata cannot hold them unless dropped.
+    let ops = "fixtures/tensorbuffers/valid/model-and-operations.tb";
+    let err = fails(&["convert", ops, arg(&st)], 1);
+    assert!(err.contains("tensorbuffers.operations") && err.contains("--drop-attributes"), "{err}");
+    assert!(!st.exists());
+    // --drop-attributes drops only what the target cannot hold: the text model name stays.
+    ok(&["convert", ops, arg(&st), "--drop-attributes"]);
+    let kept = HashMap::from([("tensorbuffers.model".to_owned(), "example".to_owned())]);
+    assert_eq!(read_back(&st).1, Some(kept));
+    ok(&["convert", tb, arg(&st)]);
+    ok(&["convert", tb, arg(&zt)]);
+    // The same tensors, byte for byte, as the direct conversion to zTensor holds.
+    let (tensors, _) = read_back(&st);
+    let names: Vec<String> = ok(&["ls", arg(&zt)]).lines().map(str::to_owned).collect();
+    assert_eq!(tensors.len(), names.len());
+    for name in &names {
+        let out = ztensor(&["extract", arg(&zt), name, "-o", arg(&d.join("t.npy"))]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let npy = std::fs::read(d.join("t.npy")).unwrap();
+        assert!(npy.ends_with(&tensors[name].2), "{name}");
+    }
+    let mut left: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["s.safetensors", "s.zt", "t.npy"]);
+}

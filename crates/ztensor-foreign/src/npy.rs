@@ -95,26 +95,27 @@ fn widen(bytes: &[u8], f: impl Fn(&[u8]) -> f32, width: usize) -> Vec<u8> {
     bytes.chunks_exact(width).flat_map(|c| f(c).to_le_bytes()).collect()
 }
 
-/// The NumPy form of a dense component: type, per-element byte width, and bytes.
-fn dense(c: &ComponentData<'_>) -> Result<(&'static str, Vec<u8>, Option<String>)> {
+/// The NumPy form of a dense component: type, bytes (the component's own when they need no
+/// widening), and how they were changed.
+fn dense(c: ComponentData<'_>) -> Result<(&'static str, Vec<u8>, Option<String>)> {
     let unrepresentable = |what: String| Error::new(ErrorKind::Unrepresentable, what);
     let bytes = &c.bytes;
     Ok(match (&c.logical_type, c.dtype) {
         (None, DType::BF16) => (
             "<f4",
-            (widen(bytes, |b| bf16::from_le_bytes([b[0], b[1]]).to_f32(), 2)),
+            widen(bytes, |b| bf16::from_le_bytes([b[0], b[1]]).to_f32(), 2),
             Some("bf16 widened to f32 (exact)".into()),
         ),
         (None, d) => (
             descr(d).ok_or_else(|| unrepresentable(format!("NumPy has no type for {d}")))?,
-            (bytes.to_vec()),
+            c.bytes.into_owned(),
             None,
         ),
-        (Some(LogicalType::Complex64), DType::F32) => ("<c8", (bytes.to_vec()), None),
-        (Some(LogicalType::Complex128), DType::F64) => ("<c16", (bytes.to_vec()), None),
+        (Some(LogicalType::Complex64), DType::F32) => ("<c8", c.bytes.into_owned(), None),
+        (Some(LogicalType::Complex128), DType::F64) => ("<c16", c.bytes.into_owned(), None),
         (Some(t), DType::U8) if fp8_to_f32(0, t).is_some() => {
             let data = widen(bytes, |b| fp8_to_f32(b[0], t).unwrap_or(f32::NAN), 1);
-            ("<f4", (data), Some(format!("{t} widened to f32 (exact)")))
+            ("<f4", data, Some(format!("{t} widened to f32 (exact)")))
         }
         (Some(t), d) => return Err(unrepresentable(format!("NumPy has no type for {d} as {t}"))),
     })
@@ -135,10 +136,12 @@ pub fn array<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Resul
 }
 
 fn array_of<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result<Array> {
-    let data = reader.read_object(name).map_err(|e| {
-        let not_found = matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. });
-        let kind = if not_found { ErrorKind::NotFound } else { ErrorKind::ZTensor };
-        Error::new(kind, e.to_string())
+    let mut data = reader.read_object(name).map_err(|e| {
+        if matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. }) {
+            Error::new(ErrorKind::NotFound, e.to_string())
+        } else {
+            Error::from(e)
+        }
     })?;
     let unrepresentable = |what: String| Error::new(ErrorKind::Unrepresentable, what);
     let shape = data.shape.clone();
@@ -146,7 +149,7 @@ fn array_of<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result
         Format::Dense => {
             let c = data
                 .components
-                .get("data")
+                .remove("data")
                 .ok_or_else(|| unrepresentable("a dense object without a data component".into()))?;
             let (descr, bytes, note) = dense(c)?;
             Ok(Array { descr, shape, data: bytes, note })
@@ -154,7 +157,7 @@ fn array_of<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result
         Format::SparseCsr | Format::SparseCoo => {
             let values = data
                 .components
-                .get("values")
+                .remove("values")
                 .ok_or_else(|| unrepresentable("a sparse object without values".into()))?;
             let (descr, bytes, note) = dense(values)?;
             let width = descr_width(descr);

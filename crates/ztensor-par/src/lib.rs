@@ -154,19 +154,31 @@ pub fn write_tensors<W: Write>(
     let items = tensors
         .iter()
         .map(|t| {
-            let mut object = Object::new(t.name, t.shape.to_vec(), Format::Dense);
-            object.attributes = t.attributes.clone();
-            Item::Stream {
-                object: Box::new(object),
-                dtype: t.dtype,
-                logical_type: t.logical_type.clone(),
-                len: t.data.len() as u64,
-                input: Input::Slice(t.data),
-                options: options.clone(),
-            }
+            let len = t.data.len() as u64;
+            let object = dense_object(t.name, t.shape, t.attributes.clone());
+            stream(object, t.dtype, t.logical_type.clone(), len, Input::Slice(t.data), options)
         })
         .collect();
     run::<&[u8], W>(None, items, writer, par, progress)
+}
+
+/// A dense object without components yet: what a streamed item fills in.
+fn dense_object(name: &str, shape: &[u64], attributes: Option<Value>) -> Box<Object> {
+    let mut object = Object::new(name, shape.to_vec(), Format::Dense);
+    object.attributes = attributes;
+    Box::new(object)
+}
+
+/// A dense object whose one `data` component streams through the parallel stages.
+fn stream<'a, W: Write>(
+    object: Box<Object>,
+    dtype: DType,
+    logical_type: Option<LogicalType>,
+    len: u64,
+    input: Input<'a>,
+    options: &WriteOptions,
+) -> Item<'a, W> {
+    Item::Stream { object, dtype, logical_type, len, input, options: options.clone() }
 }
 
 /// A dense tensor whose little-endian bytes lie in a source (a file of another format, read
@@ -207,16 +219,9 @@ pub fn write_from_source<S: ReadAt, W: Write>(
     let items = tensors
         .iter()
         .map(|t| {
-            let mut object = Object::new(t.name, t.shape.to_vec(), Format::Dense);
-            object.attributes = t.attributes.clone();
-            Item::Stream {
-                object: Box::new(object),
-                dtype: t.dtype,
-                logical_type: t.logical_type.clone(),
-                len: t.len,
-                input: Input::Raw { offset: t.offset, swap: None, digest: None },
-                options: options.clone(),
-            }
+            let object = dense_object(t.name, t.shape, t.attributes.clone());
+            let input = Input::Raw { offset: t.offset, swap: None, digest: None };
+            stream(object, t.dtype, t.logical_type.clone(), t.len, input, options)
         })
         .collect();
     run(Some(source), items, writer, par, progress)
@@ -268,16 +273,9 @@ pub fn repack<S: ReadAt, W: Write>(
                 _ => return None,
             };
             let len = object.decoded_len("data")?;
-            let mut template = Object::new(o.name.clone(), o.shape.clone(), Format::Dense);
-            template.attributes = o.attributes.clone();
-            Some(Item::Stream {
-                object: Box::new(template),
-                dtype,
-                logical_type: c.logical_type.clone(),
-                len,
-                input,
-                options: write_options_for(o, copy),
-            })
+            let template = dense_object(&o.name, &o.shape, o.attributes.clone());
+            let options = write_options_for(o, copy);
+            Some(stream(template, dtype, c.logical_type.clone(), len, input, &options))
         })();
         items.push(streamed.unwrap_or_else(|| {
             let name = o.name.clone();

@@ -37,7 +37,7 @@ pub fn run(r: &Request<'_>) -> Result<usize> {
         Kind::Safetensors => {
             let file = SafetensorsFile::open(r.input).map_err(|e| foreign_error("", &e))?;
             let Target::Zt(version) = r.target else {
-                return from_foreign_via_zt(r, &context);
+                return via_zt(r, &context);
             };
             let tensors = source_tensors(&file).map_err(|e| foreign_error(&context, &e))?;
             let bar = Bar::new(tensors.iter().map(|t| t.len).sum(), r.run.quiet);
@@ -63,7 +63,7 @@ pub fn run(r: &Request<'_>) -> Result<usize> {
         Kind::ShardIndex => {
             let ckpt = ShardedCheckpoint::open(r.input).map_err(|e| foreign_error("", &e))?;
             let Target::Zt(version) = r.target else {
-                return from_foreign_via_zt(r, &context);
+                return via_zt(r, &context);
             };
             let (count, bytes) = ckpt.totals();
             let bar = Bar::new(bytes, r.run.quiet);
@@ -93,9 +93,10 @@ fn set_metadata(
     writer.set_attributes(attributes).map_err(|e| zt_error(context, &e))
 }
 
-/// safetensors (single or sharded) to a non-zTensor target: through a temporary zTensor 1.2
-/// file beside the output, so each converter does one job.
-fn from_foreign_via_zt(r: &Request<'_>, context: &str) -> Result<usize> {
+/// A foreign input (safetensors, sharded, TensorBuffers) to another foreign target: through a
+/// temporary zTensor 1.2 file beside the output, so each converter does one job and nothing is
+/// held in memory whole.
+fn via_zt(r: &Request<'_>, context: &str) -> Result<usize> {
     let dir = r.output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let temp = dir.join(format!(".ztensor-convert-{}.zt", std::process::id()));
     let raw = Encoding { zstd: None, raw: true, digest: None };
@@ -188,19 +189,8 @@ fn from_tb(r: &Request<'_>, context: &str) -> Result<usize> {
             w.finish().map_err(|e| anyhow!("{e}"))?;
         }
         Target::Safetensors => {
-            // Through zTensor 1.2 in memory-bounded steps: TensorBuffers → temp .zt → safetensors.
-            let dir =
-                r.output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            let temp = dir.join(format!(".ztensor-convert-{}.zt", std::process::id()));
-            let raw = Encoding { zstd: None, raw: true, digest: None };
-            let step =
-                Request { output: &temp, target: Target::Zt(Version::V1_2), encoding: &raw, ..*r };
-            let result = from_tb(&step, context).and_then(|_| {
-                let reader = open(&temp, &Options::default())?;
-                from_zt(&Request { input: &temp, ..*r }, &reader, context)
-            });
-            let _ = std::fs::remove_file(&temp);
-            result?;
+            drop(tb);
+            return via_zt(r, context);
         }
     }
     Ok(tb.tensors().len())
