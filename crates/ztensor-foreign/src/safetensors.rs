@@ -498,6 +498,3 @@ pub fn export_file<S: ReadAt>(
     file.persist()?;
     Ok(written)
 }
-
-/// The zTensor version to write by default: 1.2, the only one with every FP8 type.
-pub const DEFAULT_VERSION: Version = Version::V1_2;
