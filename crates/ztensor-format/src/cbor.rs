@@ -35,7 +35,7 @@ pub fn decode(bytes: &[u8], max_depth: usize) -> Result<Value> {
 }
 
 /// What a header announced.
-enum Head {
+pub(crate) enum Head {
     Uint(u64),
     Nint(u64),
     Bytes(Option<u64>),
@@ -48,13 +48,46 @@ enum Head {
     Break,
 }
 
-struct Decoder<'a> {
+pub(crate) struct Decoder<'a> {
     input: &'a [u8],
     pos: usize,
     max_depth: usize,
 }
 
 impl<'a> Decoder<'a> {
+    pub(crate) fn new(input: &'a [u8], max_depth: usize) -> Decoder<'a> {
+        Decoder { input, pos: 0, max_depth }
+    }
+
+    /// Bytes consumed so far.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Whether the whole input has been consumed.
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos == self.input.len()
+    }
+
+    /// The next byte, not consumed.
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.input.get(self.pos).copied()
+    }
+
+    /// The nesting limit.
+    pub(crate) fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// A definite-length text string, borrowed from the input; `None` for anything else
+    /// (including malformed input, which the general decoder then reports).
+    pub(crate) fn borrowed_text(&mut self) -> Option<&'a str> {
+        let at = self.pos;
+        let Ok(Head::Text(Some(n))) = self.head() else { return None };
+        let n = self.count(at, n, 1).ok()?;
+        std::str::from_utf8(self.take(n).ok()?).ok()
+    }
+
     fn syntax(&self, at: usize, message: impl Into<String>) -> Error {
         Error::new(ErrorKind::CborSyntax, message).at(at as u64)
     }
@@ -63,7 +96,7 @@ impl<'a> Decoder<'a> {
         self.input.len() - self.pos
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let start = self.pos;
         let Some(bytes) = self.input.get(start..).and_then(|rest| rest.get(..n)) else {
             return Err(self
@@ -77,7 +110,7 @@ impl<'a> Decoder<'a> {
         Ok(self.take(n)?.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
     }
 
-    fn head(&mut self) -> Result<Head> {
+    pub(crate) fn head(&mut self) -> Result<Head> {
         let at = self.pos;
         let initial = self.take(1)?[0];
         let major = initial >> 5;
@@ -122,7 +155,7 @@ impl<'a> Decoder<'a> {
 
     /// A declared count, checked against the bytes left (each entry needs at least
     /// `min_bytes_each`), so a hostile length never drives an allocation.
-    fn count(&self, at: usize, declared: u64, min_bytes_each: usize) -> Result<usize> {
+    pub(crate) fn count(&self, at: usize, declared: u64, min_bytes_each: usize) -> Result<usize> {
         let fits = usize::try_from(declared).ok().filter(|&n| {
             n.checked_mul(min_bytes_each).is_some_and(|need| need <= self.remaining())
         });
@@ -169,7 +202,7 @@ impl<'a> Decoder<'a> {
         }
     }
 
-    fn item(&mut self, depth: usize) -> Result<Value> {
+    pub(crate) fn item(&mut self, depth: usize) -> Result<Value> {
         let at = self.pos;
         match self.head()? {
             Head::Uint(v) => Ok(Value::Integer(i128::from(v))),

@@ -259,6 +259,86 @@ fn v0_manifest() -> impl Strategy<Value = Manifest> {
 /// Sorts every map the way deterministic encoding does (by encoded key bytes), so a generated
 /// model can be compared with its decoded form. Written independently of the encoder: text keys
 /// order by length, then bytes.
+/// Edits the `map`-th map of `tree` (in pre-order, modulo the count): `how` 0 repeats entry
+/// `entry`, 1 removes it, 2 gives it the value `leaf`.
+fn edit_map(tree: &mut Value, how: u8, map: usize, entry: usize, leaf: Value) {
+    fn maps(v: &Value) -> usize {
+        match v {
+            Value::Map(entries) => 1 + entries.iter().map(|(_, v)| maps(v)).sum::<usize>(),
+            Value::Array(items) => items.iter().map(maps).sum(),
+            Value::Tag(_, v) => maps(v),
+            _ => 0,
+        }
+    }
+    fn nth<'v>(v: &'v mut Value, n: &mut usize) -> Option<&'v mut Vec<(Value, Value)>> {
+        match v {
+            Value::Map(entries) => {
+                if *n == 0 {
+                    return Some(entries);
+                }
+                *n -= 1;
+                entries.iter_mut().find_map(|(_, v)| nth(v, n))
+            }
+            Value::Array(items) => items.iter_mut().find_map(|v| nth(v, n)),
+            Value::Tag(_, v) => nth(v, n),
+            _ => None,
+        }
+    }
+    let count = maps(tree);
+    if count == 0 {
+        return;
+    }
+    let mut n = map % count;
+    let Some(entries) = nth(tree, &mut n) else { return };
+    if entries.is_empty() {
+        return;
+    }
+    let i = entry % entries.len();
+    match how {
+        0 => {
+            let copy = entries[i].clone();
+            entries.push(copy);
+        }
+        1 => {
+            entries.remove(i);
+        }
+        _ => entries[i].1 = leaf,
+    }
+}
+
+/// CBOR of `v` exactly as given: map entries in their order, repeats kept (the crate's encoder
+/// sorts and refuses repeats, as a writer must).
+fn encode_as_is(v: &Value, out: &mut Vec<u8>) {
+    fn head(out: &mut Vec<u8>, major: u8, n: u64) {
+        match n {
+            0..=23 => out.push(major << 5 | n as u8),
+            24..=0xff => out.extend_from_slice(&[major << 5 | 24, n as u8]),
+            _ => {
+                out.push(major << 5 | 27);
+                out.extend_from_slice(&n.to_be_bytes());
+            }
+        }
+    }
+    match v {
+        Value::Map(entries) => {
+            head(out, 5, entries.len() as u64);
+            for (k, v) in entries {
+                encode_as_is(k, out);
+                encode_as_is(v, out);
+            }
+        }
+        Value::Array(items) => {
+            head(out, 4, items.len() as u64);
+            items.iter().for_each(|v| encode_as_is(v, out));
+        }
+        Value::Tag(tag, v) => {
+            head(out, 6, *tag);
+            encode_as_is(v, out);
+        }
+        other => out.extend_from_slice(&cbor::encode(other).unwrap()),
+    }
+}
+
 fn canonical_value(v: Value) -> Value {
     match v {
         Value::Array(items) => Value::Array(items.into_iter().map(canonical_value).collect()),
@@ -348,6 +428,52 @@ proptest! {
         for container in [Container::V0_1, Container::V1] {
             let _ = Manifest::decode(container, &bytes, &Limits::default());
         }
+    }
+}
+
+proptest! {
+    // Cheap cases (small manifests, no I/O), and the planted-bug checks want many of them.
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// v1.x manifests are decoded directly from their bytes when they have the common shape, and
+    /// through the general value tree otherwise; the two agree on every input: valid manifests,
+    /// and the same manifests with map entries repeated, removed or given other values, bytes
+    /// overwritten or cut short, under limits near the content's size.
+    #[test]
+    fn direct_decoding_agrees_with_the_general_decoder(
+        m in prop_oneof![v1_manifest(Version::V1_2), v1_manifest(Version::V1_1)],
+        edits in proptest::collection::vec((0u8..3, any::<usize>(), any::<usize>(), leaf()), 0..3),
+        bytes_edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..2),
+        cut in proptest::option::of(any::<usize>()),
+        limits in (
+            proptest::option::of(3usize..8),
+            proptest::option::of(0usize..5),
+            proptest::option::of(0usize..7),
+            proptest::option::of(0usize..11),
+        ),
+    ) {
+        let mut tree = cbor::decode(&m.encode().unwrap(), 64).unwrap();
+        for (how, map, entry, leaf) in edits {
+            edit_map(&mut tree, how, map, entry, leaf);
+        }
+        let mut bytes = Vec::new();
+        encode_as_is(&tree, &mut bytes);
+        for (at, byte) in bytes_edits {
+            let at = at % bytes.len();
+            bytes[at] = byte;
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut % (bytes.len() + 1));
+        }
+        let mut tight = Limits::default();
+        let (depth, rank, objects, name) = limits;
+        tight.max_cbor_depth = depth.unwrap_or(tight.max_cbor_depth);
+        tight.max_rank = rank.unwrap_or(tight.max_rank);
+        tight.max_objects = objects.unwrap_or(tight.max_objects);
+        tight.max_name_len = name.unwrap_or(tight.max_name_len);
+        let direct = Manifest::decode(Container::V1, &bytes, &tight);
+        let general = Manifest::decode_general(Container::V1, &bytes, &tight);
+        prop_assert_eq!(format!("{direct:?}"), format!("{general:?}"));
     }
 }
 

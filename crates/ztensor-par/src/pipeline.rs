@@ -7,6 +7,7 @@
 //! `ztensor-io` functions the sequential writer uses; pieces are fixed-size chunks of the input,
 //! never a function of the thread count.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,9 +66,10 @@ enum Work<'a, W: Write> {
 }
 
 /// Piece bytes that give their budget back when the last holder (the writing side, or the hash
-/// chain) drops them.
+/// chain) drops them. Raw pieces of data already in memory (slices, maps) are borrowed, not
+/// copied.
 struct Tracked<'b> {
-    bytes: Vec<u8>,
+    bytes: Cow<'b, [u8]>,
     cost: u64,
     budget: &'b Budget,
 }
@@ -404,7 +406,7 @@ fn produce<'a, 's, 'b, S: ReadAt>(
     progress: &dyn Progress,
 ) -> Result<()>
 where
-    'a: 's,
+    'a: 'b,
     'b: 's,
 {
     let mut stream: Option<(usize, ZstdStream<'a, S>)> = None;
@@ -434,13 +436,13 @@ where
         if !budget.take(cost, abort) {
             return Ok(());
         }
-        let piece: std::borrow::Cow<'s, [u8]> = match input {
+        let piece: Cow<'b, [u8]> = match input {
             Input::Slice(all) => {
                 let (s, e) = (
                     usize::try_from(start).unwrap_or(0),
                     usize::try_from(start + len).unwrap_or(0),
                 );
-                std::borrow::Cow::Borrowed(&all[s..e])
+                Cow::Borrowed(&all[s..e])
             }
             Input::Raw { offset, swap, digest } => {
                 let src = source.ok_or_else(no_source)?;
@@ -453,7 +455,7 @@ where
                     _ => None,
                 };
                 let mut buf = match in_memory {
-                    Some(bytes) => std::borrow::Cow::Borrowed(bytes),
+                    Some(bytes) => Cow::Borrowed(bytes),
                     None => {
                         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
                         if let Err(e) = src.read_exact_at(offset + start, &mut buf) {
@@ -461,7 +463,7 @@ where
                             fail(seq, FormatError::new(Rule::DecodeFailed, message), cost);
                             return Ok(());
                         }
-                        std::borrow::Cow::Owned(buf)
+                        Cow::Owned(buf)
                     }
                 };
                 if start == 0 {
@@ -551,7 +553,7 @@ where
                     fail(seq, f, cost);
                     return Ok(());
                 }
-                std::borrow::Cow::Owned(buf)
+                Cow::Owned(buf)
             }
         };
         progress.bytes_in(len);
@@ -585,7 +587,7 @@ fn no_source() -> Error {
 
 /// Compresses one piece and, when it is a whole component, digests it.
 fn prepare<'b>(
-    piece: std::borrow::Cow<'_, [u8]>,
+    piece: Cow<'b, [u8]>,
     options: &WriteOptions,
     whole_component: bool,
     cost: u64,
@@ -593,16 +595,16 @@ fn prepare<'b>(
 ) -> Result<Prepared<'b>> {
     let input_len = piece.len() as u64;
     // Tracked from here on, so the budget is given back whatever happens.
-    let tracked = |bytes: Vec<u8>| Tracked { bytes, cost, budget };
+    let tracked = |bytes: Cow<'b, [u8]>| Tracked { bytes, cost, budget };
     let bytes = match options.compression {
-        Compression::Raw => tracked(piece.into_owned()),
+        Compression::Raw => tracked(piece),
         Compression::Zstd(level) => {
             let z = zstd_encode(&piece, level);
             drop(piece);
-            let mut t = tracked(Vec::new());
-            t.bytes = z.map_err(|e| {
+            let mut t = tracked(Cow::Borrowed(&[]));
+            t.bytes = Cow::Owned(z.map_err(|e| {
                 Error::from(FormatError::new(Rule::InvalidInput, format!("zstd: {e}")))
-            })?;
+            })?);
             t
         }
     };

@@ -310,6 +310,22 @@ impl Manifest {
     /// # Errors
     /// The CBOR and schema rules of `spec/rules.md`.
     pub fn decode(container: Container, bytes: &[u8], limits: &Limits) -> Result<Manifest> {
+        if container == Container::V1
+            && let Some(manifest) = v1::decode_direct(bytes, limits)
+        {
+            return Ok(manifest);
+        }
+        Manifest::decode_general(container, bytes, limits)
+    }
+
+    /// [`Manifest::decode`] through the general CBOR value tree only, without the direct path
+    /// it tries first for v1.x. Same results, slower; public so tests outside this crate can hold
+    /// the two paths to each other.
+    ///
+    /// # Errors
+    /// As [`Manifest::decode`].
+    #[doc(hidden)]
+    pub fn decode_general(container: Container, bytes: &[u8], limits: &Limits) -> Result<Manifest> {
         let root = crate::cbor::decode(bytes, limits.max_cbor_depth)?;
         match container {
             Container::V0_1 => v0_1::from_value(root, limits),

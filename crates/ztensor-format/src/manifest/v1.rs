@@ -5,12 +5,13 @@
 //! `uncompressed_length`. The v1.1 spellings of logical types in `dtype` (`f8_e4m3`, `f8_e5m2`,
 //! `complex64`, `complex128`) decode into the same model as the v1.2 `type` field.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use super::{
     ByteOrder, Component, Encoding, Format, Manifest, Object, Packing, Version, check_attributes,
     check_name, missing, take_shape, take_text, take_u64, text_entries, wrong_type,
 };
+use crate::cbor::{Decoder, Head};
 use crate::digest::Digest;
 use crate::dtype::{DType, LogicalType, StorageType};
 use crate::error::{Error, ErrorKind, Result};
@@ -159,38 +160,324 @@ fn component(value: Value) -> Result<Component> {
         }
     }
     let dtype_name = dtype.ok_or_else(|| missing("dtype"))?;
-    let mut logical_type = logical.map(|s| LogicalType::from_name(&s));
-    let dtype = if let Some(d) = DType::from_name(&dtype_name) {
-        StorageType::Known(d)
-    } else if let Some(spelled) = LogicalType::from_v1_1_dtype_name(&dtype_name) {
-        // v1.1 puts f8 and complex types in `dtype`.
-        if logical_type.as_ref().is_some_and(|t| *t != spelled) {
-            return Err(Error::new(
-                ErrorKind::LogicalTypeMismatch,
-                "dtype and type name different logical types",
-            )
-            .field("type")
-            .expected_found(spelled.name(), logical_type.as_ref().map_or("", |t| t.name())));
-        }
-        let storage = spelled
-            .storage()
-            .map_or_else(|| StorageType::Unknown(dtype_name.clone()), StorageType::Known);
-        logical_type = Some(spelled);
-        storage
-    } else {
-        StorageType::Unknown(dtype_name)
-    };
-    Ok(Component {
-        dtype,
-        logical_type,
-        offset: offset.ok_or_else(|| missing("offset"))?,
-        length: length.ok_or_else(|| missing("length"))?,
+    let fields = ComponentFields {
+        dtype: &dtype_name,
+        logical_type: logical.as_deref(),
+        offset,
+        length,
         uncompressed_length,
         encoding,
         digest,
-        byte_order: ByteOrder::Little,
         extra,
-    })
+    };
+    fields.finish()
+}
+
+/// A component map's fields once read, by either decoder.
+struct ComponentFields<'s> {
+    dtype: &'s str,
+    logical_type: Option<&'s str>,
+    offset: Option<u64>,
+    length: Option<u64>,
+    uncompressed_length: Option<u64>,
+    encoding: Encoding,
+    digest: Option<Digest>,
+    extra: Vec<(String, Value)>,
+}
+
+impl ComponentFields<'_> {
+    fn finish(self) -> Result<Component> {
+        let dtype_name = self.dtype;
+        let mut logical_type = self.logical_type.map(LogicalType::from_name);
+        let dtype = if let Some(d) = DType::from_name(dtype_name) {
+            StorageType::Known(d)
+        } else if let Some(spelled) = LogicalType::from_v1_1_dtype_name(dtype_name) {
+            // v1.1 puts f8 and complex types in `dtype`.
+            if logical_type.as_ref().is_some_and(|t| *t != spelled) {
+                return Err(Error::new(
+                    ErrorKind::LogicalTypeMismatch,
+                    "dtype and type name different logical types",
+                )
+                .field("type")
+                .expected_found(spelled.name(), logical_type.as_ref().map_or("", |t| t.name())));
+            }
+            let storage = spelled
+                .storage()
+                .map_or_else(|| StorageType::Unknown(dtype_name.to_owned()), StorageType::Known);
+            logical_type = Some(spelled);
+            storage
+        } else {
+            StorageType::Unknown(dtype_name.to_owned())
+        };
+        Ok(Component {
+            dtype,
+            logical_type,
+            offset: self.offset.ok_or_else(|| missing("offset"))?,
+            length: self.length.ok_or_else(|| missing("length"))?,
+            uncompressed_length: self.uncompressed_length,
+            encoding: self.encoding,
+            digest: self.digest,
+            byte_order: ByteOrder::Little,
+            extra: self.extra,
+        })
+    }
+}
+
+/// Decodes the common shape of a v1.x manifest straight from its bytes, without building a
+/// value tree for the structural maps (the root, `objects`, each object and component); only
+/// attributes and unknown keys become [`Value`]s.
+///
+/// It returns `None` as soon as the bytes depart from that shape in any way: malformed CBOR,
+/// indefinite lengths or tags in the structure, a repeated key, a field of the wrong type, a
+/// missing field, a limit. The caller then decodes the general way, which reports exactly what
+/// is wrong. Whenever this returns a manifest, it is the one the general way builds from the same
+/// bytes (a property test holds the two to it, on valid and mutated manifests).
+pub(crate) fn decode_direct(bytes: &[u8], limits: &Limits) -> Option<Manifest> {
+    let mut d = Direct { cbor: Decoder::new(bytes, limits.max_cbor_depth), limits };
+    let manifest = d.root()?;
+    d.cbor.at_end().then_some(manifest)
+}
+
+struct Direct<'a, 'l> {
+    cbor: Decoder<'a>,
+    limits: &'l Limits,
+}
+
+/// Keys already seen in a small structural map, one bit per known key.
+#[derive(Default)]
+struct Seen(u16);
+
+impl Seen {
+    /// Marks key `bit`; `None` if it was already there.
+    fn mark(&mut self, bit: u8) -> Option<()> {
+        let mask = 1u16 << bit;
+        if self.0 & mask != 0 {
+            return None;
+        }
+        self.0 |= mask;
+        Some(())
+    }
+}
+
+impl<'a> Direct<'a, '_> {
+    /// The entry count of a definite-length map that opens at nesting `depth`.
+    fn map(&mut self, depth: usize) -> Option<usize> {
+        if depth > self.cbor.max_depth() {
+            return None;
+        }
+        let at = self.cbor.pos();
+        let Ok(Head::Map(Some(n))) = self.cbor.head() else { return None };
+        self.cbor.count(at, n, 2).ok()
+    }
+
+    /// The item count of a definite-length array that opens at nesting `depth`.
+    fn array(&mut self, depth: usize) -> Option<usize> {
+        if depth > self.cbor.max_depth() {
+            return None;
+        }
+        let at = self.cbor.pos();
+        let Ok(Head::Array(Some(n))) = self.cbor.head() else { return None };
+        self.cbor.count(at, n, 1).ok()
+    }
+
+    fn text(&mut self) -> Option<&'a str> {
+        self.cbor.borrowed_text()
+    }
+
+    fn uint(&mut self) -> Option<u64> {
+        match self.cbor.head().ok()? {
+            Head::Uint(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// `null` (as absent) or what `read` reads.
+    fn nullable<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
+        if self.cbor.peek() == Some(0xf6) {
+            self.cbor.take(1).ok()?;
+            return Some(None);
+        }
+        read(self).map(Some)
+    }
+
+    /// Any item, as a value (attributes, unknown keys).
+    fn value(&mut self, depth: usize) -> Option<Value> {
+        self.cbor.item(depth).ok()
+    }
+
+    /// Attributes: `null` (absent) or a map.
+    fn attributes(&mut self, depth: usize) -> Option<Option<Value>> {
+        match optional(self.value(depth)?) {
+            Some(v) => check_attributes(&v, "attributes").ok().map(|()| Some(v)),
+            None => Some(None),
+        }
+    }
+
+    /// An unknown key's entry, refused if it repeats an earlier unknown key.
+    fn extra(&mut self, extra: &mut Vec<(String, Value)>, key: &str, depth: usize) -> Option<()> {
+        if extra.iter().any(|(k, _)| k == key) {
+            return None;
+        }
+        let value = self.value(depth)?;
+        extra.push((key.to_owned(), value));
+        Some(())
+    }
+
+    fn root(&mut self) -> Option<Manifest> {
+        let n = self.map(1)?;
+        let mut seen = Seen::default();
+        let (mut version, mut attributes, mut objects) = (None, None, None);
+        let mut extra = Vec::new();
+        for _ in 0..n {
+            match self.text()? {
+                "version" => {
+                    seen.mark(0)?;
+                    version = Some(self.text()?);
+                }
+                "attributes" => {
+                    seen.mark(1)?;
+                    attributes = self.attributes(2)?;
+                }
+                "objects" => {
+                    seen.mark(2)?;
+                    objects = Some(self.objects()?);
+                }
+                key => self.extra(&mut extra, key, 2)?,
+            }
+        }
+        let version_string = version?;
+        let version = parse_version(version_string).ok()?;
+        Some(Manifest {
+            version,
+            version_string: Some(version_string.to_owned()),
+            attributes,
+            objects: objects?,
+            extra,
+        })
+    }
+
+    fn objects(&mut self) -> Option<Vec<Object>> {
+        let n = self.map(2)?;
+        if n > self.limits.max_objects {
+            return None;
+        }
+        let mut names = HashSet::with_capacity(n);
+        let mut objects = Vec::with_capacity(n);
+        for _ in 0..n {
+            let name = self.text()?;
+            if !names.insert(name) {
+                return None;
+            }
+            check_name(name, self.limits).ok()?;
+            objects.push(self.object(name)?);
+        }
+        Some(objects)
+    }
+
+    fn object(&mut self, name: &str) -> Option<Object> {
+        let n = self.map(3)?;
+        let mut seen = Seen::default();
+        let (mut shape, mut format, mut attributes, mut components) = (None, None, None, None);
+        let mut extra = Vec::new();
+        for _ in 0..n {
+            match self.text()? {
+                "shape" => {
+                    seen.mark(0)?;
+                    let rank = self.array(4)?;
+                    if rank > self.limits.max_rank {
+                        return None;
+                    }
+                    shape = Some((0..rank).map(|_| self.uint()).collect::<Option<Vec<u64>>>()?);
+                }
+                "format" => {
+                    seen.mark(1)?;
+                    format = Some(Format::from_name(self.text()?));
+                }
+                "attributes" => {
+                    seen.mark(2)?;
+                    attributes = self.attributes(4)?;
+                }
+                "components" => {
+                    seen.mark(3)?;
+                    let count = self.map(4)?;
+                    let mut by_role = BTreeMap::new();
+                    for _ in 0..count {
+                        let role = self.text()?;
+                        if by_role.contains_key(role) {
+                            return None;
+                        }
+                        let component = self.component()?;
+                        by_role.insert(role.to_owned(), component);
+                    }
+                    components = Some(by_role);
+                }
+                key => self.extra(&mut extra, key, 4)?,
+            }
+        }
+        Some(Object {
+            name: name.to_owned(),
+            shape: shape?,
+            format: format?,
+            attributes,
+            components: components?,
+            packing: Packing::Split,
+            extra,
+        })
+    }
+
+    fn component(&mut self) -> Option<Component> {
+        let n = self.map(5)?;
+        let mut seen = Seen::default();
+        let (mut dtype, mut logical_type, mut offset, mut length) = (None, None, None, None);
+        let (mut uncompressed_length, mut encoding, mut digest) = (None, Encoding::Raw, None);
+        let mut extra = Vec::new();
+        for _ in 0..n {
+            match self.text()? {
+                "dtype" => {
+                    seen.mark(0)?;
+                    dtype = Some(self.text()?);
+                }
+                "type" => {
+                    seen.mark(1)?;
+                    logical_type = self.nullable(Self::text)?;
+                }
+                "offset" => {
+                    seen.mark(2)?;
+                    offset = Some(self.uint()?);
+                }
+                "length" => {
+                    seen.mark(3)?;
+                    length = Some(self.uint()?);
+                }
+                "uncompressed_length" => {
+                    seen.mark(4)?;
+                    uncompressed_length = self.nullable(Self::uint)?;
+                }
+                "encoding" => {
+                    seen.mark(5)?;
+                    if let Some(name) = self.nullable(Self::text)? {
+                        encoding = Encoding::from_name(name);
+                    }
+                }
+                "digest" => {
+                    seen.mark(6)?;
+                    digest = self.nullable(Self::text)?.map(Digest::parse);
+                }
+                key => self.extra(&mut extra, key, 6)?,
+            }
+        }
+        let fields = ComponentFields {
+            dtype: dtype?,
+            logical_type,
+            offset,
+            length,
+            uncompressed_length,
+            encoding,
+            digest,
+            extra,
+        };
+        fields.finish().ok()
+    }
 }
 
 pub(crate) fn to_value(manifest: &Manifest) -> Result<Value> {
@@ -303,6 +590,95 @@ fn component_value(c: &Component) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::framing::Container;
+
+    /// The direct path serves every field of the common shape, including nulls, attributes and
+    /// unknown keys at each level (the property test only checks that it agrees when it answers).
+    #[test]
+    fn direct_decoding_serves_the_common_shape() {
+        let mut c = Component::new(DType::F32, 64, 16);
+        c.digest = Some(Digest::parse("sha256:00"));
+        c.encoding = Encoding::Zstd;
+        c.uncompressed_length = Some(40);
+        c.logical_type = Some(LogicalType::from_name("complex64"));
+        c.extra.push(("x_c".into(), Value::from(1u64)));
+        let mut o = Object::new("w", vec![2, 5], Format::Dense).with_component("data", c);
+        o.attributes = Some(crate::text_map([("k", Value::from("v"))]));
+        o.extra.push(("x_o".into(), Value::Array(vec![Value::Null])));
+        let mut m = Manifest::new(Version::V1_2);
+        m.objects.push(o);
+        m.objects.push(Object::new("s", vec![], Format::Unknown("mine".into())));
+        m.attributes = Some(crate::text_map([("lr", Value::from(0.5))]));
+        m.extra.push(("x_root".into(), Value::from("r")));
+        let bytes = m.encode().unwrap();
+        let direct = decode_direct(&bytes, &Limits::default()).expect("the direct path answers");
+        assert_eq!(
+            direct,
+            Manifest::decode_general(Container::V1, &bytes, &Limits::default()).unwrap()
+        );
+        assert_eq!(direct.objects.len(), 2);
+
+        // Nulls for the optional fields, written by hand: {"version": "1.1.0", "attributes":
+        // null, "objects": {"a": {"shape": [], "format": "dense", "attributes": null,
+        // "components": {"data": {"dtype": "u8", "type": null, "offset": 0, "length": 1,
+        // "uncompressed_length": null, "encoding": null, "digest": null}}}}}
+        let value = crate::text_map([
+            ("version", Value::from("1.1.0")),
+            ("attributes", Value::Null),
+            (
+                "objects",
+                crate::text_map([(
+                    "a",
+                    crate::text_map([
+                        ("shape", Value::Array(vec![])),
+                        ("format", Value::from("dense")),
+                        ("attributes", Value::Null),
+                        (
+                            "components",
+                            crate::text_map([(
+                                "data",
+                                crate::text_map([
+                                    ("dtype", Value::from("u8")),
+                                    ("type", Value::Null),
+                                    ("offset", Value::from(0u64)),
+                                    ("length", Value::from(1u64)),
+                                    ("uncompressed_length", Value::Null),
+                                    ("encoding", Value::Null),
+                                    ("digest", Value::Null),
+                                ]),
+                            )]),
+                        ),
+                    ]),
+                )]),
+            ),
+        ]);
+        let bytes = crate::cbor::encode(&value).unwrap();
+        let direct = decode_direct(&bytes, &Limits::default()).expect("the direct path answers");
+        assert_eq!(
+            direct,
+            Manifest::decode_general(Container::V1, &bytes, &Limits::default()).unwrap()
+        );
+        assert_eq!(direct.objects[0].components["data"], Component::new(DType::U8, 0, 1));
+
+        // A repeated object name is left to the general decoder, which names the rule.
+        let enc = |v: &Value| crate::cbor::encode(v).unwrap();
+        let object = enc(&value.as_map().unwrap()[2].1.as_map().unwrap()[0].1);
+        let twice = [
+            &[0xa2][..],
+            &enc(&Value::from("version")),
+            &enc(&Value::from("1.2.0")),
+            &enc(&Value::from("objects")),
+            &[0xa2],
+            &enc(&Value::from("a")),
+            &object,
+            &enc(&Value::from("a")),
+            &object,
+        ]
+        .concat();
+        assert!(decode_direct(&twice, &Limits::default()).is_none());
+        let general = Manifest::decode(Container::V1, &twice, &Limits::default()).unwrap_err();
+        assert_eq!(general.kind(), ErrorKind::CborDuplicateKey);
+    }
 
     #[test]
     fn version_strings() {
