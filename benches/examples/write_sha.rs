@@ -26,11 +26,61 @@ fn main() {
         data.iter().map(|(n, s, d, b)| Tensor::new(n, s, *d, b)).collect();
     let options = if zstd { WriteOptions::zstd(3) } else { WriteOptions::raw() }
         .with_digest(DigestAlgorithm::Sha256);
+    let budget = std::env::var("ZT_BUDGET_MIB").ok().and_then(|v| v.parse::<u64>().ok());
+    let par = ParOptions {
+        memory_budget: budget.map_or(512 << 20, |m| m << 20),
+        ..ParOptions::with_threads(0)
+    };
+    // The same work without a format: every tensor hashed whole on all cores (largest first)
+    // while one thread writes the bytes.
+    let ideal = || {
+        let mut order: Vec<&[u8]> = data.iter().map(|t| t.3.as_slice()).collect();
+        order.sort_by_key(|d| std::cmp::Reverse(d.len()));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut f = std::fs::File::create(&out).expect("create");
+                for (_, _, _, d) in &data {
+                    f.write_all(d).expect("write");
+                }
+            });
+            use rayon::prelude::*;
+            order.par_iter().for_each(|d| {
+                let mut h = ztensor_io::Hasher::new(&DigestAlgorithm::Sha256).expect("sha256");
+                h.update(d);
+                std::hint::black_box(h.finish());
+            });
+        });
+    };
+    for _ in 0..3 {
+        measure("ours ", || {
+            let file =
+                BufWriter::with_capacity(1 << 20, std::fs::File::create(&out).expect("create"));
+            let mut w = Writer::new(file, Version::V1_2).expect("writer");
+            ztensor_par::write_tensors(&tensors, &mut w, &options, &par, &()).expect("write");
+            w.finish().expect("finish").0.flush().expect("flush");
+        });
+        if !zstd {
+            measure("ideal", ideal);
+        }
+    }
+}
+
+fn measure(what: &str, f: impl FnOnce()) {
     let t = std::time::Instant::now();
-    let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(&out).expect("create"));
-    let mut w = Writer::new(file, Version::V1_2).expect("writer");
-    ztensor_par::write_tensors(&tensors, &mut w, &options, &ParOptions::with_threads(0), &())
-        .expect("write");
-    w.finish().expect("finish").0.flush().expect("flush");
-    println!("{:?}", t.elapsed());
+    let cpu = cpu_seconds();
+    f();
+    let wall = t.elapsed().as_secs_f64();
+    let used = cpu_seconds() - cpu;
+    println!("{what}: {wall:.2} s wall, {used:.2} s of CPU ({:.2} cores busy)", used / wall);
+}
+
+/// CPU time used by this process so far (user + system), from /proc/self/stat; 0 where unknown.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here; clock ticks (100/s).
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }

@@ -23,10 +23,17 @@ pub fn parse_file(data: &[u8]) {
 }
 
 /// A container byte and manifest bytes, framed by a valid header and trailer, so the fuzzer
-/// spends its time in the CBOR decoder, the schemas and validation.
+/// spends its time in the CBOR decoder, the schemas and validation. The direct v1.x decoding
+/// path and the general one must give the same manifest or the same error.
 pub fn manifest(data: &[u8]) {
     let Some((&selector, manifest)) = data.split_first() else { return };
     let container = if selector & 1 == 0 { Container::V0_1 } else { Container::V1 };
+    let limits = Options::default().limits;
+    assert_eq!(
+        format!("{:?}", Manifest::decode(container, manifest, &limits)),
+        format!("{:?}", Manifest::decode_general(container, manifest, &limits)),
+        "the direct and general decoders disagree"
+    );
     let mut file = container.magic().to_vec();
     file.resize(8 + usize::from(selector >> 1) * 64, 0);
     file.extend_from_slice(manifest);

@@ -15,7 +15,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 use ztensor_format::{
-    DType, Digest, Encoding, Error as FormatError, ErrorKind as Rule, Format, LogicalType, Object,
+    Component, DType, Digest, Encoding, Error as FormatError, ErrorKind as Rule, Format,
+    LogicalType, Object,
 };
 use ztensor_io::{
     Compression, Error, Hasher, ReadAt, Result, SpecInfo, WriteOptions, Writer, seek_table,
@@ -621,6 +622,86 @@ fn prepare<'b>(
     Ok(Prepared { bytes: Arc::new(bytes), input_len, digest })
 }
 
+/// Messages that arrived before they were wanted, by key.
+struct Inbox<'r, 'b> {
+    rx: &'r Receiver<Message<'b>>,
+    waiting: HashMap<Key, Result<Payload<'b>>>,
+}
+
+impl<'b> Inbox<'_, 'b> {
+    /// The message for `key`, waiting for it.
+    fn wait(&mut self, key: Key) -> Result<Payload<'b>> {
+        loop {
+            if let Some(p) = self.waiting.remove(&key) {
+                return p;
+            }
+            let (k, p) = self.rx.recv().map_err(|_| {
+                Error::from(FormatError::new(Rule::InvalidInput, "the pipeline stopped early"))
+            })?;
+            self.waiting.insert(k, p);
+        }
+    }
+
+    /// The message for `key` if it has arrived, without waiting.
+    fn poll(&mut self, key: Key) -> Option<Result<Payload<'b>>> {
+        while let Ok((k, p)) = self.rx.try_recv() {
+            self.waiting.insert(k, p);
+        }
+        self.waiting.remove(&key)
+    }
+}
+
+/// A streamed object whose bytes are written, waiting (in input order) to be added to the
+/// manifest: its digest may still be being computed.
+struct Written {
+    object: Box<Object>,
+    item: usize,
+    component: Component,
+    /// Whether the digest comes later, from the component's hash chain.
+    chained_digest: bool,
+}
+
+/// Objects whose bytes are written, added to the manifest in input order as their digests
+/// arrive. Writing the next objects' bytes does not wait for a digest, so pieces that are
+/// hashed are written (and their memory given back) while a long component is still hashing.
+struct Pending {
+    queue: std::collections::VecDeque<Written>,
+    names: std::collections::HashSet<String>,
+}
+
+impl Pending {
+    /// Adds the objects at the front whose digests are known; with `wait`, all of them.
+    fn settle<W: Write>(
+        &mut self,
+        writer: &mut Writer<W>,
+        inbox: &mut Inbox<'_, '_>,
+        progress: &dyn Progress,
+        wait: bool,
+    ) -> Result<()> {
+        while let Some(front) = self.queue.front() {
+            if front.chained_digest {
+                let key = Key::Digest(front.item);
+                let message = if wait { Some(inbox.wait(key)) } else { inbox.poll(key) };
+                let Some(message) = message else { return Ok(()) };
+                let Payload::Digest(d) = message? else { unreachable_payload()? };
+                if let Some(front) = self.queue.front_mut() {
+                    front.component.digest = d;
+                    front.chained_digest = false;
+                }
+            }
+            let Some(Written { mut object, component, .. }) = self.queue.pop_front() else {
+                break;
+            };
+            self.names.remove(&object.name);
+            let name = object.name.clone();
+            object.components.insert("data".to_owned(), component);
+            writer.push_object(*object)?;
+            progress.object_done(&name);
+        }
+        Ok(())
+    }
+}
+
 /// The writing side: every item in order; streamed pieces as they arrive, reordered.
 fn consume<'b, W: Write>(
     items: Vec<Work<'_, W>>,
@@ -629,33 +710,39 @@ fn consume<'b, W: Write>(
     rx: &Receiver<Message<'b>>,
     progress: &dyn Progress,
 ) -> Result<()> {
-    let mut waiting: HashMap<Key, Result<Payload<'b>>> = HashMap::new();
-    let mut next = |key: Key| -> Result<Payload<'b>> {
-        loop {
-            if let Some(p) = waiting.remove(&key) {
-                return p;
-            }
-            let (k, p) = rx.recv().map_err(|_| {
-                Error::from(FormatError::new(Rule::InvalidInput, "the pipeline stopped early"))
-            })?;
-            waiting.insert(k, p);
-        }
+    let mut inbox = Inbox { rx, waiting: HashMap::new() };
+    let mut pending = Pending {
+        queue: std::collections::VecDeque::new(),
+        names: std::collections::HashSet::new(),
     };
     let mut seq = 0usize;
     for (item, work) in items.into_iter().enumerate() {
         match work {
-            Work::Sequential(write) => write(writer)?,
-            Work::Stream { mut object, dtype, logical_type, len, options } => {
+            Work::Sequential(write) => {
+                pending.settle(writer, &mut inbox, progress, true)?;
+                write(writer)?;
+            }
+            Work::Stream { object, dtype, logical_type, len, options } => {
                 let info =
                     SpecInfo { role: "data", dtype, logical_type: logical_type.as_ref(), len };
                 let name = object.name.clone();
+                if pending.names.contains(&name) {
+                    return Err(FormatError::new(
+                        Rule::DuplicateName,
+                        "an object of this name was already written",
+                    )
+                    .in_object(&name)
+                    .into());
+                }
                 writer.check_object(&name, &object.shape, &Format::Dense, &[info])?;
                 let offset = writer.begin_blob()?;
                 let pieces = units.get(seq).map_or(1, |u| u.count);
                 let mut frames = Vec::with_capacity(pieces);
                 let (mut stored, mut digest) = (0u64, None);
                 for _ in 0..pieces {
-                    let Payload::Piece(p) = next(Key::Piece(seq))? else { unreachable_payload()? };
+                    let Payload::Piece(p) = inbox.wait(Key::Piece(seq))? else {
+                        unreachable_payload()?
+                    };
                     seq += 1;
                     writer.blob_bytes(&p.bytes.bytes)?;
                     frames.push((p.bytes.bytes.len() as u64, p.input_len));
@@ -670,12 +757,6 @@ fn consume<'b, W: Write>(
                     stored += table.len() as u64;
                     progress.bytes_out(table.len() as u64);
                 }
-                if pieces > 1 && options.digest.is_some() {
-                    let Payload::Digest(d) = next(Key::Digest(item))? else {
-                        unreachable_payload()?
-                    };
-                    digest = d;
-                }
                 let encoding = if zstd { Encoding::Zstd } else { Encoding::Raw };
                 let component = writer.describe_component(
                     dtype,
@@ -686,13 +767,18 @@ fn consume<'b, W: Write>(
                     encoding,
                     digest,
                 );
-                object.components.insert("data".to_owned(), component);
-                writer.push_object(*object)?;
-                progress.object_done(&name);
+                pending.names.insert(name);
+                pending.queue.push_back(Written {
+                    object,
+                    item,
+                    component,
+                    chained_digest: pieces > 1 && options.digest.is_some(),
+                });
+                pending.settle(writer, &mut inbox, progress, false)?;
             }
         }
     }
-    Ok(())
+    pending.settle(writer, &mut inbox, progress, true)
 }
 
 fn unreachable_payload<T>() -> Result<T> {

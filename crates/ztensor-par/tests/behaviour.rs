@@ -316,3 +316,27 @@ fn large_raw_components_are_read_in_parallel_pieces_alike() {
     let chunked = ztensor_io::Chunked::new(&file[..], 1000);
     check(&Reader::new(chunked, &Options::default()).unwrap(), &big);
 }
+
+/// Objects are added to the manifest when their digests arrive, after later objects' bytes may
+/// already be written; a repeated name is still refused, with the sequential writer's rule,
+/// whether the first object is already in the manifest or still waiting for its digest.
+#[test]
+fn a_repeated_name_is_refused_while_the_first_waits_for_its_digest() {
+    let big = vec![7u8; 64 << 10];
+    let small = vec![1u8; 64];
+    let mut options = WriteOptions::raw().with_digest(DigestAlgorithm::Sha256);
+    options.chunk_size = Some(4096);
+    for second in [&big[..], &small[..]] {
+        let shapes = [[big.len() as u64], [second.len() as u64]];
+        let tensors = [
+            Tensor::new("w", &shapes[0], DType::U8, &big),
+            Tensor::new("w", &shapes[1], DType::U8, second),
+        ];
+        for threads in [1, 2] {
+            let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+            let par = ParOptions { threads, ..ParOptions::default() };
+            let err = write_tensors(&tensors, &mut out, &options, &par, &()).unwrap_err();
+            assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DuplicateName), "{err}");
+        }
+    }
+}
