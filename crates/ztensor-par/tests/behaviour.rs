@@ -323,7 +323,7 @@ fn large_raw_components_are_read_in_parallel_pieces_alike() {
 #[test]
 fn a_repeated_name_is_refused_while_the_first_waits_for_its_digest() {
     let big = vec![7u8; 64 << 10];
-    let small = vec![1u8; 64];
+    let small = [1u8; 64];
     let mut options = WriteOptions::raw().with_digest(DigestAlgorithm::Sha256);
     options.chunk_size = Some(4096);
     for second in [&big[..], &small[..]] {
