@@ -1,5 +1,7 @@
 //! Writes a generated checkpoint raw with SHA-256 digests on all threads, for profiling:
-//! `write_sha OUT [MIB] [zstd]`.
+//! `write_sha OUT [MIB] [zstd]`; `ZT_THREADS` (default: all) and `ZT_BUDGET_MIB` (512) set the
+//! pool and the memory budget. Raw writes are also timed against the same work done with no
+//! format (hash on all cores while one thread writes).
 
 use std::io::{BufWriter, Write};
 
@@ -29,7 +31,9 @@ fn main() {
     let budget = std::env::var("ZT_BUDGET_MIB").ok().and_then(|v| v.parse::<u64>().ok());
     let par = ParOptions {
         memory_budget: budget.map_or(512 << 20, |m| m << 20),
-        ..ParOptions::with_threads(0)
+        ..ParOptions::with_threads(
+            std::env::var("ZT_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
+        )
     };
     // The same work without a format: every tensor hashed whole on all cores (largest first)
     // while one thread writes the bytes.
