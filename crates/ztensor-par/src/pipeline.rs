@@ -652,22 +652,19 @@ impl<'b> Inbox<'_, 'b> {
 }
 
 /// A streamed object whose bytes are written, waiting (in input order) to be added to the
-/// manifest: its digest may still be being computed.
+/// manifest.
 struct Written {
     object: Box<Object>,
-    item: usize,
     component: Component,
-    /// Whether the digest comes later, from the component's hash chain.
-    chained_digest: bool,
+    /// The item whose hash chain still owes the component's digest, if any.
+    chain: Option<usize>,
 }
 
 /// Objects whose bytes are written, added to the manifest in input order as their digests
 /// arrive. Writing the next objects' bytes does not wait for a digest, so pieces that are
 /// hashed are written (and their memory given back) while a long component is still hashing.
-struct Pending {
-    queue: std::collections::VecDeque<Written>,
-    names: std::collections::HashSet<String>,
-}
+/// A repeated name is refused when the second object is added ([`Writer::push_object`]).
+struct Pending(std::collections::VecDeque<Written>);
 
 impl Pending {
     /// Adds the objects at the front whose digests are known; with `wait`, all of them.
@@ -678,21 +675,18 @@ impl Pending {
         progress: &dyn Progress,
         wait: bool,
     ) -> Result<()> {
-        while let Some(front) = self.queue.front() {
-            if front.chained_digest {
-                let key = Key::Digest(front.item);
+        while let Some(front) = self.0.front_mut() {
+            if let Some(item) = front.chain.take() {
+                let key = Key::Digest(item);
                 let message = if wait { Some(inbox.wait(key)) } else { inbox.poll(key) };
-                let Some(message) = message else { return Ok(()) };
+                let Some(message) = message else {
+                    front.chain = Some(item);
+                    return Ok(());
+                };
                 let Payload::Digest(d) = message? else { unreachable_payload()? };
-                if let Some(front) = self.queue.front_mut() {
-                    front.component.digest = d;
-                    front.chained_digest = false;
-                }
+                front.component.digest = d;
             }
-            let Some(Written { mut object, component, .. }) = self.queue.pop_front() else {
-                break;
-            };
-            self.names.remove(&object.name);
+            let Some(Written { mut object, component, .. }) = self.0.pop_front() else { break };
             let name = object.name.clone();
             object.components.insert("data".to_owned(), component);
             writer.push_object(*object)?;
@@ -711,10 +705,7 @@ fn consume<'b, W: Write>(
     progress: &dyn Progress,
 ) -> Result<()> {
     let mut inbox = Inbox { rx, waiting: HashMap::new() };
-    let mut pending = Pending {
-        queue: std::collections::VecDeque::new(),
-        names: std::collections::HashSet::new(),
-    };
+    let mut pending = Pending(std::collections::VecDeque::new());
     let mut seq = 0usize;
     for (item, work) in items.into_iter().enumerate() {
         match work {
@@ -725,16 +716,7 @@ fn consume<'b, W: Write>(
             Work::Stream { object, dtype, logical_type, len, options } => {
                 let info =
                     SpecInfo { role: "data", dtype, logical_type: logical_type.as_ref(), len };
-                let name = object.name.clone();
-                if pending.names.contains(&name) {
-                    return Err(FormatError::new(
-                        Rule::DuplicateName,
-                        "an object of this name was already written",
-                    )
-                    .in_object(&name)
-                    .into());
-                }
-                writer.check_object(&name, &object.shape, &Format::Dense, &[info])?;
+                writer.check_object(&object.name, &object.shape, &Format::Dense, &[info])?;
                 let offset = writer.begin_blob()?;
                 let pieces = units.get(seq).map_or(1, |u| u.count);
                 let mut frames = Vec::with_capacity(pieces);
@@ -767,13 +749,8 @@ fn consume<'b, W: Write>(
                     encoding,
                     digest,
                 );
-                pending.names.insert(name);
-                pending.queue.push_back(Written {
-                    object,
-                    item,
-                    component,
-                    chained_digest: pieces > 1 && options.digest.is_some(),
-                });
+                let chain = (pieces > 1 && options.digest.is_some()).then_some(item);
+                pending.0.push_back(Written { object, component, chain });
                 pending.settle(writer, &mut inbox, progress, false)?;
             }
         }
