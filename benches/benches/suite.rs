@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
-use ztensor_benches::{Rng, checkpoint_layout, normal_weights};
+use ztensor_benches::{Rng, checkpoint_layout, hash_while_writing, normal_weights};
 use ztensor_format::{DType, DigestAlgorithm, Options, Version};
 use ztensor_io::{Hasher, Reader, WriteOptions, Writer, zstd_encode_chunked};
 use ztensor_par::{ParOptions, Tensor};
@@ -337,33 +337,13 @@ fn sha256_kernel(b: &Bench, r: &mut Row) {
     r.ceiling.push(time(|| pieces.iter().for_each(hash)));
 }
 
-/// The machine doing both jobs of a digested raw write at once, with no format: every tensor
-/// hashed whole on all cores (largest first, so no long hash is left for the end) while one
-/// thread writes the bytes. Writing into the page cache costs CPU on the same cores, which the
-/// max(write, sha256 / threads) ceiling leaves out.
+/// The machine doing both jobs of a digested raw write at once, with no format (see
+/// [`hash_while_writing`]).
 fn sha256_and_write(b: &Bench, r: &mut Row) {
     r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
-    let out = b.path("out.bin");
-    let mut order: Vec<&[u8]> = b.tensors.iter().map(|t| t.data.as_slice()).collect();
-    order.sort_by_key(|d| std::cmp::Reverse(d.len()));
+    let data: Vec<&[u8]> = b.tensors.iter().map(|t| t.data.as_slice()).collect();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(b.cores).build().expect("pool");
-    r.ours.push(time(|| {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let mut f = File::create(&out).expect("create");
-                for t in &b.tensors {
-                    f.write_all(&t.data).expect("write");
-                }
-            });
-            pool.install(|| {
-                order.par_iter().for_each(|d| {
-                    let mut h = Hasher::new(&DigestAlgorithm::Sha256).expect("sha256");
-                    h.update(d);
-                    std::hint::black_box(h.finish());
-                });
-            });
-        });
-    }));
+    r.ours.push(time(|| hash_while_writing(&data, &b.path("out.bin"), &pool)));
 }
 
 fn write_zstd_one(b: &Bench, r: &mut Row) {

@@ -5,7 +5,7 @@
 
 use std::io::{BufWriter, Write};
 
-use ztensor_benches::{Rng, checkpoint_layout, normal_weights};
+use ztensor_benches::{Rng, checkpoint_layout, hash_while_writing, normal_weights};
 use ztensor_format::{DType, DigestAlgorithm, Version};
 use ztensor_io::{WriteOptions, Writer};
 use ztensor_par::{ParOptions, Tensor};
@@ -35,26 +35,8 @@ fn main() {
             std::env::var("ZT_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
         )
     };
-    // The same work without a format: every tensor hashed whole on all cores (largest first)
-    // while one thread writes the bytes.
-    let ideal = || {
-        let mut order: Vec<&[u8]> = data.iter().map(|t| t.3.as_slice()).collect();
-        order.sort_by_key(|d| std::cmp::Reverse(d.len()));
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let mut f = std::fs::File::create(&out).expect("create");
-                for (_, _, _, d) in &data {
-                    f.write_all(d).expect("write");
-                }
-            });
-            use rayon::prelude::*;
-            order.par_iter().for_each(|d| {
-                let mut h = ztensor_io::Hasher::new(&DigestAlgorithm::Sha256).expect("sha256");
-                h.update(d);
-                std::hint::black_box(h.finish());
-            });
-        });
-    };
+    let pool = rayon::ThreadPoolBuilder::new().build().expect("pool");
+    let raw: Vec<&[u8]> = data.iter().map(|t| t.3.as_slice()).collect();
     for _ in 0..3 {
         measure("ours ", || {
             let file =
@@ -64,7 +46,7 @@ fn main() {
             w.finish().expect("finish").0.flush().expect("flush");
         });
         if !zstd {
-            measure("ideal", ideal);
+            measure("no format", || hash_while_writing(&raw, out.as_ref(), &pool));
         }
     }
 }

@@ -111,3 +111,33 @@ pub fn normal_weights(rng: &mut Rng, n: u64, bf16: bool, out: &mut Vec<u8>) {
         i += 2;
     }
 }
+
+/// The two jobs of a digested raw write done at once with no format: every tensor hashed whole
+/// with SHA-256 on `pool` (largest first, so no long hash is left for the end) while one thread
+/// writes the bytes, in order, to `out`. Writing into the page cache costs CPU on the same
+/// cores, which a max(write, hash / threads) ceiling leaves out.
+///
+/// # Panics
+/// When `out` cannot be written (a benchmark has nothing better to do).
+pub fn hash_while_writing(tensors: &[&[u8]], out: &std::path::Path, pool: &rayon::ThreadPool) {
+    use rayon::prelude::*;
+    use std::io::Write;
+    let mut largest_first = tensors.to_vec();
+    largest_first.sort_by_key(|d| std::cmp::Reverse(d.len()));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut f = std::fs::File::create(out).expect("create");
+            for d in tensors {
+                f.write_all(d).expect("write");
+            }
+        });
+        pool.install(|| {
+            largest_first.par_iter().for_each(|d| {
+                let mut h = ztensor_io::Hasher::new(&ztensor_format::DigestAlgorithm::Sha256)
+                    .expect("sha256");
+                h.update(d);
+                std::hint::black_box(h.finish());
+            });
+        });
+    });
+}

@@ -412,8 +412,15 @@ fn open_zt(path: &Path, command: &str) -> Result<Reader<FileSource>> {
 }
 
 /// A TensorBuffers rule broken: `Rejected`, exit status 1.
+/// A TensorBuffers error as the CLI reports it: a broken rule is `Rejected` (status 1), a
+/// failed read is not.
 fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
-    anyhow!(Rejected(format!("{}: {e}", path.display())))
+    let message = format!("{}: {e}", path.display());
+    if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
+        anyhow!(message)
+    } else {
+        anyhow!(Rejected(message))
+    }
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -517,7 +524,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ExitCode::SUCCESS
         }
         Command::Remove { file, names, output } => {
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            // A name given twice is removed once.
+            let mut names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let mut seen = std::collections::HashSet::new();
+            names.retain(|n| seen.insert(*n));
             let before = open_zt(&file, "remove")?.manifest().len();
             let len = ztensor_io::remove_objects(&file, &output, &names, &Options::default())
                 .map_err(|e| zt_error(&format!("cannot remove from {}", file.display()), &e))?;
@@ -525,7 +535,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 out,
                 "wrote {} ({} objects, {len} bytes; removed {})",
                 output.display(),
-                before - names.len(),
+                before.saturating_sub(names.len()),
                 names.join(", ")
             )?;
             ExitCode::SUCCESS

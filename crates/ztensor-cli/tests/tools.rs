@@ -271,10 +271,51 @@ fn remove_writes_a_copy_without_the_names() {
     let err = fails(&["remove", "fixtures/examples/tiny-v1.2.zt", "nope", "-o", arg(&out)], 2);
     assert!(err.contains("\"nope\""), "{err}");
     assert_eq!(ok(&["ls", arg(&out)]), "layer0.bias\nlayer0.weight\n", "the output is untouched");
-    // In place: the file is replaced atomically, and nothing is left beside it.
-    ok(&["remove", arg(&out), "layer0.bias", "-o", arg(&out)]);
+    // In place: the file is replaced atomically, and nothing is left beside it. A name given
+    // twice is removed once.
+    let msg = ok(&["remove", arg(&out), "layer0.bias", "layer0.bias", "-o", arg(&out)]);
+    assert!(msg.contains("(1 objects,"), "{msg}");
     assert_eq!(ok(&["ls", arg(&out)]), "layer0.weight\n");
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+}
+
+/// Writing another format (or an extracted array) over an input would replace the user's file:
+/// refused, and the input is left as it was. zTensor to zTensor in place stays allowed.
+#[test]
+fn outputs_that_are_an_input_are_refused() {
+    let d = scratch("same-file");
+    let st = d.join("m.safetensors");
+    write_safetensors(&st, &specs(), None);
+    let before = std::fs::read(&st).unwrap();
+    let err = fails(&["convert", arg(&st), arg(&st)], 2);
+    assert!(err.contains("is also the input"), "{err}");
+    let zt = d.join("m.zt");
+    ok(&["convert", arg(&st), arg(&zt)]);
+    let zt_bytes = std::fs::read(&zt).unwrap();
+    for args in [
+        vec!["convert", arg(&zt), arg(&zt), "--to", "safetensors"],
+        vec!["convert", arg(&zt), arg(&zt), "--to", "tensorbuffers"],
+        vec!["extract", arg(&zt), "w.f32", "-o", arg(&zt)],
+    ] {
+        let err = fails(&args, 2);
+        assert!(err.contains("is also the input"), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&st).unwrap(), before);
+    assert_eq!(std::fs::read(&zt).unwrap(), zt_bytes);
+    ok(&["convert", arg(&zt), arg(&zt), "--to", "1.1"]);
+    // A shard of a checkpoint is an input too.
+    let index = write_sharded(&d, &specs(), 2);
+    let shard = d.join("model-00001-of-00002.safetensors");
+    let shard_bytes = std::fs::read(&shard).unwrap();
+    let err = fails(&["convert", arg(&index), arg(&shard)], 2);
+    assert!(err.contains("is also the input"), "{err}");
+    assert_eq!(std::fs::read(&shard).unwrap(), shard_bytes);
+    // Nothing temporary is left behind.
+    let hidden = std::fs::read_dir(&d)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.'))
+        .count();
+    assert_eq!(hidden, 0);
 }
 
 #[test]

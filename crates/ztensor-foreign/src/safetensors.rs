@@ -110,7 +110,6 @@ impl<S: ReadAt> SafetensorsFile<S> {
         for name in parsed.offset_keys() {
             let info = parsed.info(&name).ok_or_else(|| malformed("inconsistent header"))?;
             let (start, end) = info.data_offsets;
-            by_name.insert(name.clone(), tensors.len());
             tensors.push(TensorInfo {
                 name,
                 dtype: info.dtype,
@@ -118,6 +117,12 @@ impl<S: ReadAt> SafetensorsFile<S> {
                 offset: data_start + start as u64,
                 len: (end - start) as u64,
             });
+        }
+        // In data order; zero-length tensors share an offset, and the parser's map leaves their
+        // order to chance, so names settle it and every run gives the same order.
+        tensors.sort_by(|a, b| (a.offset, a.len, &a.name).cmp(&(b.offset, b.len, &b.name)));
+        for (i, t) in tensors.iter().enumerate() {
+            by_name.insert(t.name.clone(), i);
         }
         let metadata = parsed
             .metadata()
@@ -406,6 +411,9 @@ fn plan<S: ReadAt>(
         };
         if let Some(reason) = object.unsupported() {
             return Err(refuse(&format!("an object this reader cannot decode ({reason})")));
+        }
+        if o.name == "__metadata__" {
+            return Err(refuse("a tensor named __metadata__ (the name of its metadata map)"));
         }
         if o.format != Format::Dense || o.components.len() != 1 {
             return Err(refuse(&format!("a {} object (only dense tensors)", o.format)));

@@ -87,6 +87,30 @@ fn to_zt(st: &[u8], version: Version, options: &WriteOptions, threads: usize) ->
 mod import {
     use super::*;
 
+    /// Zero-length tensors share an offset; the parser's map would leave their order to
+    /// chance, so the import settles it by name: the same file always gives the same bytes.
+    #[test]
+    fn zero_length_tensors_come_in_name_order_every_time() {
+        let names = ["z", "b", "m", "a", "q", "c", "y", "k"];
+        let mut tensors: Vec<Spec> =
+            names.iter().map(|n| (n.to_string(), Dtype::F32, vec![0], vec![])).collect();
+        tensors.push(("data".into(), Dtype::F32, vec![1], vec![0; 4]));
+        let st = safetensors_file(&tensors, None);
+        let file = SafetensorsFile::new(&st[..]).unwrap();
+        let empty: Vec<&str> =
+            file.tensors().iter().filter(|t| t.len == 0).map(|t| t.name.as_str()).collect();
+        let mut sorted = names.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(empty, sorted);
+        for (i, t) in file.tensors().iter().enumerate() {
+            assert_eq!(file.tensor(&t.name).map(|u| &u.name), Some(&t.name), "{i}");
+        }
+        let first = to_zt(&st, Version::V1_2, &WriteOptions::raw(), 2);
+        for _ in 0..4 {
+            assert_eq!(to_zt(&st, Version::V1_2, &WriteOptions::raw(), 2), first);
+        }
+    }
+
     #[test]
     fn every_dtype_and_the_metadata_arrive_byte_for_byte() {
         let tensors = every_dtype();
@@ -370,6 +394,15 @@ mod export {
             e.to_string(),
             "tensor \"z\": safetensors has no dtype for f64 with logical type complex128"
         );
+
+        // A tensor called __metadata__ would become the header's metadata map.
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        w.add_dense("__metadata__", &[1], DType::F32, &[0; 4], &WriteOptions::raw()).unwrap();
+        let zt = w.finish().unwrap().0;
+        let reader = Reader::new(&zt[..], &Options::default()).unwrap();
+        let e = from_ztensor(&reader, &mut Vec::new(), &ExportOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unrepresentable);
+        assert!(e.to_string().contains("a tensor named __metadata__"), "{e}");
     }
 
     #[test]

@@ -27,7 +27,13 @@ pub struct Request<'a> {
 /// Runs the conversion, returning how many objects were written.
 pub fn run(r: &Request<'_>) -> Result<usize> {
     let context = format!("cannot convert {} to {}", r.input.display(), r.target);
-    match super::detect(r.input)? {
+    let kind = super::detect(r.input)?;
+    // zTensor to zTensor may rewrite a file in place (as `repack` and `remove` do); anything
+    // else would replace the user's file with another format.
+    if !(kind == Kind::Zt && matches!(r.target, Target::Zt(_))) {
+        super::not_over(r.input, r.output, &r.target.to_string())?;
+    }
+    match kind {
         Kind::Zt => {
             let reader = open(r.input, &Options::default())?;
             from_zt(r, &reader, &context)?;
@@ -62,6 +68,9 @@ pub fn run(r: &Request<'_>) -> Result<usize> {
         }
         Kind::ShardIndex => {
             let ckpt = ShardedCheckpoint::open(r.input).map_err(|e| foreign_error("", &e))?;
+            for (shard, _) in ckpt.shards() {
+                super::not_over(shard, r.output, &r.target.to_string())?;
+            }
             let Target::Zt(version) = r.target else {
                 return via_zt(r, &context);
             };
@@ -98,17 +107,39 @@ fn set_metadata(
 /// held in memory whole.
 fn via_zt(r: &Request<'_>, context: &str) -> Result<usize> {
     let dir = r.output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let temp = dir.join(format!(".ztensor-convert-{}.zt", std::process::id()));
+    let temp = Scratch::new(dir)?;
     let raw = Encoding { zstd: None, raw: true, digest: None };
-    let step = Request { output: &temp, target: Target::Zt(Version::V1_2), encoding: &raw, ..*r };
-    let result = run(&step).and_then(|_| {
-        let reader = open(&temp, &Options::default())?;
-        let second = Request { input: &temp, ..*r };
-        from_zt(&second, &reader, context)?;
-        Ok(reader.manifest().len())
-    });
-    let _ = std::fs::remove_file(&temp);
-    result
+    let step = Request { output: &temp.0, target: Target::Zt(Version::V1_2), encoding: &raw, ..*r };
+    run(&step)?;
+    let reader = open(&temp.0, &Options::default())?;
+    from_zt(r, &reader, context)?;
+    Ok(reader.manifest().len())
+}
+
+/// A temporary file of our own (created fresh, so nobody else's file is taken), removed when
+/// dropped, on success, error or panic alike.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(dir: &Path) -> Result<Scratch> {
+        for n in 0u32.. {
+            let path = dir.join(format!(".ztensor-convert-{}-{n}.zt", std::process::id()));
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(_) => return Ok(Scratch(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    return Err(anyhow!("cannot create a temporary file {}: {e}", path.display()));
+                }
+            }
+        }
+        Err(anyhow!("cannot create a temporary file in {}", dir.display()))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn from_zt(r: &Request<'_>, reader: &Reader<FileSource>, context: &str) -> Result<()> {

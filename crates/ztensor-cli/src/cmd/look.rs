@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use ztensor_foreign::npy;
 use ztensor_io::{FileSource, Reader};
 
@@ -113,6 +113,7 @@ pub fn extract(
     output: &Path,
     max_dense: u64,
 ) -> Result<()> {
+    super::not_over(path, output, "an extracted array")?;
     let array = array(path, reader, name, max_dense)?;
     let mut file = ztensor_io::AtomicFile::create(output).map_err(|e| anyhow!("{e}"))?;
     npy::write(&mut file, &array).map_err(|e| anyhow!("writing {}: {e}", output.display()))?;
@@ -191,8 +192,9 @@ pub fn diff(
     let mut same = 0usize;
     for name in in_a.intersection(&in_b) {
         let context = |p: &Path| format!("{}: object {name:?}", p.display());
-        let (fa, sa, ca) = describe(a, name).map_err(|e| anyhow!("{}: {e:#}", context(a_path)))?;
-        let (fb, sb, cb) = describe(b, name).map_err(|e| anyhow!("{}: {e:#}", context(b_path)))?;
+        // Context keeps a broken rule's status (1) under the added words.
+        let (fa, sa, ca) = describe(a, name).with_context(|| context(a_path))?;
+        let (fb, sb, cb) = describe(b, name).with_context(|| context(b_path))?;
         let mut what = Vec::new();
         if fa != fb {
             what.push(format!("format {fa} -> {fb}"));

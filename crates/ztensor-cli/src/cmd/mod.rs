@@ -32,6 +32,34 @@ impl std::fmt::Display for Kind {
     }
 }
 
+/// Whether `a` and `b` name the same existing file, whatever the spelling or link.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else { return false };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        ma.dev() == mb.dev() && ma.ino() == mb.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (ma, mb);
+        matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+    }
+}
+
+/// Refuses to write `output` over `input` (a request that would replace the user's file with
+/// something else: another format, an extracted array).
+pub fn not_over(input: &Path, output: &Path, what: &str) -> Result<()> {
+    if same_file(input, output) {
+        anyhow::bail!(
+            "{} is also the input {}; writing {what} there would replace it (choose another output)",
+            output.display(),
+            input.display()
+        );
+    }
+    Ok(())
+}
+
 /// Recognises a file by content: a zTensor magic, `TBS1` at either end, a safetensors header;
 /// a `*.safetensors.index.json` name means a sharded checkpoint. A file recognised by none
 /// (a damaged one) is judged by its extension, so errors name the rules of the format the user
