@@ -9,6 +9,7 @@
 use std::io::Write;
 
 use half::{bf16, f16};
+use ztensor_format::data::{check_coo, check_csr, indices_to_u64};
 use ztensor_format::{DType, Format, LogicalType};
 use ztensor_io::{ComponentData, ReadAt, Reader};
 
@@ -121,10 +122,6 @@ fn dense(c: ComponentData<'_>) -> Result<(&'static str, Vec<u8>, Option<String>)
     })
 }
 
-fn u64s(bytes: &[u8]) -> Vec<u64> {
-    bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()
-}
-
 /// The object called `name` as an array. Sparse objects are densified when the dense array
 /// takes at most `max_dense` bytes.
 ///
@@ -143,6 +140,12 @@ fn array_of<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result
             Error::from(e)
         }
     })?;
+    // Damaged data is never written: digests are checked too (a second read of the stored
+    // bytes, which decoding does not check).
+    // (The stored components: a v0.1 sparse blob is one, unpacked into three by read_object.)
+    for role in reader.object(name)?.object().components.keys() {
+        reader.verify_digest(name, role)?;
+    }
     let unrepresentable = |what: String| Error::new(ErrorKind::Unrepresentable, what);
     let shape = data.shape.clone();
     match data.format {
@@ -172,35 +175,31 @@ fn array_of<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result
             };
             let mut dense = vec![0u8; total];
             let broken = || Error::new(ErrorKind::ZTensor, "the sparse structure is inconsistent");
-            let component =
-                |role: &str| data.components.get(role).map(|c| u64s(&c.bytes)).ok_or_else(broken);
-            // Positions of the non-zeros in C order, every index checked.
+            // Indices of any integer dtype, checked by the rules every reader applies.
+            let checked = |e: ztensor_format::Error| Error::from(ztensor_io::Error::from(e));
+            let component = |role: &str| {
+                let c = data.components.get(role).ok_or_else(broken)?;
+                indices_to_u64(c.dtype, &c.bytes).map_err(|e| checked(e.in_component(role)))
+            };
+            // Positions of the non-zeros in C order.
             let mut positions = Vec::with_capacity(nnz);
             if data.format == Format::SparseCsr {
                 let (indptr, indices) = (component("indptr")?, component("indices")?);
-                let (rows, cols) =
-                    (shape.first().copied().unwrap_or(0), shape.get(1).copied().unwrap_or(0));
+                let [rows, cols] = shape[..] else { return Err(broken()) };
+                check_csr(rows, cols, &indptr, &indices, false).map_err(checked)?;
                 for (row, w) in (0..rows).zip(indptr.windows(2)) {
                     let range = usize::try_from(w[0]).ok().zip(usize::try_from(w[1]).ok());
                     let row_indices =
                         range.and_then(|(a, b)| indices.get(a..b)).ok_or_else(broken)?;
-                    for &c in row_indices {
-                        if c >= cols {
-                            return Err(broken());
-                        }
-                        positions.push(row * cols + c);
-                    }
+                    positions.extend(row_indices.iter().map(|&c| row * cols + c));
                 }
             } else {
                 let coords = component("coords")?;
+                check_coo(&shape, &coords, nnz as u64).map_err(checked)?;
                 for i in 0..nnz {
                     let mut at = 0u64;
                     for (d, &dim) in shape.iter().enumerate() {
-                        let c = *coords.get(d * nnz + i).ok_or_else(broken)?;
-                        if c >= dim {
-                            return Err(broken());
-                        }
-                        at = at * dim + c;
+                        at = at * dim + *coords.get(d * nnz + i).ok_or_else(broken)?;
                     }
                     positions.push(at);
                 }

@@ -725,6 +725,44 @@ mod npy {
         assert_eq!(e.kind(), ErrorKind::NotFound);
     }
 
+    /// Sparse indices may be any integer dtype in v1.1 (here i32 and u16), and a digest that no longer
+    /// matches the stored bytes stops the export.
+    #[test]
+    fn sparse_indices_of_any_integer_dtype_and_digests_checked() {
+        let le = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let (values, indices, indptr) = (le(&[5, 6, 7]), le(&[2, 0, 1]), le(&[0, 1, 3]));
+        let coords: Vec<u8> = [0u16, 1, 1, 0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let spec =
+            |role, dtype, data| ztensor_io::ComponentSpec { role, dtype, logical_type: None, data };
+        let options = WriteOptions::raw().with_digest(ztensor_format::DigestAlgorithm::Sha256);
+        let mut w = Writer::new(Vec::new(), Version::V1_1).unwrap();
+        let csr = [
+            spec("values", DType::I32, &values[..]),
+            spec("indices", DType::I32, &indices[..]),
+            spec("indptr", DType::I32, &indptr[..]),
+        ];
+        w.add_object("csr", &[2, 3], ztensor_format::Format::SparseCsr, None, &csr, &options)
+            .unwrap();
+        let coo = [spec("values", DType::I32, &values[..8]), spec("coords", DType::U16, &coords)];
+        w.add_object("coo", &[2, 2], ztensor_format::Format::SparseCoo, None, &coo, &options)
+            .unwrap();
+        let mut zt = w.finish().unwrap().0;
+        let r = Reader::new(&zt[..], &Options::default()).unwrap();
+        r.check_data("csr", true).unwrap();
+        let a = npy::array(&r, "csr", 1 << 20).unwrap();
+        assert_eq!(npy::values(&a, 100), ["0", "0", "5", "6", "7", "0"]);
+        let a = npy::array(&r, "coo", 1 << 20).unwrap();
+        assert_eq!(npy::values(&a, 100), ["0", "5", "6", "0"]);
+        // One stored value byte changed: the digest says no.
+        let at = r.object("csr").unwrap().object().components["values"].offset as usize;
+        drop(r);
+        zt[at] ^= 1;
+        let r = Reader::new(&zt[..], &Options::default()).unwrap();
+        let e = npy::array(&r, "csr", 1 << 20).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ZTensor);
+        assert!(e.to_string().contains("digest_mismatch"), "{e}");
+    }
+
     #[test]
     fn values_stop_at_the_limit() {
         let data: Vec<u8> = (0..10u16).flat_map(|v| v.to_le_bytes()).collect();
