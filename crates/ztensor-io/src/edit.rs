@@ -1,204 +1,19 @@
-//! Changing files: crash-safe append, recovery of the last complete manifest, repair, and
-//! rewriting (copying, removing, converting between versions).
-//!
-//! Append never rewrites or truncates what a file already holds: new blobs, a new manifest
-//! (listing the old objects and the new) and a new trailer go after the old end. Until the new
-//! trailer is complete and durable, the last *complete* manifest is the old one, still intact
-//! in the middle of the file; [`recover`] finds it and [`repair`] makes it current again by
-//! appending a copy of it, so no earlier object is ever lost and no mapped reader ever sees
-//! its file shrink.
+//! Rewriting files: copying objects between readers and writers of any version, removing
+//! objects, converting between versions.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Seek, SeekFrom, Write};
-use std::ops::{Deref, DerefMut};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
 use ztensor_format::data::indices_to_u64;
 use ztensor_format::{
-    ByteOrder, Container, DType, Digest, DigestAlgorithm, Encoding, Error as FormatError,
-    ErrorKind as Rule, Format, MAGIC_V1, Options, Packing, Version,
+    ByteOrder, DType, Digest, DigestAlgorithm, Encoding, Error as FormatError, ErrorKind as Rule,
+    Format, Options, Packing, Version,
 };
 
 use crate::error::{Error, Result};
-use crate::reader::{ObjectData, Reader, load_manifest, read_vec};
-use crate::source::{FileSource, ReadAt};
+use crate::reader::{ObjectData, Reader};
+use crate::source::ReadAt;
 use crate::writer::{ComponentSpec, Compression, Coo, Csr, StoredComponent, WriteOptions, Writer};
-
-/// Adds objects to an existing v1.x file in place. Obtained from [`append`]; add objects through
-/// the [`Writer`] methods it dereferences to, then [`Appender::finish`].
-#[derive(Debug)]
-pub struct Appender {
-    inner: Writer<BufWriter<File>>,
-    path: PathBuf,
-}
-
-/// Opens a v1.x file for appending.
-///
-/// # Errors
-/// `unrepresentable` for v0.1 files (convert them first), any rule the existing file breaks
-/// (run [`repair`] first if an earlier append was interrupted), and I/O errors.
-pub fn append(path: impl AsRef<Path>, options: &Options) -> Result<Appender> {
-    let path = path.as_ref().to_owned();
-    let io = |what: &'static str| {
-        let path = path.clone();
-        move |e| Error::io(what, Some(path), e)
-    };
-    let reader = Reader::open_with(&path, options)?;
-    if reader.version() == Version::V0_1 {
-        return Err(FormatError::new(
-            Rule::Unrepresentable,
-            "append needs a v1.x file; convert it first",
-        )
-        .into());
-    }
-    let len = reader.source().len();
-    let base = reader.manifest().manifest().clone();
-    let mut file =
-        OpenOptions::new().write(true).open(&path).map_err(io("cannot open for appending"))?;
-    file.seek(SeekFrom::Start(len)).map_err(io("cannot seek"))?;
-    let inner = Writer::resume(BufWriter::with_capacity(1 << 20, file), base, len);
-    Ok(Appender { inner, path })
-}
-
-impl Appender {
-    /// Writes the new manifest, makes it durable, then writes and syncs the trailer that makes
-    /// it current. Returns the new file length.
-    ///
-    /// # Errors
-    /// Any rule the new manifest breaks, and I/O errors. In every failure the file's last
-    /// complete manifest is still the old one; [`repair`] restores it.
-    pub fn finish(self) -> Result<u64> {
-        let io = |what: &'static str, path: &Path| {
-            let path = path.to_owned();
-            move |e| Error::io(what, Some(path), e)
-        };
-        let (sink, trailer, len) = self.inner.finish_manifest()?;
-        let mut file = sink
-            .into_inner()
-            .map_err(|e| Error::io("flushing", Some(self.path.clone()), e.into_error()))?;
-        file.sync_data().map_err(io("syncing", &self.path))?;
-        file.write_all(&trailer).map_err(io("writing the trailer", &self.path))?;
-        file.sync_all().map_err(io("syncing", &self.path))?;
-        Ok(len)
-    }
-}
-
-impl Deref for Appender {
-    type Target = Writer<BufWriter<File>>;
-    fn deref(&self) -> &Self::Target {
-        &self.inner
-    }
-}
-
-impl DerefMut for Appender {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.inner
-    }
-}
-
-/// Where a readable manifest was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Recovered {
-    /// The end of the file as far as that manifest is concerned (just after its trailer).
-    pub end: u64,
-    /// Bytes after `end`: the remains of an interrupted append (0 for a sound file).
-    pub discarded: u64,
-}
-
-/// Opens `source`, falling back to the last complete manifest when the file ends with the
-/// remains of an interrupted append.
-///
-/// # Errors
-/// The error of opening the file normally, when no earlier complete manifest exists.
-pub fn recover<S: ReadAt>(source: S, options: &Options) -> Result<(Reader<S>, Recovered)> {
-    let len = source.len();
-    let first = match load_manifest(&source, len, options) {
-        Ok(_) => {
-            return Ok((
-                Reader::with_end(source, len, options)?,
-                Recovered { end: len, discarded: 0 },
-            ));
-        }
-        Err(e) => e,
-    };
-    let head = read_vec(&source, 0, len.min(8), "the header")?;
-    if Container::detect(&head).ok() != Some(Container::V1) {
-        return Err(first);
-    }
-    // Scan backwards for earlier footers; the first one whose manifest validates wins. Each
-    // candidate costs a manifest decode, so a file stuffed with magic strings gets a bounded
-    // number of attempts rather than quadratic work.
-    const WINDOW: u64 = 1 << 20;
-    const MAX_ATTEMPTS: usize = 4096;
-    let mut attempts = 0;
-    let min_end = Container::V1.min_file_len();
-    let mut hi = len;
-    while hi >= min_end {
-        let lo = hi.saturating_sub(WINDOW).max(min_end - 8);
-        let window = read_vec(&source, lo, hi - lo, "a recovery window")?;
-        for i in (0..window.len().saturating_sub(7)).rev() {
-            if window[i..i + 8] == MAGIC_V1 {
-                let end = lo + i as u64 + 8;
-                if end >= len || end < min_end {
-                    continue;
-                }
-                attempts += 1;
-                if attempts > MAX_ATTEMPTS {
-                    return Err(first);
-                }
-                if load_manifest(&source, end, options).is_ok() {
-                    let reader = Reader::with_end(source, end, options)?;
-                    return Ok((reader, Recovered { end, discarded: len - end }));
-                }
-            }
-        }
-        if lo <= min_end - 8 {
-            break;
-        }
-        // Overlap by 7 bytes so a magic spanning two windows is seen.
-        hi = lo + 7;
-    }
-    Err(first)
-}
-
-/// What [`repair`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Repair {
-    /// The file was sound; nothing was written.
-    Sound,
-    /// The file ended with the remains of an interrupted append; a copy of the last complete
-    /// manifest was appended, making it current again.
-    Restored(Recovered),
-}
-
-/// Makes a file whose last append was interrupted readable again, without truncating it: a copy
-/// of the last complete manifest and a trailer are appended after the remains.
-///
-/// # Errors
-/// When no complete manifest exists, and I/O errors.
-pub fn repair(path: impl AsRef<Path>, options: &Options) -> Result<Repair> {
-    let path = path.as_ref();
-    let io = |what: &'static str| {
-        let path = path.to_owned();
-        move |e| Error::io(what, Some(path), e)
-    };
-    let source =
-        FileSource::new(File::open(path).map_err(io("cannot open"))?).map_err(io("cannot stat"))?;
-    let (reader, recovered) = recover(source, options)?;
-    if recovered.discarded == 0 {
-        return Ok(Repair::Sound);
-    }
-    let manifest = reader.manifest().manifest().encode()?;
-    let trailer = reader.version().container().encode_trailer(manifest.len() as u64);
-    let mut file =
-        OpenOptions::new().write(true).open(path).map_err(io("cannot open for writing"))?;
-    file.seek(SeekFrom::End(0)).map_err(io("cannot seek"))?;
-    file.write_all(&manifest).map_err(io("writing the manifest"))?;
-    file.sync_data().map_err(io("syncing"))?;
-    file.write_all(&trailer).map_err(io("writing the trailer"))?;
-    file.sync_all().map_err(io("syncing"))?;
-    Ok(Repair::Restored(recovered))
-}
 
 /// What to do with digests when copying objects.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -533,7 +348,9 @@ fn write_decoded<W: Write>(
 /// Writes `output` (atomically) with every object of `input` except those named in `remove`,
 /// then whatever `add` writes: replacing an object is removing it and adding it again. `output`
 /// may be `input` itself: the new file is written beside it and renamed over it, so readers of
-/// the old file (including memory maps) keep seeing the old bytes.
+/// the old file (including memory maps) keep seeing the old bytes. An existing `output` is
+/// locked (see [`WriteLock`](crate::WriteLock)) before `input` is read, so an append to it
+/// cannot slip in between and be lost.
 ///
 /// # Errors
 /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) for a name the input does not hold, the
@@ -545,6 +362,7 @@ pub fn rewrite(
     options: &Options,
     add: impl FnOnce(&mut Writer<crate::AtomicFile>) -> Result<()>,
 ) -> Result<u64> {
+    let _lock = crate::WriteLock::acquire(output)?;
     let reader = Reader::open_with(input, options)?;
     for name in remove {
         reader.object(name)?;

@@ -34,6 +34,11 @@ pub enum ErrorKind {
     /// source that is not in memory, a dtype of another width, a misaligned slice). The owned
     /// read paths work in all these cases.
     View(String),
+    /// Another process is writing the file and the caller asked not to wait for it.
+    Busy {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// An error of this crate: boxed, so results stay small.
@@ -74,6 +79,10 @@ impl Error {
         }))
     }
 
+    pub(crate) fn busy(path: PathBuf) -> Error {
+        Error(Box::new(ErrorKind::Busy { path }))
+    }
+
     pub(crate) fn view(message: impl Into<String>) -> Error {
         Error(Box::new(ErrorKind::View(message.into())))
     }
@@ -107,6 +116,9 @@ impl fmt::Display for Error {
             }
             ErrorKind::Unsupported(e) => write!(f, "unsupported object: {e}"),
             ErrorKind::View(m) => write!(f, "no zero-copy view: {m}"),
+            ErrorKind::Busy { path } => {
+                write!(f, "{} is being written by another process", path.display())
+            }
         }
     }
 }

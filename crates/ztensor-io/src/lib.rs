@@ -31,28 +31,37 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+mod append;
 mod codec;
 mod edit;
 mod error;
+mod journal;
+mod lock;
 #[allow(unsafe_code)]
 mod mmap;
+mod publish;
 mod reader;
 mod source;
 mod writer;
 
+pub use crate::append::{
+    AppendSink, Appender, Recovered, Repair, append, recover, repair, repair_by_scan, try_append,
+};
 pub use crate::codec::{
     DEFAULT_ZSTD_CHUNK, Frame, Hasher, digest_of, parse_seek_table, seek_table, sha256_hex,
     zstd_decode, zstd_decode_into, zstd_encode, zstd_encode_chunked,
 };
 pub use crate::edit::{
-    Appender, CopyOptions, DigestChoice, Recovered, Repair, append, copies_stored, copy_all,
-    copy_object, recover, remove_objects, repair, rewrite, write_options_for,
+    CopyOptions, DigestChoice, copies_stored, copy_all, copy_object, remove_objects, rewrite,
+    write_options_for,
 };
 pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::lock::WriteLock;
 pub use crate::mmap::Mapped;
+pub use crate::publish::{AtomicFile, ScratchFile, interrupt, remove_stale_temporaries};
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::writer::{
-    AtomicFile, ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent,
-    WriteOptions, Writer,
+    ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent, WriteOptions,
+    Writer,
 };

@@ -35,6 +35,17 @@ impl Mapped {
         let map = unsafe { memmap2::Mmap::map(file)? };
         Ok(Mapped { map })
     }
+
+    /// Maps the first `len` bytes of `file` read-only.
+    ///
+    /// # Safety
+    /// As [`Mapped::map`], for those bytes.
+    unsafe fn map_first(file: &File, len: usize) -> io::Result<Mapped> {
+        // SAFETY: the caller upholds that the mapped bytes are neither truncated nor modified
+        // while the map lives, which is memmap2's requirement.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(file)? };
+        Ok(Mapped { map })
+    }
 }
 
 impl ReadAt for Mapped {
@@ -60,10 +71,13 @@ impl Reader<Mapped> {
     /// As [`Reader::open`].
     pub unsafe fn open_mmap(path: impl AsRef<Path>, options: &Options) -> Result<Reader<Mapped>> {
         let path = path.as_ref();
-        let file =
-            File::open(path).map_err(|e| Error::io("cannot open", Some(path.to_owned()), e))?;
+        // Only the complete part: never bytes an unfinished append wrote (see `FileSource::open`).
+        let (file, end) = crate::lock::open_for_reading(path)?;
+        let end = usize::try_from(end).map_err(|_| {
+            Error::io("cannot map", Some(path.to_owned()), io::ErrorKind::FileTooLarge.into())
+        })?;
         // SAFETY: forwarded to our caller, who upholds it.
-        let map = unsafe { Mapped::map(&file) }
+        let map = unsafe { Mapped::map_first(&file, end) }
             .map_err(|e| Error::io("cannot map", Some(path.to_owned()), e))?;
         Reader::new(map, options)
     }

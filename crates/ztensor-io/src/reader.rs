@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 
 use ztensor_format::data::{
@@ -119,7 +118,9 @@ element! {
 }
 
 impl Reader<FileSource> {
-    /// Opens a file with default options, reading it with positional reads.
+    /// Opens a file with default options, reading it with positional reads. A file another
+    /// process is appending to, or whose last append was interrupted, is read as it was before
+    /// that append (see [`FileSource::open`]).
     ///
     /// # Errors
     /// I/O errors, and the first rule of `spec/rules.md` the file breaks.
@@ -132,15 +133,7 @@ impl Reader<FileSource> {
     /// # Errors
     /// As [`Reader::open`].
     pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Reader<FileSource>> {
-        let path = path.as_ref();
-        let io = |what: &str| {
-            let path = path.to_owned();
-            let what = what.to_owned();
-            move |e| Error::io(what, Some(path), e)
-        };
-        let file = File::open(path).map_err(io("cannot open"))?;
-        let source = FileSource::new(file).map_err(io("cannot stat"))?;
-        Reader::new(source, options)
+        Reader::new(FileSource::open(path)?, options)
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io;
+use std::path::Path;
 
 /// A random-access byte source of known length.
 pub trait ReadAt: Send + Sync {
@@ -61,21 +62,70 @@ impl ReadAt for Vec<u8> {
     }
 }
 
+/// Fills `buf` from `file` at `offset` with positional reads.
+pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = std::os::windows::fs::FileExt::seek_read(
+                file,
+                &mut buf[done..],
+                offset + done as u64,
+            )?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
 /// A file read with positional reads (`pread`); its length is taken once, at construction.
 #[derive(Debug)]
 pub struct FileSource {
     file: File,
     len: u64,
+    uncommitted: u64,
 }
 
 impl FileSource {
-    /// Wraps an open file.
+    /// Wraps an open file, all of it.
     ///
     /// # Errors
     /// When the file's metadata cannot be read.
     pub fn new(file: File) -> io::Result<FileSource> {
         let len = file.metadata()?.len();
-        Ok(FileSource { file, len })
+        Ok(FileSource { file, len, uncommitted: 0 })
+    }
+
+    /// Opens the file at `path` as it stands complete. While another process appends to it,
+    /// or after an append was interrupted and before [`repair`](crate::repair), that is the file
+    /// as it was before the append: the source ends where the append's journal says the old
+    /// file ended, and [`FileSource::uncommitted`] counts the bytes after it. When a writer
+    /// holds the file without such a record (it is about to append, or replaces the file), the
+    /// open waits for it.
+    ///
+    /// # Errors
+    /// I/O errors, naming the path.
+    pub fn open(path: impl AsRef<Path>) -> crate::Result<FileSource> {
+        let (file, end) = crate::lock::open_for_reading(path.as_ref())?;
+        let len = file
+            .metadata()
+            .map_err(|e| crate::Error::io("cannot stat", Some(path.as_ref().to_owned()), e))?
+            .len();
+        Ok(FileSource { file, len: end, uncommitted: len.saturating_sub(end) })
+    }
+
+    /// Bytes past the end of this source that belong to an append that had not committed when
+    /// the source was opened (one running, or one interrupted and not yet repaired).
+    pub fn uncommitted(&self) -> u64 {
+        self.uncommitted
     }
 }
 
@@ -84,26 +134,11 @@ impl ReadAt for FileSource {
         self.len
     }
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        #[cfg(unix)]
-        {
-            std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
+        // Never past the end it was opened with: what lies there is not part of the file.
+        if offset.checked_add(buf.len() as u64).is_none_or(|end| end > self.len) {
+            return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        #[cfg(windows)]
-        {
-            let mut done = 0;
-            while done < buf.len() {
-                let n = std::os::windows::fs::FileExt::seek_read(
-                    &self.file,
-                    &mut buf[done..],
-                    offset + done as u64,
-                )?;
-                if n == 0 {
-                    return Err(io::ErrorKind::UnexpectedEof.into());
-                }
-                done += n;
-            }
-            Ok(())
-        }
+        read_exact_at(&self.file, buf, offset)
     }
 }
 

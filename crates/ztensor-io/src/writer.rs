@@ -1,11 +1,9 @@
 //! The writer: every version, one component at a time, published atomically.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::Write;
 use std::ops::{Deref, DerefMut};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 use ztensor_format::{
     Component, DType, DigestAlgorithm, Encoding, Error as FormatError, ErrorKind as Rule, Format,
@@ -15,6 +13,7 @@ use ztensor_format::{
 
 use crate::codec::{Hasher, zstd_encode};
 use crate::error::{Error, Result};
+use crate::publish::AtomicFile;
 
 /// How a component's bytes are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -703,91 +702,6 @@ fn check_logical(version: Version, t: &LogicalType, dtype: DType) -> Result<(), 
 
 fn le_u64(values: &[u64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// A file being written beside its target, renamed over it on [`AtomicFile::persist`] and
-/// removed if dropped first, so the target is never seen half-written and never truncated.
-#[derive(Debug)]
-pub struct AtomicFile {
-    file: Option<BufWriter<File>>,
-    temp: PathBuf,
-    target: PathBuf,
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-impl AtomicFile {
-    /// Creates a fresh temporary file in `target`'s directory.
-    ///
-    /// # Errors
-    /// I/O errors.
-    pub fn create(target: impl AsRef<Path>) -> Result<AtomicFile> {
-        let target = target.as_ref().to_owned();
-        let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let stem = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out".into());
-        loop {
-            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-            let temp = dir.join(format!(".{stem}.tmp-{}-{n}", std::process::id()));
-            match OpenOptions::new().write(true).create_new(true).open(&temp) {
-                Ok(file) => {
-                    let file = Some(BufWriter::with_capacity(1 << 20, file));
-                    return Ok(AtomicFile { file, temp, target });
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io("cannot create a temporary file", Some(temp), e)),
-            }
-        }
-    }
-
-    /// Flushes, syncs and renames the file over its target.
-    ///
-    /// # Errors
-    /// I/O errors; the target is then untouched.
-    pub fn persist(mut self) -> Result<()> {
-        let io = |what: &'static str, path: &Path| {
-            let path = path.to_owned();
-            move |e| Error::io(what, Some(path), e)
-        };
-        if let Some(writer) = self.file.take() {
-            let file = writer
-                .into_inner()
-                .map_err(|e| Error::io("flushing", Some(self.temp.clone()), e.into_error()))?;
-            file.sync_all().map_err(io("syncing", &self.temp))?;
-        }
-        std::fs::rename(&self.temp, &self.target).map_err(io("publishing", &self.target))?;
-        if let Some(dir) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
-            // Make the rename durable; not every platform can open a directory, so this is best effort.
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        self.temp = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl Write for AtomicFile {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file.as_mut().ok_or(io::ErrorKind::BrokenPipe)?.write(buf)
-    }
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.file.as_mut().ok_or(io::ErrorKind::BrokenPipe)?.write_all(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.file.as_mut().ok_or(io::ErrorKind::BrokenPipe)?.flush()
-    }
-}
-
-impl Drop for AtomicFile {
-    fn drop(&mut self) {
-        if !self.temp.as_os_str().is_empty() {
-            drop(self.file.take());
-            let _ = std::fs::remove_file(&self.temp);
-        }
-    }
 }
 
 /// A [`Writer`] to a file path, published atomically by [`FileWriter::finish`]. Dropping it

@@ -1,0 +1,248 @@
+//! Advisory locks between the processes that write a file and those that read it.
+//!
+//! One writer at a time: an append, and a rewrite that replaces a file it read, hold an
+//! exclusive `flock` on the target for their whole run; a writer that replaces a file without
+//! reading it takes the lock only around the rename. Readers take a shared lock only while they
+//! read the manifest, so an append never waits long for them; a reader that finds an append
+//! running reads the file as it was before the append (the length its journal records, see
+//! [`crate::journal`]) instead of waiting for it.
+//!
+//! `flock` locks belong to an open file, not to a process, so a second lock taken by the same
+//! process on another descriptor would wait for the first forever. A process-wide table of the
+//! files this process holds makes a second [`WriteLock`] share the first, and lets this process's
+//! own readers of a file it is writing see what its writer has made consistent.
+
+use std::collections::HashMap;
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
+
+use crate::error::{Error, Result};
+
+/// A file's identity on its device, stable across renames (device and inode on Unix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct FileId {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+}
+
+impl FileId {
+    pub(crate) fn of(meta: &Metadata) -> FileId {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            FileId { dev: meta.dev(), ino: meta.ino() }
+        }
+        #[cfg(not(unix))]
+        {
+            // No inode numbers: the creation time and length are the best identity there is.
+            let created = meta
+                .created()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as u64);
+            FileId { dev: created, ino: meta.len() }
+        }
+    }
+}
+
+/// What a held write lock is doing, as far as readers in this process need to know.
+#[derive(Debug, Default)]
+struct Holding {
+    /// Whether an appender of this process holds the file.
+    appender: bool,
+    /// While an append is writing past the old end: that end (the last complete state).
+    appending_from: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Held {
+    /// Kept open for the lock: closing it releases the flock.
+    _file: File,
+    id: FileId,
+    path: PathBuf,
+    state: Mutex<Holding>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut table = table();
+        if table.get(&self.id).is_some_and(|w| w.strong_count() == 0) {
+            table.remove(&self.id);
+        }
+        // Closing `file` releases the flock.
+    }
+}
+
+fn table() -> MutexGuard<'static, HashMap<FileId, Weak<Held>>> {
+    static TABLE: LazyLock<Mutex<HashMap<FileId, Weak<Held>>>> = LazyLock::new(Mutex::default);
+    TABLE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether `file` supports locking: file systems without `flock` answer "unsupported", and then
+/// there is no lock to honour.
+fn unsupported(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::Unsupported)
+        || matches!(e.raw_os_error(), Some(code) if code == 38 /* ENOSYS */ || code == 37 /* ENOLCK */ || code == 95 /* EOPNOTSUPP */)
+}
+
+/// The exclusive write lock on an existing file, held until dropped.
+///
+/// Taken by [`append`](crate::append), [`rewrite`](crate::rewrite) and the rename of every
+/// [`AtomicFile`](crate::AtomicFile) over an existing file; take one yourself around a
+/// read-modify-write of a file (reading it, then replacing it) so that no append slips in
+/// between. A second lock on the same file by the same process shares the first.
+#[derive(Debug, Clone)]
+pub struct WriteLock {
+    held: Arc<Held>,
+}
+
+impl WriteLock {
+    /// Locks the file at `path` (following symbolic links), waiting while another process
+    /// writes it. `Ok(None)` when there is no file there (nothing to lock).
+    ///
+    /// # Errors
+    /// I/O errors opening the file.
+    pub fn acquire(path: impl AsRef<Path>) -> Result<Option<WriteLock>> {
+        WriteLock::take(path.as_ref(), true)
+    }
+
+    /// As [`WriteLock::acquire`], but fails at once with [`ErrorKind::Busy`](crate::ErrorKind::Busy)
+    /// when another process is writing the file.
+    ///
+    /// # Errors
+    /// As [`WriteLock::acquire`], and `Busy`.
+    pub fn try_acquire(path: impl AsRef<Path>) -> Result<Option<WriteLock>> {
+        WriteLock::take(path.as_ref(), false)
+    }
+
+    /// The path of the locked file (symbolic links resolved).
+    pub fn path(&self) -> &Path {
+        &self.held.path
+    }
+
+    pub(crate) fn id(&self) -> FileId {
+        self.held.id
+    }
+
+    fn take(path: &Path, wait: bool) -> Result<Option<WriteLock>> {
+        let path = crate::publish::resolve_links(path)?;
+        let io = |what: &'static str| {
+            let path = path.clone();
+            move |e| Error::io(what, Some(path), e)
+        };
+        loop {
+            let file = match OpenOptions::new().read(true).open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(io("cannot open")(e)),
+            };
+            let id = FileId::of(&file.metadata().map_err(io("cannot stat"))?);
+            if let Some(held) = table().get(&id).and_then(Weak::upgrade) {
+                return Ok(Some(WriteLock { held }));
+            }
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) if !wait => {
+                    return Err(Error::busy(path));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => match file.lock() {
+                    Ok(()) => {}
+                    Err(e) if unsupported(&e) => {}
+                    Err(e) => return Err(io("cannot lock")(e)),
+                },
+                Err(std::fs::TryLockError::Error(e)) if unsupported(&e) => {}
+                Err(std::fs::TryLockError::Error(e)) => return Err(io("cannot lock")(e)),
+            }
+            // The path may have been given to another file (renamed over) while we waited: the
+            // lock must be on the file the path names now.
+            match std::fs::metadata(&path) {
+                Ok(m) if FileId::of(&m) == id => {}
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(io("cannot stat")(e)),
+            }
+            let mut table = table();
+            // Another thread of this process may have locked it meanwhile through another
+            // descriptor; flock let us both in only if one of us has since let go.
+            if let Some(held) = table.get(&id).and_then(Weak::upgrade) {
+                return Ok(Some(WriteLock { held }));
+            }
+            let held =
+                Arc::new(Held { _file: file, id, path, state: Mutex::new(Holding::default()) });
+            table.insert(id, Arc::downgrade(&held));
+            return Ok(Some(WriteLock { held }));
+        }
+    }
+
+    /// Claims the file for an appender of this process: false when one already has it.
+    pub(crate) fn claim_append(&self) -> bool {
+        let mut state = self.held.state.lock().unwrap_or_else(PoisonError::into_inner);
+        !std::mem::replace(&mut state.appender, true)
+    }
+
+    /// Gives up the claim of [`WriteLock::claim_append`].
+    pub(crate) fn release_append(&self) {
+        let mut state = self.held.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.appender = false;
+    }
+
+    /// Records that an append is writing past `old_end` (`Some`) or has finished (`None`), for
+    /// this process's readers of the same file.
+    pub(crate) fn set_appending(&self, old_end: Option<u64>) {
+        self.held.state.lock().unwrap_or_else(PoisonError::into_inner).appending_from = old_end;
+    }
+}
+
+/// Opens `path` for reading and works out how much of it a reader may trust (see
+/// [`FileSource::open`](crate::FileSource::open)): the file's length when no append is
+/// unfinished, otherwise the length before that append. Waits out the moments when a writer
+/// of this or another process holds the file without a journal saying where its last complete
+/// state ends.
+pub(crate) fn open_for_reading(path: &Path) -> Result<(File, u64)> {
+    let io = |what: &'static str| {
+        let path = path.to_owned();
+        move |e| Error::io(what, Some(path), e)
+    };
+    let file = File::open(path).map_err(io("cannot open"))?;
+    let len = |file: &File| file.metadata().map(|m| m.len()).map_err(io("cannot stat"));
+    let id = FileId::of(&file.metadata().map_err(io("cannot stat"))?);
+    let journal = crate::journal::Journal::path_for(path)?;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        if let Some(held) = table().get(&id).and_then(Weak::upgrade) {
+            // This process writes the file: its writer knows the state.
+            let state = held.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let end = match state.appending_from {
+                Some(end) => end,
+                None => len(&file)?,
+            };
+            return Ok((file, end));
+        }
+        let locked = match file.try_lock_shared() {
+            Ok(()) => true,
+            Err(std::fs::TryLockError::WouldBlock) => false,
+            Err(std::fs::TryLockError::Error(e)) if unsupported(&e) => true,
+            Err(std::fs::TryLockError::Error(e)) => return Err(io("cannot lock")(e)),
+        };
+        // Locked: no writer runs, but one may have been killed mid-append, leaving its journal.
+        // Not locked: a writer runs; while it appends, its journal says where the old end is.
+        let pending = crate::journal::Journal::read_matching(&journal, id, &file)?;
+        if locked {
+            let end = match pending {
+                Some(j) => Ok(j.old_len),
+                None => len(&file),
+            };
+            let _ = file.unlock();
+            return Ok((file, end?));
+        }
+        if let Some(j) = pending {
+            return Ok((file, j.old_len));
+        }
+        // A writer holds the file without a journal: it is about to append, has just finished,
+        // or replaces the file by a rename. Any of these is over soon or ends in a new file.
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,480 @@
+//! Publishing files: a temporary file beside the target, renamed over it when complete.
+//!
+//! Whatever happens to the writer, the target is its old self or the new file, never a part of
+//! one. The temporary file is named after its target, holds a lock while it is written, and is
+//! removed when the writer fails, is dropped, or (through [`interrupt`]) when the process is
+//! told to stop; one left by a killed process or a power loss is recognised by its name and its
+//! missing lock, and removed by the next write to the same target. The target path is followed
+//! through symbolic links (the link is kept, the file it names is replaced), special files are
+//! refused before any work, and a replaced file's permission bits and owner are kept.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex, PoisonError, Weak};
+
+use crate::error::{Error, Result};
+use crate::lock::{FileId, WriteLock};
+
+/// The longest file name most file systems allow (NAME_MAX).
+const NAME_MAX: usize = 255;
+/// Room kept after a sidecar's stem: `.{pid}-{counter}.ztmp` or `.zt-journal`.
+const SUFFIX_ROOM: usize = 40;
+const TEMP_EXTENSION: &str = "ztmp";
+
+/// The stem that names `target`'s sidecar files (temporaries, the append journal): the name
+/// itself when it leaves room for a suffix within NAME_MAX, otherwise a prefix of it and a
+/// digest of the whole name, so that distinct targets keep distinct sidecars.
+fn sidecar_stem(name: &OsStr) -> String {
+    let lossy = name.to_string_lossy();
+    if 1 + lossy.len() + SUFFIX_ROOM <= NAME_MAX && lossy == name.to_str().unwrap_or_default() {
+        return lossy.into_owned();
+    }
+    let digest = blake3::hash(name.as_encoded_bytes()).to_hex();
+    let mut keep = NAME_MAX - 1 - SUFFIX_ROOM - 17;
+    while !lossy.is_char_boundary(keep.min(lossy.len())) {
+        keep -= 1;
+    }
+    format!("{}~{}", &lossy[..keep.min(lossy.len())], &digest[..16])
+}
+
+fn dir_of(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// The sidecar file `.{stem}.{tag}` beside `target`.
+pub(crate) fn sidecar(target: &Path, tag: &str) -> PathBuf {
+    let stem = sidecar_stem(target.file_name().unwrap_or(OsStr::new("out")));
+    dir_of(target).join(format!(".{stem}.{tag}"))
+}
+
+/// Follows symbolic links from `path` to the file they name (which need not exist yet).
+///
+/// # Errors
+/// A loop of links, and I/O errors other than the final file not existing.
+pub(crate) fn resolve_links(path: &Path) -> Result<PathBuf> {
+    let mut current = path.to_owned();
+    for _ in 0..40 {
+        match fs::symlink_metadata(&current) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = fs::read_link(&current)
+                    .map_err(|e| Error::io("cannot read the link", Some(current.clone()), e))?;
+                current = if to.is_absolute() { to } else { dir_of(&current).join(to) };
+            }
+            Ok(_) => return Ok(current),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(current),
+            Err(e) => return Err(Error::io("cannot stat", Some(current), e)),
+        }
+    }
+    Err(Error::io(
+        "too many levels of symbolic links at",
+        Some(path.to_owned()),
+        io::Error::other("symbolic link loop"),
+    ))
+}
+
+/// Makes `path`'s directory entry durable. File systems that cannot sync a directory have
+/// nothing to make durable this way.
+pub(crate) fn sync_dir(path: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        match File::open(dir_of(path)).and_then(|d| d.sync_all()) {
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
+            other => other,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(())
+    }
+}
+
+/// What an existing target is, refused unless it is a regular file.
+fn check_target(target: &Path) -> Result<Option<Metadata>> {
+    let meta = match fs::metadata(target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("cannot stat", Some(target.to_owned()), e)),
+    };
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(Some(meta));
+    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device"
+            } else if kind.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            "not a regular file"
+        }
+    };
+    Err(Error::io(
+        "refusing to replace",
+        Some(target.to_owned()),
+        io::Error::new(io::ErrorKind::InvalidInput, format!("it is {what}")),
+    ))
+}
+
+/// Gives `file` the permission bits and, where this process may, the owner of `like`.
+fn keep_mode_and_owner(file: &File, like: &Metadata) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // Owner first: changing it clears set-user-ID bits, which the mode then restores.
+        if std::os::unix::fs::fchown(file, Some(like.uid()), Some(like.gid())).is_err() {
+            // Not allowed to give the file away; a group we belong to may still be kept.
+            let _ = std::os::unix::fs::fchown(file, None, Some(like.gid()));
+        }
+    }
+    file.set_permissions(like.permissions())
+}
+
+// ---------------------------------------------------------------------------------------------
+// What this process is writing, for `interrupt`.
+
+/// Work that can be abandoned from another thread: its writes fail afterwards.
+pub(crate) trait Abandon: Send + Sync {
+    fn abandon(&self);
+}
+
+#[derive(Default)]
+struct Live {
+    temps: HashMap<u64, PathBuf>,
+    work: HashMap<u64, Weak<dyn Abandon>>,
+}
+
+static LIVE: LazyLock<Mutex<Live>> = LazyLock::new(Mutex::default);
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn live() -> std::sync::MutexGuard<'static, Live> {
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn register_work(work: Weak<dyn Abandon>) -> u64 {
+    let id = COUNTER.fetch_add(1, Ordering::Relaxed);
+    live().work.insert(id, work);
+    id
+}
+
+pub(crate) fn unregister_work(id: u64) {
+    live().work.remove(&id);
+}
+
+/// Stops this process's writing, for a signal handler about to exit: every append in progress
+/// is rolled back (its file truncated to its old length, its journal removed), every temporary
+/// file is removed, and writes through them fail from then on. Targets are left as they were.
+///
+/// A library installs no signal handlers; a program that wants Ctrl-C to leave nothing behind
+/// calls this from its handler (the `ztensor` tool does, then exits with 128 + the signal).
+pub fn interrupt() {
+    let (temps, work) = {
+        let live = live();
+        (
+            live.temps.values().cloned().collect::<Vec<_>>(),
+            live.work.values().filter_map(Weak::upgrade).collect::<Vec<_>>(),
+        )
+    };
+    for w in work {
+        w.abandon();
+    }
+    for t in temps {
+        let _ = fs::remove_file(t);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Temporary files.
+
+/// A fresh temporary file beside `target`, created and locked, its path registered for
+/// [`interrupt`]. Returns the file, its path and its registration.
+fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
+    let stem = sidecar_stem(target.file_name().unwrap_or(OsStr::new("out")));
+    let dir = dir_of(target);
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let temp = dir.join(format!(".{stem}.{}-{n}.{TEMP_EXTENSION}", std::process::id()));
+        // Registered before it exists, so a signal can never leave it behind unregistered.
+        live().temps.insert(n, temp.clone());
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+        #[cfg(not(unix))]
+        let _ = mode;
+        let file = match options.open(&temp) {
+            Ok(f) => f,
+            Err(e) => {
+                live().temps.remove(&n);
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    continue;
+                }
+                return Err(Error::io("cannot create a temporary file", Some(temp), e));
+            }
+        };
+        // The lock tells a sweeper that someone is writing this file. Between creating and
+        // locking it a sweeper may have taken it for a leftover; then start again.
+        let ours = file.try_lock().is_ok()
+            && match (file.metadata(), fs::metadata(&temp)) {
+                (Ok(a), Ok(b)) => FileId::of(&a) == FileId::of(&b),
+                _ => false,
+            };
+        if ours {
+            return Ok((file, temp, n));
+        }
+        live().temps.remove(&n);
+    }
+}
+
+fn forget_temp(n: u64) {
+    live().temps.remove(&n);
+}
+
+/// Whether `name` is a temporary file of a target whose sidecar stem is `stem`.
+fn is_temp_of(name: &str, stem: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.').and_then(|r| r.strip_prefix(stem)) else {
+        return false;
+    };
+    let Some(middle) =
+        rest.strip_prefix('.').and_then(|r| r.strip_suffix(&format!(".{TEMP_EXTENSION}")))
+    else {
+        return false;
+    };
+    let mut parts = middle.split('-');
+    let numeric =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    numeric(parts.next()) && numeric(parts.next()) && parts.next().is_none()
+}
+
+/// Removes temporary files of `target` that nobody is writing: left by a process that was
+/// killed or lost power. A live writer holds its temporary file's lock, so it is never taken.
+/// Returns how many were removed.
+pub fn remove_stale_temporaries(target: impl AsRef<Path>) -> Result<usize> {
+    let target = resolve_links(target.as_ref())?;
+    let stem = sidecar_stem(target.file_name().unwrap_or(OsStr::new("out")));
+    let dir = dir_of(&target);
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io("cannot list", Some(dir.to_owned()), e)),
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(|n| is_temp_of(n, &stem)) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file) = OpenOptions::new().read(true).open(&path) else { continue };
+        if file.metadata().map(|m| m.is_file()).unwrap_or(false)
+            && file.try_lock().is_ok()
+            && fs::remove_file(&path).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// A file being written beside its target, renamed over it on [`AtomicFile::persist`] and
+/// removed if dropped unpersisted (on error or panic), or by [`interrupt`].
+///
+/// The target is followed through symbolic links; a directory, FIFO, device or socket there is
+/// refused at creation; an existing file's permission bits and owner (where this process may
+/// set it) carry over to the new one. The rename waits while another process appends to the
+/// target (see [`WriteLock`]).
+#[derive(Debug)]
+pub struct AtomicFile {
+    file: Option<BufWriter<File>>,
+    temp: PathBuf,
+    target: PathBuf,
+    registration: u64,
+}
+
+impl AtomicFile {
+    /// Creates a fresh temporary file beside `target`, first removing temporary files of the
+    /// same target that a killed process left behind.
+    ///
+    /// # Errors
+    /// A target that is not a regular file, and I/O errors.
+    pub fn create(target: impl AsRef<Path>) -> Result<AtomicFile> {
+        let target = resolve_links(target.as_ref())?;
+        let existing = check_target(&target)?;
+        remove_stale_temporaries(&target)?;
+        // A replaced file's contents stay as private as the file was while the new ones are
+        // written; its own mode is applied before any byte goes in.
+        let mode = if existing.is_some() { 0o600 } else { 0o666 };
+        let (file, temp, registration) = create_temp(&target, mode)?;
+        if let Some(meta) = &existing
+            && let Err(e) = keep_mode_and_owner(&file, meta)
+        {
+            let _ = fs::remove_file(&temp);
+            forget_temp(registration);
+            return Err(Error::io("cannot set the permissions of", Some(temp), e));
+        }
+        let file = Some(BufWriter::with_capacity(1 << 20, file));
+        Ok(AtomicFile { file, temp, target, registration })
+    }
+
+    /// The path the file will be published at (symbolic links resolved).
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Flushes, syncs and renames the file over its target.
+    ///
+    /// # Errors
+    /// I/O errors; the target is then untouched.
+    pub fn persist(mut self) -> Result<()> {
+        let io = |what: &'static str, path: &Path| {
+            let path = path.to_owned();
+            move |e| Error::io(what, Some(path), e)
+        };
+        let file = match self.file.take() {
+            Some(writer) => writer
+                .into_inner()
+                .map_err(|e| Error::io("flushing", Some(self.temp.clone()), e.into_error()))?,
+            None => return Err(Error::io("publishing", Some(self.target.clone()), abandoned())),
+        };
+        file.sync_all().map_err(io("syncing", &self.temp))?;
+        // Not over a file another process is appending to: wait for it to finish.
+        let lock = WriteLock::acquire(&self.target)?;
+        fs::rename(&self.temp, &self.target).map_err(io("publishing", &self.target))?;
+        forget_temp(self.registration);
+        self.temp = PathBuf::new();
+        sync_dir(&self.target).map_err(io("syncing the directory of", &self.target))?;
+        if let Some(lock) = lock {
+            // A journal of the replaced file (left by an append that was killed) is moot.
+            let journal = sidecar(&self.target, "zt-journal");
+            if crate::journal::Journal::read_matching_id(&journal, lock.id()) {
+                let _ = crate::journal::remove(&journal);
+            }
+        }
+        drop(file);
+        Ok(())
+    }
+}
+
+fn abandoned() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "the write was interrupted")
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.as_mut().ok_or_else(abandoned)?.write(buf)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.file.as_mut().ok_or_else(abandoned)?.write_all(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.as_mut().ok_or_else(abandoned)?.flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if !self.temp.as_os_str().is_empty() {
+            drop(self.file.take());
+            let _ = fs::remove_file(&self.temp);
+            forget_temp(self.registration);
+        }
+    }
+}
+
+/// A scratch file of this process beside `target`: named and locked like a temporary file of
+/// `target` (so one left by a killed process is removed by the next write to `target`),
+/// registered for [`interrupt`], and removed when dropped.
+#[derive(Debug)]
+pub struct ScratchFile {
+    path: PathBuf,
+    registration: u64,
+    _lock: WriteLock,
+}
+
+impl ScratchFile {
+    /// Creates an empty scratch file beside `target`.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn beside(target: impl AsRef<Path>) -> Result<ScratchFile> {
+        let target = resolve_links(target.as_ref())?;
+        loop {
+            let (file, path, registration) = create_temp(&target, 0o600)?;
+            // Writers that replace the scratch file by its path share this lock rather than
+            // wait for it.
+            drop(file);
+            match WriteLock::try_acquire(&path) {
+                Ok(Some(lock)) => {
+                    return Ok(ScratchFile { path, registration, _lock: lock });
+                }
+                Ok(None) | Err(_) => forget_temp(registration),
+            }
+        }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+        forget_temp(self.registration);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sidecar_names_fit_name_max_and_stay_distinct() {
+        let short = sidecar_stem(OsStr::new("model.zt"));
+        assert_eq!(short, "model.zt");
+        let a = "a".repeat(250);
+        let b = format!("{}b", "a".repeat(249));
+        let (sa, sb) = (sidecar_stem(OsStr::new(&a)), sidecar_stem(OsStr::new(&b)));
+        assert_ne!(sa, sb);
+        for s in [&sa, &sb] {
+            assert!(1 + s.len() + SUFFIX_ROOM <= NAME_MAX, "{}", s.len());
+        }
+        // A multi-byte character at the cut is not split.
+        let wide = "é".repeat(200);
+        assert!(sidecar_stem(OsStr::new(&wide)).starts_with('é'));
+    }
+
+    #[test]
+    fn only_our_temporary_names_are_recognised() {
+        assert!(is_temp_of(".m.zt.123-4.ztmp", "m.zt"));
+        for other in [
+            "m.zt",
+            ".m.zt.ztmp",
+            ".m.zt.12-.ztmp",
+            ".m.zt.a-1.ztmp",
+            ".m.zt.1-2-3.ztmp",
+            ".m.zt.1-2.tmp",
+            ".n.zt.1-2.ztmp",
+            ".m.zt.x.1-2.ztmp",
+        ] {
+            assert!(!is_temp_of(other, "m.zt"), "{other}");
+        }
+    }
+}
