@@ -96,8 +96,8 @@ fn one_line(s: &str) -> String {
 /// The dump of the file at `path`, detected by content, and whether it was accepted. `None`
 /// when the file cannot be read at all (an I/O error, not a verdict).
 pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
-    let file = std::fs::File::open(path)?;
-    let source = ztensor_io::FileSource::new(file)?;
+    // As complete: never the bytes of an append that has not committed.
+    let source = ztensor_io::FileSource::open(path).map_err(std::io::Error::other)?;
     let len = source.len();
     let mut head = vec![0u8; usize::try_from(len.min(4)).unwrap_or(0)];
     source.read_exact_at(0, &mut head)?;

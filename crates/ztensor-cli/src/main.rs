@@ -135,10 +135,15 @@ enum Command {
         #[arg(long, value_parser = cmd::repack::parse_size, default_value = "4M")]
         chunk: u64,
     },
-    /// Append every object of SOURCE (zTensor, safetensors or TensorBuffers) to TARGET, a
+    /// Append every object of SOURCE (zTensor, safetensors or a sharded checkpoint) to TARGET, a
     /// zTensor 1.x file, in place: new bytes go after the old end and the old bytes are never
-    /// rewritten, so readers of the old file are undisturbed. Names already in TARGET are
-    /// refused before anything is written.
+    /// rewritten. Names already in TARGET are refused before anything is written.
+    ///
+    /// Crash-safe: until the append commits, TARGET reads as it was (a journal beside it,
+    /// `.TARGET.zt-journal`, records where it ended). A failed append, a full disk, Ctrl-C or
+    /// SIGTERM truncate it back to exactly its old bytes; after a kill or a power loss,
+    /// `ztensor repair TARGET` (or the next append) does. One writer at a time: a second append,
+    /// or a convert/repack/remove onto TARGET, waits for this one (or, with --no-wait, fails).
     ///
     /// Example: ztensor append model.zt --from extra.safetensors --zstd 3
     Append {
@@ -165,6 +170,24 @@ enum Command {
         /// The file to write.
         #[arg(short, long)]
         output: PathBuf,
+        /// Fail at once, instead of waiting, when another process is writing OUT.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Restore a zTensor file whose last append did not finish (the process was killed, the
+    /// machine lost power) to its last complete state: the bytes the append wrote are truncated
+    /// away, as the append's journal records. Needs no free space; a sound file is left alone,
+    /// so running it twice is harmless. Exit status 0 when the file is sound afterwards.
+    ///
+    /// Example: ztensor repair model.zt
+    Repair {
+        /// The file to repair.
+        file: PathBuf,
+        /// For a file torn without a journal (by another program, or an older ztensor): truncate
+        /// it to the last complete manifest found by scanning backwards. That manifest cannot be
+        /// told from one carried inside the appended data; use this only on files you trust.
+        #[arg(long)]
+        scan: bool,
     },
     /// Write one object as a NumPy .npy file. bf16 and FP8 are widened to f32 (exactly),
     /// complex types become complex64/complex128, sparse objects are written dense.
@@ -237,6 +260,9 @@ struct Run {
     /// No progress bar (there is none anyway when stderr is not a terminal).
     #[arg(long, short)]
     quiet: bool,
+    /// Fail at once, instead of waiting, when another process is writing the output.
+    #[arg(long)]
+    no_wait: bool,
 }
 
 impl Run {
@@ -341,7 +367,24 @@ impl std::fmt::Display for Rejected {
 
 impl std::error::Error for Rejected {}
 
+/// SIGINT, SIGTERM and SIGHUP undo what is being written (temporary files removed, appends
+/// truncated back to their old end), then exit with 128 + the signal, as a shell reports a
+/// process the signal killed.
+fn handle_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            ztensor_io::interrupt();
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
 fn main() -> ExitCode {
+    handle_signals();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -392,9 +435,63 @@ fn foreign_error(context: &str, e: &ztensor_foreign::Error) -> anyhow::Error {
 /// errors.
 fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
     Reader::open_with(path, options).map_err(|e| match e.rule() {
-        Some(_) => anyhow!(Rejected(format!("{}: {e}", path.display()))),
+        Some(_) => {
+            anyhow!(Rejected(format!("{}: {e}{}", path.display(), torn_hint(path, options))))
+        }
         None => anyhow!("{e}"),
     })
+}
+
+/// For a file that does not end with a valid manifest but holds an earlier complete one: the
+/// remains of an append cut short with no journal to say where it began.
+fn torn_hint(path: &Path, options: &Options) -> String {
+    let Ok(source) = std::fs::File::open(path).and_then(FileSource::new) else {
+        return String::new();
+    };
+    match ztensor_io::recover(source, options) {
+        Ok((reader, found)) if found.discarded > 0 => format!(
+            "\nhint: this looks like an append that was cut short with no journal (by another \
+             program, or an older ztensor): a complete manifest of {} objects ends at byte {} of \
+             {}. `ztensor repair --scan {}` truncates the file there, trusting that manifest, \
+             which nothing can tell from one carried inside the appended data",
+            reader.manifest().len(),
+            found.end,
+            found.end + found.discarded,
+            path.display()
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Takes the write lock on an existing `output`: waiting (and saying so) while another process
+/// writes it, or failing at once with `no_wait`.
+fn lock_output(output: &Path, no_wait: bool, quiet: bool) -> Result<Option<ztensor_io::WriteLock>> {
+    ztensor_io::check_output(output).map_err(|e| anyhow!("{e}"))?;
+    match ztensor_io::WriteLock::try_acquire(output) {
+        Err(e) if matches!(e.kind(), ztensor_io::ErrorKind::Busy { .. }) && !no_wait => {
+            if !quiet {
+                eprintln!(
+                    "ztensor: waiting for another process to finish writing {}",
+                    output.display()
+                );
+            }
+            ztensor_io::WriteLock::acquire(output).map_err(|e| anyhow!("{e}"))
+        }
+        other => other.map_err(|e| anyhow!("{e}")),
+    }
+}
+
+/// The lock a command writing `output` from `input` holds: for the whole command when it
+/// rewrites a file in place (so no append slips in between its read and its rename); otherwise
+/// only checked for here (`--no-wait` fails at once), and taken again around the final rename.
+fn output_lock(
+    input: &Path,
+    output: &Path,
+    no_wait: bool,
+    quiet: bool,
+) -> Result<Option<ztensor_io::WriteLock>> {
+    let lock = lock_output(output, no_wait, quiet)?;
+    Ok(if cmd::same_file(input, output) { lock } else { None })
 }
 
 /// Opens a zTensor file for a command that reads zTensor only, with a clear message for the
@@ -435,10 +532,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 cmd::Kind::Zt => {
                     let reader = open(&file, &options(strict))?;
+                    let pending = reader.source().uncommitted();
                     if json {
-                        writeln!(out, "{:#}", cmd::info::json(&file, &reader))?;
+                        let mut report = cmd::info::json(&file, &reader);
+                        report["uncommitted_bytes"] = pending.into();
+                        writeln!(out, "{report:#}")?;
                     } else {
                         cmd::info::print(&mut out, &file, &reader)?;
+                        if pending > 0 {
+                            writeln!(
+                                out,
+                                "\nnote: {pending} bytes after the end belong to an append that has \
+                                 not committed (still running, or interrupted: `ztensor repair {}` \
+                                 removes them); the file reads as it was before it",
+                                file.display()
+                            )?;
+                        }
                     }
                 }
                 other => cmd::convert::foreign_info(&mut out, &file, other, json)?,
@@ -478,6 +587,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     cmd::detect(&input)?
                 ));
             }
+            let _lock = output_lock(&input, &output, run.no_wait, run.quiet)?;
             let copy = ztensor_io::CopyOptions { chunk_size: Some(chunk), ..encoding.copy() };
             let started = std::time::Instant::now();
             let (len, stats, objects) =
@@ -500,6 +610,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     _ => Target::Zt(Version::V1_2),
                 }
             });
+            let _lock = output_lock(&input, &output, run.no_wait, run.quiet)?;
             let request = cmd::convert::Request {
                 input: &input,
                 output: &output,
@@ -523,7 +634,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             ExitCode::SUCCESS
         }
-        Command::Remove { file, names, output } => {
+        Command::Remove { file, names, output, no_wait } => {
+            let _lock = output_lock(&file, &output, no_wait, false)?;
             // A name given twice is removed once.
             let mut names: Vec<&str> = names.iter().map(String::as_str).collect();
             let mut seen = std::collections::HashSet::new();
@@ -540,7 +652,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             ExitCode::SUCCESS
         }
+        Command::Repair { file, scan } => cmd::edit::repair(&mut out, &file, scan)?,
         Command::Extract { file, name, output, max_dense } => {
+            ztensor_io::check_output(&output).map_err(|e| anyhow!("{e}"))?;
             let reader = open_zt(&file, "extract")?;
             cmd::look::extract(&mut out, &file, &reader, &name, &output, max_dense)?;
             ExitCode::SUCCESS

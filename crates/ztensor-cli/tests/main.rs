@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+mod durability;
 mod tools;
 
 fn ztensor(args: &[&str]) -> Output {

@@ -304,6 +304,11 @@ impl Appender {
         Ok(Appender { inner: Some(Writer::resume(sink, base, len)), shared, registration })
     }
 
+    /// The file's length before this append: what it goes back to if the append fails.
+    pub fn old_len(&self) -> u64 {
+        self.shared.journal.old_len
+    }
+
     /// Writes the new manifest and makes it durable, then writes and syncs the trailer, then
     /// commits by removing the journal. Returns the new file length.
     ///

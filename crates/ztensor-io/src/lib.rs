@@ -58,7 +58,9 @@ pub use crate::edit::{
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::lock::WriteLock;
 pub use crate::mmap::Mapped;
-pub use crate::publish::{AtomicFile, ScratchFile, interrupt, remove_stale_temporaries};
+pub use crate::publish::{
+    AtomicFile, ScratchFile, check_output, interrupt, remove_stale_temporaries,
+};
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::writer::{

@@ -133,6 +133,10 @@ impl WriteLock {
             move |e| Error::io(what, Some(path), e)
         };
         loop {
+            // Refused before opening: opening a FIFO waits for a writer to appear.
+            if crate::publish::check_target(&path)?.is_none() {
+                return Ok(None);
+            }
             let file = match OpenOptions::new().read(true).open(&path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

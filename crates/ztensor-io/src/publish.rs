@@ -93,8 +93,18 @@ pub(crate) fn sync_dir(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Checks that `target` (followed through symbolic links) can be replaced by a written file:
+/// it is a regular file or does not exist yet. A directory, FIFO, device or socket is refused,
+/// so a command can refuse it before doing any work.
+///
+/// # Errors
+/// Such a target, and I/O errors.
+pub fn check_output(target: impl AsRef<Path>) -> Result<()> {
+    check_target(&resolve_links(target.as_ref())?).map(drop)
+}
+
 /// What an existing target is, refused unless it is a regular file.
-fn check_target(target: &Path) -> Result<Option<Metadata>> {
+pub(crate) fn check_target(target: &Path) -> Result<Option<Metadata>> {
     let meta = match fs::metadata(target) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

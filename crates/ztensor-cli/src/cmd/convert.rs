@@ -106,40 +106,15 @@ fn set_metadata(
 /// temporary zTensor 1.2 file beside the output, so each converter does one job and nothing is
 /// held in memory whole.
 fn via_zt(r: &Request<'_>, context: &str) -> Result<usize> {
-    let dir = r.output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let temp = Scratch::new(dir)?;
+    // Named after the output, so one a killed process left is removed by the next write there.
+    let temp = ztensor_io::ScratchFile::beside(r.output).map_err(|e| anyhow!("{e}"))?;
     let raw = Encoding { zstd: None, raw: true, digest: None };
-    let step = Request { output: &temp.0, target: Target::Zt(Version::V1_2), encoding: &raw, ..*r };
+    let step =
+        Request { output: temp.path(), target: Target::Zt(Version::V1_2), encoding: &raw, ..*r };
     run(&step)?;
-    let reader = open(&temp.0, &Options::default())?;
+    let reader = open(temp.path(), &Options::default())?;
     from_zt(r, &reader, context)?;
     Ok(reader.manifest().len())
-}
-
-/// A temporary file of our own (created fresh, so nobody else's file is taken), removed when
-/// dropped, on success, error or panic alike.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new(dir: &Path) -> Result<Scratch> {
-        for n in 0u32.. {
-            let path = dir.join(format!(".ztensor-convert-{}-{n}.zt", std::process::id()));
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(_) => return Ok(Scratch(path)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => {
-                    return Err(anyhow!("cannot create a temporary file {}: {e}", path.display()));
-                }
-            }
-        }
-        Err(anyhow!("cannot create a temporary file in {}", dir.display()))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 fn from_zt(r: &Request<'_>, reader: &Reader<FileSource>, context: &str) -> Result<()> {

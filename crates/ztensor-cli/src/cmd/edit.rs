@@ -1,11 +1,15 @@
-//! `ztensor append`: objects of another file added to a zTensor 1.x file in place.
+//! `ztensor append`: objects of another file added to a zTensor 1.x file in place; `ztensor
+//! repair`: the last complete state of one whose append did not finish.
 
+use std::io::Write;
 use std::path::Path;
+use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
 use ztensor_foreign::safetensors::{SafetensorsFile, source_tensors};
 use ztensor_foreign::sharded::ShardedCheckpoint;
 use ztensor_format::Options;
+use ztensor_io::Repair;
 
 use super::Kind;
 use super::repack::Bar;
@@ -107,18 +111,41 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
         }
     };
     drop(existing);
-    let mut appender =
-        ztensor_io::append(target, &Options::default()).map_err(|e| zt_error("", &e))?;
+    let mut appender = match ztensor_io::try_append(target, &Options::default()) {
+        Err(e) if matches!(e.kind(), ztensor_io::ErrorKind::Busy { .. }) && !run.no_wait => {
+            if !run.quiet {
+                eprintln!(
+                    "ztensor: waiting for another process to finish writing {}",
+                    target.display()
+                );
+            }
+            ztensor_io::append(target, &Options::default())
+        }
+        other => other,
+    }
+    .map_err(|e| zt_error(&context, &e))?;
+    let old_len = appender.old_len();
     let result =
         write(&mut appender).and_then(|()| appender.finish().map_err(|e| zt_error("", &e)));
     match result {
         Ok(len) => Ok((count, len)),
         Err(e) => {
-            // The old manifest is still the last complete one; make it current again.
-            let restored = ztensor_io::repair(target, &Options::default());
-            let note = match restored {
-                Ok(_) => format!("{} still holds exactly its old objects", target.display()),
-                Err(r) => format!("{} could not be restored ({r})", target.display()),
+            // The appender has undone itself (truncated the file back) on the way out; say
+            // what holds now.
+            let journal_left = ztensor_io::FileSource::open(target)
+                .map(|s| {
+                    s.uncommitted() > 0
+                        || std::fs::metadata(target).map(|m| m.len()).ok() != Some(old_len)
+                })
+                .unwrap_or(true);
+            let note = if journal_left {
+                format!(
+                    "{} reads as it was before; `ztensor repair {}` removes what the append wrote",
+                    target.display(),
+                    target.display()
+                )
+            } else {
+                format!("{} holds exactly its old bytes", target.display())
             };
             let message = format!("{context}: {e:#}; {note}");
             if e.downcast_ref::<Rejected>().is_some() {
@@ -128,4 +155,48 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
             }
         }
     }
+}
+
+/// `ztensor repair`: the last complete state of a file whose append did not finish.
+pub fn repair(out: &mut impl Write, path: &Path, scan: bool) -> Result<ExitCode> {
+    let options = Options::default();
+    let outcome = if scan {
+        ztensor_io::repair_by_scan(path, &options)
+    } else {
+        ztensor_io::repair(path, &options)
+    };
+    let outcome = outcome.map_err(|e| {
+        let hint = if e.rule().is_some() && !scan {
+            crate::torn_hint(path, &options)
+        } else {
+            String::new()
+        };
+        let base = zt_error(&format!("cannot repair {}", path.display()), &e);
+        if base.downcast_ref::<Rejected>().is_some() {
+            anyhow!(Rejected(format!("{base}{hint}")))
+        } else {
+            anyhow!("{base}{hint}")
+        }
+    })?;
+    let objects = open(path, &options)?.manifest().len();
+    match outcome {
+        Repair::Sound => {
+            writeln!(out, "{}: sound, nothing to repair ({objects} objects)", path.display())?
+        }
+        Repair::Restored(r) => {
+            let by = match r.pid {
+                Some(pid) => format!("an append by process {pid} that did not commit"),
+                None => "what followed the last complete manifest".to_owned(),
+            };
+            writeln!(
+                out,
+                "{}: removed {} bytes of {by}; restored to its last complete state ({objects} \
+                 objects, {} bytes)",
+                path.display(),
+                r.discarded,
+                r.end
+            )?
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
