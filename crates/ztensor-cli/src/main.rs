@@ -370,8 +370,16 @@ impl std::error::Error for Rejected {}
 /// SIGINT, SIGTERM and SIGHUP undo what is being written (temporary files removed, appends
 /// truncated back to their old end), then exit with 128 + the signal, as a shell reports a
 /// process the signal killed.
+///
+/// SIGXFSZ (a file grew past the process's file size limit) is caught too, so the write that
+/// crossed the limit fails like a full disk and is undone, instead of the signal killing the
+/// process in the middle of it.
 fn handle_signals() {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
+    let _ = signal_hook::flag::register(
+        SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
         return;
     };

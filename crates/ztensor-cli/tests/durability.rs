@@ -222,6 +222,48 @@ fn sigint_and_sigterm_remove_temporaries_and_undo_appends() {
 }
 
 #[test]
+fn a_full_disk_during_append_or_convert_leaves_everything_as_it_was() {
+    // The kernel's file size limit (RLIMIT_FSIZE, set by prlimit) makes writes past a byte fail
+    // the way a full disk does, in a real process, without privileges.
+    let d = Dir::new("full-disk");
+    let (target, source, output) = (d.join("t.zt"), d.join("s.zt"), d.join("out.zt"));
+    zt(&target, &[("a", 100)], 13);
+    zt(&source, &[("big", 3 << 20), ("small", 5000)], 14);
+    zt(&output, &[("previous", 10)], 15);
+    let (old, previous) = (std::fs::read(&target).unwrap(), std::fs::read(&output).unwrap());
+    let limited = |limit: u64, args: &[&str]| {
+        Command::new("prlimit")
+            .arg(format!("--fsize={limit}"))
+            .arg("--")
+            .arg(bin())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let full = source.metadata().unwrap().len() + old.len() as u64;
+    let mut limits: Vec<u64> = (1..=8).map(|i| old.len() as u64 + full * i / 9).collect();
+    limits.extend([old.len() as u64 + 1, 4096, 8192, 1 << 20, 2 << 20]);
+    for limit in limits {
+        let out = limited(limit, &["append", s(&target), "--from", s(&source)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "limit {limit}: {err}");
+        assert!(err.contains("holds exactly its old bytes"), "limit {limit}: {err}");
+        assert_eq!(std::fs::read(&target).unwrap(), old, "limit {limit}");
+
+        let out = limited(limit, &["convert", s(&source), s(&output), "--zstd", "1"]);
+        if out.status.success() {
+            // The compressed file fitted under the limit.
+            assert_eq!(names_in(&output), ["big", "small"]);
+            std::fs::write(&output, &previous).unwrap();
+        } else {
+            assert_eq!(out.status.code(), Some(2), "limit {limit}");
+            assert_eq!(std::fs::read(&output).unwrap(), previous, "limit {limit}");
+        }
+        assert_eq!(d.names(), ["out.zt", "s.zt", "t.zt"], "limit {limit}");
+    }
+}
+
+#[test]
 fn concurrent_writers_take_turns_and_lose_nothing() {
     let d = Dir::new("concurrent");
     let target = d.join("t.zt");
