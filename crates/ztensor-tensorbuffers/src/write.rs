@@ -160,7 +160,9 @@ impl TbWriter<AtomicFile> {
 
 /// Adds tensors to an existing file. The result is one container: the old data, the new data, and
 /// one metadata listing both (old offsets unchanged). The file is rebuilt beside the original and
-/// renamed over it, so the original is never truncated under a reader that has it mapped.
+/// renamed over it, so the original is never truncated under a reader that has it mapped. The
+/// file's write lock is held from before it is read until the rename, so a concurrent writer
+/// cannot slip in between and be lost.
 ///
 /// # Errors
 /// Any rule the existing file breaks, the errors of `add`, and I/O errors; the file is then
@@ -171,6 +173,7 @@ pub fn append(
     add: impl FnOnce(&mut TbWriter<AtomicFile>) -> Result<()>,
 ) -> Result<u64> {
     let path = path.as_ref();
+    let _lock = ztensor_io::WriteLock::acquire(path).map_err(io_error)?;
     let file =
         File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
     let source = FileSource::new(file).map_err(|e| Error::io("cannot stat", e))?;

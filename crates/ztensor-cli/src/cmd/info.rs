@@ -168,7 +168,16 @@ pub fn verify(
             writeln!(out, "{report:#}")?;
             return Ok(std::process::ExitCode::from(1));
         }
-        Err(e) => return Err(crate::zt_error(&file.display().to_string(), &e)),
+        Err(e) => {
+            let hint =
+                if e.rule().is_some() { crate::torn_hint(file, &options) } else { String::new() };
+            let base = crate::zt_error(&file.display().to_string(), &e);
+            return Err(if base.downcast_ref::<crate::Rejected>().is_some() {
+                anyhow::anyhow!(crate::Rejected(format!("{base}{hint}")))
+            } else {
+                base
+            });
+        }
     };
     let stored = reader
         .manifest()
