@@ -287,7 +287,11 @@ impl Appender {
 
         let journal = Journal::of(&file, lock.id(), len)
             .map_err(|e| Error::io("cannot read", Some(real.clone()), e))?;
-        journal.write(&journal_path)?;
+        if let Err(e) = journal.write(&journal_path) {
+            // Nothing was written past the old end; a torn record would be ignored anyway.
+            let _ = journal::remove(&journal_path);
+            return Err(e);
+        }
         lock.set_appending(Some(len));
         let gate = Gate {
             file,

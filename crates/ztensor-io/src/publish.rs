@@ -240,7 +240,18 @@ fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
         };
         // The lock tells a sweeper that someone is writing this file. Between creating and
         // locking it a sweeper may have taken it for a leftover; then start again.
-        let ours = file.try_lock().is_ok()
+        let locked = match file.try_lock() {
+            Ok(()) => true,
+            Err(fs::TryLockError::WouldBlock) => false,
+            // Without locks there is nothing to hold; sweepers cannot take it either.
+            Err(fs::TryLockError::Error(e)) if crate::lock::unsupported(&e) => true,
+            Err(fs::TryLockError::Error(e)) => {
+                let _ = fs::remove_file(&temp);
+                live().temps.remove(&n);
+                return Err(Error::io("cannot lock", Some(temp), e));
+            }
+        };
+        let ours = locked
             && match (file.metadata(), fs::metadata(&temp)) {
                 (Ok(a), Ok(b)) => FileId::of(&a) == FileId::of(&b),
                 _ => false,
@@ -288,6 +299,10 @@ pub fn remove_stale_temporaries(target: impl AsRef<Path>) -> Result<usize> {
     for entry in entries.flatten() {
         let name = entry.file_name();
         if !name.to_str().is_some_and(|n| is_temp_of(n, &stem)) {
+            continue;
+        }
+        // Only regular files are opened: opening a FIFO would wait for a writer.
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
         let path = entry.path();
@@ -433,7 +448,13 @@ impl ScratchFile {
                 Ok(Some(lock)) => {
                     return Ok(ScratchFile { path, registration, _lock: lock });
                 }
-                Ok(None) | Err(_) => forget_temp(registration),
+                // Taken for a leftover by a sweeper in between: start again.
+                Ok(None) => forget_temp(registration),
+                Err(e) => {
+                    let _ = fs::remove_file(&path);
+                    forget_temp(registration);
+                    return Err(e);
+                }
             }
         }
     }
