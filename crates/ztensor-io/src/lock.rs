@@ -82,7 +82,7 @@ fn table() -> MutexGuard<'static, HashMap<FileId, Weak<Held>>> {
 
 /// Whether `file` supports locking: file systems without `flock` answer "unsupported", and then
 /// there is no lock to honour.
-fn unsupported(e: &io::Error) -> bool {
+pub(crate) fn unsupported(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::Unsupported)
         || matches!(e.raw_os_error(), Some(code) if code == 38 /* ENOSYS */ || code == 37 /* ENOLCK */ || code == 95 /* EOPNOTSUPP */)
 }
