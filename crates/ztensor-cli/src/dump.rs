@@ -31,11 +31,9 @@ fn object<S: ReadAt>(reader: &Reader<S>, o: ztensor_format::ObjectRef<'_>) -> Js
     let model = o.object();
     // Decode (and check) the whole object; any failure is this object's error.
     let outcome = (|| -> ztensor_io::Result<_> {
-        for role in model.components.keys() {
-            reader.verify_digest(name, role)?;
-        }
-        reader.check_data(name, false)?;
-        reader.read_object(name)
+        let data = reader.read_object_verified(name)?;
+        reader.check_object_data(&data, false)?;
+        Ok(data)
     })();
     let mut components = Map::new();
     let error = match outcome {

@@ -132,7 +132,7 @@ enum Command {
         run: Run,
         /// zstd frame size for large components, e.g. 4M (fixed, so output never depends on
         /// the thread count).
-        #[arg(long, value_parser = cmd::repack::parse_size, default_value = "4M")]
+        #[arg(long, value_parser = cmd::repack::parse_chunk, default_value = "4M")]
         chunk: u64,
     },
     /// Append every object of SOURCE (zTensor, safetensors or a sharded checkpoint) to TARGET, a
@@ -267,7 +267,20 @@ struct Run {
 
 impl Run {
     fn par(&self) -> ztensor_par::ParOptions {
-        ztensor_par::ParOptions { threads: self.threads, memory_budget: self.memory }
+        ztensor_par::ParOptions { threads: threads(self.threads), memory_budget: self.memory }
+    }
+}
+
+/// `--threads`, capped at four per core: more only adds memory and switching, and a mistyped
+/// count (100000) would exhaust the machine.
+fn threads(requested: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let cap = cores.saturating_mul(4);
+    if requested > cap {
+        eprintln!("ztensor: --threads {requested} is more than 4 per core here; using {cap}");
+        cap
+    } else {
+        requested
     }
 }
 
@@ -585,7 +598,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 )?;
                 ExitCode::SUCCESS
             }
-            cmd::Kind::Zt => cmd::info::verify(&mut out, &file, strict, threads, json, quiet)?,
+            cmd::Kind::Zt => {
+                cmd::info::verify(&mut out, &file, strict, self::threads(threads), json, quiet)?
+            }
             other => cmd::convert::foreign_verify(&mut out, &file, other)?,
         },
         Command::Repack { input, output, to, encoding, run, chunk } => {

@@ -407,12 +407,27 @@ fn repack_equals_convert_for_any_thread_count_and_fails_cleanly() {
     let expected = std::fs::read(&convert).unwrap();
     // With small frames (several per tensor) and a tiny budget, every thread count writes the
     // same bytes.
+    let big = d.join("big.zt");
+    {
+        let mut w = ztensor_io::FileWriter::create(&big, ztensor_format::Version::V0_1).unwrap();
+        let values: Vec<u8> = (0..30_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let options = ztensor_io::WriteOptions::raw();
+        w.add_dense("w", &[30_000], ztensor_format::DType::U32, &values, &options).unwrap();
+        w.add_dense("b", &[3], ztensor_format::DType::U8, &[1, 2, 3], &options).unwrap();
+        w.finish().unwrap();
+    }
+    let big_convert = d.join("big-convert.zt");
+    let args = ["--to", "1.2", "--zstd", "5", "--digest", "blake3"];
+    let out = ztensor(
+        &[&["convert", big.to_str().unwrap(), big_convert.to_str().unwrap()][..], &args].concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
     let mut outputs = Vec::new();
     for threads in ["1", "2", "7"] {
         let repacked = d.join(format!("repack-{threads}.zt"));
         let out = ztensor(&[
             "repack",
-            "fixtures/examples/tiny-v0.1.zt",
+            big.to_str().unwrap(),
             repacked.to_str().unwrap(),
             "--to",
             "1.2",
@@ -425,14 +440,19 @@ fn repack_equals_convert_for_any_thread_count_and_fails_cleanly() {
             "--memory",
             "1K",
             "--chunk",
-            "8",
+            "4K",
         ]);
         assert!(out.status.success(), "{}", stderr(&out));
         assert!(stdout(&out).contains("peak"), "{}", stdout(&out));
         outputs.push(std::fs::read(&repacked).unwrap());
     }
     assert!(outputs.windows(2).all(|w| w[0] == w[1]));
-    assert_ne!(outputs[0], expected, "8-byte frames differ from the default 4 MiB frames");
+    let big_expected = std::fs::read(&big_convert).unwrap();
+    assert_ne!(outputs[0], big_expected, "4 KiB frames differ from the default 4 MiB frames");
+    for chunk in ["0", "8"] {
+        let out = ztensor(&["repack", big.to_str().unwrap(), "x.zt", "--chunk", chunk]);
+        assert_eq!(out.status.code(), Some(2), "--chunk {chunk}");
+    }
     // At the default frame size, repack writes what convert writes.
     let repacked = d.join("repack.zt");
     let out = ztensor(&[

@@ -103,11 +103,9 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
+/// The message already carries the inner error's text, so there is no `source()`: reporters that
+/// print the chain would say it twice.
+impl std::error::Error for Error {}
 
 /// The result type of this crate.
 pub type Result<T> = std::result::Result<T, Error>;

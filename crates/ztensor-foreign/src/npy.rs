@@ -133,19 +133,14 @@ pub fn array<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Resul
 }
 
 fn array_of<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result<Array> {
-    let mut data = reader.read_object(name).map_err(|e| {
+    // Damaged data is never written: digests are checked on the bytes that are decoded.
+    let mut data = reader.read_object_verified(name).map_err(|e| {
         if matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. }) {
             Error::new(ErrorKind::NotFound, e.to_string())
         } else {
             Error::from(e)
         }
     })?;
-    // Damaged data is never written: digests are checked too (a second read of the stored
-    // bytes, which decoding does not check).
-    // (The stored components: a v0.1 sparse blob is one, unpacked into three by read_object.)
-    for role in reader.object(name)?.object().components.keys() {
-        reader.verify_digest(name, role)?;
-    }
     let unrepresentable = |what: String| Error::new(ErrorKind::Unrepresentable, what);
     let shape = data.shape.clone();
     match data.format {

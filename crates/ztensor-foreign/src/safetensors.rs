@@ -483,8 +483,10 @@ pub fn from_ztensor<S: ReadAt>(
     out.write_all(&header).map_err(io)?;
     let mut written = 8 + header.len() as u64;
     for t in &planned {
-        let bytes =
-            reader.decoded(&t.name, "data").map_err(|e| Error::from(e).with_tensor(&t.name))?;
+        // safetensors keeps no digest: check ours on the bytes exported, or damage is laundered.
+        let bytes = reader
+            .decoded_verified(&t.name, "data")
+            .map_err(|e| Error::from(e).with_tensor(&t.name))?;
         out.write_all(&bytes).map_err(io)?;
         written += bytes.len() as u64;
     }

@@ -69,6 +69,18 @@ impl<'a> ObjectRef<'a> {
         self.info.decoded.get(i).copied().flatten()
     }
 
+    /// Every component's role and [`decoded_len`](ObjectRef::decoded_len), in role order: for
+    /// going through all of them without a lookup each.
+    pub fn decoded_lens(&self) -> impl Iterator<Item = (&'a str, Option<u64>)> + use<'a> {
+        let info: &'a ObjectInfo = self.info;
+        let object: &'a Object = self.object;
+        object
+            .components
+            .keys()
+            .enumerate()
+            .map(move |(i, r)| (r.as_str(), info.decoded.get(i).copied().flatten()))
+    }
+
     /// The version of the file the object comes from.
     pub fn version(&self) -> Version {
         self.version

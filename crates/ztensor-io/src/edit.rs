@@ -88,7 +88,7 @@ pub fn copy_object<S: ReadAt, W: Write>(
     let stored_ok = copies_stored(object, target, options);
     if stored_ok {
         let mut stored = Vec::with_capacity(object.components.len());
-        for (role, c) in &object.components {
+        for ((role, c), (_, known)) in object.components.iter().zip(object_ref.decoded_lens()) {
             let mut component = c.clone();
             if target != Version::V1_2 {
                 // Only 1.2 defines `uncompressed_length`.
@@ -98,7 +98,6 @@ pub fn copy_object<S: ReadAt, W: Write>(
             {
                 // 1.2 requires it: take it from the shape where it determines it, otherwise
                 // decode once to learn it (the stored bytes are still copied as they are).
-                let known = object_ref.decoded_len(role);
                 component.uncompressed_length = match known {
                     Some(n) => Some(n),
                     None => Some(reader.decoded(name, role)?.len() as u64),
@@ -119,12 +118,9 @@ pub fn copy_object<S: ReadAt, W: Write>(
     if let Some(reason) = object_ref.unsupported() {
         return Err(Error::unsupported(reason.clone()));
     }
-    // Encoding again would give the data a fresh, valid digest: check the old one first, so a
-    // damaged component is reported instead of laundered.
-    for role in object.components.keys() {
-        reader.verify_digest(name, role)?;
-    }
-    let data = reader.read_object(name)?;
+    // Encoding again would give the data a fresh, valid digest: check the old one on the bytes
+    // that are decoded, so a damaged component is reported instead of laundered.
+    let data = reader.read_object_verified(name)?;
     let write_options = write_options_for(object, options);
     write_decoded(writer, &data, target, &write_options).map_err(|e| match e.format_error() {
         Some(f) if f.object().is_none() => Error::from(f.clone().in_object(name)),

@@ -129,15 +129,10 @@ impl fmt::Debug for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &*self.0 {
-            ErrorKind::Io { source, .. } => Some(source),
-            ErrorKind::Format(e) | ErrorKind::Unsupported(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// The message already says what the inner error says (an I/O error's cause, a format error
+/// whole), so there is no `source()`: error reporters that print the chain would say it twice.
+/// The inner errors stay reachable through [`Error::kind`] and [`Error::format_error`].
+impl std::error::Error for Error {}
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

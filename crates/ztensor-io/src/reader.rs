@@ -137,6 +137,35 @@ impl Reader<FileSource> {
     }
 }
 
+/// Checks `stored`, the stored bytes of component `c` (`role` of object `name`), against its
+/// digest.
+fn check_digest(name: &str, role: &str, c: &Component, stored: &[u8]) -> Result<DigestCheck> {
+    let context =
+        |e: ztensor_format::Error| Error::from(e.in_object(name).in_component(role).at(c.offset));
+    match &c.digest {
+        None => Ok(DigestCheck::Absent),
+        Some(Digest::Unknown(s)) => Ok(DigestCheck::Unverifiable(s.clone())),
+        Some(Digest::Malformed(s)) => Err(context(ztensor_format::Error::new(
+            Rule::DigestMalformed,
+            format!("digest {s:?} cannot be parsed"),
+        ))),
+        Some(expected) => {
+            let algorithm = expected.algorithm();
+            match digest_of(&algorithm, stored) {
+                Some(actual) if actual == *expected => Ok(DigestCheck::Verified(algorithm)),
+                Some(actual) => Err(context(
+                    ztensor_format::Error::new(
+                        Rule::DigestMismatch,
+                        "digest differs from the stored bytes",
+                    )
+                    .expected_found(expected, actual),
+                )),
+                None => Ok(DigestCheck::Unverifiable(expected.to_string())),
+            }
+        }
+    }
+}
+
 /// Reads the header, the trailer ending at `end` and the manifest, and validates it.
 pub(crate) fn load_manifest<S: ReadAt>(
     source: &S,
@@ -273,31 +302,10 @@ impl<S: ReadAt> Reader<S> {
     /// unknown names and I/O errors.
     pub fn verify_digest(&self, name: &str, role: &str) -> Result<DigestCheck> {
         let (_, c) = self.component(name, role)?;
-        let context = |e: ztensor_format::Error| {
-            Error::from(e.in_object(name).in_component(role).at(c.offset))
-        };
         match &c.digest {
             None => Ok(DigestCheck::Absent),
             Some(Digest::Unknown(s)) => Ok(DigestCheck::Unverifiable(s.clone())),
-            Some(Digest::Malformed(s)) => Err(context(ztensor_format::Error::new(
-                Rule::DigestMalformed,
-                format!("digest {s:?} cannot be parsed"),
-            ))),
-            Some(expected) => {
-                let algorithm = expected.algorithm();
-                let stored = self.stored_range(c.offset, c.length)?;
-                match digest_of(&algorithm, &stored) {
-                    Some(actual) if actual == *expected => Ok(DigestCheck::Verified(algorithm)),
-                    Some(actual) => Err(context(
-                        ztensor_format::Error::new(
-                            Rule::DigestMismatch,
-                            "digest differs from the stored bytes",
-                        )
-                        .expected_found(expected, actual),
-                    )),
-                    None => Ok(DigestCheck::Unverifiable(expected.to_string())),
-                }
-            }
+            Some(_) => check_digest(name, role, c, &self.stored_range(c.offset, c.length)?),
         }
     }
 
@@ -309,15 +317,45 @@ impl<S: ReadAt> Reader<S> {
     /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) for objects marked unsupported;
     /// `decode_failed`, `decoded_size_mismatch`, `decoded_too_large`; unknown names; I/O errors.
     pub fn decoded(&self, name: &str, role: &str) -> Result<Cow<'_, [u8]>> {
+        self.decode(name, role, false)
+    }
+
+    /// As [`Reader::decoded`], after checking the component's digest against the very bytes
+    /// that are decoded (one read: what was checked is what is used). A component without a
+    /// digest, or with one of an unknown algorithm, is decoded unchecked.
+    ///
+    /// # Errors
+    /// As [`Reader::decoded`] and [`Reader::verify_digest`].
+    pub fn decoded_verified(&self, name: &str, role: &str) -> Result<Cow<'_, [u8]>> {
+        self.decode(name, role, true)
+    }
+
+    fn decode(&self, name: &str, role: &str, verify: bool) -> Result<Cow<'_, [u8]>> {
         let (object, c) = self.component(name, role)?;
         if let Some(reason) = object.unsupported() {
             return Err(Error::unsupported(reason.clone()));
         }
+        self.decode_component(&object, role, c, object.decoded_len(role), verify)
+    }
+
+    /// Decodes component `c` (`role`) of `object`, whose decoded length the manifest says is
+    /// `expected` where it says.
+    fn decode_component(
+        &self,
+        object: &ObjectRef<'_>,
+        role: &str,
+        c: &Component,
+        expected: Option<u64>,
+        verify: bool,
+    ) -> Result<Cow<'_, [u8]>> {
+        let name = object.name();
         let stored = self.stored_range(c.offset, c.length)?;
+        if verify {
+            check_digest(name, role, c, &stored)?;
+        }
         let mut bytes = match c.encoding {
             Encoding::Raw => stored,
             Encoding::Zstd => {
-                let expected = object.decoded_len(role);
                 let limit = self.options.limits.max_decoded_len;
                 let decoded = zstd_decode(&stored, expected, limit)
                     .map_err(|e| Error::from(e.in_object(name).in_component(role).at(c.offset)))?;
@@ -340,6 +378,20 @@ impl<S: ReadAt> Reader<S> {
     /// As [`Reader::decoded`], plus `sparse_packed_size` and `csr_indptr_invalid` for v0.1
     /// single-blob sparse tensors whose decoded size does not fit their layout.
     pub fn read_object(&self, name: &str) -> Result<ObjectData<'_>> {
+        self.read_object_checked(name, false)
+    }
+
+    /// As [`Reader::read_object`], checking every component's digest against the very bytes
+    /// that are decoded (see [`Reader::decoded_verified`]). Use it wherever decoded data is
+    /// written somewhere else: damaged data is then never passed on under a fresh digest.
+    ///
+    /// # Errors
+    /// As [`Reader::read_object`] and [`Reader::verify_digest`].
+    pub fn read_object_verified(&self, name: &str) -> Result<ObjectData<'_>> {
+        self.read_object_checked(name, true)
+    }
+
+    fn read_object_checked(&self, name: &str, verify: bool) -> Result<ObjectData<'_>> {
         let object = self.object(name)?;
         if let Some(reason) = object.unsupported() {
             return Err(Error::unsupported(reason.clone()));
@@ -348,9 +400,9 @@ impl<S: ReadAt> Reader<S> {
         let mut components = BTreeMap::new();
         match o.packing {
             Packing::Split => {
-                for (role, c) in &o.components {
+                for ((role, c), (_, expected)) in o.components.iter().zip(object.decoded_lens()) {
                     let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
-                    let bytes = self.decoded(name, role)?;
+                    let bytes = self.decode_component(&object, role, c, expected, verify)?;
                     components.insert(
                         role.clone(),
                         ComponentData { dtype, logical_type: c.logical_type.clone(), bytes },
@@ -360,7 +412,7 @@ impl<S: ReadAt> Reader<S> {
             Packing::V0Single => {
                 let c = &o.components["data"];
                 let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, "data"))?;
-                let blob = self.decoded(name, "data")?;
+                let blob = self.decode(name, "data", verify)?;
                 let big = c.byte_order == ByteOrder::Big;
                 let context =
                     |e: ztensor_format::Error| Error::from(e.in_object(name).at(c.offset));
@@ -402,7 +454,16 @@ impl<S: ReadAt> Reader<S> {
     /// # Errors
     /// The first data rule broken, and any error of [`Reader::read_object`].
     pub fn check_data(&self, name: &str, strict: bool) -> Result<()> {
-        let data = self.read_object(name)?;
+        self.check_object_data(&self.read_object(name)?, strict)
+    }
+
+    /// As [`Reader::check_data`], on an object already decoded (by [`Reader::read_object`] or
+    /// [`Reader::read_object_verified`]), so the bytes checked are the bytes then used.
+    ///
+    /// # Errors
+    /// The first data rule broken.
+    pub fn check_object_data(&self, data: &ObjectData<'_>, strict: bool) -> Result<()> {
+        let name = data.name.as_str();
         let context = |e: ztensor_format::Error| Error::from(e.in_object(name));
         if self.version() != Version::V0_1 {
             for (role, c) in &data.components {
@@ -430,7 +491,7 @@ impl<S: ReadAt> Reader<S> {
                 if let [rows, cols] = data.shape[..] {
                     check_csr(rows, cols, &indptr, &indices, strict).map_err(context)?;
                 }
-                if values_count(&data).is_some_and(|n| n != indices.len() as u64) {
+                if values_count(data).is_some_and(|n| n != indices.len() as u64) {
                     return Err(context(ztensor_format::Error::new(
                         Rule::SparseNnzMismatch,
                         "values and indices hold different counts",
@@ -441,7 +502,7 @@ impl<S: ReadAt> Reader<S> {
                 let Some(coords) = data.components.get("coords") else { return Ok(()) };
                 let coords = indices_to_u64(coords.dtype, &coords.bytes)
                     .map_err(|e| context(e.in_component("coords")))?;
-                let nnz = values_count(&data).unwrap_or(0);
+                let nnz = values_count(data).unwrap_or(0);
                 check_coo(&data.shape, &coords, nnz).map_err(context)?;
             }
             _ => {}

@@ -467,10 +467,10 @@ pub fn verify_all<S: ReadAt>(
                     if let Some(reason) = object.unsupported() {
                         return Err(Error::from(reason.clone()));
                     }
-                    for role in object.object().components.keys() {
-                        reader.verify_digest(name, role)?;
-                    }
-                    reader.check_data(name, strict)
+                    // One read of each component: the digest and the data rules are checked
+                    // on the same bytes.
+                    let data = reader.read_object_verified(name)?;
+                    reader.check_object_data(&data, strict)
                 })();
                 progress.bytes_in(object.object().components.values().map(|c| c.length).sum());
                 progress.object_done(name);

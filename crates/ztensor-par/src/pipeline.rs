@@ -268,9 +268,34 @@ impl<S: ReadAt> Read for RangeReader<'_, S> {
         if n == 0 {
             return Ok(0);
         }
-        self.source.read_exact_at(self.at, &mut buf[..n])?;
+        self.source
+            .read_exact_at(self.at, &mut buf[..n])
+            .map_err(|e| std::io::Error::new(e.kind(), SourceRead(e)))?;
         self.at += n as u64;
         Ok(n)
+    }
+}
+
+/// A failed read of the source, told apart from a corrupt zstd stream that the decoder reports
+/// through the same `io::Error`: the first is an I/O failure, the second the data saying no.
+#[derive(Debug)]
+struct SourceRead(std::io::Error);
+
+impl std::fmt::Display for SourceRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SourceRead {}
+
+/// The error a source zstd stream failed with: an I/O error when the source could not be
+/// read, `decode_failed` otherwise.
+fn stream_error(e: std::io::Error) -> Error {
+    if e.get_ref().is_some_and(|inner| inner.is::<SourceRead>()) {
+        Error::io("reading the source", None, e)
+    } else {
+        Error::from(FormatError::new(Rule::DecodeFailed, format!("source zstd: {e}")))
     }
 }
 
@@ -412,9 +437,9 @@ where
 {
     let mut stream: Option<(usize, ZstdStream<'a, S>)> = None;
     let mut raw_hash: Option<(usize, Hasher)> = None;
-    let fail = |seq: usize, error: FormatError, cost: u64| {
+    let fail = |seq: usize, error: Error, cost: u64| {
         budget.give(cost);
-        let _ = tx.send((Key::Piece(seq), Err(Error::from(error))));
+        let _ = tx.send((Key::Piece(seq), Err(error)));
     };
     for (seq, unit) in units.iter().enumerate() {
         let Unit { item, start, len, index, count } = *unit;
@@ -460,8 +485,7 @@ where
                     None => {
                         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
                         if let Err(e) = src.read_exact_at(offset + start, &mut buf) {
-                            let message = format!("reading the source: {e}");
-                            fail(seq, FormatError::new(Rule::DecodeFailed, message), cost);
+                            fail(seq, Error::io("reading the source", None, e), cost);
                             return Ok(());
                         }
                         Cow::Owned(buf)
@@ -479,7 +503,7 @@ where
                 if last
                     && let Some(f) = check_digest(digest.as_ref(), raw_hash.take().map(|(_, h)| h))
                 {
-                    fail(seq, f, cost);
+                    fail(seq, Error::from(f), cost);
                     return Ok(());
                 }
                 if let Some(w) = swap {
@@ -498,11 +522,7 @@ where
                     match zstd::stream::read::Decoder::new(range) {
                         Ok(d) => stream = Some((item, d)),
                         Err(e) => {
-                            fail(
-                                seq,
-                                FormatError::new(Rule::DecodeFailed, format!("source zstd: {e}")),
-                                cost,
-                            );
+                            fail(seq, stream_error(e), cost);
                             return Ok(());
                         }
                     }
@@ -512,12 +532,12 @@ where
                 if let Some((_, d)) = stream.as_mut() {
                     if let Err(e) = d.read_exact(&mut buf) {
                         failure = Some(if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                            FormatError::new(
+                            Error::from(FormatError::new(
                                 Rule::DecodedSizeMismatch,
                                 "source zstd output is shorter than expected",
-                            )
+                            ))
                         } else {
-                            FormatError::new(Rule::DecodeFailed, format!("source zstd: {e}"))
+                            stream_error(e)
                         });
                     } else if last {
                         // The stream must end here; then every stored byte must have been hashed.
@@ -525,17 +545,12 @@ where
                         match d.read(&mut one) {
                             Ok(0) => {}
                             Ok(_) => {
-                                failure = Some(FormatError::new(
+                                failure = Some(Error::from(FormatError::new(
                                     Rule::DecodedSizeMismatch,
                                     "source zstd output is longer than expected",
-                                ))
+                                )))
                             }
-                            Err(e) => {
-                                failure = Some(FormatError::new(
-                                    Rule::DecodeFailed,
-                                    format!("source zstd: {e}"),
-                                ))
-                            }
+                            Err(e) => failure = Some(stream_error(e)),
                         }
                     }
                 }
@@ -544,10 +559,10 @@ where
                     && let Some((_, d)) = stream.take()
                 {
                     let mut rest = d.finish().into_inner();
-                    if std::io::copy(&mut rest, &mut std::io::sink()).is_err() {
-                        failure = Some(FormatError::new(Rule::DecodeFailed, "reading the source"));
+                    if let Err(e) = std::io::copy(&mut rest, &mut std::io::sink()) {
+                        failure = Some(stream_error(e));
                     } else {
-                        failure = check_digest(digest.as_ref(), rest.hasher);
+                        failure = check_digest(digest.as_ref(), rest.hasher).map(Error::from);
                     }
                 }
                 if let Some(f) = failure {

@@ -188,7 +188,8 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
             c.dtype.known().ok_or_else(|| refuse(name, format!("unknown dtype {}", c.dtype)))?;
         let data_type = DataType::from_dtype(dtype)
             .ok_or_else(|| refuse(name, format!("TensorBuffers has no {dtype} type")))?;
-        let data = reader.decoded(name, "data")?;
+        // TensorBuffers keeps no digest: check ours on the bytes converted.
+        let data = reader.decoded_verified(name, "data")?;
         tb.add(name, data_type, &o.shape, &data)?;
     }
     Ok(())

@@ -257,12 +257,16 @@ pub fn foreign_info(out: &mut impl Write, path: &Path, kind: Kind, json: bool) -
         "metadata:   {}",
         if m.is_empty() { "none".to_owned() } else { format!("{{{}}}", m.join(", ")) }
     )?;
-    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(name, dtype, shape, len, _)| {
+            let name = super::text::shown(name).into_owned();
+            vec![name, dtype.clone(), format!("{shape:?}"), len.to_string()]
+        })
+        .collect();
     writeln!(out)?;
-    writeln!(out, "{:<width$}  {:<11}  {:<16}  BYTES", "NAME", "DTYPE", "SHAPE")?;
-    for (name, dtype, shape, len, _) in &rows {
-        writeln!(out, "{name:<width$}  {dtype:<11}  {:<16}  {len}", format!("{shape:?}"))?;
-    }
+    // DTYPE and SHAPE keep their customary widths (11 and 16) unless a cell needs more.
+    super::text::table(out, &["NAME", "DTYPE      ", "SHAPE           ", "BYTES"], &table)?;
     writeln!(out)?;
     writeln!(out, "total: {} bytes of tensor data", rows.iter().map(|r| r.3).sum::<u64>())?;
     Ok(())

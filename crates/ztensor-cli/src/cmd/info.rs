@@ -35,7 +35,9 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
     objects.sort_by(|a, b| a.name().cmp(b.name()));
     for object in objects {
         let o = object.object();
-        for (i, (role, c)) in o.components.iter().enumerate() {
+        for (i, ((role, c), (_, decoded_len))) in
+            o.components.iter().zip(object.decoded_lens()).enumerate()
+        {
             let mut dtype = match &c.logical_type {
                 Some(t) => format!("{}:{t}", c.dtype),
                 None => c.dtype.to_string(),
@@ -45,7 +47,6 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
                 ByteOrder::Big => dtype.push_str(" (big-endian)"),
                 ByteOrder::Unknown(b) => dtype.push_str(&format!(" ({b}?)")),
             }
-            let decoded_len = object.decoded_len(role);
             stored = stored.saturating_add(c.length);
             match decoded_len {
                 Some(n) => decoded = decoded.saturating_add(n),
@@ -53,7 +54,7 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
             }
             let first = i == 0;
             rows.push([
-                if first { o.name.clone() } else { String::new() },
+                if first { super::text::shown(&o.name).into_owned() } else { String::new() },
                 if first { o.format.to_string() } else { String::new() },
                 if first { format!("{:?}", o.shape) } else { String::new() },
                 role.clone(),
@@ -70,22 +71,9 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
             rows.push(row);
         }
     }
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let parts: Vec<String> =
-            cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        parts.join("  ").trim_end().to_owned()
-    };
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
     writeln!(out)?;
-    writeln!(out, "{}", line(header.to_vec()))?;
-    for row in &rows {
-        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
-    }
+    super::text::table(out, &header, &rows)?;
     let unknown = if unknown > 0 {
         format!(" (+{unknown} component(s) of unknown decoded size)")
     } else {
@@ -110,7 +98,8 @@ pub fn json<S: ReadAt>(path: &Path, reader: &Reader<S>) -> serde_json::Value {
             let components: serde_json::Map<_, _> = o
                 .components
                 .iter()
-                .map(|(role, c)| {
+                .zip(object.decoded_lens())
+                .map(|((role, c), (_, decoded))| {
                     let value = json!({
                         "dtype": c.dtype.to_string(),
                         "type": c.logical_type.as_ref().map(ToString::to_string),
@@ -118,7 +107,7 @@ pub fn json<S: ReadAt>(path: &Path, reader: &Reader<S>) -> serde_json::Value {
                         "big_endian": c.byte_order == ByteOrder::Big,
                         "offset": c.offset,
                         "stored": c.length,
-                        "decoded": object.decoded_len(role),
+                        "decoded": decoded,
                         "digest": c.digest.as_ref().map(|d| d.algorithm().name().to_owned()),
                     });
                     (role.clone(), value)

@@ -89,7 +89,7 @@ pub fn ls(
         writeln!(out, "{}", serde_json::to_string(&names)?)?;
     } else {
         for n in &names {
-            writeln!(out, "{n}")?;
+            writeln!(out, "{}", super::text::shown(n))?;
         }
     }
     // Like grep: nothing matched is status 1.
@@ -142,7 +142,8 @@ pub fn cat(
     let limit = if limit == 0 { usize::MAX } else { limit };
     let values = npy::values(&array, limit);
     let note = array.note.as_ref().map(|n| format!(", {n}")).unwrap_or_default();
-    writeln!(out, "# {name}: {} {:?}, {total} elements{note}", array.descr, array.shape)?;
+    let shown = super::text::shown(name);
+    writeln!(out, "# {shown}: {} {:?}, {total} elements{note}", array.descr, array.shape)?;
     // One line per row of the last dimension.
     let row = array.shape.last().copied().filter(|&r| r > 0).unwrap_or(1);
     let row = usize::try_from(row).unwrap_or(usize::MAX);
@@ -233,14 +234,15 @@ pub fn diff(
         });
         writeln!(out, "{report:#}")?;
     } else {
+        use super::text::shown;
         for n in &removed {
-            writeln!(out, "- {n}")?;
+            writeln!(out, "- {}", shown(n))?;
         }
         for n in &added {
-            writeln!(out, "+ {n}")?;
+            writeln!(out, "+ {}", shown(n))?;
         }
         for (n, what) in &changed {
-            writeln!(out, "~ {n}: {}", what.join("; "))?;
+            writeln!(out, "~ {}: {}", shown(n), what.join("; "))?;
         }
         writeln!(
             out,

@@ -25,6 +25,18 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(1u64 << shift).ok_or_else(|| format!("size {s:?} is too large"))
 }
 
+/// Parses `--chunk`: a zstd frame size from 4 KiB to 1 GiB. Each frame is held in memory
+/// whole, so it must be neither zero (a whole component at once, however large the file says it
+/// is) nor huge; nor tiny, which would plan millions of pieces per large tensor.
+pub fn parse_chunk(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    if (4 << 10..=1 << 30).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("a chunk of {n} bytes is outside 4K..=1G"))
+    }
+}
+
 /// Progress shown as a bar on a terminal; silent otherwise.
 pub struct Bar {
     bar: Option<ProgressBar>,
@@ -68,11 +80,7 @@ impl ztensor_par::Progress for Bar {
 
 /// The decoded bytes a repack will read, for the progress bar.
 pub fn total_input<S: ztensor_io::ReadAt>(reader: &Reader<S>) -> u64 {
-    reader
-        .manifest()
-        .objects()
-        .flat_map(|o| o.object().components.keys().map(move |r| o.decoded_len(r).unwrap_or(0)))
-        .sum()
+    reader.manifest().objects().flat_map(|o| o.decoded_lens().map(|(_, n)| n.unwrap_or(0))).sum()
 }
 
 pub fn run(
@@ -105,5 +113,9 @@ mod tests {
         assert!(parse_size("12X").is_err());
         assert!(parse_size("M").is_err());
         assert!(parse_size("99999999999T").is_err());
+        assert_eq!(parse_chunk("4M"), Ok(4 << 20));
+        for bad in ["0", "8", "1K", "2G"] {
+            assert!(parse_chunk(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -64,7 +64,7 @@ pub fn info(out: &mut impl Write, path: &Path, r: &TbReader<FileSource>) -> Resu
         .iter()
         .map(|t| {
             [
-                t.name.clone(),
+                super::text::shown(&t.name).into_owned(),
                 t.data_type.dtype().to_string(),
                 format!("{:?}", t.shape),
                 t.data_offset.to_string(),
@@ -74,27 +74,9 @@ pub fn info(out: &mut impl Write, path: &Path, r: &TbReader<FileSource>) -> Resu
         .collect();
     rows.sort();
     let header = ["NAME", "DTYPE", "SHAPE", "OFFSET", "SIZE"];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
     writeln!(out)?;
-    writeln!(out, "{}", line(header.to_vec()))?;
-    for row in &rows {
-        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
-    }
+    super::text::table(out, &header, &rows)?;
     let total: u64 = m.tensors.iter().map(|t| u64::from(t.data_size)).sum();
     writeln!(out)?;
     writeln!(out, "total: {total} bytes of tensor data")?;

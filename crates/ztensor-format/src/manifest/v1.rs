@@ -314,8 +314,12 @@ impl<'a> Direct<'a, '_> {
     }
 
     /// An unknown key's entry, refused if it repeats an earlier unknown key.
+    ///
+    /// Real manifests have few unknown keys; past a handful this decoder gives up and leaves the
+    /// map to the general decoder, rather than check each new key against all earlier ones.
     fn extra(&mut self, extra: &mut Vec<(String, Value)>, key: &str, depth: usize) -> Option<()> {
-        if extra.iter().any(|(k, _)| k == key) {
+        const MOST: usize = 16;
+        if extra.len() >= MOST || extra.iter().any(|(k, _)| k == key) {
             return None;
         }
         let value = self.value(depth)?;

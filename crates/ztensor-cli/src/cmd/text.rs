@@ -1,0 +1,89 @@
+//! Text for the terminal: tables with columns of any width, and names made safe to print.
+
+use std::borrow::Cow;
+use std::io::{self, Write};
+
+/// Writes `header` and `rows` as left-aligned columns, each as wide as its widest cell (counted
+/// in characters), two spaces apart, trailing spaces trimmed. Cells of any length print (the
+/// standard `{:<width$}` stops at 65,535).
+pub fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut line = String::new();
+    let mut write_line = |cells: &mut dyn Iterator<Item = &str>| -> io::Result<()> {
+        line.clear();
+        for (i, (cell, w)) in cells.zip(&widths).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            line.extend(std::iter::repeat_n(' ', w.saturating_sub(cell.chars().count())));
+        }
+        writeln!(out, "{}", line.trim_end())
+    };
+    write_line(&mut header.iter().copied())?;
+    for row in rows {
+        write_line(&mut row.iter().map(String::as_str))?;
+    }
+    Ok(())
+}
+
+/// Whether `c` would act on a terminal rather than show: control characters (escape sequences,
+/// newlines, carriage returns) and the invisible marks that reorder text.
+fn acts(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `name` as it may go to a terminal: characters that would act there are escaped (`\n`,
+/// `\u{1b}`), everything else is left as it is. `--json` output keeps names exact instead.
+pub fn shown(name: &str) -> Cow<'_, str> {
+    if !name.chars().any(acts) {
+        return Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        if acts(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_wider_than_the_format_limit_print() {
+        let long = "x".repeat(70_000);
+        let mut out = Vec::new();
+        table(
+            &mut out,
+            &["NAME", "N"],
+            &[vec![long.clone(), "1".into()], vec!["a".into(), "2".into()]],
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], format!("NAME{}  N", " ".repeat(70_000 - 4)));
+        assert_eq!(lines[1], format!("{long}  1"));
+        assert_eq!(lines[2], format!("a{}  2", " ".repeat(69_999)));
+    }
+
+    #[test]
+    fn names_that_would_act_on_a_terminal_are_escaped() {
+        assert!(matches!(shown("layers.0.weight"), Cow::Borrowed(_)));
+        assert_eq!(shown("é→ok"), "é→ok");
+        assert_eq!(shown("a\nb"), "a\\nb");
+        assert_eq!(shown("\u{1b}[31mred"), "\\u{1b}[31mred");
+        assert_eq!(shown("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(shown("tab\there\r"), "tab\\there\\r");
+    }
+}
