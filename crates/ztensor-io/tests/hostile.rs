@@ -190,3 +190,84 @@ fn truncated_files_are_rejected_at_every_length() {
         );
     }
 }
+
+/// A source whose bytes in `range` are damaged from the second read of them on: what a file
+/// changing under the reader looks like.
+struct Changing {
+    bytes: Vec<u8>,
+    range: std::ops::Range<u64>,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl ztensor_io::ReadAt for Changing {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        (&self.bytes[..]).read_exact_at(offset, buf)?;
+        let end = offset + buf.len() as u64;
+        if offset < self.range.end && self.range.start < end {
+            let n = self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n > 0 {
+                for b in buf.iter_mut() {
+                    *b ^= 0x5a;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn the_bytes_checked_are_the_bytes_used_when_the_source_changes() {
+    let data: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8).collect();
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    w.add_dense(
+        "w",
+        &[4000],
+        DType::U8,
+        &data,
+        &WriteOptions::raw().with_digest(DigestAlgorithm::Sha256),
+    )
+    .unwrap();
+    let file = w.finish().unwrap().0;
+    let offset = Reader::new(&file[..], &Options::default())
+        .unwrap()
+        .manifest()
+        .objects()
+        .next()
+        .unwrap()
+        .object()
+        .components["data"]
+        .offset;
+    let changing = || Changing {
+        bytes: file.clone(),
+        range: offset..offset + 4000,
+        reads: std::sync::atomic::AtomicUsize::new(0),
+    };
+
+    // Re-encoding copies what was verified: the first read is sound, later ones are not.
+    let reader = Reader::new(changing(), &Options::default()).unwrap();
+    let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let copy = ztensor_io::CopyOptions {
+        compression: Some(ztensor_io::Compression::Zstd(3)),
+        digest: ztensor_io::DigestChoice::Set(DigestAlgorithm::Blake3),
+        ..Default::default()
+    };
+    ztensor_io::copy_object(&reader, "w", &mut out, &copy).unwrap();
+    let copied = out.finish().unwrap().0;
+    let copied = Reader::new(&copied[..], &Options::default()).unwrap();
+    copied.verify_digest("w", "data").unwrap();
+    assert_eq!(copied.decoded("w", "data").unwrap().into_owned(), data);
+
+    // The same holds for one decoded component and a whole object.
+    let reader = Reader::new(changing(), &Options::default()).unwrap();
+    assert_eq!(reader.decoded_verified("w", "data").unwrap().into_owned(), data);
+    // The source is now past its first read: damaged, and reported as such.
+    let err = reader.decoded_verified("w", "data").unwrap_err();
+    assert_eq!(err.rule(), Some(Rule::DigestMismatch), "{err}");
+    let reader = Reader::new(changing(), &Options::default()).unwrap();
+    let object = reader.read_object_verified("w").unwrap();
+    assert_eq!(&object.components["data"].bytes[..], &data[..]);
+    reader.check_object_data(&object, true).unwrap();
+}
