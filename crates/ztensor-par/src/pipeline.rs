@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -401,17 +402,19 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
             let producer = threads.spawn(move || {
                 produce(source, inputs, units, chains, scope, tx, budget, abort, progress)
             });
-            let result = consume(work, units, writer, &rx, progress);
-            if result.is_err() {
+            // A panic here (in the writer or a progress hook) must not leave the reading thread
+            // waiting for budget that only this side gives back: stop it, then re-raise.
+            let result = panic::catch_unwind(AssertUnwindSafe(|| {
+                consume(work, units, writer, &rx, progress)
+            }));
+            if !matches!(result, Ok(Ok(_))) {
                 abort.store(true, Ordering::Relaxed);
                 budget.wake();
             }
-            let produced = producer.join().unwrap_or_else(|_| {
-                Err(Error::from(FormatError::new(
-                    Rule::InvalidInput,
-                    "the reading thread panicked",
-                )))
-            });
+            drop(rx);
+            let produced = producer.join();
+            let result = result.unwrap_or_else(|p| panic::resume_unwind(p));
+            let produced = produced.unwrap_or_else(|p| panic::resume_unwind(p));
             // A reading failure is the cause; the writing side only saw its symptom.
             produced.and(result)
         })
@@ -428,7 +431,7 @@ fn produce<'a, 's, 'b, S: ReadAt>(
     scope: &rayon::Scope<'s>,
     tx: Sender<Message<'b>>,
     budget: &'b Budget,
-    abort: &AtomicBool,
+    abort: &'s AtomicBool,
     progress: &dyn Progress,
 ) -> Result<()>
 where
@@ -577,17 +580,30 @@ where
         let options = options.clone();
         let tx = tx.clone();
         let chain = chains[item].as_ref();
-        scope.spawn(move |_| match prepare(piece, &options, single, cost, budget) {
-            Ok(prepared) => {
-                let bytes = Arc::clone(&prepared.bytes);
-                let input_len = prepared.input_len;
-                let _ = tx.send((Key::Piece(seq), Ok(Payload::Piece(prepared))));
-                if let Some(chain) = chain {
-                    chain.push(item, index, bytes, input_len, &tx);
+        scope.spawn(move |_| {
+            let work = panic::catch_unwind(AssertUnwindSafe(|| {
+                match prepare(piece, &options, single, cost, budget) {
+                    Ok(prepared) => {
+                        let bytes = Arc::clone(&prepared.bytes);
+                        let input_len = prepared.input_len;
+                        let _ = tx.send((Key::Piece(seq), Ok(Payload::Piece(prepared))));
+                        if let Some(chain) = chain {
+                            chain.push(item, index, bytes, input_len, &tx);
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send((Key::Piece(seq), Err(e)));
+                    }
                 }
-            }
-            Err(e) => {
-                let _ = tx.send((Key::Piece(seq), Err(e)));
+            }));
+            if let Err(p) = work {
+                // Stop the run (the reading side may be waiting for budget this piece held),
+                // tell the writing side, and let the scope re-raise the panic at its end.
+                abort.store(true, Ordering::Relaxed);
+                budget.wake();
+                let stopped = FormatError::new(Rule::InvalidInput, "a worker thread panicked");
+                let _ = tx.send((Key::Piece(seq), Err(Error::from(stopped))));
+                panic::resume_unwind(p);
             }
         });
         if abort.load(Ordering::Relaxed) {

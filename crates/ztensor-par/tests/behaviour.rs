@@ -343,3 +343,57 @@ fn a_repeated_name_is_refused_while_the_first_waits_for_its_digest() {
         }
     }
 }
+
+/// Progress hooks that panic at a given call.
+struct Panicking {
+    on: &'static str,
+    after: u64,
+    calls: AtomicU64,
+}
+
+impl Panicking {
+    fn tick(&self, what: &str) {
+        if what == self.on && self.calls.fetch_add(1, Ordering::SeqCst) == self.after {
+            panic!("hook {what} panicked on purpose");
+        }
+    }
+}
+
+impl Progress for Panicking {
+    fn bytes_in(&self, _: u64) {
+        self.tick("bytes_in");
+    }
+    fn bytes_out(&self, _: u64) {
+        self.tick("bytes_out");
+    }
+    fn object_done(&self, _: &str) {
+        self.tick("object_done");
+    }
+}
+
+#[test]
+fn a_panicking_hook_propagates_instead_of_hanging() {
+    let file: &'static [u8] = Box::leak(big_file(4096).into_boxed_slice());
+    let copy = CopyOptions { compression: Some(Compression::Zstd(1)), ..CopyOptions::default() };
+    for (on, after) in [("bytes_in", 3), ("bytes_out", 2), ("object_done", 1)] {
+        for threads in [1, 3] {
+            let copy = copy.clone();
+            let (done, finished) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let outcome = std::panic::catch_unwind(|| {
+                    let reader = Reader::new(file, &Options::default()).unwrap();
+                    let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+                    let hooks = Panicking { on, after, calls: AtomicU64::new(0) };
+                    // A tight budget: the reading side waits for memory the writing side frees.
+                    let par = ParOptions { threads, memory_budget: 8 << 10 };
+                    repack(&reader, &mut out, &copy, &par, &hooks).map(drop)
+                });
+                let _ = done.send(outcome.is_err());
+            });
+            let panicked = finished
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("{on} with {threads} threads: the run hung"));
+            assert!(panicked, "{on} with {threads} threads: the panic did not reach the caller");
+        }
+    }
+}
