@@ -9,6 +9,14 @@ use ztensor_format::{Digest, DigestAlgorithm, Error, ErrorKind};
 /// declared size never becomes an allocation by itself.
 const INITIAL_RESERVE: u64 = 64 << 20;
 
+/// The most bytes a zstd stream of `stored` bytes can decode to. A block holds at most 128 KiB
+/// and takes at least 4 bytes (an RLE block: a 3-byte header and the byte), so no stream expands
+/// more than 32,768 times; a manifest or seek table that claims more describes no real stream,
+/// and nothing should be allocated on its word.
+pub fn zstd_max_decoded(stored: u64) -> u64 {
+    stored.saturating_mul(32_768)
+}
+
 /// Decodes a zstd stream (one or more frames). With `expected`, the output must be exactly that
 /// long; without it, it may be at most `limit` bytes.
 ///
@@ -17,6 +25,13 @@ const INITIAL_RESERVE: u64 = 64 << 20;
 /// output of another length than `expected`, [`ErrorKind::DecodedTooLarge`] past `limit`.
 pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<Vec<u8>, Error> {
     let cap = expected.unwrap_or(limit).min(limit);
+    if let Some(n) = expected.filter(|&n| n > zstd_max_decoded(stored.len() as u64)) {
+        return Err(Error::new(
+            ErrorKind::DecodedSizeMismatch,
+            "no zstd stream of this size decodes to the declared size",
+        )
+        .expected_found(n, format!("at most {}", zstd_max_decoded(stored.len() as u64))));
+    }
     if let Some(n) = expected.filter(|&n| n > limit) {
         return Err(Error::new(ErrorKind::DecodedTooLarge, "decoded size is above the limit")
             .expected_found(format!("<= {limit}"), n));

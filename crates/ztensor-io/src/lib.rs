@@ -49,7 +49,7 @@ pub use crate::append::{
 };
 pub use crate::codec::{
     DEFAULT_ZSTD_CHUNK, Frame, Hasher, digest_of, parse_seek_table, seek_table, sha256_hex,
-    zstd_decode, zstd_decode_into, zstd_encode, zstd_encode_chunked,
+    zstd_decode, zstd_decode_into, zstd_encode, zstd_encode_chunked, zstd_max_decoded,
 };
 pub use crate::edit::{
     CopyOptions, DigestChoice, copies_stored, copy_all, copy_object, remove_objects, rewrite,

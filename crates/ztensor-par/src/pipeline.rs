@@ -352,6 +352,19 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     let mut chains: Vec<Option<Chain<'_>>> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let mut chain = None;
+        // Pieces are planned from the declared length: never one no stream could decode to.
+        if let Item::Stream { len, input: Input::Zstd { stored, .. }, object, .. } = item
+            && *len > ztensor_io::zstd_max_decoded(*stored)
+        {
+            return Err(Error::from(
+                FormatError::new(
+                    Rule::DecodedSizeMismatch,
+                    "no zstd stream of this size decodes to the declared size",
+                )
+                .expected_found(len, format!("at most {}", ztensor_io::zstd_max_decoded(*stored)))
+                .in_object(&object.name),
+            ));
+        }
         if let Item::Stream { len, options, .. } = item {
             let size = piece_size(options, *len);
             let count = len.div_ceil(size).max(1);

@@ -397,3 +397,40 @@ fn a_panicking_hook_propagates_instead_of_hanging() {
         }
     }
 }
+
+#[test]
+fn a_seek_table_that_claims_more_than_its_frames_can_hold_buys_nothing() {
+    use ztensor_format::{Component, Encoding, Format, Object};
+    // Two frames of 10 bytes each whose seek table says 4 GiB each; the manifest agrees.
+    let (z1, z2) = (
+        ztensor_io::zstd_encode(&[1; 10], 3).unwrap(),
+        ztensor_io::zstd_encode(&[2; 10], 3).unwrap(),
+    );
+    let claim = u64::from(u32::MAX);
+    let mut stored = [z1.clone(), z2.clone()].concat();
+    stored.extend(ztensor_io::seek_table(&[
+        (z1.len() as u32, u32::MAX),
+        (z2.len() as u32, u32::MAX),
+    ]));
+    let mut c = Component::new(DType::U8, 0, stored.len() as u64);
+    c.encoding = Encoding::Zstd;
+    c.uncompressed_length = Some(2 * claim);
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let object = Object::new("w", vec![2 * claim], Format::Dense);
+    let part = ztensor_io::StoredComponent { role: "data", component: c, bytes: &stored };
+    w.add_stored(object, &[part]).unwrap();
+    let file = w.finish().unwrap().0;
+    assert!(file.len() < 1024, "{}", file.len());
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    let started = std::time::Instant::now();
+    let err = decoded_parallel(&reader, "w", "data").unwrap_err();
+    assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedSizeMismatch), "{err}");
+    let err = load_all(&reader, &ParOptions::with_threads(2)).unwrap_err();
+    assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedSizeMismatch), "{err}");
+    // Repack plans its pieces from the declared size: refused before planning 2,048 of them.
+    let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let copy = CopyOptions { compression: Some(Compression::Zstd(1)), ..CopyOptions::default() };
+    let err = repack(&reader, &mut out, &copy, &ParOptions::with_threads(2), &()).unwrap_err();
+    assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedSizeMismatch), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
