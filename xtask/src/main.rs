@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use ztensor_format::Version;
 
 mod examples;
+mod hostile;
 mod tb_fixtures;
 
 const TASKS: &[(&str, &str)] = &[
@@ -140,10 +141,14 @@ fn fixtures(check: bool) -> Result<()> {
         files.push((path, bytes));
     }
     files.extend(ztensor_conformance::files(&extra)?);
+    let hostile = hostile::all()?;
+    files.push(("hostile/index.toml".to_owned(), hostile::index(&hostile).into_bytes()));
+    files.extend(hostile.into_iter().map(|h| (format!("hostile/{}", h.name), h.bytes)));
     let mut stale = ztensor_conformance::write_or_check(&root, &files, check)?;
     for dir in [
         "examples",
         "examples/checkpoint",
+        "hostile",
         "tensorbuffers/valid",
         "tensorbuffers/reject",
         "v0.1/valid",

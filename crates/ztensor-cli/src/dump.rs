@@ -111,7 +111,7 @@ pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
             Err(e) => (rejected(e.kind().id(), &e.to_string()), false),
         });
     }
-    match Reader::new(source, &ztensor_format::Options::default()) {
+    match Reader::new(source, &crate::options(false)) {
         Ok(reader) => Ok((accepted(&reader), true)),
         Err(e) => match e.format_error() {
             Some(f) => Ok((rejected(f.kind().id(), &f.to_string()), false)),

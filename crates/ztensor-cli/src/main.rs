@@ -423,7 +423,7 @@ fn main() -> ExitCode {
 }
 
 fn options(strict: bool) -> Options {
-    if strict { Options::strict() } else { Options::default() }
+    ztensor_cli::options(strict)
 }
 
 /// A zTensor error as the CLI reports it: a broken rule is `Rejected` (status 1), other
@@ -519,7 +519,7 @@ fn output_lock(
 /// foreign formats it recognises.
 fn open_zt(path: &Path, command: &str) -> Result<Reader<FileSource>> {
     match cmd::detect(path)? {
-        cmd::Kind::Zt => open(path, &Options::default()),
+        cmd::Kind::Zt => open(path, &ztensor_cli::options(false)),
         other => Err(anyhow!(
             "{}: `{command}` reads zTensor files, and this is {other}; convert it first \
              (ztensor convert {} OUT.zt)",
@@ -664,8 +664,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut seen = std::collections::HashSet::new();
             names.retain(|n| seen.insert(*n));
             let before = open_zt(&file, "remove")?.manifest().len();
-            let len = ztensor_io::remove_objects(&file, &output, &names, &Options::default())
-                .map_err(|e| zt_error(&format!("cannot remove from {}", file.display()), &e))?;
+            let len =
+                ztensor_io::remove_objects(&file, &output, &names, &ztensor_cli::options(false))
+                    .map_err(|e| zt_error(&format!("cannot remove from {}", file.display()), &e))?;
             writeln!(
                 out,
                 "wrote {} ({} objects, {len} bytes; removed {})",

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod durability;
+mod hostile;
 mod tools;
 
 fn ztensor(args: &[&str]) -> Output {

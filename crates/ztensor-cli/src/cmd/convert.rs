@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use ztensor_foreign::safetensors::{ExportOptions, SafetensorsFile, source_tensors};
 use ztensor_foreign::sharded::ShardedCheckpoint;
-use ztensor_format::{Options, Version};
+use ztensor_format::Version;
 use ztensor_io::{FileSource, FileWriter, Reader};
 
 use super::Kind;
@@ -35,7 +35,7 @@ pub fn run(r: &Request<'_>) -> Result<usize> {
     }
     match kind {
         Kind::Zt => {
-            let reader = open(r.input, &Options::default())?;
+            let reader = open(r.input, &ztensor_cli::options(false))?;
             from_zt(r, &reader, &context)?;
             Ok(reader.manifest().len())
         }
@@ -112,7 +112,7 @@ fn via_zt(r: &Request<'_>, context: &str) -> Result<usize> {
     let step =
         Request { output: temp.path(), target: Target::Zt(Version::V1_2), encoding: &raw, ..*r };
     run(&step)?;
-    let reader = open(temp.path(), &Options::default())?;
+    let reader = open(temp.path(), &ztensor_cli::options(false))?;
     from_zt(r, &reader, context)?;
     Ok(reader.manifest().len())
 }

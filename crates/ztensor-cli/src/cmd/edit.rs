@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow};
 use ztensor_foreign::safetensors::{SafetensorsFile, source_tensors};
 use ztensor_foreign::sharded::ShardedCheckpoint;
-use ztensor_format::Options;
 use ztensor_io::Repair;
 
 use super::Kind;
@@ -22,7 +21,7 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
     if super::detect(target)? != Kind::Zt {
         return Err(anyhow!("{}: append adds to zTensor 1.x files only", target.display()));
     }
-    let existing = open(target, &Options::default())?;
+    let existing = open(target, &ztensor_cli::options(false))?;
     let taken = |names: &mut dyn Iterator<Item = &str>| -> Result<()> {
         let mut clashes: Vec<&str> = names.filter(|n| existing.object(n).is_ok()).collect();
         clashes.sort_unstable();
@@ -43,7 +42,7 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
     // Everything is checked before the first byte is appended; what can still fail is I/O.
     let (count, write): (usize, Writes<'_>) = match super::detect(from)? {
         Kind::Zt => {
-            let source = open(from, &Options::default())?;
+            let source = open(from, &ztensor_cli::options(false))?;
             taken(&mut source.manifest().objects().map(|o| o.name()))?;
             let copy = encoding.copy();
             let n = source.manifest().len();
@@ -111,7 +110,7 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
         }
     };
     drop(existing);
-    let mut appender = match ztensor_io::try_append(target, &Options::default()) {
+    let mut appender = match ztensor_io::try_append(target, &ztensor_cli::options(false)) {
         Err(e) if matches!(e.kind(), ztensor_io::ErrorKind::Busy { .. }) && !run.no_wait => {
             if !run.quiet {
                 eprintln!(
@@ -119,7 +118,7 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
                     target.display()
                 );
             }
-            ztensor_io::append(target, &Options::default())
+            ztensor_io::append(target, &ztensor_cli::options(false))
         }
         other => other,
     }
@@ -159,7 +158,7 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
 
 /// `ztensor repair`: the last complete state of a file whose append did not finish.
 pub fn repair(out: &mut impl Write, path: &Path, scan: bool) -> Result<ExitCode> {
-    let options = Options::default();
+    let options = ztensor_cli::options(false);
     let outcome = if scan {
         ztensor_io::repair_by_scan(path, &options)
     } else {

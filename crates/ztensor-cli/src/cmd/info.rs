@@ -143,8 +143,7 @@ pub fn verify(
     json: bool,
     quiet: bool,
 ) -> Result<std::process::ExitCode> {
-    let options =
-        if strict { ztensor_format::Options::strict() } else { ztensor_format::Options::default() };
+    let options = ztensor_cli::options(strict);
     let reader = match Reader::open_with(file, &options) {
         Ok(r) => r,
         Err(e) if json && e.rule().is_some() => {

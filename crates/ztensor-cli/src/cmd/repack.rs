@@ -91,7 +91,7 @@ pub fn run(
     par: &ztensor_par::ParOptions,
     quiet: bool,
 ) -> Result<(u64, ztensor_par::Stats, usize), ztensor_io::Error> {
-    let reader = Reader::open(input)?;
+    let reader = Reader::open_with(input, &ztensor_cli::options(false))?;
     let bar = Bar::new(total_input(&reader), quiet);
     let mut writer = ztensor_io::FileWriter::create(output, version)?;
     let stats = ztensor_par::repack(&reader, &mut writer, copy, par, &bar);

@@ -1,0 +1,202 @@
+//! The hostile corpus (`fixtures/hostile/`): small files that try to make the tool spend what
+//! they merely claim, panic, hang, or mislead a terminal. Each is valid as far as the framing
+//! goes, so the commands get past opening and into the paths that read, decode and print.
+//! `crates/ztensor-cli/tests/hostile.rs` runs every command on each under an address-space cap.
+
+use anyhow::Result;
+use ztensor_format::{Component, DType, Encoding, Format, Object, Value, Version};
+use ztensor_io::{StoredComponent, WriteOptions, Writer};
+
+/// One hostile file: its name, what it tries, and its bytes.
+pub struct Hostile {
+    pub name: &'static str,
+    pub tries: &'static str,
+    pub bytes: Vec<u8>,
+}
+
+fn writer() -> Result<Writer<Vec<u8>>> {
+    Ok(Writer::new(Vec::new(), Version::V1_2)?)
+}
+
+fn finish(w: Writer<Vec<u8>>) -> Result<Vec<u8>> {
+    Ok(w.finish()?.0)
+}
+
+fn zstd_component(stored: &[u8], decoded: u64) -> Component {
+    let mut c = Component::new(DType::U8, 0, stored.len() as u64);
+    c.encoding = Encoding::Zstd;
+    c.uncompressed_length = Some(decoded);
+    c
+}
+
+fn dense_stored(w: &mut Writer<Vec<u8>>, name: &str, c: Component, bytes: &[u8]) -> Result<()> {
+    let shape = vec![c.uncompressed_length.unwrap_or(c.length)];
+    let object = Object::new(name, shape, Format::Dense);
+    w.add_stored(object, &[StoredComponent { role: "data", component: c, bytes }])?;
+    Ok(())
+}
+
+pub fn all() -> Result<Vec<Hostile>> {
+    let mut out = Vec::new();
+
+    // A name at the documented maximum: a table cell of 65,536 characters.
+    let mut w = writer()?;
+    w.add_dense(&"n".repeat(65_536), &[2], DType::U8, &[1, 2], &WriteOptions::raw())?;
+    out.push(Hostile {
+        name: "long-name.zt",
+        tries: "a 65,536-character name in every table (std's padding stops at 65,535)",
+        bytes: finish(w)?,
+    });
+
+    // Names that would act on a terminal.
+    let mut w = writer()?;
+    for name in ["\u{1b}[2J\u{1b}[31mred", "two\nlines", "back\rwards", "x\u{202e}txt.exe"] {
+        w.add_dense(name, &[1], DType::U8, &[7], &WriteOptions::raw())?;
+    }
+    out.push(Hostile {
+        name: "terminal-names.zt",
+        tries: "escape sequences, newlines, carriage returns and a bidi override in names",
+        bytes: finish(w)?,
+    });
+
+    // A seek table that claims 4 GiB per 10-byte frame, and a manifest that agrees.
+    let (z1, z2) = (ztensor_io::zstd_encode(&[1; 10], 3)?, ztensor_io::zstd_encode(&[2; 10], 3)?);
+    let mut stored = [z1.clone(), z2.clone()].concat();
+    let sizes = [(u32::try_from(z1.len())?, u32::MAX), (u32::try_from(z2.len())?, u32::MAX)];
+    stored.extend(ztensor_io::seek_table(&sizes));
+    let mut w = writer()?;
+    dense_stored(&mut w, "claims", zstd_component(&stored, 2 * u64::from(u32::MAX)), &stored)?;
+    out.push(Hostile {
+        name: "seek-table-claims-8g.zt",
+        tries: "a buffer sized by a seek table (8 GiB from 100 bytes)",
+        bytes: finish(w)?,
+    });
+
+    // A real bomb: 3 GiB of zeros, honestly declared, in about 100 KB.
+    let bomb_len: u64 = 3 << 30;
+    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 1)?;
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..(bomb_len >> 20) {
+        std::io::Write::write_all(&mut encoder, &zeros)?;
+    }
+    let bomb = encoder.finish()?;
+    let mut w = writer()?;
+    dense_stored(&mut w, "zeros", zstd_component(&bomb, bomb_len), &bomb)?;
+    out.push(Hostile {
+        name: "zstd-bomb-3g.zt",
+        tries: "3 GiB of honest zstd output from a small stream (the decode limit must fit the machine)",
+        bytes: finish(w)?,
+    });
+
+    // Sixteen objects aliasing one 8 MiB zstd blob.
+    let data = vec![5u8; 8 << 20];
+    let blob = ztensor_io::zstd_encode(&data, 3)?;
+    let mut w = writer()?;
+    dense_stored(&mut w, "alias.00", zstd_component(&blob, data.len() as u64), &blob)?;
+    let first = w.manifest().objects[0].components["data"].clone();
+    let manifest_objects: Vec<Object> = (1..16)
+        .map(|i| {
+            let mut o =
+                Object::new(format!("alias.{i:02}"), vec![data.len() as u64], Format::Dense);
+            o.components.insert("data".into(), first.clone());
+            o
+        })
+        .collect();
+    let mut bytes = finish(w)?;
+    bytes = with_more_objects(&bytes, manifest_objects)?;
+    out.push(Hostile {
+        name: "aliases-16x8m.zt",
+        tries: "16 objects sharing one zstd blob (every alias decodes it again)",
+        bytes,
+    });
+
+    // Many unknown keys in one object map: quadratic to check one by one.
+    let mut w = writer()?;
+    w.add_dense("w", &[1], DType::U8, &[1], &WriteOptions::raw())?;
+    let bytes = finish(w)?;
+    let mut manifest = ztensor_format::Manifest::decode(
+        ztensor_format::Container::V1,
+        manifest_bytes(&bytes)?,
+        &ztensor_format::Limits::default(),
+    )?;
+    manifest.extra = (0..20_000).map(|i| (format!("x-{i:05}"), Value::Integer(i))).collect();
+    out.push(Hostile {
+        name: "unknown-keys-20k.zt",
+        tries: "20,000 unknown root keys",
+        bytes: with_manifest(&bytes, &manifest)?,
+    });
+
+    // One object with 20,000 components.
+    let mut w = writer()?;
+    w.add_dense("base", &[1], DType::U8, &[1], &WriteOptions::raw())?;
+    let c = w.manifest().objects[0].components["data"].clone();
+    let bytes = finish(w)?;
+    let mut object = Object::new("many", vec![1], Format::Unknown("hostile.many".into()));
+    for i in 0..20_000 {
+        object.components.insert(format!("c{i:05}"), c.clone());
+    }
+    out.push(Hostile {
+        name: "components-20k.zt",
+        tries: "one object of 20,000 components (per-component lookups are quadratic)",
+        bytes: with_more_objects(&bytes, vec![object])?,
+    });
+
+    // An append cut short, with no journal to say where it began.
+    let mut w = writer()?;
+    w.add_dense("genuine", &[4], DType::U8, &[1, 2, 3, 4], &WriteOptions::raw())?;
+    let mut torn = finish(w)?;
+    torn.extend(vec![0u8; 64 - torn.len() % 64]);
+    torn.extend(b"appended blob bytes, then the process died");
+    out.push(Hostile {
+        name: "torn-append.zt",
+        tries: "an append cut short with no journal (repair --scan is offered, nothing is trusted)",
+        bytes: torn,
+    });
+
+    Ok(out)
+}
+
+/// The manifest bytes of a v1.x file.
+fn manifest_bytes(file: &[u8]) -> Result<&[u8]> {
+    let tail = &file[file.len() - 16..];
+    let len = usize::try_from(u64::from_le_bytes(tail[..8].try_into()?))?;
+    Ok(&file[file.len() - 16 - len..file.len() - 16])
+}
+
+/// `file` with its manifest replaced by `manifest` (blobs unchanged).
+fn with_manifest(file: &[u8], manifest: &ztensor_format::Manifest) -> Result<Vec<u8>> {
+    let old = manifest_bytes(file)?.len();
+    let mut out = file[..file.len() - 16 - old].to_vec();
+    let encoded = manifest.encode()?;
+    out.extend(&encoded);
+    out.extend(ztensor_format::Container::V1.encode_trailer(encoded.len() as u64));
+    Ok(out)
+}
+
+/// `file` with `objects` added to its manifest (pointing at blobs it already has).
+fn with_more_objects(file: &[u8], objects: Vec<Object>) -> Result<Vec<u8>> {
+    let mut manifest = ztensor_format::Manifest::decode(
+        ztensor_format::Container::V1,
+        manifest_bytes(file)?,
+        &ztensor_format::Limits::default(),
+    )?;
+    manifest.objects.extend(objects);
+    with_manifest(file, &manifest)
+}
+
+/// The index: one entry per file, what it tries.
+pub fn index(files: &[Hostile]) -> String {
+    let mut out = String::from(
+        "# Hostile inputs: every command must end cleanly (status 0, 1 or 2), within the\n\
+         # address-space cap of crates/ztensor-cli/tests/hostile.rs. Generated by `cargo xtask fixtures`.\n",
+    );
+    for f in files {
+        out.push_str(&format!(
+            "\n[[file]]\nname = {:?}\ntries = {:?}\nbytes = {}\n",
+            f.name,
+            f.tries,
+            f.bytes.len()
+        ));
+    }
+    out
+}
