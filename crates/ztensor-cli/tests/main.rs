@@ -96,7 +96,11 @@ fn fixture_files() -> Vec<PathBuf> {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                walk(&path, out);
+                // The hostile corpus has its own test: its files are neither valid nor
+                // rejected with one rule.
+                if !path.ends_with("hostile") {
+                    walk(&path, out);
+                }
             } else if path.extension().is_some_and(|e| e == "zt" || e == "tb") {
                 out.push(path);
             }
