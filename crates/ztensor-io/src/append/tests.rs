@@ -137,6 +137,7 @@ fn a_death_at_every_byte_leaves_the_old_file_and_repair_restores_its_bytes() {
         assert_eq!(repair(&path, &Options::default()).unwrap(), Repair::Sound, "{context}");
     }
 
+    eprintln!("deaths: {} cut points, every one old-or-new", full.len() - base.len() + 1);
     // A death between the trailer and the commit also leaves the old file; the next append
     // undoes it before doing its own work.
     std::fs::write(&path, &base).unwrap();
@@ -170,6 +171,7 @@ fn a_full_disk_at_every_byte_leaves_exactly_the_old_bytes() {
         assert!(!journal_of(&path).exists(), "{context}");
         assert_old(&path, &base, &context);
     }
+    eprintln!("full disk: {} cut points, every one old", full_len - base.len() as u64);
 }
 
 #[test]
@@ -186,6 +188,7 @@ fn a_large_append_cut_at_every_page_boundary() {
     let pages: Vec<u64> =
         (first_page..).map(|p| p * 4096).take_while(|&o| o < full.len() as u64).collect();
     assert!(pages.len() >= 9, "{}", pages.len());
+    eprintln!("pages: {} page boundaries x 2 faults", pages.len());
     for &at in &pages {
         for fault in [Fault::NoSpace(at), Fault::Death(at)] {
             let context = format!("{fault:?}");
