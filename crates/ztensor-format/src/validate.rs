@@ -331,7 +331,7 @@ impl ObjectCheck<'_> {
             Packing::V0Single => &["data"],
             Packing::Split => self.object.format.required_roles()?,
         };
-        roles.iter().copied().find(|r| !self.object.components.contains_key(*r))
+        roles.iter().copied().find(|r| !self.object.components.contains_key(r))
     }
 
     /// Checks one component. File-level faults are errors; object-level faults are returned.
@@ -509,7 +509,7 @@ impl ObjectCheck<'_> {
 
     fn index_components(&self, roles: &[&str]) -> Result<()> {
         for role in roles {
-            let Some(c) = self.object.components.get(*role) else { continue };
+            let Some(c) = self.object.components.get(role) else { continue };
             if !self.index_dtype_ok(c.dtype.known()) {
                 let expected =
                     if self.version == Version::V1_2 { "u64" } else { "an integer dtype" };

@@ -175,7 +175,7 @@ fn v1_manifest(version: Version) -> impl Strategy<Value = Manifest> {
                     shape,
                     format,
                     attributes,
-                    components,
+                    components: components.into_iter().collect(),
                     packing: Packing::Split,
                     extra,
                 })

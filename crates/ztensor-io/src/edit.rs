@@ -188,7 +188,7 @@ fn stored_representable(object: &ztensor_format::Object, target: Version) -> boo
                 || !matches!(object.format, Format::SparseCsr | Format::SparseCoo)
                 || ["indices", "indptr", "coords"]
                     .iter()
-                    .filter_map(|r| object.components.get(*r))
+                    .filter_map(|r| object.components.get(r))
                     .all(|c| c.dtype.known() == Some(DType::U64));
             object.packing == Packing::Split && little && logical_ok && index_ok
         }

@@ -4,7 +4,6 @@
 //! Version-specific wire schemas live in [`v0_1`] and [`v1`]; everything above them sees only
 //! this model.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::digest::Digest;
@@ -234,6 +233,166 @@ impl Component {
     }
 }
 
+/// An object's components by role, in role order, as a map would hold them.
+///
+/// A sorted vector rather than a `BTreeMap`: objects have one to a few components, and a B-tree
+/// allocates room for eleven entries in its first node (about 2.4 KB here) whatever it holds,
+/// which made a decoded manifest cost some thirty times its bytes. Building one from entries in
+/// any order is a sort; lookups are binary searches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Components(Vec<(String, Component)>);
+
+impl Components {
+    /// No components.
+    pub fn new() -> Components {
+        Components(Vec::new())
+    }
+
+    /// Builds the map from entries in any order; a role given twice keeps its last component
+    /// (as inserting would). Also says whether a role was given twice.
+    pub fn from_entries(mut entries: Vec<(String, Component)>) -> (Components, bool) {
+        // Stable, so among equal roles the last given is last.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let before = entries.len();
+        entries.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
+        let repeated = entries.len() != before;
+        (Components(entries), repeated)
+    }
+
+    fn find(&self, role: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(r, _)| r.as_str().cmp(role))
+    }
+
+    /// Adds or replaces the component of `role`, returning the one it replaced.
+    pub fn insert(&mut self, role: String, component: Component) -> Option<Component> {
+        match self.find(&role) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, component)),
+            Err(i) => {
+                self.0.insert(i, (role, component));
+                None
+            }
+        }
+    }
+
+    /// The component of `role`.
+    pub fn get(&self, role: &str) -> Option<&Component> {
+        self.find(role).ok().map(|i| &self.0[i].1)
+    }
+
+    /// The component of `role`, to change.
+    pub fn get_mut(&mut self, role: &str) -> Option<&mut Component> {
+        self.find(role).ok().map(|i| &mut self.0[i].1)
+    }
+
+    /// Removes and returns the component of `role`.
+    pub fn remove(&mut self, role: &str) -> Option<Component> {
+        self.find(role).ok().map(|i| self.0.remove(i).1)
+    }
+
+    /// Whether there is a component of `role`.
+    pub fn contains_key(&self, role: &str) -> bool {
+        self.find(role).is_ok()
+    }
+
+    /// How many components.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Removes them all.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Roles and components, in role order.
+    pub fn iter(&self) -> ComponentsIter<'_> {
+        ComponentsIter(self.0.iter())
+    }
+
+    /// The roles, in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator + Clone {
+        self.0.iter().map(|(r, _)| r)
+    }
+
+    /// The components, in role order.
+    pub fn values(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = &Component> + ExactSizeIterator + Clone {
+        self.0.iter().map(|(_, c)| c)
+    }
+
+    /// The components, in role order, to change.
+    pub fn values_mut(
+        &mut self,
+    ) -> impl DoubleEndedIterator<Item = &mut Component> + ExactSizeIterator {
+        self.0.iter_mut().map(|(_, c)| c)
+    }
+}
+
+/// The iterator of [`Components::iter`]: `(role, component)` in role order.
+#[derive(Debug, Clone)]
+pub struct ComponentsIter<'a>(std::slice::Iter<'a, (String, Component)>);
+
+impl<'a> Iterator for ComponentsIter<'a> {
+    type Item = (&'a String, &'a Component);
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(r, c)| (r, c))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for ComponentsIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.0.next_back().map(|(r, c)| (r, c))
+    }
+}
+
+impl ExactSizeIterator for ComponentsIter<'_> {}
+
+impl<'a> IntoIterator for &'a Components {
+    type Item = (&'a String, &'a Component);
+    type IntoIter = ComponentsIter<'a>;
+    fn into_iter(self) -> ComponentsIter<'a> {
+        self.iter()
+    }
+}
+
+impl IntoIterator for Components {
+    type Item = (String, Component);
+    type IntoIter = std::vec::IntoIter<(String, Component)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl FromIterator<(String, Component)> for Components {
+    fn from_iter<I: IntoIterator<Item = (String, Component)>>(entries: I) -> Components {
+        Components::from_entries(entries.into_iter().collect()).0
+    }
+}
+
+impl std::ops::Index<&str> for Components {
+    type Output = Component;
+    /// # Panics
+    /// When there is no component of `role`, as a map's index does.
+    fn index(&self, role: &str) -> &Component {
+        self.get(role).unwrap_or_else(|| panic!("no component {role:?}"))
+    }
+}
+
 /// A named object: shape, format, attributes and components.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
@@ -246,7 +405,7 @@ pub struct Object {
     /// Per-object attributes; for v0.1, the tensor map's custom keys.
     pub attributes: Option<Value>,
     /// The components by role.
-    pub components: BTreeMap<String, Component>,
+    pub components: Components,
     /// How the components hold the data.
     pub packing: Packing,
     /// Keys of the object map this implementation does not know, preserved (v1.x).
@@ -261,7 +420,7 @@ impl Object {
             shape,
             format,
             attributes: None,
-            components: BTreeMap::new(),
+            components: Components::new(),
             packing: Packing::Split,
             extra: Vec::new(),
         }
@@ -424,4 +583,49 @@ pub(crate) fn check_attributes(value: &Value, field: &'static str) -> Result<()>
             .expected_found("map", value.kind_name()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod components_tests {
+    use super::*;
+    use crate::DType;
+
+    fn c(offset: u64) -> Component {
+        Component::new(DType::U8, offset, 1)
+    }
+
+    #[test]
+    fn behaves_as_a_map_in_role_order() {
+        let mut m = Components::new();
+        assert_eq!(m.insert("values".into(), c(1)), None);
+        assert_eq!(m.insert("indptr".into(), c(2)), None);
+        assert_eq!(m.insert("indices".into(), c(3)), None);
+        assert_eq!(m.insert("values".into(), c(4)), Some(c(1)));
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["indices", "indptr", "values"]);
+        assert_eq!(m["values"], c(4));
+        assert_eq!(m.get("nope"), None);
+        assert!(m.contains_key("indptr"));
+        assert_eq!(m.remove("indptr"), Some(c(2)));
+        assert_eq!(m.len(), 2);
+        let pairs: Vec<(String, u64)> = m.iter().map(|(r, c)| (r.clone(), c.offset)).collect();
+        assert_eq!(pairs, [("indices".to_owned(), 3), ("values".to_owned(), 4)]);
+        // Against a B-tree map built the same way.
+        let tree: std::collections::BTreeMap<String, Component> =
+            m.iter().map(|(r, c)| (r.clone(), c.clone())).collect();
+        assert!(tree.iter().eq(m.iter()));
+    }
+
+    #[test]
+    fn from_entries_sorts_and_the_last_of_a_repeated_role_wins() {
+        let entries = vec![("b".into(), c(1)), ("a".into(), c(2)), ("b".into(), c(3))];
+        let (m, repeated) = Components::from_entries(entries);
+        assert!(repeated);
+        assert_eq!(
+            m.iter().map(|(r, c)| (r.as_str(), c.offset)).collect::<Vec<_>>(),
+            [("a", 2), ("b", 3)]
+        );
+        let (m, repeated) = Components::from_entries(vec![("z".into(), c(1)), ("y".into(), c(2))]);
+        assert!(!repeated);
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["y", "z"]);
+    }
 }

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    ByteOrder, Component, Encoding, Format, Manifest, Object, Packing, Version, check_name,
-    missing, take_shape, take_text, take_u64, text_entries, wrong_type,
+    ByteOrder, Component, Components, Encoding, Format, Manifest, Object, Packing, Version,
+    check_name, missing, take_shape, take_text, take_u64, text_entries, wrong_type,
 };
 use crate::digest::Digest;
 use crate::dtype::{DType, StorageType};
@@ -141,7 +141,7 @@ fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
         },
         extra: Vec::new(),
     };
-    let mut components = BTreeMap::new();
+    let mut components = Components::new();
     components.insert(DATA_ROLE.to_owned(), component);
     Ok(Object {
         name,

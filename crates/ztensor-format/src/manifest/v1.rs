@@ -5,11 +5,12 @@
 //! `uncompressed_length`. The v1.1 spellings of logical types in `dtype` (`f8_e4m3`, `f8_e5m2`,
 //! `complex64`, `complex128`) decode into the same model as the v1.2 `type` field.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use super::{
-    ByteOrder, Component, Encoding, Format, Manifest, Object, Packing, Version, check_attributes,
-    check_name, missing, take_shape, take_text, take_u64, text_entries, wrong_type,
+    ByteOrder, Component, Components, Encoding, Format, Manifest, Object, Packing, Version,
+    check_attributes, check_name, missing, take_shape, take_text, take_u64, text_entries,
+    wrong_type,
 };
 use crate::cbor::{Decoder, Head};
 use crate::digest::Digest;
@@ -112,11 +113,12 @@ fn object(name: String, value: Value, limits: &Limits) -> Result<Object> {
         Value::Map(m) => m,
         other => return Err(wrong_type("components", "map", &other)),
     };
-    let mut by_role = BTreeMap::new();
+    let mut entries = Vec::new();
     for (role, value) in text_entries(components, "a components map")? {
         let component = component(value).map_err(|e| e.in_component(&role))?;
-        by_role.insert(role, component);
+        entries.push((role, component));
     }
+    let (by_role, _) = Components::from_entries(entries);
     Ok(Object {
         name,
         shape: shape.ok_or_else(|| missing("shape"))?,
@@ -404,14 +406,15 @@ impl<'a> Direct<'a, '_> {
                 "components" => {
                     seen.mark(3)?;
                     let count = self.map(4)?;
-                    let mut by_role = BTreeMap::new();
+                    let mut entries = Vec::new();
                     for _ in 0..count {
-                        let role = self.text()?;
-                        if by_role.contains_key(role) {
-                            return None;
-                        }
-                        let component = self.component()?;
-                        by_role.insert(role.to_owned(), component);
+                        let role = self.text()?.to_owned();
+                        entries.push((role, self.component()?));
+                    }
+                    // A role given twice is for the general decoder to report.
+                    let (by_role, repeated) = Components::from_entries(entries);
+                    if repeated {
+                        return None;
                     }
                     components = Some(by_role);
                 }
