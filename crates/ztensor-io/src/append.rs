@@ -283,16 +283,11 @@ impl Appender {
         }
         let base = reader.manifest().manifest().clone();
         drop(reader);
-        std::mem::forget(claim);
 
         let journal = Journal::of(&file, lock.id(), len)
             .map_err(|e| Error::io("cannot read", Some(real.clone()), e))?;
-        if let Err(e) = journal.write(&journal_path) {
-            // Nothing was written past the old end; a torn record would be ignored anyway.
-            let _ = journal::remove(&journal_path);
-            return Err(e);
-        }
-        lock.set_appending(Some(len));
+        // Nothing fallible until the appender exists, whose drop releases the claim.
+        std::mem::forget(claim);
         let gate = Gate {
             file,
             state: State::Writing,
@@ -303,9 +298,27 @@ impl Appender {
         };
         let shared =
             Arc::new(Shared { gate: Mutex::new(gate), path: real, journal_path, journal, lock });
+        // Registered before the journal exists, and the journal written under the gate: a
+        // signal either comes first (and nothing is written) or undoes the journal too.
         let registration = publish::register_work(Arc::downgrade(&shared) as _);
-        let sink = AppendSink { shared: Arc::clone(&shared), buffer: Vec::new(), pos: len };
-        Ok(Appender { inner: Some(Writer::resume(sink, base, len)), shared, registration })
+        // From here on, dropping the appender undoes everything (and releases the claim).
+        let mut appender = Appender { inner: None, shared, registration };
+        {
+            let gate = appender.shared.gate();
+            if gate.state != State::Writing {
+                return Err(Error::io(
+                    "cannot append to",
+                    Some(appender.shared.path.clone()),
+                    io::Error::new(io::ErrorKind::Interrupted, "the append was abandoned"),
+                ));
+            }
+            appender.shared.journal.write(&appender.shared.journal_path)?;
+            appender.shared.lock.set_appending(Some(len));
+        }
+        let sink =
+            AppendSink { shared: Arc::clone(&appender.shared), buffer: Vec::new(), pos: len };
+        appender.inner = Some(Writer::resume(sink, base, len));
+        Ok(appender)
     }
 
     /// The file's length before this append: what it goes back to if the append fails.
