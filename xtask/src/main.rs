@@ -219,6 +219,10 @@ fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
             }
         }
         let time = format!("-max_total_time={seconds}");
+        // The targets run at the default limits, where a zstd stream of N bytes may decode to
+        // 32,768 N bytes: 16 KiB inputs stay within half the malloc limit.
+        const MAX_LEN: usize = 16 << 10;
+        let max_len = format!("-max_len={MAX_LEN}");
         eprintln!("$ cargo fuzz run {target} ({seconds} s)");
         let status = Command::new(&cargo)
             .args(["fuzz", "run", "-O", target])
@@ -226,6 +230,7 @@ fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
             .args([
                 "--",
                 &time,
+                &max_len,
                 "-malloc_limit_mb=1024",
                 "-rss_limit_mb=4096",
                 "-print_final_stats=1",
