@@ -295,9 +295,31 @@ pub fn decode_metadata(buffer: &[u8], max_tables: usize) -> Result<Metadata> {
 
     let buf = Buf(buffer);
     let root = buf.table(buf.follow(0)?)?;
+    // Tables may share one string or vector; each use is copied out. Without sharing, the
+    // copies add up to less than the buffer: allow twice that, so a vector referenced by
+    // thousands of tables cannot turn a small file into gigabytes.
+    let budget = std::cell::Cell::new(buffer.len().saturating_mul(2).saturating_add(4096));
+    let spend = |bytes: usize| -> Result<()> {
+        let left = budget.get().checked_sub(bytes).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Flatbuffer,
+                format!(
+                    "metadata refers to the same strings or vectors from many tables: copying \
+                     them out would take more than twice its {} bytes",
+                    buffer.len()
+                ),
+            )
+        })?;
+        budget.set(left);
+        Ok(())
+    };
     let string = |t: &Table<'_, '_>, slot| -> Result<Option<String>> {
         t.field(slot)?
-            .map(|p| buf.follow(p).and_then(|s| buf.string(s)).map(str::to_owned))
+            .map(|p| {
+                let s = buf.follow(p).and_then(|s| buf.string(s))?;
+                spend(s.len())?;
+                Ok(s.to_owned())
+            })
             .transpose()
     };
     let version = string(&root, R_VERSION)?.ok_or_else(|| corrupt("version is required"))?;
@@ -325,6 +347,7 @@ pub fn decode_metadata(buffer: &[u8], max_tables: usize) -> Result<Metadata> {
                 }
                 Some(p) => {
                     let (n, first) = buf.vector(buf.follow(p)?)?;
+                    spend(n.saturating_mul(4))?;
                     (0..n).map(|k| buf.u32(first + 4 * k)).collect::<Result<Vec<u32>>>()?
                 }
             };
@@ -344,6 +367,7 @@ pub fn decode_metadata(buffer: &[u8], max_tables: usize) -> Result<Metadata> {
                     None => Vec::new(),
                     Some(p) => {
                         let (n, first) = buf.vector(buf.follow(p)?)?;
+                        spend(n.saturating_mul(8))?;
                         (0..n).map(|k| buf.u64(first + 8 * k)).collect::<Result<Vec<u64>>>()?
                     }
                 };
@@ -409,6 +433,42 @@ pub fn encode_metadata(meta: &Metadata) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Metadata whose `count` tensor tables all point at one shape vector of `len` entries.
+    fn shared_shape(count: usize, len: usize) -> Vec<u8> {
+        let mut fbb = FlatBufferBuilder::new();
+        let shape = fbb.create_vector(&vec![1u32; len]);
+        let name = fbb.create_string("t");
+        let mut tables = Vec::new();
+        for _ in 0..count {
+            let start = fbb.start_table();
+            fbb.push_slot_always(T_SHAPE, shape);
+            fbb.push_slot_always(T_NAME, name);
+            fbb.push_slot::<i8>(T_DATA_TYPE, 1, 0);
+            tables.push(fbb.end_table(start));
+        }
+        let version = fbb.create_string("1");
+        let tensors = fbb.create_vector(&tables);
+        let start = fbb.start_table();
+        fbb.push_slot_always(R_TENSORS, tensors);
+        fbb.push_slot_always(R_VERSION, version);
+        let root = fbb.end_table(start);
+        fbb.finish_minimal(root);
+        fbb.finished_data().to_vec()
+    }
+
+    #[test]
+    fn a_vector_shared_by_many_tables_is_not_copied_out_each_time() {
+        // Shared by a few tables: fine (the copies stay within twice the buffer).
+        let few = shared_shape(1, 10_000);
+        assert_eq!(decode_metadata(&few, 1 << 20).unwrap().tensors.len(), 1);
+        // A 40 KB vector under 5,000 tables would be 200 MB of copies.
+        let many = shared_shape(5_000, 10_000);
+        assert!(many.len() < 200_000, "{}", many.len());
+        let err = decode_metadata(&many, 1 << 20).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Flatbuffer, "{err}");
+        assert!(err.to_string().contains("many tables"), "{err}");
+    }
 
     #[test]
     fn ids_match_the_published_vectors() {
