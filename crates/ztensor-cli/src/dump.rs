@@ -31,7 +31,8 @@ fn object<S: ReadAt>(reader: &Reader<S>, o: ztensor_format::ObjectRef<'_>) -> Js
     let model = o.object();
     // Decode (and check) the whole object; any failure is this object's error.
     let outcome = (|| -> ztensor_io::Result<_> {
-        let data = reader.read_object_verified(name)?;
+        // By handle: an object shadowed by an earlier one of the same name is still its own.
+        let data = reader.read_verified(o)?;
         reader.check_object_data(&data, false)?;
         Ok(data)
     })();

@@ -554,12 +554,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 cmd::Kind::Zt => {
                     let reader = open(&file, &options(strict))?;
                     let pending = reader.source().uncommitted();
+                    let shadowed: Vec<&str> =
+                        reader.manifest().shadowed().map(|o| o.name()).collect();
                     if json {
                         let mut report = cmd::info::json(&file, &reader);
                         report["uncommitted_bytes"] = pending.into();
+                        report["shadowed"] = shadowed.into();
                         writeln!(out, "{report:#}")?;
                     } else {
                         cmd::info::print(&mut out, &file, &reader)?;
+                        if !shadowed.is_empty() {
+                            writeln!(
+                                out,
+                                "\nnote: {} object(s) share a name with an earlier one ({}), as \
+                                 the reference v0.1 writer allows; a NAME given to a command finds \
+                                 the first, and zTensor 1.x cannot hold both (--strict refuses \
+                                 the file)",
+                                shadowed.len(),
+                                shadowed
+                                    .iter()
+                                    .map(|n| format!("{:?}", cmd::text::shown(n)))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )?;
+                        }
                         if pending > 0 {
                             writeln!(
                                 out,

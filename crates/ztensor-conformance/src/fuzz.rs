@@ -8,12 +8,19 @@ use ztensor_io::{Chunked, Reader};
 use crate::model::{self, Model};
 use ztensor_tensorbuffers::{ReadOptions, TbReader, decode_metadata, encode_metadata};
 
-/// Any bytes as a whole file: parse and validate; an accepted manifest must re-encode, and its
+/// Any bytes as a whole file: parse and validate; an accepted manifest must re-encode (unless
+/// it holds v0.1 tensors of one name, which readers accept and writers refuse), and its
 /// encoding must be a fixed point.
 pub fn parse_file(data: &[u8]) {
     for options in [Options::default(), Options::strict()] {
         if let Ok(validated) = parse(data, &options) {
             let manifest = validated.manifest();
+            if validated.shadowed().next().is_some() {
+                assert!(!options.strict, "strict mode accepted a repeated name");
+                let refused = manifest.encode().expect_err("a repeated name is written");
+                assert_eq!(refused.kind(), ztensor_format::ErrorKind::DuplicateName);
+                continue;
+            }
             let bytes = manifest.encode().expect("an accepted manifest re-encodes");
             let again = Manifest::decode(manifest.version.container(), &bytes, &options.limits)
                 .expect("our own encoding decodes");

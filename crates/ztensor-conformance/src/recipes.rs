@@ -1027,6 +1027,14 @@ fn rejects_v0_1(out: &mut Out) -> Result<()> {
         m(e)
     };
     let file = |tensors: Vec<Value>| framed(Container::V0_1, &Value::Array(tensors), 512);
+    // Two tensors of one name: the reference v0.1 writer makes such files and its reader lists
+    // both, so readers accept them unless strict (the rejecting case is in the rules tests).
+    let mut duplicate = file(vec![
+        tensor("a", "uint8", &[1], 64, 1, vec![]),
+        tensor("a", "uint8", &[1], 128, 1, vec![]),
+    ])?;
+    // Different contents, so each object's dump shows its own bytes.
+    (duplicate[64], duplicate[128]) = (1, 2);
     let mut r = |kind: K, variant: &str, covers: &str, bytes: Vec<u8>| {
         out.reject(v, kind, variant, covers, bytes)
     };
@@ -1053,15 +1061,6 @@ fn rejects_v0_1(out: &mut Out) -> Result<()> {
         ])])?,
     );
     r(
-        K::DuplicateName,
-        "",
-        "two tensors named a",
-        file(vec![
-            tensor("a", "uint8", &[1], 64, 1, vec![]),
-            tensor("a", "uint8", &[1], 128, 1, vec![]),
-        ])?,
-    );
-    r(
         K::DenseSizeMismatch,
         "",
         "float32 [2] in 4 bytes",
@@ -1085,6 +1084,12 @@ fn rejects_v0_1(out: &mut Out) -> Result<()> {
         "",
         "sparsecsr of rank 1",
         file(vec![tensor("s", "uint8", &[4], 64, 16 + 9, vec![("layout", t("sparsecsr"))])])?,
+    );
+    out.ok(
+        v,
+        "duplicate-name",
+        "two tensors named a, as the reference writer makes them (duplicate_name is strict-only)",
+        duplicate,
     );
     Ok(())
 }

@@ -104,7 +104,7 @@ kinds! {
     /// An object name contains a NUL character.
     NameNul = "name_nul", File, true, "object name contains U+0000";
     /// Two v0.1 tensors share a name.
-    DuplicateName = "duplicate_name", File, false, "two v0.1 tensors (or two written objects) share a name";
+    DuplicateName = "duplicate_name", File, true, "two v0.1 tensors (or two written objects) share a name";
     /// A shape has more dimensions than the limit.
     ShapeRank = "shape_rank", File, false, "shape rank above Limits::max_rank";
     /// Shape × element size overflows 64 bits.

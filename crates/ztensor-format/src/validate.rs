@@ -27,6 +27,8 @@ pub struct ValidatedManifest {
     by_name: hashbrown::HashTable<usize>,
     /// Keyed per manifest, so hostile names cannot be chosen to collide.
     hasher: std::hash::RandomState,
+    /// Objects a lookup by name never finds: an earlier one has the same name.
+    shadowed: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -129,6 +131,19 @@ impl ValidatedManifest {
         })
     }
 
+    /// Objects that a lookup by name never finds, because an earlier object has the same name.
+    /// Only v0.1 files have them (v1.x names are map keys), as the reference v0.1 writer makes
+    /// them; strict mode refuses them (`duplicate_name`). Otherwise they are listed by
+    /// [`ValidatedManifest::objects`] and readable through their handles, while
+    /// [`ValidatedManifest::get`] finds the first, as a scan from the start would.
+    pub fn shadowed(&self) -> impl Iterator<Item = ObjectRef<'_>> {
+        self.shadowed.iter().map(|&i| ObjectRef {
+            object: &self.manifest.objects[i],
+            info: &self.info[i],
+            version: self.manifest.version,
+        })
+    }
+
     /// The number of objects.
     pub fn len(&self) -> usize {
         self.manifest.objects.len()
@@ -177,6 +192,7 @@ pub fn validate(
     let objects = &manifest.objects;
     let hasher = std::hash::RandomState::new();
     let mut by_name = hashbrown::HashTable::with_capacity(objects.len());
+    let mut shadowed = Vec::new();
     for (i, object) in objects.iter().enumerate() {
         let hash = hasher.hash_one(object.name.as_str());
         let entry = by_name.entry(
@@ -185,10 +201,13 @@ pub fn validate(
             |&j: &usize| hasher.hash_one(objects[j].name.as_str()),
         );
         match entry {
-            hashbrown::hash_table::Entry::Occupied(_) => {
+            // The reference v0.1 writer writes such files and its reader lists both tensors:
+            // read them, and let lookups find the first, unless strict.
+            hashbrown::hash_table::Entry::Occupied(_) if options.strict => {
                 return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
                     .in_object(&object.name));
             }
+            hashbrown::hash_table::Entry::Occupied(_) => shadowed.push(i),
             hashbrown::hash_table::Entry::Vacant(slot) => {
                 slot.insert(i);
             }
@@ -207,7 +226,7 @@ pub fn validate(
         }
     }
     check_overlaps(&mut blobs, &manifest)?;
-    Ok(ValidatedManifest { manifest, location, info, by_name, hasher })
+    Ok(ValidatedManifest { manifest, location, info, by_name, hasher, shadowed })
 }
 
 /// Blobs must be pairwise disjoint or identical.

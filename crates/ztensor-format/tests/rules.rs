@@ -278,7 +278,7 @@ fn cases() -> Vec<Case> {
             base(),
             v1_file(&root("1.2.0", vec![("a\0b", f32_dense(64, 16, &[2, 2]))]), END),
         ),
-        files(
+        strict(
             K::DuplicateName,
             v0(vec![
                 tensor("a", "uint8", &[1], 64, 1, vec![]),

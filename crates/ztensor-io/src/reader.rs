@@ -392,7 +392,21 @@ impl<S: ReadAt> Reader<S> {
     }
 
     fn read_object_checked(&self, name: &str, verify: bool) -> Result<ObjectData<'_>> {
-        let object = self.object(name)?;
+        self.read_checked(self.object(name)?, verify)
+    }
+
+    /// As [`Reader::read_object_verified`], for an object of this reader's manifest given by
+    /// its handle rather than its name: the one way to reach an object that a lookup by name
+    /// does not find (see [`ValidatedManifest::shadowed`]).
+    ///
+    /// # Errors
+    /// As [`Reader::read_object_verified`].
+    pub fn read_verified(&self, object: ObjectRef<'_>) -> Result<ObjectData<'_>> {
+        self.read_checked(object, true)
+    }
+
+    fn read_checked(&self, object: ObjectRef<'_>, verify: bool) -> Result<ObjectData<'_>> {
+        let name = object.name();
         if let Some(reason) = object.unsupported() {
             return Err(Error::unsupported(reason.clone()));
         }

@@ -271,3 +271,22 @@ fn the_bytes_checked_are_the_bytes_used_when_the_source_changes() {
     assert_eq!(&object.components["data"].bytes[..], &data[..]);
     reader.check_object_data(&object, true).unwrap();
 }
+
+#[test]
+fn v0_1_tensors_of_one_name_open_lookups_find_the_first_and_handles_reach_both() {
+    // As the reference v0.1 writer makes them: two tensors named "a", holding 1 and 2.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/v0.1/valid/duplicate-name.zt");
+    let file = std::fs::read(path).unwrap();
+    let strict = Reader::new(&file[..], &Options::strict()).unwrap_err();
+    assert_eq!(strict.rule(), Some(Rule::DuplicateName), "{strict}");
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    assert_eq!(reader.manifest().objects().count(), 2);
+    assert_eq!(reader.read_as::<u8>("a", "data").unwrap(), [1]);
+    let shadowed: Vec<_> = reader.manifest().shadowed().collect();
+    assert_eq!(shadowed.len(), 1);
+    let second = reader.read_verified(shadowed[0]).unwrap();
+    assert_eq!(&second.components["data"].bytes[..], &[2]);
+    let first = reader.read_verified(reader.manifest().objects().next().unwrap()).unwrap();
+    assert_eq!(&first.components["data"].bytes[..], &[1]);
+}

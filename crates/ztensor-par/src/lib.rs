@@ -473,7 +473,7 @@ pub fn verify_all<S: ReadAt>(
                     }
                     // One read of each component: the digest and the data rules are checked
                     // on the same bytes.
-                    let data = reader.read_object_verified(name)?;
+                    let data = reader.read_verified(*object)?;
                     reader.check_object_data(&data, strict)
                 })();
                 progress.bytes_in(object.object().components.values().map(|c| c.length).sum());
