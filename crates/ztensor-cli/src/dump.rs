@@ -9,9 +9,38 @@ use ztensor_tensorbuffers::TbReader;
 /// The dump of an accepted zTensor file.
 pub fn accepted<S: ReadAt>(reader: &Reader<S>) -> Json {
     let manifest = reader.manifest().manifest();
-    let mut objects: Vec<_> = reader.manifest().objects().collect();
-    objects.sort_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
-    let objects: Vec<Json> = objects.into_iter().map(|o| object(reader, o)).collect();
+    let mut objects: Vec<_> = reader.manifest().objects().enumerate().collect();
+    objects.sort_by(|(_, a), (_, b)| a.name().as_bytes().cmp(b.name().as_bytes()));
+    // Objects stored exactly alike (aliases of one blob) are decoded and hashed once.
+    let alias_of = reader.manifest().aliases();
+    let mut sound: std::collections::HashMap<usize, Map<String, Json>> =
+        std::collections::HashMap::new();
+    let objects: Vec<Json> = objects
+        .into_iter()
+        .map(|(i, o)| {
+            let class = alias_of[i];
+            let (components, error) = match sound.get(&class) {
+                Some(components) => (components.clone(), Json::Null),
+                None => {
+                    let (components, error) = object(reader, o);
+                    if error.is_null() {
+                        sound.insert(class, components.clone());
+                    }
+                    (components, error)
+                }
+            };
+            let model = o.object();
+            json!({
+                "name": o.name(),
+                // v0.1 layouts are reported by their 1.2 names (`sparsecsr` as `sparse_csr`).
+                "format": model.format.name(),
+                "shape": model.shape,
+                "attributes": model.attributes.as_ref().map_or(Json::Null, cbor_to_json),
+                "components": components,
+                "error": error,
+            })
+        })
+        .collect();
     json!({
         "dump": "ztensor-dump/1",
         "container": reader.version().label(),
@@ -26,8 +55,11 @@ pub fn rejected(kind: &str, message: &str) -> Json {
     json!({"dump": "ztensor-dump/1", "error": {"kind": kind, "message": message}})
 }
 
-fn object<S: ReadAt>(reader: &Reader<S>, o: ztensor_format::ObjectRef<'_>) -> Json {
-    let name = o.name();
+/// An object's components as the dump shows them, and its error (`null` when it has none).
+fn object<S: ReadAt>(
+    reader: &Reader<S>,
+    o: ztensor_format::ObjectRef<'_>,
+) -> (Map<String, Json>, Json) {
     let model = o.object();
     // Decode (and check) the whole object; any failure is this object's error.
     let outcome = (|| -> ztensor_io::Result<_> {
@@ -77,15 +109,7 @@ fn object<S: ReadAt>(reader: &Reader<S>, o: ztensor_format::ObjectRef<'_>) -> Js
             Json::String(one_line(&e.to_string()))
         }
     };
-    json!({
-        "name": name,
-        // v0.1 layouts are reported by their 1.2 names (`sparsecsr` as `sparse_csr`).
-        "format": model.format.name(),
-        "shape": model.shape,
-        "attributes": model.attributes.as_ref().map_or(Json::Null, cbor_to_json),
-        "components": components,
-        "error": error,
-    })
+    (components, error)
 }
 
 fn one_line(s: &str) -> String {

@@ -144,6 +144,42 @@ impl ValidatedManifest {
         })
     }
 
+    /// For each object, in manifest order, the index of the first object stored exactly like
+    /// it: a dense object with one split component whose stored bytes, encoding, types, digest
+    /// and decoded length are all the same, so that decoding, checking or hashing one does it
+    /// for both. Objects may legally share blobs, and a file of many aliases of one large blob
+    /// should cost one decode, not one per alias. Every other object is its own.
+    pub fn aliases(&self) -> Vec<usize> {
+        let objects = &self.manifest.objects;
+        let mut seen: std::collections::HashMap<(u64, u64), Vec<usize>> =
+            std::collections::HashMap::new();
+        let mut first = Vec::with_capacity(objects.len());
+        for (i, (o, info)) in objects.iter().zip(&self.info).enumerate() {
+            let single = (o.format == Format::Dense
+                && o.packing == Packing::Split
+                && o.components.len() == 1
+                && info.unsupported.is_none())
+            .then(|| o.components.iter().next())
+            .flatten();
+            let Some((role, c)) = single else {
+                first.push(i);
+                continue;
+            };
+            let same = |&j: &usize| {
+                objects[j].components.get(role) == Some(c) && self.info[j].decoded == info.decoded
+            };
+            let bucket = seen.entry((c.offset, c.length)).or_default();
+            match bucket.iter().copied().find(same) {
+                Some(j) => first.push(j),
+                None => {
+                    bucket.push(i);
+                    first.push(i);
+                }
+            }
+        }
+        first
+    }
+
     /// The number of objects.
     pub fn len(&self) -> usize {
         self.manifest.objects.len()

@@ -42,7 +42,8 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use ztensor_format::{
-    ByteOrder, DType, Encoding, Format, LogicalType, Object, Options, Packing, Value, Version,
+    ByteOrder, DType, Encoding, Format, LogicalType, Object, ObjectRef, Options, Packing, Value,
+    Version,
 };
 use ztensor_io::{
     ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
@@ -459,26 +460,42 @@ pub fn verify_all<S: ReadAt>(
     progress: &dyn Progress,
 ) -> Result<Vec<(String, Result<()>)>> {
     let pool = par.pool()?;
+    let objects: Vec<ObjectRef<'_>> = reader.manifest().objects().collect();
+    // Objects may legally share a blob. A dense object's verdict depends only on its one
+    // component and decoded length, so aliases of one already checked are not decoded again
+    // (a 35 KB file of 16 aliases of a 1 GiB blob would otherwise decode 16 GiB).
+    let first_alias = reader.manifest().aliases();
+    let check = |object: &ObjectRef<'_>| -> Result<()> {
+        if let Some(reason) = object.unsupported() {
+            return Err(Error::from(reason.clone()));
+        }
+        // One read of each component: the digest and the data rules are checked on the same
+        // bytes.
+        let data = reader.read_verified(*object)?;
+        reader.check_object_data(&data, strict)
+    };
     Ok(pool.install(|| {
-        reader
-            .manifest()
-            .objects()
-            .collect::<Vec<_>>()
+        let verdicts: Vec<Option<Result<()>>> = objects
             .par_iter()
-            .map(|object| {
-                let name = object.name();
-                let outcome = (|| {
-                    if let Some(reason) = object.unsupported() {
-                        return Err(Error::from(reason.clone()));
-                    }
-                    // One read of each component: the digest and the data rules are checked
-                    // on the same bytes.
-                    let data = reader.read_verified(*object)?;
-                    reader.check_object_data(&data, strict)
-                })();
+            .enumerate()
+            .map(|(i, object)| (first_alias[i] == i).then(|| check(object)))
+            .collect();
+        let sound: Vec<bool> = verdicts.iter().map(|v| matches!(v, Some(Ok(())))).collect();
+        objects
+            .iter()
+            .zip(verdicts)
+            .enumerate()
+            .map(|(i, (object, verdict))| {
+                let outcome = match verdict {
+                    Some(outcome) => outcome,
+                    // The alias of a sound object is sound; of a faulty one, checked itself so
+                    // that its error names it.
+                    None if sound[first_alias[i]] => Ok(()),
+                    None => check(object),
+                };
                 progress.bytes_in(object.object().components.values().map(|c| c.length).sum());
-                progress.object_done(name);
-                (name.to_owned(), outcome)
+                progress.object_done(object.name());
+                (object.name().to_owned(), outcome)
             })
             .collect()
     }))

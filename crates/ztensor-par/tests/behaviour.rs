@@ -434,3 +434,67 @@ fn a_seek_table_that_claims_more_than_its_frames_can_hold_buys_nothing() {
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedSizeMismatch), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+/// A source that counts the bytes read from it.
+struct Counting<'a> {
+    bytes: &'a [u8],
+    read: AtomicU64,
+}
+
+impl ReadAt for Counting<'_> {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.read.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.bytes.read_exact_at(offset, buf)
+    }
+}
+
+#[test]
+fn aliases_of_one_blob_are_verified_once_and_a_damaged_one_is_named_for_each() {
+    use ztensor_format::{Format, Object};
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 7) as u8).collect();
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let options = WriteOptions::zstd(3).with_digest(DigestAlgorithm::Sha256);
+    w.add_dense("alias.0", &[200_000], DType::U8, &data, &options).unwrap();
+    let c = w.manifest().objects[0].components["data"].clone();
+    let stored = c.length;
+    let mut manifest = w.manifest().clone();
+    for i in 1..16 {
+        let o = Object::new(format!("alias.{i}"), vec![200_000], Format::Dense)
+            .with_component("data", c.clone());
+        manifest.objects.push(o);
+    }
+    // The same bytes read as another dtype are not an alias for this purpose.
+    let mut as_u16 = c.clone();
+    as_u16.dtype = DType::U16.into();
+    let other = Object::new("other", vec![100_000], Format::Dense).with_component("data", as_u16);
+    manifest.objects.push(other);
+    let mut file = w.finish().unwrap().0;
+    let old =
+        ztensor_io::Reader::new(&file[..], &Options::default()).unwrap().manifest().location();
+    file.truncate(usize::try_from(old.offset).unwrap());
+    let cbor = manifest.encode().unwrap();
+    file.extend(&cbor);
+    file.extend(ztensor_format::Container::V1.encode_trailer(cbor.len() as u64));
+
+    let source = Counting { bytes: &file, read: AtomicU64::new(0) };
+    let reader = Reader::new(source, &Options::default()).unwrap();
+    let verdicts = verify_all(&reader, false, &ParOptions::with_threads(2), &()).unwrap();
+    assert_eq!(verdicts.len(), 17);
+    assert!(verdicts.iter().all(|(_, v)| v.is_ok()), "{verdicts:?}");
+    // The blob was read for alias.0 and for "other", not for each of the 15 other aliases.
+    let read = reader.source().read.load(Ordering::Relaxed) - (file.len() as u64 - stored);
+    assert!(read <= 3 * stored, "read {read} bytes of a {stored}-byte blob");
+
+    // Damage the blob: every alias is reported, each under its own name.
+    let at = usize::try_from(c.offset).unwrap() + 10;
+    file[at] ^= 0xff;
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    let verdicts = verify_all(&reader, false, &ParOptions::with_threads(2), &()).unwrap();
+    for (name, verdict) in &verdicts {
+        let err = verdict.as_ref().unwrap_err();
+        assert!(err.to_string().contains(name.as_str()), "{name}: {err}");
+    }
+}
