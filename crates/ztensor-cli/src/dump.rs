@@ -1,6 +1,8 @@
 //! The conformance dump (`ztensor-dump/1`): what `ztensor dump --json` prints, exactly the shape
 //! every implementation under test prints (see the project's shared conformance document).
 
+use std::io::Write;
+
 use serde_json::{Map, Value as Json, json};
 use ztensor_format::{Encoding, Value};
 use ztensor_io::{ReadAt, Reader, sha256_hex};
@@ -8,45 +10,82 @@ use ztensor_tensorbuffers::TbReader;
 
 /// The dump of an accepted zTensor file.
 pub fn accepted<S: ReadAt>(reader: &Reader<S>) -> Json {
+    let mut dump = header(reader);
+    dump["objects"] = Json::Array(objects(reader).collect());
+    dump
+}
+
+/// Writes the dump of an accepted zTensor file to `out`, one object at a time: the same text as
+/// printing [`accepted`], holding one object's JSON rather than the whole dump.
+///
+/// # Errors
+/// Errors writing to `out`.
+pub fn write_accepted<S: ReadAt>(reader: &Reader<S>, out: &mut impl Write) -> std::io::Result<()> {
+    let head = header(reader).to_string();
+    // The header is an object whose last member is `"objects":null`; open the array there.
+    let open = head.strip_suffix("null}").unwrap_or(&head);
+    out.write_all(open.as_bytes())?;
+    out.write_all(b"[")?;
+    for (i, object) in objects(reader).enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *out, &object)?;
+    }
+    out.write_all(b"]}")
+}
+
+/// The dump's members before its objects, and `"objects": null` in their place.
+fn header<S: ReadAt>(reader: &Reader<S>) -> Json {
     let manifest = reader.manifest().manifest();
-    let mut objects: Vec<_> = reader.manifest().objects().enumerate().collect();
-    objects.sort_by(|(_, a), (_, b)| a.name().as_bytes().cmp(b.name().as_bytes()));
-    // Objects stored exactly alike (aliases of one blob) are decoded and hashed once.
-    let alias_of = reader.manifest().aliases();
-    let mut sound: std::collections::HashMap<usize, Map<String, Json>> =
-        std::collections::HashMap::new();
-    let objects: Vec<Json> = objects
-        .into_iter()
-        .map(|(i, o)| {
-            let class = alias_of[i];
-            let (components, error) = match sound.get(&class) {
-                Some(components) => (components.clone(), Json::Null),
-                None => {
-                    let (components, error) = object(reader, o);
-                    if error.is_null() {
-                        sound.insert(class, components.clone());
-                    }
-                    (components, error)
-                }
-            };
-            let model = o.object();
-            json!({
-                "name": o.name(),
-                // v0.1 layouts are reported by their 1.2 names (`sparsecsr` as `sparse_csr`).
-                "format": model.format.name(),
-                "shape": model.shape,
-                "attributes": model.attributes.as_ref().map_or(Json::Null, cbor_to_json),
-                "components": components,
-                "error": error,
-            })
-        })
-        .collect();
     json!({
         "dump": "ztensor-dump/1",
         "container": reader.version().label(),
         "version": manifest.version_string,
         "attributes": manifest.attributes.as_ref().map_or(Json::Null, cbor_to_json),
-        "objects": objects,
+        "objects": Json::Null,
+    })
+}
+
+/// Every object's dump, sorted by name (bytewise).
+fn objects<'r, S: ReadAt>(reader: &'r Reader<S>) -> impl Iterator<Item = Json> + 'r {
+    let mut objects: Vec<_> = reader.manifest().objects().enumerate().collect();
+    objects.sort_by(|(_, a), (_, b)| a.name().as_bytes().cmp(b.name().as_bytes()));
+    // Objects stored exactly alike (aliases of one blob) are decoded and hashed once.
+    // Only results of groups with more than one member are kept, until the group's last.
+    let alias_of = reader.manifest().aliases();
+    let mut left = vec![0usize; alias_of.len()];
+    for &class in &alias_of {
+        left[class] += 1;
+    }
+    let mut sound: std::collections::HashMap<usize, Map<String, Json>> =
+        std::collections::HashMap::new();
+    objects.into_iter().map(move |(i, o)| {
+        let class = alias_of[i];
+        left[class] -= 1;
+        let (components, error) = match sound.get(&class) {
+            Some(components) => (components.clone(), Json::Null),
+            None => {
+                let (components, error) = object(reader, o);
+                if error.is_null() && left[class] > 0 {
+                    sound.insert(class, components.clone());
+                }
+                (components, error)
+            }
+        };
+        if left[class] == 0 {
+            sound.remove(&class);
+        }
+        let model = o.object();
+        json!({
+            "name": o.name(),
+            // v0.1 layouts are reported by their 1.2 names (`sparsecsr` as `sparse_csr`).
+            "format": model.format.name(),
+            "shape": model.shape,
+            "attributes": model.attributes.as_ref().map_or(Json::Null, cbor_to_json),
+            "components": components,
+            "error": error,
+        })
     })
 }
 
@@ -116,9 +155,14 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The dump of the file at `path`, detected by content, and whether it was accepted. `None`
-/// when the file cannot be read at all (an I/O error, not a verdict).
-pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
+/// What a file is, for the dump: a zTensor file to dump, or a finished dump (TensorBuffers,
+/// rejected) and whether it was accepted.
+enum Opened {
+    Zt(Reader<ztensor_io::FileSource>),
+    Done(Json, bool),
+}
+
+fn open(path: &std::path::Path) -> std::io::Result<Opened> {
     // As complete: never the bytes of an append that has not committed.
     let source = ztensor_io::FileSource::open(path).map_err(std::io::Error::other)?;
     let len = source.len();
@@ -132,17 +176,48 @@ pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
             || path.extension().is_some_and(|e| e.eq_ignore_ascii_case("tb")));
     if is_tb {
         return Ok(match TbReader::new(source, &ztensor_tensorbuffers::ReadOptions::default()) {
-            Ok(reader) => (tensorbuffers(&reader), true),
-            Err(e) => (rejected(e.kind().id(), &e.to_string()), false),
+            Ok(reader) => Opened::Done(tensorbuffers(&reader), true),
+            Err(e) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
         });
     }
     match Reader::new(source, &crate::options(false)) {
-        Ok(reader) => Ok((accepted(&reader), true)),
+        Ok(reader) => Ok(Opened::Zt(reader)),
         Err(e) => match e.format_error() {
-            Some(f) => Ok((rejected(f.kind().id(), &f.to_string()), false)),
+            Some(f) => Ok(Opened::Done(rejected(f.kind().id(), &f.to_string()), false)),
             None => Err(std::io::Error::other(e.to_string())),
         },
     }
+}
+
+/// The dump of the file at `path`, detected by content, and whether it was accepted.
+///
+/// # Errors
+/// When the file cannot be read at all (an I/O error, not a verdict).
+pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
+    Ok(match open(path)? {
+        Opened::Zt(reader) => (accepted(&reader), true),
+        Opened::Done(dump, accepted) => (dump, accepted),
+    })
+}
+
+/// Writes the dump of the file at `path` to `out` (a zTensor file one object at a time) and a
+/// newline; says whether the file was accepted.
+///
+/// # Errors
+/// When the file cannot be read at all, and errors writing to `out`.
+pub fn write_file(path: &std::path::Path, out: &mut impl Write) -> std::io::Result<bool> {
+    let accepted = match open(path)? {
+        Opened::Zt(reader) => {
+            write_accepted(&reader, out)?;
+            true
+        }
+        Opened::Done(dump, accepted) => {
+            serde_json::to_writer(&mut *out, &dump)?;
+            accepted
+        }
+    };
+    out.write_all(b"\n")?;
+    Ok(accepted)
 }
 
 /// CBOR to JSON, by the rules of the conformance dump.

@@ -597,9 +597,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cmd::look::ls(&mut out, &open_zt(&file, "ls")?, &patterns, json)?
         }
         Command::Dump { json: _, file } => {
-            let (dump, ok) = ztensor_cli::dump::file(&file)
+            let ok = ztensor_cli::dump::write_file(&file, &mut out)
                 .with_context(|| format!("cannot read {}", file.display()))?;
-            writeln!(out, "{dump}")?;
             if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
         Command::Verify { file, strict, threads, json, quiet } => match cmd::detect(&file)? {
