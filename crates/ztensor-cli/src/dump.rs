@@ -158,7 +158,7 @@ fn one_line(s: &str) -> String {
 /// What a file is, for the dump: a zTensor file to dump, or a finished dump (TensorBuffers,
 /// rejected) and whether it was accepted.
 enum Opened {
-    Zt(Reader<ztensor_io::FileSource>),
+    Zt(Box<Reader<ztensor_io::FileSource>>),
     Done(Json, bool),
 }
 
@@ -181,7 +181,7 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
         });
     }
     match Reader::new(source, &crate::options(false)) {
-        Ok(reader) => Ok(Opened::Zt(reader)),
+        Ok(reader) => Ok(Opened::Zt(Box::new(reader))),
         Err(e) => match e.format_error() {
             Some(f) => Ok(Opened::Done(rejected(f.kind().id(), &f.to_string()), false)),
             None => Err(std::io::Error::other(e.to_string())),
