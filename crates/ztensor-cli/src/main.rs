@@ -387,6 +387,7 @@ impl std::error::Error for Rejected {}
 /// SIGXFSZ (a file grew past the process's file size limit) is caught too, so the write that
 /// crossed the limit fails like a full disk and is undone, instead of the signal killing the
 /// process in the middle of it.
+#[cfg(unix)]
 fn handle_signals() {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
     let _ = signal_hook::flag::register(
@@ -403,6 +404,10 @@ fn handle_signals() {
         }
     });
 }
+
+/// Elsewhere the platform's default applies (no handler, no cleanup on Ctrl-C).
+#[cfg(not(unix))]
+fn handle_signals() {}
 
 fn main() -> ExitCode {
     handle_signals();

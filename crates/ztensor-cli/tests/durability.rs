@@ -308,6 +308,31 @@ fn concurrent_writers_take_turns_and_lose_nothing() {
 }
 
 #[test]
+fn crossed_rewrites_never_wait_on_each_other() {
+    // remove A -> B beside remove B -> A: each reads one file and replaces the other; neither
+    // holds a lock while it reads, so they cannot deadlock.
+    let d = Dir::new("crossed");
+    let (a, b) = (d.join("a.zt"), d.join("b.zt"));
+    for trial in 0..5 {
+        zt(&a, &[("big", 8 << 20), ("x", 10), ("y", 10)], 60 + trial);
+        zt(&b, &[("big", 8 << 20), ("x", 10), ("y", 10)], 70 + trial);
+        let started = Instant::now();
+        let one = spawn(&["remove", s(&a), "x", "-o", s(&b)]);
+        let two = spawn(&["remove", s(&b), "y", "-o", s(&a)]);
+        for child in [one, two] {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "trial {trial}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "trial {trial}");
+        assert!(temporaries(&d).is_empty(), "{:?}", d.names());
+    }
+}
+
+#[test]
 fn no_wait_fails_at_once_while_another_process_writes() {
     let d = Dir::new("no-wait");
     let (target, source) = (d.join("t.zt"), d.join("s.zt"));

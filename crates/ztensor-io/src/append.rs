@@ -300,7 +300,14 @@ impl Appender {
             Arc::new(Shared { gate: Mutex::new(gate), path: real, journal_path, journal, lock });
         // Registered before the journal exists, and the journal written under the gate: a
         // signal either comes first (and nothing is written) or undoes the journal too.
-        let registration = publish::register_work(Arc::downgrade(&shared) as _);
+        let Some(registration) = publish::register_work(Arc::downgrade(&shared) as _) else {
+            shared.lock.release_append();
+            return Err(Error::io(
+                "cannot append to",
+                Some(shared.path.clone()),
+                io::Error::new(io::ErrorKind::Interrupted, "the process was told to stop"),
+            ));
+        };
         // From here on, dropping the appender undoes everything (and releases the claim).
         let mut appender = Appender { inner: None, shared, registration };
         {

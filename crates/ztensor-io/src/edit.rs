@@ -344,9 +344,9 @@ fn write_decoded<W: Write>(
 /// Writes `output` (atomically) with every object of `input` except those named in `remove`,
 /// then whatever `add` writes: replacing an object is removing it and adding it again. `output`
 /// may be `input` itself: the new file is written beside it and renamed over it, so readers of
-/// the old file (including memory maps) keep seeing the old bytes. An existing `output` is
-/// locked (see [`WriteLock`](crate::WriteLock)) before `input` is read, so an append to it
-/// cannot slip in between and be lost.
+/// the old file (including memory maps) keep seeing the old bytes. When `output` is `input`,
+/// its lock (see [`WriteLock`](crate::WriteLock)) is taken before it is read, so an append to
+/// it cannot slip in between and be lost.
 ///
 /// # Errors
 /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) for a name the input does not hold, the
@@ -358,7 +358,13 @@ pub fn rewrite(
     options: &Options,
     add: impl FnOnce(&mut Writer<crate::AtomicFile>) -> Result<()>,
 ) -> Result<u64> {
-    let _lock = crate::WriteLock::acquire(output)?;
+    // In place, the lock is held from before the read to after the rename. Otherwise it is
+    // taken only around the rename: nothing reads a file while holding another's lock.
+    let _lock = if crate::lock::same_file(input, output) {
+        crate::WriteLock::acquire(output)?
+    } else {
+        None
+    };
     let reader = Reader::open_with(input, options)?;
     for name in remove {
         reader.object(name)?;

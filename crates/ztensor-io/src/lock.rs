@@ -36,13 +36,14 @@ impl FileId {
         }
         #[cfg(not(unix))]
         {
-            // No inode numbers: the creation time and length are the best identity there is.
+            // No inode numbers here: the creation time is the best identity there is (not the
+            // length, which an append changes).
             let created = meta
                 .created()
                 .ok()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos() as u64);
-            FileId { dev: created, ino: meta.len() }
+                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+            FileId { dev: created, ino: 0 }
         }
     }
 }
@@ -83,8 +84,25 @@ fn table() -> MutexGuard<'static, HashMap<FileId, Weak<Held>>> {
 /// Whether `file` supports locking: file systems without `flock` answer "unsupported", and then
 /// there is no lock to honour.
 pub(crate) fn unsupported(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::Unsupported)
-        || matches!(e.raw_os_error(), Some(code) if code == 38 /* ENOSYS */ || code == 37 /* ENOLCK */ || code == 95 /* EOPNOTSUPP */)
+    if e.kind() == io::ErrorKind::Unsupported {
+        return true;
+    }
+    // Linux's numbers for ENOSYS, ENOLCK and EOPNOTSUPP; elsewhere the kind must say so.
+    cfg!(target_os = "linux") && matches!(e.raw_os_error(), Some(38 | 37 | 95))
+}
+
+/// `try_lock`, retried for up to a tenth of a second while it would block: readers hold the
+/// shared lock only for a moment, and a writer asked not to wait should not fail on one.
+fn try_lock_briefly(file: &File) -> Result<(), std::fs::TryLockError> {
+    for _ in 0..20 {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+    file.try_lock()
 }
 
 /// The exclusive write lock on an existing file, held until dropped.
@@ -143,10 +161,13 @@ impl WriteLock {
                 Err(e) => return Err(io("cannot open")(e)),
             };
             let id = FileId::of(&file.metadata().map_err(io("cannot stat"))?);
-            if let Some(held) = table().get(&id).and_then(Weak::upgrade) {
+            // The table's guard ends with this statement: dropping a last `Arc` below takes
+            // the table again.
+            let shared = table().get(&id).and_then(Weak::upgrade);
+            if let Some(held) = shared {
                 return Ok(Some(WriteLock { held }));
             }
-            match file.try_lock() {
+            match try_lock_briefly(&file) {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) if !wait => {
                     return Err(Error::busy(path));
@@ -186,6 +207,11 @@ impl WriteLock {
         !std::mem::replace(&mut state.appender, true)
     }
 
+    /// Whether an appender of this process holds the file.
+    pub(crate) fn appender_active(&self) -> bool {
+        self.held.state.lock().unwrap_or_else(PoisonError::into_inner).appender
+    }
+
     /// Gives up the claim of [`WriteLock::claim_append`].
     pub(crate) fn release_append(&self) {
         let mut state = self.held.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -196,6 +222,14 @@ impl WriteLock {
     /// this process's readers of the same file.
     pub(crate) fn set_appending(&self, old_end: Option<u64>) {
         self.held.state.lock().unwrap_or_else(PoisonError::into_inner).appending_from = old_end;
+    }
+}
+
+/// Whether `a` and `b` name the same existing file (links followed).
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => FileId::of(&a) == FileId::of(&b),
+        _ => false,
     }
 }
 
@@ -215,12 +249,18 @@ pub(crate) fn open_for_reading(path: &Path) -> Result<(File, u64)> {
     let journal = crate::journal::Journal::path_for(path)?;
     let mut pause = std::time::Duration::from_millis(1);
     loop {
-        if let Some(held) = table().get(&id).and_then(Weak::upgrade) {
-            // This process writes the file: its writer knows the state.
-            let state = held.state.lock().unwrap_or_else(PoisonError::into_inner);
-            let end = match state.appending_from {
+        let shared = table().get(&id).and_then(Weak::upgrade);
+        if let Some(held) = shared {
+            // This process writes the file: while its appender runs, that knows the state;
+            // otherwise a matching journal is one a killed append left.
+            let appending =
+                held.state.lock().unwrap_or_else(PoisonError::into_inner).appending_from;
+            let end = match appending {
                 Some(end) => end,
-                None => len(&file)?,
+                None => match crate::journal::Journal::read_matching(&journal, id, &file)? {
+                    Some(j) => j.old_len,
+                    None => len(&file)?,
+                },
             };
             return Ok((file, end));
         }

@@ -171,16 +171,31 @@ struct Live {
 }
 
 static LIVE: LazyLock<Mutex<Live>> = LazyLock::new(Mutex::default);
+/// Set by [`interrupt`]: no new temporary file or append starts after it.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn interrupted_error(path: &Path) -> Error {
+    Error::io(
+        "not writing",
+        Some(path.to_owned()),
+        io::Error::new(io::ErrorKind::Interrupted, "the process was told to stop"),
+    )
+}
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 fn live() -> std::sync::MutexGuard<'static, Live> {
     LIVE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-pub(crate) fn register_work(work: Weak<dyn Abandon>) -> u64 {
+/// Registers work for [`interrupt`]; `None` once the process was told to stop.
+pub(crate) fn register_work(work: Weak<dyn Abandon>) -> Option<u64> {
+    let mut live = live();
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return None;
+    }
     let id = COUNTER.fetch_add(1, Ordering::Relaxed);
-    live().work.insert(id, work);
-    id
+    live.work.insert(id, work);
+    Some(id)
 }
 
 pub(crate) fn unregister_work(id: u64) {
@@ -196,6 +211,8 @@ pub(crate) fn unregister_work(id: u64) {
 pub fn interrupt() {
     let (temps, work) = {
         let live = live();
+        // Under the table's lock: whatever registers after this sees the flag and stops.
+        INTERRUPTED.store(true, Ordering::SeqCst);
         (
             live.temps.values().cloned().collect::<Vec<_>>(),
             live.work.values().filter_map(Weak::upgrade).collect::<Vec<_>>(),
@@ -221,7 +238,13 @@ fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let temp = dir.join(format!(".{stem}.{}-{n}.{TEMP_EXTENSION}", std::process::id()));
         // Registered before it exists, so a signal can never leave it behind unregistered.
-        live().temps.insert(n, temp.clone());
+        {
+            let mut live = live();
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                return Err(interrupted_error(&temp));
+            }
+            live.temps.insert(n, temp.clone());
+        }
         let mut options = OpenOptions::new();
         options.read(true).write(true).create_new(true);
         #[cfg(unix)]
@@ -362,10 +385,12 @@ impl AtomicFile {
         &self.target
     }
 
-    /// Flushes, syncs and renames the file over its target.
+    /// Flushes, syncs and renames the file over its target, then syncs the directory.
     ///
     /// # Errors
-    /// I/O errors; the target is then untouched.
+    /// I/O errors, and [`ErrorKind::Busy`](crate::ErrorKind::Busy) when an appender of this
+    /// process holds the target. The target is then untouched, except after a failed sync of
+    /// the directory, which comes after the rename.
     pub fn persist(mut self) -> Result<()> {
         let io = |what: &'static str, path: &Path| {
             let path = path.to_owned();
@@ -378,8 +403,12 @@ impl AtomicFile {
             None => return Err(Error::io("publishing", Some(self.target.clone()), abandoned())),
         };
         file.sync_all().map_err(io("syncing", &self.temp))?;
-        // Not over a file another process is appending to: wait for it to finish.
+        // Not over a file another process is appending to: wait for it to finish. An append of
+        // this process shares the lock, so it is refused rather than orphaned.
         let lock = WriteLock::acquire(&self.target)?;
+        if lock.as_ref().is_some_and(WriteLock::appender_active) {
+            return Err(Error::busy(self.target.clone()));
+        }
         fs::rename(&self.temp, &self.target).map_err(io("publishing", &self.target))?;
         forget_temp(self.registration);
         self.temp = PathBuf::new();

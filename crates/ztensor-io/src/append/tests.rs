@@ -261,3 +261,41 @@ fn a_torn_file_without_a_journal_is_refused_and_salvaged_only_on_request() {
     assert!(matches!(outcome, Repair::Restored(Recovered { end, .. }) if end == base.len() as u64));
     assert_eq!(std::fs::read(&path).unwrap(), base);
 }
+
+#[test]
+fn a_rewrite_in_place_after_a_killed_append_reads_the_old_file_not_the_forged_one() {
+    let d = Dir::new("rewrite-after-death");
+    let path = d.0.join("m.zt");
+    let base = base_file(&path);
+    let payload = forged_tail(&base);
+    run_append(&path, &payload, None).unwrap();
+    let full = std::fs::read(&path).unwrap();
+    let at = full.windows(payload.len()).position(|w| w == payload).unwrap();
+    // Killed right after the payload: the file ends with a valid, forged manifest.
+    std::fs::write(&path, &base).unwrap();
+    let cut = (at + payload.len()) as u64;
+    run_append(&path, &payload, Some(Fault::Death(cut))).unwrap_err();
+    assert!(journal_of(&path).exists());
+    // This process holds the lock for the whole rewrite; its read must still use the journal.
+    crate::remove_objects(&path, &path, &["a"], &Options::default()).unwrap();
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(names(&r), ["b"]);
+    assert_eq!(owner(&r), Some(Value::Text("us".into())));
+    assert!(!journal_of(&path).exists());
+}
+
+#[test]
+fn publishing_over_a_file_this_process_appends_to_is_refused() {
+    let d = Dir::new("publish-over-append");
+    let path = d.0.join("m.zt");
+    let base = base_file(&path);
+    let mut a = append(&path, &Options::default()).unwrap();
+    a.add_dense("c", &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap();
+    let mut w = FileWriter::create(&path, Version::V1_2).unwrap();
+    w.add_dense("x", &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap();
+    let err = w.finish().unwrap_err();
+    assert!(matches!(err.kind(), crate::ErrorKind::Busy { .. }), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap()[..base.len()], base[..]);
+    a.finish().unwrap();
+    assert_eq!(names(&Reader::open(&path).unwrap()), ["a", "b", "c"]);
+}
