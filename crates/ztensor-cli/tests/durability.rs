@@ -263,6 +263,51 @@ fn a_full_disk_during_append_or_convert_leaves_everything_as_it_was() {
     }
 }
 
+/// A safetensors file of one U8 tensor of `len` bytes.
+fn safetensors(path: &Path, len: usize) {
+    let header = format!(r#"{{"w":{{"dtype":"U8","shape":[{len}],"data_offsets":[0,{len}]}}}}"#);
+    let mut header = header.into_bytes();
+    header.resize(header.len().div_ceil(8) * 8, b' ');
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(&header);
+    bytes.extend(data(len, 99));
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn sigint_during_a_conversion_through_a_scratch_file_leaves_nothing() {
+    // safetensors -> TensorBuffers goes through a scratch zTensor file beside the output, then
+    // the output's own temporary file: a signal removes both, at whichever step it lands.
+    let d = Dir::new("scratch");
+    let (input, output) = (d.join("in.safetensors"), d.join("out.tb"));
+    safetensors(&input, 48 << 20);
+    let mut interrupted = 0;
+    for delay in delays(6, Duration::from_millis(400)) {
+        let mut child = spawn(&["convert", s(&input), s(&output)]);
+        wait_for("a temporary file", || !temporaries(&d).is_empty() || output.exists());
+        std::thread::sleep(delay);
+        signal(&child, "INT");
+        match child.wait().unwrap().code() {
+            Some(130) => {
+                interrupted += 1;
+                assert!(temporaries(&d).is_empty(), "after {delay:?}: {:?}", d.names());
+                // A signal after the rename finds the output complete.
+                if output.exists() {
+                    assert!(run(&["verify", s(&output)]).status.success(), "after {delay:?}");
+                    std::fs::remove_file(&output).unwrap();
+                }
+                assert_eq!(d.names(), ["in.safetensors"], "after {delay:?}");
+            }
+            Some(0) => {
+                assert_eq!(d.names(), ["in.safetensors", "out.tb"]);
+                std::fs::remove_file(&output).unwrap();
+            }
+            other => panic!("status {other:?}"),
+        }
+    }
+    assert!(interrupted > 0, "no signal landed during the conversion");
+}
+
 #[test]
 fn concurrent_writers_take_turns_and_lose_nothing() {
     let d = Dir::new("concurrent");
