@@ -200,3 +200,86 @@ pub fn index(files: &[Hostile]) -> String {
     }
     out
 }
+
+/// The large hostile cases: too big to commit, generated where they are measured
+/// (`cargo xtask hostile-measure`). Each stays within the default limits, so a reader must take
+/// it, and tries to make the tool spend far more than the file's size.
+pub fn large() -> Result<Vec<Hostile>> {
+    let mut out = Vec::new();
+
+    // A million empty objects: the per-object cost of a decoded manifest.
+    let mut w = writer()?;
+    for i in 0..1_000_000 {
+        w.add_dense(&format!("o{i:07}"), &[0], DType::U8, &[], &WriteOptions::raw())?;
+    }
+    out.push(Hostile {
+        name: "objects-1m.zt",
+        tries: "1,000,000 empty objects (the manifest's cost per object)",
+        bytes: finish(w)?,
+    });
+
+    // One attribute array of 20 million one-byte integers.
+    let mut w = writer()?;
+    w.add_dense("w", &[1], DType::U8, &[1], &WriteOptions::raw())?;
+    let bytes = finish(w)?;
+    let mut manifest = ztensor_format::Manifest::decode(
+        ztensor_format::Container::V1,
+        manifest_bytes(&bytes)?,
+        &ztensor_format::Limits::default(),
+    )?;
+    let array = Value::Array(vec![Value::Integer(0); 20_000_000]);
+    manifest.objects[0].attributes = Some(Value::Map(vec![(Value::Text("big".into()), array)]));
+    out.push(Hostile {
+        name: "attribute-array-20m.zt",
+        tries: "an attribute array of 20,000,000 one-byte items (the cost per value)",
+        bytes: with_manifest(&bytes, &manifest)?,
+    });
+
+    // Sixteen objects aliasing one 1 GiB zstd blob.
+    let len: u64 = 1 << 30;
+    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 3)?;
+    let block = vec![3u8; 1 << 20];
+    for _ in 0..(len >> 20) {
+        std::io::Write::write_all(&mut encoder, &block)?;
+    }
+    let blob = encoder.finish()?;
+    let mut w = writer()?;
+    dense_stored(&mut w, "alias.00", zstd_component(&blob, len), &blob)?;
+    let first = w.manifest().objects[0].components["data"].clone();
+    let aliases: Vec<Object> = (1..16)
+        .map(|i| {
+            let mut o = Object::new(format!("alias.{i:02}"), vec![len], Format::Dense);
+            o.components.insert("data".into(), first.clone());
+            o
+        })
+        .collect();
+    let bytes = with_more_objects(&finish(w)?, aliases)?;
+    out.push(Hostile {
+        name: "aliases-16x1g.zt",
+        tries: "16 objects sharing one 1 GiB zstd blob (decoded once, not 16 times)",
+        bytes,
+    });
+
+    // safetensors with a million empty tensors.
+    let mut header = String::from("{");
+    for i in 0..1_000_000 {
+        if i > 0 {
+            header.push(',');
+        }
+        header.push_str(&format!(
+            "\"t{i:07}\":{{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}"
+        ));
+    }
+    header.push('}');
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    out.push(Hostile {
+        name: "tensors-1m.safetensors",
+        tries: "a safetensors header of 1,000,000 empty tensors",
+        bytes,
+    });
+    Ok(out)
+}

@@ -20,13 +20,18 @@ const TASKS: &[(&str, &str)] = &[
         "bench [NAME]",
         "the benchmark suite against safetensors and the machine's ceilings (table + \
          target/bench/report.json; ZT_BENCH_BYTES, ZT_BENCH_RUNS, ZT_BENCH_SMALL, ZT_BENCH_ONLY), \
-         or one bench of benches/ by name",
+         or one bench of benches/ by name (scaling: per-role CPU of repack/convert runs, serial \
+         share, projected and measured speed-up; target/bench/scaling.json)",
     ),
     (
         "fuzz-smoke [SECONDS] [TARGET...]",
         "run every fuzz target (or those named) for SECONDS each with a 1 GiB malloc limit",
     ),
     ("fixtures [--check]", "regenerate fixtures/examples, or check the committed files"),
+    (
+        "hostile-measure [DIR] [--bin PATH]",
+        "generate the large hostile cases in DIR and print peak RSS and wall time per command",
+    ),
 ];
 
 fn main() -> Result<()> {
@@ -54,6 +59,7 @@ fn main() -> Result<()> {
             args.get(1).and_then(|s| s.parse().ok()).unwrap_or(30),
             args.get(2..).unwrap_or_default(),
         ),
+        "hostile-measure" => hostile_measure(&args[1..]),
         "fmt" => fmt(),
         "clippy" => clippy(),
         "test" => test(),
@@ -243,5 +249,87 @@ fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
             bail!("fuzz target {target} found a problem (see fuzz/artifacts/{target}/)");
         }
     }
+    Ok(())
+}
+
+/// Runs the release CLI (or `--bin PATH`, e.g. an older build) on each large hostile case under
+/// `/usr/bin/time` and prints a Markdown table of peak RSS and wall time per command.
+fn hostile_measure(args: &[String]) -> Result<()> {
+    let mut dir = project_root().join("target/hostile-large");
+    let mut bin = None;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--bin" => bin = Some(PathBuf::from(rest.next().context("--bin needs a path")?)),
+            other => dir = PathBuf::from(other),
+        }
+    }
+    let bin = match bin {
+        Some(bin) => bin,
+        None => {
+            cargo(&["build", "--release", "-p", "ztensor-cli"], &[])?;
+            project_root().join("target/release/ztensor")
+        }
+    };
+    std::fs::create_dir_all(&dir)?;
+    let names: Vec<&str> = ["objects-1m.zt", "attribute-array-20m.zt", "aliases-16x1g.zt"]
+        .into_iter()
+        .chain(["tensors-1m.safetensors"])
+        .collect();
+    if names.iter().any(|n| !dir.join(n).exists()) {
+        eprintln!("generating the large hostile cases in {}", dir.display());
+        for h in hostile::large()? {
+            std::fs::write(dir.join(h.name), &h.bytes)?;
+        }
+    }
+    let scratch = dir.join("out");
+    std::fs::create_dir_all(&scratch)?;
+    let out = |n: &str| scratch.join(n).to_string_lossy().into_owned();
+    println!("| file | bytes | command | status | peak RSS MB | wall s |");
+    println!("|---|---:|---|---:|---:|---:|");
+    for name in names {
+        let file = dir.join(name);
+        let f = file.to_string_lossy().into_owned();
+        let mut commands: Vec<Vec<String>> = vec![
+            vec!["info".into(), f.clone()],
+            vec!["ls".into(), f.clone()],
+            vec!["verify".into(), f.clone()],
+            vec!["convert".into(), f.clone(), out("c.zt")],
+        ];
+        if name.ends_with(".zt") {
+            commands.push(vec!["dump".into(), "--json".into(), f.clone()]);
+            commands.push(vec!["convert".into(), f.clone(), out("c.safetensors")]);
+            commands.push(vec![
+                "repack".into(),
+                f.clone(),
+                out("r.zt"),
+                "--zstd".into(),
+                "3".into(),
+            ]);
+        }
+        for command in commands {
+            let run = Command::new("/usr/bin/time")
+                .args(["-f", "%M %e"])
+                .arg(&bin)
+                .args(&command)
+                .stdout(std::process::Stdio::null())
+                .output()
+                .context("running /usr/bin/time")?;
+            let stderr = String::from_utf8_lossy(&run.stderr);
+            let last = stderr.lines().last().unwrap_or_default();
+            let mut fields = last.split_whitespace();
+            let rss_kb: f64 = fields.next().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN);
+            let wall: f64 = fields.next().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN);
+            let status = run.status.code().map_or("signal".to_owned(), |c| c.to_string());
+            let prefix = format!("{}/", scratch.display());
+            let shown = command.join(" ").replace(&f, "FILE").replace(&prefix, "");
+            println!(
+                "| {name} | {} | {shown} | {status} | {:.0} | {wall:.2} |",
+                std::fs::metadata(&file)?.len(),
+                rss_kb / 1024.0
+            );
+        }
+    }
+    std::fs::remove_dir_all(&scratch)?;
     Ok(())
 }

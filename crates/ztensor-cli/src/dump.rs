@@ -11,7 +11,13 @@ use ztensor_tensorbuffers::TbReader;
 /// The dump of an accepted zTensor file.
 pub fn accepted<S: ReadAt>(reader: &Reader<S>) -> Json {
     let mut dump = header(reader);
-    dump["objects"] = Json::Array(objects(reader).collect());
+    let attributes = reader.manifest().manifest().attributes.as_ref();
+    dump["attributes"] = attributes.map_or(Json::Null, cbor_to_json);
+    let objects = objects(reader).map(|(mut object, attributes)| {
+        object["attributes"] = attributes.map_or(Json::Null, cbor_to_json);
+        object
+    });
+    dump["objects"] = Json::Array(objects.collect());
     dump
 }
 
@@ -21,18 +27,123 @@ pub fn accepted<S: ReadAt>(reader: &Reader<S>) -> Json {
 /// # Errors
 /// Errors writing to `out`.
 pub fn write_accepted<S: ReadAt>(reader: &Reader<S>, out: &mut impl Write) -> std::io::Result<()> {
-    let head = header(reader).to_string();
-    // The header is an object whose last member is `"objects":null`; open the array there.
-    let open = head.strip_suffix("null}").unwrap_or(&head);
-    out.write_all(open.as_bytes())?;
-    out.write_all(b"[")?;
-    for (i, object) in objects(reader).enumerate() {
+    // Attributes are written straight from the manifest's values, never held as JSON too.
+    let Json::Object(head) = header(reader) else { unreachable!("the header is an object") };
+    let attributes = reader.manifest().manifest().attributes.as_ref();
+    // The header's last member is `"objects"`: its array is written in place.
+    write_members(out, &head, attributes, |out| {
+        out.write_all(b"[")?;
+        for (i, (object, attributes)) in objects(reader).enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            let Json::Object(object) = object else {
+                unreachable!("an object's dump is an object")
+            };
+            write_members(out, &object, attributes, |_| Ok(()))?;
+        }
+        out.write_all(b"]")
+    })
+}
+
+/// Writes `members` as a JSON object, exactly as `serde_json` would, with `attributes` in place
+/// of the `"attributes"` member and `objects` writing the `"objects"` member's value.
+fn write_members<W: Write>(
+    out: &mut W,
+    members: &Map<String, Json>,
+    attributes: Option<&Value>,
+    objects: impl FnOnce(&mut W) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut objects = Some(objects);
+    out.write_all(b"{")?;
+    for (i, (key, value)) in members.iter().enumerate() {
         if i > 0 {
             out.write_all(b",")?;
         }
-        serde_json::to_writer(&mut *out, &object)?;
+        serde_json::to_writer(&mut *out, key)?;
+        out.write_all(b":")?;
+        match (key.as_str(), objects.take_if(|_| key == "objects")) {
+            ("attributes", _) => serde_json::to_writer(&mut *out, &attributes.map(CborJson))?,
+            (_, Some(objects)) => objects(out)?,
+            _ => serde_json::to_writer(&mut *out, value)?,
+        }
     }
-    out.write_all(b"]}")
+    out.write_all(b"}")
+}
+
+/// A CBOR value serialized as [`cbor_to_json`] converts it, without building the JSON tree.
+struct CborJson<'a>(&'a Value);
+
+impl serde::Serialize for CborJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        fn one<S: serde::Serializer, T: serde::Serialize + ?Sized>(
+            s: S,
+            key: &str,
+            value: &T,
+        ) -> Result<S::Ok, S::Error> {
+            let mut m = s.serialize_map(Some(1))?;
+            m.serialize_entry(key, value)?;
+            m.end()
+        }
+        match self.0 {
+            &Value::Integer(i) => {
+                if let Ok(v) = i64::try_from(i) {
+                    s.serialize_i64(v)
+                } else if let Ok(v) = u64::try_from(i) {
+                    s.serialize_u64(v)
+                } else {
+                    one(s, "$int", &i.to_string())
+                }
+            }
+            Value::Bytes(b) => one(s, "$bytes", &ztensor_format::to_hex(b)),
+            Value::Text(t) => s.serialize_str(t),
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&CborJson(item))?;
+                }
+                seq.end()
+            }
+            Value::Map(entries) if entries.iter().all(|(k, _)| k.as_text().is_some()) => {
+                // As a JSON object: a repeated key keeps its first place and its last value.
+                let mut order: Vec<&str> = Vec::with_capacity(entries.len());
+                let mut last = std::collections::HashMap::with_capacity(entries.len());
+                for (k, v) in entries {
+                    let k = k.as_text().unwrap_or_default();
+                    if last.insert(k, v).is_none() {
+                        order.push(k);
+                    }
+                }
+                let mut m = s.serialize_map(Some(order.len()))?;
+                for k in order {
+                    m.serialize_entry(k, &CborJson(last[k]))?;
+                }
+                m.end()
+            }
+            Value::Map(entries) => {
+                let pairs: Vec<[CborJson<'_>; 2]> =
+                    entries.iter().map(|(k, v)| [CborJson(k), CborJson(v)]).collect();
+                one(s, "$map", &pairs)
+            }
+            Value::Tag(t, v) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("$tag", t)?;
+                m.serialize_entry("value", &CborJson(v))?;
+                m.end()
+            }
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Null => s.serialize_unit(),
+            Value::Undefined => one(s, "$simple", &23u8),
+            Value::Simple(n) => one(s, "$simple", n),
+            Value::Float(f) if f.is_nan() => one(s, "$float", &"NaN"),
+            Value::Float(f) if f.is_infinite() => {
+                one(s, "$float", &if *f > 0.0 { "Infinity" } else { "-Infinity" })
+            }
+            Value::Float(f) if f.is_finite() => s.serialize_f64(*f),
+            Value::Float(_) => s.serialize_unit(),
+        }
+    }
 }
 
 /// The dump's members before its objects, and `"objects": null` in their place.
@@ -42,13 +153,17 @@ fn header<S: ReadAt>(reader: &Reader<S>) -> Json {
         "dump": "ztensor-dump/1",
         "container": reader.version().label(),
         "version": manifest.version_string,
-        "attributes": manifest.attributes.as_ref().map_or(Json::Null, cbor_to_json),
+        // Filled in by the caller (written straight from the values when streaming).
+        "attributes": Json::Null,
         "objects": Json::Null,
     })
 }
 
 /// Every object's dump, sorted by name (bytewise).
-fn objects<'r, S: ReadAt>(reader: &'r Reader<S>) -> impl Iterator<Item = Json> + 'r {
+/// Each comes with its attributes, for the caller to fill in.
+fn objects<'r, S: ReadAt>(
+    reader: &'r Reader<S>,
+) -> impl Iterator<Item = (Json, Option<&'r Value>)> + 'r {
     let mut objects: Vec<_> = reader.manifest().objects().enumerate().collect();
     objects.sort_by(|(_, a), (_, b)| a.name().as_bytes().cmp(b.name().as_bytes()));
     // Objects stored exactly alike (aliases of one blob) are decoded and hashed once.
@@ -77,15 +192,16 @@ fn objects<'r, S: ReadAt>(reader: &'r Reader<S>) -> impl Iterator<Item = Json> +
             sound.remove(&class);
         }
         let model = o.object();
-        json!({
+        let dump = json!({
             "name": o.name(),
             // v0.1 layouts are reported by their 1.2 names (`sparsecsr` as `sparse_csr`).
             "format": model.format.name(),
             "shape": model.shape,
-            "attributes": model.attributes.as_ref().map_or(Json::Null, cbor_to_json),
+            "attributes": Json::Null,
             "components": components,
             "error": error,
-        })
+        });
+        (dump, model.attributes.as_ref())
     })
 }
 
@@ -308,5 +424,34 @@ mod tests {
         );
         let m = Value::Map(vec![(Value::Integer(1), Value::from("x"))]);
         assert_eq!(cbor_to_json(&m).to_string(), r#"{"$map":[[1,"x"]]}"#);
+    }
+
+    #[test]
+    fn streamed_attributes_print_as_the_tree_does() {
+        let every_kind = vec![
+            Value::Integer(-3),
+            Value::Integer(u64::MAX.into()),
+            Value::Integer(-(1i128 << 64)),
+            Value::Float(0.1),
+            Value::Float(f64::NEG_INFINITY),
+            Value::Float(f64::NAN),
+            Value::Bytes(vec![0, 255]),
+            Value::from("t\n\u{1b}"),
+            Value::Tag(1, Box::new(Value::Integer(5))),
+            Value::Bool(true),
+            Value::Null,
+            Value::Undefined,
+            Value::Simple(7),
+            Value::Map(vec![(Value::Integer(1), Value::from("x"))]),
+            Value::Map(vec![]),
+            Value::Array(vec![]),
+        ];
+        let v = Value::Map(vec![
+            (Value::from("all"), Value::Array(every_kind.clone())),
+            (Value::from("z"), Value::Map(vec![(Value::from("a"), Value::Array(every_kind))])),
+        ]);
+        let streamed = serde_json::to_string(&CborJson(&v)).unwrap();
+        assert_eq!(streamed, cbor_to_json(&v).to_string());
+        assert!(streamed.contains(r#"{"$simple":23}"#) && streamed.contains(r#"[[1,"x"]]"#));
     }
 }

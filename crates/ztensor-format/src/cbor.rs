@@ -21,7 +21,17 @@ use crate::value::{CBOR_INT_MAX, CBOR_INT_MIN, Value};
 /// remain after the item, [`ErrorKind::CborDuplicateKey`] for a repeated map key, and
 /// [`ErrorKind::CborDepth`] when nesting exceeds `max_depth`.
 pub fn decode(bytes: &[u8], max_depth: usize) -> Result<Value> {
-    let mut decoder = Decoder { input: bytes, pos: 0, max_depth };
+    decode_bounded(bytes, max_depth, u64::MAX)
+}
+
+/// [`decode`], reading at most `max_values` item heads (every array or map item, map key, tag,
+/// scalar and string chunk counts one): what a decoded tree may cost, bounded before it is
+/// spent.
+///
+/// # Errors
+/// Those of [`decode`], and [`ErrorKind::ManifestTooLarge`] past `max_values`.
+pub fn decode_bounded(bytes: &[u8], max_depth: usize, max_values: u64) -> Result<Value> {
+    let mut decoder = Decoder::bounded(bytes, max_depth, max_values);
     let value = decoder.item(1)?;
     if decoder.pos != bytes.len() {
         let left = bytes.len() - decoder.pos;
@@ -52,11 +62,14 @@ pub(crate) struct Decoder<'a> {
     input: &'a [u8],
     pos: usize,
     max_depth: usize,
+    /// How many more item heads [`Decoder::head`] may read.
+    values_left: u64,
+    max_values: u64,
 }
 
 impl<'a> Decoder<'a> {
-    pub(crate) fn new(input: &'a [u8], max_depth: usize) -> Decoder<'a> {
-        Decoder { input, pos: 0, max_depth }
+    pub(crate) fn bounded(input: &'a [u8], max_depth: usize, max_values: u64) -> Decoder<'a> {
+        Decoder { input, pos: 0, max_depth, values_left: max_values, max_values }
     }
 
     /// Bytes consumed so far.
@@ -110,8 +123,21 @@ impl<'a> Decoder<'a> {
         Ok(self.take(n)?.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
     }
 
+    /// Reads an item's head. Every head counts against the value budget, so the general and
+    /// the direct manifest decoders spend it alike.
     pub(crate) fn head(&mut self) -> Result<Head> {
         let at = self.pos;
+        if self.values_left == 0 {
+            return Err(Error::new(
+                ErrorKind::ManifestTooLarge,
+                format!(
+                    "the manifest holds more than {} CBOR values (Limits::max_manifest_values)",
+                    self.max_values
+                ),
+            )
+            .at(at as u64));
+        }
+        self.values_left -= 1;
         let initial = self.take(1)?[0];
         let major = initial >> 5;
         let info = initial & 0x1f;
@@ -275,7 +301,8 @@ impl<'a> Decoder<'a> {
     /// decoding the map's head and the entries before it (only on the error path, so decoding
     /// does not keep an offset per key).
     fn key_offset(&self, map_at: usize, index: usize, depth: usize) -> Result<usize> {
-        let mut again = Decoder { input: self.input, pos: map_at, max_depth: self.max_depth };
+        let mut again = Decoder::bounded(self.input, self.max_depth, u64::MAX);
+        again.pos = map_at;
         again.head()?;
         for _ in 0..index {
             again.item(depth + 1)?;
@@ -546,6 +573,26 @@ mod tests {
             ErrorKind::CborSyntax
         );
         assert_eq!(kind(&[0xbb, 0, 0, 0, 0, 0, 0, 0, 1]), ErrorKind::CborSyntax);
+    }
+
+    #[test]
+    fn the_value_budget_counts_every_item() {
+        // {"a": [0, 0, 0]}: the map, its key, the array and three items are six values.
+        let bytes = [0xa1, 0x61, b'a', 0x83, 0, 0, 0];
+        assert!(decode_bounded(&bytes, 8, 6).is_ok());
+        let err = decode_bounded(&bytes, 8, 5).unwrap_err();
+        // Refused at the sixth value (the last zero, byte 6), before it is built.
+        assert_eq!((err.kind(), err.offset()), (ErrorKind::ManifestTooLarge, Some(6)));
+        assert!(err.to_string().contains("max_manifest_values"), "{err}");
+        // An indefinite-length array of a million items costs the same as a definite one.
+        let mut many = vec![0x9f];
+        many.extend(std::iter::repeat_n(0u8, 1_000_000));
+        many.push(0xff);
+        assert!(decode_bounded(&many, 8, 1_000_001).is_ok());
+        assert_eq!(
+            decode_bounded(&many, 8, 1_000).unwrap_err().kind(),
+            ErrorKind::ManifestTooLarge
+        );
     }
 
     #[test]

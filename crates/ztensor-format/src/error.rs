@@ -72,7 +72,7 @@ kinds! {
     /// A v1.x file does not end with the footer magic.
     FooterMagic = "footer_magic", File, false, "last 8 bytes of a v1.x file are not ZTEN1000";
     /// The declared manifest size exceeds the limit.
-    ManifestTooLarge = "manifest_too_large", File, false, "declared manifest size above Limits::max_manifest_len (1 GiB)";
+    ManifestTooLarge = "manifest_too_large", File, false, "declared manifest size above Limits::max_manifest_len (1 GiB), or more values than Limits::max_manifest_values";
     /// The declared manifest does not fit between the header and the size field.
     ManifestOutOfBounds = "manifest_out_of_bounds", File, false, "declared manifest size larger than the bytes between header and size field";
     /// The manifest bytes are not well-formed CBOR.

@@ -29,6 +29,12 @@ pub struct Limits {
     /// object whose declared decoded size is larger is unsupported (rule `decoded_too_large`);
     /// a decoder must also stop when actual output passes it.
     pub max_decoded_len: u64,
+    /// Most CBOR values a decoded manifest may hold (each array or map item, map key, tag and
+    /// scalar counts one). A decoded value costs a few tens of bytes however few bytes it took
+    /// in the file, so this bounds the memory a manifest's attributes and unknown keys (and,
+    /// for v0.1 and unusual v1.x layouts, its whole tree) can spend. Default 134,217,728
+    /// (2²⁷, about 4 GiB of values). Rule `manifest_too_large`.
+    pub max_manifest_values: u64,
 }
 
 impl Limits {
@@ -40,6 +46,7 @@ impl Limits {
         max_name_len: 65_536,
         max_cbor_depth: 64,
         max_decoded_len: 64 << 30,
+        max_manifest_values: 1 << 27,
     };
 }
 

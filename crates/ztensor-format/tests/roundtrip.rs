@@ -450,6 +450,7 @@ proptest! {
             proptest::option::of(0usize..5),
             proptest::option::of(0usize..7),
             proptest::option::of(0usize..11),
+            proptest::option::of(0u64..60),
         ),
     ) {
         let mut tree = cbor::decode(&m.encode().unwrap(), 64).unwrap();
@@ -466,7 +467,8 @@ proptest! {
             bytes.truncate(cut % (bytes.len() + 1));
         }
         let mut tight = Limits::default();
-        let (depth, rank, objects, name) = limits;
+        let (depth, rank, objects, name, values) = limits;
+        tight.max_manifest_values = values.unwrap_or(tight.max_manifest_values);
         tight.max_cbor_depth = depth.unwrap_or(tight.max_cbor_depth);
         tight.max_rank = rank.unwrap_or(tight.max_rank);
         tight.max_objects = objects.unwrap_or(tight.max_objects);

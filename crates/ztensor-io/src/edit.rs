@@ -247,7 +247,7 @@ fn write_decoded<W: Write>(
                     &data.name,
                     &data.shape,
                     csr,
-                    data.attributes.clone(),
+                    data.attributes.as_deref().cloned(),
                     options,
                 );
             }
@@ -276,7 +276,7 @@ fn write_decoded<W: Write>(
                 &data.name,
                 &data.shape,
                 Format::SparseCsr,
-                data.attributes.clone(),
+                data.attributes.as_deref().cloned(),
                 &specs,
                 options,
             )
@@ -290,7 +290,7 @@ fn write_decoded<W: Write>(
                     &data.name,
                     &data.shape,
                     coo,
-                    data.attributes.clone(),
+                    data.attributes.as_deref().cloned(),
                     options,
                 );
             }
@@ -313,7 +313,7 @@ fn write_decoded<W: Write>(
                 &data.name,
                 &data.shape,
                 Format::SparseCoo,
-                data.attributes.clone(),
+                data.attributes.as_deref().cloned(),
                 &specs,
                 options,
             )
@@ -333,7 +333,7 @@ fn write_decoded<W: Write>(
                 &data.name,
                 &data.shape,
                 data.format.clone(),
-                data.attributes.clone(),
+                data.attributes.as_deref().cloned(),
                 &specs,
                 options,
             )

@@ -20,13 +20,18 @@ pub fn address_space_cap() -> Option<u64> {
 }
 
 /// [`Limits::default`], with the decode limit lowered to half the machine's physical memory,
-/// or half the process's address-space cap, where that is less: a component is decoded into
+/// or half the process's address-space cap, where that is less, and the manifest's values to
+/// what a quarter of it holds: a component is decoded into
 /// memory whole, and a copy or conversion may hold its input beside it, so a larger claim could
 /// only end in the allocator aborting.
 pub fn machine_limits() -> Limits {
     let mut limits = Limits::default();
     for room in [physical_memory(), address_space_cap()].into_iter().flatten() {
         limits.max_decoded_len = limits.max_decoded_len.min((room / 2).max(64 << 20));
+        // A quarter of the room for the manifest's decoded values.
+        let value = std::mem::size_of::<ztensor_format::Value>() as u64;
+        limits.max_manifest_values =
+            limits.max_manifest_values.min((room / 4 / value).max(1 << 20));
     }
     limits
 }
@@ -44,5 +49,6 @@ mod tests {
             assert!(limits.max_decoded_len <= (memory / 2).max(64 << 20));
         }
         assert_eq!(limits.max_manifest_len, Limits::default().max_manifest_len);
+        assert!(limits.max_manifest_values <= Limits::default().max_manifest_values);
     }
 }

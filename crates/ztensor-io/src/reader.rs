@@ -50,8 +50,9 @@ pub struct ObjectData<'a> {
     pub shape: Vec<u64>,
     /// Its format.
     pub format: Format,
-    /// Its attributes.
-    pub attributes: Option<Value>,
+    /// Its attributes, borrowed from the manifest (a decoded manifest's attributes can be
+    /// large; reading an object does not copy them).
+    pub attributes: Option<Cow<'a, Value>>,
     /// The decoded components by role.
     pub components: BTreeMap<String, ComponentData<'a>>,
 }
@@ -63,7 +64,7 @@ impl ObjectData<'_> {
             name: self.name,
             shape: self.shape,
             format: self.format,
-            attributes: self.attributes,
+            attributes: self.attributes.map(|a| Cow::Owned(a.into_owned())),
             components: self
                 .components
                 .into_iter()
@@ -401,11 +402,11 @@ impl<S: ReadAt> Reader<S> {
     ///
     /// # Errors
     /// As [`Reader::read_object_verified`].
-    pub fn read_verified(&self, object: ObjectRef<'_>) -> Result<ObjectData<'_>> {
+    pub fn read_verified<'a>(&'a self, object: ObjectRef<'a>) -> Result<ObjectData<'a>> {
         self.read_checked(object, true)
     }
 
-    fn read_checked(&self, object: ObjectRef<'_>, verify: bool) -> Result<ObjectData<'_>> {
+    fn read_checked<'a>(&'a self, object: ObjectRef<'a>, verify: bool) -> Result<ObjectData<'a>> {
         let name = object.name();
         if let Some(reason) = object.unsupported() {
             return Err(Error::unsupported(reason.clone()));
@@ -456,7 +457,7 @@ impl<S: ReadAt> Reader<S> {
             name: o.name.clone(),
             shape: o.shape.clone(),
             format,
-            attributes: o.attributes.clone(),
+            attributes: o.attributes.as_ref().map(Cow::Borrowed),
             components,
         })
     }

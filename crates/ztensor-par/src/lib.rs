@@ -439,7 +439,7 @@ pub fn load_all<S: ReadAt>(
                     name: o.name.clone(),
                     shape: o.shape.clone(),
                     format: o.format.clone(),
-                    attributes: o.attributes.clone(),
+                    attributes: o.attributes.clone().map(std::borrow::Cow::Owned),
                     components,
                 })
             })

@@ -262,6 +262,9 @@ impl Components {
             same
         });
         let repeated = entries.len() != before;
+        // Objects usually have one to three components; a vector grown by pushes holds room
+        // for four, and a manifest holds millions of these.
+        entries.shrink_to_fit();
         (Components(entries), repeated)
     }
 
@@ -485,7 +488,8 @@ impl Manifest {
     /// As [`Manifest::decode`].
     #[doc(hidden)]
     pub fn decode_general(container: Container, bytes: &[u8], limits: &Limits) -> Result<Manifest> {
-        let root = crate::cbor::decode(bytes, limits.max_cbor_depth)?;
+        let root =
+            crate::cbor::decode_bounded(bytes, limits.max_cbor_depth, limits.max_manifest_values)?;
         match container {
             Container::V0_1 => v0_1::from_value(root, limits),
             Container::V1 => v1::from_value(root, limits),

@@ -235,7 +235,10 @@ impl ComponentFields<'_> {
 /// is wrong. Whenever this returns a manifest, it is the one the general way builds from the same
 /// bytes (a property test holds the two to it, on valid and mutated manifests).
 pub(crate) fn decode_direct(bytes: &[u8], limits: &Limits) -> Option<Manifest> {
-    let mut d = Direct { cbor: Decoder::new(bytes, limits.max_cbor_depth), limits };
+    let mut d = Direct {
+        cbor: Decoder::bounded(bytes, limits.max_cbor_depth, limits.max_manifest_values),
+        limits,
+    };
     let manifest = d.root()?;
     d.cbor.at_end().then_some(manifest)
 }
@@ -406,7 +409,8 @@ impl<'a> Direct<'a, '_> {
                 "components" => {
                     seen.mark(3)?;
                     let count = self.map(4)?;
-                    let mut entries = Vec::new();
+                    // The count is the file's claim: room for a few, more as they come.
+                    let mut entries = Vec::with_capacity(count.min(4));
                     for _ in 0..count {
                         let role = self.text()?.to_owned();
                         entries.push((role, self.component()?));
