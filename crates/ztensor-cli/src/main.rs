@@ -397,7 +397,7 @@ fn handle_signals() {
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
         return;
     };
-    std::thread::spawn(move || {
+    let _ = std::thread::Builder::new().name("zt-signals".into()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
             ztensor_io::interrupt();
             std::process::exit(128 + signal);

@@ -100,12 +100,17 @@ impl ParOptions {
         } else {
             self.threads
         };
-        rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| {
-            Error::from(ztensor_format::Error::new(
-                ztensor_format::ErrorKind::InvalidInput,
-                format!("cannot start threads: {e}"),
-            ))
-        })
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            // Named by role, so per-thread CPU can be read from outside (`/proc/PID/task`).
+            .thread_name(|i| format!("zt-work-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::from(ztensor_format::Error::new(
+                    ztensor_format::ErrorKind::InvalidInput,
+                    format!("cannot start threads: {e}"),
+                ))
+            })
     }
 }
 

@@ -338,6 +338,24 @@ pub(crate) struct Unit {
     count: usize,
 }
 
+/// How many pieces of `size` a component of `len` bytes is cut into (one when empty).
+fn pieces_of(len: u64, size: u64) -> usize {
+    usize::try_from(len.div_ceil(size.max(1)).max(1)).unwrap_or(usize::MAX)
+}
+
+/// Every piece of every streamed item of `plan`, in order, generated as they are reached.
+fn units(plan: &[Option<(u64, u64)>]) -> impl Iterator<Item = Unit> + '_ {
+    plan.iter().enumerate().filter_map(|(i, p)| p.map(|p| (i, p))).flat_map(
+        |(item, (len, size))| {
+            let count = pieces_of(len, size);
+            (0..count).map(move |index| {
+                let start = index as u64 * size;
+                Unit { item, start, len: len.saturating_sub(start).min(size), index, count }
+            })
+        },
+    )
+}
+
 /// Runs the pipeline over `items`, writing through `writer`. Returns the peak bytes in flight.
 pub(crate) fn run<'a, S: ReadAt, W: Write>(
     source: Option<&'a S>,
@@ -347,10 +365,12 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     budget: &Budget,
     progress: &dyn Progress,
 ) -> Result<()> {
-    // The units of work, in order: every piece of every streamed item.
-    let mut units = Vec::new();
+    // Each streamed item's length and piece size: its units of work are generated from these
+    // as they are reached (never planned up front: a small file of many large aliases would
+    // otherwise cost memory for pieces before any is read).
+    let mut plan: Vec<Option<(u64, u64)>> = Vec::with_capacity(items.len());
     let mut chains: Vec<Option<Chain<'_>>> = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
+    for item in &items {
         let mut chain = None;
         // Pieces are planned from the declared length: never one no stream could decode to.
         if let Item::Stream { len, input: Input::Zstd { stored, .. }, object, .. } = item
@@ -367,25 +387,18 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
         }
         if let Item::Stream { len, options, .. } = item {
             let size = piece_size(options, *len);
-            let count = len.div_ceil(size).max(1);
-            for p in 0..count {
-                let start = p * size;
-                units.push(Unit {
-                    item: i,
-                    start,
-                    len: (*len - start).min(size),
-                    index: usize::try_from(p).unwrap_or(0),
-                    count: usize::try_from(count).unwrap_or(1),
-                });
-            }
+            let count = pieces_of(*len, size);
+            plan.push(Some((*len, size)));
             let zstd = matches!(options.compression, Compression::Zstd(_));
             if count > 1 {
                 chain = options
                     .digest
                     .as_ref()
                     .and_then(Hasher::new)
-                    .map(|h| Chain::new(h, usize::try_from(count).unwrap_or(1), zstd));
+                    .map(|h| Chain::new(h, count, zstd));
             }
+        } else {
+            plan.push(None);
         }
         chains.push(chain);
     }
@@ -411,14 +424,17 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
 
     pool.in_place_scope(|scope| {
         std::thread::scope(|threads| {
-            let (inputs, units, abort, chains) = (&inputs, &units, &abort, &chains);
-            let producer = threads.spawn(move || {
-                produce(source, inputs, units, chains, scope, tx, budget, abort, progress)
-            });
+            let (inputs, plan, abort, chains) = (&inputs, &plan, &abort, &chains);
+            let producer = std::thread::Builder::new()
+                .name("zt-read".into())
+                .spawn_scoped(threads, move || {
+                    produce(source, inputs, plan, chains, scope, tx, budget, abort, progress)
+                })
+                .map_err(|e| Error::io("starting the reading thread", None, e))?;
             // A panic here (in the writer or a progress hook) must not leave the reading thread
             // waiting for budget that only this side gives back: stop it, then re-raise.
             let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                consume(work, units, writer, &rx, progress)
+                consume(work, plan, writer, &rx, progress)
             }));
             if !matches!(result, Ok(Ok(_))) {
                 abort.store(true, Ordering::Relaxed);
@@ -439,7 +455,7 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
 fn produce<'a, 's, 'b, S: ReadAt>(
     source: Option<&'a S>,
     inputs: &'s [Option<(Input<'a>, WriteOptions)>],
-    units: &[Unit],
+    plan: &[Option<(u64, u64)>],
     chains: &'s [Option<Chain<'b>>],
     scope: &rayon::Scope<'s>,
     tx: Sender<Message<'b>>,
@@ -457,8 +473,8 @@ where
         budget.give(cost);
         let _ = tx.send((Key::Piece(seq), Err(error)));
     };
-    for (seq, unit) in units.iter().enumerate() {
-        let Unit { item, start, len, index, count } = *unit;
+    for (seq, unit) in units(plan).enumerate() {
+        let Unit { item, start, len, index, count } = unit;
         let Some((input, options)) = &inputs[item] else { continue };
         let last = index + 1 == count;
         let compress = matches!(options.compression, Compression::Zstd(_));
@@ -743,7 +759,7 @@ impl Pending {
 /// The writing side: every item in order; streamed pieces as they arrive, reordered.
 fn consume<'b, W: Write>(
     items: Vec<Work<'_, W>>,
-    units: &[Unit],
+    plan: &[Option<(u64, u64)>],
     writer: &mut Writer<W>,
     rx: &Receiver<Message<'b>>,
     progress: &dyn Progress,
@@ -762,7 +778,7 @@ fn consume<'b, W: Write>(
                     SpecInfo { role: "data", dtype, logical_type: logical_type.as_ref(), len };
                 writer.check_object(&object.name, &object.shape, &Format::Dense, &[info])?;
                 let offset = writer.begin_blob()?;
-                let pieces = units.get(seq).map_or(1, |u| u.count);
+                let pieces = plan[item].map_or(1, |(len, size)| pieces_of(len, size));
                 let mut frames = Vec::with_capacity(pieces);
                 let (mut stored, mut digest) = (0u64, None);
                 for _ in 0..pieces {

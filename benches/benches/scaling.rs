@@ -1,0 +1,304 @@
+//! How the engine scales: `ztensor repack` and `ztensor convert` runs of the release CLI, with
+//! the CPU time of every thread read from `/proc/PID/task/*/stat` while they run, grouped by the
+//! role the thread's name gives (`zt-work-N` workers, `zt-read` the reading thread, the calling
+//! thread that orders and writes), beside the machine's own kernels (the same compression and
+//! digest on the same pieces, all cores, no I/O and no coordination).
+//!
+//! `cargo xtask bench scaling` (or `cargo bench -p ztensor-benches --bench scaling`; Linux only).
+//! Environment: `ZT_BENCH_BYTES` (checkpoint size, default 512 MiB), `ZT_BENCH_CLI` (the
+//! `ztensor` binary; default `target/release/ztensor`), `ZT_BENCH_THREADS` (comma-separated
+//! thread counts; default 1, 2, 4, … up to the cores present, and the cores).
+//!
+//! For each mode it reports per-role CPU seconds per GB at all threads, the serial share (CPU of
+//! the busiest thread that is not a worker ÷ all CPU), the speed-up Amdahl's law projects from
+//! that share at 8 / 16 / 32 / 64 threads, and the wall speed-up measured at each thread count.
+//! Prints a table and writes `target/bench/scaling.json`.
+
+// Benchmark data is generated here and sized for 64-bit machines; its lengths always fit.
+#![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use ztensor_benches::{Rng, checkpoint_layout, normal_weights};
+use ztensor_format::{DType, DigestAlgorithm, Version};
+use ztensor_io::{Hasher, WriteOptions, Writer, zstd_encode};
+
+/// One way of running the CLI: its name, its arguments before the input and output, the input
+/// file and the digest the machine's kernel computes for it (with zstd-3 when `zstd`).
+struct Mode {
+    name: &'static str,
+    args: &'static [&'static str],
+    input: &'static str,
+    zstd: bool,
+    digest: Option<DigestAlgorithm>,
+}
+
+fn modes() -> Vec<Mode> {
+    vec![
+        Mode {
+            name: "repack zstd-3 + blake3",
+            args: &["repack", "--zstd", "3", "--digest", "blake3"],
+            input: "raw.zt",
+            zstd: true,
+            digest: Some(DigestAlgorithm::Blake3),
+        },
+        Mode {
+            name: "repack zstd-3 + sha256",
+            args: &["repack", "--zstd", "3", "--digest", "sha256"],
+            input: "raw.zt",
+            zstd: true,
+            digest: Some(DigestAlgorithm::Sha256),
+        },
+        Mode {
+            name: "repack raw + blake3",
+            args: &["repack", "--raw", "--digest", "blake3"],
+            input: "raw.zt",
+            zstd: false,
+            digest: Some(DigestAlgorithm::Blake3),
+        },
+        Mode {
+            name: "repack raw, no digest",
+            args: &["repack", "--raw"],
+            input: "raw.zt",
+            zstd: false,
+            digest: None,
+        },
+        Mode {
+            name: "convert safetensors -> zstd-3 + blake3",
+            args: &["convert", "--zstd", "3", "--digest", "blake3"],
+            input: "st.safetensors",
+            zstd: true,
+            digest: Some(DigestAlgorithm::Blake3),
+        },
+    ]
+}
+
+/// CPU seconds of every thread of a finished run, by thread id: its name and seconds.
+type Threads = BTreeMap<u32, (String, f64)>;
+
+/// Reads the CPU time of every thread of `pid` (utime + stime of `/proc/PID/task/TID/stat`).
+fn sample(pid: u32, ticks: f64, into: &mut Threads) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+    for task in tasks.flatten() {
+        let Ok(tid) = task.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        // `pid (comm) state ppid …`: the name may hold spaces and parentheses; the last `)` ends it.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let name = stat[open + 1..close].to_owned();
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        // Fields 14 and 15 of the line; `rest` starts at field 3.
+        let (Some(user), Some(system)) = (rest.get(11), rest.get(12)) else { continue };
+        let (Ok(user), Ok(system)) = (user.parse::<f64>(), system.parse::<f64>()) else { continue };
+        into.insert(tid, (name, (user + system) / ticks));
+    }
+}
+
+/// Runs the CLI, sampling its threads every 10 ms until it exits: wall time and per-thread CPU
+/// (a thread's last 10 ms may be missed; workers live to the end of the run).
+fn run(cli: &Path, args: &[String], ticks: f64) -> (Duration, Threads, u32) {
+    let started = Instant::now();
+    let mut child = std::process::Command::new(cli)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("run ztensor");
+    let pid = child.id();
+    let mut threads = Threads::new();
+    loop {
+        sample(pid, ticks, &mut threads);
+        if let Some(status) = child.try_wait().expect("wait for ztensor") {
+            assert!(status.success(), "ztensor {args:?} failed: {status}");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (started.elapsed(), threads, pid)
+}
+
+/// The role a thread's name gives.
+fn role(tid: u32, pid: u32, name: &str) -> &'static str {
+    if name.starts_with("zt-work") {
+        "workers"
+    } else if name == "zt-read" {
+        "reading thread"
+    } else if tid == pid {
+        "calling thread (orders, writes)"
+    } else if name == "zt-signals" {
+        "signals"
+    } else {
+        "other"
+    }
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn amdahl(serial: f64, threads: f64) -> f64 {
+    1.0 / (serial + (1.0 - serial) / threads)
+}
+
+/// The machine's own kernel for `mode` on `threads` threads: compress (zstd-3) and digest each
+/// 4 MiB piece independently, no I/O. Wall time.
+fn kernel(pieces: &[&[u8]], mode: &Mode, threads: usize) -> Duration {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+    let started = Instant::now();
+    pool.install(|| {
+        pieces.par_iter().for_each(|p| {
+            let stored = if mode.zstd { zstd_encode(p, 3).expect("zstd") } else { Vec::new() };
+            if let Some(h) = mode.digest.as_ref().and_then(Hasher::new) {
+                let mut h = h;
+                h.update(if mode.zstd { &stored } else { p });
+                std::hint::black_box(h.finish());
+            }
+        });
+    });
+    started.elapsed()
+}
+
+fn main() {
+    if !Path::new("/proc/self/task").exists() {
+        eprintln!("the scaling bench reads /proc/PID/task: Linux only");
+        return;
+    }
+    let total =
+        std::env::var("ZT_BENCH_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(512 << 20);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = root.join("target/bench-data/scaling");
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let cli = std::env::var_os("ZT_BENCH_CLI")
+        .map_or_else(|| root.join("target/release/ztensor"), PathBuf::from);
+    assert!(cli.exists(), "{} is not built (cargo xtask bench scaling builds it)", cli.display());
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let counts: Vec<usize> = match std::env::var("ZT_BENCH_THREADS") {
+        Ok(list) => list.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
+        Err(_) => {
+            let mut c: Vec<usize> = std::iter::successors(Some(1usize), |n| Some(n * 2))
+                .take_while(|&n| n <= cores)
+                .collect();
+            if c.last() != Some(&cores) {
+                c.push(cores);
+            }
+            c
+        }
+    };
+    let ticks = clock_ticks();
+
+    // The checkpoint, as a raw v1.2 file and as safetensors.
+    let mut rng = Rng::new(0x5ca1e);
+    let tensors: Vec<(String, Vec<u64>, DType, Vec<u8>)> = checkpoint_layout(total)
+        .into_iter()
+        .map(|(name, shape, bf16)| {
+            let mut data = Vec::new();
+            normal_weights(&mut rng, shape.iter().product(), bf16, &mut data);
+            (name, shape, if bf16 { DType::BF16 } else { DType::F32 }, data)
+        })
+        .collect();
+    let bytes: u64 = tensors.iter().map(|t| t.3.len() as u64).sum();
+    let gb = bytes as f64 / 1e9;
+    let file = std::fs::File::create(dir.join("raw.zt")).expect("create");
+    let mut w = Writer::new(std::io::BufWriter::new(file), Version::V1_2).expect("writer");
+    for (name, shape, dtype, data) in &tensors {
+        w.add_dense(name, shape, *dtype, data, &WriteOptions::raw()).expect("add");
+    }
+    w.finish().expect("finish");
+    let views: Vec<(&str, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(name, shape, dtype, data)| {
+            let dtype = if *dtype == DType::BF16 {
+                safetensors::Dtype::BF16
+            } else {
+                safetensors::Dtype::F32
+            };
+            let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+            (name.as_str(), safetensors::tensor::TensorView::new(dtype, shape, data).expect("view"))
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &dir.join("st.safetensors")).expect("safetensors");
+    let pieces: Vec<&[u8]> = tensors.iter().flat_map(|t| t.3.chunks(4 << 20)).collect();
+    eprintln!("{} tensors, {bytes} bytes; {cores} cores; thread counts {counts:?}", tensors.len());
+
+    let out = dir.join("out.zt");
+    let mut report = Vec::new();
+    println!(
+        "| mode | threads | wall s | speed-up | kernel speed-up | CLI / kernel | CPU s/GB: workers | reading | calling | other | serial share | projected 8 / 16 / 32 / 64 |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for mode in modes() {
+        let mut walls = Vec::new();
+        let mut kernel_walls = Vec::new();
+        let mut rows = Vec::new();
+        for &threads in &counts {
+            let mut args: Vec<String> = mode.args.iter().map(|s| (*s).to_owned()).collect();
+            args.extend(["-q".into(), "--threads".into(), threads.to_string()]);
+            args.push(dir.join(mode.input).to_string_lossy().into_owned());
+            args.push(out.to_string_lossy().into_owned());
+            let (wall, per_thread, pid) = run(&cli, &args, ticks);
+            let kernel_wall = kernel(&pieces, &mode, threads);
+            let mut roles: BTreeMap<&str, f64> = BTreeMap::new();
+            let mut busiest_serial = 0f64;
+            for (&tid, (name, cpu)) in &per_thread {
+                let r = role(tid, pid, name);
+                *roles.entry(r).or_default() += cpu;
+                if r != "workers" {
+                    busiest_serial = busiest_serial.max(*cpu);
+                }
+            }
+            let all: f64 = roles.values().sum();
+            let serial = if all > 0.0 { busiest_serial / all } else { 0.0 };
+            walls.push(wall.as_secs_f64());
+            kernel_walls.push(kernel_wall.as_secs_f64());
+            let speedup = walls[0] / wall.as_secs_f64();
+            let kernel_speedup = kernel_walls[0] / kernel_wall.as_secs_f64();
+            let per_gb = |r: &str| roles.get(r).copied().unwrap_or(0.0) / gb;
+            let other = per_gb("other") + per_gb("signals");
+            let projected: Vec<f64> =
+                [8.0, 16.0, 32.0, 64.0].iter().map(|&n| amdahl(serial, n)).collect();
+            println!(
+                "| {} | {threads} | {:.2} | {speedup:.2} | {kernel_speedup:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {other:.2} | {:.1} % | {} |",
+                mode.name,
+                wall.as_secs_f64(),
+                kernel_wall.as_secs_f64() / wall.as_secs_f64(),
+                per_gb("workers"),
+                per_gb("reading thread"),
+                per_gb("calling thread (orders, writes)"),
+                serial * 100.0,
+                projected.iter().map(|p| format!("{p:.1}")).collect::<Vec<_>>().join(" / "),
+            );
+            rows.push(serde_json::json!({
+                "threads": threads,
+                "wall_s": wall.as_secs_f64(),
+                "speedup": speedup,
+                "kernel_wall_s": kernel_wall.as_secs_f64(),
+                "kernel_speedup": kernel_speedup,
+                "cli_over_kernel": kernel_wall.as_secs_f64() / wall.as_secs_f64(),
+                "cpu_s_per_gb": roles.iter().map(|(r, c)| ((*r).to_owned(), c / gb)).collect::<BTreeMap<_, _>>(),
+                "serial_share": serial,
+                "projected": {"8": projected[0], "16": projected[1], "32": projected[2], "64": projected[3]},
+            }));
+        }
+        report.push(serde_json::json!({"mode": mode.name, "runs": rows}));
+    }
+    let _ = std::fs::remove_file(&out);
+    let json = serde_json::json!({
+        "bench": "scaling",
+        "bytes": bytes,
+        "cores": cores,
+        "sha_ni": std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains(" sha_ni")),
+        "modes": report,
+    });
+    let path = root.join("target/bench/scaling.json");
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("report dir");
+    std::fs::write(&path, serde_json::to_string_pretty(&json).expect("json"))
+        .expect("write report");
+    eprintln!("wrote {}", path.display());
+}
