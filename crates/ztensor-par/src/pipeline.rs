@@ -1,6 +1,9 @@
-//! The engine: a producer reads pieces in input order under a memory budget, a rayon pool
-//! compresses and digests them, and the calling thread writes them in input order through the
-//! sequential writer's own streaming API.
+//! The engine: a dispatcher thread (`zt-read`) admits pieces in input order under a memory
+//! budget; the rayon pool's workers (`zt-work-N`) read their own raw source pieces (positioned
+//! reads, or borrowed from a map), check the source digest over exactly the bytes they read (a
+//! per-component chain, hashed in order by whichever worker holds the next piece), compress and
+//! digest; the calling thread writes the pieces in input order through the sequential writer's
+//! own streaming API. zstd source components are decoded on the dispatcher, a stream each.
 //!
 //! Determinism comes from the split of work: only *preparing* bytes is parallel. Placement
 //! (offsets, padding, manifest) happens on one thread, in input order, with the same
@@ -63,6 +66,9 @@ enum Work<'a, W: Write> {
         logical_type: Option<LogicalType>,
         len: u64,
         options: WriteOptions,
+        /// Whether a source chain checks the source's digest (its verdict comes as
+        /// `Key::Source`; the object joins the manifest only after it).
+        checked: bool,
     },
     Sequential(SequentialWrite<'a, W>),
 }
@@ -90,12 +96,14 @@ struct Prepared<'b> {
     digest: Option<ztensor_format::Digest>,
 }
 
-/// What workers send the writing side: a piece (by sequence number) or the digest of a
-/// component of several pieces (by item).
+/// What workers send the writing side: a piece (by sequence number), the digest of a
+/// component of several pieces (by item), or the verdict on a raw source component's digest
+/// (by item; `Digest(None)` when it matched, an error when not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Key {
     Piece(usize),
     Digest(usize),
+    Source(usize),
 }
 
 enum Payload<'b> {
@@ -110,7 +118,15 @@ type Message<'b> = (Key, Result<Payload<'b>>);
 struct Chain<'b> {
     state: Mutex<ChainState<'b>>,
     pieces: usize,
-    zstd: bool,
+    end: ChainEnd,
+}
+
+/// What a chain hashes, and what it sends when it has hashed every piece.
+enum ChainEnd {
+    /// The written bytes (and, for zstd of several frames, the seek table): `Key::Digest`.
+    Output { zstd: bool },
+    /// The source's stored bytes, as the workers read them: `Key::Source`, checked here.
+    Source { expected: Digest },
 }
 
 struct ChainState<'b> {
@@ -122,7 +138,7 @@ struct ChainState<'b> {
 }
 
 impl<'b> Chain<'b> {
-    fn new(hasher: Hasher, pieces: usize, zstd: bool) -> Chain<'b> {
+    fn new(hasher: Hasher, pieces: usize, end: ChainEnd) -> Chain<'b> {
         let state = ChainState {
             next: 0,
             busy: false,
@@ -130,7 +146,7 @@ impl<'b> Chain<'b> {
             pending: BTreeMap::new(),
             frames: Vec::new(),
         };
-        Chain { state: Mutex::new(state), pieces, zstd }
+        Chain { state: Mutex::new(state), pieces, end }
     }
 
     /// Adds piece `index`; hashes every piece that is now next in line, unless another worker
@@ -169,16 +185,28 @@ impl<'b> Chain<'b> {
             state.next += 1;
             if state.next == self.pieces {
                 let mut hasher = state.hasher.take();
-                let digest = (|| {
-                    if self.zstd && self.pieces > 1 {
-                        let table = table_of(&state.frames)?;
-                        if let Some(h) = hasher.as_mut() {
-                            h.update(&table);
-                        }
+                let message = match &self.end {
+                    ChainEnd::Output { zstd } => {
+                        let digest = (|| {
+                            if *zstd && self.pieces > 1 {
+                                let table = table_of(&state.frames)?;
+                                if let Some(h) = hasher.as_mut() {
+                                    h.update(&table);
+                                }
+                            }
+                            Ok(hasher.map(Hasher::finish))
+                        })();
+                        (Key::Digest(item), digest.map(Payload::Digest))
                     }
-                    Ok(hasher.map(Hasher::finish))
-                })();
-                let _ = tx.send((Key::Digest(item), digest.map(Payload::Digest)));
+                    ChainEnd::Source { expected } => {
+                        let verdict = match check_digest(Some(expected), hasher) {
+                            Some(mismatch) => Err(Error::from(mismatch)),
+                            None => Ok(Payload::Digest(None)),
+                        };
+                        (Key::Source(item), verdict)
+                    }
+                };
+                let _ = tx.send(message);
                 state.busy = false;
                 return;
             }
@@ -370,8 +398,9 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     // otherwise cost memory for pieces before any is read).
     let mut plan: Vec<Option<(u64, u64)>> = Vec::with_capacity(items.len());
     let mut chains: Vec<Option<Chain<'_>>> = Vec::with_capacity(items.len());
+    let mut source_chains: Vec<Option<Chain<'_>>> = Vec::with_capacity(items.len());
     for item in &items {
-        let mut chain = None;
+        let (mut chain, mut source_chain) = (None, None);
         // Pieces are planned from the declared length: never one no stream could decode to.
         if let Item::Stream { len, input: Input::Zstd { stored, .. }, object, .. } = item
             && *len > ztensor_io::zstd_max_decoded(*stored)
@@ -385,7 +414,7 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                 .in_object(&object.name),
             ));
         }
-        if let Item::Stream { len, options, .. } = item {
+        if let Item::Stream { len, options, input, .. } = item {
             let size = piece_size(options, *len);
             let count = pieces_of(*len, size);
             plan.push(Some((*len, size)));
@@ -395,12 +424,18 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                     .digest
                     .as_ref()
                     .and_then(Hasher::new)
-                    .map(|h| Chain::new(h, count, zstd));
+                    .map(|h| Chain::new(h, count, ChainEnd::Output { zstd }));
+            }
+            // A raw source component's digest is checked over the pieces the workers read.
+            if let Input::Raw { digest: Some(d), .. } = input {
+                source_chain = Hasher::new(&d.algorithm())
+                    .map(|h| Chain::new(h, count, ChainEnd::Source { expected: d.clone() }));
             }
         } else {
             plan.push(None);
         }
         chains.push(chain);
+        source_chains.push(source_chain);
     }
     let abort = AtomicBool::new(false);
     // The producer owns the only sender (tasks hold clones): when it stops, for whatever
@@ -409,11 +444,12 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     // Inputs go to the reading side, everything else to the writing side.
     let mut inputs: Vec<Option<(Input<'a>, WriteOptions)>> = Vec::with_capacity(items.len());
     let mut work = Vec::with_capacity(items.len());
-    for item in items {
+    for (i, item) in items.into_iter().enumerate() {
         match item {
             Item::Stream { object, dtype, logical_type, len, input, options } => {
                 inputs.push(Some((input, options.clone())));
-                work.push(Work::Stream { object, dtype, logical_type, len, options });
+                let checked = source_chains[i].is_some();
+                work.push(Work::Stream { object, dtype, logical_type, len, options, checked });
             }
             Item::Sequential(write) => {
                 inputs.push(None);
@@ -424,7 +460,8 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
 
     pool.in_place_scope(|scope| {
         std::thread::scope(|threads| {
-            let (inputs, plan, abort, chains) = (&inputs, &plan, &abort, &chains);
+            let (inputs, plan, abort) = (&inputs, &plan, &abort);
+            let chains = (chains.as_slice(), source_chains.as_slice());
             let producer = std::thread::Builder::new()
                 .name("zt-read".into())
                 .spawn_scoped(threads, move || {
@@ -450,13 +487,24 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     })
 }
 
-/// The producer: reads every piece in order (taking budget first) and hands it to the pool.
+/// What a worker starts a piece from.
+enum Job<'b> {
+    /// Bytes already at hand (a slice, or zstd source output decoded in order).
+    Ready(Cow<'b, [u8]>),
+    /// A piece of a raw source component, read by the worker itself: `at` in the source,
+    /// `swap` the element width to byte-swap after reading.
+    Raw { at: u64, swap: Option<usize> },
+}
+
+/// The dispatcher: admits every piece in order (taking budget first) and hands it to the pool.
+/// Raw source pieces are read, checked and compressed by the workers; only zstd source
+/// components, a stream each, are decoded here.
 #[allow(clippy::too_many_arguments)]
 fn produce<'a, 's, 'b, S: ReadAt>(
     source: Option<&'a S>,
     inputs: &'s [Option<(Input<'a>, WriteOptions)>],
     plan: &[Option<(u64, u64)>],
-    chains: &'s [Option<Chain<'b>>],
+    chains: (&'s [Option<Chain<'b>>], &'s [Option<Chain<'b>>]),
     scope: &rayon::Scope<'s>,
     tx: Sender<Message<'b>>,
     budget: &'b Budget,
@@ -467,12 +515,14 @@ where
     'a: 'b,
     'b: 's,
 {
+    let (chains, source_chains) = chains;
     let mut stream: Option<(usize, ZstdStream<'a, S>)> = None;
-    let mut raw_hash: Option<(usize, Hasher)> = None;
     let fail = |seq: usize, error: Error, cost: u64| {
         budget.give(cost);
         let _ = tx.send((Key::Piece(seq), Err(error)));
     };
+    // Raw pieces of a source in memory (a map) are borrowed, never copied.
+    let mapped: Option<&'a [u8]> = source.and_then(ReadAt::as_slice);
     for (seq, unit) in units(plan).enumerate() {
         let Unit { item, start, len, index, count } = unit;
         let Some((input, options)) = &inputs[item] else { continue };
@@ -483,65 +533,44 @@ where
         } else {
             0
         };
-        // Slices, and raw little-endian pieces of a source in memory (a map), are borrowed.
-        let mapped = source.and_then(ReadAt::as_slice);
         let owned = match input {
             Input::Slice(_) => false,
             Input::Raw { swap: None, .. } => mapped.is_none(),
             _ => true,
         };
-        let cost = bound + if owned || !compress { len } else { 0 };
+        // The input's share, then the compressed output's: split again by the worker.
+        let in_cost = if owned || !compress { len } else { 0 };
+        // A big-endian piece whose stored bytes a source chain hashes is swapped on a copy.
+        let swap_cost = match input {
+            Input::Raw { swap: Some(_), .. } if source_chains[item].is_some() => len,
+            _ => 0,
+        };
+        let cost = bound + in_cost + swap_cost;
         if !budget.take(cost, abort) {
             return Ok(());
         }
-        let piece: Cow<'b, [u8]> = match input {
+        let job = match input {
             Input::Slice(all) => {
                 let (s, e) = (
                     usize::try_from(start).unwrap_or(0),
                     usize::try_from(start + len).unwrap_or(0),
                 );
-                Cow::Borrowed(&all[s..e])
+                Job::Ready(Cow::Borrowed(&all[s..e]))
             }
-            Input::Raw { offset, swap, digest } => {
-                let src = source.ok_or_else(no_source)?;
-                let at = offset.checked_add(start).and_then(|s| Some((s, s.checked_add(len)?)));
-                let in_memory = match (mapped, at, swap) {
-                    (Some(all), Some((s, e)), None) => usize::try_from(s)
-                        .ok()
-                        .zip(usize::try_from(e).ok())
-                        .and_then(|(s, e)| all.get(s..e)),
-                    _ => None,
-                };
-                let mut buf = match in_memory {
-                    Some(bytes) => Cow::Borrowed(bytes),
-                    None => {
-                        let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
-                        if let Err(e) = src.read_exact_at(offset + start, &mut buf) {
-                            fail(seq, Error::io("reading the source", None, e), cost);
-                            return Ok(());
-                        }
-                        Cow::Owned(buf)
-                    }
-                };
-                if start == 0 {
-                    raw_hash = digest
-                        .as_ref()
-                        .and_then(|d| Hasher::new(&d.algorithm()))
-                        .map(|h| (item, h));
-                }
-                if let Some((_, h)) = raw_hash.as_mut().filter(|(i, _)| *i == item) {
-                    h.update(&buf);
-                }
-                if last
-                    && let Some(f) = check_digest(digest.as_ref(), raw_hash.take().map(|(_, h)| h))
-                {
-                    fail(seq, Error::from(f), cost);
+            Input::Raw { offset, swap, .. } => {
+                if source.is_none() {
+                    fail(seq, no_source(), cost);
                     return Ok(());
                 }
-                if let Some(w) = swap {
-                    ztensor_format::data::swap_bytes(buf.to_mut(), *w);
-                }
-                buf
+                let Some(at) = offset.checked_add(start) else {
+                    fail(
+                        seq,
+                        Error::from(FormatError::new(Rule::InvalidInput, "offset overflow")),
+                        cost,
+                    );
+                    return Ok(());
+                };
+                Job::Raw { at, swap: *swap }
             }
             Input::Zstd { offset, stored, digest } => {
                 let src = source.ok_or_else(no_source)?;
@@ -601,17 +630,48 @@ where
                     fail(seq, f, cost);
                     return Ok(());
                 }
-                Cow::Owned(buf)
+                Job::Ready(Cow::Owned(buf))
             }
         };
+        // Admitted: counted as read (a worker reads raw source pieces as it starts them).
         progress.bytes_in(len);
         let single = count == 1;
         let options = options.clone();
         let tx = tx.clone();
-        let chain = chains[item].as_ref();
+        let (chain, source_chain) = (chains[item].as_ref(), source_chains[item].as_ref());
         scope.spawn(move |_| {
             let work = panic::catch_unwind(AssertUnwindSafe(|| {
-                match prepare(piece, &options, single, cost, budget) {
+                // Read (raw source pieces), then hand the source chain exactly the bytes that
+                // are then compressed and written.
+                let (input, swap) = match job {
+                    Job::Ready(bytes) => (bytes, None),
+                    Job::Raw { at, swap } => match read_piece(source, mapped, at, len) {
+                        Ok(bytes) => (bytes, swap),
+                        Err(e) => {
+                            budget.give(cost);
+                            let _ = tx.send((Key::Piece(seq), Err(e)));
+                            return;
+                        }
+                    },
+                };
+                let mut input = Arc::new(Tracked { bytes: input, cost: in_cost, budget });
+                if let Some(chain) = source_chain {
+                    chain.push(item, index, Arc::clone(&input), len, &tx);
+                }
+                if let Some(width) = swap {
+                    // Big-endian elements. Swapped in place when nothing else holds the stored
+                    // bytes; else (a source chain still to hash them) on a copy the dispatcher
+                    // budgeted for.
+                    if let Some(only) = Arc::get_mut(&mut input) {
+                        ztensor_format::data::swap_bytes(only.bytes.to_mut(), width);
+                    } else {
+                        let mut copy = input.bytes.to_vec();
+                        ztensor_format::data::swap_bytes(&mut copy, width);
+                        input =
+                            Arc::new(Tracked { bytes: Cow::Owned(copy), cost: swap_cost, budget });
+                    }
+                }
+                match prepare(input, &options, single, bound, budget) {
                     Ok(prepared) => {
                         let bytes = Arc::clone(&prepared.bytes);
                         let input_len = prepared.input_len;
@@ -642,31 +702,52 @@ where
     Ok(())
 }
 
+/// A piece of a raw source component: borrowed from the map when the source is one, else read.
+fn read_piece<'a, S: ReadAt>(
+    source: Option<&'a S>,
+    mapped: Option<&'a [u8]>,
+    at: u64,
+    len: u64,
+) -> Result<Cow<'a, [u8]>> {
+    let in_memory = mapped.and_then(|all| {
+        let s = usize::try_from(at).ok()?;
+        all.get(s..s.checked_add(usize::try_from(len).ok()?)?)
+    });
+    if let Some(bytes) = in_memory {
+        return Ok(Cow::Borrowed(bytes));
+    }
+    let src = source.ok_or_else(no_source)?;
+    let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+    src.read_exact_at(at, &mut buf).map_err(|e| Error::io("reading the source", None, e))?;
+    Ok(Cow::Owned(buf))
+}
+
 fn no_source() -> Error {
     Error::from(FormatError::new(Rule::InvalidInput, "a file input without a source"))
 }
 
-/// Compresses one piece and, when it is a whole component, digests it.
+/// Compresses one piece and, when it is a whole component, digests it. A raw piece is written
+/// as it is (the same bytes a source chain may be hashing); a compressed one is tracked with
+/// `out_cost` of the budget.
 fn prepare<'b>(
-    piece: Cow<'b, [u8]>,
+    input: Arc<Tracked<'b>>,
     options: &WriteOptions,
     whole_component: bool,
-    cost: u64,
+    out_cost: u64,
     budget: &'b Budget,
 ) -> Result<Prepared<'b>> {
-    let input_len = piece.len() as u64;
-    // Tracked from here on, so the budget is given back whatever happens.
-    let tracked = |bytes: Cow<'b, [u8]>| Tracked { bytes, cost, budget };
+    let input_len = input.bytes.len() as u64;
     let bytes = match options.compression {
-        Compression::Raw => tracked(piece),
+        Compression::Raw => input,
         Compression::Zstd(level) => {
-            let z = zstd_encode(&piece, level);
-            drop(piece);
-            let mut t = tracked(Cow::Borrowed(&[]));
+            // Tracked from here on, so the budget is given back whatever happens.
+            let mut t = Tracked { bytes: Cow::Borrowed(&[]), cost: out_cost, budget };
+            let z = zstd_encode(&input.bytes, level);
+            drop(input);
             t.bytes = Cow::Owned(z.map_err(|e| {
                 Error::from(FormatError::new(Rule::InvalidInput, format!("zstd: {e}")))
             })?);
-            t
+            Arc::new(t)
         }
     };
     let digest = match (&options.digest, whole_component) {
@@ -679,7 +760,7 @@ fn prepare<'b>(
         }
         _ => None,
     };
-    Ok(Prepared { bytes: Arc::new(bytes), input_len, digest })
+    Ok(Prepared { bytes, input_len, digest })
 }
 
 /// Messages that arrived before they were wanted, by key.
@@ -718,6 +799,8 @@ struct Written {
     component: Component,
     /// The item whose hash chain still owes the component's digest, if any.
     chain: Option<usize>,
+    /// The item whose source chain still owes its verdict on the source digest, if any.
+    source: Option<usize>,
 }
 
 /// Objects whose bytes are written, added to the manifest in input order as their digests
@@ -736,6 +819,16 @@ impl Pending {
         wait: bool,
     ) -> Result<()> {
         while let Some(front) = self.0.front_mut() {
+            if let Some(item) = front.source.take() {
+                let key = Key::Source(item);
+                let message = if wait { Some(inbox.wait(key)) } else { inbox.poll(key) };
+                let Some(message) = message else {
+                    front.source = Some(item);
+                    return Ok(());
+                };
+                // A mismatch ends the run: nothing is published.
+                message?;
+            }
             if let Some(item) = front.chain.take() {
                 let key = Key::Digest(item);
                 let message = if wait { Some(inbox.wait(key)) } else { inbox.poll(key) };
@@ -773,7 +866,7 @@ fn consume<'b, W: Write>(
                 pending.settle(writer, &mut inbox, progress, true)?;
                 write(writer)?;
             }
-            Work::Stream { object, dtype, logical_type, len, options } => {
+            Work::Stream { object, dtype, logical_type, len, options, checked } => {
                 let info =
                     SpecInfo { role: "data", dtype, logical_type: logical_type.as_ref(), len };
                 writer.check_object(&object.name, &object.shape, &Format::Dense, &[info])?;
@@ -810,7 +903,8 @@ fn consume<'b, W: Write>(
                     digest,
                 );
                 let chain = (pieces > 1 && options.digest.is_some()).then_some(item);
-                pending.0.push_back(Written { object, component, chain });
+                let source = checked.then_some(item);
+                pending.0.push_back(Written { object, component, chain, source });
                 pending.settle(writer, &mut inbox, progress, false)?;
             }
         }

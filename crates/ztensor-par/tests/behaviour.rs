@@ -498,3 +498,83 @@ fn aliases_of_one_blob_are_verified_once_and_a_damaged_one_is_named_for_each() {
         assert!(err.to_string().contains(name.as_str()), "{name}: {err}");
     }
 }
+
+/// A source whose bytes at `at` change after the first read that covers them: `first` on that
+/// read, `later` on every read after.
+struct Changing<'a> {
+    bytes: &'a [u8],
+    at: u64,
+    first: u8,
+    later: u8,
+    reads: AtomicU64,
+}
+
+impl ReadAt for Changing<'_> {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.bytes.read_exact_at(offset, buf)?;
+        if (offset..offset + buf.len() as u64).contains(&self.at) {
+            let n = self.reads.fetch_add(1, Ordering::SeqCst);
+            buf[(self.at - offset) as usize] = if n == 0 { self.first } else { self.later };
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn the_bytes_a_source_digest_checks_are_the_bytes_written() {
+    // A raw component of five pieces with a digest, repacked by workers that read their own
+    // pieces: each piece is read once, hashed and compressed from that one buffer.
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    let options = WriteOptions { digest: Some(DigestAlgorithm::Sha256), ..WriteOptions::raw() };
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    w.add_dense("w", &[10_000], DType::U8, &data, &options).unwrap();
+    let file = w.finish().unwrap().0;
+    let offset = Reader::new(&file[..], &Options::default())
+        .unwrap()
+        .object("w")
+        .unwrap()
+        .object()
+        .components["data"]
+        .offset;
+    let at = offset + 4_321;
+    let genuine = file[at as usize];
+    let copy = CopyOptions {
+        compression: Some(Compression::Zstd(1)),
+        digest: DigestChoice::Set(DigestAlgorithm::Blake3),
+        chunk_size: Some(2048),
+    };
+    for threads in [1, 2, 4] {
+        // Genuine when first read, damaged after: what was checked is what is written.
+        let source = Changing {
+            bytes: &file,
+            at,
+            first: genuine,
+            later: genuine ^ 0x40,
+            reads: AtomicU64::new(0),
+        };
+        let reader = Reader::new(source, &Options::default()).unwrap();
+        let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        repack(&reader, &mut out, &copy, &ParOptions::with_threads(threads), &()).unwrap();
+        assert_eq!(reader.source().reads.load(Ordering::SeqCst), 1, "read once");
+        let out = out.finish().unwrap().0;
+        let back = Reader::new(&out[..], &Options::default()).unwrap();
+        assert_eq!(back.read_object_verified("w").unwrap().components["data"].bytes, data);
+
+        // Damaged when first read, genuine after: refused, never laundered under a new digest.
+        let source = Changing {
+            bytes: &file,
+            at,
+            first: genuine ^ 0x40,
+            later: genuine,
+            reads: AtomicU64::new(0),
+        };
+        let reader = Reader::new(source, &Options::default()).unwrap();
+        let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let err =
+            repack(&reader, &mut out, &copy, &ParOptions::with_threads(threads), &()).unwrap_err();
+        assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DigestMismatch), "{err}");
+    }
+}
