@@ -66,6 +66,6 @@ pub use crate::publish::{
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::writer::{
-    ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent, WriteOptions,
-    Writer,
+    BlobSlot, ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent,
+    WriteOptions, Writer,
 };

@@ -429,6 +429,21 @@ fn abandoned() -> io::Error {
     io::Error::new(io::ErrorKind::Interrupted, "the write was interrupted")
 }
 
+impl AtomicFile {
+    /// A second handle on the temporary file, for positioned writes from other threads
+    /// ([`crate::BlobSlot`]).
+    pub(crate) fn positioned_handle(&self) -> io::Result<File> {
+        self.file.as_ref().ok_or_else(abandoned)?.get_ref().try_clone()
+    }
+
+    /// Moves past `n` bytes that positioned writes fill, after writing out what is buffered.
+    pub(crate) fn skip(&mut self, n: u64) -> io::Result<()> {
+        use std::io::{Seek, SeekFrom};
+        let n = i64::try_from(n).map_err(|_| io::Error::other("a hole past 2^63 bytes"))?;
+        self.file.as_mut().ok_or_else(abandoned)?.seek(SeekFrom::Current(n)).map(drop)
+    }
+}
+
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.file.as_mut().ok_or_else(abandoned)?.write(buf)

@@ -1,9 +1,11 @@
 //! The writer: every version, one component at a time, published atomically.
 
 use std::collections::HashSet;
+use std::fs::File;
 use std::io::Write;
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
+use std::sync::Arc;
 
 use ztensor_format::{
     Component, DType, DigestAlgorithm, Encoding, Error as FormatError, ErrorKind as Rule, Format,
@@ -144,6 +146,72 @@ pub struct Writer<W: Write> {
     alloc: OffsetAllocator,
     written: u64,
     names: HashSet<String>,
+    /// For a file sink ([`FileWriter`]): blob bytes may be written at their offsets by other
+    /// threads ([`Writer::blob_slot`]) while the sink moves past them.
+    positioned: Option<Positioned<W>>,
+}
+
+/// A second handle on a file sink, and how to move the sink past bytes written through it.
+struct Positioned<W> {
+    file: Arc<File>,
+    skip: fn(&mut W, u64) -> std::io::Result<()>,
+}
+
+impl<W> std::fmt::Debug for Positioned<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Positioned").field("file", &self.file).finish_non_exhaustive()
+    }
+}
+
+/// Where the next bytes of a blob go in a file being written: any thread may write them, at
+/// their offset, with [`BlobSlot::write`]. Given by [`Writer::blob_slot`].
+#[derive(Debug, Clone)]
+pub struct BlobSlot {
+    offset: u64,
+    len: u64,
+    file: Arc<File>,
+}
+
+impl BlobSlot {
+    /// The file offset of the slot.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The slot's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the slot is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes the slot's bytes at its offset (a positioned write: no shared file position).
+    ///
+    /// # Errors
+    /// `bytes` not of the slot's length (`invalid_input`), and I/O errors.
+    pub fn write(&self, bytes: &[u8]) -> Result<()> {
+        if bytes.len() as u64 != self.len {
+            return Err(Error::from(
+                FormatError::new(Rule::InvalidInput, "bytes of another length than the slot")
+                    .expected_found(self.len, bytes.len()),
+            ));
+        }
+        write_all_at(&self.file, bytes, self.offset)
+            .map_err(|e| Error::io("writing a component", None, e))
+    }
+}
+
+#[cfg(unix)]
+fn write_all_at(file: &File, bytes: &[u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, bytes, offset)
+}
+
+#[cfg(not(unix))]
+fn write_all_at(_: &File, _: &[u8], _: u64) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
 }
 
 const ZEROS: [u8; 64] = [0; 64];
@@ -162,6 +230,7 @@ impl<W: Write> Writer<W> {
             alloc: OffsetAllocator::new(),
             written: magic.len() as u64,
             names: HashSet::new(),
+            positioned: None,
         })
     }
 
@@ -175,6 +244,7 @@ impl<W: Write> Writer<W> {
             alloc: OffsetAllocator::starting_at(written),
             written,
             names,
+            positioned: None,
         }
     }
 
@@ -532,6 +602,24 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// Low-level streaming: reserves the next `len` bytes of the blob begun by
+    /// [`Writer::begin_blob`] for a positioned write by any thread, when the sink is a file that
+    /// allows it (a [`FileWriter`]'s, on Unix); `None` otherwise (write the bytes with
+    /// [`Writer::blob_bytes`]). The caller writes exactly `len` bytes to the slot before the
+    /// writer finishes; placement is the same as [`Writer::blob_bytes`] gives.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn blob_slot(&mut self, len: u64) -> Result<Option<BlobSlot>> {
+        let Some(positioned) = &self.positioned else { return Ok(None) };
+        self.alloc.extend(len)?;
+        (positioned.skip)(&mut self.sink, len)
+            .map_err(|e| Error::io("writing a component", None, e))?;
+        let slot = BlobSlot { offset: self.written, len, file: Arc::clone(&positioned.file) };
+        self.written += len;
+        Ok(Some(slot))
+    }
+
     /// Low-level streaming: adds an object whose components were written with
     /// [`Writer::begin_blob`] and [`Writer::blob_bytes`]. [`Writer::finish`] validates it with
     /// the rest of the manifest.
@@ -717,7 +805,16 @@ impl FileWriter {
     /// # Errors
     /// I/O errors.
     pub fn create(path: impl AsRef<Path>, version: Version) -> Result<FileWriter> {
-        Ok(FileWriter { inner: Writer::new(AtomicFile::create(path)?, version)? })
+        let file = AtomicFile::create(path)?;
+        let handle = file.positioned_handle();
+        let mut inner = Writer::new(file, version)?;
+        // Unix only: a duplicated Windows handle shares the file pointer that positioned writes
+        // there move.
+        if cfg!(unix) {
+            let handle = handle.map_err(|e| Error::io("opening the output again", None, e))?;
+            inner.positioned = Some(Positioned { file: Arc::new(handle), skip: AtomicFile::skip });
+        }
+        Ok(FileWriter { inner })
     }
 
     /// Writes the manifest, syncs, and renames the file into place. Returns the file length.

@@ -1,9 +1,10 @@
 //! Parallel zTensor writing, repacking and verifying, with output **byte-identical to the
 //! sequential `ztensor-io` writer for any thread count**.
 //!
-//! Writing: a producer thread reads each component in fixed-size pieces (the zstd frame size,
-//! [`WriteOptions::chunk_size`], never a function of the thread count) under a memory budget; a
-//! rayon pool compresses and digests the pieces; the calling thread writes them in input order
+//! Writing: a dispatcher thread admits each component's fixed-size pieces (the zstd frame size,
+//! [`WriteOptions::chunk_size`], never a function of the thread count) under a memory budget; the
+//! rayon pool's workers read their own source pieces, check source digests over the bytes they
+//! read, compress and digest; the calling thread writes them in input order
 //! through `ztensor-io`'s own streaming API, so offsets, padding and the manifest come from the
 //! same code as the sequential writer's. One large tensor is spread over every core, because its
 //! pieces are independent zstd frames (with a seek table, so readers can decode it in parallel

@@ -2,8 +2,11 @@
 //! budget; the rayon pool's workers (`zt-work-N`) read their own raw source pieces (positioned
 //! reads, or borrowed from a map), check the source digest over exactly the bytes they read (a
 //! per-component chain, hashed in order by whichever worker holds the next piece), compress and
-//! digest; the calling thread writes the pieces in input order through the sequential writer's
-//! own streaming API. zstd source components are decoded on the dispatcher, a stream each.
+//! digest. The calling thread places the pieces in input order through the sequential writer's
+//! own streaming API; when the output is a file ([`ztensor_io::FileWriter`], Unix) it only
+//! reserves each piece's slot ([`Writer::blob_slot`]) and a worker writes the bytes there with a
+//! positioned write, so no single thread copies every byte out. zstd source components are
+//! decoded on the dispatcher, a stream each.
 //!
 //! Determinism comes from the split of work: only *preparing* bytes is parallel. Placement
 //! (offsets, padding, manifest) happens on one thread, in input order, with the same
@@ -458,7 +461,9 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
         }
     }
 
-    pool.in_place_scope(|scope| {
+    // The first failure of a positioned write by a worker, if any.
+    let write_failed: Mutex<Option<Error>> = Mutex::new(None);
+    let outcome = pool.in_place_scope(|scope| {
         std::thread::scope(|threads| {
             let (inputs, plan, abort) = (&inputs, &plan, &abort);
             let chains = (chains.as_slice(), source_chains.as_slice());
@@ -470,8 +475,9 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                 .map_err(|e| Error::io("starting the reading thread", None, e))?;
             // A panic here (in the writer or a progress hook) must not leave the reading thread
             // waiting for budget that only this side gives back: stop it, then re-raise.
+            let writes = Writes { scope, failed: &write_failed, abort, budget };
             let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                consume(work, plan, writer, &rx, progress)
+                consume(work, plan, writer, &rx, &writes, progress)
             }));
             if !matches!(result, Ok(Ok(_))) {
                 abort.store(true, Ordering::Relaxed);
@@ -484,7 +490,45 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
             // A reading failure is the cause; the writing side only saw its symptom.
             produced.and(result)
         })
-    })
+    });
+    // Every write has ended here (the scope waits for its tasks); a failed one fails the run.
+    match write_failed.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+        Some(e) => Err(e),
+        None => outcome,
+    }
+}
+
+/// Positioned writes of finished pieces, run by the workers.
+struct Writes<'r, 's, 'b> {
+    scope: &'r rayon::Scope<'s>,
+    failed: &'s Mutex<Option<Error>>,
+    abort: &'s AtomicBool,
+    budget: &'b Budget,
+}
+
+impl<'b: 's, 's> Writes<'_, 's, 'b> {
+    /// Hands `bytes` to a worker to write at `slot`; the budget they hold is given back when
+    /// they are written. A failure stops the run and is reported when it ends.
+    fn spawn(&self, slot: ztensor_io::BlobSlot, bytes: Arc<Tracked<'b>>) {
+        let (failed, abort, budget) = (self.failed, self.abort, self.budget);
+        self.scope.spawn(move |_| {
+            if abort.load(Ordering::Relaxed) {
+                return;
+            }
+            if let Err(e) = slot.write(&bytes.bytes) {
+                let mut first = failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                first.get_or_insert(e);
+                abort.store(true, Ordering::Relaxed);
+                budget.wake();
+            }
+            drop(bytes);
+        });
+    }
+
+    fn failed(&self) -> bool {
+        self.abort.load(Ordering::Relaxed)
+            && self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
 }
 
 /// What a worker starts a piece from.
@@ -850,11 +894,12 @@ impl Pending {
 }
 
 /// The writing side: every item in order; streamed pieces as they arrive, reordered.
-fn consume<'b, W: Write>(
+fn consume<'b: 's, 's, W: Write>(
     items: Vec<Work<'_, W>>,
     plan: &[Option<(u64, u64)>],
     writer: &mut Writer<W>,
     rx: &Receiver<Message<'b>>,
+    writes: &Writes<'_, 's, 'b>,
     progress: &dyn Progress,
 ) -> Result<()> {
     let mut inbox = Inbox { rx, waiting: HashMap::new() };
@@ -879,11 +924,21 @@ fn consume<'b, W: Write>(
                         unreachable_payload()?
                     };
                     seq += 1;
-                    writer.blob_bytes(&p.bytes.bytes)?;
-                    frames.push((p.bytes.bytes.len() as u64, p.input_len));
-                    stored += p.bytes.bytes.len() as u64;
+                    let n = p.bytes.bytes.len() as u64;
+                    // Placed here, in order; written by a worker when the sink is a file.
+                    match writer.blob_slot(n)? {
+                        Some(slot) => {
+                            if writes.failed() {
+                                return Ok(());
+                            }
+                            writes.spawn(slot, p.bytes);
+                        }
+                        None => writer.blob_bytes(&p.bytes.bytes)?,
+                    }
+                    frames.push((n, p.input_len));
+                    stored += n;
                     digest = p.digest;
-                    progress.bytes_out(p.bytes.bytes.len() as u64);
+                    progress.bytes_out(n);
                 }
                 let zstd = matches!(options.compression, Compression::Zstd(_));
                 if zstd && pieces > 1 {
