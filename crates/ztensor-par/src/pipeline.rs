@@ -462,20 +462,21 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     }
 
     // The first failure of a positioned write by a worker, if any.
-    let write_failed: Mutex<Option<Error>> = Mutex::new(None);
+    let (queued, pending_writes) = crossbeam_channel::unbounded();
+    let queue = WriteQueue { tx: queued, rx: pending_writes, failed: Mutex::new(None) };
     let outcome = pool.in_place_scope(|scope| {
         std::thread::scope(|threads| {
-            let (inputs, plan, abort) = (&inputs, &plan, &abort);
+            let (inputs, plan, abort, queue) = (&inputs, &plan, &abort, &queue);
             let chains = (chains.as_slice(), source_chains.as_slice());
             let producer = std::thread::Builder::new()
                 .name("zt-read".into())
                 .spawn_scoped(threads, move || {
-                    produce(source, inputs, plan, chains, scope, tx, budget, abort, progress)
+                    produce(source, inputs, plan, chains, scope, tx, budget, abort, queue, progress)
                 })
                 .map_err(|e| Error::io("starting the reading thread", None, e))?;
             // A panic here (in the writer or a progress hook) must not leave the reading thread
             // waiting for budget that only this side gives back: stop it, then re-raise.
-            let writes = Writes { scope, failed: &write_failed, abort, budget };
+            let writes = Writes { scope, queue, abort, budget };
             let result = panic::catch_unwind(AssertUnwindSafe(|| {
                 consume(work, plan, writer, &rx, &writes, progress)
             }));
@@ -492,42 +493,61 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
         })
     });
     // Every write has ended here (the scope waits for its tasks); a failed one fails the run.
-    match write_failed.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+    match queue.failed.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
         Some(e) => Err(e),
         None => outcome,
+    }
+}
+
+/// Finished pieces waiting for a worker to write them at their slots. Every worker task takes
+/// the waiting writes first, before it reads or compresses another piece, so bytes leave memory
+/// as soon as their place is known instead of queueing behind reads.
+struct WriteQueue<'b> {
+    tx: Sender<(ztensor_io::BlobSlot, Arc<Tracked<'b>>)>,
+    rx: Receiver<(ztensor_io::BlobSlot, Arc<Tracked<'b>>)>,
+    /// The first failure of a write, if any.
+    failed: Mutex<Option<Error>>,
+}
+
+impl WriteQueue<'_> {
+    /// Writes every piece waiting now. A failure stops the run and is reported when it ends;
+    /// after one, waiting pieces are dropped unwritten (their budget given back).
+    fn drain(&self, abort: &AtomicBool, budget: &Budget) {
+        while let Ok((slot, bytes)) = self.rx.try_recv() {
+            if abort.load(Ordering::Relaxed) {
+                continue;
+            }
+            if let Err(e) = slot.write(&bytes.bytes) {
+                let mut first =
+                    self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                first.get_or_insert(e);
+                abort.store(true, Ordering::Relaxed);
+                budget.wake();
+            }
+        }
     }
 }
 
 /// Positioned writes of finished pieces, run by the workers.
 struct Writes<'r, 's, 'b> {
     scope: &'r rayon::Scope<'s>,
-    failed: &'s Mutex<Option<Error>>,
+    queue: &'s WriteQueue<'b>,
     abort: &'s AtomicBool,
     budget: &'b Budget,
 }
 
 impl<'b: 's, 's> Writes<'_, 's, 'b> {
-    /// Hands `bytes` to a worker to write at `slot`; the budget they hold is given back when
-    /// they are written. A failure stops the run and is reported when it ends.
+    /// Queues `bytes` for a worker to write at `slot` (with a task of its own, so it is written
+    /// even when no other piece is left to start).
     fn spawn(&self, slot: ztensor_io::BlobSlot, bytes: Arc<Tracked<'b>>) {
-        let (failed, abort, budget) = (self.failed, self.abort, self.budget);
-        self.scope.spawn(move |_| {
-            if abort.load(Ordering::Relaxed) {
-                return;
-            }
-            if let Err(e) = slot.write(&bytes.bytes) {
-                let mut first = failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                first.get_or_insert(e);
-                abort.store(true, Ordering::Relaxed);
-                budget.wake();
-            }
-            drop(bytes);
-        });
+        let _ = self.queue.tx.send((slot, bytes));
+        let (queue, abort, budget) = (self.queue, self.abort, self.budget);
+        self.scope.spawn(move |_| queue.drain(abort, budget));
     }
 
     fn failed(&self) -> bool {
         self.abort.load(Ordering::Relaxed)
-            && self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+            && self.queue.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
     }
 }
 
@@ -553,6 +573,7 @@ fn produce<'a, 's, 'b, S: ReadAt>(
     tx: Sender<Message<'b>>,
     budget: &'b Budget,
     abort: &'s AtomicBool,
+    queue: &'s WriteQueue<'b>,
     progress: &dyn Progress,
 ) -> Result<()>
 where
@@ -684,6 +705,8 @@ where
         let tx = tx.clone();
         let (chain, source_chain) = (chains[item].as_ref(), source_chains[item].as_ref());
         scope.spawn(move |_| {
+            // Finished pieces whose place is known go out first.
+            queue.drain(abort, budget);
             let work = panic::catch_unwind(AssertUnwindSafe(|| {
                 // Read (raw source pieces), then hand the source chain exactly the bytes that
                 // are then compressed and written.
