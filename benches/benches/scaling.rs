@@ -67,6 +67,13 @@ fn modes() -> Vec<Mode> {
             digest: None,
         },
         Mode {
+            name: "repack zstd-3 source -> zstd-1 + blake3",
+            args: &["repack", "--zstd", "1", "--digest", "blake3"],
+            input: "zstd.zt",
+            zstd: true,
+            digest: Some(DigestAlgorithm::Blake3),
+        },
+        Mode {
             name: "convert safetensors -> zstd-3 + blake3",
             args: &["convert", "--zstd", "3", "--digest", "blake3"],
             input: "st.safetensors",
@@ -211,6 +218,13 @@ fn main() {
         w.add_dense(name, shape, *dtype, data, &WriteOptions::raw()).expect("add");
     }
     w.finish().expect("finish");
+    // The same tensors as zstd-3 in 4 MiB frames with a seek table: a source to decode.
+    let file = std::fs::File::create(dir.join("zstd.zt")).expect("create");
+    let mut w = Writer::new(std::io::BufWriter::new(file), Version::V1_2).expect("writer");
+    for (name, shape, dtype, data) in &tensors {
+        w.add_dense(name, shape, *dtype, data, &WriteOptions::zstd(3)).expect("add");
+    }
+    w.finish().expect("finish");
     let views: Vec<(&str, safetensors::tensor::TensorView<'_>)> = tensors
         .iter()
         .map(|(name, shape, dtype, data)| {
@@ -289,10 +303,12 @@ fn main() {
         report.push(serde_json::json!({"mode": mode.name, "runs": rows}));
     }
     let _ = std::fs::remove_file(&out);
+    let targets = targets(&report, &counts, cores);
     let json = serde_json::json!({
         "bench": "scaling",
         "bytes": bytes,
         "cores": cores,
+        "targets": targets,
         "sha_ni": std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains(" sha_ni")),
         "modes": report,
     });
@@ -301,4 +317,61 @@ fn main() {
     std::fs::write(&path, serde_json::to_string_pretty(&json).expect("json"))
         .expect("write report");
     eprintln!("wrote {}", path.display());
+}
+
+/// The engine's targets, from the runs of `report`: (what, measured, needed, met).
+fn targets(report: &[serde_json::Value], counts: &[usize], cores: usize) -> Vec<serde_json::Value> {
+    let run = |mode: &str, threads: usize| {
+        report
+            .iter()
+            .find(|m| m["mode"] == mode)
+            .and_then(|m| m["runs"].as_array()?.iter().find(|r| r["threads"] == threads).cloned())
+    };
+    let all = counts.iter().copied().max().unwrap_or(cores);
+    let mut out = Vec::new();
+    let mut target = |what: String, measured: Option<f64>, needed: f64, at_most: bool| {
+        let met = measured.map(|m| if at_most { m <= needed } else { m >= needed });
+        let verdict = match met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        };
+        println!(
+            "target {what:<58} {:>7} (needs {} {needed}) {verdict}",
+            measured.map_or("-".to_owned(), |m| format!("{m:.3}")),
+            if at_most { "<=" } else { ">=" },
+        );
+        out.push(serde_json::json!({"target": what, "measured": measured, "needed": needed, "at_most": at_most, "met": met}));
+    };
+    let share = |mode: &str| run(mode, all).and_then(|r| r["serial_share"].as_f64());
+    target(
+        format!("serial share, zstd-3 + blake3, {all} threads"),
+        share("repack zstd-3 + blake3"),
+        0.03,
+        true,
+    );
+    target(
+        format!("serial share, raw + blake3, {all} threads"),
+        share("repack raw + blake3"),
+        0.08,
+        true,
+    );
+    let speedup = |mode: &str| run(mode, 2).and_then(|r| r["speedup"].as_f64());
+    target("2 threads vs 1, zstd-3 + blake3".into(), speedup("repack zstd-3 + blake3"), 1.8, false);
+    target("2 threads vs 1, raw + blake3".into(), speedup("repack raw + blake3"), 1.3, false);
+    target(
+        format!("repack zstd-3 + sha256 vs the machine's kernel, {all} threads"),
+        run("repack zstd-3 + sha256", all).and_then(|r| r["cli_over_kernel"].as_f64()),
+        0.8,
+        false,
+    );
+    if cores >= 16 {
+        target(
+            "16 threads vs 1, zstd-3 + blake3".into(),
+            run("repack zstd-3 + blake3", 16).and_then(|r| r["speedup"].as_f64()),
+            12.0,
+            false,
+        );
+    }
+    out
 }

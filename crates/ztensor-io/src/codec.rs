@@ -170,22 +170,35 @@ pub fn seek_table(frames: &[(u32, u32)]) -> Vec<u8> {
 /// whose frames exactly tile the bytes before it. `None` means: decode sequentially.
 pub fn parse_seek_table(stored: &[u8]) -> Option<Vec<Frame>> {
     let len = stored.len();
-    let footer = stored.get(len.checked_sub(9)?..)?;
-    let u32_at = |b: &[u8], at: usize| {
-        b.get(at..at + 4).map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-    };
+    let table_len = seek_table_len(stored.get(len.checked_sub(9)?..)?)?;
+    parse_seek_table_at_end(stored.get(len.checked_sub(table_len)?..)?, len as u64)
+}
+
+/// The length of the seek table whose last 9 bytes (the seekable footer) are `footer`, or `None`
+/// when they are not a seekable footer. Read the table itself (that many bytes at the end of the
+/// stored component) for [`parse_seek_table_at_end`].
+pub fn seek_table_len(footer: &[u8]) -> Option<usize> {
+    let footer = footer.get(footer.len().checked_sub(9)?..)?;
     if u32_at(footer, 5)? != SEEKABLE_MAGIC || footer[4] & 0x80 != 0 {
         return None;
     }
-    let count = usize::try_from(u32_at(footer, 0)?).ok()?;
-    let table_len = count.checked_mul(8)?.checked_add(17)?;
-    let start = len.checked_sub(table_len)?;
-    let table = stored.get(start..)?;
-    if u32_at(table, 0)? != SKIPPABLE_MAGIC
+    usize::try_from(u32_at(footer, 0)?).ok()?.checked_mul(8)?.checked_add(17)
+}
+
+/// [`parse_seek_table`] from the table alone: `table` is the last bytes of a stored component
+/// of `stored_len` bytes (as many as [`seek_table_len`] says), so a large component's frames
+/// are known without reading it.
+pub fn parse_seek_table_at_end(table: &[u8], stored_len: u64) -> Option<Vec<Frame>> {
+    let table_len = table.len();
+    let count = table_len.checked_sub(17)? / 8;
+    if count * 8 + 17 != table_len
+        || seek_table_len(table)? != table_len
+        || u32_at(table, 0)? != SKIPPABLE_MAGIC
         || usize::try_from(u32_at(table, 4)?).ok()? != table_len - 8
     {
         return None;
     }
+    let start = stored_len.checked_sub(table_len as u64)?;
     let mut frames = Vec::with_capacity(count);
     let mut offset = 0u64;
     for i in 0..count {
@@ -194,7 +207,11 @@ pub fn parse_seek_table(stored: &[u8]) -> Option<Vec<Frame>> {
         frames.push(Frame { offset, compressed: c, decompressed: d });
         offset = offset.checked_add(c)?;
     }
-    (offset == start as u64).then_some(frames)
+    (offset == start).then_some(frames)
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at.checked_add(4)?).map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
 }
 
 /// Compresses `data` as independent zstd frames of `chunk` input bytes (the last may be

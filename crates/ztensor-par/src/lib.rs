@@ -263,6 +263,8 @@ pub fn repack<S: ReadAt, W: Write>(
             }
             let c = o.components.get("data")?;
             let dtype = c.dtype.known()?;
+            let len = object.decoded_len("data")?;
+            let options = write_options_for(o, copy);
             // The source digest is checked as the bytes are read (unknown algorithms cannot be).
             let digest = c.digest.clone().filter(|d| d.bytes().is_some());
             let input = match (&c.encoding, &c.byte_order) {
@@ -275,13 +277,18 @@ pub fn repack<S: ReadAt, W: Write>(
                     digest,
                 },
                 (Encoding::Zstd, ByteOrder::Little) => {
-                    Input::Zstd { offset: c.offset, stored: c.length, digest }
+                    // Frames that are exactly the pieces are decoded by the workers, each its
+                    // own; any other zstd component as one stream.
+                    let (offset, stored) = (c.offset, c.length);
+                    match pipeline::frames_as_pieces(reader.source(), offset, stored, len, &options)
+                    {
+                        Some(frames) => Input::Frames { offset, stored, frames, digest },
+                        None => Input::Zstd { offset, stored, digest },
+                    }
                 }
                 _ => return None,
             };
-            let len = object.decoded_len("data")?;
             let template = dense_object(&o.name, &o.shape, o.attributes.clone());
-            let options = write_options_for(o, copy);
             Some(stream(template, dtype, c.logical_type.clone(), len, input, &options))
         })();
         items.push(streamed.unwrap_or_else(|| {

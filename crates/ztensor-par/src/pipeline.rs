@@ -41,6 +41,43 @@ pub(crate) enum Input<'a> {
     Raw { offset: u64, swap: Option<usize>, digest: Option<Digest> },
     /// A zstd component of the source file, decoded as a stream; `digest` as for `Raw`.
     Zstd { offset: u64, stored: u64, digest: Option<Digest> },
+    /// A zstd component of the source file whose seek table's frames are exactly the pieces
+    /// (planned by [`frames_as_pieces`]): each worker reads and decodes its own frame, the last
+    /// piece also reads the table, so the source digest covers every stored byte; `digest` as
+    /// for `Raw`.
+    Frames { offset: u64, stored: u64, frames: Vec<ztensor_io::Frame>, digest: Option<Digest> },
+}
+
+/// The frames of a seek-table zstd component of `stored` bytes at `offset`, decoding to `len`
+/// bytes, when they are exactly the pieces `options` cut `len` into, each plausible (no frame
+/// claims more than its bytes could decode to): then workers decode them independently.
+/// `None` (decode as one stream) for anything else, including a table that cannot be read.
+pub(crate) fn frames_as_pieces<S: ReadAt>(
+    source: &S,
+    offset: u64,
+    stored: u64,
+    len: u64,
+    options: &WriteOptions,
+) -> Option<Vec<ztensor_io::Frame>> {
+    let end = offset.checked_add(stored)?;
+    let mut footer = [0u8; 9];
+    source.read_exact_at(end.checked_sub(9)?, &mut footer).ok()?;
+    let table_len = ztensor_io::seek_table_len(&footer)?;
+    // At most 2^20 frames (4 TiB of 4 MiB frames); a larger table is decoded as a stream.
+    if table_len as u64 > stored || table_len > (8 << 20) + 17 {
+        return None;
+    }
+    let mut table = vec![0u8; table_len];
+    source.read_exact_at(end - table_len as u64, &mut table).ok()?;
+    let frames = ztensor_io::parse_seek_table_at_end(&table, stored)?;
+    let size = piece_size(options, len);
+    let aligned = frames.len() > 1
+        && frames.len() == pieces_of(len, size)
+        && frames.iter().enumerate().all(|(i, f)| {
+            f.decompressed == (len - i as u64 * size).min(size)
+                && f.decompressed <= ztensor_io::zstd_max_decoded(f.compressed)
+        });
+    aligned.then_some(frames)
 }
 
 /// An object written by the sequential code, on the writing thread.
@@ -430,7 +467,9 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                     .map(|h| Chain::new(h, count, ChainEnd::Output { zstd }));
             }
             // A raw source component's digest is checked over the pieces the workers read.
-            if let Input::Raw { digest: Some(d), .. } = input {
+            if let Input::Raw { digest: Some(d), .. } | Input::Frames { digest: Some(d), .. } =
+                input
+            {
                 source_chain = Hasher::new(&d.algorithm())
                     .map(|h| Chain::new(h, count, ChainEnd::Source { expected: d.clone() }));
             }
@@ -558,6 +597,10 @@ enum Job<'b> {
     /// A piece of a raw source component, read by the worker itself: `at` in the source,
     /// `swap` the element width to byte-swap after reading.
     Raw { at: u64, swap: Option<usize> },
+    /// A frame of a seek-table zstd source component: `read` stored bytes at `at` (the last
+    /// piece's include the table), of which the first `compressed` are the frame, decoded by the
+    /// worker; `stored_cost` the budget those stored bytes hold.
+    Frame { at: u64, read: u64, compressed: u64, stored_cost: u64 },
 }
 
 /// The dispatcher: admits every piece in order (taking budget first) and hands it to the pool.
@@ -610,7 +653,19 @@ where
             Input::Raw { swap: Some(_), .. } if source_chains[item].is_some() => len,
             _ => 0,
         };
-        let cost = bound + in_cost + swap_cost;
+        // A frame's stored bytes, read by the worker, until decoded (and hashed).
+        let frame = match input {
+            Input::Frames { offset, stored, frames, .. } => frames.get(index).map(|f| {
+                let read = if last { stored - f.offset } else { f.compressed };
+                (offset + f.offset, read, f.compressed)
+            }),
+            _ => None,
+        };
+        let stored_cost = match frame {
+            Some((_, read, _)) if mapped.is_none() => read,
+            _ => 0,
+        };
+        let cost = bound + in_cost + swap_cost + stored_cost;
         if !budget.take(cost, abort) {
             return Ok(());
         }
@@ -636,6 +691,13 @@ where
                     return Ok(());
                 };
                 Job::Raw { at, swap: *swap }
+            }
+            Input::Frames { .. } => {
+                let Some((at, read, compressed)) = frame.filter(|_| source.is_some()) else {
+                    fail(seq, no_source(), cost);
+                    return Ok(());
+                };
+                Job::Frame { at, read, compressed, stored_cost }
             }
             Input::Zstd { offset, stored, digest } => {
                 let src = source.ok_or_else(no_source)?;
@@ -710,19 +772,44 @@ where
             let work = panic::catch_unwind(AssertUnwindSafe(|| {
                 // Read (raw source pieces), then hand the source chain exactly the bytes that
                 // are then compressed and written.
-                let (input, swap) = match job {
-                    Job::Ready(bytes) => (bytes, None),
+                let (input, swap, hashed) = match job {
+                    Job::Ready(bytes) => (bytes, None, false),
                     Job::Raw { at, swap } => match read_piece(source, mapped, at, len) {
-                        Ok(bytes) => (bytes, swap),
+                        Ok(bytes) => (bytes, swap, false),
                         Err(e) => {
                             budget.give(cost);
                             let _ = tx.send((Key::Piece(seq), Err(e)));
                             return;
                         }
                     },
+                    Job::Frame { at, read, compressed, stored_cost } => {
+                        let decoded = read_piece(source, mapped, at, read).and_then(|bytes| {
+                            // The source chain hashes the stored bytes this worker decodes.
+                            let stored = Arc::new(Tracked { bytes, cost: stored_cost, budget });
+                            if let Some(chain) = source_chain {
+                                chain.push(item, index, Arc::clone(&stored), len, &tx);
+                            }
+                            let frame = usize::try_from(compressed)
+                                .ok()
+                                .and_then(|n| stored.bytes.get(..n))
+                                .unwrap_or_default();
+                            let mut out = vec![0u8; usize::try_from(len).unwrap_or(0)];
+                            ztensor_io::zstd_decode_into(frame, &mut out)?;
+                            Ok(out)
+                        });
+                        match decoded {
+                            Ok(out) => (Cow::Owned(out), None, true),
+                            Err(e) => {
+                                // The stored bytes gave theirs back when dropped.
+                                budget.give(cost - stored_cost);
+                                let _ = tx.send((Key::Piece(seq), Err(e)));
+                                return;
+                            }
+                        }
+                    }
                 };
                 let mut input = Arc::new(Tracked { bytes: input, cost: in_cost, budget });
-                if let Some(chain) = source_chain {
+                if let Some(chain) = source_chain.filter(|_| !hashed) {
                     chain.push(item, index, Arc::clone(&input), len, &tx);
                 }
                 if let Some(width) = swap {
@@ -993,4 +1080,39 @@ fn consume<'b: 's, 's, W: Write>(
 fn unreachable_payload<T>() -> Result<T> {
     // Keys say what a payload is; a mismatch would be a bug here, reported rather than panicking.
     Err(Error::from(FormatError::new(Rule::InvalidInput, "pipeline message out of place")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ztensor_format::{DType, Options, Version};
+    use ztensor_io::Reader;
+
+    #[test]
+    fn frames_are_pieces_only_when_they_tile_alike() {
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 249) as u8).collect();
+        let chunked = WriteOptions { chunk_size: Some(2048), ..WriteOptions::zstd(3) };
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        w.add_dense("w", &[20_000], DType::U8, &data, &chunked).unwrap();
+        w.add_dense("one", &[100], DType::U8, &data[..100], &chunked).unwrap();
+        let file = w.finish().unwrap().0;
+        let reader = Reader::new(&file[..], &Options::default()).unwrap();
+        let at = |name: &str| {
+            let c = &reader.object(name).unwrap().object().components["data"];
+            (c.offset, c.length)
+        };
+        let (offset, stored) = at("w");
+        let source = &file[..];
+        let frames = frames_as_pieces(&source, offset, stored, 20_000, &chunked).unwrap();
+        assert_eq!(frames.len(), 10);
+        assert_eq!(frames.iter().map(|f| f.decompressed).sum::<u64>(), 20_000);
+        // Other pieces than the frames, another declared length, or one frame: a stream.
+        let other = WriteOptions { chunk_size: Some(4096), ..WriteOptions::zstd(3) };
+        assert!(frames_as_pieces(&source, offset, stored, 20_000, &other).is_none());
+        assert!(frames_as_pieces(&source, offset, stored, 19_999, &chunked).is_none());
+        let (offset, stored) = at("one");
+        assert!(frames_as_pieces(&source, offset, stored, 100, &chunked).is_none());
+        // A table past the component's start, or cut short: a stream, not an error.
+        assert!(frames_as_pieces(&source, offset, 5, 100, &chunked).is_none());
+    }
 }

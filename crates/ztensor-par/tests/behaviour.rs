@@ -578,3 +578,92 @@ fn the_bytes_a_source_digest_checks_are_the_bytes_written() {
         assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DigestMismatch), "{err}");
     }
 }
+
+#[test]
+fn seek_table_frames_are_decoded_by_the_workers_exactly_as_a_stream_would_be() {
+    // A zstd source of 2 KiB frames with a seek table and a digest; repacked with the same
+    // piece size, each worker decodes its own frame (and the last reads the table).
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 253) as u8).collect();
+    let source_options = WriteOptions {
+        compression: Compression::Zstd(3),
+        digest: Some(DigestAlgorithm::Blake3),
+        chunk_size: Some(2048),
+    };
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    w.add_dense("w", &[20_000], DType::U8, &data, &source_options).unwrap();
+    w.add_dense("small", &[3], DType::U8, &[1, 2, 3], &source_options).unwrap();
+    let file = w.finish().unwrap().0;
+    let component = Reader::new(&file[..], &Options::default())
+        .unwrap()
+        .object("w")
+        .unwrap()
+        .object()
+        .components["data"]
+        .clone();
+    let table = ztensor_io::parse_seek_table(
+        &file[component.offset as usize..(component.offset + component.length) as usize],
+    )
+    .unwrap();
+    assert_eq!(table.len(), 10);
+    for (compression, chunk) in
+        [(Compression::Zstd(1), 2048), (Compression::Raw, 2048), (Compression::Zstd(1), 4096)]
+    {
+        let copy = CopyOptions {
+            compression: Some(compression),
+            digest: DigestChoice::Set(DigestAlgorithm::Sha256),
+            chunk_size: Some(chunk),
+        };
+        let reader = Reader::new(&file[..], &Options::default()).unwrap();
+        let mut sequential = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        ztensor_io::copy_all(&reader, &mut sequential, &copy).unwrap();
+        let expected = sequential.finish().unwrap().0;
+        for threads in [1, 2, 4] {
+            let mut parallel = Writer::new(Vec::new(), Version::V1_2).unwrap();
+            repack(&reader, &mut parallel, &copy, &ParOptions::with_threads(threads), &()).unwrap();
+            assert_eq!(parallel.finish().unwrap().0, expected, "{compression:?} {chunk} {threads}");
+        }
+    }
+    let copy = CopyOptions {
+        compression: Some(Compression::Zstd(1)),
+        digest: DigestChoice::Set(DigestAlgorithm::Sha256),
+        chunk_size: Some(2048),
+    };
+    // A damaged byte in a middle frame, or in the table, is a digest mismatch (or a frame that
+    // no longer decodes), never a repacked file.
+    let table_at = component.offset + component.length - 20;
+    let middle = component.offset + table[5].offset + table[5].compressed / 2;
+    for at in [middle, table_at] {
+        let mut damaged = file.clone();
+        damaged[at as usize] ^= 0x10;
+        let reader = Reader::new(&damaged[..], &Options::default()).unwrap();
+        let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let err = repack(&reader, &mut out, &copy, &ParOptions::with_threads(2), &()).unwrap_err();
+        assert!(
+            matches!(
+                err.rule(),
+                Some(
+                    ztensor_format::ErrorKind::DigestMismatch
+                        | ztensor_format::ErrorKind::DecodeFailed
+                        | ztensor_format::ErrorKind::DecodedSizeMismatch
+                )
+            ),
+            "byte {at}: {err}"
+        );
+    }
+    // A frame whose bytes change after the first read: read once, checked, and used as read.
+    let at = middle;
+    let genuine = file[at as usize];
+    for (first, later, ok) in [(genuine, genuine ^ 0x10, true), (genuine ^ 0x10, genuine, false)] {
+        let source = Changing { bytes: &file, at, first, later, reads: AtomicU64::new(0) };
+        let reader = Reader::new(source, &Options::default()).unwrap();
+        let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let done = repack(&reader, &mut out, &copy, &ParOptions::with_threads(2), &());
+        assert_eq!(reader.source().reads.load(Ordering::SeqCst), 1, "read once");
+        assert_eq!(done.is_ok(), ok, "{done:?}");
+        if ok {
+            let out = out.finish().unwrap().0;
+            let back = Reader::new(&out[..], &Options::default()).unwrap();
+            assert_eq!(back.read_object_verified("w").unwrap().components["data"].bytes, data);
+        }
+    }
+}
