@@ -280,8 +280,10 @@ pub fn repack<S: ReadAt, W: Write>(
                     // Frames that are exactly the pieces are decoded by the workers, each its
                     // own; any other zstd component as one stream.
                     let (offset, stored) = (c.offset, c.length);
-                    match pipeline::frames_as_pieces(reader.source(), offset, stored, len, &options)
-                    {
+                    let frames =
+                        pipeline::frames_as_pieces(reader.source(), offset, stored, len, &options)
+                            .or_else(|| pipeline::whole_as_piece(stored, len, &options));
+                    match frames {
                         Some(frames) => Input::Frames { offset, stored, frames, digest },
                         None => Input::Zstd { offset, stored, digest },
                     }

@@ -48,6 +48,19 @@ pub(crate) enum Input<'a> {
     Frames { offset: u64, stored: u64, frames: Vec<ztensor_io::Frame>, digest: Option<Digest> },
 }
 
+/// A zstd component that is one piece (it decodes to no more than the piece size) as one
+/// "frame" of all its stored bytes, so a worker decodes it while others proceed, instead of the
+/// dispatcher. `None` for more than one piece, or a size no stream of `stored` bytes reaches.
+pub(crate) fn whole_as_piece(
+    stored: u64,
+    len: u64,
+    options: &WriteOptions,
+) -> Option<Vec<ztensor_io::Frame>> {
+    let one = pieces_of(len, piece_size(options, len)) == 1;
+    (one && len <= ztensor_io::zstd_max_decoded(stored))
+        .then(|| vec![ztensor_io::Frame { offset: 0, compressed: stored, decompressed: len }])
+}
+
 /// The frames of a seek-table zstd component of `stored` bytes at `offset`, decoding to `len`
 /// bytes, when they are exactly the pieces `options` cut `len` into, each plausible (no frame
 /// claims more than its bytes could decode to): then workers decode them independently.
@@ -1114,5 +1127,13 @@ mod tests {
         assert!(frames_as_pieces(&source, offset, stored, 100, &chunked).is_none());
         // A table past the component's start, or cut short: a stream, not an error.
         assert!(frames_as_pieces(&source, offset, 5, 100, &chunked).is_none());
+        // One piece: one "frame" of every stored byte; a claim past what they decode to: none.
+        let whole = whole_as_piece(stored, 100, &chunked).unwrap();
+        assert_eq!((whole.len(), whole[0].compressed, whole[0].decompressed), (1, stored, 100));
+        assert!(whole_as_piece(stored, 100_000, &chunked).is_none());
+        assert!(
+            whole_as_piece(10, ztensor_io::zstd_max_decoded(10) + 1, &WriteOptions::zstd(1))
+                .is_none()
+        );
     }
 }
