@@ -125,3 +125,32 @@ fn names_reach_the_terminal_escaped_and_json_exact() {
     let names: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
     assert!(names.contains(&"two\nlines".to_owned()), "{names:?}");
 }
+
+#[test]
+fn the_object_limit_fits_the_address_space() {
+    // 70,000 empty objects: accepted where memory allows, refused (not aborted) under a cap
+    // whose half holds only 2^16 objects at ztensor_io::OBJECT_COST each.
+    let dir = std::env::temp_dir().join(format!("ztensor-objects-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("many.zt");
+    let mut w = ztensor_io::Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
+    for i in 0..70_000 {
+        w.add_dense(&format!("o{i}"), &[0], ztensor_format::DType::U8, &[], &Default::default())
+            .unwrap();
+    }
+    std::fs::write(&file, w.finish().unwrap().0).unwrap();
+    let f = file.to_str().unwrap();
+    let free = Command::new(env!("CARGO_BIN_EXE_ztensor")).args(["info", f]).output().unwrap();
+    assert!(free.status.success(), "{}", String::from_utf8_lossy(&free.stderr));
+    let cap = 512u64 << 20;
+    assert!(cap / 2 / ztensor_io::OBJECT_COST <= 1 << 16);
+    let out = Command::new("prlimit")
+        .arg(format!("--as={cap}"))
+        .args(["--", env!("CARGO_BIN_EXE_ztensor"), "info", f])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("too_many_objects"), "{said}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -59,7 +59,7 @@ pub use crate::edit::{
 };
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::lock::WriteLock;
-pub use crate::machine::{address_space_cap, machine_limits, physical_memory};
+pub use crate::machine::{OBJECT_COST, address_space_cap, machine_limits, physical_memory};
 pub use crate::mmap::Mapped;
 pub use crate::publish::{
     AtomicFile, ScratchFile, check_output, interrupt, remove_stale_temporaries,

@@ -19,11 +19,16 @@ pub fn address_space_cap() -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
-/// [`Limits::default`], with the decode limit lowered to half the machine's physical memory,
-/// or half the process's address-space cap, where that is less, and the manifest's values to
-/// what a quarter of it holds: a component is decoded into
-/// memory whole, and a copy or conversion may hold its input beside it, so a larger claim could
-/// only end in the allocator aborting.
+/// What one object of a manifest can cost a conversion, at most, in the tool's measurements:
+/// the reader's and the writer's models, the name index, the output manifest (about 3.4 KiB for
+/// a million empty objects repacked), rounded up.
+pub const OBJECT_COST: u64 = 4 << 10;
+
+/// [`Limits::default`], lowered to fit the machine (its physical memory, or the process's
+/// address-space cap, where that is less): the decode limit to half of it, the manifest's
+/// decoded values to what a quarter of it holds, and the objects to what half of it holds at
+/// [`OBJECT_COST`] each. A component is decoded into memory whole, and a copy or conversion may
+/// hold its input beside it, so a larger claim could only end in the allocator aborting.
 pub fn machine_limits() -> Limits {
     let mut limits = Limits::default();
     for room in [physical_memory(), address_space_cap()].into_iter().flatten() {
@@ -32,6 +37,8 @@ pub fn machine_limits() -> Limits {
         let value = std::mem::size_of::<ztensor_format::Value>() as u64;
         limits.max_manifest_values =
             limits.max_manifest_values.min((room / 4 / value).max(1 << 20));
+        let objects = usize::try_from(room / 2 / OBJECT_COST).unwrap_or(usize::MAX);
+        limits.max_objects = limits.max_objects.min(objects.max(1 << 16));
     }
     limits
 }
@@ -50,5 +57,10 @@ mod tests {
         }
         assert_eq!(limits.max_manifest_len, Limits::default().max_manifest_len);
         assert!(limits.max_manifest_values <= Limits::default().max_manifest_values);
+        assert!(limits.max_objects <= Limits::default().max_objects);
+        if let Some(memory) = physical_memory() {
+            let fits = usize::try_from(memory / 2 / OBJECT_COST).unwrap_or(usize::MAX);
+            assert!(limits.max_objects <= fits.max(1 << 16));
+        }
     }
 }
