@@ -286,6 +286,144 @@ impl Hasher {
     }
 }
 
+/// One piece's share of a [`Combiner`]'s digest, computed on any thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// The CRC-32C of the piece, and its length.
+    Crc32c {
+        /// The piece's CRC-32C.
+        crc: u32,
+        /// The piece's length in bytes.
+        len: u64,
+    },
+    /// The BLAKE3 chaining value of the piece as a subtree at its offset, and its length.
+    Blake3 {
+        /// The subtree's chaining value.
+        cv: [u8; 32],
+        /// The piece's length in bytes.
+        len: u64,
+    },
+}
+
+/// A digest of consecutive pieces that are hashed independently — in any order, on any thread
+/// ([`Combiner::share`]) — and combined in order ([`Combiner::push`]), so one large component
+/// is not hashed on one core. CRC-32C combines any pieces; BLAKE3 combines pieces of one
+/// power-of-two size of at least 1 KiB (BLAKE3's chunk), the last shorter or equal, at least two
+/// of them: each piece is then a subtree of BLAKE3's own tree. SHA-256 has no such form.
+#[derive(Debug, Clone)]
+pub struct Combiner {
+    piece: u64,
+    pushed: u64,
+    /// Whether a piece shorter than `piece` was pushed: it must be the last.
+    short: bool,
+    state: CombinerState,
+}
+
+#[derive(Debug, Clone)]
+enum CombinerState {
+    Crc32c(u32),
+    Blake3(Vec<blake3::hazmat::ChainingValue>),
+}
+
+impl Combiner {
+    /// A combiner of `algorithm` over pieces of `piece` bytes, or `None` when the algorithm
+    /// cannot be combined from pieces of that size.
+    pub fn new(algorithm: &DigestAlgorithm, piece: u64) -> Option<Combiner> {
+        let state = match algorithm {
+            DigestAlgorithm::Crc32c => CombinerState::Crc32c(0),
+            DigestAlgorithm::Blake3
+                if piece.is_power_of_two() && piece >= blake3::CHUNK_LEN as u64 =>
+            {
+                CombinerState::Blake3(Vec::new())
+            }
+            _ => return None,
+        };
+        Some(Combiner { piece, pushed: 0, short: false, state })
+    }
+
+    /// The share of piece `index` (its bytes `bytes`: `piece` of them, or fewer for the last).
+    pub fn share(&self, index: u64, bytes: &[u8]) -> Share {
+        let len = bytes.len() as u64;
+        match self.state {
+            CombinerState::Crc32c(_) => Share::Crc32c { crc: crc32c::crc32c(bytes), len },
+            CombinerState::Blake3(_) => {
+                use blake3::hazmat::HasherExt;
+                let mut h = blake3::Hasher::new();
+                h.set_input_offset(index.saturating_mul(self.piece));
+                h.update(bytes);
+                Share::Blake3 { cv: h.finalize_non_root(), len }
+            }
+        }
+    }
+
+    /// Adds the next piece's share, in order. A share of another kind, a BLAKE3 piece longer
+    /// than the piece size, or one after a short piece is refused (`false`) and changes nothing.
+    pub fn push(&mut self, share: Share) -> bool {
+        match (&mut self.state, share) {
+            (CombinerState::Crc32c(crc), Share::Crc32c { crc: next, len }) => {
+                let Ok(len) = usize::try_from(len) else { return false };
+                *crc = crc32c::crc32c_combine(*crc, next, len);
+            }
+            (CombinerState::Blake3(stack), Share::Blake3 { cv, len }) => {
+                if len > self.piece || self.short {
+                    return false;
+                }
+                // Merge what the pieces so far complete, lazily (the newest stays unmerged
+                // until more input follows), as BLAKE3 merges its chunks.
+                let keep = self.pushed.count_ones() as usize;
+                while stack.len() > keep {
+                    let (Some(right), Some(left)) = (stack.pop(), stack.pop()) else { break };
+                    stack.push(blake3::hazmat::merge_subtrees_non_root(
+                        &left,
+                        &right,
+                        blake3::hazmat::Mode::Hash,
+                    ));
+                }
+                stack.push(cv);
+                self.short = len < self.piece;
+            }
+            _ => return false,
+        }
+        self.pushed += 1;
+        true
+    }
+
+    /// Adds bytes after the pieces (a seek table), hashed here: CRC-32C only (`false` for
+    /// BLAKE3, whose tree has no room for them, unless there are none).
+    pub fn tail(&mut self, bytes: &[u8]) -> bool {
+        match &mut self.state {
+            CombinerState::Crc32c(crc) => {
+                *crc = crc32c::crc32c_append(*crc, bytes);
+                true
+            }
+            CombinerState::Blake3(_) => bytes.is_empty(),
+        }
+    }
+
+    /// The digest of all the pieces, or `None` for BLAKE3 over fewer than two pieces (a single
+    /// piece is hashed whole, with [`Hasher`]).
+    pub fn finish(self) -> Option<Digest> {
+        match self.state {
+            CombinerState::Crc32c(crc) => Some(Digest::Crc32c(crc)),
+            CombinerState::Blake3(mut stack) => {
+                let mut right = stack.pop()?;
+                let mut left = stack.pop()?;
+                while let Some(next) = stack.pop() {
+                    right = blake3::hazmat::merge_subtrees_non_root(
+                        &left,
+                        &right,
+                        blake3::hazmat::Mode::Hash,
+                    );
+                    left = next;
+                }
+                let root =
+                    blake3::hazmat::merge_subtrees_root(&left, &right, blake3::hazmat::Mode::Hash);
+                Some(Digest::Blake3(*root.as_bytes()))
+            }
+        }
+    }
+}
+
 /// The digest of `bytes` under `algorithm`, or `None` for an algorithm this crate cannot compute.
 pub fn digest_of(algorithm: &DigestAlgorithm, bytes: &[u8]) -> Option<Digest> {
     let mut h = Hasher::new(algorithm)?;
@@ -301,6 +439,70 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn combined_pieces_give_the_whole_digest() {
+        let data: Vec<u8> =
+            (0..70_000u32).map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes()[1]).collect();
+        for piece in [1024u64, 2048, 4096] {
+            // Two pieces up to many, the last short or full.
+            for len in [
+                2 * piece,
+                2 * piece - 1,
+                piece + 1,
+                3 * piece,
+                5 * piece + 7,
+                16 * piece,
+                17 * piece - 3,
+            ] {
+                let bytes = &data[..usize::try_from(len).unwrap().min(data.len())];
+                for algorithm in [DigestAlgorithm::Blake3, DigestAlgorithm::Crc32c] {
+                    let mut c = Combiner::new(&algorithm, piece).unwrap();
+                    let chunks: Vec<&[u8]> =
+                        bytes.chunks(usize::try_from(piece).unwrap()).collect();
+                    // Shares computed in reverse order, pushed in order.
+                    let mut shares: Vec<Share> = chunks
+                        .iter()
+                        .enumerate()
+                        .rev()
+                        .map(|(i, b)| c.share(i as u64, b))
+                        .collect();
+                    shares.reverse();
+                    for share in shares {
+                        assert!(c.push(share));
+                    }
+                    assert!(c.tail(&[]));
+                    assert_eq!(
+                        c.finish(),
+                        digest_of(&algorithm, bytes),
+                        "{algorithm:?} piece {piece} len {}",
+                        bytes.len()
+                    );
+                }
+            }
+        }
+        // CRC-32C: any piece size, and bytes after the pieces.
+        let mut c = Combiner::new(&DigestAlgorithm::Crc32c, 100).unwrap();
+        for (i, b) in data[..1_050].chunks(100).enumerate() {
+            let share = c.share(i as u64, b);
+            assert!(c.push(share));
+        }
+        assert!(c.tail(&data[1_050..1_060]));
+        assert_eq!(c.finish(), digest_of(&DigestAlgorithm::Crc32c, &data[..1_060]));
+        // What cannot be combined is refused.
+        assert!(Combiner::new(&DigestAlgorithm::Sha256, 4096).is_none());
+        assert!(Combiner::new(&DigestAlgorithm::Blake3, 3000).is_none());
+        assert!(Combiner::new(&DigestAlgorithm::Blake3, 512).is_none());
+        let mut c = Combiner::new(&DigestAlgorithm::Blake3, 1024).unwrap();
+        let short = c.share(0, &data[..10]);
+        assert!(c.push(short));
+        let after = c.share(1, &data[..1024]);
+        assert!(!c.push(after), "nothing after a short piece");
+        assert!(!c.tail(b"table"));
+        assert_eq!(c.finish(), None, "one BLAKE3 piece is hashed whole, not combined");
+        let mut c = Combiner::new(&DigestAlgorithm::Blake3, 1024).unwrap();
+        assert!(!c.push(Share::Crc32c { crc: 0, len: 1 }));
+    }
 
     #[test]
     fn decoding_into_a_slice_needs_exactly_its_size() {

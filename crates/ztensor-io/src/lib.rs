@@ -49,9 +49,9 @@ pub use crate::append::{
     AppendSink, Appender, Recovered, Repair, append, recover, repair, repair_by_scan, try_append,
 };
 pub use crate::codec::{
-    DEFAULT_ZSTD_CHUNK, Frame, Hasher, digest_of, parse_seek_table, parse_seek_table_at_end,
-    seek_table, seek_table_len, sha256_hex, zstd_decode, zstd_decode_into, zstd_encode,
-    zstd_encode_chunked, zstd_max_decoded,
+    Combiner, DEFAULT_ZSTD_CHUNK, Frame, Hasher, Share, digest_of, parse_seek_table,
+    parse_seek_table_at_end, seek_table, seek_table_len, sha256_hex, zstd_decode, zstd_decode_into,
+    zstd_encode, zstd_encode_chunked, zstd_max_decoded,
 };
 pub use crate::edit::{
     CopyOptions, DigestChoice, copies_stored, copy_all, copy_object, remove_objects, rewrite,

@@ -22,12 +22,12 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 use ztensor_format::{
-    Component, DType, Digest, Encoding, Error as FormatError, ErrorKind as Rule, Format,
-    LogicalType, Object,
+    Component, DType, Digest, DigestAlgorithm, Encoding, Error as FormatError, ErrorKind as Rule,
+    Format, LogicalType, Object,
 };
 use ztensor_io::{
-    Compression, Error, Hasher, ReadAt, Result, SpecInfo, WriteOptions, Writer, seek_table,
-    zstd_encode,
+    Combiner, Compression, Error, Hasher, ReadAt, Result, Share, SpecInfo, WriteOptions, Writer,
+    seek_table, zstd_encode,
 };
 
 use crate::Progress;
@@ -167,11 +167,15 @@ enum Payload<'b> {
 type Message<'b> = (Key, Result<Payload<'b>>);
 
 /// The digest of a component of several pieces, fed in order by whichever worker finishes the
-/// next piece: one hasher per component, different components hashed at once.
+/// next piece: one hasher per component, different components hashed at once. Where the
+/// algorithm allows ([`Combiner`]: CRC-32C, and BLAKE3 over pieces of one power-of-two size),
+/// each worker hashes its own piece and the chain only combines the shares, in order.
 struct Chain<'b> {
     state: Mutex<ChainState<'b>>,
     pieces: usize,
     end: ChainEnd,
+    /// For computing shares outside the lock; `None` to hash the pieces in order.
+    shares: Option<Combiner>,
 }
 
 /// What a chain hashes, and what it sends when it has hashed every piece.
@@ -188,22 +192,40 @@ struct ChainState<'b> {
     hasher: Option<Hasher>,
     pending: BTreeMap<usize, (Arc<Tracked<'b>>, u64)>,
     frames: Vec<(u64, u64)>,
+    /// The shares combined so far, and those that came before their turn (with their frame).
+    combiner: Option<Combiner>,
+    shared: BTreeMap<usize, (Share, (u64, u64))>,
 }
 
 impl<'b> Chain<'b> {
-    fn new(hasher: Hasher, pieces: usize, end: ChainEnd) -> Chain<'b> {
+    /// A chain over `pieces` pieces of `size` bytes (`exact`: every piece but the last is that
+    /// long), hashing with `algorithm`; `None` for an algorithm this crate cannot compute.
+    fn new(
+        algorithm: &DigestAlgorithm,
+        pieces: usize,
+        size: u64,
+        exact: bool,
+        end: ChainEnd,
+    ) -> Option<Chain<'b>> {
+        let hasher = Hasher::new(algorithm)?;
+        // BLAKE3 combines only pieces of exactly the power-of-two size, and at least two.
+        let shares = Combiner::new(algorithm, size)
+            .filter(|_| *algorithm == DigestAlgorithm::Crc32c || (exact && pieces > 1));
         let state = ChainState {
             next: 0,
             busy: false,
             hasher: Some(hasher),
             pending: BTreeMap::new(),
             frames: Vec::new(),
+            combiner: shares.clone(),
+            shared: BTreeMap::new(),
         };
-        Chain { state: Mutex::new(state), pieces, end }
+        Some(Chain { state: Mutex::new(state), pieces, end, shares })
     }
 
     /// Adds piece `index`; hashes every piece that is now next in line, unless another worker
-    /// is already doing so. Sends the digest after the last piece.
+    /// is already doing so (or, with a combiner, hashes this piece here and combines the shares
+    /// now in line). Sends the digest after the last piece.
     fn push(
         &self,
         item: usize,
@@ -213,6 +235,27 @@ impl<'b> Chain<'b> {
         tx: &Sender<Message<'b>>,
     ) {
         let lock = || self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(shares) = &self.shares {
+            let share = shares.share(index as u64, &piece.bytes);
+            let frame = (piece.bytes.len() as u64, input_len);
+            drop(piece);
+            let mut state = lock();
+            state.shared.insert(index, (share, frame));
+            loop {
+                let next = state.next;
+                let Some((share, frame)) = state.shared.remove(&next) else { return };
+                if let Some(c) = state.combiner.as_mut() {
+                    c.push(share);
+                }
+                state.frames.push(frame);
+                state.next += 1;
+                if state.next == self.pieces {
+                    let combiner = state.combiner.take();
+                    self.send(item, &state.frames, Sum::Combined(combiner), tx);
+                    return;
+                }
+            }
+        }
         let mut state = lock();
         state.pending.insert(index, (piece, input_len));
         if state.busy {
@@ -237,34 +280,67 @@ impl<'b> Chain<'b> {
             state.frames.push(frame);
             state.next += 1;
             if state.next == self.pieces {
-                let mut hasher = state.hasher.take();
-                let message = match &self.end {
-                    ChainEnd::Output { zstd } => {
-                        let digest = (|| {
-                            if *zstd && self.pieces > 1 {
-                                let table = table_of(&state.frames)?;
-                                if let Some(h) = hasher.as_mut() {
-                                    h.update(&table);
-                                }
-                            }
-                            Ok(hasher.map(Hasher::finish))
-                        })();
-                        (Key::Digest(item), digest.map(Payload::Digest))
-                    }
-                    ChainEnd::Source { expected } => {
-                        let verdict = match check_digest(Some(expected), hasher) {
-                            Some(mismatch) => Err(Error::from(mismatch)),
-                            None => Ok(Payload::Digest(None)),
-                        };
-                        (Key::Source(item), verdict)
-                    }
-                };
-                let _ = tx.send(message);
+                let hasher = state.hasher.take();
+                self.send(item, &state.frames, Sum::Hashed(hasher), tx);
                 state.busy = false;
                 return;
             }
         }
     }
+
+    /// Sends the chain's result: the output digest (with the seek table of `frames` hashed in,
+    /// for zstd of several frames), or the verdict on the source digest.
+    fn send(&self, item: usize, frames: &[(u64, u64)], sum: Sum, tx: &Sender<Message<'b>>) {
+        let table = match &self.end {
+            ChainEnd::Output { zstd: true } if self.pieces > 1 => Some(table_of(frames)),
+            _ => None,
+        };
+        let digest = (|| -> Result<Option<Digest>> {
+            let table = table.transpose()?;
+            let table = table.as_deref().unwrap_or_default();
+            Ok(match sum {
+                Sum::Hashed(mut hasher) => {
+                    if let Some(h) = hasher.as_mut() {
+                        h.update(table);
+                    }
+                    hasher.map(Hasher::finish)
+                }
+                Sum::Combined(combiner) => combiner.and_then(|mut c| {
+                    // A table after BLAKE3 pieces cannot be combined (never planned so).
+                    c.tail(table).then(|| c.finish()).flatten()
+                }),
+            })
+        })();
+        let message = match &self.end {
+            ChainEnd::Output { .. } => (Key::Digest(item), digest.map(Payload::Digest)),
+            ChainEnd::Source { expected } => {
+                let verdict = match digest {
+                    Ok(Some(actual)) if actual == *expected => Ok(Payload::Digest(None)),
+                    Ok(actual) => Err(Error::from(
+                        FormatError::new(
+                            Rule::DigestMismatch,
+                            "source digest differs from the stored bytes",
+                        )
+                        .expected_found(
+                            expected,
+                            actual.map_or("none".to_owned(), |a| a.to_string()),
+                        ),
+                    )),
+                    Err(e) => Err(e),
+                };
+                (Key::Source(item), verdict)
+            }
+        };
+        let _ = tx.send(message);
+    }
+}
+
+/// How a chain summed its pieces.
+enum Sum {
+    /// In order, by one hasher.
+    Hashed(Option<Hasher>),
+    /// By shares, combined in order.
+    Combined(Option<Combiner>),
 }
 
 /// The seek table of frames of (compressed, decompressed) sizes.
@@ -473,18 +549,20 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
             plan.push(Some((*len, size)));
             let zstd = matches!(options.compression, Compression::Zstd(_));
             if count > 1 {
+                // Raw output pieces are exactly the piece size; compressed ones are not.
                 chain = options
                     .digest
                     .as_ref()
-                    .and_then(Hasher::new)
-                    .map(|h| Chain::new(h, count, ChainEnd::Output { zstd }));
+                    .and_then(|a| Chain::new(a, count, size, !zstd, ChainEnd::Output { zstd }));
             }
             // A raw source component's digest is checked over the pieces the workers read.
             if let Input::Raw { digest: Some(d), .. } | Input::Frames { digest: Some(d), .. } =
                 input
             {
-                source_chain = Hasher::new(&d.algorithm())
-                    .map(|h| Chain::new(h, count, ChainEnd::Source { expected: d.clone() }));
+                // Raw source pieces are exactly the piece size; stored frames are not.
+                let exact = matches!(input, Input::Raw { .. });
+                let end = ChainEnd::Source { expected: d.clone() };
+                source_chain = Chain::new(&d.algorithm(), count, size, exact, end);
             }
         } else {
             plan.push(None);

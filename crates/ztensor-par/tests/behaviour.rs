@@ -667,3 +667,65 @@ fn seek_table_frames_are_decoded_by_the_workers_exactly_as_a_stream_would_be() {
         }
     }
 }
+
+#[test]
+fn digests_combined_from_pieces_equal_the_sequential_ones() {
+    // CRC-32C and BLAKE3 of a component of many pieces are combined from shares the workers
+    // compute (BLAKE3: raw pieces of a power-of-two size); the bytes equal copy_all's.
+    let data: Vec<u8> = (0..50_000u32).map(|i| (i.wrapping_mul(40_503) >> 7) as u8).collect();
+    for source_digest in [DigestAlgorithm::Blake3, DigestAlgorithm::Crc32c] {
+        let source_options = WriteOptions {
+            compression: Compression::Raw,
+            digest: Some(source_digest.clone()),
+            chunk_size: Some(4096),
+        };
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        w.add_dense("w", &[50_000], DType::U8, &data, &source_options).unwrap();
+        let file = w.finish().unwrap().0;
+        for (compression, digest, chunk) in [
+            (Compression::Raw, DigestAlgorithm::Blake3, 4096),
+            (Compression::Raw, DigestAlgorithm::Blake3, 1024),
+            (Compression::Raw, DigestAlgorithm::Blake3, 3000),
+            (Compression::Raw, DigestAlgorithm::Crc32c, 3000),
+            (Compression::Zstd(1), DigestAlgorithm::Crc32c, 4096),
+            (Compression::Zstd(1), DigestAlgorithm::Blake3, 4096),
+        ] {
+            let copy = CopyOptions {
+                compression: Some(compression),
+                digest: DigestChoice::Set(digest.clone()),
+                chunk_size: Some(chunk),
+            };
+            let reader = Reader::new(&file[..], &Options::default()).unwrap();
+            let mut sequential = Writer::new(Vec::new(), Version::V1_2).unwrap();
+            ztensor_io::copy_all(&reader, &mut sequential, &copy).unwrap();
+            let expected = sequential.finish().unwrap().0;
+            for threads in [1, 3] {
+                let mut parallel = Writer::new(Vec::new(), Version::V1_2).unwrap();
+                repack(&reader, &mut parallel, &copy, &ParOptions::with_threads(threads), &())
+                    .unwrap();
+                let what = format!("{source_digest:?} -> {compression:?} {digest:?} {chunk}");
+                assert_eq!(parallel.finish().unwrap().0, expected, "{what}, {threads} threads");
+            }
+        }
+        // A damaged source byte fails its combined source digest.
+        let offset = Reader::new(&file[..], &Options::default())
+            .unwrap()
+            .object("w")
+            .unwrap()
+            .object()
+            .components["data"]
+            .offset;
+        let mut damaged = file.clone();
+        damaged[offset as usize + 30_000] ^= 1;
+        let reader = Reader::new(&damaged[..], &Options::default()).unwrap();
+        // Re-encoded (not a copy of the stored bytes), so the source digest is checked.
+        let copy = CopyOptions {
+            compression: Some(Compression::Zstd(1)),
+            digest: DigestChoice::Set(DigestAlgorithm::Sha256),
+            chunk_size: Some(4096),
+        };
+        let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let err = repack(&reader, &mut out, &copy, &ParOptions::with_threads(2), &()).unwrap_err();
+        assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DigestMismatch), "{err}");
+    }
+}
