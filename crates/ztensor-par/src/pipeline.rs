@@ -1,12 +1,14 @@
 //! The engine: a dispatcher thread (`zt-read`) admits pieces in input order under a memory
 //! budget; the rayon pool's workers (`zt-work-N`) read their own raw source pieces (positioned
 //! reads, or borrowed from a map), check the source digest over exactly the bytes they read (a
-//! per-component chain, hashed in order by whichever worker holds the next piece), compress and
-//! digest. The calling thread places the pieces in input order through the sequential writer's
-//! own streaming API; when the output is a file ([`ztensor_io::FileWriter`], Unix) it only
-//! reserves each piece's slot ([`Writer::blob_slot`]) and a worker writes the bytes there with a
-//! positioned write, so no single thread copies every byte out. zstd source components are
-//! decoded on the dispatcher, a stream each.
+//! per-component chain, hashed in order by whichever worker holds the next piece, or combined
+//! from per-piece shares where the algorithm allows: [`Combiner`]), compress and digest. zstd
+//! source components whose seek-table frames are the pieces, and one-piece ones, are decoded by
+//! the workers; any other is decoded on the dispatcher, a stream each. The calling thread places
+//! the pieces in input order through the sequential writer's own streaming API; when the output
+//! is a file ([`ztensor_io::FileWriter`], Unix) it only reserves each piece's slot
+//! ([`Writer::blob_slot`]) and a worker writes the bytes there with a positioned write, so no
+//! single thread copies every byte out.
 //!
 //! Determinism comes from the split of work: only *preparing* bytes is parallel. Placement
 //! (offsets, padding, manifest) happens on one thread, in input order, with the same
