@@ -29,8 +29,9 @@ const TASKS: &[(&str, &str)] = &[
     ),
     ("fixtures [--check]", "regenerate fixtures/examples, or check the committed files"),
     (
-        "hostile-measure [DIR] [--bin PATH]",
-        "generate the large hostile cases in DIR and print peak RSS and wall time per command",
+        "hostile-measure [DIR] [--bin PATH] [--corpus]",
+        "generate the large hostile cases in DIR (or take fixtures/hostile with --corpus) and \
+         print peak RSS and wall time per command",
     ),
 ];
 
@@ -257,10 +258,12 @@ fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
 fn hostile_measure(args: &[String]) -> Result<()> {
     let mut dir = project_root().join("target/hostile-large");
     let mut bin = None;
+    let mut corpus = false;
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
         match a.as_str() {
             "--bin" => bin = Some(PathBuf::from(rest.next().context("--bin needs a path")?)),
+            "--corpus" => corpus = true,
             other => dir = PathBuf::from(other),
         }
     }
@@ -271,23 +274,35 @@ fn hostile_measure(args: &[String]) -> Result<()> {
             project_root().join("target/release/ztensor")
         }
     };
-    std::fs::create_dir_all(&dir)?;
-    let names: Vec<&str> = ["objects-1m.zt", "attribute-array-20m.zt", "aliases-16x1g.zt"]
+    let large = ["objects-1m.zt", "attribute-array-20m.zt", "aliases-16x1g.zt"]
         .into_iter()
         .chain(["tensors-1m.safetensors"])
-        .collect();
-    if names.iter().any(|n| !dir.join(n).exists()) {
+        .map(str::to_owned);
+    let names: Vec<String> = if corpus {
+        // The committed corpus, measured where it lies.
+        dir = project_root().join("fixtures/hostile");
+        let mut names: Vec<String> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".zt"))
+            .collect();
+        names.sort();
+        names
+    } else {
+        large.collect()
+    };
+    std::fs::create_dir_all(&dir)?;
+    if !corpus && names.iter().any(|n| !dir.join(n).exists()) {
         eprintln!("generating the large hostile cases in {}", dir.display());
         for h in hostile::large()? {
             std::fs::write(dir.join(h.name), &h.bytes)?;
         }
     }
-    let scratch = dir.join("out");
+    let scratch = project_root().join("target/hostile-measure-out");
     std::fs::create_dir_all(&scratch)?;
     let out = |n: &str| scratch.join(n).to_string_lossy().into_owned();
     println!("| file | bytes | command | status | peak RSS MB | wall s |");
     println!("|---|---:|---|---:|---:|---:|");
-    for name in names {
+    for name in &names {
         let file = dir.join(name);
         let f = file.to_string_lossy().into_owned();
         let mut commands: Vec<Vec<String>> = vec![
