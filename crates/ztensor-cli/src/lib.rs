@@ -14,3 +14,28 @@ pub fn options(strict: bool) -> ztensor_format::Options {
     options.strict = strict;
     options
 }
+
+/// A note for an error that broke a resource limit which [`options`] lowered to fit this
+/// machine (`too_many_objects`, `manifest_too_large`, `decoded_too_large`), saying so; empty for
+/// any other error, or when the limit is the format's default.
+pub fn limit_note(rule: Option<ztensor_format::ErrorKind>) -> String {
+    use ztensor_format::{ErrorKind, Limits};
+    let (fitted, default) = (ztensor_io::machine_limits(), Limits::default());
+    let lowered = match rule {
+        Some(ErrorKind::TooManyObjects) => fitted.max_objects < default.max_objects,
+        Some(ErrorKind::ManifestTooLarge) => {
+            fitted.max_manifest_values < default.max_manifest_values
+        }
+        Some(ErrorKind::DecodedTooLarge) => fitted.max_decoded_len < default.max_decoded_len,
+        _ => false,
+    };
+    if !lowered {
+        return String::new();
+    }
+    let room = [ztensor_io::physical_memory(), ztensor_io::address_space_cap()]
+        .into_iter()
+        .flatten()
+        .min()
+        .map_or(String::new(), |r| format!(" ({} MiB of memory or address space)", r >> 20));
+    format!("\n  note: this limit is lowered to fit this machine{room}")
+}

@@ -435,7 +435,9 @@ fn options(strict: bool) -> Options {
 /// failures (I/O, names not found) are plain errors (status 2). `context` prefixes the message
 /// unless the error already names the path.
 fn zt_error(context: &str, e: &ztensor_io::Error) -> anyhow::Error {
-    let message = if context.is_empty() { e.to_string() } else { format!("{context}: {e}") };
+    let note = ztensor_cli::limit_note(e.rule());
+    let message =
+        if context.is_empty() { format!("{e}{note}") } else { format!("{context}: {e}{note}") };
     let not_found = matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. });
     match e.rule() {
         Some(_) if !not_found => anyhow!(Rejected(message)),
@@ -462,7 +464,8 @@ fn foreign_error(context: &str, e: &ztensor_foreign::Error) -> anyhow::Error {
 fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
     Reader::open_with(path, options).map_err(|e| match e.rule() {
         Some(_) => {
-            anyhow!(Rejected(format!("{}: {e}{}", path.display(), torn_hint(path, options))))
+            let note = ztensor_cli::limit_note(e.rule());
+            anyhow!(Rejected(format!("{}: {e}{note}{}", path.display(), torn_hint(path, options))))
         }
         None => anyhow!("{e}"),
     })

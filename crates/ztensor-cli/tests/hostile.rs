@@ -152,5 +152,6 @@ fn the_object_limit_fits_the_address_space() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("too_many_objects"), "{said}");
+    assert!(said.contains("lowered to fit this machine"), "{said}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
