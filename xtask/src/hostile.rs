@@ -74,12 +74,7 @@ pub fn all() -> Result<Vec<Hostile>> {
 
     // A real bomb: 3 GiB of zeros, honestly declared, in about 100 KB.
     let bomb_len: u64 = 3 << 30;
-    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 1)?;
-    let zeros = vec![0u8; 1 << 20];
-    for _ in 0..(bomb_len >> 20) {
-        std::io::Write::write_all(&mut encoder, &zeros)?;
-    }
-    let bomb = encoder.finish()?;
+    let bomb = zstd_of_repeated(0, bomb_len, 1)?;
     let mut w = writer()?;
     dense_stored(&mut w, "zeros", zstd_component(&bomb, bomb_len), &bomb)?;
     out.push(Hostile {
@@ -91,19 +86,7 @@ pub fn all() -> Result<Vec<Hostile>> {
     // Sixteen objects aliasing one 8 MiB zstd blob.
     let data = vec![5u8; 8 << 20];
     let blob = ztensor_io::zstd_encode(&data, 3)?;
-    let mut w = writer()?;
-    dense_stored(&mut w, "alias.00", zstd_component(&blob, data.len() as u64), &blob)?;
-    let first = w.manifest().objects[0].components["data"].clone();
-    let manifest_objects: Vec<Object> = (1..16)
-        .map(|i| {
-            let mut o =
-                Object::new(format!("alias.{i:02}"), vec![data.len() as u64], Format::Dense);
-            o.components.insert("data".into(), first.clone());
-            o
-        })
-        .collect();
-    let mut bytes = finish(w)?;
-    bytes = with_more_objects(&bytes, manifest_objects)?;
+    let bytes = aliases(&blob, data.len() as u64, 16)?;
     out.push(Hostile {
         name: "aliases-16x8m.zt",
         tries: "16 objects sharing one zstd blob (every alias decodes it again)",
@@ -154,6 +137,31 @@ pub fn all() -> Result<Vec<Hostile>> {
     });
 
     Ok(out)
+}
+
+/// `len` bytes of `byte`, compressed at `level` as one stream fed a MiB at a time.
+fn zstd_of_repeated(byte: u8, len: u64, level: i32) -> Result<Vec<u8>> {
+    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), level)?;
+    let block = vec![byte; 1 << 20];
+    for _ in 0..(len >> 20) {
+        std::io::Write::write_all(&mut encoder, &block)?;
+    }
+    Ok(encoder.finish()?)
+}
+
+/// A file of `count` objects `alias.NN` sharing one zstd `blob` that decodes to `len` bytes.
+fn aliases(blob: &[u8], len: u64, count: usize) -> Result<Vec<u8>> {
+    let mut w = writer()?;
+    dense_stored(&mut w, "alias.00", zstd_component(blob, len), blob)?;
+    let first = w.manifest().objects[0].components["data"].clone();
+    let others: Vec<Object> = (1..count)
+        .map(|i| {
+            let mut o = Object::new(format!("alias.{i:02}"), vec![len], Format::Dense);
+            o.components.insert("data".into(), first.clone());
+            o
+        })
+        .collect();
+    with_more_objects(&finish(w)?, others)
 }
 
 /// The manifest bytes of a v1.x file.
@@ -237,23 +245,7 @@ pub fn large() -> Result<Vec<Hostile>> {
 
     // Sixteen objects aliasing one 1 GiB zstd blob.
     let len: u64 = 1 << 30;
-    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 3)?;
-    let block = vec![3u8; 1 << 20];
-    for _ in 0..(len >> 20) {
-        std::io::Write::write_all(&mut encoder, &block)?;
-    }
-    let blob = encoder.finish()?;
-    let mut w = writer()?;
-    dense_stored(&mut w, "alias.00", zstd_component(&blob, len), &blob)?;
-    let first = w.manifest().objects[0].components["data"].clone();
-    let aliases: Vec<Object> = (1..16)
-        .map(|i| {
-            let mut o = Object::new(format!("alias.{i:02}"), vec![len], Format::Dense);
-            o.components.insert("data".into(), first.clone());
-            o
-        })
-        .collect();
-    let bytes = with_more_objects(&finish(w)?, aliases)?;
+    let bytes = aliases(&zstd_of_repeated(3, len, 3)?, len, 16)?;
     out.push(Hostile {
         name: "aliases-16x1g.zt",
         tries: "16 objects sharing one 1 GiB zstd blob (decoded once, not 16 times)",

@@ -318,16 +318,10 @@ impl<'b> Chain<'b> {
             ChainEnd::Source { expected } => {
                 let verdict = match digest {
                     Ok(Some(actual)) if actual == *expected => Ok(Payload::Digest(None)),
-                    Ok(actual) => Err(Error::from(
-                        FormatError::new(
-                            Rule::DigestMismatch,
-                            "source digest differs from the stored bytes",
-                        )
-                        .expected_found(
-                            expected,
-                            actual.map_or("none".to_owned(), |a| a.to_string()),
-                        ),
-                    )),
+                    Ok(actual) => Err(Error::from(source_mismatch(
+                        expected,
+                        actual.map_or("none".to_owned(), |a| a.to_string()),
+                    ))),
                     Err(e) => Err(e),
                 };
                 (Key::Source(item), verdict)
@@ -481,10 +475,13 @@ type ZstdStream<'a, S> =
 /// Checks a finished source digest.
 fn check_digest(expected: Option<&Digest>, hasher: Option<Hasher>) -> Option<FormatError> {
     let (expected, actual) = (expected?, hasher?.finish());
-    (actual != *expected).then(|| {
-        FormatError::new(Rule::DigestMismatch, "source digest differs from the stored bytes")
-            .expected_found(expected, actual)
-    })
+    (actual != *expected).then(|| source_mismatch(expected, actual))
+}
+
+/// The error of a source whose stored bytes do not have the digest its manifest states.
+fn source_mismatch(expected: &Digest, actual: impl std::fmt::Display) -> FormatError {
+    FormatError::new(Rule::DigestMismatch, "source digest differs from the stored bytes")
+        .expected_found(expected, actual)
 }
 
 /// One piece of one streamed item.
@@ -1030,6 +1027,11 @@ impl<'b> Inbox<'_, 'b> {
         }
     }
 
+    /// The message for `key`: waiting for it with `wait`, else only if it has arrived.
+    fn get(&mut self, key: Key, wait: bool) -> Option<Result<Payload<'b>>> {
+        if wait { Some(self.wait(key)) } else { self.poll(key) }
+    }
+
     /// The message for `key` if it has arrived, without waiting.
     fn poll(&mut self, key: Key) -> Option<Result<Payload<'b>>> {
         while let Ok((k, p)) = self.rx.try_recv() {
@@ -1066,23 +1068,15 @@ impl Pending {
         wait: bool,
     ) -> Result<()> {
         while let Some(front) = self.0.front_mut() {
-            if let Some(item) = front.source.take() {
-                let key = Key::Source(item);
-                let message = if wait { Some(inbox.wait(key)) } else { inbox.poll(key) };
-                let Some(message) = message else {
-                    front.source = Some(item);
-                    return Ok(());
-                };
+            if let Some(item) = front.source {
+                let Some(message) = inbox.get(Key::Source(item), wait) else { return Ok(()) };
+                front.source = None;
                 // A mismatch ends the run: nothing is published.
                 message?;
             }
-            if let Some(item) = front.chain.take() {
-                let key = Key::Digest(item);
-                let message = if wait { Some(inbox.wait(key)) } else { inbox.poll(key) };
-                let Some(message) = message else {
-                    front.chain = Some(item);
-                    return Ok(());
-                };
+            if let Some(item) = front.chain {
+                let Some(message) = inbox.get(Key::Digest(item), wait) else { return Ok(()) };
+                front.chain = None;
                 let Payload::Digest(d) = message? else { unreachable_payload()? };
                 front.component.digest = d;
             }
