@@ -45,7 +45,7 @@ fn generate(path: &Path, total: u64) -> u64 {
 
 /// zstd-3 in 4 MiB frames and SHA-256 of the result, in memory.
 fn kernel_work<S: ztensor_io::ReadAt>(reader: &Reader<S>, name: &str) {
-    let data = reader.decoded(name, "data").expect("decode");
+    let data = reader.component(name, "data").and_then(|c| c.decoded()).expect("decode");
     let z = zstd_encode_chunked(&data, 3, ztensor_io::DEFAULT_ZSTD_CHUNK).expect("zstd");
     let mut h = Hasher::new(&DigestAlgorithm::Sha256).expect("sha256");
     h.update(&z);

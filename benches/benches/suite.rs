@@ -395,7 +395,13 @@ fn read_owned_one(b: &Bench, r: &mut Row) {
         let all: Vec<Vec<u8>> = reader
             .manifest()
             .objects()
-            .map(|o| reader.decoded(o.name(), "data").expect("read").into_owned())
+            .map(|o| {
+                reader
+                    .component(o.name(), "data")
+                    .and_then(|c| c.decoded())
+                    .expect("read")
+                    .into_owned()
+            })
             .collect();
         all
     }));
@@ -458,7 +464,7 @@ fn zero_copy(b: &Bench, r: &mut Row) {
             unsafe { Reader::open_mmap(b.path("raw.zt"), &Options::default()) }.expect("open");
         let mut sum = 0;
         for o in reader.manifest().objects() {
-            let data = reader.decoded(o.name(), "data").expect("view");
+            let data = reader.component(o.name(), "data").and_then(|c| c.decoded()).expect("view");
             assert!(matches!(data, std::borrow::Cow::Borrowed(_)), "zero-copy");
             sum += touch(&data);
         }
@@ -517,7 +523,7 @@ fn frames(b: &Bench) -> Vec<(Vec<u8>, u64)> {
     let reader = Reader::open(b.path("zstd.zt")).expect("open");
     let mut out = Vec::new();
     for o in reader.manifest().objects() {
-        let stored = reader.stored(o.name(), "data").expect("stored");
+        let stored = reader.component(o.name(), "data").and_then(|c| c.stored()).expect("stored");
         match ztensor_io::parse_seek_table(&stored) {
             Some(table) => {
                 for f in table {
@@ -543,7 +549,13 @@ fn decode_one(b: &Bench, r: &mut Row) {
         let all: Vec<Vec<u8>> = reader
             .manifest()
             .objects()
-            .map(|o| reader.decoded(o.name(), "data").expect("decode").into_owned())
+            .map(|o| {
+                reader
+                    .component(o.name(), "data")
+                    .and_then(|c| c.decoded())
+                    .expect("decode")
+                    .into_owned()
+            })
             .collect();
         all
     }));

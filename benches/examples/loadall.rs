@@ -10,7 +10,13 @@ fn main() {
     for round in 0..3 {
         let t = Instant::now();
         for o in reader.manifest().objects() {
-            std::hint::black_box(reader.decoded(o.name(), "data").expect("read").into_owned());
+            std::hint::black_box(
+                reader
+                    .component(o.name(), "data")
+                    .and_then(|c| c.decoded())
+                    .expect("read")
+                    .into_owned(),
+            );
         }
         let one = t.elapsed();
         let t = Instant::now();

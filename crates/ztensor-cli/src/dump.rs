@@ -164,7 +164,7 @@ fn header<S: ReadAt>(reader: &Reader<S>) -> Json {
 fn objects<'r, S: ReadAt>(
     reader: &'r Reader<S>,
 ) -> impl Iterator<Item = (Json, Option<&'r Value>)> + 'r {
-    let mut objects: Vec<_> = reader.manifest().objects().enumerate().collect();
+    let mut objects: Vec<_> = reader.objects().enumerate().collect();
     objects.sort_by(|(_, a), (_, b)| a.name().as_bytes().cmp(b.name().as_bytes()));
     // Objects stored exactly alike (aliases of one blob) are decoded and hashed once.
     // Only results of groups with more than one member are kept, until the group's last.
@@ -181,7 +181,7 @@ fn objects<'r, S: ReadAt>(
         let (components, error) = match sound.get(&class) {
             Some(components) => (components.clone(), Json::Null),
             None => {
-                let (components, error) = object(reader, o);
+                let (components, error) = object(o);
                 if error.is_null() && left[class] > 0 {
                     sound.insert(class, components.clone());
                 }
@@ -191,7 +191,7 @@ fn objects<'r, S: ReadAt>(
         if left[class] == 0 {
             sound.remove(&class);
         }
-        let model = o.object();
+        let model = o.model();
         let dump = json!({
             "name": o.name(),
             // v0.1 layouts are reported by their 1.2 names (`sparsecsr` as `sparse_csr`).
@@ -211,16 +211,13 @@ pub fn rejected(kind: &str, message: &str) -> Json {
 }
 
 /// An object's components as the dump shows them, and its error (`null` when it has none).
-fn object<S: ReadAt>(
-    reader: &Reader<S>,
-    o: ztensor_format::ObjectRef<'_>,
-) -> (Map<String, Json>, Json) {
-    let model = o.object();
+fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) {
+    let model = o.model();
     // Decode (and check) the whole object; any failure is this object's error.
     let outcome = (|| -> ztensor_io::Result<_> {
         // By handle: an object shadowed by an earlier one of the same name is still its own.
-        let data = reader.read_verified(o)?;
-        reader.check_object_data(&data, false)?;
+        let data = o.read_verified()?;
+        o.check(&data)?;
         Ok(data)
     })();
     let mut components = Map::new();

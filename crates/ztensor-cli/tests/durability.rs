@@ -331,8 +331,14 @@ fn concurrent_writers_take_turns_and_lose_nothing() {
         assert_eq!(names_in(&target), ["a", "gone", "x0", "x1", "y0", "y1"], "trial {trial}");
         assert!(run(&["verify", s(&target)]).status.success());
         let r = Reader::open(&target).unwrap();
-        assert_eq!(r.decoded("x0", "data").unwrap().into_owned(), data(6 << 20, 7));
-        assert_eq!(r.decoded("x1", "data").unwrap().into_owned(), data(6 << 20, 8));
+        assert_eq!(
+            r.component("x0", "data").and_then(|c| c.decoded()).unwrap().into_owned(),
+            data(6 << 20, 7)
+        );
+        assert_eq!(
+            r.component("x1", "data").and_then(|c| c.decoded()).unwrap().into_owned(),
+            data(6 << 20, 8)
+        );
 
         // An append racing a remove in place: whichever goes first, the appended objects stay
         // and the removed one goes.

@@ -260,8 +260,7 @@ fn verify_passes_sound_files_and_names_the_broken_object() {
     assert!(stdout(&out).contains("6 digests verified"), "{}", stdout(&out));
     // Flip a byte of layer0.weight's data.
     let reader = ztensor_io::Reader::open(&path).unwrap();
-    let offset =
-        reader.object("layer0.weight").unwrap().object().components["data"].offset as usize;
+    let offset = reader.object("layer0.weight").unwrap().model().components["data"].offset as usize;
     drop(reader);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[offset] ^= 0x40;

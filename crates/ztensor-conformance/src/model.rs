@@ -312,11 +312,13 @@ pub fn check<S: ReadAt>(reader: &Reader<S>, expect: &[Expect]) -> Result<(), Str
         if got != e.components {
             return Err(format!("{}: components differ: {got:?} != {:?}", e.name, e.components));
         }
-        reader.check_data(&e.name, true).map_err(|err| fail("data check", &err))?;
+        // The reader is strict: the strict data rules too.
+        let object = reader.object(&e.name).map_err(|err| fail("object", &err))?;
+        object.check(&data).map_err(|err| fail("data check", &err))?;
         // Stored components, which for v0.1 sparse objects are one blob, not the decoded ones.
-        let stored = reader.object(&e.name).map_err(|err| fail("object", &err))?;
-        for role in stored.object().components.keys() {
-            let check = reader.verify_digest(&e.name, role).map_err(|err| fail(role, &err))?;
+        for component in object.components() {
+            let role = component.role();
+            let check = component.verify().map_err(|err| fail(role, &err))?;
             let expected = match &e.digest {
                 None => DigestCheck::Absent,
                 Some(a) => DigestCheck::Verified(a.clone()),

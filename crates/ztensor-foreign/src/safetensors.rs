@@ -20,7 +20,7 @@ use std::path::Path;
 
 use safetensors::Dtype;
 use ztensor_format::{DType, Format, LogicalType, Value, Version};
-use ztensor_io::{AtomicFile, FileSource, Mapped, ReadAt, Reader, WriteOptions, Writer};
+use ztensor_io::{AtomicFile, FileSource, Mapped, ReadAt, Reader, WriteOptions, Writer, role};
 use ztensor_par::{ParOptions, Progress, SourceTensor, Stats};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -402,9 +402,16 @@ fn plan<S: ReadAt>(
             ));
         }
     }
+    if let Some(object) = reader.shadowed().next() {
+        return Err(Error::new(
+            ErrorKind::Unrepresentable,
+            "safetensors cannot hold two tensors of one name (this v0.1 file repeats it)",
+        )
+        .with_tensor(object.name()));
+    }
     let mut planned = Vec::new();
-    for object in reader.manifest().objects() {
-        let o = object.object();
+    for object in reader.objects() {
+        let o = object.model();
         let refuse = |why: &str| {
             Error::new(ErrorKind::Unrepresentable, format!("safetensors cannot hold {why}"))
                 .with_tensor(&o.name)
@@ -421,11 +428,16 @@ fn plan<S: ReadAt>(
         if o.attributes.is_some() && !options.drop_attributes {
             return Err(refuse("object attributes (drop attributes to discard them)"));
         }
-        let c = o.components.get("data").ok_or_else(|| refuse("a component not called data"))?;
+        let c =
+            o.components.get(role::DATA).ok_or_else(|| refuse("a component not called data"))?;
         let dtype = c.dtype.known().ok_or_else(|| refuse("an unknown dtype"))?;
         let st = safetensors_dtype(dtype, c.logical_type.as_ref())
             .map_err(|e| e.with_tensor(&o.name))?;
-        let len = object.decoded_len("data").ok_or_else(|| refuse("an unsized component"))?;
+        let len = object
+            .component(role::DATA)
+            .ok()
+            .and_then(|c| c.decoded_len())
+            .ok_or_else(|| refuse("an unsized component"))?;
         planned.push(Planned { name: o.name.clone(), dtype: st, shape: o.shape.clone(), len });
     }
     // The safetensors crate's order: descending dtype alignment, then name.
@@ -485,7 +497,8 @@ pub fn from_ztensor<S: ReadAt>(
     for t in &planned {
         // safetensors keeps no digest: check ours on the bytes exported, or damage is laundered.
         let bytes = reader
-            .decoded_verified(&t.name, "data")
+            .object(&t.name)
+            .and_then(|o| o.component(role::DATA)?.decoded_verified())
             .map_err(|e| Error::from(e).with_tensor(&t.name))?;
         out.write_all(&bytes).map_err(io)?;
         written += bytes.len() as u64;

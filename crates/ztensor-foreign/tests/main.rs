@@ -183,7 +183,10 @@ mod import {
         // 1.1 holds the OCP formats.
         let zt = to_zt(&st, Version::V1_1, &WriteOptions::raw(), 1);
         let r = Reader::new(&zt[..], &Options::default()).unwrap();
-        assert_eq!(r.decoded("w", "data").unwrap().as_ref(), &bytes(4, 0)[..]);
+        assert_eq!(
+            r.component("w", "data").and_then(|c| c.decoded()).unwrap().as_ref(),
+            &bytes(4, 0)[..]
+        );
     }
 
     #[test]
@@ -292,6 +295,21 @@ mod export {
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+
+    #[test]
+    fn a_v0_1_file_that_repeats_a_name_is_refused_not_written_twice() {
+        // The reference v0.1 writer's file with two tensors named "a": safetensors can hold
+        // only one, and writing both under one name would give a header that lies about the data.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/v0.1/valid/duplicate-name.zt");
+        let file = std::fs::read(path).unwrap();
+        let reader = Reader::new(&file[..], &Options::default()).unwrap();
+        let mut out = Vec::new();
+        let err = from_ztensor(&reader, &mut out, &ExportOptions::default()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unrepresentable, "{err}");
+        assert_eq!(err.tensor(), Some("a"), "{err}");
+        assert!(out.is_empty(), "nothing written");
     }
 
     #[test]
@@ -482,7 +500,10 @@ mod sharded {
         }
         assert_eq!(names, expected);
         for (name, _, _, data) in &all {
-            assert_eq!(reader.decoded(name, "data").unwrap().as_ref(), &data[..]);
+            assert_eq!(
+                reader.component(name, "data").and_then(|c| c.decoded()).unwrap().as_ref(),
+                &data[..]
+            );
         }
         assert_eq!(
             reader.manifest().manifest().attributes,
@@ -747,14 +768,15 @@ mod npy {
         w.add_object("coo", &[2, 2], ztensor_format::Format::SparseCoo, None, &coo, &options)
             .unwrap();
         let mut zt = w.finish().unwrap().0;
-        let r = Reader::new(&zt[..], &Options::default()).unwrap();
-        r.check_data("csr", true).unwrap();
+        let r = Reader::new(&zt[..], &Options::strict()).unwrap();
+        let csr = r.object("csr").unwrap();
+        csr.check(&csr.read().unwrap()).unwrap();
         let a = npy::array(&r, "csr", 1 << 20).unwrap();
         assert_eq!(npy::values(&a, 100), ["0", "0", "5", "6", "7", "0"]);
         let a = npy::array(&r, "coo", 1 << 20).unwrap();
         assert_eq!(npy::values(&a, 100), ["0", "5", "6", "0"]);
         // One stored value byte changed: the digest says no.
-        let at = r.object("csr").unwrap().object().components["values"].offset as usize;
+        let at = r.object("csr").unwrap().model().components["values"].offset as usize;
         drop(r);
         zt[at] ^= 1;
         let r = Reader::new(&zt[..], &Options::default()).unwrap();

@@ -53,6 +53,27 @@ pub mod manifest;
 mod validate;
 mod value;
 
+/// The component roles of the standard formats, as the specs spell them.
+pub mod role {
+    /// The one component of a dense tensor (and the packed blob of a v0.1 sparse tensor).
+    pub const DATA: &str = "data";
+    /// The non-zero values of a sparse tensor (CSR and COO).
+    pub const VALUES: &str = "values";
+    /// The column index of each value of a CSR tensor.
+    pub const INDICES: &str = "indices";
+    /// Where each row's values start, for a CSR tensor (rows + 1 entries).
+    pub const INDPTR: &str = "indptr";
+    /// The coordinates of each value of a COO tensor (structure of arrays: one run per
+    /// dimension).
+    pub const COORDS: &str = "coords";
+    /// The packed quantized weights of a quantized group.
+    pub const PACKED_WEIGHT: &str = "packed_weight";
+    /// The per-group scales of a quantized group.
+    pub const SCALES: &str = "scales";
+    /// The per-group zero points of a quantized group.
+    pub const ZEROS: &str = "zeros";
+}
+
 pub use crate::digest::{Digest, DigestAlgorithm, to_hex};
 pub use crate::dtype::{DType, LogicalType, StorageType};
 pub use crate::error::{Error, ErrorKind, Layer, Result};

@@ -67,7 +67,7 @@ impl<'a> ObjectRef<'a> {
     /// length of raw components, `uncompressed_length` of zstd ones, or the size the shape
     /// implies for dense data. `None` when only decoding can tell.
     pub fn decoded_len(&self, role: &str) -> Option<u64> {
-        let i = self.object.components.keys().position(|r| r == role)?;
+        let i = self.object.components.index_of(role)?;
         self.info.decoded.get(i).copied().flatten()
     }
 

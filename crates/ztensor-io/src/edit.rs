@@ -82,14 +82,14 @@ pub fn copy_object<S: ReadAt, W: Write>(
     writer: &mut Writer<W>,
     options: &CopyOptions,
 ) -> Result<()> {
-    let object_ref = reader.object(name)?;
-    let object = object_ref.object();
+    let handle = reader.object(name)?;
+    let object = handle.model();
     let target = writer.version();
     let stored_ok = copies_stored(object, target, options);
     if stored_ok {
         let mut stored = Vec::with_capacity(object.components.len());
-        for ((role, c), (_, known)) in object.components.iter().zip(object_ref.decoded_lens()) {
-            let mut component = c.clone();
+        for part in handle.components() {
+            let mut component = part.model().clone();
             if target != Version::V1_2 {
                 // Only 1.2 defines `uncompressed_length`.
                 component.uncompressed_length = None;
@@ -98,12 +98,12 @@ pub fn copy_object<S: ReadAt, W: Write>(
             {
                 // 1.2 requires it: take it from the shape where it determines it, otherwise
                 // decode once to learn it (the stored bytes are still copied as they are).
-                component.uncompressed_length = match known {
+                component.uncompressed_length = match part.decoded_len() {
                     Some(n) => Some(n),
-                    None => Some(reader.decoded(name, role)?.len() as u64),
+                    None => Some(part.decoded()?.len() as u64),
                 };
             }
-            stored.push((role.as_str(), component, reader.stored(name, role)?));
+            stored.push((part.role(), component, part.stored()?));
         }
         let parts: Vec<StoredComponent<'_>> = stored
             .iter()
@@ -115,12 +115,12 @@ pub fn copy_object<S: ReadAt, W: Write>(
             .collect();
         return writer.add_stored(object.clone(), &parts);
     }
-    if let Some(reason) = object_ref.unsupported() {
+    if let Some(reason) = handle.unsupported() {
         return Err(Error::unsupported(reason.clone()));
     }
     // Encoding again would give the data a fresh, valid digest: check the old one on the bytes
     // that are decoded, so a damaged component is reported instead of laundered.
-    let data = reader.read_object_verified(name)?;
+    let data = handle.read_verified()?;
     let write_options = write_options_for(object, options);
     write_decoded(writer, &data, target, &write_options).map_err(|e| match e.format_error() {
         Some(f) if f.object().is_none() => Error::from(f.clone().in_object(name)),

@@ -1,8 +1,9 @@
 //! Read and write zTensor files of versions 0.1, 1.1 and 1.2.
 //!
 //! [`Reader`] opens any version from any [`ReadAt`] source (a file read with positional reads,
-//! a memory map, a byte slice), validates the manifest with `ztensor-format`, and reads
-//! components on demand: zero-copy typed views of raw data, owned decoding for zstd, big-endian
+//! a memory map, a byte slice) and validates the manifest with `ztensor-format`.
+//! [`Reader::object`] gives an [`Object`] handle, and [`Object::component`] a [`Component`]
+//! handle, which read on demand: zero-copy typed views of raw data, owned decoding for zstd, big-endian
 //! v0.1 data and misaligned slices, digests verified on request, v0.1 sparse tensors presented
 //! in the 1.2 object model. [`Writer`] writes any version one component at a time;
 //! [`FileWriter`] publishes through a temporary file and a rename.
@@ -13,7 +14,7 @@
 //! # Example
 //!
 //! ```
-//! use ztensor_io::{Reader, Writer, WriteOptions};
+//! use ztensor_io::{Reader, Writer, WriteOptions, role};
 //! use ztensor_format::{DType, DigestAlgorithm, Options, Version};
 //!
 //! let weights: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -23,8 +24,14 @@
 //! let (file, _len) = writer.finish()?;
 //!
 //! let reader = Reader::new(&file[..], &Options::default())?;
-//! reader.verify_digest("w", "data")?;
-//! assert_eq!(reader.read_as::<f32>("w", "data")?, [1.0, 2.0, 3.0, 4.0]);
+//! let w = reader.object("w")?;
+//! assert_eq!(w.shape(), [2, 2]);
+//! let data = w.component(role::DATA)?;
+//! data.verify()?;
+//! assert_eq!(data.read_as::<f32>()?, [1.0, 2.0, 3.0, 4.0]);
+//! for object in reader.objects() {
+//!     println!("{} {:?} {}", object.name(), object.shape(), object.format());
+//! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -35,6 +42,7 @@ mod append;
 mod codec;
 mod edit;
 mod error;
+mod handle;
 mod journal;
 mod lock;
 mod machine;
@@ -58,6 +66,7 @@ pub use crate::edit::{
     write_options_for,
 };
 pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::handle::{Component, Object};
 pub use crate::lock::WriteLock;
 pub use crate::machine::{OBJECT_COST, address_space_cap, machine_limits, physical_memory};
 pub use crate::mmap::Mapped;
@@ -70,3 +79,10 @@ pub use crate::writer::{
     BlobSlot, ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent,
     WriteOptions, Writer,
 };
+pub use ztensor_format::role;
+
+/// The library example of the workspace's README, compiled and run as a doctest so that it
+/// keeps working as written.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

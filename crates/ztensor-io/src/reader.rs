@@ -10,11 +10,12 @@ use ztensor_format::data::{
 use ztensor_format::{
     ByteOrder, Component, Container, DType, Digest, DigestAlgorithm, Encoding, ErrorKind as Rule,
     Format, LogicalType, Manifest, ObjectRef, Options, Packing, ValidatedManifest, Value, Version,
-    element_size, validate,
+    role, validate,
 };
 
 use crate::codec::{digest_of, zstd_decode};
 use crate::error::{Error, Result};
+use crate::handle::{Object, unknown_encoding};
 use crate::source::{FileSource, ReadAt};
 
 /// Reads a zTensor file of any version from any [`ReadAt`] source.
@@ -140,7 +141,12 @@ impl Reader<FileSource> {
 
 /// Checks `stored`, the stored bytes of component `c` (`role` of object `name`), against its
 /// digest.
-fn check_digest(name: &str, role: &str, c: &Component, stored: &[u8]) -> Result<DigestCheck> {
+pub(crate) fn check_digest(
+    name: &str,
+    role: &str,
+    c: &Component,
+    stored: &[u8],
+) -> Result<DigestCheck> {
     let context =
         |e: ztensor_format::Error| Error::from(e.in_object(name).in_component(role).at(c.offset));
     match &c.digest {
@@ -255,35 +261,53 @@ impl<S: ReadAt> Reader<S> {
         &self.source
     }
 
-    /// The object called `name`.
+    /// The object called `name`: a handle to read it and its components through.
     ///
     /// # Errors
     /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound).
-    pub fn object(&self, name: &str) -> Result<ObjectRef<'_>> {
-        self.manifest.get(name).ok_or_else(|| Error::not_found(name, None))
+    pub fn object(&self, name: &str) -> Result<Object<'_, S>> {
+        let entry = self.manifest.get(name).ok_or_else(|| Error::not_found(name, None))?;
+        Ok(Object::new(self, entry))
     }
 
-    fn component(&self, name: &str, role: &str) -> Result<(ObjectRef<'_>, &Component)> {
-        let object = self.object(name)?;
-        let component = object
-            .object()
-            .components
-            .get(role)
-            .ok_or_else(|| Error::not_found(name, Some(role)))?;
-        Ok((object, component))
-    }
-
-    /// The stored bytes of a component, as they are in the file (compressed, in the file's
-    /// byte order), without checking the digest. Borrowed from memory-backed sources.
+    /// The component `role` of the object called `name`: `reader.object(name)?.component(role)`.
     ///
     /// # Errors
-    /// Unknown names and I/O errors.
-    pub fn stored(&self, name: &str, role: &str) -> Result<Cow<'_, [u8]>> {
-        let (_, c) = self.component(name, role)?;
-        self.stored_range(c.offset, c.length)
+    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) for either.
+    pub fn component(&self, name: &str, role: &str) -> Result<crate::Component<'_, S>> {
+        self.object(name)?.component(role)
     }
 
-    fn stored_range(&self, offset: u64, length: u64) -> Result<Cow<'_, [u8]>> {
+    /// Every object, in the file's order.
+    pub fn objects(&self) -> impl ExactSizeIterator<Item = Object<'_, S>> + '_ {
+        self.manifest.objects().map(move |entry| Object::new(self, entry))
+    }
+
+    /// The objects a lookup by name does not reach: later objects of a v0.1 file that repeat
+    /// an earlier object's name (see [`ValidatedManifest::shadowed`]).
+    pub fn shadowed(&self) -> impl Iterator<Item = Object<'_, S>> + '_ {
+        self.manifest.shadowed().map(move |entry| Object::new(self, entry))
+    }
+
+    /// Decodes the object called `name`: `reader.object(name)?.read()`.
+    ///
+    /// # Errors
+    /// As [`Reader::object`] and [`Object::read`].
+    pub fn read_object(&self, name: &str) -> Result<ObjectData<'_>> {
+        self.object(name)?.read()
+    }
+
+    /// Decodes the object called `name`, checking its digests:
+    /// `reader.object(name)?.read_verified()`.
+    ///
+    /// # Errors
+    /// As [`Reader::object`] and [`Object::read_verified`].
+    pub fn read_object_verified(&self, name: &str) -> Result<ObjectData<'_>> {
+        self.object(name)?.read_verified()
+    }
+
+    /// Stored bytes at `offset`, borrowed from memory-backed sources.
+    pub(crate) fn stored_range(&self, offset: u64, length: u64) -> Result<Cow<'_, [u8]>> {
         if let Some(all) = self.source.as_slice() {
             // Validation put every blob inside the file.
             let start = usize::try_from(offset).unwrap_or(usize::MAX);
@@ -295,58 +319,12 @@ impl<S: ReadAt> Reader<S> {
         read_vec(&self.source, offset, length, "a component").map(Cow::Owned)
     }
 
-    /// Checks a component's digest against its stored bytes. Works for every source, including
-    /// memory maps whose data is otherwise read zero-copy.
-    ///
-    /// # Errors
-    /// `digest_mismatch` when the digest differs, `digest_malformed` when it cannot be parsed,
-    /// unknown names and I/O errors.
-    pub fn verify_digest(&self, name: &str, role: &str) -> Result<DigestCheck> {
-        let (_, c) = self.component(name, role)?;
-        match &c.digest {
-            None => Ok(DigestCheck::Absent),
-            Some(Digest::Unknown(s)) => Ok(DigestCheck::Unverifiable(s.clone())),
-            Some(_) => check_digest(name, role, c, &self.stored_range(c.offset, c.length)?),
-        }
-    }
-
-    /// The decoded bytes of a component: decompressed, and little-endian for split components.
-    /// For a v0.1 single-blob sparse tensor (role `data`), the blob is only decompressed; use
-    /// [`Reader::read_object`] to get its separate components.
-    ///
-    /// # Errors
-    /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) for objects marked unsupported;
-    /// `decode_failed`, `decoded_size_mismatch`, `decoded_too_large`; unknown names; I/O errors.
-    pub fn decoded(&self, name: &str, role: &str) -> Result<Cow<'_, [u8]>> {
-        self.decode(name, role, false)
-    }
-
-    /// As [`Reader::decoded`], after checking the component's digest against the very bytes
-    /// that are decoded (one read: what was checked is what is used). A component without a
-    /// digest, or with one of an unknown algorithm, is decoded unchecked.
-    ///
-    /// # Errors
-    /// As [`Reader::decoded`] and [`Reader::verify_digest`].
-    pub fn decoded_verified(&self, name: &str, role: &str) -> Result<Cow<'_, [u8]>> {
-        self.decode(name, role, true)
-    }
-
-    fn decode(&self, name: &str, role: &str, verify: bool) -> Result<Cow<'_, [u8]>> {
-        let (object, c) = self.component(name, role)?;
-        if let Some(reason) = object.unsupported() {
-            return Err(Error::unsupported(reason.clone()));
-        }
-        self.decode_component(&object, role, c, object.decoded_len(role), verify)
-    }
-
-    /// Decodes component `c` (`role`) of `object`, whose decoded length the manifest says is
-    /// `expected` where it says.
-    fn decode_component(
+    /// Decodes component `c` (`role`) of `object`, after checking its digest when `verify`.
+    pub(crate) fn decode_component(
         &self,
-        object: &ObjectRef<'_>,
+        object: ObjectRef<'_>,
         role: &str,
         c: &Component,
-        expected: Option<u64>,
         verify: bool,
     ) -> Result<Cow<'_, [u8]>> {
         let name = object.name();
@@ -358,11 +336,12 @@ impl<S: ReadAt> Reader<S> {
             Encoding::Raw => stored,
             Encoding::Zstd => {
                 let limit = self.options.limits.max_decoded_len;
+                let expected = object.decoded_len(role);
                 let decoded = zstd_decode(&stored, expected, limit)
                     .map_err(|e| Error::from(e.in_object(name).in_component(role).at(c.offset)))?;
                 Cow::Owned(decoded)
             }
-            Encoding::Unknown(_) => unreachable_unsupported(name, role)?,
+            Encoding::Unknown(_) => unknown_encoding(name, role)?,
         };
         if c.byte_order == ByteOrder::Big && object.object().packing == Packing::Split {
             let width = c.dtype.known().map_or(1, DType::size);
@@ -373,40 +352,12 @@ impl<S: ReadAt> Reader<S> {
         Ok(bytes)
     }
 
-    /// Decodes a whole object into the 1.2 object model.
-    ///
-    /// # Errors
-    /// As [`Reader::decoded`], plus `sparse_packed_size` and `csr_indptr_invalid` for v0.1
-    /// single-blob sparse tensors whose decoded size does not fit their layout.
-    pub fn read_object(&self, name: &str) -> Result<ObjectData<'_>> {
-        self.read_object_checked(name, false)
-    }
-
-    /// As [`Reader::read_object`], checking every component's digest against the very bytes
-    /// that are decoded (see [`Reader::decoded_verified`]). Use it wherever decoded data is
-    /// written somewhere else: damaged data is then never passed on under a fresh digest.
-    ///
-    /// # Errors
-    /// As [`Reader::read_object`] and [`Reader::verify_digest`].
-    pub fn read_object_verified(&self, name: &str) -> Result<ObjectData<'_>> {
-        self.read_object_checked(name, true)
-    }
-
-    fn read_object_checked(&self, name: &str, verify: bool) -> Result<ObjectData<'_>> {
-        self.read_checked(self.object(name)?, verify)
-    }
-
-    /// As [`Reader::read_object_verified`], for an object of this reader's manifest given by
-    /// its handle rather than its name: the one way to reach an object that a lookup by name
-    /// does not find (see [`ValidatedManifest::shadowed`]).
-    ///
-    /// # Errors
-    /// As [`Reader::read_object_verified`].
-    pub fn read_verified<'a>(&'a self, object: ObjectRef<'a>) -> Result<ObjectData<'a>> {
-        self.read_checked(object, true)
-    }
-
-    fn read_checked<'a>(&'a self, object: ObjectRef<'a>, verify: bool) -> Result<ObjectData<'a>> {
+    /// Decodes a whole object of this reader's manifest into the 1.2 object model.
+    pub(crate) fn read_checked<'a>(
+        &'a self,
+        object: ObjectRef<'a>,
+        verify: bool,
+    ) -> Result<ObjectData<'a>> {
         let name = object.name();
         if let Some(reason) = object.unsupported() {
             return Err(Error::unsupported(reason.clone()));
@@ -415,9 +366,9 @@ impl<S: ReadAt> Reader<S> {
         let mut components = BTreeMap::new();
         match o.packing {
             Packing::Split => {
-                for ((role, c), (_, expected)) in o.components.iter().zip(object.decoded_lens()) {
+                for (role, c) in o.components.iter() {
                     let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
-                    let bytes = self.decode_component(&object, role, c, expected, verify)?;
+                    let bytes = self.decode_component(object, role, c, verify)?;
                     components.insert(
                         role.clone(),
                         ComponentData { dtype, logical_type: c.logical_type.clone(), bytes },
@@ -425,19 +376,20 @@ impl<S: ReadAt> Reader<S> {
                 }
             }
             Packing::V0Single => {
-                let c = &o.components["data"];
-                let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, "data"))?;
-                let blob = self.decode(name, "data", verify)?;
+                let c = &o.components[role::DATA];
+                let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role::DATA))?;
+                let blob = self.decode_component(object, role::DATA, c, verify)?;
                 let big = c.byte_order == ByteOrder::Big;
                 let context =
                     |e: ztensor_format::Error| Error::from(e.in_object(name).at(c.offset));
                 let (unpacked, index_role) = match o.format {
-                    Format::SparseCsr => {
-                        (unpack_v0_csr(&blob, o.shape[0], dtype, big).map_err(context)?, "indices")
-                    }
+                    Format::SparseCsr => (
+                        unpack_v0_csr(&blob, o.shape[0], dtype, big).map_err(context)?,
+                        role::INDICES,
+                    ),
                     _ => (
                         unpack_v0_coo(&blob, o.shape.len(), dtype, big).map_err(context)?,
-                        "coords",
+                        role::COORDS,
                     ),
                 };
                 let part = |bytes: Vec<u8>, dtype| ComponentData {
@@ -445,10 +397,10 @@ impl<S: ReadAt> Reader<S> {
                     logical_type: None,
                     bytes: Cow::Owned(bytes),
                 };
-                components.insert("values".to_owned(), part(unpacked.values, dtype));
+                components.insert(role::VALUES.to_owned(), part(unpacked.values, dtype));
                 components.insert(index_role.to_owned(), part(unpacked.indices, DType::U64));
                 if o.format == Format::SparseCsr {
-                    components.insert("indptr".to_owned(), part(unpacked.indptr, DType::U64));
+                    components.insert(role::INDPTR.to_owned(), part(unpacked.indptr, DType::U64));
                 }
             }
         }
@@ -462,22 +414,8 @@ impl<S: ReadAt> Reader<S> {
         })
     }
 
-    /// Checks the decoded data of an object against the data rules of `spec/rules.md`: CSR
-    /// structure and bounds, COO coordinates inside the shape, v1.x bool bytes; with `strict`,
-    /// also sorted CSR rows.
-    ///
-    /// # Errors
-    /// The first data rule broken, and any error of [`Reader::read_object`].
-    pub fn check_data(&self, name: &str, strict: bool) -> Result<()> {
-        self.check_object_data(&self.read_object(name)?, strict)
-    }
-
-    /// As [`Reader::check_data`], on an object already decoded (by [`Reader::read_object`] or
-    /// [`Reader::read_object_verified`]), so the bytes checked are the bytes then used.
-    ///
-    /// # Errors
-    /// The first data rule broken.
-    pub fn check_object_data(&self, data: &ObjectData<'_>, strict: bool) -> Result<()> {
+    /// Checks decoded data against the data rules (see [`Object::check`]).
+    pub(crate) fn check_decoded(&self, data: &ObjectData<'_>, strict: bool) -> Result<()> {
         let name = data.name.as_str();
         let context = |e: ztensor_format::Error| Error::from(e.in_object(name));
         if self.version() != Version::V0_1 {
@@ -488,21 +426,21 @@ impl<S: ReadAt> Reader<S> {
             }
         }
         let values_count = |data: &ObjectData<'_>| -> Option<u64> {
-            let v = data.components.get("values")?;
+            let v = data.components.get(role::VALUES)?;
             let size = v.dtype.size() * v.logical_type.as_ref().map_or(1, LogicalType::ratio);
             Some(v.bytes.len() as u64 / size)
         };
         match data.format {
             Format::SparseCsr => {
                 let (Some(indices), Some(indptr)) =
-                    (data.components.get("indices"), data.components.get("indptr"))
+                    (data.components.get(role::INDICES), data.components.get(role::INDPTR))
                 else {
                     return Ok(());
                 };
                 let indices = indices_to_u64(indices.dtype, &indices.bytes)
-                    .map_err(|e| context(e.in_component("indices")))?;
+                    .map_err(|e| context(e.in_component(role::INDICES)))?;
                 let indptr = indices_to_u64(indptr.dtype, &indptr.bytes)
-                    .map_err(|e| context(e.in_component("indptr")))?;
+                    .map_err(|e| context(e.in_component(role::INDPTR)))?;
                 if let [rows, cols] = data.shape[..] {
                     check_csr(rows, cols, &indptr, &indices, strict).map_err(context)?;
                 }
@@ -514,9 +452,9 @@ impl<S: ReadAt> Reader<S> {
                 }
             }
             Format::SparseCoo => {
-                let Some(coords) = data.components.get("coords") else { return Ok(()) };
+                let Some(coords) = data.components.get(role::COORDS) else { return Ok(()) };
                 let coords = indices_to_u64(coords.dtype, &coords.bytes)
-                    .map_err(|e| context(e.in_component("coords")))?;
+                    .map_err(|e| context(e.in_component(role::COORDS)))?;
                 let nnz = values_count(data).unwrap_or(0);
                 check_coo(&data.shape, &coords, nnz).map_err(context)?;
             }
@@ -524,90 +462,12 @@ impl<S: ReadAt> Reader<S> {
         }
         Ok(())
     }
-
-    /// A zero-copy typed view of a raw, little-endian component of a memory-backed source.
-    ///
-    /// # Errors
-    /// [`ErrorKind::View`](crate::ErrorKind::View) when the component is compressed, big-endian,
-    /// part of a v0.1 single blob, of a dtype `T` cannot represent, or misaligned for `T`, or when
-    /// the source is not in memory; use [`Reader::read_as`] then.
-    pub fn view<T: Element>(&self, name: &str, role: &str) -> Result<&[T]> {
-        let (object, c) = self.component(name, role)?;
-        if let Some(reason) = object.unsupported() {
-            return Err(Error::unsupported(reason.clone()));
-        }
-        let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
-        if !T::DTYPES.contains(&dtype) {
-            return Err(Error::view(format!(
-                "{dtype} data cannot be viewed as {}",
-                std::any::type_name::<T>()
-            )));
-        }
-        if c.encoding != Encoding::Raw {
-            return Err(Error::view(format!("component is {}-encoded", c.encoding)));
-        }
-        if object.object().packing != Packing::Split {
-            return Err(Error::view("v0.1 sparse tensors are one packed blob"));
-        }
-        if c.byte_order != ByteOrder::Little && dtype.size() > 1 {
-            return Err(Error::view("data is not little-endian"));
-        }
-        if cfg!(target_endian = "big") && dtype.size() > 1 {
-            return Err(Error::view("this host is big-endian"));
-        }
-        let Cow::Borrowed(bytes) = self.stored_range(c.offset, c.length)? else {
-            return Err(Error::view(
-                "the source is not in memory; open the file with a map or a slice",
-            ));
-        };
-        bytemuck::try_cast_slice(bytes).map_err(|e| Error::view(format!("{e:?}")))
-    }
-
-    /// The decoded elements of a component as an owned vector, for any source, encoding and
-    /// alignment.
-    ///
-    /// # Errors
-    /// [`ErrorKind::View`](crate::ErrorKind::View) when `T` cannot represent the dtype, and any
-    /// error of [`Reader::decoded`].
-    pub fn read_as<T: Element>(&self, name: &str, role: &str) -> Result<Vec<T>> {
-        let (_, c) = self.component(name, role)?;
-        let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
-        if !T::DTYPES.contains(&dtype) {
-            return Err(Error::view(format!(
-                "{dtype} data cannot be read as {}",
-                std::any::type_name::<T>()
-            )));
-        }
-        let bytes = self.decoded(name, role)?;
-        let mut out: Vec<T> = bytemuck::pod_collect_to_vec(&bytes);
-        if cfg!(target_endian = "big") {
-            let raw: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
-            swap_bytes(raw, std::mem::size_of::<T>());
-        }
-        Ok(out)
-    }
-
-    /// Element size of a component in bytes (storage size × logical ratio), when known.
-    pub fn element_size(&self, name: &str, role: &str) -> Result<Option<u64>> {
-        let (_, c) = self.component(name, role)?;
-        Ok(element_size(c))
-    }
 }
 
-fn unsupported_dtype(name: &str, role: &str) -> Error {
+pub(crate) fn unsupported_dtype(name: &str, role: &str) -> Error {
     Error::unsupported(
         ztensor_format::Error::new(Rule::DtypeUnknown, "unknown dtype")
             .in_object(name)
             .in_component(role),
     )
-}
-
-fn unreachable_unsupported<T>(name: &str, role: &str) -> Result<T> {
-    // Validation marks objects with unknown encodings unsupported, so this is not reached; it
-    // still answers with the right error rather than panicking.
-    Err(Error::unsupported(
-        ztensor_format::Error::new(Rule::EncodingUnknown, "unknown encoding")
-            .in_object(name)
-            .in_component(role),
-    ))
 }

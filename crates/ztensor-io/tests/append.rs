@@ -49,8 +49,8 @@ fn append_adds_objects_and_keeps_old_blobs_in_place() {
         assert_eq!(&after[..before.len()], &before[..], "old bytes must not change");
         let r = Reader::open(&path).unwrap();
         assert_eq!(names(&r), ["a", "b", "c"]);
-        assert_eq!(r.read_as::<f32>("c", "data").unwrap(), [1.0, 2.0]);
-        assert_eq!(r.read_as::<u16>("a", "data").unwrap(), [1, 2, 3]);
+        assert_eq!(r.component("c", "data").and_then(|c| c.read_as::<f32>()).unwrap(), [1.0, 2.0]);
+        assert_eq!(r.component("a", "data").and_then(|c| c.read_as::<u16>()).unwrap(), [1, 2, 3]);
         assert_eq!(
             r.manifest().manifest().version_string.as_deref(),
             version.default_version_string()

@@ -88,7 +88,7 @@ fn every_version_converts_to_every_version() {
                 let reader = Reader::new(&out[..], &Options::default()).unwrap();
                 for o in reader.manifest().objects() {
                     for role in o.object().components.keys() {
-                        reader.verify_digest(o.name(), role).unwrap();
+                        reader.component(o.name(), role).and_then(|c| c.verify()).unwrap();
                     }
                 }
             }
@@ -152,11 +152,17 @@ fn replace_an_object_in_place() {
     })
     .unwrap();
     let reader = Reader::open(&path).unwrap();
-    assert_eq!(reader.read_as::<f32>("dense", "data").unwrap(), [9.0, 8.0, 7.0, 6.0]);
-    assert_eq!(reader.object("dense").unwrap().object().shape, [4]);
+    assert_eq!(
+        reader.component("dense", "data").and_then(|c| c.read_as::<f32>()).unwrap(),
+        [9.0, 8.0, 7.0, 6.0]
+    );
+    assert_eq!(reader.object("dense").unwrap().model().shape, [4]);
     assert_eq!(reader.manifest().len(), 4);
     // The old mapping still sees the old object.
-    assert_eq!(old.read_as::<f32>("dense", "data").unwrap(), [1.0, -2.0, 0.5, 8.0]);
+    assert_eq!(
+        old.component("dense", "data").and_then(|c| c.read_as::<f32>()).unwrap(),
+        [1.0, -2.0, 0.5, 8.0]
+    );
     // A failing edit leaves the file as it was.
     let before = std::fs::read(&path).unwrap();
     let err = rewrite(&path, &path, &["bool"], &Options::default(), |w| {
@@ -191,7 +197,7 @@ fn sparse_objects_keep_their_attributes_through_every_conversion() {
                 let reader = Reader::new(&out[..], &Options::default()).unwrap();
                 for name in ["csr", "coo"] {
                     assert_eq!(
-                        reader.object(name).unwrap().object().attributes.as_ref(),
+                        reader.object(name).unwrap().model().attributes.as_ref(),
                         Some(&attrs),
                         "{from} -> {to} {name}"
                     );

@@ -28,13 +28,16 @@ fn short_zstd_output_is_an_error_not_zero_fill() {
     let z = zstd_encode(&[1, 2, 3, 4], 3).unwrap();
     let file = stored_file(Version::V1_1, &[8], zstd_component(z.len() as u64, None), &z);
     let reader = Reader::new(&file[..], &Options::default()).unwrap();
-    let err = reader.decoded("w", "data").unwrap_err();
+    let err = reader.component("w", "data").and_then(|c| c.decoded()).unwrap_err();
     assert_eq!(err.rule(), Some(Rule::DecodedSizeMismatch), "{err}");
     // Long output too.
     let z = zstd_encode(&[9; 12], 3).unwrap();
     let file = stored_file(Version::V1_1, &[8], zstd_component(z.len() as u64, None), &z);
-    let err =
-        Reader::new(&file[..], &Options::default()).unwrap().decoded("w", "data").unwrap_err();
+    let err = Reader::new(&file[..], &Options::default())
+        .unwrap()
+        .component("w", "data")
+        .and_then(|c| c.decoded())
+        .unwrap_err();
     assert_eq!(err.rule(), Some(Rule::DecodedSizeMismatch));
 }
 
@@ -46,7 +49,7 @@ fn a_huge_declared_size_allocates_nothing_up_front() {
     let file =
         stored_file(Version::V1_2, &[declared], zstd_component(z.len() as u64, Some(declared)), &z);
     let reader = Reader::new(&file[..], &Options::default()).unwrap();
-    let err = reader.decoded("w", "data").unwrap_err();
+    let err = reader.component("w", "data").and_then(|c| c.decoded()).unwrap_err();
     assert_eq!(err.rule(), Some(Rule::DecodedSizeMismatch), "{err}");
 }
 
@@ -85,7 +88,7 @@ fn a_decompression_bomb_stops_at_the_limit() {
     let mut options = Options::default();
     options.limits.max_decoded_len = 1 << 20;
     let reader = Reader::new(&file[..], &options).unwrap();
-    let err = reader.decoded("s", "values").unwrap_err();
+    let err = reader.component("s", "values").and_then(|c| c.decoded()).unwrap_err();
     assert_eq!(err.rule(), Some(Rule::DecodedTooLarge), "{err}");
     drop(object);
     let _ = Limits::default();
@@ -113,7 +116,7 @@ fn digest_mismatch_and_unknown_algorithms() {
     let (mut file, _) = w.finish().unwrap();
     let reader = Reader::new(&file[..], &Options::default()).unwrap();
     assert_eq!(
-        reader.verify_digest("u", "data").unwrap(),
+        reader.component("u", "data").and_then(|c| c.verify()).unwrap(),
         ztensor_io::DigestCheck::Unverifiable("xxh3:0123456789abcdef".into())
     );
     let offsets: Vec<(String, u64)> = reader
@@ -124,7 +127,7 @@ fn digest_mismatch_and_unknown_algorithms() {
     for (name, offset) in offsets.iter().filter(|(n, _)| n != "u") {
         file[*offset as usize + 5] ^= 1;
         let reader = Reader::new(&file[..], &Options::default()).unwrap();
-        let err = reader.verify_digest(name, "data").unwrap_err();
+        let err = reader.component(name, "data").and_then(|c| c.verify()).unwrap_err();
         assert_eq!(err.rule(), Some(Rule::DigestMismatch), "{name}: {err}");
         file[*offset as usize + 5] ^= 1;
     }
@@ -140,13 +143,16 @@ fn corrupt_zstd_is_decode_failed() {
         .unwrap()
         .object("z")
         .unwrap()
-        .object()
+        .model()
         .components["data"]
         .offset;
     // Destroy the frame magic.
     file[offset as usize] ^= 0xff;
-    let err =
-        Reader::new(&file[..], &Options::default()).unwrap().decoded("z", "data").unwrap_err();
+    let err = Reader::new(&file[..], &Options::default())
+        .unwrap()
+        .component("z", "data")
+        .and_then(|c| c.decoded())
+        .unwrap_err();
     assert_eq!(err.rule(), Some(Rule::DecodeFailed), "{err}");
 }
 
@@ -164,7 +170,7 @@ fn unsupported_objects_do_not_spoil_the_file() {
     let (file, _) = w.finish().unwrap();
     let reader = Reader::new(&file[..], &Options::default()).unwrap();
     assert_eq!(reader.read_object("odd").unwrap_err().rule(), Some(Rule::DtypeUnknown));
-    assert_eq!(reader.read_as::<u8>("ok", "data").unwrap(), [1, 2]);
+    assert_eq!(reader.component("ok", "data").and_then(|c| c.read_as::<u8>()).unwrap(), [1, 2]);
     assert!(matches!(
         reader.read_object("nope").unwrap_err().kind(),
         ztensor_io::ErrorKind::NotFound { .. }
@@ -257,19 +263,22 @@ fn the_bytes_checked_are_the_bytes_used_when_the_source_changes() {
     ztensor_io::copy_object(&reader, "w", &mut out, &copy).unwrap();
     let copied = out.finish().unwrap().0;
     let copied = Reader::new(&copied[..], &Options::default()).unwrap();
-    copied.verify_digest("w", "data").unwrap();
-    assert_eq!(copied.decoded("w", "data").unwrap().into_owned(), data);
+    copied.component("w", "data").and_then(|c| c.verify()).unwrap();
+    assert_eq!(copied.component("w", "data").and_then(|c| c.decoded()).unwrap().into_owned(), data);
 
     // The same holds for one decoded component and a whole object.
     let reader = Reader::new(changing(), &Options::default()).unwrap();
-    assert_eq!(reader.decoded_verified("w", "data").unwrap().into_owned(), data);
+    assert_eq!(
+        reader.component("w", "data").and_then(|c| c.decoded_verified()).unwrap().into_owned(),
+        data
+    );
     // The source is now past its first read: damaged, and reported as such.
-    let err = reader.decoded_verified("w", "data").unwrap_err();
+    let err = reader.component("w", "data").and_then(|c| c.decoded_verified()).unwrap_err();
     assert_eq!(err.rule(), Some(Rule::DigestMismatch), "{err}");
     let reader = Reader::new(changing(), &Options::default()).unwrap();
     let object = reader.read_object_verified("w").unwrap();
     assert_eq!(&object.components["data"].bytes[..], &data[..]);
-    reader.check_object_data(&object, true).unwrap();
+    reader.object("w").unwrap().check(&object).unwrap();
 }
 
 #[test]
@@ -282,11 +291,12 @@ fn v0_1_tensors_of_one_name_open_lookups_find_the_first_and_handles_reach_both()
     assert_eq!(strict.rule(), Some(Rule::DuplicateName), "{strict}");
     let reader = Reader::new(&file[..], &Options::default()).unwrap();
     assert_eq!(reader.manifest().objects().count(), 2);
-    assert_eq!(reader.read_as::<u8>("a", "data").unwrap(), [1]);
-    let shadowed: Vec<_> = reader.manifest().shadowed().collect();
+    assert_eq!(reader.component("a", "data").and_then(|c| c.read_as::<u8>()).unwrap(), [1]);
+    let shadowed: Vec<_> = reader.shadowed().collect();
     assert_eq!(shadowed.len(), 1);
-    let second = reader.read_verified(shadowed[0]).unwrap();
+    let second = shadowed[0].read_verified().unwrap();
     assert_eq!(&second.components["data"].bytes[..], &[2]);
-    let first = reader.read_verified(reader.manifest().objects().next().unwrap()).unwrap();
+    assert_eq!(shadowed[0].component("data").unwrap().read_as::<u8>().unwrap(), [2]);
+    let first = reader.objects().next().unwrap().read_verified().unwrap();
     assert_eq!(&first.components["data"].bytes[..], &[1]);
 }

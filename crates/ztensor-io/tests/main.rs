@@ -3,6 +3,9 @@
 // Test data is small; its lengths always fit.
 #![allow(clippy::cast_possible_truncation)]
 
+/// Object and component handles.
+mod handles;
+
 /// Generated objects written and read back, through every kind of source.
 mod roundtrip;
 

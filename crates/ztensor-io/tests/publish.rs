@@ -35,7 +35,14 @@ fn finish_publishes_and_drop_leaves_nothing() {
     w.add_dense("w", &[4], DType::U8, &[1, 2, 3, 4], &WriteOptions::raw()).unwrap();
     let len = w.finish().unwrap();
     assert_eq!(std::fs::metadata(&target).unwrap().len(), len);
-    assert_eq!(Reader::open(&target).unwrap().read_as::<u8>("w", "data").unwrap(), [1, 2, 3, 4]);
+    assert_eq!(
+        Reader::open(&target)
+            .unwrap()
+            .component("w", "data")
+            .and_then(|c| c.read_as::<u8>())
+            .unwrap(),
+        [1, 2, 3, 4]
+    );
     assert_eq!(entries(&d), ["model.zt"]);
     std::fs::remove_dir_all(&d).unwrap();
 }

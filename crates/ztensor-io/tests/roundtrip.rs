@@ -22,16 +22,16 @@ fn zero_copy_views_on_maps_and_slices() {
     let (file, _) = w.finish().unwrap();
     // A Vec's buffer is at least 8-aligned in practice, and blobs are 64-aligned within it.
     let reader = Reader::new(file.clone(), &Options::default()).unwrap();
-    assert_eq!(reader.view::<f32>("v", "data").unwrap(), values);
+    assert_eq!(reader.component("v", "data").and_then(|c| c.view::<f32>()).unwrap(), values);
     assert_eq!(
-        reader.view::<u8>("v", "data").unwrap_err().to_string(),
+        reader.component("v", "data").and_then(|c| c.view::<u8>()).unwrap_err().to_string(),
         "no zero-copy view: f32 data cannot be viewed as u8"
     );
     assert!(matches!(
-        reader.view::<f32>("z", "data").unwrap_err().kind(),
+        reader.component("z", "data").and_then(|c| c.view::<f32>()).unwrap_err().kind(),
         ztensor_io::ErrorKind::View(_)
     ));
-    assert_eq!(reader.read_as::<f32>("z", "data").unwrap(), values);
+    assert_eq!(reader.component("z", "data").and_then(|c| c.read_as::<f32>()).unwrap(), values);
     // A file source has no memory to borrow from.
     let dir = std::env::temp_dir().join(format!("ztensor-io-view-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -43,10 +43,10 @@ fn zero_copy_views_on_maps_and_slices() {
     )
     .unwrap();
     assert!(matches!(
-        reader.view::<f32>("v", "data").unwrap_err().kind(),
+        reader.component("v", "data").and_then(|c| c.view::<f32>()).unwrap_err().kind(),
         ztensor_io::ErrorKind::View(_)
     ));
-    assert_eq!(reader.read_as::<f32>("v", "data").unwrap(), values);
+    assert_eq!(reader.component("v", "data").and_then(|c| c.read_as::<f32>()).unwrap(), values);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -81,11 +81,15 @@ fn many_threads_read_one_reader() {
                     for i in (0..32).map(|i| (i + t * 5 + round) % 32) {
                         let name = format!("t{i}");
                         assert_eq!(
-                            reader.decoded(&name, "data").unwrap().as_ref(),
+                            reader
+                                .component(&name, "data")
+                                .and_then(|c| c.decoded())
+                                .unwrap()
+                                .as_ref(),
                             &expected[i][..]
                         );
                         assert!(matches!(
-                            reader.verify_digest(&name, "data").unwrap(),
+                            reader.component(&name, "data").and_then(|c| c.verify()).unwrap(),
                             DigestCheck::Verified(_)
                         ));
                     }

@@ -18,13 +18,13 @@ fn big_endian_dense_is_returned_little_endian() {
     .unwrap();
     let (file, _) = w.finish().unwrap();
     let reader = Reader::new(file, &Options::default()).unwrap();
-    assert_eq!(reader.read_as::<f32>("be", "data").unwrap(), values);
+    assert_eq!(reader.component("be", "data").and_then(|c| c.read_as::<f32>()).unwrap(), values);
     assert!(matches!(
-        reader.view::<f32>("be", "data").unwrap_err().kind(),
+        reader.component("be", "data").and_then(|c| c.view::<f32>()).unwrap_err().kind(),
         ztensor_io::ErrorKind::View(_)
     ));
     // The stored bytes are untouched.
-    assert_eq!(reader.stored("be", "data").unwrap().as_ref(), &be[..]);
+    assert_eq!(reader.component("be", "data").and_then(|c| c.stored()).unwrap().as_ref(), &be[..]);
 }
 
 #[test]
@@ -50,7 +50,8 @@ fn big_endian_single_blob_coo() {
     assert_eq!(data.components["coords"].bytes.as_ref(), &coords[..]);
     let values: Vec<u8> = [300i16, -7].iter().flat_map(|v| v.to_le_bytes()).collect();
     assert_eq!(data.components["values"].bytes.as_ref(), &values[..]);
-    reader.check_data("s", true).unwrap();
+    let s = reader.object("s").unwrap();
+    s.check(&s.read().unwrap()).unwrap();
 }
 
 #[test]
@@ -60,7 +61,8 @@ fn v0_1_bool_is_nonzero_true_but_v1_bool_is_strict() {
         w.add_dense("b", &[3], DType::Bool, &[0, 1, 2], &WriteOptions::raw()).unwrap();
         let (file, _) = w.finish().unwrap();
         let reader = Reader::new(&file[..], &Options::default()).unwrap();
-        let result = reader.check_data("b", false);
+        let b = reader.object("b").unwrap();
+        let result = b.check(&b.read().unwrap());
         assert_eq!(result.is_ok(), ok, "{version}: {result:?}");
         if let Err(e) = result {
             assert_eq!(e.rule(), Some(ztensor_format::ErrorKind::BoolInvalid));

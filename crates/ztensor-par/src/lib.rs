@@ -43,11 +43,10 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use ztensor_format::{
-    ByteOrder, DType, Encoding, Format, LogicalType, Object, ObjectRef, Options, Packing, Value,
-    Version,
+    ByteOrder, DType, Encoding, Format, LogicalType, Object, Options, Packing, Value, Version,
 };
 use ztensor_io::{
-    ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
+    Component, ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
     WriteOptions, Writer, copies_stored, copy_object, parse_seek_table, write_options_for,
     zstd_decode_into,
 };
@@ -336,15 +335,18 @@ fn run<'a, S: ReadAt, W: Write>(
 const RAW_PIECE: u64 = 4 << 20;
 
 /// A component's decoded bytes, with the frames of a chunked zstd component (one that carries a
-/// seek table) decoded in parallel on the current rayon pool.
+/// seek table) decoded in parallel on the current rayon pool, and a large raw one read in
+/// pieces on all threads.
 ///
 /// # Errors
-/// As [`Reader::decoded`].
-pub fn decoded_parallel<S: ReadAt>(reader: &Reader<S>, name: &str, role: &str) -> Result<Vec<u8>> {
-    let object = reader.object(name)?;
-    let c = object.object().components.get(role).ok_or_else(|| Error::from(missing(name, role)))?;
-    let expected = object.decoded_len(role);
-    let split = object.object().packing == Packing::Split && c.byte_order == ByteOrder::Little;
+/// As [`Component::decoded`].
+pub fn decoded_parallel<S: ReadAt>(component: Component<'_, S>) -> Result<Vec<u8>> {
+    let object = component.object();
+    let reader = object.reader();
+    let (name, role) = (object.name(), component.role());
+    let c = component.model();
+    let expected = component.decoded_len();
+    let split = object.model().packing == Packing::Split && c.byte_order == ByteOrder::Little;
     // A large raw component is read in pieces on all threads: the copy and the page faults of
     // the fresh buffer are shared out, instead of one thread doing them for the whole tensor.
     if c.encoding == Encoding::Raw
@@ -367,7 +369,7 @@ pub fn decoded_parallel<S: ReadAt>(reader: &Reader<S>, name: &str, role: &str) -
         }
     }
     if c.encoding == Encoding::Zstd && split && object.unsupported().is_none() {
-        let stored = reader.stored(name, role)?;
+        let stored = component.stored()?;
         if let Some(frames) = parse_seek_table(&stored).filter(|f| f.len() > 1) {
             let total: u64 = frames.iter().fold(0, |t, f| t.saturating_add(f.decompressed));
             let limit = reader.options().limits.max_decoded_len;
@@ -377,7 +379,7 @@ pub fn decoded_parallel<S: ReadAt>(reader: &Reader<S>, name: &str, role: &str) -
                 frames.iter().all(|f| f.decompressed <= ztensor_io::zstd_max_decoded(f.compressed));
             if expected.is_some_and(|e| e != total) || total > limit || !plausible {
                 // Let the sequential path report the exact error.
-                return Ok(reader.decoded(name, role)?.into_owned());
+                return Ok(component.decoded()?.into_owned());
             }
             let context = |e: ztensor_format::Error| {
                 Error::from(e.in_object(name).in_component(role).at(c.offset))
@@ -401,7 +403,7 @@ pub fn decoded_parallel<S: ReadAt>(reader: &Reader<S>, name: &str, role: &str) -
             return Ok(out);
         }
     }
-    Ok(reader.decoded(name, role)?.into_owned())
+    Ok(component.decoded()?.into_owned())
 }
 
 fn missing(name: &str, role: &str) -> ztensor_format::Error {
@@ -424,28 +426,29 @@ pub fn load_all<S: ReadAt>(
     let pool = par.pool()?;
     pool.install(|| {
         reader
-            .manifest()
             .objects()
             .collect::<Vec<_>>()
             .par_iter()
             .map(|object| {
-                let o = object.object();
+                let o = object.model();
                 if let Some(reason) = object.unsupported() {
                     return Err(Error::from(reason.clone()));
                 }
                 if o.packing != Packing::Split {
-                    return Ok(reader.read_object(object.name())?.into_owned());
+                    return Ok(object.read()?.into_owned());
                 }
                 let mut components = std::collections::BTreeMap::new();
-                for (role, c) in &o.components {
-                    let dtype =
-                        c.dtype.known().ok_or_else(|| Error::from(missing(object.name(), role)))?;
-                    let bytes = decoded_parallel(reader, object.name(), role)?;
+                for component in object.components() {
+                    let role = component.role();
+                    let dtype = component
+                        .dtype()
+                        .ok_or_else(|| Error::from(missing(object.name(), role)))?;
+                    let bytes = decoded_parallel(component)?;
                     components.insert(
-                        role.clone(),
+                        role.to_owned(),
                         ComponentData {
                             dtype,
-                            logical_type: c.logical_type.clone(),
+                            logical_type: component.logical_type().cloned(),
                             bytes: bytes.into(),
                         },
                     );
@@ -462,32 +465,31 @@ pub fn load_all<S: ReadAt>(
     })
 }
 
-/// Verifies every object on `par.threads` threads: every digest, and the data rules (with
-/// `strict`, the strict ones too). Returns each object's outcome, in manifest order.
+/// Verifies every object on `par.threads` threads: every digest, and the data rules (the strict
+/// ones too when the reader was opened strict). Returns each object's outcome, in manifest order.
 /// `progress` hears of each object's stored bytes as it is done.
 ///
 /// # Errors
 /// Only if the threads cannot be started; per-object failures are in the result.
 pub fn verify_all<S: ReadAt>(
     reader: &Reader<S>,
-    strict: bool,
     par: &ParOptions,
     progress: &dyn Progress,
 ) -> Result<Vec<(String, Result<()>)>> {
     let pool = par.pool()?;
-    let objects: Vec<ObjectRef<'_>> = reader.manifest().objects().collect();
+    let objects: Vec<ztensor_io::Object<'_, S>> = reader.objects().collect();
     // Objects may legally share a blob. A dense object's verdict depends only on its one
     // component and decoded length, so aliases of one already checked are not decoded again
     // (a 35 KB file of 16 aliases of a 1 GiB blob would otherwise decode 16 GiB).
     let first_alias = reader.manifest().aliases();
-    let check = |object: &ObjectRef<'_>| -> Result<()> {
+    let check = |object: &ztensor_io::Object<'_, S>| -> Result<()> {
         if let Some(reason) = object.unsupported() {
             return Err(Error::from(reason.clone()));
         }
         // One read of each component: the digest and the data rules are checked on the same
         // bytes.
-        let data = reader.read_verified(*object)?;
-        reader.check_object_data(&data, strict)
+        let data = object.read_verified()?;
+        object.check(&data)
     };
     Ok(pool.install(|| {
         let verdicts: Vec<Option<Result<()>>> = objects
@@ -508,7 +510,7 @@ pub fn verify_all<S: ReadAt>(
                     None if sound[first_alias[i]] => Ok(()),
                     None => check(object),
                 };
-                progress.bytes_in(object.object().components.values().map(|c| c.length).sum());
+                progress.bytes_in(object.stored_len());
                 progress.object_done(object.name());
                 (object.name().to_owned(), outcome)
             })

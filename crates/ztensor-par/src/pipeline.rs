@@ -1185,7 +1185,7 @@ mod tests {
         let file = w.finish().unwrap().0;
         let reader = Reader::new(&file[..], &Options::default()).unwrap();
         let at = |name: &str| {
-            let c = &reader.object(name).unwrap().object().components["data"];
+            let c = &reader.object(name).unwrap().model().components["data"];
             (c.offset, c.length)
         };
         let (offset, stored) = at("w");

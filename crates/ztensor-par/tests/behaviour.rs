@@ -186,7 +186,7 @@ fn a_failed_repack_leaves_no_target_file() {
     // A file whose second tensor cannot be decoded: its zstd stream is cut short.
     let mut file = big_file(1 << 20);
     let reader = Reader::new(&file[..], &Options::default()).unwrap();
-    let c = reader.object("t1").unwrap().object().components["data"].clone();
+    let c = reader.object("t1").unwrap().model().components["data"].clone();
     drop(reader);
     let at = (c.offset + c.length / 2) as usize;
     file[at..at + 8].copy_from_slice(&[0xff; 8]);
@@ -217,20 +217,20 @@ fn the_parallel_read_side_agrees_with_the_sequential_one() {
         let pool = rayon_pool(threads);
         pool.install(|| {
             assert_eq!(
-                decoded_parallel(&reader, "t3", "data").unwrap(),
-                reader.decoded("t3", "data").unwrap().as_ref()
+                decoded_parallel(reader.component("t3", "data").unwrap()).unwrap(),
+                reader.component("t3", "data").and_then(|c| c.decoded()).unwrap().as_ref()
             );
         });
-        let verdicts = verify_all(&reader, true, &par, &()).unwrap();
+        let verdicts = verify_all(&reader, &par, &()).unwrap();
         assert_eq!(verdicts.len(), 6);
         assert!(verdicts.iter().all(|(_, r)| r.is_ok()));
     }
     // A damaged frame is found by both sides.
     let mut damaged = file.clone();
-    let c = reader.object("t2").unwrap().object().components["data"].clone();
+    let c = reader.object("t2").unwrap().model().components["data"].clone();
     damaged[c.offset as usize + 20] ^= 0x55;
     let reader = Reader::new(&damaged[..], &Options::default()).unwrap();
-    let verdicts = verify_all(&reader, false, &ParOptions::with_threads(2), &()).unwrap();
+    let verdicts = verify_all(&reader, &ParOptions::with_threads(2), &()).unwrap();
     let bad: Vec<&str> =
         verdicts.iter().filter(|(_, r)| r.is_err()).map(|(n, _)| n.as_str()).collect();
     assert_eq!(bad, ["t2"]);
@@ -259,7 +259,7 @@ fn re_encoding_never_launders_a_damaged_source() {
             .unwrap()
             .object("w")
             .unwrap()
-            .object()
+            .model()
             .components["data"]
             .offset;
         file[offset as usize + 3] ^= 1;
@@ -309,7 +309,9 @@ fn large_raw_components_are_read_in_parallel_pieces_alike() {
     let file = w.finish().unwrap().0;
     fn check<S: ReadAt + Sync>(reader: &Reader<S>, big: &[u8]) {
         let pool = rayon_pool(3);
-        pool.install(|| assert_eq!(decoded_parallel(reader, "big", "data").unwrap(), big));
+        pool.install(|| {
+            assert_eq!(decoded_parallel(reader.component("big", "data").unwrap()).unwrap(), big)
+        });
         let loaded = load_all(reader, &ParOptions::with_threads(2)).unwrap();
         let got = loaded.iter().find(|o| o.name == "big").unwrap();
         assert_eq!(got.components["data"].bytes.as_ref(), big);
@@ -423,7 +425,7 @@ fn a_seek_table_that_claims_more_than_its_frames_can_hold_buys_nothing() {
     assert!(file.len() < 1024, "{}", file.len());
     let reader = Reader::new(&file[..], &Options::default()).unwrap();
     let started = std::time::Instant::now();
-    let err = decoded_parallel(&reader, "w", "data").unwrap_err();
+    let err = decoded_parallel(reader.component("w", "data").unwrap()).unwrap_err();
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedSizeMismatch), "{err}");
     let err = load_all(&reader, &ParOptions::with_threads(2)).unwrap_err();
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedSizeMismatch), "{err}");
@@ -481,7 +483,7 @@ fn aliases_of_one_blob_are_verified_once_and_a_damaged_one_is_named_for_each() {
 
     let source = Counting { bytes: &file, read: AtomicU64::new(0) };
     let reader = Reader::new(source, &Options::default()).unwrap();
-    let verdicts = verify_all(&reader, false, &ParOptions::with_threads(2), &()).unwrap();
+    let verdicts = verify_all(&reader, &ParOptions::with_threads(2), &()).unwrap();
     assert_eq!(verdicts.len(), 17);
     assert!(verdicts.iter().all(|(_, v)| v.is_ok()), "{verdicts:?}");
     // The blob was read for alias.0 and for "other", not for each of the 15 other aliases.
@@ -492,7 +494,7 @@ fn aliases_of_one_blob_are_verified_once_and_a_damaged_one_is_named_for_each() {
     let at = usize::try_from(c.offset).unwrap() + 10;
     file[at] ^= 0xff;
     let reader = Reader::new(&file[..], &Options::default()).unwrap();
-    let verdicts = verify_all(&reader, false, &ParOptions::with_threads(2), &()).unwrap();
+    let verdicts = verify_all(&reader, &ParOptions::with_threads(2), &()).unwrap();
     for (name, verdict) in &verdicts {
         let err = verdict.as_ref().unwrap_err();
         assert!(err.to_string().contains(name.as_str()), "{name}: {err}");
@@ -536,7 +538,7 @@ fn the_bytes_a_source_digest_checks_are_the_bytes_written() {
         .unwrap()
         .object("w")
         .unwrap()
-        .object()
+        .model()
         .components["data"]
         .offset;
     let at = offset + 4_321;
@@ -597,7 +599,7 @@ fn seek_table_frames_are_decoded_by_the_workers_exactly_as_a_stream_would_be() {
         .unwrap()
         .object("w")
         .unwrap()
-        .object()
+        .model()
         .components["data"]
         .clone();
     let table = ztensor_io::parse_seek_table(
@@ -712,7 +714,7 @@ fn digests_combined_from_pieces_equal_the_sequential_ones() {
             .unwrap()
             .object("w")
             .unwrap()
-            .object()
+            .model()
             .components["data"]
             .offset;
         let mut damaged = file.clone();

@@ -186,7 +186,7 @@ fn big_endian_v0_1_sources_repack_identically() {
     let (a, b) = (sequential.finish().unwrap().0, parallel.finish().unwrap().0);
     assert_eq!(a, b);
     let out = Reader::new(&b[..], &Options::default()).unwrap();
-    assert_eq!(out.read_as::<f32>("be", "data").unwrap()[99], 99.0);
+    assert_eq!(out.component("be", "data").and_then(|c| c.read_as::<f32>()).unwrap()[99], 99.0);
 }
 
 proptest! {

@@ -10,7 +10,7 @@
 use std::io::Write;
 
 use ztensor_format::{Encoding, Format, Packing, Value, Version, text_map};
-use ztensor_io::{ReadAt, Reader, WriteOptions, Writer};
+use ztensor_io::{ReadAt, Reader, WriteOptions, Writer, role};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::read::TbReader;
@@ -144,7 +144,7 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
         }
     }
     // File order: as recorded, else by where each object's data lies.
-    let mut objects: Vec<_> = reader.manifest().objects().collect();
+    let mut objects: Vec<_> = reader.objects().collect();
     let recorded = order.filter(|o| {
         let mut a: Vec<&str> = o.iter().map(String::as_str).collect();
         let mut b: Vec<&str> = objects.iter().map(|x| x.name()).collect();
@@ -155,14 +155,14 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
     match recorded {
         Some(o) => objects.sort_by_key(|x| o.iter().position(|n| n == x.name())),
         None => objects.sort_by(|a, b| {
-            let key = |o: &ztensor_format::ObjectRef<'_>| {
-                o.object().components.values().map(|c| c.offset).min().unwrap_or(0)
+            let key = |o: &ztensor_io::Object<'_, S>| {
+                o.model().components.values().map(|c| c.offset).min().unwrap_or(0)
             };
             key(a).cmp(&key(b)).then_with(|| a.name().cmp(b.name()))
         }),
     }
     for object in objects {
-        let (name, o) = (object.name(), object.object());
+        let (name, o) = (object.name(), object.model());
         if o.format != Format::Dense || o.packing != Packing::Split {
             return Err(refuse(
                 name,
@@ -175,7 +175,7 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
                 "TensorBuffers has no object attributes; drop them explicitly to convert".into(),
             ));
         }
-        let Some(c) = o.components.get("data") else {
+        let Some(c) = o.components.get(role::DATA) else {
             return Err(refuse(name, "dense object without data".into()));
         };
         if let Some(t) = &c.logical_type {
@@ -189,7 +189,7 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
         let data_type = DataType::from_dtype(dtype)
             .ok_or_else(|| refuse(name, format!("TensorBuffers has no {dtype} type")))?;
         // TensorBuffers keeps no digest: check ours on the bytes converted.
-        let data = reader.decoded_verified(name, "data")?;
+        let data = object.component(role::DATA)?.decoded_verified()?;
         tb.add(name, data_type, &o.shape, &data)?;
     }
     Ok(())

@@ -174,12 +174,8 @@ pub fn verify(
         .map(|c| c.length)
         .sum();
     let bar = super::repack::Bar::new(stored, quiet);
-    let verdicts = ztensor_par::verify_all(
-        &reader,
-        strict,
-        &ztensor_par::ParOptions::with_threads(threads),
-        &bar,
-    );
+    let verdicts =
+        ztensor_par::verify_all(&reader, &ztensor_par::ParOptions::with_threads(threads), &bar);
     bar.finish();
     let verdicts = verdicts.map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut problems = Vec::new();

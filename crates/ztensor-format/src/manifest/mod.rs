@@ -288,6 +288,16 @@ impl Components {
         self.find(role).ok().map(|i| &self.0[i].1)
     }
 
+    /// Where the component of `role` is in role order.
+    pub(crate) fn index_of(&self, role: &str) -> Option<usize> {
+        self.find(role).ok()
+    }
+
+    /// The role as stored and the component of `role`.
+    pub fn get_key_value(&self, role: &str) -> Option<(&String, &Component)> {
+        self.find(role).ok().map(|i| (&self.0[i].0, &self.0[i].1))
+    }
+
     /// The component of `role`, to change.
     pub fn get_mut(&mut self, role: &str) -> Option<&mut Component> {
         self.find(role).ok().map(|i| &mut self.0[i].1)
