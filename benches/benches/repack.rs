@@ -86,6 +86,7 @@ fn main() {
         compression: Some(Compression::Zstd(3)),
         digest: DigestChoice::Set(DigestAlgorithm::Sha256),
         chunk_size: Some(ztensor_io::DEFAULT_ZSTD_CHUNK),
+        drop_attributes: false,
     };
     let budget = env_u64("ZT_BENCH_BUDGET", 512 << 20);
     let (mut one, mut all, mut kernel, mut kernel_all) =

@@ -134,6 +134,10 @@ enum Command {
         /// the thread count).
         #[arg(long, value_parser = cmd::repack::parse_chunk, default_value = "4M")]
         chunk: u64,
+        /// Leave out the file attributes and every object's attributes (zTensor 0.1 has no
+        /// file attributes).
+        #[arg(long)]
+        drop_attributes: bool,
     },
     /// Append every object of SOURCE (zTensor, safetensors or a sharded checkpoint) to TARGET, a
     /// zTensor 1.x file, in place: new bytes go after the old end and the old bytes are never
@@ -537,7 +541,25 @@ fn open_zt(path: &Path, command: &str) -> Result<Reader<FileSource>> {
     }
 }
 
-/// A TensorBuffers rule broken: `Rejected`, exit status 1.
+/// Opens any input the tool reads (zTensor of every version, TensorBuffers, safetensors, a
+/// sharded safetensors checkpoint) as a tensor source.
+fn open_source(path: &Path) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    Ok(match cmd::detect(path)? {
+        cmd::Kind::Zt => Box::new(open(path, &ztensor_cli::options(false))?),
+        cmd::Kind::TensorBuffers => {
+            Box::new(cmd::tb::open(path, false)?.map_err(|e| tb_rejected(path, &e))?)
+        }
+        cmd::Kind::Safetensors => Box::new(
+            ztensor_foreign::safetensors::SafetensorsFile::open(path)
+                .map_err(|e| foreign_error("", &e))?,
+        ),
+        cmd::Kind::ShardIndex => Box::new(
+            ztensor_foreign::sharded::ShardedCheckpoint::open(path)
+                .map_err(|e| foreign_error("", &e))?,
+        ),
+    })
+}
+
 /// A TensorBuffers error as the CLI reports it: a broken rule is `Rejected` (status 1), a
 /// failed read is not.
 fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
@@ -602,7 +624,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ExitCode::SUCCESS
         }
         Command::Ls { file, patterns, json } => {
-            cmd::look::ls(&mut out, &open_zt(&file, "ls")?, &patterns, json)?
+            cmd::look::ls(&mut out, &*open_source(&file)?, &patterns, json)?
         }
         Command::Dump { json: _, file } => {
             let ok = ztensor_cli::dump::write_file(&file, &mut out)
@@ -628,7 +650,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             other => cmd::convert::foreign_verify(&mut out, &file, other)?,
         },
-        Command::Repack { input, output, to, encoding, run, chunk } => {
+        Command::Repack { input, output, to, encoding, run, chunk, drop_attributes } => {
             if cmd::detect(&input)? != cmd::Kind::Zt {
                 return Err(anyhow!(
                     "repack reads zTensor files; use `convert` for {}",
@@ -636,11 +658,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ));
             }
             let _lock = output_lock(&input, &output, run.no_wait, run.quiet)?;
-            let copy = ztensor_io::CopyOptions { chunk_size: Some(chunk), ..encoding.copy() };
+            let copy = ztensor_io::CopyOptions {
+                chunk_size: Some(chunk),
+                drop_attributes,
+                ..encoding.copy()
+            };
             let started = std::time::Instant::now();
             let (len, stats, objects) =
-                cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
-                    .map_err(|e| zt_error(&format!("cannot repack {}", input.display()), &e))?;
+                cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet).map_err(
+                    |e| {
+                        let context = format!("cannot repack {}", input.display());
+                        cmd::convert::drop_hint(zt_error(&context, &e))
+                    },
+                )?;
             writeln!(
                 out,
                 "wrote {} ({to}, {objects} objects, {len} bytes) in {:.2} s, peak {} bytes in flight",
@@ -704,17 +734,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Repair { file, scan } => cmd::edit::repair(&mut out, &file, scan)?,
         Command::Extract { file, name, output, max_dense } => {
             ztensor_io::check_output(&output).map_err(|e| anyhow!("{e}"))?;
-            let reader = open_zt(&file, "extract")?;
-            cmd::look::extract(&mut out, &file, &reader, &name, &output, max_dense)?;
+            let source = open_source(&file)?;
+            cmd::look::extract(&mut out, &file, &*source, &name, &output, max_dense)?;
             ExitCode::SUCCESS
         }
         Command::Diff { a, b, json } => {
-            let (ra, rb) = (open_zt(&a, "diff")?, open_zt(&b, "diff")?);
-            cmd::look::diff(&mut out, (&a, &ra), (&b, &rb), json)?
+            let (sa, sb) = (open_source(&a)?, open_source(&b)?);
+            cmd::look::diff(&mut out, (&a, &*sa), (&b, &*sb), json)?
         }
         Command::Cat { file, name, limit } => {
-            let reader = open_zt(&file, "cat")?;
-            cmd::look::cat(&mut out, &file, &reader, &name, limit)?;
+            let source = open_source(&file)?;
+            cmd::look::cat(&mut out, &file, &*source, &name, limit)?;
             ExitCode::SUCCESS
         }
     };

@@ -275,9 +275,9 @@ fn safetensors(path: &Path, len: usize) {
 }
 
 #[test]
-fn sigint_during_a_conversion_through_a_scratch_file_leaves_nothing() {
-    // safetensors -> TensorBuffers goes through a scratch zTensor file beside the output, then
-    // the output's own temporary file: a signal removes both, at whichever step it lands.
+fn sigint_during_a_foreign_conversion_leaves_nothing() {
+    // safetensors -> TensorBuffers writes the output's temporary file beside it: a signal
+    // removes it, whenever it lands.
     let d = Dir::new("scratch");
     let (input, output) = (d.join("in.safetensors"), d.join("out.tb"));
     safetensors(&input, 48 << 20);

@@ -211,11 +211,11 @@ fn info_ls_and_verify() {
         json(&ztensor(&["ls", "--json", arg(&zt), "w.[bf]*"])),
         serde_json::json!(["w.bf16", "w.f32", "w.fp8", "w.fp8b"])
     );
-    // Nothing matched is status 1, like grep; a missing file is 2; a foreign file is explained.
+    // Nothing matched is status 1, like grep; a missing file is 2; a foreign file is listed
+    // like any other (it was refused before the tensor-source interface).
     assert_eq!(ztensor(&["ls", arg(&zt), "nothing*"]).status.code(), Some(1));
     assert!(fails(&["ls", "missing.zt"], 2).contains("missing.zt"));
-    let err = fails(&["ls", arg(&st)], 2);
-    assert!(err.contains("`ls` reads zTensor files, and this is a safetensors file"), "{err}");
+    assert_eq!(ok(&["ls", arg(&st)]), ok(&["ls", arg(&zt)]));
     let report = json(&ztensor(&["verify", "--json", "--threads", "2", arg(&zt)]));
     assert_eq!(report["sound"], true);
     assert_eq!(report["objects"], 6);
@@ -447,7 +447,7 @@ fn the_readme_tour_runs_on_the_bundled_checkpoint() {
 }
 
 #[test]
-fn tensorbuffers_to_safetensors_goes_through_a_temporary_file_and_cleans_up() {
+fn tensorbuffers_to_safetensors_leaves_only_its_output() {
     let d = scratch("tb-st");
     let (st, zt) = (d.join("s.safetensors"), d.join("s.zt"));
     let tb = "fixtures/tensorbuffers/valid/sample.tb";
@@ -478,4 +478,115 @@ fn tensorbuffers_to_safetensors_goes_through_a_temporary_file_and_cleans_up() {
         .collect();
     left.sort();
     assert_eq!(left, ["s.safetensors", "s.zt", "t.npy"]);
+}
+
+#[test]
+fn ls_cat_diff_and_extract_read_every_format_alike() {
+    // One checkpoint in five forms: the sharded safetensors original, its zTensor conversion,
+    // one safetensors file, TensorBuffers (which holds only its f32 tensors, so those are
+    // compared), and zTensor 0.1.
+    let d = scratch("every-format");
+    let index = "fixtures/examples/checkpoint/model.safetensors.index.json";
+    let zt = d.join("m.zt");
+    let st = d.join("m.safetensors");
+    ok(&["convert", index, arg(&zt), "--zstd", "3", "--digest", "sha256"]);
+    ok(&["convert", arg(&zt), arg(&st)]);
+    let names = ok(&["ls", arg(&zt)]);
+    assert_eq!(names.lines().count(), 6);
+    for input in [index, arg(&st)] {
+        assert_eq!(ok(&["ls", input]), names, "{input}");
+        assert_eq!(ok(&["ls", input, "layers.*.weight"]), "layers.0.weight\nlayers.1.weight\n");
+        // The same content whatever the format: diff finds nothing, both ways.
+        let same = ok(&["diff", input, arg(&zt)]);
+        assert!(same.ends_with("0 removed, 0 added, 0 changed, 6 the same\n"), "{same}");
+        assert!(ok(&["diff", arg(&zt), input]).ends_with("6 the same\n"));
+        for name in names.lines() {
+            assert_eq!(
+                ok(&["cat", input, name, "--limit", "0"]),
+                ok(&["cat", arg(&zt), name, "--limit", "0"]),
+                "{input} {name}"
+            );
+        }
+    }
+    // An extracted array is byte-identical from every format.
+    let npy = |input: &str, name: &str, to: &str| {
+        let out = d.join(to);
+        ok(&["extract", input, name, "-o", arg(&out)]);
+        std::fs::read(out).unwrap()
+    };
+    for name in ["embed.weight", "layers.1.weight"] {
+        let want = npy(arg(&zt), name, "a.npy");
+        assert_eq!(npy(index, name, "b.npy"), want, "{name}");
+        assert_eq!(npy(arg(&st), name, "c.npy"), want, "{name}");
+    }
+    // TensorBuffers: its own fixture, and the zTensor conversion of it.
+    let tb = "fixtures/tensorbuffers/valid/sample.tb";
+    let tz = d.join("tb.zt");
+    ok(&["convert", tb, arg(&tz)]);
+    assert_eq!(ok(&["ls", tb]), ok(&["ls", arg(&tz)]));
+    assert!(ok(&["diff", tb, arg(&tz)]).ends_with("0 changed, 2 the same\n"));
+    for name in ok(&["ls", tb]).lines() {
+        assert_eq!(ok(&["cat", tb, name]), ok(&["cat", arg(&tz), name]), "{name}");
+        assert_eq!(npy(tb, name, "d.npy"), npy(arg(&tz), name, "e.npy"), "{name}");
+    }
+    // A difference is found across formats too: one tensor less, status 1.
+    let small = d.join("small.zt");
+    ok(&["remove", arg(&zt), "lm_head.weight", "-o", arg(&small)]);
+    let out = ztensor(&["diff", arg(&st), arg(&small)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).starts_with("- lm_head.weight\n"), "{}", stdout(&out));
+    // A missing name is reported by name, status 2.
+    let err = fails(&["cat", arg(&st), "nope"], 2);
+    assert!(err.contains("nope"), "{err}");
+}
+
+#[test]
+fn conversions_between_foreign_formats_need_no_scratch_file() {
+    // safetensors -> TensorBuffers -> safetensors, directly: only the outputs are left, and the
+    // round trip keeps every tensor's bytes (f32 and i64, types both formats have).
+    let d = scratch("foreign-foreign");
+    let st = d.join("a.safetensors");
+    let specs: Vec<Spec> =
+        specs().into_iter().filter(|s| s.1 == Dtype::F32 || s.1 == Dtype::I64).collect();
+    assert!(!specs.is_empty());
+    write_safetensors(&st, &specs, None);
+    let (tb, back) = (d.join("a.tb"), d.join("b.safetensors"));
+    ok(&["convert", arg(&st), arg(&tb)]);
+    ok(&["convert", arg(&tb), arg(&back)]);
+    let (a, _) = read_back(&st);
+    let (b, _) = read_back(&back);
+    assert_eq!(a, b);
+    let mut left: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["a.safetensors", "a.tb", "b.safetensors"]);
+}
+
+#[test]
+fn drop_attributes_downgrades_a_1x_file_with_attributes() {
+    // tiny-v1.2.zt carries file attributes; its FP8 tensor cannot go to 0.1 at all, so it is
+    // removed first.
+    let d = scratch("downgrade");
+    let plain = d.join("plain.zt");
+    ok(&["remove", "fixtures/examples/tiny-v1.2.zt", "scales.fp8", "-o", arg(&plain)]);
+    let old = d.join("old.zt");
+    for command in ["convert", "repack"] {
+        let err = fails(&[command, arg(&plain), arg(&old), "--to", "0.1"], 1);
+        assert!(err.contains("no file attributes") && err.contains("--drop-attributes"), "{err}");
+        assert!(err.matches("drop").count() == 1, "one hint: {err}");
+        assert!(!old.exists());
+        ok(&[command, arg(&plain), arg(&old), "--to", "0.1", "--drop-attributes"]);
+        let info = json(&ztensor(&["info", "--json", arg(&old)]));
+        assert_eq!(info["version"], "0.1", "{command}");
+        assert!(info["attributes"].is_null(), "{command}: {info}");
+        // The data is all there.
+        assert!(ok(&["diff", arg(&plain), arg(&old)]).ends_with("0 changed, 3 the same\n"));
+        std::fs::remove_file(&old).unwrap();
+    }
+    // Within 1.x the flag drops them too.
+    let kept = d.join("kept.zt");
+    ok(&["convert", arg(&plain), arg(&kept), "--to", "1.1", "--drop-attributes"]);
+    assert!(json(&ztensor(&["info", "--json", arg(&kept)]))["attributes"].is_null());
 }

@@ -254,6 +254,7 @@ mod properties {
                 compression: zstd.then_some(Compression::Zstd(3)),
                 digest: if zstd { DigestChoice::Set(DigestAlgorithm::Blake3) } else { DigestChoice::Keep },
                 chunk_size: Some(100),
+                drop_attributes: false,
             };
             let mut sequential = Writer::new(Vec::new(), to).unwrap();
             copy_all(&reader, &mut sequential, &copy).unwrap();

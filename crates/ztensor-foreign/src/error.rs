@@ -61,6 +61,11 @@ impl Error {
         self.kind
     }
 
+    /// What went wrong, in words (without the file and tensor that `Display` adds).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// The file concerned, if known.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()

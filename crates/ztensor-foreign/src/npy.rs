@@ -11,7 +11,7 @@ use std::io::Write;
 use half::{bf16, f16};
 use ztensor_format::data::{check_coo, check_csr, indices_to_u64};
 use ztensor_format::{DType, Format, LogicalType};
-use ztensor_io::{ComponentData, ReadAt, Reader};
+use ztensor_io::{ComponentData, TensorSource};
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -128,19 +128,16 @@ fn dense(c: ComponentData<'_>) -> Result<(&'static str, Vec<u8>, Option<String>)
 /// # Errors
 /// [`ErrorKind::NotFound`], [`ErrorKind::Unrepresentable`] (quantized groups, sparse objects
 /// over the bound, types NumPy lacks), and read errors (damaged data is never written).
-pub fn array<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result<Array> {
-    array_of(reader, name, max_dense).map_err(|e| e.with_tensor(name))
+pub fn array<T: TensorSource + ?Sized>(source: &T, name: &str, max_dense: u64) -> Result<Array> {
+    array_of(source, name, max_dense).map_err(|e| e.with_tensor(name))
 }
 
-fn array_of<S: ReadAt>(reader: &Reader<S>, name: &str, max_dense: u64) -> Result<Array> {
-    // Damaged data is never written: digests are checked on the bytes that are decoded.
-    let mut data = reader.read_object_verified(name).map_err(|e| {
-        if matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. }) {
-            Error::new(ErrorKind::NotFound, e.to_string())
-        } else {
-            Error::from(e)
-        }
+fn array_of<T: TensorSource + ?Sized>(source: &T, name: &str, max_dense: u64) -> Result<Array> {
+    let index = source.find(name).ok_or_else(|| {
+        Error::new(ErrorKind::NotFound, ztensor_io::Error::not_found(name, None).to_string())
     })?;
+    // Damaged data is never written: digests are checked on the bytes that are decoded.
+    let mut data = source.read(index)?;
     let unrepresentable = |what: String| Error::new(ErrorKind::Unrepresentable, what);
     let shape = data.shape.clone();
     match data.format {

@@ -19,8 +19,11 @@ use std::io::Write;
 use std::path::Path;
 
 use safetensors::Dtype;
-use ztensor_format::{DType, Format, LogicalType, Value, Version};
-use ztensor_io::{AtomicFile, FileSource, Mapped, ReadAt, Reader, WriteOptions, Writer, role};
+use ztensor_format::{DType, Encoding, Format, LogicalType, StorageType, Value, Version};
+use ztensor_io::{
+    AtomicFile, ComponentData, ComponentInfo, FileSource, Mapped, ObjectData, ObjectInfo, RawRange,
+    ReadAt, Reader, TensorSource, WriteOptions, Writer, role,
+};
 use ztensor_par::{ParOptions, Progress, SourceTensor, Stats};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -360,19 +363,20 @@ pub struct ExportOptions {
 /// One tensor of an export plan.
 #[derive(Debug, Clone)]
 struct Planned {
+    index: usize,
     name: String,
     dtype: Dtype,
     shape: Vec<u64>,
     len: u64,
 }
 
-/// Checks that every object of `reader` fits in safetensors and lays out the file.
-fn plan<S: ReadAt>(
-    reader: &Reader<S>,
+/// Checks that every object of `source` fits in safetensors and lays out the file.
+fn plan(
+    source: &dyn TensorSource,
     options: &ExportOptions,
 ) -> Result<(Vec<Planned>, BTreeMap<String, String>)> {
     let mut metadata = BTreeMap::new();
-    match &reader.manifest().manifest().attributes {
+    match source.attributes().as_deref() {
         None => {}
         Some(Value::Map(entries)) => {
             for (k, v) in entries {
@@ -402,21 +406,18 @@ fn plan<S: ReadAt>(
             ));
         }
     }
-    if let Some(object) = reader.shadowed().next() {
-        return Err(Error::new(
-            ErrorKind::Unrepresentable,
-            "safetensors cannot hold two tensors of one name (this v0.1 file repeats it)",
-        )
-        .with_tensor(object.name()));
-    }
     let mut planned = Vec::new();
-    for object in reader.objects() {
-        let o = object.model();
+    let mut names = std::collections::HashSet::new();
+    for index in 0..source.len() {
+        let Some(o) = source.info(index) else { break };
         let refuse = |why: &str| {
             Error::new(ErrorKind::Unrepresentable, format!("safetensors cannot hold {why}"))
                 .with_tensor(&o.name)
         };
-        if let Some(reason) = object.unsupported() {
+        if !names.insert(o.name.clone()) {
+            return Err(refuse("two tensors of one name (the input repeats it)"));
+        }
+        if let Some(reason) = &o.unsupported {
             return Err(refuse(&format!("an object this reader cannot decode ({reason})")));
         }
         if o.name == "__metadata__" {
@@ -428,17 +429,13 @@ fn plan<S: ReadAt>(
         if o.attributes.is_some() && !options.drop_attributes {
             return Err(refuse("object attributes (drop attributes to discard them)"));
         }
-        let c =
-            o.components.get(role::DATA).ok_or_else(|| refuse("a component not called data"))?;
+        let c = o.component(role::DATA).ok_or_else(|| refuse("a component not called data"))?;
         let dtype = c.dtype.known().ok_or_else(|| refuse("an unknown dtype"))?;
         let st = safetensors_dtype(dtype, c.logical_type.as_ref())
             .map_err(|e| e.with_tensor(&o.name))?;
-        let len = object
-            .component(role::DATA)
-            .ok()
-            .and_then(|c| c.decoded_len())
-            .ok_or_else(|| refuse("an unsized component"))?;
-        planned.push(Planned { name: o.name.clone(), dtype: st, shape: o.shape.clone(), len });
+        let len = c.decoded_len.ok_or_else(|| refuse("an unsized component"))?;
+        let (name, shape) = (o.name.to_string(), o.shape.to_vec());
+        planned.push(Planned { index, name, dtype: st, shape, len });
     }
     // The safetensors crate's order: descending dtype alignment, then name.
     planned.sort_by(|a, b| b.dtype.cmp(&a.dtype).then_with(|| a.name.cmp(&b.name)));
@@ -477,47 +474,195 @@ fn header(planned: &[Planned], metadata: &BTreeMap<String, String>) -> Result<Ve
     Ok(bytes)
 }
 
-/// Writes every object of `reader` as a safetensors file to `out` (decoding zstd), returning
-/// the number of bytes written. Checks everything before writing anything.
+/// Writes every object of `source` (a zTensor reader of any version, or any other
+/// [`TensorSource`]) as a safetensors file to `out` (decoding zstd), returning the number of
+/// bytes written. Checks everything before writing anything.
 ///
 /// # Errors
 /// [`ErrorKind::Unrepresentable`] naming the first object safetensors cannot hold (sparse and
-/// quantized objects, `complex128`, attributes unless dropped); read and write errors.
-pub fn from_ztensor<S: ReadAt>(
-    reader: &Reader<S>,
+/// quantized objects, `complex128`, attributes unless dropped, a name given twice); read and
+/// write errors.
+pub fn export(
+    source: &dyn TensorSource,
     out: &mut impl Write,
     options: &ExportOptions,
 ) -> Result<u64> {
-    let (planned, metadata) = plan(reader, options)?;
+    let (planned, metadata) = plan(source, options)?;
     let header = header(&planned, &metadata)?;
     let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("writing: {e}"));
     out.write_all(&(header.len() as u64).to_le_bytes()).map_err(io)?;
     out.write_all(&header).map_err(io)?;
     let mut written = 8 + header.len() as u64;
     for t in &planned {
-        // safetensors keeps no digest: check ours on the bytes exported, or damage is laundered.
-        let bytes = reader
-            .object(&t.name)
-            .and_then(|o| o.component(role::DATA)?.decoded_verified())
-            .map_err(|e| Error::from(e).with_tensor(&t.name))?;
-        out.write_all(&bytes).map_err(io)?;
+        // safetensors keeps no digest: check the source's on the bytes exported (reading
+        // checks every digest the source has), or damage is laundered.
+        let data = source.read(t.index).map_err(|e| Error::from(e).with_tensor(&t.name))?;
+        let bytes = data
+            .components
+            .get(role::DATA)
+            .map(|c| &c.bytes)
+            .ok_or_else(|| Error::new(ErrorKind::Unrepresentable, "no data component"))?;
+        if bytes.len() as u64 != t.len {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                format!("{} bytes decoded where {} were planned", bytes.len(), t.len),
+            )
+            .with_tensor(&t.name));
+        }
+        out.write_all(bytes).map_err(io)?;
         written += bytes.len() as u64;
     }
     Ok(written)
 }
 
-/// [`from_ztensor`] into a file, written beside `path` and renamed over it when complete.
+/// [`export`] from a zTensor reader.
 ///
 /// # Errors
-/// As [`from_ztensor`]; `path` is then untouched.
-pub fn export_file<S: ReadAt>(
+/// As [`export`].
+pub fn from_ztensor<S: ReadAt>(
     reader: &Reader<S>,
+    out: &mut impl Write,
+    options: &ExportOptions,
+) -> Result<u64> {
+    export(reader, out, options)
+}
+
+/// [`export`] into a file, written beside `path` and renamed over it when complete.
+///
+/// # Errors
+/// As [`export`]; `path` is then untouched.
+pub fn export_file(
+    source: &dyn TensorSource,
     path: impl AsRef<Path>,
     options: &ExportOptions,
 ) -> Result<u64> {
     let path = path.as_ref();
     let mut file = AtomicFile::create(path)?;
-    let written = from_ztensor(reader, &mut file, options).map_err(|e| e.with_path(path))?;
+    let written = export(source, &mut file, options).map_err(|e| e.with_path(path))?;
     file.persist()?;
     Ok(written)
+}
+
+/// The safetensors output of the tensor-source interface: a file written beside its path and
+/// renamed over it when complete.
+#[derive(Debug, Clone)]
+pub struct SafetensorsSink {
+    path: std::path::PathBuf,
+    options: ExportOptions,
+}
+
+impl SafetensorsSink {
+    /// A sink writing the safetensors file `path`.
+    pub fn new(path: impl AsRef<Path>, options: ExportOptions) -> SafetensorsSink {
+        SafetensorsSink { path: path.as_ref().to_owned(), options }
+    }
+}
+
+impl ztensor_io::TensorSink for SafetensorsSink {
+    type Error = Error;
+
+    fn format_name(&self) -> Cow<'_, str> {
+        Cow::Borrowed("safetensors")
+    }
+
+    fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
+        export_file(source, &self.path, &self.options)?;
+        Ok(source.len())
+    }
+}
+
+/// A safetensors tensor as a zTensor object: dense, one `data` component, raw; a dtype zTensor
+/// lacks is kept by name and marks the object unsupported.
+pub(crate) fn tensor_info<'a>(t: &'a TensorInfo, location: Option<&'a str>) -> ObjectInfo<'a> {
+    let (dtype, logical_type, unsupported) = match ztensor_type(t.dtype) {
+        Ok((d, l)) => (StorageType::from(d), l, None),
+        Err(e) => (StorageType::Unknown(t.dtype.to_string()), None, Some(e.message().to_owned())),
+    };
+    ObjectInfo {
+        name: Cow::Borrowed(&t.name),
+        shape: Cow::Borrowed(&t.shape),
+        format: Format::Dense,
+        attributes: None,
+        components: vec![ComponentInfo {
+            role: Cow::Borrowed(role::DATA),
+            dtype,
+            logical_type,
+            decoded_len: Some(t.len),
+            stored_len: t.len,
+            offset: Some(t.offset),
+            encoding: Encoding::Raw,
+            digest: None,
+        }],
+        unsupported,
+        location: location.map(Cow::Borrowed),
+    }
+}
+
+/// Decodes tensor `t` of `file`: its bytes as they are (safetensors is raw little-endian).
+pub(crate) fn tensor_data<'a, S: ReadAt>(
+    file: &'a SafetensorsFile<S>,
+    t: &TensorInfo,
+) -> ztensor_io::Result<ObjectData<'a>> {
+    let (dtype, logical_type) = ztensor_type(t.dtype).map_err(|e| {
+        ztensor_io::Error::unsupported(
+            ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, e.message())
+                .in_object(&t.name),
+        )
+    })?;
+    let bytes = file.data(&t.name).map_err(|e| {
+        ztensor_io::Error::io(
+            format!("reading tensor {:?}", t.name),
+            None,
+            std::io::Error::other(e.to_string()),
+        )
+    })?;
+    let mut components = BTreeMap::new();
+    components.insert(role::DATA.to_owned(), ComponentData { dtype, logical_type, bytes });
+    Ok(ObjectData {
+        name: t.name.clone(),
+        shape: t.shape.clone(),
+        format: Format::Dense,
+        attributes: None,
+        components,
+    })
+}
+
+impl<S: ReadAt> TensorSource for SafetensorsFile<S> {
+    fn format_name(&self) -> Cow<'_, str> {
+        Cow::Borrowed("safetensors")
+    }
+
+    fn attributes(&self) -> Option<Cow<'_, Value>> {
+        metadata_attributes(&self.metadata).map(Cow::Owned)
+    }
+
+    fn attributes_origin(&self) -> Cow<'_, str> {
+        Cow::Borrowed("__metadata__")
+    }
+
+    fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
+        self.tensors.get(index).map(|t| tensor_info(t, None))
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
+        let t = self
+            .tensors
+            .get(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        tensor_data(self, t)
+    }
+
+    fn raw(&self, index: usize) -> Option<RawRange<'_>> {
+        let t = self.tensors.get(index)?;
+        ztensor_type(t.dtype).ok()?;
+        Some(RawRange { source: &self.source, offset: t.offset, len: t.len })
+    }
 }

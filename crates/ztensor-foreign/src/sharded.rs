@@ -11,11 +11,18 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::de::{Deserializer, MapAccess, Visitor};
-use ztensor_io::{FileSource, ReadAt, WriteOptions, Writer};
+use std::borrow::Cow;
+
+use ztensor_format::Value;
+use ztensor_io::{
+    FileSource, ObjectData, ObjectInfo, RawRange, ReadAt, TensorSource, WriteOptions, Writer,
+};
 use ztensor_par::{ParOptions, Progress, Stats};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::safetensors::{SafetensorsFile, metadata_attributes, source_tensors};
+use crate::safetensors::{
+    SafetensorsFile, metadata_attributes, source_tensors, tensor_data, tensor_info,
+};
 
 /// The largest index file read (real ones are well under a megabyte).
 pub const MAX_INDEX_LEN: u64 = 256 << 20;
@@ -246,5 +253,69 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
             peak = peak.max(stats.peak_in_flight);
         }
         Ok(Stats { peak_in_flight: peak })
+    }
+}
+
+impl<S: ReadAt> ShardedCheckpoint<S> {
+    /// The shard and the tensor of object `index`, counting shard by shard.
+    fn locate(&self, mut index: usize) -> Option<(&Path, &SafetensorsFile<S>, usize)> {
+        for (path, file) in &self.shards {
+            let n = file.tensors().len();
+            if index < n {
+                return Some((path, file, index));
+            }
+            index -= n;
+        }
+        None
+    }
+}
+
+/// Every tensor of every shard, shard by shard in file-name order, each in data order (the
+/// order [`ShardedCheckpoint::to_ztensor`] writes); each object's location is its shard's file
+/// name.
+impl<S: ReadAt> TensorSource for ShardedCheckpoint<S> {
+    fn format_name(&self) -> Cow<'_, str> {
+        Cow::Owned(format!("sharded safetensors ({} shards)", self.shards.len()))
+    }
+
+    fn attributes(&self) -> Option<Cow<'_, Value>> {
+        metadata_attributes(&self.metadata).map(Cow::Owned)
+    }
+
+    fn attributes_origin(&self) -> Cow<'_, str> {
+        Cow::Borrowed("__metadata__")
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|(_, f)| f.tensors().len()).sum()
+    }
+
+    fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
+        let (path, file, i) = self.locate(index)?;
+        let name = path.file_name().and_then(|n| n.to_str());
+        Some(tensor_info(&file.tensors()[i], name))
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        let mut before = 0;
+        for (_, file) in &self.shards {
+            if let Some(i) = file.find(name) {
+                return Some(before + i);
+            }
+            before += file.tensors().len();
+        }
+        None
+    }
+
+    fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
+        let (_, file, i) = self
+            .locate(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        tensor_data(file, &file.tensors()[i])
+    }
+
+    fn raw(&self, index: usize) -> Option<RawRange<'_>> {
+        let (_, file, i) = self.locate(index)?;
+        file.raw(i)
     }
 }

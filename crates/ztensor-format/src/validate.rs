@@ -119,6 +119,22 @@ impl ValidatedManifest {
         })
     }
 
+    /// The object at `index` of [`ValidatedManifest::objects`].
+    pub fn object_at(&self, index: usize) -> Option<ObjectRef<'_>> {
+        Some(ObjectRef {
+            object: self.manifest.objects.get(index)?,
+            info: self.info.get(index)?,
+            version: self.manifest.version,
+        })
+    }
+
+    /// Where the object called `name` is in [`ValidatedManifest::objects`].
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        let objects = &self.manifest.objects;
+        let hash = self.hasher.hash_one(name);
+        self.by_name.find(hash, |&i| objects[i].name == name).copied()
+    }
+
     /// The object called `name`.
     pub fn get(&self, name: &str) -> Option<ObjectRef<'_>> {
         let objects = &self.manifest.objects;

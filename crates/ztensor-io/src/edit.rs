@@ -11,6 +11,7 @@ use ztensor_format::{
 };
 
 use crate::error::{Error, Result};
+use crate::handle::Object;
 use crate::reader::{ObjectData, Reader};
 use crate::source::ReadAt;
 use crate::writer::{ComponentSpec, Compression, Coo, Csr, StoredComponent, WriteOptions, Writer};
@@ -37,6 +38,9 @@ pub struct CopyOptions {
     pub digest: DigestChoice,
     /// Frame size for components that are (re)compressed; see [`WriteOptions::chunk_size`].
     pub chunk_size: Option<u64>,
+    /// Leave out the file attributes and every object's attributes (for a target version that
+    /// has no place for them, or a copy that should not carry them).
+    pub drop_attributes: bool,
 }
 
 impl Default for CopyOptions {
@@ -45,6 +49,7 @@ impl Default for CopyOptions {
             compression: None,
             digest: DigestChoice::Keep,
             chunk_size: Some(crate::codec::DEFAULT_ZSTD_CHUNK),
+            drop_attributes: false,
         }
     }
 }
@@ -61,28 +66,30 @@ pub fn copy_all<S: ReadAt, W: Write>(
     writer: &mut Writer<W>,
     options: &CopyOptions,
 ) -> Result<()> {
-    if let Some(attributes) = &reader.manifest().manifest().attributes {
+    if let Some(attributes) = &reader.manifest().manifest().attributes
+        && !options.drop_attributes
+    {
         writer.set_attributes(attributes.clone())?;
     }
-    for object in reader.manifest().objects() {
-        copy_object(reader, object.name(), writer, options)?;
+    // By handle: every object, those a v0.1 file's repeated names shadow included.
+    for object in reader.objects() {
+        copy_object(object, writer, options)?;
     }
     Ok(())
 }
 
-/// Copies one object of `reader` into `writer`: stored bytes as they are where the target
+/// Copies one object (a handle of its reader) into `writer`: stored bytes as they are where the target
 /// version can hold them and no re-encoding is asked for, otherwise decoded and written again,
 /// after checking the source digests (which stored copies keep, still checkable).
 ///
 /// # Errors
 /// As [`copy_all`].
 pub fn copy_object<S: ReadAt, W: Write>(
-    reader: &Reader<S>,
-    name: &str,
+    handle: Object<'_, S>,
     writer: &mut Writer<W>,
     options: &CopyOptions,
 ) -> Result<()> {
-    let handle = reader.object(name)?;
+    let name = handle.name();
     let object = handle.model();
     let target = writer.version();
     let stored_ok = copies_stored(object, target, options);
@@ -113,14 +120,21 @@ pub fn copy_object<S: ReadAt, W: Write>(
                 bytes,
             })
             .collect();
-        return writer.add_stored(object.clone(), &parts);
+        let mut object = object.clone();
+        if options.drop_attributes {
+            object.attributes = None;
+        }
+        return writer.add_stored(object, &parts);
     }
     if let Some(reason) = handle.unsupported() {
         return Err(Error::unsupported(reason.clone()));
     }
     // Encoding again would give the data a fresh, valid digest: check the old one on the bytes
     // that are decoded, so a damaged component is reported instead of laundered.
-    let data = handle.read_verified()?;
+    let mut data = handle.read_verified()?;
+    if options.drop_attributes {
+        data.attributes = None;
+    }
     let write_options = write_options_for(object, options);
     write_decoded(writer, &data, target, &write_options).map_err(|e| match e.format_error() {
         Some(f) if f.object().is_none() => Error::from(f.clone().in_object(name)),
@@ -221,7 +235,25 @@ fn sparse_helper_applies(
     }
 }
 
-/// Writes an object decoded into the 1.2 model with the target version's helpers.
+/// Writes an object decoded into the 1.2 model (from any [`TensorSource`](crate::TensorSource))
+/// with the writer's version's helpers: v0.1 sparse tensors packed into their single blob, u64
+/// indices where the helpers need them.
+///
+/// # Errors
+/// `unrepresentable`, naming the object, for what the writer's version cannot express; the
+/// writer's errors.
+pub fn write_data<W: Write>(
+    writer: &mut Writer<W>,
+    data: &ObjectData<'_>,
+    options: &WriteOptions,
+) -> Result<()> {
+    let target = writer.version();
+    write_decoded(writer, data, target, options).map_err(|e| match e.format_error() {
+        Some(f) if f.object().is_none() => Error::from(f.clone().in_object(&data.name)),
+        _ => e,
+    })
+}
+
 fn write_decoded<W: Write>(
     writer: &mut Writer<W>,
     data: &ObjectData<'_>,
@@ -373,8 +405,8 @@ pub fn rewrite(
     if let Some(a) = &reader.manifest().manifest().attributes {
         writer.set_attributes(a.clone())?;
     }
-    for object in reader.manifest().objects().filter(|o| !remove.contains(&o.name())) {
-        copy_object(&reader, object.name(), &mut writer, &CopyOptions::default())?;
+    for object in reader.objects().filter(|o| !remove.contains(&o.name())) {
+        copy_object(object, &mut writer, &CopyOptions::default())?;
     }
     add(&mut writer)?;
     writer.finish()

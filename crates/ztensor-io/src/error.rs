@@ -72,7 +72,9 @@ impl Error {
         Error(Box::new(ErrorKind::Io { what: what.into(), path, source }))
     }
 
-    pub(crate) fn not_found(object: &str, role: Option<&str>) -> Error {
+    /// No object called `object` (or no component `role` of it): for tensor sources of other
+    /// formats.
+    pub fn not_found(object: &str, role: Option<&str>) -> Error {
         Error(Box::new(ErrorKind::NotFound {
             object: object.to_owned(),
             role: role.map(str::to_owned),
@@ -87,7 +89,9 @@ impl Error {
         Error(Box::new(ErrorKind::View(message.into())))
     }
 
-    pub(crate) fn unsupported(e: ztensor_format::Error) -> Error {
+    /// An object that exists but cannot be decoded here, for the reason `e` gives (an
+    /// object-level rule such as `dtype_unknown`): for tensor sources of other formats.
+    pub fn unsupported(e: ztensor_format::Error) -> Error {
         Error(Box::new(ErrorKind::Unsupported(e)))
     }
 

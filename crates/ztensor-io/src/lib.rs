@@ -51,6 +51,7 @@ mod mmap;
 mod publish;
 mod reader;
 mod source;
+mod tensors;
 mod writer;
 
 pub use crate::append::{
@@ -63,18 +64,17 @@ pub use crate::codec::{
 };
 pub use crate::edit::{
     CopyOptions, DigestChoice, copies_stored, copy_all, copy_object, remove_objects, rewrite,
-    write_options_for,
+    write_data, write_options_for,
 };
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::handle::{Component, Object};
 pub use crate::lock::WriteLock;
 pub use crate::machine::{OBJECT_COST, address_space_cap, machine_limits, physical_memory};
 pub use crate::mmap::Mapped;
-pub use crate::publish::{
-    AtomicFile, ScratchFile, check_output, interrupt, remove_stale_temporaries,
-};
+pub use crate::publish::{AtomicFile, check_output, interrupt, remove_stale_temporaries};
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
 pub use crate::source::{Chunked, FileSource, ReadAt};
+pub use crate::tensors::{ComponentInfo, ObjectInfo, RawRange, TensorSink, TensorSource};
 pub use crate::writer::{
     BlobSlot, ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent,
     WriteOptions, Writer,

@@ -466,56 +466,6 @@ impl Drop for AtomicFile {
     }
 }
 
-/// A scratch file of this process beside `target`: named and locked like a temporary file of
-/// `target` (so one left by a killed process is removed by the next write to `target`),
-/// registered for [`interrupt`], and removed when dropped.
-#[derive(Debug)]
-pub struct ScratchFile {
-    path: PathBuf,
-    registration: u64,
-    _lock: WriteLock,
-}
-
-impl ScratchFile {
-    /// Creates an empty scratch file beside `target`.
-    ///
-    /// # Errors
-    /// I/O errors.
-    pub fn beside(target: impl AsRef<Path>) -> Result<ScratchFile> {
-        let target = resolve_links(target.as_ref())?;
-        loop {
-            let (file, path, registration) = create_temp(&target, 0o600)?;
-            // Writers that replace the scratch file by its path share this lock rather than
-            // wait for it.
-            drop(file);
-            match WriteLock::try_acquire(&path) {
-                Ok(Some(lock)) => {
-                    return Ok(ScratchFile { path, registration, _lock: lock });
-                }
-                // Taken for a leftover by a sweeper in between: start again.
-                Ok(None) => forget_temp(registration),
-                Err(e) => {
-                    let _ = fs::remove_file(&path);
-                    forget_temp(registration);
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    /// Its path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ScratchFile {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-        forget_temp(self.registration);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,6 +75,7 @@ fn every_version_converts_to_every_version() {
         compression: Some(ztensor_io::Compression::Zstd(1)),
         digest: DigestChoice::Set(DigestAlgorithm::Blake3),
         chunk_size: Some(8),
+        drop_attributes: false,
     };
     for from in versions {
         let source = sample(from);

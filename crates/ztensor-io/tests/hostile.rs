@@ -260,7 +260,7 @@ fn the_bytes_checked_are_the_bytes_used_when_the_source_changes() {
         digest: ztensor_io::DigestChoice::Set(DigestAlgorithm::Blake3),
         ..Default::default()
     };
-    ztensor_io::copy_object(&reader, "w", &mut out, &copy).unwrap();
+    ztensor_io::copy_object(reader.object("w").unwrap(), &mut out, &copy).unwrap();
     let copied = out.finish().unwrap().0;
     let copied = Reader::new(&copied[..], &Options::default()).unwrap();
     copied.component("w", "data").and_then(|c| c.verify()).unwrap();
@@ -299,4 +299,9 @@ fn v0_1_tensors_of_one_name_open_lookups_find_the_first_and_handles_reach_both()
     assert_eq!(shadowed[0].component("data").unwrap().read_as::<u8>().unwrap(), [2]);
     let first = reader.objects().next().unwrap().read_verified().unwrap();
     assert_eq!(&first.components["data"].bytes[..], &[1]);
+    // Our writer never writes a name twice, in any version: a copy is refused by name.
+    let mut out = Writer::new(Vec::new(), Version::V0_1).unwrap();
+    let err =
+        ztensor_io::copy_all(&reader, &mut out, &ztensor_io::CopyOptions::default()).unwrap_err();
+    assert_eq!(err.rule(), Some(Rule::DuplicateName), "{err}");
 }

@@ -37,6 +37,9 @@
 #![deny(missing_docs)]
 
 mod pipeline;
+mod sink;
+
+pub use crate::sink::ZtSink;
 
 use std::io::Write;
 use std::path::Path;
@@ -115,7 +118,7 @@ impl ParOptions {
 }
 
 /// What a run measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// The most bytes in flight at once (at most the budget, unless one piece alone exceeded it).
     pub peak_in_flight: u64,
@@ -246,12 +249,15 @@ pub fn repack<S: ReadAt, W: Write>(
     par: &ParOptions,
     progress: &dyn Progress,
 ) -> Result<Stats> {
-    if let Some(attributes) = &reader.manifest().manifest().attributes {
+    if let Some(attributes) = &reader.manifest().manifest().attributes
+        && !copy.drop_attributes
+    {
         writer.set_attributes(attributes.clone())?;
     }
     let target = writer.version();
     let mut items = Vec::with_capacity(reader.manifest().len());
-    for object in reader.manifest().objects() {
+    for handle in reader.objects() {
+        let object = handle.entry();
         let o = object.object();
         let streamed = (|| {
             if object.unsupported().is_some() || copies_stored(o, target, copy) {
@@ -289,12 +295,12 @@ pub fn repack<S: ReadAt, W: Write>(
                 }
                 _ => return None,
             };
-            let template = dense_object(&o.name, &o.shape, o.attributes.clone());
+            let attributes = o.attributes.clone().filter(|_| !copy.drop_attributes);
+            let template = dense_object(&o.name, &o.shape, attributes);
             Some(stream(template, dtype, c.logical_type.clone(), len, input, &options))
         })();
         items.push(streamed.unwrap_or_else(|| {
-            let name = o.name.clone();
-            Item::Sequential(Box::new(move |w: &mut Writer<W>| copy_object(reader, &name, w, copy)))
+            Item::Sequential(Box::new(move |w: &mut Writer<W>| copy_object(handle, w, copy)))
         }));
     }
     run(Some(reader.source()), items, writer, par, progress)

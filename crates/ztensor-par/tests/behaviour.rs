@@ -51,6 +51,7 @@ fn memory_stays_within_the_budget_and_progress_adds_up() {
         compression: Some(Compression::Zstd(3)),
         digest: DigestChoice::Set(DigestAlgorithm::Sha256),
         chunk_size: Some(8192),
+        drop_attributes: false,
     };
     // Each piece costs 8 KiB of input plus zstd's bound for it (a little more than 8 KiB).
     let budget = 64 << 10;
@@ -268,6 +269,7 @@ fn re_encoding_never_launders_a_damaged_source() {
             compression: Some(Compression::Zstd(3)),
             digest: DigestChoice::Set(DigestAlgorithm::Blake3),
             chunk_size: Some(2048),
+            drop_attributes: false,
         };
         let mut seq = Writer::new(Vec::new(), Version::V1_2).unwrap();
         let seq_err = ztensor_io::copy_all(&reader, &mut seq, &copy).unwrap_err();
@@ -547,6 +549,7 @@ fn the_bytes_a_source_digest_checks_are_the_bytes_written() {
         compression: Some(Compression::Zstd(1)),
         digest: DigestChoice::Set(DigestAlgorithm::Blake3),
         chunk_size: Some(2048),
+        drop_attributes: false,
     };
     for threads in [1, 2, 4] {
         // Genuine when first read, damaged after: what was checked is what is written.
@@ -614,6 +617,7 @@ fn seek_table_frames_are_decoded_by_the_workers_exactly_as_a_stream_would_be() {
             compression: Some(compression),
             digest: DigestChoice::Set(DigestAlgorithm::Sha256),
             chunk_size: Some(chunk),
+            drop_attributes: false,
         };
         let reader = Reader::new(&file[..], &Options::default()).unwrap();
         let mut sequential = Writer::new(Vec::new(), Version::V1_2).unwrap();
@@ -629,6 +633,7 @@ fn seek_table_frames_are_decoded_by_the_workers_exactly_as_a_stream_would_be() {
         compression: Some(Compression::Zstd(1)),
         digest: DigestChoice::Set(DigestAlgorithm::Sha256),
         chunk_size: Some(2048),
+        drop_attributes: false,
     };
     // A damaged byte in a middle frame, or in the table, is a digest mismatch (or a frame that
     // no longer decodes), never a repacked file.
@@ -696,6 +701,7 @@ fn digests_combined_from_pieces_equal_the_sequential_ones() {
                 compression: Some(compression),
                 digest: DigestChoice::Set(digest.clone()),
                 chunk_size: Some(chunk),
+                drop_attributes: false,
             };
             let reader = Reader::new(&file[..], &Options::default()).unwrap();
             let mut sequential = Writer::new(Vec::new(), Version::V1_2).unwrap();
@@ -725,6 +731,7 @@ fn digests_combined_from_pieces_equal_the_sequential_ones() {
             compression: Some(Compression::Zstd(1)),
             digest: DigestChoice::Set(DigestAlgorithm::Sha256),
             chunk_size: Some(4096),
+            drop_attributes: false,
         };
         let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
         let err = repack(&reader, &mut out, &copy, &ParOptions::with_threads(2), &()).unwrap_err();

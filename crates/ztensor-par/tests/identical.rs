@@ -137,6 +137,7 @@ proptest! {
             compression: if keep { None } else { Some(target_options.compression) },
             digest: match &target_options.digest { None => DigestChoice::Drop, Some(a) if !keep => DigestChoice::Set(a.clone()), _ => DigestChoice::Keep },
             chunk_size: target_options.chunk_size,
+            drop_attributes: false,
         };
         let mut sequential = Writer::new(Vec::new(), to).unwrap();
         copy_all(&reader, &mut sequential, &copy).unwrap();
@@ -178,6 +179,7 @@ fn big_endian_v0_1_sources_repack_identically() {
         compression: Some(Compression::Zstd(1)),
         digest: DigestChoice::Set(DigestAlgorithm::Sha256),
         chunk_size: Some(64),
+        drop_attributes: false,
     };
     let mut sequential = Writer::new(Vec::new(), Version::V1_2).unwrap();
     copy_all(&reader, &mut sequential, &copy).unwrap();

@@ -9,8 +9,8 @@
 
 use std::io::Write;
 
-use ztensor_format::{Encoding, Format, Packing, Value, Version, text_map};
-use ztensor_io::{ReadAt, Reader, WriteOptions, Writer, role};
+use ztensor_format::{Encoding, Format, Value, Version, text_map};
+use ztensor_io::{ObjectInfo, ReadAt, Reader, TensorSource, WriteOptions, Writer, role};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::read::TbReader;
@@ -28,6 +28,27 @@ pub fn to_ztensor<S: ReadAt, W: Write>(
     options: &WriteOptions,
 ) -> Result<()> {
     let meta = tb.metadata();
+    let attributes = kept_metadata(meta);
+    if !attributes.is_empty() {
+        if writer.version() == Version::V0_1 {
+            let what: Vec<&str> = attributes.iter().map(|(k, _)| *k).collect();
+            return Err(Error::new(
+                ErrorKind::Unrepresentable,
+                format!("zTensor 0.1 has no file attributes to keep {}", what.join(", ")),
+            ));
+        }
+        writer.set_attributes(text_map(attributes))?;
+    }
+    for t in &meta.tensors {
+        let data = tb.data(&t.name)?;
+        let shape: Vec<u64> = t.shape.iter().map(|&d| u64::from(d)).collect();
+        writer.add_dense(&t.name, &shape, t.data_type.dtype(), &data, options)?;
+    }
+    Ok(())
+}
+
+/// What of the metadata zTensor has no field for, as `tensorbuffers.*` file attributes.
+pub(crate) fn kept_metadata(meta: &crate::schema::Metadata) -> Vec<(&'static str, Value)> {
     let mut attributes = Vec::new();
     if meta.version != "1.0.0" {
         attributes.push(("tensorbuffers.version", Value::from(meta.version.clone())));
@@ -47,22 +68,7 @@ pub fn to_ztensor<S: ReadAt, W: Write>(
         let names = meta.tensors.iter().map(|t| Value::from(t.name.clone())).collect();
         attributes.push(("tensorbuffers.order", Value::Array(names)));
     }
-    if !attributes.is_empty() {
-        if writer.version() == Version::V0_1 {
-            let what: Vec<&str> = attributes.iter().map(|(k, _)| *k).collect();
-            return Err(Error::new(
-                ErrorKind::Unrepresentable,
-                format!("zTensor 0.1 has no file attributes to keep {}", what.join(", ")),
-            ));
-        }
-        writer.set_attributes(text_map(attributes))?;
-    }
-    for t in &meta.tensors {
-        let data = tb.data(&t.name)?;
-        let shape: Vec<u64> = t.shape.iter().map(|&d| u64::from(d)).collect();
-        writer.add_dense(&t.name, &shape, t.data_type.dtype(), &data, options)?;
-    }
-    Ok(())
+    attributes
 }
 
 fn op_to_value(op: &Operation) -> Value {
@@ -95,23 +101,36 @@ fn op_from_value(v: &Value) -> Option<Operation> {
     })
 }
 
-/// Copies every object of a zTensor file (any version) into a TensorBuffers writer.
+/// Copies every object of a zTensor file (any version) into a TensorBuffers writer: [`from_source`]
+/// for a zTensor reader.
 ///
 /// # Errors
-/// [`ErrorKind::Unrepresentable`], naming the object, for what TensorBuffers cannot hold:
-/// non-dense objects, bool/f16/bf16 data, logical types (FP8, complex), objects of unknown
-/// encoding; and, unless `drop_attributes`, attributes other than the `tensorbuffers.*` ones.
-/// Compressed data is decoded first.
+/// As [`from_source`].
 pub fn from_ztensor<S: ReadAt, W: Write>(
     reader: &Reader<S>,
     tb: &mut TbWriter<W>,
     drop_attributes: bool,
 ) -> Result<()> {
-    let manifest = reader.manifest().manifest();
+    from_source(reader, tb, drop_attributes)
+}
+
+/// Copies every object of any tensor source (zTensor of any version, safetensors, TensorBuffers)
+/// into a TensorBuffers writer, restoring what `tensorbuffers.*` file attributes recorded.
+///
+/// # Errors
+/// [`ErrorKind::Unrepresentable`], naming the object, for what TensorBuffers cannot hold:
+/// non-dense objects, bool/f16/bf16 data, logical types (FP8, complex), objects that cannot be
+/// decoded here; and, unless `drop_attributes`, attributes other than the `tensorbuffers.*`
+/// ones. Compressed data is decoded first, its digests checked.
+pub fn from_source<W: Write>(
+    source: &dyn TensorSource,
+    tb: &mut TbWriter<W>,
+    drop_attributes: bool,
+) -> Result<()> {
     let refuse =
         |name: &str, what: String| Error::new(ErrorKind::Unrepresentable, what).tensor(name);
     let mut order: Option<Vec<String>> = None;
-    if let Some(Value::Map(entries)) = &manifest.attributes {
+    if let Some(Value::Map(entries)) = source.attributes().as_deref() {
         for (key, value) in entries {
             match (key.as_text(), value) {
                 (Some("tensorbuffers.version"), Value::Text(v)) => tb.set_version(v.clone()),
@@ -144,26 +163,27 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
         }
     }
     // File order: as recorded, else by where each object's data lies.
-    let mut objects: Vec<_> = reader.objects().collect();
+    let mut objects: Vec<(usize, ObjectInfo<'_>)> =
+        (0..source.len()).filter_map(|i| source.info(i).map(|o| (i, o))).collect();
     let recorded = order.filter(|o| {
         let mut a: Vec<&str> = o.iter().map(String::as_str).collect();
-        let mut b: Vec<&str> = objects.iter().map(|x| x.name()).collect();
+        let mut b: Vec<&str> = objects.iter().map(|(_, x)| x.name.as_ref()).collect();
         a.sort_unstable();
         b.sort_unstable();
         a == b
     });
     match recorded {
-        Some(o) => objects.sort_by_key(|x| o.iter().position(|n| n == x.name())),
-        None => objects.sort_by(|a, b| {
-            let key = |o: &ztensor_io::Object<'_, S>| {
-                o.model().components.values().map(|c| c.offset).min().unwrap_or(0)
+        Some(o) => objects.sort_by_key(|(_, x)| o.iter().position(|n| *n == x.name)),
+        None => objects.sort_by(|(_, a), (_, b)| {
+            let key = |o: &ObjectInfo<'_>| {
+                o.components.iter().filter_map(|c| c.offset).min().unwrap_or(0)
             };
-            key(a).cmp(&key(b)).then_with(|| a.name().cmp(b.name()))
+            key(a).cmp(&key(b)).then_with(|| a.name.cmp(&b.name))
         }),
     }
-    for object in objects {
-        let (name, o) = (object.name(), object.model());
-        if o.format != Format::Dense || o.packing != Packing::Split {
+    for (index, o) in objects {
+        let name = o.name.as_ref();
+        if o.format != Format::Dense || o.components.len() != 1 {
             return Err(refuse(
                 name,
                 format!("TensorBuffers holds dense tensors only, not {}", o.format),
@@ -175,7 +195,7 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
                 "TensorBuffers has no object attributes; drop them explicitly to convert".into(),
             ));
         }
-        let Some(c) = o.components.get(role::DATA) else {
+        let Some(c) = o.component(role::DATA) else {
             return Err(refuse(name, "dense object without data".into()));
         };
         if let Some(t) = &c.logical_type {
@@ -188,11 +208,46 @@ pub fn from_ztensor<S: ReadAt, W: Write>(
             c.dtype.known().ok_or_else(|| refuse(name, format!("unknown dtype {}", c.dtype)))?;
         let data_type = DataType::from_dtype(dtype)
             .ok_or_else(|| refuse(name, format!("TensorBuffers has no {dtype} type")))?;
-        // TensorBuffers keeps no digest: check ours on the bytes converted.
-        let data = object.component(role::DATA)?.decoded_verified()?;
-        tb.add(name, data_type, &o.shape, &data)?;
+        // TensorBuffers keeps no digest: check the source's on the bytes converted.
+        let data = source.read(index)?;
+        let bytes = data
+            .components
+            .get(role::DATA)
+            .ok_or_else(|| refuse(name, "dense object without data".into()))?;
+        tb.add(name, data_type, &o.shape, &bytes.bytes)?;
     }
     Ok(())
+}
+
+/// The TensorBuffers output of the tensor-source interface: a file written beside its path and
+/// renamed over it when complete.
+#[derive(Debug, Clone)]
+pub struct TbSink {
+    path: std::path::PathBuf,
+    drop_attributes: bool,
+}
+
+impl TbSink {
+    /// A sink writing the TensorBuffers file `path`; with `drop_attributes`, attributes it
+    /// cannot hold are left out instead of refused.
+    pub fn new(path: impl AsRef<std::path::Path>, drop_attributes: bool) -> TbSink {
+        TbSink { path: path.as_ref().to_owned(), drop_attributes }
+    }
+}
+
+impl ztensor_io::TensorSink for TbSink {
+    type Error = Error;
+
+    fn format_name(&self) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed("TensorBuffers")
+    }
+
+    fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
+        let mut tb = crate::write::create(&self.path)?;
+        from_source(source, &mut tb, self.drop_attributes)?;
+        tb.persist()?;
+        Ok(source.len())
+    }
 }
 
 #[cfg(test)]

@@ -212,3 +212,87 @@ fn check_entry(t: &TensorEntry, data_end: u64, options: &ReadOptions) -> Result<
     }
     Ok(())
 }
+
+/// Every tensor in file order, as dense objects with one raw `data` component; the metadata
+/// zTensor has no field for as `tensorbuffers.*` file attributes (as [`crate::to_ztensor`]
+/// keeps them).
+impl<S: ReadAt> ztensor_io::TensorSource for TbReader<S> {
+    fn format_name(&self) -> Cow<'_, str> {
+        Cow::Borrowed("TensorBuffers")
+    }
+
+    fn attributes(&self) -> Option<Cow<'_, ztensor_format::Value>> {
+        let kept = crate::convert::kept_metadata(&self.metadata);
+        (!kept.is_empty()).then(|| Cow::Owned(ztensor_format::text_map(kept)))
+    }
+
+    fn attributes_origin(&self) -> Cow<'_, str> {
+        Cow::Borrowed("the TensorBuffers metadata")
+    }
+
+    fn len(&self) -> usize {
+        self.metadata.tensors.len()
+    }
+
+    fn info(&self, index: usize) -> Option<ztensor_io::ObjectInfo<'_>> {
+        let t = self.metadata.tensors.get(index)?;
+        let len = u64::from(t.data_size);
+        Some(ztensor_io::ObjectInfo {
+            name: Cow::Borrowed(&t.name),
+            shape: Cow::Owned(t.shape.iter().map(|&d| u64::from(d)).collect()),
+            format: ztensor_format::Format::Dense,
+            attributes: None,
+            components: vec![ztensor_io::ComponentInfo {
+                role: Cow::Borrowed(ztensor_io::role::DATA),
+                dtype: t.data_type.dtype().into(),
+                logical_type: None,
+                decoded_len: Some(len),
+                stored_len: len,
+                offset: Some(u64::from(t.data_offset)),
+                encoding: ztensor_format::Encoding::Raw,
+                digest: None,
+            }],
+            unsupported: None,
+            location: None,
+        })
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    fn read(&self, index: usize) -> ztensor_io::Result<ztensor_io::ObjectData<'_>> {
+        let t = self
+            .metadata
+            .tensors
+            .get(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        let bytes = self.data(&t.name).map_err(|e| {
+            ztensor_io::Error::io(
+                format!("reading tensor {:?}", t.name),
+                None,
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        let mut components = std::collections::BTreeMap::new();
+        let data =
+            ztensor_io::ComponentData { dtype: t.data_type.dtype(), logical_type: None, bytes };
+        components.insert(ztensor_io::role::DATA.to_owned(), data);
+        Ok(ztensor_io::ObjectData {
+            name: t.name.clone(),
+            shape: t.shape.iter().map(|&d| u64::from(d)).collect(),
+            format: ztensor_format::Format::Dense,
+            attributes: None,
+            components,
+        })
+    }
+
+    fn raw(&self, index: usize) -> Option<ztensor_io::RawRange<'_>> {
+        let t = self.metadata.tensors.get(index)?;
+        Some(ztensor_io::RawRange {
+            source: &self.source,
+            offset: u64::from(t.data_offset),
+            len: u64::from(t.data_size),
+        })
+    }
+}

@@ -5,14 +5,17 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
-use ztensor_foreign::safetensors::{ExportOptions, SafetensorsFile, source_tensors};
+use ztensor_foreign::safetensors::{
+    ExportOptions, SafetensorsFile, SafetensorsSink, source_tensors,
+};
 use ztensor_foreign::sharded::ShardedCheckpoint;
-use ztensor_format::Version;
-use ztensor_io::{FileSource, FileWriter, Reader};
+use ztensor_io::{CopyOptions, FileSource, FileWriter, TensorSink};
+use ztensor_par::ZtSink;
+use ztensor_tensorbuffers::TbSink;
 
 use super::Kind;
 use super::repack::Bar;
-use crate::{Encoding, Rejected, Run, Target, foreign_error, open, tb_rejected, zt_error};
+use crate::{Encoding, Rejected, Run, Target, foreign_error, open, zt_error};
 
 /// One conversion.
 pub struct Request<'a> {
@@ -24,7 +27,9 @@ pub struct Request<'a> {
     pub run: &'a Run,
 }
 
-/// Runs the conversion, returning how many objects were written.
+/// Runs the conversion, returning how many objects were written. Every input is read through
+/// the tensor-source interface and every output written through a sink; zTensor to zTensor
+/// goes through the engine's repack, which also copies stored bytes as they are.
 pub fn run(r: &Request<'_>) -> Result<usize> {
     let context = format!("cannot convert {} to {}", r.input.display(), r.target);
     let kind = super::detect(r.input)?;
@@ -33,173 +38,75 @@ pub fn run(r: &Request<'_>) -> Result<usize> {
     if !(kind == Kind::Zt && matches!(r.target, Target::Zt(_))) {
         super::not_over(r.input, r.output, &r.target.to_string())?;
     }
-    match kind {
-        Kind::Zt => {
-            let reader = open(r.input, &ztensor_cli::options(false))?;
-            from_zt(r, &reader, &context)?;
-            Ok(reader.manifest().len())
-        }
-        Kind::TensorBuffers => from_tb(r, &context),
-        Kind::Safetensors => {
-            let file = SafetensorsFile::open(r.input).map_err(|e| foreign_error("", &e))?;
-            let Target::Zt(version) = r.target else {
-                return via_zt(r, &context);
-            };
-            let tensors = source_tensors(&file).map_err(|e| foreign_error(&context, &e))?;
-            let bar = Bar::new(tensors.iter().map(|t| t.len).sum(), r.run.quiet);
-            let mut writer = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
-            if !r.drop_attributes
-                && let Some(a) = ztensor_foreign::safetensors::metadata_attributes(file.metadata())
-            {
-                set_metadata(&mut writer, version, a, &context)?;
-            }
-            let done = ztensor_par::write_from_source(
-                file.source(),
-                &tensors,
-                &mut writer,
-                &r.encoding.fresh(),
-                &r.run.par(),
-                &bar,
-            );
-            bar.finish();
-            done.map_err(|e| zt_error(&context, &e))?;
-            writer.finish().map_err(|e| anyhow!("{e}"))?;
-            Ok(tensors.len())
-        }
-        Kind::ShardIndex => {
-            let ckpt = ShardedCheckpoint::open(r.input).map_err(|e| foreign_error("", &e))?;
-            for (shard, _) in ckpt.shards() {
-                super::not_over(shard, r.output, &r.target.to_string())?;
-            }
-            let Target::Zt(version) = r.target else {
-                return via_zt(r, &context);
-            };
-            let (count, bytes) = ckpt.totals();
-            let bar = Bar::new(bytes, r.run.quiet);
-            let mut writer = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
-            let ckpt = if r.drop_attributes { ckpt.without_metadata() } else { ckpt };
-            let done = ckpt.to_ztensor(&mut writer, &r.encoding.fresh(), &r.run.par(), &bar);
-            bar.finish();
-            done.map_err(|e| foreign_error(&context, &e))?;
-            writer.finish().map_err(|e| anyhow!("{e}"))?;
-            Ok(count)
+    if kind == Kind::ShardIndex {
+        let ckpt = ShardedCheckpoint::open(r.input).map_err(|e| foreign_error("", &e))?;
+        for (shard, _) in ckpt.shards() {
+            super::not_over(shard, r.output, &r.target.to_string())?;
         }
     }
-}
-
-fn set_metadata(
-    writer: &mut FileWriter,
-    version: Version,
-    attributes: ztensor_format::Value,
-    context: &str,
-) -> Result<()> {
-    if version == Version::V0_1 {
-        return Err(anyhow!(Rejected(format!(
-            "{context}: __metadata__ cannot be kept, v0.1 has no file attributes \
-             (--drop-attributes discards it)"
-        ))));
+    if let (Kind::Zt, Target::Zt(to)) = (kind, r.target) {
+        let reader = open(r.input, &ztensor_cli::options(false))?;
+        // The parallel copy writes exactly what `copy_all` would, with a progress bar.
+        let bar = Bar::new(super::repack::total_input(&reader), r.run.quiet);
+        let mut writer = FileWriter::create(r.output, to).map_err(|e| anyhow!("{e}"))?;
+        let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
+        let done = ztensor_par::repack(&reader, &mut writer, &copy, &r.run.par(), &bar);
+        bar.finish();
+        done.map_err(|e| drop_hint(zt_error(&context, &e)))?;
+        writer.finish().map_err(|e| anyhow!("{e}"))?;
+        return Ok(reader.manifest().len());
     }
-    writer.set_attributes(attributes).map_err(|e| zt_error(context, &e))
-}
-
-/// A foreign input (safetensors, sharded, TensorBuffers) to another foreign target: through a
-/// temporary zTensor 1.2 file beside the output, so each converter does one job and nothing is
-/// held in memory whole.
-fn via_zt(r: &Request<'_>, context: &str) -> Result<usize> {
-    // Named after the output, so one a killed process left is removed by the next write there.
-    let temp = ztensor_io::ScratchFile::beside(r.output).map_err(|e| anyhow!("{e}"))?;
-    let raw = Encoding { zstd: None, raw: true, digest: None };
-    let step =
-        Request { output: temp.path(), target: Target::Zt(Version::V1_2), encoding: &raw, ..*r };
-    run(&step)?;
-    let reader = open(temp.path(), &ztensor_cli::options(false))?;
-    from_zt(r, &reader, context)?;
-    Ok(reader.manifest().len())
-}
-
-fn from_zt(r: &Request<'_>, reader: &Reader<FileSource>, context: &str) -> Result<()> {
+    let source = crate::open_source(r.input)?;
+    let source = &*source;
     match r.target {
-        Target::TensorBuffers => {
-            let mut w = ztensor_tensorbuffers::create(r.output).map_err(|e| anyhow!("{e}"))?;
-            ztensor_tensorbuffers::from_ztensor(reader, &mut w, r.drop_attributes).map_err(
-                |e| {
-                    let hint = if e.to_string().contains("attributes") {
-                        " (--drop-attributes discards them)"
-                    } else {
-                        ""
-                    };
-                    let message = format!("{context}: {e}{hint}");
-                    if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
-                        anyhow!(message)
-                    } else {
-                        anyhow!(Rejected(message))
-                    }
-                },
-            )?;
-            w.persist().map_err(|e| anyhow!("{context}: {e}"))?;
+        Target::Zt(version) => {
+            let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len());
+            let bar = Bar::new(total.sum(), r.run.quiet);
+            let mut writer = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
+            let par = r.run.par();
+            let mut sink = ZtSink::new(&mut writer, r.encoding.fresh(), &par, &bar)
+                .drop_attributes(r.drop_attributes);
+            let done = sink.write_all(source);
+            bar.finish();
+            done.map_err(|e| drop_hint(zt_error(&context, &e)))?;
+            writer.finish().map_err(|e| anyhow!("{e}"))?;
         }
         Target::Safetensors => {
             let options = ExportOptions { drop_attributes: r.drop_attributes };
-            ztensor_foreign::safetensors::export_file(reader, r.output, &options).map_err(|e| {
-                let hint = if e.to_string().contains("drop attributes") {
-                    " (--drop-attributes discards them)"
+            SafetensorsSink::new(r.output, options)
+                .write_all(source)
+                .map_err(|e| drop_hint(foreign_error(&context, &e)))?;
+        }
+        Target::TensorBuffers => {
+            TbSink::new(r.output, r.drop_attributes).write_all(source).map_err(|e| {
+                let message = format!("{context}: {e}");
+                drop_hint(if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
+                    anyhow!(message)
                 } else {
-                    ""
-                };
-                let base = foreign_error(context, &e);
-                if base.downcast_ref::<Rejected>().is_some() {
-                    anyhow!(Rejected(format!("{base}{hint}")))
-                } else {
-                    base
-                }
+                    anyhow!(Rejected(message))
+                })
             })?;
         }
-        Target::Zt(to) => {
-            // The parallel copy writes exactly what `copy_all` would, with a progress bar.
-            let bar = Bar::new(super::repack::total_input(reader), r.run.quiet);
-            let mut writer = FileWriter::create(r.output, to).map_err(|e| anyhow!("{e}"))?;
-            let done =
-                ztensor_par::repack(reader, &mut writer, &r.encoding.copy(), &r.run.par(), &bar);
-            bar.finish();
-            done.map_err(|e| zt_error(context, &e))?;
-            writer.finish().map_err(|e| anyhow!("{e}"))?;
-        }
     }
-    Ok(())
+    Ok(source.len())
 }
 
-fn from_tb(r: &Request<'_>, context: &str) -> Result<usize> {
-    let tb = super::tb::open(r.input, false)?.map_err(|e| tb_rejected(r.input, &e))?;
-    let cannot = |e: &dyn std::fmt::Display, broken: bool| {
-        let message = format!("{context}: {e}");
-        if broken { anyhow!(Rejected(message)) } else { anyhow!(message) }
+/// `error` with the flag that discards attributes named, when attributes are what stood in
+/// the way: the libraries' own words for it become the flag, or it is added once.
+pub fn drop_hint(error: anyhow::Error) -> anyhow::Error {
+    let rejected = error.downcast_ref::<Rejected>().is_some();
+    let message = format!("{error:#}");
+    let replaced = message
+        .replace("drop attributes to discard", "--drop-attributes discards")
+        .replace("drop them explicitly to convert", "--drop-attributes drops them");
+    let message = if replaced != message {
+        replaced
+    } else if message.contains("attribute") || message.contains("__metadata__") {
+        format!("{message} (--drop-attributes discards them)")
+    } else {
+        return error;
     };
-    match r.target {
-        Target::TensorBuffers => {
-            let mut w = ztensor_tensorbuffers::create(r.output).map_err(|e| cannot(&e, false))?;
-            for t in tb.tensors() {
-                let data = tb.data(&t.name).map_err(|e| cannot(&e, true))?;
-                let shape: Vec<u64> = t.shape.iter().map(|&d| u64::from(d)).collect();
-                w.add(&t.name, t.data_type, &shape, &data).map_err(|e| cannot(&e, true))?;
-            }
-            w.set_model(tb.metadata().model.clone());
-            w.set_operations(tb.metadata().operations.clone());
-            w.set_version(tb.metadata().version.clone());
-            w.persist().map_err(|e| cannot(&e, false))?;
-        }
-        Target::Zt(version) => {
-            let mut w = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
-            ztensor_tensorbuffers::to_ztensor(&tb, &mut w, &r.encoding.fresh()).map_err(|e| {
-                cannot(&e, e.kind() == ztensor_tensorbuffers::ErrorKind::Unrepresentable)
-            })?;
-            w.finish().map_err(|e| anyhow!("{e}"))?;
-        }
-        Target::Safetensors => {
-            drop(tb);
-            return via_zt(r, context);
-        }
-    }
-    Ok(tb.tensors().len())
+    if rejected { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
 
 /// `info` on a safetensors file or sharded checkpoint.

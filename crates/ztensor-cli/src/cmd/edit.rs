@@ -49,8 +49,8 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
             (
                 n,
                 Box::new(move |w| {
-                    for o in source.manifest().objects() {
-                        ztensor_io::copy_object(&source, o.name(), &mut **w, &copy)
+                    for o in source.objects() {
+                        ztensor_io::copy_object(o, &mut **w, &copy)
                             .map_err(|e| zt_error("", &e))?;
                     }
                     Ok(())

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow};
 use ztensor_foreign::npy;
-use ztensor_io::{FileSource, Reader};
+use ztensor_io::TensorSource;
 
 use crate::{foreign_error, zt_error};
 
@@ -74,14 +74,12 @@ fn class(p: &[char], at: usize, c: char) -> Option<usize> {
 
 pub fn ls(
     out: &mut impl Write,
-    reader: &Reader<FileSource>,
+    source: &dyn TensorSource,
     patterns: &[String],
     json: bool,
 ) -> Result<ExitCode> {
-    let mut names: Vec<&str> = reader
-        .manifest()
-        .objects()
-        .map(|o| o.name())
+    let mut names: Vec<String> = (0..source.len())
+        .filter_map(|i| source.info(i).map(|o| o.name.into_owned()))
         .filter(|n| patterns.is_empty() || patterns.iter().any(|p| glob(p, n)))
         .collect();
     names.sort_unstable();
@@ -96,25 +94,20 @@ pub fn ls(
     Ok(if names.is_empty() && !patterns.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-fn array(
-    path: &Path,
-    reader: &Reader<FileSource>,
-    name: &str,
-    max_dense: u64,
-) -> Result<npy::Array> {
-    npy::array(reader, name, max_dense).map_err(|e| foreign_error(&path.display().to_string(), &e))
+fn array(path: &Path, source: &dyn TensorSource, name: &str, max_dense: u64) -> Result<npy::Array> {
+    npy::array(source, name, max_dense).map_err(|e| foreign_error(&path.display().to_string(), &e))
 }
 
 pub fn extract(
     out: &mut impl Write,
     path: &Path,
-    reader: &Reader<FileSource>,
+    source: &dyn TensorSource,
     name: &str,
     output: &Path,
     max_dense: u64,
 ) -> Result<()> {
     super::not_over(path, output, "an extracted array")?;
-    let array = array(path, reader, name, max_dense)?;
+    let array = array(path, source, name, max_dense)?;
     let mut file = ztensor_io::AtomicFile::create(output).map_err(|e| anyhow!("{e}"))?;
     npy::write(&mut file, &array).map_err(|e| anyhow!("writing {}: {e}", output.display()))?;
     file.persist().map_err(|e| anyhow!("{e}"))?;
@@ -133,11 +126,11 @@ pub fn extract(
 pub fn cat(
     out: &mut impl Write,
     path: &Path,
-    reader: &Reader<FileSource>,
+    source: &dyn TensorSource,
     name: &str,
     limit: usize,
 ) -> Result<()> {
-    let array = array(path, reader, name, npy::DEFAULT_MAX_DENSE)?;
+    let array = array(path, source, name, npy::DEFAULT_MAX_DENSE)?;
     let total = npy::len(&array);
     let limit = if limit == 0 { usize::MAX } else { limit };
     let values = npy::values(&array, limit);
@@ -161,8 +154,9 @@ type Components = Vec<(String, String, String)>;
 
 /// One object's description for `diff`: format, shape, and per component dtype, logical type
 /// and a hash of the decoded bytes.
-fn describe(reader: &Reader<FileSource>, name: &str) -> Result<(String, Vec<u64>, Components)> {
-    let data = reader.read_object(name).map_err(|e| zt_error("", &e))?;
+fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, Components)> {
+    let index = source.find(name).ok_or_else(|| anyhow!("no object {name:?}"))?;
+    let data = source.read(index).map_err(|e| zt_error("", &e))?;
     let components = data
         .components
         .iter()
@@ -179,12 +173,12 @@ fn describe(reader: &Reader<FileSource>, name: &str) -> Result<(String, Vec<u64>
 
 pub fn diff(
     out: &mut impl Write,
-    (a_path, a): (&Path, &Reader<FileSource>),
-    (b_path, b): (&Path, &Reader<FileSource>),
+    (a_path, a): (&Path, &dyn TensorSource),
+    (b_path, b): (&Path, &dyn TensorSource),
     json: bool,
 ) -> Result<ExitCode> {
-    let names = |r: &Reader<FileSource>| -> std::collections::BTreeSet<String> {
-        r.manifest().objects().map(|o| o.name().to_owned()).collect()
+    let names = |s: &dyn TensorSource| -> std::collections::BTreeSet<String> {
+        (0..s.len()).filter_map(|i| s.info(i).map(|o| o.name.into_owned())).collect()
     };
     let (in_a, in_b) = (names(a), names(b));
     let removed: Vec<&String> = in_a.difference(&in_b).collect();

@@ -1,0 +1,242 @@
+//! One interface over every input format: a [`TensorSource`] lists objects (names, shapes,
+//! types, attributes) and gives their decoded bytes, checked against the digests the format has;
+//! a [`TensorSink`] writes everything a source holds. Each format implements them once —
+//! zTensor here (for [`Reader`]), safetensors and TensorBuffers in their own crates — and the
+//! commands that look at files or convert them are written once, against these traits.
+
+use std::borrow::Cow;
+
+use ztensor_format::{DType, Digest, Encoding, Format, LogicalType, Packing, StorageType, Value};
+
+use crate::error::Result;
+use crate::reader::{ObjectData, Reader};
+use crate::source::ReadAt;
+
+/// What an object of a tensor source is, whatever format it comes from: the 1.2 object model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectInfo<'a> {
+    /// Its name.
+    pub name: Cow<'a, str>,
+    /// Its shape.
+    pub shape: Cow<'a, [u64]>,
+    /// Its format (`Dense` for every tensor of a format without others).
+    pub format: Format,
+    /// Its attributes, when the format has them and it has any.
+    pub attributes: Option<Cow<'a, Value>>,
+    /// Its components, sorted by role.
+    pub components: Vec<ComponentInfo<'a>>,
+    /// Why this implementation cannot decode it (a dtype with no zTensor type, an unknown
+    /// encoding), or `None`.
+    pub unsupported: Option<String>,
+    /// Where it lies when a source spans several files (the shard's file name).
+    pub location: Option<Cow<'a, str>>,
+}
+
+impl ObjectInfo<'_> {
+    /// The component of `role`.
+    pub fn component(&self, role: &str) -> Option<&ComponentInfo<'_>> {
+        self.components.iter().find(|c| c.role == role)
+    }
+
+    /// Stored bytes of all its components.
+    pub fn stored_len(&self) -> u64 {
+        self.components.iter().map(|c| c.stored_len).sum()
+    }
+}
+
+/// One component of an [`ObjectInfo`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComponentInfo<'a> {
+    /// Its role (`data` for a dense tensor).
+    pub role: Cow<'a, str>,
+    /// The storage type; `Unknown` with the source format's own name for types zTensor lacks.
+    pub dtype: StorageType,
+    /// The logical type, if any.
+    pub logical_type: Option<LogicalType>,
+    /// Decoded length in bytes, when known without decoding.
+    pub decoded_len: Option<u64>,
+    /// Stored length in bytes.
+    pub stored_len: u64,
+    /// Where the stored bytes start in their file, when they lie in one.
+    pub offset: Option<u64>,
+    /// The encoding of the stored bytes.
+    pub encoding: Encoding,
+    /// The digest of the stored bytes, when the format keeps one.
+    pub digest: Option<Digest>,
+}
+
+impl ComponentInfo<'_> {
+    /// The storage type, when known.
+    pub fn known_dtype(&self) -> Option<DType> {
+        self.dtype.known()
+    }
+}
+
+/// Where a dense object's raw little-endian bytes lie, so a reader (the parallel engine) can
+/// read them in pieces itself: `len` bytes of `source` at `offset`. Only offered for bytes
+/// with no digest to check and nothing to decode.
+#[derive(Clone, Copy)]
+pub struct RawRange<'a> {
+    /// The byte source they lie in.
+    pub source: &'a dyn ReadAt,
+    /// Where they start.
+    pub offset: u64,
+    /// How many.
+    pub len: u64,
+}
+
+impl std::fmt::Debug for RawRange<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawRange").field("offset", &self.offset).field("len", &self.len).finish()
+    }
+}
+
+/// A file of tensors in any format, as the commands read it: objects listed by index in the
+/// source's own order, decoded on demand.
+pub trait TensorSource: Sync {
+    /// What the input is, for people: `zTensor 1.2`, `safetensors`, `TensorBuffers`, ….
+    fn format_name(&self) -> Cow<'_, str>;
+
+    /// File-level attributes in the zTensor model (safetensors `__metadata__` as a text map,
+    /// TensorBuffers metadata under `tensorbuffers.*` keys).
+    fn attributes(&self) -> Option<Cow<'_, Value>>;
+
+    /// What the file attributes are called in the source format, for messages
+    /// (`__metadata__` for safetensors).
+    fn attributes_origin(&self) -> Cow<'_, str> {
+        Cow::Borrowed("the file attributes")
+    }
+
+    /// How many objects.
+    fn len(&self) -> usize;
+
+    /// Whether it holds no object.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Object `index` (`0..len()`); `None` past the end.
+    fn info(&self, index: usize) -> Option<ObjectInfo<'_>>;
+
+    /// The index of the first object called `name`.
+    fn find(&self, name: &str) -> Option<usize> {
+        (0..self.len()).find(|&i| self.info(i).is_some_and(|o| o.name == name))
+    }
+
+    /// Decodes object `index` into the 1.2 object model, checking every digest the format keeps
+    /// on the very bytes decoded.
+    ///
+    /// # Errors
+    /// `NotFound` past the end; `Unsupported` for objects that cannot be decoded here; the
+    /// format's decoding and digest errors; I/O errors.
+    fn read(&self, index: usize) -> Result<ObjectData<'_>>;
+
+    /// Checks decoded data of object `index` against the format's data rules (zTensor's CSR,
+    /// COO and bool rules; nothing for formats without such rules).
+    ///
+    /// # Errors
+    /// The first rule broken.
+    fn check(&self, index: usize, data: &ObjectData<'_>) -> Result<()> {
+        let _ = (index, data);
+        Ok(())
+    }
+
+    /// Where the raw bytes of dense object `index` lie, when a reader may read them itself
+    /// (raw, little-endian, no digest to check).
+    fn raw(&self, index: usize) -> Option<RawRange<'_>> {
+        let _ = index;
+        None
+    }
+}
+
+/// An output that takes everything a [`TensorSource`] holds: a zTensor writer of any version
+/// (`ztensor_par::ZtSink`), a safetensors file (`ztensor_foreign::safetensors::SafetensorsSink`)
+/// or a TensorBuffers file (`ztensor_tensorbuffers::TbSink`).
+pub trait TensorSink {
+    /// The sink's error: its format's, which says what the target cannot represent.
+    type Error;
+
+    /// What the sink writes, for messages (`zTensor 1.2`, `safetensors`, …).
+    fn format_name(&self) -> Cow<'_, str>;
+
+    /// Writes every object of `source`, and its file attributes, checking first what this
+    /// format cannot hold; returns how many objects were written.
+    ///
+    /// # Errors
+    /// What the target cannot represent (naming the object), the source's read errors and the
+    /// sink's write errors; the output must then be discarded.
+    fn write_all(&mut self, source: &dyn TensorSource) -> std::result::Result<usize, Self::Error>;
+}
+
+impl<S: ReadAt> TensorSource for Reader<S> {
+    fn format_name(&self) -> Cow<'_, str> {
+        Cow::Owned(format!("zTensor {}", self.version()))
+    }
+
+    fn attributes(&self) -> Option<Cow<'_, Value>> {
+        self.manifest().manifest().attributes.as_ref().map(Cow::Borrowed)
+    }
+
+    fn len(&self) -> usize {
+        self.manifest().len()
+    }
+
+    fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
+        let entry = self.manifest().object_at(index)?;
+        let o = entry.object();
+        let components = o
+            .components
+            .iter()
+            .zip(entry.decoded_lens())
+            .map(|((role, c), (_, decoded_len))| ComponentInfo {
+                role: Cow::Borrowed(role.as_str()),
+                dtype: c.dtype.clone(),
+                logical_type: c.logical_type.clone(),
+                decoded_len,
+                stored_len: c.length,
+                offset: Some(c.offset),
+                encoding: c.encoding.clone(),
+                digest: c.digest.clone(),
+            })
+            .collect();
+        Some(ObjectInfo {
+            name: Cow::Borrowed(&o.name),
+            shape: Cow::Borrowed(&o.shape),
+            format: o.format.clone(),
+            attributes: o.attributes.as_ref().map(Cow::Borrowed),
+            components,
+            unsupported: entry.unsupported().map(ToString::to_string),
+            location: None,
+        })
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.manifest().index_of(name)
+    }
+
+    fn read(&self, index: usize) -> Result<ObjectData<'_>> {
+        match self.manifest().object_at(index) {
+            Some(entry) => self.read_checked(entry, true),
+            None => Err(crate::Error::not_found(&format!("#{index}"), None)),
+        }
+    }
+
+    fn check(&self, _index: usize, data: &ObjectData<'_>) -> Result<()> {
+        self.check_decoded(data, self.options().strict)
+    }
+
+    fn raw(&self, index: usize) -> Option<RawRange<'_>> {
+        let entry = self.manifest().object_at(index)?;
+        let o = entry.object();
+        let c = o.components.get(crate::role::DATA)?;
+        let plain = entry.unsupported().is_none()
+            && o.format == Format::Dense
+            && o.packing == Packing::Split
+            && o.components.len() == 1
+            && c.encoding == Encoding::Raw
+            && c.digest.is_none()
+            && (c.byte_order == ztensor_format::ByteOrder::Little
+                || c.dtype.known().is_some_and(|d| d.size() == 1));
+        plain.then_some(RawRange { source: self.source(), offset: c.offset, len: c.length })
+    }
+}

@@ -1,0 +1,187 @@
+//! The zTensor output of the tensor-source interface: any [`TensorSource`] written by the
+//! parallel engine.
+
+use std::borrow::Cow;
+use std::io::Write;
+
+use ztensor_format::{ErrorKind as Rule, Format, Value, Version};
+use ztensor_io::{
+    Error, ReadAt, Result, TensorSink, TensorSource, WriteOptions, Writer, role, write_data,
+};
+
+use crate::pipeline::{Input, Item};
+use crate::{ParOptions, Progress, Stats, dense_object, run, stream};
+
+/// Writes every object of a [`TensorSource`] into a zTensor [`Writer`] of any version.
+///
+/// Dense tensors whose raw bytes lie in a file ([`TensorSource::raw`]) are read in pieces by the
+/// workers, compressed and digested on all threads, exactly as [`crate::write_from_source`]
+/// writes them; every other object is decoded by the source (digests checked) and written by
+/// the sequential code in its turn. Output is byte-identical whatever the thread count.
+///
+/// ```
+/// use ztensor_format::{DType, Options, Version};
+/// use ztensor_io::{Reader, TensorSink, WriteOptions, Writer};
+/// use ztensor_par::{ParOptions, ZtSink};
+///
+/// let mut w = Writer::new(Vec::new(), Version::V1_2)?;
+/// w.add_dense("w", &[2], DType::U8, &[1, 2], &WriteOptions::raw())?;
+/// let file = w.finish()?.0;
+/// let source = Reader::new(&file[..], &Options::default())?;
+///
+/// let mut out = Writer::new(Vec::new(), Version::V1_1)?;
+/// let par = ParOptions::with_threads(2);
+/// let mut sink = ZtSink::new(&mut out, WriteOptions::zstd(3), &par, &());
+/// assert_eq!(sink.write_all(&source)?, 1);
+/// let copy = out.finish()?.0;
+/// let copy = Reader::new(&copy[..], &Options::default())?;
+/// assert_eq!(copy.component("w", "data")?.read_as::<u8>()?, [1, 2]);
+/// # Ok::<(), ztensor_io::Error>(())
+/// ```
+pub struct ZtSink<'w, 'p, W: Write> {
+    writer: &'w mut Writer<W>,
+    options: WriteOptions,
+    par: &'p ParOptions,
+    progress: &'p dyn Progress,
+    drop_attributes: bool,
+    stats: Stats,
+}
+
+impl<'w, 'p, W: Write> ZtSink<'w, 'p, W> {
+    /// A sink writing into `writer` with `options` (compression, digest, frame size), on
+    /// `par`'s threads, telling `progress`.
+    pub fn new(
+        writer: &'w mut Writer<W>,
+        options: WriteOptions,
+        par: &'p ParOptions,
+        progress: &'p dyn Progress,
+    ) -> ZtSink<'w, 'p, W> {
+        ZtSink { writer, options, par, progress, drop_attributes: false, stats: Stats::default() }
+    }
+
+    /// Leaves the source's file and object attributes out instead of writing them (or
+    /// refusing them where the version has no place for them).
+    #[must_use]
+    pub fn drop_attributes(mut self, drop: bool) -> ZtSink<'w, 'p, W> {
+        self.drop_attributes = drop;
+        self
+    }
+
+    /// What the last [`TensorSink::write_all`] measured.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+}
+
+impl<W: Write> std::fmt::Debug for ZtSink<'_, '_, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZtSink")
+            .field("version", &self.writer.version())
+            .field("options", &self.options)
+            .field("drop_attributes", &self.drop_attributes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A byte source seen through a reference to the trait, so one pipeline run can read any.
+struct Dyn<'a>(&'a dyn ReadAt);
+
+impl ReadAt for Dyn<'_> {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.0.read_exact_at(offset, buf)
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        self.0.as_slice()
+    }
+}
+
+impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
+    type Error = Error;
+
+    fn format_name(&self) -> Cow<'_, str> {
+        Cow::Owned(format!("zTensor {}", self.writer.version()))
+    }
+
+    fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
+        let version = self.writer.version();
+        if !self.drop_attributes
+            && let Some(attributes) = source.attributes()
+        {
+            if version == Version::V0_1 {
+                let keys: Vec<String> = attributes
+                    .as_map()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(k, _)| k.as_text().map_or_else(|| format!("{k:?}"), str::to_owned))
+                    .collect();
+                return Err(Error::from(ztensor_format::Error::new(
+                    Rule::Unrepresentable,
+                    format!(
+                        "{} cannot be kept: zTensor 0.1 has no file attributes ({})",
+                        source.attributes_origin(),
+                        keys.join(", ")
+                    ),
+                )));
+            }
+            self.writer.set_attributes(attributes.into_owned())?;
+        }
+        // Runs of consecutive raw dense tensors of one byte source go through one pipeline
+        // run; anything else is written in its turn by the sequential code.
+        let mut peak = 0;
+        let mut items: Vec<Item<'_, W>> = Vec::new();
+        let mut current: Option<&dyn ReadAt> = None;
+        let count = source.len();
+        for index in 0..count {
+            let info =
+                source.info(index).ok_or_else(|| Error::not_found(&format!("#{index}"), None))?;
+            let attributes: Option<Value> =
+                if self.drop_attributes { None } else { info.attributes.as_deref().cloned() };
+            let raw = source.raw(index).filter(|_| {
+                info.format == Format::Dense
+                    && info.components.len() == 1
+                    && info.unsupported.is_none()
+            });
+            let dense = info.component(role::DATA).and_then(|c| c.dtype.known().map(|d| (c, d)));
+            let streamed = raw.zip(dense).map(|(range, (c, dtype))| {
+                let object = dense_object(&info.name, &info.shape, attributes.clone());
+                let input = Input::Raw { offset: range.offset, swap: None, digest: None };
+                let logical = c.logical_type.clone();
+                (range.source, stream(object, dtype, logical, range.len, input, &self.options))
+            });
+            let item = match streamed {
+                Some((from, item)) => {
+                    if current.is_some_and(|c| !std::ptr::addr_eq(c, from)) {
+                        let before = std::mem::take(&mut items);
+                        let at = current.map(Dyn);
+                        peak = peak.max(
+                            run(at.as_ref(), before, self.writer, self.par, self.progress)?
+                                .peak_in_flight,
+                        );
+                    }
+                    current = Some(from);
+                    item
+                }
+                None => {
+                    let options = self.options.clone();
+                    let drop = self.drop_attributes;
+                    Item::Sequential(Box::new(move |w: &mut Writer<W>| {
+                        let mut data = source.read(index)?;
+                        if drop {
+                            data.attributes = None;
+                        }
+                        write_data(w, &data, &options)
+                    }))
+                }
+            };
+            items.push(item);
+        }
+        let at = current.map(Dyn);
+        peak =
+            peak.max(run(at.as_ref(), items, self.writer, self.par, self.progress)?.peak_in_flight);
+        self.stats = Stats { peak_in_flight: peak };
+        Ok(count)
+    }
+}
