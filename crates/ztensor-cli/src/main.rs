@@ -35,7 +35,7 @@ enum Command {
     Info {
         /// The file to inspect (zTensor or TensorBuffers).
         file: PathBuf,
-        /// Also enforce the strict-only rules of spec/rules.md.
+        /// Also enforce the strict-only rules (`ztensor rules` lists every rule).
         #[arg(long)]
         strict: bool,
         /// Print JSON instead of a table.
@@ -73,11 +73,11 @@ enum Command {
     Verify {
         /// The file to verify.
         file: PathBuf,
-        /// Also enforce the strict-only rules of spec/rules.md.
+        /// Also enforce the strict-only rules (`ztensor rules` lists every rule).
         #[arg(long)]
         strict: bool,
         /// Worker threads (default: one per core).
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
         threads: usize,
         /// Print JSON: {"file", "sound", "objects", "problems", "digests"}.
         #[arg(long)]
@@ -108,6 +108,15 @@ enum Command {
         /// only text → text file metadata; zTensor 0.1 no file attributes).
         #[arg(long)]
         drop_attributes: bool,
+        /// Leave out the objects whose names match this glob (repeatable).
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Carry safetensors tensors of dtypes zTensor has no type for (F4, F6_E2M3, F6_E3M2,
+        /// F8_E8M0) as u8 bytes, their dtype and shape kept in the object attributes
+        /// `safetensors.dtype` and `safetensors.shape`; converting back to safetensors restores
+        /// them. Without it such tensors are refused (or left out with --exclude).
+        #[arg(long)]
+        carry_unknown_dtypes: bool,
         #[command(flatten)]
         encoding: Encoding,
         #[command(flatten)]
@@ -222,6 +231,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the rules files are checked against: identifier, layer, whether only --strict
+    /// enforces it, and what it says. Errors name the rule they break by its identifier.
+    ///
+    /// Example: ztensor rules
+    Rules {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print an object's values in C order (bf16/FP8 widened to f32; sparse objects densified),
     /// at most --limit of them.
     ///
@@ -256,12 +274,12 @@ struct Encoding {
 #[derive(Debug, Args)]
 struct Run {
     /// Worker threads (default: one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
     threads: usize,
     /// Most bytes held in flight, e.g. 512M or 2G.
     #[arg(long, value_parser = cmd::repack::parse_size, default_value = "512M")]
     memory: u64,
-    /// No progress bar (there is none anyway when stderr is not a terminal).
+    /// No progress bar and no summary line (errors are still reported).
     #[arg(long, short)]
     quiet: bool,
     /// Fail at once, instead of waiting, when another process is writing the output.
@@ -541,9 +559,36 @@ fn open_zt(path: &Path, command: &str) -> Result<Reader<FileSource>> {
     }
 }
 
+/// The line `convert` and `repack` end with (unless --quiet); zTensor outputs, written by the
+/// parallel engine, also say the most bytes it held in flight.
+fn wrote(
+    out: &mut impl Write,
+    output: &Path,
+    format: &str,
+    objects: usize,
+    len: u64,
+    started: std::time::Instant,
+    peak: Option<u64>,
+) -> std::io::Result<()> {
+    let peak = peak.map(|p| format!(", peak {p} bytes in flight")).unwrap_or_default();
+    writeln!(
+        out,
+        "wrote {} ({format}, {}, {len} bytes) in {:.2} s{peak}",
+        output.display(),
+        cmd::text::plural(objects, "object"),
+        started.elapsed().as_secs_f64()
+    )
+}
+
 /// Opens any input the tool reads (zTensor of every version, TensorBuffers, safetensors, a
 /// sharded safetensors checkpoint) as a tensor source.
 fn open_source(path: &Path) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    open_source_with(path, false)
+}
+
+/// As [`open_source`]; with `carry_unknown`, safetensors tensors of dtypes zTensor lacks are
+/// carried as bytes.
+fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_io::TensorSource>> {
     Ok(match cmd::detect(path)? {
         cmd::Kind::Zt => Box::new(open(path, &ztensor_cli::options(false))?),
         cmd::Kind::TensorBuffers => {
@@ -551,11 +596,13 @@ fn open_source(path: &Path) -> Result<Box<dyn ztensor_io::TensorSource>> {
         }
         cmd::Kind::Safetensors => Box::new(
             ztensor_foreign::safetensors::SafetensorsFile::open(path)
-                .map_err(|e| foreign_error("", &e))?,
+                .map_err(|e| foreign_error("", &e))?
+                .carry_unknown_dtypes(carry_unknown),
         ),
         cmd::Kind::ShardIndex => Box::new(
             ztensor_foreign::sharded::ShardedCheckpoint::open(path)
-                .map_err(|e| foreign_error("", &e))?,
+                .map_err(|e| foreign_error("", &e))?
+                .carry_unknown_dtypes(carry_unknown),
         ),
     })
 }
@@ -671,16 +718,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         cmd::convert::drop_hint(zt_error(&context, &e))
                     },
                 )?;
-            writeln!(
-                out,
-                "wrote {} ({to}, {objects} objects, {len} bytes) in {:.2} s, peak {} bytes in flight",
-                output.display(),
-                started.elapsed().as_secs_f64(),
-                stats.peak_in_flight
-            )?;
+            if !run.quiet {
+                let target = Target::Zt(to).to_string();
+                let peak = Some(stats.peak_in_flight);
+                wrote(&mut out, &output, &target, objects, len, started, peak)?;
+            }
             ExitCode::SUCCESS
         }
-        Command::Convert { input, output, to, drop_attributes, encoding, run } => {
+        Command::Convert {
+            input,
+            output,
+            to,
+            drop_attributes,
+            exclude,
+            carry_unknown_dtypes,
+            encoding,
+            run,
+        } => {
             let target = to.unwrap_or_else(|| {
                 match output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase) {
                     Some(e) if e == "tb" => Target::TensorBuffers,
@@ -694,22 +748,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 output: &output,
                 target,
                 drop_attributes,
+                exclude: &exclude,
+                carry_unknown: carry_unknown_dtypes,
                 encoding: &encoding,
                 run: &run,
             };
-            let count = cmd::convert::run(&request)?;
+            let started = std::time::Instant::now();
+            let (count, peak) = cmd::convert::run(&request)?;
             let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
-            writeln!(out, "wrote {} ({target}, {count} objects, {len} bytes)", output.display())?;
+            if !run.quiet {
+                wrote(&mut out, &output, &target.to_string(), count, len, started, peak)?;
+            }
             ExitCode::SUCCESS
         }
         Command::Append { target, from, encoding, run } => {
             let (count, len) = cmd::edit::append(&target, &from, &encoding, &run)?;
-            writeln!(
-                out,
-                "appended {count} objects from {} to {} (now {len} bytes)",
-                from.display(),
-                target.display()
-            )?;
+            if !run.quiet {
+                writeln!(
+                    out,
+                    "appended {} from {} to {} (now {len} bytes)",
+                    cmd::text::plural(count, "object"),
+                    from.display(),
+                    target.display()
+                )?;
+            }
             ExitCode::SUCCESS
         }
         Command::Remove { file, names, output, no_wait } => {
@@ -718,15 +780,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut names: Vec<&str> = names.iter().map(String::as_str).collect();
             let mut seen = std::collections::HashSet::new();
             names.retain(|n| seen.insert(*n));
-            let before = open_zt(&file, "remove")?.manifest().len();
+            let reader = open_zt(&file, "remove")?;
+            for name in &names {
+                cmd::look::found(&file, &reader, name)?;
+            }
+            let before = reader.manifest().len();
+            drop(reader);
             let len =
                 ztensor_io::remove_objects(&file, &output, &names, &ztensor_cli::options(false))
                     .map_err(|e| zt_error(&format!("cannot remove from {}", file.display()), &e))?;
             writeln!(
                 out,
-                "wrote {} ({} objects, {len} bytes; removed {})",
+                "wrote {} ({}, {len} bytes; removed {})",
                 output.display(),
-                before.saturating_sub(names.len()),
+                cmd::text::plural(before.saturating_sub(names.len()), "object"),
                 names.join(", ")
             )?;
             ExitCode::SUCCESS
@@ -741,6 +808,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Diff { a, b, json } => {
             let (sa, sb) = (open_source(&a)?, open_source(&b)?);
             cmd::look::diff(&mut out, (&a, &*sa), (&b, &*sb), json)?
+        }
+        Command::Rules { json } => {
+            cmd::info::rules(&mut out, json)?;
+            ExitCode::SUCCESS
         }
         Command::Cat { file, name, limit } => {
             let source = open_source(&file)?;

@@ -258,6 +258,9 @@ fn a_full_disk_during_append_or_convert_leaves_everything_as_it_was() {
         } else {
             assert_eq!(out.status.code(), Some(2), "limit {limit}");
             assert_eq!(std::fs::read(&output).unwrap(), previous, "limit {limit}");
+            // The error names the user's output, never the temporary file beside it.
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(s(&output)) && !err.contains("ztmp"), "limit {limit}: {err}");
         }
         assert_eq!(d.names(), ["out.zt", "s.zt", "t.zt"], "limit {limit}");
     }

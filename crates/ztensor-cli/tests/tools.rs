@@ -136,8 +136,12 @@ fn sharded_checkpoint_becomes_one_file_and_back() {
     let d = scratch("st-sharded");
     let index = write_sharded(&d, &specs(), 3);
     let zt = d.join("model.zt");
-    let out = ok(&["convert", arg(&index), arg(&zt), "--zstd", "1", "--threads", "2", "-q"]);
+    let out = ok(&["convert", arg(&index), arg(&zt), "--zstd", "1", "--threads", "2"]);
     assert!(out.contains("6 objects"), "{out}");
+    // --quiet: no summary line.
+    let quiet = d.join("quiet.zt");
+    assert_eq!(ok(&["convert", arg(&index), arg(&quiet), "--zstd", "1", "-q"]), "");
+    assert_eq!(std::fs::read(&quiet).unwrap(), std::fs::read(&zt).unwrap());
     let info = ok(&["info", arg(&index)]);
     assert!(info.contains("sharded safetensors (3 shards)"), "{info}");
     let back = d.join("all.safetensors");
@@ -231,7 +235,7 @@ fn append_adds_in_place_and_refuses_clashes_untouched() {
     let zt = d.join("m.zt");
     ok(&["convert", arg(&first), arg(&zt)]);
     let before = std::fs::read(&zt).unwrap();
-    let out = ok(&["append", arg(&zt), "--from", arg(&second), "--zstd", "3", "-q"]);
+    let out = ok(&["append", arg(&zt), "--from", arg(&second), "--zstd", "3"]);
     assert!(out.contains("appended 3 objects"), "{out}");
     // The old bytes are untouched; everything is there.
     let after = std::fs::read(&zt).unwrap();
@@ -274,7 +278,7 @@ fn remove_writes_a_copy_without_the_names() {
     // In place: the file is replaced atomically, and nothing is left beside it. A name given
     // twice is removed once.
     let msg = ok(&["remove", arg(&out), "layer0.bias", "layer0.bias", "-o", arg(&out)]);
-    assert!(msg.contains("(1 objects,"), "{msg}");
+    assert!(msg.contains("(1 object,"), "{msg}");
     assert_eq!(ok(&["ls", arg(&out)]), "layer0.weight\n");
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
 }
@@ -597,4 +601,149 @@ fn drop_attributes_downgrades_a_1x_file_with_attributes() {
     let kept = d.join("kept.zt");
     ok(&["convert", arg(&plain), arg(&kept), "--to", "1.1", "--drop-attributes"]);
     assert!(json(&ztensor(&["info", "--json", arg(&kept)]))["attributes"].is_null());
+}
+
+#[test]
+fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
+    let d = scratch("unknown-inputs");
+    let cases: [(&str, &[u8], &str); 6] = [
+        ("notes.txt", b"hello, tensors\n", "a text file"),
+        ("config.json", b"{\"hidden_size\": 4096}\n", "JSON text"),
+        ("x.npy", b"\x93NUMPY\x01\x00v\x00{'descr': '<f4'}", "a NumPy .npy array"),
+        ("m.gguf", b"GGUF\x03\x00\x00\x00\x00\x00\x00\x00", "a GGUF file"),
+        // The reference 2.x writes `.zt` files of another container.
+        ("new.zt", b"\x89ZT2\r\n\x1a\n\x00\x00\x00\x00\x00\x00\x00\x00", "a zTensor 2 file"),
+        ("model.pt", b"PK\x03\x04\x14\x00\x00\x00", "a zip archive"),
+    ];
+    for (name, bytes, what) in cases {
+        let path = d.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        for command in ["info", "ls", "verify"] {
+            let err = fails(&[command, arg(&path)], 2);
+            assert!(err.contains(&format!("this is {what}")), "{command} {name}: {err}");
+            assert!(err.contains("it reads zTensor 0.1, 1.1 and 1.2 files"), "{err}");
+        }
+        let err = fails(&["convert", arg(&path), arg(&d.join("out.zt"))], 2);
+        assert!(err.contains(&format!("this is {what}")), "{err}");
+    }
+    // A damaged file named .zt is still judged by the zTensor rules (status 1).
+    std::fs::write(d.join("damaged.zt"), b"ZTEN0001 and then nothing valid").unwrap();
+    fails(&["info", arg(&d.join("damaged.zt"))], 1);
+    // A checkpoint directory: pass its index.
+    let err = fails(&["info", "fixtures/examples/checkpoint"], 2);
+    assert!(
+        err.contains("pass its index: fixtures/examples/checkpoint/model.safetensors.index.json"),
+        "{err}"
+    );
+    let err = fails(&["ls", "fixtures/examples"], 2);
+    assert!(err.contains("fixtures/examples/tiny-v1.2.zt"), "{err}");
+}
+
+#[test]
+fn errors_name_the_users_paths() {
+    let d = scratch("paths");
+    // A missing output directory: the output named, not a temporary file.
+    let err = fails(&["convert", "fixtures/examples/tiny-v1.2.zt", "/nonexistent/dir/out.zt"], 2);
+    assert!(err.contains("cannot write /nonexistent/dir/out.zt"), "{err}");
+    assert!(!err.contains("ztmp"), "{err}");
+    // A missing shard: the index that lists it.
+    let index = write_sharded(&d, &specs(), 2);
+    std::fs::remove_file(d.join("model-00001-of-00002.safetensors")).unwrap();
+    let err = fails(&["info", arg(&index)], 2);
+    assert!(err.contains("shard \"model-00001-of-00002.safetensors\" is missing"), "{err}");
+    assert!(err.contains(&format!("the index {} lists 3 tensor(s)", index.display())), "{err}");
+}
+
+/// A safetensors file with tensors of the microscaling dtypes zTensor has no type for.
+fn microscaling(path: &Path) {
+    let specs: Vec<Spec> = vec![
+        ("scales".into(), Dtype::F8_E8M0, vec![4], vec![127, 128, 126, 130]),
+        ("w.f4".into(), Dtype::F4, vec![2, 4], vec![0x12, 0x34, 0x56, 0x78]),
+        (
+            "w".into(),
+            Dtype::F32,
+            vec![2],
+            [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+    ];
+    write_safetensors(path, &specs, None);
+}
+
+#[test]
+fn safetensors_dtypes_ztensor_lacks_are_valid_and_can_be_carried_or_left_out() {
+    let d = scratch("microscaling");
+    let st = d.join("mx.safetensors");
+    microscaling(&st);
+    // Valid safetensors: verify says so, and names the tensors zTensor has no type for.
+    let out = ok(&["verify", arg(&st)]);
+    assert!(out.contains("sound (a safetensors file: 3 tensors"), "{out}");
+    assert!(out.contains("2 tensors are of a dtype zTensor has no type for"), "{out}");
+    assert!(out.contains("scales (F8_E8M0)") && out.contains("w.f4 (F4)"), "{out}");
+    // Converting is refused by name, with the two ways out.
+    let zt = d.join("mx.zt");
+    let err = fails(&["convert", arg(&st), arg(&zt)], 1);
+    assert!(err.contains("has no zTensor type"), "{err}");
+    assert!(err.contains("--carry-unknown-dtypes") && err.contains("--exclude"), "{err}");
+    assert!(!zt.exists());
+    // Left out by name.
+    let out = ok(&["convert", arg(&st), arg(&zt), "--exclude", "scales", "--exclude", "*.f4"]);
+    assert!(out.contains("(zTensor 1.2, 1 object,"), "{out}");
+    assert_eq!(ok(&["ls", arg(&zt)]), "w\n");
+    // Carried as bytes, with the dtype and shape recorded; back to safetensors, restored byte
+    // for byte (read back by the safetensors crate).
+    ok(&["convert", arg(&st), arg(&zt), "--carry-unknown-dtypes", "--zstd", "3"]);
+    let info = json(&ztensor(&["info", "--json", arg(&zt)]));
+    let text = info.to_string();
+    assert!(text.contains("safetensors.dtype") && text.contains("F8_E8M0"), "{text}");
+    let back = d.join("back.safetensors");
+    ok(&["convert", arg(&zt), arg(&back)]);
+    let (a, _) = read_back(&st);
+    let (b, _) = read_back(&back);
+    assert_eq!(a, b);
+    // And straight from safetensors to safetensors.
+    let direct = d.join("direct.safetensors");
+    ok(&["convert", arg(&st), arg(&direct), "--carry-unknown-dtypes"]);
+    assert_eq!(read_back(&direct).0, a);
+}
+
+#[test]
+fn small_things_a_new_user_trips_on() {
+    let d = scratch("details");
+    let tiny = "fixtures/examples/tiny-v1.2.zt";
+    // --quiet prints no summary; convert and repack report alike; one object is "1 object".
+    let out = d.join("o.zt");
+    assert_eq!(ok(&["convert", tiny, arg(&out), "-q"]), "");
+    assert_eq!(ok(&["repack", tiny, arg(&out), "-q"]), "");
+    let convert = ok(&["convert", tiny, arg(&out)]);
+    let repack = ok(&["repack", tiny, arg(&out)]);
+    let shape = |line: &str| line.split(" in ").next().unwrap().to_owned();
+    assert_eq!(shape(&convert), shape(&repack));
+    assert!(convert.starts_with(&format!("wrote {} (zTensor 1.2, 4 objects, ", out.display())));
+    let one = d.join("one.zt");
+    let msg = ok(&["convert", tiny, arg(&one), "--exclude", "[!a]*"]);
+    assert!(msg.contains("(zTensor 1.2, 1 object, "), "{msg}");
+    // A missing object: the closest names suggested.
+    let err = fails(&["cat", tiny, "adjacenc"], 2);
+    assert!(err.contains("did you mean \"adjacency\"?"), "{err}");
+    let err = fails(&["extract", tiny, "adjacenc", "-o", arg(&d.join("x.npy"))], 2);
+    assert!(err.contains("did you mean \"adjacency\"?"), "{err}");
+    let err = fails(&["remove", tiny, "adjacenc", "-o", arg(&d.join("r.zt"))], 2);
+    assert!(err.contains("did you mean \"adjacency\"?"), "{err}");
+    // A pattern that matches nothing says so (status 1, like grep).
+    let out = ztensor(&["ls", tiny, "[", "nothing*"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no object name matches [ or nothing*"), "{}", stderr(&out));
+    // --threads shows what its default means, not a zero.
+    let help = ok(&["repack", "--help"]);
+    assert!(help.contains("one per core") && !help.contains("[default: 0]"), "{help}");
+    // The rules, for an installed binary without the repository's spec/rules.md.
+    let rules = ok(&["rules"]);
+    assert!(rules.contains("digest_mismatch") && rules.contains("tb_header_magic"), "{rules}");
+    let rules = json(&ztensor(&["rules", "--json"]));
+    let ids = rules["ztensor"].as_array().unwrap();
+    assert!(
+        ids.iter().any(|r| r["id"] == "csr_indices_unsorted" && r["strict_only"] == true),
+        "{rules}"
+    );
+    assert!(ok(&["info", "--help"]).contains("ztensor rules"));
 }

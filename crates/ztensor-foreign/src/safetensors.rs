@@ -53,6 +53,7 @@ pub struct SafetensorsFile<S> {
     tensors: Vec<TensorInfo>,
     by_name: HashMap<String, usize>,
     metadata: BTreeMap<String, String>,
+    carry_unknown: bool,
 }
 
 fn malformed(message: impl Into<String>) -> Error {
@@ -132,7 +133,7 @@ impl<S: ReadAt> SafetensorsFile<S> {
             .as_ref()
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default();
-        Ok(SafetensorsFile { source, tensors, by_name, metadata })
+        Ok(SafetensorsFile { source, tensors, by_name, metadata, carry_unknown: false })
     }
 
     /// The tensors, in the order of their data.
@@ -154,6 +155,26 @@ impl<S: ReadAt> SafetensorsFile<S> {
     pub fn without_metadata(mut self) -> SafetensorsFile<S> {
         self.metadata.clear();
         self
+    }
+
+    /// As a [`TensorSource`], carries tensors of the dtypes zTensor has no type for (`F4`,
+    /// `F6_*`, `F8_E8M0`) as flat `u8` objects holding their bytes, with the dtype and shape
+    /// recorded in the object attributes `safetensors.dtype` and `safetensors.shape` (an export
+    /// back to safetensors restores them). Without it such tensors are unsupported objects.
+    #[must_use]
+    pub fn carry_unknown_dtypes(mut self, carry: bool) -> SafetensorsFile<S> {
+        self.carry_unknown = carry;
+        self
+    }
+
+    /// Whether tensors of dtypes zTensor lacks are carried as bytes.
+    pub fn carries_unknown(&self) -> bool {
+        self.carry_unknown
+    }
+
+    /// The tensors whose safetensors dtype zTensor has no type for.
+    pub fn unknown_dtypes(&self) -> impl Iterator<Item = &TensorInfo> {
+        self.tensors.iter().filter(|t| ztensor_type(t.dtype).is_err())
     }
 
     /// The source.
@@ -426,15 +447,24 @@ fn plan(
         if o.format != Format::Dense || o.components.len() != 1 {
             return Err(refuse(&format!("a {} object (only dense tensors)", o.format)));
         }
-        if o.attributes.is_some() && !options.drop_attributes {
-            return Err(refuse("object attributes (drop attributes to discard them)"));
-        }
         let c = o.component(role::DATA).ok_or_else(|| refuse("a component not called data"))?;
         let dtype = c.dtype.known().ok_or_else(|| refuse("an unknown dtype"))?;
-        let st = safetensors_dtype(dtype, c.logical_type.as_ref())
-            .map_err(|e| e.with_tensor(&o.name))?;
         let len = c.decoded_len.ok_or_else(|| refuse("an unsized component"))?;
-        let (name, shape) = (o.name.to_string(), o.shape.to_vec());
+        // A tensor carried as bytes gets its own dtype and shape back.
+        let restored =
+            (dtype == DType::U8 && c.logical_type.is_none()).then(|| carried(&o, len)).flatten();
+        if o.attributes.is_some() && restored.is_none() && !options.drop_attributes {
+            return Err(refuse("object attributes (drop attributes to discard them)"));
+        }
+        let (st, shape) = match restored {
+            Some(restored) => restored,
+            None => (
+                safetensors_dtype(dtype, c.logical_type.as_ref())
+                    .map_err(|e| e.with_tensor(&o.name))?,
+                o.shape.to_vec(),
+            ),
+        };
+        let name = o.name.to_string();
         planned.push(Planned { index, name, dtype: st, shape, len });
     }
     // The safetensors crate's order: descending dtype alignment, then name.
@@ -573,16 +603,22 @@ impl ztensor_io::TensorSink for SafetensorsSink {
 
 /// A safetensors tensor as a zTensor object: dense, one `data` component, raw; a dtype zTensor
 /// lacks is kept by name and marks the object unsupported.
-pub(crate) fn tensor_info<'a>(t: &'a TensorInfo, location: Option<&'a str>) -> ObjectInfo<'a> {
+pub(crate) fn tensor_info<'a>(
+    t: &'a TensorInfo,
+    location: Option<&'a str>,
+    carry: bool,
+) -> ObjectInfo<'a> {
     let (dtype, logical_type, unsupported) = match ztensor_type(t.dtype) {
         Ok((d, l)) => (StorageType::from(d), l, None),
+        Err(_) if carry => (StorageType::from(DType::U8), None, None),
         Err(e) => (StorageType::Unknown(t.dtype.to_string()), None, Some(e.message().to_owned())),
     };
+    let carried = carry && ztensor_type(t.dtype).is_err();
     ObjectInfo {
         name: Cow::Borrowed(&t.name),
-        shape: Cow::Borrowed(&t.shape),
+        shape: if carried { Cow::Owned(vec![t.len]) } else { Cow::Borrowed(&t.shape) },
         format: Format::Dense,
-        attributes: None,
+        attributes: carried.then(|| Cow::Owned(carried_attributes(t))),
         components: vec![ComponentInfo {
             role: Cow::Borrowed(role::DATA),
             dtype,
@@ -603,12 +639,17 @@ pub(crate) fn tensor_data<'a, S: ReadAt>(
     file: &'a SafetensorsFile<S>,
     t: &TensorInfo,
 ) -> ztensor_io::Result<ObjectData<'a>> {
-    let (dtype, logical_type) = ztensor_type(t.dtype).map_err(|e| {
-        ztensor_io::Error::unsupported(
-            ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, e.message())
-                .in_object(&t.name),
-        )
-    })?;
+    let carried = file.carry_unknown && ztensor_type(t.dtype).is_err();
+    let (dtype, logical_type) = if carried {
+        (DType::U8, None)
+    } else {
+        ztensor_type(t.dtype).map_err(|e| {
+            ztensor_io::Error::unsupported(
+                ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, e.message())
+                    .in_object(&t.name),
+            )
+        })?
+    };
     let bytes = file.data(&t.name).map_err(|e| {
         ztensor_io::Error::io(
             format!("reading tensor {:?}", t.name),
@@ -620,11 +661,40 @@ pub(crate) fn tensor_data<'a, S: ReadAt>(
     components.insert(role::DATA.to_owned(), ComponentData { dtype, logical_type, bytes });
     Ok(ObjectData {
         name: t.name.clone(),
-        shape: t.shape.clone(),
+        shape: if carried { vec![t.len] } else { t.shape.clone() },
         format: Format::Dense,
-        attributes: None,
+        attributes: carried.then(|| Cow::Owned(carried_attributes(t))),
         components,
     })
+}
+
+/// The attribute keys that record a carried tensor's safetensors dtype and shape.
+pub const CARRIED_DTYPE: &str = "safetensors.dtype";
+/// See [`CARRIED_DTYPE`].
+pub const CARRIED_SHAPE: &str = "safetensors.shape";
+
+fn carried_attributes(t: &TensorInfo) -> Value {
+    ztensor_format::text_map([
+        (CARRIED_DTYPE, Value::Text(t.dtype.to_string())),
+        (CARRIED_SHAPE, Value::Array(t.shape.iter().map(|&d| Value::from(d)).collect())),
+    ])
+}
+
+/// The safetensors dtype and shape a carried `u8` object records, when its attributes are
+/// exactly those of a carried tensor and its bytes fit them.
+fn carried(o: &ObjectInfo<'_>, len: u64) -> Option<(Dtype, Vec<u64>)> {
+    let map = o.attributes.as_deref()?.as_map()?;
+    let get = |key: &str| map.iter().find(|(k, _)| k.as_text() == Some(key)).map(|(_, v)| v);
+    if map.len() != 2 {
+        return None;
+    }
+    let name = get(CARRIED_DTYPE)?.as_text()?;
+    let dtype: Dtype = serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()?;
+    let shape: Vec<u64> =
+        get(CARRIED_SHAPE)?.as_array()?.iter().map(Value::as_u64).collect::<Option<_>>()?;
+    let elements = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+    let bits = elements.checked_mul(dtype.bitsize() as u64)?;
+    (bits.div_ceil(8) == len && bits % 8 == 0).then_some((dtype, shape))
 }
 
 impl<S: ReadAt> TensorSource for SafetensorsFile<S> {
@@ -645,7 +715,7 @@ impl<S: ReadAt> TensorSource for SafetensorsFile<S> {
     }
 
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
-        self.tensors.get(index).map(|t| tensor_info(t, None))
+        self.tensors.get(index).map(|t| tensor_info(t, None, self.carry_unknown))
     }
 
     fn find(&self, name: &str) -> Option<usize> {
@@ -662,7 +732,9 @@ impl<S: ReadAt> TensorSource for SafetensorsFile<S> {
 
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
         let t = self.tensors.get(index)?;
-        ztensor_type(t.dtype).ok()?;
+        if !self.carry_unknown {
+            ztensor_type(t.dtype).ok()?;
+        }
         Some(RawRange { source: &self.source, offset: t.offset, len: t.len })
     }
 }

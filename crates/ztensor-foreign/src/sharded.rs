@@ -133,7 +133,22 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
         let mut metadata: BTreeMap<String, String> = BTreeMap::new();
         for name in shard_names {
             let shard_path = dir.join(name);
-            let file = open_shard(&shard_path).map_err(|e| e.with_path(&shard_path))?;
+            let file = open_shard(&shard_path).map_err(|e| {
+                if e.kind() == ErrorKind::Io && !shard_path.exists() {
+                    let count = listed.values().filter(|s| **s == name).count();
+                    Error::new(
+                        ErrorKind::Io,
+                        format!(
+                            "cannot open: shard {name:?} is missing: the index {} lists {count} \
+                             tensor(s) in it, and no such file is beside it",
+                            path.display()
+                        ),
+                    )
+                    .with_path(&shard_path)
+                } else {
+                    e.with_path(&shard_path)
+                }
+            })?;
             for t in file.tensors() {
                 if let Some(first) = seen.insert(t.name.clone(), name) {
                     return Err(mismatch(format!(
@@ -203,6 +218,20 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
     pub fn without_metadata(mut self) -> ShardedCheckpoint<S> {
         self.metadata.clear();
         self
+    }
+
+    /// Carries tensors of dtypes zTensor has no type for as bytes, in every shard (see
+    /// [`SafetensorsFile::carry_unknown_dtypes`]).
+    #[must_use]
+    pub fn carry_unknown_dtypes(mut self, carry: bool) -> ShardedCheckpoint<S> {
+        self.shards =
+            self.shards.into_iter().map(|(p, f)| (p, f.carry_unknown_dtypes(carry))).collect();
+        self
+    }
+
+    /// The shards, with their paths, taken out.
+    pub fn into_shards(self) -> Vec<(PathBuf, SafetensorsFile<S>)> {
+        self.shards
     }
 
     /// The shards' `__metadata__`, merged.
@@ -293,7 +322,7 @@ impl<S: ReadAt> TensorSource for ShardedCheckpoint<S> {
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
         let (path, file, i) = self.locate(index)?;
         let name = path.file_name().and_then(|n| n.to_str());
-        Some(tensor_info(&file.tensors()[i], name))
+        Some(tensor_info(&file.tensors()[i], name, file.carries_unknown()))
     }
 
     fn find(&self, name: &str) -> Option<usize> {

@@ -74,7 +74,9 @@ pub use crate::mmap::Mapped;
 pub use crate::publish::{AtomicFile, check_output, interrupt, remove_stale_temporaries};
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
 pub use crate::source::{Chunked, FileSource, ReadAt};
-pub use crate::tensors::{ComponentInfo, ObjectInfo, RawRange, TensorSink, TensorSource};
+pub use crate::tensors::{
+    ComponentInfo, Excluding, ObjectInfo, RawRange, TensorSink, TensorSource,
+};
 pub use crate::writer::{
     BlobSlot, ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent,
     WriteOptions, Writer,

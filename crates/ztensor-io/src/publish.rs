@@ -258,7 +258,8 @@ fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
                 if e.kind() == io::ErrorKind::AlreadyExists {
                     continue;
                 }
-                return Err(Error::io("cannot create a temporary file", Some(temp), e));
+                // Named by the user's path, not the temporary file's.
+                return Err(Error::io("cannot write", Some(target.to_owned()), e));
             }
         };
         // The lock tells a sweeper that someone is writing this file. Between creating and
@@ -271,7 +272,11 @@ fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
             Err(fs::TryLockError::Error(e)) => {
                 let _ = fs::remove_file(&temp);
                 live().temps.remove(&n);
-                return Err(Error::io("cannot lock", Some(temp), e));
+                return Err(Error::io(
+                    "cannot lock the file being written for",
+                    Some(target.to_owned()),
+                    e,
+                ));
             }
         };
         let ours = locked
@@ -374,7 +379,7 @@ impl AtomicFile {
         {
             let _ = fs::remove_file(&temp);
             forget_temp(registration);
-            return Err(Error::io("cannot set the permissions of", Some(temp), e));
+            return Err(Error::io("cannot keep the permissions of", Some(target), e));
         }
         let file = Some(BufWriter::with_capacity(1 << 20, file));
         Ok(AtomicFile { file, temp, target, registration })
@@ -399,10 +404,10 @@ impl AtomicFile {
         let file = match self.file.take() {
             Some(writer) => writer
                 .into_inner()
-                .map_err(|e| Error::io("flushing", Some(self.temp.clone()), e.into_error()))?,
+                .map_err(|e| Error::io("writing", Some(self.target.clone()), e.into_error()))?,
             None => return Err(Error::io("publishing", Some(self.target.clone()), abandoned())),
         };
-        file.sync_all().map_err(io("syncing", &self.temp))?;
+        file.sync_all().map_err(io("syncing", &self.target))?;
         // Not over a file another process is appending to: wait for it to finish. An append of
         // this process shares the lock, so it is refused rather than orphaned.
         let lock = WriteLock::acquire(&self.target)?;

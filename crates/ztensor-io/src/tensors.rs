@@ -240,3 +240,71 @@ impl<S: ReadAt> TensorSource for Reader<S> {
         plain.then_some(RawRange { source: self.source(), offset: c.offset, len: c.length })
     }
 }
+
+/// A source without some of its objects: those `exclude` names are not there. Indices are the
+/// kept objects', in the inner source's order.
+pub struct Excluding<'a> {
+    inner: &'a dyn TensorSource,
+    keep: Vec<usize>,
+}
+
+impl<'a> Excluding<'a> {
+    /// `inner` without the objects whose names `exclude` returns true for.
+    pub fn new(inner: &'a dyn TensorSource, exclude: impl Fn(&str) -> bool) -> Excluding<'a> {
+        let keep = (0..inner.len())
+            .filter(|&i| inner.info(i).is_some_and(|o| !exclude(&o.name)))
+            .collect();
+        Excluding { inner, keep }
+    }
+
+    /// How many objects were left out.
+    pub fn excluded(&self) -> usize {
+        self.inner.len() - self.keep.len()
+    }
+}
+
+impl std::fmt::Debug for Excluding<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Excluding")
+            .field("inner", &self.inner.format_name())
+            .field("kept", &self.keep.len())
+            .finish()
+    }
+}
+
+impl TensorSource for Excluding<'_> {
+    fn format_name(&self) -> Cow<'_, str> {
+        self.inner.format_name()
+    }
+    fn attributes(&self) -> Option<Cow<'_, Value>> {
+        self.inner.attributes()
+    }
+    fn attributes_origin(&self) -> Cow<'_, str> {
+        self.inner.attributes_origin()
+    }
+    fn len(&self) -> usize {
+        self.keep.len()
+    }
+    fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
+        self.inner.info(*self.keep.get(index)?)
+    }
+    fn find(&self, name: &str) -> Option<usize> {
+        let inner = self.inner.find(name)?;
+        self.keep.binary_search(&inner).ok()
+    }
+    fn read(&self, index: usize) -> Result<ObjectData<'_>> {
+        match self.keep.get(index) {
+            Some(&i) => self.inner.read(i),
+            None => Err(crate::Error::not_found(&format!("#{index}"), None)),
+        }
+    }
+    fn check(&self, index: usize, data: &ObjectData<'_>) -> Result<()> {
+        match self.keep.get(index) {
+            Some(&i) => self.inner.check(i, data),
+            None => Ok(()),
+        }
+    }
+    fn raw(&self, index: usize) -> Option<RawRange<'_>> {
+        self.inner.raw(*self.keep.get(index)?)
+    }
+}

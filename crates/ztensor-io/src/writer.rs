@@ -149,6 +149,8 @@ pub struct Writer<W: Write> {
     /// For a file sink ([`FileWriter`]): blob bytes may be written at their offsets by other
     /// threads ([`Writer::blob_slot`]) while the sink moves past them.
     positioned: Option<Positioned<W>>,
+    /// The file written, when there is one: I/O errors name it.
+    path: Option<Arc<Path>>,
 }
 
 /// A second handle on a file sink, and how to move the sink past bytes written through it.
@@ -170,6 +172,7 @@ pub struct BlobSlot {
     offset: u64,
     len: u64,
     file: Arc<File>,
+    path: Option<Arc<Path>>,
 }
 
 impl BlobSlot {
@@ -199,8 +202,9 @@ impl BlobSlot {
                     .expected_found(self.len, bytes.len()),
             ));
         }
-        write_all_at(&self.file, bytes, self.offset)
-            .map_err(|e| Error::io("writing a component", None, e))
+        write_all_at(&self.file, bytes, self.offset).map_err(|e| {
+            Error::io("writing a component into", self.path.as_deref().map(Path::to_owned), e)
+        })
     }
 }
 
@@ -217,6 +221,16 @@ fn write_all_at(_: &File, _: &[u8], _: u64) -> std::io::Result<()> {
 const ZEROS: [u8; 64] = [0; 64];
 
 impl<W: Write> Writer<W> {
+    /// The written file's path, for error messages.
+    fn path_buf(&self) -> Option<std::path::PathBuf> {
+        self.path.as_deref().map(Path::to_owned)
+    }
+
+    /// An I/O error while doing `what` to the written file.
+    fn io_error(&self, what: &str, e: std::io::Error) -> Error {
+        Error::io(what, self.path_buf(), e)
+    }
+
     /// Starts a file of `version` on `sink`, writing the header.
     ///
     /// # Errors
@@ -231,6 +245,7 @@ impl<W: Write> Writer<W> {
             written: magic.len() as u64,
             names: HashSet::new(),
             positioned: None,
+            path: None,
         })
     }
 
@@ -245,6 +260,7 @@ impl<W: Write> Writer<W> {
             written,
             names,
             positioned: None,
+            path: None,
         }
     }
 
@@ -584,7 +600,7 @@ impl<W: Write> Writer<W> {
             let n = pad.min(64);
             self.sink
                 .write_all(&ZEROS[..n as usize])
-                .map_err(|e| Error::io("writing padding", None, e))?;
+                .map_err(|e| self.io_error("writing padding into", e))?;
             pad -= n;
         }
         self.written = offset;
@@ -597,7 +613,9 @@ impl<W: Write> Writer<W> {
     /// I/O errors.
     pub fn blob_bytes(&mut self, bytes: &[u8]) -> Result<()> {
         self.alloc.extend(bytes.len() as u64)?;
-        self.sink.write_all(bytes).map_err(|e| Error::io("writing a component", None, e))?;
+        self.sink
+            .write_all(bytes)
+            .map_err(|e| Error::io("writing a component into", self.path_buf(), e))?;
         self.written += bytes.len() as u64;
         Ok(())
     }
@@ -614,8 +632,13 @@ impl<W: Write> Writer<W> {
         let Some(positioned) = &self.positioned else { return Ok(None) };
         self.alloc.extend(len)?;
         (positioned.skip)(&mut self.sink, len)
-            .map_err(|e| Error::io("writing a component", None, e))?;
-        let slot = BlobSlot { offset: self.written, len, file: Arc::clone(&positioned.file) };
+            .map_err(|e| Error::io("writing a component into", self.path_buf(), e))?;
+        let slot = BlobSlot {
+            offset: self.written,
+            len,
+            file: Arc::clone(&positioned.file),
+            path: self.path.clone(),
+        };
         self.written += len;
         Ok(Some(slot))
     }
@@ -724,10 +747,12 @@ impl<W: Write> Writer<W> {
             let n = pad.min(64);
             self.sink
                 .write_all(&ZEROS[..n as usize])
-                .map_err(|e| Error::io("writing padding", None, e))?;
+                .map_err(|e| self.io_error("writing padding into", e))?;
             pad -= n;
         }
-        self.sink.write_all(bytes).map_err(|e| Error::io("writing a component", None, e))?;
+        self.sink
+            .write_all(bytes)
+            .map_err(|e| Error::io("writing a component into", self.path_buf(), e))?;
         self.written = offset + bytes.len() as u64;
         Ok(offset)
     }
@@ -738,8 +763,9 @@ impl<W: Write> Writer<W> {
     /// # Errors
     /// Any rule the manifest breaks (the file must then be discarded), and I/O errors.
     pub fn finish(self) -> Result<(W, u64)> {
+        let path = self.path_buf();
         let (mut sink, trailer, len) = self.finish_manifest()?;
-        let io = |e| Error::io("writing the trailer", None, e);
+        let io = |e| Error::io("writing the trailer of", path.clone(), e);
         sink.write_all(&trailer).map_err(io)?;
         sink.flush().map_err(io)?;
         Ok((sink, len))
@@ -757,8 +783,9 @@ impl<W: Write> Writer<W> {
             len: cbor.len() as u64,
             file_len: self.written + cbor.len() as u64 + container.trailer_len(),
         };
+        let path = self.path_buf();
         validate(self.manifest, location, &Options::default())?;
-        self.sink.write_all(&cbor).map_err(|e| Error::io("writing the manifest", None, e))?;
+        self.sink.write_all(&cbor).map_err(|e| Error::io("writing the manifest of", path, e))?;
         Ok((self.sink, container.encode_trailer(cbor.len() as u64), location.file_len))
     }
 }
@@ -811,9 +838,11 @@ impl FileWriter {
         // Unix only: a duplicated Windows handle shares the file pointer that positioned writes
         // there move.
         if cfg!(unix) {
-            let handle = handle.map_err(|e| Error::io("opening the output again", None, e))?;
+            let target = Some(inner.sink.target().to_owned());
+            let handle = handle.map_err(|e| Error::io("opening again", target, e))?;
             inner.positioned = Some(Positioned { file: Arc::new(handle), skip: AtomicFile::skip });
         }
+        inner.path = Some(Arc::from(inner.sink.target()));
         Ok(FileWriter { inner })
     }
 

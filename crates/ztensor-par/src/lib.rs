@@ -249,6 +249,21 @@ pub fn repack<S: ReadAt, W: Write>(
     par: &ParOptions,
     progress: &dyn Progress,
 ) -> Result<Stats> {
+    repack_only(reader, writer, copy, par, progress, &|_| true)
+}
+
+/// As [`repack`], for the objects whose names `keep` returns true for.
+///
+/// # Errors
+/// As [`repack`].
+pub fn repack_only<S: ReadAt, W: Write>(
+    reader: &Reader<S>,
+    writer: &mut Writer<W>,
+    copy: &CopyOptions,
+    par: &ParOptions,
+    progress: &dyn Progress,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<Stats> {
     if let Some(attributes) = &reader.manifest().manifest().attributes
         && !copy.drop_attributes
     {
@@ -256,7 +271,7 @@ pub fn repack<S: ReadAt, W: Write>(
     }
     let target = writer.version();
     let mut items = Vec::with_capacity(reader.manifest().len());
-    for handle in reader.objects() {
+    for handle in reader.objects().filter(|o| keep(o.name())) {
         let object = handle.entry();
         let o = object.object();
         let streamed = (|| {

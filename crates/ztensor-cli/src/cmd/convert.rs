@@ -5,11 +5,9 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
-use ztensor_foreign::safetensors::{
-    ExportOptions, SafetensorsFile, SafetensorsSink, source_tensors,
-};
+use ztensor_foreign::safetensors::{ExportOptions, SafetensorsFile, SafetensorsSink};
 use ztensor_foreign::sharded::ShardedCheckpoint;
-use ztensor_io::{CopyOptions, FileSource, FileWriter, TensorSink};
+use ztensor_io::{CopyOptions, Excluding, FileSource, FileWriter, TensorSink, TensorSource};
 use ztensor_par::ZtSink;
 use ztensor_tensorbuffers::TbSink;
 
@@ -23,14 +21,19 @@ pub struct Request<'a> {
     pub output: &'a Path,
     pub target: Target,
     pub drop_attributes: bool,
+    /// Globs of object names to leave out.
+    pub exclude: &'a [String],
+    /// Carry safetensors tensors of dtypes zTensor lacks as bytes.
+    pub carry_unknown: bool,
     pub encoding: &'a Encoding,
     pub run: &'a Run,
 }
 
-/// Runs the conversion, returning how many objects were written. Every input is read through
+/// Runs the conversion, returning how many objects were written and, for zTensor targets, the
+/// most bytes the engine held in flight. Every input is read through
 /// the tensor-source interface and every output written through a sink; zTensor to zTensor
 /// goes through the engine's repack, which also copies stored bytes as they are.
-pub fn run(r: &Request<'_>) -> Result<usize> {
+pub fn run(r: &Request<'_>) -> Result<(usize, Option<u64>)> {
     let context = format!("cannot convert {} to {}", r.input.display(), r.target);
     let kind = super::detect(r.input)?;
     // zTensor to zTensor may rewrite a file in place (as `repack` and `remove` do); anything
@@ -50,14 +53,18 @@ pub fn run(r: &Request<'_>) -> Result<usize> {
         let bar = Bar::new(super::repack::total_input(&reader), r.run.quiet);
         let mut writer = FileWriter::create(r.output, to).map_err(|e| anyhow!("{e}"))?;
         let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
-        let done = ztensor_par::repack(&reader, &mut writer, &copy, &r.run.par(), &bar);
+        let keep = |name: &str| !excluded(r.exclude, name);
+        let done = ztensor_par::repack_only(&reader, &mut writer, &copy, &r.run.par(), &bar, &keep);
         bar.finish();
-        done.map_err(|e| drop_hint(zt_error(&context, &e)))?;
+        let stats = done.map_err(|e| drop_hint(zt_error(&context, &e)))?;
         writer.finish().map_err(|e| anyhow!("{e}"))?;
-        return Ok(reader.manifest().len());
+        let count = reader.objects().filter(|o| keep(o.name())).count();
+        return Ok((count, Some(stats.peak_in_flight)));
     }
-    let source = crate::open_source(r.input)?;
-    let source = &*source;
+    let opened = crate::open_source_with(r.input, r.carry_unknown)?;
+    let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
+    let source: &dyn TensorSource = &filtered;
+    let mut peak = None;
     match r.target {
         Target::Zt(version) => {
             let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len());
@@ -68,27 +75,51 @@ pub fn run(r: &Request<'_>) -> Result<usize> {
                 .drop_attributes(r.drop_attributes);
             let done = sink.write_all(source);
             bar.finish();
-            done.map_err(|e| drop_hint(zt_error(&context, &e)))?;
+            done.map_err(|e| dtype_hint(drop_hint(zt_error(&context, &e))))?;
+            peak = Some(sink.stats().peak_in_flight);
             writer.finish().map_err(|e| anyhow!("{e}"))?;
         }
         Target::Safetensors => {
             let options = ExportOptions { drop_attributes: r.drop_attributes };
             SafetensorsSink::new(r.output, options)
                 .write_all(source)
-                .map_err(|e| drop_hint(foreign_error(&context, &e)))?;
+                .map_err(|e| dtype_hint(drop_hint(foreign_error(&context, &e))))?;
         }
         Target::TensorBuffers => {
             TbSink::new(r.output, r.drop_attributes).write_all(source).map_err(|e| {
                 let message = format!("{context}: {e}");
-                drop_hint(if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
+                dtype_hint(drop_hint(if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
                     anyhow!(message)
                 } else {
                     anyhow!(Rejected(message))
-                })
+                }))
             })?;
         }
     }
-    Ok(source.len())
+    Ok((source.len(), peak))
+}
+
+/// Whether `name` matches one of the `--exclude` globs.
+fn excluded(globs: &[String], name: &str) -> bool {
+    globs.iter().any(|g| super::look::glob(g, name))
+}
+
+/// `error` with the flags for tensors of dtypes zTensor lacks, when such a tensor stood in
+/// the way.
+fn dtype_hint(error: anyhow::Error) -> anyhow::Error {
+    let message = format!("{error:#}");
+    if !message.contains("has no zTensor type") {
+        return error;
+    }
+    let message = format!(
+        "{message} (--carry-unknown-dtypes carries such tensors as bytes; --exclude NAME leaves \
+         one out)"
+    );
+    if error.downcast_ref::<Rejected>().is_some() {
+        anyhow!(Rejected(message))
+    } else {
+        anyhow!(message)
+    }
 }
 
 /// `error` with the flag that discards attributes named, when attributes are what stood in
@@ -180,27 +211,45 @@ pub fn foreign_info(out: &mut impl Write, path: &Path, kind: Kind, json: bool) -
 }
 
 /// `verify` on a safetensors file or sharded checkpoint: the header (and the index, and its
-/// agreement with the shards) are validated on open, and every dtype must have a zTensor type.
-/// safetensors carries no digests, so there is nothing more to check in the data.
+/// agreement with the shards) are validated on open. safetensors carries no digests, so there
+/// is nothing more to check in the data. Tensors of dtypes zTensor has no type for are valid
+/// safetensors: they are named in a note, with the ways to convert such a file.
 pub fn foreign_verify(
     out: &mut impl Write,
     path: &Path,
     kind: Kind,
 ) -> Result<std::process::ExitCode> {
-    let (count, bytes) = match kind {
+    let files: Vec<SafetensorsFile<FileSource>> = match kind {
         Kind::Safetensors => {
-            let file = SafetensorsFile::open(path).map_err(|e| foreign_error("", &e))?;
-            source_tensors(&file).map_err(|e| foreign_error(&path.display().to_string(), &e))?;
-            (file.tensors().len(), file.tensors().iter().map(|t| t.len).sum::<u64>())
+            vec![SafetensorsFile::open(path).map_err(|e| foreign_error("", &e))?]
         }
         _ => {
             let ckpt = ShardedCheckpoint::open(path).map_err(|e| foreign_error("", &e))?;
-            for (p, f) in ckpt.shards() {
-                source_tensors(f).map_err(|e| foreign_error(&p.display().to_string(), &e))?;
-            }
-            ckpt.totals()
+            ckpt.into_shards().into_iter().map(|(_, f)| f).collect()
         }
     };
+    let count: usize = files.iter().map(|f| f.tensors().len()).sum();
+    let bytes: u64 = files.iter().flat_map(|f| f.tensors()).map(|t| t.len).sum();
     writeln!(out, "{}: sound ({kind}: {count} tensors, {bytes} bytes)", path.display())?;
+    let unknown: Vec<String> = files
+        .iter()
+        .flat_map(|f| f.unknown_dtypes())
+        .map(|t| format!("{} ({})", super::text::shown(&t.name), t.dtype))
+        .collect();
+    if !unknown.is_empty() {
+        writeln!(
+            out,
+            "note: {} of a dtype zTensor has no type for: {}. `convert \
+             --carry-unknown-dtypes` carries them as bytes (their dtype and shape kept as \
+             attributes, restored when converted back to safetensors); `convert --exclude NAME` \
+             leaves them out",
+            if unknown.len() == 1 {
+                "1 tensor is".to_owned()
+            } else {
+                format!("{} tensors are", unknown.len())
+            },
+            unknown.join(", ")
+        )?;
+    }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -180,17 +180,19 @@ pub fn repair(out: &mut impl Write, path: &Path, scan: bool) -> Result<ExitCode>
     let objects = open(path, &options)?.manifest().len();
     match outcome {
         Repair::Sound => {
-            writeln!(out, "{}: sound, nothing to repair ({objects} objects)", path.display())?
+            let objects = super::text::plural(objects, "object");
+            writeln!(out, "{}: sound, nothing to repair ({objects})", path.display())?
         }
         Repair::Restored(r) => {
             let by = match r.pid {
                 Some(pid) => format!("an append by process {pid} that did not commit"),
                 None => "what followed the last complete manifest".to_owned(),
             };
+            let objects = super::text::plural(objects, "object");
             writeln!(
                 out,
-                "{}: removed {} bytes of {by}; restored to its last complete state ({objects} \
-                 objects, {} bytes)",
+                "{}: removed {} bytes of {by}; restored to its last complete state ({objects}, \
+                 {} bytes)",
                 path.display(),
                 r.discarded,
                 r.end

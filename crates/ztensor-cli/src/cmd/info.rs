@@ -218,7 +218,9 @@ pub fn verify(
         writeln!(out, "unverifiable digest (unknown algorithm): {u}")?;
     }
     let summary = format!(
-        "{n} objects, {verified} digests verified, {absent} components without digest, {} unverifiable",
+        "{}, {} verified, {absent} components without digest, {} unverifiable",
+        super::text::plural(n, "object"),
+        super::text::plural(verified, "digest"),
         unverifiable.len()
     );
     if problems.is_empty() {
@@ -227,4 +229,44 @@ pub fn verify(
         writeln!(out, "{}: {} problem(s) ({summary})", file.display(), problems.len())?;
     }
     Ok(code)
+}
+
+/// `ztensor rules`: every rule of the zTensor formats (identifier, layer, strict-only,
+/// summary), then the TensorBuffers rule identifiers.
+pub fn rules(out: &mut impl Write, json: bool) -> Result<()> {
+    use ztensor_format::ErrorKind;
+    let layer = |k: ErrorKind| format!("{:?}", k.layer()).to_ascii_lowercase();
+    if json {
+        let rules: Vec<_> = ErrorKind::ALL
+            .iter()
+            .map(|&k| {
+                serde_json::json!({
+                    "id": k.id(),
+                    "layer": layer(k),
+                    "strict_only": k.strict_only(),
+                    "summary": k.summary(),
+                })
+            })
+            .collect();
+        let tb: Vec<&str> = ztensor_tensorbuffers::ErrorKind::ALL.iter().map(|k| k.id()).collect();
+        writeln!(out, "{:#}", serde_json::json!({"ztensor": rules, "tensorbuffers": tb}))?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = ErrorKind::ALL
+        .iter()
+        .map(|&k| {
+            let strict = if k.strict_only() { "strict" } else { "" };
+            vec![k.id().to_owned(), layer(k), strict.to_owned(), k.summary().to_owned()]
+        })
+        .collect();
+    super::text::table(out, &["RULE", "LAYER", "STRICT", "WHAT IT SAYS"], &rows)?;
+    let tb: Vec<&str> = ztensor_tensorbuffers::ErrorKind::ALL.iter().map(|k| k.id()).collect();
+    writeln!(out, "\nTensorBuffers: {}", tb.join(", "))?;
+    writeln!(
+        out,
+        "\nfile: the file is rejected; object: one object is unsupported; data: checked on decoded \
+         bytes (verify); decode: checked while reading; write: refused when writing. `strict` \
+         rules are enforced only with --strict."
+    )?;
+    Ok(())
 }

@@ -83,6 +83,9 @@ pub fn ls(
         .filter(|n| patterns.is_empty() || patterns.iter().any(|p| glob(p, n)))
         .collect();
     names.sort_unstable();
+    if names.is_empty() && !patterns.is_empty() {
+        eprintln!("ztensor: no object name matches {}", patterns.join(" or "));
+    }
     if json {
         writeln!(out, "{}", serde_json::to_string(&names)?)?;
     } else {
@@ -95,7 +98,57 @@ pub fn ls(
 }
 
 fn array(path: &Path, source: &dyn TensorSource, name: &str, max_dense: u64) -> Result<npy::Array> {
+    found(path, source, name)?;
     npy::array(source, name, max_dense).map_err(|e| foreign_error(&path.display().to_string(), &e))
+}
+
+/// The index of the object called `name`, or an error that suggests the closest names.
+pub fn found(path: &Path, source: &dyn TensorSource, name: &str) -> Result<usize> {
+    if let Some(i) = source.find(name) {
+        return Ok(i);
+    }
+    let names = (0..source.len()).filter_map(|i| source.info(i).map(|o| o.name.into_owned()));
+    let mut close: Vec<(usize, String)> = names
+        .filter_map(|n| {
+            let d = distance(name, &n);
+            (d <= (name.chars().count() / 3).max(2)).then_some((d, n))
+        })
+        .collect();
+    close.sort();
+    let hint = match close.as_slice() {
+        [] => String::new(),
+        [(_, one)] => format!("; did you mean {:?}?", super::text::shown(one)),
+        more => format!(
+            "; did you mean one of {}?",
+            more.iter()
+                .take(3)
+                .map(|(_, n)| format!("{:?}", super::text::shown(n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    Err(anyhow!(
+        "{}: no object named {:?}{hint} (`ztensor ls {}` lists them)",
+        path.display(),
+        super::text::shown(name),
+        path.display()
+    ))
+}
+
+/// Levenshtein distance between `a` and `b`, in characters.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(previous + 1).min(row[j] + 1);
+        }
+    }
+    row[b.len()]
 }
 
 pub fn extract(
@@ -252,6 +305,21 @@ pub fn diff(
 #[cfg(test)]
 mod tests {
     use super::glob;
+
+    #[test]
+    fn distances() {
+        for (a, b, d) in [
+            ("", "", 0),
+            ("abc", "abc", 0),
+            ("abc", "abd", 1),
+            ("ab", "abc", 1),
+            ("kitten", "sitting", 3),
+            ("é", "e", 1),
+        ] {
+            assert_eq!(super::distance(a, b), d, "{a} {b}");
+            assert_eq!(super::distance(b, a), d, "{b} {a}");
+        }
+    }
 
     #[test]
     fn globs() {

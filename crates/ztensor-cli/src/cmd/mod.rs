@@ -69,10 +69,13 @@ pub fn detect(path: &Path) -> Result<Kind> {
     if ztensor_foreign::sharded::is_index(path) {
         return Ok(Kind::ShardIndex);
     }
+    if path.is_dir() {
+        anyhow::bail!("{}", directory_hint(path));
+    }
     let context = || format!("cannot open {}", path.display());
     let file = std::fs::File::open(path).with_context(context)?;
     let source = FileSource::new(file).with_context(context)?;
-    let mut head = vec![0u8; usize::try_from(source.len().min(9)).unwrap_or(0)];
+    let mut head = vec![0u8; usize::try_from(source.len().min(512)).unwrap_or(0)];
     source.read_exact_at(0, &mut head).with_context(context)?;
     if head.starts_with(b"ZTEN") {
         return Ok(Kind::Zt);
@@ -86,5 +89,102 @@ pub fn detect(path: &Path) -> Result<Kind> {
     {
         return Ok(Kind::Safetensors);
     }
+    // Formats this tool does not read are named and refused as a request it cannot serve,
+    // whatever the file is called (the reference 2.x writes `.zt` files too). A file named like
+    // a zTensor file is otherwise judged as one: a damaged one gets its rule.
+    let refuse = |what: &str| {
+        anyhow::anyhow!(
+            "{}: this is {what}, which ztensor does not read; it reads {ACCEPTED}",
+            path.display()
+        )
+    };
+    if let Some(what) = recognise(&head).filter(|_| !is_text(&head)) {
+        return Err(refuse(what));
+    }
+    if extension.as_deref() != Some("zt") {
+        return Err(refuse(recognise(&head).unwrap_or("a file in no format ztensor knows")));
+    }
     Ok(Kind::Zt)
+}
+
+/// What the tool reads, for messages.
+pub const ACCEPTED: &str = "zTensor 0.1, 1.1 and 1.2 files (.zt), safetensors files, sharded \
+    safetensors checkpoints (through their model.safetensors.index.json) and TensorBuffers files \
+    (.tb)";
+
+/// Names the formats people bring that this tool does not read (yet), by their first bytes.
+pub fn recognise(head: &[u8]) -> Option<&'static str> {
+    const SIGNATURES: &[(&[u8], &str)] = &[
+        (
+            b"\x89ZT2\r\n\x1a\n",
+            "a zTensor 2 file (the reference implementation's 2.x container, not zTensor 0.1/1.x)",
+        ),
+        (b"\x93NUMPY", "a NumPy .npy array"),
+        (b"GGUF", "a GGUF file (llama.cpp)"),
+        (b"PK\x03\x04", "a zip archive (a PyTorch checkpoint or a NumPy .npz, for instance)"),
+        (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+        (b"\x28\xb5\x2f\xfd", "a zstd-compressed file"),
+        (b"\x1f\x8b", "a gzip-compressed file"),
+    ];
+    if let Some((_, what)) = SIGNATURES.iter().find(|(magic, _)| head.starts_with(magic)) {
+        return Some(what);
+    }
+    // Pickle protocol 2..5 starts with PROTO: a legacy (non-zip) torch.save file.
+    if let [0x80, 2..=5, ..] = head {
+        return Some("a Python pickle (a legacy PyTorch checkpoint, for instance)");
+    }
+    if !is_text(head) {
+        return None;
+    }
+    Some(match head.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{' | b'[') => "JSON text",
+        _ => "a text file",
+    })
+}
+
+/// Whether `head` reads as text: UTF-8 (a character cut at the end allowed) without control
+/// characters other than whitespace.
+fn is_text(head: &[u8]) -> bool {
+    let valid = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or("")
+        }
+        Err(_) => return false,
+    };
+    !valid.is_empty() && valid.chars().all(|c| !c.is_control() || c.is_whitespace())
+}
+
+/// What to say about a directory given where a file was expected: the checkpoint index or
+/// the tensor files it holds, when it has them.
+fn directory_hint(dir: &Path) -> String {
+    let mut candidates: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            n.ends_with(".safetensors.index.json")
+                || n.ends_with(".safetensors")
+                || n.ends_with(".zt")
+                || n.ends_with(".tb")
+        })
+        .collect();
+    candidates.sort();
+    let index: Vec<&String> =
+        candidates.iter().filter(|n| n.ends_with(".safetensors.index.json")).collect();
+    let shown = |n: &String| dir.join(n).display().to_string();
+    match (index.as_slice(), candidates.as_slice()) {
+        ([one], _) => format!(
+            "{} is a directory; for the sharded checkpoint in it, pass its index: {}",
+            dir.display(),
+            shown(one)
+        ),
+        (_, []) => format!("{} is a directory, not a file ztensor reads", dir.display()),
+        _ => format!(
+            "{} is a directory; pass one of its files: {}",
+            dir.display(),
+            candidates.iter().take(8).map(shown).collect::<Vec<_>>().join(", ")
+        ),
+    }
 }

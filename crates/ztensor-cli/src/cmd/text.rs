@@ -56,6 +56,11 @@ pub fn shown(name: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `n thing` or `n things`.
+pub fn plural(n: usize, thing: &str) -> String {
+    if n == 1 { format!("1 {thing}") } else { format!("{n} {thing}s") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
