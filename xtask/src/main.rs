@@ -4,11 +4,6 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use ztensor_format::Version;
-
-mod examples;
-mod hostile;
-mod tb_fixtures;
 
 const TASKS: &[(&str, &str)] = &[
     ("ci", "everything CI runs: fmt, clippy, test, doc, fixtures --check"),
@@ -118,70 +113,14 @@ fn doc() -> Result<()> {
     cargo(&["doc", "--workspace", "--no-deps"], &[("RUSTDOCFLAGS", "-D warnings")])
 }
 
-/// Writes every generated fixture, or with `check` compares them to the committed files (and
-/// reports committed files no recipe produces).
+/// Writes every generated fixture, or with `check` compares them to the committed files: the
+/// generator is its own package (`xtask/gen`), so the light tasks build nothing of the workspace.
 fn fixtures(check: bool) -> Result<()> {
-    let root = project_root().join("fixtures");
-    let mut files = Vec::new();
-    let mut extra = String::new();
-    for (name, version) in [
-        ("tiny-v0.1.zt", Version::V0_1),
-        ("tiny-v1.1.zt", Version::V1_1),
-        ("tiny-v1.2.zt", Version::V1_2),
-    ] {
-        let path = format!("examples/{name}");
-        extra.push_str(&format!("\n[[fixture]]\nfile = {path:?}\nversion = \"{version}\"\ncovers = \"the bundled example checkpoint\"\nexpect = \"ok\"\n"));
-        files.push((path, examples::tiny(version)?));
+    let mut args = vec!["run", "-q", "-p", "xtask-gen", "--", "fixtures"];
+    if check {
+        args.push("--check");
     }
-    for (name, bytes) in examples::checkpoint()? {
-        files.push((format!("examples/checkpoint/{name}"), bytes));
-    }
-    for (name, bytes) in tb_fixtures::all()? {
-        let path = format!("tensorbuffers/{name}");
-        let stem = name.rsplit('/').next().unwrap_or("").trim_end_matches(".tb");
-        let expect = if name.starts_with("reject/") {
-            stem.split("--").next().unwrap_or(stem).to_owned()
-        } else {
-            "ok".to_owned()
-        };
-        extra.push_str(&format!("\n[[fixture]]\nfile = {path:?}\nversion = \"tensorbuffers\"\ncovers = {stem:?}\nexpect = {expect:?}\n"));
-        files.push((path, bytes));
-    }
-    files.extend(ztensor_conformance::files(&extra)?);
-    let hostile = hostile::all()?;
-    files.push(("hostile/index.toml".to_owned(), hostile::index(&hostile).into_bytes()));
-    files.extend(hostile.into_iter().map(|h| (format!("hostile/{}", h.name), h.bytes)));
-    let mut stale = ztensor_conformance::write_or_check(&root, &files, check)?;
-    for dir in [
-        "examples",
-        "examples/checkpoint",
-        "hostile",
-        "tensorbuffers/valid",
-        "tensorbuffers/reject",
-        "v0.1/valid",
-        "v0.1/reject",
-        "v1.1/valid",
-        "v1.1/reject",
-        "v1.2/valid",
-        "v1.2/reject",
-    ] {
-        for entry in std::fs::read_dir(root.join(dir)).into_iter().flatten().flatten() {
-            if entry.path().is_dir() {
-                continue;
-            }
-            let rel = format!("{dir}/{}", entry.file_name().to_string_lossy());
-            if !files.iter().any(|(name, _)| *name == rel) {
-                stale.push(format!("{} (no recipe)", entry.path().display()));
-            }
-        }
-    }
-    if !stale.is_empty() {
-        bail!(
-            "fixtures differ from their recipes (run `cargo xtask fixtures`): {}",
-            stale.join(", ")
-        );
-    }
-    Ok(())
+    cargo(&args, &[])
 }
 
 /// Runs every fuzz target for `seconds`, seeded from the fixtures, with the malloc limit that
@@ -196,7 +135,14 @@ fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
     if !have {
         bail!("cargo-fuzz is not installed (cargo install cargo-fuzz --locked)");
     }
-    for target in ztensor_conformance::fuzz::TARGETS {
+    // The targets are the files of fuzz/fuzz_targets (each a thin wrapper around a body in
+    // ztensor-conformance, whose `fuzz::TARGETS` a test keeps in step with them).
+    let mut targets: Vec<String> = std::fs::read_dir(fuzz.join("fuzz_targets"))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|n| n.strip_suffix(".rs").map(str::to_owned))
+        .collect();
+    targets.sort();
+    for target in &targets {
         if !only.is_empty() && !only.iter().any(|o| o == target) {
             continue;
         }
@@ -293,9 +239,8 @@ fn hostile_measure(args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     if !corpus && names.iter().any(|n| !dir.join(n).exists()) {
         eprintln!("generating the large hostile cases in {}", dir.display());
-        for h in hostile::large()? {
-            std::fs::write(dir.join(h.name), &h.bytes)?;
-        }
+        let dir = dir.to_string_lossy().into_owned();
+        cargo(&["run", "-q", "--release", "-p", "xtask-gen", "--", "hostile-large", &dir], &[])?;
     }
     let scratch = project_root().join("target/hostile-measure-out");
     std::fs::create_dir_all(&scratch)?;

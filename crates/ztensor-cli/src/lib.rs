@@ -1,10 +1,8 @@
-//! The `ztensor` command-line tool's library part: the conformance dump, shared with the
-//! conformance tooling so that golden dumps and the tool can never disagree.
+//! The `ztensor` command-line tool's library part: the options every command reads with, and
+//! what an error past a machine-fitted limit says.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
-
-pub mod dump;
 
 /// The options every command reads with: [`ztensor_io::machine_limits`] (the default limits,
 /// the decode limit fitted to this machine's memory), strict rules when asked.

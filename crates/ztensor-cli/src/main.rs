@@ -674,7 +674,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cmd::look::ls(&mut out, &*open_source(&file)?, &patterns, json)?
         }
         Command::Dump { json: _, file } => {
-            let ok = ztensor_cli::dump::write_file(&file, &mut out)
+            let ok = ztensor_dump::write_file(&file, &mut out)
                 .with_context(|| format!("cannot read {}", file.display()))?;
             if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }

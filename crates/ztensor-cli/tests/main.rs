@@ -507,9 +507,9 @@ fn repack_equals_convert_for_any_thread_count_and_fails_cleanly() {
 #[test]
 fn the_streamed_dump_is_the_dump() {
     for file in fixture_files() {
-        let (dump, accepted) = ztensor_cli::dump::file(&file).unwrap();
+        let (dump, accepted) = ztensor_dump::file(&file).unwrap();
         let mut streamed = Vec::new();
-        let streamed_accepted = ztensor_cli::dump::write_file(&file, &mut streamed).unwrap();
+        let streamed_accepted = ztensor_dump::write_file(&file, &mut streamed).unwrap();
         assert_eq!(streamed_accepted, accepted, "{}", file.display());
         assert_eq!(String::from_utf8(streamed).unwrap(), format!("{dump}\n"), "{}", file.display());
     }

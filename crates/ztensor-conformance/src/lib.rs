@@ -28,7 +28,7 @@ use crate::recipes::{Expect, Fixture};
 /// When the fixture does not open (a recipe bug).
 pub fn golden_dump(bytes: &[u8]) -> Result<String> {
     let reader = Reader::new(bytes, &Options::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(serde_json::to_string_pretty(&ztensor_cli::dump::accepted(&reader))? + "\n")
+    Ok(serde_json::to_string_pretty(&ztensor_dump::accepted(&reader))? + "\n")
 }
 
 /// The path of a fixture's golden dump.

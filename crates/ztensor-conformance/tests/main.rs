@@ -39,7 +39,7 @@ mod fixtures {
         let mut failures = Vec::new();
         for e in &entries {
             let path = root().join(&e.file);
-            let (dump, accepted) = ztensor_cli::dump::file(&path).unwrap();
+            let (dump, accepted) = ztensor_dump::file(&path).unwrap();
             if e.expect == "ok" {
                 if !accepted {
                     failures.push(format!("{}: rejected: {dump}", e.file));
@@ -166,6 +166,21 @@ mod fuzz_regressions {
             }
         }
         assert!(count > 0, "no regressions under {}", root.display());
+    }
+
+    #[test]
+    fn every_fuzz_target_file_has_a_body_and_every_body_a_file() {
+        // `cargo xtask fuzz-smoke` runs the files of fuzz/fuzz_targets; the bodies live here.
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/fuzz_targets");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().into_string().ok())
+            .filter_map(|n| n.strip_suffix(".rs").map(str::to_owned))
+            .collect();
+        files.sort();
+        let mut bodies: Vec<&str> = ztensor_conformance::fuzz::TARGETS.to_vec();
+        bodies.sort_unstable();
+        assert_eq!(files, bodies);
     }
 
     #[test]

@@ -40,7 +40,7 @@
 
 mod append;
 mod codec;
-mod edit;
+mod copy;
 mod error;
 mod handle;
 mod journal;
@@ -50,8 +50,10 @@ mod machine;
 mod mmap;
 mod publish;
 mod reader;
+mod rewrite;
 mod source;
 mod tensors;
+mod write_data;
 mod writer;
 
 pub use crate::append::{
@@ -62,9 +64,8 @@ pub use crate::codec::{
     parse_seek_table_at_end, seek_table, seek_table_len, sha256_hex, zstd_decode, zstd_decode_into,
     zstd_encode, zstd_encode_chunked, zstd_max_decoded,
 };
-pub use crate::edit::{
-    CopyOptions, DigestChoice, copies_stored, copy_all, copy_object, remove_objects, rewrite,
-    write_data, write_options_for,
+pub use crate::copy::{
+    CopyOptions, DigestChoice, copies_stored, copy_all, copy_object, write_options_for,
 };
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::handle::{Component, Object};
@@ -73,10 +74,12 @@ pub use crate::machine::{OBJECT_COST, address_space_cap, machine_limits, physica
 pub use crate::mmap::Mapped;
 pub use crate::publish::{AtomicFile, check_output, interrupt, remove_stale_temporaries};
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
+pub use crate::rewrite::{remove_objects, rewrite};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::tensors::{
     ComponentInfo, Excluding, ObjectInfo, RawRange, TensorSink, TensorSource,
 };
+pub use crate::write_data::write_data;
 pub use crate::writer::{
     BlobSlot, ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent,
     WriteOptions, Writer,

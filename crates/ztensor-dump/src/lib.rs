@@ -1,5 +1,10 @@
 //! The conformance dump (`ztensor-dump/1`): what `ztensor dump --json` prints, exactly the shape
-//! every implementation under test prints (see the project's shared conformance document).
+//! every implementation under test prints (`spec/conformance-dump.md`). A library of its own so
+//! that the tool, the conformance runner and the golden fixtures share one implementation and can
+//! never disagree, without the conformance tooling depending on the command-line tool.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 use std::io::Write;
 
@@ -7,6 +12,15 @@ use serde_json::{Map, Value as Json, json};
 use ztensor_format::{Encoding, Value};
 use ztensor_io::{ReadAt, Reader, sha256_hex};
 use ztensor_tensorbuffers::TbReader;
+
+/// The options files are read with: the default limits, with the decode limits fitted to this
+/// machine ([`ztensor_io::machine_limits`]), and not strict (the dump reports what a lenient
+/// reader accepts; rejects name their rule).
+pub fn options() -> ztensor_format::Options {
+    let mut options = ztensor_format::Options::default();
+    options.limits = ztensor_io::machine_limits();
+    options
+}
 
 /// The dump of an accepted zTensor file.
 pub fn accepted<S: ReadAt>(reader: &Reader<S>) -> Json {
@@ -293,7 +307,7 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
             Err(e) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
         });
     }
-    match Reader::new(source, &crate::options(false)) {
+    match Reader::new(source, &options()) {
         Ok(reader) => Ok(Opened::Zt(Box::new(reader))),
         Err(e) => match e.format_error() {
             Some(f) => Ok(Opened::Done(rejected(f.kind().id(), &f.to_string()), false)),
