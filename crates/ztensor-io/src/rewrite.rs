@@ -19,7 +19,7 @@ use crate::writer::Writer;
 ///
 /// # Errors
 /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) for a name the input does not hold, the
-/// errors of `add`, and as [`copy_all`]. On any error `output` is untouched.
+/// errors of `add`, and as [`copy_all`](crate::copy_all). On any error `output` is untouched.
 pub fn rewrite(
     input: &Path,
     output: &Path,
