@@ -11,10 +11,8 @@ use std::time::{Duration, Instant};
 
 use ztensor_benches::{Rng, checkpoint_layout, normal_weights};
 use ztensor_format::{DType, DigestAlgorithm, Version};
-use ztensor_io::{
-    Compression, CopyOptions, DigestChoice, FileWriter, Hasher, Reader, WriteOptions,
-    zstd_encode_chunked,
-};
+use ztensor_io::codec::{Hasher, zstd_encode_chunked};
+use ztensor_io::{Compression, CopyOptions, DigestChoice, FileWriter, Reader, WriteOptions};
 use ztensor_par::{ParOptions, repack_file};
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -46,7 +44,7 @@ fn generate(path: &Path, total: u64) -> u64 {
 /// zstd-3 in 4 MiB frames and SHA-256 of the result, in memory.
 fn kernel_work<S: ztensor_io::ReadAt>(reader: &Reader<S>, name: &str) {
     let data = reader.component(name, "data").and_then(|c| c.decoded()).expect("decode");
-    let z = zstd_encode_chunked(&data, 3, ztensor_io::DEFAULT_ZSTD_CHUNK).expect("zstd");
+    let z = zstd_encode_chunked(&data, 3, ztensor_io::codec::DEFAULT_ZSTD_CHUNK).expect("zstd");
     let mut h = Hasher::new(&DigestAlgorithm::Sha256).expect("sha256");
     h.update(&z);
     std::hint::black_box(h.finish());
@@ -85,7 +83,7 @@ fn main() {
     let copy = CopyOptions {
         compression: Some(Compression::Zstd(3)),
         digest: DigestChoice::Set(DigestAlgorithm::Sha256),
-        chunk_size: Some(ztensor_io::DEFAULT_ZSTD_CHUNK),
+        chunk_size: Some(ztensor_io::codec::DEFAULT_ZSTD_CHUNK),
         drop_attributes: false,
     };
     let budget = env_u64("ZT_BENCH_BUDGET", 512 << 20);

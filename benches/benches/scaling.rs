@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 use ztensor_benches::{Rng, checkpoint_layout, normal_weights};
 use ztensor_format::{DType, DigestAlgorithm, Version};
-use ztensor_io::{Hasher, WriteOptions, Writer, zstd_encode};
+use ztensor_io::codec::{Hasher, zstd_encode};
+use ztensor_io::{WriteOptions, Writer};
 
 /// One way of running the CLI: its name, its arguments before the input and output, the input
 /// file and the digest the machine's kernel computes for it (with zstd-3 when `zstd`).

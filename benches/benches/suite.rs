@@ -23,7 +23,8 @@ use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use ztensor_benches::{Rng, checkpoint_layout, hash_while_writing, normal_weights};
 use ztensor_format::{DType, DigestAlgorithm, Options, Version};
-use ztensor_io::{Hasher, Reader, WriteOptions, Writer, zstd_encode_chunked};
+use ztensor_io::codec::{Hasher, zstd_encode_chunked};
+use ztensor_io::{Reader, WriteOptions, Writer};
 use ztensor_par::{ParOptions, Tensor};
 
 const PAGE: usize = 4096;
@@ -112,7 +113,7 @@ fn map(path: &Path) -> memmap2::Mmap {
 /// zstd-3 in 4 MiB frames, then SHA-256 of the result: the work of one compressed, digested
 /// component, in memory.
 fn zstd_sha256(data: &[u8]) {
-    let z = zstd_encode_chunked(data, 3, ztensor_io::DEFAULT_ZSTD_CHUNK).expect("zstd");
+    let z = zstd_encode_chunked(data, 3, ztensor_io::codec::DEFAULT_ZSTD_CHUNK).expect("zstd");
     let mut h = Hasher::new(&DigestAlgorithm::Sha256).expect("sha256");
     h.update(&z);
     std::hint::black_box(h.finish());
@@ -120,7 +121,10 @@ fn zstd_sha256(data: &[u8]) {
 
 /// The pieces (4 MiB) of every tensor, for kernels split over all cores.
 fn pieces(tensors: &[Weights]) -> Vec<&[u8]> {
-    tensors.iter().flat_map(|t| t.data.chunks(ztensor_io::DEFAULT_ZSTD_CHUNK as usize)).collect()
+    tensors
+        .iter()
+        .flat_map(|t| t.data.chunks(ztensor_io::codec::DEFAULT_ZSTD_CHUNK as usize))
+        .collect()
 }
 
 /// The measurements of one operation over all runs.
@@ -524,7 +528,7 @@ fn frames(b: &Bench) -> Vec<(Vec<u8>, u64)> {
     let mut out = Vec::new();
     for o in reader.manifest().objects() {
         let stored = reader.component(o.name(), "data").and_then(|c| c.stored()).expect("stored");
-        match ztensor_io::parse_seek_table(&stored) {
+        match ztensor_io::codec::parse_seek_table(&stored) {
             Some(table) => {
                 for f in table {
                     let (s, e) = (f.offset as usize, (f.offset + f.compressed) as usize);
@@ -538,7 +542,7 @@ fn frames(b: &Bench) -> Vec<(Vec<u8>, u64)> {
 }
 
 fn decode_kernel(frame: &(Vec<u8>, u64)) -> Vec<u8> {
-    ztensor_io::zstd_decode(&frame.0, Some(frame.1), u64::MAX).expect("decode")
+    ztensor_io::codec::zstd_decode(&frame.0, Some(frame.1), u64::MAX).expect("decode")
 }
 
 fn decode_one(b: &Bench, r: &mut Row) {

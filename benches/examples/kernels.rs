@@ -2,7 +2,7 @@
 use std::time::Instant;
 use ztensor_benches::{Rng, normal_weights};
 use ztensor_format::DigestAlgorithm;
-use ztensor_io::{Hasher, zstd_encode_chunked};
+use ztensor_io::codec::{Hasher, zstd_encode_chunked};
 
 fn main() {
     let mut rng = Rng::new(7);

@@ -4,7 +4,7 @@
 use std::time::Instant;
 use ztensor_benches::{Rng, normal_weights};
 use ztensor_format::DigestAlgorithm;
-use ztensor_io::{Hasher, zstd_encode};
+use ztensor_io::codec::{Hasher, zstd_encode};
 
 fn work(pieces: &[Vec<u8>]) {
     for p in pieces {

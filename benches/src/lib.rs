@@ -133,8 +133,9 @@ pub fn hash_while_writing(tensors: &[&[u8]], out: &std::path::Path, pool: &rayon
         });
         pool.install(|| {
             largest_first.par_iter().for_each(|d| {
-                let mut h = ztensor_io::Hasher::new(&ztensor_format::DigestAlgorithm::Sha256)
-                    .expect("sha256");
+                let mut h =
+                    ztensor_io::codec::Hasher::new(&ztensor_format::DigestAlgorithm::Sha256)
+                        .expect("sha256");
                 h.update(d);
                 std::hint::black_box(h.finish());
             });

@@ -208,13 +208,17 @@ fn dump_reports_decoded_bytes_alike_for_every_version() {
         for (name, role, bytes) in &expected {
             let c = &find(name)["components"][role];
             assert_eq!(c["decoded_length"], bytes.len(), "{version} {name}/{role}");
-            assert_eq!(c["sha256"], ztensor_io::sha256_hex(bytes), "{version} {name}/{role}");
+            assert_eq!(
+                c["sha256"],
+                ztensor_io::codec::sha256_hex(bytes),
+                "{version} {name}/{role}"
+            );
         }
         if version == "0.1" {
             // Stored big-endian, reported little-endian.
             assert_eq!(
                 find("step")["components"]["data"]["sha256"],
-                ztensor_io::sha256_hex(&be_step)
+                ztensor_io::codec::sha256_hex(&be_step)
             );
             assert_eq!(find("step")["attributes"], serde_json::json!({"unit": "iterations"}));
         } else {

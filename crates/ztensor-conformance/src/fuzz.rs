@@ -51,7 +51,7 @@ pub fn manifest(data: &[u8]) {
 
 /// Any bytes through the reader, at the default limits: open, then decode, verify and check
 /// every object. No input can make the reader allocate more than a zstd stream of its length can
-/// decode to (32,768 times its bytes, see `ztensor_io::zstd_max_decoded`), which is what the
+/// decode to (32,768 times its bytes, see `ztensor_io::codec::zstd_max_decoded`), which is what the
 /// fuzz smoke's input-length and malloc limits are set from.
 pub fn read_any(data: &[u8]) {
     // Lenient first (most files open), then strict (the strict data rules run on what opens).

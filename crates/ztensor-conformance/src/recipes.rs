@@ -497,7 +497,7 @@ fn valid_v1(out: &mut Out, v: Version) -> Result<()> {
     ordered(&manifest, false, &mut bytes);
     let mut file = framed_bytes(Container::V1, &bytes, 80)?;
     // The digest of 16 zero bytes, written the reference way.
-    let crc = ztensor_io::digest_of(&DigestAlgorithm::Crc32c, &[0; 16])
+    let crc = ztensor_io::codec::digest_of(&DigestAlgorithm::Crc32c, &[0; 16])
         .map(|d| d.to_string())
         .unwrap_or_default();
     let at = find(&file, b"crc32c:0x00000000")?;
@@ -527,7 +527,7 @@ fn valid_v1_2_only(out: &mut Out) -> Result<()> {
         );
     }
     // A 1.2 zstd component without uncompressed_length: accepted unless strict.
-    let z = ztensor_io::zstd_encode(&[5; 16], 3)?;
+    let z = ztensor_io::codec::zstd_encode(&[5; 16], 3)?;
     let manifest = v1_one(
         "1.2.0",
         "dense",
@@ -622,7 +622,7 @@ fn valid_v0_1(out: &mut Out) -> Result<()> {
     file.resize(192, 0);
     file.extend_from_slice(&bytes);
     file.extend_from_slice(&Container::V0_1.encode_trailer(bytes.len() as u64));
-    let crc = ztensor_io::digest_of(&DigestAlgorithm::Crc32c, &[0; 8])
+    let crc = ztensor_io::codec::digest_of(&DigestAlgorithm::Crc32c, &[0; 8])
         .map(|d| d.to_string())
         .unwrap_or_default();
     let at = find(&file, b"crc32c:0x00000000")?;

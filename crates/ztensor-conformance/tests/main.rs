@@ -221,7 +221,7 @@ mod properties {
         check_bytes(Chunked::new(file, 1), expect).map_err(TestCaseError::fail)?;
         let dir = std::env::temp_dir().join(format!("ztensor-conformance-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{}.zt", &ztensor_io::sha256_hex(file)[..16]));
+        let path = dir.join(format!("{}.zt", &ztensor_io::codec::sha256_hex(file)[..16]));
         std::fs::write(&path, file).unwrap();
         let strict = Options::strict();
         check(&Reader::open_with(&path, &strict).unwrap(), expect).map_err(TestCaseError::fail)?;

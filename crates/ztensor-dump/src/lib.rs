@@ -10,7 +10,8 @@ use std::io::Write;
 
 use serde_json::{Map, Value as Json, json};
 use ztensor_format::{Encoding, Value};
-use ztensor_io::{ReadAt, Reader, sha256_hex};
+use ztensor_io::codec::sha256_hex;
+use ztensor_io::{ReadAt, Reader};
 use ztensor_tensorbuffers::TbReader;
 
 /// The options files are read with: the default limits, with the decode limits fitted to this

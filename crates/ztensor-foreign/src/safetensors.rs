@@ -718,6 +718,10 @@ impl<S: ReadAt> TensorSource for SafetensorsFile<S> {
         self.tensors.get(index).map(|t| tensor_info(t, None, self.carry_unknown))
     }
 
+    fn name(&self, index: usize) -> Option<Cow<'_, str>> {
+        self.tensors.get(index).map(|t| Cow::Borrowed(t.name.as_str()))
+    }
+
     fn find(&self, name: &str) -> Option<usize> {
         self.by_name.get(name).copied()
     }

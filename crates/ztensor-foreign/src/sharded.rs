@@ -325,6 +325,11 @@ impl<S: ReadAt> TensorSource for ShardedCheckpoint<S> {
         Some(tensor_info(&file.tensors()[i], name, file.carries_unknown()))
     }
 
+    fn name(&self, index: usize) -> Option<Cow<'_, str>> {
+        let (_, file, i) = self.locate(index)?;
+        Some(Cow::Borrowed(file.tensors()[i].name.as_str()))
+    }
+
     fn find(&self, name: &str) -> Option<usize> {
         let mut before = 0;
         for (_, file) in &self.shards {

@@ -16,7 +16,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -385,19 +384,18 @@ impl Drop for Claim<'_> {
     }
 }
 
-impl Deref for Appender {
-    type Target = Writer<AppendSink>;
-    fn deref(&self) -> &Self::Target {
+impl Appender {
+    fn inner(&self) -> &Writer<AppendSink> {
         // Present until `finish`, which consumes the appender.
         self.inner.as_ref().unwrap_or_else(|| unreachable!("an appender is finished only once"))
     }
-}
 
-impl DerefMut for Appender {
-    fn deref_mut(&mut self) -> &mut Self::Target {
+    fn inner_mut(&mut self) -> &mut Writer<AppendSink> {
         self.inner.as_mut().unwrap_or_else(|| unreachable!("an appender is finished only once"))
     }
 }
+
+crate::writer::delegate_writing!(Appender, AppendSink);
 
 /// Where a file's last complete state ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

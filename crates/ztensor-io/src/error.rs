@@ -34,6 +34,9 @@ pub enum ErrorKind {
     /// source that is not in memory, a dtype of another width, a misaligned slice). The owned
     /// read paths work in all these cases.
     View(String),
+    /// The work itself failed, not the data: threads could not start, a worker panicked, a
+    /// codec failed on valid input. Not a rule of the format.
+    Failed(String),
     /// Another process is writing the file and the caller asked not to wait for it.
     Busy {
         /// The file.
@@ -89,6 +92,12 @@ impl Error {
         Error(Box::new(ErrorKind::View(message.into())))
     }
 
+    /// The work failed for a reason that is not the data's (see [`ErrorKind::Failed`]): for the
+    /// parallel engine and other code that runs this crate's work.
+    pub fn failed(message: impl Into<String>) -> Error {
+        Error(Box::new(ErrorKind::Failed(message.into())))
+    }
+
     /// An object that exists but cannot be decoded here, for the reason `e` gives (an
     /// object-level rule such as `dtype_unknown`): for tensor sources of other formats.
     pub fn unsupported(e: ztensor_format::Error) -> Error {
@@ -120,6 +129,7 @@ impl fmt::Display for Error {
             }
             ErrorKind::Unsupported(e) => write!(f, "unsupported object: {e}"),
             ErrorKind::View(m) => write!(f, "no zero-copy view: {m}"),
+            ErrorKind::Failed(m) => f.write_str(m),
             ErrorKind::Busy { path } => {
                 write!(f, "{} is being written by another process", path.display())
             }

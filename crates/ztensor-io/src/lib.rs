@@ -39,7 +39,7 @@
 #![deny(missing_docs)]
 
 mod append;
-mod codec;
+pub mod codec;
 mod copy;
 mod error;
 mod handle;
@@ -59,11 +59,6 @@ mod writer;
 pub use crate::append::{
     AppendSink, Appender, Recovered, Repair, append, recover, repair, repair_by_scan, try_append,
 };
-pub use crate::codec::{
-    Combiner, DEFAULT_ZSTD_CHUNK, Frame, Hasher, Share, digest_of, parse_seek_table,
-    parse_seek_table_at_end, seek_table, seek_table_len, sha256_hex, zstd_decode, zstd_decode_into,
-    zstd_encode, zstd_encode_chunked, zstd_max_decoded,
-};
 pub use crate::copy::{
     CopyOptions, DigestChoice, copies_stored, copy_all, copy_object, write_options_for,
 };
@@ -81,10 +76,19 @@ pub use crate::tensors::{
 };
 pub use crate::write_data::write_data;
 pub use crate::writer::{
-    BlobSlot, ComponentSpec, Compression, Coo, Csr, FileWriter, SpecInfo, StoredComponent,
-    WriteOptions, Writer,
+    ComponentSpec, Compression, Coo, Csr, FileWriter, StoredComponent, WriteOptions, Writer,
 };
 pub use ztensor_format::role;
+
+/// The writer's streaming protocol, for code that places blobs itself (the parallel engine of
+/// `ztensor-par`): [`Streaming`](low_level::Streaming) on a [`Writer`] checks an object, gives a
+/// [`BlobWriter`](low_level::BlobWriter) for its blob (bytes in order, or at reserved
+/// [`BlobSlot`](low_level::BlobSlot)s any thread fills), and adds the object described from the
+/// [`PlacedBlob`](low_level::PlacedBlob). The types enforce the order: nothing else can be
+/// written while a blob is open, and a component is built only from a finished blob.
+pub mod low_level {
+    pub use crate::writer::{BlobSlot, BlobWriter, PlacedBlob, Streaming};
+}
 
 /// The library example of the workspace's README, compiled and run as a doctest so that it
 /// keeps working as written.

@@ -43,9 +43,9 @@ pub fn rewrite(
         writer.set_attributes(a.clone())?;
     }
     for object in reader.objects().filter(|o| !remove.contains(&o.name())) {
-        copy_object(object, &mut writer, &CopyOptions::default())?;
+        copy_object(object, writer.writer_mut(), &CopyOptions::default())?;
     }
-    add(&mut writer)?;
+    add(writer.writer_mut())?;
     writer.finish()
 }
 

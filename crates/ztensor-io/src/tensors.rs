@@ -118,9 +118,14 @@ pub trait TensorSource: Sync {
     /// Object `index` (`0..len()`); `None` past the end.
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>>;
 
+    /// The name of object `index`, without describing the rest of it.
+    fn name(&self, index: usize) -> Option<Cow<'_, str>> {
+        self.info(index).map(|o| Cow::Owned(o.name.into_owned()))
+    }
+
     /// The index of the first object called `name`.
     fn find(&self, name: &str) -> Option<usize> {
-        (0..self.len()).find(|&i| self.info(i).is_some_and(|o| o.name == name))
+        (0..self.len()).find(|&i| self.name(i).is_some_and(|n| n == name))
     }
 
     /// Decodes object `index` into the 1.2 object model, checking every digest the format keeps
@@ -210,6 +215,10 @@ impl<S: ReadAt> TensorSource for Reader<S> {
         })
     }
 
+    fn name(&self, index: usize) -> Option<Cow<'_, str>> {
+        self.manifest().object_at(index).map(|o| Cow::Borrowed(o.name()))
+    }
+
     fn find(&self, name: &str) -> Option<usize> {
         self.manifest().index_of(name)
     }
@@ -251,9 +260,8 @@ pub struct Excluding<'a> {
 impl<'a> Excluding<'a> {
     /// `inner` without the objects whose names `exclude` returns true for.
     pub fn new(inner: &'a dyn TensorSource, exclude: impl Fn(&str) -> bool) -> Excluding<'a> {
-        let keep = (0..inner.len())
-            .filter(|&i| inner.info(i).is_some_and(|o| !exclude(&o.name)))
-            .collect();
+        let keep =
+            (0..inner.len()).filter(|&i| inner.name(i).is_some_and(|n| !exclude(&n))).collect();
         Excluding { inner, keep }
     }
 
@@ -287,6 +295,9 @@ impl TensorSource for Excluding<'_> {
     }
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
         self.inner.info(*self.keep.get(index)?)
+    }
+    fn name(&self, index: usize) -> Option<Cow<'_, str>> {
+        self.inner.name(*self.keep.get(index)?)
     }
     fn find(&self, name: &str) -> Option<usize> {
         let inner = self.inner.find(name)?;

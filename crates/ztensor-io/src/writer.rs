@@ -3,7 +3,6 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
-use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -36,7 +35,7 @@ pub struct WriteOptions {
     pub digest: Option<DigestAlgorithm>,
     /// zstd components larger than this are compressed as independent frames of this many input
     /// bytes, followed by a seek table, so they can be compressed and decompressed in parallel.
-    /// `None` writes one frame. Default [`DEFAULT_ZSTD_CHUNK`](crate::DEFAULT_ZSTD_CHUNK).
+    /// `None` writes one frame. Default [`DEFAULT_ZSTD_CHUNK`](crate::codec::DEFAULT_ZSTD_CHUNK).
     pub chunk_size: Option<u64>,
 }
 
@@ -111,7 +110,7 @@ pub struct Coo<'a> {
 /// What [`Writer::check_object`] needs to know of a component: its role, types and decoded
 /// length.
 #[derive(Debug, Clone, Copy)]
-pub struct SpecInfo<'a> {
+pub(crate) struct SpecInfo<'a> {
     /// The role.
     pub role: &'a str,
     /// The storage type.
@@ -166,7 +165,7 @@ impl<W> std::fmt::Debug for Positioned<W> {
 }
 
 /// Where the next bytes of a blob go in a file being written: any thread may write them, at
-/// their offset, with [`BlobSlot::write`]. Given by [`Writer::blob_slot`].
+/// their offset, with [`BlobSlot::write`]. Given by [`BlobWriter::slot`].
 #[derive(Debug, Clone)]
 pub struct BlobSlot {
     offset: u64,
@@ -507,7 +506,7 @@ impl<W: Write> Writer<W> {
     ///
     /// # Errors
     /// As [`Writer::add_object`].
-    pub fn check_object(
+    pub(crate) fn check_object(
         &self,
         name: &str,
         shape: &[u64],
@@ -593,7 +592,7 @@ impl<W: Write> Writer<W> {
     ///
     /// # Errors
     /// I/O errors.
-    pub fn begin_blob(&mut self) -> Result<u64> {
+    pub(crate) fn begin_blob(&mut self) -> Result<u64> {
         let offset = self.alloc.start()?;
         let mut pad = offset - self.written;
         while pad > 0 {
@@ -611,7 +610,7 @@ impl<W: Write> Writer<W> {
     ///
     /// # Errors
     /// I/O errors.
-    pub fn blob_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn blob_bytes(&mut self, bytes: &[u8]) -> Result<()> {
         self.alloc.extend(bytes.len() as u64)?;
         self.sink
             .write_all(bytes)
@@ -628,7 +627,7 @@ impl<W: Write> Writer<W> {
     ///
     /// # Errors
     /// I/O errors.
-    pub fn blob_slot(&mut self, len: u64) -> Result<Option<BlobSlot>> {
+    pub(crate) fn blob_slot(&mut self, len: u64) -> Result<Option<BlobSlot>> {
         let Some(positioned) = &self.positioned else { return Ok(None) };
         self.alloc.extend(len)?;
         (positioned.skip)(&mut self.sink, len)
@@ -649,7 +648,7 @@ impl<W: Write> Writer<W> {
     ///
     /// # Errors
     /// `duplicate_name`.
-    pub fn push_object(&mut self, object: Object) -> Result<()> {
+    pub(crate) fn push_streamed(&mut self, object: Object) -> Result<()> {
         self.check_name(&object.name)?;
         self.push(object);
         Ok(())
@@ -718,7 +717,7 @@ impl<W: Write> Writer<W> {
     /// The description of a component written at `offset`: what [`Writer::add_object`] records
     /// for data it encoded itself. `decoded_len` is the input length of zstd data.
     #[allow(clippy::too_many_arguments)]
-    pub fn describe_component(
+    pub(crate) fn describe_component(
         &self,
         dtype: DType,
         logical_type: Option<LogicalType>,
@@ -819,6 +818,148 @@ fn le_u64(values: &[u64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
+/// The writing API of [`Writer`], on a type that holds one (`$ty.writer()` /
+/// `$ty.writer_mut()`), so each reads as a writer without `Deref` standing in for inheritance.
+macro_rules! delegate_writing {
+    ($ty:ty, $sink:ty) => {
+        impl $ty {
+            /// The writer underneath, for functions that take a [`Writer`] (the parallel
+            /// engine, [`copy_all`](crate::copy_all)).
+            pub fn writer(&self) -> &$crate::Writer<$sink> {
+                self.inner()
+            }
+
+            /// As [`Self::writer`], mutably.
+            pub fn writer_mut(&mut self) -> &mut $crate::Writer<$sink> {
+                self.inner_mut()
+            }
+
+            /// The version being written ([`Writer::version`](crate::Writer::version)).
+            pub fn version(&self) -> ztensor_format::Version {
+                self.inner().version()
+            }
+
+            /// The manifest so far ([`Writer::manifest`](crate::Writer::manifest)).
+            pub fn manifest(&self) -> &ztensor_format::Manifest {
+                self.inner().manifest()
+            }
+
+            /// As [`Writer::set_attributes`](crate::Writer::set_attributes).
+            ///
+            /// # Errors
+            /// As [`Writer::set_attributes`](crate::Writer::set_attributes).
+            pub fn set_attributes(
+                &mut self,
+                attributes: ztensor_format::Value,
+            ) -> $crate::Result<()> {
+                self.inner_mut().set_attributes(attributes)
+            }
+
+            /// As [`Writer::add_dense`](crate::Writer::add_dense).
+            ///
+            /// # Errors
+            /// As [`Writer::add_dense`](crate::Writer::add_dense).
+            pub fn add_dense(
+                &mut self,
+                name: &str,
+                shape: &[u64],
+                dtype: ztensor_format::DType,
+                data: &[u8],
+                options: &$crate::WriteOptions,
+            ) -> $crate::Result<()> {
+                self.inner_mut().add_dense(name, shape, dtype, data, options)
+            }
+
+            /// As [`Writer::add_csr`](crate::Writer::add_csr).
+            ///
+            /// # Errors
+            /// As [`Writer::add_csr`](crate::Writer::add_csr).
+            pub fn add_csr(
+                &mut self,
+                name: &str,
+                shape: &[u64],
+                csr: $crate::Csr<'_>,
+                options: &$crate::WriteOptions,
+            ) -> $crate::Result<()> {
+                self.inner_mut().add_csr(name, shape, csr, options)
+            }
+
+            /// As [`Writer::add_csr_object`](crate::Writer::add_csr_object).
+            ///
+            /// # Errors
+            /// As [`Writer::add_csr_object`](crate::Writer::add_csr_object).
+            pub fn add_csr_object(
+                &mut self,
+                name: &str,
+                shape: &[u64],
+                csr: $crate::Csr<'_>,
+                attributes: Option<ztensor_format::Value>,
+                options: &$crate::WriteOptions,
+            ) -> $crate::Result<()> {
+                self.inner_mut().add_csr_object(name, shape, csr, attributes, options)
+            }
+
+            /// As [`Writer::add_coo`](crate::Writer::add_coo).
+            ///
+            /// # Errors
+            /// As [`Writer::add_coo`](crate::Writer::add_coo).
+            pub fn add_coo(
+                &mut self,
+                name: &str,
+                shape: &[u64],
+                coo: $crate::Coo<'_>,
+                options: &$crate::WriteOptions,
+            ) -> $crate::Result<()> {
+                self.inner_mut().add_coo(name, shape, coo, options)
+            }
+
+            /// As [`Writer::add_coo_object`](crate::Writer::add_coo_object).
+            ///
+            /// # Errors
+            /// As [`Writer::add_coo_object`](crate::Writer::add_coo_object).
+            pub fn add_coo_object(
+                &mut self,
+                name: &str,
+                shape: &[u64],
+                coo: $crate::Coo<'_>,
+                attributes: Option<ztensor_format::Value>,
+                options: &$crate::WriteOptions,
+            ) -> $crate::Result<()> {
+                self.inner_mut().add_coo_object(name, shape, coo, attributes, options)
+            }
+
+            /// As [`Writer::add_object`](crate::Writer::add_object).
+            ///
+            /// # Errors
+            /// As [`Writer::add_object`](crate::Writer::add_object).
+            pub fn add_object(
+                &mut self,
+                name: &str,
+                shape: &[u64],
+                format: ztensor_format::Format,
+                attributes: Option<ztensor_format::Value>,
+                components: &[$crate::ComponentSpec<'_>],
+                options: &$crate::WriteOptions,
+            ) -> $crate::Result<()> {
+                self.inner_mut().add_object(name, shape, format, attributes, components, options)
+            }
+
+            /// As [`Writer::add_stored`](crate::Writer::add_stored).
+            ///
+            /// # Errors
+            /// As [`Writer::add_stored`](crate::Writer::add_stored).
+            pub fn add_stored(
+                &mut self,
+                object: ztensor_format::Object,
+                components: &[$crate::StoredComponent<'_>],
+            ) -> $crate::Result<()> {
+                self.inner_mut().add_stored(object, components)
+            }
+        }
+    };
+}
+pub(crate) use delegate_writing;
+
 /// A [`Writer`] to a file path, published atomically by [`FileWriter::finish`]. Dropping it
 /// unfinished, or a failed finish, leaves the target untouched.
 #[derive(Debug)]
@@ -846,6 +987,14 @@ impl FileWriter {
         Ok(FileWriter { inner })
     }
 
+    fn inner(&self) -> &Writer<AtomicFile> {
+        &self.inner
+    }
+
+    fn inner_mut(&mut self) -> &mut Writer<AtomicFile> {
+        &mut self.inner
+    }
+
     /// Writes the manifest, syncs, and renames the file into place. Returns the file length.
     ///
     /// # Errors
@@ -857,15 +1006,153 @@ impl FileWriter {
     }
 }
 
-impl Deref for FileWriter {
-    type Target = Writer<AtomicFile>;
-    fn deref(&self) -> &Writer<AtomicFile> {
-        &self.inner
+delegate_writing!(FileWriter, AtomicFile);
+
+/// A blob being written, from [`Streaming::blob`]: its bytes go in order, through
+/// [`BlobWriter::write`] or, when the writer is a file, a reserved [`BlobSlot`] that any thread
+/// fills; [`BlobWriter::finish`] gives the [`PlacedBlob`] a component is described from. While it
+/// lives it holds the writer, so nothing else can be written in the middle of the blob.
+#[derive(Debug)]
+pub struct BlobWriter<'w, W: Write> {
+    writer: &'w mut Writer<W>,
+    offset: u64,
+}
+
+impl<W: Write> BlobWriter<'_, W> {
+    /// Where the blob starts in the file.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Appends `bytes` to the blob.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.writer.blob_bytes(bytes)
+    }
+
+    /// Reserves the next `len` bytes of the blob for a positioned write by any thread, when the
+    /// writer's sink is a file that allows it (a [`FileWriter`]'s, on Unix); `None` otherwise
+    /// (write the bytes with [`BlobWriter::write`]). Exactly `len` bytes must be written to the
+    /// slot before the writer finishes.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn slot(&mut self, len: u64) -> Result<Option<BlobSlot>> {
+        self.writer.blob_slot(len)
+    }
+
+    /// Ends the blob: where it lies, for the component that describes it.
+    pub fn finish(self) -> PlacedBlob {
+        PlacedBlob {
+            offset: self.offset,
+            len: self.writer.written - self.offset,
+            version: self.writer.version(),
+        }
     }
 }
 
-impl DerefMut for FileWriter {
-    fn deref_mut(&mut self) -> &mut Writer<AtomicFile> {
-        &mut self.inner
+/// A finished blob, from [`BlobWriter::finish`]: where it lies, to build the component that
+/// describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedBlob {
+    offset: u64,
+    len: u64,
+    version: Version,
+}
+
+impl PlacedBlob {
+    /// Where the blob starts in the file.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A raw component of `dtype` stored in this blob.
+    pub fn raw(self, dtype: DType) -> Component {
+        Component::new(dtype, self.offset, self.len)
+    }
+
+    /// A zstd component of `dtype` stored in this blob, decoding to `decoded_len` bytes
+    /// (recorded as `uncompressed_length` in 1.2, the one version that defines it).
+    pub fn zstd(self, dtype: DType, decoded_len: u64) -> Component {
+        let mut component = Component::new(dtype, self.offset, self.len);
+        component.encoding = Encoding::Zstd;
+        if self.version == Version::V1_2 {
+            component.uncompressed_length = Some(decoded_len);
+        }
+        component
+    }
+}
+
+/// The streaming protocol of a [`Writer`], for code that places blobs itself (the parallel
+/// engine): check an object, write its blob through a [`BlobWriter`], describe the component
+/// from the [`PlacedBlob`], then add the object. Placement is exactly what the whole-component
+/// methods give.
+pub trait Streaming {
+    /// The writer's sink.
+    type Sink: Write;
+
+    /// Checks that a dense object with one `data` component of these types and decoded
+    /// length can be written in this file's version: what [`Writer::add_object`] checks
+    /// before it writes.
+    ///
+    /// # Errors
+    /// As [`Writer::add_object`].
+    fn check_dense(
+        &self,
+        name: &str,
+        shape: &[u64],
+        dtype: DType,
+        logical_type: Option<&LogicalType>,
+        len: u64,
+    ) -> Result<()>;
+
+    /// Pads to the next aligned offset and begins a blob there.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn blob(&mut self) -> Result<BlobWriter<'_, Self::Sink>>;
+
+    /// Adds an object whose components were written as blobs; [`Writer::finish`] validates
+    /// it with the rest of the manifest.
+    ///
+    /// # Errors
+    /// `duplicate_name`.
+    fn push_object(&mut self, object: Object) -> Result<()>;
+}
+
+impl<W: Write> Streaming for Writer<W> {
+    type Sink = W;
+
+    fn check_dense(
+        &self,
+        name: &str,
+        shape: &[u64],
+        dtype: DType,
+        logical_type: Option<&LogicalType>,
+        len: u64,
+    ) -> Result<()> {
+        let info = SpecInfo { role: crate::role::DATA, dtype, logical_type, len };
+        self.check_object(name, shape, &Format::Dense, &[info])
+    }
+
+    fn blob(&mut self) -> Result<BlobWriter<'_, W>> {
+        let offset = self.begin_blob()?;
+        Ok(BlobWriter { writer: self, offset })
+    }
+
+    fn push_object(&mut self, object: Object) -> Result<()> {
+        self.push_streamed(object)
     }
 }

@@ -5,7 +5,8 @@ use ztensor_format::{
     Component, DType, Digest, DigestAlgorithm, Encoding, ErrorKind as Rule, Format, Limits, Object,
     Options, Version,
 };
-use ztensor_io::{Reader, StoredComponent, WriteOptions, Writer, zstd_encode};
+use ztensor_io::codec::zstd_encode;
+use ztensor_io::{Reader, StoredComponent, WriteOptions, Writer};
 
 /// A file with one dense object whose single component is stored exactly as given.
 fn stored_file(version: Version, shape: &[u64], component: Component, bytes: &[u8]) -> Vec<u8> {

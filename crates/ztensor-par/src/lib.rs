@@ -48,10 +48,10 @@ use rayon::prelude::*;
 use ztensor_format::{
     ByteOrder, DType, Encoding, Format, LogicalType, Object, Options, Packing, Value, Version,
 };
+use ztensor_io::codec::{parse_seek_table, zstd_decode_into};
 use ztensor_io::{
     Component, ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
-    WriteOptions, Writer, copies_stored, copy_object, parse_seek_table, write_options_for,
-    zstd_decode_into,
+    WriteOptions, Writer, copies_stored, copy_object, write_options_for,
 };
 
 use crate::pipeline::{Budget, Input, Item};
@@ -108,12 +108,7 @@ impl ParOptions {
             // Named by role, so per-thread CPU can be read from outside (`/proc/PID/task`).
             .thread_name(|i| format!("zt-work-{i}"))
             .build()
-            .map_err(|e| {
-                Error::from(ztensor_format::Error::new(
-                    ztensor_format::ErrorKind::InvalidInput,
-                    format!("cannot start threads: {e}"),
-                ))
-            })
+            .map_err(|e| Error::failed(format!("cannot start threads: {e}")))
     }
 }
 
@@ -335,7 +330,7 @@ pub fn repack_file(
 ) -> Result<(u64, Stats)> {
     let reader = Reader::open_with(input, &Options::default())?;
     let mut writer = FileWriter::create(output, version)?;
-    let stats = repack(&reader, &mut writer, copy, par, progress)?;
+    let stats = repack(&reader, writer.writer_mut(), copy, par, progress)?;
     Ok((writer.finish()?, stats))
 }
 
@@ -396,8 +391,9 @@ pub fn decoded_parallel<S: ReadAt>(component: Component<'_, S>) -> Result<Vec<u8
             let limit = reader.options().limits.max_decoded_len;
             // The buffer is sized by the seek table: only when every frame could really decode
             // to what the table says (a 385-byte file must not buy 64 GiB).
-            let plausible =
-                frames.iter().all(|f| f.decompressed <= ztensor_io::zstd_max_decoded(f.compressed));
+            let plausible = frames
+                .iter()
+                .all(|f| f.decompressed <= ztensor_io::codec::zstd_max_decoded(f.compressed));
             if expected.is_some_and(|e| e != total) || total > limit || !plausible {
                 // Let the sequential path report the exact error.
                 return Ok(component.decoded()?.into_owned());

@@ -7,7 +7,7 @@
 //! the workers; any other is decoded on the dispatcher, a stream each. The calling thread places
 //! the pieces in input order through the sequential writer's own streaming API; when the output
 //! is a file ([`ztensor_io::FileWriter`], Unix) it only reserves each piece's slot
-//! ([`Writer::blob_slot`]) and a worker writes the bytes there with a positioned write, so no
+//! ([`BlobWriter::slot`](ztensor_io::low_level::BlobWriter::slot)) and a worker writes the bytes there with a positioned write, so no
 //! single thread copies every byte out.
 //!
 //! Determinism comes from the split of work: only *preparing* bytes is parallel. Placement
@@ -24,13 +24,12 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 use ztensor_format::{
-    Component, DType, Digest, DigestAlgorithm, Encoding, Error as FormatError, ErrorKind as Rule,
-    Format, LogicalType, Object,
+    Component, DType, Digest, DigestAlgorithm, Error as FormatError, ErrorKind as Rule,
+    LogicalType, Object,
 };
-use ztensor_io::{
-    Combiner, Compression, Error, Hasher, ReadAt, Result, Share, SpecInfo, WriteOptions, Writer,
-    seek_table, zstd_encode,
-};
+use ztensor_io::codec::{Combiner, Hasher, Share, seek_table, zstd_encode};
+use ztensor_io::low_level::{BlobSlot, Streaming};
+use ztensor_io::{Compression, Error, ReadAt, Result, WriteOptions, Writer};
 
 use crate::Progress;
 
@@ -47,7 +46,12 @@ pub(crate) enum Input<'a> {
     /// (planned by [`frames_as_pieces`]): each worker reads and decodes its own frame, the last
     /// piece also reads the table, so the source digest covers every stored byte; `digest` as
     /// for `Raw`.
-    Frames { offset: u64, stored: u64, frames: Vec<ztensor_io::Frame>, digest: Option<Digest> },
+    Frames {
+        offset: u64,
+        stored: u64,
+        frames: Vec<ztensor_io::codec::Frame>,
+        digest: Option<Digest>,
+    },
 }
 
 /// A zstd component that is one piece (it decodes to no more than the piece size) as one
@@ -57,10 +61,11 @@ pub(crate) fn whole_as_piece(
     stored: u64,
     len: u64,
     options: &WriteOptions,
-) -> Option<Vec<ztensor_io::Frame>> {
+) -> Option<Vec<ztensor_io::codec::Frame>> {
     let one = pieces_of(len, piece_size(options, len)) == 1;
-    (one && len <= ztensor_io::zstd_max_decoded(stored))
-        .then(|| vec![ztensor_io::Frame { offset: 0, compressed: stored, decompressed: len }])
+    (one && len <= ztensor_io::codec::zstd_max_decoded(stored)).then(|| {
+        vec![ztensor_io::codec::Frame { offset: 0, compressed: stored, decompressed: len }]
+    })
 }
 
 /// The frames of a seek-table zstd component of `stored` bytes at `offset`, decoding to `len`
@@ -73,24 +78,24 @@ pub(crate) fn frames_as_pieces<S: ReadAt>(
     stored: u64,
     len: u64,
     options: &WriteOptions,
-) -> Option<Vec<ztensor_io::Frame>> {
+) -> Option<Vec<ztensor_io::codec::Frame>> {
     let end = offset.checked_add(stored)?;
     let mut footer = [0u8; 9];
     source.read_exact_at(end.checked_sub(9)?, &mut footer).ok()?;
-    let table_len = ztensor_io::seek_table_len(&footer)?;
+    let table_len = ztensor_io::codec::seek_table_len(&footer)?;
     // At most 2^20 frames (4 TiB of 4 MiB frames); a larger table is decoded as a stream.
     if table_len as u64 > stored || table_len > (8 << 20) + 17 {
         return None;
     }
     let mut table = vec![0u8; table_len];
     source.read_exact_at(end - table_len as u64, &mut table).ok()?;
-    let frames = ztensor_io::parse_seek_table_at_end(&table, stored)?;
+    let frames = ztensor_io::codec::parse_seek_table_at_end(&table, stored)?;
     let size = piece_size(options, len);
     let aligned = frames.len() > 1
         && frames.len() == pieces_of(len, size)
         && frames.iter().enumerate().all(|(i, f)| {
             f.decompressed == (len - i as u64 * size).min(size)
-                && f.decompressed <= ztensor_io::zstd_max_decoded(f.compressed)
+                && f.decompressed <= ztensor_io::codec::zstd_max_decoded(f.compressed)
         });
     aligned.then_some(frames)
 }
@@ -531,14 +536,17 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
         let (mut chain, mut source_chain) = (None, None);
         // Pieces are planned from the declared length: never one no stream could decode to.
         if let Item::Stream { len, input: Input::Zstd { stored, .. }, object, .. } = item
-            && *len > ztensor_io::zstd_max_decoded(*stored)
+            && *len > ztensor_io::codec::zstd_max_decoded(*stored)
         {
             return Err(Error::from(
                 FormatError::new(
                     Rule::DecodedSizeMismatch,
                     "no zstd stream of this size decodes to the declared size",
                 )
-                .expected_found(len, format!("at most {}", ztensor_io::zstd_max_decoded(*stored)))
+                .expected_found(
+                    len,
+                    format!("at most {}", ztensor_io::codec::zstd_max_decoded(*stored)),
+                )
                 .in_object(&object.name),
             ));
         }
@@ -632,8 +640,8 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
 /// the waiting writes first, before it reads or compresses another piece, so bytes leave memory
 /// as soon as their place is known instead of queueing behind reads.
 struct WriteQueue<'b> {
-    tx: Sender<(ztensor_io::BlobSlot, Arc<Tracked<'b>>)>,
-    rx: Receiver<(ztensor_io::BlobSlot, Arc<Tracked<'b>>)>,
+    tx: Sender<(BlobSlot, Arc<Tracked<'b>>)>,
+    rx: Receiver<(BlobSlot, Arc<Tracked<'b>>)>,
     /// The first failure of a write, if any.
     failed: Mutex<Option<Error>>,
 }
@@ -668,7 +676,7 @@ struct Writes<'r, 's, 'b> {
 impl<'b: 's, 's> Writes<'_, 's, 'b> {
     /// Queues `bytes` for a worker to write at `slot` (with a task of its own, so it is written
     /// even when no other piece is left to start).
-    fn spawn(&self, slot: ztensor_io::BlobSlot, bytes: Arc<Tracked<'b>>) {
+    fn spawn(&self, slot: BlobSlot, bytes: Arc<Tracked<'b>>) {
         let _ = self.queue.tx.send((slot, bytes));
         let (queue, abort, budget) = (self.queue, self.abort, self.budget);
         self.scope.spawn(move |_| queue.drain(abort, budget));
@@ -884,7 +892,7 @@ where
                                 .and_then(|n| stored.bytes.get(..n))
                                 .unwrap_or_default();
                             let mut out = vec![0u8; usize::try_from(len).unwrap_or(0)];
-                            ztensor_io::zstd_decode_into(frame, &mut out)?;
+                            ztensor_io::codec::zstd_decode_into(frame, &mut out)?;
                             Ok(out)
                         });
                         match decoded {
@@ -934,8 +942,8 @@ where
                 // tell the writing side, and let the scope re-raise the panic at its end.
                 abort.store(true, Ordering::Relaxed);
                 budget.wake();
-                let stopped = FormatError::new(Rule::InvalidInput, "a worker thread panicked");
-                let _ = tx.send((Key::Piece(seq), Err(Error::from(stopped))));
+                let stopped = Error::failed("a worker thread panicked");
+                let _ = tx.send((Key::Piece(seq), Err(stopped)));
                 panic::resume_unwind(p);
             }
         });
@@ -967,7 +975,7 @@ fn read_piece<'a, S: ReadAt>(
 }
 
 fn no_source() -> Error {
-    Error::from(FormatError::new(Rule::InvalidInput, "a file input without a source"))
+    Error::failed("a file input without a source")
 }
 
 /// Compresses one piece and, when it is a whole component, digests it. A raw piece is written
@@ -988,9 +996,7 @@ fn prepare<'b>(
             let mut t = Tracked { bytes: Cow::Borrowed(&[]), cost: out_cost, budget };
             let z = zstd_encode(&input.bytes, level);
             drop(input);
-            t.bytes = Cow::Owned(z.map_err(|e| {
-                Error::from(FormatError::new(Rule::InvalidInput, format!("zstd: {e}")))
-            })?);
+            t.bytes = Cow::Owned(z.map_err(|e| Error::failed(format!("zstd: {e}")))?);
             Arc::new(t)
         }
     };
@@ -1020,9 +1026,7 @@ impl<'b> Inbox<'_, 'b> {
             if let Some(p) = self.waiting.remove(&key) {
                 return p;
             }
-            let (k, p) = self.rx.recv().map_err(|_| {
-                Error::from(FormatError::new(Rule::InvalidInput, "the pipeline stopped early"))
-            })?;
+            let (k, p) = self.rx.recv().map_err(|_| Error::failed("the pipeline stopped early"))?;
             self.waiting.insert(k, p);
         }
     }
@@ -1055,7 +1059,7 @@ struct Written {
 /// Objects whose bytes are written, added to the manifest in input order as their digests
 /// arrive. Writing the next objects' bytes does not wait for a digest, so pieces that are
 /// hashed are written (and their memory given back) while a long component is still hashing.
-/// A repeated name is refused when the second object is added ([`Writer::push_object`]).
+/// A repeated name is refused when the second object is added ([`Streaming::push_object`]).
 struct Pending(std::collections::VecDeque<Written>);
 
 impl Pending {
@@ -1109,13 +1113,17 @@ fn consume<'b: 's, 's, W: Write>(
                 write(writer)?;
             }
             Work::Stream { object, dtype, logical_type, len, options, checked } => {
-                let info =
-                    SpecInfo { role: "data", dtype, logical_type: logical_type.as_ref(), len };
-                writer.check_object(&object.name, &object.shape, &Format::Dense, &[info])?;
-                let offset = writer.begin_blob()?;
+                writer.check_dense(
+                    &object.name,
+                    &object.shape,
+                    dtype,
+                    logical_type.as_ref(),
+                    len,
+                )?;
                 let pieces = plan[item].map_or(1, |(len, size)| pieces_of(len, size));
                 let mut frames = Vec::with_capacity(pieces);
-                let (mut stored, mut digest) = (0u64, None);
+                let mut digest = None;
+                let mut blob = writer.blob()?;
                 for _ in 0..pieces {
                     let Payload::Piece(p) = inbox.wait(Key::Piece(seq))? else {
                         unreachable_payload()?
@@ -1123,37 +1131,29 @@ fn consume<'b: 's, 's, W: Write>(
                     seq += 1;
                     let n = p.bytes.bytes.len() as u64;
                     // Placed here, in order; written by a worker when the sink is a file.
-                    match writer.blob_slot(n)? {
+                    match blob.slot(n)? {
                         Some(slot) => {
                             if writes.failed() {
                                 return Ok(());
                             }
                             writes.spawn(slot, p.bytes);
                         }
-                        None => writer.blob_bytes(&p.bytes.bytes)?,
+                        None => blob.write(&p.bytes.bytes)?,
                     }
                     frames.push((n, p.input_len));
-                    stored += n;
                     digest = p.digest;
                     progress.bytes_out(n);
                 }
                 let zstd = matches!(options.compression, Compression::Zstd(_));
                 if zstd && pieces > 1 {
                     let table = table_of(&frames)?;
-                    writer.blob_bytes(&table)?;
-                    stored += table.len() as u64;
+                    blob.write(&table)?;
                     progress.bytes_out(table.len() as u64);
                 }
-                let encoding = if zstd { Encoding::Zstd } else { Encoding::Raw };
-                let component = writer.describe_component(
-                    dtype,
-                    logical_type,
-                    offset,
-                    stored,
-                    zstd.then_some(len),
-                    encoding,
-                    digest,
-                );
+                let placed = blob.finish();
+                let mut component = if zstd { placed.zstd(dtype, len) } else { placed.raw(dtype) };
+                component.logical_type = logical_type;
+                component.digest = digest;
                 let chain = (pieces > 1 && options.digest.is_some()).then_some(item);
                 let source = checked.then_some(item);
                 pending.0.push_back(Written { object, component, chain, source });
@@ -1166,7 +1166,7 @@ fn consume<'b: 's, 's, W: Write>(
 
 fn unreachable_payload<T>() -> Result<T> {
     // Keys say what a payload is; a mismatch would be a bug here, reported rather than panicking.
-    Err(Error::from(FormatError::new(Rule::InvalidInput, "pipeline message out of place")))
+    Err(Error::failed("pipeline message out of place"))
 }
 
 #[cfg(test)]
@@ -1206,7 +1206,7 @@ mod tests {
         assert_eq!((whole.len(), whole[0].compressed, whole[0].decompressed), (1, stored, 100));
         assert!(whole_as_piece(stored, 100_000, &chunked).is_none());
         assert!(
-            whole_as_piece(10, ztensor_io::zstd_max_decoded(10) + 1, &WriteOptions::zstd(1))
+            whole_as_piece(10, ztensor_io::codec::zstd_max_decoded(10) + 1, &WriteOptions::zstd(1))
                 .is_none()
         );
     }

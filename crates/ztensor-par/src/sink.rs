@@ -44,6 +44,7 @@ pub struct ZtSink<'w, 'p, W: Write> {
     par: &'p ParOptions,
     progress: &'p dyn Progress,
     drop_attributes: bool,
+    file_attributes: bool,
     stats: Stats,
 }
 
@@ -56,7 +57,15 @@ impl<'w, 'p, W: Write> ZtSink<'w, 'p, W> {
         par: &'p ParOptions,
         progress: &'p dyn Progress,
     ) -> ZtSink<'w, 'p, W> {
-        ZtSink { writer, options, par, progress, drop_attributes: false, stats: Stats::default() }
+        ZtSink {
+            writer,
+            options,
+            par,
+            progress,
+            drop_attributes: false,
+            file_attributes: true,
+            stats: Stats::default(),
+        }
     }
 
     /// Leaves the source's file and object attributes out instead of writing them (or
@@ -64,6 +73,14 @@ impl<'w, 'p, W: Write> ZtSink<'w, 'p, W> {
     #[must_use]
     pub fn drop_attributes(mut self, drop: bool) -> ZtSink<'w, 'p, W> {
         self.drop_attributes = drop;
+        self
+    }
+
+    /// Leaves the source's file attributes out, keeping the writer's own (for objects added
+    /// to an existing file), but still writes object attributes.
+    #[must_use]
+    pub fn without_file_attributes(mut self) -> ZtSink<'w, 'p, W> {
+        self.file_attributes = false;
         self
     }
 
@@ -108,6 +125,7 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
     fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
         let version = self.writer.version();
         if !self.drop_attributes
+            && self.file_attributes
             && let Some(attributes) = source.attributes()
         {
             if version == Version::V0_1 {

@@ -407,12 +407,12 @@ fn a_seek_table_that_claims_more_than_its_frames_can_hold_buys_nothing() {
     use ztensor_format::{Component, Encoding, Format, Object};
     // Two frames of 10 bytes each whose seek table says 4 GiB each; the manifest agrees.
     let (z1, z2) = (
-        ztensor_io::zstd_encode(&[1; 10], 3).unwrap(),
-        ztensor_io::zstd_encode(&[2; 10], 3).unwrap(),
+        ztensor_io::codec::zstd_encode(&[1; 10], 3).unwrap(),
+        ztensor_io::codec::zstd_encode(&[2; 10], 3).unwrap(),
     );
     let claim = u64::from(u32::MAX);
     let mut stored = [z1.clone(), z2.clone()].concat();
-    stored.extend(ztensor_io::seek_table(&[
+    stored.extend(ztensor_io::codec::seek_table(&[
         (z1.len() as u32, u32::MAX),
         (z2.len() as u32, u32::MAX),
     ]));
@@ -605,7 +605,7 @@ fn seek_table_frames_are_decoded_by_the_workers_exactly_as_a_stream_would_be() {
         .model()
         .components["data"]
         .clone();
-    let table = ztensor_io::parse_seek_table(
+    let table = ztensor_io::codec::parse_seek_table(
         &file[component.offset as usize..(component.offset + component.length) as usize],
     )
     .unwrap();

@@ -152,7 +152,7 @@ proptest! {
         for threads in [1, 3] {
             let path = scratch_path();
             let mut file = ztensor_io::FileWriter::create(&path, to).unwrap();
-            repack(&reader, &mut file, &copy, &ParOptions { threads, memory_budget: 1000 }, &()).unwrap();
+            repack(&reader, file.writer_mut(), &copy, &ParOptions { threads, memory_budget: 1000 }, &()).unwrap();
             file.finish().unwrap();
             let written = std::fs::read(&path).unwrap();
             std::fs::remove_file(&path).unwrap();

@@ -257,6 +257,10 @@ impl<S: ReadAt> ztensor_io::TensorSource for TbReader<S> {
         })
     }
 
+    fn name(&self, index: usize) -> Option<Cow<'_, str>> {
+        self.metadata.tensors.get(index).map(|t| Cow::Borrowed(t.name.as_str()))
+    }
+
     fn find(&self, name: &str) -> Option<usize> {
         self.by_name.get(name).copied()
     }

@@ -191,7 +191,7 @@ fn append_makes_one_container_identical_to_writing_everything_at_once() {
 fn the_committed_sample_is_the_documented_file() {
     // SHA-256 as published with the sample.
     assert_eq!(
-        ztensor_io::sha256_hex(&sample()),
+        ztensor_io::codec::sha256_hex(&sample()),
         "283f4a6a817ca693125fe990257abf1c711628e4d459c6c064d6759cbc339749"
     );
 }

@@ -60,10 +60,13 @@ pub fn all() -> Result<Vec<Hostile>> {
     });
 
     // A seek table that claims 4 GiB per 10-byte frame, and a manifest that agrees.
-    let (z1, z2) = (ztensor_io::zstd_encode(&[1; 10], 3)?, ztensor_io::zstd_encode(&[2; 10], 3)?);
+    let (z1, z2) = (
+        ztensor_io::codec::zstd_encode(&[1; 10], 3)?,
+        ztensor_io::codec::zstd_encode(&[2; 10], 3)?,
+    );
     let mut stored = [z1.clone(), z2.clone()].concat();
     let sizes = [(u32::try_from(z1.len())?, u32::MAX), (u32::try_from(z2.len())?, u32::MAX)];
-    stored.extend(ztensor_io::seek_table(&sizes));
+    stored.extend(ztensor_io::codec::seek_table(&sizes));
     let mut w = writer()?;
     dense_stored(&mut w, "claims", zstd_component(&stored, 2 * u64::from(u32::MAX)), &stored)?;
     out.push(Hostile {
@@ -85,7 +88,7 @@ pub fn all() -> Result<Vec<Hostile>> {
 
     // Sixteen objects aliasing one 8 MiB zstd blob.
     let data = vec![5u8; 8 << 20];
-    let blob = ztensor_io::zstd_encode(&data, 3)?;
+    let blob = ztensor_io::codec::zstd_encode(&data, 3)?;
     let bytes = aliases(&blob, data.len() as u64, 16)?;
     out.push(Hostile {
         name: "aliases-16x8m.zt",

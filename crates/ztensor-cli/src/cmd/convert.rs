@@ -54,7 +54,14 @@ pub fn run(r: &Request<'_>) -> Result<(usize, Option<u64>)> {
         let mut writer = FileWriter::create(r.output, to).map_err(|e| anyhow!("{e}"))?;
         let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
         let keep = |name: &str| !excluded(r.exclude, name);
-        let done = ztensor_par::repack_only(&reader, &mut writer, &copy, &r.run.par(), &bar, &keep);
+        let done = ztensor_par::repack_only(
+            &reader,
+            writer.writer_mut(),
+            &copy,
+            &r.run.par(),
+            &bar,
+            &keep,
+        );
         bar.finish();
         let stats = done.map_err(|e| drop_hint(zt_error(&context, &e)))?;
         writer.finish().map_err(|e| anyhow!("{e}"))?;
@@ -71,7 +78,7 @@ pub fn run(r: &Request<'_>) -> Result<(usize, Option<u64>)> {
             let bar = Bar::new(total.sum(), r.run.quiet);
             let mut writer = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
             let par = r.run.par();
-            let mut sink = ZtSink::new(&mut writer, r.encoding.fresh(), &par, &bar)
+            let mut sink = ZtSink::new(writer.writer_mut(), r.encoding.fresh(), &par, &bar)
                 .drop_attributes(r.drop_attributes);
             let done = sink.write_all(source);
             bar.finish();

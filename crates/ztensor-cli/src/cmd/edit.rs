@@ -6,13 +6,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
-use ztensor_foreign::safetensors::{SafetensorsFile, source_tensors};
-use ztensor_foreign::sharded::ShardedCheckpoint;
-use ztensor_io::Repair;
+use ztensor_io::{Repair, TensorSink};
+use ztensor_par::ZtSink;
 
 use super::Kind;
 use super::repack::Bar;
-use crate::{Encoding, Rejected, Run, foreign_error, open, zt_error};
+use crate::{Encoding, Rejected, Run, open, zt_error};
 
 type Writes<'a> = Box<dyn FnOnce(&mut ztensor_io::Appender) -> Result<()> + 'a>;
 
@@ -40,74 +39,53 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
     let context = format!("cannot append {} to {}", from.display(), target.display());
     let bar;
     // Everything is checked before the first byte is appended; what can still fail is I/O.
-    let (count, write): (usize, Writes<'_>) = match super::detect(from)? {
-        Kind::Zt => {
-            let source = open(from, &ztensor_cli::options(false))?;
-            taken(&mut source.manifest().objects().map(|o| o.name()))?;
-            let copy = encoding.copy();
-            let n = source.manifest().len();
-            (
-                n,
-                Box::new(move |w| {
-                    for o in source.objects() {
-                        ztensor_io::copy_object(o, &mut **w, &copy)
-                            .map_err(|e| zt_error("", &e))?;
-                    }
-                    Ok(())
-                }),
-            )
-        }
-        Kind::Safetensors => {
-            let file = SafetensorsFile::open(from).map_err(|e| foreign_error("", &e))?;
-            taken(&mut file.tensors().iter().map(|t| t.name.as_str()))?;
-            source_tensors(&file).map_err(|e| foreign_error(&context, &e))?;
-            bar = Bar::new(file.tensors().iter().map(|t| t.len).sum(), run.quiet);
-            let (options, par, bar) = (encoding.fresh(), run.par(), &bar);
-            (
-                file.tensors().len(),
-                Box::new(move |w| {
-                    let tensors = source_tensors(&file).map_err(|e| foreign_error("", &e))?;
-                    let done = ztensor_par::write_from_source(
-                        file.source(),
-                        &tensors,
-                        &mut **w,
-                        &options,
-                        &par,
-                        bar,
-                    );
-                    bar.finish();
-                    done.map(|_| ()).map_err(|e| zt_error("", &e))
-                }),
-            )
-        }
-        Kind::ShardIndex => {
-            let ckpt = ShardedCheckpoint::open(from).map_err(|e| foreign_error("", &e))?;
-            let ckpt = ckpt.without_metadata();
-            let mut names =
-                ckpt.shards().iter().flat_map(|(_, f)| f.tensors()).map(|t| t.name.as_str());
-            taken(&mut names)?;
-            for (p, f) in ckpt.shards() {
-                source_tensors(f).map_err(|e| foreign_error(&p.display().to_string(), &e))?;
+    let (count, write): (usize, Writes<'_>) = if super::detect(from)? == Kind::Zt {
+        // zTensor: every object by handle, its stored bytes copied as they are where the
+        // target's version holds them.
+        let source = open(from, &ztensor_cli::options(false))?;
+        taken(&mut source.objects().map(|o| o.name()))?;
+        let copy = encoding.copy();
+        let n = source.manifest().len();
+        (
+            n,
+            Box::new(move |w| {
+                for o in source.objects() {
+                    ztensor_io::copy_object(o, w.writer_mut(), &copy)
+                        .map_err(|e| zt_error("", &e))?;
+                }
+                Ok(())
+            }),
+        )
+    } else {
+        // Any other input, through the tensor-source interface, written by the engine. File
+        // attributes (safetensors `__metadata__`, TensorBuffers metadata) stay the target's.
+        let source = crate::open_source(from)?;
+        let names: Vec<String> =
+            (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.name.into_owned()).collect();
+        taken(&mut names.iter().map(String::as_str))?;
+        for i in 0..source.len() {
+            if let Some(o) = source.info(i)
+                && let Some(why) = &o.unsupported
+            {
+                return Err(anyhow!(Rejected(format!(
+                    "{context}: object {:?}: {why}",
+                    super::text::shown(&o.name)
+                ))));
             }
-            let (n, bytes) = ckpt.totals();
-            bar = Bar::new(bytes, run.quiet);
-            let (options, par, bar) = (encoding.fresh(), run.par(), &bar);
-            (
-                n,
-                Box::new(move |w| {
-                    let done = ckpt.to_ztensor(&mut **w, &options, &par, bar);
-                    bar.finish();
-                    done.map(|_| ()).map_err(|e| foreign_error("", &e))
-                }),
-            )
         }
-        Kind::TensorBuffers => {
-            return Err(anyhow!(
-                "{context}: append reads zTensor and safetensors files; convert the \
-                     TensorBuffers file first (ztensor convert {} OUT.zt)",
-                from.display()
-            ));
-        }
+        let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len());
+        bar = Bar::new(total.sum(), run.quiet);
+        let (options, par, bar) = (encoding.fresh(), run.par(), &bar);
+        (
+            names.len(),
+            Box::new(move |w| {
+                let mut sink =
+                    ZtSink::new(w.writer_mut(), options, &par, bar).without_file_attributes();
+                let done = sink.write_all(&*source);
+                bar.finish();
+                done.map(|_| ()).map_err(|e| zt_error("", &e))
+            }),
+        )
     };
     drop(existing);
     let mut appender = match ztensor_io::try_append(target, &ztensor_cli::options(false)) {

@@ -78,8 +78,8 @@ pub fn ls(
     patterns: &[String],
     json: bool,
 ) -> Result<ExitCode> {
-    let mut names: Vec<String> = (0..source.len())
-        .filter_map(|i| source.info(i).map(|o| o.name.into_owned()))
+    let mut names: Vec<std::borrow::Cow<'_, str>> = (0..source.len())
+        .filter_map(|i| source.name(i))
         .filter(|n| patterns.is_empty() || patterns.iter().any(|p| glob(p, n)))
         .collect();
     names.sort_unstable();
@@ -107,7 +107,7 @@ pub fn found(path: &Path, source: &dyn TensorSource, name: &str) -> Result<usize
     if let Some(i) = source.find(name) {
         return Ok(i);
     }
-    let names = (0..source.len()).filter_map(|i| source.info(i).map(|o| o.name.into_owned()));
+    let names = (0..source.len()).filter_map(|i| source.name(i).map(std::borrow::Cow::into_owned));
     let mut close: Vec<(usize, String)> = names
         .filter_map(|n| {
             let d = distance(name, &n);
@@ -231,7 +231,7 @@ pub fn diff(
     json: bool,
 ) -> Result<ExitCode> {
     let names = |s: &dyn TensorSource| -> std::collections::BTreeSet<String> {
-        (0..s.len()).filter_map(|i| s.info(i).map(|o| o.name.into_owned())).collect()
+        (0..s.len()).filter_map(|i| s.name(i).map(std::borrow::Cow::into_owned)).collect()
     };
     let (in_a, in_b) = (names(a), names(b));
     let removed: Vec<&String> = in_a.difference(&in_b).collect();

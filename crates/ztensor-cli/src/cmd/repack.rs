@@ -94,7 +94,7 @@ pub fn run(
     let reader = Reader::open_with(input, &ztensor_cli::options(false))?;
     let bar = Bar::new(total_input(&reader), quiet);
     let mut writer = ztensor_io::FileWriter::create(output, version)?;
-    let stats = ztensor_par::repack(&reader, &mut writer, copy, par, &bar);
+    let stats = ztensor_par::repack(&reader, writer.writer_mut(), copy, par, &bar);
     bar.finish();
     let stats = stats?;
     Ok((writer.finish()?, stats, reader.manifest().len()))
