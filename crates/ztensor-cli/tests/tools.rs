@@ -747,3 +747,39 @@ fn small_things_a_new_user_trips_on() {
     );
     assert!(ok(&["info", "--help"]).contains("ztensor rules"));
 }
+
+#[test]
+fn append_takes_every_input_format() {
+    // TensorBuffers too, through the tensor-source interface (it was refused before).
+    let d = scratch("append-any");
+    let zt = d.join("t.zt");
+    ok(&["convert", "fixtures/examples/tiny-v1.2.zt", arg(&zt), "--exclude", "[!a]*"]);
+    let tb = "fixtures/tensorbuffers/valid/sample.tb";
+    let out = ok(&["append", arg(&zt), "--from", tb]);
+    assert!(out.contains("appended 2 objects"), "{out}");
+    let names = ok(&["ls", arg(&zt)]);
+    assert_eq!(names.lines().count(), 3, "{names}");
+    for name in ok(&["ls", tb]).lines() {
+        assert_eq!(ok(&["cat", tb, name]), ok(&["cat", arg(&zt), name]), "{name}");
+    }
+    // The target keeps its own file attributes.
+    let info = json(&ztensor(&["info", "--json", arg(&zt)]));
+    assert_eq!(info["attributes"]["license"], "CC0-1.0", "{info}");
+    ok(&["verify", arg(&zt)]);
+}
+
+#[test]
+fn the_readme_stands_alone_in_a_clone() {
+    // Links into the project's private notes do not resolve in a clone; the install line and
+    // the rule list an installed binary's user needs are there.
+    let readme = std::fs::read_to_string("../../README.md").unwrap();
+    assert!(!readme.contains("../shared"), "README links outside the repository");
+    assert!(readme.contains("cargo install --locked --path crates/ztensor-cli"));
+    assert!(readme.contains("ztensor rules"));
+    for link in readme.split("](").skip(1).filter_map(|l| l.split(')').next()) {
+        if link.starts_with("http") || link.starts_with('#') {
+            continue;
+        }
+        assert!(std::path::Path::new("../..").join(link).exists(), "README links {link}");
+    }
+}
