@@ -679,23 +679,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
         Command::Verify { file, strict, threads, json, quiet } => match cmd::detect(&file)? {
-            cmd::Kind::TensorBuffers => {
-                let reader = cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?;
-                for t in reader.tensors() {
-                    reader.data(&t.name).map_err(|e| tb_rejected(&file, &e))?;
-                }
-                writeln!(
-                    out,
-                    "{}: sound ({} TensorBuffers tensors)",
-                    file.display(),
-                    reader.tensors().len()
-                )?;
-                ExitCode::SUCCESS
-            }
             cmd::Kind::Zt => {
                 cmd::info::verify(&mut out, &file, strict, self::threads(threads), json, quiet)?
             }
-            other => cmd::convert::foreign_verify(&mut out, &file, other)?,
+            other => cmd::convert::foreign_verify(
+                &mut out,
+                &file,
+                other,
+                strict,
+                self::threads(threads),
+                json,
+                quiet,
+            )?,
         },
         Command::Repack { input, output, to, encoding, run, chunk, drop_attributes } => {
             if cmd::detect(&input)? != cmd::Kind::Zt {

@@ -679,6 +679,11 @@ fn safetensors_dtypes_ztensor_lacks_are_valid_and_can_be_carried_or_left_out() {
     assert!(out.contains("sound (a safetensors file: 3 tensors"), "{out}");
     assert!(out.contains("2 tensors are of a dtype zTensor has no type for"), "{out}");
     assert!(out.contains("scales (F8_E8M0)") && out.contains("w.f4 (F4)"), "{out}");
+    // As JSON too: sound, with the unsupported tensors listed apart from problems.
+    let report = json(&ztensor(&["verify", "--json", arg(&st)]));
+    assert_eq!(report["sound"], true, "{report}");
+    assert_eq!(report["objects"], 3);
+    assert_eq!(report["unsupported"].as_array().unwrap().len(), 2, "{report}");
     // Converting is refused by name, with the two ways out.
     let zt = d.join("mx.zt");
     let err = fails(&["convert", arg(&st), arg(&zt)], 1);

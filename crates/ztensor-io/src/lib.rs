@@ -59,9 +59,7 @@ mod writer;
 pub use crate::append::{
     AppendSink, Appender, Recovered, Repair, append, recover, repair, repair_by_scan, try_append,
 };
-pub use crate::copy::{
-    CopyOptions, DigestChoice, copies_stored, copy_all, copy_object, write_options_for,
-};
+pub use crate::copy::{CopyOptions, DigestChoice, copy_all, copy_object};
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::handle::{Component, Object};
 pub use crate::lock::WriteLock;
@@ -86,7 +84,12 @@ pub use ztensor_format::role;
 /// [`BlobSlot`](low_level::BlobSlot)s any thread fills), and adds the object described from the
 /// [`PlacedBlob`](low_level::PlacedBlob). The types enforce the order: nothing else can be
 /// written while a blob is open, and a component is built only from a finished blob.
+///
+/// Also here: how [`copy_object`] decides, so an engine that copies objects itself decides
+/// alike ([`copies_stored`](low_level::copies_stored),
+/// [`write_options_for`](low_level::write_options_for)).
 pub mod low_level {
+    pub use crate::copy::{copies_stored, write_options_for};
     pub use crate::writer::{BlobSlot, BlobWriter, PlacedBlob, Streaming};
 }
 

@@ -49,9 +49,10 @@ use ztensor_format::{
     ByteOrder, DType, Encoding, Format, LogicalType, Object, Options, Packing, Value, Version,
 };
 use ztensor_io::codec::{parse_seek_table, zstd_decode_into};
+use ztensor_io::low_level::{copies_stored, write_options_for};
 use ztensor_io::{
     Component, ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
-    WriteOptions, Writer, copies_stored, copy_object, write_options_for,
+    WriteOptions, Writer, copy_object,
 };
 
 use crate::pipeline::{Budget, Input, Item};
@@ -480,6 +481,36 @@ pub fn load_all<S: ReadAt>(
             })
             .collect()
     })
+}
+
+/// Verifies every object of any tensor source (safetensors, a sharded checkpoint,
+/// TensorBuffers, zTensor) on `par.threads` threads: each is read, with every digest its format
+/// keeps checked on the bytes read, and checked against the format's data rules. Returns each
+/// object's name and outcome, in the source's order; an object this implementation cannot
+/// decode has [`ErrorKind::Unsupported`](ztensor_io::ErrorKind::Unsupported), for the caller to
+/// tell from damage. `progress` hears of each object's stored bytes as it is done.
+///
+/// # Errors
+/// Only if the threads cannot be started; per-object failures are in the result.
+pub fn verify_source(
+    source: &dyn ztensor_io::TensorSource,
+    par: &ParOptions,
+    progress: &dyn Progress,
+) -> Result<Vec<(String, Result<()>)>> {
+    let pool = par.pool()?;
+    Ok(pool.install(|| {
+        (0..source.len())
+            .into_par_iter()
+            .map(|i| {
+                let name = source.name(i).map_or_else(|| format!("#{i}"), |n| n.into_owned());
+                let outcome = source.read(i).and_then(|data| source.check(i, &data));
+                let stored = source.info(i).map_or(0, |o| o.stored_len());
+                progress.bytes_in(stored);
+                progress.object_done(&name);
+                (name, outcome)
+            })
+            .collect()
+    }))
 }
 
 /// Verifies every object on `par.threads` threads: every digest, and the data rules (the strict

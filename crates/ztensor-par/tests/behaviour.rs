@@ -738,3 +738,27 @@ fn digests_combined_from_pieces_equal_the_sequential_ones() {
         assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DigestMismatch), "{err}");
     }
 }
+
+#[test]
+fn verify_source_reads_any_source_and_names_what_is_damaged() {
+    // A zTensor reader as a generic source: the damaged object, and only it, fails.
+    let file = big_file(4096);
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    let verdicts = ztensor_par::verify_source(&reader, &ParOptions::with_threads(2), &()).unwrap();
+    assert_eq!(verdicts.len(), 6);
+    assert!(verdicts.iter().all(|(_, r)| r.is_ok()), "{verdicts:?}");
+    let mut damaged = file.clone();
+    let c = reader.object("t2").unwrap().model().components["data"].clone();
+    damaged[c.offset as usize + 20] ^= 0x55;
+    let reader = Reader::new(&damaged[..], &Options::default()).unwrap();
+    let verdicts = ztensor_par::verify_source(&reader, &ParOptions::with_threads(2), &()).unwrap();
+    let bad: Vec<&str> =
+        verdicts.iter().filter(|(_, r)| r.is_err()).map(|(n, _)| n.as_str()).collect();
+    assert_eq!(bad, ["t2"]);
+    // The same verdicts as the zTensor-specific verify_all.
+    let specific = verify_all(&reader, &ParOptions::with_threads(2), &()).unwrap();
+    let names = |v: &[(String, ztensor_io::Result<()>)]| -> Vec<(String, bool)> {
+        v.iter().map(|(n, r)| (n.clone(), r.is_ok())).collect()
+    };
+    assert_eq!(names(&verdicts), names(&specific));
+}

@@ -217,46 +217,89 @@ pub fn foreign_info(out: &mut impl Write, path: &Path, kind: Kind, json: bool) -
     Ok(())
 }
 
-/// `verify` on a safetensors file or sharded checkpoint: the header (and the index, and its
-/// agreement with the shards) are validated on open. safetensors carries no digests, so there
-/// is nothing more to check in the data. Tensors of dtypes zTensor has no type for are valid
-/// safetensors: they are named in a note, with the ways to convert such a file.
+/// `verify` on a file of another format (safetensors, a sharded checkpoint, TensorBuffers),
+/// through the tensor-source interface on all threads: the header (and the index, and its
+/// agreement with the shards) are validated on open, then every tensor is read. Tensors of
+/// dtypes zTensor has no type for are valid: they are named in a note, with the ways to convert
+/// such a file.
 pub fn foreign_verify(
     out: &mut impl Write,
     path: &Path,
     kind: Kind,
+    strict: bool,
+    threads: usize,
+    json: bool,
+    quiet: bool,
 ) -> Result<std::process::ExitCode> {
-    let files: Vec<SafetensorsFile<FileSource>> = match kind {
-        Kind::Safetensors => {
-            vec![SafetensorsFile::open(path).map_err(|e| foreign_error("", &e))?]
+    let source: Box<dyn TensorSource> = match kind {
+        Kind::TensorBuffers => {
+            Box::new(super::tb::open(path, strict)?.map_err(|e| crate::tb_rejected(path, &e))?)
         }
-        _ => {
-            let ckpt = ShardedCheckpoint::open(path).map_err(|e| foreign_error("", &e))?;
-            ckpt.into_shards().into_iter().map(|(_, f)| f).collect()
-        }
+        _ => crate::open_source(path)?,
     };
-    let count: usize = files.iter().map(|f| f.tensors().len()).sum();
-    let bytes: u64 = files.iter().flat_map(|f| f.tensors()).map(|t| t.len).sum();
-    writeln!(out, "{}: sound ({kind}: {count} tensors, {bytes} bytes)", path.display())?;
-    let unknown: Vec<String> = files
-        .iter()
-        .flat_map(|f| f.unknown_dtypes())
-        .map(|t| format!("{} ({})", super::text::shown(&t.name), t.dtype))
-        .collect();
-    if !unknown.is_empty() {
-        writeln!(
-            out,
-            "note: {} of a dtype zTensor has no type for: {}. `convert \
-             --carry-unknown-dtypes` carries them as bytes (their dtype and shape kept as \
-             attributes, restored when converted back to safetensors); `convert --exclude NAME` \
-             leaves them out",
-            if unknown.len() == 1 {
-                "1 tensor is".to_owned()
-            } else {
-                format!("{} tensors are", unknown.len())
-            },
-            unknown.join(", ")
-        )?;
+    let source = &*source;
+    let bytes: u64 = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len()).sum();
+    let bar = Bar::new(bytes, quiet);
+    let par = ztensor_par::ParOptions::with_threads(threads);
+    let verdicts = ztensor_par::verify_source(source, &par, &bar);
+    bar.finish();
+    let verdicts = verdicts.map_err(|e| anyhow!("{e}"))?;
+    let mut problems = Vec::new();
+    let mut unknown = Vec::new();
+    for (i, (name, verdict)) in verdicts.iter().enumerate() {
+        match verdict {
+            Ok(()) => {}
+            Err(e) if matches!(e.kind(), ztensor_io::ErrorKind::Unsupported(_)) => {
+                let dtype = source
+                    .info(i)
+                    .and_then(|o| o.components.first().map(|c| c.dtype.to_string()))
+                    .unwrap_or_default();
+                unknown.push(format!("{} ({dtype})", super::text::shown(name)));
+            }
+            Err(e) => problems.push(format!("object {:?}: {e}", super::text::shown(name))),
+        }
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    let sound = problems.is_empty();
+    if json {
+        let report = serde_json::json!({
+            "file": path.display().to_string(),
+            "format": source.format_name(),
+            "sound": sound,
+            "objects": verdicts.len(),
+            "problems": problems,
+            "unsupported": unknown,
+        });
+        writeln!(out, "{report:#}")?;
+    } else {
+        for p in &problems {
+            writeln!(out, "{p}")?;
+        }
+        let tensors = super::text::plural(verdicts.len(), "tensor");
+        if sound {
+            writeln!(out, "{}: sound ({kind}: {tensors}, {bytes} bytes)", path.display())?;
+        } else {
+            writeln!(
+                out,
+                "{}: {} ({kind}: {tensors}, {bytes} bytes)",
+                path.display(),
+                super::text::plural(problems.len(), "problem")
+            )?;
+        }
+        if !unknown.is_empty() {
+            writeln!(
+                out,
+                "note: {} of a dtype zTensor has no type for: {}. `convert \
+                 --carry-unknown-dtypes` carries them as bytes (their dtype and shape kept as \
+                 attributes, restored when converted back to safetensors); `convert --exclude \
+                 NAME` leaves them out",
+                if unknown.len() == 1 {
+                    "1 tensor is".to_owned()
+                } else {
+                    format!("{} tensors are", unknown.len())
+                },
+                unknown.join(", ")
+            )?;
+        }
+    }
+    Ok(if sound { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::from(1) })
 }
