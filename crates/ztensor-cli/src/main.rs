@@ -148,9 +148,9 @@ enum Command {
         #[arg(long)]
         drop_attributes: bool,
     },
-    /// Append every object of SOURCE (zTensor, safetensors or a sharded checkpoint) to TARGET, a
-    /// zTensor 1.x file, in place: new bytes go after the old end and the old bytes are never
-    /// rewritten. Names already in TARGET are refused before anything is written.
+    /// Append every object of SOURCE (zTensor, safetensors, a sharded checkpoint or
+    /// TensorBuffers) to TARGET, a zTensor 1.x file, in place: new bytes go after the old end and
+    /// the old bytes are never rewritten. Names already in TARGET are refused before anything is written.
     ///
     /// Crash-safe: until the append commits, TARGET reads as it was (a journal beside it,
     /// `.TARGET.zt-journal`, records where it ended). A failed append, a full disk, Ctrl-C or
@@ -796,6 +796,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Repair { file, scan } => cmd::edit::repair(&mut out, &file, scan)?,
         Command::Extract { file, name, output, max_dense } => {
             ztensor_io::check_output(&output).map_err(|e| anyhow!("{e}"))?;
+            // Never over the input, nor over a shard of a checkpoint given by its index.
+            if cmd::detect(&file)? == cmd::Kind::ShardIndex {
+                let ckpt = ztensor_foreign::sharded::ShardedCheckpoint::open(&file)
+                    .map_err(|e| foreign_error("", &e))?;
+                for (shard, _) in ckpt.shards() {
+                    cmd::not_over(shard, &output, "an extracted array")?;
+                }
+            }
             let source = open_source(&file)?;
             cmd::look::extract(&mut out, &file, &*source, &name, &output, max_dense)?;
             ExitCode::SUCCESS

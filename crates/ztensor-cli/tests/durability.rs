@@ -283,9 +283,15 @@ fn sigint_during_a_foreign_conversion_leaves_nothing() {
     // removes it, whenever it lands.
     let d = Dir::new("scratch");
     let (input, output) = (d.join("in.safetensors"), d.join("out.tb"));
-    safetensors(&input, 48 << 20);
+    safetensors(&input, 64 << 20);
+    // The conversion is one step (no scratch file), so signals are spread over the time one
+    // takes here, measured first.
+    let started = Instant::now();
+    assert!(run(&["convert", s(&input), s(&output)]).status.success());
+    let took = started.elapsed();
+    std::fs::remove_file(&output).unwrap();
     let mut interrupted = 0;
-    for delay in delays(6, Duration::from_millis(400)) {
+    for delay in delays(8, took.mul_f64(0.6)) {
         let mut child = spawn(&["convert", s(&input), s(&output)]);
         wait_for("a temporary file", || !temporaries(&d).is_empty() || output.exists());
         std::thread::sleep(delay);

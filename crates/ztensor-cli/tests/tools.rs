@@ -788,3 +788,35 @@ fn the_readme_stands_alone_in_a_clone() {
         assert!(std::path::Path::new("../..").join(link).exists(), "README links {link}");
     }
 }
+
+#[test]
+fn review_fixes_hold() {
+    let d = scratch("review");
+    // extract never replaces a shard of the checkpoint it reads.
+    let index = write_sharded(&d, &specs(), 2);
+    let shard = d.join("model-00001-of-00002.safetensors");
+    let before = std::fs::read(&shard).unwrap();
+    let err = fails(&["extract", arg(&index), "w.f32", "-o", arg(&shard)], 2);
+    assert!(err.contains("would replace it"), "{err}");
+    assert_eq!(std::fs::read(&shard).unwrap(), before);
+    // diff compares tensors it cannot decode by their stored bytes instead of failing.
+    let st = d.join("mx.safetensors");
+    microscaling(&st);
+    let same = ok(&["diff", arg(&st), arg(&st)]);
+    assert!(same.ends_with("0 changed, 3 the same\n"), "{same}");
+    let mut bytes = std::fs::read(&st).unwrap();
+    let last = bytes.len() - 9; // inside the last tensor's data (the data ends the file)
+    bytes[last] ^= 1;
+    let other = d.join("mx2.safetensors");
+    std::fs::write(&other, &bytes).unwrap();
+    let out = ztensor(&["diff", arg(&st), arg(&other)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains("1 changed"), "{}", stdout(&out));
+    // A v0.1 file that repeats a name is refused before anything is appended.
+    let zt = d.join("t.zt");
+    ok(&["convert", "fixtures/examples/tiny-v1.2.zt", arg(&zt), "--exclude", "[!a]*"]);
+    let target = std::fs::read(&zt).unwrap();
+    let err = fails(&["append", arg(&zt), "--from", "fixtures/v0.1/valid/duplicate-name.zt"], 1);
+    assert!(err.contains("repeats \"a\""), "{err}");
+    assert_eq!(std::fs::read(&zt).unwrap(), target);
+}

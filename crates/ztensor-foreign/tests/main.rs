@@ -793,3 +793,43 @@ mod npy {
         assert_eq!(npy::len(&a), 10);
     }
 }
+
+mod sources {
+    use super::*;
+    use ztensor_io::{TensorSink, TensorSource};
+
+    #[test]
+    fn a_sink_refuses_what_it_cannot_hold_before_writing_anything() {
+        // An F8_E8M0 tensor after a plain one: nothing at all is written, not the first half.
+        let f32s: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let views = vec![
+            ("a", TensorView::new(Dtype::F32, vec![2], &f32s).unwrap()),
+            ("z", TensorView::new(Dtype::F8_E8M0, vec![2], &[127, 128]).unwrap()),
+        ];
+        let st = safetensors::serialize(views, None).unwrap();
+        let file = SafetensorsFile::new(&st[..]).unwrap();
+        assert!(file.info(1).unwrap().unsupported.is_some());
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let par = ParOptions::with_threads(2);
+        let err = ztensor_par::ZtSink::new(&mut w, WriteOptions::raw(), &par, &())
+            .write_all(&file)
+            .unwrap_err();
+        assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DtypeUnknown), "{err}");
+        assert!(w.manifest().objects.is_empty());
+        // Carried as bytes, both go in, and the export restores the original file exactly.
+        let file = file.carry_unknown_dtypes(true);
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        assert_eq!(
+            ztensor_par::ZtSink::new(&mut w, WriteOptions::zstd(1), &par, &())
+                .write_all(&file)
+                .unwrap(),
+            2
+        );
+        let zt = w.finish().unwrap().0;
+        let reader = Reader::new(&zt[..], &Options::default()).unwrap();
+        let mut back = Vec::new();
+        ztensor_foreign::safetensors::export(&reader, &mut back, &ExportOptions::default())
+            .unwrap();
+        assert_eq!(back, st);
+    }
+}

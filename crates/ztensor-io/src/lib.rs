@@ -82,8 +82,9 @@ pub use ztensor_format::role;
 /// `ztensor-par`): [`Streaming`](low_level::Streaming) on a [`Writer`] checks an object, gives a
 /// [`BlobWriter`](low_level::BlobWriter) for its blob (bytes in order, or at reserved
 /// [`BlobSlot`](low_level::BlobSlot)s any thread fills), and adds the object described from the
-/// [`PlacedBlob`](low_level::PlacedBlob). The types enforce the order: nothing else can be
-/// written while a blob is open, and a component is built only from a finished blob.
+/// [`PlacedBlob`](low_level::PlacedBlob). The types keep a blob whole: nothing else can be
+/// written while one is open, and its place is known only once it is finished. The object
+/// pushed is checked with the whole manifest when the writer finishes.
 ///
 /// Also here: how [`copy_object`] decides, so an engine that copies objects itself decides
 /// alike ([`copies_stored`](low_level::copies_stored),

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::io::Write;
 
 use ztensor_format::{ErrorKind as Rule, Format, Value, Version};
+use ztensor_io::low_level::Streaming;
 use ztensor_io::{
     Error, ReadAt, Result, TensorSink, TensorSource, WriteOptions, Writer, role, write_data,
 };
@@ -100,6 +101,48 @@ impl<W: Write> std::fmt::Debug for ZtSink<'_, '_, W> {
     }
 }
 
+impl<W: Write> ZtSink<'_, '_, W> {
+    /// Refuses, before the first byte is written, what this writer cannot take: objects this
+    /// implementation cannot decode, a name given twice or already in the file, dense tensors
+    /// whose types or sizes the version cannot hold.
+    fn check_all(&self, source: &dyn TensorSource) -> Result<()> {
+        let mut names = std::collections::HashSet::new();
+        for index in 0..source.len() {
+            let info =
+                source.info(index).ok_or_else(|| Error::not_found(&format!("#{index}"), None))?;
+            if info.unsupported.is_some() {
+                // The source says exactly why (its read refuses before reading any data).
+                return Err(source.read(index).err().unwrap_or_else(|| {
+                    Error::failed(format!("object {:?} cannot be decoded here", info.name))
+                }));
+            }
+            if !names.insert(info.name.clone()) {
+                return Err(Error::from(
+                    ztensor_format::Error::new(
+                        Rule::DuplicateName,
+                        "the input holds two objects of this name",
+                    )
+                    .in_object(&info.name),
+                ));
+            }
+            let data = info.component(role::DATA).filter(|_| info.components.len() == 1);
+            if info.format == Format::Dense
+                && let Some(c) = data
+                && let (Some(dtype), Some(len)) = (c.dtype.known(), c.decoded_len)
+            {
+                self.writer.check_dense(
+                    &info.name,
+                    &info.shape,
+                    dtype,
+                    c.logical_type.as_ref(),
+                    len,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A byte source seen through a reference to the trait, so one pipeline run can read any.
 struct Dyn<'a>(&'a dyn ReadAt);
 
@@ -144,7 +187,10 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
                     ),
                 )));
             }
+            self.check_all(source)?;
             self.writer.set_attributes(attributes.into_owned())?;
+        } else {
+            self.check_all(source)?;
         }
         // Runs of consecutive raw dense tensors of one byte source go through one pipeline
         // run; anything else is written in its turn by the sequential code.

@@ -64,7 +64,10 @@ pub(crate) fn kept_metadata(meta: &crate::schema::Metadata) -> Vec<(&'static str
         )),
         Some(_) => {}
     }
-    if meta.tensors.iter().any(|t| t.data_size == 0) {
+    // The table order, when the data alone cannot say it: zero-size tensors share offsets, and
+    // a file whose data is not laid out in table order would be rewritten in data order.
+    let in_data_order = meta.tensors.windows(2).all(|w| w[0].data_offset <= w[1].data_offset);
+    if meta.tensors.iter().any(|t| t.data_size == 0) || !in_data_order {
         let names = meta.tensors.iter().map(|t| Value::from(t.name.clone())).collect();
         attributes.push(("tensorbuffers.order", Value::Array(names)));
     }
@@ -162,7 +165,8 @@ pub fn from_source<W: Write>(
             }
         }
     }
-    // File order: as recorded, else by where each object's data lies.
+    // File order: as recorded, else by where each object's data lies: source by source (the
+    // shards of a checkpoint, in the source's order), each by offset.
     let mut objects: Vec<(usize, ObjectInfo<'_>)> =
         (0..source.len()).filter_map(|i| source.info(i).map(|o| (i, o))).collect();
     let recorded = order.filter(|o| {
@@ -173,13 +177,28 @@ pub fn from_source<W: Write>(
         a == b
     });
     match recorded {
-        Some(o) => objects.sort_by_key(|(_, x)| o.iter().position(|n| *n == x.name)),
-        None => objects.sort_by(|(_, a), (_, b)| {
-            let key = |o: &ObjectInfo<'_>| {
-                o.components.iter().filter_map(|c| c.offset).min().unwrap_or(0)
-            };
-            key(a).cmp(&key(b)).then_with(|| a.name.cmp(&b.name))
-        }),
+        Some(o) => {
+            let position: std::collections::HashMap<&str, usize> =
+                o.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
+            objects.sort_by_key(|(_, x)| position.get(x.name.as_ref()).copied());
+        }
+        None => {
+            let mut groups: std::collections::HashMap<Option<String>, usize> =
+                std::collections::HashMap::new();
+            let mut keyed: Vec<((usize, u64), (usize, ObjectInfo<'_>))> = objects
+                .into_iter()
+                .map(|(i, o)| {
+                    let next = groups.len();
+                    let group =
+                        *groups.entry(o.location.as_ref().map(|l| l.to_string())).or_insert(next);
+                    let offset = o.components.iter().filter_map(|c| c.offset).min().unwrap_or(0);
+                    ((group, offset), (i, o))
+                })
+                .collect();
+            keyed
+                .sort_by(|(ka, (_, a)), (kb, (_, b))| ka.cmp(kb).then_with(|| a.name.cmp(&b.name)));
+            objects = keyed.into_iter().map(|(_, o)| o).collect();
+        }
     }
     for (index, o) in objects {
         let name = o.name.as_ref();

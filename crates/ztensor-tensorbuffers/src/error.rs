@@ -113,10 +113,12 @@ impl Error {
 
 impl From<ztensor_io::Error> for Error {
     fn from(e: ztensor_io::Error) -> Error {
-        let kind = if e.rule() == Some(ztensor_format::ErrorKind::Unrepresentable) {
-            ErrorKind::Unrepresentable
-        } else {
-            ErrorKind::ZTensor
+        // A broken rule is the data's (`ZTensor`); anything else (a failed read, a missing
+        // name, the work failing) is a failed request, like this crate's own I/O errors.
+        let kind = match e.rule() {
+            Some(ztensor_format::ErrorKind::Unrepresentable) => ErrorKind::Unrepresentable,
+            Some(_) => ErrorKind::ZTensor,
+            None => ErrorKind::Io,
         };
         Error { source: Some(Box::new(e)), ..Error::new(kind, "zTensor") }
     }

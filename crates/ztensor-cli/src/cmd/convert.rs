@@ -256,6 +256,14 @@ pub fn foreign_verify(
                     .unwrap_or_default();
                 unknown.push(format!("{} ({dtype})", super::text::shown(name)));
             }
+            // A failed read is a failed request (status 2), not a problem of the file.
+            Err(e) if e.rule().is_none() => {
+                return Err(anyhow!(
+                    "{}: object {:?}: {e}",
+                    path.display(),
+                    super::text::shown(name)
+                ));
+            }
             Err(e) => problems.push(format!("object {:?}: {e}", super::text::shown(name))),
         }
     }

@@ -44,6 +44,15 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
         // target's version holds them.
         let source = open(from, &ztensor_cli::options(false))?;
         taken(&mut source.objects().map(|o| o.name()))?;
+        let repeated: Vec<String> = source.shadowed().map(|o| format!("{:?}", o.name())).collect();
+        if !repeated.is_empty() {
+            return Err(anyhow!(Rejected(format!(
+                "{context}: {} repeats {} (a v0.1 file may; a 1.x file holds one object per \
+                 name)",
+                from.display(),
+                repeated.join(", ")
+            ))));
+        }
         let copy = encoding.copy();
         let n = source.manifest().len();
         (

@@ -108,10 +108,15 @@ pub fn found(path: &Path, source: &dyn TensorSource, name: &str) -> Result<usize
         return Ok(i);
     }
     let names = (0..source.len()).filter_map(|i| source.name(i).map(std::borrow::Cow::into_owned));
+    // Within a third of the name's length; names much longer or shorter cannot be that close,
+    // and are not measured (a file's names may be long and many).
+    let chars = name.chars().count();
+    let within = (chars / 3).max(2);
     let mut close: Vec<(usize, String)> = names
+        .filter(|n| n.len() <= 4 * (chars + within) && n.chars().count().abs_diff(chars) <= within)
         .filter_map(|n| {
             let d = distance(name, &n);
-            (d <= (name.chars().count() / 3).max(2)).then_some((d, n))
+            (d <= within).then_some((d, n))
         })
         .collect();
     close.sort();
@@ -209,6 +214,20 @@ type Components = Vec<(String, String, String)>;
 /// and a hash of the decoded bytes.
 fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, Components)> {
     let index = source.find(name).ok_or_else(|| anyhow!("no object {name:?}"))?;
+    if let Some(info) = source.info(index).filter(|o| o.unsupported.is_some()) {
+        // Not decodable here (a dtype zTensor lacks, an unknown encoding): compared by its
+        // types and stored bytes.
+        let stored = match source.raw(index) {
+            Some(range) => hash_range(range)?,
+            None => format!("{} stored bytes, not decoded", info.stored_len()),
+        };
+        let components = info
+            .components
+            .iter()
+            .map(|c| (c.role.to_string(), c.dtype.to_string(), stored.clone()))
+            .collect();
+        return Ok((info.format.to_string(), info.shape.to_vec(), components));
+    }
     let data = source.read(index).map_err(|e| zt_error("", &e))?;
     let components = data
         .components
@@ -222,6 +241,21 @@ fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, 
         })
         .collect();
     Ok((data.format.to_string(), data.shape, components))
+}
+
+/// BLAKE3 of the bytes of `range`, read in pieces.
+fn hash_range(range: ztensor_io::RawRange<'_>) -> Result<String> {
+    const PIECE: u64 = 4 << 20;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; usize::try_from(PIECE.min(range.len)).unwrap_or(0)];
+    let mut at = 0u64;
+    while at < range.len {
+        let n = usize::try_from((range.len - at).min(PIECE)).unwrap_or(0);
+        range.source.read_exact_at(range.offset + at, &mut buf[..n])?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(hasher.finalize().to_hex().to_string())
 }
 
 pub fn diff(
