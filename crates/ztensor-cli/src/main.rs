@@ -623,11 +623,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let code = match cli.command {
         Command::Info { file, strict, json } => {
             match cmd::detect(&file)? {
-                cmd::Kind::TensorBuffers => {
-                    let reader =
-                        cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?;
-                    cmd::tb::info(&mut out, &file, &reader)?;
-                }
                 cmd::Kind::Zt => {
                     let reader = open(&file, &options(strict))?;
                     let pending = reader.source().uncommitted();
@@ -666,7 +661,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         }
                     }
                 }
-                other => cmd::convert::foreign_info(&mut out, &file, other, json)?,
+                // Every other format, through the tensor-source interface.
+                other => {
+                    let source: Box<dyn ztensor_io::TensorSource> = match other {
+                        cmd::Kind::TensorBuffers => Box::new(
+                            cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?,
+                        ),
+                        _ => open_source(&file)?,
+                    };
+                    cmd::convert::source_info(&mut out, &file, other, &*source, json)?;
+                }
             }
             ExitCode::SUCCESS
         }

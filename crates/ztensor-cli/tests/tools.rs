@@ -820,3 +820,21 @@ fn review_fixes_hold() {
     assert!(err.contains("repeats \"a\""), "{err}");
     assert_eq!(std::fs::read(&zt).unwrap(), target);
 }
+
+#[test]
+fn info_describes_every_other_format_through_the_source_interface() {
+    let ops = "fixtures/tensorbuffers/valid/model-and-operations.tb";
+    let info = json(&ztensor(&["info", "--json", ops]));
+    assert_eq!(info["format"], "tensorbuffers");
+    assert_eq!(info["attributes"]["tensorbuffers.model"], "example", "{info}");
+    assert_eq!(info["tensors"].as_array().unwrap().len(), 1);
+    let index = "fixtures/examples/checkpoint/model.safetensors.index.json";
+    let text = ok(&["info", index]);
+    assert!(text.contains("SHARD") && text.contains("model-00002-of-00002.safetensors"), "{text}");
+    assert!(text.contains("u8:f8_e4m3fn"), "the zTensor types, as every command shows them");
+    let info = json(&ztensor(&["info", "--json", index]));
+    assert_eq!(info["format"], "safetensors-sharded");
+    let shards: Vec<&str> =
+        info["tensors"].as_array().unwrap().iter().map(|t| t["shard"].as_str().unwrap()).collect();
+    assert_eq!(shards.len(), 6);
+}

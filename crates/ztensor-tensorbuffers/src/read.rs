@@ -218,7 +218,7 @@ fn check_entry(t: &TensorEntry, data_end: u64, options: &ReadOptions) -> Result<
 /// keeps them).
 impl<S: ReadAt> ztensor_io::TensorSource for TbReader<S> {
     fn format_name(&self) -> Cow<'_, str> {
-        Cow::Borrowed("TensorBuffers")
+        Cow::Owned(format!("TensorBuffers (version {:?})", self.metadata.version))
     }
 
     fn attributes(&self) -> Option<Cow<'_, ztensor_format::Value>> {

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
-use ztensor_foreign::safetensors::{ExportOptions, SafetensorsFile, SafetensorsSink};
+use ztensor_foreign::safetensors::{ExportOptions, SafetensorsSink};
 use ztensor_foreign::sharded::ShardedCheckpoint;
-use ztensor_io::{CopyOptions, Excluding, FileSource, FileWriter, TensorSink, TensorSource};
+use ztensor_io::{CopyOptions, Excluding, FileWriter, TensorSink, TensorSource};
 use ztensor_par::ZtSink;
 use ztensor_tensorbuffers::TbSink;
 
@@ -147,73 +147,106 @@ pub fn drop_hint(error: anyhow::Error) -> anyhow::Error {
     if rejected { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
 
-/// `info` on a safetensors file or sharded checkpoint.
-pub fn foreign_info(out: &mut impl Write, path: &Path, kind: Kind, json: bool) -> Result<()> {
-    type Row = (String, String, Vec<u64>, u64, Option<String>);
-    let rows_of = |shard: &Path, file: &SafetensorsFile<FileSource>| -> Vec<Row> {
-        let shard_name = shard.file_name().map(|n| n.to_string_lossy().into_owned());
-        file.tensors()
-            .iter()
-            .map(|t| {
-                (t.name.clone(), t.dtype.to_string(), t.shape.clone(), t.len, shard_name.clone())
-            })
-            .collect()
-    };
-    let (mut rows, metadata, shards) = match kind {
-        Kind::Safetensors => {
-            let file = SafetensorsFile::open(path).map_err(|e| foreign_error("", &e))?;
-            (rows_of(path, &file), file.metadata().clone(), 1)
-        }
-        _ => {
-            let ckpt = ShardedCheckpoint::open(path).map_err(|e| foreign_error("", &e))?;
-            let rows = ckpt.shards().iter().flat_map(|(p, f)| rows_of(p, f)).collect();
-            (rows, ckpt.metadata().clone(), ckpt.shards().len())
-        }
-    };
-    rows.sort();
+/// `info` on a file of another format (safetensors, a sharded checkpoint, TensorBuffers), read
+/// through the tensor-source interface: what it is, its attributes (safetensors `__metadata__`,
+/// the TensorBuffers metadata zTensor keeps as `tensorbuffers.*`), and a table of its tensors.
+pub fn source_info(
+    out: &mut impl Write,
+    path: &Path,
+    kind: Kind,
+    source: &dyn TensorSource,
+    json: bool,
+) -> Result<()> {
+    struct Row {
+        name: String,
+        dtype: String,
+        shape: Vec<u64>,
+        bytes: u64,
+        location: Option<String>,
+    }
+    let mut rows: Vec<Row> = (0..source.len())
+        .filter_map(|i| source.info(i))
+        .map(|o| {
+            let dtype = o
+                .components
+                .iter()
+                .map(|c| match &c.logical_type {
+                    Some(t) => format!("{}:{t}", c.dtype),
+                    None => c.dtype.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            Row {
+                name: o.name.to_string(),
+                dtype,
+                shape: o.shape.to_vec(),
+                bytes: o.stored_len(),
+                location: o.location.map(|l| l.to_string()),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    let attributes = source.attributes();
+    let attributes_json = attributes.as_deref().map(ztensor_dump::cbor_to_json);
     if json {
         let tensors: Vec<_> = rows
             .iter()
-            .map(|(n, d, s, l, f)| serde_json::json!({"name": n, "dtype": d, "shape": s, "bytes": l, "shard": f}))
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.name,
+                    "dtype": r.dtype,
+                    "shape": r.shape,
+                    "bytes": r.bytes,
+                    "shard": r.location,
+                })
+            })
             .collect();
+        let format = match kind {
+            Kind::Safetensors => "safetensors",
+            Kind::ShardIndex => "safetensors-sharded",
+            Kind::TensorBuffers => "tensorbuffers",
+            Kind::Zt => "ztensor",
+        };
         let report = serde_json::json!({
             "file": path.display().to_string(),
-            "format": if kind == Kind::Safetensors { "safetensors" } else { "safetensors-sharded" },
-            "metadata": metadata,
+            "format": format,
+            "description": source.format_name(),
+            "attributes": attributes_json,
             "tensors": tensors,
         });
         writeln!(out, "{report:#}")?;
         return Ok(());
     }
     writeln!(out, "file:       {}", path.display())?;
-    writeln!(
-        out,
-        "format:     {}",
-        if kind == Kind::Safetensors {
-            "safetensors".to_owned()
-        } else {
-            format!("sharded safetensors ({shards} shards)")
-        }
-    )?;
+    writeln!(out, "format:     {}", source.format_name())?;
     writeln!(out, "tensors:    {}", rows.len())?;
-    let m: Vec<String> = metadata.iter().map(|(k, v)| format!("{k:?}: {v:?}")).collect();
-    writeln!(
-        out,
-        "metadata:   {}",
-        if m.is_empty() { "none".to_owned() } else { format!("{{{}}}", m.join(", ")) }
-    )?;
+    let shown = attributes_json.map_or_else(|| "none".to_owned(), |a| a.to_string());
+    writeln!(out, "attributes: {shown}")?;
+    let sharded = rows.iter().any(|r| r.location.is_some());
     let table: Vec<Vec<String>> = rows
         .iter()
-        .map(|(name, dtype, shape, len, _)| {
-            let name = super::text::shown(name).into_owned();
-            vec![name, dtype.clone(), format!("{shape:?}"), len.to_string()]
+        .map(|r| {
+            let mut row = vec![
+                super::text::shown(&r.name).into_owned(),
+                r.dtype.clone(),
+                format!("{:?}", r.shape),
+                r.bytes.to_string(),
+            ];
+            if sharded {
+                row.push(r.location.clone().unwrap_or_default());
+            }
+            row
         })
         .collect();
     writeln!(out)?;
     // DTYPE and SHAPE keep their customary widths (11 and 16) unless a cell needs more.
-    super::text::table(out, &["NAME", "DTYPE      ", "SHAPE           ", "BYTES"], &table)?;
+    let mut header = vec!["NAME", "DTYPE      ", "SHAPE           ", "BYTES"];
+    if sharded {
+        header.push("SHARD");
+    }
+    super::text::table(out, &header, &table)?;
     writeln!(out)?;
-    writeln!(out, "total: {} bytes of tensor data", rows.iter().map(|r| r.3).sum::<u64>())?;
+    writeln!(out, "total: {} bytes of tensor data", rows.iter().map(|r| r.bytes).sum::<u64>())?;
     Ok(())
 }
 

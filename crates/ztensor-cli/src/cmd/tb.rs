@@ -1,6 +1,5 @@
 //! TensorBuffers files in every command.
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -37,48 +36,4 @@ pub fn open(
     let source = FileSource::new(file).with_context(context)?;
     let options = if strict { ReadOptions::strict() } else { ReadOptions::default() };
     Ok(TbReader::new(source, &options))
-}
-
-pub fn info(out: &mut impl Write, path: &Path, r: &TbReader<FileSource>) -> Result<()> {
-    let m = r.metadata();
-    writeln!(out, "file:       {}", path.display())?;
-    writeln!(out, "format:     TensorBuffers (version {:?})", m.version)?;
-    writeln!(out, "tensors:    {}", m.tensors.len())?;
-    writeln!(
-        out,
-        "metadata:   {} bytes at offset {}",
-        r.source().len() - 8 - r.metadata_offset(),
-        r.metadata_offset()
-    )?;
-    writeln!(out, "model:      {}", m.model.as_deref().unwrap_or("none"))?;
-    writeln!(
-        out,
-        "operations: {}",
-        m.operations.as_ref().map_or_else(|| "absent".to_owned(), |o| o.len().to_string())
-    )?;
-    if m.tensors.is_empty() {
-        return Ok(());
-    }
-    let mut rows: Vec<[String; 5]> = m
-        .tensors
-        .iter()
-        .map(|t| {
-            [
-                super::text::shown(&t.name).into_owned(),
-                t.data_type.dtype().to_string(),
-                format!("{:?}", t.shape),
-                t.data_offset.to_string(),
-                t.data_size.to_string(),
-            ]
-        })
-        .collect();
-    rows.sort();
-    let header = ["NAME", "DTYPE", "SHAPE", "OFFSET", "SIZE"];
-    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
-    writeln!(out)?;
-    super::text::table(out, &header, &rows)?;
-    let total: u64 = m.tensors.iter().map(|t| u64::from(t.data_size)).sum();
-    writeln!(out)?;
-    writeln!(out, "total: {total} bytes of tensor data")?;
-    Ok(())
 }
