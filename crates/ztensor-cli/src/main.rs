@@ -586,6 +586,27 @@ fn open_source(path: &Path) -> Result<Box<dyn ztensor_io::TensorSource>> {
     open_source_with(path, false)
 }
 
+/// As [`open_source_with`], for a command that writes `output` (as `what`): refused when
+/// `output` is the input, or one of the shards of a checkpoint given by its index (opened
+/// once, for both).
+fn open_source_for(
+    path: &Path,
+    output: &Path,
+    what: &str,
+    carry_unknown: bool,
+) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    cmd::not_over(path, output, what)?;
+    if cmd::detect(path)? != cmd::Kind::ShardIndex {
+        return open_source_with(path, carry_unknown);
+    }
+    let ckpt = ztensor_foreign::sharded::ShardedCheckpoint::open(path)
+        .map_err(|e| foreign_error("", &e))?;
+    for (shard, _) in ckpt.shards() {
+        cmd::not_over(shard, output, what)?;
+    }
+    Ok(Box::new(ckpt.carry_unknown_dtypes(carry_unknown)))
+}
+
 /// As [`open_source`]; with `carry_unknown`, safetensors tensors of dtypes zTensor lacks are
 /// carried as bytes.
 fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_io::TensorSource>> {
@@ -801,14 +822,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Extract { file, name, output, max_dense } => {
             ztensor_io::check_output(&output).map_err(|e| anyhow!("{e}"))?;
             // Never over the input, nor over a shard of a checkpoint given by its index.
-            if cmd::detect(&file)? == cmd::Kind::ShardIndex {
-                let ckpt = ztensor_foreign::sharded::ShardedCheckpoint::open(&file)
-                    .map_err(|e| foreign_error("", &e))?;
-                for (shard, _) in ckpt.shards() {
-                    cmd::not_over(shard, &output, "an extracted array")?;
-                }
-            }
-            let source = open_source(&file)?;
+            let source = open_source_for(&file, &output, "an extracted array", false)?;
             cmd::look::extract(&mut out, &file, &*source, &name, &output, max_dense)?;
             ExitCode::SUCCESS
         }

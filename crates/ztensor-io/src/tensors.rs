@@ -85,6 +85,29 @@ pub struct RawRange<'a> {
     pub len: u64,
 }
 
+impl RawRange<'_> {
+    /// Reads the range in pieces of at most `piece` bytes into one reused buffer, handing each
+    /// to `f` in order: a huge tensor costs one piece of memory.
+    ///
+    /// # Errors
+    /// The source's read errors, with the file offset that failed.
+    pub fn read_pieces(&self, piece: u64, mut f: impl FnMut(&[u8])) -> Result<()> {
+        let piece = piece.clamp(1, self.len.max(1));
+        let mut buf = vec![0u8; usize::try_from(piece).unwrap_or(0)];
+        let mut at = 0u64;
+        while at < self.len {
+            let n = usize::try_from((self.len - at).min(piece)).unwrap_or(0);
+            let offset = self.offset.saturating_add(at);
+            self.source.read_exact_at(offset, &mut buf[..n]).map_err(|e| {
+                crate::Error::io(format!("reading byte {offset} of the source"), None, e)
+            })?;
+            f(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(())
+    }
+}
+
 impl std::fmt::Debug for RawRange<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RawRange").field("offset", &self.offset).field("len", &self.len).finish()

@@ -511,7 +511,7 @@ pub fn verify_source(
                         && o.components.iter().all(|c| c.dtype.known() != Some(DType::Bool))
                 });
                 let outcome = match source.raw(i).filter(|_| plain) {
-                    Some(range) => read_through(range, &name),
+                    Some(range) => range.read_pieces(RAW_PIECE, |_| {}),
                     None => source.read(i).and_then(|data| source.check(i, &data)),
                 };
                 let stored = info.map_or(0, |o| o.stored_len());
@@ -521,21 +521,6 @@ pub fn verify_source(
             })
             .collect()
     }))
-}
-
-/// Reads `range` in pieces of [`RAW_PIECE`] into one reused buffer: that its bytes can be read.
-fn read_through(range: ztensor_io::RawRange<'_>, name: &str) -> Result<()> {
-    let piece = usize::try_from(RAW_PIECE.min(range.len)).unwrap_or(0);
-    let mut buf = vec![0u8; piece];
-    let mut at = 0u64;
-    while at < range.len {
-        let n = usize::try_from((range.len - at).min(RAW_PIECE)).unwrap_or(0);
-        range.source.read_exact_at(range.offset + at, &mut buf[..n]).map_err(|e| {
-            Error::io(format!("reading {name:?} at byte {}", range.offset + at), None, e)
-        })?;
-        at += n as u64;
-    }
-    Ok(())
 }
 
 /// Verifies every object on `par.threads` threads: every digest, and the data rules (the strict

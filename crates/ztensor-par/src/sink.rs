@@ -167,30 +167,29 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
 
     fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
         let version = self.writer.version();
-        if !self.drop_attributes
-            && self.file_attributes
-            && let Some(attributes) = source.attributes()
+        let attributes =
+            source.attributes().filter(|_| !self.drop_attributes && self.file_attributes);
+        if let Some(attributes) = &attributes
+            && version == Version::V0_1
         {
-            if version == Version::V0_1 {
-                let keys: Vec<String> = attributes
-                    .as_map()
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|(k, _)| k.as_text().map_or_else(|| format!("{k:?}"), str::to_owned))
-                    .collect();
-                return Err(Error::from(ztensor_format::Error::new(
-                    Rule::Unrepresentable,
-                    format!(
-                        "{} cannot be kept: zTensor 0.1 has no file attributes ({})",
-                        source.attributes_origin(),
-                        keys.join(", ")
-                    ),
-                )));
-            }
-            self.check_all(source)?;
+            let keys: Vec<String> = attributes
+                .as_map()
+                .unwrap_or_default()
+                .iter()
+                .map(|(k, _)| k.as_text().map_or_else(|| format!("{k:?}"), str::to_owned))
+                .collect();
+            return Err(Error::from(ztensor_format::Error::new(
+                Rule::Unrepresentable,
+                format!(
+                    "{} cannot be kept: zTensor 0.1 has no file attributes ({})",
+                    source.attributes_origin(),
+                    keys.join(", ")
+                ),
+            )));
+        }
+        self.check_all(source)?;
+        if let Some(attributes) = attributes {
             self.writer.set_attributes(attributes.into_owned())?;
-        } else {
-            self.check_all(source)?;
         }
         // Runs of consecutive raw dense tensors of one byte source go through one pipeline
         // run; anything else is written in its turn by the sequential code.

@@ -6,7 +6,6 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow};
 use ztensor_foreign::safetensors::{ExportOptions, SafetensorsSink};
-use ztensor_foreign::sharded::ShardedCheckpoint;
 use ztensor_io::{CopyOptions, Excluding, FileWriter, TensorSink, TensorSource};
 use ztensor_par::ZtSink;
 use ztensor_tensorbuffers::TbSink;
@@ -37,16 +36,7 @@ pub fn run(r: &Request<'_>) -> Result<(usize, Option<u64>)> {
     let context = format!("cannot convert {} to {}", r.input.display(), r.target);
     let kind = super::detect(r.input)?;
     // zTensor to zTensor may rewrite a file in place (as `repack` and `remove` do); anything
-    // else would replace the user's file with another format.
-    if !(kind == Kind::Zt && matches!(r.target, Target::Zt(_))) {
-        super::not_over(r.input, r.output, &r.target.to_string())?;
-    }
-    if kind == Kind::ShardIndex {
-        let ckpt = ShardedCheckpoint::open(r.input).map_err(|e| foreign_error("", &e))?;
-        for (shard, _) in ckpt.shards() {
-            super::not_over(shard, r.output, &r.target.to_string())?;
-        }
-    }
+    // else would replace the user's file (or a shard of it) with another format.
     if let (Kind::Zt, Target::Zt(to)) = (kind, r.target) {
         let reader = open(r.input, &ztensor_cli::options(false))?;
         // The parallel copy writes exactly what `copy_all` would, with a progress bar.
@@ -68,7 +58,7 @@ pub fn run(r: &Request<'_>) -> Result<(usize, Option<u64>)> {
         let count = reader.objects().filter(|o| keep(o.name())).count();
         return Ok((count, Some(stats.peak_in_flight)));
     }
-    let opened = crate::open_source_with(r.input, r.carry_unknown)?;
+    let opened = crate::open_source_for(r.input, r.output, &r.target.to_string(), r.carry_unknown)?;
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;
     let mut peak = None;

@@ -243,18 +243,12 @@ fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, 
     Ok((data.format.to_string(), data.shape, components))
 }
 
-/// BLAKE3 of the bytes of `range`, read in pieces.
+/// BLAKE3 of the bytes of `range`, read in 4 MiB pieces.
 fn hash_range(range: ztensor_io::RawRange<'_>) -> Result<String> {
-    const PIECE: u64 = 4 << 20;
     let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; usize::try_from(PIECE.min(range.len)).unwrap_or(0)];
-    let mut at = 0u64;
-    while at < range.len {
-        let n = usize::try_from((range.len - at).min(PIECE)).unwrap_or(0);
-        range.source.read_exact_at(range.offset + at, &mut buf[..n])?;
-        hasher.update(&buf[..n]);
-        at += n as u64;
-    }
+    range.read_pieces(4 << 20, |bytes| {
+        hasher.update(bytes);
+    })?;
     Ok(hasher.finalize().to_hex().to_string())
 }
 
