@@ -12,7 +12,8 @@
 //! For each mode it reports per-role CPU seconds per GB at all threads, the serial share (CPU of
 //! the busiest thread that is not a worker ÷ all CPU), the speed-up Amdahl's law projects from
 //! that share at 8 / 16 / 32 / 64 threads, and the wall speed-up measured at each thread count.
-//! Prints a table and writes `target/bench/scaling.json`.
+//! Prints a table and writes `target/bench/scaling.json`. Each run writes a new output file (the
+//! previous one is removed first, outside the timing).
 
 // Benchmark data is generated here and sized for 64-bit machines; its lengths always fit.
 #![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
@@ -257,6 +258,9 @@ fn main() {
             args.extend(["-q".into(), "--threads".into(), threads.to_string()]);
             args.push(dir.join(mode.input).to_string_lossy().into_owned());
             args.push(out.to_string_lossy().into_owned());
+            // Every run writes a new file: replacing one would add the kernel's eviction of the
+            // old file's pages, on the calling thread, to what is measured.
+            let _ = std::fs::remove_file(&out);
             let (wall, per_thread, pid) = run(&cli, &args, ticks);
             let kernel_wall = kernel(&pieces, &mode, threads);
             let mut roles: BTreeMap<&str, f64> = BTreeMap::new();

@@ -54,6 +54,8 @@ mod rewrite;
 mod source;
 mod tensors;
 mod write_data;
+#[allow(unsafe_code)]
+mod writeback;
 mod writer;
 
 pub use crate::append::{

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::{self, File, Metadata, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, PoisonError, Weak};
@@ -355,6 +355,9 @@ pub fn remove_stale_temporaries(target: impl AsRef<Path>) -> Result<usize> {
 #[derive(Debug)]
 pub struct AtomicFile {
     file: Option<BufWriter<File>>,
+    /// Bytes skipped past ([`AtomicFile::skip`]) since the last write: the position moves over
+    /// them only when the next bytes go in, so skipping costs no system call.
+    hole: u64,
     temp: PathBuf,
     target: PathBuf,
     registration: u64,
@@ -382,7 +385,7 @@ impl AtomicFile {
             return Err(Error::io("cannot keep the permissions of", Some(target), e));
         }
         let file = Some(BufWriter::with_capacity(1 << 20, file));
-        Ok(AtomicFile { file, temp, target, registration })
+        Ok(AtomicFile { file, hole: 0, temp, target, registration })
     }
 
     /// The path the file will be published at (symbolic links resolved).
@@ -407,6 +410,14 @@ impl AtomicFile {
                 .map_err(|e| Error::io("writing", Some(self.target.clone()), e.into_error()))?,
             None => return Err(Error::io("publishing", Some(self.target.clone()), abandoned())),
         };
+        if self.hole > 0 {
+            // Skipped bytes at the very end that no positioned write filled: the file still
+            // reaches past them, as zeros.
+            let end = (&file).stream_position().map_err(io("writing", &self.target))? + self.hole;
+            if file.metadata().map_err(io("writing", &self.target))?.len() < end {
+                file.set_len(end).map_err(io("writing", &self.target))?;
+            }
+        }
         file.sync_all().map_err(io("syncing", &self.target))?;
         // Not over a file another process is appending to: wait for it to finish. An append of
         // this process shares the lock, so it is refused rather than orphaned.
@@ -441,20 +452,36 @@ impl AtomicFile {
         self.file.as_ref().ok_or_else(abandoned)?.get_ref().try_clone()
     }
 
-    /// Moves past `n` bytes that positioned writes fill, after writing out what is buffered.
+    /// Moves past `n` bytes that positioned writes fill (or that stay zero: the file is new).
+    /// No system call: the position moves when the next bytes are written.
     pub(crate) fn skip(&mut self, n: u64) -> io::Result<()> {
-        use std::io::{Seek, SeekFrom};
-        let n = i64::try_from(n).map_err(|_| io::Error::other("a hole past 2^63 bytes"))?;
-        self.file.as_mut().ok_or_else(abandoned)?.seek(SeekFrom::Current(n)).map(drop)
+        self.hole = self
+            .hole
+            .checked_add(n)
+            .filter(|&h| i64::try_from(h).is_ok())
+            .ok_or_else(|| io::Error::other("a hole past 2^63 bytes"))?;
+        Ok(())
+    }
+
+    /// The buffered file, positioned after any bytes skipped.
+    fn positioned(&mut self) -> io::Result<&mut BufWriter<File>> {
+        let file = self.file.as_mut().ok_or_else(abandoned)?;
+        if self.hole > 0 {
+            // `skip` keeps the hole within i64.
+            let n = i64::try_from(self.hole).map_err(io::Error::other)?;
+            file.seek(SeekFrom::Current(n))?;
+            self.hole = 0;
+        }
+        Ok(file)
     }
 }
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file.as_mut().ok_or_else(abandoned)?.write(buf)
+        self.positioned()?.write(buf)
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.file.as_mut().ok_or_else(abandoned)?.write_all(buf)
+        self.positioned()?.write_all(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
         self.file.as_mut().ok_or_else(abandoned)?.flush()
@@ -489,6 +516,27 @@ mod tests {
         // A multi-byte character at the cut is not split.
         let wide = "é".repeat(200);
         assert!(sidecar_stem(OsStr::new(&wide)).starts_with('é'));
+    }
+
+    #[test]
+    fn bytes_skipped_last_still_count_as_zeros() {
+        let d = std::env::temp_dir().join(format!("ztensor-io-hole-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        let target = d.join("t.bin");
+        let mut f = AtomicFile::create(&target).unwrap();
+        f.write_all(b"head").unwrap();
+        f.skip(3).unwrap();
+        f.write_all(b"mid").unwrap();
+        f.skip(5).unwrap();
+        f.persist().unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"head\0\0\0mid\0\0\0\0\0");
+        // A hole past what a file offset can say is refused when skipped, not when written.
+        let mut f = AtomicFile::create(&target).unwrap();
+        f.skip(1 << 62).unwrap();
+        assert!(f.skip(1 << 62).is_err());
+        drop(f);
+        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

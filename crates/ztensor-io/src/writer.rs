@@ -152,7 +152,8 @@ pub struct Writer<W: Write> {
     path: Option<Arc<Path>>,
 }
 
-/// A second handle on a file sink, and how to move the sink past bytes written through it.
+/// A second handle on a file sink, and how to move the sink past bytes written through it. The
+/// sink is a file this writer created: bytes skipped and never written read as zeros.
 struct Positioned<W> {
     file: Arc<File>,
     skip: fn(&mut W, u64) -> std::io::Result<()>,
@@ -203,7 +204,9 @@ impl BlobSlot {
         }
         write_all_at(&self.file, bytes, self.offset).map_err(|e| {
             Error::io("writing a component into", self.path.as_deref().map(Path::to_owned), e)
-        })
+        })?;
+        crate::writeback::start(&self.file, self.offset, self.len);
+        Ok(())
     }
 }
 
@@ -595,6 +598,13 @@ impl<W: Write> Writer<W> {
     pub(crate) fn begin_blob(&mut self) -> Result<u64> {
         let offset = self.alloc.start()?;
         let mut pad = offset - self.written;
+        if let Some(positioned) = &self.positioned {
+            // A new file reads as zeros where nothing was written: the padding is a skip, so
+            // the writing thread makes no system call between the slots that workers fill.
+            (positioned.skip)(&mut self.sink, pad)
+                .map_err(|e| self.io_error("writing padding into", e))?;
+            pad = 0;
+        }
         while pad > 0 {
             let n = pad.min(64);
             self.sink

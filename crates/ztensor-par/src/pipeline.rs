@@ -682,6 +682,11 @@ impl<'b: 's, 's> Writes<'_, 's, 'b> {
         self.scope.spawn(move |_| queue.drain(abort, budget));
     }
 
+    /// Bytes made here (a seek table), outside the budget.
+    fn untracked(&self, bytes: Vec<u8>) -> Arc<Tracked<'b>> {
+        Arc::new(Tracked { bytes: Cow::Owned(bytes), cost: 0, budget: self.budget })
+    }
+
     fn failed(&self) -> bool {
         self.abort.load(Ordering::Relaxed)
             && self.queue.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
@@ -1147,8 +1152,12 @@ fn consume<'b: 's, 's, W: Write>(
                 let zstd = matches!(options.compression, Compression::Zstd(_));
                 if zstd && pieces > 1 {
                     let table = table_of(&frames)?;
-                    blob.write(&table)?;
-                    progress.bytes_out(table.len() as u64);
+                    let n = table.len() as u64;
+                    match blob.slot(n)? {
+                        Some(slot) => writes.spawn(slot, writes.untracked(table)),
+                        None => blob.write(&table)?,
+                    }
+                    progress.bytes_out(n);
                 }
                 let placed = blob.finish();
                 let mut component = if zstd { placed.zstd(dtype, len) } else { placed.raw(dtype) };
