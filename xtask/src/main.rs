@@ -9,7 +9,12 @@ const TASKS: &[(&str, &str)] = &[
     ("ci", "everything CI runs: fmt, clippy, test, doc, fixtures --check"),
     ("fmt", "cargo fmt --all --check"),
     ("clippy", "cargo clippy --workspace --all-targets -D warnings"),
-    ("test", "run the workspace tests"),
+    (
+        "test",
+        "the whole test suite: cargo test --workspace, then the Python package built into \
+         target/py-venv and its pytest suite",
+    ),
+    ("test-python", "only the Python part of `test`"),
     ("doc", "build the docs with warnings as errors"),
     (
         "bench [NAME]",
@@ -59,6 +64,7 @@ fn main() -> Result<()> {
         "fmt" => fmt(),
         "clippy" => clippy(),
         "test" => test(),
+        "test-python" => python_test(),
         "doc" => doc(),
         "help" | "--help" | "-h" => {
             print_help();
@@ -106,7 +112,57 @@ fn clippy() -> Result<()> {
 }
 
 fn test() -> Result<()> {
-    cargo(&["test", "--workspace"], &[])
+    cargo(&["test", "--workspace"], &[])?;
+    python_test()
+}
+
+/// Builds the Python package (`crates/ztensor-py`) into a virtual environment,
+/// `target/py-venv` (made on first use, with `crates/ztensor-py/requirements-test.txt`), and
+/// runs its pytest suite. `PYTHON` names the interpreter to make it with (default `python3`).
+fn python_test() -> Result<()> {
+    let root = project_root();
+    let venv = root.join("target/py-venv");
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        let base = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+        run(Command::new(&base).args(["-m", "venv"]).arg(&venv), "making target/py-venv")?;
+    }
+    let requirements = root.join("crates/ztensor-py/requirements-test.txt");
+    run(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check", "-r"])
+            .arg(&requirements),
+        "installing the Python test requirements",
+    )?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![venv.join("bin")];
+    paths.extend(std::env::split_paths(&path));
+    let path = std::env::join_paths(paths).context("PATH")?;
+    run(
+        Command::new(&python)
+            .args(["-m", "maturin", "develop", "-q", "--manifest-path"])
+            .arg(root.join("crates/ztensor-py/Cargo.toml"))
+            .env("VIRTUAL_ENV", &venv)
+            .env("PATH", &path),
+        "building the Python extension (maturin develop)",
+    )?;
+    run(
+        Command::new(&python)
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(root.join("crates/ztensor-py/tests"))
+            .current_dir(&root),
+        "the Python tests",
+    )
+}
+
+/// Runs `command`, failing with `what` when it does not succeed.
+fn run(command: &mut Command, what: &str) -> Result<()> {
+    eprintln!("$ {what}");
+    let status = command.status().with_context(|| format!("{what}: cannot start"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
 }
 
 fn doc() -> Result<()> {
