@@ -550,6 +550,29 @@ impl File {
         })
     }
 
+    /// `(name, format, shape, attributes, components)` of object `index`, read as `parts`.
+    fn described<'py>(
+        &self,
+        py: Python<'py>,
+        index: usize,
+        parts: Vec<Part>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let info = self.opened.source.info(index).ok_or_else(|| {
+            exception(py, "ZTensorError", "an object vanished".into(), None, None, None)
+        })?;
+        let attributes = info.attributes.as_ref().map(|a| to_python(py, a)).transpose()?;
+        PyTuple::new(
+            py,
+            [
+                PyString::new(py, &info.name).into_any(),
+                PyString::new(py, info.format.name()).into_any(),
+                PyTuple::new(py, info.shape.iter())?.into_any(),
+                attributes.unwrap_or_else(|| py.None().into_bound(py)),
+                self.parts_to_python(py, parts)?.into_any(),
+            ],
+        )
+    }
+
     fn parts_to_python<'py>(
         &self,
         py: Python<'py>,
@@ -640,6 +663,15 @@ impl File {
         self.parts_to_python(py, parts)
     }
 
+    /// Object `name` read whole, as one tuple `(name, format, shape, attributes, components)`
+    /// (components as [`File::read`] gives them): what `get_tensor` needs, in one call.
+    fn object<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyTuple>> {
+        let index = self.index(py, name)?;
+        let opened = Arc::clone(&self.opened);
+        let parts = py.detach(move || opened.read(index)).map_err(|e| raise_io(py, &e))?;
+        self.described(py, index, parts)
+    }
+
     /// Every object, read on `threads` threads (0: one per core) with the GIL released:
     /// `[(name, format, shape, attributes, components)]` in the file's order.
     #[pyo3(signature = (threads = 0))]
@@ -659,17 +691,7 @@ impl File {
         let out = PyList::empty(py);
         for (i, parts) in results.into_iter().enumerate() {
             let parts = parts.map_err(|e| raise_io(py, &e))?;
-            let info = self.opened.source.info(i).ok_or_else(|| {
-                exception(py, "ZTensorError", "an object vanished".into(), None, None, None)
-            })?;
-            let attributes = info.attributes.as_ref().map(|a| to_python(py, a)).transpose()?;
-            out.append((
-                info.name.as_ref(),
-                info.format.name(),
-                PyTuple::new(py, info.shape.iter())?,
-                attributes,
-                self.parts_to_python(py, parts)?,
-            ))?;
+            out.append(self.described(py, i, parts)?)?;
         }
         Ok(out)
     }

@@ -325,14 +325,17 @@ class safe_open:
 
     def get_object(self, name: str) -> Object:
         """Object ``name`` with every component decoded and checked."""
-        info = self._f.info(name)
-        return _object(name, info["format"], info["shape"], info["attributes"], self._f.read(name))
+        return _object(*self._f.object(name))
 
     def get_tensor(self, name: str) -> Any:
         """Tensor ``name``: an array for dense tensors, a ``scipy.sparse`` array (or
         :class:`SparseCSR` / :class:`SparseCOO`) for sparse ones, an :class:`Object` for
         anything else."""
-        return _value(self.get_object(name), self._framework)
+        name, format, shape, attributes, parts = self._f.object(name)
+        if format == "dense" and len(parts) == 1 and "data" in parts:
+            dtype, logical, data = parts["data"]
+            return _to_framework(_array(dtype, logical, data, shape), self._framework)
+        return _value(_object(name, format, shape, attributes, parts), self._framework)
 
     def get_slice(self, name: str) -> TensorSlice:
         """A dense tensor to slice without reading all of it."""
