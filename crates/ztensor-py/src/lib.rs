@@ -529,6 +529,11 @@ fn encoding_name(e: &Encoding) -> &str {
     e.name()
 }
 
+fn not_found(py: Python<'_>, name: &str) -> PyErr {
+    let message = format!("no object called {name:?}");
+    exception(py, "ObjectNotFoundError", message, None, Some(name), None)
+}
+
 /// A file of tensors opened for reading: any zTensor version, safetensors (a file or a sharded
 /// checkpoint's index) or TensorBuffers.
 #[pyclass(frozen, module = "ztensor_rs._native")]
@@ -538,16 +543,7 @@ struct File {
 
 impl File {
     fn index(&self, py: Python<'_>, name: &str) -> PyResult<usize> {
-        self.opened.source.find(name).ok_or_else(|| {
-            exception(
-                py,
-                "ObjectNotFoundError",
-                format!("no object called {name:?}"),
-                None,
-                Some(name),
-                None,
-            )
-        })
+        self.opened.source.find(name).ok_or_else(|| not_found(py, name))
     }
 
     /// `(name, format, shape, attributes, components)` of object `index`, read as `parts`.
@@ -618,16 +614,7 @@ impl File {
     /// it lies in for sharded checkpoints.
     fn info<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let index = self.index(py, name)?;
-        let info = self.opened.source.info(index).ok_or_else(|| {
-            exception(
-                py,
-                "ObjectNotFoundError",
-                format!("no object called {name:?}"),
-                None,
-                Some(name),
-                None,
-            )
-        })?;
+        let info = self.opened.source.info(index).ok_or_else(|| not_found(py, name))?;
         let out = PyDict::new(py);
         out.set_item("name", info.name.as_ref())?;
         out.set_item("format", info.format.name())?;
