@@ -96,11 +96,21 @@ enum Command {
     /// Example: ztensor convert model.zt model.safetensors
     ///
     /// Example: ztensor convert old.zt new.zt --to 1.1
+    ///
+    /// An OUT that ends in `/` (or is a directory) receives a sharded zTensor checkpoint: one
+    /// shard per input shard (or per --shard-size), named like the input's with `.zt`, and
+    /// NAME.zt.index.json, byte-identical to what `plan`, `run` and `finalize` write.
+    ///
+    /// Example: ztensor convert model.safetensors.index.json out/ --zstd 3
     Convert {
         /// The input file (or sharded checkpoint index).
         input: PathBuf,
-        /// The output file.
+        /// The output file, or a directory (ending in `/`) for a sharded checkpoint.
         output: PathBuf,
+        /// Split a sharded output into shards of at most SIZE decoded bytes (e.g. 5G; an
+        /// object larger than that gets a shard of its own), also for single-file inputs.
+        #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
+        shard_size: Option<u64>,
         /// What to write: 0.1, 1.1, 1.2, safetensors or tensorbuffers.
         #[arg(long, value_parser = parse_target)]
         to: Option<Target>,
@@ -121,6 +131,61 @@ enum Command {
         encoding: Encoding,
         #[command(flatten)]
         run: Run,
+    },
+    /// Plan a sharded conversion as units of work for a scheduler, one per output shard: the
+    /// same input and options always give the same plan. Run the units with `ztensor run`
+    /// anywhere that sees the same paths, then `ztensor finalize`.
+    ///
+    /// Example: ztensor plan model.safetensors.index.json out/ --zstd 3 -o plan.json
+    Plan {
+        /// The input file (or sharded checkpoint index).
+        input: PathBuf,
+        /// The output directory.
+        output: PathBuf,
+        /// Where to write the plan.
+        #[arg(short = 'o', long = "plan", value_name = "PLAN")]
+        plan: PathBuf,
+        /// The version to write.
+        #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
+        to: Version,
+        /// Shards of at most SIZE decoded bytes instead of one per input shard.
+        #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
+        shard_size: Option<u64>,
+        /// Discard attributes the target cannot hold.
+        #[arg(long)]
+        drop_attributes: bool,
+        /// Leave out the objects whose names match this glob (repeatable).
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Carry safetensors tensors of dtypes zTensor lacks as bytes (see `convert`).
+        #[arg(long)]
+        carry_unknown_dtypes: bool,
+        #[command(flatten)]
+        encoding: Encoding,
+    },
+    /// Run one unit of a plan: write its shard (atomically) and a receipt. A unit already done
+    /// is verified and skipped; two attempts of one unit may race safely.
+    ///
+    /// Example: sbatch --array=0-7 --wrap 'ztensor run plan.json'   (K from SLURM_ARRAY_TASK_ID)
+    #[command(name = "run")]
+    RunUnit {
+        /// The plan.
+        plan: PathBuf,
+        /// The unit; default $SLURM_ARRAY_TASK_ID, then $JOB_COMPLETION_INDEX (Kubernetes
+        /// Indexed Jobs).
+        #[arg(long)]
+        unit: Option<usize>,
+        #[command(flatten)]
+        run: Run,
+    },
+    /// Check every unit's receipt and shard, and write the index. Refuses a partial set,
+    /// naming the units missing.
+    Finalize {
+        /// The plan.
+        plan: PathBuf,
+        /// Also hash every shard again and compare it with its receipt.
+        #[arg(long)]
+        deep: bool,
     },
     /// Repack a zTensor file on every core: any version in, any version out, zstd and digests
     /// computed in parallel. The output is byte-identical to what `convert` with the same
@@ -580,6 +645,63 @@ fn wrote(
     )
 }
 
+/// Whether `output` asks for a sharded checkpoint (it ends in `/` or is a directory), and
+/// how it is split; `--shard-size` is refused for a file output.
+fn sharding(output: &Path, shard_size: Option<u64>) -> Result<Option<ztensor_shard::Split>> {
+    let directory = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
+    match (directory, shard_size) {
+        (true, Some(size)) => Ok(Some(ztensor_shard::Split::Size(size.max(1)))),
+        (true, None) => Ok(Some(ztensor_shard::Split::LikeInput)),
+        (false, Some(_)) => Err(anyhow!(
+            "--shard-size writes a sharded checkpoint: give an output directory (ending in /), \
+             not {}",
+            output.display()
+        )),
+        (false, None) => Ok(None),
+    }
+}
+
+/// The one `*.zt.index.json` in `dir` (the index a sharded conversion just wrote).
+fn index_in(dir: &Path) -> Result<PathBuf> {
+    let mut found = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| ztensor_shard::is_index(p))
+        .collect::<Vec<_>>();
+    found.sort();
+    found.pop().ok_or_else(|| anyhow!("no index in {}", dir.display()))
+}
+
+/// The unit a scheduler gave this process: `SLURM_ARRAY_TASK_ID`, else
+/// `JOB_COMPLETION_INDEX` (Kubernetes Indexed Jobs).
+fn unit_from_environment() -> Result<usize> {
+    for var in ["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"] {
+        if let Ok(value) = std::env::var(var) {
+            return value
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("{var}={value:?} is not a unit number"));
+        }
+    }
+    Err(anyhow!(
+        "which unit? give --unit K, or run under a Slurm array (SLURM_ARRAY_TASK_ID) or a \
+         Kubernetes Indexed Job (JOB_COMPLETION_INDEX)"
+    ))
+}
+
+/// An error of the sharded-checkpoint code as the CLI reports it: a broken rule of a file (an
+/// index that disagrees with its shards, a malformed plan) is `Rejected` (status 1).
+fn shard_error(context: &str, e: &ztensor_shard::Error) -> anyhow::Error {
+    use ztensor_shard::ErrorKind as K;
+    let message = if context.is_empty() { e.to_string() } else { format!("{context}: {e}") };
+    let rejected = match e.kind() {
+        K::Malformed | K::IndexMismatch => true,
+        K::ZTensor => e.ztensor_error().is_some_and(|z| z.rule().is_some()),
+        _ => false,
+    };
+    if rejected { anyhow!(Rejected(message)) } else { anyhow!(message) }
+}
+
 /// Opens any input the tool reads (zTensor of every version, TensorBuffers, safetensors, a
 /// sharded safetensors checkpoint) as a tensor source.
 fn open_source(path: &Path) -> Result<Box<dyn ztensor_io::TensorSource>> {
@@ -596,6 +718,14 @@ fn open_source_for(
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     cmd::not_over(path, output, what)?;
+    if cmd::detect(path)? == cmd::Kind::ZtIndex {
+        let ckpt = ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(false))
+            .map_err(|e| shard_error("", &e))?;
+        for (shard, _) in ckpt.shards() {
+            cmd::not_over(shard, output, what)?;
+        }
+        return Ok(Box::new(ckpt));
+    }
     if cmd::detect(path)? != cmd::Kind::ShardIndex {
         return open_source_with(path, carry_unknown);
     }
@@ -624,6 +754,10 @@ fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_
             ztensor_foreign::sharded::ShardedCheckpoint::open(path)
                 .map_err(|e| foreign_error("", &e))?
                 .carry_unknown_dtypes(carry_unknown),
+        ),
+        cmd::Kind::ZtIndex => Box::new(
+            ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(false))
+                .map_err(|e| shard_error("", &e))?,
         ),
     })
 }
@@ -748,6 +882,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Convert {
             input,
             output,
+            shard_size,
             to,
             drop_attributes,
             exclude,
@@ -762,7 +897,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     _ => Target::Zt(Version::V1_2),
                 }
             });
-            let _lock = output_lock(&input, &output, run.no_wait, run.quiet)?;
+            let sharded = sharding(&output, shard_size)?;
+            let _lock = match sharded {
+                Some(_) => None,
+                None => output_lock(&input, &output, run.no_wait, run.quiet)?,
+            };
             let request = cmd::convert::Request {
                 input: &input,
                 output: &output,
@@ -772,13 +911,124 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 carry_unknown: carry_unknown_dtypes,
                 encoding: &encoding,
                 run: &run,
+                sharded,
             };
             let started = std::time::Instant::now();
             let (count, peak) = cmd::convert::run(&request)?;
+            if sharded.is_some() {
+                if !run.quiet {
+                    let index = ztensor_shard::ShardIndex::read(&index_in(&output)?)
+                        .map_err(|e| shard_error("", &e))?;
+                    let bytes: u64 = index.shards.values().map(|s| s.size).sum();
+                    writeln!(
+                        out,
+                        "wrote {} and {} in {} ({target}, {}, {bytes} bytes) in {:.2} s",
+                        cmd::text::plural(index.shards.len(), "shard"),
+                        index_in(&output)?.file_name().unwrap_or_default().to_string_lossy(),
+                        output.display(),
+                        cmd::text::plural(count, "object"),
+                        started.elapsed().as_secs_f64()
+                    )?;
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
             if !run.quiet {
                 wrote(&mut out, &output, &target.to_string(), count, len, started, peak)?;
             }
+            ExitCode::SUCCESS
+        }
+        Command::Plan {
+            input,
+            output,
+            plan,
+            to,
+            shard_size,
+            drop_attributes,
+            exclude,
+            carry_unknown_dtypes,
+            encoding,
+        } => {
+            let split = sharding(&output, shard_size)?.unwrap_or(match shard_size {
+                Some(size) => ztensor_shard::Split::Size(size),
+                None => ztensor_shard::Split::LikeInput,
+            });
+            let run = Run { threads: 0, memory: 0, quiet: true, no_wait: false };
+            let request = cmd::convert::Request {
+                input: &input,
+                output: &output,
+                target: Target::Zt(to),
+                drop_attributes,
+                exclude: &exclude,
+                carry_unknown: carry_unknown_dtypes,
+                encoding: &encoding,
+                run: &run,
+                sharded: Some(split),
+            };
+            let source = open_source_with(&input, carry_unknown_dtypes)?;
+            let made = cmd::convert::plan_of(&request, split, &*source)?;
+            let mut file = ztensor_io::AtomicFile::create(&plan).map_err(|e| anyhow!("{e}"))?;
+            file.write_all(made.to_json().as_bytes())
+                .with_context(|| format!("cannot write {}", plan.display()))?;
+            file.persist().map_err(|e| anyhow!("{e}"))?;
+            let objects: usize = made.units.iter().map(|u| u.objects.len()).sum();
+            writeln!(
+                out,
+                "planned {} ({}, {} bytes) into {}: run `ztensor run {} --unit K` for K in 0..{} \
+                 (or as a Slurm array / Kubernetes Indexed Job), then `ztensor finalize {}`",
+                cmd::text::plural(made.units.len(), "unit"),
+                cmd::text::plural(objects, "object"),
+                made.units.iter().map(|u| u.bytes).sum::<u64>(),
+                plan.display(),
+                plan.display(),
+                made.units.len(),
+                plan.display()
+            )?;
+            ExitCode::SUCCESS
+        }
+        Command::RunUnit { plan: path, unit, run } => {
+            let plan = ztensor_shard::Plan::read(&path).map_err(|e| shard_error("", &e))?;
+            let unit = match unit {
+                Some(k) => k,
+                None => unit_from_environment()?,
+            };
+            let source = open_source_with(&plan.input, plan.options.carry_unknown_dtypes)?;
+            let total = plan.units.get(unit).map_or(0, |u| u.bytes);
+            let bar = cmd::repack::Bar::new(total, run.quiet);
+            let started = std::time::Instant::now();
+            let done = ztensor_shard::run_unit(&plan, unit, &*source, &run.par(), &bar);
+            bar.finish();
+            let context = format!("unit {unit} of {}", path.display());
+            let outcome = done.map_err(|e| cmd::convert::drop_hint(shard_error(&context, &e)))?;
+            if !run.quiet {
+                let r = outcome.receipt();
+                let what = match outcome {
+                    ztensor_shard::Outcome::Written(_) => "wrote",
+                    ztensor_shard::Outcome::AlreadyDone(_) => "already done (verified):",
+                };
+                writeln!(
+                    out,
+                    "unit {unit}: {what} {} ({}, {} bytes, {}) in {:.2} s",
+                    plan.output.join(&r.shard).display(),
+                    cmd::text::plural(r.objects, "object"),
+                    r.size,
+                    r.digest,
+                    started.elapsed().as_secs_f64()
+                )?;
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Finalize { plan: path, deep } => {
+            let plan = ztensor_shard::Plan::read(&path).map_err(|e| shard_error("", &e))?;
+            let index = ztensor_shard::finalize(&plan, deep)
+                .map_err(|e| shard_error(&format!("cannot finalize {}", path.display()), &e))?;
+            writeln!(
+                out,
+                "wrote {} ({}, {})",
+                index.display(),
+                cmd::text::plural(plan.units.len(), "shard"),
+                cmd::text::plural(plan.units.iter().map(|u| u.objects.len()).sum(), "object")
+            )?;
             ExitCode::SUCCESS
         }
         Command::Append { target, from, encoding, run } => {

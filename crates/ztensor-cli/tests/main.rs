@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 mod durability;
 mod hostile;
+mod sharded;
 mod tools;
 
 fn ztensor(args: &[&str]) -> Output {

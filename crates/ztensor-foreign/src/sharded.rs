@@ -34,6 +34,12 @@ pub fn is_index(path: &Path) -> bool {
         .is_some_and(|n| n.ends_with(".safetensors.index.json"))
 }
 
+/// Whether an index's shard name is a plain file name, so the shard lies beside the index (no
+/// directory part, not `.` or `..`).
+pub fn is_plain_name(shard: &str) -> bool {
+    Path::new(shard).file_name().is_some_and(|n| n == shard && shard != "." && shard != "..")
+}
+
 /// A sharded checkpoint whose index and shards agree.
 #[derive(Debug)]
 pub struct ShardedCheckpoint<S> {
@@ -42,26 +48,28 @@ pub struct ShardedCheckpoint<S> {
     metadata: BTreeMap<String, String>,
 }
 
-/// `weight_map` as the list of its entries, so duplicate keys are seen, not merged.
-struct Entries(Vec<(String, String)>);
+/// An index's `weight_map` (tensor name → shard file name) as the list of its entries, in
+/// file order, so duplicate keys are seen, not merged.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WeightMap(pub Vec<(String, String)>);
 
-impl<'de> serde::Deserialize<'de> for Entries {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Entries, D::Error> {
+impl<'de> serde::Deserialize<'de> for WeightMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<WeightMap, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Entries;
+            type Value = WeightMap;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map of tensor names to shard file names")
             }
             fn visit_map<A: MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> std::result::Result<Entries, A::Error> {
+            ) -> std::result::Result<WeightMap, A::Error> {
                 let mut entries = Vec::new();
                 while let Some(entry) = map.next_entry::<String, String>()? {
                     entries.push(entry);
                 }
-                Ok(Entries(entries))
+                Ok(WeightMap(entries))
             }
         }
         d.deserialize_map(V)
@@ -70,7 +78,7 @@ impl<'de> serde::Deserialize<'de> for Entries {
 
 #[derive(serde::Deserialize)]
 struct Index {
-    weight_map: Entries,
+    weight_map: WeightMap,
 }
 
 fn mismatch(message: impl Into<String>) -> Error {
@@ -112,10 +120,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
         // Tensor → shard, checking names.
         let mut listed: HashMap<&str, &str> = HashMap::new();
         for (tensor, shard) in &index.weight_map.0 {
-            let plain = Path::new(shard)
-                .file_name()
-                .is_some_and(|n| n == shard.as_str() && shard != "." && shard != "..");
-            if !plain {
+            if !is_plain_name(shard) {
                 return Err(malformed(format!(
                     "shard {shard:?} of tensor {tensor:?} is not a plain file name beside the index"
                 )));

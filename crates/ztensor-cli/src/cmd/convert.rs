@@ -26,6 +26,52 @@ pub struct Request<'a> {
     pub carry_unknown: bool,
     pub encoding: &'a Encoding,
     pub run: &'a Run,
+    /// Write a sharded checkpoint into the output directory, split so.
+    pub sharded: Option<ztensor_shard::Split>,
+}
+
+/// The plan of a sharded conversion of `r` (the output a directory).
+pub fn plan_of(
+    r: &Request<'_>,
+    split: ztensor_shard::Split,
+    source: &dyn TensorSource,
+) -> Result<ztensor_shard::Plan> {
+    let Target::Zt(version) = r.target else {
+        anyhow::bail!(
+            "a directory output is a sharded zTensor checkpoint; {} is not zTensor",
+            r.target
+        )
+    };
+    let mut options = ztensor_shard::PlanOptions::new(version, &r.encoding.fresh());
+    options.drop_attributes = r.drop_attributes;
+    options.carry_unknown_dtypes = r.carry_unknown;
+    let plan = ztensor_shard::plan(r.input, source, r.output, options, split, &|name| {
+        excluded(r.exclude, name)
+    })
+    .map_err(|e| crate::shard_error("cannot plan", &e))?;
+    // Never write a shard over a file being read.
+    for unit in &plan.units {
+        let shard = plan.output.join(&unit.shard);
+        for input in &plan.inputs {
+            super::not_over(&input.path, &shard, "a shard")?;
+        }
+    }
+    Ok(plan)
+}
+
+/// `convert IN OUTDIR/`: every shard and the index, in this process.
+fn sharded(
+    r: &Request<'_>,
+    split: ztensor_shard::Split,
+    context: &str,
+) -> Result<(usize, Option<u64>)> {
+    let source = crate::open_source_with(r.input, r.carry_unknown)?;
+    let plan = plan_of(r, split, &*source)?;
+    let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
+    let done = ztensor_shard::write_all(&plan, &*source, &r.run.par(), &bar);
+    bar.finish();
+    done.map_err(|e| dtype_hint(drop_hint(crate::shard_error(context, &e))))?;
+    Ok((plan.units.iter().map(|u| u.objects.len()).sum(), None))
 }
 
 /// Runs the conversion, returning how many objects were written and, for zTensor targets, the
@@ -34,6 +80,9 @@ pub struct Request<'a> {
 /// goes through the engine's repack, which also copies stored bytes as they are.
 pub fn run(r: &Request<'_>) -> Result<(usize, Option<u64>)> {
     let context = format!("cannot convert {} to {}", r.input.display(), r.target);
+    if let Some(split) = r.sharded {
+        return sharded(r, split, &context);
+    }
     let kind = super::detect(r.input)?;
     // zTensor to zTensor may rewrite a file in place (as `repack` and `remove` do); anything
     // else would replace the user's file (or a shard of it) with another format.
@@ -194,6 +243,7 @@ pub fn source_info(
         let format = match kind {
             Kind::Safetensors => "safetensors",
             Kind::ShardIndex => "safetensors-sharded",
+            Kind::ZtIndex => "ztensor-sharded",
             Kind::TensorBuffers => "tensorbuffers",
             Kind::Zt => "ztensor",
         };
@@ -261,13 +311,21 @@ pub fn foreign_verify(
         _ => crate::open_source(path)?,
     };
     let source = &*source;
+    // A sharded zTensor checkpoint's index records each shard's digest: every byte is checked.
+    let shard_problem = match kind {
+        Kind::ZtIndex => ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(strict))
+            .and_then(|c| c.verify_digests())
+            .err()
+            .map(|e| e.message().to_owned()),
+        _ => None,
+    };
     let bytes: u64 = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len()).sum();
     let bar = Bar::new(bytes, quiet);
     let par = ztensor_par::ParOptions::with_threads(threads);
     let verdicts = ztensor_par::verify_source(source, &par, &bar);
     bar.finish();
     let verdicts = verdicts.map_err(|e| anyhow!("{e}"))?;
-    let mut problems = Vec::new();
+    let mut problems: Vec<String> = shard_problem.into_iter().collect();
     let mut unknown = Vec::new();
     for (i, (name, verdict)) in verdicts.iter().enumerate() {
         match verdict {

@@ -20,6 +20,8 @@ pub enum Kind {
     TensorBuffers,
     Safetensors,
     ShardIndex,
+    /// A sharded zTensor checkpoint's index (`*.zt.index.json`).
+    ZtIndex,
 }
 
 impl std::fmt::Display for Kind {
@@ -29,6 +31,7 @@ impl std::fmt::Display for Kind {
             Kind::TensorBuffers => "a TensorBuffers file",
             Kind::Safetensors => "a safetensors file",
             Kind::ShardIndex => "a sharded safetensors checkpoint",
+            Kind::ZtIndex => "a sharded zTensor checkpoint",
         })
     }
 }
@@ -68,6 +71,9 @@ pub fn not_over(input: &Path, output: &Path, what: &str) -> Result<()> {
 pub fn detect(path: &Path) -> Result<Kind> {
     if ztensor_foreign::sharded::is_index(path) {
         return Ok(Kind::ShardIndex);
+    }
+    if ztensor_shard::is_index(path) {
+        return Ok(Kind::ZtIndex);
     }
     if path.is_dir() {
         anyhow::bail!("{}", directory_hint(path));

@@ -1,0 +1,97 @@
+//! The error type of this crate.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// What went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An index, plan or receipt that is not what this crate writes (bad JSON, a missing
+    /// field, a shard name with a directory part).
+    Malformed,
+    /// An index and its shards disagree: a listed tensor missing, one not listed or listed
+    /// twice, a shard of another size than the index records, a digest that differs.
+    IndexMismatch,
+    /// The input changed since the plan was made (a file of another size, an object gone).
+    Stale,
+    /// `finalize` found units without a receipt or a shard.
+    Incomplete,
+    /// A zTensor error reading the input or writing a shard.
+    ZTensor,
+    /// An I/O error.
+    Io,
+}
+
+/// An error of this crate, with the file it concerns when there is one.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    path: Option<PathBuf>,
+    ztensor: Option<Box<ztensor_io::Error>>,
+}
+
+/// This crate's result.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error { kind, message: message.into(), path: None, ztensor: None }
+    }
+
+    pub(crate) fn io(what: &str, path: &Path, e: &std::io::Error) -> Error {
+        Error::new(ErrorKind::Io, format!("{what}: {e}")).with_path(path)
+    }
+
+    pub(crate) fn with_path(mut self, path: &Path) -> Error {
+        self.path = Some(path.to_owned());
+        self
+    }
+
+    /// The kind of error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// What went wrong, in words.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The file concerned, if known.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The zTensor error behind a [`ErrorKind::ZTensor`] error.
+    pub fn ztensor_error(&self) -> Option<&ztensor_io::Error> {
+        self.ztensor.as_deref()
+    }
+}
+
+impl From<ztensor_io::Error> for Error {
+    fn from(e: ztensor_io::Error) -> Error {
+        Error {
+            kind: ErrorKind::ZTensor,
+            message: e.to_string(),
+            path: None,
+            ztensor: Some(Box::new(e)),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.path {
+            Some(p) => write!(f, "{}: {}", p.display(), self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.ztensor.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}

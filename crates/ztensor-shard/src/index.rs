@@ -1,0 +1,160 @@
+//! The index of a sharded zTensor checkpoint, `NAME.zt.index.json`: the Hugging Face index
+//! shape (`metadata.total_size`, `weight_map` of tensor name → shard file) plus `shards`, each
+//! shard's size in bytes and the SHA-256 of its bytes, so a reader can tell a shard that is not
+//! the one written.
+//!
+//! ```json
+//! {
+//!   "metadata": { "total_size": 4096 },
+//!   "shards": { "model-00001-of-00002.zt": { "size": 2240, "digest": "sha256:…" }, … },
+//!   "weight_map": { "layer.0.weight": "model-00001-of-00002.zt", … }
+//! }
+//! ```
+//!
+//! Written deterministically: keys in this order, `shards` and `weight_map` sorted by name,
+//! two-space indentation, a final newline.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use serde::Deserialize;
+use ztensor_foreign::sharded::{WeightMap, is_plain_name};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// What an index file's name ends with.
+pub const INDEX_SUFFIX: &str = ".zt.index.json";
+
+/// The largest index read (real ones are well under a megabyte).
+pub const MAX_INDEX_LEN: u64 = 256 << 20;
+
+/// Whether `path` names a sharded zTensor checkpoint's index (`*.zt.index.json`).
+pub fn is_index(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(INDEX_SUFFIX))
+}
+
+/// One shard as the index records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardEntry {
+    /// Its length in bytes.
+    pub size: u64,
+    /// `sha256:` and the lowercase hex SHA-256 of its bytes.
+    pub digest: String,
+}
+
+/// A sharded checkpoint's index.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShardIndex {
+    /// The decoded bytes of every tensor, in all (`metadata.total_size`).
+    pub total_size: u64,
+    /// Every shard by file name.
+    pub shards: BTreeMap<String, ShardEntry>,
+    /// Every object's shard, by object name.
+    pub weight_map: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    metadata: RawMetadata,
+    shards: BTreeMap<String, RawShard>,
+    weight_map: WeightMap,
+}
+
+#[derive(Deserialize)]
+struct RawMetadata {
+    total_size: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShard {
+    size: u64,
+    digest: String,
+}
+
+impl ShardIndex {
+    /// Reads and checks the index at `path`: shard names are plain file names beside it, no
+    /// tensor is listed twice, every tensor's shard is in `shards` and every shard holds a
+    /// tensor, digests are `sha256:` and 64 lowercase hex digits.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] for anything else, and I/O errors.
+    pub fn read(path: &Path) -> Result<ShardIndex> {
+        let malformed = |m: String| Error::new(ErrorKind::Malformed, m).with_path(path);
+        let len = std::fs::metadata(path).map_err(|e| Error::io("cannot open", path, &e))?.len();
+        if len > MAX_INDEX_LEN {
+            return Err(malformed(format!(
+                "index of {len} bytes, over the {MAX_INDEX_LEN}-byte limit"
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, &e))?;
+        let raw: Raw =
+            serde_json::from_slice(&bytes).map_err(|e| malformed(format!("index: {e}")))?;
+        let mut shards = BTreeMap::new();
+        for (name, s) in raw.shards {
+            if !is_plain_name(&name) {
+                return Err(malformed(format!(
+                    "shard {name:?} is not a plain file name beside the index"
+                )));
+            }
+            if !is_sha256(&s.digest) {
+                return Err(malformed(format!(
+                    "shard {name:?}: digest {:?} is not sha256:<64 hex digits>",
+                    s.digest
+                )));
+            }
+            shards.insert(name, ShardEntry { size: s.size, digest: s.digest });
+        }
+        let mut weight_map = BTreeMap::new();
+        for (tensor, shard) in raw.weight_map.0 {
+            if !shards.contains_key(&shard) {
+                return Err(malformed(format!(
+                    "tensor {tensor:?} is in shard {shard:?}, which `shards` does not list"
+                )));
+            }
+            if weight_map.insert(tensor.clone(), shard).is_some() {
+                return Err(Error::new(
+                    ErrorKind::IndexMismatch,
+                    format!("tensor {tensor:?} is listed twice"),
+                )
+                .with_path(path));
+            }
+        }
+        let used: HashSet<&String> = weight_map.values().collect();
+        if let Some(empty) = shards.keys().find(|s| !used.contains(s)) {
+            return Err(malformed(format!("shard {empty:?} holds no tensor the index lists")));
+        }
+        Ok(ShardIndex { total_size: raw.metadata.total_size, shards, weight_map })
+    }
+
+    /// The index as this crate writes it (see the module documentation).
+    pub fn to_json(&self) -> String {
+        let shards: serde_json::Map<String, serde_json::Value> = self
+            .shards
+            .iter()
+            .map(|(name, s)| {
+                (name.clone(), serde_json::json!({"size": s.size, "digest": s.digest}))
+            })
+            .collect();
+        let weight_map: serde_json::Map<String, serde_json::Value> = self
+            .weight_map
+            .iter()
+            .map(|(t, s)| (t.clone(), serde_json::Value::from(s.as_str())))
+            .collect();
+        let value = serde_json::json!({
+            "metadata": {"total_size": self.total_size},
+            "shards": shards,
+            "weight_map": weight_map,
+        });
+        let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+}
+
+/// Whether `digest` is `sha256:` and 64 lowercase hex digits.
+pub(crate) fn is_sha256(digest: &str) -> bool {
+    digest.strip_prefix("sha256:").is_some_and(|h| {
+        h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}

@@ -1,0 +1,20 @@
+//! Sharded zTensor checkpoints.
+//!
+//! zTensor 0.1 and 1.x files have no shard table, so a checkpoint past one file is a directory
+//! of zTensor files and an index in the Hugging Face shape ([`index`]), read as one tensor
+//! source by [`ShardedZt`]. Writing one is planned ([`plan()`]) into units, one per output
+//! shard, that run anywhere ([`run_unit`]) and are checked and indexed by [`finalize`];
+//! [`write_all`] does all of it in one process with byte-identical results.
+
+mod error;
+pub mod index;
+mod plan;
+mod source;
+
+pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::index::{INDEX_SUFFIX, ShardEntry, ShardIndex, is_index};
+pub use crate::plan::{
+    InputFile, Outcome, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR, Receipt, Split, Unit,
+    finalize, plan, run_unit, size_and_digest, write_all,
+};
+pub use crate::source::ShardedZt;

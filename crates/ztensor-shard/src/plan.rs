@@ -1,0 +1,649 @@
+//! Sharded output, and its split into units of work for schedulers.
+//!
+//! A [`Plan`] lists, for one input and one set of options, the output shards (one unit each)
+//! and the objects each holds. [`run_unit`] writes one shard (atomically) and a receipt;
+//! [`finalize`] checks every receipt and shard and writes the index. [`write_all`] does all of
+//! it in one process, through the very same code, so the shards and index are byte-identical
+//! to a distributed run's.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use ztensor_format::{DigestAlgorithm, Version};
+use ztensor_io::{
+    AtomicFile, Compression, Excluding, FileWriter, TensorSink, TensorSource, WriteOptions,
+};
+use ztensor_par::{ParOptions, Progress, ZtSink};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::{INDEX_SUFFIX, ShardEntry, ShardIndex, is_sha256};
+
+/// The plan format this crate writes and reads.
+pub const PLAN_FORMAT: u32 = 1;
+
+/// Where receipts go, inside the output directory.
+pub const RECEIPTS_DIR: &str = ".ztensor-receipts";
+
+/// How every shard is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanOptions {
+    /// The zTensor version: `0.1`, `1.1` or `1.2`.
+    pub version: String,
+    /// `raw`, or `zstd-LEVEL`.
+    pub compression: String,
+    /// `crc32c`, `sha256`, `blake3`, or `None` for no digests.
+    pub digest: Option<String>,
+    /// Leave out attributes (file and object) the target cannot hold.
+    pub drop_attributes: bool,
+    /// Carry safetensors tensors of dtypes zTensor lacks as bytes (the input is opened so).
+    pub carry_unknown_dtypes: bool,
+}
+
+impl PlanOptions {
+    /// Options for `version`, compression and digest as the writer takes them.
+    pub fn new(version: Version, options: &WriteOptions) -> PlanOptions {
+        PlanOptions {
+            version: version.to_string(),
+            compression: match options.compression {
+                Compression::Raw => "raw".into(),
+                Compression::Zstd(level) => format!("zstd-{level}"),
+            },
+            digest: options.digest.as_ref().map(|d| d.name().to_owned()),
+            drop_attributes: false,
+            carry_unknown_dtypes: false,
+        }
+    }
+
+    /// The version to write.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] for one this crate does not write.
+    pub fn version(&self) -> Result<Version> {
+        match self.version.as_str() {
+            "0.1" => Ok(Version::V0_1),
+            "1.1" => Ok(Version::V1_1),
+            "1.2" => Ok(Version::V1_2),
+            v => Err(Error::new(ErrorKind::Malformed, format!("plan: version {v:?}"))),
+        }
+    }
+
+    /// The writer's options.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] for a compression or digest this crate does not know.
+    pub fn write_options(&self) -> Result<WriteOptions> {
+        let mut options = match self.compression.as_str() {
+            "raw" => WriteOptions::raw(),
+            other => match other.strip_prefix("zstd-").and_then(|l| l.parse::<i32>().ok()) {
+                Some(level) if (1..=22).contains(&level) => WriteOptions::zstd(level),
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::Malformed,
+                        format!("plan: compression {other:?}"),
+                    ));
+                }
+            },
+        };
+        if let Some(d) = &self.digest {
+            let algorithm = match d.as_str() {
+                "crc32c" => DigestAlgorithm::Crc32c,
+                "sha256" => DigestAlgorithm::Sha256,
+                "blake3" => DigestAlgorithm::Blake3,
+                _ => return Err(Error::new(ErrorKind::Malformed, format!("plan: digest {d:?}"))),
+            };
+            options = options.with_digest(algorithm);
+        }
+        Ok(options)
+    }
+}
+
+/// An input file and its size when the plan was made (a unit refuses to run on a file that
+/// has changed size since).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its length in bytes.
+    pub size: u64,
+}
+
+/// One unit of work: one output shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unit {
+    /// Its number, `0..units`.
+    pub unit: usize,
+    /// The shard's file name in the output directory.
+    pub shard: String,
+    /// The objects it holds, in input order.
+    pub objects: Vec<String>,
+    /// Their decoded bytes.
+    pub bytes: u64,
+}
+
+/// Everything needed to write a sharded checkpoint, unit by unit, on any machine that sees
+/// the same paths. The same input and options always give the same plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// [`PLAN_FORMAT`].
+    pub plan: u32,
+    /// The input (a file, or a sharded checkpoint's index), absolute.
+    pub input: PathBuf,
+    /// The files read, with their sizes.
+    pub inputs: Vec<InputFile>,
+    /// The output directory, absolute.
+    pub output: PathBuf,
+    /// The index's file name in the output directory.
+    pub index: String,
+    /// How shards are written.
+    pub options: PlanOptions,
+    /// One per output shard.
+    pub units: Vec<Unit>,
+}
+
+/// What one unit wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// The SHA-256 of the plan it ran (`sha256:…`).
+    pub plan: String,
+    /// The unit.
+    pub unit: usize,
+    /// The shard's file name.
+    pub shard: String,
+    /// The shard's length.
+    pub size: u64,
+    /// `sha256:` and the hex SHA-256 of the shard's bytes.
+    pub digest: String,
+    /// How many objects it holds.
+    pub objects: usize,
+}
+
+/// How the output is split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// One shard per input shard (one for a single-file input).
+    LikeInput,
+    /// Shards of at most this many decoded bytes (a larger object gets a shard of its own).
+    Size(u64),
+}
+
+/// `path` made absolute, without a trailing separator (`out/` and `out` plan alike).
+fn absolute(path: &Path) -> Result<PathBuf> {
+    let absolute = std::path::absolute(path).map_err(|e| Error::io("cannot resolve", path, &e))?;
+    Ok(absolute.components().collect())
+}
+
+/// The name shards and index are called after: the input's file name without its format's
+/// extension (`model` for `model.safetensors`, `model.safetensors.index.json`, `model.zt`).
+fn stem(input: &Path) -> String {
+    let name = input.file_name().and_then(|n| n.to_str()).unwrap_or("model");
+    for suffix in [".safetensors.index.json", INDEX_SUFFIX, ".safetensors", ".zt", ".tb"] {
+        if let Some(s) = name.strip_suffix(suffix).filter(|s| !s.is_empty()) {
+            return s.to_owned();
+        }
+    }
+    Path::new(name).file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_owned()
+}
+
+/// The zTensor name of an input shard: its extension replaced by `.zt`.
+fn shard_name(location: &str) -> String {
+    let stem = location
+        .strip_suffix(".safetensors")
+        .or_else(|| location.strip_suffix(".zt"))
+        .or_else(|| location.strip_suffix(".tb"))
+        .unwrap_or(location);
+    format!("{stem}.zt")
+}
+
+/// Plans writing `source` (opened from `input`) into `output` as a sharded checkpoint, leaving
+/// out the objects `exclude` returns true for.
+///
+/// # Errors
+/// [`ErrorKind::Malformed`] for an input with two objects of one name (an index maps names to
+/// shards) or nothing to write, and I/O errors.
+pub fn plan(
+    input: &Path,
+    source: &dyn TensorSource,
+    output: &Path,
+    options: PlanOptions,
+    split: Split,
+    exclude: &dyn Fn(&str) -> bool,
+) -> Result<Plan> {
+    options.version()?;
+    options.write_options()?;
+    let input = absolute(input)?;
+    let output = absolute(output)?;
+    let stem = stem(&input);
+    // Objects in order: name, decoded bytes, input shard.
+    let mut objects: Vec<(String, u64, Option<String>)> = Vec::with_capacity(source.len());
+    let mut names = HashSet::new();
+    for i in 0..source.len() {
+        let Some(info) = source.info(i) else { continue };
+        if exclude(&info.name) {
+            continue;
+        }
+        if !names.insert(info.name.to_string()) {
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                format!("two objects are called {:?}: a sharded checkpoint's index maps each name to one shard", info.name),
+            )
+            .with_path(&input));
+        }
+        let bytes = info.components.iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)).sum();
+        objects.push((info.name.to_string(), bytes, info.location.map(|l| l.into_owned())));
+    }
+    if objects.is_empty() {
+        return Err(Error::new(ErrorKind::Malformed, "no objects to write").with_path(&input));
+    }
+    // Output shards: the input shard they come from (when split like the input), and their
+    // objects with their decoded bytes.
+    type Group = (Option<String>, Vec<(String, u64)>);
+    let mut groups: Vec<Group> = Vec::new();
+    match split {
+        Split::LikeInput => {
+            for (name, bytes, location) in objects {
+                match groups.last_mut() {
+                    Some((l, members)) if *l == location => members.push((name, bytes)),
+                    _ => groups.push((location, vec![(name, bytes)])),
+                }
+            }
+        }
+        Split::Size(limit) => {
+            let mut current: Vec<(String, u64)> = Vec::new();
+            let mut size = 0u64;
+            for (name, bytes, _) in objects {
+                if !current.is_empty() && size.saturating_add(bytes) > limit {
+                    groups.push((None, std::mem::take(&mut current)));
+                    size = 0;
+                }
+                size = size.saturating_add(bytes);
+                current.push((name, bytes));
+            }
+            groups.push((None, current));
+        }
+    }
+    let count = groups.len();
+    let units: Vec<Unit> = groups
+        .into_iter()
+        .enumerate()
+        .map(|(unit, (location, members))| {
+            let shard = match (&location, split) {
+                (Some(l), Split::LikeInput) => shard_name(l),
+                (None, Split::LikeInput) => format!("{stem}.zt"),
+                _ => format!("{stem}-{:05}-of-{count:05}.zt", unit + 1),
+            };
+            Unit {
+                unit,
+                shard,
+                bytes: members.iter().map(|(_, b)| b).sum(),
+                objects: members.into_iter().map(|(n, _)| n).collect(),
+            }
+        })
+        .collect();
+    let mut shards = HashSet::new();
+    if let Some(twice) = units.iter().find(|u| !shards.insert(u.shard.as_str())) {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            format!("two output shards would be called {:?}", twice.shard),
+        ));
+    }
+    // The files read: the input, and for sharded inputs every shard beside it.
+    let mut inputs = vec![input.clone()];
+    let dir = input.parent().map(Path::to_owned).unwrap_or_default();
+    let mut locations: Vec<String> = (0..source.len())
+        .filter_map(|i| source.info(i)?.location.map(|l| l.into_owned()))
+        .collect();
+    locations.sort();
+    locations.dedup();
+    inputs.extend(locations.into_iter().map(|l| dir.join(l)));
+    let inputs = inputs
+        .into_iter()
+        .map(|path| {
+            let size =
+                std::fs::metadata(&path).map_err(|e| Error::io("cannot read", &path, &e))?.len();
+            Ok(InputFile { path, size })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Plan {
+        plan: PLAN_FORMAT,
+        input,
+        inputs,
+        output,
+        index: format!("{stem}{INDEX_SUFFIX}"),
+        options,
+        units,
+    })
+}
+
+impl Plan {
+    /// The plan as JSON (deterministic).
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// `sha256:` and the SHA-256 of [`Plan::to_json`]: what receipts are tied to.
+    pub fn digest(&self) -> String {
+        format!("sha256:{}", hex(&Sha256::digest(self.to_json().as_bytes())))
+    }
+
+    /// Reads a plan file.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] for anything but a plan of [`PLAN_FORMAT`] whose units are
+    /// numbered in order with plain shard names; I/O errors.
+    pub fn read(path: &Path) -> Result<Plan> {
+        let malformed = |m: String| Error::new(ErrorKind::Malformed, m).with_path(path);
+        let len = std::fs::metadata(path).map_err(|e| Error::io("cannot open", path, &e))?.len();
+        if len > crate::index::MAX_INDEX_LEN {
+            return Err(malformed(format!("plan of {len} bytes, over the limit")));
+        }
+        let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, &e))?;
+        let plan: Plan =
+            serde_json::from_slice(&bytes).map_err(|e| malformed(format!("plan: {e}")))?;
+        if plan.plan != PLAN_FORMAT {
+            return Err(malformed(format!(
+                "plan format {}; this version reads {PLAN_FORMAT}",
+                plan.plan
+            )));
+        }
+        for (i, u) in plan.units.iter().enumerate() {
+            if u.unit != i {
+                return Err(malformed(format!("unit {} listed at position {i}", u.unit)));
+            }
+            if !ztensor_foreign::sharded::is_plain_name(&u.shard) || !u.shard.ends_with(".zt") {
+                return Err(malformed(format!(
+                    "unit {i}: shard {:?} is not a plain .zt file name",
+                    u.shard
+                )));
+            }
+        }
+        if !ztensor_foreign::sharded::is_plain_name(&plan.index)
+            || !plan.index.ends_with(INDEX_SUFFIX)
+        {
+            return Err(malformed(format!(
+                "index {:?} is not a plain {INDEX_SUFFIX} file name",
+                plan.index
+            )));
+        }
+        plan.options.version().map_err(|e| e.with_path(path))?;
+        plan.options.write_options().map_err(|e| e.with_path(path))?;
+        Ok(plan)
+    }
+
+    /// Where unit `unit`'s receipt goes.
+    pub fn receipt_path(&self, unit: usize) -> PathBuf {
+        self.output.join(RECEIPTS_DIR).join(format!("unit-{unit:05}.json"))
+    }
+
+    /// Checks that the input files have the sizes they had when the plan was made.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Stale`] naming the first that changed (or vanished).
+    pub fn check_inputs(&self) -> Result<()> {
+        for f in &self.inputs {
+            let size = std::fs::metadata(&f.path).map(|m| m.len()).map_err(|e| {
+                Error::new(ErrorKind::Stale, format!("input of the plan: {e}")).with_path(&f.path)
+            })?;
+            if size != f.size {
+                return Err(Error::new(
+                    ErrorKind::Stale,
+                    format!(
+                        "is {size} bytes; the plan was made when it was {} (make a new plan)",
+                        f.size
+                    ),
+                )
+                .with_path(&f.path));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The length and `sha256:` digest of the file at `path`.
+///
+/// # Errors
+/// I/O errors.
+pub fn size_and_digest(path: &Path) -> Result<(u64, String)> {
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io("cannot open", path, &e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buf).map_err(|e| Error::io("cannot read", path, &e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((size, format!("sha256:{}", hex(&hasher.finalize()))))
+}
+
+/// How a unit ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The shard was written.
+    Written(Receipt),
+    /// A receipt and a shard that matches it were already there: nothing was written.
+    AlreadyDone(Receipt),
+}
+
+impl Outcome {
+    /// The receipt.
+    pub fn receipt(&self) -> &Receipt {
+        match self {
+            Outcome::Written(r) | Outcome::AlreadyDone(r) => r,
+        }
+    }
+}
+
+/// The receipt of `unit` when it is there, belongs to this plan, and its shard matches it
+/// (size, then digest); `None` otherwise.
+fn done(plan: &Plan, unit: usize, digest_of_plan: &str, hash: bool) -> Option<Receipt> {
+    let bytes = std::fs::read(plan.receipt_path(unit)).ok()?;
+    let receipt: Receipt = serde_json::from_slice(&bytes).ok()?;
+    let unit_plan = plan.units.get(unit)?;
+    if receipt.plan != digest_of_plan
+        || receipt.unit != unit
+        || receipt.shard != unit_plan.shard
+        || !is_sha256(&receipt.digest)
+    {
+        return None;
+    }
+    let shard = plan.output.join(&receipt.shard);
+    if std::fs::metadata(&shard).ok()?.len() != receipt.size {
+        return None;
+    }
+    if hash && size_and_digest(&shard).ok()?.1 != receipt.digest {
+        return None;
+    }
+    Some(receipt)
+}
+
+/// Writes unit `unit` of `plan` from `source` (the plan's input, opened as the plan says):
+/// its shard, published atomically, then its receipt. A unit whose receipt and shard are
+/// already there and match is verified (hashed) and left alone. Two attempts of one unit
+/// racing each other both publish the same bytes.
+///
+/// # Errors
+/// [`ErrorKind::Stale`] when the input changed since the plan was made (or lacks an object of
+/// the unit); [`ErrorKind::ZTensor`] for a failure to read or write; I/O errors.
+pub fn run_unit(
+    plan: &Plan,
+    unit: usize,
+    source: &dyn TensorSource,
+    par: &ParOptions,
+    progress: &dyn Progress,
+) -> Result<Outcome> {
+    let digest_of_plan = plan.digest();
+    if let Some(receipt) = done(plan, unit, &digest_of_plan, true) {
+        return Ok(Outcome::AlreadyDone(receipt));
+    }
+    let receipt = write_unit(plan, unit, source, par, progress, &digest_of_plan)?;
+    let path = plan.receipt_path(unit);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, &e))?;
+    }
+    let mut file = AtomicFile::create(&path)?;
+    let mut text = serde_json::to_string_pretty(&receipt).unwrap_or_default();
+    text.push('\n');
+    file.write_all(text.as_bytes()).map_err(|e| Error::io("cannot write", &path, &e))?;
+    file.persist()?;
+    Ok(Outcome::Written(receipt))
+}
+
+/// Writes unit `unit`'s shard and returns what its receipt says.
+fn write_unit(
+    plan: &Plan,
+    unit: usize,
+    source: &dyn TensorSource,
+    par: &ParOptions,
+    progress: &dyn Progress,
+    digest_of_plan: &str,
+) -> Result<Receipt> {
+    let u = plan.units.get(unit).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Malformed,
+            format!(
+                "no unit {unit}: the plan has {} (0 to {})",
+                plan.units.len(),
+                plan.units.len().saturating_sub(1)
+            ),
+        )
+    })?;
+    plan.check_inputs()?;
+    let wanted: HashSet<&str> = u.objects.iter().map(String::as_str).collect();
+    let only = Excluding::new(source, |name| !wanted.contains(name));
+    if only.len() != u.objects.len() {
+        let have: HashSet<String> =
+            (0..only.len()).filter_map(|i| only.name(i).map(|n| n.into_owned())).collect();
+        let missing = u.objects.iter().find(|o| !have.contains(*o)).map_or("?", String::as_str);
+        return Err(Error::new(
+            ErrorKind::Stale,
+            format!("unit {unit}: the input has no object {missing:?} (make a new plan)"),
+        )
+        .with_path(&plan.input));
+    }
+    std::fs::create_dir_all(&plan.output)
+        .map_err(|e| Error::io("cannot create", &plan.output, &e))?;
+    let target = plan.output.join(&u.shard);
+    let mut writer = FileWriter::create(&target, plan.options.version()?)?;
+    let mut sink = ZtSink::new(writer.writer_mut(), plan.options.write_options()?, par, progress)
+        .drop_attributes(plan.options.drop_attributes);
+    sink.write_all(&only).map_err(|e| Error::from(e).with_path(&target))?;
+    writer.finish()?;
+    let (size, digest) = size_and_digest(&target)?;
+    Ok(Receipt {
+        plan: digest_of_plan.to_owned(),
+        unit,
+        shard: u.shard.clone(),
+        size,
+        digest,
+        objects: u.objects.len(),
+    })
+}
+
+/// The index of `plan`'s output from its units' receipts.
+fn index_of(plan: &Plan, receipts: &[Receipt]) -> ShardIndex {
+    let mut index = ShardIndex {
+        total_size: plan.units.iter().map(|u| u.bytes).sum(),
+        ..ShardIndex::default()
+    };
+    for (u, r) in plan.units.iter().zip(receipts) {
+        index.shards.insert(u.shard.clone(), ShardEntry { size: r.size, digest: r.digest.clone() });
+        for o in &u.objects {
+            index.weight_map.insert(o.clone(), u.shard.clone());
+        }
+    }
+    index
+}
+
+fn write_index(plan: &Plan, index: &ShardIndex) -> Result<PathBuf> {
+    let path = plan.output.join(&plan.index);
+    let mut file = AtomicFile::create(&path)?;
+    file.write_all(index.to_json().as_bytes()).map_err(|e| Error::io("cannot write", &path, &e))?;
+    file.persist()?;
+    Ok(path)
+}
+
+/// Checks every unit's receipt and shard (the receipt belongs to this plan, the shard has its
+/// size, and with `hash` its digest, and holds exactly the unit's objects) and writes the index
+/// atomically. Returns the index's path.
+///
+/// # Errors
+/// [`ErrorKind::Incomplete`] naming every unit without a matching receipt and shard (nothing is
+/// written then); [`ErrorKind::IndexMismatch`] for a shard that does not hold its unit's
+/// objects; I/O errors.
+pub fn finalize(plan: &Plan, hash: bool) -> Result<PathBuf> {
+    let digest_of_plan = plan.digest();
+    let mut receipts = Vec::with_capacity(plan.units.len());
+    let mut missing = Vec::new();
+    for u in &plan.units {
+        match done(plan, u.unit, &digest_of_plan, hash) {
+            Some(r) => receipts.push(r),
+            None => missing.push(u.unit),
+        }
+    }
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        return Err(Error::new(
+            ErrorKind::Incomplete,
+            format!(
+                "{} of {} unit(s) not done (no receipt of this plan, or a shard that does not match it): {}",
+                missing.len(),
+                plan.units.len(),
+                list.join(", ")
+            ),
+        ));
+    }
+    for u in &plan.units {
+        let path = plan.output.join(&u.shard);
+        let reader =
+            ztensor_io::Reader::open(&path).map_err(|e| Error::from(e).with_path(&path))?;
+        // The manifest keeps its own order (v1.x sorts its keys): compare as sets.
+        let mut names: Vec<&str> = reader.objects().map(|o| o.name()).collect();
+        let mut wanted: Vec<&str> = u.objects.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        wanted.sort_unstable();
+        if names != wanted {
+            return Err(Error::new(
+                ErrorKind::IndexMismatch,
+                format!("does not hold exactly the objects of unit {}", u.unit),
+            )
+            .with_path(&path));
+        }
+    }
+    write_index(plan, &index_of(plan, &receipts))
+}
+
+/// Writes every unit of `plan` in this process, in order, then the index: the same shards
+/// and index, byte for byte, as running the units anywhere and finalizing. No receipts are
+/// written. Returns the index's path.
+///
+/// # Errors
+/// As [`run_unit`].
+pub fn write_all(
+    plan: &Plan,
+    source: &dyn TensorSource,
+    par: &ParOptions,
+    progress: &dyn Progress,
+) -> Result<PathBuf> {
+    let digest_of_plan = plan.digest();
+    let receipts = (0..plan.units.len())
+        .map(|unit| write_unit(plan, unit, source, par, progress, &digest_of_plan))
+        .collect::<Result<Vec<_>>>()?;
+    write_index(plan, &index_of(plan, &receipts))
+}

@@ -1,0 +1,210 @@
+//! A sharded zTensor checkpoint read as one tensor source.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use ztensor_format::{Options, Value};
+use ztensor_io::{FileSource, ObjectData, ObjectInfo, RawRange, Reader, TensorSource};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::ShardIndex;
+
+/// A sharded zTensor checkpoint whose index and shards agree: every shard has the size the
+/// index records, every object is in the shard the index names and in no other, every listed
+/// object is present, and the shards' file attributes are the same.
+#[derive(Debug)]
+pub struct ShardedZt {
+    index_path: PathBuf,
+    index: ShardIndex,
+    shards: Vec<(PathBuf, Reader<FileSource>)>,
+    /// The source index of each shard's first object.
+    starts: Vec<usize>,
+    len: usize,
+}
+
+fn mismatch(message: String, path: &Path) -> Error {
+    Error::new(ErrorKind::IndexMismatch, message).with_path(path)
+}
+
+impl ShardedZt {
+    /// Reads the index at `path` and opens every shard beside it with `options`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] for a malformed index, [`ErrorKind::IndexMismatch`] when index
+    /// and shards disagree, [`ErrorKind::ZTensor`] for a shard that is not a valid zTensor file
+    /// (naming it), and I/O errors.
+    pub fn open(path: &Path, options: &Options) -> Result<ShardedZt> {
+        let index = ShardIndex::read(path)?;
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut shards = Vec::with_capacity(index.shards.len());
+        let mut seen: HashMap<String, &str> = HashMap::new();
+        let mut attributes: Option<(Option<Value>, &str)> = None;
+        let (mut starts, mut len) = (Vec::new(), 0usize);
+        for (name, entry) in &index.shards {
+            let shard = dir.join(name);
+            let size = std::fs::metadata(&shard)
+                .map_err(|e| {
+                    let listed = index.weight_map.values().filter(|s| *s == name).count();
+                    Error::io(
+                        &format!("shard {name:?} (the index lists {listed} tensor(s) in it)"),
+                        &shard,
+                        &e,
+                    )
+                })?
+                .len();
+            if size != entry.size {
+                return Err(mismatch(
+                    format!(
+                        "shard {name} is {size} bytes; the index records {} (not the shard it was written with)",
+                        entry.size
+                    ),
+                    path,
+                ));
+            }
+            let reader =
+                Reader::open_with(&shard, options).map_err(|e| Error::from(e).with_path(&shard))?;
+            for object in reader.objects() {
+                let object_name = object.name();
+                if let Some(first) = seen.insert(object_name.to_owned(), name) {
+                    return Err(mismatch(
+                        format!("object {object_name:?} is in both {first} and {name}"),
+                        path,
+                    ));
+                }
+                match index.weight_map.get(object_name) {
+                    Some(listed) if listed == name => {}
+                    Some(listed) => {
+                        return Err(mismatch(
+                            format!(
+                                "object {object_name:?} is listed in {listed} but stored in {name}"
+                            ),
+                            path,
+                        ));
+                    }
+                    None => {
+                        return Err(mismatch(
+                            format!("object {object_name:?} in {name} is not listed in the index"),
+                            path,
+                        ));
+                    }
+                }
+            }
+            let own = reader.manifest().manifest().attributes.clone();
+            match &attributes {
+                Some((first, first_name)) if *first != own => {
+                    return Err(mismatch(
+                        format!("shards {first_name} and {name} have different file attributes"),
+                        path,
+                    ));
+                }
+                Some(_) => {}
+                None => attributes = Some((own, name)),
+            }
+            starts.push(len);
+            len += TensorSource::len(&reader);
+            shards.push((shard, reader));
+        }
+        if let Some((object, shard)) = index.weight_map.iter().find(|(o, _)| !seen.contains_key(*o))
+        {
+            return Err(mismatch(
+                format!("object {object:?} is listed in {shard} but not stored there"),
+                path,
+            ));
+        }
+        Ok(ShardedZt { index_path: path.to_owned(), index, shards, starts, len })
+    }
+
+    /// The index's path.
+    pub fn index_path(&self) -> &Path {
+        &self.index_path
+    }
+
+    /// The index.
+    pub fn index(&self) -> &ShardIndex {
+        &self.index
+    }
+
+    /// The shards, in file-name order, with their paths.
+    pub fn shards(&self) -> &[(PathBuf, Reader<FileSource>)] {
+        &self.shards
+    }
+
+    /// Hashes every shard and compares it with the digest the index records.
+    ///
+    /// # Errors
+    /// [`ErrorKind::IndexMismatch`] naming the first shard that differs, and I/O errors.
+    pub fn verify_digests(&self) -> Result<()> {
+        for ((path, _), (name, entry)) in self.shards.iter().zip(&self.index.shards) {
+            let (_, digest) = crate::plan::size_and_digest(path)?;
+            if digest != entry.digest {
+                return Err(mismatch(
+                    format!("shard {name} has digest {digest}; the index records {}", entry.digest),
+                    &self.index_path,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn locate(&self, index: usize) -> Option<(&Path, &Reader<FileSource>, usize)> {
+        let shard = self.starts.partition_point(|&s| s <= index).checked_sub(1)?;
+        let (path, reader) = self.shards.get(shard)?;
+        let i = index - self.starts[shard];
+        (i < TensorSource::len(reader)).then_some((path.as_path(), reader, i))
+    }
+}
+
+/// Every object of every shard, shard by shard in file-name order, each in its file's order;
+/// each object's location is its shard's file name.
+impl TensorSource for ShardedZt {
+    fn format_name(&self) -> Cow<'_, str> {
+        let version = self.shards.first().map_or("".into(), |(_, r)| format!("{} ", r.version()));
+        Cow::Owned(format!("sharded zTensor {version}({} shards)", self.shards.len()))
+    }
+
+    fn attributes(&self) -> Option<Cow<'_, Value>> {
+        self.shards.first().and_then(|(_, r)| r.attributes())
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
+        let (path, reader, i) = self.locate(index)?;
+        let mut info = reader.info(i)?;
+        info.location = path.file_name().and_then(|n| n.to_str()).map(Cow::Borrowed);
+        Some(info)
+    }
+
+    fn name(&self, index: usize) -> Option<Cow<'_, str>> {
+        let (_, reader, i) = self.locate(index)?;
+        reader.name(i)
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        let shard = self.index.weight_map.get(name)?;
+        let at = self.index.shards.keys().position(|s| s == shard)?;
+        Some(self.starts[at] + self.shards[at].1.find(name)?)
+    }
+
+    fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
+        let (_, reader, i) = self
+            .locate(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        reader.read(i)
+    }
+
+    fn check(&self, index: usize, data: &ObjectData<'_>) -> ztensor_io::Result<()> {
+        let (_, reader, i) = self
+            .locate(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        reader.check(i, data)
+    }
+
+    fn raw(&self, index: usize) -> Option<RawRange<'_>> {
+        let (_, reader, i) = self.locate(index)?;
+        reader.raw(i)
+    }
+}
