@@ -759,6 +759,9 @@ fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_
             ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(false))
                 .map_err(|e| shard_error("", &e))?,
         ),
+        cmd::Kind::Npy => Box::new(
+            ztensor_foreign::npy_in::NpyFile::open(path).map_err(|e| foreign_error("", &e))?,
+        ),
     })
 }
 

@@ -606,10 +606,9 @@ fn drop_attributes_downgrades_a_1x_file_with_attributes() {
 #[test]
 fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
     let d = scratch("unknown-inputs");
-    let cases: [(&str, &[u8], &str); 6] = [
+    let cases: [(&str, &[u8], &str); 5] = [
         ("notes.txt", b"hello, tensors\n", "a text file"),
         ("config.json", b"{\"hidden_size\": 4096}\n", "JSON text"),
-        ("x.npy", b"\x93NUMPY\x01\x00v\x00{'descr': '<f4'}", "a NumPy .npy array"),
         ("m.gguf", b"GGUF\x03\x00\x00\x00\x00\x00\x00\x00", "a GGUF file"),
         // The reference 2.x writes `.zt` files of another container.
         ("new.zt", b"\x89ZT2\r\n\x1a\n\x00\x00\x00\x00\x00\x00\x00\x00", "a zTensor 2 file"),
@@ -622,6 +621,7 @@ fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
             let err = fails(&[command, arg(&path)], 2);
             assert!(err.contains(&format!("this is {what}")), "{command} {name}: {err}");
             assert!(err.contains("it reads zTensor 0.1, 1.1 and 1.2 files"), "{err}");
+            assert!(err.contains("NumPy .npy arrays"), "{err}");
         }
         let err = fails(&["convert", arg(&path), arg(&d.join("out.zt"))], 2);
         assert!(err.contains(&format!("this is {what}")), "{err}");
@@ -837,4 +837,30 @@ fn info_describes_every_other_format_through_the_source_interface() {
     let shards: Vec<&str> =
         info["tensors"].as_array().unwrap().iter().map(|t| t["shard"].as_str().unwrap()).collect();
     assert_eq!(shards.len(), 6);
+}
+
+#[test]
+fn numpy_files_are_read_like_any_other_input() {
+    let d = scratch("numpy-in");
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/external/numpy");
+    let npy = dir.join("fortran-f4.npy");
+    let info = ok(&["info", arg(&npy)]);
+    assert!(
+        info.contains("NumPy .npy") && info.contains("fortran-f4") && info.contains("[3, 4]"),
+        "{info}"
+    );
+    let zt = d.join("f.zt");
+    ok(&["convert", arg(&npy), arg(&zt), "--zstd", "3"]);
+    // The zTensor file holds the array in C order: the same values as NumPy's own C-order copy.
+    let same = ok(&["diff", arg(&npy), arg(&zt)]);
+    assert!(same.contains("1 the same"), "{same}");
+    ok(&["verify", arg(&npy)]);
+    let listed = ok(&["ls", arg(&dir.join("dense-c8.npy"))]);
+    assert!(listed.contains("dense-c8"), "{listed}");
+    // What NumPy itself cannot give as an array of numbers is refused by name.
+    let err = fails(&["convert", arg(&dir.join("object-array.npy")), arg(&d.join("o.zt"))], 1);
+    assert!(err.contains("never unpickled"), "{err}");
+    let err = fails(&["info", arg(&dir.join("structured.npy"))], 1);
+    assert!(err.contains("structured"), "{err}");
 }

@@ -7,12 +7,15 @@
 //! - [`sharded`]: Hugging Face sharded checkpoints (`model.safetensors.index.json` and its
 //!   shards), checked for agreement between index and shards, converted into one file.
 //! - [`npy`]: one object as a NumPy `.npy` array, and its values as text.
+//! - [`npy_in`]: NumPy `.npy` files in, as a tensor source of one object (object arrays are
+//!   never unpickled).
 
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
 mod error;
 pub mod npy;
+pub mod npy_in;
 pub mod safetensors;
 pub mod sharded;
 

@@ -244,6 +244,7 @@ pub fn source_info(
             Kind::Safetensors => "safetensors",
             Kind::ShardIndex => "safetensors-sharded",
             Kind::ZtIndex => "ztensor-sharded",
+            Kind::Npy => "npy",
             Kind::TensorBuffers => "tensorbuffers",
             Kind::Zt => "ztensor",
         };

@@ -22,6 +22,8 @@ pub enum Kind {
     ShardIndex,
     /// A sharded zTensor checkpoint's index (`*.zt.index.json`).
     ZtIndex,
+    /// A NumPy `.npy` array.
+    Npy,
 }
 
 impl std::fmt::Display for Kind {
@@ -32,6 +34,7 @@ impl std::fmt::Display for Kind {
             Kind::Safetensors => "a safetensors file",
             Kind::ShardIndex => "a sharded safetensors checkpoint",
             Kind::ZtIndex => "a sharded zTensor checkpoint",
+            Kind::Npy => "a NumPy .npy array",
         })
     }
 }
@@ -86,6 +89,9 @@ pub fn detect(path: &Path) -> Result<Kind> {
     if head.starts_with(b"ZTEN") {
         return Ok(Kind::Zt);
     }
+    if ztensor_foreign::npy_in::looks_like_npy(&head) {
+        return Ok(Kind::Npy);
+    }
     if tb::detect(path).with_context(context)? {
         return Ok(Kind::TensorBuffers);
     }
@@ -115,8 +121,8 @@ pub fn detect(path: &Path) -> Result<Kind> {
 
 /// What the tool reads, for messages.
 pub const ACCEPTED: &str = "zTensor 0.1, 1.1 and 1.2 files (.zt), safetensors files, sharded \
-    safetensors checkpoints (through their model.safetensors.index.json) and TensorBuffers files \
-    (.tb)";
+    safetensors checkpoints (through their model.safetensors.index.json), sharded zTensor \
+    checkpoints (NAME.zt.index.json), TensorBuffers files (.tb) and NumPy .npy arrays";
 
 /// Names the formats people bring that this tool does not read (yet), by their first bytes.
 pub fn recognise(head: &[u8]) -> Option<&'static str> {
