@@ -762,6 +762,9 @@ fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_
         cmd::Kind::Npy => Box::new(
             ztensor_foreign::npy_in::NpyFile::open(path).map_err(|e| foreign_error("", &e))?,
         ),
+        cmd::Kind::Gguf => Box::new(
+            ztensor_foreign::gguf::GgufFile::open(path).map_err(|e| foreign_error("", &e))?,
+        ),
     })
 }
 

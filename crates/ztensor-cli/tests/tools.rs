@@ -606,10 +606,9 @@ fn drop_attributes_downgrades_a_1x_file_with_attributes() {
 #[test]
 fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
     let d = scratch("unknown-inputs");
-    let cases: [(&str, &[u8], &str); 5] = [
+    let cases: [(&str, &[u8], &str); 4] = [
         ("notes.txt", b"hello, tensors\n", "a text file"),
         ("config.json", b"{\"hidden_size\": 4096}\n", "JSON text"),
-        ("m.gguf", b"GGUF\x03\x00\x00\x00\x00\x00\x00\x00", "a GGUF file"),
         // The reference 2.x writes `.zt` files of another container.
         ("new.zt", b"\x89ZT2\r\n\x1a\n\x00\x00\x00\x00\x00\x00\x00\x00", "a zTensor 2 file"),
         ("model.pt", b"PK\x03\x04\x14\x00\x00\x00", "a zip archive"),
@@ -621,7 +620,7 @@ fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
             let err = fails(&[command, arg(&path)], 2);
             assert!(err.contains(&format!("this is {what}")), "{command} {name}: {err}");
             assert!(err.contains("it reads zTensor 0.1, 1.1 and 1.2 files"), "{err}");
-            assert!(err.contains("NumPy .npy arrays"), "{err}");
+            assert!(err.contains("NumPy .npy arrays and GGUF files"), "{err}");
         }
         let err = fails(&["convert", arg(&path), arg(&d.join("out.zt"))], 2);
         assert!(err.contains(&format!("this is {what}")), "{err}");
@@ -863,4 +862,31 @@ fn numpy_files_are_read_like_any_other_input() {
     assert!(err.contains("never unpickled"), "{err}");
     let err = fails(&["info", arg(&dir.join("structured.npy"))], 1);
     assert!(err.contains("structured"), "{err}");
+}
+
+#[test]
+fn gguf_files_are_read_like_any_other_input() {
+    let d = scratch("gguf-in");
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/external/gguf");
+    let gguf = dir.join("quantized.gguf");
+    let info = ok(&["info", arg(&gguf)]);
+    assert!(info.contains("GGUF version 3") && info.contains("q4_k"), "{info}");
+    let zt = d.join("q.zt");
+    ok(&["convert", arg(&gguf), arg(&zt), "--digest", "sha256"]);
+    let same = ok(&["diff", arg(&gguf), arg(&zt)]);
+    assert!(same.contains("0 changed"), "{same}");
+    // The GGUF metadata and each quantized tensor's type and shape travel as attributes.
+    let report = json(&ztensor(&["info", "--json", arg(&zt)]));
+    assert_eq!(report["attributes"]["test.string"], "zTensor ✓");
+    let q4 = report["objects"].as_array().unwrap().iter().find(|o| o["name"] == "q4_k").unwrap();
+    assert_eq!(q4["attributes"]["gguf.type"], "Q4_K", "{q4}");
+    assert_eq!(q4["attributes"]["gguf.shape"], serde_json::json!([2, 256]), "{q4}");
+    ok(&["verify", arg(&dir.join("plain.gguf"))]);
+    // A GGUF file cut short is refused with the offending tensor named.
+    let bytes = std::fs::read(&gguf).unwrap();
+    let cut = d.join("cut.gguf");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let err = fails(&["info", arg(&cut)], 1);
+    assert!(err.contains("run past its end") && err.contains("mxfp4"), "{err}");
 }

@@ -7,6 +7,8 @@
 //! - [`sharded`]: Hugging Face sharded checkpoints (`model.safetensors.index.json` and its
 //!   shards), checked for agreement between index and shards, converted into one file.
 //! - [`npy`]: one object as a NumPy `.npy` array, and its values as text.
+//! - [`gguf`]: GGUF files (llama.cpp) in: metadata as file attributes, plain tensors as dense
+//!   objects, quantized tensors' blocks kept exactly with their GGML type and shape.
 //! - [`npy_in`]: NumPy `.npy` files in, as a tensor source of one object (object arrays are
 //!   never unpickled).
 
@@ -14,6 +16,7 @@
 #![deny(missing_docs)]
 
 mod error;
+pub mod gguf;
 pub mod npy;
 pub mod npy_in;
 pub mod safetensors;

@@ -245,6 +245,7 @@ pub fn source_info(
             Kind::ShardIndex => "safetensors-sharded",
             Kind::ZtIndex => "ztensor-sharded",
             Kind::Npy => "npy",
+            Kind::Gguf => "gguf",
             Kind::TensorBuffers => "tensorbuffers",
             Kind::Zt => "ztensor",
         };

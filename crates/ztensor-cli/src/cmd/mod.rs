@@ -24,6 +24,8 @@ pub enum Kind {
     ZtIndex,
     /// A NumPy `.npy` array.
     Npy,
+    /// A GGUF file (llama.cpp).
+    Gguf,
 }
 
 impl std::fmt::Display for Kind {
@@ -35,6 +37,7 @@ impl std::fmt::Display for Kind {
             Kind::ShardIndex => "a sharded safetensors checkpoint",
             Kind::ZtIndex => "a sharded zTensor checkpoint",
             Kind::Npy => "a NumPy .npy array",
+            Kind::Gguf => "a GGUF file",
         })
     }
 }
@@ -92,6 +95,9 @@ pub fn detect(path: &Path) -> Result<Kind> {
     if ztensor_foreign::npy_in::looks_like_npy(&head) {
         return Ok(Kind::Npy);
     }
+    if ztensor_foreign::gguf::looks_like_gguf(&head) {
+        return Ok(Kind::Gguf);
+    }
     if tb::detect(path).with_context(context)? {
         return Ok(Kind::TensorBuffers);
     }
@@ -122,7 +128,7 @@ pub fn detect(path: &Path) -> Result<Kind> {
 /// What the tool reads, for messages.
 pub const ACCEPTED: &str = "zTensor 0.1, 1.1 and 1.2 files (.zt), safetensors files, sharded \
     safetensors checkpoints (through their model.safetensors.index.json), sharded zTensor \
-    checkpoints (NAME.zt.index.json), TensorBuffers files (.tb) and NumPy .npy arrays";
+    checkpoints (NAME.zt.index.json), TensorBuffers files (.tb), NumPy .npy arrays and GGUF files";
 
 /// Names the formats people bring that this tool does not read (yet), by their first bytes.
 pub fn recognise(head: &[u8]) -> Option<&'static str> {
