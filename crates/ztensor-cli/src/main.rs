@@ -765,6 +765,9 @@ fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_
         cmd::Kind::Gguf => Box::new(
             ztensor_foreign::gguf::GgufFile::open(path).map_err(|e| foreign_error("", &e))?,
         ),
+        cmd::Kind::Npz => {
+            Box::new(ztensor_foreign::npz::NpzFile::open(path).map_err(|e| foreign_error("", &e))?)
+        }
     })
 }
 

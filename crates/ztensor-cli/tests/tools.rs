@@ -620,7 +620,7 @@ fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
             let err = fails(&[command, arg(&path)], 2);
             assert!(err.contains(&format!("this is {what}")), "{command} {name}: {err}");
             assert!(err.contains("it reads zTensor 0.1, 1.1 and 1.2 files"), "{err}");
-            assert!(err.contains("NumPy .npy arrays and GGUF files"), "{err}");
+            assert!(err.contains("NumPy .npy and .npz files and GGUF"), "{err}");
         }
         let err = fails(&["convert", arg(&path), arg(&d.join("out.zt"))], 2);
         assert!(err.contains(&format!("this is {what}")), "{err}");
@@ -862,6 +862,17 @@ fn numpy_files_are_read_like_any_other_input() {
     assert!(err.contains("never unpickled"), "{err}");
     let err = fails(&["info", arg(&dir.join("structured.npy"))], 1);
     assert!(err.contains("structured"), "{err}");
+    // Archives, stored and deflated: the same arrays.
+    let plain = dir.join("arrays.npz");
+    let deflated = dir.join("compressed.npz");
+    let info = ok(&["info", arg(&deflated)]);
+    assert!(info.contains("NumPy .npz (compressed)") && info.contains("fortran"), "{info}");
+    let same = ok(&["diff", arg(&plain), arg(&deflated)]);
+    assert!(same.contains("4 the same"), "{same}");
+    let npz_zt = d.join("npz.zt");
+    ok(&["convert", arg(&deflated), arg(&npz_zt)]);
+    let same = ok(&["diff", arg(&plain), arg(&npz_zt)]);
+    assert!(same.contains("4 the same"), "{same}");
 }
 
 #[test]

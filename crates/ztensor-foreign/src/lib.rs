@@ -9,16 +9,19 @@
 //! - [`npy`]: one object as a NumPy `.npy` array, and its values as text.
 //! - [`gguf`]: GGUF files (llama.cpp) in: metadata as file attributes, plain tensors as dense
 //!   objects, quantized tensors' blocks kept exactly with their GGML type and shape.
+//! - [`npz`]: NumPy `.npz` archives in (stored or deflated members, CRC-checked).
 //! - [`npy_in`]: NumPy `.npy` files in, as a tensor source of one object (object arrays are
 //!   never unpickled).
 
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+mod archive;
 mod error;
 pub mod gguf;
 pub mod npy;
 pub mod npy_in;
+pub mod npz;
 pub mod safetensors;
 pub mod sharded;
 

@@ -1169,3 +1169,103 @@ mod gguf_in {
         assert!(matches!(file.read(0).unwrap_err().kind(), ztensor_io::ErrorKind::Unsupported(_)));
     }
 }
+
+mod npz_in {
+    //! `.npz` archives written by `numpy.savez` and `numpy.savez_compressed`: every member
+    //! reads as NumPy says; damaged archives are refused cleanly.
+
+    use std::path::PathBuf;
+
+    use ztensor_foreign::ErrorKind;
+    use ztensor_foreign::npz::NpzFile;
+    use ztensor_format::DigestAlgorithm;
+    use ztensor_io::TensorSource;
+    use ztensor_io::codec::Hasher;
+
+    fn dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/external/numpy")
+    }
+
+    #[test]
+    fn archives_numpy_wrote_read_as_numpy_says() {
+        let expected: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir().join("expected.json")).unwrap()).unwrap();
+        for (file, members) in expected["npz"].as_object().unwrap() {
+            let npz = NpzFile::open(dir().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(npz.len(), members.as_object().unwrap().len(), "{file}");
+            for (name, want) in members.as_object().unwrap() {
+                let i = npz.find(name).unwrap_or_else(|| panic!("{file}: no {name}"));
+                if want["expect"] == "unsupported" {
+                    assert!(npz.info(i).unwrap().unsupported.is_some());
+                    assert!(matches!(
+                        npz.read(i).unwrap_err().kind(),
+                        ztensor_io::ErrorKind::Unsupported(_)
+                    ));
+                    continue;
+                }
+                let data = npz.read(i).unwrap_or_else(|e| panic!("{file} {name}: {e}"));
+                let shape: Vec<u64> =
+                    want["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+                assert_eq!(data.shape, shape, "{file} {name}");
+                let c = &data.components["data"];
+                assert_eq!(c.dtype.name(), want["dtype"].as_str().unwrap());
+                let mut h = Hasher::new(&DigestAlgorithm::Sha256).unwrap();
+                h.update(&c.bytes);
+                assert_eq!(
+                    h.finish().to_string(),
+                    format!("sha256:{}", want["sha256"].as_str().unwrap()),
+                    "{file} {name}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_archives_are_refused_cleanly() {
+        let good = std::fs::read(dir().join("arrays.npz")).unwrap();
+        let limit = 1 << 30;
+        assert!(NpzFile::new(good.clone(), limit).is_ok());
+        let eocd = good.windows(4).rposition(|w| w == b"PK\x05\x06").unwrap();
+        let central = good.windows(4).position(|w| w == b"PK\x01\x02").unwrap();
+        let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+        cases.push(("cut short", good[..good.len() - 30].to_vec()));
+        let mut many = good.clone();
+        many[eocd + 10..eocd + 12].copy_from_slice(&0xFFFEu16.to_le_bytes());
+        cases.push(("an entry count past the directory", many));
+        let mut far = good.clone();
+        far[eocd + 16..eocd + 20].copy_from_slice(&u32::MAX.to_le_bytes());
+        cases.push(("a directory offset past the file", far));
+        let mut method = good.clone();
+        method[central + 10..central + 12].copy_from_slice(&12u16.to_le_bytes());
+        cases.push(("bzip2", method));
+        let mut encrypted = good.clone();
+        encrypted[central + 8] |= 1;
+        cases.push(("encrypted", encrypted));
+        let mut big = good.clone();
+        big[central + 20..central + 24].copy_from_slice(&0x7FFF_FFF0u32.to_le_bytes());
+        big[central + 24..central + 28].copy_from_slice(&0x7FFF_FFF0u32.to_le_bytes());
+        cases.push(("a member larger than the file", big));
+        cases.push(("not a zip", b"PK\x03\x04 and nothing else".to_vec()));
+        for (what, bytes) in cases {
+            let e = NpzFile::new(bytes, limit).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Malformed, "{what}: {e}");
+        }
+        // A flipped data byte is caught by the member's CRC-32 when read.
+        let mut flipped = good.clone();
+        let data_at = good.windows(6).position(|w| w == b"\x93NUMPY").unwrap() + 140;
+        flipped[data_at] ^= 0xFF;
+        let npz = NpzFile::new(flipped, limit).unwrap();
+        let failures = (0..npz.len()).filter_map(|i| npz.read(i).err()).collect::<Vec<_>>();
+        assert_eq!(failures.len(), 1);
+        assert_eq!(
+            failures[0].rule(),
+            Some(ztensor_format::ErrorKind::DigestMismatch),
+            "{}",
+            failures[0]
+        );
+        // A member declaring more than the limit is refused before it is inflated.
+        let compressed = std::fs::read(dir().join("compressed.npz")).unwrap();
+        let npz = NpzFile::new(compressed, 16).unwrap();
+        assert!((0..npz.len()).all(|i| npz.read(i).is_err()));
+    }
+}

@@ -246,6 +246,7 @@ pub fn source_info(
             Kind::ZtIndex => "ztensor-sharded",
             Kind::Npy => "npy",
             Kind::Gguf => "gguf",
+            Kind::Npz => "npz",
             Kind::TensorBuffers => "tensorbuffers",
             Kind::Zt => "ztensor",
         };

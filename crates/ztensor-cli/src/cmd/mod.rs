@@ -26,6 +26,8 @@ pub enum Kind {
     Npy,
     /// A GGUF file (llama.cpp).
     Gguf,
+    /// A NumPy `.npz` archive.
+    Npz,
 }
 
 impl std::fmt::Display for Kind {
@@ -38,6 +40,7 @@ impl std::fmt::Display for Kind {
             Kind::ZtIndex => "a sharded zTensor checkpoint",
             Kind::Npy => "a NumPy .npy array",
             Kind::Gguf => "a GGUF file",
+            Kind::Npz => "a NumPy .npz archive",
         })
     }
 }
@@ -98,6 +101,9 @@ pub fn detect(path: &Path) -> Result<Kind> {
     if ztensor_foreign::gguf::looks_like_gguf(&head) {
         return Ok(Kind::Gguf);
     }
+    if ztensor_foreign::npz::looks_like_zip(&head) && ztensor_foreign::npz::is_npz(&source) {
+        return Ok(Kind::Npz);
+    }
     if tb::detect(path).with_context(context)? {
         return Ok(Kind::TensorBuffers);
     }
@@ -128,7 +134,8 @@ pub fn detect(path: &Path) -> Result<Kind> {
 /// What the tool reads, for messages.
 pub const ACCEPTED: &str = "zTensor 0.1, 1.1 and 1.2 files (.zt), safetensors files, sharded \
     safetensors checkpoints (through their model.safetensors.index.json), sharded zTensor \
-    checkpoints (NAME.zt.index.json), TensorBuffers files (.tb), NumPy .npy arrays and GGUF files";
+    checkpoints (NAME.zt.index.json), TensorBuffers files (.tb), NumPy .npy and .npz files and GGUF \
+    files";
 
 /// Names the formats people bring that this tool does not read (yet), by their first bytes.
 pub fn recognise(head: &[u8]) -> Option<&'static str> {
