@@ -306,6 +306,9 @@ enum Kind {
     Zt,
     TensorBuffers,
     Safetensors,
+    Npy,
+    Npz,
+    Gguf,
 }
 
 fn kind_of(head: &[u8], tail: &[u8], len: u64, extension: Option<&str>) -> Option<Kind> {
@@ -322,6 +325,15 @@ fn kind_of(head: &[u8], tail: &[u8], len: u64, extension: Option<&str>) -> Optio
     if ztensor_foreign::safetensors::looks_like_safetensors(head, len) {
         return Some(Kind::Safetensors);
     }
+    if ztensor_foreign::npy_in::looks_like_npy(head) {
+        return Some(Kind::Npy);
+    }
+    if ztensor_foreign::gguf::looks_like_gguf(head) {
+        return Some(Kind::Gguf);
+    }
+    if ztensor_foreign::npz::looks_like_zip(head) {
+        return Some(Kind::Npz);
+    }
     match extension {
         Some("zt") => Some(Kind::Zt),
         Some("safetensors") => Some(Kind::Safetensors),
@@ -330,8 +342,8 @@ fn kind_of(head: &[u8], tail: &[u8], len: u64, extension: Option<&str>) -> Optio
     }
 }
 
-const READS: &str = "zTensor 0.1/1.1/1.2, safetensors (a file or a sharded checkpoint's index) \
-                     and TensorBuffers";
+const READS: &str = "zTensor 0.1/1.1/1.2, safetensors (a file or a sharded checkpoint's index), \
+                     TensorBuffers, NumPy .npy/.npz and GGUF";
 
 fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
     if ztensor_foreign::sharded::is_index(path) {
@@ -399,6 +411,29 @@ fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
             TbReader::new(source, &ReadOptions::default()).map_err(|e| raise_tb(py, &e))?,
             None,
         ),
+        (Kind::Npy, _) => Opened::new(
+            ztensor_foreign::npy_in::NpyFile::open(path).map_err(|e| raise_foreign(py, &e))?,
+            None,
+        ),
+        (Kind::Npz, _) => Opened::new(
+            ztensor_foreign::npz::NpzFile::open(path).map_err(|e| raise_foreign(py, &e))?,
+            None,
+        ),
+        (Kind::Gguf, true) => {
+            let file = std::fs::File::open(path).map_err(io)?;
+            // SAFETY: as for zTensor files above.
+            let map = unsafe { ztensor_io::Mapped::map(&file) }.map_err(io)?;
+            let memory = map.as_slice().map(|s| (s.as_ptr(), s.len()));
+            let gguf =
+                ztensor_foreign::gguf::GgufFile::new(map).map_err(|e| raise_foreign(py, &e))?;
+            let mut opened = Opened::new(gguf, None);
+            opened.base = memory;
+            opened
+        }
+        (Kind::Gguf, false) => Opened::new(
+            ztensor_foreign::gguf::GgufFile::open(path).map_err(|e| raise_foreign(py, &e))?,
+            None,
+        ),
     })
 }
 
@@ -427,6 +462,20 @@ fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
         }
         Kind::TensorBuffers => Opened::new(
             TbReader::new(data, &ReadOptions::default()).map_err(|e| raise_tb(py, &e))?,
+            None,
+        ),
+        Kind::Npy => Opened::new(
+            ztensor_foreign::npy_in::NpyFile::new(data, "array")
+                .map_err(|e| raise_foreign(py, &e))?,
+            None,
+        ),
+        Kind::Npz => Opened::new(
+            ztensor_foreign::npz::NpzFile::new(data, options().limits.max_decoded_len)
+                .map_err(|e| raise_foreign(py, &e))?,
+            None,
+        ),
+        Kind::Gguf => Opened::new(
+            ztensor_foreign::gguf::GgufFile::new(data).map_err(|e| raise_foreign(py, &e))?,
             None,
         ),
     };

@@ -335,3 +335,51 @@ def test_concurrent_readers_in_threads(tmp):
     for t in threads:
         t.join()
     assert results == [True] * 4
+
+
+def test_numpy_files_read_as_numpy_reads_them():
+    # Files NumPy wrote, read by us and by NumPy itself.
+    numpy_dir = FIXTURES / "external" / "numpy"
+    checked = 0
+    for path in sorted(numpy_dir.glob("*.npy")):
+        try:
+            theirs = np.load(path, allow_pickle=False)
+        except ValueError:
+            # Object arrays: NumPy refuses them without pickle, and so do we.
+            with pytest.raises(ztensor_rs.ZTensorError):
+                ztensor_rs.load_file(path)
+            continue
+        if theirs.dtype.kind not in "biufc":
+            with pytest.raises(ztensor_rs.ZTensorError):
+                ztensor_rs.load_file(path)
+            continue
+        ours = ztensor_rs.load_file(path)[path.stem]
+        assert ours.shape == theirs.shape, path.name
+        np.testing.assert_array_equal(ours, theirs)
+        checked += 1
+    assert checked >= 20
+    for name in ("arrays.npz", "compressed.npz"):
+        theirs = np.load(numpy_dir / name)
+        ours = ztensor_rs.load_file(numpy_dir / name)
+        assert ours.keys() == set(theirs.files)
+        for key in theirs.files:
+            np.testing.assert_array_equal(ours[key], theirs[key])
+
+
+def test_gguf_files_read_as_llama_cpps_reader_reads_them():
+    gguf = pytest.importorskip("gguf")
+    for name in ("plain.gguf", "quantized.gguf"):
+        path = FIXTURES / "external" / "gguf" / name
+        reader = gguf.GGUFReader(str(path))
+        with ztensor_rs.safe_open(path) as f:
+            assert f.format == "GGUF version 3"
+            assert f.metadata()["test.string"] == "zTensor ✓"
+            for t in reader.tensors:
+                obj = f.get_object(t.name)
+                data = obj.components["data"]
+                assert data.array.tobytes() == np.ascontiguousarray(t.data).tobytes(), t.name
+                assert data.zero_copy, t.name
+                if obj.attributes is not None:
+                    assert obj.attributes["gguf.shape"] == [int(d) for d in reversed(t.shape)]
+                else:
+                    assert obj.shape == tuple(int(d) for d in reversed(t.shape))

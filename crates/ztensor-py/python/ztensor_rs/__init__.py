@@ -1,4 +1,5 @@
-"""Read and write zTensor files of every version (0.1, 1.1, 1.2), safetensors and TensorBuffers.
+"""Read and write zTensor files of every version (0.1, 1.1, 1.2); read safetensors, TensorBuffers,
+NumPy .npy/.npz and GGUF files too.
 
 The API follows the ``safetensors`` package::
 
@@ -263,7 +264,9 @@ class TensorSlice:
 
 class safe_open:
     """An open file of tensors: any zTensor version, safetensors (a file, or a sharded
-    checkpoint's ``*.index.json``), or TensorBuffers. Use it as a context manager.
+    checkpoint's ``*.index.json``), TensorBuffers, NumPy ``.npy``/``.npz`` or GGUF (quantized
+    GGUF tensors as their block bytes, with ``gguf.type`` and ``gguf.shape`` attributes). Use it
+    as a context manager.
 
     Args:
         filename: the file.
