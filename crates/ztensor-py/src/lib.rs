@@ -342,12 +342,25 @@ fn kind_of(head: &[u8], tail: &[u8], len: u64, extension: Option<&str>) -> Optio
     }
 }
 
-const READS: &str = "zTensor 0.1/1.1/1.2, safetensors (a file or a sharded checkpoint's index), \
+const READS: &str = "zTensor 0.1/1.1/1.2 (a file or a sharded checkpoint's index), safetensors \
+                     (a file or a sharded checkpoint's index), \
                      TensorBuffers, NumPy .npy/.npz and GGUF";
 
 fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
     if ztensor_foreign::sharded::is_index(path) {
         let ckpt = ShardedCheckpoint::open(path).map_err(|e| raise_foreign(py, &e))?;
+        return Ok(Opened::new(ckpt, None));
+    }
+    if ztensor_shard::is_index(path) {
+        let ckpt = ztensor_shard::ShardedZt::open(path, &options()).map_err(|e| {
+            match e.ztensor_error() {
+                Some(z) => raise_io(py, z),
+                None if e.kind() == ztensor_shard::ErrorKind::Io => {
+                    io_error(&std::io::Error::other(e.to_string()), e.to_string())
+                }
+                None => exception(py, "FormatError", e.to_string(), None, None, None),
+            }
+        })?;
         return Ok(Opened::new(ckpt, None));
     }
     let io = |e: std::io::Error| io_error(&e, format!("cannot open {}: {e}", path.display()));

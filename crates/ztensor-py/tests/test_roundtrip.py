@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ztensor_rs
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 
 DTYPES = ["f8", "f4", "f2", "i8", "i4", "i2", "i1", "u8", "u4", "u2", "u1", "?", "c8", "c16"]
 
@@ -383,3 +383,24 @@ def test_gguf_files_read_as_llama_cpps_reader_reads_them():
                     assert obj.attributes["gguf.shape"] == [int(d) for d in reversed(t.shape)]
                 else:
                     assert obj.shape == tuple(int(d) for d in reversed(t.shape))
+
+
+def test_sharded_ztensor_checkpoints_read_as_one(tmp):
+    import subprocess
+
+    ztensor = REPO / "target" / "debug" / "ztensor"
+    if not ztensor.exists():
+        pytest.skip("the ztensor CLI is not built (cargo build -p ztensor-cli)")
+    out = tmp / "sharded"
+    src = FIXTURES / "examples" / "checkpoint" / "model.safetensors.index.json"
+    subprocess.run([str(ztensor), "convert", "-q", str(src), f"{out}/"], check=True)
+    ours = ztensor_rs.load_file(out / "model.zt.index.json")
+    theirs = ztensor_rs.load_file(src)
+    assert ours.keys() == theirs.keys() and len(ours) == 6
+    for name, value in theirs.items():
+        assert ours[name].tobytes() == value.tobytes()
+    # An index that disagrees with its shards is refused.
+    index = out / "model.zt.index.json"
+    index.write_text(index.read_text().replace('"size": ', '"size": 1', 1))
+    with pytest.raises(ztensor_rs.ZTensorError):
+        ztensor_rs.load_file(index)
