@@ -506,6 +506,10 @@ fn output_paths_links_modes_special_files_and_long_names() {
             vec!["remove", s(&input), "w", "-o", s(target)],
             vec!["extract", s(&input), "w", "-o", s(target)],
         ] {
+            // `convert` into a directory writes a sharded checkpoint there (below).
+            if target == &sub && args[0] == "convert" {
+                continue;
+            }
             let out = run(&args);
             assert_eq!(out.status.code(), Some(2), "{args:?}");
             let err = String::from_utf8_lossy(&out.stderr);
@@ -514,6 +518,9 @@ fn output_paths_links_modes_special_files_and_long_names() {
     }
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
     assert!(std::fs::metadata(&sub).unwrap().is_dir());
+    let out = run(&["convert", s(&input), s(&sub)]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(sub.join("in.zt").is_file() && sub.join("in.zt.index.json").is_file());
 
     // A name near NAME_MAX: the temporary name still fits.
     let long = d.join(&format!("{}.zt", "n".repeat(250)));
