@@ -926,14 +926,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let (count, peak) = cmd::convert::run(&request)?;
             if sharded.is_some() {
                 if !run.quiet {
-                    let index = ztensor_shard::ShardIndex::read(&index_in(&output)?)
+                    let index_path = index_in(&output)?;
+                    let index = ztensor_shard::ShardIndex::read(&index_path)
                         .map_err(|e| shard_error("", &e))?;
                     let bytes: u64 = index.shards.values().map(|s| s.size).sum();
                     writeln!(
                         out,
                         "wrote {} and {} in {} ({target}, {}, {bytes} bytes) in {:.2} s",
                         cmd::text::plural(index.shards.len(), "shard"),
-                        index_in(&output)?.file_name().unwrap_or_default().to_string_lossy(),
+                        index_path.file_name().unwrap_or_default().to_string_lossy(),
                         output.display(),
                         cmd::text::plural(count, "object"),
                         started.elapsed().as_secs_f64()

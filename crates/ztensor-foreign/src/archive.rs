@@ -216,7 +216,9 @@ impl Member {
         let data = match self.method {
             Method::Stored => stored,
             Method::Deflated => {
-                let mut out = Vec::with_capacity(usize::try_from(self.size).unwrap_or(0));
+                // The declared size is a claim: the buffer grows with what actually inflates.
+                let mut out =
+                    Vec::with_capacity(usize::try_from(self.size.min(64 << 20)).unwrap_or(0));
                 flate2::read::DeflateDecoder::new(&stored[..])
                     .take(self.size + 1)
                     .read_to_end(&mut out)

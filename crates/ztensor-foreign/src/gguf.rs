@@ -265,7 +265,8 @@ impl<S: ReadAt> GgufFile<S> {
                 "{tensor_count} tensors and {kv_count} metadata entries claimed in {len} bytes"
             )));
         }
-        let mut entries = Vec::with_capacity(usize::try_from(kv_count).unwrap_or(0));
+        // Room grows with what is read, not with what the counts claim.
+        let mut entries = Vec::with_capacity(usize::try_from(kv_count).unwrap_or(0).min(1 << 16));
         let mut keys = HashSet::new();
         let mut alignment = 32u64;
         for _ in 0..kv_count {
@@ -287,7 +288,8 @@ impl<S: ReadAt> GgufFile<S> {
             }
             entries.push((Value::Text(key), value));
         }
-        let mut tensors = Vec::with_capacity(usize::try_from(tensor_count).unwrap_or(0));
+        let mut tensors =
+            Vec::with_capacity(usize::try_from(tensor_count).unwrap_or(0).min(1 << 16));
         let mut by_name = std::collections::HashMap::new();
         for i in 0..tensor_count {
             let name = c.string("a tensor name")?;
@@ -333,7 +335,7 @@ impl<S: ReadAt> GgufFile<S> {
                                 t.block, t.name
                             )));
                         }
-                        ((Ok(t)), (elements / t.block).checked_mul(t.size))
+                        (Ok(t), (elements / t.block).checked_mul(t.size))
                     }
                     // An unknown type: its size is unknown, so nothing is read.
                     None => (Err(id), Some(0)),

@@ -159,9 +159,10 @@ impl<S: ReadAt> TensorSource for NpzFile<S> {
             .arrays
             .get(index)
             .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
-        let name = npy.info(0).map(|i| i.name.into_owned()).unwrap_or_default();
+        let info = npy.info(0);
+        let name = info.as_ref().map(|i| i.name.to_string()).unwrap_or_default();
         // An array NumPy cannot give as numbers is refused before its member is read.
-        if let Some(reason) = npy.info(0).and_then(|i| i.unsupported) {
+        if let Some(reason) = info.and_then(|i| i.unsupported) {
             return Err(ztensor_io::Error::unsupported(
                 ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
                     .in_object(&name),

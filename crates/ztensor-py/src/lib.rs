@@ -137,9 +137,12 @@ unsafe impl Send for Opened {}
 unsafe impl Sync for Opened {}
 
 impl Opened {
-    fn new<T: TensorSource + Send + Sync + 'static>(source: T, memory: Option<&[u8]>) -> Opened {
-        // Moving `source` into the box moves neither a map nor a vector's heap buffer.
-        let base = memory.map(|m| (m.as_ptr(), m.len()));
+    /// `source`, whose data lies at `base` when it is in memory (taken from the source before
+    /// it moves here: moving it into the box moves neither a map nor a vector's heap buffer).
+    fn new<T: TensorSource + Send + Sync + 'static>(
+        source: T,
+        base: Option<(*const u8, usize)>,
+    ) -> Opened {
         Opened { source: Box::new(source), base }
     }
 
@@ -403,9 +406,7 @@ fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
             // without a map), as for any memory-mapped reader.
             let reader = unsafe { Reader::open_mmap(path, &options()) }.map_err(raise)?;
             let memory = reader.source().as_slice().map(|s| (s.as_ptr(), s.len()));
-            let mut opened = Opened::new(reader, None);
-            opened.base = memory;
-            opened
+            Opened::new(reader, memory)
         }
         (Kind::Zt, false) => Opened::new(Reader::open_with(path, &options()).map_err(raise)?, None),
         (Kind::Safetensors, true) => {
@@ -413,9 +414,7 @@ fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
             let st =
                 unsafe { SafetensorsFile::open_mmap(path) }.map_err(|e| raise_foreign(py, &e))?;
             let memory = st.source().as_slice().map(|s| (s.as_ptr(), s.len()));
-            let mut opened = Opened::new(st, None);
-            opened.base = memory;
-            opened
+            Opened::new(st, memory)
         }
         (Kind::Safetensors, false) => {
             Opened::new(SafetensorsFile::open(path).map_err(|e| raise_foreign(py, &e))?, None)
@@ -439,9 +438,7 @@ fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
             let memory = map.as_slice().map(|s| (s.as_ptr(), s.len()));
             let gguf =
                 ztensor_foreign::gguf::GgufFile::new(map).map_err(|e| raise_foreign(py, &e))?;
-            let mut opened = Opened::new(gguf, None);
-            opened.base = memory;
-            opened
+            Opened::new(gguf, memory)
         }
         (Kind::Gguf, false) => Opened::new(
             ztensor_foreign::gguf::GgufFile::open(path).map_err(|e| raise_foreign(py, &e))?,
@@ -466,7 +463,8 @@ fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
         .into());
     };
     let memory = (data.as_ptr(), data.len());
-    let mut opened = match kind {
+    // Every format's data lies in `data`, wherever it moves.
+    let opened = match kind {
         Kind::Zt => {
             Opened::new(Reader::new(data, &options()).map_err(|e| Raised(raise_io(py, &e)))?, None)
         }
@@ -492,8 +490,7 @@ fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
             None,
         ),
     };
-    opened.base = Some(memory);
-    Ok(opened)
+    Ok(Opened { base: Some(memory), ..opened })
 }
 
 /// A CBOR value as Python data: text as `str`, integers as `int`, byte strings as `bytes`,

@@ -307,21 +307,21 @@ pub fn foreign_verify(
     json: bool,
     quiet: bool,
 ) -> Result<std::process::ExitCode> {
+    // A sharded zTensor checkpoint's index records each shard's digest: every byte is checked.
+    let mut shard_problem = None;
     let source: Box<dyn TensorSource> = match kind {
         Kind::TensorBuffers => {
             Box::new(super::tb::open(path, strict)?.map_err(|e| crate::tb_rejected(path, &e))?)
         }
+        Kind::ZtIndex => {
+            let ckpt = ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(strict))
+                .map_err(|e| crate::shard_error("", &e))?;
+            shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
+            Box::new(ckpt)
+        }
         _ => crate::open_source(path)?,
     };
     let source = &*source;
-    // A sharded zTensor checkpoint's index records each shard's digest: every byte is checked.
-    let shard_problem = match kind {
-        Kind::ZtIndex => ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(strict))
-            .and_then(|c| c.verify_digests())
-            .err()
-            .map(|e| e.message().to_owned()),
-        _ => None,
-    };
     let bytes: u64 = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len()).sum();
     let bar = Bar::new(bytes, quiet);
     let par = ztensor_par::ParOptions::with_threads(threads);
