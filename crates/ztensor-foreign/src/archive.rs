@@ -28,7 +28,7 @@ pub(crate) struct Member {
     pub(crate) offset: u64,
     pub(crate) compressed: u64,
     pub(crate) size: u64,
-    crc32: u32,
+    pub(crate) crc32: u32,
 }
 
 fn malformed(message: impl Into<String>) -> Error {

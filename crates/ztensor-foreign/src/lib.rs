@@ -10,6 +10,8 @@
 //! - [`gguf`]: GGUF files (llama.cpp) in: metadata as file attributes, plain tensors as dense
 //!   objects, quantized tensors' blocks kept exactly with their GGML type and shape.
 //! - [`npz`]: NumPy `.npz` archives in (stored or deflated members, CRC-checked).
+//! - [`torch`]: PyTorch checkpoints (`torch.save` zip archives) in, through a restricted
+//!   pickle machine that executes nothing.
 //! - [`npy_in`]: NumPy `.npy` files in, as a tensor source of one object (object arrays are
 //!   never unpickled).
 
@@ -22,7 +24,9 @@ pub mod gguf;
 pub mod npy;
 pub mod npy_in;
 pub mod npz;
+mod pickle;
 pub mod safetensors;
 pub mod sharded;
+pub mod torch;
 
 pub use crate::error::{Error, ErrorKind, Result};

@@ -1,0 +1,1038 @@
+//! A restricted pickle machine: it reads the pickles `torch.save` writes and executes nothing.
+//!
+//! Python's unpickler imports any module and calls any callable a pickle names; this machine
+//! knows the opcodes of protocols 0 to 5 that build plain data (numbers, strings, bytes, lists,
+//! tuples, dicts, sets) and the handful of globals a PyTorch state dict needs, each modelled
+//! here rather than called (see [`Global`]). Every other global is refused by name when the
+//! pickle names it, before anything is built from it.
+//!
+//! Values live in an arena and the stack and memo hold indices into it, so a list that is put
+//! in the memo and appended to later is the same list wherever it was fetched from, as in
+//! Python. Everything is bounded by the pickle: one opcode makes at most one value, every
+//! length is checked against the bytes left before anything is allocated, and the arena is
+//! capped at [`MAX_VALUES`].
+
+use std::collections::HashMap;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// An index into the machine's arena.
+pub(crate) type Id = usize;
+
+/// The most values one pickle may build (a state dict of 100,000 tensors builds about two
+/// million).
+pub(crate) const MAX_VALUES: usize = 1 << 24;
+
+/// A global the machine models. Anything else a pickle names is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Global {
+    /// `collections.OrderedDict`: builds a dict.
+    OrderedDict,
+    /// `torch._utils._rebuild_tensor` / `_v2`: a tensor over a typed storage.
+    RebuildTensor,
+    /// `torch._utils._rebuild_tensor_v3`: a tensor over an untyped storage, with its dtype.
+    RebuildTensorV3,
+    /// `torch._utils._rebuild_parameter` / `_with_state`: an `nn.Parameter`, i.e. its tensor.
+    RebuildParameter,
+    /// `torch._tensor._rebuild_from_type_v2`: a tensor (subclass) rebuilt by another global.
+    RebuildFromType,
+    /// `torch.Tensor` or `torch.nn.parameter.Parameter`, as the type `_rebuild_from_type_v2`
+    /// is given.
+    TensorType,
+    /// `torch.<Name>Storage` or `torch.storage.UntypedStorage` (with the dtype name it holds).
+    Storage(&'static str),
+    /// `torch.<dtype>`, e.g. `torch.float8_e4m3fn`.
+    Dtype(&'static str),
+    /// `torch.Size`: a tuple.
+    Size,
+    /// `_codecs.encode`: how protocol 2 pickles `bytes` (`encode(text, "latin1")`).
+    Encode,
+    /// `numpy.dtype` (also under `numpy.core`/`numpy._core.multiarray`).
+    NumpyDtype,
+    /// `numpy.core.multiarray.scalar`: a NumPy scalar from its dtype and bytes.
+    NumpyScalar,
+    /// `builtins.set` / `frozenset`.
+    Set,
+}
+
+impl Global {
+    /// What `module.name` stands for, or why it is refused.
+    fn resolve(module: &str, name: &str) -> Result<Global> {
+        if let Some(dtype) = crate::torch::dtype_named(name).filter(|_| module == "torch") {
+            return Ok(Global::Dtype(dtype));
+        }
+        let global = match (module, name) {
+            ("collections", "OrderedDict") => Global::OrderedDict,
+            ("torch._utils", "_rebuild_tensor" | "_rebuild_tensor_v2") => Global::RebuildTensor,
+            ("torch._utils", "_rebuild_tensor_v3") => Global::RebuildTensorV3,
+            ("torch._utils", "_rebuild_parameter" | "_rebuild_parameter_with_state") => {
+                Global::RebuildParameter
+            }
+            ("torch._tensor", "_rebuild_from_type_v2") => Global::RebuildFromType,
+            ("torch", "Tensor") | ("torch.nn.parameter", "Parameter") => Global::TensorType,
+            ("torch.storage", "UntypedStorage") | ("torch", "UntypedStorage") => {
+                Global::Storage("uint8")
+            }
+            ("torch", "Size") => Global::Size,
+            ("_codecs", "encode") => Global::Encode,
+            ("numpy" | "numpy.core.multiarray" | "numpy._core.multiarray", "dtype") => {
+                Global::NumpyDtype
+            }
+            ("numpy.core.multiarray" | "numpy._core.multiarray", "scalar") => Global::NumpyScalar,
+            ("builtins" | "__builtin__", "set" | "frozenset") => Global::Set,
+            ("torch", storage) if storage.ends_with("Storage") => {
+                match crate::torch::dtype_of_storage(storage) {
+                    Some(dtype) => Global::Storage(dtype),
+                    None => return Err(refused(module, name, "an unknown storage type")),
+                }
+            }
+            ("torch._utils", "_rebuild_qtensor") => {
+                return Err(refused(
+                    module,
+                    name,
+                    "a quantized tensor, which zTensor does not hold",
+                ));
+            }
+            ("torch._utils", "_rebuild_sparse_tensor" | "_rebuild_sparse_csr_tensor") => {
+                return Err(refused(
+                    module,
+                    name,
+                    "a sparse tensor; convert it with .to_dense() before saving",
+                ));
+            }
+            ("torch._utils", other) if other.starts_with("_rebuild_") => {
+                return Err(refused(
+                    module,
+                    name,
+                    "a tensor that is not a plain CPU tensor (nested, meta, device or subclass)",
+                ));
+            }
+            _ => {
+                return Err(refused(
+                    module,
+                    name,
+                    "not one of the globals a state dict needs; this reader executes nothing",
+                ));
+            }
+        };
+        Ok(global)
+    }
+
+    /// The Python name, for messages and attributes.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Global::OrderedDict => "collections.OrderedDict".into(),
+            Global::RebuildTensor => "torch._utils._rebuild_tensor_v2".into(),
+            Global::RebuildTensorV3 => "torch._utils._rebuild_tensor_v3".into(),
+            Global::RebuildParameter => "torch._utils._rebuild_parameter".into(),
+            Global::RebuildFromType => "torch._tensor._rebuild_from_type_v2".into(),
+            Global::TensorType => "torch.Tensor".into(),
+            Global::Storage(dtype) => format!("a torch storage of {dtype}"),
+            Global::Dtype(dtype) => format!("torch.{dtype}"),
+            Global::Size => "torch.Size".into(),
+            Global::Encode => "_codecs.encode".into(),
+            Global::NumpyDtype => "numpy.dtype".into(),
+            Global::NumpyScalar => "numpy.core.multiarray.scalar".into(),
+            Global::Set => "builtins.set".into(),
+        }
+    }
+}
+
+fn refused(module: &str, name: &str, why: &str) -> Error {
+    Error::new(ErrorKind::Malformed, format!("the pickle calls {module}.{name}: {why}"))
+}
+
+/// A storage a persistent id names: `('storage', type, key, location, numel)`.
+#[derive(Debug, Clone)]
+pub(crate) struct StorageRef {
+    /// The torch dtype name of its elements (`uint8` for an untyped storage).
+    pub(crate) dtype: &'static str,
+    /// Its member in the archive: `data/<key>`.
+    pub(crate) key: String,
+    /// Its length in elements of `dtype`.
+    pub(crate) numel: u64,
+}
+
+/// A tensor, as `_rebuild_tensor_v2`/`_v3` describe it.
+#[derive(Debug, Clone)]
+pub(crate) struct TensorRef {
+    pub(crate) storage: StorageRef,
+    /// The torch dtype name of its elements.
+    pub(crate) dtype: &'static str,
+    /// In elements of `dtype`.
+    pub(crate) offset: u64,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) strides: Vec<u64>,
+}
+
+/// A key of a dict, as Python compares them (for plain keys).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    None,
+    Int(i128),
+    Float(u64),
+    Str(String),
+    Bytes(Vec<u8>),
+    /// Any other value: compared by identity.
+    Other(Id),
+}
+
+/// A dict, in insertion order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Dict {
+    pub(crate) items: Vec<(Id, Id)>,
+    index: HashMap<Key, usize>,
+}
+
+/// One value the pickle built.
+#[derive(Debug, Clone)]
+pub(crate) enum Node {
+    None,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+    Bytes(Vec<u8>),
+    List(Vec<Id>),
+    Tuple(Vec<Id>),
+    Set(Vec<Id>),
+    Dict(Box<Dict>),
+    Global(Global),
+    Storage(Box<StorageRef>),
+    Tensor(Box<TensorRef>),
+    /// A NumPy dtype: its type string (`f8`, `i4`, …) and byte order (`<`, `>`, `|`, `=`).
+    NumpyDtype(String, char),
+}
+
+impl Node {
+    fn kind(&self) -> &'static str {
+        match self {
+            Node::None => "None",
+            Node::Bool(_) => "a bool",
+            Node::Int(_) => "an int",
+            Node::Float(_) => "a float",
+            Node::Str(_) => "a str",
+            Node::Bytes(_) => "bytes",
+            Node::List(_) => "a list",
+            Node::Tuple(_) => "a tuple",
+            Node::Set(_) => "a set",
+            Node::Dict(_) => "a dict",
+            Node::Global(_) => "a global",
+            Node::Storage(_) => "a storage",
+            Node::Tensor(_) => "a tensor",
+            Node::NumpyDtype(..) => "a NumPy dtype",
+        }
+    }
+}
+
+/// What the machine built: the arena and the root value's index.
+#[derive(Debug)]
+pub(crate) struct Pickle {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) root: Id,
+    /// The protocol its `PROTO` opcode named (0 without one).
+    pub(crate) protocol: u8,
+}
+
+impl Pickle {
+    pub(crate) fn node(&self, id: Id) -> &Node {
+        &self.nodes[id]
+    }
+}
+
+/// Runs the pickle in `bytes` (from its start to its `STOP`) and returns what it built.
+/// `persistent` resolves persistent ids (the storages of a PyTorch checkpoint).
+pub(crate) fn load(
+    bytes: &[u8],
+    persistent: &mut dyn FnMut(&Machine<'_>, Id) -> Result<Node>,
+) -> Result<(Pickle, usize)> {
+    let mut m = Machine {
+        input: bytes,
+        at: 0,
+        nodes: Vec::new(),
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo: HashMap::new(),
+        protocol: 0,
+    };
+    let root = m.run(persistent)?;
+    let end = m.at;
+    Ok((Pickle { nodes: m.nodes, root, protocol: m.protocol }, end))
+}
+
+/// The machine's state while it runs.
+pub(crate) struct Machine<'a> {
+    input: &'a [u8],
+    at: usize,
+    nodes: Vec<Node>,
+    stack: Vec<Id>,
+    marks: Vec<usize>,
+    memo: HashMap<u64, Id>,
+    protocol: u8,
+}
+
+fn malformed(at: usize, message: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Malformed, format!("pickle, byte {at}: {message}"))
+}
+
+impl Machine<'_> {
+    /// The value at `id`.
+    pub(crate) fn node(&self, id: Id) -> &Node {
+        &self.nodes[id]
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        let start = self.at;
+        let end = start
+            .checked_add(n)
+            .filter(|&e| e <= self.input.len())
+            .ok_or_else(|| malformed(start, format!("{n} bytes claimed past the end")))?;
+        self.at = end;
+        Ok(&self.input[start..end])
+    }
+
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn le(&mut self, n: usize) -> Result<u64> {
+        let b = self.take(n)?;
+        Ok(b.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
+    }
+
+    /// A length field of `n` bytes, checked against what is left.
+    fn len(&mut self, n: usize) -> Result<usize> {
+        let at = self.at;
+        let len = self.le(n)?;
+        usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= self.input.len() - self.at)
+            .ok_or_else(|| malformed(at, format!("a length of {len} past the end")))
+    }
+
+    /// A line (protocol 0 arguments), without its newline.
+    fn line(&mut self) -> Result<&str> {
+        let start = self.at;
+        let n = self.input[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| malformed(start, "a line without its end"))?;
+        self.at = start + n + 1;
+        std::str::from_utf8(&self.input[start..start + n])
+            .map_err(|_| malformed(start, "a line that is not UTF-8"))
+    }
+
+    fn push(&mut self, node: Node) -> Result<()> {
+        if self.nodes.len() >= MAX_VALUES {
+            return Err(malformed(self.at, format!("more than {MAX_VALUES} values")));
+        }
+        self.nodes.push(node);
+        self.stack.push(self.nodes.len() - 1);
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Result<Id> {
+        let at = self.at;
+        if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
+            return Err(malformed(at, "a pop across a mark"));
+        }
+        self.stack.pop().ok_or_else(|| malformed(at, "a pop from an empty stack"))
+    }
+
+    fn top(&self) -> Result<Id> {
+        self.stack.last().copied().ok_or_else(|| malformed(self.at, "an empty stack"))
+    }
+
+    /// The items since the last mark, and the mark removed.
+    fn pop_mark(&mut self) -> Result<Vec<Id>> {
+        let mark = self.marks.pop().ok_or_else(|| malformed(self.at, "no mark to pop to"))?;
+        if mark > self.stack.len() {
+            return Err(malformed(self.at, "a mark above the stack"));
+        }
+        Ok(self.stack.split_off(mark))
+    }
+
+    fn string(&self, id: Id) -> Result<&str> {
+        match &self.nodes[id] {
+            Node::Str(s) => Ok(s),
+            other => Err(malformed(self.at, format!("a str expected, {} found", other.kind()))),
+        }
+    }
+
+    fn int(&self, id: Id) -> Result<i128> {
+        match &self.nodes[id] {
+            Node::Int(i) => Ok(*i),
+            Node::Bool(b) => Ok(i128::from(*b)),
+            other => Err(malformed(self.at, format!("an int expected, {} found", other.kind()))),
+        }
+    }
+
+    fn items(&self, id: Id) -> Result<&[Id]> {
+        match &self.nodes[id] {
+            Node::Tuple(v) | Node::List(v) => Ok(v),
+            other => Err(malformed(self.at, format!("a tuple expected, {} found", other.kind()))),
+        }
+    }
+
+    /// A tuple of non-negative ints (a shape or strides).
+    fn dims(&self, id: Id, what: &str) -> Result<Vec<u64>> {
+        let items = self.items(id)?;
+        if items.len() > 64 {
+            return Err(malformed(self.at, format!("{what} of {} dimensions", items.len())));
+        }
+        items
+            .iter()
+            .map(|&d| {
+                let v = self.int(d)?;
+                u64::try_from(v).map_err(|_| malformed(self.at, format!("{what} holds {v}")))
+            })
+            .collect()
+    }
+
+    fn key(&self, id: Id) -> Key {
+        match &self.nodes[id] {
+            Node::None => Key::None,
+            // Python: True == 1 and hash(True) == hash(1).
+            Node::Bool(b) => Key::Int(i128::from(*b)),
+            Node::Int(i) => Key::Int(*i),
+            Node::Float(f) if f.fract() == 0.0 && f.abs() < 1e30 => Key::Int(*f as i128),
+            Node::Float(f) => Key::Float(f.to_bits()),
+            Node::Str(s) => Key::Str(s.clone()),
+            Node::Bytes(b) => Key::Bytes(b.clone()),
+            _ => Key::Other(id),
+        }
+    }
+
+    fn set_item(&mut self, dict: Id, key: Id, value: Id) -> Result<()> {
+        let k = self.key(key);
+        match &mut self.nodes[dict] {
+            Node::Dict(d) => {
+                match d.index.get(&k) {
+                    Some(&i) => d.items[i].1 = value,
+                    None => {
+                        d.index.insert(k, d.items.len());
+                        d.items.push((key, value));
+                    }
+                }
+                Ok(())
+            }
+            other => {
+                Err(malformed(self.at, format!("setting an item of {}, not a dict", other.kind())))
+            }
+        }
+    }
+
+    fn append(&mut self, list: Id, items: &[Id]) -> Result<()> {
+        match &mut self.nodes[list] {
+            Node::List(v) | Node::Set(v) => {
+                v.extend_from_slice(items);
+                Ok(())
+            }
+            other => Err(malformed(self.at, format!("appending to {}, not a list", other.kind()))),
+        }
+    }
+
+    fn global(&mut self, module: &str, name: &str) -> Result<()> {
+        let global = Global::resolve(module, name)?;
+        self.push(Node::Global(global))
+    }
+
+    /// `callable(*args)` for the globals modelled here.
+    fn call(&mut self, callable: Id, args: Id, depth: u32) -> Result<Node> {
+        if depth > 4 {
+            return Err(malformed(self.at, "tensor rebuilds nested past any torch.save writes"));
+        }
+        let Node::Global(global) = self.nodes[callable].clone() else {
+            return Err(malformed(
+                self.at,
+                format!("calling {}, not a global", self.nodes[callable].kind()),
+            ));
+        };
+        let args = self.items(args)?.to_vec();
+        let arity = |n: std::ops::RangeInclusive<usize>| {
+            if n.contains(&args.len()) {
+                Ok(())
+            } else {
+                Err(malformed(
+                    self.at,
+                    format!("{} called with {} arguments", global.describe(), args.len()),
+                ))
+            }
+        };
+        Ok(match global {
+            Global::OrderedDict => {
+                arity(0..=1)?;
+                let dict = self.nodes.len();
+                self.nodes.push(Node::Dict(Box::default()));
+                if let Some(&pairs) = args.first() {
+                    for pair in self.items(pairs)?.to_vec() {
+                        let kv = self.items(pair)?.to_vec();
+                        if kv.len() != 2 {
+                            return Err(malformed(
+                                self.at,
+                                "an OrderedDict item that is not a pair",
+                            ));
+                        }
+                        self.set_item(dict, kv[0], kv[1])?;
+                    }
+                }
+                self.nodes.pop().unwrap_or(Node::None)
+            }
+            Global::RebuildTensor | Global::RebuildTensorV3 => {
+                let v3 = global == Global::RebuildTensorV3;
+                arity(if v3 { 7..=8 } else { 4..=7 })?;
+                let Node::Storage(storage) = self.nodes[args[0]].clone() else {
+                    return Err(malformed(
+                        self.at,
+                        "a tensor rebuilt from something not a storage",
+                    ));
+                };
+                let offset = u64::try_from(self.int(args[1])?)
+                    .map_err(|_| malformed(self.at, "a negative storage offset"))?;
+                let shape = self.dims(args[2], "a shape")?;
+                let strides = self.dims(args[3], "strides")?;
+                if shape.len() != strides.len() {
+                    return Err(malformed(
+                        self.at,
+                        format!(
+                            "a shape of {} dimensions with {} strides",
+                            shape.len(),
+                            strides.len()
+                        ),
+                    ));
+                }
+                let dtype = if v3 {
+                    match &self.nodes[args[6]] {
+                        Node::Global(Global::Dtype(d)) => d,
+                        other => {
+                            return Err(malformed(
+                                self.at,
+                                format!("a tensor dtype that is {}", other.kind()),
+                            ));
+                        }
+                    }
+                } else {
+                    storage.dtype
+                };
+                Node::Tensor(Box::new(TensorRef {
+                    storage: *storage,
+                    dtype,
+                    offset,
+                    shape,
+                    strides,
+                }))
+            }
+            Global::RebuildParameter => {
+                arity(3..=4)?;
+                match &self.nodes[args[0]] {
+                    Node::Tensor(t) => Node::Tensor(t.clone()),
+                    other => {
+                        return Err(malformed(
+                            self.at,
+                            format!("a parameter of {}, not a tensor", other.kind()),
+                        ));
+                    }
+                }
+            }
+            Global::RebuildFromType => {
+                arity(4..=4)?;
+                if !matches!(self.nodes[args[1]], Node::Global(Global::TensorType)) {
+                    return Err(malformed(self.at, "a tensor of a type other than torch.Tensor"));
+                }
+                self.call(args[0], args[2], depth + 1)?
+            }
+            Global::Size => {
+                arity(0..=1)?;
+                match args.first() {
+                    Some(&t) => Node::Tuple(self.items(t)?.to_vec()),
+                    None => Node::Tuple(Vec::new()),
+                }
+            }
+            Global::Encode => {
+                arity(1..=2)?;
+                let text = self.string(args[0])?;
+                let encoding = match args.get(1) {
+                    Some(&e) => self.string(e)?.to_ascii_lowercase(),
+                    None => "utf-8".to_owned(),
+                };
+                match encoding.as_str() {
+                    "latin1" | "latin-1" | "iso-8859-1" => Node::Bytes(
+                        text.chars()
+                            .map(|c| u8::try_from(u32::from(c)))
+                            .collect::<std::result::Result<_, _>>()
+                            .map_err(|_| malformed(self.at, "a latin-1 text past U+00FF"))?,
+                    ),
+                    "utf-8" | "utf8" => Node::Bytes(text.as_bytes().to_vec()),
+                    other => {
+                        return Err(malformed(self.at, format!("_codecs.encode to {other:?}")));
+                    }
+                }
+            }
+            Global::NumpyDtype => {
+                arity(1..=3)?;
+                let descr = self.string(args[0])?.to_owned();
+                Node::NumpyDtype(descr, '=')
+            }
+            Global::NumpyScalar => {
+                arity(2..=2)?;
+                self.numpy_scalar(args[0], args[1])?
+            }
+            Global::Set => {
+                arity(0..=1)?;
+                match args.first() {
+                    Some(&t) => Node::Set(self.items(t)?.to_vec()),
+                    None => Node::Set(Vec::new()),
+                }
+            }
+            Global::TensorType | Global::Storage(_) | Global::Dtype(_) => {
+                return Err(malformed(self.at, format!("calling {}", global.describe())));
+            }
+        })
+    }
+
+    fn numpy_scalar(&self, dtype: Id, data: Id) -> Result<Node> {
+        let (Node::NumpyDtype(descr, order), Node::Bytes(b)) =
+            (&self.nodes[dtype], &self.nodes[data])
+        else {
+            return Err(malformed(self.at, "a NumPy scalar without a dtype and its bytes"));
+        };
+        let kind = descr.trim_start_matches(['<', '>', '|', '=']);
+        let big = *order == '>' || descr.starts_with('>');
+        let mut bytes = b.clone();
+        let width = kind.get(1..).and_then(|w| w.parse::<usize>().ok()).unwrap_or(0);
+        if bytes.len() != width {
+            return Err(malformed(
+                self.at,
+                format!("a NumPy {descr} scalar of {} bytes", bytes.len()),
+            ));
+        }
+        if big {
+            bytes.reverse();
+        }
+        let mut wide = [0u8; 16];
+        wide[..width.min(16)].copy_from_slice(&bytes[..width.min(16)]);
+        let unsigned = u128::from_le_bytes(wide);
+        Ok(match (kind.as_bytes().first(), width) {
+            (Some(b'b'), 1) => Node::Bool(bytes[0] != 0),
+            (Some(b'u'), 1 | 2 | 4 | 8) => Node::Int(unsigned as i128),
+            (Some(b'i'), 1 | 2 | 4 | 8) => {
+                let shift = 128 - 8 * width as u32;
+                Node::Int(((unsigned << shift) as i128) >> shift)
+            }
+            (Some(b'f'), 2) => Node::Float(f64::from(half::f16::from_bits(unsigned as u16))),
+            (Some(b'f'), 4) => Node::Float(f64::from(f32::from_bits(unsigned as u32))),
+            (Some(b'f'), 8) => Node::Float(f64::from_bits(unsigned as u64)),
+            _ => {
+                return Err(malformed(self.at, format!("a NumPy scalar of dtype {descr:?}")));
+            }
+        })
+    }
+
+    /// `obj.__setstate__(state)` for what accepts one: an `OrderedDict`'s instance attributes
+    /// (`_metadata` of a state dict) are dropped; a NumPy dtype takes its byte order.
+    fn build(&mut self, obj: Id, state: Id) -> Result<()> {
+        match &self.nodes[obj] {
+            Node::Dict(_) | Node::Tensor(_) => Ok(()),
+            Node::NumpyDtype(descr, _) => {
+                let descr = descr.clone();
+                let order = self
+                    .items(state)
+                    .ok()
+                    .and_then(|s| s.get(1).copied())
+                    .and_then(|o| self.string(o).ok())
+                    .and_then(|o| o.chars().next())
+                    .unwrap_or('=');
+                self.nodes[obj] = Node::NumpyDtype(descr, order);
+                Ok(())
+            }
+            other => Err(malformed(self.at, format!("setting the state of {}", other.kind()))),
+        }
+    }
+
+    fn run(&mut self, persistent: &mut dyn FnMut(&Machine<'_>, Id) -> Result<Node>) -> Result<Id> {
+        loop {
+            let at = self.at;
+            let op = self.u8()?;
+            match op {
+                // PROTO
+                0x80 => {
+                    self.protocol = self.u8()?;
+                    if self.protocol > 5 {
+                        return Err(malformed(at, format!("pickle protocol {}", self.protocol)));
+                    }
+                }
+                // FRAME: a hint for buffered readers.
+                0x95 => {
+                    self.le(8)?;
+                }
+                // STOP
+                b'.' => {
+                    let root = self.pop()?;
+                    if !self.stack.is_empty() || !self.marks.is_empty() {
+                        return Err(malformed(at, "values left on the stack at STOP"));
+                    }
+                    return Ok(root);
+                }
+                // MARK
+                b'(' => self.marks.push(self.stack.len()),
+                // POP, POP_MARK, DUP
+                b'0' => {
+                    if self.marks.last() == Some(&self.stack.len()) {
+                        self.marks.pop();
+                    } else {
+                        self.pop()?;
+                    }
+                }
+                b'1' => {
+                    self.pop_mark()?;
+                }
+                b'2' => {
+                    let top = self.top()?;
+                    self.stack.push(top);
+                }
+                // Constants and numbers.
+                b'N' => self.push(Node::None)?,
+                0x88 => self.push(Node::Bool(true))?,
+                0x89 => self.push(Node::Bool(false))?,
+                b'J' => {
+                    let v = self.le(4)? as u32 as i32;
+                    self.push(Node::Int(i128::from(v)))?;
+                }
+                b'K' => {
+                    let v = self.le(1)?;
+                    self.push(Node::Int(i128::from(v)))?;
+                }
+                b'M' => {
+                    let v = self.le(2)?;
+                    self.push(Node::Int(i128::from(v)))?;
+                }
+                0x8a | 0x8b => {
+                    let n = if op == 0x8a { self.len(1)? } else { self.len(4)? };
+                    if n > 16 {
+                        return Err(malformed(at, format!("an integer of {n} bytes")));
+                    }
+                    let b = self.take(n)?;
+                    let mut wide =
+                        [if b.last().is_some_and(|&x| x & 0x80 != 0) { 0xFF } else { 0 }; 16];
+                    wide[..n].copy_from_slice(b);
+                    self.push(Node::Int(i128::from_le_bytes(wide)))?;
+                }
+                b'I' | b'L' => {
+                    let line = self.line()?.trim_end_matches('L').to_owned();
+                    let node = match line.as_str() {
+                        "00" if op == b'I' => Node::Bool(false),
+                        "01" if op == b'I' => Node::Bool(true),
+                        digits => Node::Int(
+                            digits
+                                .parse()
+                                .map_err(|_| malformed(at, format!("an integer {digits:?}")))?,
+                        ),
+                    };
+                    self.push(node)?;
+                }
+                b'G' => {
+                    let v = f64::from_bits(u64::from_be_bytes(
+                        self.take(8)?.try_into().unwrap_or([0; 8]),
+                    ));
+                    self.push(Node::Float(v))?;
+                }
+                b'F' => {
+                    let line = self.line()?.to_owned();
+                    let v = line.parse().map_err(|_| malformed(at, format!("a float {line:?}")))?;
+                    self.push(Node::Float(v))?;
+                }
+                // Strings and bytes.
+                b'X' | 0x8c | 0x8d => {
+                    let n = match op {
+                        0x8c => self.len(1)?,
+                        b'X' => self.len(4)?,
+                        _ => self.len(8)?,
+                    };
+                    let text = std::str::from_utf8(self.take(n)?)
+                        .map_err(|_| malformed(at, "a str that is not UTF-8"))?
+                        .to_owned();
+                    self.push(Node::Str(text))?;
+                }
+                // Python 2 str: its bytes as latin-1 text, as Python 3 reads them by default
+                // for storage keys and names.
+                b'T' | b'U' => {
+                    let n = if op == b'U' { self.len(1)? } else { self.len(4)? };
+                    let text: String = self.take(n)?.iter().map(|&b| char::from(b)).collect();
+                    self.push(Node::Str(text))?;
+                }
+                b'B' | b'C' | 0x8e | 0x96 => {
+                    let n = match op {
+                        b'C' => self.len(1)?,
+                        b'B' => self.len(4)?,
+                        _ => self.len(8)?,
+                    };
+                    let bytes = self.take(n)?.to_vec();
+                    self.push(Node::Bytes(bytes))?;
+                }
+                // Containers.
+                b')' => self.push(Node::Tuple(Vec::new()))?,
+                b']' => self.push(Node::List(Vec::new()))?,
+                b'}' => self.push(Node::Dict(Box::default()))?,
+                0x8f => self.push(Node::Set(Vec::new()))?,
+                b't' => {
+                    let items = self.pop_mark()?;
+                    self.push(Node::Tuple(items))?;
+                }
+                0x85..=0x87 => {
+                    let n = usize::from(op - 0x84);
+                    if self.stack.len() < n
+                        || self.marks.last().is_some_and(|&m| m > self.stack.len() - n)
+                    {
+                        return Err(malformed(at, format!("TUPLE{n} without {n} items")));
+                    }
+                    let items = self.stack.split_off(self.stack.len() - n);
+                    self.push(Node::Tuple(items))?;
+                }
+                b'l' => {
+                    let items = self.pop_mark()?;
+                    self.push(Node::List(items))?;
+                }
+                0x91 => {
+                    let items = self.pop_mark()?;
+                    self.push(Node::Set(items))?;
+                }
+                b'd' => {
+                    let items = self.pop_mark()?;
+                    if items.len() % 2 != 0 {
+                        return Err(malformed(at, "DICT with an odd number of items"));
+                    }
+                    self.push(Node::Dict(Box::default()))?;
+                    let dict = self.top()?;
+                    for kv in items.chunks_exact(2) {
+                        self.set_item(dict, kv[0], kv[1])?;
+                    }
+                }
+                b'a' => {
+                    let item = self.pop()?;
+                    let list = self.top()?;
+                    self.append(list, &[item])?;
+                }
+                b'e' | 0x90 => {
+                    let items = self.pop_mark()?;
+                    let list = self.top()?;
+                    self.append(list, &items)?;
+                }
+                b's' => {
+                    let value = self.pop()?;
+                    let key = self.pop()?;
+                    let dict = self.top()?;
+                    self.set_item(dict, key, value)?;
+                }
+                b'u' => {
+                    let items = self.pop_mark()?;
+                    if items.len() % 2 != 0 {
+                        return Err(malformed(at, "SETITEMS with an odd number of items"));
+                    }
+                    let dict = self.top()?;
+                    for kv in items.chunks_exact(2) {
+                        self.set_item(dict, kv[0], kv[1])?;
+                    }
+                }
+                // The memo.
+                b'q' | b'r' | b'p' | 0x94 => {
+                    let key = match op {
+                        b'q' => self.le(1)?,
+                        b'r' => self.le(4)?,
+                        b'p' => {
+                            let line = self.line()?.to_owned();
+                            line.parse().map_err(|_| malformed(at, "a PUT key"))?
+                        }
+                        _ => self.memo.len() as u64,
+                    };
+                    let top = self.top()?;
+                    self.memo.insert(key, top);
+                }
+                b'h' | b'j' | b'g' => {
+                    let key = match op {
+                        b'h' => self.le(1)?,
+                        b'j' => self.le(4)?,
+                        _ => {
+                            let line = self.line()?.to_owned();
+                            line.parse().map_err(|_| malformed(at, "a GET key"))?
+                        }
+                    };
+                    let id = *self
+                        .memo
+                        .get(&key)
+                        .ok_or_else(|| malformed(at, format!("memo entry {key} was never put")))?;
+                    self.stack.push(id);
+                }
+                // Globals and calls.
+                b'c' => {
+                    let module = self.line()?.to_owned();
+                    let name = self.line()?.to_owned();
+                    self.global(&module, &name)?;
+                }
+                0x93 => {
+                    let name = self.pop()?;
+                    let module = self.pop()?;
+                    let (module, name) =
+                        (self.string(module)?.to_owned(), self.string(name)?.to_owned());
+                    self.global(&module, &name)?;
+                }
+                b'R' => {
+                    let args = self.pop()?;
+                    let callable = self.pop()?;
+                    let node = self.call(callable, args, 0)?;
+                    self.push(node)?;
+                }
+                0x81 | 0x92 => {
+                    if op == 0x92 {
+                        let kwargs = self.pop()?;
+                        if !matches!(&self.nodes[kwargs], Node::Dict(d) if d.items.is_empty()) {
+                            return Err(malformed(at, "NEWOBJ_EX with keyword arguments"));
+                        }
+                    }
+                    let args = self.pop()?;
+                    let class = self.pop()?;
+                    if !matches!(self.nodes[class], Node::Global(Global::OrderedDict)) {
+                        return Err(malformed(
+                            at,
+                            "NEWOBJ of a class other than collections.OrderedDict",
+                        ));
+                    }
+                    let node = self.call(class, args, 0)?;
+                    self.push(node)?;
+                }
+                b'b' => {
+                    let state = self.pop()?;
+                    let obj = self.top()?;
+                    self.build(obj, state)?;
+                }
+                b'Q' => {
+                    let pid = self.pop()?;
+                    let node = persistent(self, pid)?;
+                    self.push(node)?;
+                }
+                b'P' => {
+                    let _ = self.line()?;
+                    return Err(malformed(at, "a text persistent id (PERSID)"));
+                }
+                b'i' | b'o' => {
+                    return Err(malformed(at, "building an instance of a class (INST/OBJ)"));
+                }
+                0x82..=0x84 => {
+                    return Err(malformed(at, "an extension-registry global (EXT)"));
+                }
+                0x97 | 0x98 => {
+                    return Err(malformed(at, "an out-of-band buffer (protocol 5)"));
+                }
+                b'S' | b'V' => {
+                    return Err(malformed(at, "a protocol 0 text string (STRING/UNICODE)"));
+                }
+                other => return Err(malformed(at, format!("unknown opcode 0x{other:02x}"))),
+            }
+        }
+    }
+}
+
+/// The storage a persistent id `('storage', type, key, location, numel[, view])` names.
+pub(crate) fn storage_of(m: &Machine<'_>, pid: Id) -> Result<StorageRef> {
+    let items = m.items(pid)?;
+    let bad =
+        || malformed(m.at, "a persistent id that is not ('storage', type, key, location, numel)");
+    if !(5..=6).contains(&items.len()) || m.string(items[0]).ok() != Some("storage") {
+        return Err(bad());
+    }
+    let Node::Global(Global::Storage(dtype)) = m.node(items[1]) else {
+        return Err(bad());
+    };
+    let key = m.string(items[2]).map_err(|_| bad())?.to_owned();
+    let numel = u64::try_from(m.int(items[4])?).map_err(|_| bad())?;
+    Ok(StorageRef { dtype, key, numel })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(bytes: &[u8]) -> Result<Pickle> {
+        load(bytes, &mut |m, pid| Ok(Node::Storage(Box::new(storage_of(m, pid)?)))).map(|(p, _)| p)
+    }
+
+    #[test]
+    fn plain_data_builds_as_python_does() {
+        // pickle.dumps({'a': [1, -2, 3.5, None, True], 'b': (b'x', 'é')}, protocol=2),
+        // written out opcode by opcode.
+        let mut p = vec![0x80, 2, b'}', b'q', 0, b'('];
+        p.extend(b"X\x01\x00\x00\x00a");
+        p.extend(b"]q\x01(K\x01J\xfe\xff\xff\xffG\x40\x0c\x00\x00\x00\x00\x00\x00N\x88e");
+        p.extend(b"X\x01\x00\x00\x00b");
+        p.extend(b"C\x01x");
+        p.extend(b"X\x02\x00\x00\x00\xc3\xa9");
+        p.extend(b"\x86u.");
+        let pickle = run(&p).unwrap();
+        let Node::Dict(d) = pickle.node(pickle.root) else { panic!() };
+        assert_eq!(d.items.len(), 2);
+        let Node::List(l) = pickle.node(d.items[0].1) else { panic!() };
+        let values: Vec<String> = l.iter().map(|&i| format!("{:?}", pickle.node(i))).collect();
+        assert_eq!(values, ["Int(1)", "Int(-2)", "Float(3.5)", "None", "Bool(true)"]);
+        let Node::Tuple(t) = pickle.node(d.items[1].1) else { panic!() };
+        assert!(matches!(pickle.node(t[1]), Node::Str(s) if s == "é"));
+    }
+
+    #[test]
+    fn memoized_lists_are_shared_and_later_appends_seen() {
+        // l = []; d = {'x': l, 'y': l}; then appended to through the memo.
+        let p = b"\x80\x02}q\x00(X\x01\x00\x00\x00x]q\x01X\x01\x00\x00\x00yh\x01uh\x01K\x07a0.";
+        let pickle = run(p).unwrap();
+        let Node::Dict(d) = pickle.node(pickle.root) else { panic!() };
+        assert_eq!(d.items[0].1, d.items[1].1);
+        assert!(matches!(pickle.node(d.items[0].1), Node::List(v) if v.len() == 1));
+    }
+
+    #[test]
+    fn globals_outside_the_list_are_refused_by_name() {
+        for (p, name) in [
+            (&b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00idh\x85R."[..], "os.system"),
+            (b"\x80\x04\x8c\x08builtins\x8c\x04eval\x93.", "builtins.eval"),
+            (b"\x80\x02ctorch._utils\n_rebuild_qtensor\n.", "_rebuild_qtensor"),
+            (b"\x80\x02ctorch\nload\n.", "torch.load"),
+        ] {
+            let e = run(p).unwrap_err().to_string();
+            assert!(e.contains(name), "{e}");
+        }
+    }
+
+    #[test]
+    fn damaged_pickles_are_refused() {
+        for p in [
+            &b"\x80\x02X\xff\xff\xff\xff."[..], // a length past the end
+            b"\x80\x02h\x05.",                  // a memo entry never put
+            b"\x80\x02(t",                      // no STOP
+            b"\x80\x02K\x01K\x02.",             // two values left
+            b"\x80\x02\x86.",                   // TUPLE2 of nothing
+            b"\x80\x02(K\x01\x85.",             // TUPLE1 across a mark... then STOP with mark
+            b"\x80\x02K\x01K\x02s.",            // SETITEM on an int
+            b"\x80\x02\x8b\xff\xff\xff\x7f.",   // LONG4 claiming 2 GB
+            b"\x80\x02\x8a\x20AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.", // a 256-bit integer
+            b"\x80\x02cnumpy\ndtype\n)R.",      // numpy.dtype without its string
+            b"\x80\x02\x97.",                   // NEXT_BUFFER
+            b"\x80\x02\xff.",                   // an unknown opcode
+            b"\x80\x02(X\x07\x00\x00\x00storageK\x00K\x00K\x00K\x00tQ.", // not a storage type
+        ] {
+            let e = run(p).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Malformed, "{p:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn numpy_scalars_and_latin1_bytes_are_plain_values() {
+        // numpy.float64(0.5) as torch.save pickles it (protocol 2):
+        // scalar(dtype('f8', False, True) with state (3, '<', ...), encode('\x00..\xe0?', 'latin1'))
+        let mut p = b"\x80\x02cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00f8\x89\x88\x87R".to_vec();
+        p.extend(b"(K\x03X\x01\x00\x00\x00<NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb");
+        p.extend(b"c_codecs\nencode\nX\x09\x00\x00\x00\x00\x00\x00\x00\x00\x00\xc3\xa0?X\x06\x00\x00\x00latin1\x86R\x86R.");
+        let pickle = run(&p).unwrap();
+        assert!(
+            matches!(pickle.node(pickle.root), Node::Float(f) if *f == 0.5),
+            "{:?}",
+            pickle.node(pickle.root)
+        );
+    }
+}

@@ -1,0 +1,661 @@
+//! PyTorch checkpoints in: the zip archives `torch.save` writes (`pytorch_model.bin`, `*.pt`,
+//! `*.pth`, PyTorch 1.6 and later), read without executing anything.
+//!
+//! The archive holds `<name>/data.pkl`, a pickle of the saved object whose tensors name their
+//! storages by persistent id, and one member `<name>/data/<key>` per storage with its raw
+//! bytes (`<name>/byteorder` says `little` or `big`). The pickle is run by a restricted machine
+//! that models the few globals a state dict uses (`torch._utils._rebuild_tensor_v2`/`_v3`,
+//! `_rebuild_parameter`, the storage types, `collections.OrderedDict`, `torch.Size`,
+//! `_codecs.encode` and NumPy scalars) and refuses every other by name.
+//!
+//! What the checkpoint holds becomes objects and attributes:
+//! - every tensor becomes a dense object named by its path through dicts, lists and tuples
+//!   (`model_state_dict.fc.weight`, `optimizer.state.0.exp_avg`; a checkpoint that is a single
+//!   tensor is named after the file);
+//! - storage offsets and strides are honoured: a view becomes the contiguous tensor it shows;
+//!   tensors sharing a storage each read their own elements of it, and each storage's CRC-32 is
+//!   checked once, when the first of its tensors is read;
+//! - every value outside the tensors that is plain data (numbers, strings, bytes, lists,
+//!   dicts, NumPy scalars) becomes a file attribute under its dotted path (`epoch`,
+//!   `optimizer.param_groups`);
+//! - dtypes: every one zTensor holds, FP8 as `u8` with the 1.2 logical type, complex as pairs;
+//!   others (quantized, `complex32`, `float8_e8m0fnu`) are objects that cannot be decoded.
+//!
+//! Legacy (pre-1.6, non-zip) checkpoints and TorchScript archives are refused by name.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::OnceLock;
+
+use ztensor_format::{DType, Encoding, Format, LogicalType, StorageType, Value};
+use ztensor_io::{
+    ComponentData, ComponentInfo, FileSource, ObjectData, ObjectInfo, ReadAt, TensorSource, role,
+};
+
+use crate::archive::{Member, Method, members};
+use crate::error::{Error, ErrorKind, Result};
+use crate::pickle::{self, Id, Node, Pickle, TensorRef};
+
+/// The largest `data.pkl` read (a state dict of 100,000 tensors pickles to a few MiB).
+pub const MAX_PICKLE: u64 = 256 << 20;
+
+/// How deep dicts, lists and tuples may nest (a cycle is refused by this too).
+const MAX_DEPTH: u32 = 128;
+
+/// PyTorch's dtypes: the name, the legacy storage class, the element size.
+const DTYPES: &[(&str, Option<&str>, u64)] = &[
+    ("float64", Some("DoubleStorage"), 8),
+    ("float32", Some("FloatStorage"), 4),
+    ("float16", Some("HalfStorage"), 2),
+    ("bfloat16", Some("BFloat16Storage"), 2),
+    ("int64", Some("LongStorage"), 8),
+    ("int32", Some("IntStorage"), 4),
+    ("int16", Some("ShortStorage"), 2),
+    ("int8", Some("CharStorage"), 1),
+    ("uint8", Some("ByteStorage"), 1),
+    ("bool", Some("BoolStorage"), 1),
+    ("complex128", Some("ComplexDoubleStorage"), 16),
+    ("complex64", Some("ComplexFloatStorage"), 8),
+    ("complex32", Some("ComplexHalfStorage"), 4),
+    ("uint16", None, 2),
+    ("uint32", None, 4),
+    ("uint64", None, 8),
+    ("float8_e4m3fn", None, 1),
+    ("float8_e5m2", None, 1),
+    ("float8_e4m3fnuz", None, 1),
+    ("float8_e5m2fnuz", None, 1),
+    ("float8_e8m0fnu", None, 1),
+    ("qint8", Some("QInt8Storage"), 1),
+    ("quint8", Some("QUInt8Storage"), 1),
+    ("qint32", Some("QInt32Storage"), 4),
+    ("quint4x2", Some("QUInt4x2Storage"), 1),
+    ("quint2x4", Some("QUInt2x4Storage"), 1),
+];
+
+/// The dtype a legacy storage class (`FloatStorage`) holds.
+pub(crate) fn dtype_of_storage(class: &str) -> Option<&'static str> {
+    DTYPES.iter().find(|(_, s, _)| *s == Some(class)).map(|(d, _, _)| *d)
+}
+
+/// The dtype called `name` (`float8_e4m3fn`), as a static name.
+pub(crate) fn dtype_named(name: &str) -> Option<&'static str> {
+    DTYPES.iter().find(|(d, _, _)| *d == name).map(|(d, _, _)| *d)
+}
+
+fn element_size(dtype: &str) -> u64 {
+    DTYPES.iter().find(|(d, _, _)| *d == dtype).map_or(1, |(_, _, n)| *n)
+}
+
+/// The zTensor types of a PyTorch dtype, or why there are none.
+fn types_of(dtype: &str) -> std::result::Result<(DType, Option<LogicalType>), String> {
+    Ok(match dtype {
+        "float64" => (DType::F64, None),
+        "float32" => (DType::F32, None),
+        "float16" => (DType::F16, None),
+        "bfloat16" => (DType::BF16, None),
+        "int64" => (DType::I64, None),
+        "int32" => (DType::I32, None),
+        "int16" => (DType::I16, None),
+        "int8" => (DType::I8, None),
+        "uint8" => (DType::U8, None),
+        "uint16" => (DType::U16, None),
+        "uint32" => (DType::U32, None),
+        "uint64" => (DType::U64, None),
+        "bool" => (DType::Bool, None),
+        "complex64" => (DType::F32, Some(LogicalType::Complex64)),
+        "complex128" => (DType::F64, Some(LogicalType::Complex128)),
+        "float8_e4m3fn" => (DType::U8, Some(LogicalType::F8E4M3Fn)),
+        "float8_e5m2" => (DType::U8, Some(LogicalType::F8E5M2)),
+        "float8_e4m3fnuz" => (DType::U8, Some(LogicalType::F8E4M3Fnuz)),
+        "float8_e5m2fnuz" => (DType::U8, Some(LogicalType::F8E5M2Fnuz)),
+        q if q.starts_with("qint") || q.starts_with("quint") => {
+            return Err(format!("torch.{q}: a quantized dtype, which zTensor does not hold"));
+        }
+        other => return Err(format!("torch.{other} has no zTensor type")),
+    })
+}
+
+/// Whether `source` is a zip archive written by `torch.save`: it has a `<name>/data.pkl`.
+pub fn is_torch<S: ReadAt>(source: &S) -> bool {
+    members(source).is_ok_and(|m| m.iter().any(|m| top_level_pickle(&m.name).is_some()))
+}
+
+/// `archive` for `archive/data.pkl`.
+fn top_level_pickle(name: &str) -> Option<&str> {
+    name.strip_suffix("/data.pkl").filter(|p| !p.is_empty() && !p.contains('/'))
+}
+
+/// One storage of the checkpoint.
+#[derive(Debug)]
+struct Storage {
+    key: String,
+    member: Member,
+    /// Whether its member's CRC-32 matched, once checked.
+    verified: OnceLock<std::result::Result<(), String>>,
+}
+
+/// One tensor of the checkpoint.
+#[derive(Debug)]
+struct Tensor {
+    name: String,
+    storage: usize,
+    dtype: &'static str,
+    types: std::result::Result<(DType, Option<LogicalType>), String>,
+    /// Element size, bytes.
+    size: u64,
+    /// In elements.
+    offset: u64,
+    shape: Vec<u64>,
+    strides: Vec<u64>,
+    numel: u64,
+    /// One past the last element it reads, relative to `offset` (0 when empty).
+    span: u64,
+    contiguous: bool,
+}
+
+/// A validated PyTorch checkpoint over any byte source.
+#[derive(Debug)]
+pub struct TorchFile<S> {
+    source: S,
+    protocol: u8,
+    big_endian: bool,
+    storages: Vec<Storage>,
+    tensors: Vec<Tensor>,
+    attributes: Option<Value>,
+    limit: u64,
+}
+
+fn malformed(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Malformed, message)
+}
+
+impl TorchFile<FileSource> {
+    /// Opens the checkpoint at `path`; a checkpoint that is one tensor names it after the file.
+    ///
+    /// # Errors
+    /// As [`TorchFile::new`], with the path in the message.
+    pub fn open(path: impl AsRef<Path>) -> Result<TorchFile<FileSource>> {
+        let path = path.as_ref();
+        let file = std::fs::File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let source = FileSource::new(file).map_err(|e| Error::io("cannot read", path, e))?;
+        let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("tensor").to_owned();
+        let limit = ztensor_io::machine_limits().max_decoded_len;
+        TorchFile::new(source, &name, limit).map_err(|e| e.with_path(path))
+    }
+}
+
+impl<S: ReadAt> TorchFile<S> {
+    /// Reads the archive in `source` and runs its pickle: every storage is found and sized,
+    /// every tensor's elements lie inside its storage. A checkpoint that is a single tensor
+    /// calls it `name`; tensors decode to at most `limit` bytes.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] for a damaged archive or pickle, a global outside the list
+    /// (named), a tensor past its storage, two tensors of one name; I/O errors.
+    pub fn new(source: S, name: &str, limit: u64) -> Result<TorchFile<S>> {
+        let all = members(&source)?;
+        if all.iter().any(|m| m.name.ends_with("/constants.pkl") || m.name.contains("/code/")) {
+            return Err(malformed(
+                "a TorchScript archive (torch.jit.save): it holds a program, not a checkpoint; \
+                 save its state_dict() with torch.save instead",
+            ));
+        }
+        let mut prefixes = all.iter().filter_map(|m| top_level_pickle(&m.name));
+        let prefix = prefixes
+            .next()
+            .ok_or_else(|| {
+                malformed("a zip archive without <name>/data.pkl: not a torch.save checkpoint")
+            })?
+            .to_owned();
+        if prefixes.next().is_some() {
+            return Err(malformed("a zip archive with more than one <name>/data.pkl"));
+        }
+        let member = |name: &str| all.iter().find(|m| m.name == format!("{prefix}/{name}"));
+        let big_endian = match member("byteorder") {
+            None => false,
+            Some(m) => match &m.bytes(&source, 16)?[..] {
+                b"little" => false,
+                b"big" => true,
+                other => {
+                    return Err(malformed(format!(
+                        "byteorder {:?} (little or big)",
+                        String::from_utf8_lossy(other)
+                    )));
+                }
+            },
+        };
+        let data = member("data.pkl").ok_or_else(|| malformed("no data.pkl"))?;
+        let bytes = data.bytes(&source, MAX_PICKLE)?;
+        let (pickle, _) = pickle::load(&bytes, &mut |m, pid| {
+            Ok(Node::Storage(Box::new(pickle::storage_of(m, pid)?)))
+        })?;
+        let mut walk = Walk {
+            pickle: &pickle,
+            budget: pickle.nodes.len().saturating_mul(4).saturating_add(1024),
+            tensors: Vec::new(),
+            attributes: Vec::new(),
+            has_tensor: HashMap::new(),
+        };
+        walk.walk(pickle.root, name, true, 0)?;
+        let (found, attributes) = (walk.tensors, walk.attributes);
+
+        let mut storages: Vec<Storage> = Vec::new();
+        let mut by_key: HashMap<String, usize> = HashMap::new();
+        let mut tensors = Vec::with_capacity(found.len());
+        let mut names = std::collections::HashSet::new();
+        for (name, t) in found {
+            if !names.insert(name.clone()) {
+                return Err(malformed(format!("two tensors are called {name:?}")));
+            }
+            let storage_bytes = t
+                .storage
+                .numel
+                .checked_mul(element_size(t.storage.dtype))
+                .ok_or_else(|| malformed(format!("storage {} overflows", t.storage.key)))?;
+            let index = match by_key.get(&t.storage.key) {
+                Some(&i) => i,
+                None => {
+                    let m = member(&format!("data/{}", t.storage.key)).ok_or_else(|| {
+                        malformed(format!("storage {:?} has no member data/{0}", t.storage.key))
+                    })?;
+                    storages.push(Storage {
+                        key: t.storage.key.clone(),
+                        member: m.clone(),
+                        verified: OnceLock::new(),
+                    });
+                    by_key.insert(t.storage.key.clone(), storages.len() - 1);
+                    storages.len() - 1
+                }
+            };
+            let stored = &storages[index];
+            if stored.member.size != storage_bytes {
+                return Err(malformed(format!(
+                    "storage {:?} holds {} bytes; the pickle says {} elements of {} ({storage_bytes} bytes)",
+                    stored.key, stored.member.size, t.storage.numel, t.storage.dtype
+                ))
+                .with_tensor(&name));
+            }
+            tensors.push(Tensor::new(name, index, &t, storage_bytes)?);
+        }
+        Ok(TorchFile {
+            source,
+            protocol: pickle.protocol,
+            big_endian,
+            storages,
+            tensors,
+            attributes: (!attributes.is_empty()).then_some(Value::Map(attributes)),
+            limit,
+        })
+    }
+
+    /// Checks the CRC-32 of storage `index`'s member, once.
+    fn verify(&self, index: usize) -> std::result::Result<(), String> {
+        let storage = &self.storages[index];
+        storage
+            .verified
+            .get_or_init(|| {
+                let m = &storage.member;
+                let mut crc = flate2::Crc::new();
+                let mut buf = vec![0u8; usize::try_from(m.compressed.min(1 << 20)).unwrap_or(0)];
+                let mut at = 0u64;
+                while at < m.compressed {
+                    let n = usize::try_from((m.compressed - at).min(1 << 20)).unwrap_or(0);
+                    self.source
+                        .read_exact_at(m.offset + at, &mut buf[..n])
+                        .map_err(|e| format!("reading storage {:?}: {e}", storage.key))?;
+                    crc.update(&buf[..n]);
+                    at += n as u64;
+                }
+                if crc.sum() == m.crc32 {
+                    Ok(())
+                } else {
+                    Err(format!("storage {:?}: CRC-32 mismatch", storage.key))
+                }
+            })
+            .clone()
+    }
+}
+
+impl Tensor {
+    fn new(name: String, storage: usize, t: &TensorRef, storage_bytes: u64) -> Result<Tensor> {
+        let size = element_size(t.dtype);
+        let bad = |m: String| malformed(m).with_tensor(&name);
+        let numel = t.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| {
+            bad(format!("shape {:?} has more elements than can be counted", t.shape))
+        })?;
+        let decoded = numel.checked_mul(size);
+        // One past the last element read, in elements from the offset.
+        let span = if numel == 0 {
+            0
+        } else {
+            t.shape
+                .iter()
+                .zip(&t.strides)
+                .try_fold(1u64, |a, (&d, &s)| (d - 1).checked_mul(s).and_then(|x| a.checked_add(x)))
+                .ok_or_else(|| bad(format!("strides {:?} overflow", t.strides)))?
+        };
+        let end = t.offset.checked_add(span).and_then(|e| e.checked_mul(size));
+        if decoded.is_none() || end.is_none_or(|e| e > storage_bytes) {
+            return Err(bad(format!(
+                "shape {:?} with strides {:?} at offset {} reads past its storage of {storage_bytes} bytes",
+                t.shape, t.strides, t.offset
+            )));
+        }
+        let mut expected = 1u64;
+        let mut contiguous = true;
+        for (&d, &s) in t.shape.iter().zip(&t.strides).rev() {
+            if d > 1 && s != expected {
+                contiguous = false;
+            }
+            expected = expected.saturating_mul(d);
+        }
+        Ok(Tensor {
+            name,
+            storage,
+            dtype: t.dtype,
+            types: types_of(t.dtype),
+            size,
+            offset: t.offset,
+            shape: t.shape.clone(),
+            strides: t.strides.clone(),
+            numel,
+            span,
+            contiguous,
+        })
+    }
+}
+
+/// Turns the pickled object into named tensors and attributes.
+struct Walk<'p> {
+    pickle: &'p Pickle,
+    /// Values still to visit: shared values are visited once per path, so a pickle that
+    /// shares one list everywhere cannot make the walk exponential.
+    budget: usize,
+    tensors: Vec<(String, TensorRef)>,
+    attributes: Vec<(Value, Value)>,
+    has_tensor: HashMap<Id, bool>,
+}
+
+fn join(prefix: &str, key: &str, root: bool) -> String {
+    if root { key.to_owned() } else { format!("{prefix}.{key}") }
+}
+
+impl Walk<'_> {
+    fn spend(&mut self, depth: u32) -> Result<()> {
+        if depth > MAX_DEPTH {
+            return Err(malformed(format!(
+                "the checkpoint nests deeper than {MAX_DEPTH} (or holds a cycle)"
+            )));
+        }
+        self.budget = self.budget.checked_sub(1).ok_or_else(|| {
+            malformed("the checkpoint shares values so often that listing them would not end")
+        })?;
+        Ok(())
+    }
+
+    fn children(&self, id: Id) -> Vec<(Option<Id>, Id)> {
+        match self.pickle.node(id) {
+            Node::Dict(d) => d.items.iter().map(|&(k, v)| (Some(k), v)).collect(),
+            Node::List(v) | Node::Tuple(v) | Node::Set(v) => v.iter().map(|&v| (None, v)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn has_tensor(&mut self, id: Id, depth: u32) -> Result<bool> {
+        if let Some(&known) = self.has_tensor.get(&id) {
+            return Ok(known);
+        }
+        self.spend(depth)?;
+        let found = match self.pickle.node(id) {
+            Node::Tensor(_) => true,
+            _ => {
+                let mut found = false;
+                for (_, child) in self.children(id) {
+                    if self.has_tensor(child, depth + 1)? {
+                        found = true;
+                        break;
+                    }
+                }
+                found
+            }
+        };
+        self.has_tensor.insert(id, found);
+        Ok(found)
+    }
+
+    fn key(&self, key: Id) -> Result<String> {
+        match self.pickle.node(key) {
+            Node::Str(s) => Ok(s.clone()),
+            Node::Int(i) => Ok(i.to_string()),
+            Node::Bool(b) => Ok(if *b { "True" } else { "False" }.to_owned()),
+            other => Err(malformed(format!(
+                "a dict holding tensors under a key that is {other:?}: names need str or int keys"
+            ))),
+        }
+    }
+
+    fn walk(&mut self, id: Id, name: &str, root: bool, depth: u32) -> Result<()> {
+        self.spend(depth)?;
+        match self.pickle.node(id) {
+            Node::Tensor(t) => {
+                self.tensors.push((name.to_owned(), (**t).clone()));
+            }
+            Node::Dict(_) | Node::List(_) | Node::Tuple(_) | Node::Set(_) => {
+                for (i, (key, child)) in self.children(id).into_iter().enumerate() {
+                    let key = match key {
+                        Some(k) => self.key(k)?,
+                        None => i.to_string(),
+                    };
+                    let child_name = join(name, &key, root);
+                    if self.has_tensor(child, depth + 1)? {
+                        self.walk(child, &child_name, false, depth + 1)?;
+                    } else {
+                        let value = self.value(child, depth + 1)?;
+                        self.attributes.push((Value::Text(child_name), value));
+                    }
+                }
+            }
+            _ => {
+                let value = self.value(id, depth)?;
+                self.attributes.push((Value::Text(name.to_owned()), value));
+            }
+        }
+        Ok(())
+    }
+
+    /// A value without tensors, as plain data.
+    fn value(&mut self, id: Id, depth: u32) -> Result<Value> {
+        self.spend(depth)?;
+        Ok(match self.pickle.node(id) {
+            Node::None => Value::Null,
+            Node::Bool(b) => Value::Bool(*b),
+            Node::Int(i)
+                if (ztensor_format::CBOR_INT_MIN..=ztensor_format::CBOR_INT_MAX).contains(i) =>
+            {
+                Value::Integer(*i)
+            }
+            Node::Int(i) => Value::Text(i.to_string()),
+            Node::Float(f) => Value::Float(*f),
+            Node::Str(s) => Value::Text(s.clone()),
+            Node::Bytes(b) => Value::Bytes(b.clone()),
+            Node::List(_) | Node::Tuple(_) | Node::Set(_) => {
+                let mut items = Vec::new();
+                for (_, child) in self.children(id) {
+                    items.push(self.value(child, depth + 1)?);
+                }
+                Value::Array(items)
+            }
+            Node::Dict(_) => {
+                let mut items = Vec::new();
+                for (key, child) in self.children(id) {
+                    let key = match key {
+                        Some(k) => self.value(k, depth + 1)?,
+                        None => Value::Null,
+                    };
+                    items.push((key, self.value(child, depth + 1)?));
+                }
+                Value::Map(items)
+            }
+            Node::Global(g) => Value::Text(g.describe()),
+            Node::Storage(s) => Value::Text(format!("a torch storage ({})", s.key)),
+            Node::Tensor(_) => Value::Null,
+            Node::NumpyDtype(descr, _) => Value::Text(format!("numpy.dtype({descr:?})")),
+        })
+    }
+}
+
+/// `data` (elements of `size` bytes) gathered through `shape` and `strides` (in elements).
+fn gather(data: &[u8], shape: &[u64], strides: &[u64], size: usize, numel: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(numel * size);
+    if numel == 0 {
+        return out;
+    }
+    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let steps: Vec<usize> = strides.iter().map(|&s| s as usize).collect();
+    let mut index = vec![0usize; dims.len()];
+    let mut at = 0usize;
+    for _ in 0..numel {
+        out.extend_from_slice(&data[at * size..(at + 1) * size]);
+        for k in (0..dims.len()).rev() {
+            index[k] += 1;
+            at += steps[k];
+            if index[k] < dims[k] {
+                break;
+            }
+            at -= steps[k] * dims[k];
+            index[k] = 0;
+        }
+    }
+    out
+}
+
+impl<S: ReadAt> TensorSource for TorchFile<S> {
+    fn format_name(&self) -> Cow<'_, str> {
+        Cow::Owned(format!("PyTorch checkpoint (torch.save, pickle protocol {})", self.protocol))
+    }
+
+    fn attributes(&self) -> Option<Cow<'_, Value>> {
+        self.attributes.as_ref().map(Cow::Borrowed)
+    }
+
+    fn attributes_origin(&self) -> Cow<'_, str> {
+        Cow::Borrowed("the checkpoint's values other than tensors")
+    }
+
+    fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
+        let t = self.tensors.get(index)?;
+        let (dtype, logical_type) = match &t.types {
+            Ok((d, l)) => (StorageType::from(*d), l.clone()),
+            Err(_) => (StorageType::Unknown(t.dtype.to_owned()), None),
+        };
+        let len = t.numel * t.size;
+        let member = &self.storages[t.storage].member;
+        let offset = (t.contiguous && member.method == Method::Stored && !self.big_endian)
+            .then(|| member.offset + t.offset * t.size);
+        Some(ObjectInfo {
+            name: Cow::Borrowed(&t.name),
+            shape: Cow::Borrowed(&t.shape),
+            format: Format::Dense,
+            attributes: None,
+            components: vec![ComponentInfo {
+                role: Cow::Borrowed(role::DATA),
+                dtype,
+                logical_type,
+                decoded_len: Some(len),
+                stored_len: len,
+                offset,
+                encoding: Encoding::Raw,
+                digest: None,
+            }],
+            unsupported: t.types.as_ref().err().cloned(),
+            location: None,
+        })
+    }
+
+    fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
+        let t = self
+            .tensors
+            .get(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        let (dtype, logical_type) = t.types.clone().map_err(|reason| {
+            ztensor_io::Error::unsupported(
+                ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
+                    .in_object(&t.name),
+            )
+        })?;
+        let len = t.numel * t.size;
+        if len > self.limit {
+            return Err(ztensor_format::Error::new(
+                ztensor_format::ErrorKind::DecodedTooLarge,
+                format!(
+                    "{len} bytes ({} elements of shape {:?}), over the {}-byte limit",
+                    t.numel, t.shape, self.limit
+                ),
+            )
+            .in_object(&t.name)
+            .into());
+        }
+        let storage = &self.storages[t.storage];
+        let digest_failed = |message: String| {
+            ztensor_io::Error::from(
+                ztensor_format::Error::new(ztensor_format::ErrorKind::DigestMismatch, message)
+                    .in_object(&t.name),
+            )
+        };
+        let io_failed = |e: std::io::Error| {
+            ztensor_io::Error::io(format!("reading storage {:?}", storage.key), None, e)
+        };
+        // The bytes from the first element read to one past the last.
+        let first = t.offset * t.size;
+        let span = usize::try_from(t.span * t.size).unwrap_or(usize::MAX);
+        let window: Vec<u8> = match storage.member.method {
+            Method::Stored => {
+                self.verify(t.storage).map_err(digest_failed)?;
+                let mut buf = vec![0u8; span];
+                self.source
+                    .read_exact_at(storage.member.offset + first, &mut buf)
+                    .map_err(io_failed)?;
+                buf
+            }
+            Method::Deflated => {
+                let all = storage.member.bytes(&self.source, self.limit).map_err(|e| {
+                    if e.message().contains("CRC-32") {
+                        digest_failed(e.message().to_owned())
+                    } else {
+                        io_failed(std::io::Error::other(e.to_string()))
+                    }
+                })?;
+                let first = usize::try_from(first).unwrap_or(usize::MAX);
+                all.get(first..first.saturating_add(span)).map(<[u8]>::to_vec).unwrap_or_default()
+            }
+        };
+        let size = usize::try_from(t.size).unwrap_or(1);
+        let numel = usize::try_from(t.numel).unwrap_or(0);
+        let mut bytes =
+            if t.contiguous { window } else { gather(&window, &t.shape, &t.strides, size, numel) };
+        bytes.truncate(numel * size);
+        if self.big_endian {
+            ztensor_format::data::swap_bytes(
+                &mut bytes,
+                usize::try_from(dtype.size()).unwrap_or(1),
+            );
+        }
+        let mut components = BTreeMap::new();
+        components.insert(
+            role::DATA.to_owned(),
+            ComponentData { dtype, logical_type, bytes: Cow::Owned(bytes) },
+        );
+        Ok(ObjectData {
+            name: t.name.clone(),
+            shape: t.shape.clone(),
+            format: Format::Dense,
+            attributes: None,
+            components,
+        })
+    }
+}
