@@ -21,7 +21,9 @@
 //! - dtypes: every one zTensor holds, FP8 as `u8` with the 1.2 logical type, complex as pairs;
 //!   others (quantized, `complex32`, `float8_e8m0fnu`) are objects that cannot be decoded.
 //!
-//! Legacy (pre-1.6, non-zip) checkpoints and TorchScript archives are refused by name.
+//! Legacy checkpoints (before 1.6, or saved with `_use_new_zipfile_serialization=False`: a
+//! sequence of pickles followed by the raw storages) are read too. TorchScript archives are
+//! refused by name.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -130,8 +132,14 @@ fn top_level_pickle(name: &str) -> Option<&str> {
 #[derive(Debug)]
 struct Storage {
     key: String,
-    member: Member,
-    /// Whether its member's CRC-32 matched, once checked.
+    /// Where its bytes lie in the file (stored ones).
+    offset: u64,
+    len: u64,
+    /// The zip member's CRC-32 (legacy checkpoints keep none).
+    crc32: Option<u32>,
+    /// Its member, when deflated.
+    deflated: Option<Member>,
+    /// Whether its CRC-32 matched, once checked.
     verified: OnceLock<std::result::Result<(), String>>,
 }
 
@@ -159,6 +167,7 @@ struct Tensor {
 pub struct TorchFile<S> {
     source: S,
     protocol: u8,
+    legacy: bool,
     big_endian: bool,
     storages: Vec<Storage>,
     tensors: Vec<Tensor>,
@@ -194,42 +203,13 @@ impl<S: ReadAt> TorchFile<S> {
     /// [`ErrorKind::Malformed`] for a damaged archive or pickle, a global outside the list
     /// (named), a tensor past its storage, two tensors of one name; I/O errors.
     pub fn new(source: S, name: &str, limit: u64) -> Result<TorchFile<S>> {
-        let all = members(&source)?;
-        if all.iter().any(|m| m.name.ends_with("/constants.pkl") || m.name.contains("/code/")) {
-            return Err(malformed(
-                "a TorchScript archive (torch.jit.save): it holds a program, not a checkpoint; \
-                 save its state_dict() with torch.save instead",
-            ));
-        }
-        let mut prefixes = all.iter().filter_map(|m| top_level_pickle(&m.name));
-        let prefix = prefixes
-            .next()
-            .ok_or_else(|| {
-                malformed("a zip archive without <name>/data.pkl: not a torch.save checkpoint")
-            })?
-            .to_owned();
-        if prefixes.next().is_some() {
-            return Err(malformed("a zip archive with more than one <name>/data.pkl"));
-        }
-        let member = |name: &str| all.iter().find(|m| m.name == format!("{prefix}/{name}"));
-        let big_endian = match member("byteorder") {
-            None => false,
-            Some(m) => match &m.bytes(&source, 16)?[..] {
-                b"little" => false,
-                b"big" => true,
-                other => {
-                    return Err(malformed(format!(
-                        "byteorder {:?} (little or big)",
-                        String::from_utf8_lossy(other)
-                    )));
-                }
-            },
-        };
-        let data = member("data.pkl").ok_or_else(|| malformed("no data.pkl"))?;
-        let bytes = data.bytes(&source, MAX_PICKLE)?;
-        let (pickle, _) = pickle::load(&bytes, &mut |m, pid| {
-            Ok(Node::Storage(Box::new(pickle::storage_of(m, pid)?)))
-        })?;
+        let mut head = [0u8; 2];
+        source
+            .read_exact_at(0, &mut head[..usize::try_from(source.len().min(2)).unwrap_or(0)])
+            .map_err(|e| Error::new(ErrorKind::Io, format!("reading the first bytes: {e}")))?;
+        let layout =
+            if matches!(head, [0x80, 2..=5]) { legacy(&source)? } else { zipped(&source)? };
+        let (pickle, seen) = layout.pickle;
         let mut walk = Walk {
             pickle: &pickle,
             budget: pickle.nodes.len().saturating_mul(4).saturating_add(1024),
@@ -248,31 +228,28 @@ impl<S: ReadAt> TorchFile<S> {
             if !names.insert(name.clone()) {
                 return Err(malformed(format!("two tensors are called {name:?}")));
             }
-            let storage_bytes = t
-                .storage
-                .numel
-                .checked_mul(element_size(t.storage.dtype))
-                .ok_or_else(|| malformed(format!("storage {} overflows", t.storage.key)))?;
+            let (dtype, numel) =
+                seen.get(&t.storage.key).copied().unwrap_or((t.storage.dtype, t.storage.numel));
+            let storage_bytes = numel
+                .checked_mul(element_size(dtype))
+                .ok_or_else(|| malformed(format!("storage {:?} overflows", t.storage.key)))?;
             let index = match by_key.get(&t.storage.key) {
                 Some(&i) => i,
                 None => {
-                    let m = member(&format!("data/{}", t.storage.key)).ok_or_else(|| {
-                        malformed(format!("storage {:?} has no member data/{0}", t.storage.key))
+                    let storage = (layout.storage)(&t.storage.key).ok_or_else(|| {
+                        malformed(format!("storage {:?} is not in the file", t.storage.key))
                     })?;
-                    storages.push(Storage {
-                        key: t.storage.key.clone(),
-                        member: m.clone(),
-                        verified: OnceLock::new(),
-                    });
+                    storages.push(storage);
                     by_key.insert(t.storage.key.clone(), storages.len() - 1);
                     storages.len() - 1
                 }
             };
             let stored = &storages[index];
-            if stored.member.size != storage_bytes {
+            if stored.len != storage_bytes {
                 return Err(malformed(format!(
-                    "storage {:?} holds {} bytes; the pickle says {} elements of {} ({storage_bytes} bytes)",
-                    stored.key, stored.member.size, t.storage.numel, t.storage.dtype
+                    "storage {:?} holds {} bytes; the pickle says {numel} elements of {dtype} \
+                     ({storage_bytes} bytes)",
+                    stored.key, stored.len
                 ))
                 .with_tensor(&name));
             }
@@ -281,7 +258,8 @@ impl<S: ReadAt> TorchFile<S> {
         Ok(TorchFile {
             source,
             protocol: pickle.protocol,
-            big_endian,
+            legacy: layout.legacy,
+            big_endian: layout.big_endian,
             storages,
             tensors,
             attributes: (!attributes.is_empty()).then_some(Value::Map(attributes)),
@@ -295,19 +273,19 @@ impl<S: ReadAt> TorchFile<S> {
         storage
             .verified
             .get_or_init(|| {
-                let m = &storage.member;
+                let Some(expected) = storage.crc32 else { return Ok(()) };
                 let mut crc = flate2::Crc::new();
-                let mut buf = vec![0u8; usize::try_from(m.compressed.min(1 << 20)).unwrap_or(0)];
+                let mut buf = vec![0u8; usize::try_from(storage.len.min(1 << 20)).unwrap_or(0)];
                 let mut at = 0u64;
-                while at < m.compressed {
-                    let n = usize::try_from((m.compressed - at).min(1 << 20)).unwrap_or(0);
+                while at < storage.len {
+                    let n = usize::try_from((storage.len - at).min(1 << 20)).unwrap_or(0);
                     self.source
-                        .read_exact_at(m.offset + at, &mut buf[..n])
+                        .read_exact_at(storage.offset + at, &mut buf[..n])
                         .map_err(|e| format!("reading storage {:?}: {e}", storage.key))?;
                     crc.update(&buf[..n]);
                     at += n as u64;
                 }
-                if crc.sum() == m.crc32 {
+                if crc.sum() == expected {
                     Ok(())
                 } else {
                     Err(format!("storage {:?}: CRC-32 mismatch", storage.key))
@@ -315,6 +293,176 @@ impl<S: ReadAt> TorchFile<S> {
             })
             .clone()
     }
+}
+
+/// The storages a pickle's persistent ids named: key to (dtype, elements).
+type Seen = HashMap<String, (&'static str, u64)>;
+
+/// Where a checkpoint's pieces lie: its pickle, and a finder of its storages by key.
+struct Layout {
+    pickle: (Pickle, Seen),
+    storage: Box<dyn Fn(&str) -> Option<Storage>>,
+    big_endian: bool,
+    legacy: bool,
+}
+
+/// Runs `bytes` as the checkpoint's pickle, noting every storage it names.
+fn run_pickle(bytes: &[u8]) -> Result<(Pickle, Seen, usize)> {
+    let mut seen = Seen::new();
+    let (pickle, end) = pickle::load(bytes, &mut |m, pid| {
+        let storage = pickle::storage_of(m, pid)?;
+        match seen.get(&storage.key) {
+            Some(&(dtype, numel))
+                if numel.checked_mul(element_size(dtype))
+                    != storage.numel.checked_mul(element_size(storage.dtype)) =>
+            {
+                return Err(malformed(format!("storage {:?} named with two sizes", storage.key)));
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(storage.key.clone(), (storage.dtype, storage.numel));
+            }
+        }
+        Ok(Node::Storage(Box::new(storage)))
+    })?;
+    Ok((pickle, seen, end))
+}
+
+/// A `torch.save` zip archive (PyTorch 1.6 and later).
+fn zipped<S: ReadAt>(source: &S) -> Result<Layout> {
+    let all = members(source)?;
+    if all.iter().any(|m| m.name.ends_with("/constants.pkl") || m.name.contains("/code/")) {
+        return Err(malformed(
+            "a TorchScript archive (torch.jit.save): it holds a program, not a checkpoint; \
+             save its state_dict() with torch.save instead",
+        ));
+    }
+    let mut prefixes = all.iter().filter_map(|m| top_level_pickle(&m.name));
+    let prefix = prefixes
+        .next()
+        .ok_or_else(|| {
+            malformed("a zip archive without <name>/data.pkl: not a torch.save checkpoint")
+        })?
+        .to_owned();
+    if prefixes.next().is_some() {
+        return Err(malformed("a zip archive with more than one <name>/data.pkl"));
+    }
+    let find = |name: &str| all.iter().find(|m| m.name == format!("{prefix}/{name}")).cloned();
+    let big_endian = match find("byteorder") {
+        None => false,
+        Some(m) => match &m.bytes(source, 16)?[..] {
+            b"little" => false,
+            b"big" => true,
+            other => {
+                return Err(malformed(format!(
+                    "byteorder {:?} (little or big)",
+                    String::from_utf8_lossy(other)
+                )));
+            }
+        },
+    };
+    let data = find("data.pkl").ok_or_else(|| malformed("no data.pkl"))?;
+    let (pickle, seen, _) = run_pickle(&data.bytes(source, MAX_PICKLE)?)?;
+    let storage = move |key: &str| {
+        let m = all.iter().find(|m| m.name == format!("{prefix}/data/{key}"))?.clone();
+        Some(Storage {
+            key: key.to_owned(),
+            offset: m.offset,
+            len: m.size,
+            crc32: Some(m.crc32),
+            deflated: (m.method == Method::Deflated).then_some(m),
+            verified: OnceLock::new(),
+        })
+    };
+    Ok(Layout { pickle: (pickle, seen), storage: Box::new(storage), big_endian, legacy: false })
+}
+
+/// A legacy checkpoint (`torch.save(..., _use_new_zipfile_serialization=False)`, and every
+/// `torch.save` before 1.6): a magic number, a protocol version and the machine's facts, each
+/// pickled; the checkpoint's pickle; the sorted list of its storage keys; then each storage as
+/// its element count (`i64`, little-endian) and its bytes.
+fn legacy<S: ReadAt>(source: &S) -> Result<Layout> {
+    const MAGIC: i128 = 0x1950_a86a_20f9_469c_fc6c;
+    let head_len = source.len().min(MAX_PICKLE);
+    let mut head = vec![0u8; usize::try_from(head_len).unwrap_or(0)];
+    source
+        .read_exact_at(0, &mut head)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("reading the pickles: {e}")))?;
+    let not_legacy = || {
+        malformed("a Python pickle that is not a PyTorch checkpoint (no legacy torch.save magic)")
+    };
+    let mut at = 0usize;
+    let next = |at: &mut usize| -> Result<(Pickle, Seen)> {
+        let (pickle, seen, end) = run_pickle(head.get(*at..).unwrap_or_default())?;
+        *at += end;
+        Ok((pickle, seen))
+    };
+    let (magic, _) = next(&mut at).map_err(|_| not_legacy())?;
+    if !matches!(magic.node(magic.root), Node::Int(m) if *m == MAGIC) {
+        return Err(not_legacy());
+    }
+    let (version, _) = next(&mut at)?;
+    if !matches!(version.node(version.root), Node::Int(1001)) {
+        return Err(malformed("a legacy PyTorch checkpoint of a protocol other than 1001"));
+    }
+    let (info, _) = next(&mut at)?;
+    if let Node::Dict(d) = info.node(info.root) {
+        for &(k, v) in &d.items {
+            if matches!(info.node(k), Node::Str(s) if s == "little_endian")
+                && matches!(info.node(v), Node::Bool(false))
+            {
+                return Err(malformed(
+                    "a legacy PyTorch checkpoint written on a big-endian machine",
+                ));
+            }
+        }
+    }
+    let (main, seen) = next(&mut at)?;
+    let (keys, _) = next(&mut at)?;
+    let Node::List(ids) = keys.node(keys.root) else {
+        return Err(malformed("a legacy PyTorch checkpoint without its list of storage keys"));
+    };
+    let mut offsets = HashMap::new();
+    let mut pos = at as u64;
+    for &id in ids {
+        let Node::Str(key) = keys.node(id) else {
+            return Err(malformed("a storage key that is not a str"));
+        };
+        let &(dtype, numel) = seen
+            .get(key)
+            .ok_or_else(|| malformed(format!("storage {key:?} is listed but never named")))?;
+        let mut count = [0u8; 8];
+        source.read_exact_at(pos, &mut count).map_err(|_| {
+            malformed(format!("storage {key:?}: its element count at byte {pos} is past the end"))
+        })?;
+        let count = u64::from_le_bytes(count);
+        let len = count.checked_mul(element_size(dtype));
+        let data = pos + 8;
+        if count != numel
+            || len.is_none_or(|l| data.checked_add(l).is_none_or(|e| e > source.len()))
+        {
+            return Err(malformed(format!(
+                "storage {key:?}: {count} elements at byte {pos} (the pickle says {numel}; the \
+                 file has {} bytes)",
+                source.len()
+            )));
+        }
+        let len = len.unwrap_or(0);
+        offsets.insert(key.clone(), (data, len));
+        pos = data + len;
+    }
+    let storage = move |key: &str| {
+        let &(offset, len) = offsets.get(key)?;
+        Some(Storage {
+            key: key.to_owned(),
+            offset,
+            len,
+            crc32: None,
+            deflated: None,
+            verified: OnceLock::new(),
+        })
+    };
+    Ok(Layout { pickle: (main, seen), storage: Box::new(storage), big_endian: false, legacy: true })
 }
 
 impl Tensor {
@@ -532,7 +680,8 @@ fn gather(data: &[u8], shape: &[u64], strides: &[u64], size: usize, numel: usize
 
 impl<S: ReadAt> TensorSource for TorchFile<S> {
     fn format_name(&self) -> Cow<'_, str> {
-        Cow::Owned(format!("PyTorch checkpoint (torch.save, pickle protocol {})", self.protocol))
+        let layout = if self.legacy { "legacy torch.save" } else { "torch.save" };
+        Cow::Owned(format!("PyTorch checkpoint ({layout}, pickle protocol {})", self.protocol))
     }
 
     fn attributes(&self) -> Option<Cow<'_, Value>> {
@@ -554,9 +703,9 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
             Err(_) => (StorageType::Unknown(t.dtype.to_owned()), None),
         };
         let len = t.numel * t.size;
-        let member = &self.storages[t.storage].member;
-        let offset = (t.contiguous && member.method == Method::Stored && !self.big_endian)
-            .then(|| member.offset + t.offset * t.size);
+        let storage = &self.storages[t.storage];
+        let offset = (t.contiguous && storage.deflated.is_none() && !self.big_endian)
+            .then(|| storage.offset + t.offset * t.size);
         Some(ObjectInfo {
             name: Cow::Borrowed(&t.name),
             shape: Cow::Borrowed(&t.shape),
@@ -613,17 +762,15 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
         // The bytes from the first element read to one past the last.
         let first = t.offset * t.size;
         let span = usize::try_from(t.span * t.size).unwrap_or(usize::MAX);
-        let window: Vec<u8> = match storage.member.method {
-            Method::Stored => {
+        let window: Vec<u8> = match &storage.deflated {
+            None => {
                 self.verify(t.storage).map_err(digest_failed)?;
                 let mut buf = vec![0u8; span];
-                self.source
-                    .read_exact_at(storage.member.offset + first, &mut buf)
-                    .map_err(io_failed)?;
+                self.source.read_exact_at(storage.offset + first, &mut buf).map_err(io_failed)?;
                 buf
             }
-            Method::Deflated => {
-                let all = storage.member.bytes(&self.source, self.limit).map_err(|e| {
+            Some(member) => {
+                let all = member.bytes(&self.source, self.limit).map_err(|e| {
                     if e.message().contains("CRC-32") {
                         digest_failed(e.message().to_owned())
                     } else {
