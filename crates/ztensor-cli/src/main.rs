@@ -768,6 +768,9 @@ fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_
         cmd::Kind::Npz => {
             Box::new(ztensor_foreign::npz::NpzFile::open(path).map_err(|e| foreign_error("", &e))?)
         }
+        cmd::Kind::Torch => Box::new(
+            ztensor_foreign::torch::TorchFile::open(path).map_err(|e| foreign_error("", &e))?,
+        ),
     })
 }
 

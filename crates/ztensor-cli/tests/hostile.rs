@@ -1,4 +1,5 @@
-//! Every command on every file of the hostile corpus (`fixtures/hostile/`), each run in a child
+//! Every command on every file of the hostile corpus (`fixtures/hostile/`, and the foreign
+//! formats' `fixtures/external/*/hostile/`), each run in a child
 //! process under an address-space cap (`prlimit --as`) and a time limit: the outcome must be
 //! clean, status 0, 1 or 2, never a panic, an abort, a kill or a hang.
 
@@ -10,20 +11,29 @@ use std::time::{Duration, Instant};
 const ADDRESS_SPACE: u64 = 4 << 30;
 
 fn corpus() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hostile");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures.join("hostile"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "zt"))
         .collect();
+    for format in std::fs::read_dir(fixtures.join("external")).unwrap() {
+        let hostile = format.unwrap().path().join("hostile");
+        if hostile.is_dir() {
+            files.extend(std::fs::read_dir(hostile).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
     files.sort();
     files
 }
 
-/// The first object name, when the file opens.
+/// The first object name, when the file lists.
 fn first_name(file: &Path) -> Option<String> {
-    let reader = ztensor_io::Reader::open(file).ok()?;
-    let mut names: Vec<String> = reader.manifest().objects().map(|o| o.name().to_owned()).collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+        .args(["ls", "--json", file.to_str()?])
+        .output()
+        .ok()?;
+    let mut names: Vec<String> = serde_json::from_slice(&out.stdout).ok()?;
     names.sort();
     names.into_iter().next()
 }
@@ -44,7 +54,7 @@ fn capped(args: &[&str]) -> (Option<i32>, String, Duration) {
 #[test]
 fn every_command_ends_cleanly_on_every_hostile_file() {
     let files = corpus();
-    assert!(files.len() >= 8, "{files:?}");
+    assert!(files.len() >= 8 + 14, "{files:?}");
     let scratch = std::env::temp_dir().join(format!("ztensor-hostile-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).unwrap();

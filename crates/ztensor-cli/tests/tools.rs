@@ -611,7 +611,7 @@ fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
         ("config.json", b"{\"hidden_size\": 4096}\n", "JSON text"),
         // The reference 2.x writes `.zt` files of another container.
         ("new.zt", b"\x89ZT2\r\n\x1a\n\x00\x00\x00\x00\x00\x00\x00\x00", "a zTensor 2 file"),
-        ("model.pt", b"PK\x03\x04\x14\x00\x00\x00", "a zip archive"),
+        ("archive.zip", b"PK\x03\x04\x14\x00\x00\x00", "a zip archive"),
     ];
     for (name, bytes, what) in cases {
         let path = d.join(name);
@@ -620,11 +620,15 @@ fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
             let err = fails(&[command, arg(&path)], 2);
             assert!(err.contains(&format!("this is {what}")), "{command} {name}: {err}");
             assert!(err.contains("it reads zTensor 0.1, 1.1 and 1.2 files"), "{err}");
-            assert!(err.contains("NumPy .npy and .npz files and GGUF"), "{err}");
+            assert!(err.contains("GGUF files and PyTorch checkpoints"), "{err}");
         }
         let err = fails(&["convert", arg(&path), arg(&d.join("out.zt"))], 2);
         assert!(err.contains(&format!("this is {what}")), "{err}");
     }
+    // A damaged archive named like a checkpoint gets the reason (status 1).
+    std::fs::write(d.join("model.pt"), b"PK\x03\x04\x14\x00\x00\x00").unwrap();
+    let err = fails(&["info", arg(&d.join("model.pt"))], 1);
+    assert!(err.contains("no end-of-central-directory record"), "{err}");
     // A damaged file named .zt is still judged by the zTensor rules (status 1).
     std::fs::write(d.join("damaged.zt"), b"ZTEN0001 and then nothing valid").unwrap();
     fails(&["info", arg(&d.join("damaged.zt"))], 1);
@@ -900,4 +904,54 @@ fn gguf_files_are_read_like_any_other_input() {
     std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
     let err = fails(&["info", arg(&cut)], 1);
     assert!(err.contains("run past its end") && err.contains("mxfp4"), "{err}");
+}
+
+#[test]
+fn pytorch_checkpoints_are_read_like_any_other_input() {
+    let d = scratch("torch-in");
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/external/pytorch");
+    let checkpoint = dir.join("checkpoint.pt");
+    let info = ok(&["info", arg(&checkpoint)]);
+    assert!(info.contains("PyTorch checkpoint (torch.save") && info.contains("27"), "{info}");
+    assert!(info.contains("optimizer_state_dict.state.0.exp_avg"), "{info}");
+    ok(&["verify", arg(&checkpoint)]);
+    // Converted with its plain values as file attributes; the same tensors either way.
+    let zt = d.join("checkpoint.zt");
+    ok(&["convert", arg(&checkpoint), arg(&zt), "--zstd", "3", "--digest", "sha256"]);
+    let same = ok(&["diff", arg(&checkpoint), arg(&zt)]);
+    assert!(same.contains("27 the same"), "{same}");
+    let report = json(&ztensor(&["info", "--json", arg(&zt)]));
+    assert_eq!(report["attributes"]["epoch"], 7, "{report}");
+    assert_eq!(report["attributes"]["config"]["layers"], serde_json::json!([4, 3, 2]));
+    // Views come out as the contiguous tensors they show.
+    let views = dir.join("views.pt");
+    let shown = ok(&["cat", arg(&views), "transposed"]);
+    assert!(shown.contains("[6, 4]") && shown.contains("0 6 12 18"), "{shown}");
+    let npy = d.join("t.npy");
+    ok(&["extract", arg(&views), "every_other", "-o", arg(&npy)]);
+    let same = ok(&["diff", arg(&npy), arg(&d.join("t.npy"))]);
+    assert!(same.contains("1 the same"), "{same}");
+    // The legacy format, big-endian and deflated variants read as the originals.
+    let legacy = ok(&["info", arg(&dir.join("legacy.pt"))]);
+    assert!(legacy.contains("legacy torch.save"), "{legacy}");
+    let same = ok(&["diff", arg(&views), arg(&dir.join("variants/big-endian.pt"))]);
+    assert!(same.contains("8 the same"), "{same}");
+    let same = ok(&["diff", arg(&checkpoint), arg(&dir.join("variants/deflated.pt"))]);
+    assert!(same.contains("27 the same"), "{same}");
+    // Appended into a zTensor file like any other source.
+    let target = d.join("target.zt");
+    ok(&["convert", arg(&dir.join("parameter.pt")), arg(&target)]);
+    ok(&["append", arg(&target), "--from", arg(&dir.join("state_dict.pt"))]);
+    let listed = ok(&["ls", arg(&target)]);
+    assert!(listed.contains("parameter") && listed.contains("1.running_var"), "{listed}");
+    // A flipped storage byte is a problem of the file (status 1); code in a pickle is refused
+    // by name before anything runs.
+    let out = ztensor(&["verify", arg(&dir.join("hostile/crc-flipped.pt"))]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("CRC-32 mismatch [digest_mismatch]"), "{}", stdout(&out));
+    let err = fails(&["convert", arg(&dir.join("hostile/calls-os-system.pt")), arg(&zt)], 1);
+    assert!(err.contains("system") && err.contains("executes nothing"), "{err}");
+    let err = fails(&["info", arg(&dir.join("scripted.pt"))], 1);
+    assert!(err.contains("TorchScript"), "{err}");
 }

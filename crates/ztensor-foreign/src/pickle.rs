@@ -395,7 +395,12 @@ impl Machine<'_> {
             // Python: True == 1 and hash(True) == hash(1).
             Node::Bool(b) => Key::Int(i128::from(*b)),
             Node::Int(i) => Key::Int(*i),
-            Node::Float(f) if f.fract() == 0.0 && f.abs() < 1e30 => Key::Int(*f as i128),
+            // Python: 1.0 == 1 and hash(1.0) == hash(1), for every integral float.
+            Node::Float(f) if f.fract() == 0.0 && f.abs() < 1e30 => {
+                #[allow(clippy::cast_possible_truncation)] // integral and within i128
+                let i = *f as i128;
+                Key::Int(i)
+            }
             Node::Float(f) => Key::Float(f.to_bits()),
             Node::Str(s) => Key::Str(s.clone()),
             Node::Bytes(b) => Key::Bytes(b.clone()),
@@ -609,19 +614,23 @@ impl Machine<'_> {
         if big {
             bytes.reverse();
         }
-        let mut wide = [0u8; 16];
+        // Little-endian now: widened with zeros (unsigned) or the sign (signed).
+        let signed = kind.starts_with('i') && bytes.last().is_some_and(|&b| b & 0x80 != 0);
+        let mut wide = [if signed { 0xFF } else { 0 }; 16];
         wide[..width.min(16)].copy_from_slice(&bytes[..width.min(16)]);
-        let unsigned = u128::from_le_bytes(wide);
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(&wide[..8]);
+        let bits = u64::from_le_bytes(eight);
         Ok(match (kind.as_bytes().first(), width) {
             (Some(b'b'), 1) => Node::Bool(bytes[0] != 0),
-            (Some(b'u'), 1 | 2 | 4 | 8) => Node::Int(unsigned as i128),
-            (Some(b'i'), 1 | 2 | 4 | 8) => {
-                let shift = 128 - 8 * width as u32;
-                Node::Int(((unsigned << shift) as i128) >> shift)
+            (Some(b'u' | b'i'), 1 | 2 | 4 | 8) => Node::Int(i128::from_le_bytes(wide)),
+            (Some(b'f'), 2) => {
+                Node::Float(f64::from(half::f16::from_le_bytes([bytes[0], bytes[1]])))
             }
-            (Some(b'f'), 2) => Node::Float(f64::from(half::f16::from_bits(unsigned as u16))),
-            (Some(b'f'), 4) => Node::Float(f64::from(f32::from_bits(unsigned as u32))),
-            (Some(b'f'), 8) => Node::Float(f64::from_bits(unsigned as u64)),
+            (Some(b'f'), 4) => {
+                Node::Float(f64::from(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])))
+            }
+            (Some(b'f'), 8) => Node::Float(f64::from_bits(bits)),
             _ => {
                 return Err(malformed(self.at, format!("a NumPy scalar of dtype {descr:?}")));
             }
@@ -695,7 +704,8 @@ impl Machine<'_> {
                 0x88 => self.push(Node::Bool(true))?,
                 0x89 => self.push(Node::Bool(false))?,
                 b'J' => {
-                    let v = self.le(4)? as u32 as i32;
+                    let b = self.take(4)?;
+                    let v = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
                     self.push(Node::Int(i128::from(v)))?;
                 }
                 b'K' => {

@@ -118,6 +118,15 @@ fn types_of(dtype: &str) -> std::result::Result<(DType, Option<LogicalType>), St
     })
 }
 
+/// Whether `head` (a file's first bytes, 64 or more) starts like a legacy checkpoint: a pickle
+/// of torch's magic number (`PROTO 2..5`, then within a frame header `LONG1` of 10 bytes,
+/// `0x1950a86a20f9469cfc6c`).
+pub fn looks_like_legacy(head: &[u8]) -> bool {
+    const MAGIC: [u8; 12] = [0x8a, 10, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
+    matches!(head, [0x80, 2..=5, ..])
+        && head[..head.len().min(32)].windows(MAGIC.len()).any(|w| w == MAGIC)
+}
+
 /// Whether `source` is a zip archive written by `torch.save`: it has a `<name>/data.pkl`.
 pub fn is_torch<S: ReadAt>(source: &S) -> bool {
     members(source).is_ok_and(|m| m.iter().any(|m| top_level_pickle(&m.name).is_some()))
@@ -298,10 +307,13 @@ impl<S: ReadAt> TorchFile<S> {
 /// The storages a pickle's persistent ids named: key to (dtype, elements).
 type Seen = HashMap<String, (&'static str, u64)>;
 
+/// Finds a storage of the checkpoint by its key.
+type FindStorage = Box<dyn Fn(&str) -> Option<Storage>>;
+
 /// Where a checkpoint's pieces lie: its pickle, and a finder of its storages by key.
 struct Layout {
     pickle: (Pickle, Seen),
-    storage: Box<dyn Fn(&str) -> Option<Storage>>,
+    storage: FindStorage,
     big_endian: bool,
     legacy: bool,
 }
@@ -659,8 +671,10 @@ fn gather(data: &[u8], shape: &[u64], strides: &[u64], size: usize, numel: usize
     if numel == 0 {
         return out;
     }
-    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
-    let steps: Vec<usize> = strides.iter().map(|&s| s as usize).collect();
+    // Every dimension and stride fits: the tensor's elements and span were checked against
+    // the storage and the decode limit.
+    let dims: Vec<usize> = shape.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
+    let steps: Vec<usize> = strides.iter().map(|&s| usize::try_from(s).unwrap_or(0)).collect();
     let mut index = vec![0usize; dims.len()];
     let mut at = 0usize;
     for _ in 0..numel {

@@ -312,6 +312,21 @@ enum Kind {
     Npy,
     Npz,
     Gguf,
+    Torch,
+}
+
+/// A zip archive's kind: a PyTorch checkpoint when it has `<name>/data.pkl` (or its name says
+/// so and it is too damaged to tell), a NumPy `.npz` otherwise.
+fn zip_kind<S: ReadAt>(kind: Kind, source: &S, extension: Option<&str>) -> Kind {
+    let torch_named = matches!(extension, Some("pt" | "pth" | "bin" | "ckpt"));
+    if kind == Kind::Npz
+        && (ztensor_foreign::torch::is_torch(source)
+            || torch_named && !ztensor_foreign::npz::is_npz(source))
+    {
+        Kind::Torch
+    } else {
+        kind
+    }
 }
 
 fn kind_of(head: &[u8], tail: &[u8], len: u64, extension: Option<&str>) -> Option<Kind> {
@@ -337,6 +352,9 @@ fn kind_of(head: &[u8], tail: &[u8], len: u64, extension: Option<&str>) -> Optio
     if ztensor_foreign::npz::looks_like_zip(head) {
         return Some(Kind::Npz);
     }
+    if ztensor_foreign::torch::looks_like_legacy(head) {
+        return Some(Kind::Torch);
+    }
     match extension {
         Some("zt") => Some(Kind::Zt),
         Some("safetensors") => Some(Kind::Safetensors),
@@ -347,7 +365,7 @@ fn kind_of(head: &[u8], tail: &[u8], len: u64, extension: Option<&str>) -> Optio
 
 const READS: &str = "zTensor 0.1/1.1/1.2 (a file or a sharded checkpoint's index), safetensors \
                      (a file or a sharded checkpoint's index), \
-                     TensorBuffers, NumPy .npy/.npz and GGUF";
+                     TensorBuffers, NumPy .npy/.npz, GGUF and PyTorch checkpoints (torch.save)";
 
 fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
     if ztensor_foreign::sharded::is_index(path) {
@@ -397,6 +415,7 @@ fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
         )
         .into());
     };
+    let kind = zip_kind(kind, &source, extension.as_deref());
     let raise = |e: ztensor_io::Error| Raised(raise_io(py, &e));
     Ok(match (kind, mmap) {
         (Kind::Zt, true) => {
@@ -444,6 +463,10 @@ fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
             ztensor_foreign::gguf::GgufFile::open(path).map_err(|e| raise_foreign(py, &e))?,
             None,
         ),
+        (Kind::Torch, _) => Opened::new(
+            ztensor_foreign::torch::TorchFile::open(path).map_err(|e| raise_foreign(py, &e))?,
+            None,
+        ),
     })
 }
 
@@ -462,6 +485,7 @@ fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
         )
         .into());
     };
+    let kind = zip_kind(kind, &data, None);
     let memory = (data.as_ptr(), data.len());
     // Every format's data lies in `data`, wherever it moves.
     let opened = match kind {
@@ -487,6 +511,15 @@ fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
         ),
         Kind::Gguf => Opened::new(
             ztensor_foreign::gguf::GgufFile::new(data).map_err(|e| raise_foreign(py, &e))?,
+            None,
+        ),
+        Kind::Torch => Opened::new(
+            ztensor_foreign::torch::TorchFile::new(
+                data,
+                "tensor",
+                options().limits.max_decoded_len,
+            )
+            .map_err(|e| raise_foreign(py, &e))?,
             None,
         ),
     };

@@ -1,6 +1,6 @@
-"""Every file of the hostile corpus (`fixtures/hostile/`), read whole by the Python package in
-a child interpreter under an address-space cap and a time limit: it ends with its tensors or a
-ZTensorError, never a crash, an abort or a hang."""
+"""Every file of the hostile corpus (`fixtures/hostile/`, `fixtures/external/*/hostile/`), read
+whole by the Python package in a child interpreter under an address-space cap and a time limit:
+it ends with its tensors or a ZTensorError, never a crash, an abort or a hang."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import pytest
 
 from conftest import FIXTURES
 
-HOSTILE = sorted(p for p in (FIXTURES / "hostile").iterdir() if p.suffix == ".zt")
+HOSTILE = sorted(
+    [p for p in (FIXTURES / "hostile").iterdir() if p.suffix == ".zt"]
+    + list((FIXTURES / "external").glob("*/hostile/*"))
+)
 # What a real machine gives, far below what the files claim (8 GiB, 3 GiB).
 ADDRESS_SPACE = 4 << 30
 

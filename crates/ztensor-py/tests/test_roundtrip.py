@@ -404,3 +404,64 @@ def test_sharded_ztensor_checkpoints_read_as_one(tmp):
     index.write_text(index.read_text().replace('"size": ', '"size": 1', 1))
     with pytest.raises(ztensor_rs.ZTensorError):
         ztensor_rs.load_file(index)
+
+
+def _torch_expected():
+    import json
+
+    with open(FIXTURES / "external" / "pytorch" / "expected.json") as f:
+        return json.load(f)
+
+
+def _plain(v):
+    """An attribute as make.py spells it (bytes as hex, dicts as pairs)."""
+    if isinstance(v, bytes):
+        return {"bytes": v.hex()}
+    if isinstance(v, dict):
+        return {"map": [[_plain(k), _plain(x)] for k, x in v.items()]}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def test_pytorch_checkpoints_read_as_torch_load_gives_them():
+    """Checkpoints torch.save wrote (fixtures/external/pytorch, made by its make.py with torch):
+    every tensor's bytes as torch.load gives them, the plain values as metadata."""
+    import hashlib
+
+    expected = _torch_expected()
+    checked = 0
+    for file, want in expected["files"].items():
+        path = FIXTURES / "external" / "pytorch" / file
+        if want["expect"] == "refused":
+            with pytest.raises(ztensor_rs.FormatError) as e:
+                ztensor_rs.load_file(path)
+            assert want["words"] in str(e.value), file
+            continue
+        if want["expect"] == "unsupported":
+            with pytest.raises(ztensor_rs.UnsupportedError):
+                ztensor_rs.load_file(path)
+            continue
+        for loaded in (ztensor_rs.load_file(path), ztensor_rs.load(path.read_bytes())):
+            # A checkpoint that is one tensor is named after the file (from bytes: "tensor").
+            names = {("tensor" if k == path.stem and k not in loaded else k): k for k in want["tensors"]}
+            assert set(loaded) == set(names), file
+            for ours, theirs in names.items():
+                t = want["tensors"][theirs]
+                array = loaded[ours]
+                assert list(array.shape) == t["shape"], (file, theirs)
+                assert hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest() == t["sha256"]
+                checked += 1
+        with ztensor_rs.safe_open(path) as f:
+            assert f.format.startswith("PyTorch checkpoint"), f.format
+            assert {k: _plain(v) for k, v in (f.metadata() or {}).items()} == want["attributes"]
+    assert checked >= 120
+
+
+def test_pytorch_code_in_a_pickle_is_refused_by_name():
+    path = FIXTURES / "external" / "pytorch" / "hostile" / "calls-os-system.pt"
+    with pytest.raises(ztensor_rs.FormatError) as e:
+        ztensor_rs.load_file(path)
+    assert "system" in str(e.value) and "executes nothing" in str(e.value)
+    with pytest.raises(ztensor_rs.FormatError):
+        ztensor_rs.load(path.read_bytes())

@@ -247,6 +247,7 @@ pub fn source_info(
             Kind::Npy => "npy",
             Kind::Gguf => "gguf",
             Kind::Npz => "npz",
+            Kind::Torch => "pytorch",
             Kind::TensorBuffers => "tensorbuffers",
             Kind::Zt => "ztensor",
         };
@@ -347,6 +348,10 @@ pub fn foreign_verify(
                     path.display(),
                     super::text::shown(name)
                 ));
+            }
+            // The error names its object already when the source put it there.
+            Err(e) if e.format_error().is_some_and(|f| f.object().is_some()) => {
+                problems.push(e.to_string());
             }
             Err(e) => problems.push(format!("object {:?}: {e}", super::text::shown(name))),
         }

@@ -28,6 +28,8 @@ pub enum Kind {
     Gguf,
     /// A NumPy `.npz` archive.
     Npz,
+    /// A PyTorch checkpoint (`torch.save`, zip or legacy).
+    Torch,
 }
 
 impl std::fmt::Display for Kind {
@@ -41,6 +43,7 @@ impl std::fmt::Display for Kind {
             Kind::Npy => "a NumPy .npy array",
             Kind::Gguf => "a GGUF file",
             Kind::Npz => "a NumPy .npz archive",
+            Kind::Torch => "a PyTorch checkpoint",
         })
     }
 }
@@ -101,13 +104,28 @@ pub fn detect(path: &Path) -> Result<Kind> {
     if ztensor_foreign::gguf::looks_like_gguf(&head) {
         return Ok(Kind::Gguf);
     }
-    if ztensor_foreign::npz::looks_like_zip(&head) && ztensor_foreign::npz::is_npz(&source) {
-        return Ok(Kind::Npz);
+    let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    if ztensor_foreign::npz::looks_like_zip(&head) {
+        if ztensor_foreign::npz::is_npz(&source) {
+            return Ok(Kind::Npz);
+        }
+        if ztensor_foreign::torch::is_torch(&source) {
+            return Ok(Kind::Torch);
+        }
+        // A damaged archive is judged by the format its name says, so the error gives the
+        // reason (a TorchScript archive named .pt is named as one there too).
+        match extension.as_deref() {
+            Some("npz") => return Ok(Kind::Npz),
+            Some("pt" | "pth" | "bin" | "ckpt") => return Ok(Kind::Torch),
+            _ => {}
+        }
+    }
+    if ztensor_foreign::torch::looks_like_legacy(&head) {
+        return Ok(Kind::Torch);
     }
     if tb::detect(path).with_context(context)? {
         return Ok(Kind::TensorBuffers);
     }
-    let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     if ztensor_foreign::safetensors::looks_like_safetensors(&head, source.len())
         || extension.as_deref() == Some("safetensors")
     {
@@ -134,8 +152,8 @@ pub fn detect(path: &Path) -> Result<Kind> {
 /// What the tool reads, for messages.
 pub const ACCEPTED: &str = "zTensor 0.1, 1.1 and 1.2 files (.zt), safetensors files, sharded \
     safetensors checkpoints (through their model.safetensors.index.json), sharded zTensor \
-    checkpoints (NAME.zt.index.json), TensorBuffers files (.tb), NumPy .npy and .npz files and GGUF \
-    files";
+    checkpoints (NAME.zt.index.json), TensorBuffers files (.tb), NumPy .npy and .npz files, GGUF \
+    files and PyTorch checkpoints (torch.save)";
 
 /// Names the formats people bring that this tool does not read (yet), by their first bytes.
 pub fn recognise(head: &[u8]) -> Option<&'static str> {
@@ -146,7 +164,11 @@ pub fn recognise(head: &[u8]) -> Option<&'static str> {
         ),
         (b"\x93NUMPY", "a NumPy .npy array"),
         (b"GGUF", "a GGUF file (llama.cpp)"),
-        (b"PK\x03\x04", "a zip archive (a PyTorch checkpoint or a NumPy .npz, for instance)"),
+        (
+            b"PK\x03\x04",
+            "a zip archive that is neither a PyTorch checkpoint nor a NumPy .npz (a TorchScript \
+             archive or a damaged checkpoint, for instance)",
+        ),
         (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
         (b"\x28\xb5\x2f\xfd", "a zstd-compressed file"),
         (b"\x1f\x8b", "a gzip-compressed file"),
@@ -154,9 +176,9 @@ pub fn recognise(head: &[u8]) -> Option<&'static str> {
     if let Some((_, what)) = SIGNATURES.iter().find(|(magic, _)| head.starts_with(magic)) {
         return Some(what);
     }
-    // Pickle protocol 2..5 starts with PROTO: a legacy (non-zip) torch.save file.
+    // Pickle protocol 2..5 starts with PROTO (a legacy torch.save file is detected before).
     if let [0x80, 2..=5, ..] = head {
-        return Some("a Python pickle (a legacy PyTorch checkpoint, for instance)");
+        return Some("a Python pickle that is not a PyTorch checkpoint");
     }
     if !is_text(head) {
         return None;

@@ -1,5 +1,5 @@
 """Read and write zTensor files of every version (0.1, 1.1, 1.2); read safetensors, TensorBuffers,
-NumPy .npy/.npz and GGUF files too.
+NumPy .npy/.npz, GGUF files and PyTorch checkpoints too.
 
 The API follows the ``safetensors`` package::
 
@@ -264,9 +264,10 @@ class TensorSlice:
 
 class safe_open:
     """An open file of tensors: any zTensor version, safetensors (a file, or a sharded
-    checkpoint's ``*.index.json``), TensorBuffers, NumPy ``.npy``/``.npz`` or GGUF (quantized
-    GGUF tensors as their block bytes, with ``gguf.type`` and ``gguf.shape`` attributes). Use it
-    as a context manager.
+    checkpoint's ``*.index.json``), TensorBuffers, NumPy ``.npy``/``.npz`` , GGUF (quantized
+    GGUF tensors as their block bytes, with ``gguf.type`` and ``gguf.shape`` attributes) or a
+    PyTorch checkpoint (``torch.save``; its pickle is never run, its plain values are the
+    metadata). Use it as a context manager.
 
     Args:
         filename: the file.
