@@ -819,7 +819,10 @@ fn review_fixes_hold() {
     let zt = d.join("t.zt");
     ok(&["convert", "fixtures/examples/tiny-v1.2.zt", arg(&zt), "--exclude", "[!a]*"]);
     let target = std::fs::read(&zt).unwrap();
-    let err = fails(&["append", arg(&zt), "--from", "fixtures/v0.1/valid/duplicate-name.zt"], 1);
+    let err = fails(
+        &["append", arg(&zt), "--from", "fixtures/v0.1/implementation-defined/duplicate-name.zt"],
+        1,
+    );
     assert!(err.contains("repeats \"a\""), "{err}");
     assert_eq!(std::fs::read(&zt).unwrap(), target);
 }

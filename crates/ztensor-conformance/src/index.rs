@@ -14,13 +14,45 @@ pub struct Entry {
     pub version: String,
     /// What the file covers.
     pub covers: String,
-    /// `ok`, or the identifier of the rule the file must be rejected with.
+    /// `ok`, the identifier of the rule the file must be rejected with, or
+    /// `implementation-defined`.
     pub expect: String,
+    /// For implementation-defined files: the rule a strict reader rejects them with, if any.
+    #[serde(default)]
+    pub strict: Option<String>,
+    /// For files another implementation wrote: which (`ztensor 1.2.3`, …).
+    #[serde(default)]
+    pub producer: Option<String>,
+}
+
+impl Entry {
+    /// Whether the specs let readers accept or reject this file.
+    pub fn implementation_defined(&self) -> bool {
+        self.expect == "implementation-defined"
+    }
 }
 
 #[derive(Deserialize)]
 struct Index {
     fixture: Vec<Entry>,
+}
+
+/// Reads the index under `fixtures_root` and, when present, the index of the frozen files of
+/// other producers (`producers/index.toml`, whose paths are relative to `fixtures_root` too).
+///
+/// # Errors
+/// I/O and TOML errors.
+pub fn read_all(fixtures_root: &Path) -> Result<Vec<Entry>> {
+    let mut entries = read(fixtures_root)?;
+    let producers = fixtures_root.join("producers/index.toml");
+    if producers.exists() {
+        let text =
+            std::fs::read_to_string(&producers).with_context(|| producers.display().to_string())?;
+        let index: Index =
+            toml::from_str(&text).with_context(|| producers.display().to_string())?;
+        entries.extend(index.fixture);
+    }
+    Ok(entries)
 }
 
 /// Reads the index under `fixtures_root`.

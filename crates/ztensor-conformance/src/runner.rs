@@ -19,6 +19,28 @@ pub enum Outcome {
     Fail(String),
     /// Exited with a status other than 0 and 1, or printed something that is not a dump.
     Crash(String),
+    /// An implementation-defined file, accepted (with the golden dump's content).
+    Accepted,
+    /// An implementation-defined file, rejected.
+    Rejected,
+}
+
+impl Outcome {
+    /// Whether this verdict is a failure or a crash.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Outcome::Fail(_) | Outcome::Crash(_))
+    }
+
+    /// The verdict in one word: `pass`, `fail`, `crash`, `accepted` or `rejected`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail(_) => "fail",
+            Outcome::Crash(_) => "crash",
+            Outcome::Accepted => "accepted",
+            Outcome::Rejected => "rejected",
+        }
+    }
 }
 
 /// One graded fixture.
@@ -35,14 +57,14 @@ pub struct Graded {
 }
 
 /// Splits a command line on whitespace (no quoting; wrap anything fancier in a script).
-fn split(command: &str) -> Result<(String, Vec<String>)> {
+pub(crate) fn split(command: &str) -> Result<(String, Vec<String>)> {
     let mut parts = command.split_whitespace().map(str::to_owned);
     let Some(program) = parts.next() else { bail!("empty --impl command") };
     Ok((program, parts.collect()))
 }
 
 /// The parts of a dump that comparisons look at (extra keys are ignored).
-fn projection(dump: &Json) -> Json {
+pub(crate) fn projection(dump: &Json) -> Json {
     let objects: Vec<Json> = dump["objects"]
         .as_array()
         .map(|objects| {
@@ -74,7 +96,7 @@ fn projection(dump: &Json) -> Json {
 }
 
 /// The first difference between two projections, for the report.
-fn difference(expected: &Json, got: &Json) -> String {
+pub(crate) fn difference(expected: &Json, got: &Json) -> String {
     for key in ["container", "version", "attributes"] {
         if expected[key] != got[key] {
             return format!("{key}: expected {}, got {}", expected[key], got[key]);
@@ -103,7 +125,8 @@ fn grade(command: &(String, Vec<String>), fixtures: &Path, entry: &Entry) -> Res
         .with_context(|| format!("cannot run {}", command.0))?;
     let status = output.status.code();
     let dump: Option<Json> = serde_json::from_slice(&output.stdout).ok();
-    let expect_ok = entry.expect == "ok";
+    let defined = entry.implementation_defined();
+    let expect_ok = entry.expect == "ok" || defined;
     let graded = |got: String, outcome: Outcome, rule_matched: Option<bool>| Graded {
         entry: entry.clone(),
         got,
@@ -130,13 +153,16 @@ fn grade(command: &(String, Vec<String>), fixtures: &Path, entry: &Entry) -> Res
                         Outcome::Fail(difference(&projection(&golden), &projection(&dump))),
                         None,
                     ),
+                    _ if defined => graded("ok".into(), Outcome::Accepted, None),
                     _ => graded("ok".into(), Outcome::Pass, None),
                 }
             }
         }
         (Some(1), Some(dump)) if well_formed => {
             let kind = dump["error"]["kind"].as_str().unwrap_or("rejected").to_owned();
-            if expect_ok {
+            if defined {
+                graded(kind, Outcome::Rejected, None)
+            } else if expect_ok {
                 let message = dump["error"]["message"].as_str().unwrap_or("").to_owned();
                 graded(kind, Outcome::Fail(format!("rejected a valid file: {message}")), None)
             } else {
@@ -163,12 +189,21 @@ pub fn run(command: &str, fixtures: &Path, entries: &[Entry]) -> Result<Vec<Grad
 }
 
 /// Totals: (passed, failed, crashed, rules matched, rejections graded for rules).
+/// Implementation-defined files count in none of them: see [`defined_totals`].
 pub fn totals(results: &[Graded]) -> (usize, usize, usize, usize, usize) {
     let passed = results.iter().filter(|r| r.outcome == Outcome::Pass).count();
     let crashed = results.iter().filter(|r| matches!(r.outcome, Outcome::Crash(_))).count();
-    let failed = results.len() - passed - crashed;
+    let failed = results.iter().filter(|r| matches!(r.outcome, Outcome::Fail(_))).count();
     let rules = results.iter().filter_map(|r| r.rule_matched).collect::<Vec<_>>();
     (passed, failed, crashed, rules.iter().filter(|&&m| m).count(), rules.len())
+}
+
+/// Implementation-defined files: (accepted, rejected). Those that failed (accepted with other
+/// content) or crashed count in [`totals`].
+pub fn defined_totals(results: &[Graded]) -> (usize, usize) {
+    let accepted = results.iter().filter(|r| r.outcome == Outcome::Accepted).count();
+    let rejected = results.iter().filter(|r| r.outcome == Outcome::Rejected).count();
+    (accepted, rejected)
 }
 
 /// A plain-text table and totals.
@@ -182,6 +217,8 @@ pub fn table(results: &[Graded]) -> String {
             Outcome::Pass => "pass".to_owned(),
             Outcome::Fail(why) => format!("FAIL: {why}"),
             Outcome::Crash(why) => format!("CRASH: {why}"),
+            Outcome::Accepted => "accepted (implementation-defined)".to_owned(),
+            Outcome::Rejected => "rejected (implementation-defined)".to_owned(),
         };
         let _ = writeln!(
             out,
@@ -190,9 +227,10 @@ pub fn table(results: &[Graded]) -> String {
         );
     }
     let (passed, failed, crashed, matched, graded) = totals(results);
+    let (accepted, rejected) = defined_totals(results);
     let _ = writeln!(
         out,
-        "\n{} fixtures: {passed} passed, {failed} failed, {crashed} crashed; rejections naming our rule: {matched}/{graded}",
+        "\n{} fixtures: {passed} passed, {failed} failed, {crashed} crashed; rejections naming our rule: {matched}/{graded}; implementation-defined: {accepted} accepted, {rejected} rejected",
         results.len()
     );
     out
@@ -201,20 +239,22 @@ pub fn table(results: &[Graded]) -> String {
 /// The report as JSON.
 pub fn to_json(results: &[Graded]) -> Json {
     let (passed, failed, crashed, matched, graded) = totals(results);
+    let (accepted, rejected) = defined_totals(results);
     let rows: Vec<Json> = results
         .iter()
         .map(|r| {
-            let (result, detail) = match &r.outcome {
-                Outcome::Pass => ("pass", None),
-                Outcome::Fail(why) => ("fail", Some(why.clone())),
-                Outcome::Crash(why) => ("crash", Some(why.clone())),
+            let detail = match &r.outcome {
+                Outcome::Fail(why) | Outcome::Crash(why) => Some(why.clone()),
+                _ => None,
             };
             json!({"fixture": r.entry.file, "version": r.entry.version, "expected": r.entry.expect, "got": r.got,
-                   "result": result, "detail": detail, "rule_matched": r.rule_matched})
+                   "result": r.outcome.word(), "detail": detail, "rule_matched": r.rule_matched,
+                   "producer": r.entry.producer})
         })
         .collect();
     json!({"report": "ztensor-conformance/1", "totals": {"fixtures": results.len(), "passed": passed, "failed": failed,
-           "crashed": crashed, "rules_matched": matched, "rules_graded": graded}, "results": rows})
+           "crashed": crashed, "rules_matched": matched, "rules_graded": graded,
+           "implementation_defined": {"accepted": accepted, "rejected": rejected}}, "results": rows})
 }
 
 fn xml_escape(s: &str) -> String {
@@ -249,6 +289,13 @@ pub fn to_junit(results: &[Graded]) -> String {
             );
             match &r.outcome {
                 Outcome::Pass => {}
+                Outcome::Accepted | Outcome::Rejected => {
+                    let _ = write!(
+                        out,
+                        "<system-out>implementation-defined: {}</system-out>",
+                        r.outcome.word()
+                    );
+                }
                 Outcome::Fail(why) => {
                     let _ = write!(out, "<failure message=\"{}\"/>", xml_escape(why));
                 }

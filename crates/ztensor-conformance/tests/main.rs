@@ -12,7 +12,7 @@ mod fixtures {
     fn the_corpus_is_broad() {
         let entries = ztensor_conformance::index::read(&root()).unwrap();
         let zt: Vec<_> = entries.iter().filter(|e| e.version != "tensorbuffers").collect();
-        let rejects = zt.iter().filter(|e| e.expect != "ok").count();
+        let rejects = zt.iter().filter(|e| e.expect != "ok" && !e.implementation_defined()).count();
         assert!(zt.len() >= 100, "{} zTensor fixtures", zt.len());
         assert!(rejects >= 40, "{rejects} reject fixtures");
         for version in ["0.1", "1.1", "1.2"] {
@@ -21,12 +21,27 @@ mod fixtures {
                 "no valid {version} fixture"
             );
             assert!(
-                zt.iter().any(|e| e.version == version && e.expect != "ok"),
+                zt.iter().any(|e| e.version == version
+                    && e.expect != "ok"
+                    && !e.implementation_defined()),
                 "no reject {version} fixture"
             );
+            assert!(
+                zt.iter().any(|e| e.version == version && e.implementation_defined()),
+                "no implementation-defined {version} fixture"
+            );
+        }
+        // Every implementation-defined file lies in its own directory; a strict rule, where
+        // named, is one the table marks strict-only.
+        for e in entries.iter().filter(|e| e.implementation_defined()) {
+            assert!(e.file.contains("/implementation-defined/"), "{}", e.file);
+            if let Some(rule) = &e.strict {
+                let kind = ztensor_format::ErrorKind::from_id(rule).unwrap();
+                assert!(kind.strict_only(), "{}: {rule} is enforced always", e.file);
+            }
         }
         // Every reject names a real rule.
-        for e in entries.iter().filter(|e| e.expect != "ok") {
+        for e in entries.iter().filter(|e| e.expect != "ok" && !e.implementation_defined()) {
             let known = ztensor_format::ErrorKind::from_id(&e.expect).is_some()
                 || ztensor_tensorbuffers::ErrorKind::ALL.iter().any(|k| k.id() == e.expect);
             assert!(known, "{}: unknown rule {}", e.file, e.expect);
@@ -40,7 +55,7 @@ mod fixtures {
         for e in &entries {
             let path = root().join(&e.file);
             let (dump, accepted) = ztensor_dump::file(&path).unwrap();
-            if e.expect == "ok" {
+            if e.expect == "ok" || e.implementation_defined() {
                 if !accepted {
                     failures.push(format!("{}: rejected: {dump}", e.file));
                     continue;
@@ -75,7 +90,7 @@ mod fixtures {
 mod runner {
     use std::path::PathBuf;
 
-    use ztensor_conformance::runner::{Outcome, run, to_json, to_junit, totals};
+    use ztensor_conformance::runner::{Outcome, defined_totals, run, to_json, to_junit, totals};
 
     fn root() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
@@ -126,9 +141,13 @@ mod runner {
         );
         let results = run(&command, &root(), &entries("v0.1/")).unwrap();
         let (passed, failed, crashed, matched, graded) = totals(&results);
-        let rejects = results.iter().filter(|r| r.entry.expect != "ok").count();
+        let defined = results.iter().filter(|r| r.entry.implementation_defined()).count();
+        let rejects = results.iter().filter(|r| r.entry.expect != "ok").count() - defined;
         assert_eq!((passed, crashed, matched, graded), (rejects, 0, 0, rejects));
-        assert_eq!(failed, results.len() - rejects);
+        assert_eq!(failed, results.len() - rejects - defined);
+        // Implementation-defined files rejected are reported apart, never as failures.
+        assert!(defined >= 3);
+        assert_eq!(defined_totals(&results), (0, defined));
         let report = to_json(&results);
         assert_eq!(report["totals"]["rules_graded"], rejects);
         let junit = to_junit(&results);
@@ -136,6 +155,18 @@ mod runner {
             junit.contains(&format!("tests=\"{}\"", results.len()))
                 && junit.contains("<failure message=")
         );
+    }
+
+    #[test]
+    fn implementation_defined_files_accepted_must_still_report_their_content() {
+        let ours = format!("{} dump --json", env!("CARGO_BIN_EXE_ztensor-conformance-dump"));
+        let defined = entries("v1.2/implementation-defined/");
+        let results = run(&ours, &root(), &defined).unwrap();
+        assert!(results.iter().all(|r| r.outcome == Outcome::Accepted), "{results:?}");
+        // Accepting with other content is a failure even here.
+        let empty = r#"{"dump":"ztensor-dump/1","container":"zt-1.2","version":"1.2.0","attributes":null,"objects":[]}"#;
+        let results = run(&fake("accept-empty", empty, 0), &root(), &defined).unwrap();
+        assert!(results.iter().all(|r| matches!(r.outcome, Outcome::Fail(_))), "{results:?}");
     }
 
     #[test]

@@ -75,10 +75,13 @@ fn fixtures(check: bool) -> Result<()> {
         "tensorbuffers/reject",
         "v0.1/valid",
         "v0.1/reject",
+        "v0.1/implementation-defined",
         "v1.1/valid",
         "v1.1/reject",
+        "v1.1/implementation-defined",
         "v1.2/valid",
         "v1.2/reject",
+        "v1.2/implementation-defined",
     ] {
         for entry in std::fs::read_dir(root.join(dir)).into_iter().flatten().flatten() {
             if entry.path().is_dir() {

@@ -1,0 +1,777 @@
+//! The writer check: recipes an implementation writes files from, and their grading.
+//!
+//! A recipe (`ztensor-recipe/1`, JSON) says what one file holds: its version, file attributes,
+//! and objects with their format, shape, attributes, encoding, digest and every component's
+//! dtype, logical type and little-endian bytes (hex). The implementation under test is run as
+//! `COMMAND RECIPE.json OUT` and must write OUT (exit 0), or say it cannot write this recipe
+//! (exit 3, for a version or feature it lacks); any other status is a crash.
+//!
+//! What it wrote is graded strictly: it must open under strict validation as the recipe's
+//! version, every object must decode with its digests verified and pass the data rules, every
+//! byte outside the blobs and the manifest must be zero, and the content must be the recipe's
+//! (names, formats, shapes, attributes, and each component's dtype, logical type, encoding,
+//! digest algorithm and bytes). Readers (ours and others') are then asked to read the file.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value as Json, json};
+use ztensor_format::{DType, DigestAlgorithm, Format, LogicalType, Options, Value, Version};
+use ztensor_io::{ComponentSpec, Coo, Csr, Reader, TensorSource, WriteOptions};
+
+/// The recipe format's identifier.
+pub const RECIPE: &str = "ztensor-recipe/1";
+
+/// The exit status an implementation gives for a recipe it cannot write.
+pub const UNSUPPORTED: i32 = 3;
+
+/// One component of a recipe object.
+#[derive(Debug, Clone)]
+pub struct RecipeComponent {
+    /// The role (`data`, `values`, …).
+    pub role: String,
+    /// The storage dtype (`f32`, …).
+    pub dtype: DType,
+    /// The 1.2 logical type, if any.
+    pub logical_type: Option<LogicalType>,
+    /// The decoded, little-endian bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// One object of a recipe.
+#[derive(Debug, Clone)]
+pub struct RecipeObject {
+    /// Its name.
+    pub name: String,
+    /// `dense`, `sparse_csr`, `sparse_coo` or `quantized_group`.
+    pub format: String,
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Its attributes, as JSON (strings, numbers, booleans, arrays, string-keyed objects).
+    pub attributes: Option<Json>,
+    /// `raw` or `zstd`, for every component.
+    pub zstd: bool,
+    /// The digest every component carries, if any.
+    pub digest: Option<DigestAlgorithm>,
+    /// Its components.
+    pub components: Vec<RecipeComponent>,
+}
+
+/// What one file must hold.
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    /// Its name, unique within its version (`dense-dtypes`).
+    pub name: String,
+    /// The version to write.
+    pub version: Version,
+    /// What it covers, in a few words.
+    pub covers: String,
+    /// File attributes, as JSON; for 1.1, text values only (the reference 1.1 model).
+    pub attributes: Option<Json>,
+    /// The objects.
+    pub objects: Vec<RecipeObject>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn unhex(text: &str) -> Result<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        bail!("hex of odd length");
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).context("not hex"))
+        .collect()
+}
+
+fn digest_algorithm(name: &str) -> DigestAlgorithm {
+    match name {
+        "crc32c" => DigestAlgorithm::Crc32c,
+        "sha256" => DigestAlgorithm::Sha256,
+        "blake3" => DigestAlgorithm::Blake3,
+        other => DigestAlgorithm::Unknown(other.to_owned()),
+    }
+}
+
+fn version_name(v: Version) -> &'static str {
+    match v {
+        Version::V0_1 => "0.1",
+        Version::V1_1 => "1.1",
+        Version::V1_2 => "1.2",
+    }
+}
+
+impl Recipe {
+    /// The recipe as JSON.
+    pub fn to_json(&self) -> Json {
+        let objects: Vec<Json> = self
+            .objects
+            .iter()
+            .map(|o| {
+                let components: serde_json::Map<String, Json> = o
+                    .components
+                    .iter()
+                    .map(|c| {
+                        let entry = json!({
+                            "dtype": c.dtype.name(),
+                            "type": c.logical_type.as_ref().map(LogicalType::name),
+                            "hex": hex(&c.bytes),
+                        });
+                        (c.role.clone(), entry)
+                    })
+                    .collect();
+                json!({
+                    "name": o.name,
+                    "format": o.format,
+                    "shape": o.shape,
+                    "attributes": o.attributes,
+                    "encoding": if o.zstd { "zstd" } else { "raw" },
+                    "digest": o.digest.as_ref().map(DigestAlgorithm::name),
+                    "components": components,
+                })
+            })
+            .collect();
+        json!({
+            "recipe": RECIPE,
+            "name": self.name,
+            "version": version_name(self.version),
+            "covers": self.covers,
+            "attributes": self.attributes,
+            "objects": objects,
+        })
+    }
+
+    /// Reads a recipe from its JSON.
+    ///
+    /// # Errors
+    /// A document that is not a `ztensor-recipe/1`.
+    pub fn from_json(doc: &Json) -> Result<Recipe> {
+        if doc["recipe"] != RECIPE {
+            bail!("not a {RECIPE} document");
+        }
+        let version = match doc["version"].as_str() {
+            Some("0.1") => Version::V0_1,
+            Some("1.1") => Version::V1_1,
+            Some("1.2") => Version::V1_2,
+            other => bail!("version {other:?}"),
+        };
+        let text = |v: &Json, what: &str| -> Result<String> {
+            v.as_str().map(str::to_owned).with_context(|| format!("{what} is not a string"))
+        };
+        let mut objects = Vec::new();
+        for o in doc["objects"].as_array().context("objects is not an array")? {
+            let mut components = Vec::new();
+            for (role, c) in o["components"].as_object().context("components")? {
+                let dtype = DType::from_name(&text(&c["dtype"], "dtype")?)
+                    .with_context(|| format!("dtype {}", c["dtype"]))?;
+                let logical_type = c["type"].as_str().map(LogicalType::from_name);
+                components.push(RecipeComponent {
+                    role: role.clone(),
+                    dtype,
+                    logical_type,
+                    bytes: unhex(&text(&c["hex"], "hex")?)?,
+                });
+            }
+            objects.push(RecipeObject {
+                name: text(&o["name"], "name")?,
+                format: text(&o["format"], "format")?,
+                shape: o["shape"]
+                    .as_array()
+                    .context("shape")?
+                    .iter()
+                    .map(|d| d.as_u64().context("a dimension"))
+                    .collect::<Result<_>>()?,
+                attributes: Some(o["attributes"].clone()).filter(|a| !a.is_null()),
+                zstd: o["encoding"] == "zstd",
+                digest: o["digest"].as_str().map(digest_algorithm),
+                components,
+            });
+        }
+        Ok(Recipe {
+            name: text(&doc["name"], "name")?,
+            version,
+            covers: doc["covers"].as_str().unwrap_or("").to_owned(),
+            attributes: Some(doc["attributes"].clone()).filter(|a| !a.is_null()),
+            objects,
+        })
+    }
+
+    /// The file name of this recipe's JSON and of what is written from it.
+    pub fn file_stem(&self) -> String {
+        format!("v{}/{}", version_name(self.version), self.name)
+    }
+
+    /// The content a reader must report, in the projection the reader grading compares.
+    pub fn expected(&self) -> Json {
+        let mut objects: Vec<&RecipeObject> = self.objects.iter().collect();
+        objects.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        let objects: Vec<Json> = objects
+            .into_iter()
+            .map(|o| {
+                let components: serde_json::Map<String, Json> = o
+                    .components
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.role.clone(),
+                            json!({
+                                "dtype": c.dtype.name(),
+                                "type": c.logical_type.as_ref().map(LogicalType::name),
+                                "encoding": if o.zstd { "zstd" } else { "raw" },
+                                "decoded_length": c.bytes.len(),
+                                "sha256": ztensor_io::codec::sha256_hex(&c.bytes),
+                            }),
+                        )
+                    })
+                    .collect();
+                json!({"name": o.name, "format": o.format, "shape": o.shape,
+                       "attributes": o.attributes.clone().unwrap_or(Json::Null),
+                       "components": components, "error": true})
+            })
+            .collect();
+        json!({
+            "container": self.version.label(),
+            "attributes": self.attributes.clone().unwrap_or(Json::Null),
+            "objects": objects,
+        })
+    }
+}
+
+/// A JSON attribute value as a CBOR value.
+fn to_value(json: &Json) -> Result<Value> {
+    Ok(match json {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Value::Integer(i128::from(i)),
+            (_, Some(u), _) => Value::Integer(i128::from(u)),
+            (_, _, Some(f)) => Value::Float(f),
+            _ => bail!("the number {n}"),
+        },
+        Json::String(s) => Value::Text(s.clone()),
+        Json::Array(items) => Value::Array(items.iter().map(to_value).collect::<Result<_>>()?),
+        Json::Object(map) => Value::Map(
+            map.iter()
+                .map(|(k, v)| Ok((Value::Text(k.clone()), to_value(v)?)))
+                .collect::<Result<_>>()?,
+        ),
+    })
+}
+
+fn u64s(bytes: &[u8]) -> Vec<u64> {
+    bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()
+}
+
+/// Our writer's side of the protocol: writes `recipe` with this project's writer. `Ok(false)`
+/// for a recipe it cannot write.
+///
+/// # Errors
+/// The writer's errors.
+pub fn write(recipe: &Recipe, out: &Path) -> Result<bool> {
+    let mut w = ztensor_io::FileWriter::create(out, recipe.version)?;
+    if let Some(attributes) = &recipe.attributes {
+        w.set_attributes(to_value(attributes)?)?;
+    }
+    for o in &recipe.objects {
+        let mut options = if o.zstd { WriteOptions::zstd(3) } else { WriteOptions::raw() };
+        options.digest.clone_from(&o.digest);
+        let role = |r: &str| o.components.iter().find(|c| c.role == r);
+        let attributes = o.attributes.as_ref().map(to_value).transpose()?;
+        let sparse_helper = recipe.version == Version::V0_1 && o.format.starts_with("sparse_");
+        match (o.format.as_str(), role("values")) {
+            ("sparse_csr", Some(values)) if sparse_helper => {
+                let indices = u64s(&role("indices").context("indices")?.bytes);
+                let indptr = u64s(&role("indptr").context("indptr")?.bytes);
+                let csr = Csr {
+                    dtype: values.dtype,
+                    values: &values.bytes,
+                    indices: &indices,
+                    indptr: &indptr,
+                };
+                w.add_csr(&o.name, &o.shape, csr, &options)?;
+            }
+            ("sparse_coo", Some(values)) if sparse_helper => {
+                let coords = u64s(&role("coords").context("coords")?.bytes);
+                let coo = Coo { dtype: values.dtype, values: &values.bytes, coords: &coords };
+                w.add_coo(&o.name, &o.shape, coo, &options)?;
+            }
+            _ => {
+                let specs: Vec<ComponentSpec<'_>> = o
+                    .components
+                    .iter()
+                    .map(|c| ComponentSpec {
+                        role: &c.role,
+                        dtype: c.dtype,
+                        logical_type: c.logical_type.as_ref(),
+                        data: &c.bytes,
+                    })
+                    .collect();
+                let format = Format::from_name(&o.format);
+                w.add_object(&o.name, &o.shape, format, attributes, &specs, &options)?;
+            }
+        }
+    }
+    w.finish()?;
+    Ok(true)
+}
+
+/// Checks a written file strictly against its recipe: `Err` says what is wrong.
+///
+/// # Errors
+/// The first problem: a rule the file breaks (strict validation, digests, data rules), padding
+/// that is not zero, another version, or content other than the recipe's.
+pub fn check(recipe: &Recipe, bytes: &[u8]) -> std::result::Result<(), String> {
+    let mut options = Options::default();
+    options.strict = true;
+    let reader = Reader::new(bytes, &options).map_err(|e| format!("invalid: {e}"))?;
+    if reader.version() != recipe.version {
+        return Err(format!(
+            "version {} written for a {} recipe",
+            reader.version(),
+            version_name(recipe.version)
+        ));
+    }
+    for i in 0..reader.len() {
+        let data = reader.read(i).map_err(|e| format!("invalid: {e}"))?;
+        reader.check(i, &data).map_err(|e| format!("invalid: {e}"))?;
+    }
+    padding_is_zero(&reader, bytes)?;
+    // Digests: the algorithm the recipe asks for on every component, and none otherwise.
+    for o in reader.objects() {
+        let wanted =
+            recipe.objects.iter().find(|r| r.name == o.name()).and_then(|r| r.digest.clone());
+        for (role, c) in &o.model().components {
+            let got = c.digest.as_ref().map(ztensor_format::Digest::algorithm);
+            if got != wanted {
+                return Err(format!(
+                    "object {:?} component {role}: digest {:?}, the recipe asks for {:?}",
+                    o.name(),
+                    got.as_ref().map(DigestAlgorithm::name),
+                    wanted.as_ref().map(DigestAlgorithm::name)
+                ));
+            }
+        }
+    }
+    let dump = crate::runner::projection(&ztensor_dump::accepted(&reader));
+    let expected = recipe.expected();
+    let got = json!({"container": dump["container"], "attributes": dump["attributes"], "objects": dump["objects"]});
+    if got != expected {
+        return Err(format!("content: {}", crate::runner::difference(&expected, &got)));
+    }
+    Ok(())
+}
+
+/// Every byte of the file outside its magic, blobs, manifest and trailer is zero.
+fn padding_is_zero<S: ztensor_io::ReadAt>(
+    reader: &Reader<S>,
+    bytes: &[u8],
+) -> std::result::Result<(), String> {
+    let trailer = if reader.version() == Version::V0_1 { 8 } else { 16 };
+    let len = bytes.len();
+    let size_at = len.checked_sub(trailer).ok_or("a file shorter than its trailer")?;
+    let manifest_len = u64::from_le_bytes(bytes[size_at..size_at + 8].try_into().unwrap_or([0; 8]));
+    let manifest_at = usize::try_from(manifest_len)
+        .ok()
+        .and_then(|m| size_at.checked_sub(m))
+        .ok_or("a manifest size past the file")?;
+    let mut covered = vec![false; manifest_at];
+    covered.iter_mut().take(8).for_each(|c| *c = true);
+    for o in reader.objects() {
+        for (_, c) in &o.model().components {
+            let start = usize::try_from(c.offset).unwrap_or(usize::MAX).min(manifest_at);
+            let end = usize::try_from(c.offset.saturating_add(c.length))
+                .unwrap_or(usize::MAX)
+                .min(manifest_at);
+            covered[start..end].iter_mut().for_each(|b| *b = true);
+        }
+    }
+    match covered.iter().zip(bytes).position(|(&c, &b)| !c && b != 0) {
+        Some(at) => Err(format!("byte {at} of padding is 0x{:02x}, not zero", bytes[at])),
+        None => Ok(()),
+    }
+}
+
+/// The recipes: what the corpus covers, for each version that can hold it.
+pub fn recipes() -> Vec<Recipe> {
+    let mut out = Vec::new();
+    for v in [Version::V0_1, Version::V1_1, Version::V1_2] {
+        let dense =
+            |name: &str, shape: &[u64], dtype: DType, seed: u8, zstd, digest| RecipeObject {
+                name: name.to_owned(),
+                format: "dense".into(),
+                shape: shape.to_vec(),
+                attributes: None,
+                zstd,
+                digest,
+                components: vec![RecipeComponent {
+                    role: "data".into(),
+                    dtype,
+                    logical_type: None,
+                    bytes: elements(dtype, shape.iter().product::<u64>(), seed),
+                }],
+            };
+        let recipe = |name: &str, covers: &str, objects| Recipe {
+            name: name.into(),
+            version: v,
+            covers: covers.into(),
+            attributes: None,
+            objects,
+        };
+        out.push(recipe(
+            "dense-dtypes",
+            "one dense [2, 3] object of every dtype, raw",
+            DType::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| dense(&format!("t_{}", d.name()), &[2, 3], d, i as u8, false, None))
+                .collect(),
+        ));
+        out.push(recipe(
+            "zstd",
+            "dense objects compressed with zstd",
+            vec![
+                dense("w", &[64], DType::F32, 20, true, None),
+                dense("b", &[3, 5], DType::I16, 21, true, None),
+            ],
+        ));
+        for (algorithm, zstd) in [(DigestAlgorithm::Crc32c, false), (DigestAlgorithm::Sha256, true)]
+        {
+            out.push(recipe(
+                &format!("digest-{}", algorithm.name()),
+                &format!("a {} digest on every component", algorithm.name()),
+                vec![
+                    dense("w", &[16], DType::F32, 22, zstd, Some(algorithm.clone())),
+                    dense("n", &[4], DType::I64, 23, zstd, Some(algorithm.clone())),
+                ],
+            ));
+        }
+        out.push(recipe(
+            "scalar-and-empty",
+            "a 0-d tensor and zero-size tensors",
+            vec![
+                dense("scalar", &[], DType::F64, 24, false, None),
+                dense("empty", &[0, 4], DType::F32, 25, false, None),
+            ],
+        ));
+        let values = |seed| elements(DType::F32, 3, seed);
+        let u64le = |v: &[u64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let component = |role: &str, dtype, bytes| RecipeComponent {
+            role: role.into(),
+            dtype,
+            logical_type: None,
+            bytes,
+        };
+        let sparse = |name: &str, format: &str, shape: &[u64], components| RecipeObject {
+            name: name.into(),
+            format: format.into(),
+            shape: shape.to_vec(),
+            attributes: None,
+            zstd: false,
+            digest: None,
+            components,
+        };
+        out.push(recipe(
+            "sparse",
+            "a CSR and a COO matrix, f32 values and u64 indices",
+            vec![
+                sparse(
+                    "csr",
+                    "sparse_csr",
+                    &[3, 4],
+                    vec![
+                        component("values", DType::F32, values(26)),
+                        component("indices", DType::U64, u64le(&[1, 0, 3])),
+                        component("indptr", DType::U64, u64le(&[0, 1, 1, 3])),
+                    ],
+                ),
+                sparse(
+                    "coo",
+                    "sparse_coo",
+                    &[4, 5],
+                    vec![
+                        component("values", DType::F32, values(27)),
+                        component("coords", DType::U64, u64le(&[0, 2, 3, 4, 0, 1])),
+                    ],
+                ),
+            ],
+        ));
+        let mut attributed = dense("w", &[4], DType::F32, 28, false, None);
+        attributed.attributes = Some(json!({"note": "kept", "scale": 0.5}));
+        let mut with_attributes =
+            recipe("attributes", "file attributes (text) and object attributes", vec![attributed]);
+        if v != Version::V0_1 {
+            with_attributes.attributes =
+                Some(json!({"framework": "zTensor conformance", "step": "7"}));
+        }
+        out.push(with_attributes);
+        if v == Version::V1_2 {
+            let typed = |name: &str, dtype, logical: LogicalType, n: u64| RecipeObject {
+                name: name.into(),
+                format: "dense".into(),
+                shape: vec![n],
+                attributes: None,
+                zstd: false,
+                digest: None,
+                components: vec![RecipeComponent {
+                    role: "data".into(),
+                    dtype,
+                    logical_type: Some(logical),
+                    bytes: elements(dtype, if dtype == DType::F32 { 2 * n } else { n }, 29),
+                }],
+            };
+            out.push(recipe(
+                "logical-types",
+                "FP8 (E4M3FN, E5M2) and complex64 through 1.2 logical types",
+                vec![
+                    typed("e4m3", DType::U8, LogicalType::F8E4M3Fn, 8),
+                    typed("e5m2", DType::U8, LogicalType::F8E5M2, 8),
+                    typed("z", DType::F32, LogicalType::Complex64, 3),
+                ],
+            ));
+            let mut q = sparse(
+                "q",
+                "quantized_group",
+                &[4, 8],
+                vec![
+                    component("packed_weight", DType::I32, elements(DType::I32, 4, 30)),
+                    component("scales", DType::F16, elements(DType::F16, 2, 31)),
+                    component("zeros", DType::F16, elements(DType::F16, 2, 32)),
+                ],
+            );
+            q.attributes = Some(json!({"bits": 4, "group_size": 16, "packing": "8_per_i32"}));
+            out.push(recipe("quantized-group", "a 4-bit quantized_group object", vec![q]));
+        }
+    }
+    out
+}
+
+/// `n` deterministic elements of `dtype` (bools 0/1; floats finite).
+fn elements(dtype: DType, n: u64, seed: u8) -> Vec<u8> {
+    let size = dtype.size();
+    (0..n * size)
+        .map(|i| {
+            let b = u8::try_from((i * 29 + u64::from(seed) * 13) % 251).unwrap_or(0);
+            match dtype {
+                DType::Bool => b & 1,
+                // Keep exponents away from NaN and infinity patterns.
+                DType::F16 | DType::BF16 | DType::F32 | DType::F64 if (i + 1) % size == 0 => {
+                    b & 0x3F
+                }
+                _ => b,
+            }
+        })
+        .collect()
+}
+
+/// A writer's verdict on one recipe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// Wrote a file that passes every check.
+    Pass,
+    /// Said it cannot write this recipe (exit 3).
+    Unsupported(String),
+    /// Wrote a file that breaks a rule or holds other content.
+    Fail(String),
+    /// Exited otherwise, or wrote nothing.
+    Crash(String),
+}
+
+impl Written {
+    /// The verdict in one word.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Written::Pass => "pass",
+            Written::Unsupported(_) => "unsupported",
+            Written::Fail(_) => "fail",
+            Written::Crash(_) => "crash",
+        }
+    }
+}
+
+/// How a reader took a written file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    /// Accepted, reporting the recipe's content.
+    Accepts,
+    /// Rejected it.
+    Rejects,
+    /// Accepted it, reporting other content.
+    Misreads,
+    /// Crashed on it.
+    Crashes,
+}
+
+impl Read {
+    /// The verdict in one word.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Read::Accepts => "accepts",
+            Read::Rejects => "rejects",
+            Read::Misreads => "misreads",
+            Read::Crashes => "crashes",
+        }
+    }
+}
+
+/// One recipe, written and graded.
+#[derive(Debug, Clone)]
+pub struct WriterGraded {
+    /// The recipe.
+    pub recipe: Recipe,
+    /// The verdict.
+    pub written: Written,
+    /// Where the file is (when one was written).
+    pub file: Option<std::path::PathBuf>,
+    /// How each reader took the file: (reader name, verdict).
+    pub readers: Vec<(String, Read)>,
+}
+
+/// How the reader `command` (dump protocol) takes `file`, against `recipe`.
+pub fn read_with(command: &str, recipe: &Recipe, file: &Path) -> Result<Read> {
+    let (program, args) = crate::runner::split(command)?;
+    let output = Command::new(&program)
+        .args(&args)
+        .arg(file)
+        .output()
+        .with_context(|| format!("cannot run {program}"))?;
+    let dump: Option<Json> = serde_json::from_slice(&output.stdout).ok();
+    let well_formed = dump.as_ref().is_some_and(|d| d["dump"] == "ztensor-dump/1");
+    Ok(match (output.status.code(), dump) {
+        (Some(0), Some(dump)) if well_formed => {
+            let p = crate::runner::projection(&dump);
+            let got = json!({"container": p["container"], "attributes": p["attributes"], "objects": p["objects"]});
+            if got == recipe.expected() { Read::Accepts } else { Read::Misreads }
+        }
+        (Some(1), Some(_)) if well_formed => Read::Rejects,
+        _ => Read::Crashes,
+    })
+}
+
+/// Runs the writer `command` on every recipe, in `dir` (recipes and files are left there),
+/// grades each file and asks every reader of `readers` (name, dump command) to read it.
+///
+/// # Errors
+/// When `dir` cannot be written or the command cannot be started at all.
+pub fn run(
+    command: &str,
+    recipes: &[Recipe],
+    dir: &Path,
+    readers: &[(String, String)],
+) -> Result<Vec<WriterGraded>> {
+    let (program, args) = crate::runner::split(command)?;
+    let mut graded = Vec::with_capacity(recipes.len());
+    for recipe in recipes {
+        let stem = dir.join(recipe.file_stem());
+        if let Some(parent) = stem.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let recipe_path = stem.with_extension("json");
+        let out = stem.with_extension("zt");
+        std::fs::write(&recipe_path, serde_json::to_string_pretty(&recipe.to_json())? + "\n")?;
+        let _ = std::fs::remove_file(&out);
+        let output = Command::new(&program)
+            .args(&args)
+            .arg(&recipe_path)
+            .arg(&out)
+            .output()
+            .with_context(|| format!("cannot run {program}"))?;
+        let said = || {
+            let text = [&output.stderr[..], &output.stdout[..]].concat();
+            String::from_utf8_lossy(&text).lines().next().unwrap_or("no output").to_owned()
+        };
+        let written = match (output.status.code(), std::fs::read(&out)) {
+            (Some(0), Ok(bytes)) => match check(recipe, &bytes) {
+                Ok(()) => Written::Pass,
+                Err(why) => Written::Fail(why),
+            },
+            (Some(0), Err(_)) => Written::Crash("exit 0 without writing the file".into()),
+            (Some(UNSUPPORTED), _) => Written::Unsupported(said()),
+            (status, _) => Written::Crash(format!("exit status {status:?}: {}", said())),
+        };
+        let file = out.exists().then_some(out);
+        let mut reads = Vec::new();
+        if let Some(file) = &file
+            && matches!(written, Written::Pass | Written::Fail(_))
+        {
+            for (name, reader) in readers {
+                reads.push((name.clone(), read_with(reader, recipe, file)?));
+            }
+        }
+        graded.push(WriterGraded { recipe: recipe.clone(), written, file, readers: reads });
+    }
+    Ok(graded)
+}
+
+/// The writer check's report as JSON.
+pub fn to_json(results: &[WriterGraded]) -> Json {
+    let count = |w: &str| results.iter().filter(|r| r.written.word() == w).count();
+    let rows: Vec<Json> = results
+        .iter()
+        .map(|r| {
+            let detail = match &r.written {
+                Written::Pass => None,
+                Written::Unsupported(d) | Written::Fail(d) | Written::Crash(d) => Some(d.clone()),
+            };
+            let readers: serde_json::Map<String, Json> =
+                r.readers.iter().map(|(n, v)| (n.clone(), json!(v.word()))).collect();
+            json!({"recipe": r.recipe.file_stem(), "version": version_name(r.recipe.version),
+                   "covers": r.recipe.covers, "result": r.written.word(), "detail": detail,
+                   "readers": readers})
+        })
+        .collect();
+    json!({"report": "ztensor-writer-check/1", "totals": {"recipes": results.len(), "passed": count("pass"),
+           "failed": count("fail"), "crashed": count("crash"), "unsupported": count("unsupported")},
+           "results": rows})
+}
+
+/// The writer check's report as a table.
+pub fn table(results: &[WriterGraded]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<28}  {:<11}  READERS", "RECIPE", "RESULT");
+    for r in results {
+        let readers: Vec<String> =
+            r.readers.iter().map(|(n, v)| format!("{n}: {}", v.word())).collect();
+        let detail = match &r.written {
+            Written::Pass => String::new(),
+            Written::Unsupported(d) | Written::Fail(d) | Written::Crash(d) => format!(" ({d})"),
+        };
+        let _ = writeln!(
+            out,
+            "{:<28}  {:<11}  {}{detail}",
+            r.recipe.file_stem(),
+            r.written.word(),
+            readers.join(", ")
+        );
+    }
+    let count = |w: &str| results.iter().filter(|r| r.written.word() == w).count();
+    let _ = writeln!(
+        out,
+        "\n{} recipes: {} passed, {} failed, {} crashed, {} unsupported",
+        results.len(),
+        count("pass"),
+        count("fail"),
+        count("crash"),
+        count("unsupported")
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recipes_round_trip_through_json() {
+        for r in recipes() {
+            let back = Recipe::from_json(&r.to_json()).unwrap();
+            assert_eq!(back.to_json(), r.to_json(), "{}", r.name);
+        }
+    }
+}
