@@ -63,9 +63,10 @@ pub(crate) fn split(command: &str) -> Result<(String, Vec<String>)> {
     Ok((program, parts.collect()))
 }
 
-/// The parts of a dump that comparisons look at (extra keys are ignored).
+/// The parts of a dump that comparisons look at (extra keys are ignored), objects sorted by
+/// name (bytewise): the order an implementation lists them in is not content.
 pub(crate) fn projection(dump: &Json) -> Json {
-    let objects: Vec<Json> = dump["objects"]
+    let mut objects: Vec<Json> = dump["objects"]
         .as_array()
         .map(|objects| {
             objects
@@ -92,6 +93,10 @@ pub(crate) fn projection(dump: &Json) -> Json {
                 .collect()
         })
         .unwrap_or_default();
+    objects.sort_by(|a, b| {
+        let name = |o: &Json| o["name"].as_str().map(|s| s.as_bytes().to_vec()).unwrap_or_default();
+        name(a).cmp(&name(b))
+    });
     json!({"container": dump["container"], "version": dump["version"], "attributes": dump["attributes"], "objects": objects})
 }
 

@@ -504,13 +504,21 @@ pub fn recipes() -> Vec<Recipe> {
         ));
         let mut attributed = dense("w", &[4], DType::F32, 28, false, None);
         attributed.attributes = Some(json!({"note": "kept", "scale": 0.5}));
-        let mut with_attributes =
-            recipe("attributes", "file attributes (text) and object attributes", vec![attributed]);
+        out.push(recipe(
+            "object-attributes",
+            "object attributes (text and a number)",
+            vec![attributed],
+        ));
         if v != Version::V0_1 {
+            let mut with_attributes = recipe(
+                "file-attributes",
+                "file attributes (text values)",
+                vec![dense("w", &[4], DType::F32, 33, false, None)],
+            );
             with_attributes.attributes =
                 Some(json!({"framework": "zTensor conformance", "step": "7"}));
+            out.push(with_attributes);
         }
-        out.push(with_attributes);
         if v == Version::V1_2 {
             let typed = |name: &str, dtype, logical: LogicalType, n: u64| RecipeObject {
                 name: name.into(),

@@ -1,6 +1,7 @@
 //! The reference implementation of zTensor 0.1 (ztensor 0.1.0) in the conformance dump protocol.
 //! Dense tensors are read with its raw read (decompressed, native byte order); sparse tensors with
-//! its CSR/COO readers for f32 values.
+//! its CSR/COO readers for f32 values. With `--write RECIPE OUT` it speaks the writer protocol
+//! (`src/write.rs`).
 
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
@@ -13,7 +14,14 @@ fn part(dtype: &str, encoding: &str, bytes: &[u8]) -> Json {
     json!({"dtype": dtype, "type": null, "encoding": encoding, "decoded_length": bytes.len(), "sha256": hex(&Sha256::digest(bytes))})
 }
 
+mod write;
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--write") {
+        write::write(&args[2], &args[3]);
+        return;
+    }
     let path = std::env::args().nth(1).expect("a file");
     let mut reader = match ztensor::ZTensorReader::open(&path) {
         Ok(r) => r,

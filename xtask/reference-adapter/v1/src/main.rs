@@ -1,4 +1,5 @@
-//! The reference implementation (ztensor 1.2.3) in the conformance dump protocol.
+//! The reference implementation (ztensor 1.2.3) in the conformance dump protocol, and with
+//! `--write RECIPE OUT` in the writer protocol.
 
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
@@ -47,7 +48,87 @@ fn cbor(v: &ciborium::Value) -> Json {
     }
 }
 
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex")).collect()
+}
+
+fn to_cbor(v: &Json) -> ciborium::Value {
+    use ciborium::Value as C;
+    match v {
+        Json::Null => C::Null,
+        Json::Bool(b) => C::Bool(*b),
+        Json::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => C::Integer(i.into()),
+            (_, Some(u)) => C::Integer(u.into()),
+            _ => C::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        Json::String(s) => C::Text(s.clone()),
+        Json::Array(a) => C::Array(a.iter().map(to_cbor).collect()),
+        Json::Object(m) => C::Map(m.iter().map(|(k, v)| (C::Text(k.clone()), to_cbor(v))).collect()),
+    }
+}
+
+fn dtype(name: &str) -> ztensor::DType {
+    serde_json::from_value(json!(name)).unwrap_or_else(|_| unsupported(&format!("dtype {name}")))
+}
+
+/// Exit status 3: the writer protocol's "this recipe cannot be written here".
+fn unsupported(why: &str) -> ! {
+    eprintln!("reference 1.2.3 cannot write this recipe: {why}");
+    std::process::exit(3)
+}
+
+/// The writer protocol: `--write RECIPE OUT`, through the reference's own `Writer`.
+fn write(recipe: &str, out: &str) {
+    let recipe: Json = serde_json::from_slice(&std::fs::read(recipe).expect("recipe")).expect("recipe JSON");
+    if recipe["version"] != "1.2" {
+        unsupported("it writes version 1.2.0 only");
+    }
+    let mut w = ztensor::Writer::create(out).expect("create");
+    if let Some(attributes) = recipe["attributes"].as_object() {
+        w.set_attributes(attributes.iter().map(|(k, v)| (k.clone(), to_cbor(v))).collect());
+    }
+    for o in recipe["objects"].as_array().expect("objects") {
+        let checksum = match o["digest"].as_str() {
+            None => ztensor::Checksum::None,
+            Some("crc32c") => ztensor::Checksum::Crc32c,
+            Some("sha256") => ztensor::Checksum::Sha256,
+            Some(other) => unsupported(&format!("digest {other}")),
+        };
+        let compression = if o["encoding"] == "zstd" { ztensor::Compression::Zstd(3) } else { ztensor::Compression::Raw };
+        let format = match o["format"].as_str().unwrap_or("") {
+            "dense" => ztensor::Format::Dense,
+            "sparse_csr" => ztensor::Format::SparseCsr,
+            "sparse_coo" => ztensor::Format::SparseCoo,
+            "quantized_group" => ztensor::Format::QuantizedGroup,
+            other => ztensor::Format::Other(other.to_owned()),
+        };
+        let parts: Vec<(String, ztensor::DType, Option<String>, Vec<u8>)> = o["components"]
+            .as_object()
+            .expect("components")
+            .iter()
+            .map(|(role, c)| (role.clone(), dtype(c["dtype"].as_str().unwrap_or("")), c["type"].as_str().map(str::to_owned), unhex(c["hex"].as_str().unwrap_or(""))))
+            .collect();
+        let refs: Vec<(&str, ztensor::DType, Option<&str>, &[u8])> =
+            parts.iter().map(|(r, d, t, b)| (r.as_str(), *d, t.as_deref(), &b[..])).collect();
+        let attributes = o["attributes"].as_object().map(|a| a.iter().map(|(k, v)| (k.clone(), to_cbor(v))).collect());
+        let shape: Vec<u64> = o["shape"].as_array().expect("shape").iter().map(|d| d.as_u64().expect("dim")).collect();
+        let name = o["name"].as_str().expect("name");
+        if let Err(e) = w.add_object(name, shape, format, &refs, attributes, compression, checksum) {
+            unsupported(&e.to_string());
+        }
+    }
+    if let Err(e) = w.finish() {
+        unsupported(&e.to_string());
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--write") {
+        write(&args[2], &args[3]);
+        return;
+    }
     let path = std::env::args().nth(1).expect("a file");
     let head = std::fs::read(&path).map(|b| b.get(..8).map(<[u8]>::to_vec).unwrap_or_default()).unwrap_or_default();
     let reader = match ztensor::Reader::open_any_path(&path) {
