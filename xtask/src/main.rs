@@ -29,6 +29,18 @@ const TASKS: &[(&str, &str)] = &[
     ),
     ("fixtures [--check]", "regenerate fixtures/examples, or check the committed files"),
     (
+        "conformance-matrix [--check]",
+        "grade every known implementation (ours, and the reference 0.1.0, 1.1.1 and 1.2.3 through \
+         xtask/reference-adapter, built from crates.io) as reader and writer; write \
+         crates/ztensor-conformance/MATRIX.md and matrix.json. --check grades ours only and fails \
+         when its committed cells are stale",
+    ),
+    (
+        "freeze-producers",
+        "write fixtures/producers/ once: the reference writers' files for every recipe they can \
+         write, with golden dumps and SHA-256 (refuses when it exists: frozen files never change)",
+    ),
+    (
         "hostile-measure [DIR] [--bin PATH] [--corpus]",
         "generate the large hostile cases in DIR (or take fixtures/hostile with --corpus) and \
          print peak RSS and wall time per command",
@@ -50,6 +62,8 @@ fn main() -> Result<()> {
             fixtures(true)
         }
         "fixtures" => fixtures(args.iter().any(|a| a == "--check")),
+        "conformance-matrix" => conformance_matrix(args.iter().any(|a| a == "--check")),
+        "freeze-producers" => freeze_producers(),
         "bench" => {
             // The suite's repack row runs the release binary as a user would.
             cargo(&["build", "--release", "-p", "ztensor-cli"], &[])?;
@@ -177,6 +191,64 @@ fn fixtures(check: bool) -> Result<()> {
         args.push("--check");
     }
     cargo(&args, &[])
+}
+
+/// The reference adapters: (version, adapter directory, binary name).
+const REFERENCES: &[(&str, &str, &str)] = &[
+    ("0.1.0", "xtask/reference-adapter/v0", "reference-dump-v0"),
+    ("1.1.1", "xtask/reference-adapter/v11", "reference-dump-v11"),
+    ("1.2.3", "xtask/reference-adapter/v1", "reference-dump-v1"),
+];
+
+/// Builds the reference adapters (separate Cargo projects; crates.io `ztensor` at each
+/// version) and returns (version, binary path).
+fn reference_adapters() -> Result<Vec<(String, String)>> {
+    let root = project_root();
+    let mut built = Vec::new();
+    for (version, dir, bin) in REFERENCES {
+        let manifest = root.join(dir).join("Cargo.toml");
+        cargo(
+            &["build", "-q", "--release", "--manifest-path", manifest.to_str().context("path")?],
+            &[],
+        )?;
+        let path = root.join(dir).join("target/release").join(bin);
+        built.push(((*version).to_owned(), path.to_str().context("path")?.to_owned()));
+    }
+    Ok(built)
+}
+
+/// The conformance binary, built.
+fn conformance_binary() -> Result<String> {
+    cargo(&["build", "-q", "-p", "ztensor-conformance"], &[])?;
+    let path = project_root().join("target/debug/ztensor-conformance");
+    Ok(path.to_str().context("path")?.to_owned())
+}
+
+fn conformance_matrix(check: bool) -> Result<()> {
+    let binary = conformance_binary()?;
+    let out = project_root().join("crates/ztensor-conformance");
+    let mut command = Command::new(&binary);
+    command.arg("matrix").arg(&out);
+    if check {
+        command.arg("--check");
+    } else {
+        for (version, path) in reference_adapters()? {
+            command.arg("--reference").arg(format!("{version}={path}"));
+        }
+    }
+    run(&mut command, "ztensor-conformance matrix")
+}
+
+fn freeze_producers() -> Result<()> {
+    let binary = conformance_binary()?;
+    let mut command = Command::new(&binary);
+    command.arg("freeze").arg(project_root().join("fixtures/producers"));
+    for (version, path) in reference_adapters()? {
+        command
+            .arg("--producer")
+            .arg(format!("reference-{version}=ztensor {version} (crates.io)={path}"));
+    }
+    run(&mut command, "ztensor-conformance freeze")
 }
 
 /// Runs every fuzz target for `seconds`, seeded from the fixtures, with the malloc limit that

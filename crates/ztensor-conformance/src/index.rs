@@ -23,6 +23,9 @@ pub struct Entry {
     /// For files another implementation wrote: which (`ztensor 1.2.3`, …).
     #[serde(default)]
     pub producer: Option<String>,
+    /// For frozen files: the SHA-256 of their bytes, which must never change.
+    #[serde(default)]
+    pub sha256: Option<String>,
 }
 
 impl Entry {

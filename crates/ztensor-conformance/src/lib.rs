@@ -9,6 +9,7 @@
 
 pub mod fuzz;
 pub mod index;
+pub mod matrix;
 pub mod model;
 pub mod recipes;
 pub mod runner;
@@ -143,4 +144,62 @@ pub fn write_or_check(
         }
     }
     Ok(stale)
+}
+
+/// Freezes files written by other producers: runs each producer's writer (`PATH --write`, the
+/// writer protocol) on every recipe, keeps each file that passes the writer check under
+/// `dir/v<version>/<id>/<recipe>.zt` with its golden dump, and writes `dir/index.toml` (paths
+/// relative to `dir`'s parent, the fixtures root), recording the producer and the SHA-256.
+/// Returns how many files were frozen. Refuses a `dir` that already holds an index: frozen
+/// files never change, and regenerating them is a deliberate act (remove the directory first).
+///
+/// # Errors
+/// An existing index, a producer that cannot be started, I/O errors.
+pub fn freeze(dir: &Path, producers: &[(String, String, String)]) -> Result<usize> {
+    let index_path = dir.join("index.toml");
+    if index_path.exists() {
+        anyhow::bail!(
+            "{} exists: frozen files never change (remove {} to regenerate them deliberately)",
+            index_path.display(),
+            dir.display()
+        );
+    }
+    let root_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("producers").to_owned();
+    let scratch = std::env::temp_dir().join(format!("ztensor-freeze-{}", std::process::id()));
+    let mut index = String::from(
+        "# Files written by other producers, frozen: they never change (a test checks each\n\
+         # SHA-256). Written by `cargo xtask freeze-producers`; regenerating is a deliberate act.\n\
+         # Each passed the writer check (strict validation, zero padding, digests, the recipe's\n\
+         # content) when frozen; golden dumps beside them are this project's reading.\n",
+    );
+    let mut count = 0;
+    for (id, name, path) in producers {
+        let results = writer_check::run(
+            &format!("{path} --write"),
+            &writer_check::recipes(),
+            &scratch.join(id),
+            &[],
+        )?;
+        for r in results.iter().filter(|r| r.written == writer_check::Written::Pass) {
+            let Some(file) = &r.file else { continue };
+            let bytes = std::fs::read(file)?;
+            let version = r.recipe.version.to_string();
+            let rel = format!("v{version}/{id}/{}.zt", r.recipe.name);
+            let target = dir.join(&rel);
+            std::fs::create_dir_all(target.parent().unwrap_or(dir))?;
+            std::fs::write(&target, &bytes)?;
+            std::fs::write(dir.join(dump_path(&rel)), golden_dump(&bytes)?)?;
+            let _ = write!(
+                index,
+                "\n[[fixture]]\nfile = {:?}\nversion = {version:?}\ncovers = {:?}\nexpect = \"ok\"\nproducer = {name:?}\nsha256 = {:?}\n",
+                format!("{root_name}/{rel}"),
+                r.recipe.covers,
+                ztensor_io::codec::sha256_hex(&bytes)
+            );
+            count += 1;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::write(&index_path, index)?;
+    Ok(count)
 }

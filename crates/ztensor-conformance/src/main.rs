@@ -12,6 +12,8 @@ const USAGE: &str = "usage:
   ztensor-conformance run --impl 'COMMAND' [--fixtures DIR] [--json] [--junit FILE] [--only PREFIX]
   ztensor-conformance write-check --impl 'COMMAND' [--reader NAME='COMMAND']... [--dir DIR] [--json] [--only PREFIX]
   ztensor-conformance recipes DIR
+  ztensor-conformance matrix DIR [--check] [--reference VERSION=PATH]...
+  ztensor-conformance freeze DIR --producer ID=NAME=PATH...
   ztensor-conformance dump [--strict] FILE
   ztensor-conformance write RECIPE OUT
 
@@ -28,6 +30,12 @@ digests, and the recipe's content. Each --reader (dump protocol) is then asked t
 Recipes and files are left in DIR (default: a new temporary directory).
 
 recipes: writes every recipe (ztensor-recipe/1 JSON) under DIR.
+matrix: grades this implementation (lenient and strict reader, writer) and each reference
+adapter given (VERSION 0.1.0, 1.1.1 or 1.2.3; PATH its binary), and writes DIR/matrix.json and
+DIR/MATRIX.md; with --check, grades this implementation only and fails when its cells differ
+from DIR/matrix.json or MATRIX.md is not the rendering of matrix.json.
+freeze: runs each producer's writer (PATH --write) on every recipe and keeps what passes the
+writer check under DIR/v<version>/<ID>/, with golden dumps and DIR/index.toml (with SHA-256).
 dump: this project's reader in the dump protocol (lenient, or --strict).
 write: this project's writer in the writer protocol.
 
@@ -59,6 +67,8 @@ fn run() -> Result<bool> {
             Ok(true)
         }
         Some("dump") => dump(&args[1..]),
+        Some("matrix") => matrix(&args[1..]),
+        Some("freeze") => freeze(&args[1..]),
         Some("write") => {
             let [recipe, out] = &args[1..] else { bail!("write needs RECIPE and OUT") };
             let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(recipe)?)
@@ -74,7 +84,7 @@ fn run() -> Result<bool> {
             println!("{USAGE}");
             Ok(true)
         }
-        _ => bail!("commands: run, write-check, recipes, dump, write"),
+        _ => bail!("commands: run, write-check, recipes, matrix, freeze, dump, write"),
     }
 }
 
@@ -171,4 +181,150 @@ fn write_check(args: &[String]) -> Result<bool> {
     Ok(results.iter().all(|r| {
         matches!(r.written, writer_check::Written::Pass | writer_check::Written::Unsupported(_))
     }))
+}
+
+/// This binary, as a command line the runners start.
+fn this() -> Result<String> {
+    let exe = std::env::current_exe()?;
+    let text = exe.to_str().context("a path that is not UTF-8")?.to_owned();
+    if text.contains(char::is_whitespace) {
+        bail!("{text}: a path with spaces cannot be split into a command line");
+    }
+    Ok(text)
+}
+
+fn ours() -> Result<Vec<ztensor_conformance::matrix::Implementation>> {
+    let exe = this()?;
+    let all: Vec<String> = ["v0.1/", "v1.1/", "v1.2/", "tensorbuffers/", "examples/", "producers/"]
+        .map(String::from)
+        .to_vec();
+    Ok(vec![
+        ztensor_conformance::matrix::Implementation {
+            id: "ours".into(),
+            name: "this project (ztensor-io; `ztensor dump --json`, `ztensor-conformance write`)"
+                .into(),
+            reader: Some((format!("{exe} dump"), all.clone())),
+            writer: Some((
+                format!("{exe} write"),
+                ["0.1", "1.1", "1.2"].map(String::from).to_vec(),
+            )),
+        },
+        ztensor_conformance::matrix::Implementation {
+            id: "ours-strict".into(),
+            name: "this project under strict validation (`ztensor verify --strict`)".into(),
+            reader: Some((format!("{exe} dump --strict"), all)),
+            writer: None,
+        },
+    ])
+}
+
+fn reference(version: &str, path: &str) -> Result<ztensor_conformance::matrix::Implementation> {
+    let (prefixes, writes): (&[&str], &str) = match version {
+        "0.1.0" => (&["v0.1/", "examples/tiny-v0.1", "producers/v0.1/"], "0.1"),
+        "1.1.1" => (
+            &[
+                "v1.1/",
+                "v1.2/",
+                "examples/tiny-v1.1",
+                "examples/tiny-v1.2",
+                "producers/v1.1/",
+                "producers/v1.2/",
+            ],
+            "1.1",
+        ),
+        "1.2.3" => (&["v0.1/", "v1.1/", "v1.2/", "examples/tiny-v", "producers/"], "1.2"),
+        other => bail!("no reference {other} (0.1.0, 1.1.1, 1.2.3)"),
+    };
+    Ok(ztensor_conformance::matrix::Implementation {
+        id: format!("reference-{version}"),
+        name: format!(
+            "reference implementation, crates.io `ztensor` {version} (xtask/reference-adapter)"
+        ),
+        reader: Some((path.to_owned(), prefixes.iter().map(|p| (*p).to_owned()).collect())),
+        writer: Some((format!("{path} --write"), vec![writes.to_owned()])),
+    })
+}
+
+fn matrix(args: &[String]) -> Result<bool> {
+    let mut args = args.iter().cloned();
+    let (mut dir, mut check, mut implementations) = (None, false, ours()?);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--check" => check = true,
+            "--reference" => {
+                let spec = args.next().context("--reference needs VERSION=PATH")?;
+                let (version, path) =
+                    spec.split_once('=').context("--reference needs VERSION=PATH")?;
+                implementations.push(reference(version, path)?);
+            }
+            other if dir.is_none() => dir = Some(PathBuf::from(other)),
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    let dir = dir.context("matrix needs DIR")?;
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let entries = ztensor_conformance::index::read_all(&fixtures)?;
+    let scratch = std::env::temp_dir().join(format!("ztensor-matrix-{}", std::process::id()));
+    let built = ztensor_conformance::matrix::build(&implementations, &fixtures, &entries, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let built = built?;
+    let json_path = dir.join("matrix.json");
+    let md_path = dir.join("MATRIX.md");
+    if check {
+        let committed: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(&json_path).with_context(|| json_path.display().to_string())?,
+        )?;
+        let ids = ["ours", "ours-strict"];
+        let (fresh, old) = (
+            ztensor_conformance::matrix::subset(&built, &ids),
+            ztensor_conformance::matrix::subset(&committed, &ids),
+        );
+        let mut current = true;
+        if fresh != old {
+            eprintln!(
+                "{}: this implementation's cells are stale (run `cargo xtask conformance-matrix`):\n  committed {}\n  now       {}",
+                json_path.display(),
+                serde_json::to_string(&old)?,
+                serde_json::to_string(&fresh)?
+            );
+            current = false;
+        }
+        let rendered = ztensor_conformance::matrix::markdown(&committed);
+        if std::fs::read_to_string(&md_path).ok().as_deref() != Some(rendered.as_str()) {
+            eprintln!("{}: not the rendering of matrix.json", md_path.display());
+            current = false;
+        }
+        if current {
+            println!("{}: current for this implementation", json_path.display());
+        }
+        return Ok(current);
+    }
+    std::fs::write(&json_path, serde_json::to_string_pretty(&built)? + "\n")?;
+    std::fs::write(&md_path, ztensor_conformance::matrix::markdown(&built))?;
+    println!("wrote {} and {}", json_path.display(), md_path.display());
+    Ok(true)
+}
+
+fn freeze(args: &[String]) -> Result<bool> {
+    let mut args = args.iter().cloned();
+    let (mut dir, mut producers) = (None, Vec::new());
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--producer" => {
+                let spec = args.next().context("--producer needs ID=NAME=PATH")?;
+                let mut parts = spec.splitn(3, '=');
+                let (Some(id), Some(name), Some(path)) = (parts.next(), parts.next(), parts.next())
+                else {
+                    bail!("--producer needs ID=NAME=PATH");
+                };
+                producers.push((id.to_owned(), name.to_owned(), path.to_owned()));
+            }
+            other if dir.is_none() => dir = Some(PathBuf::from(other)),
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    let dir = dir.context("freeze needs DIR")?;
+    let index = ztensor_conformance::freeze(&dir, &producers)?;
+    println!("froze {index} files under {}", dir.display());
+    Ok(true)
 }

@@ -159,7 +159,7 @@ mod runner {
 
     #[test]
     fn implementation_defined_files_accepted_must_still_report_their_content() {
-        let ours = format!("{} dump --json", env!("CARGO_BIN_EXE_ztensor-conformance-dump"));
+        let ours = format!("{} dump", env!("CARGO_BIN_EXE_ztensor-conformance"));
         let defined = entries("v1.2/implementation-defined/");
         let results = run(&ours, &root(), &defined).unwrap();
         assert!(results.iter().all(|r| r.outcome == Outcome::Accepted), "{results:?}");
@@ -359,5 +359,146 @@ mod properties {
         // 3 versions × 2 encodings × 4 digests × (13 dtypes × 3 formats), plus quantized and the
         // logical types of 1.1 (4) and 1.2 (6).
         assert_eq!(combinations, 3 * 2 * 4 * 39 + 2 * 4 * (1 + 4) + 2 * 4 * (1 + 6));
+    }
+}
+
+/// The frozen files of other producers and the writer check.
+mod producers_and_writers {
+    use std::path::{Path, PathBuf};
+
+    use ztensor_conformance::writer_check::{self, Read, Written};
+
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+    }
+
+    fn this() -> &'static str {
+        env!("CARGO_BIN_EXE_ztensor-conformance")
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ztensor-wc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn frozen_files_never_change_and_name_their_producer() {
+        let entries = ztensor_conformance::index::read_all(&root()).unwrap();
+        let frozen: Vec<_> = entries.iter().filter(|e| e.producer.is_some()).collect();
+        assert!(frozen.len() >= 20, "{} frozen files", frozen.len());
+        for version in ["0.1", "1.1", "1.2"] {
+            assert!(frozen.iter().any(|e| e.version == version), "no frozen {version} file");
+        }
+        for e in &frozen {
+            let bytes = std::fs::read(root().join(&e.file)).unwrap();
+            assert_eq!(
+                Some(ztensor_io::codec::sha256_hex(&bytes)),
+                e.sha256,
+                "{} changed: frozen files never change",
+                e.file
+            );
+            assert!(e.file.starts_with("producers/"), "{}", e.file);
+            assert_eq!(e.expect, "ok");
+        }
+        // And our reader agrees with their golden dumps.
+        let results =
+            ztensor_conformance::runner::run(&format!("{} dump", this()), &root(), &entries)
+                .unwrap();
+        assert!(results.iter().all(|r| !r.outcome.is_failure()), "{results:?}");
+    }
+
+    /// A script that runs `body` with the recipe as $1 and the output as $2.
+    fn writer(dir: &Path, name: &str, body: &str) -> String {
+        let path = dir.join(format!("{name}.sh"));
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        format!("sh {}", path.display())
+    }
+
+    #[test]
+    fn our_writer_passes_every_recipe_and_our_readers_accept_it() {
+        let dir = scratch("ours");
+        let readers = vec![
+            ("ours".to_owned(), format!("{} dump", this())),
+            ("strict".to_owned(), format!("{} dump --strict", this())),
+        ];
+        let recipes = writer_check::recipes();
+        assert!(recipes.len() >= 20);
+        let results =
+            writer_check::run(&format!("{} write", this()), &recipes, &dir, &readers).unwrap();
+        for r in &results {
+            assert_eq!(r.written, Written::Pass, "{}", r.recipe.file_stem());
+            assert!(r.readers.iter().all(|(_, v)| *v == Read::Accepts), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn the_writer_check_catches_what_a_writer_gets_wrong() {
+        let dir = scratch("wrong");
+        let recipes: Vec<_> = writer_check::recipes()
+            .into_iter()
+            .filter(|r| r.file_stem() == "v1.2/zstd" || r.file_stem() == "v1.1/dense-dtypes")
+            .collect();
+        assert_eq!(recipes.len(), 2);
+        let ours = this();
+        let cases = [
+            // Non-zero padding after the magic.
+            (
+                "padding",
+                format!(
+                    "{ours} write \"$1\" \"$2\" && printf '\\252' | dd of=\"$2\" bs=1 seek=9 conv=notrunc 2>/dev/null"
+                ),
+                "padding",
+            ),
+            // Some other valid file, whatever the recipe.
+            (
+                "other-content",
+                format!("cp {} \"$2\"", root().join("v1.2/valid/zstd.zt").display()),
+                "",
+            ),
+            // A flipped data byte: the file no longer holds the recipe's bytes (or breaks a rule).
+            (
+                "flipped",
+                format!(
+                    "{ours} write \"$1\" \"$2\" && printf '\\001' | dd of=\"$2\" bs=1 seek=64 conv=notrunc 2>/dev/null"
+                ),
+                "",
+            ),
+        ];
+        for (name, body, words) in cases {
+            let results =
+                writer_check::run(&writer(&dir, name, &body), &recipes, &dir, &[]).unwrap();
+            for r in &results {
+                let Written::Fail(why) = &r.written else {
+                    panic!("{name} {}: {:?}", r.recipe.file_stem(), r.written)
+                };
+                assert!(why.contains(words), "{name}: {why}");
+            }
+        }
+        let unsupported =
+            writer_check::run(&writer(&dir, "unsupported", "exit 3"), &recipes, &dir, &[]).unwrap();
+        assert!(unsupported.iter().all(|r| matches!(r.written, Written::Unsupported(_))));
+        let crash =
+            writer_check::run(&writer(&dir, "crash", "exit 7"), &recipes, &dir, &[]).unwrap();
+        assert!(crash.iter().all(|r| matches!(r.written, Written::Crash(_))));
+        let silent =
+            writer_check::run(&writer(&dir, "silent", "exit 0"), &recipes, &dir, &[]).unwrap();
+        assert!(silent.iter().all(|r| matches!(r.written, Written::Crash(_))));
+    }
+
+    #[test]
+    fn the_committed_matrix_is_current_for_our_implementation() {
+        let out = std::process::Command::new(this())
+            .args(["matrix", "--check"])
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
