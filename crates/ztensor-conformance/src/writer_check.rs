@@ -82,7 +82,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Result<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         bail!("hex of odd length");
     }
     (0..text.len())
@@ -429,8 +429,8 @@ pub fn recipes() -> Vec<Recipe> {
             "one dense [2, 3] object of every dtype, raw",
             DType::ALL
                 .iter()
-                .enumerate()
-                .map(|(i, &d)| dense(&format!("t_{}", d.name()), &[2, 3], d, i as u8, false, None))
+                .zip(0u8..)
+                .map(|(&d, i)| dense(&format!("t_{}", d.name()), &[2, 3], d, i, false, None))
                 .collect(),
         ));
         out.push(recipe(
