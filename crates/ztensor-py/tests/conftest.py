@@ -12,8 +12,11 @@ FIXTURES = REPO / "fixtures"
 
 
 def index() -> list[dict]:
+    """Every fixture: the generated corpus and the frozen files of other producers."""
     with open(FIXTURES / "index.toml", "rb") as f:
-        return tomllib.load(f)["fixture"]
+        entries = tomllib.load(f)["fixture"]
+    with open(FIXTURES / "producers" / "index.toml", "rb") as f:
+        return entries + tomllib.load(f)["fixture"]
 
 
 @pytest.fixture
