@@ -37,8 +37,9 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "freeze-producers",
-        "write fixtures/producers/ once: the reference writers' files for every recipe they can \
-         write, with golden dumps and SHA-256 (refuses when it exists: frozen files never change)",
+        "add to fixtures/producers/ the reference writers' files for every recipe they can write \
+         (and 1.2.3's append), with golden dumps and SHA-256; files already frozen are never \
+         written again",
     ),
     (
         "hostile-measure [DIR] [--bin PATH] [--corpus]",

@@ -147,59 +147,111 @@ pub fn write_or_check(
 }
 
 /// Freezes files written by other producers: runs each producer's writer (`PATH --write`, the
-/// writer protocol) on every recipe, keeps each file that passes the writer check under
-/// `dir/v<version>/<id>/<recipe>.zt` with its golden dump, and writes `dir/index.toml` (paths
-/// relative to `dir`'s parent, the fixtures root), recording the producer and the SHA-256.
-/// Returns how many files were frozen. Refuses a `dir` that already holds an index: frozen
-/// files never change, and regenerating them is a deliberate act (remove the directory first).
+/// writer protocol) on every recipe, and where it has one its append (`PATH --append RECIPE
+/// OUT`: the `zstd` recipe's objects added to its `dense-dtypes` file), keeps each file that
+/// passes the writer check under `dir/v<version>/<id>/<recipe>.zt` with its golden dump, and
+/// lists it in `dir/index.toml` (paths relative to `dir`'s parent, the fixtures root), with the
+/// producer and the SHA-256. Files already listed are never written again (their SHA-256 is
+/// checked instead): only new ones are added. Returns how many files were added.
 ///
 /// # Errors
-/// An existing index, a producer that cannot be started, I/O errors.
+/// A listed file that changed, a producer that cannot be started, I/O errors.
 pub fn freeze(dir: &Path, producers: &[(String, String, String)]) -> Result<usize> {
     let index_path = dir.join("index.toml");
-    if index_path.exists() {
-        anyhow::bail!(
-            "{} exists: frozen files never change (remove {} to regenerate them deliberately)",
-            index_path.display(),
-            dir.display()
-        );
-    }
+    let root = dir.parent().unwrap_or(dir);
     let root_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("producers").to_owned();
+    let mut index = if index_path.exists() {
+        std::fs::read_to_string(&index_path)?
+    } else {
+        String::from(
+            "# Files written by other producers, frozen: they never change (a test checks each\n\
+             # SHA-256). Written by `cargo xtask freeze-producers`, which only ever adds files.\n\
+             # Each passed the writer check (strict validation, zero padding, digests, the recipe's\n\
+             # content) when frozen; golden dumps beside them are this project's reading.\n",
+        )
+    };
+    let listed: Vec<index::Entry> = if index_path.exists() {
+        index::read_all(root)?.into_iter().filter(|e| e.producer.is_some()).collect()
+    } else {
+        Vec::new()
+    };
+    for e in &listed {
+        let bytes = std::fs::read(root.join(&e.file))?;
+        if Some(ztensor_io::codec::sha256_hex(&bytes)) != e.sha256 {
+            anyhow::bail!("{} changed since it was frozen", e.file);
+        }
+    }
     let scratch = std::env::temp_dir().join(format!("ztensor-freeze-{}", std::process::id()));
-    let mut index = String::from(
-        "# Files written by other producers, frozen: they never change (a test checks each\n\
-         # SHA-256). Written by `cargo xtask freeze-producers`; regenerating is a deliberate act.\n\
-         # Each passed the writer check (strict validation, zero padding, digests, the recipe's\n\
-         # content) when frozen; golden dumps beside them are this project's reading.\n",
-    );
-    let mut count = 0;
+    let mut added = 0;
+    let mut keep = |recipe: &writer_check::Recipe,
+                    id: &str,
+                    name: &str,
+                    bytes: &[u8]|
+     -> Result<()> {
+        let version = recipe.version.to_string();
+        let rel = format!("v{version}/{id}/{}.zt", recipe.name);
+        let file = format!("{root_name}/{rel}");
+        if listed.iter().any(|e| e.file == file) {
+            return Ok(());
+        }
+        let target = dir.join(&rel);
+        std::fs::create_dir_all(target.parent().unwrap_or(dir))?;
+        std::fs::write(&target, bytes)?;
+        std::fs::write(dir.join(dump_path(&rel)), golden_dump(bytes)?)?;
+        let _ = write!(
+            index,
+            "\n[[fixture]]\nfile = {file:?}\nversion = {version:?}\ncovers = {:?}\nexpect = \"ok\"\nproducer = {name:?}\nsha256 = {:?}\n",
+            recipe.covers,
+            ztensor_io::codec::sha256_hex(bytes)
+        );
+        added += 1;
+        Ok(())
+    };
     for (id, name, path) in producers {
-        let results = writer_check::run(
-            &format!("{path} --write"),
-            &writer_check::recipes(),
-            &scratch.join(id),
-            &[],
-        )?;
+        let recipes = writer_check::recipes();
+        let results =
+            writer_check::run(&format!("{path} --write"), &recipes, &scratch.join(id), &[])?;
         for r in results.iter().filter(|r| r.written == writer_check::Written::Pass) {
             let Some(file) = &r.file else { continue };
-            let bytes = std::fs::read(file)?;
-            let version = r.recipe.version.to_string();
-            let rel = format!("v{version}/{id}/{}.zt", r.recipe.name);
-            let target = dir.join(&rel);
-            std::fs::create_dir_all(target.parent().unwrap_or(dir))?;
-            std::fs::write(&target, &bytes)?;
-            std::fs::write(dir.join(dump_path(&rel)), golden_dump(&bytes)?)?;
-            let _ = write!(
-                index,
-                "\n[[fixture]]\nfile = {:?}\nversion = {version:?}\ncovers = {:?}\nexpect = \"ok\"\nproducer = {name:?}\nsha256 = {:?}\n",
-                format!("{root_name}/{rel}"),
-                r.recipe.covers,
-                ztensor_io::codec::sha256_hex(&bytes)
-            );
-            count += 1;
+            keep(&r.recipe, id, name, &std::fs::read(file)?)?;
+        }
+        // Its append, where it has one.
+        let base = results.iter().find(|r| {
+            r.written == writer_check::Written::Pass
+                && r.recipe.name == "dense-dtypes"
+                && r.recipe.version.to_string() == "1.2"
+        });
+        let extra = recipes.iter().find(|r| r.file_stem() == "v1.2/zstd");
+        if let (Some(base), Some(extra), Some(file)) =
+            (base, extra, base.and_then(|b| b.file.as_ref()))
+        {
+            let appended = scratch.join(id).join("append.zt");
+            std::fs::copy(file, &appended)?;
+            let extra_path = scratch.join(id).join("append-extra.json");
+            std::fs::write(&extra_path, serde_json::to_vec(&extra.to_json())?)?;
+            let status = std::process::Command::new(path)
+                .arg("--append")
+                .arg(&extra_path)
+                .arg(&appended)
+                .output()?
+                .status;
+            if status.success() {
+                let mut merged = base.recipe.clone();
+                merged.name = "append".into();
+                merged.covers =
+                    format!("{}, then {} added by its append", base.recipe.covers, extra.covers);
+                merged.objects.extend(extra.objects.iter().cloned());
+                let bytes = std::fs::read(&appended)?;
+                match writer_check::check(&merged, &bytes) {
+                    Ok(()) => keep(&merged, id, name, &bytes)?,
+                    Err(why) => eprintln!(
+                        "{id}: its append wrote a file that fails the writer check: {why}"
+                    ),
+                }
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::write(&index_path, index)?;
-    Ok(count)
+    Ok(added)
 }

@@ -34,8 +34,9 @@ matrix: grades this implementation (lenient and strict reader, writer) and each 
 adapter given (VERSION 0.1.0, 1.1.1 or 1.2.3; PATH its binary), and writes DIR/matrix.json and
 DIR/MATRIX.md; with --check, grades this implementation only and fails when its cells differ
 from DIR/matrix.json or MATRIX.md is not the rendering of matrix.json.
-freeze: runs each producer's writer (PATH --write) on every recipe and keeps what passes the
-writer check under DIR/v<version>/<ID>/, with golden dumps and DIR/index.toml (with SHA-256).
+freeze: runs each producer's writer (PATH --write, and PATH --append where it has one) on every
+recipe and adds what passes the writer check under DIR/v<version>/<ID>/, with golden dumps, to
+DIR/index.toml (with SHA-256); files already listed are never written again.
 dump: this project's reader in the dump protocol (lenient, or --strict).
 write: this project's writer in the writer protocol.
 
@@ -325,6 +326,6 @@ fn freeze(args: &[String]) -> Result<bool> {
     }
     let dir = dir.context("freeze needs DIR")?;
     let index = ztensor_conformance::freeze(&dir, &producers)?;
-    println!("froze {index} files under {}", dir.display());
+    println!("froze {index} new files under {}", dir.display());
     Ok(true)
 }

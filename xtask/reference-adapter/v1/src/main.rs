@@ -78,13 +78,18 @@ fn unsupported(why: &str) -> ! {
     std::process::exit(3)
 }
 
-/// The writer protocol: `--write RECIPE OUT`, through the reference's own `Writer`.
-fn write(recipe: &str, out: &str) {
+/// The writer protocol: `--write RECIPE OUT`, through the reference's own `Writer`; with
+/// `--append RECIPE OUT`, the recipe's objects are added to OUT through `Writer::append`.
+fn write(recipe: &str, out: &str, append: bool) {
     let recipe: Json = serde_json::from_slice(&std::fs::read(recipe).expect("recipe")).expect("recipe JSON");
     if recipe["version"] != "1.2" {
         unsupported("it writes version 1.2.0 only");
     }
-    let mut w = ztensor::Writer::create(out).expect("create");
+    let mut w = if append {
+        ztensor::Writer::append(out).unwrap_or_else(|e| unsupported(&e.to_string()))
+    } else {
+        ztensor::Writer::create(out).expect("create")
+    };
     if let Some(attributes) = recipe["attributes"].as_object() {
         w.set_attributes(attributes.iter().map(|(k, v)| (k.clone(), to_cbor(v))).collect());
     }
@@ -125,8 +130,8 @@ fn write(recipe: &str, out: &str) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--write") {
-        write(&args[2], &args[3]);
+    if let Some(mode @ ("--write" | "--append")) = args.get(1).map(String::as_str) {
+        write(&args[2], &args[3], mode == "--append");
         return;
     }
     let path = std::env::args().nth(1).expect("a file");
