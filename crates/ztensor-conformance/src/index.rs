@@ -37,7 +37,18 @@ impl Entry {
 
 #[derive(Deserialize)]
 struct Index {
+    #[serde(default)]
     fixture: Vec<Entry>,
+}
+
+/// Reads one index file (entries' paths relative to the fixtures root).
+///
+/// # Errors
+/// I/O and TOML errors.
+pub fn read_file(path: &Path) -> Result<Vec<Entry>> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let index: Index = toml::from_str(&text).with_context(|| path.display().to_string())?;
+    Ok(index.fixture)
 }
 
 /// Reads the index under `fixtures_root` and, when present, the index of the frozen files of

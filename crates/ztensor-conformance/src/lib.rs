@@ -67,7 +67,18 @@ pub fn strict_dump(path: &Path) -> Result<(serde_json::Value, bool)> {
 
 /// The path of a fixture's golden dump.
 pub fn dump_path(fixture_path: &str) -> String {
-    format!("{}.json", fixture_path.trim_end_matches(".zt"))
+    let stem = fixture_path.strip_suffix(".zt").or_else(|| fixture_path.strip_suffix(".tb"));
+    format!("{}.json", stem.unwrap_or(fixture_path))
+}
+
+/// The golden dump of a valid TensorBuffers fixture, pretty-printed.
+///
+/// # Errors
+/// When the file does not open (a recipe bug).
+pub fn golden_dump_tb(bytes: &[u8]) -> Result<String> {
+    let reader = ztensor_tensorbuffers::TbReader::new(bytes, &Default::default())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(serde_json::to_string_pretty(&ztensor_dump::tensorbuffers(&reader))? + "\n")
 }
 
 /// `fixtures/index.toml` for these fixtures (and any extra entries, already formatted).
@@ -170,11 +181,7 @@ pub fn freeze(dir: &Path, producers: &[(String, String, String)]) -> Result<usiz
              # content) when frozen; golden dumps beside them are this project's reading.\n",
         )
     };
-    let listed: Vec<index::Entry> = if index_path.exists() {
-        index::read_all(root)?.into_iter().filter(|e| e.producer.is_some()).collect()
-    } else {
-        Vec::new()
-    };
+    let listed = if index_path.exists() { index::read_file(&index_path)? } else { Vec::new() };
     for e in &listed {
         let bytes = std::fs::read(root.join(&e.file))?;
         if Some(ztensor_io::codec::sha256_hex(&bytes)) != e.sha256 {
@@ -183,53 +190,49 @@ pub fn freeze(dir: &Path, producers: &[(String, String, String)]) -> Result<usiz
     }
     let scratch = std::env::temp_dir().join(format!("ztensor-freeze-{}", std::process::id()));
     let mut added = 0;
-    let mut keep = |recipe: &writer_check::Recipe,
-                    id: &str,
-                    name: &str,
-                    bytes: &[u8]|
-     -> Result<()> {
-        let version = recipe.version.to_string();
-        let rel = format!("v{version}/{id}/{}.zt", recipe.name);
-        let file = format!("{root_name}/{rel}");
-        if listed.iter().any(|e| e.file == file) {
-            return Ok(());
-        }
-        let target = dir.join(&rel);
-        std::fs::create_dir_all(target.parent().unwrap_or(dir))?;
-        std::fs::write(&target, bytes)?;
-        std::fs::write(dir.join(dump_path(&rel)), golden_dump(bytes)?)?;
-        let _ = write!(
-            index,
-            "\n[[fixture]]\nfile = {file:?}\nversion = {version:?}\ncovers = {:?}\nexpect = \"ok\"\nproducer = {name:?}\nsha256 = {:?}\n",
-            recipe.covers,
-            ztensor_io::codec::sha256_hex(bytes)
-        );
-        added += 1;
-        Ok(())
-    };
     for (id, name, path) in producers {
+        // Writes one file that passed, unless it is listed already; returns its index entry.
+        let keep = |recipe: &writer_check::Recipe, bytes: &[u8]| -> Result<Option<String>> {
+            let version = recipe.version.to_string();
+            let rel = format!("v{version}/{id}/{}.zt", recipe.name);
+            let file = format!("{root_name}/{rel}");
+            if listed.iter().any(|e| e.file == file) {
+                return Ok(None);
+            }
+            let target = dir.join(&rel);
+            std::fs::create_dir_all(target.parent().unwrap_or(dir))?;
+            std::fs::write(&target, bytes)?;
+            std::fs::write(dir.join(dump_path(&rel)), golden_dump(bytes)?)?;
+            Ok(Some(format!(
+                "\n[[fixture]]\nfile = {file:?}\nversion = {version:?}\ncovers = {:?}\nexpect = \"ok\"\nproducer = {name:?}\nsha256 = {:?}\n",
+                recipe.covers,
+                ztensor_io::codec::sha256_hex(bytes)
+            )))
+        };
         let recipes = writer_check::recipes();
         let results =
             writer_check::run(&format!("{path} --write"), &recipes, &scratch.join(id), &[])?;
+        let mut entries = Vec::new();
         for r in results.iter().filter(|r| r.written == writer_check::Written::Pass) {
             let Some(file) = &r.file else { continue };
-            keep(&r.recipe, id, name, &std::fs::read(file)?)?;
+            entries.extend(keep(&r.recipe, &std::fs::read(file)?)?);
         }
-        // Its append, where it has one.
+        // Its append, where it has one: the zstd recipe's objects added to its dense-dtypes
+        // file of 1.2.
         let base = results.iter().find(|r| {
-            r.written == writer_check::Written::Pass
-                && r.recipe.name == "dense-dtypes"
-                && r.recipe.version.to_string() == "1.2"
+            r.written == writer_check::Written::Pass && r.recipe.file_stem() == "v1.2/dense-dtypes"
         });
         let extra = recipes.iter().find(|r| r.file_stem() == "v1.2/zstd");
-        if let (Some(base), Some(extra), Some(file)) =
-            (base, extra, base.and_then(|b| b.file.as_ref()))
+        if let (Some(base), Some(extra)) = (base, extra)
+            && let Some(file) = &base.file
         {
             let appended = scratch.join(id).join("append.zt");
             std::fs::copy(file, &appended)?;
             let extra_path = scratch.join(id).join("append-extra.json");
             std::fs::write(&extra_path, serde_json::to_vec(&extra.to_json())?)?;
-            let status = std::process::Command::new(path)
+            let (program, args) = runner::split(path)?;
+            let status = std::process::Command::new(program)
+                .args(args)
                 .arg("--append")
                 .arg(&extra_path)
                 .arg(&appended)
@@ -243,15 +246,21 @@ pub fn freeze(dir: &Path, producers: &[(String, String, String)]) -> Result<usiz
                 merged.objects.extend(extra.objects.iter().cloned());
                 let bytes = std::fs::read(&appended)?;
                 match writer_check::check(&merged, &bytes) {
-                    Ok(()) => keep(&merged, id, name, &bytes)?,
-                    Err(why) => eprintln!(
-                        "{id}: its append wrote a file that fails the writer check: {why}"
-                    ),
+                    Ok(()) => entries.extend(keep(&merged, &bytes)?),
+                    Err(why) => {
+                        eprintln!(
+                            "{id}: its append wrote a file that fails the writer check: {why}"
+                        );
+                    }
                 }
             }
         }
+        // Each producer's files are listed as soon as they are written.
+        added += entries.len();
+        entries.iter().for_each(|e| index.push_str(e));
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(&index_path, &index)?;
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::write(&index_path, index)?;
     Ok(added)
 }

@@ -21,19 +21,21 @@ run: runs COMMAND FILE on every fixture of DIR/index.toml (default: the reposito
 with the frozen files of other producers in fixtures/producers/) and grades it: a file expected
 to be accepted must exit 0 with a dump (reporting the content of the golden dump beside it); a
 file expected to be rejected must exit 1 with a dump whose error names a rule (a matching rule
-identifier is counted apart); implementation-defined files are reported as accepted or rejected,
-never as failures; any other exit status is a crash. Exit status 0 when nothing failed.
+identifier is counted apart); implementation-defined files are reported as accepted or rejected
+(accepting one with other content is still a failure); any other exit status is a crash.
+Exit status 0 when nothing failed.
 
 write-check: runs COMMAND RECIPE.json OUT for every recipe (exit 0: written; exit 3: this
 recipe cannot be written by it) and grades what it wrote strictly: every rule, zero padding,
 digests, and the recipe's content. Each --reader (dump protocol) is then asked to read the file.
-Recipes and files are left in DIR (default: a new temporary directory).
+Recipes and files are left in DIR (default: a new temporary directory). Exit status 0 when every
+recipe was written validly or declared unsupported.
 
 recipes: writes every recipe (ztensor-recipe/1 JSON) under DIR.
 matrix: grades this implementation (lenient and strict reader, writer) and each reference
 adapter given (VERSION 0.1.0, 1.1.1 or 1.2.3; PATH its binary), and writes DIR/matrix.json and
-DIR/MATRIX.md; with --check, grades this implementation only and fails when its cells differ
-from DIR/matrix.json or MATRIX.md is not the rendering of matrix.json.
+DIR/MATRIX.md; with --check (no --reference), grades this implementation and fails when its
+cells differ from DIR/matrix.json or MATRIX.md is not the rendering of matrix.json.
 freeze: runs each producer's writer (PATH --write, and PATH --append where it has one) on every
 recipe and adds what passes the writer check under DIR/v<version>/<ID>/, with golden dumps, to
 DIR/index.toml (with SHA-256); files already listed are never written again.
@@ -75,8 +77,10 @@ fn run() -> Result<bool> {
             let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(recipe)?)
                 .with_context(|| format!("reading {recipe}"))?;
             let recipe = Recipe::from_json(&doc)?;
-            if let Err(e) = writer_check::write(&recipe, out.as_ref()) {
-                eprintln!("ztensor-conformance write: {e:#}");
+            // Exit 3 only for what the version cannot express; any other error is a failure
+            // of the writer (status 2), which the writer check grades as a crash.
+            if !writer_check::write(&recipe, out.as_ref())? {
+                eprintln!("ztensor-conformance write: the recipe's version cannot express it");
                 std::process::exit(writer_check::UNSUPPORTED);
             }
             Ok(true)
@@ -112,7 +116,9 @@ fn read_check(args: &[String]) -> Result<bool> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--impl" => command = args.next(),
-            "--fixtures" => fixtures = args.next().map(PathBuf::from).unwrap_or(fixtures),
+            "--fixtures" => {
+                fixtures = args.next().map(PathBuf::from).context("--fixtures needs DIR")?;
+            }
             "--json" => json = true,
             "--junit" => junit = args.next().map(PathBuf::from),
             "--only" => only = args.next(),
@@ -263,6 +269,9 @@ fn matrix(args: &[String]) -> Result<bool> {
         }
     }
     let dir = dir.context("matrix needs DIR")?;
+    if check && implementations.len() > 2 {
+        bail!("--check grades this implementation only: leave out --reference");
+    }
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
     let entries = ztensor_conformance::index::read_all(&fixtures)?;
     let scratch = std::env::temp_dir().join(format!("ztensor-matrix-{}", std::process::id()));

@@ -56,6 +56,45 @@ pub struct Graded {
     pub rule_matched: Option<bool>,
 }
 
+/// How long an implementation may take on one file or recipe before it counts as a crash.
+pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs `command` to its end, or kills it after [`TIMEOUT`] (`Ok(None)`).
+pub(crate) fn output(command: &mut Command) -> std::io::Result<Option<std::process::Output>> {
+    use std::io::Read as _;
+    let mut child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    // The pipes are drained while the child runs, so a chatty child never blocks on them.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if started.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
+    Ok(status.map(|status| std::process::Output { status, stdout, stderr }))
+}
+
 /// Splits a command line on whitespace (no quoting; wrap anything fancier in a script).
 pub(crate) fn split(command: &str) -> Result<(String, Vec<String>)> {
     let mut parts = command.split_whitespace().map(str::to_owned);
@@ -123,11 +162,17 @@ pub(crate) fn difference(expected: &Json, got: &Json) -> String {
 /// Runs `command FILE` on one fixture and grades the result.
 fn grade(command: &(String, Vec<String>), fixtures: &Path, entry: &Entry) -> Result<Graded> {
     let path = fixtures.join(&entry.file);
-    let output = Command::new(&command.0)
-        .args(&command.1)
-        .arg(&path)
-        .output()
-        .with_context(|| format!("cannot run {}", command.0))?;
+    let Some(output) = output(Command::new(&command.0).args(&command.1).arg(&path))
+        .with_context(|| format!("cannot run {}", command.0))?
+    else {
+        let why = format!("no answer within {} s", TIMEOUT.as_secs());
+        return Ok(Graded {
+            entry: entry.clone(),
+            got: "crash".into(),
+            outcome: Outcome::Crash(why),
+            rule_matched: None,
+        });
+    };
     let status = output.status.code();
     let dump: Option<Json> = serde_json::from_slice(&output.stdout).ok();
     let defined = entry.implementation_defined();
@@ -158,8 +203,17 @@ fn grade(command: &(String, Vec<String>), fixtures: &Path, entry: &Entry) -> Res
                         Outcome::Fail(difference(&projection(&golden), &projection(&dump))),
                         None,
                     ),
-                    _ if defined => graded("ok".into(), Outcome::Accepted, None),
-                    _ => graded("ok".into(), Outcome::Pass, None),
+                    // Content is never taken on trust: an accepted file has its golden dump.
+                    None => graded(
+                        "ok".into(),
+                        Outcome::Fail(format!(
+                            "no golden dump {} to compare with",
+                            golden.display()
+                        )),
+                        None,
+                    ),
+                    Some(_) if defined => graded("ok".into(), Outcome::Accepted, None),
+                    Some(_) => graded("ok".into(), Outcome::Pass, None),
                 }
             }
         }

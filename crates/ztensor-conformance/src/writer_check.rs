@@ -82,12 +82,17 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Result<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        bail!("hex of odd length");
+    if !text.is_ascii() || !text.len().is_multiple_of(2) {
+        bail!("not hex of an even length");
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).context("not hex"))
+    text.as_bytes()
+        .chunks_exact(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .context("not hex")
+        })
         .collect()
 }
 
@@ -270,11 +275,24 @@ fn u64s(bytes: &[u8]) -> Vec<u64> {
 }
 
 /// Our writer's side of the protocol: writes `recipe` with this project's writer. `Ok(false)`
-/// for a recipe it cannot write.
+/// for a recipe it cannot write (the writer's `unrepresentable`: what the version cannot
+/// express).
 ///
 /// # Errors
-/// The writer's errors.
+/// The writer's other errors.
 pub fn write(recipe: &Recipe, out: &Path) -> Result<bool> {
+    match write_inner(recipe, out) {
+        Err(e)
+            if e.downcast_ref::<ztensor_io::Error>().and_then(ztensor_io::Error::rule)
+                == Some(ztensor_format::ErrorKind::Unrepresentable) =>
+        {
+            Ok(false)
+        }
+        other => other.map(|()| true),
+    }
+}
+
+fn write_inner(recipe: &Recipe, out: &Path) -> Result<()> {
     let mut w = ztensor_io::FileWriter::create(out, recipe.version)?;
     if let Some(attributes) = &recipe.attributes {
         w.set_attributes(to_value(attributes)?)?;
@@ -319,7 +337,7 @@ pub fn write(recipe: &Recipe, out: &Path) -> Result<bool> {
         }
     }
     w.finish()?;
-    Ok(true)
+    Ok(())
 }
 
 /// Checks a written file strictly against its recipe: `Err` says what is wrong.
@@ -331,10 +349,25 @@ pub fn check(recipe: &Recipe, bytes: &[u8]) -> std::result::Result<(), String> {
     let mut options = Options::default();
     options.strict = true;
     let reader = Reader::new(bytes, &options).map_err(|e| format!("invalid: {e}"))?;
-    if reader.version() != recipe.version {
+    // The version: the container, and for 1.x a version string of exactly that minor
+    // (`1.2`, `1.2.0`, `1.2.7`), not merely one a lenient reader files under it.
+    let written = reader.manifest().manifest().version_string.clone();
+    let minor_matches = match (recipe.version, written.as_deref()) {
+        (Version::V0_1, None) => true,
+        (Version::V1_1 | Version::V1_2, Some(text)) => {
+            let mut parts = text.split('.');
+            parts.next() == Some("1")
+                && parts.next() == Some(if recipe.version == Version::V1_1 { "1" } else { "2" })
+                && parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                && text.split('.').count() <= 3
+        }
+        _ => false,
+    };
+    if reader.version() != recipe.version || !minor_matches {
         return Err(format!(
-            "version {} written for a {} recipe",
+            "version {} ({:?}) written for a {} recipe",
             reader.version(),
+            written,
             version_name(recipe.version)
         ));
     }
@@ -644,11 +677,11 @@ pub struct WriterGraded {
 /// How the reader `command` (dump protocol) takes `file`, against `recipe`.
 pub fn read_with(command: &str, recipe: &Recipe, file: &Path) -> Result<Read> {
     let (program, args) = crate::runner::split(command)?;
-    let output = Command::new(&program)
-        .args(&args)
-        .arg(file)
-        .output()
-        .with_context(|| format!("cannot run {program}"))?;
+    let Some(output) = crate::runner::output(Command::new(&program).args(&args).arg(file))
+        .with_context(|| format!("cannot run {program}"))?
+    else {
+        return Ok(Read::Crashes);
+    };
     let dump: Option<Json> = serde_json::from_slice(&output.stdout).ok();
     let well_formed = dump.as_ref().is_some_and(|d| d["dump"] == "ztensor-dump/1");
     Ok(match (output.status.code(), dump) {
@@ -684,12 +717,19 @@ pub fn run(
         let out = stem.with_extension("zt");
         std::fs::write(&recipe_path, serde_json::to_string_pretty(&recipe.to_json())? + "\n")?;
         let _ = std::fs::remove_file(&out);
-        let output = Command::new(&program)
-            .args(&args)
-            .arg(&recipe_path)
-            .arg(&out)
-            .output()
-            .with_context(|| format!("cannot run {program}"))?;
+        let Some(output) =
+            crate::runner::output(Command::new(&program).args(&args).arg(&recipe_path).arg(&out))
+                .with_context(|| format!("cannot run {program}"))?
+        else {
+            let why = format!("no answer within {} s", crate::runner::TIMEOUT.as_secs());
+            graded.push(WriterGraded {
+                recipe: recipe.clone(),
+                written: Written::Crash(why),
+                file: None,
+                readers: Vec::new(),
+            });
+            continue;
+        };
         let said = || {
             let text = [&output.stderr[..], &output.stdout[..]].concat();
             String::from_utf8_lossy(&text).lines().next().unwrap_or("no output").to_owned()

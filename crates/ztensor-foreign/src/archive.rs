@@ -125,6 +125,7 @@ pub(crate) fn members<S: ReadAt + ?Sized>(source: &S) -> Result<Vec<Member>> {
     }
     let cd = read_at(source, cd_offset, cd_size)?;
     let mut members = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    let mut seen = std::collections::HashSet::new();
     let mut at = 0usize;
     for _ in 0..count {
         if at + 46 > cd.len() || u32_at(&cd, at) != CENTRAL {
@@ -190,7 +191,7 @@ pub(crate) fn members<S: ReadAt + ?Sized>(source: &S) -> Result<Vec<Member>> {
                 "member {name:?}: {compressed} bytes at {offset} run into the central directory"
             )));
         }
-        if members.iter().any(|m: &Member| m.name == name) {
+        if !seen.insert(name.clone()) {
             return Err(malformed(format!("member {name:?} appears twice")));
         }
         members.push(Member { name, method, offset, compressed, size, crc32 });
@@ -220,7 +221,7 @@ impl Member {
                 let mut out =
                     Vec::with_capacity(usize::try_from(self.size.min(64 << 20)).unwrap_or(0));
                 flate2::read::DeflateDecoder::new(&stored[..])
-                    .take(self.size + 1)
+                    .take(self.size.saturating_add(1))
                     .read_to_end(&mut out)
                     .map_err(|e| malformed(format!("member {:?}: {e}", self.name)))?;
                 out

@@ -10,7 +10,9 @@
 //! in the memo and appended to later is the same list wherever it was fetched from, as in
 //! Python. Everything is bounded by the pickle: one opcode makes at most one value, every
 //! length is checked against the bytes left before anything is allocated, and the arena is
-//! capped at [`MAX_VALUES`].
+//! capped at [`MAX_VALUES`]. What a pickle can make the machine copy or hash by referring to a
+//! value again (a shared string as a key of many dicts, a shared list passed to many calls)
+//! is charged to a budget of work proportional to the pickle's length.
 
 use std::collections::HashMap;
 
@@ -53,6 +55,8 @@ pub(crate) enum Global {
     NumpyScalar,
     /// `builtins.set` / `frozenset`.
     Set,
+    /// `builtins.bytes` called with no argument: how protocol 2 pickles `b""`.
+    Bytes,
 }
 
 impl Global {
@@ -80,6 +84,7 @@ impl Global {
             }
             ("numpy.core.multiarray" | "numpy._core.multiarray", "scalar") => Global::NumpyScalar,
             ("builtins" | "__builtin__", "set" | "frozenset") => Global::Set,
+            ("builtins" | "__builtin__", "bytes") => Global::Bytes,
             ("torch", storage) if storage.ends_with("Storage") => {
                 match crate::torch::dtype_of_storage(storage) {
                     Some(dtype) => Global::Storage(dtype),
@@ -134,6 +139,7 @@ impl Global {
             Global::NumpyDtype => "numpy.dtype".into(),
             Global::NumpyScalar => "numpy.core.multiarray.scalar".into(),
             Global::Set => "builtins.set".into(),
+            Global::Bytes => "builtins.bytes".into(),
         }
     }
 }
@@ -205,7 +211,7 @@ pub(crate) enum Node {
 }
 
 impl Node {
-    fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Node::None => "None",
             Node::Bool(_) => "a bool",
@@ -254,6 +260,7 @@ pub(crate) fn load(
         marks: Vec::new(),
         memo: HashMap::new(),
         protocol: 0,
+        budget: bytes.len().saturating_mul(8).saturating_add(64 << 20),
     };
     let root = m.run(persistent)?;
     let end = m.at;
@@ -269,6 +276,8 @@ pub(crate) struct Machine<'a> {
     marks: Vec<usize>,
     memo: HashMap<u64, Id>,
     protocol: u8,
+    /// Bytes and items still to copy or hash for values referred to again.
+    budget: usize,
 }
 
 fn malformed(at: usize, message: impl std::fmt::Display) -> Error {
@@ -339,8 +348,20 @@ impl Machine<'_> {
         self.stack.pop().ok_or_else(|| malformed(at, "a pop from an empty stack"))
     }
 
+    /// The top of the stack, which must lie above the last mark (as CPython requires).
     fn top(&self) -> Result<Id> {
+        if self.marks.last().is_some_and(|&m| m >= self.stack.len()) {
+            return Err(malformed(self.at, "an operation on a value below a mark"));
+        }
         self.stack.last().copied().ok_or_else(|| malformed(self.at, "an empty stack"))
+    }
+
+    /// Charges `n` bytes or items of copying or hashing to the budget.
+    fn spend(&mut self, n: usize) -> Result<()> {
+        self.budget = self.budget.checked_sub(n).ok_or_else(|| {
+            malformed(self.at, "the pickle asks for far more copying than its size explains")
+        })?;
+        Ok(())
     }
 
     /// The items since the last mark, and the mark removed.
@@ -409,6 +430,12 @@ impl Machine<'_> {
     }
 
     fn set_item(&mut self, dict: Id, key: Id, value: Id) -> Result<()> {
+        let cost = match &self.nodes[key] {
+            Node::Str(s) => s.len(),
+            Node::Bytes(b) => b.len(),
+            _ => 1,
+        };
+        self.spend(cost)?;
         let k = self.key(key);
         match &mut self.nodes[dict] {
             Node::Dict(d) => {
@@ -427,13 +454,20 @@ impl Machine<'_> {
         }
     }
 
-    fn append(&mut self, list: Id, items: &[Id]) -> Result<()> {
-        match &mut self.nodes[list] {
-            Node::List(v) | Node::Set(v) => {
+    /// APPEND(S) to a list, or ADDITEMS to a set (`set`), as CPython pairs them.
+    fn append(&mut self, list: Id, items: &[Id], set: bool) -> Result<()> {
+        match (&mut self.nodes[list], set) {
+            (Node::List(v), false) | (Node::Set(v), true) => {
                 v.extend_from_slice(items);
                 Ok(())
             }
-            other => Err(malformed(self.at, format!("appending to {}, not a list", other.kind()))),
+            (other, _) => {
+                let kind = other.kind();
+                Err(malformed(
+                    self.at,
+                    format!("adding to {kind}, not a {}", if set { "set" } else { "list" }),
+                ))
+            }
         }
     }
 
@@ -454,6 +488,7 @@ impl Machine<'_> {
             ));
         };
         let args = self.items(args)?.to_vec();
+        self.spend(args.len())?;
         let arity = |n: std::ops::RangeInclusive<usize>| {
             if n.contains(&args.len()) {
                 Ok(())
@@ -470,7 +505,9 @@ impl Machine<'_> {
                 let dict = self.nodes.len();
                 self.nodes.push(Node::Dict(Box::default()));
                 if let Some(&pairs) = args.first() {
-                    for pair in self.items(pairs)?.to_vec() {
+                    let pairs = self.items(pairs)?.to_vec();
+                    self.spend(pairs.len())?;
+                    for pair in pairs {
                         let kv = self.items(pair)?.to_vec();
                         if kv.len() != 2 {
                             return Err(malformed(
@@ -549,12 +586,22 @@ impl Machine<'_> {
             Global::Size => {
                 arity(0..=1)?;
                 match args.first() {
-                    Some(&t) => Node::Tuple(self.items(t)?.to_vec()),
+                    Some(&t) => {
+                        let items = self.items(t)?.to_vec();
+                        self.spend(items.len())?;
+                        Node::Tuple(items)
+                    }
                     None => Node::Tuple(Vec::new()),
                 }
             }
+            Global::Bytes => {
+                arity(0..=0)?;
+                Node::Bytes(Vec::new())
+            }
             Global::Encode => {
                 arity(1..=2)?;
+                let len = self.string(args[0])?.len();
+                self.spend(len)?;
                 let text = self.string(args[0])?;
                 let encoding = match args.get(1) {
                     Some(&e) => self.string(e)?.to_ascii_lowercase(),
@@ -575,6 +622,8 @@ impl Machine<'_> {
             }
             Global::NumpyDtype => {
                 arity(1..=3)?;
+                let len = self.string(args[0])?.len();
+                self.spend(len)?;
                 let descr = self.string(args[0])?.to_owned();
                 Node::NumpyDtype(descr, '=')
             }
@@ -585,7 +634,11 @@ impl Machine<'_> {
             Global::Set => {
                 arity(0..=1)?;
                 match args.first() {
-                    Some(&t) => Node::Set(self.items(t)?.to_vec()),
+                    Some(&t) => {
+                        let items = self.items(t)?.to_vec();
+                        self.spend(items.len())?;
+                        Node::Set(items)
+                    }
                     None => Node::Set(Vec::new()),
                 }
             }
@@ -732,11 +785,10 @@ impl Machine<'_> {
                     let node = match line.as_str() {
                         "00" if op == b'I' => Node::Bool(false),
                         "01" if op == b'I' => Node::Bool(true),
-                        digits => Node::Int(
-                            digits
-                                .parse()
-                                .map_err(|_| malformed(at, format!("an integer {digits:?}")))?,
-                        ),
+                        digits => Node::Int(digits.parse().map_err(|_| {
+                            let shown: String = digits.chars().take(64).collect();
+                            malformed(at, format!("an integer {shown:?}"))
+                        })?),
                     };
                     self.push(node)?;
                 }
@@ -748,7 +800,10 @@ impl Machine<'_> {
                 }
                 b'F' => {
                     let line = self.line()?.to_owned();
-                    let v = line.parse().map_err(|_| malformed(at, format!("a float {line:?}")))?;
+                    let v = line.parse().map_err(|_| {
+                        let shown: String = line.chars().take(64).collect();
+                        malformed(at, format!("a float {shown:?}"))
+                    })?;
                     self.push(Node::Float(v))?;
                 }
                 // Strings and bytes.
@@ -763,11 +818,12 @@ impl Machine<'_> {
                         .to_owned();
                     self.push(Node::Str(text))?;
                 }
-                // Python 2 str: its bytes as latin-1 text, as Python 3 reads them by default
-                // for storage keys and names.
+                // Python 2 str: decoded as UTF-8, as torch.load does by default.
                 b'T' | b'U' => {
                     let n = if op == b'U' { self.len(1)? } else { self.len(4)? };
-                    let text: String = self.take(n)?.iter().map(|&b| char::from(b)).collect();
+                    let text = std::str::from_utf8(self.take(n)?)
+                        .map_err(|_| malformed(at, "a Python 2 str that is not UTF-8"))?
+                        .to_owned();
                     self.push(Node::Str(text))?;
                 }
                 b'B' | b'C' | 0x8e | 0x96 => {
@@ -820,12 +876,12 @@ impl Machine<'_> {
                 b'a' => {
                     let item = self.pop()?;
                     let list = self.top()?;
-                    self.append(list, &[item])?;
+                    self.append(list, &[item], false)?;
                 }
                 b'e' | 0x90 => {
                     let items = self.pop_mark()?;
                     let list = self.top()?;
-                    self.append(list, &items)?;
+                    self.append(list, &items, op == 0x90)?;
                 }
                 b's' => {
                     let value = self.pop()?;
@@ -898,7 +954,7 @@ impl Machine<'_> {
                             return Err(malformed(at, "NEWOBJ_EX with keyword arguments"));
                         }
                     }
-                    let args = self.pop()?;
+                    self.pop()?; // the arguments, which __new__ ignores
                     let class = self.pop()?;
                     if !matches!(self.nodes[class], Node::Global(Global::OrderedDict)) {
                         return Err(malformed(
@@ -906,8 +962,8 @@ impl Machine<'_> {
                             "NEWOBJ of a class other than collections.OrderedDict",
                         ));
                     }
-                    let node = self.call(class, args, 0)?;
-                    self.push(node)?;
+                    // `cls.__new__(cls, *args)` makes an empty dict whatever the arguments.
+                    self.push(Node::Dict(Box::default()))?;
                 }
                 b'b' => {
                     let state = self.pop()?;
@@ -952,7 +1008,16 @@ pub(crate) fn storage_of(m: &Machine<'_>, pid: Id) -> Result<StorageRef> {
     let Node::Global(Global::Storage(dtype)) = m.node(items[1]) else {
         return Err(bad());
     };
-    let key = m.string(items[2]).map_err(|_| bad())?.to_owned();
+    let key = m.string(items[2]).map_err(|_| bad())?;
+    // torch's keys are short decimal strings; anything long is hostile.
+    if key.len() > 256 {
+        return Err(malformed(m.at, format!("a storage key of {} bytes", key.len())));
+    }
+    let key = key.to_owned();
+    // Legacy checkpoints may name a view of a storage; torch has not written them since 1.x.
+    if items.len() == 6 && !matches!(m.node(items[5]), Node::None) {
+        return Err(malformed(m.at, "a storage view (legacy view_metadata), which is not read"));
+    }
     let numel = u64::try_from(m.int(items[4])?).map_err(|_| bad())?;
     Ok(StorageRef { dtype, key, numel })
 }
@@ -1044,5 +1109,42 @@ mod tests {
             "{:?}",
             pickle.node(pickle.root)
         );
+    }
+
+    #[test]
+    fn copying_a_shared_value_many_times_is_refused() {
+        // A 1 MB string, then 200 dicts each keyed by it (6 bytes per 1 MB copied).
+        let mut p = b"\x80\x02X\x00\x00\x10\x00".to_vec();
+        p.extend(std::iter::repeat_n(b'a', 1 << 20));
+        p.extend(b"q\x000");
+        for _ in 0..200 {
+            p.extend(b"}h\x00Ns0");
+        }
+        p.extend(b"N.");
+        let e = run(&p).unwrap_err().to_string();
+        assert!(e.contains("far more copying"), "{e}");
+    }
+
+    #[test]
+    fn stack_rules_match_cpython() {
+        for (p, words) in [
+            // APPEND to a list that lies below a mark.
+            (&b"\x80\x02](K\x01a."[..], "below a mark"),
+            // ADDITEMS to a list, APPEND to a set.
+            (b"\x80\x02](K\x01\x90.", "not a set"),
+            (b"\x80\x02\x8fK\x01a.", "not a list"),
+            // A Python 2 str that is not UTF-8.
+            (b"\x80\x02U\x01\xff.", "not UTF-8"),
+            // A legacy storage view.
+            (b"\x80\x02(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x04(X\x01\x00\x00\x001K\x00K\x02ttQ.", "storage view"),
+        ] {
+            let e = run(p).unwrap_err().to_string();
+            assert!(e.contains(words), "{p:?}: {e}");
+        }
+        // bytes() is b"" (protocol 2); NEWOBJ of OrderedDict ignores its arguments.
+        let empty = run(b"\x80\x02c__builtin__\nbytes\n)R.").unwrap();
+        assert!(matches!(empty.node(empty.root), Node::Bytes(b) if b.is_empty()));
+        let dict = run(b"\x80\x02ccollections\nOrderedDict\n]K\x01K\x02\x86a\x85\x81.").unwrap();
+        assert!(matches!(dict.node(dict.root), Node::Dict(d) if d.items.is_empty()));
     }
 }

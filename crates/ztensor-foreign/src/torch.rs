@@ -150,6 +150,8 @@ struct Storage {
     deflated: Option<Member>,
     /// Whether its CRC-32 matched, once checked.
     verified: OnceLock<std::result::Result<(), String>>,
+    /// A deflated member's bytes, inflated (and CRC-checked) once, when first read.
+    inflated: OnceLock<std::result::Result<Vec<u8>, String>>,
 }
 
 /// One tensor of the checkpoint.
@@ -222,6 +224,7 @@ impl<S: ReadAt> TorchFile<S> {
         let mut walk = Walk {
             pickle: &pickle,
             budget: pickle.nodes.len().saturating_mul(4).saturating_add(1024),
+            bytes: pickle.nodes.len().saturating_mul(64).saturating_add(64 << 20),
             tensors: Vec::new(),
             attributes: Vec::new(),
             has_tensor: HashMap::new(),
@@ -324,11 +327,12 @@ fn run_pickle(bytes: &[u8]) -> Result<(Pickle, Seen, usize)> {
     let (pickle, end) = pickle::load(bytes, &mut |m, pid| {
         let storage = pickle::storage_of(m, pid)?;
         match seen.get(&storage.key) {
-            Some(&(dtype, numel))
-                if numel.checked_mul(element_size(dtype))
-                    != storage.numel.checked_mul(element_size(storage.dtype)) =>
-            {
-                return Err(malformed(format!("storage {:?} named with two sizes", storage.key)));
+            // torch.save names each storage with one type and size.
+            Some(&(dtype, numel)) if dtype != storage.dtype || numel != storage.numel => {
+                return Err(malformed(format!(
+                    "storage {:?} named as {numel} {dtype} and as {} {}",
+                    storage.key, storage.numel, storage.dtype
+                )));
             }
             Some(_) => {}
             None => {
@@ -359,7 +363,8 @@ fn zipped<S: ReadAt>(source: &S) -> Result<Layout> {
     if prefixes.next().is_some() {
         return Err(malformed("a zip archive with more than one <name>/data.pkl"));
     }
-    let find = |name: &str| all.iter().find(|m| m.name == format!("{prefix}/{name}")).cloned();
+    let by_name: HashMap<String, Member> = all.into_iter().map(|m| (m.name.clone(), m)).collect();
+    let find = |name: &str| by_name.get(&format!("{prefix}/{name}")).cloned();
     let big_endian = match find("byteorder") {
         None => false,
         Some(m) => match &m.bytes(source, 16)?[..] {
@@ -376,7 +381,7 @@ fn zipped<S: ReadAt>(source: &S) -> Result<Layout> {
     let data = find("data.pkl").ok_or_else(|| malformed("no data.pkl"))?;
     let (pickle, seen, _) = run_pickle(&data.bytes(source, MAX_PICKLE)?)?;
     let storage = move |key: &str| {
-        let m = all.iter().find(|m| m.name == format!("{prefix}/data/{key}"))?.clone();
+        let m = by_name.get(&format!("{prefix}/data/{key}"))?.clone();
         Some(Storage {
             key: key.to_owned(),
             offset: m.offset,
@@ -384,6 +389,7 @@ fn zipped<S: ReadAt>(source: &S) -> Result<Layout> {
             crc32: Some(m.crc32),
             deflated: (m.method == Method::Deflated).then_some(m),
             verified: OnceLock::new(),
+            inflated: OnceLock::new(),
         })
     };
     Ok(Layout { pickle: (pickle, seen), storage: Box::new(storage), big_endian, legacy: false })
@@ -472,6 +478,7 @@ fn legacy<S: ReadAt>(source: &S) -> Result<Layout> {
             crc32: None,
             deflated: None,
             verified: OnceLock::new(),
+            inflated: OnceLock::new(),
         })
     };
     Ok(Layout { pickle: (main, seen), storage: Box::new(storage), big_endian: false, legacy: true })
@@ -532,6 +539,9 @@ struct Walk<'p> {
     /// Values still to visit: shared values are visited once per path, so a pickle that
     /// shares one list everywhere cannot make the walk exponential.
     budget: usize,
+    /// Bytes of names and copied text still to make: a long string shared by many values
+    /// cannot make the names and attributes grow without bound.
+    bytes: usize,
     tensors: Vec<(String, TensorRef)>,
     attributes: Vec<(Value, Value)>,
     has_tensor: HashMap<Id, bool>,
@@ -550,6 +560,14 @@ impl Walk<'_> {
         }
         self.budget = self.budget.checked_sub(1).ok_or_else(|| {
             malformed("the checkpoint shares values so often that listing them would not end")
+        })?;
+        Ok(())
+    }
+
+    /// Charges `n` bytes of names or copied text.
+    fn spend_bytes(&mut self, n: usize) -> Result<()> {
+        self.bytes = self.bytes.checked_sub(n).ok_or_else(|| {
+            malformed("the checkpoint's names and values would grow far past its own size")
         })?;
         Ok(())
     }
@@ -590,7 +608,8 @@ impl Walk<'_> {
             Node::Int(i) => Ok(i.to_string()),
             Node::Bool(b) => Ok(if *b { "True" } else { "False" }.to_owned()),
             other => Err(malformed(format!(
-                "a dict holding tensors under a key that is {other:?}: names need str or int keys"
+                "a dict holding tensors under a key that is {}: names need str or int keys",
+                other.kind()
             ))),
         }
     }
@@ -608,6 +627,7 @@ impl Walk<'_> {
                         None => i.to_string(),
                     };
                     let child_name = join(name, &key, root);
+                    self.spend_bytes(child_name.len())?;
                     if self.has_tensor(child, depth + 1)? {
                         self.walk(child, &child_name, false, depth + 1)?;
                     } else {
@@ -637,8 +657,14 @@ impl Walk<'_> {
             }
             Node::Int(i) => Value::Text(i.to_string()),
             Node::Float(f) => Value::Float(*f),
-            Node::Str(s) => Value::Text(s.clone()),
-            Node::Bytes(b) => Value::Bytes(b.clone()),
+            Node::Str(s) => {
+                self.spend_bytes(s.len())?;
+                Value::Text(s.clone())
+            }
+            Node::Bytes(b) => {
+                self.spend_bytes(b.len())?;
+                Value::Bytes(b.clone())
+            }
             Node::List(_) | Node::Tuple(_) | Node::Set(_) => {
                 let mut items = Vec::new();
                 for (_, child) in self.children(id) {
@@ -659,37 +685,43 @@ impl Walk<'_> {
             }
             Node::Global(g) => Value::Text(g.describe()),
             Node::Storage(s) => Value::Text(format!("a torch storage ({})", s.key)),
-            Node::Tensor(_) => Value::Null,
+            Node::Tensor(_) => {
+                return Err(malformed(
+                    "a tensor where only plain values can be (a dict key, or inside a key)",
+                ));
+            }
             Node::NumpyDtype(descr, _) => Value::Text(format!("numpy.dtype({descr:?})")),
         })
     }
 }
 
-/// `data` (elements of `size` bytes) gathered through `shape` and `strides` (in elements).
-fn gather(data: &[u8], shape: &[u64], strides: &[u64], size: usize, numel: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(numel * size);
+/// Calls `f` with the offset (in elements, from the view's first element) of every element of a
+/// view of `shape` and `strides`, in C order. `at` never leaves the view's span: a dimension
+/// steps forward only while it has elements left, and rewinds what it stepped.
+fn each_offset(
+    shape: &[u64],
+    strides: &[u64],
+    numel: u64,
+    mut f: impl FnMut(u64) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     if numel == 0 {
-        return out;
+        return Ok(());
     }
-    // Every dimension and stride fits: the tensor's elements and span were checked against
-    // the storage and the decode limit.
-    let dims: Vec<usize> = shape.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
-    let steps: Vec<usize> = strides.iter().map(|&s| usize::try_from(s).unwrap_or(0)).collect();
-    let mut index = vec![0usize; dims.len()];
-    let mut at = 0usize;
+    let mut index = vec![0u64; shape.len()];
+    let mut at = 0u64;
     for _ in 0..numel {
-        out.extend_from_slice(&data[at * size..(at + 1) * size]);
-        for k in (0..dims.len()).rev() {
-            index[k] += 1;
-            at += steps[k];
-            if index[k] < dims[k] {
+        f(at)?;
+        for k in (0..shape.len()).rev() {
+            if index[k] + 1 < shape[k] {
+                index[k] += 1;
+                at += strides[k];
                 break;
             }
-            at -= steps[k] * dims[k];
+            at -= strides[k] * (shape[k] - 1);
             index[k] = 0;
         }
     }
-    out
+    Ok(())
 }
 
 impl<S: ReadAt> TensorSource for TorchFile<S> {
@@ -773,33 +805,67 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
         let io_failed = |e: std::io::Error| {
             ztensor_io::Error::io(format!("reading storage {:?}", storage.key), None, e)
         };
-        // The bytes from the first element read to one past the last.
+        // Offsets were checked at open: the view lies inside its storage, whose bytes lie inside
+        // the file (stored) or inflate to exactly its size (deflated).
         let first = t.offset * t.size;
-        let span = usize::try_from(t.span * t.size).unwrap_or(usize::MAX);
-        let window: Vec<u8> = match &storage.deflated {
+        let size = usize::try_from(t.size).unwrap_or(1);
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        let element = |at: u64| first + at * t.size;
+        match &storage.deflated {
             None => {
                 self.verify(t.storage).map_err(digest_failed)?;
-                let mut buf = vec![0u8; span];
-                self.source.read_exact_at(storage.offset + first, &mut buf).map_err(io_failed)?;
-                buf
+                let read =
+                    |at: u64, buf: &mut [u8]| self.source.read_exact_at(storage.offset + at, buf);
+                if t.contiguous {
+                    bytes.resize(usize::try_from(len).unwrap_or(0), 0);
+                    read(first, &mut bytes).map_err(io_failed)?;
+                } else if t.span * t.size <= (4 * len).max(16 << 20) {
+                    // A view over a compact span: that span once, then its elements.
+                    let mut window = vec![0u8; usize::try_from(t.span * t.size).unwrap_or(0)];
+                    read(first, &mut window).map_err(io_failed)?;
+                    each_offset(&t.shape, &t.strides, t.numel, |at| {
+                        let at = usize::try_from(at).unwrap_or(0) * size;
+                        bytes.extend_from_slice(&window[at..at + size]);
+                        Ok(())
+                    })
+                    .map_err(io_failed)?;
+                } else {
+                    // A few elements strewn over a large storage: each read where it lies.
+                    let mut one = vec![0u8; size];
+                    each_offset(&t.shape, &t.strides, t.numel, |at| {
+                        read(element(at), &mut one)?;
+                        bytes.extend_from_slice(&one);
+                        Ok(())
+                    })
+                    .map_err(io_failed)?;
+                }
             }
             Some(member) => {
-                let all = member.bytes(&self.source, self.limit).map_err(|e| {
-                    if e.message().contains("CRC-32") {
-                        digest_failed(e.message().to_owned())
-                    } else {
-                        io_failed(std::io::Error::other(e.to_string()))
-                    }
-                })?;
-                let first = usize::try_from(first).unwrap_or(usize::MAX);
-                all.get(first..first.saturating_add(span)).map(<[u8]>::to_vec).unwrap_or_default()
+                // Inflated once, and kept: every view of it reads from memory.
+                let inflated = storage
+                    .inflated
+                    .get_or_init(|| {
+                        member.bytes(&self.source, self.limit).map_err(|e| e.message().to_owned())
+                    })
+                    .as_ref()
+                    .map_err(|message| {
+                        if message.contains("CRC-32") {
+                            digest_failed(message.clone())
+                        } else {
+                            io_failed(std::io::Error::other(message.clone()))
+                        }
+                    })?;
+                each_offset(&t.shape, &t.strides, t.numel, |at| {
+                    let at = usize::try_from(element(at)).unwrap_or(usize::MAX);
+                    let part = inflated.get(at..at.saturating_add(size)).ok_or_else(|| {
+                        std::io::Error::other("an element past its inflated storage")
+                    })?;
+                    bytes.extend_from_slice(part);
+                    Ok(())
+                })
+                .map_err(io_failed)?;
             }
-        };
-        let size = usize::try_from(t.size).unwrap_or(1);
-        let numel = usize::try_from(t.numel).unwrap_or(0);
-        let mut bytes =
-            if t.contiguous { window } else { gather(&window, &t.shape, &t.strides, size, numel) };
-        bytes.truncate(numel * size);
+        }
         if self.big_endian {
             ztensor_format::data::swap_bytes(
                 &mut bytes,
@@ -818,5 +884,160 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
             attributes: None,
             components,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    /// A zip archive of `members` (name, bytes, deflated?), as any zip writer lays it out.
+    fn zip(members: &[(&str, &[u8], bool)]) -> Vec<u8> {
+        let (mut out, mut central) = (Vec::new(), Vec::new());
+        for &(name, data, deflate) in members {
+            let stored = if deflate {
+                let mut e =
+                    flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+                e.write_all(data).unwrap();
+                e.finish().unwrap()
+            } else {
+                data.to_vec()
+            };
+            let mut crc = flate2::Crc::new();
+            crc.update(data);
+            let at = u32::try_from(out.len()).unwrap();
+            let method: u16 = if deflate { 8 } else { 0 };
+            let sizes = |v: &mut Vec<u8>| {
+                v.extend(crc.sum().to_le_bytes());
+                v.extend(u32::try_from(stored.len()).unwrap().to_le_bytes());
+                v.extend(u32::try_from(data.len()).unwrap().to_le_bytes());
+                v.extend(u16::try_from(name.len()).unwrap().to_le_bytes());
+                v.extend(0u16.to_le_bytes());
+            };
+            out.extend(b"PK\x03\x04\x14\x00\x00\x00");
+            out.extend(method.to_le_bytes());
+            out.extend([0; 4]);
+            sizes(&mut out);
+            out.extend(name.as_bytes());
+            out.extend(&stored);
+            central.extend(b"PK\x01\x02\x14\x00\x14\x00\x00\x00");
+            central.extend(method.to_le_bytes());
+            central.extend([0; 4]);
+            sizes(&mut central);
+            // Comment length, disk, internal and external attributes.
+            central.extend([0; 10]);
+            central.extend(at.to_le_bytes());
+            central.extend(name.as_bytes());
+        }
+        let cd_at = u32::try_from(out.len()).unwrap();
+        let n = u16::try_from(members.len()).unwrap();
+        out.extend(&central);
+        out.extend(b"PK\x05\x06\x00\x00\x00\x00");
+        out.extend(n.to_le_bytes());
+        out.extend(n.to_le_bytes());
+        out.extend(u32::try_from(central.len()).unwrap().to_le_bytes());
+        out.extend(cd_at.to_le_bytes());
+        out.extend([0, 0]);
+        out
+    }
+
+    fn int(v: u64) -> Vec<u8> {
+        let mut b = vec![0x8a, 8];
+        b.extend(v.to_le_bytes());
+        b
+    }
+
+    fn text(s: &str) -> Vec<u8> {
+        let mut b = vec![b'X'];
+        b.extend(u32::try_from(s.len()).unwrap().to_le_bytes());
+        b.extend(s.as_bytes());
+        b
+    }
+
+    fn tuple(items: &[u64]) -> Vec<u8> {
+        let mut b = vec![b'('];
+        items.iter().for_each(|&i| b.extend(int(i)));
+        b.push(b't');
+        b
+    }
+
+    /// A state dict pickle of f32 views `(name, offset, shape, strides)` over storage "0".
+    fn state_dict(numel: u64, views: &[(&str, u64, &[u64], &[u64])]) -> Vec<u8> {
+        let mut p = b"\x80\x02}(".to_vec();
+        for &(name, offset, shape, strides) in views {
+            p.extend(text(name));
+            p.extend(b"ctorch._utils\n_rebuild_tensor_v2\n((");
+            p.extend(text("storage"));
+            p.extend(b"ctorch\nFloatStorage\n");
+            p.extend(text("0"));
+            p.extend(text("cpu"));
+            p.extend(int(numel));
+            p.extend(b"tQ");
+            p.extend(int(offset));
+            p.extend(tuple(shape));
+            p.extend(tuple(strides));
+            p.extend(b"\x89ccollections\nOrderedDict\n)RtR");
+        }
+        p.extend(b"u.");
+        p
+    }
+
+    fn floats(t: &TorchFile<Vec<u8>>, name: &str) -> Vec<f32> {
+        let data = t.read(t.find(name).unwrap()).unwrap();
+        data.components["data"]
+            .bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn views_read_the_elements_they_show_by_every_path() {
+        let numel = 5_000_001u64;
+        let storage: Vec<u8> = (0..numel).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let views: &[(&str, u64, &[u64], &[u64])] = &[
+            // A size-1 dimension may carry any stride.
+            ("odd", 1, &[2, 1], &[2, 1 << 62]),
+            // A compact span: read once, then gathered.
+            ("every_30th", 0, &[3], &[30]),
+            ("transposed", 0, &[2, 2], &[1, 2]),
+            // Three elements over 20 MB: each read where it lies.
+            ("strewn", 0, &[3], &[2_500_000]),
+            ("expand", 7, &[2, 3], &[0, 0]),
+        ];
+        let pickle = state_dict(numel, views);
+        for deflate in [false, true] {
+            let file = zip(&[
+                ("archive/data.pkl", &pickle, false),
+                ("archive/byteorder", b"little", false),
+                ("archive/data/0", &storage, deflate),
+            ]);
+            let t = TorchFile::new(file, "x", 1 << 30).unwrap();
+            assert_eq!(floats(&t, "odd"), [1.0, 3.0]);
+            assert_eq!(floats(&t, "every_30th"), [0.0, 30.0, 60.0]);
+            assert_eq!(floats(&t, "transposed"), [0.0, 2.0, 1.0, 3.0]);
+            assert_eq!(floats(&t, "strewn"), [0.0, 2_500_000.0, 5_000_000.0]);
+            assert_eq!(floats(&t, "expand"), [7.0; 6]);
+        }
+    }
+
+    #[test]
+    fn views_that_claim_more_than_the_limit_or_their_storage_are_refused() {
+        let storage = [0u8; 16];
+        let refused = |views: &[(&str, u64, &[u64], &[u64])], limit| {
+            let file = zip(&[
+                ("archive/data.pkl", &state_dict(4, views), false),
+                ("archive/data/0", &storage, false),
+            ]);
+            match TorchFile::new(file, "x", limit) {
+                Err(e) => e.to_string(),
+                Ok(t) => t.read(0).unwrap_err().to_string(),
+            }
+        };
+        assert!(refused(&[("w", 0, &[1 << 40], &[0])], 1 << 30).contains("limit"));
+        assert!(refused(&[("w", 1, &[4], &[1])], 1 << 30).contains("past its storage"));
+        assert!(refused(&[("w", 0, &[2, 2], &[2, 2])], 1 << 30).contains("past its storage"));
     }
 }

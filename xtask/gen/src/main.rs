@@ -46,7 +46,12 @@ fn fixtures(check: bool) -> Result<()> {
     ] {
         let path = format!("examples/{name}");
         extra.push_str(&format!("\n[[fixture]]\nfile = {path:?}\nversion = \"{version}\"\ncovers = \"the bundled example checkpoint\"\nexpect = \"ok\"\n"));
-        files.push((path, examples::tiny(version)?));
+        let bytes = examples::tiny(version)?;
+        files.push((
+            ztensor_conformance::dump_path(&path),
+            ztensor_conformance::golden_dump(&bytes)?.into_bytes(),
+        ));
+        files.push((path, bytes));
     }
     for (name, bytes) in examples::checkpoint()? {
         files.push((format!("examples/checkpoint/{name}"), bytes));
@@ -60,6 +65,10 @@ fn fixtures(check: bool) -> Result<()> {
             "ok".to_owned()
         };
         extra.push_str(&format!("\n[[fixture]]\nfile = {path:?}\nversion = \"tensorbuffers\"\ncovers = {stem:?}\nexpect = {expect:?}\n"));
+        if expect == "ok" {
+            let golden = ztensor_conformance::golden_dump_tb(&bytes)?;
+            files.push((ztensor_conformance::dump_path(&path), golden.into_bytes()));
+        }
         files.push((path, bytes));
     }
     files.extend(ztensor_conformance::files(&extra)?);
