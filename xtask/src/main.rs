@@ -286,12 +286,22 @@ fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
             "v1.2/reject",
             "tensorbuffers/valid",
             "tensorbuffers/reject",
+            "external/pytorch",
+            "external/pytorch/variants",
+            "external/pytorch/hostile",
+            "external/numpy",
+            "external/numpy/hostile",
+            "external/gguf",
+            "external/gguf/hostile",
         ] {
             for entry in
                 std::fs::read_dir(root.join("fixtures").join(dir)).into_iter().flatten().flatten()
             {
                 let name = entry.file_name();
-                if name.to_string_lossy().ends_with(".json") || entry.path().is_dir() {
+                if name.to_string_lossy().ends_with(".json")
+                    || name.to_string_lossy().ends_with(".py")
+                    || entry.path().is_dir()
+                {
                     continue;
                 }
                 std::fs::copy(

@@ -105,8 +105,40 @@ pub fn roundtrip(data: &[u8]) {
     parse_file(&file);
 }
 
+/// Any bytes as each foreign format the tools read (a PyTorch checkpoint, a NumPy `.npy` and
+/// `.npz`, a GGUF file): open, then describe, read and check every tensor, at a decode limit of
+/// 64 MiB. The PyTorch reader runs a pickle: no input may make it run anything, loop, or
+/// allocate by a claim.
+pub fn foreign(data: &[u8]) {
+    use ztensor_foreign::{gguf::GgufFile, npy_in::NpyFile, npz::NpzFile, torch::TorchFile};
+    use ztensor_io::TensorSource;
+    const LIMIT: u64 = 64 << 20;
+    let read_all = |source: &dyn TensorSource| {
+        let _ = source.attributes();
+        for i in 0..source.len() {
+            let _ = source.info(i);
+            if let Ok(data) = source.read(i) {
+                let _ = source.check(i, &data);
+            }
+        }
+    };
+    if let Ok(file) = TorchFile::new(data.to_vec(), "tensor", LIMIT) {
+        read_all(&file);
+    }
+    if let Ok(file) = NpzFile::new(data.to_vec(), LIMIT) {
+        read_all(&file);
+    }
+    if let Ok(file) = GgufFile::new(data.to_vec()) {
+        read_all(&file);
+    }
+    if let Ok(file) = NpyFile::new(data.to_vec(), "array") {
+        read_all(&file);
+    }
+}
+
 /// The names of the fuzz targets, each a wrapper around the body of the same name.
-pub const TARGETS: [&str; 5] = ["parse_file", "manifest", "read_any", "tensorbuffers", "roundtrip"];
+pub const TARGETS: [&str; 6] =
+    ["parse_file", "manifest", "read_any", "tensorbuffers", "roundtrip", "foreign"];
 
 /// The body of the target called `name`.
 pub fn body(name: &str) -> Option<fn(&[u8])> {
@@ -116,6 +148,7 @@ pub fn body(name: &str) -> Option<fn(&[u8])> {
         "read_any" => Some(read_any),
         "tensorbuffers" => Some(tensorbuffers),
         "roundtrip" => Some(roundtrip),
+        "foreign" => Some(foreign),
         _ => None,
     }
 }
