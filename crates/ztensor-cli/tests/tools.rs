@@ -957,4 +957,12 @@ fn pytorch_checkpoints_are_read_like_any_other_input() {
     assert!(err.contains("system") && err.contains("executes nothing"), "{err}");
     let err = fails(&["info", arg(&dir.join("scripted.pt"))], 1);
     assert!(err.contains("TorchScript"), "{err}");
+    // Sparse COO and CSR tensors become sparse objects, which pass zTensor's strict rules.
+    let sparse = d.join("sparse.zt");
+    ok(&["convert", arg(&dir.join("sparse.pt")), arg(&sparse)]);
+    let same = ok(&["diff", arg(&dir.join("sparse.pt")), arg(&sparse)]);
+    assert!(same.contains("3 the same"), "{same}");
+    ok(&["verify", "--strict", arg(&sparse)]);
+    let shown = ok(&["cat", arg(&sparse), "csr"]);
+    assert!(shown.contains("2 0 3"), "{shown}");
 }

@@ -57,6 +57,13 @@ pub(crate) enum Global {
     Set,
     /// `builtins.bytes` called with no argument: how protocol 2 pickles `b""`.
     Bytes,
+    /// `torch.serialization._get_layout`: a layout by its name.
+    GetLayout,
+    /// A sparse layout: `sparse_coo` or `sparse_csr`.
+    Layout(&'static str),
+    /// `torch._utils._rebuild_sparse_tensor` (and the older `_rebuild_sparse_csr_tensor`):
+    /// a sparse tensor from its layout and its index and value tensors.
+    RebuildSparse,
 }
 
 impl Global {
@@ -85,6 +92,12 @@ impl Global {
             ("numpy.core.multiarray" | "numpy._core.multiarray", "scalar") => Global::NumpyScalar,
             ("builtins" | "__builtin__", "set" | "frozenset") => Global::Set,
             ("builtins" | "__builtin__", "bytes") => Global::Bytes,
+            ("torch.serialization", "_get_layout") => Global::GetLayout,
+            ("torch", "sparse_coo") => Global::Layout("sparse_coo"),
+            ("torch", "sparse_csr") => Global::Layout("sparse_csr"),
+            ("torch._utils", "_rebuild_sparse_tensor" | "_rebuild_sparse_csr_tensor") => {
+                Global::RebuildSparse
+            }
             ("torch", storage) if storage.ends_with("Storage") => {
                 match crate::torch::dtype_of_storage(storage) {
                     Some(dtype) => Global::Storage(dtype),
@@ -96,13 +109,6 @@ impl Global {
                     module,
                     name,
                     "a quantized tensor, which zTensor does not hold",
-                ));
-            }
-            ("torch._utils", "_rebuild_sparse_tensor" | "_rebuild_sparse_csr_tensor") => {
-                return Err(refused(
-                    module,
-                    name,
-                    "a sparse tensor; convert it with .to_dense() before saving",
                 ));
             }
             ("torch._utils", other) if other.starts_with("_rebuild_") => {
@@ -140,6 +146,9 @@ impl Global {
             Global::NumpyScalar => "numpy.core.multiarray.scalar".into(),
             Global::Set => "builtins.set".into(),
             Global::Bytes => "builtins.bytes".into(),
+            Global::GetLayout => "torch.serialization._get_layout".into(),
+            Global::Layout(layout) => format!("torch.{layout}"),
+            Global::RebuildSparse => "torch._utils._rebuild_sparse_tensor".into(),
         }
     }
 }
@@ -169,6 +178,18 @@ pub(crate) struct TensorRef {
     pub(crate) offset: u64,
     pub(crate) shape: Vec<u64>,
     pub(crate) strides: Vec<u64>,
+}
+
+/// A sparse tensor, as `_rebuild_sparse_tensor` describes it: COO (`coords` from its indices,
+/// `values`) or CSR (`indptr`, `indices`, `values`), each part a tensor over a storage.
+#[derive(Debug, Clone)]
+pub(crate) struct SparseRef {
+    /// `sparse_coo` or `sparse_csr`.
+    pub(crate) layout: &'static str,
+    /// Its logical shape.
+    pub(crate) shape: Vec<u64>,
+    /// Its parts, by zTensor role.
+    pub(crate) parts: Vec<(&'static str, TensorRef)>,
 }
 
 /// A key of a dict, as Python compares them (for plain keys).
@@ -206,6 +227,7 @@ pub(crate) enum Node {
     Global(Global),
     Storage(Box<StorageRef>),
     Tensor(Box<TensorRef>),
+    Sparse(Box<SparseRef>),
     /// A NumPy dtype: its type string (`f8`, `i4`, …) and byte order (`<`, `>`, `|`, `=`).
     NumpyDtype(String, char),
 }
@@ -226,6 +248,7 @@ impl Node {
             Node::Global(_) => "a global",
             Node::Storage(_) => "a storage",
             Node::Tensor(_) => "a tensor",
+            Node::Sparse(_) => "a sparse tensor",
             Node::NumpyDtype(..) => "a NumPy dtype",
         }
     }
@@ -642,7 +665,63 @@ impl Machine<'_> {
                     None => Node::Set(Vec::new()),
                 }
             }
-            Global::TensorType | Global::Storage(_) | Global::Dtype(_) => {
+            Global::GetLayout => {
+                arity(1..=1)?;
+                match self.string(args[0])? {
+                    "torch.sparse_coo" => Node::Global(Global::Layout("sparse_coo")),
+                    "torch.sparse_csr" => Node::Global(Global::Layout("sparse_csr")),
+                    other => {
+                        let shown: String = other.chars().take(64).collect();
+                        return Err(malformed(
+                            self.at,
+                            format!(
+                                "a tensor of layout {shown}: sparse COO and CSR tensors are read \
+                                 (convert others with .to_sparse_coo() before saving)"
+                            ),
+                        ));
+                    }
+                }
+            }
+            Global::RebuildSparse => {
+                arity(2..=2)?;
+                let Node::Global(Global::Layout(layout)) = self.nodes[args[0]] else {
+                    return Err(malformed(self.at, "a sparse tensor without a sparse layout"));
+                };
+                let data = self.items(args[1])?.to_vec();
+                let tensor = |m: &Self, id: Id| match &m.nodes[id] {
+                    Node::Tensor(t) => Ok((**t).clone()),
+                    other => Err(malformed(
+                        m.at,
+                        format!("a sparse tensor part that is {}, not a tensor", other.kind()),
+                    )),
+                };
+                let (parts, size) = match (layout, data.len()) {
+                    ("sparse_coo", 3 | 4) => (
+                        vec![
+                            ("coords", tensor(self, data[0])?),
+                            ("values", tensor(self, data[1])?),
+                        ],
+                        data[2],
+                    ),
+                    ("sparse_csr", 4) => (
+                        vec![
+                            ("indptr", tensor(self, data[0])?),
+                            ("indices", tensor(self, data[1])?),
+                            ("values", tensor(self, data[2])?),
+                        ],
+                        data[3],
+                    ),
+                    _ => {
+                        return Err(malformed(
+                            self.at,
+                            format!("a {layout} tensor of {} parts", data.len()),
+                        ));
+                    }
+                };
+                let shape = self.dims(size, "a sparse size")?;
+                Node::Sparse(Box::new(SparseRef { layout, shape, parts }))
+            }
+            Global::TensorType | Global::Storage(_) | Global::Dtype(_) | Global::Layout(_) => {
                 return Err(malformed(self.at, format!("calling {}", global.describe())));
             }
         })

@@ -19,7 +19,10 @@
 //!   dicts, NumPy scalars) becomes a file attribute under its dotted path (`epoch`,
 //!   `optimizer.param_groups`);
 //! - dtypes: every one zTensor holds, FP8 as `u8` with the 1.2 logical type, complex as pairs;
-//!   others (quantized, `complex32`, `float8_e8m0fnu`) are objects that cannot be decoded.
+//!   others (quantized, `complex32`, `float8_e8m0fnu`) are objects that cannot be decoded;
+//! - sparse COO and CSR tensors become `sparse_coo` (`coords`, `values`) and `sparse_csr`
+//!   (`indptr`, `indices`, `values`) objects, their int64 indices given as `u64` once none is
+//!   negative; other layouts (CSC, BSR), hybrid sparse tensors and quantized tensors are refused.
 //!
 //! Legacy checkpoints (before 1.6, or saved with `_use_new_zipfile_serialization=False`: a
 //! sequence of pickles followed by the raw storages) are read too. TorchScript archives are
@@ -32,12 +35,12 @@ use std::sync::OnceLock;
 
 use ztensor_format::{DType, Encoding, Format, LogicalType, StorageType, Value};
 use ztensor_io::{
-    ComponentData, ComponentInfo, FileSource, ObjectData, ObjectInfo, ReadAt, TensorSource, role,
+    ComponentData, ComponentInfo, FileSource, ObjectData, ObjectInfo, ReadAt, TensorSource,
 };
 
 use crate::archive::{Member, Method, members};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pickle::{self, Id, Node, Pickle, TensorRef};
+use crate::pickle::{self, Id, Node, Pickle, SparseRef, TensorRef};
 
 /// The largest `data.pkl` read (a state dict of 100,000 tensors pickles to a few MiB).
 pub const MAX_PICKLE: u64 = 256 << 20;
@@ -173,6 +176,21 @@ struct Tensor {
     contiguous: bool,
 }
 
+/// One object of the checkpoint: a dense tensor (one part, `data`) or a sparse one (COO:
+/// `coords`, `values`; CSR: `indptr`, `indices`, `values`), each part a view of a storage.
+#[derive(Debug)]
+struct Entry {
+    name: String,
+    format: Format,
+    shape: Vec<u64>,
+    parts: Vec<(&'static str, Tensor)>,
+}
+
+/// The roles of a sparse object's int64 index parts, given as `u64` (checked non-negative).
+fn is_index(role: &str) -> bool {
+    matches!(role, "coords" | "indptr" | "indices")
+}
+
 /// A validated PyTorch checkpoint over any byte source.
 #[derive(Debug)]
 pub struct TorchFile<S> {
@@ -181,7 +199,7 @@ pub struct TorchFile<S> {
     legacy: bool,
     big_endian: bool,
     storages: Vec<Storage>,
-    tensors: Vec<Tensor>,
+    tensors: Vec<Entry>,
     attributes: Option<Value>,
     limit: u64,
 }
@@ -236,36 +254,54 @@ impl<S: ReadAt> TorchFile<S> {
         let mut by_key: HashMap<String, usize> = HashMap::new();
         let mut tensors = Vec::with_capacity(found.len());
         let mut names = std::collections::HashSet::new();
-        for (name, t) in found {
+        for (name, found) in found {
             if !names.insert(name.clone()) {
                 return Err(malformed(format!("two tensors are called {name:?}")));
             }
-            let (dtype, numel) =
-                seen.get(&t.storage.key).copied().unwrap_or((t.storage.dtype, t.storage.numel));
-            let storage_bytes = numel
-                .checked_mul(element_size(dtype))
-                .ok_or_else(|| malformed(format!("storage {:?} overflows", t.storage.key)))?;
-            let index = match by_key.get(&t.storage.key) {
-                Some(&i) => i,
-                None => {
-                    let storage = (layout.storage)(&t.storage.key).ok_or_else(|| {
-                        malformed(format!("storage {:?} is not in the file", t.storage.key))
-                    })?;
-                    storages.push(storage);
-                    by_key.insert(t.storage.key.clone(), storages.len() - 1);
-                    storages.len() - 1
+            let (format, shape, views) = match found {
+                Found::Dense(t) => (Format::Dense, t.shape.clone(), vec![("data", t)]),
+                Found::Sparse(s) => {
+                    let format = if s.layout == "sparse_coo" {
+                        Format::SparseCoo
+                    } else {
+                        Format::SparseCsr
+                    };
+                    (format, s.shape, s.parts)
                 }
             };
-            let stored = &storages[index];
-            if stored.len != storage_bytes {
-                return Err(malformed(format!(
-                    "storage {:?} holds {} bytes; the pickle says {numel} elements of {dtype} \
-                     ({storage_bytes} bytes)",
-                    stored.key, stored.len
-                ))
-                .with_tensor(&name));
+            let mut parts = Vec::with_capacity(views.len());
+            for (role, t) in views {
+                let (dtype, numel) =
+                    seen.get(&t.storage.key).copied().unwrap_or((t.storage.dtype, t.storage.numel));
+                let storage_bytes = numel
+                    .checked_mul(element_size(dtype))
+                    .ok_or_else(|| malformed(format!("storage {:?} overflows", t.storage.key)))?;
+                let index = match by_key.get(&t.storage.key) {
+                    Some(&i) => i,
+                    None => {
+                        let storage = (layout.storage)(&t.storage.key).ok_or_else(|| {
+                            malformed(format!("storage {:?} is not in the file", t.storage.key))
+                        })?;
+                        storages.push(storage);
+                        by_key.insert(t.storage.key.clone(), storages.len() - 1);
+                        storages.len() - 1
+                    }
+                };
+                let stored = &storages[index];
+                if stored.len != storage_bytes {
+                    return Err(malformed(format!(
+                        "storage {:?} holds {} bytes; the pickle says {numel} elements of {dtype} \
+                         ({storage_bytes} bytes)",
+                        stored.key, stored.len
+                    ))
+                    .with_tensor(&name));
+                }
+                parts.push((role, Tensor::new(name.clone(), index, &t, storage_bytes)?));
             }
-            tensors.push(Tensor::new(name, index, &t, storage_bytes)?);
+            if format != Format::Dense {
+                sparse_parts_agree(&format, &shape, &parts).map_err(|e| e.with_tensor(&name))?;
+            }
+            tensors.push(Entry { name, format, shape, parts });
         }
         Ok(TorchFile {
             source,
@@ -484,6 +520,47 @@ fn legacy<S: ReadAt>(source: &S) -> Result<Layout> {
     Ok(Layout { pickle: (main, seen), storage: Box::new(storage), big_endian: false, legacy: true })
 }
 
+/// The parts of a sparse tensor agree with each other and with its shape: int64 indices of the
+/// counts the layout gives, one-dimensional values (hybrid tensors, with dense dimensions in
+/// their values, are not read).
+fn sparse_parts_agree(
+    format: &Format,
+    shape: &[u64],
+    parts: &[(&'static str, Tensor)],
+) -> Result<()> {
+    let part = |role: &str| parts.iter().find(|(r, _)| *r == role).map(|(_, t)| t);
+    let values = part("values").ok_or_else(|| malformed("a sparse tensor without values"))?;
+    let [nnz] = values.shape[..] else {
+        return Err(malformed(format!(
+            "a sparse tensor with values of shape {:?} (hybrid sparse tensors are not read)",
+            values.shape
+        )));
+    };
+    for (role, t) in parts.iter().filter(|(r, _)| is_index(r)) {
+        if t.dtype != "int64" {
+            return Err(malformed(format!("sparse {role} of {}, not int64", t.dtype)));
+        }
+    }
+    let expected: Vec<(&str, Vec<u64>)> = match format {
+        Format::SparseCoo => vec![("coords", vec![shape.len() as u64, nnz])],
+        _ => {
+            let [rows, _] = shape[..] else {
+                return Err(malformed(format!("a CSR tensor of shape {shape:?}")));
+            };
+            vec![("indptr", vec![rows.saturating_add(1)]), ("indices", vec![nnz])]
+        }
+    };
+    for (role, want) in expected {
+        let got = part(role).map(|t| t.shape.clone()).unwrap_or_default();
+        if got != want {
+            return Err(malformed(format!(
+                "sparse {role} of shape {got:?} for a {format} tensor of shape {shape:?} with {nnz} values"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Tensor {
     fn new(name: String, storage: usize, t: &TensorRef, storage_bytes: u64) -> Result<Tensor> {
         let size = element_size(t.dtype);
@@ -542,9 +619,15 @@ struct Walk<'p> {
     /// Bytes of names and copied text still to make: a long string shared by many values
     /// cannot make the names and attributes grow without bound.
     bytes: usize,
-    tensors: Vec<(String, TensorRef)>,
+    tensors: Vec<(String, Found)>,
     attributes: Vec<(Value, Value)>,
     has_tensor: HashMap<Id, bool>,
+}
+
+/// A tensor the walk found.
+enum Found {
+    Dense(TensorRef),
+    Sparse(SparseRef),
 }
 
 fn join(prefix: &str, key: &str, root: bool) -> String {
@@ -586,7 +669,7 @@ impl Walk<'_> {
         }
         self.spend(depth)?;
         let found = match self.pickle.node(id) {
-            Node::Tensor(_) => true,
+            Node::Tensor(_) | Node::Sparse(_) => true,
             _ => {
                 let mut found = false;
                 for (_, child) in self.children(id) {
@@ -618,7 +701,10 @@ impl Walk<'_> {
         self.spend(depth)?;
         match self.pickle.node(id) {
             Node::Tensor(t) => {
-                self.tensors.push((name.to_owned(), (**t).clone()));
+                self.tensors.push((name.to_owned(), Found::Dense((**t).clone())));
+            }
+            Node::Sparse(s) => {
+                self.tensors.push((name.to_owned(), Found::Sparse((**s).clone())));
             }
             Node::Dict(_) | Node::List(_) | Node::Tuple(_) | Node::Set(_) => {
                 for (i, (key, child)) in self.children(id).into_iter().enumerate() {
@@ -685,7 +771,7 @@ impl Walk<'_> {
             }
             Node::Global(g) => Value::Text(g.describe()),
             Node::Storage(s) => Value::Text(format!("a torch storage ({})", s.key)),
-            Node::Tensor(_) => {
+            Node::Tensor(_) | Node::Sparse(_) => {
                 return Err(malformed(
                     "a tensor where only plain values can be (a dict key, or inside a key)",
                 ));
@@ -743,46 +829,90 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
     }
 
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
-        let t = self.tensors.get(index)?;
-        let (dtype, logical_type) = match &t.types {
-            Ok((d, l)) => (StorageType::from(*d), l.clone()),
-            Err(_) => (StorageType::Unknown(t.dtype.to_owned()), None),
-        };
-        let len = t.numel * t.size;
-        let storage = &self.storages[t.storage];
-        let offset = (t.contiguous && storage.deflated.is_none() && !self.big_endian)
-            .then(|| storage.offset + t.offset * t.size);
+        let e = self.tensors.get(index)?;
+        let components = e
+            .parts
+            .iter()
+            .map(|(role, t)| {
+                let (dtype, logical_type) = match &t.types {
+                    Ok(_) if is_index(role) => (StorageType::from(DType::U64), None),
+                    Ok((d, l)) => (StorageType::from(*d), l.clone()),
+                    Err(_) => (StorageType::Unknown(t.dtype.to_owned()), None),
+                };
+                let len = t.numel * t.size;
+                let storage = &self.storages[t.storage];
+                let offset = (t.contiguous && storage.deflated.is_none() && !self.big_endian)
+                    .then(|| storage.offset + t.offset * t.size);
+                ComponentInfo {
+                    role: Cow::Borrowed(role),
+                    dtype,
+                    logical_type,
+                    decoded_len: Some(len),
+                    stored_len: len,
+                    offset,
+                    encoding: Encoding::Raw,
+                    digest: None,
+                }
+            })
+            .collect();
         Some(ObjectInfo {
-            name: Cow::Borrowed(&t.name),
-            shape: Cow::Borrowed(&t.shape),
-            format: Format::Dense,
+            name: Cow::Borrowed(&e.name),
+            shape: Cow::Borrowed(&e.shape),
+            format: e.format.clone(),
             attributes: None,
-            components: vec![ComponentInfo {
-                role: Cow::Borrowed(role::DATA),
-                dtype,
-                logical_type,
-                decoded_len: Some(len),
-                stored_len: len,
-                offset,
-                encoding: Encoding::Raw,
-                digest: None,
-            }],
-            unsupported: t.types.as_ref().err().cloned(),
+            components,
+            unsupported: e.parts.iter().find_map(|(_, t)| t.types.as_ref().err().cloned()),
             location: None,
         })
     }
 
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
-        let t = self
+        let e = self
             .tensors
             .get(index)
             .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
-        let (dtype, logical_type) = t.types.clone().map_err(|reason| {
-            ztensor_io::Error::unsupported(
-                ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
-                    .in_object(&t.name),
-            )
-        })?;
+        let mut components = BTreeMap::new();
+        for (role, t) in &e.parts {
+            let (dtype, logical_type) = t.types.clone().map_err(|reason| {
+                ztensor_io::Error::unsupported(
+                    ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
+                        .in_object(&e.name),
+                )
+            })?;
+            let bytes = self.read_part(t, dtype)?;
+            let (dtype, logical_type) = if is_index(role) {
+                // int64 indices given as u64: the same bytes, once none is negative.
+                if bytes.chunks_exact(8).any(|c| c[7] & 0x80 != 0) {
+                    return Err(ztensor_format::Error::new(
+                        ztensor_format::ErrorKind::SparseIndexOutOfBounds,
+                        format!("a negative {role} element"),
+                    )
+                    .in_object(&e.name)
+                    .in_component(role)
+                    .into());
+                }
+                (DType::U64, None)
+            } else {
+                (dtype, logical_type)
+            };
+            components.insert(
+                (*role).to_owned(),
+                ComponentData { dtype, logical_type, bytes: Cow::Owned(bytes) },
+            );
+        }
+        Ok(ObjectData {
+            name: e.name.clone(),
+            shape: e.shape.clone(),
+            format: e.format.clone(),
+            attributes: None,
+            components,
+        })
+    }
+}
+
+impl<S: ReadAt> TorchFile<S> {
+    /// The elements of one tensor view, in C order and little-endian.
+    fn read_part(&self, t: &Tensor, dtype: DType) -> ztensor_io::Result<Vec<u8>> {
         let len = t.numel * t.size;
         if len > self.limit {
             return Err(ztensor_format::Error::new(
@@ -872,18 +1002,7 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
                 usize::try_from(dtype.size()).unwrap_or(1),
             );
         }
-        let mut components = BTreeMap::new();
-        components.insert(
-            role::DATA.to_owned(),
-            ComponentData { dtype, logical_type, bytes: Cow::Owned(bytes) },
-        );
-        Ok(ObjectData {
-            name: t.name.clone(),
-            shape: t.shape.clone(),
-            format: Format::Dense,
-            attributes: None,
-            components,
-        })
+        Ok(bytes)
     }
 }
 
