@@ -51,23 +51,26 @@ struct Out {
 }
 
 impl Out {
-    fn ok(&mut self, v: Version, name: &str, covers: &str, bytes: Vec<u8>) {
+    /// Files a fixture under the folder its expectation names.
+    fn push(&mut self, v: Version, name: &str, covers: &str, expect: Expect, bytes: Vec<u8>) {
+        let folder = match expect {
+            Expect::Ok => "valid",
+            Expect::Reject(_) => "reject",
+            Expect::Defined(_) => "implementation-defined",
+        };
         self.list.push(Fixture {
-            path: format!("{}/valid/{name}.zt", dir(v)),
+            path: format!("{}/{folder}/{name}.zt", dir(v)),
             version: v,
             covers: covers.into(),
-            expect: Expect::Ok,
+            expect,
             bytes,
         });
     }
+    fn ok(&mut self, v: Version, name: &str, covers: &str, bytes: Vec<u8>) {
+        self.push(v, name, covers, Expect::Ok, bytes);
+    }
     fn defined(&mut self, v: Version, name: &str, strict: Option<K>, covers: &str, bytes: Vec<u8>) {
-        self.list.push(Fixture {
-            path: format!("{}/implementation-defined/{name}.zt", dir(v)),
-            version: v,
-            covers: covers.into(),
-            expect: Expect::Defined(strict),
-            bytes,
-        });
+        self.push(v, name, covers, Expect::Defined(strict), bytes);
     }
     fn reject(&mut self, v: Version, kind: K, variant: &str, covers: &str, bytes: Vec<u8>) {
         let name = if variant.is_empty() {
@@ -75,13 +78,7 @@ impl Out {
         } else {
             format!("{}--{variant}", kind.id())
         };
-        self.list.push(Fixture {
-            path: format!("{}/reject/{name}.zt", dir(v)),
-            version: v,
-            covers: covers.into(),
-            expect: Expect::Reject(kind),
-            bytes,
-        });
+        self.push(v, &name, covers, Expect::Reject(kind), bytes);
     }
 }
 
