@@ -661,17 +661,6 @@ fn sharding(output: &Path, shard_size: Option<u64>) -> Result<Option<ztensor_sha
     }
 }
 
-/// The one `*.zt.index.json` in `dir` (the index a sharded conversion just wrote).
-fn index_in(dir: &Path) -> Result<PathBuf> {
-    let mut found = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| ztensor_shard::is_index(p))
-        .collect::<Vec<_>>();
-    found.sort();
-    found.pop().ok_or_else(|| anyhow!("no index in {}", dir.display()))
-}
-
 /// The unit a scheduler gave this process: `SLURM_ARRAY_TASK_ID`, else
 /// `JOB_COMPLETION_INDEX` (Kubernetes Indexed Jobs).
 fn unit_from_environment() -> Result<usize> {
@@ -926,10 +915,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 sharded,
             };
             let started = std::time::Instant::now();
-            let (count, peak) = cmd::convert::run(&request)?;
-            if sharded.is_some() {
+            let converted = cmd::convert::run(&request)?;
+            let (count, peak) = (converted.objects, converted.peak);
+            if let Some(index_path) = converted.index {
                 if !run.quiet {
-                    let index_path = index_in(&output)?;
                     let index = ztensor_shard::ShardIndex::read(&index_path)
                         .map_err(|e| shard_error("", &e))?;
                     let bytes: u64 = index.shards.values().map(|s| s.size).sum();
@@ -980,6 +969,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let source = open_source_with(&input, carry_unknown_dtypes)?;
             let made = cmd::convert::plan_of(&request, split, &*source)?;
+            // The plan file is neither a file the plan reads nor one it will write.
+            if let Some(id) = ztensor_io::FileId::of_path(&plan).map_err(|e| anyhow!("{e}"))? {
+                let named = made.inputs.iter().map(|f| f.path.clone()).chain(
+                    made.units
+                        .iter()
+                        .map(|u| made.output.join(&u.shard))
+                        .chain([made.output.join(&made.index)]),
+                );
+                for other in named {
+                    if ztensor_io::FileId::of_path(&other).ok().flatten() == Some(id) {
+                        return Err(anyhow!(
+                            "{} is also {} of the plan; writing the plan there would replace it \
+                             (choose another -o)",
+                            plan.display(),
+                            other.display()
+                        ));
+                    }
+                }
+            }
             let mut file = ztensor_io::AtomicFile::create(&plan).map_err(|e| anyhow!("{e}"))?;
             file.write_all(made.to_json().as_bytes())
                 .with_context(|| format!("cannot write {}", plan.display()))?;

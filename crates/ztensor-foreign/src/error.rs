@@ -84,7 +84,15 @@ impl Error {
 
 impl From<ztensor_io::Error> for Error {
     fn from(e: ztensor_io::Error) -> Error {
-        let mut error = Error::new(ErrorKind::ZTensor, e.to_string());
+        // An I/O failure is one whatever crate met it (opening an input, refusing a FIFO).
+        let mut error = match e.kind() {
+            ztensor_io::ErrorKind::Io { what, path, source } => {
+                let mut error = Error::new(ErrorKind::Io, format!("{what}: {source}"));
+                error.path.clone_from(path);
+                error
+            }
+            _ => Error::new(ErrorKind::ZTensor, e.to_string()),
+        };
         error.source = Some(Box::new(e));
         error
     }

@@ -45,6 +45,11 @@ pub fn is_plain_name(shard: &str) -> bool {
 pub struct ShardedCheckpoint<S> {
     index: PathBuf,
     shards: Vec<(PathBuf, SafetensorsFile<S>)>,
+    /// How many tensors come before each shard, and after the last: object `i` is in the
+    /// shard whose range holds it, found by binary search.
+    starts: Vec<usize>,
+    /// Each tensor's shard (a position in `shards`).
+    shard_of: HashMap<String, usize>,
     metadata: BTreeMap<String, String>,
 }
 
@@ -114,7 +119,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
                 "index of {len} bytes, over the {MAX_INDEX_LEN}-byte limit"
             )));
         }
-        let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+        let bytes = ztensor_io::read_input(path, MAX_INDEX_LEN)?;
         let index: Index =
             serde_json::from_slice(&bytes).map_err(|e| malformed(format!("index: {e}")))?;
         // Tensor → shard, checking names.
@@ -135,6 +140,8 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut shards = Vec::with_capacity(shard_names.len());
         let mut seen: HashMap<String, &str> = HashMap::new();
+        let mut shard_of: HashMap<String, usize> = HashMap::new();
+        let mut starts = vec![0usize];
         let mut metadata: BTreeMap<String, String> = BTreeMap::new();
         for name in shard_names {
             let shard_path = dir.join(name);
@@ -155,6 +162,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
                 }
             })?;
             for t in file.tensors() {
+                shard_of.insert(t.name.clone(), shards.len());
                 if let Some(first) = seen.insert(t.name.clone(), name) {
                     return Err(mismatch(format!(
                         "tensor {:?} is in both {first} and {name}",
@@ -193,6 +201,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
                     }
                 }
             }
+            starts.push(starts.last().copied().unwrap_or(0) + file.tensors().len());
             shards.push((shard_path, file));
         }
         let mut missing: Vec<(&str, &str)> =
@@ -205,7 +214,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
             ))
             .with_path(path));
         }
-        Ok(ShardedCheckpoint { index: path.to_owned(), shards, metadata })
+        Ok(ShardedCheckpoint { index: path.to_owned(), shards, starts, shard_of, metadata })
     }
 
     /// The index's path.
@@ -292,15 +301,12 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
 
 impl<S: ReadAt> ShardedCheckpoint<S> {
     /// The shard and the tensor of object `index`, counting shard by shard.
-    fn locate(&self, mut index: usize) -> Option<(&Path, &SafetensorsFile<S>, usize)> {
-        for (path, file) in &self.shards {
-            let n = file.tensors().len();
-            if index < n {
-                return Some((path, file, index));
-            }
-            index -= n;
-        }
-        None
+    fn locate(&self, index: usize) -> Option<(&Path, &SafetensorsFile<S>, usize)> {
+        // The last shard whose first object is at or before `index`.
+        let at = self.starts.partition_point(|&s| s <= index).checked_sub(1)?;
+        let (path, file) = self.shards.get(at)?;
+        let i = index - self.starts[at];
+        (i < file.tensors().len()).then_some((path.as_path(), file, i))
     }
 }
 
@@ -321,7 +327,7 @@ impl<S: ReadAt> TensorSource for ShardedCheckpoint<S> {
     }
 
     fn len(&self) -> usize {
-        self.shards.iter().map(|(_, f)| f.tensors().len()).sum()
+        self.starts.last().copied().unwrap_or(0)
     }
 
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
@@ -336,14 +342,8 @@ impl<S: ReadAt> TensorSource for ShardedCheckpoint<S> {
     }
 
     fn find(&self, name: &str) -> Option<usize> {
-        let mut before = 0;
-        for (_, file) in &self.shards {
-            if let Some(i) = file.find(name) {
-                return Some(before + i);
-            }
-            before += file.tensors().len();
-        }
-        None
+        let at = *self.shard_of.get(name)?;
+        Some(self.starts[at] + self.shards.get(at)?.1.find(name)?)
     }
 
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {

@@ -9,7 +9,7 @@
 //! [`FileWriter`] publishes through a temporary file and a rename.
 //!
 //! This is the only crate of the workspace that touches files, and the only one with `unsafe`
-//! (the memory map, in one module).
+//! (the memory map, and the system calls std lacks: directory handles, write-back hints).
 //!
 //! # Example
 //!
@@ -41,8 +41,11 @@
 mod append;
 pub mod codec;
 mod copy;
+#[allow(unsafe_code)]
+mod dir;
 mod error;
 mod handle;
+mod input;
 mod journal;
 mod lock;
 mod machine;
@@ -62,9 +65,11 @@ pub use crate::append::{
     AppendSink, Appender, Recovered, Repair, append, recover, repair, repair_by_scan, try_append,
 };
 pub use crate::copy::{CopyOptions, DigestChoice, copy_all, copy_object};
+pub use crate::dir::OutputDir;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::handle::{Component, Object};
-pub use crate::lock::WriteLock;
+pub use crate::input::{open_input, read_input};
+pub use crate::lock::{FileId, WriteLock};
 pub use crate::machine::{OBJECT_COST, address_space_cap, machine_limits, physical_memory};
 pub use crate::mmap::Mapped;
 pub use crate::publish::{AtomicFile, check_output, interrupt, remove_stale_temporaries};

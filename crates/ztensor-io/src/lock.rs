@@ -20,15 +20,29 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::error::{Error, Result};
 
-/// A file's identity on its device, stable across renames (device and inode on Unix).
+/// A file's identity on its device, stable across renames and whatever path or link names
+/// it (device and inode on Unix): how outputs are told apart from inputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct FileId {
+pub struct FileId {
     pub(crate) dev: u64,
     pub(crate) ino: u64,
 }
 
 impl FileId {
-    pub(crate) fn of(meta: &Metadata) -> FileId {
+    /// The identity of the file at `path` (links followed), `None` when nothing is there.
+    ///
+    /// # Errors
+    /// I/O errors other than the file not existing.
+    pub fn of_path(path: impl AsRef<Path>) -> Result<Option<FileId>> {
+        match std::fs::metadata(path.as_ref()) {
+            Ok(m) => Ok(Some(FileId::of(&m))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("cannot stat", Some(path.as_ref().to_owned()), e)),
+        }
+    }
+
+    /// The identity of the file `meta` describes.
+    pub fn of(meta: &Metadata) -> FileId {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;

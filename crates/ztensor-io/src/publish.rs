@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, PoisonError, Weak};
 
+use crate::dir::{EntryKind, OutputDir};
 use crate::error::{Error, Result};
 use crate::lock::{FileId, WriteLock};
 
@@ -114,27 +115,7 @@ pub(crate) fn check_target(target: &Path) -> Result<Option<Metadata>> {
     if kind.is_file() {
         return Ok(Some(meta));
     }
-    let what = if kind.is_dir() {
-        "a directory"
-    } else {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::FileTypeExt;
-            if kind.is_fifo() {
-                "a FIFO"
-            } else if kind.is_char_device() || kind.is_block_device() {
-                "a device"
-            } else if kind.is_socket() {
-                "a socket"
-            } else {
-                "not a regular file"
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            "not a regular file"
-        }
-    };
+    let what = crate::input::describe(kind);
     Err(Error::io(
         "refusing to replace",
         Some(target.to_owned()),
@@ -229,14 +210,23 @@ pub fn interrupt() {
 // ---------------------------------------------------------------------------------------------
 // Temporary files.
 
+/// Where an [`AtomicFile`]'s temporary file and target live: beside a path the user gave
+/// (followed through links), or in an [`OutputDir`] under a name the tool chose.
+#[derive(Debug)]
+enum Place {
+    Path,
+    At { dir: OutputDir, name: String },
+}
+
 /// A fresh temporary file beside `target`, created and locked, its path registered for
 /// [`interrupt`]. Returns the file, its path and its registration.
-fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
+fn create_temp(target: &Path, place: &Place, mode: u32) -> Result<(File, PathBuf, u64)> {
     let stem = sidecar_stem(target.file_name().unwrap_or(OsStr::new("out")));
     let dir = dir_of(target);
     loop {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let temp = dir.join(format!(".{stem}.{}-{n}.{TEMP_EXTENSION}", std::process::id()));
+        let temp_name = format!(".{stem}.{}-{n}.{TEMP_EXTENSION}", std::process::id());
+        let temp = dir.join(&temp_name);
         // Registered before it exists, so a signal can never leave it behind unregistered.
         {
             let mut live = live();
@@ -245,13 +235,19 @@ fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
             }
             live.temps.insert(n, temp.clone());
         }
-        let mut options = OpenOptions::new();
-        options.read(true).write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+        let opened = match place {
+            Place::Path => {
+                let mut options = OpenOptions::new();
+                options.read(true).write(true).create_new(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+                options.open(&temp)
+            }
+            Place::At { dir, .. } => dir.create_new(&temp_name, mode),
+        };
         #[cfg(not(unix))]
         let _ = mode;
-        let file = match options.open(&temp) {
+        let file = match opened {
             Ok(f) => f,
             Err(e) => {
                 live().temps.remove(&n);
@@ -262,6 +258,10 @@ fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
                 return Err(Error::io("cannot write", Some(target.to_owned()), e));
             }
         };
+        let remove = || match place {
+            Place::Path => drop(fs::remove_file(&temp)),
+            Place::At { dir, .. } => drop(dir.unlink(&temp_name)),
+        };
         // The lock tells a sweeper that someone is writing this file. Between creating and
         // locking it a sweeper may have taken it for a leftover; then start again.
         let locked = match file.try_lock() {
@@ -270,7 +270,7 @@ fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
             // Without locks there is nothing to hold; sweepers cannot take it either.
             Err(fs::TryLockError::Error(e)) if crate::lock::unsupported(&e) => true,
             Err(fs::TryLockError::Error(e)) => {
-                let _ = fs::remove_file(&temp);
+                remove();
                 live().temps.remove(&n);
                 return Err(Error::io(
                     "cannot lock the file being written for",
@@ -279,9 +279,13 @@ fn create_temp(target: &Path, mode: u32) -> Result<(File, PathBuf, u64)> {
                 ));
             }
         };
+        let now = match place {
+            Place::Path => fs::metadata(&temp).ok(),
+            Place::At { dir, .. } => dir.file_metadata(&temp_name).ok().flatten(),
+        };
         let ours = locked
-            && match (file.metadata(), fs::metadata(&temp)) {
-                (Ok(a), Ok(b)) => FileId::of(&a) == FileId::of(&b),
+            && match (file.metadata(), now) {
+                (Ok(a), Some(b)) => FileId::of(&a) == FileId::of(&b),
                 _ => false,
             };
         if ours {
@@ -309,6 +313,36 @@ fn is_temp_of(name: &str, stem: &str) -> bool {
     let numeric =
         |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     numeric(parts.next()) && numeric(parts.next()) && parts.next().is_none()
+}
+
+/// Whether `name` is a temporary file of any target.
+fn is_any_temp(name: &str) -> bool {
+    let Some(rest) =
+        name.strip_prefix('.').and_then(|r| r.strip_suffix(&format!(".{TEMP_EXTENSION}")))
+    else {
+        return false;
+    };
+    rest.rsplit_once('.').is_some_and(|(stem, tail)| {
+        !stem.is_empty() && is_temp_of(&format!(".{stem}.{tail}.{TEMP_EXTENSION}"), stem)
+    })
+}
+
+/// Removes every temporary file in `dir` that nobody is writing (left by killed processes),
+/// whatever its target: done once when an [`OutputDir`] is opened, so the files created in it
+/// afterwards need not list the directory each.
+pub(crate) fn sweep_dir(dir: &OutputDir) -> usize {
+    let Ok(entries) = fs::read_dir(dir.path()) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|n| is_any_temp(n)) else { continue };
+        // Opened through the handle, never through a link, never a FIFO.
+        let Ok(Some(file)) = dir.open_file(name) else { continue };
+        if file.try_lock().is_ok() && dir.unlink(name).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Removes temporary files of `target` that nobody is writing: left by a process that was
@@ -361,6 +395,7 @@ pub struct AtomicFile {
     temp: PathBuf,
     target: PathBuf,
     registration: u64,
+    place: Place,
 }
 
 impl AtomicFile {
@@ -373,19 +408,46 @@ impl AtomicFile {
         let target = resolve_links(target.as_ref())?;
         let existing = check_target(&target)?;
         remove_stale_temporaries(&target)?;
+        AtomicFile::start(target, existing, Place::Path)
+    }
+
+    /// Starts writing entry `name` of `dir` (see [`OutputDir::create`]).
+    pub(crate) fn create_in(dir: &OutputDir, name: &str) -> Result<AtomicFile> {
+        let target = dir.join(name);
+        let existing = match dir.kind(name)? {
+            EntryKind::Missing => None,
+            EntryKind::File => dir.file_metadata(name)?,
+            other => {
+                return Err(Error::io(
+                    "refusing to write",
+                    Some(target),
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "it is {}, and this name is one the tool chooses itself (planted there?)",
+                            other.describe()
+                        ),
+                    ),
+                ));
+            }
+        };
+        AtomicFile::start(target, existing, Place::At { dir: dir.clone(), name: name.to_owned() })
+    }
+
+    fn start(target: PathBuf, existing: Option<Metadata>, place: Place) -> Result<AtomicFile> {
         // A replaced file's contents stay as private as the file was while the new ones are
         // written; its own mode is applied before any byte goes in.
         let mode = if existing.is_some() { 0o600 } else { 0o666 };
-        let (file, temp, registration) = create_temp(&target, mode)?;
+        let (file, temp, registration) = create_temp(&target, &place, mode)?;
+        let mut this = AtomicFile { file: None, hole: 0, temp, target, registration, place };
         if let Some(meta) = &existing
             && let Err(e) = keep_mode_and_owner(&file, meta)
         {
-            let _ = fs::remove_file(&temp);
-            forget_temp(registration);
-            return Err(Error::io("cannot keep the permissions of", Some(target), e));
+            // Dropping `this` removes the temporary file.
+            return Err(Error::io("cannot keep the permissions of", Some(this.target.clone()), e));
         }
-        let file = Some(BufWriter::with_capacity(1 << 20, file));
-        Ok(AtomicFile { file, hole: 0, temp, target, registration })
+        this.file = Some(BufWriter::with_capacity(1 << 20, file));
+        Ok(this)
     }
 
     /// The path the file will be published at (symbolic links resolved).
@@ -421,14 +483,37 @@ impl AtomicFile {
         file.sync_all().map_err(io("syncing", &self.target))?;
         // Not over a file another process is appending to: wait for it to finish. An append of
         // this process shares the lock, so it is refused rather than orphaned.
+        if let Place::At { dir, name } = &self.place {
+            // Checked again: what was a file (or nothing) at creation may be a link now, and
+            // the lock below would open what it names.
+            let kind = dir.kind(name)?;
+            if !matches!(kind, EntryKind::Missing | EntryKind::File) {
+                return Err(Error::io(
+                    "refusing to replace",
+                    Some(self.target.clone()),
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("it became {} while it was written", kind.describe()),
+                    ),
+                ));
+            }
+        }
         let lock = WriteLock::acquire(&self.target)?;
         if lock.as_ref().is_some_and(WriteLock::appender_active) {
             return Err(Error::busy(self.target.clone()));
         }
-        fs::rename(&self.temp, &self.target).map_err(io("publishing", &self.target))?;
+        match &self.place {
+            Place::Path => fs::rename(&self.temp, &self.target),
+            Place::At { dir, name } => dir.rename(&temp_name(&self.temp), name),
+        }
+        .map_err(io("publishing", &self.target))?;
         forget_temp(self.registration);
         self.temp = PathBuf::new();
-        sync_dir(&self.target).map_err(io("syncing the directory of", &self.target))?;
+        match &self.place {
+            Place::Path => sync_dir(&self.target),
+            Place::At { dir, .. } => dir.sync(),
+        }
+        .map_err(io("syncing the directory of", &self.target))?;
         if let Some(lock) = lock {
             // A journal of the replaced file (left by an append that was killed) is moot.
             let journal = sidecar(&self.target, "zt-journal");
@@ -439,6 +524,11 @@ impl AtomicFile {
         drop(file);
         Ok(())
     }
+}
+
+/// The file name of a temporary file's path (always a plain name this module made).
+fn temp_name(temp: &Path) -> String {
+    temp.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 fn abandoned() -> io::Error {
@@ -492,7 +582,10 @@ impl Drop for AtomicFile {
     fn drop(&mut self) {
         if !self.temp.as_os_str().is_empty() {
             drop(self.file.take());
-            let _ = fs::remove_file(&self.temp);
+            match &self.place {
+                Place::Path => drop(fs::remove_file(&self.temp)),
+                Place::At { dir, .. } => drop(dir.unlink(&temp_name(&self.temp))),
+            }
             forget_temp(self.registration);
         }
     }

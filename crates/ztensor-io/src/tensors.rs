@@ -288,6 +288,15 @@ impl<'a> Excluding<'a> {
         Excluding { inner, keep }
     }
 
+    /// `inner` with only the objects at `keep` (indices of `inner`, ascending and distinct;
+    /// others are ignored), for callers that found them by name already.
+    pub fn keeping(inner: &'a dyn TensorSource, mut keep: Vec<usize>) -> Excluding<'a> {
+        keep.retain(|&i| i < inner.len());
+        keep.sort_unstable();
+        keep.dedup();
+        Excluding { inner, keep }
+    }
+
     /// How many objects were left out.
     pub fn excluded(&self) -> usize {
         self.inner.len() - self.keep.len()

@@ -983,7 +983,19 @@ impl FileWriter {
     /// # Errors
     /// I/O errors.
     pub fn create(path: impl AsRef<Path>, version: Version) -> Result<FileWriter> {
-        let file = AtomicFile::create(path)?;
+        FileWriter::start(AtomicFile::create(path)?, version)
+    }
+
+    /// Starts writing entry `name` of `dir` in `version`: a name the tool chose, never written
+    /// through a link (see [`OutputDir::create`](crate::OutputDir::create)).
+    ///
+    /// # Errors
+    /// A link or special file at `name`, and I/O errors.
+    pub fn create_in(dir: &crate::OutputDir, name: &str, version: Version) -> Result<FileWriter> {
+        FileWriter::start(dir.create(name)?, version)
+    }
+
+    fn start(file: AtomicFile, version: Version) -> Result<FileWriter> {
         let handle = file.positioned_handle();
         let mut inner = Writer::new(file, version)?;
         // Unix only: a duplicated Windows handle shares the file pointer that positioned writes

@@ -72,12 +72,14 @@ impl Error {
 
 impl From<ztensor_io::Error> for Error {
     fn from(e: ztensor_io::Error) -> Error {
-        Error {
-            kind: ErrorKind::ZTensor,
-            message: e.to_string(),
-            path: None,
-            ztensor: Some(Box::new(e)),
-        }
+        // An I/O failure is one whatever crate met it (a planted link, a FIFO, a full disk).
+        let (kind, message, path) = match e.kind() {
+            ztensor_io::ErrorKind::Io { what, path, source } => {
+                (ErrorKind::Io, format!("{what}: {source}"), path.clone())
+            }
+            _ => (ErrorKind::ZTensor, e.to_string(), None),
+        };
+        Error { kind, message, path, ztensor: Some(Box::new(e)) }
     }
 }
 

@@ -87,7 +87,7 @@ impl ShardIndex {
                 "index of {len} bytes, over the {MAX_INDEX_LEN}-byte limit"
             )));
         }
-        let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, &e))?;
+        let bytes = ztensor_io::read_input(path, MAX_INDEX_LEN)?;
         let raw: Raw =
             serde_json::from_slice(&bytes).map_err(|e| malformed(format!("index: {e}")))?;
         let mut shards = BTreeMap::new();

@@ -6,7 +6,8 @@
 //! it in one process, through the very same code, so the shards and index are byte-identical
 //! to a distributed run's.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use ztensor_format::{DigestAlgorithm, Version};
 use ztensor_io::{
-    AtomicFile, Compression, Excluding, FileWriter, TensorSink, TensorSource, WriteOptions,
+    Compression, Excluding, FileId, FileSource, FileWriter, OutputDir, TensorSink, TensorSource,
+    WriteOptions,
 };
 use ztensor_par::{ParOptions, Progress, ZtSink};
 
@@ -26,6 +28,9 @@ pub const PLAN_FORMAT: u32 = 1;
 
 /// Where receipts go, inside the output directory.
 pub const RECEIPTS_DIR: &str = ".ztensor-receipts";
+
+/// The longest receipt read: a receipt is a few hundred bytes.
+const MAX_RECEIPT_LEN: u64 = 1 << 20;
 
 /// How every shard is written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -282,7 +287,7 @@ pub fn plan(
             Unit {
                 unit,
                 shard,
-                bytes: members.iter().map(|(_, b)| b).sum(),
+                bytes: members.iter().fold(0u64, |sum, (_, b)| sum.saturating_add(*b)),
                 objects: members.into_iter().map(|(n, _)| n).collect(),
             }
         })
@@ -311,7 +316,7 @@ pub fn plan(
             Ok(InputFile { path, size })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Plan {
+    let plan = Plan {
         plan: PLAN_FORMAT,
         input,
         inputs,
@@ -319,7 +324,9 @@ pub fn plan(
         index: format!("{stem}{INDEX_SUFFIX}"),
         options,
         units,
-    })
+    };
+    plan.check_not_over_inputs()?;
+    Ok(plan)
 }
 
 impl Plan {
@@ -346,7 +353,7 @@ impl Plan {
         if len > crate::index::MAX_INDEX_LEN {
             return Err(malformed(format!("plan of {len} bytes, over the limit")));
         }
-        let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, &e))?;
+        let bytes = ztensor_io::read_input(path, crate::index::MAX_INDEX_LEN)?;
         let plan: Plan =
             serde_json::from_slice(&bytes).map_err(|e| malformed(format!("plan: {e}")))?;
         if plan.plan != PLAN_FORMAT {
@@ -355,6 +362,10 @@ impl Plan {
                 plan.plan
             )));
         }
+        // A plan is checked as an index is: it becomes one.
+        let mut shards = HashSet::new();
+        let mut owner: HashMap<&str, usize> = HashMap::new();
+        let mut total = 0u64;
         for (i, u) in plan.units.iter().enumerate() {
             if u.unit != i {
                 return Err(malformed(format!("unit {} listed at position {i}", u.unit)));
@@ -365,23 +376,82 @@ impl Plan {
                     u.shard
                 )));
             }
+            if u.shard == plan.index || !shards.insert(u.shard.as_str()) {
+                return Err(malformed(format!(
+                    "unit {i}: shard {:?} is named twice in the plan",
+                    u.shard
+                )));
+            }
+            if u.objects.is_empty() {
+                return Err(malformed(format!("unit {i} holds no objects")));
+            }
+            for o in &u.objects {
+                if let Some(first) = owner.insert(o.as_str(), i) {
+                    return Err(malformed(format!(
+                        "object {o:?} is listed in unit {first} and unit {i}: an index maps each name to one shard"
+                    )));
+                }
+            }
+            total = total.checked_add(u.bytes).filter(|&t| i64::try_from(t).is_ok()).ok_or_else(
+                || malformed(format!("unit {i}: the units' sizes add up past 2^63 bytes")),
+            )?;
         }
-        if !ztensor_foreign::sharded::is_plain_name(&plan.index)
-            || !plan.index.ends_with(INDEX_SUFFIX)
-        {
-            return Err(malformed(format!(
-                "index {:?} is not a plain {INDEX_SUFFIX} file name",
-                plan.index
-            )));
-        }
+        plan.check_not_over_inputs().map_err(|e| e.with_path(path))?;
         plan.options.version().map_err(|e| e.with_path(path))?;
         plan.options.write_options().map_err(|e| e.with_path(path))?;
         Ok(plan)
     }
 
+    /// Refuses a plan whose outputs (shards, index) are files it reads, by file identity
+    /// (whatever the spelling or link): writing one would replace an input mid-run.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] naming the output and the input it is; I/O errors.
+    pub fn check_not_over_inputs(&self) -> Result<()> {
+        let mut inputs = HashMap::with_capacity(self.inputs.len());
+        for f in &self.inputs {
+            if let Some(id) = FileId::of_path(&f.path)? {
+                inputs.insert(id, &f.path);
+            }
+        }
+        let outputs = self.units.iter().map(|u| u.shard.as_str()).chain([self.index.as_str()]);
+        for name in outputs {
+            let path = self.output.join(name);
+            if let Some(input) = FileId::of_path(&path)?.and_then(|id| inputs.get(&id)) {
+                return Err(Error::new(
+                    ErrorKind::Malformed,
+                    format!(
+                        "the output {} is also the input {}; writing there would replace it \
+                         (choose another output directory)",
+                        path.display(),
+                        input.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Unit `unit`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] naming the units there are.
+    pub fn unit(&self, unit: usize) -> Result<&Unit> {
+        self.units.get(unit).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Malformed,
+                format!(
+                    "no unit {unit}: the plan has {} (0 to {})",
+                    self.units.len(),
+                    self.units.len().saturating_sub(1)
+                ),
+            )
+        })
+    }
+
     /// Where unit `unit`'s receipt goes.
     pub fn receipt_path(&self, unit: usize) -> PathBuf {
-        self.output.join(RECEIPTS_DIR).join(format!("unit-{unit:05}.json"))
+        self.output.join(RECEIPTS_DIR).join(receipt_name(unit))
     }
 
     /// Checks that the input files have the sizes they had when the plan was made.
@@ -408,6 +478,11 @@ impl Plan {
     }
 }
 
+/// The file name of unit `unit`'s receipt in [`RECEIPTS_DIR`].
+fn receipt_name(unit: usize) -> String {
+    format!("unit-{unit:05}.json")
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -417,7 +492,11 @@ fn hex(bytes: &[u8]) -> String {
 /// # Errors
 /// I/O errors.
 pub fn size_and_digest(path: &Path) -> Result<(u64, String)> {
-    let mut file = std::fs::File::open(path).map_err(|e| Error::io("cannot open", path, &e))?;
+    digest_file(ztensor_io::open_input(path)?, path)
+}
+
+/// The length and `sha256:` digest of the open `file` (at `path`, for messages).
+fn digest_file(mut file: File, path: &Path) -> Result<(u64, String)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
@@ -451,26 +530,44 @@ impl Outcome {
 }
 
 /// The receipt of `unit` when it is there, belongs to this plan, and its shard matches it
-/// (size, then digest); `None` otherwise.
-fn done(plan: &Plan, unit: usize, digest_of_plan: &str, hash: bool) -> Option<Receipt> {
-    let bytes = std::fs::read(plan.receipt_path(unit)).ok()?;
-    let receipt: Receipt = serde_json::from_slice(&bytes).ok()?;
-    let unit_plan = plan.units.get(unit)?;
+/// (size, then digest); `None` otherwise. Receipts and shards are read through `out`, never
+/// through a link planted in their place.
+///
+/// # Errors
+/// A link or special file where a receipt or shard should be, and I/O errors other than the
+/// receipt or shard not being there.
+fn done(
+    plan: &Plan,
+    out: &OutputDir,
+    unit: usize,
+    digest_of_plan: &str,
+    hash: bool,
+) -> Result<Option<Receipt>> {
+    let receipts = match out.subdir_if_present(RECEIPTS_DIR)? {
+        Some(r) => r,
+        None => return Ok(None),
+    };
+    let Some(bytes) = receipts.read(&receipt_name(unit), MAX_RECEIPT_LEN)? else {
+        return Ok(None);
+    };
+    let Ok(receipt) = serde_json::from_slice::<Receipt>(&bytes) else { return Ok(None) };
+    let Some(unit_plan) = plan.units.get(unit) else { return Ok(None) };
     if receipt.plan != digest_of_plan
         || receipt.unit != unit
         || receipt.shard != unit_plan.shard
         || !is_sha256(&receipt.digest)
     {
-        return None;
+        return Ok(None);
     }
-    let shard = plan.output.join(&receipt.shard);
-    if std::fs::metadata(&shard).ok()?.len() != receipt.size {
-        return None;
+    let Some(shard) = out.open_file(&receipt.shard)? else { return Ok(None) };
+    let path = out.join(&receipt.shard);
+    if shard.metadata().map_err(|e| Error::io("cannot stat", &path, &e))?.len() != receipt.size {
+        return Ok(None);
     }
-    if hash && size_and_digest(&shard).ok()?.1 != receipt.digest {
-        return None;
+    if hash && digest_file(shard, &path)?.1 != receipt.digest {
+        return Ok(None);
     }
-    Some(receipt)
+    Ok(Some(receipt))
 }
 
 /// Writes unit `unit` of `plan` from `source` (the plan's input, opened as the plan says):
@@ -488,16 +585,17 @@ pub fn run_unit(
     par: &ParOptions,
     progress: &dyn Progress,
 ) -> Result<Outcome> {
+    plan.unit(unit)?;
     let digest_of_plan = plan.digest();
-    if let Some(receipt) = done(plan, unit, &digest_of_plan, true) {
+    let out = OutputDir::open(&plan.output)?;
+    if let Some(receipt) = done(plan, &out, unit, &digest_of_plan, true)? {
         return Ok(Outcome::AlreadyDone(receipt));
     }
-    let receipt = write_unit(plan, unit, source, par, progress, &digest_of_plan)?;
+    plan.check_inputs()?;
+    plan.check_not_over_inputs()?;
+    let receipt = write_unit(plan, &out, unit, source, par, progress, &digest_of_plan)?;
     let path = plan.receipt_path(unit);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, &e))?;
-    }
-    let mut file = AtomicFile::create(&path)?;
+    let mut file = out.subdir(RECEIPTS_DIR)?.create(&receipt_name(unit))?;
     let mut text = serde_json::to_string_pretty(&receipt).unwrap_or_default();
     text.push('\n');
     file.write_all(text.as_bytes()).map_err(|e| Error::io("cannot write", &path, &e))?;
@@ -508,44 +606,41 @@ pub fn run_unit(
 /// Writes unit `unit`'s shard and returns what its receipt says.
 fn write_unit(
     plan: &Plan,
+    out: &OutputDir,
     unit: usize,
     source: &dyn TensorSource,
     par: &ParOptions,
     progress: &dyn Progress,
     digest_of_plan: &str,
 ) -> Result<Receipt> {
-    let u = plan.units.get(unit).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Malformed,
-            format!(
-                "no unit {unit}: the plan has {} (0 to {})",
-                plan.units.len(),
-                plan.units.len().saturating_sub(1)
-            ),
-        )
-    })?;
-    plan.check_inputs()?;
-    let wanted: HashSet<&str> = u.objects.iter().map(String::as_str).collect();
-    let only = Excluding::new(source, |name| !wanted.contains(name));
-    if only.len() != u.objects.len() {
-        let have: HashSet<String> =
-            (0..only.len()).filter_map(|i| only.name(i).map(|n| n.into_owned())).collect();
-        let missing = u.objects.iter().find(|o| !have.contains(*o)).map_or("?", String::as_str);
-        return Err(Error::new(
-            ErrorKind::Stale,
-            format!("unit {unit}: the input has no object {missing:?} (make a new plan)"),
-        )
-        .with_path(&plan.input));
+    let u = plan.unit(unit)?;
+    // The unit's objects found by name (one lookup each), not by a pass over every object of
+    // the input: a plan of many units stays linear.
+    let mut keep = Vec::with_capacity(u.objects.len());
+    for o in &u.objects {
+        match source.find(o) {
+            Some(i) => keep.push(i),
+            None => {
+                return Err(Error::new(
+                    ErrorKind::Stale,
+                    format!("unit {unit}: the input has no object {o:?} (make a new plan)"),
+                )
+                .with_path(&plan.input));
+            }
+        }
     }
-    std::fs::create_dir_all(&plan.output)
-        .map_err(|e| Error::io("cannot create", &plan.output, &e))?;
-    let target = plan.output.join(&u.shard);
-    let mut writer = FileWriter::create(&target, plan.options.version()?)?;
+    keep.sort_unstable();
+    let only = Excluding::keeping(source, keep);
+    let target = out.join(&u.shard);
+    let mut writer = FileWriter::create_in(out, &u.shard, plan.options.version()?)?;
     let mut sink = ZtSink::new(writer.writer_mut(), plan.options.write_options()?, par, progress)
         .drop_attributes(plan.options.drop_attributes);
     sink.write_all(&only).map_err(|e| Error::from(e).with_path(&target))?;
     writer.finish()?;
-    let (size, digest) = size_and_digest(&target)?;
+    let shard = out.open_file(&u.shard)?.ok_or_else(|| {
+        Error::new(ErrorKind::Io, "vanished as soon as it was written").with_path(&target)
+    })?;
+    let (size, digest) = digest_file(shard, &target)?;
     Ok(Receipt {
         plan: digest_of_plan.to_owned(),
         unit,
@@ -558,8 +653,9 @@ fn write_unit(
 
 /// The index of `plan`'s output from its units' receipts.
 fn index_of(plan: &Plan, receipts: &[Receipt]) -> ShardIndex {
+    // `Plan::read` and `plan` keep the sum within u64.
     let mut index = ShardIndex {
-        total_size: plan.units.iter().map(|u| u.bytes).sum(),
+        total_size: plan.units.iter().fold(0u64, |t, u| t.saturating_add(u.bytes)),
         ..ShardIndex::default()
     };
     for (u, r) in plan.units.iter().zip(receipts) {
@@ -571,9 +667,9 @@ fn index_of(plan: &Plan, receipts: &[Receipt]) -> ShardIndex {
     index
 }
 
-fn write_index(plan: &Plan, index: &ShardIndex) -> Result<PathBuf> {
-    let path = plan.output.join(&plan.index);
-    let mut file = AtomicFile::create(&path)?;
+fn write_index(plan: &Plan, out: &OutputDir, index: &ShardIndex) -> Result<PathBuf> {
+    let path = out.join(&plan.index);
+    let mut file = out.create(&plan.index)?;
     file.write_all(index.to_json().as_bytes()).map_err(|e| Error::io("cannot write", &path, &e))?;
     file.persist()?;
     Ok(path)
@@ -589,10 +685,19 @@ fn write_index(plan: &Plan, index: &ShardIndex) -> Result<PathBuf> {
 /// objects; I/O errors.
 pub fn finalize(plan: &Plan, hash: bool) -> Result<PathBuf> {
     let digest_of_plan = plan.digest();
+    // No output directory yet: no unit has run.
+    let out = match FileId::of_path(&plan.output)? {
+        Some(_) => Some(OutputDir::open_existing(&plan.output)?),
+        None => None,
+    };
     let mut receipts = Vec::with_capacity(plan.units.len());
     let mut missing = Vec::new();
     for u in &plan.units {
-        match done(plan, u.unit, &digest_of_plan, hash) {
+        let found = match &out {
+            Some(out) => done(plan, out, u.unit, &digest_of_plan, hash)?,
+            None => None,
+        };
+        match found {
             Some(r) => receipts.push(r),
             None => missing.push(u.unit),
         }
@@ -609,10 +714,18 @@ pub fn finalize(plan: &Plan, hash: bool) -> Result<PathBuf> {
             ),
         ));
     }
+    let Some(out) = out else {
+        return Err(Error::new(ErrorKind::Incomplete, "no unit has run").with_path(&plan.output));
+    };
     for u in &plan.units {
-        let path = plan.output.join(&u.shard);
-        let reader =
-            ztensor_io::Reader::open(&path).map_err(|e| Error::from(e).with_path(&path))?;
+        let path = out.join(&u.shard);
+        let file = out.open_file(&u.shard)?.ok_or_else(|| {
+            Error::new(ErrorKind::Incomplete, "vanished since its receipt was checked")
+                .with_path(&path)
+        })?;
+        let source = FileSource::new(file).map_err(|e| Error::io("cannot stat", &path, &e))?;
+        let reader = ztensor_io::Reader::new(source, &ztensor_format::Options::default())
+            .map_err(|e| Error::from(e).with_path(&path))?;
         // The manifest keeps its own order (v1.x sorts its keys): compare as sets.
         let mut names: Vec<&str> = reader.objects().map(|o| o.name()).collect();
         let mut wanted: Vec<&str> = u.objects.iter().map(String::as_str).collect();
@@ -626,7 +739,7 @@ pub fn finalize(plan: &Plan, hash: bool) -> Result<PathBuf> {
             .with_path(&path));
         }
     }
-    write_index(plan, &index_of(plan, &receipts))
+    write_index(plan, &out, &index_of(plan, &receipts))
 }
 
 /// Writes every unit of `plan` in this process, in order, then the index: the same shards
@@ -642,8 +755,11 @@ pub fn write_all(
     progress: &dyn Progress,
 ) -> Result<PathBuf> {
     let digest_of_plan = plan.digest();
+    plan.check_inputs()?;
+    plan.check_not_over_inputs()?;
+    let out = OutputDir::open(&plan.output)?;
     let receipts = (0..plan.units.len())
-        .map(|unit| write_unit(plan, unit, source, par, progress, &digest_of_plan))
+        .map(|unit| write_unit(plan, &out, unit, source, par, progress, &digest_of_plan))
         .collect::<Result<Vec<_>>>()?;
-    write_index(plan, &index_of(plan, &receipts))
+    write_index(plan, &out, &index_of(plan, &receipts))
 }

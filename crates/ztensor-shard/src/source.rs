@@ -185,7 +185,11 @@ impl TensorSource for ShardedZt {
 
     fn find(&self, name: &str) -> Option<usize> {
         let shard = self.index.weight_map.get(name)?;
-        let at = self.index.shards.keys().position(|s| s == shard)?;
+        // `shards` holds the index's shards in its (sorted) order.
+        let at = self.shards.binary_search_by(|(p, _)| {
+            p.file_name().and_then(|n| n.to_str()).unwrap_or_default().cmp(shard.as_str())
+        });
+        let at = at.ok()?;
         Some(self.starts[at] + self.shards[at].1.find(name)?)
     }
 

@@ -291,3 +291,174 @@ fn indexes_that_disagree_with_their_shards_are_refused() {
     assert_eq!(e.kind(), ErrorKind::Io);
     assert!(e.to_string().contains(&first), "{e}");
 }
+
+/// Names the tool chooses inside an output directory are never written or read through a
+/// link someone planted there: the link is refused, naming it, and its target is untouched.
+#[cfg(unix)]
+#[test]
+fn planted_links_in_the_output_directory_are_refused() {
+    use std::os::unix::fs::symlink;
+    let d = scratch("planted");
+    let path = input(&d, 4);
+    let reader = open(&path);
+    let par = ParOptions::with_threads(1);
+    let victim = d.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let elsewhere = d.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let plan_in = |out: &str| {
+        ztensor_shard::plan(&path, &reader, &d.join(out), options(), Split::Size(3 << 10), &|_| {
+            false
+        })
+        .unwrap()
+    };
+    let refused = |e: ztensor_shard::Error, name: &str| {
+        let text = e.to_string();
+        assert!(text.contains("symbolic link") && text.contains(name), "{text}");
+    };
+
+    // A shard's name.
+    let plan = plan_in("a");
+    std::fs::create_dir_all(&plan.output).unwrap();
+    let shard = plan.units[0].shard.clone();
+    symlink(&victim, plan.output.join(&shard)).unwrap();
+    refused(ztensor_shard::write_all(&plan, &reader, &par, &()).unwrap_err(), &shard);
+    refused(ztensor_shard::run_unit(&plan, 0, &reader, &par, &()).unwrap_err(), &shard);
+
+    // The receipts directory.
+    let plan = plan_in("b");
+    std::fs::create_dir_all(&plan.output).unwrap();
+    symlink(&elsewhere, plan.output.join(ztensor_shard::RECEIPTS_DIR)).unwrap();
+    refused(
+        ztensor_shard::run_unit(&plan, 0, &reader, &par, &()).unwrap_err(),
+        ztensor_shard::RECEIPTS_DIR,
+    );
+    refused(ztensor_shard::finalize(&plan, false).unwrap_err(), ztensor_shard::RECEIPTS_DIR);
+
+    // A receipt.
+    let plan = plan_in("c");
+    let receipt = plan.receipt_path(1);
+    std::fs::create_dir_all(receipt.parent().unwrap()).unwrap();
+    symlink(&victim, &receipt).unwrap();
+    ztensor_shard::run_unit(&plan, 0, &reader, &par, &()).unwrap();
+    refused(ztensor_shard::run_unit(&plan, 1, &reader, &par, &()).unwrap_err(), "unit-00001");
+    refused(ztensor_shard::finalize(&plan, false).unwrap_err(), "unit-00001");
+
+    // The index.
+    let plan = plan_in("e");
+    symlink(&victim, plan.output.join(&plan.index)).unwrap_or_else(|_| {
+        std::fs::create_dir_all(&plan.output).unwrap();
+        symlink(&victim, plan.output.join(&plan.index)).unwrap();
+    });
+    refused(ztensor_shard::write_all(&plan, &reader, &par, &()).unwrap_err(), &plan.index);
+
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A FIFO or device where a receipt, plan or index is read is refused without waiting on it
+/// or reading it.
+#[cfg(unix)]
+#[test]
+fn special_files_where_plans_indexes_and_receipts_are_read_are_refused() {
+    let d = scratch("special");
+    let path = input(&d, 4);
+    let reader = open(&path);
+    let plan = ztensor_shard::plan(
+        &path,
+        &reader,
+        &d.join("out"),
+        options(),
+        Split::Size(3 << 10),
+        &|_| false,
+    )
+    .unwrap();
+    let receipt = plan.receipt_path(0);
+    std::fs::create_dir_all(receipt.parent().unwrap()).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&receipt).status().unwrap();
+    assert!(made.success());
+    let e = ztensor_shard::finalize(&plan, false).unwrap_err().to_string();
+    assert!(e.contains("unit-00000") && e.contains("FIFO"), "{e}");
+    let fifo = d.join("plan.json");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Plan::read(&fifo).unwrap_err().to_string().contains("a FIFO"));
+    assert!(Plan::read(Path::new("/dev/zero")).unwrap_err().to_string().contains("a device"));
+    assert!(ShardIndex::read(Path::new("/dev/zero")).unwrap_err().to_string().contains("a device"));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `finalize` trusts nothing in the plan it reads: an object in two units, sizes past 2^63 or
+/// adding up past u64 are refused as a malformed plan.
+#[test]
+fn plans_that_disagree_with_themselves_are_refused() {
+    let d = scratch("selfcheck");
+    let path = input(&d, 4);
+    let reader = open(&path);
+    let plan = ztensor_shard::plan(
+        &path,
+        &reader,
+        &d.join("out"),
+        options(),
+        Split::Size(3 << 10),
+        &|_| false,
+    )
+    .unwrap();
+    assert!(plan.units.len() >= 2);
+    let file = d.join("plan.json");
+    let read_back = |p: &Plan| {
+        std::fs::write(&file, p.to_json()).unwrap();
+        Plan::read(&file)
+    };
+    assert_eq!(read_back(&plan).unwrap(), plan);
+
+    let mut twice = plan.clone();
+    let first = twice.units[0].objects[0].clone();
+    twice.units[1].objects.push(first.clone());
+    let e = read_back(&twice).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Malformed);
+    assert!(e.to_string().contains(&format!("{first:?} is listed in unit 0 and unit 1")), "{e}");
+
+    let mut huge = plan.clone();
+    huge.units[0].bytes = 1 << 63;
+    assert_eq!(read_back(&huge).unwrap_err().kind(), ErrorKind::Malformed);
+    let mut wraps = plan.clone();
+    wraps.units[0].bytes = u64::MAX;
+    wraps.units[1].bytes = u64::MAX;
+    let e = read_back(&wraps).unwrap_err();
+    assert!(e.to_string().contains("past 2^63"), "{e}");
+
+    let mut same_shard = plan.clone();
+    same_shard.units[1].shard = same_shard.units[0].shard.clone();
+    assert_eq!(read_back(&same_shard).unwrap_err().kind(), ErrorKind::Malformed);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Outputs are compared with inputs by file identity: an index or shard that would replace
+/// a file the plan reads is refused at planning, however it is spelled.
+#[test]
+fn outputs_never_replace_inputs() {
+    let d = scratch("overinput");
+    let path = input(&d, 6);
+    let reader = open(&path);
+    let par = ParOptions::with_threads(1);
+    // A sharded checkpoint in `src`, converted into its own directory without a tensor: the
+    // index would be written over the input index.
+    let src = d.join("src");
+    let plan =
+        ztensor_shard::plan(&path, &reader, &src, options(), Split::Size(3 << 10), &|_| false)
+            .unwrap();
+    let index = ztensor_shard::write_all(&plan, &reader, &par, &()).unwrap();
+    let before = std::fs::read(&index).unwrap();
+    let sharded = ShardedZt::open(&index, &Options::default()).unwrap();
+    let spelled = src.join(".").join("..").join("src");
+    let e =
+        ztensor_shard::plan(&index, &sharded, &spelled, options(), Split::Size(1 << 30), &|n| {
+            n.starts_with("layer.00")
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Malformed);
+    assert!(e.to_string().contains("is also the input"), "{e}");
+    assert_eq!(std::fs::read(&index).unwrap(), before);
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -48,37 +48,38 @@ pub fn plan_of(
     let plan = ztensor_shard::plan(r.input, source, r.output, options, split, &|name| {
         excluded(r.exclude, name)
     })
+    // The plan refuses shards and an index that would replace a file it reads.
     .map_err(|e| crate::shard_error("cannot plan", &e))?;
-    // Never write a shard over a file being read.
-    for unit in &plan.units {
-        let shard = plan.output.join(&unit.shard);
-        for input in &plan.inputs {
-            super::not_over(&input.path, &shard, "a shard")?;
-        }
-    }
     Ok(plan)
 }
 
+/// What a conversion wrote.
+#[derive(Debug)]
+pub struct Converted {
+    /// How many objects.
+    pub objects: usize,
+    /// For zTensor targets, the most bytes the engine held in flight.
+    pub peak: Option<u64>,
+    /// For a sharded output, the index written.
+    pub index: Option<std::path::PathBuf>,
+}
+
 /// `convert IN OUTDIR/`: every shard and the index, in this process.
-fn sharded(
-    r: &Request<'_>,
-    split: ztensor_shard::Split,
-    context: &str,
-) -> Result<(usize, Option<u64>)> {
+fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Result<Converted> {
     let source = crate::open_source_with(r.input, r.carry_unknown)?;
     let plan = plan_of(r, split, &*source)?;
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
     let done = ztensor_shard::write_all(&plan, &*source, &r.run.par(), &bar);
     bar.finish();
-    done.map_err(|e| dtype_hint(drop_hint(crate::shard_error(context, &e))))?;
-    Ok((plan.units.iter().map(|u| u.objects.len()).sum(), None))
+    let index = done.map_err(|e| dtype_hint(drop_hint(crate::shard_error(context, &e))))?;
+    let objects = plan.units.iter().map(|u| u.objects.len()).sum();
+    Ok(Converted { objects, peak: None, index: Some(index) })
 }
 
-/// Runs the conversion, returning how many objects were written and, for zTensor targets, the
-/// most bytes the engine held in flight. Every input is read through
+/// Runs the conversion, returning what it wrote. Every input is read through
 /// the tensor-source interface and every output written through a sink; zTensor to zTensor
 /// goes through the engine's repack, which also copies stored bytes as they are.
-pub fn run(r: &Request<'_>) -> Result<(usize, Option<u64>)> {
+pub fn run(r: &Request<'_>) -> Result<Converted> {
     let context = format!("cannot convert {} to {}", r.input.display(), r.target);
     if let Some(split) = r.sharded {
         return sharded(r, split, &context);
@@ -105,7 +106,7 @@ pub fn run(r: &Request<'_>) -> Result<(usize, Option<u64>)> {
         let stats = done.map_err(|e| drop_hint(zt_error(&context, &e)))?;
         writer.finish().map_err(|e| anyhow!("{e}"))?;
         let count = reader.objects().filter(|o| keep(o.name())).count();
-        return Ok((count, Some(stats.peak_in_flight)));
+        return Ok(Converted { objects: count, peak: Some(stats.peak_in_flight), index: None });
     }
     let opened = crate::open_source_for(r.input, r.output, &r.target.to_string(), r.carry_unknown)?;
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
@@ -142,7 +143,7 @@ pub fn run(r: &Request<'_>) -> Result<(usize, Option<u64>)> {
             })?;
         }
     }
-    Ok((source.len(), peak))
+    Ok(Converted { objects: source.len(), peak, index: None })
 }
 
 /// Whether `name` matches one of the `--exclude` globs.
