@@ -499,7 +499,17 @@ fn handle_signals() {}
 fn main() -> ExitCode {
     handle_signals();
     let cli = Cli::parse();
-    match run(cli) {
+    let result = run(cli);
+    // Readers never wait on a lock held by someone who is not writing; they say so.
+    for path in ztensor_io::read_without_lock() {
+        eprintln!(
+            "ztensor: note: {} is locked by another process that is not appending to it; read it \
+             as it stands without waiting (more than {} s)",
+            cmd::text::shown(&path.display().to_string()),
+            ztensor_io::READER_PATIENCE.as_secs()
+        );
+    }
+    match result {
         Ok(code) => code,
         Err(err) => {
             if let Some(io) = err.downcast_ref::<std::io::Error>()
@@ -508,7 +518,7 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             let code = if err.downcast_ref::<Rejected>().is_some() { 1 } else { 2 };
-            eprintln!("ztensor: {err:#}");
+            eprintln!("ztensor: {}", cmd::text::shown_message(&format!("{err:#}")));
             ExitCode::from(code)
         }
     }
@@ -523,8 +533,12 @@ fn options(strict: bool) -> Options {
 /// unless the error already names the path.
 fn zt_error(context: &str, e: &ztensor_io::Error) -> anyhow::Error {
     let note = ztensor_cli::limit_note(e.rule());
-    let message =
-        if context.is_empty() { format!("{e}{note}") } else { format!("{context}: {e}{note}") };
+    let text = cmd::text::shown(&e.to_string()).into_owned();
+    let message = if context.is_empty() {
+        format!("{text}{note}")
+    } else {
+        format!("{context}: {text}{note}")
+    };
     let not_found = matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. });
     match e.rule() {
         Some(_) if !not_found => anyhow!(Rejected(message)),
@@ -535,7 +549,8 @@ fn zt_error(context: &str, e: &ztensor_io::Error) -> anyhow::Error {
 /// A foreign-format error as the CLI reports it (status 1 for the data saying no).
 fn foreign_error(context: &str, e: &ztensor_foreign::Error) -> anyhow::Error {
     use ztensor_foreign::ErrorKind as K;
-    let message = if context.is_empty() { e.to_string() } else { format!("{context}: {e}") };
+    let text = cmd::text::shown(&e.to_string()).into_owned();
+    let message = if context.is_empty() { text } else { format!("{context}: {text}") };
     let rejected = match e.kind() {
         K::Malformed | K::IndexMismatch | K::Unrepresentable => true,
         K::ZTensor => e.ztensor_error().is_some_and(|z| {
@@ -561,7 +576,8 @@ fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
 /// For a file that does not end with a valid manifest but holds an earlier complete one: the
 /// remains of an append cut short with no journal to say where it began.
 fn torn_hint(path: &Path, options: &Options) -> String {
-    let Ok(source) = std::fs::File::open(path).and_then(FileSource::new) else {
+    let Some(source) = ztensor_io::open_input(path).ok().and_then(|f| FileSource::new(f).ok())
+    else {
         return String::new();
     };
     match ztensor_io::recover(source, options) {
@@ -682,7 +698,8 @@ fn unit_from_environment() -> Result<usize> {
 /// index that disagrees with its shards, a malformed plan) is `Rejected` (status 1).
 fn shard_error(context: &str, e: &ztensor_shard::Error) -> anyhow::Error {
     use ztensor_shard::ErrorKind as K;
-    let message = if context.is_empty() { e.to_string() } else { format!("{context}: {e}") };
+    let text = cmd::text::shown(&e.to_string()).into_owned();
+    let message = if context.is_empty() { text } else { format!("{context}: {text}") };
     let rejected = match e.kind() {
         K::Malformed | K::IndexMismatch => true,
         K::ZTensor => e.ztensor_error().is_some_and(|z| z.rule().is_some()),
@@ -766,7 +783,7 @@ fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_
 /// A TensorBuffers error as the CLI reports it: a broken rule is `Rejected` (status 1), a
 /// failed read is not.
 fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
-    let message = format!("{}: {e}", path.display());
+    let message = cmd::text::shown(&format!("{}: {e}", path.display())).into_owned();
     if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
         anyhow!(message)
     } else {

@@ -80,6 +80,18 @@ impl Error {
     pub fn ztensor_error(&self) -> Option<&ztensor_io::Error> {
         self.source.as_ref()?.downcast_ref()
     }
+
+    /// The operating system's error behind an [`ErrorKind::Io`] error, where there is one.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        let source = self.source.as_ref()?;
+        if let Some(e) = source.downcast_ref::<std::io::Error>() {
+            return Some(e);
+        }
+        match source.downcast_ref::<ztensor_io::Error>()?.kind() {
+            ztensor_io::ErrorKind::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
 }
 
 impl From<ztensor_io::Error> for Error {

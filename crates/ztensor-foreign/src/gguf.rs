@@ -231,7 +231,7 @@ impl GgufFile<FileSource> {
     /// As [`GgufFile::new`], with the path in the message.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile<FileSource>> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let file = ztensor_io::open_input(path)?;
         let source = FileSource::new(file).map_err(|e| Error::io("cannot read", path, e))?;
         GgufFile::new(source).map_err(|e| e.with_path(path))
     }

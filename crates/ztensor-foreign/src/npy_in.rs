@@ -64,7 +64,7 @@ impl NpyFile<FileSource> {
     /// As [`NpyFile::new`], with the path in the message.
     pub fn open(path: impl AsRef<Path>) -> Result<NpyFile<FileSource>> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let file = ztensor_io::open_input(path)?;
         let source = FileSource::new(file).map_err(|e| Error::io("cannot read", path, e))?;
         let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("array").to_owned();
         NpyFile::new(source, &name).map_err(|e| e.with_path(path))

@@ -84,7 +84,7 @@ impl NpzFile<FileSource> {
     /// As [`NpzFile::new`], with the path in the message.
     pub fn open(path: impl AsRef<Path>) -> Result<NpzFile<FileSource>> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let file = ztensor_io::open_input(path)?;
         let source = FileSource::new(file).map_err(|e| Error::io("cannot read", path, e))?;
         let limit = ztensor_io::machine_limits().max_decoded_len;
         NpzFile::new(source, limit).map_err(|e| e.with_path(path))

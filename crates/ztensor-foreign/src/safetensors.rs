@@ -14,7 +14,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
@@ -213,7 +212,7 @@ impl SafetensorsFile<FileSource> {
     /// As [`SafetensorsFile::new`], with the path in the message.
     pub fn open(path: impl AsRef<Path>) -> Result<SafetensorsFile<FileSource>> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let file = ztensor_io::open_input(path)?;
         let source = FileSource::new(file).map_err(|e| Error::io("cannot read", path, e))?;
         SafetensorsFile::new(source).map_err(|e| e.with_path(path))
     }
@@ -231,7 +230,7 @@ impl SafetensorsFile<Mapped> {
     #[allow(unsafe_code)]
     pub unsafe fn open_mmap(path: impl AsRef<Path>) -> Result<SafetensorsFile<Mapped>> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let file = ztensor_io::open_input(path)?;
         // SAFETY: forwarded to our caller, who upholds it.
         let map = unsafe { Mapped::map(&file) }.map_err(|e| Error::io("cannot map", path, e))?;
         SafetensorsFile::new(map).map_err(|e| e.with_path(path))

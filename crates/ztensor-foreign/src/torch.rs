@@ -215,7 +215,7 @@ impl TorchFile<FileSource> {
     /// As [`TorchFile::new`], with the path in the message.
     pub fn open(path: impl AsRef<Path>) -> Result<TorchFile<FileSource>> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let file = ztensor_io::open_input(path)?;
         let source = FileSource::new(file).map_err(|e| Error::io("cannot read", path, e))?;
         let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("tensor").to_owned();
         let limit = ztensor_io::machine_limits().max_decoded_len;

@@ -247,17 +247,33 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// How long a reader waits for a writer that holds a file without a journal before it reads
+/// the file without the lock. Writers hold a file that way only for moments (the rename of a
+/// replacement, the start of an append); a lock held longer is someone else's, and a reader
+/// is never held hostage by it.
+pub const READER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Files opened since the last call whose lock was held past [`READER_PATIENCE`] by a process
+/// that was not appending (no journal): they were read without waiting for it. A program
+/// says so to its user (the `ztensor` tool prints a note; the Python package warns).
+pub fn read_without_lock() -> Vec<PathBuf> {
+    std::mem::take(&mut *UNLOCKED.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+static UNLOCKED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
 /// Opens `path` for reading and works out how much of it a reader may trust (see
 /// [`FileSource::open`](crate::FileSource::open)): the file's length when no append is
-/// unfinished, otherwise the length before that append. Waits out the moments when a writer
-/// of this or another process holds the file without a journal saying where its last complete
-/// state ends.
+/// unfinished, otherwise the length before that append. Waits, for at most
+/// [`READER_PATIENCE`], while a writer of this or another process holds the file without a
+/// journal saying where its last complete state ends; then reads it as it stands.
 pub(crate) fn open_for_reading(path: &Path) -> Result<(File, u64)> {
     let io = |what: &'static str| {
         let path = path.to_owned();
         move |e| Error::io(what, Some(path), e)
     };
-    let file = File::open(path).map_err(io("cannot open"))?;
+    let file = crate::input::open_input(path)?;
+    let deadline = std::time::Instant::now() + READER_PATIENCE;
     let len = |file: &File| file.metadata().map(|m| m.len()).map_err(io("cannot stat"));
     let id = FileId::of(&file.metadata().map_err(io("cannot stat"))?);
     let journal = crate::journal::Journal::path_for(path)?;
@@ -300,6 +316,13 @@ pub(crate) fn open_for_reading(path: &Path) -> Result<(File, u64)> {
         }
         // A writer holds the file without a journal: it is about to append, has just finished,
         // or replaces the file by a rename. Any of these is over soon or ends in a new file.
+        // A lock held longer is not a writer's (anyone who can read a file can lock it): the
+        // file is read as it stands, which is what it is while nobody appends.
+        if std::time::Instant::now() >= deadline {
+            UNLOCKED.lock().unwrap_or_else(PoisonError::into_inner).push(path.to_owned());
+            let end = len(&file)?;
+            return Ok((file, end));
+        }
         std::thread::sleep(pause);
         pause = (pause * 2).min(std::time::Duration::from_millis(50));
     }

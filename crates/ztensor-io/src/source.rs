@@ -109,7 +109,10 @@ impl FileSource {
     /// as it was before the append: the source ends where the append's journal says the old
     /// file ended, and [`FileSource::uncommitted`] counts the bytes after it. When a writer
     /// holds the file without such a record (it is about to append, or replaces the file), the
-    /// open waits for it.
+    /// open waits for it, for at most [`READER_PATIENCE`](crate::READER_PATIENCE): a lock held
+    /// longer is not a writer's, the file is read as it stands, and the path is listed by
+    /// [`read_without_lock`](crate::read_without_lock). A FIFO, device or directory is refused
+    /// without waiting on it.
     ///
     /// # Errors
     /// I/O errors, naming the path.

@@ -100,3 +100,32 @@ fn file_output_equals_memory_output_with_padding_left_as_holes() {
         assert!(written.windows(8).any(|w| w == [0; 8]), "{version:?}");
     }
 }
+
+/// Anyone who can read a file can lock it: a reader waits at most `READER_PATIENCE` for a
+/// lock held without a journal, then reads the file as it stands and lists it as read without
+/// the lock. Only writers wait.
+#[test]
+fn a_reader_is_never_held_hostage_by_a_lock() {
+    let d = dir("hostage");
+    let target = d.join("model.zt");
+    let mut w = FileWriter::create(&target, Version::V1_2).unwrap();
+    w.add_dense("w", &[4], DType::U8, &[1, 2, 3, 4], &WriteOptions::raw()).unwrap();
+    w.finish().unwrap();
+    // Another open file description holds the lock, as another user's `flock -x` would.
+    let holder = std::fs::File::open(&target).unwrap();
+    holder.lock().unwrap();
+    let _ = ztensor_io::read_without_lock();
+    let started = std::time::Instant::now();
+    let reader = Reader::open(&target).unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= ztensor_io::READER_PATIENCE, "{waited:?}");
+    assert!(waited < ztensor_io::READER_PATIENCE * 5, "{waited:?}");
+    let data = reader.object("w").unwrap().component(ztensor_io::role::DATA).unwrap();
+    assert_eq!(&*data.decoded().unwrap(), &[1, 2, 3, 4]);
+    assert_eq!(ztensor_io::read_without_lock(), [target.clone()]);
+    // Unlocked, nothing is waited for or listed.
+    holder.unlock().unwrap();
+    Reader::open(&target).unwrap();
+    assert!(ztensor_io::read_without_lock().is_empty());
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -69,10 +69,45 @@ fn exception(
     made.unwrap_or_else(|e| e)
 }
 
+/// An `OSError` with the operating system's errno: the one the system gave, or for a refusal
+/// of our own (a FIFO given as input, a file over a cap) the errno that says the same. An I/O
+/// failure with no such errno is a `ZTensorError`, never an `OSError` with errno 0.
 fn io_error(e: &std::io::Error, message: String) -> PyErr {
-    let errno = e.raw_os_error().unwrap_or(0);
-    // OSError(errno, message) picks the subclass (FileNotFoundError, PermissionError, …).
-    PyOSError::new_err((errno, message))
+    use std::io::ErrorKind as K;
+    let errno = e.raw_os_error().or(match e.kind() {
+        K::NotFound => Some(libc_errno::ENOENT),
+        K::PermissionDenied => Some(libc_errno::EACCES),
+        K::AlreadyExists => Some(libc_errno::EEXIST),
+        K::InvalidInput => Some(libc_errno::EINVAL),
+        K::IsADirectory => Some(libc_errno::EISDIR),
+        K::NotADirectory => Some(libc_errno::ENOTDIR),
+        K::FileTooLarge => Some(libc_errno::EFBIG),
+        K::StorageFull => Some(libc_errno::ENOSPC),
+        K::OutOfMemory => Some(libc_errno::ENOMEM),
+        K::Interrupted => Some(libc_errno::EINTR),
+        K::WouldBlock => Some(libc_errno::EAGAIN),
+        _ => None,
+    });
+    match errno {
+        // OSError(errno, message) picks the subclass (FileNotFoundError, PermissionError, …).
+        Some(errno) => PyOSError::new_err((errno, message)),
+        None => Python::attach(|py| exception(py, "ZTensorError", message, None, None, None)),
+    }
+}
+
+/// The POSIX numbers of the errors above (the same on every platform CPython names them for).
+mod libc_errno {
+    pub const ENOENT: i32 = 2;
+    pub const EINTR: i32 = 4;
+    pub const EAGAIN: i32 = 11;
+    pub const ENOMEM: i32 = 12;
+    pub const EACCES: i32 = 13;
+    pub const EEXIST: i32 = 17;
+    pub const ENOTDIR: i32 = 20;
+    pub const EISDIR: i32 = 21;
+    pub const EINVAL: i32 = 22;
+    pub const EFBIG: i32 = 27;
+    pub const ENOSPC: i32 = 28;
 }
 
 fn raise_io(py: Python<'_>, e: &ztensor_io::Error) -> PyErr {
@@ -103,7 +138,10 @@ fn raise_foreign(py: Python<'_>, e: &ztensor_foreign::Error) -> PyErr {
         return raise_io(py, inner);
     }
     match e.kind() {
-        K::Io => io_error(&std::io::Error::other(e.message().to_owned()), e.to_string()),
+        K::Io => match e.io_error() {
+            Some(source) => io_error(source, e.to_string()),
+            None => exception(py, "ZTensorError", e.to_string(), None, e.tensor(), None),
+        },
         K::NotFound => exception(py, "ObjectNotFoundError", e.to_string(), None, e.tensor(), None),
         K::Unrepresentable => {
             exception(py, "UnsupportedError", e.to_string(), None, e.tensor(), None)
@@ -114,7 +152,10 @@ fn raise_foreign(py: Python<'_>, e: &ztensor_foreign::Error) -> PyErr {
 
 fn raise_tb(py: Python<'_>, e: &ztensor_tensorbuffers::Error) -> PyErr {
     if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
-        return io_error(&std::io::Error::other(e.to_string()), e.to_string());
+        return match e.io_error() {
+            Some(source) => io_error(source, e.to_string()),
+            None => exception(py, "ZTensorError", e.to_string(), None, e.tensor_name(), None),
+        };
     }
     exception(py, "FormatError", e.to_string(), Some(e.kind().id()), e.tensor_name(), e.offset())
 }
@@ -385,8 +426,7 @@ fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
         return Ok(Opened::new(ckpt, None));
     }
     let io = |e: std::io::Error| io_error(&e, format!("cannot open {}: {e}", path.display()));
-    let file = std::fs::File::open(path).map_err(io)?;
-    if file.metadata().map_err(io)?.is_dir() {
+    if path.is_dir() {
         return Err(exception(
             py,
             "ZTensorError",
@@ -397,6 +437,8 @@ fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
         )
         .into());
     }
+    // Non-blocking, regular files only: a FIFO or device is refused, never waited on or read.
+    let file = ztensor_io::open_input(path).map_err(|e| raise_io(py, &e))?;
     let source = FileSource::new(file).map_err(io)?;
     let len = source.len();
     let mut head = vec![0u8; usize::try_from(len.min(512)).unwrap_or(0)];
@@ -451,7 +493,7 @@ fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
             None,
         ),
         (Kind::Gguf, true) => {
-            let file = std::fs::File::open(path).map_err(io)?;
+            let file = ztensor_io::open_input(path).map_err(|e| raise_io(py, &e))?;
             // SAFETY: as for zTensor files above.
             let map = unsafe { ztensor_io::Mapped::map(&file) }.map_err(io)?;
             let memory = map.as_slice().map(|s| (s.as_ptr(), s.len()));
@@ -780,7 +822,19 @@ impl File {
 #[pyfunction]
 #[pyo3(signature = (path, mmap = true))]
 fn open(py: Python<'_>, path: PathBuf, mmap: bool) -> PyResult<File> {
-    Ok(File { opened: Arc::new(open_path(py, &path, mmap)?) })
+    let opened = open_path(py, &path, mmap);
+    // Readers never wait on a lock held by someone who is not writing; they say so.
+    for locked in ztensor_io::read_without_lock() {
+        let message = format!(
+            "{} is locked by another process that is not appending to it; read as it stands \
+             without waiting for the lock",
+            locked.display()
+        );
+        let message = std::ffi::CString::new(message.replace('\0', "?")).unwrap_or_default();
+        let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+        PyErr::warn(py, &category, &message, 1)?;
+    }
+    Ok(File { opened: Arc::new(opened?) })
 }
 
 /// Reads a file of tensors held in `data` (copied once; arrays then borrow from that copy).

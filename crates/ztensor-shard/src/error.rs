@@ -41,7 +41,16 @@ impl Error {
     }
 
     pub(crate) fn io(what: &str, path: &Path, e: &std::io::Error) -> Error {
-        Error::new(ErrorKind::Io, format!("{what}: {e}")).with_path(path)
+        // The system's error is kept (as the zTensor crates' I/O error), errno and all.
+        let kept = match e.raw_os_error() {
+            Some(n) => std::io::Error::from_raw_os_error(n),
+            None => std::io::Error::new(e.kind(), e.to_string()),
+        };
+        let inner = ztensor_io::Error::io(what, Some(path.to_owned()), kept);
+        Error {
+            ztensor: Some(Box::new(inner)),
+            ..Error::new(ErrorKind::Io, format!("{what}: {e}")).with_path(path)
+        }
     }
 
     pub(crate) fn with_path(mut self, path: &Path) -> Error {

@@ -2,7 +2,6 @@
 //! working append.
 
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -174,8 +173,7 @@ pub fn append(
 ) -> Result<u64> {
     let path = path.as_ref();
     let _lock = ztensor_io::WriteLock::acquire(path).map_err(io_error)?;
-    let file =
-        File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    let file = ztensor_io::open_input(path).map_err(io_error)?;
     let source = FileSource::new(file).map_err(|e| Error::io("cannot stat", e))?;
     let reader = TbReader::new(source, options)?;
     let end = reader.metadata_offset();

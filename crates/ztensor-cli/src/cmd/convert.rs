@@ -278,7 +278,9 @@ pub fn source_info(
                 r.bytes.to_string(),
             ];
             if sharded {
-                row.push(r.location.clone().unwrap_or_default());
+                row.push(
+                    super::text::shown(r.location.as_deref().unwrap_or_default()).into_owned(),
+                );
             }
             row
         })

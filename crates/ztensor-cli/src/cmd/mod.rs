@@ -91,7 +91,7 @@ pub fn detect(path: &Path) -> Result<Kind> {
         anyhow::bail!("{}", directory_hint(path));
     }
     let context = || format!("cannot open {}", path.display());
-    let file = std::fs::File::open(path).with_context(context)?;
+    let file = ztensor_io::open_input(path).map_err(|e| anyhow::anyhow!("{e}"))?;
     let source = FileSource::new(file).with_context(context)?;
     let mut head = vec![0u8; usize::try_from(source.len().min(512)).unwrap_or(0)];
     source.read_exact_at(0, &mut head).with_context(context)?;

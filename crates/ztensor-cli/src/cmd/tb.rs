@@ -10,7 +10,7 @@ use ztensor_tensorbuffers::{ReadOptions, TbReader};
 /// `TBS1` at either end means TensorBuffers. Only when neither magic is there (a damaged file)
 /// does a `.tb` extension decide, so that the report names TensorBuffers rules.
 pub fn detect(path: &Path) -> std::io::Result<bool> {
-    let file = std::fs::File::open(path)?;
+    let file = ztensor_io::open_input(path).map_err(std::io::Error::other)?;
     let source = FileSource::new(file)?;
     let len = source.len();
     let mut head = vec![0u8; usize::try_from(len.min(4)).unwrap_or(0)];
@@ -32,7 +32,7 @@ pub fn open(
     strict: bool,
 ) -> Result<Result<TbReader<FileSource>, ztensor_tensorbuffers::Error>> {
     let context = || format!("cannot open {}", path.display());
-    let file = std::fs::File::open(path).with_context(context)?;
+    let file = ztensor_io::open_input(path).map_err(|e| anyhow::anyhow!("{e}"))?;
     let source = FileSource::new(file).with_context(context)?;
     let options = if strict { ReadOptions::strict() } else { ReadOptions::default() };
     Ok(TbReader::new(source, &options))

@@ -56,6 +56,17 @@ pub fn shown(name: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A message as it may go to a terminal: as [`shown`], except that its line breaks stay (the
+/// tool's own messages span lines; names and paths inside them were escaped with [`shown`]
+/// where they were put in, and this catches what came from elsewhere).
+pub fn shown_message(message: &str) -> Cow<'_, str> {
+    if !message.chars().any(|c| c != '\n' && acts(c)) {
+        return Cow::Borrowed(message);
+    }
+    let lines: Vec<Cow<'_, str>> = message.split('\n').map(shown).collect();
+    Cow::Owned(lines.join("\n"))
+}
+
 /// `n thing` or `n things`.
 pub fn plural(n: usize, thing: &str) -> String {
     if n == 1 { format!("1 {thing}") } else { format!("{n} {thing}s") }
