@@ -153,3 +153,141 @@ fn sharded_output_needs_a_directory_and_a_ztensor_target() {
     let out = ztensor(&["run", "no-such-plan.json"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Another user of a shared scratch directory plants links at the names the tool will choose
+/// (a shard, the receipts directory, a receipt): `run` and `convert IDX OUTDIR/` refuse them
+/// by name, and the files they point at are untouched.
+#[cfg(unix)]
+#[test]
+fn planted_links_are_refused_and_victims_untouched() {
+    use std::os::unix::fs::symlink;
+    let d = scratch("planted");
+    let model = input(&d);
+    let victim = d.join("victim.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let elsewhere = d.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let (m, v) = (model.to_str().unwrap(), victim.to_str().unwrap());
+
+    // convert IN OUTDIR/ with a shard's name taken by a link.
+    let out = d.join("out");
+    std::fs::create_dir(&out).unwrap();
+    symlink(&victim, out.join("model-00001-of-00002.zt")).unwrap();
+    let o = format!("{}/", out.display());
+    let r = ztensor(&["convert", m, &o, "--shard-size", "9M"]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains("symbolic link") && stderr(&r).contains("model-00001"),
+        "{}",
+        stderr(&r)
+    );
+
+    // plan + run with the receipts directory, then a receipt, taken by links.
+    let plan = d.join("plan.json");
+    let p = plan.to_str().unwrap();
+    let out2 = d.join("out2");
+    let o2 = format!("{}/", out2.display());
+    assert!(ztensor(&["plan", m, &o2, "--shard-size", "9M", "-o", p]).status.success());
+    std::fs::create_dir(&out2).unwrap();
+    symlink(&elsewhere, out2.join(".ztensor-receipts")).unwrap();
+    let r = ztensor(&["run", p, "--unit", "0"]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains(".ztensor-receipts") && stderr(&r).contains("symbolic link"));
+    std::fs::remove_file(out2.join(".ztensor-receipts")).unwrap();
+    std::fs::create_dir(out2.join(".ztensor-receipts")).unwrap();
+    symlink(v, out2.join(".ztensor-receipts/unit-00000.json")).unwrap();
+    let r = ztensor(&["run", p, "--unit", "0"]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("unit-00000.json"), "{}", stderr(&r));
+
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Outputs never replace inputs: a sharded conversion into the input's own directory that
+/// would rewrite its index, and a plan written over an input shard, are refused; the summary
+/// names the index just written, not another one in the directory.
+#[test]
+fn outputs_never_replace_inputs_and_the_summary_names_the_index_written() {
+    let d = scratch("overinput");
+    let model = input(&d);
+    let src = d.join("src");
+    let s = format!("{}/", src.display());
+    let r = ztensor(&["convert", model.to_str().unwrap(), &s, "--shard-size", "9M"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let index = src.join("model.zt.index.json");
+    assert!(stdout(&r).contains("model.zt.index.json"), "{}", stdout(&r));
+    let before = contents(&src);
+
+    let i = index.to_str().unwrap();
+    let r = ztensor(&["convert", i, &s, "--exclude", "layer.00*", "--shard-size", "100000"]);
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    assert!(stderr(&r).contains("is also the input"), "{}", stderr(&r));
+    let shard = src.join("model-00001-of-00002.zt");
+    let r = ztensor(&[
+        "plan",
+        i,
+        &format!("{}/", d.join("o").display()),
+        "-o",
+        shard.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("would replace it"), "{}", stderr(&r));
+    assert_eq!(contents(&src), before);
+
+    // Another index sorts after the one written: the summary still names the right one.
+    let out = d.join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("zzz.zt.index.json"), b"{}").unwrap();
+    let o = format!("{}/", out.display());
+    let r = ztensor(&["convert", model.to_str().unwrap(), &o, "--shard-size", "9M"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(stdout(&r).contains("model.zt.index.json"), "{}", stdout(&r));
+    assert!(!stdout(&r).contains("zzz"), "{}", stdout(&r));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// FIFOs and devices where an index, plan or shard is read are refused at once, never waited
+/// on or read until memory runs out.
+#[cfg(unix)]
+#[test]
+fn special_files_on_the_read_side_are_refused_at_once() {
+    let d = scratch("special");
+    let fifo = |name: &str| {
+        let p = d.join(name);
+        assert!(Command::new("mkfifo").arg(&p).status().unwrap().success());
+        p.to_str().unwrap().to_owned()
+    };
+    let index = fifo("model.zt.index.json");
+    let plan = fifo("plan.json");
+    let started = std::time::Instant::now();
+    for args in [
+        vec!["info", index.as_str()],
+        vec!["verify", index.as_str()],
+        vec!["convert", index.as_str(), "x.zt"],
+        vec!["run", plan.as_str(), "--unit", "0"],
+        vec!["finalize", plan.as_str()],
+        vec!["run", "/dev/zero", "--unit", "0"],
+    ] {
+        let r = ztensor(&args);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", stderr(&r));
+        let e = stderr(&r);
+        assert!(e.contains("a FIFO") || e.contains("a device"), "{args:?}: {e}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // A shard of a sharded checkpoint that is a FIFO.
+    let model = input(&d);
+    let src = d.join("src");
+    let s = format!("{}/", src.display());
+    assert!(
+        ztensor(&["convert", model.to_str().unwrap(), &s, "--shard-size", "9M"]).status.success()
+    );
+    let shard = src.join("model-00002-of-00002.zt");
+    std::fs::remove_file(&shard).unwrap();
+    assert!(Command::new("mkfifo").arg(&shard).status().unwrap().success());
+    let r = ztensor(&["info", src.join("model.zt.index.json").to_str().unwrap()]);
+    assert_ne!(r.status.code(), Some(0));
+    assert!(stderr(&r).contains("a FIFO"), "{}", stderr(&r));
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -43,14 +43,21 @@ impl ShardedZt {
         let (mut starts, mut len) = (Vec::new(), 0usize);
         for (name, entry) in &index.shards {
             let shard = dir.join(name);
-            let size = std::fs::metadata(&shard)
+            // Opened as an input is (a FIFO or device refused, never waited on) before its
+            // size is compared.
+            let size = ztensor_io::open_input(&shard)
+                .map_err(Error::from)
+                .and_then(|f| f.metadata().map_err(|e| Error::io("cannot stat", &shard, &e)))
                 .map_err(|e| {
                     let listed = index.weight_map.values().filter(|s| *s == name).count();
-                    Error::io(
-                        &format!("shard {name:?} (the index lists {listed} tensor(s) in it)"),
-                        &shard,
-                        &e,
+                    Error::new(
+                        e.kind(),
+                        format!(
+                            "shard {name:?} (the index lists {listed} tensor(s) in it): {}",
+                            e.message()
+                        ),
                     )
+                    .with_path(&shard)
                 })?
                 .len();
             if size != entry.size {
