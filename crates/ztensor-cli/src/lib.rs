@@ -9,8 +9,19 @@
 pub fn options(strict: bool) -> ztensor_format::Options {
     let mut options = ztensor_format::Options::default();
     options.limits = ztensor_io::machine_limits();
+    if let Some(&ratio) = MAX_EXPANSION.get() {
+        options.limits.max_expansion = ratio;
+    }
     options.strict = strict;
     options
+}
+
+static MAX_EXPANSION: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// Sets [`Limits::max_expansion`](ztensor_format::Limits::max_expansion) for every later
+/// [`options`] (the `--max-expansion` flag); the first call wins.
+pub fn set_max_expansion(ratio: u64) {
+    let _ = MAX_EXPANSION.set(ratio);
 }
 
 /// A note for an error that broke a resource limit which [`options`] lowered to fit this

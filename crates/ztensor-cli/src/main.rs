@@ -25,6 +25,11 @@ use ztensor_io::{DigestChoice, FileSource, Reader};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Refuse an input whose objects decode to more than RATIO times its size (and more than
+    /// 1 GiB): crafted files that expand a few bytes into gigabytes are refused before any
+    /// work. Raise it for a file that is genuinely that compressible.
+    #[arg(long, global = true, value_name = "RATIO", default_value_t = ztensor_format::Limits::DEFAULT.max_expansion)]
+    max_expansion: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -499,6 +504,7 @@ fn handle_signals() {}
 fn main() -> ExitCode {
     handle_signals();
     let cli = Cli::parse();
+    ztensor_cli::set_max_expansion(cli.max_expansion);
     let result = run(cli);
     // Readers never wait on a lock held by someone who is not writing; they say so.
     for path in ztensor_io::read_without_lock() {
@@ -746,6 +752,26 @@ fn open_source_for(
 /// As [`open_source`]; with `carry_unknown`, safetensors tensors of dtypes zTensor lacks are
 /// carried as bytes.
 fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    let source = open_any(path, carry_unknown)?;
+    // A single file's objects against its size (a sharded checkpoint's shards are files of
+    // their own, each checked when read as one).
+    if !matches!(cmd::detect(path)?, cmd::Kind::ShardIndex | cmd::Kind::ZtIndex) {
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        ztensor_io::check_expansion(&*source, len, &options(false).limits).map_err(|e| {
+            let e = zt_error(&format!("{}", path.display()), &e);
+            let hint = "(--max-expansion RATIO raises the limit)";
+            if e.downcast_ref::<Rejected>().is_some() {
+                anyhow!(Rejected(format!("{e:#} {hint}")))
+            } else {
+                anyhow!("{e:#} {hint}")
+            }
+        })?;
+    }
+    Ok(source)
+}
+
+/// Opens any input as a tensor source, by its detected kind.
+fn open_any(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_io::TensorSource>> {
     Ok(match cmd::detect(path)? {
         cmd::Kind::Zt => Box::new(open(path, &ztensor_cli::options(false))?),
         cmd::Kind::TensorBuffers => {

@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
 
 use ztensor_format::{DType, Encoding, Format, LogicalType, StorageType, Value};
@@ -19,6 +20,7 @@ use ztensor_io::{
     TensorSource, role,
 };
 
+use crate::archive::At;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The first bytes of every `.npy` file.
@@ -371,30 +373,102 @@ fn types_of(descr: &str) -> (Types, Option<usize>) {
     (Ok(types), width)
 }
 
-/// `data` (Fortran order, elements of `size` bytes, `shape`) in C order.
-fn fortran_to_c(data: &[u8], shape: &[u64], size: usize) -> Vec<u8> {
+impl<S: ReadAt> NpyFile<S> {
+    /// Where the array's data starts, after the header.
+    pub(crate) fn data_offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The array's data, read in order from `input` (the bytes after the header), placed into
+    /// one buffer of the array's size, in C order and little-endian: a Fortran-ordered array
+    /// is scattered element by element as it streams in, so no second copy of it is ever made.
+    /// `failed` reports the stream's errors.
+    pub(crate) fn place(
+        &self,
+        input: &mut dyn Read,
+        failed: &dyn Fn(std::io::Error) -> ztensor_io::Error,
+    ) -> ztensor_io::Result<Vec<u8>> {
+        let (dtype, logical_type) = self.types.clone().map_err(|_| self.unsupported())?;
+        let mut out = ztensor_io::try_zeroed(self.len, &format!("array {:?}", self.name))
+            .map_err(|e| ztensor_io::Error::io("reading", None, e))?;
+        let transpose = self.fortran && self.shape.iter().filter(|&&d| d > 1).count() > 1;
+        if transpose {
+            let size = usize::try_from(dtype.size()).unwrap_or(1)
+                * if logical_type.is_some() { 2 } else { 1 };
+            scatter_fortran(input, &mut out, &self.shape, size).map_err(failed)?;
+        } else {
+            input.read_exact(&mut out).map_err(failed)?;
+        }
+        if let Some(width) = self.swap {
+            // Units lie within elements, so swapping after placing is the same as before.
+            ztensor_format::data::swap_bytes(&mut out, width);
+        }
+        Ok(out)
+    }
+
+    /// The array as an object, its data `data` (from [`NpyFile::place`]).
+    pub(crate) fn object(&self, data: Vec<u8>) -> ztensor_io::Result<ObjectData<'static>> {
+        let (dtype, logical_type) = self.types.clone().map_err(|_| self.unsupported())?;
+        let mut components = BTreeMap::new();
+        components.insert(
+            role::DATA.to_owned(),
+            ComponentData { dtype, logical_type, bytes: Cow::Owned(data) },
+        );
+        Ok(ObjectData {
+            name: self.name.clone(),
+            shape: self.shape.clone(),
+            format: Format::Dense,
+            attributes: None,
+            components,
+        })
+    }
+}
+
+/// Reads elements of `size` bytes in Fortran order (the first index varies fastest) from
+/// `input` and writes each at its C-order place in `out` (whose length is the array's).
+fn scatter_fortran(
+    input: &mut dyn Read,
+    out: &mut [u8],
+    shape: &[u64],
+    size: usize,
+) -> std::io::Result<()> {
     let dims: Vec<usize> = shape.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
-    let count: usize = dims.iter().product();
-    let mut out = vec![0u8; data.len()];
-    // Fortran strides, in elements: the first index varies fastest.
+    if size == 0 || dims.contains(&0) {
+        return Ok(());
+    }
+    // C strides, in elements: the last index varies fastest.
     let mut strides = vec![1usize; dims.len()];
-    for k in 1..dims.len() {
-        strides[k] = strides[k - 1] * dims[k - 1];
+    for k in (0..dims.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1] * dims[k + 1];
     }
     let mut index = vec![0usize; dims.len()];
-    for c in 0..count {
-        let f: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
-        out[c * size..(c + 1) * size].copy_from_slice(&data[f * size..(f + 1) * size]);
-        // The next C-order index: the last varies fastest.
-        for k in (0..dims.len()).rev() {
-            index[k] += 1;
-            if index[k] < dims[k] {
-                break;
+    // The C-order element the next Fortran-order element goes to.
+    let mut c = 0usize;
+    let mut chunk = vec![0u8; (1 << 20) / size * size + size];
+    let mut left = out.len() / size;
+    while left > 0 {
+        let n = left.min(chunk.len() / size);
+        let part = &mut chunk[..n * size];
+        input.read_exact(part)?;
+        for element in part.chunks_exact(size) {
+            let at = c * size;
+            out.get_mut(at..at + size)
+                .ok_or_else(|| std::io::Error::other("an element outside the array"))?
+                .copy_from_slice(element);
+            // The next Fortran-order index, and its C-order place.
+            for k in 0..dims.len() {
+                index[k] += 1;
+                c += strides[k];
+                if index[k] < dims[k] {
+                    break;
+                }
+                c -= dims[k] * strides[k];
+                index[k] = 0;
             }
-            index[k] = 0;
         }
+        left -= n;
     }
-    out
+    Ok(())
 }
 
 impl<S: ReadAt> TensorSource for NpyFile<S> {
@@ -441,31 +515,13 @@ impl<S: ReadAt> TensorSource for NpyFile<S> {
         if index != 0 {
             return Err(ztensor_io::Error::not_found(&format!("#{index}"), None));
         }
-        let (dtype, logical_type) = self.types.clone().map_err(|_| self.unsupported())?;
-        let mut bytes = vec![0u8; usize::try_from(self.len).unwrap_or(0)];
-        self.source.read_exact_at(self.offset, &mut bytes).map_err(|e| {
-            ztensor_io::Error::io(format!("reading the array at byte {}", self.offset), None, e)
-        })?;
-        if let Some(width) = self.swap {
-            ztensor_format::data::swap_bytes(&mut bytes, width);
-        }
-        if self.fortran && !self.as_stored() {
-            let size = usize::try_from(dtype.size()).unwrap_or(1)
-                * if logical_type.is_some() { 2 } else { 1 };
-            bytes = fortran_to_c(&bytes, &self.shape, size);
-        }
-        let mut components = BTreeMap::new();
-        components.insert(
-            role::DATA.to_owned(),
-            ComponentData { dtype, logical_type, bytes: Cow::Owned(bytes) },
-        );
-        Ok(ObjectData {
-            name: self.name.clone(),
-            shape: self.shape.clone(),
-            format: Format::Dense,
-            attributes: None,
-            components,
-        })
+        let mut input = At { source: &self.source, at: self.offset, end: self.offset + self.len };
+        let at = self.offset;
+        let failed = move |e: std::io::Error| {
+            ztensor_io::Error::io(format!("reading the array at byte {at}"), None, e)
+        };
+        let data = self.place(&mut input, &failed)?;
+        self.object(data)
     }
 
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {

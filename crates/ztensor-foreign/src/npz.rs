@@ -12,7 +12,7 @@ use std::path::Path;
 use ztensor_format::Value;
 use ztensor_io::{FileSource, ObjectData, ObjectInfo, ReadAt, TensorSource};
 
-use crate::archive::{Member, Method, members};
+use crate::archive::{At, Member, Method, is_crc_mismatch, members};
 use crate::error::{Error, ErrorKind, Result};
 use crate::npy_in::{MAX_HEADER, NpyFile};
 
@@ -47,25 +47,6 @@ impl ReadAt for Prefix {
             .ok_or_else(|| std::io::Error::other("past the header of a member"))?;
         buf.copy_from_slice(part);
         Ok(())
-    }
-}
-
-/// Bytes `at..end` of a source, read in order.
-struct At<'a, S> {
-    source: &'a S,
-    at: u64,
-    end: u64,
-}
-
-impl<S: ReadAt> Read for At<'_, S> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = usize::try_from(self.end.saturating_sub(self.at))
-            .unwrap_or(usize::MAX)
-            .min(buf.len())
-            .min(64 << 10);
-        self.source.read_exact_at(self.at, &mut buf[..n])?;
-        self.at += n as u64;
-        Ok(n)
     }
 }
 
@@ -168,46 +149,34 @@ impl<S: ReadAt> TensorSource for NpzFile<S> {
                     .in_object(&name),
             ));
         }
-        let failed = |e: Error| {
-            if e.message().contains("CRC-32") {
+        let failed = |e: std::io::Error| {
+            if is_crc_mismatch(&e) {
                 ztensor_io::Error::from(
                     ztensor_format::Error::new(
                         ztensor_format::ErrorKind::DigestMismatch,
-                        e.message(),
+                        e.to_string(),
                     )
                     .in_object(&name),
                 )
             } else {
-                ztensor_io::Error::io(
-                    format!("reading {name:?}"),
-                    None,
-                    std::io::Error::other(e.to_string()),
-                )
+                ztensor_io::Error::io(format!("reading {name:?}"), None, e)
             }
         };
-        let bytes = member.bytes(&self.source, self.limit).map_err(failed)?;
-        let whole = NpyFile::new(bytes, &name).map_err(failed)?;
-        let data = whole.read(0)?;
-        Ok(ObjectData {
-            name: data.name,
-            shape: data.shape,
-            format: data.format,
-            attributes: None,
-            components: data
-                .components
-                .into_iter()
-                .map(|(role, c)| {
-                    let bytes = Cow::Owned(c.bytes.into_owned());
-                    (
-                        role,
-                        ztensor_io::ComponentData {
-                            dtype: c.dtype,
-                            logical_type: c.logical_type,
-                            bytes,
-                        },
-                    )
-                })
-                .collect(),
-        })
+        member.check_limit(self.limit).map_err(|e| {
+            ztensor_io::Error::unsupported(
+                ztensor_format::Error::new(ztensor_format::ErrorKind::DecodedTooLarge, e.message())
+                    .in_object(&name),
+            )
+        })?;
+        // Inflated as a stream straight into the array's one buffer (transposed on the way
+        // when Fortran-ordered): the member is never held whole beside it.
+        let mut stream = member.reader(&self.source);
+        std::io::copy(&mut (&mut stream).take(npy.data_offset()), &mut std::io::sink())
+            .map_err(failed)?;
+        let data = npy.place(&mut stream, &failed)?;
+        // The rest (nothing, for a valid member) and the end: where the size and CRC-32 are
+        // checked.
+        std::io::copy(&mut stream, &mut std::io::sink()).map_err(failed)?;
+        npy.object(data)
     }
 }

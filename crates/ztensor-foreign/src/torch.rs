@@ -810,6 +810,92 @@ fn each_offset(
     Ok(())
 }
 
+/// Reorders, in place, the elements (of `size` bytes) of a view whose span holds each of its
+/// elements exactly once, from storage order to C order: element `c` of the result is the one
+/// at the storage offset its index gives through `strides`. Cycles of the permutation are
+/// followed with one bit per element to mark those placed, so no second buffer is needed.
+fn permute_in_place(
+    data: &mut [u8],
+    size: usize,
+    shape: &[u64],
+    strides: &[u64],
+) -> std::io::Result<()> {
+    let count = data.len() / size.max(1);
+    let bad = || std::io::Error::other("a view whose elements are not a permutation of its span");
+    // The storage offset of C-order element `c`.
+    let source_of = |mut c: u64| -> u64 {
+        let mut at = 0u64;
+        for (d, s) in shape.iter().zip(strides).rev() {
+            at += (c % d) * s;
+            c /= d;
+        }
+        at
+    };
+    let mut placed = ztensor_io::try_zeroed(count.div_ceil(8) as u64, "a view's permutation")?;
+    let mut held = vec![0u8; size];
+    let mut moving = vec![0u8; size];
+    for start in 0..count {
+        if placed[start / 8] & (1 << (start % 8)) != 0 {
+            continue;
+        }
+        // Follow the cycle through `start`: each place takes the element its source holds.
+        held.copy_from_slice(&data[start * size..(start + 1) * size]);
+        let mut here = start;
+        loop {
+            placed[here / 8] |= 1 << (here % 8);
+            let from = usize::try_from(source_of(here as u64)).map_err(|_| bad())?;
+            if from >= count {
+                return Err(bad());
+            }
+            if from == start {
+                data[here * size..(here + 1) * size].copy_from_slice(&held);
+                break;
+            }
+            if placed[from / 8] & (1 << (from % 8)) != 0 {
+                return Err(bad());
+            }
+            moving.copy_from_slice(&data[from * size..(from + 1) * size]);
+            data[here * size..(here + 1) * size].copy_from_slice(&moving);
+            here = from;
+        }
+    }
+    Ok(())
+}
+
+/// A small window over a byte range of a source, moved to wherever the next element lies.
+struct Window {
+    base: u64,
+    len: u64,
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl Window {
+    const SIZE: u64 = 1 << 20;
+
+    fn new(base: u64, len: u64) -> Window {
+        Window { base, len, start: 0, bytes: Vec::new() }
+    }
+
+    /// `n` bytes at `at` (relative to the range), reading a new window when they are not in
+    /// the current one.
+    fn get<S: ReadAt + ?Sized>(&mut self, source: &S, at: u64, n: usize) -> std::io::Result<&[u8]> {
+        let end = at + n as u64;
+        if end > self.len {
+            return Err(std::io::Error::other("an element past its storage"));
+        }
+        let have = self.start..self.start + self.bytes.len() as u64;
+        if !(have.contains(&at) && end <= have.end) {
+            self.start = at;
+            let take = Window::SIZE.max(n as u64).min(self.len - at);
+            self.bytes.resize(usize::try_from(take).unwrap_or(n), 0);
+            source.read_exact_at(self.base + at, &mut self.bytes)?;
+        }
+        let from = usize::try_from(at - self.start).unwrap_or(0);
+        Ok(&self.bytes[from..from + n])
+    }
+}
+
 impl<S: ReadAt> TensorSource for TorchFile<S> {
     fn format_name(&self) -> Cow<'_, str> {
         let layout = if self.legacy { "legacy torch.save" } else { "torch.save" };
@@ -939,18 +1025,22 @@ impl<S: ReadAt> TorchFile<S> {
         // the file (stored) or inflate to exactly its size (deflated).
         let first = t.offset * t.size;
         let size = usize::try_from(t.size).unwrap_or(1);
-        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        // The one buffer of the view's size, asked for fallibly; every path below fills it
+        // without a second buffer of that size beside it.
+        let mut bytes = ztensor_io::try_with_capacity(len, &format!("tensor {:?}", t.name))
+            .map_err(|e| ztensor_io::Error::io("reading", None, e))?;
         let element = |at: u64| first + at * t.size;
         match &storage.deflated {
             None => {
                 self.verify(t.storage).map_err(digest_failed)?;
                 let read =
                     |at: u64, buf: &mut [u8]| self.source.read_exact_at(storage.offset + at, buf);
+                let innermost = t.strides.last().copied().unwrap_or(1);
                 if t.contiguous {
                     bytes.resize(usize::try_from(len).unwrap_or(0), 0);
                     read(first, &mut bytes).map_err(io_failed)?;
-                } else if t.span * t.size <= (4 * len).max(16 << 20) {
-                    // A view over a compact span: that span once, then its elements.
+                } else if t.span * t.size <= 16 << 20 {
+                    // A view over a small span: that span once, then its elements.
                     let mut window = vec![0u8; usize::try_from(t.span * t.size).unwrap_or(0)];
                     read(first, &mut window).map_err(io_failed)?;
                     each_offset(&t.shape, &t.strides, t.numel, |at| {
@@ -959,12 +1049,31 @@ impl<S: ReadAt> TorchFile<S> {
                         Ok(())
                     })
                     .map_err(io_failed)?;
+                } else if t.span == t.numel {
+                    // Every element of the span once, reordered (a transposed view): the span is
+                    // read into the tensor's buffer and permuted in place.
+                    bytes.resize(usize::try_from(len).unwrap_or(0), 0);
+                    read(first, &mut bytes).map_err(io_failed)?;
+                    permute_in_place(&mut bytes, size, &t.shape, &t.strides).map_err(io_failed)?;
+                } else if innermost == 1 && t.shape.last().is_some_and(|&d| d > 1) {
+                    // Rows that are contiguous (a slice of a larger tensor): one read per row.
+                    let row = t.shape.last().copied().unwrap_or(1);
+                    let rows = t.numel / row.max(1);
+                    let outer = &t.shape[..t.shape.len() - 1];
+                    let outer_strides = &t.strides[..t.strides.len() - 1];
+                    let row_len = usize::try_from(row * t.size).unwrap_or(0);
+                    each_offset(outer, outer_strides, rows, |at| {
+                        let start = bytes.len();
+                        bytes.resize(start + row_len, 0);
+                        read(element(at), &mut bytes[start..])
+                    })
+                    .map_err(io_failed)?;
                 } else {
-                    // A few elements strewn over a large storage: each read where it lies.
-                    let mut one = vec![0u8; size];
+                    // Elements strewn over a large storage: read through a small window that
+                    // moves with them.
+                    let mut window = Window::new(storage.offset + first, t.span * t.size);
                     each_offset(&t.shape, &t.strides, t.numel, |at| {
-                        read(element(at), &mut one)?;
-                        bytes.extend_from_slice(&one);
+                        bytes.extend_from_slice(window.get(&self.source, at * t.size, size)?);
                         Ok(())
                     })
                     .map_err(io_failed)?;
@@ -1011,6 +1120,54 @@ mod tests {
     use std::io::Write as _;
 
     use super::*;
+
+    /// The naive gather: each element read where its index puts it.
+    fn gathered(span: &[u8], size: usize, shape: &[u64], strides: &[u64]) -> Vec<u8> {
+        let numel = shape.iter().product();
+        let mut out = Vec::new();
+        each_offset(shape, strides, numel, |at| {
+            let at = at as usize * size;
+            out.extend_from_slice(&span[at..at + size]);
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn in_place_permutation_and_the_moving_window_equal_the_naive_gather() {
+        // Views whose span holds each element once: transposes and axis permutations.
+        let cases: &[(&[u64], &[u64])] = &[
+            (&[3, 5], &[1, 3]),
+            (&[4, 3, 2], &[1, 4, 12]),
+            (&[2, 3, 4], &[12, 1, 3]),
+            (&[7, 1, 6], &[1, 42, 7]),
+            (&[1], &[1]),
+        ];
+        for &(shape, strides) in cases {
+            for size in [1usize, 2, 4, 8] {
+                let numel: u64 = shape.iter().product();
+                let span: Vec<u8> = (0..numel as usize * size).map(|i| (i * 7 + 3) as u8).collect();
+                let want = gathered(&span, size, shape, strides);
+                let mut got = span.clone();
+                permute_in_place(&mut got, size, shape, strides).unwrap();
+                assert_eq!(got, want, "{shape:?} {strides:?} {size}");
+                // The window, over a source holding the span after some other bytes.
+                let source = [vec![9u8; 5], span.clone()].concat();
+                let mut window = Window::new(5, span.len() as u64);
+                let mut moved = Vec::new();
+                each_offset(shape, strides, numel, |at| {
+                    moved.extend_from_slice(window.get(&&source[..], at * size as u64, size)?);
+                    Ok(())
+                })
+                .unwrap();
+                assert_eq!(moved, want);
+            }
+        }
+        // Not a permutation (an element twice): refused, not a wrong value.
+        let mut data = vec![0u8; 4];
+        assert!(permute_in_place(&mut data, 1, &[2, 2], &[1, 1]).is_err());
+    }
 
     /// A zip archive of `members` (name, bytes, deflated?), as any zip writer lays it out.
     fn zip(members: &[(&str, &[u8], bool)]) -> Vec<u8> {
@@ -1125,6 +1282,10 @@ mod tests {
             // Three elements over 20 MB: each read where it lies.
             ("strewn", 0, &[3], &[2_500_000]),
             ("expand", 7, &[2, 3], &[0, 0]),
+            // Every element of a 20 MB span once, reordered: permuted in place.
+            ("transposed_large", 0, &[2000, 2500], &[1, 2000]),
+            // Contiguous rows of a larger span: read a row at a time.
+            ("rows", 0, &[1200, 2000], &[4000, 1]),
         ];
         let pickle = state_dict(numel, views);
         for deflate in [false, true] {
@@ -1139,7 +1300,40 @@ mod tests {
             assert_eq!(floats(&t, "transposed"), [0.0, 2.0, 1.0, 3.0]);
             assert_eq!(floats(&t, "strewn"), [0.0, 2_500_000.0, 5_000_000.0]);
             assert_eq!(floats(&t, "expand"), [7.0; 6]);
+            let want: Vec<f32> =
+                (0..2000).flat_map(|i| (0..2500).map(move |j| (i + j * 2000) as f32)).collect();
+            assert!(floats(&t, "transposed_large") == want);
+            let want: Vec<f32> =
+                (0..1200).flat_map(|i| (0..2000).map(move |j| (i * 4000 + j) as f32)).collect();
+            assert!(floats(&t, "rows") == want);
         }
+    }
+
+    /// A few bytes expanded with stride 0 into gigabytes: admitted by the per-object limit
+    /// when that is large, refused by the input's expansion budget before anything is read.
+    #[test]
+    fn a_stride_zero_expansion_is_refused_by_the_expansion_budget() {
+        let storage = [0u8; 16];
+        let views: &[(&str, u64, &[u64], &[u64])] =
+            &[("bomb", 0, &[1 << 16, 1 << 14], &[0, 0]), ("w", 0, &[4], &[1])];
+        let file = zip(&[
+            ("archive/data.pkl", &state_dict(4, views), false),
+            ("archive/data/0", &storage, false),
+        ]);
+        let len = file.len() as u64;
+        let t = TorchFile::new(file, "x", 1 << 40).unwrap();
+        let limits = ztensor_format::Limits::default();
+        let e = ztensor_io::check_expansion(&t, len, &limits).unwrap_err();
+        assert_eq!(e.rule(), Some(ztensor_format::ErrorKind::DecodedTooLarge));
+        assert!(e.to_string().contains("\"bomb\""), "{e}");
+        // Without the bomb the same file is within budget.
+        let file = zip(&[
+            ("archive/data.pkl", &state_dict(4, &views[1..]), false),
+            ("archive/data/0", &storage, false),
+        ]);
+        let len = file.len() as u64;
+        let t = TorchFile::new(file, "x", 1 << 40).unwrap();
+        assert_eq!(ztensor_io::check_expansion(&t, len, &limits).unwrap(), 16);
     }
 
     #[test]

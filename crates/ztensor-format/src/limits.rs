@@ -35,6 +35,12 @@ pub struct Limits {
     /// for v0.1 and unusual v1.x layouts, its whole tree) can spend. Default 134,217,728
     /// (2²⁷, about 4 GiB of values). Rule `manifest_too_large`.
     pub max_manifest_values: u64,
+    /// Most bytes all the objects of one input may decode to, as a multiple of the input's own
+    /// size; inputs that decode to at most [`Limits::EXPANSION_FLOOR`] are never refused by it.
+    /// Compression and views that share bytes (a PyTorch tensor expanded with stride 0, tied
+    /// weights) multiply what a file yields; a real checkpoint yields a few times its size at
+    /// most, a crafted one millions. Default 4,096. Rule `decoded_too_large`.
+    pub max_expansion: u64,
 }
 
 impl Limits {
@@ -47,7 +53,16 @@ impl Limits {
         max_cbor_depth: 64,
         max_decoded_len: 64 << 30,
         max_manifest_values: 1 << 27,
+        max_expansion: 4096,
     };
+
+    /// What one input may always decode to, whatever [`Limits::max_expansion`] says: 1 GiB.
+    pub const EXPANSION_FLOOR: u64 = 1 << 30;
+
+    /// The most bytes an input of `input_len` bytes may decode to.
+    pub fn max_expanded_len(&self, input_len: u64) -> u64 {
+        input_len.saturating_mul(self.max_expansion).max(Limits::EXPANSION_FLOOR)
+    }
 }
 
 impl Default for Limits {

@@ -39,6 +39,7 @@
 #![deny(missing_docs)]
 
 mod append;
+mod buffer;
 pub mod codec;
 mod copy;
 #[allow(unsafe_code)]
@@ -64,6 +65,7 @@ mod writer;
 pub use crate::append::{
     AppendSink, Appender, Recovered, Repair, append, recover, repair, repair_by_scan, try_append,
 };
+pub use crate::buffer::{try_with_capacity, try_zeroed};
 pub use crate::copy::{CopyOptions, DigestChoice, copy_all, copy_object};
 pub use crate::dir::OutputDir;
 pub use crate::error::{Error, ErrorKind, Result};
@@ -77,7 +79,7 @@ pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader}
 pub use crate::rewrite::{remove_objects, rewrite};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::tensors::{
-    ComponentInfo, Excluding, ObjectInfo, RawRange, TensorSink, TensorSource,
+    ComponentInfo, Excluding, ObjectInfo, RawRange, TensorSink, TensorSource, check_expansion,
 };
 pub use crate::write_data::write_data;
 pub use crate::writer::{

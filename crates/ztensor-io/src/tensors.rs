@@ -273,6 +273,39 @@ impl<S: ReadAt> TensorSource for Reader<S> {
     }
 }
 
+/// Refuses `source` (an input of `input_len` bytes) when its objects together decode to more
+/// than [`Limits::max_expanded_len`](ztensor_format::Limits::max_expanded_len): checked on
+/// what the objects declare, before anything is read or written. Returns the total.
+///
+/// # Errors
+/// [`ErrorKind::Format`](crate::ErrorKind::Format) with rule `decoded_too_large`.
+pub fn check_expansion(
+    source: &dyn TensorSource,
+    input_len: u64,
+    limits: &ztensor_format::Limits,
+) -> Result<u64> {
+    let allowed = limits.max_expanded_len(input_len);
+    let mut total = 0u64;
+    for i in 0..source.len() {
+        let Some(info) = source.info(i) else { continue };
+        for c in &info.components {
+            total = total.saturating_add(c.decoded_len.unwrap_or(c.stored_len));
+        }
+        if total > allowed {
+            return Err(ztensor_format::Error::new(
+                ztensor_format::ErrorKind::DecodedTooLarge,
+                format!(
+                    "its objects decode to more than {allowed} bytes (by object {:?}), over {} \
+                     times the input's {input_len} bytes: a crafted expansion, or a limit to raise",
+                    info.name, limits.max_expansion
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(total)
+}
+
 /// A source without some of its objects: those `exclude` names are not there. Indices are the
 /// kept objects', in the inner source's order.
 pub struct Excluding<'a> {
