@@ -1,14 +1,155 @@
-//! Every command on every file of the hostile corpus (`fixtures/hostile/`, and the foreign
-//! formats' `fixtures/external/*/hostile/`), each run in a child
-//! process under an address-space cap (`prlimit --as`) and a time limit: the outcome must be
-//! clean, status 0, 1 or 2, never a panic, an abort, a kill or a hang.
+//! Every command on every file of the hostile corpus (`fixtures/hostile/`, the foreign
+//! formats' `fixtures/external/*/hostile/`, and files crafted here at test time), each run in a
+//! child process under an address-space cap (`prlimit --as`, 1 GiB and 4 GiB) and a time
+//! limit: the outcome must be clean, status 0, 1 or 2, never a panic, an abort, a kill or a
+//! hang.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The cap: what a real machine gives, far below what the files claim (8 GiB, 3 GiB).
 const ADDRESS_SPACE: u64 = 4 << 30;
+/// A small machine's cap: the decode limit fitted to it (half) admits objects that a read
+/// needing two or three times their size could not hold.
+const SMALL: u64 = 1 << 30;
+
+/// A zip archive of `members` (name, bytes, deflated?), laid out as any zip writer does;
+/// `shared` makes every entry after the first point at the first one's data.
+fn zip(members: &[(&str, &[u8], bool)], shared: bool) -> Vec<u8> {
+    let (mut out, mut central) = (Vec::new(), Vec::new());
+    let mut first_at = None;
+    for &(name, data, deflate) in members {
+        let stored = if deflate {
+            let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        } else {
+            data.to_vec()
+        };
+        let mut crc = flate2::Crc::new();
+        crc.update(data);
+        let method: u16 = if deflate { 8 } else { 0 };
+        let fields = |v: &mut Vec<u8>| {
+            v.extend(method.to_le_bytes());
+            v.extend([0; 4]);
+            v.extend(crc.sum().to_le_bytes());
+            v.extend(u32::try_from(stored.len()).unwrap().to_le_bytes());
+            v.extend(u32::try_from(data.len()).unwrap().to_le_bytes());
+            v.extend(u16::try_from(name.len()).unwrap().to_le_bytes());
+            v.extend(0u16.to_le_bytes());
+        };
+        let at = u32::try_from(out.len()).unwrap();
+        let at = if shared { *first_at.get_or_insert(at) } else { at };
+        if !shared || at == u32::try_from(out.len()).unwrap() {
+            out.extend(b"PK\x03\x04\x14\x00\x00\x00");
+            fields(&mut out);
+            out.extend(name.as_bytes());
+            out.extend(&stored);
+        }
+        central.extend(b"PK\x01\x02\x14\x00\x14\x00\x00\x00");
+        fields(&mut central);
+        central.extend([0; 10]);
+        central.extend(at.to_le_bytes());
+        central.extend(name.as_bytes());
+    }
+    let cd_at = u32::try_from(out.len()).unwrap();
+    let n = u16::try_from(members.len()).unwrap();
+    out.extend(&central);
+    out.extend(b"PK\x05\x06\x00\x00\x00\x00");
+    out.extend(n.to_le_bytes());
+    out.extend(n.to_le_bytes());
+    out.extend(u32::try_from(central.len()).unwrap().to_le_bytes());
+    out.extend(cd_at.to_le_bytes());
+    out.extend([0, 0]);
+    out
+}
+
+/// A `.npy` file: `header` (a dict literal), then `data`.
+fn npy(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut h = header.as_bytes().to_vec();
+    while !(10 + h.len() + 1).is_multiple_of(64) {
+        h.push(b' ');
+    }
+    h.push(b'\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend(u16::try_from(h.len()).unwrap().to_le_bytes());
+    out.extend(h);
+    out.extend(data);
+    out
+}
+
+/// A PyTorch checkpoint (zip layout) of one f32 storage of `numel` zeros and the views
+/// `(name, shape, strides)` over it.
+fn torch(numel: u64, views: &[(&str, &[u64], &[u64])]) -> Vec<u8> {
+    let int = |v: u64| [&[0x8a, 8][..], &v.to_le_bytes()].concat();
+    let text = |s: &str| {
+        [&[b'X'][..], &u32::try_from(s.len()).unwrap().to_le_bytes(), s.as_bytes()].concat()
+    };
+    let tuple = |items: &[u64]| {
+        let mut b = vec![b'('];
+        items.iter().for_each(|&i| b.extend(int(i)));
+        b.push(b't');
+        b
+    };
+    let mut p = b"\x80\x02}(".to_vec();
+    for &(name, shape, strides) in views {
+        p.extend(text(name));
+        p.extend(b"ctorch._utils\n_rebuild_tensor_v2\n((");
+        p.extend(text("storage"));
+        p.extend(b"ctorch\nFloatStorage\n");
+        p.extend(text("0"));
+        p.extend(text("cpu"));
+        p.extend(int(numel));
+        p.extend(b"tQ");
+        p.extend(int(0));
+        p.extend(tuple(shape));
+        p.extend(tuple(strides));
+        p.extend(b"\x89ccollections\nOrderedDict\n)RtR");
+    }
+    p.extend(b"u.");
+    let storage = vec![0u8; usize::try_from(numel * 4).unwrap()];
+    zip(
+        &[
+            ("archive/data.pkl", &p, false),
+            ("archive/byteorder", b"little", false),
+            ("archive/data/0", &storage, false),
+        ],
+        false,
+    )
+}
+
+/// Files made here, at test time: what the committed corpus cannot hold for its size, or
+/// what needs no generator of its own.
+fn crafted(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut put = |name: &str, bytes: Vec<u8>| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        files.push(path);
+    };
+    // A 1 MB deflated archive of a 256 MiB Fortran-ordered array: admitted under the small
+    // cap's decode limit, and read in its size once.
+    let side = 8192u64;
+    let mut data = vec![0u8; usize::try_from(side * side * 4).unwrap()];
+    for (i, b) in data.iter_mut().enumerate().step_by(4099) {
+        *b = (i % 251) as u8;
+    }
+    let header = format!("{{'descr': '<f4', 'fortran_order': True, 'shape': ({side}, {side}), }}");
+    put("fortran-256m.npz", zip(&[("w.npy", &npy(&header, &data), true)], false));
+    drop(data);
+    // Eight entries sharing one 32 MiB deflated stream.
+    let zeros =
+        npy("{'descr': '<u1', 'fortran_order': False, 'shape': (33554432,), }", &vec![0; 32 << 20]);
+    let names: Vec<String> = (0..8).map(|i| format!("a{i}.npy")).collect();
+    let members: Vec<(&str, &[u8], bool)> =
+        names.iter().map(|n| (n.as_str(), &zeros[..], true)).collect();
+    put("shared-stream.npz", zip(&members, true));
+    // Sixteen bytes expanded with stride 0 into 3 GiB.
+    put("expand-3g.pt", torch(4, &[("bomb", &[49152, 16384], &[0, 0]), ("w", &[4], &[1])]));
+    files
+}
 
 fn corpus() -> Vec<PathBuf> {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
@@ -39,9 +180,13 @@ fn first_name(file: &Path) -> Option<String> {
 }
 
 fn capped(args: &[&str]) -> (Option<i32>, String, Duration) {
+    capped_at(ADDRESS_SPACE, args)
+}
+
+fn capped_at(cap: u64, args: &[&str]) -> (Option<i32>, String, Duration) {
     let started = Instant::now();
     let out = Command::new("prlimit")
-        .arg(format!("--as={ADDRESS_SPACE}"))
+        .arg(format!("--as={cap}"))
         .args(["--", "timeout", "-s", "KILL", "120", env!("CARGO_BIN_EXE_ztensor")])
         .args(args)
         .output()
@@ -53,11 +198,14 @@ fn capped(args: &[&str]) -> (Option<i32>, String, Duration) {
 
 #[test]
 fn every_command_ends_cleanly_on_every_hostile_file() {
-    let files = corpus();
+    let mut files = corpus();
     assert!(files.len() >= 8 + 14, "{files:?}");
     let scratch = std::env::temp_dir().join(format!("ztensor-hostile-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).unwrap();
+    let made = scratch.join("crafted");
+    std::fs::create_dir_all(&made).unwrap();
+    files.extend(crafted(&made));
     let out = |name: &str| scratch.join(name).to_str().unwrap().to_owned();
     let mut runs = 0;
     for file in &files {
@@ -82,12 +230,15 @@ fn every_command_ends_cleanly_on_every_hostile_file() {
         }
         for args in &commands {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let (code, stderr, took) = capped(&args);
-            runs += 1;
-            let what = format!("{args:?} ({:.1} s)", took.as_secs_f64());
-            assert!(matches!(code, Some(0..=2)), "{what}: status {code:?}\n{stderr}");
-            assert!(!stderr.contains("panicked"), "{what}: {stderr}");
-            assert!(!stderr.contains("memory allocation"), "{what}: {stderr}");
+            for cap in [SMALL, ADDRESS_SPACE] {
+                let (code, stderr, took) = capped_at(cap, &args);
+                runs += 1;
+                let what =
+                    format!("{args:?} under {} MiB ({:.1} s)", cap >> 20, took.as_secs_f64());
+                assert!(matches!(code, Some(0..=2)), "{what}: status {code:?}\n{stderr}");
+                assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+                assert!(!stderr.contains("memory allocation"), "{what}: {stderr}");
+            }
         }
     }
     // A repair of the torn file offers the scan and changes nothing.
@@ -99,6 +250,18 @@ fn every_command_ends_cleanly_on_every_hostile_file() {
     assert!(stderr.contains("repair --scan"), "{stderr}");
     assert_eq!(std::fs::read(&torn).unwrap(), before);
     eprintln!("{runs} capped runs on {} hostile files", files.len());
+    // What the crafted files must give: the large array is read under the small cap, the
+    // shared stream and the expansion refused as data faults.
+    let f = |name: &str| made.join(name).to_str().unwrap().to_owned();
+    let (code, said, _) = capped_at(SMALL, &["verify", &f("fortran-256m.npz")]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said, _) = capped_at(SMALL, &["verify", &f("shared-stream.npz")]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("overlap"), "{said}");
+    let (code, said, _) = capped_at(SMALL, &["convert", &f("expand-3g.pt"), &out("x.zt")]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("--max-expansion"), "{said}");
+    assert!(!scratch.join("x.zt").exists());
     std::fs::remove_dir_all(&scratch).unwrap();
 }
 

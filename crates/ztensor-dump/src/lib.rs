@@ -348,6 +348,62 @@ pub fn write_file(path: &std::path::Path, out: &mut impl Write) -> std::io::Resu
     Ok(accepted)
 }
 
+/// A CBOR value that serializes as [`cbor_to_json`] gives it, without building the JSON
+/// value first: a report of a file whose attributes hold millions of values writes them
+/// straight out instead of holding a second copy several times their size.
+#[derive(Debug, Clone, Copy)]
+pub struct JsonOf<'a>(pub &'a Value);
+
+impl serde::Serialize for JsonOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&JsonOf(item))?;
+                }
+                seq.end()
+            }
+            Value::Map(entries) if entries.iter().all(|(k, _)| k.as_text().is_some()) => {
+                let mut keys = std::collections::HashSet::with_capacity(entries.len());
+                if !entries.iter().all(|(k, _)| keys.insert(k.as_text())) {
+                    // Repeated keys: the JSON object keeps each key once, as `cbor_to_json`.
+                    return cbor_to_json(self.0).serialize(s);
+                }
+                let mut map = s.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    map.serialize_entry(k.as_text().unwrap_or_default(), &JsonOf(v))?;
+                }
+                map.end()
+            }
+            Value::Map(entries) => {
+                struct Pairs<'a>(&'a [(Value, Value)]);
+                impl serde::Serialize for Pairs<'_> {
+                    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+                        for (k, v) in self.0 {
+                            seq.serialize_element(&[JsonOf(k), JsonOf(v)])?;
+                        }
+                        seq.end()
+                    }
+                }
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("$map", &Pairs(entries))?;
+                map.end()
+            }
+            Value::Tag(t, v) => {
+                let mut map = s.serialize_map(Some(2))?;
+                map.serialize_entry("$tag", t)?;
+                map.serialize_entry("value", &JsonOf(v))?;
+                map.end()
+            }
+            // Scalars: small, the one conversion.
+            other => cbor_to_json(other).serialize(s),
+        }
+    }
+}
+
 /// CBOR to JSON, by the rules of the conformance dump.
 pub fn cbor_to_json(value: &Value) -> Json {
     match value {
@@ -465,5 +521,32 @@ mod tests {
         let streamed = serde_json::to_string(&CborJson(&v)).unwrap();
         assert_eq!(streamed, cbor_to_json(&v).to_string());
         assert!(streamed.contains(r#"{"$simple":23}"#) && streamed.contains(r#"[[1,"x"]]"#));
+    }
+}
+
+#[cfg(test)]
+mod json_of_tests {
+    use super::*;
+
+    #[test]
+    fn streamed_json_is_the_built_json() {
+        let t = |s: &str| Value::Text(s.to_owned());
+        let values = [
+            Value::Array((0..1000).map(|i| Value::from(i as u64)).collect()),
+            Value::Map(vec![
+                (t("a"), Value::Array(vec![t("x"), Value::Null])),
+                (t("b"), Value::Bool(true)),
+            ]),
+            // Repeated keys: the object keeps each once.
+            Value::Map(vec![(t("k"), Value::from(1u64)), (t("k"), Value::from(2u64))]),
+            Value::Map(vec![(Value::from(1u64), t("one")), (t("two"), Value::Float(f64::NAN))]),
+            Value::Tag(64, Box::new(Value::Bytes(vec![1, 2, 3]))),
+            Value::Float(f64::INFINITY),
+            Value::Simple(16),
+        ];
+        for v in &values {
+            let streamed = serde_json::to_string(&JsonOf(v)).unwrap();
+            assert_eq!(streamed, cbor_to_json(v).to_string(), "{v:?}");
+        }
     }
 }

@@ -11,12 +11,15 @@
 //!   the type and shape in attributes) rather than the reference 2.x, whose `gguf.<type>`
 //!   profiles are a format no 0.1/1.x reader knows.
 //! - Every count, length and offset is checked against the file: strings, arrays and tensor
-//!   tables cannot claim more than the file holds, offsets must be aligned, and each tensor's
-//!   data must lie within the data section.
+//!   tables cannot claim more than the file holds, offsets must be aligned, each tensor's
+//!   data must lie within the data section, and no two tensors' data may share a byte.
+//! - The header is read in one buffered pass; metadata arrays of numbers and strings are held
+//!   compactly and become attribute values only when the attributes are asked for.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use ztensor_format::{DType, Encoding, Format, StorageType, Value};
 use ztensor_io::{
@@ -106,6 +109,122 @@ pub fn ggml_type(id: u32) -> Option<&'static GgmlType> {
 const MAX_DIMS: u32 = 8;
 /// Most nesting of metadata arrays.
 const MAX_DEPTH: usize = 8;
+/// How much of the file the header reader fetches at a time.
+const CHUNK: usize = 1 << 18;
+
+/// The GGUF value type numbers (`gguf_type`).
+const STRING: u32 = 8;
+const ARRAY: u32 = 9;
+
+/// The width in bytes of a fixed-width GGUF value type, `None` for strings, arrays and
+/// unknown types.
+fn scalar_width(kind: u32) -> Option<usize> {
+    match kind {
+        0 | 1 | 7 => Some(1),
+        2 | 3 => Some(2),
+        4..=6 => Some(4),
+        10..=12 => Some(8),
+        _ => None,
+    }
+}
+
+/// The value of a fixed-width GGUF value of type `kind` stored as `b` (exactly its width;
+/// booleans already checked to be 0 or 1).
+fn scalar(kind: u32, b: &[u8]) -> Value {
+    fn le<const N: usize>(b: &[u8]) -> [u8; N] {
+        let mut out = [0u8; N];
+        if let Some(src) = b.get(..N) {
+            out.copy_from_slice(src);
+        }
+        out
+    }
+    match kind {
+        0 => Value::from(u64::from(le::<1>(b)[0])),
+        1 => Value::Integer(i128::from(i8::from_le_bytes(le(b)))),
+        2 => Value::from(u64::from(u16::from_le_bytes(le(b)))),
+        3 => Value::Integer(i128::from(i16::from_le_bytes(le(b)))),
+        4 => Value::from(u64::from(u32::from_le_bytes(le(b)))),
+        5 => Value::Integer(i128::from(i32::from_le_bytes(le(b)))),
+        6 => Value::Float(f64::from(f32::from_le_bytes(le(b)))),
+        7 => Value::Bool(le::<1>(b)[0] != 0),
+        10 => Value::from(u64::from_le_bytes(le(b))),
+        11 => Value::Integer(i128::from(i64::from_le_bytes(le(b)))),
+        _ => Value::Float(f64::from_le_bytes(le(b))),
+    }
+}
+
+/// One metadata value as the file holds it, its arrays kept compact: converting them to
+/// [`Value`]s (32 bytes or more an element) waits until the attributes are asked for.
+#[derive(Debug, Clone)]
+enum Meta {
+    /// A scalar or a string.
+    One(Value),
+    /// An array of fixed-width values of GGUF type `kind`: their little-endian bytes.
+    Scalars { kind: u32, bytes: Vec<u8> },
+    /// An array of strings: all of them end to end, and where each one ends.
+    Texts { text: String, ends: Vec<usize> },
+    /// An array of arrays (or an empty array of an unknown type).
+    Arrays(Vec<Meta>),
+}
+
+/// Room for `n` more items in `v`, or an error saying the memory could not be had.
+fn reserve<T>(v: &mut Vec<T>, n: usize, exact: bool, what: &str) -> Result<()> {
+    let r = if exact { v.try_reserve_exact(n) } else { v.try_reserve(n) };
+    r.map_err(|_| {
+        Error::new(
+            ErrorKind::Io,
+            format!("no memory for {what} ({n} more items): the system refused the allocation"),
+        )
+    })
+}
+
+impl Meta {
+    /// How many attribute values this metadata value becomes (each costs a [`Value`]).
+    fn values(&self) -> u64 {
+        match self {
+            Meta::One(_) => 1,
+            Meta::Scalars { kind, bytes } => {
+                1 + (bytes.len() / scalar_width(*kind).unwrap_or(1).max(1)) as u64
+            }
+            Meta::Texts { ends, .. } => 1 + ends.len() as u64,
+            Meta::Arrays(arrays) => 1 + arrays.iter().map(Meta::values).sum::<u64>(),
+        }
+    }
+
+    /// The attribute value of this metadata value.
+    fn to_value(&self, what: &str) -> Result<Value> {
+        let mut items = Vec::new();
+        match self {
+            Meta::One(v) => return Ok(v.clone()),
+            Meta::Scalars { kind, bytes } => {
+                let width = scalar_width(*kind).unwrap_or(1);
+                reserve(&mut items, bytes.len() / width, true, what)?;
+                items.extend(bytes.chunks_exact(width).map(|b| scalar(*kind, b)));
+            }
+            Meta::Texts { text, ends } => {
+                reserve(&mut items, ends.len(), true, what)?;
+                let mut start = 0;
+                for &end in ends {
+                    let piece = text.get(start..end).unwrap_or_default();
+                    let mut s = String::new();
+                    s.try_reserve_exact(piece.len()).map_err(|_| {
+                        Error::new(ErrorKind::Io, format!("no memory for a string of {what}"))
+                    })?;
+                    s.push_str(piece);
+                    items.push(Value::Text(s));
+                    start = end;
+                }
+            }
+            Meta::Arrays(arrays) => {
+                reserve(&mut items, arrays.len(), true, what)?;
+                for a in arrays {
+                    items.push(a.to_value(what)?);
+                }
+            }
+        }
+        Ok(Value::Array(items))
+    }
+}
 
 /// One tensor of a GGUF file.
 #[derive(Debug, Clone)]
@@ -124,43 +243,114 @@ struct Tensor {
 pub struct GgufFile<S> {
     source: S,
     version: u32,
-    attributes: Option<Value>,
+    /// The metadata key/values in file order, arrays compact.
+    metadata: Vec<(String, Meta)>,
+    /// The metadata as attributes, built on first demand.
+    attributes: OnceLock<Option<Value>>,
     alignment: u64,
     tensors: Vec<Tensor>,
-    by_name: std::collections::HashMap<String, usize>,
+    by_name: HashMap<String, usize>,
 }
 
 fn malformed(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::Malformed, message)
 }
 
-/// Sequential reads of the header, each checked against the file's length.
+/// Sequential reads of the header through one buffer, each checked against the file's
+/// length: the source is read in chunks of [`CHUNK`] bytes (or straight into the destination
+/// for longer runs), never once per value.
 struct Cursor<'a, S> {
     source: &'a S,
+    /// The next byte to read.
     at: u64,
     len: u64,
+    /// Bytes of the file from `buf_at` on.
+    buf: Vec<u8>,
+    buf_at: u64,
 }
 
-impl<S: ReadAt> Cursor<'_, S> {
-    fn bytes(&mut self, n: u64, what: &str) -> Result<Vec<u8>> {
-        if n > self.len.saturating_sub(self.at) {
+impl<'a, S: ReadAt> Cursor<'a, S> {
+    fn new(source: &'a S) -> Cursor<'a, S> {
+        Cursor { source, at: 0, len: source.len(), buf: Vec::new(), buf_at: 0 }
+    }
+
+    fn remaining(&self) -> u64 {
+        self.len.saturating_sub(self.at)
+    }
+
+    /// An error unless `n` more bytes are in the file.
+    fn need(&self, n: u64, what: &str) -> Result<()> {
+        if n > self.remaining() {
             return Err(malformed(format!(
                 "{what} of {n} bytes at byte {} runs past the end of the file ({} bytes)",
                 self.at, self.len
             )));
         }
-        let mut buf = vec![0u8; usize::try_from(n).map_err(|_| malformed("too large"))?];
+        Ok(())
+    }
+
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> Result<()> {
         self.source
-            .read_exact_at(self.at, &mut buf)
-            .map_err(|e| Error::new(ErrorKind::Io, format!("reading byte {}: {e}", self.at)))?;
-        self.at += n;
-        Ok(buf)
+            .read_exact_at(at, buf)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("reading byte {at}: {e}")))
+    }
+
+    /// The buffered bytes from `at` on.
+    fn buffered(&self) -> &[u8] {
+        self.at
+            .checked_sub(self.buf_at)
+            .and_then(|skip| usize::try_from(skip).ok())
+            .and_then(|skip| self.buf.get(skip..))
+            .unwrap_or_default()
+    }
+
+    /// Refills the buffer from `at` with up to [`CHUNK`] bytes.
+    fn refill(&mut self) -> Result<()> {
+        let n = usize::try_from(self.remaining()).unwrap_or(usize::MAX).min(CHUNK);
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf.resize(n, 0);
+        self.read_at(self.at, &mut buf)?;
+        self.buf = buf;
+        self.buf_at = self.at;
+        Ok(())
+    }
+
+    /// Appends the next `n` bytes to `out`.
+    fn bytes_into(&mut self, n: u64, out: &mut Vec<u8>, what: &str) -> Result<()> {
+        self.need(n, what)?;
+        // Within the file, so within the address space of any source that holds it.
+        let mut left = usize::try_from(n).map_err(|_| malformed(format!("{what} is too large")))?;
+        reserve(out, left, false, what)?;
+        while left > 0 {
+            if self.buffered().is_empty() {
+                if left >= CHUNK {
+                    // A long run goes straight into its destination.
+                    let start = out.len();
+                    out.resize(start + left, 0);
+                    let at = self.at;
+                    self.read_at(at, out.get_mut(start..).unwrap_or_default())?;
+                    self.at += n_u64(left);
+                    return Ok(());
+                }
+                self.refill()?;
+            }
+            let take = self.buffered().len().min(left);
+            out.extend_from_slice(self.buffered().get(..take).unwrap_or_default());
+            self.at += n_u64(take);
+            left -= take;
+        }
+        Ok(())
     }
 
     fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
-        let v = self.bytes(N as u64, what)?;
+        self.need(n_u64(N), what)?;
+        if self.buffered().len() < N {
+            self.refill()?;
+        }
         let mut out = [0u8; N];
-        out.copy_from_slice(&v);
+        out.copy_from_slice(self.buffered().get(..N).unwrap_or(&[0; N][..]));
+        self.at += n_u64(N);
         Ok(out)
     }
 
@@ -174,27 +364,40 @@ impl<S: ReadAt> Cursor<'_, S> {
 
     fn string(&mut self, what: &str) -> Result<String> {
         let n = self.u64(what)?;
-        let bytes = self.bytes(n, what)?;
+        let mut bytes = Vec::new();
+        self.bytes_into(n, &mut bytes, what)?;
         String::from_utf8(bytes).map_err(|_| malformed(format!("{what} is not UTF-8")))
     }
 
+    /// An error unless `count` items of at least `each` bytes fit in the rest of the file;
+    /// `count` as a `usize`.
+    fn count(&self, count: u64, each: u64, what: &str) -> Result<usize> {
+        let remaining = self.remaining();
+        if count.checked_mul(each).is_none_or(|n| n > remaining) {
+            return Err(malformed(format!(
+                "{what}: an array of {count} items of at least {each} bytes in {remaining} remaining bytes"
+            )));
+        }
+        usize::try_from(count).map_err(|_| malformed(format!("{what}: {count} items")))
+    }
+
     /// A metadata value of type `kind`.
-    fn value(&mut self, kind: u32, depth: usize, what: &str) -> Result<Value> {
-        Ok(match kind {
-            0 => Value::from(u64::from(self.array::<1>(what)?[0])),
-            1 => Value::Integer(i128::from(i8::from_le_bytes(self.array(what)?))),
-            2 => Value::from(u64::from(u16::from_le_bytes(self.array(what)?))),
-            3 => Value::Integer(i128::from(i16::from_le_bytes(self.array(what)?))),
-            4 => Value::from(u64::from(self.u32(what)?)),
-            5 => Value::Integer(i128::from(i32::from_le_bytes(self.array(what)?))),
-            6 => Value::Float(f64::from(f32::from_le_bytes(self.array(what)?))),
-            7 => match self.array::<1>(what)?[0] {
-                0 => Value::Bool(false),
-                1 => Value::Bool(true),
-                b => return Err(malformed(format!("{what}: a bool of value {b}"))),
-            },
-            8 => Value::Text(self.string(what)?),
-            9 => {
+    fn value(&mut self, kind: u32, depth: usize, what: &str) -> Result<Meta> {
+        if let Some(width) = scalar_width(kind) {
+            let mut b = [0u8; 8];
+            let b = b.get_mut(..width).unwrap_or_default();
+            match width {
+                1 => b.copy_from_slice(&self.array::<1>(what)?),
+                2 => b.copy_from_slice(&self.array::<2>(what)?),
+                4 => b.copy_from_slice(&self.array::<4>(what)?),
+                _ => b.copy_from_slice(&self.array::<8>(what)?),
+            }
+            check_bools(kind, b, what)?;
+            return Ok(Meta::One(scalar(kind, b)));
+        }
+        match kind {
+            STRING => Ok(Meta::One(Value::Text(self.string(what)?))),
+            ARRAY => {
                 if depth >= MAX_DEPTH {
                     return Err(malformed(format!(
                         "{what}: arrays nested deeper than {MAX_DEPTH}"
@@ -202,26 +405,96 @@ impl<S: ReadAt> Cursor<'_, S> {
                 }
                 let item = self.u32(what)?;
                 let count = self.u64(what)?;
-                // Every item takes at least one byte of the file.
-                if count > self.len.saturating_sub(self.at) {
-                    return Err(malformed(format!(
-                        "{what}: an array of {count} items in {} remaining bytes",
-                        self.len.saturating_sub(self.at)
-                    )));
+                if let Some(width) = scalar_width(item) {
+                    // Every item's bytes are in the file: one read for all of them.
+                    let n = self.count(count, n_u64(width), what)?;
+                    let mut bytes = Vec::new();
+                    reserve(&mut bytes, n.saturating_mul(width), true, what)?;
+                    self.bytes_into(count.saturating_mul(n_u64(width)), &mut bytes, what)?;
+                    check_bools(item, &bytes, what)?;
+                    return Ok(Meta::Scalars { kind: item, bytes });
                 }
-                let mut items =
-                    Vec::with_capacity(usize::try_from(count).unwrap_or(0).min(1 << 16));
-                for _ in 0..count {
-                    items.push(self.value(item, depth + 1, what)?);
+                match item {
+                    STRING => {
+                        // Every string takes at least its 8-byte length.
+                        let n = self.count(count, 8, what)?;
+                        let mut ends = Vec::new();
+                        reserve(&mut ends, n, true, what)?;
+                        let mut text = Vec::new();
+                        for _ in 0..n {
+                            let len = self.u64(what)?;
+                            let start = text.len();
+                            self.bytes_into(len, &mut text, what)?;
+                            if std::str::from_utf8(text.get(start..).unwrap_or_default()).is_err() {
+                                return Err(malformed(format!(
+                                    "{what}: a string that is not UTF-8"
+                                )));
+                            }
+                            ends.push(text.len());
+                        }
+                        let text = String::from_utf8(text).map_err(|_| {
+                            malformed(format!("{what}: a string that is not UTF-8"))
+                        })?;
+                        Ok(Meta::Texts { text, ends })
+                    }
+                    ARRAY => {
+                        // Every array takes at least its 4-byte type and 8-byte count.
+                        let n = self.count(count, 12, what)?;
+                        let mut arrays = Vec::new();
+                        reserve(&mut arrays, n, true, what)?;
+                        for _ in 0..n {
+                            arrays.push(self.value(ARRAY, depth + 1, what)?);
+                        }
+                        Ok(Meta::Arrays(arrays))
+                    }
+                    // An empty array of any type is an empty array.
+                    _ if count == 0 => Ok(Meta::Arrays(Vec::new())),
+                    other => Err(malformed(format!("{what}: unknown value type {other}"))),
                 }
-                Value::Array(items)
             }
-            10 => Value::from(self.u64(what)?),
-            11 => Value::Integer(i128::from(i64::from_le_bytes(self.array(what)?))),
-            12 => Value::Float(f64::from_le_bytes(self.array(what)?)),
-            other => return Err(malformed(format!("{what}: unknown value type {other}"))),
-        })
+            other => Err(malformed(format!("{what}: unknown value type {other}"))),
+        }
     }
+}
+
+/// An error unless every byte of `bytes` (of GGUF type `kind`) is a valid value: booleans
+/// are 0 or 1.
+fn check_bools(kind: u32, bytes: &[u8], what: &str) -> Result<()> {
+    match bytes.iter().find(|&&b| kind == 7 && b > 1) {
+        Some(b) => Err(malformed(format!("{what}: a bool of value {b}"))),
+        None => Ok(()),
+    }
+}
+
+/// A count of bytes in memory as a file length (`usize` is at most 64 bits).
+fn n_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// An error naming the first two tensors whose data ranges share a byte. Tensors without
+/// data (zero-sized or of an unknown type) share nothing.
+fn check_overlaps(tensors: &[Tensor]) -> Result<()> {
+    let mut ranges: Vec<&Tensor> = Vec::new();
+    reserve(&mut ranges, tensors.len(), true, "the tensor table")?;
+    ranges.extend(tensors.iter().filter(|t| t.len > 0));
+    ranges.sort_unstable_by_key(|t| (t.offset, t.len));
+    // Sorted by start, a range that overlaps any later one overlaps the next.
+    for pair in ranges.windows(2) {
+        if let [a, b] = pair
+            && a.offset.saturating_add(a.len) > b.offset
+        {
+            return Err(malformed(format!(
+                "tensors {:?} (bytes {}..{}) and {:?} (bytes {}..{}) overlap: each tensor's data must be its own",
+                a.name,
+                a.offset,
+                a.offset.saturating_add(a.len),
+                b.name,
+                b.offset,
+                b.offset.saturating_add(b.len)
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl GgufFile<FileSource> {
@@ -246,8 +519,8 @@ impl<S: ReadAt> GgufFile<S> {
     /// I/O errors.
     pub fn new(source: S) -> Result<GgufFile<S>> {
         let len = source.len();
-        let mut c = Cursor { source: &source, at: 0, len };
-        if c.bytes(4, "the magic")? != MAGIC {
+        let mut c = Cursor::new(&source);
+        if c.array::<4>("the magic")? != MAGIC {
             return Err(malformed("no GGUF magic"));
         }
         let version = c.u32("the version")?;
@@ -266,7 +539,7 @@ impl<S: ReadAt> GgufFile<S> {
             )));
         }
         // Room grows with what is read, not with what the counts claim.
-        let mut entries = Vec::with_capacity(usize::try_from(kv_count).unwrap_or(0).min(1 << 16));
+        let mut metadata: Vec<(String, Meta)> = Vec::new();
         let mut keys = HashSet::new();
         let mut alignment = 32u64;
         for _ in 0..kv_count {
@@ -277,20 +550,27 @@ impl<S: ReadAt> GgufFile<S> {
                 return Err(malformed(format!("metadata key {key:?} appears twice")));
             }
             if key == "general.alignment" {
-                alignment = match (value.as_u64(), kind) {
-                    (Some(a), 4) if a.is_power_of_two() => a,
-                    _ => {
+                alignment = match (&value, kind) {
+                    (Meta::One(v), 4) if v.as_u64().is_some_and(u64::is_power_of_two) => {
+                        v.as_u64().unwrap_or(32)
+                    }
+                    (Meta::One(v), _) => {
                         return Err(malformed(format!(
-                            "general.alignment must be a power-of-two u32, not {value:?}"
+                            "general.alignment must be a power-of-two u32, not {v:?} (value type {kind})"
                         )));
+                    }
+                    _ => {
+                        return Err(malformed(
+                            "general.alignment must be a power-of-two u32, not an array",
+                        ));
                     }
                 };
             }
-            entries.push((Value::Text(key), value));
+            reserve(&mut metadata, 1, false, "the metadata")?;
+            metadata.push((key, value));
         }
-        let mut tensors =
-            Vec::with_capacity(usize::try_from(tensor_count).unwrap_or(0).min(1 << 16));
-        let mut by_name = std::collections::HashMap::new();
+        let mut tensors = Vec::new();
+        let mut by_name = HashMap::new();
         for i in 0..tensor_count {
             let name = c.string("a tensor name")?;
             let dims = c.u32("a tensor's dimension count")?;
@@ -306,9 +586,13 @@ impl<S: ReadAt> GgufFile<S> {
             shape.reverse();
             let id = c.u32("a tensor type")?;
             let offset = c.u64("a tensor offset")?;
+            by_name.try_reserve(1).map_err(|_| {
+                Error::new(ErrorKind::Io, "no memory for the tensor table".to_owned())
+            })?;
             if by_name.insert(name.clone(), usize::try_from(i).unwrap_or(usize::MAX)).is_some() {
                 return Err(malformed(format!("tensor {name:?} appears twice")));
             }
+            reserve(&mut tensors, 1, false, "the tensor table")?;
             tensors.push((name, shape, id, offset));
         }
         let data_start = c.at.div_ceil(alignment).saturating_mul(alignment);
@@ -349,8 +633,55 @@ impl<S: ReadAt> GgufFile<S> {
                 Ok(Tensor { name, shape, kind, offset: data_start + offset, len: size })
             })
             .collect::<Result<Vec<_>>>()?;
-        let attributes = (!entries.is_empty()).then_some(Value::Map(entries));
-        Ok(GgufFile { source, version, attributes, alignment, tensors, by_name })
+        check_overlaps(&tensors)?;
+        Ok(GgufFile {
+            source,
+            version,
+            metadata,
+            attributes: OnceLock::new(),
+            alignment,
+            tensors,
+            by_name,
+        })
+    }
+
+    /// The metadata as file attributes (a text map, keys in file order), or `None` for a
+    /// file without metadata. Built on first demand and kept: a large metadata array is held
+    /// compactly until then, and becomes one [`Value`] per element here.
+    ///
+    /// # Errors
+    /// An [`ErrorKind::Io`] error when the memory for the values cannot be had, rather than an
+    /// abort of the process.
+    pub fn try_attributes(&self) -> Result<Option<&Value>> {
+        if let Some(built) = self.attributes.get() {
+            return Ok(built.as_ref());
+        }
+        // Each value costs tens of bytes however few the file spends on it: the same budget
+        // as a zTensor manifest's values, fitted to this machine.
+        let budget = ztensor_io::machine_limits().max_manifest_values;
+        let values: u64 = self.metadata.iter().map(|(_, m)| m.values()).sum();
+        if values > budget {
+            return Err(Error::from(ztensor_format::Error::new(
+                ztensor_format::ErrorKind::ManifestTooLarge,
+                format!(
+                    "the GGUF metadata holds {values} values, over the limit of {budget} \
+                     attribute values (about {} MiB of memory)",
+                    budget.saturating_mul(std::mem::size_of::<Value>() as u64) >> 20
+                ),
+            )));
+        }
+        let built = if self.metadata.is_empty() {
+            None
+        } else {
+            let mut entries = Vec::new();
+            reserve(&mut entries, self.metadata.len(), true, "the metadata")?;
+            for (key, meta) in &self.metadata {
+                let value = meta.to_value(&format!("metadata {key:?}"))?;
+                entries.push((Value::Text(key.clone()), value));
+            }
+            Some(Value::Map(entries))
+        };
+        Ok(self.attributes.get_or_init(|| built).as_ref())
     }
 
     /// The GGUF version (2 or 3).
@@ -398,8 +729,24 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
         Cow::Owned(format!("GGUF version {}", self.version))
     }
 
+    /// The metadata as [`GgufFile::try_attributes`] builds it; `None` also when the memory
+    /// for it cannot be had (this method has no way to say so: callers that must know use
+    /// `try_attributes`).
     fn attributes(&self) -> Option<Cow<'_, Value>> {
-        self.attributes.as_ref().map(Cow::Borrowed)
+        GgufFile::try_attributes(self).ok().flatten().map(Cow::Borrowed)
+    }
+
+    fn try_attributes(&self) -> ztensor_io::Result<Option<Cow<'_, Value>>> {
+        GgufFile::try_attributes(self).map(|a| a.map(Cow::Borrowed)).map_err(|e| {
+            match e.ztensor_error().and_then(ztensor_io::Error::format_error) {
+                Some(f) => ztensor_io::Error::from(f.clone()),
+                None => ztensor_io::Error::io(
+                    "building the GGUF metadata",
+                    None,
+                    std::io::Error::new(std::io::ErrorKind::OutOfMemory, e.message().to_owned()),
+                ),
+            }
+        })
     }
 
     fn attributes_origin(&self) -> Cow<'_, str> {
@@ -458,7 +805,10 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
                     .unwrap_or_default(),
             ),
             None => {
-                let mut buf = vec![0u8; usize::try_from(t.len).unwrap_or(0)];
+                let mut buf = ztensor_io::try_zeroed(t.len, &format!("tensor {:?}", t.name))
+                    .map_err(|e| {
+                        ztensor_io::Error::io(format!("reading tensor {:?}", t.name), None, e)
+                    })?;
                 self.source.read_exact_at(t.offset, &mut buf).map_err(|e| {
                     ztensor_io::Error::io(format!("reading tensor {:?}", t.name), None, e)
                 })?;

@@ -396,7 +396,7 @@ fn plan(
     options: &ExportOptions,
 ) -> Result<(Vec<Planned>, BTreeMap<String, String>)> {
     let mut metadata = BTreeMap::new();
-    match source.attributes().as_deref() {
+    match source.try_attributes()?.as_deref() {
         None => {}
         Some(Value::Map(entries)) => {
             for (k, v) in entries {

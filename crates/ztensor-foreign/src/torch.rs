@@ -1122,6 +1122,7 @@ mod tests {
     use super::*;
 
     /// The naive gather: each element read where its index puts it.
+    #[allow(clippy::cast_possible_truncation)]
     fn gathered(span: &[u8], size: usize, shape: &[u64], strides: &[u64]) -> Vec<u8> {
         let numel = shape.iter().product();
         let mut out = Vec::new();
@@ -1135,6 +1136,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::cast_possible_truncation)]
     fn in_place_permutation_and_the_moving_window_equal_the_naive_gather() {
         // Views whose span holds each element once: transposes and axis permutations.
         let cases: &[(&[u64], &[u64])] = &[

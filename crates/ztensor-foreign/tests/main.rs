@@ -912,6 +912,11 @@ mod numpy_in {
         }
     }
 
+    /// [`npy`], for the `.npz` tests.
+    pub(super) fn npy_for_tests(dict: &str, data: &[u8]) -> Vec<u8> {
+        npy(dict, data)
+    }
+
     /// A `.npy` header with `dict` as its text, then `data`.
     fn npy(dict: &str, data: &[u8]) -> Vec<u8> {
         let mut header = dict.as_bytes().to_vec();
@@ -1168,6 +1173,149 @@ mod gguf_in {
         assert!(file.info(0).unwrap().unsupported.is_some());
         assert!(matches!(file.read(0).unwrap_err().kind(), ztensor_io::ErrorKind::Unsupported(_)));
     }
+
+    fn kv(key: &str, ty: u32, value: &[u8]) -> Vec<u8> {
+        [string(key), ty.to_le_bytes().to_vec(), value.to_vec()].concat()
+    }
+
+    /// An array value: item type, count, then the items' bytes.
+    fn array(item: u32, count: u64, items: &[u8]) -> Vec<u8> {
+        [item.to_le_bytes().to_vec(), count.to_le_bytes().to_vec(), items.to_vec()].concat()
+    }
+
+    #[test]
+    fn large_metadata_arrays_read_back_whole() {
+        // 2,000,000 u8 items (read as one run past the header buffer) and 100,000 strings
+        // (their lengths and bytes straddling the buffer's refills), then a scalar after them.
+        const N: usize = 2_000_000;
+        let bytes: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
+        let words: Vec<String> = (0..100_000).map(|i| format!("t{i}")).collect();
+        let strings: Vec<u8> = words.iter().flat_map(|w| string(w)).collect();
+        let rest = [
+            kv("big.u8", 9, &array(0, N as u64, &bytes)),
+            kv("big.words", 9, &array(8, words.len() as u64, &strings)),
+            kv("after", 4, &7u32.to_le_bytes()),
+            tensor("w", &[4], 0, 0),
+        ]
+        .concat();
+        let file = GgufFile::new(gguf(3, 1, 3, &rest)).unwrap();
+        let attributes = file.try_attributes().unwrap().unwrap();
+        let big = attribute(attributes, "big.u8").as_array().unwrap();
+        assert_eq!(big.len(), N);
+        assert_eq!(big[0].as_u64(), Some(0));
+        assert_eq!(big[250].as_u64(), Some(250));
+        assert_eq!(big[N - 1].as_u64(), Some(((N - 1) % 251) as u64));
+        assert!(big.iter().zip(&bytes).all(|(v, &b)| v.as_u64() == Some(u64::from(b))));
+        let read: Vec<&str> = attribute(attributes, "big.words")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_text().unwrap())
+            .collect();
+        assert_eq!(read, words);
+        assert_eq!(attribute(attributes, "after").as_u64(), Some(7));
+        // The tensor table after them was read in the same pass.
+        assert_eq!(file.find("w"), Some(0));
+        // The trait's view is the same map, built once.
+        assert!(std::ptr::eq(file.attributes().unwrap().as_ref(), attributes));
+    }
+
+    #[test]
+    fn every_metadata_array_type_reads_back() {
+        let f32s: Vec<u8> = [0.5f32, -2.0].iter().flat_map(|f| f.to_le_bytes()).collect();
+        let i64s: Vec<u8> = [i64::MIN, 3].iter().flat_map(|i| i.to_le_bytes()).collect();
+        let nested =
+            [array(5, 2, &[1, 0, 0, 0, 254, 255, 255, 255]), array(8, 1, &string("x"))].concat();
+        let rest = [
+            kv("i8", 9, &array(1, 2, &[0x80, 0x7f])),
+            kv("u16", 9, &array(2, 1, &60000u16.to_le_bytes())),
+            kv("f32", 9, &array(6, 2, &f32s)),
+            kv("bool", 9, &array(7, 2, &[1, 0])),
+            kv("i64", 9, &array(11, 2, &i64s)),
+            kv("nested", 9, &array(9, 2, &nested)),
+            kv("empty", 9, &array(99, 0, &[])),
+        ]
+        .concat();
+        let file = GgufFile::new(gguf(3, 0, 7, &rest)).unwrap();
+        let a = file.try_attributes().unwrap().unwrap();
+        let ints = |key| -> Vec<i128> {
+            let items = attribute(a, key).as_array().unwrap();
+            items
+                .iter()
+                .map(|v| if let Value::Integer(i) = v { *i } else { panic!("{v:?}") })
+                .collect()
+        };
+        assert_eq!(ints("i8"), [-128, 127]);
+        assert_eq!(ints("u16"), [60000]);
+        assert_eq!(ints("i64"), [i128::from(i64::MIN), 3]);
+        assert_eq!(
+            attribute(a, "f32").as_array().unwrap(),
+            &[Value::Float(0.5), Value::Float(-2.0)]
+        );
+        assert_eq!(
+            attribute(a, "bool").as_array().unwrap(),
+            &[Value::Bool(true), Value::Bool(false)]
+        );
+        assert_eq!(
+            attribute(a, "nested"),
+            &Value::Array(vec![
+                Value::Array(vec![Value::Integer(1), Value::Integer(-2)]),
+                Value::Array(vec![Value::Text("x".into())]),
+            ])
+        );
+        assert_eq!(attribute(a, "empty"), &Value::Array(vec![]));
+        // Arrays that claim more than the file holds, or hold what their type cannot, are refused.
+        for (what, bytes) in [
+            ("u32 items past the file", gguf(3, 0, 1, &kv("a", 9, &array(4, 100, &[])))),
+            ("strings past the file", gguf(3, 0, 1, &kv("a", 9, &array(8, 40, &[])))),
+            ("a bool of 2", gguf(3, 0, 1, &kv("a", 9, &array(7, 2, &[1, 2])))),
+            (
+                "a string not UTF-8",
+                gguf(3, 0, 1, &kv("a", 9, &array(8, 1, &[1, 0, 0, 0, 0, 0, 0, 0, 0xff]))),
+            ),
+            ("an unknown item type", gguf(3, 0, 1, &kv("a", 9, &array(99, 1, &[0])))),
+        ] {
+            let e = GgufFile::new(bytes).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Malformed, "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn tensors_whose_data_overlaps_are_refused_naming_both() {
+        // 64 bytes of F32 at 0 and 16 bytes at 32 share bytes 32..48.
+        let overlapping =
+            gguf(3, 2, 0, &[tensor("big", &[16], 0, 0), tensor("inner", &[4], 0, 32)].concat());
+        let e = GgufFile::new(overlapping).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Malformed, "{e}");
+        assert!(e.message().contains("\"big\"") && e.message().contains("\"inner\""), "{e}");
+        assert!(e.message().contains("overlap"), "{e}");
+        // Listed in the other order, and the same range twice.
+        for rest in [
+            [tensor("inner", &[4], 0, 32), tensor("big", &[16], 0, 0)].concat(),
+            [tensor("a", &[4], 0, 32), tensor("b", &[4], 0, 32)].concat(),
+        ] {
+            assert_eq!(
+                GgufFile::new(gguf(3, 2, 0, &rest)).unwrap_err().kind(),
+                ErrorKind::Malformed
+            );
+        }
+        // A range that reaches past its neighbour into the one after it.
+        let three =
+            [tensor("a", &[32], 0, 0), tensor("b", &[1], 0, 32), tensor("c", &[1], 0, 96)].concat();
+        let e = GgufFile::new(gguf(3, 3, 0, &three)).unwrap_err();
+        assert!(e.message().contains("\"a\"") && e.message().contains("\"b\""), "{e}");
+        // Adjacent ranges, and tensors of no bytes at any offset, are fine.
+        let adjacent = [
+            tensor("a", &[8], 0, 0),
+            tensor("b", &[4], 0, 32),
+            tensor("empty", &[0, 4], 0, 32),
+            tensor("also_empty", &[0], 1, 0),
+            tensor("unknown", &[4], 77, 32),
+        ]
+        .concat();
+        let file = GgufFile::new(gguf(3, 5, 0, &adjacent)).unwrap();
+        assert_eq!(file.len(), 5);
+    }
 }
 
 mod npz_in {
@@ -1267,6 +1415,106 @@ mod npz_in {
         let compressed = std::fs::read(dir().join("compressed.npz")).unwrap();
         let npz = NpzFile::new(compressed, 16).unwrap();
         assert!((0..npz.len()).all(|i| npz.read(i).is_err()));
+    }
+
+    /// Directory entries that point into one member's bytes would inflate it once each (a
+    /// 261 KB archive decoding 2 GiB): entries whose data overlap are refused when opened.
+    #[test]
+    fn entries_sharing_data_are_refused() {
+        for file in ["arrays.npz", "compressed.npz"] {
+            let good = std::fs::read(dir().join(file)).unwrap();
+            let entries: Vec<usize> = good
+                .windows(4)
+                .enumerate()
+                .filter(|(_, w)| *w == b"PK\x01\x02")
+                .map(|(i, _)| i)
+                .collect();
+            assert!(entries.len() >= 2, "{file}");
+            let mut shared = good.clone();
+            let first = good[entries[0] + 42..entries[0] + 46].to_vec();
+            shared[entries[1] + 42..entries[1] + 46].copy_from_slice(&first);
+            let e = NpzFile::new(shared, 1 << 30).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Malformed, "{file}: {e}");
+            assert!(e.to_string().contains("overlap"), "{file}: {e}");
+        }
+    }
+
+    /// Fortran-ordered arrays of every element width stream into C order as NumPy's own
+    /// `ascontiguousarray` gives it (computed here by index), stored and deflated alike.
+    #[test]
+    fn fortran_arrays_stream_into_c_order() {
+        use std::io::Write as _;
+        for (descr, size) in [("<u1", 1usize), ("<i2", 2), ("<f4", 4), (">f8", 8), ("<c16", 16)] {
+            let shape = [3usize, 4, 5];
+            let count: usize = shape.iter().product();
+            // Element (i, j, k) holds the bytes of its C-order number; stored in Fortran order.
+            let value = |c: usize| -> Vec<u8> { (0..size).map(|b| (c * 13 + b) as u8).collect() };
+            let mut data = Vec::new();
+            for k in 0..shape[2] {
+                for j in 0..shape[1] {
+                    for i in 0..shape[0] {
+                        data.extend(value((i * shape[1] + j) * shape[2] + k));
+                    }
+                }
+            }
+            let header =
+                format!("{{'descr': '{descr}', 'fortran_order': True, 'shape': (3, 4, 5), }}");
+            let npy = super::numpy_in::npy_for_tests(&header, &data);
+            for deflate in [false, true] {
+                let stored = if deflate {
+                    let mut e = flate2::write::DeflateEncoder::new(
+                        Vec::new(),
+                        flate2::Compression::default(),
+                    );
+                    e.write_all(&npy).unwrap();
+                    e.finish().unwrap()
+                } else {
+                    npy.clone()
+                };
+                let archive = one_member_zip("a.npy", &npy, &stored, deflate);
+                let npz = NpzFile::new(archive, 1 << 30).unwrap();
+                let got = npz.read(0).unwrap();
+                let mut want: Vec<u8> = (0..count).flat_map(value).collect();
+                if descr.starts_with('>') {
+                    for unit in want.chunks_exact_mut(8) {
+                        unit.reverse();
+                    }
+                }
+                assert_eq!(&*got.components["data"].bytes, &want[..], "{descr} {deflate}");
+            }
+        }
+    }
+
+    /// A zip archive of one member.
+    fn one_member_zip(name: &str, data: &[u8], stored: &[u8], deflate: bool) -> Vec<u8> {
+        let mut crc = flate2::Crc::new();
+        crc.update(data);
+        let method: u16 = if deflate { 8 } else { 0 };
+        let fields = |v: &mut Vec<u8>| {
+            v.extend(method.to_le_bytes());
+            v.extend([0; 4]);
+            v.extend(crc.sum().to_le_bytes());
+            v.extend((stored.len() as u32).to_le_bytes());
+            v.extend((data.len() as u32).to_le_bytes());
+            v.extend((name.len() as u16).to_le_bytes());
+            v.extend(0u16.to_le_bytes());
+        };
+        let mut out = b"PK\x03\x04\x14\x00\x00\x00".to_vec();
+        fields(&mut out);
+        out.extend(name.as_bytes());
+        out.extend(stored);
+        let cd_at = out.len() as u32;
+        let mut central = b"PK\x01\x02\x14\x00\x14\x00\x00\x00".to_vec();
+        fields(&mut central);
+        central.extend([0; 10]);
+        central.extend(0u32.to_le_bytes());
+        central.extend(name.as_bytes());
+        out.extend(&central);
+        out.extend(b"PK\x05\x06\x00\x00\x00\x00\x01\x00\x01\x00");
+        out.extend((central.len() as u32).to_le_bytes());
+        out.extend(cd_at.to_le_bytes());
+        out.extend([0, 0]);
+        out
     }
 }
 

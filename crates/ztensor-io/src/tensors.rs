@@ -124,6 +124,16 @@ pub trait TensorSource: Sync {
     /// TensorBuffers metadata under `tensorbuffers.*` keys).
     fn attributes(&self) -> Option<Cow<'_, Value>>;
 
+    /// As [`TensorSource::attributes`], for sources that build their attributes on demand and
+    /// may fail to (a value count past the limits, memory that cannot be had): writers and
+    /// reports call this, so that attributes are never dropped without a word.
+    ///
+    /// # Errors
+    /// What stopped the attributes being built.
+    fn try_attributes(&self) -> Result<Option<Cow<'_, Value>>> {
+        Ok(self.attributes())
+    }
+
     /// What the file attributes are called in the source format, for messages
     /// (`__metadata__` for safetensors).
     fn attributes_origin(&self) -> Cow<'_, str> {
@@ -351,6 +361,9 @@ impl TensorSource for Excluding<'_> {
     }
     fn attributes(&self) -> Option<Cow<'_, Value>> {
         self.inner.attributes()
+    }
+    fn try_attributes(&self) -> Result<Option<Cow<'_, Value>>> {
+        self.inner.try_attributes()
     }
     fn attributes_origin(&self) -> Cow<'_, str> {
         self.inner.attributes_origin()

@@ -167,8 +167,11 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
 
     fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
         let version = self.writer.version();
-        let attributes =
-            source.attributes().filter(|_| !self.drop_attributes && self.file_attributes);
+        let attributes = if !self.drop_attributes && self.file_attributes {
+            source.try_attributes()?
+        } else {
+            None
+        };
         if let Some(attributes) = &attributes
             && version == Version::V0_1
         {

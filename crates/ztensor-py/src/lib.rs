@@ -740,7 +740,8 @@ impl File {
 
     /// The file attributes as Python data, or `None`.
     fn attributes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.opened.source.attributes().map(|a| to_python(py, &a)).transpose()
+        let attributes = self.opened.source.try_attributes().map_err(|e| raise_io(py, &e))?;
+        attributes.map(|a| to_python(py, &a)).transpose()
     }
 
     /// A description of object `name`: format, shape, attributes, components (dtype, logical

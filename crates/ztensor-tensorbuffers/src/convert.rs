@@ -133,7 +133,7 @@ pub fn from_source<W: Write>(
     let refuse =
         |name: &str, what: String| Error::new(ErrorKind::Unrepresentable, what).tensor(name);
     let mut order: Option<Vec<String>> = None;
-    if let Some(Value::Map(entries)) = source.attributes().as_deref() {
+    if let Some(Value::Map(entries)) = source.try_attributes()?.as_deref() {
         for (key, value) in entries {
             match (key.as_text(), value) {
                 (Some("tensorbuffers.version"), Value::Text(v)) => tb.set_version(v.clone()),

@@ -226,8 +226,8 @@ pub fn source_info(
         })
         .collect();
     rows.sort_by(|a, b| a.name.cmp(&b.name));
-    let attributes = source.attributes();
-    let attributes_json = attributes.as_deref().map(ztensor_dump::cbor_to_json);
+    let attributes =
+        source.try_attributes().map_err(|e| crate::zt_error(&path.display().to_string(), &e))?;
     if json {
         let tensors: Vec<_> = rows
             .iter()
@@ -252,21 +252,32 @@ pub fn source_info(
             Kind::TensorBuffers => "tensorbuffers",
             Kind::Zt => "ztensor",
         };
-        let report = serde_json::json!({
-            "file": path.display().to_string(),
-            "format": format,
-            "description": source.format_name(),
-            "attributes": attributes_json,
-            "tensors": tensors,
-        });
-        writeln!(out, "{report:#}")?;
+        // Written as it is serialized: attributes of millions of values are not copied into
+        // a JSON value first.
+        #[derive(serde::Serialize)]
+        struct Report<'a> {
+            file: String,
+            format: &'a str,
+            description: std::borrow::Cow<'a, str>,
+            attributes: Option<ztensor_dump::JsonOf<'a>>,
+            tensors: Vec<serde_json::Value>,
+        }
+        let report = Report {
+            file: path.display().to_string(),
+            format,
+            description: source.format_name(),
+            attributes: attributes.as_deref().map(ztensor_dump::JsonOf),
+            tensors,
+        };
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
         return Ok(());
     }
     writeln!(out, "file:       {}", path.display())?;
     writeln!(out, "format:     {}", source.format_name())?;
     writeln!(out, "tensors:    {}", rows.len())?;
-    let shown = attributes_json.map_or_else(|| "none".to_owned(), |a| a.to_string());
-    writeln!(out, "attributes: {shown}")?;
+    let shown = attributes.as_deref().map_or_else(|| "none".to_owned(), super::text::summary);
+    writeln!(out, "attributes: {}", super::text::shown(&shown))?;
     let sharded = rows.iter().any(|r| r.location.is_some());
     let table: Vec<Vec<String>> = rows
         .iter()
