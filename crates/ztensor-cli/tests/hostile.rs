@@ -281,6 +281,47 @@ fn the_bomb_is_refused_by_a_limit_that_fits_the_cap() {
     assert!(stderr.contains("decoded_too_large") || stderr.contains("above the limit"), "{stderr}");
 }
 
+/// Names that come from a file reach the terminal escaped wherever they are printed: a pickle
+/// global in a refusal, a shard name in `info`'s SHARD column and in errors.
+#[test]
+fn names_from_files_reach_the_terminal_escaped_everywhere() {
+    let dir = std::env::temp_dir().join(format!("ztensor-escapes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run =
+        |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_ztensor")).args(args).output().unwrap();
+    let pickle = b"\x80\x02cos\x1b[2J\xe2\x80\xae\nsystem\n)R.";
+    let pt = dir.join("calls.pt");
+    std::fs::write(&pt, zip(&[("archive/data.pkl", pickle, false)], false)).unwrap();
+    let out = run(&["info", pt.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(!said.contains('\u{1b}') && !said.contains('\u{202e}'), "{said:?}");
+    assert!(said.contains("\\u{1b}[2J"), "{said}");
+    // A sharded safetensors checkpoint whose shard name carries an escape sequence.
+    let shard = "s\u{1b}]0;owned\u{7}.safetensors";
+    let header = br#"{"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}"#;
+    let mut st = (header.len() as u64).to_le_bytes().to_vec();
+    st.extend(header);
+    st.extend([1, 2]);
+    std::fs::write(dir.join(shard), &st).unwrap();
+    let index = dir.join("model.safetensors.index.json");
+    let text = serde_json::json!({"weight_map": {"w": shard}}).to_string();
+    std::fs::write(&index, text).unwrap();
+    let out = run(&["info", index.to_str().unwrap()]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!shown.contains('\u{1b}') && !shown.contains('\u{7}'), "{shown:?}");
+    assert!(shown.contains("\\u{1b}]0;owned"), "{shown}");
+    // And in an error naming it: the shard gone.
+    std::fs::remove_file(dir.join(shard)).unwrap();
+    let out = run(&["info", index.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!said.contains('\u{1b}') && !said.contains('\u{7}'), "{said:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn names_reach_the_terminal_escaped_and_json_exact() {
     let file = corpus().into_iter().find(|f| f.ends_with("terminal-names.zt")).unwrap();

@@ -197,6 +197,10 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
         // Runs of consecutive raw dense tensors of one byte source go through one pipeline
         // run; anything else is written in its turn by the sequential code.
         let mut peak = 0;
+        // Objects the source decodes whole are held whole while they are written: the most
+        // such bytes counts as in flight too.
+        let decoded = std::sync::atomic::AtomicU64::new(0);
+        let decoded = &decoded;
         let mut items: Vec<Item<'_, W>> = Vec::new();
         let mut current: Option<&dyn ReadAt> = None;
         let count = source.len();
@@ -235,6 +239,13 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
                     let drop = self.drop_attributes;
                     Item::Sequential(Box::new(move |w: &mut Writer<W>| {
                         let mut data = source.read(index)?;
+                        let held: u64 = data
+                            .components
+                            .values()
+                            .filter(|c| matches!(c.bytes, std::borrow::Cow::Owned(_)))
+                            .map(|c| c.bytes.len() as u64)
+                            .sum();
+                        decoded.fetch_max(held, std::sync::atomic::Ordering::Relaxed);
                         if drop {
                             data.attributes = None;
                         }
@@ -247,6 +258,7 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
         let at = current.map(Dyn);
         peak =
             peak.max(run(at.as_ref(), items, self.writer, self.par, self.progress)?.peak_in_flight);
+        peak = peak.max(decoded.load(std::sync::atomic::Ordering::Relaxed));
         self.stats = Stats { peak_in_flight: peak };
         Ok(count)
     }

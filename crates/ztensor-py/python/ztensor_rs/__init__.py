@@ -109,13 +109,18 @@ def _array(dtype: str, logical: Optional[str], data: Any, shape: Tuple[int, ...]
     fits, else one-dimensional."""
     target = _np_dtype(dtype, logical)
     array = np.frombuffer(data, dtype=target)
-    if math.prod(shape) == array.size:
-        return array.reshape(shape)
-    if target != np.dtype(_STORAGE.get(dtype, target)):
-        # A logical type whose elements span several storage elements, shaped by storage.
-        storage = np.frombuffer(data, dtype=_STORAGE[dtype])
-        if math.prod(shape) == storage.size:
-            return storage.reshape(shape)
+    try:
+        if math.prod(shape) == array.size:
+            return array.reshape(shape)
+        if target != np.dtype(_STORAGE.get(dtype, target)):
+            # A logical type whose elements span several storage elements, shaped by storage.
+            storage = np.frombuffer(data, dtype=_STORAGE[dtype])
+            if math.prod(shape) == storage.size:
+                return storage.reshape(shape)
+    except ValueError as e:
+        # A shape NumPy cannot hold (a dimension past its index range, say, with no element
+        # at all): the file's fault, said in this package's terms.
+        raise UnsupportedError(f"shape {list(shape)}: NumPy cannot hold it ({e})") from None
     return array
 
 
