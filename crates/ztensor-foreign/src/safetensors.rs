@@ -196,8 +196,9 @@ impl<S: ReadAt> SafetensorsFile<S> {
         {
             return Ok(Cow::Borrowed(bytes));
         }
-        let len = usize::try_from(t.len).map_err(|_| malformed("tensor too large"))?;
-        let mut buf = vec![0u8; len];
+        usize::try_from(t.len).map_err(|_| malformed("tensor too large"))?;
+        let mut buf = ztensor_io::try_zeroed(t.len, &format!("tensor {name:?}"))
+            .map_err(|e| Error::new(ErrorKind::Io, e.to_string()).with_tensor(name))?;
         self.source
             .read_exact_at(t.offset, &mut buf)
             .map_err(|e| Error::new(ErrorKind::Io, format!("reading: {e}")).with_tensor(name))?;

@@ -37,16 +37,30 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
             .expected_found(format!("<= {limit}"), n));
     }
     let mut out = Vec::new();
-    let reserve = usize::try_from(cap.min(INITIAL_RESERVE)).unwrap_or(0);
-    out.try_reserve_exact(reserve).map_err(|_| {
-        Error::new(ErrorKind::DecodedTooLarge, "cannot reserve memory for the decoded data")
-    })?;
+    // A declared size (plausible for the stream, within the limit) is reserved exactly, so the
+    // buffer never doubles past it; otherwise it grows with what actually decodes.
+    let reserve = match expected {
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        None => usize::try_from(cap.min(INITIAL_RESERVE)).unwrap_or(0),
+    };
+    let no_memory = || {
+        Error::new(
+            ErrorKind::DecodedTooLarge,
+            "the system refused the memory for the decoded data (a limit lower than the \
+             decoded size would refuse it up front)",
+        )
+    };
+    out.try_reserve_exact(reserve).map_err(|_| no_memory())?;
     let decoder = zstd::stream::read::Decoder::with_buffer(stored)
         .map_err(|e| Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}")))?;
-    decoder
-        .take(cap.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}")))?;
+    decoder.take(cap.saturating_add(1)).read_to_end(&mut out).map_err(|e| {
+        // Growing the buffer is fallible in `read_to_end`: a refusal is not a corrupt stream.
+        if e.kind() == std::io::ErrorKind::OutOfMemory {
+            no_memory()
+        } else {
+            Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}"))
+        }
+    })?;
     let got = out.len() as u64;
     match expected {
         Some(n) if got != n => Err(Error::new(

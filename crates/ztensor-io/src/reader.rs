@@ -211,10 +211,11 @@ pub(crate) fn read_vec<S: ReadAt>(
     len: u64,
     what: &str,
 ) -> Result<Vec<u8>> {
-    let n = usize::try_from(len).map_err(|_| {
+    usize::try_from(len).map_err(|_| {
         Error::broken(Rule::BlobOutOfBounds, format!("{what} does not fit in memory"))
     })?;
-    let mut buf = vec![0u8; n];
+    let mut buf = crate::buffer::try_zeroed(len, what)
+        .map_err(|e| Error::io(format!("reading {what}"), None, e))?;
     source
         .read_exact_at(offset, &mut buf)
         .map_err(|e| Error::io(format!("reading {what}"), None, e))?;

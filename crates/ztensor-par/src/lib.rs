@@ -374,7 +374,8 @@ pub fn decoded_parallel<S: ReadAt>(component: Component<'_, S>) -> Result<Vec<u8
         let end = c.offset.checked_add(c.length).filter(|&e| e <= reader.source().len());
         let len = usize::try_from(c.length).ok().filter(|_| end.is_some());
         if let Some(len) = len {
-            let mut buf = vec![0u8; len];
+            let mut buf = ztensor_io::try_zeroed(len as u64, &format!("{name:?}/{role}"))
+                .map_err(|e| Error::io(format!("reading {name:?}/{role}"), None, e))?;
             let piece = usize::try_from(RAW_PIECE).unwrap_or(usize::MAX);
             buf.par_chunks_mut(piece).enumerate().try_for_each(|(i, chunk)| {
                 let at = c.offset + (i * piece) as u64;
@@ -403,7 +404,8 @@ pub fn decoded_parallel<S: ReadAt>(component: Component<'_, S>) -> Result<Vec<u8
                 Error::from(e.in_object(name).in_component(role).at(c.offset))
             };
             // Each frame decodes straight into its place in one buffer.
-            let mut out = vec![0u8; usize::try_from(total).unwrap_or(0)];
+            let mut out = ztensor_io::try_zeroed(total, &format!("{name:?}/{role}"))
+                .map_err(|e| Error::io(format!("decoding {name:?}/{role}"), None, e))?;
             let mut slots = Vec::with_capacity(frames.len());
             let mut rest = &mut out[..];
             for f in &frames {

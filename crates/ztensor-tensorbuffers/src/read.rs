@@ -57,10 +57,11 @@ pub struct TbReader<S> {
 }
 
 fn read<S: ReadAt>(source: &S, offset: u64, len: u64, what: &str) -> Result<Vec<u8>> {
-    let n = usize::try_from(len).map_err(|_| {
+    usize::try_from(len).map_err(|_| {
         Error::new(ErrorKind::MetadataOutOfBounds, format!("{what} does not fit in memory"))
     })?;
-    let mut buf = vec![0u8; n];
+    let mut buf =
+        ztensor_io::try_zeroed(len, what).map_err(|e| Error::io(format!("reading {what}"), e))?;
     source.read_exact_at(offset, &mut buf).map_err(|e| Error::io(format!("reading {what}"), e))?;
     Ok(buf)
 }
