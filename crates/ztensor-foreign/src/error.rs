@@ -46,6 +46,12 @@ impl Error {
         error
     }
 
+    /// Keeps `e` as the operating system's error behind this one (see [`Error::io_error`]).
+    pub(crate) fn with_io_source(mut self, e: std::io::Error) -> Error {
+        self.source = Some(Box::new(e));
+        self
+    }
+
     pub(crate) fn with_path(mut self, path: &Path) -> Error {
         self.path.get_or_insert_with(|| path.to_owned());
         self

@@ -156,6 +156,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
                             path.display()
                         ),
                     )
+                    .with_io_source(std::io::ErrorKind::NotFound.into())
                     .with_path(&shard_path)
                 } else {
                     e.with_path(&shard_path)
