@@ -176,9 +176,10 @@ impl OutputDir {
         }
     }
 
-    /// Starts writing entry `name`, published by [`AtomicFile::persist`] in its place. A
-    /// symbolic link, directory, FIFO, device or socket at `name` is refused; an existing file
-    /// is replaced (its mode and owner kept), the entry itself and never what a link names.
+    /// Starts writing entry `name`, published in its place by
+    /// [`AtomicFile::persist`](crate::AtomicFile::persist). A symbolic link, directory, FIFO,
+    /// device or socket at `name` is refused; an existing file is replaced (its mode and owner
+    /// kept), the entry itself and never what a link names.
     ///
     /// # Errors
     /// Such an entry, and I/O errors.
