@@ -228,6 +228,9 @@ pub fn rejected(kind: &str, message: &str) -> Json {
 /// An object's components as the dump shows them, and its error (`null` when it has none).
 fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) {
     let model = o.model();
+    if let Some(dumped) = streamed(o) {
+        return dumped;
+    }
     // Decode (and check) the whole object; any failure is this object's error.
     let outcome = (|| -> ztensor_io::Result<_> {
         // By handle: an object shadowed by an earlier one of the same name is still its own.
@@ -277,6 +280,75 @@ fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) 
         }
     };
     (components, error)
+}
+
+/// The dump of a dense tensor of one component, streamed through in pieces (its digest
+/// checked on the stored bytes, its bool bytes and its SHA-256 on the decoded ones), so a
+/// tensor of any size is dumped in a few MiB: the same dump as decoding it whole. `None` for
+/// any other object.
+fn streamed<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> Option<(Map<String, Json>, Json)> {
+    use ztensor_format::{DigestAlgorithm, Format, Packing, Version, role};
+    let model = o.model();
+    let mut components = o.components();
+    if model.format != Format::Dense
+        || model.packing != Packing::Split
+        || components.len() != 1
+        || o.unsupported().is_some()
+    {
+        return None;
+    }
+    let data = components.next().filter(|c| c.role() == role::DATA)?;
+    let dtype = data.dtype()?;
+    let c = model.components.get(role::DATA)?;
+    let bools = dtype == ztensor_format::DType::Bool && o.reader().version() != Version::V0_1;
+    let mut hasher = ztensor_io::codec::Hasher::new(&DigestAlgorithm::Sha256)?;
+    // A stream holds no more memory for a longer tensor: the format's default limit applies.
+    let limit = ztensor_format::Limits::DEFAULT
+        .max_decoded_len
+        .max(o.reader().options().limits.max_decoded_len);
+    let outcome = data.decode_pieces(true, limit, 4 << 20, |piece| {
+        if bools {
+            ztensor_format::data::check_bool(piece).map_err(|e| {
+                ztensor_io::Error::from(e.in_object(o.name()).in_component(role::DATA))
+            })?;
+        }
+        hasher.update(piece);
+        Ok(())
+    });
+    let mut components = Map::new();
+    let error = match outcome {
+        Ok(length) => {
+            let sha256 = match hasher.finish() {
+                ztensor_format::Digest::Sha256(b) => ztensor_format::to_hex(&b),
+                _ => return None,
+            };
+            components.insert(
+                role::DATA.to_owned(),
+                json!({
+                    "dtype": dtype.name(),
+                    "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
+                    "encoding": c.encoding.name(),
+                    "decoded_length": length,
+                    "sha256": sha256,
+                }),
+            );
+            Json::Null
+        }
+        Err(e) => {
+            components.insert(
+                role::DATA.to_owned(),
+                json!({
+                    "dtype": c.dtype.to_string(),
+                    "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
+                    "encoding": c.encoding.name(),
+                    "decoded_length": Json::Null,
+                    "sha256": Json::Null,
+                }),
+            );
+            Json::String(one_line(&e.to_string()))
+        }
+    };
+    Some((components, error))
 }
 
 fn one_line(s: &str) -> String {

@@ -291,6 +291,34 @@ impl<'r, S: ReadAt> Component<'r, S> {
         self.decode(true)
     }
 
+    /// The decoded bytes in order, in pieces of `piece` bytes (the last may be shorter), each
+    /// handed to `each`: memory is two pieces and the zstd window, whatever the component's
+    /// size. With `verify`, the digest is computed on the stored bytes as they are read and
+    /// checked at the end: what `each` was given counts as verified only once this returns
+    /// `Ok`. `limit` bounds the decoded length (a stream holds no more memory for a longer
+    /// one; [`Limits::DEFAULT`](ztensor_format::Limits::DEFAULT)'s is the usual choice). The
+    /// bytes are those of [`Component::decoded`]; for a v0.1 single-blob sparse tensor that is
+    /// the blob. Returns the decoded length.
+    ///
+    /// # Errors
+    /// As [`Component::decoded_verified`], and `each`'s errors. `decoded_size_mismatch` or
+    /// `decoded_too_large` comes as soon as the output passes what is allowed.
+    pub fn decode_pieces(
+        &self,
+        verify: bool,
+        limit: u64,
+        piece: usize,
+        mut each: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<u64> {
+        if let Some(reason) = self.object.unsupported() {
+            return Err(Error::unsupported(reason.clone()));
+        }
+        let object = self.object.entry;
+        self.object
+            .reader
+            .stream_component(object, self.role, self.model, verify, limit, piece, &mut each)
+    }
+
     fn decode(&self, verify: bool) -> Result<Cow<'r, [u8]>> {
         if let Some(reason) = self.object.unsupported() {
             return Err(Error::unsupported(reason.clone()));

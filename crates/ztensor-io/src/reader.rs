@@ -353,6 +353,166 @@ impl<S: ReadAt> Reader<S> {
         Ok(bytes)
     }
 
+    /// Decodes component `c` (`role`) of `object` in order, in pieces of `piece` bytes (the
+    /// last may be shorter), handing each to `each`: memory is two pieces and the zstd window
+    /// whatever the component's size. Stored bytes are read in pieces too, and with `verify`
+    /// the digest is computed as they pass and checked at the end, so a caller must treat what
+    /// it was given as unverified until this returns. The decoded length is checked as bytes
+    /// come (more than declared or than `limit` fails at once) and at the end. Returns the
+    /// decoded length.
+    pub(crate) fn stream_component(
+        &self,
+        object: ObjectRef<'_>,
+        role: &str,
+        c: &Component,
+        verify: bool,
+        limit: u64,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<u64> {
+        let name = object.name();
+        let context = |e: ztensor_format::Error| {
+            Error::from(e.in_object(name).in_component(role).at(c.offset))
+        };
+        let piece = piece.max(64);
+        // The digest, when one is to be checked here; `Digest::Malformed` and unknown ones are
+        // left to `check_digest` on no bytes (it needs none to say so).
+        let mut hasher = None;
+        if verify {
+            match &c.digest {
+                Some(expected @ (Digest::Sha256(_) | Digest::Blake3(_) | Digest::Crc32c(_))) => {
+                    hasher = crate::codec::Hasher::new(&expected.algorithm());
+                }
+                Some(_) => {
+                    check_digest(name, role, c, &[])?;
+                }
+                None => {}
+            }
+        }
+        let mut stored = StoredReader {
+            source: &self.source,
+            at: c.offset,
+            end: c.offset.saturating_add(c.length),
+            hasher: hasher.as_mut(),
+        };
+        let swap = (c.byte_order == ByteOrder::Big && object.object().packing == Packing::Split)
+            .then(|| c.dtype.known().map_or(1, DType::size))
+            .and_then(|w| usize::try_from(w).ok())
+            .filter(|&w| w > 1);
+        // Whole elements per piece, so a byte-order swap never splits one.
+        let piece = swap.map_or(piece, |w| (piece / w).max(1) * w);
+        let expected = object.decoded_len(role);
+        let cap = expected.unwrap_or(limit).min(limit);
+        let mut buf = crate::buffer::try_zeroed(piece as u64, "a decoding piece")
+            .map_err(|e| Error::io("decoding", None, e))?;
+        let io_error = |e: std::io::Error| Error::io(format!("reading {name:?}/{role}"), None, e);
+        // The decoding, as the whole-component path does it, in its order of checks.
+        let mut decode = |stored: &mut StoredReader<'_, S>| -> Result<u64> {
+            let mut total = 0u64;
+            let mut give = |bytes: &mut [u8], total: &mut u64| -> Result<()> {
+                *total += bytes.len() as u64;
+                if let Some(w) = swap {
+                    swap_bytes(bytes, w);
+                }
+                each(bytes)
+            };
+            match c.encoding {
+                Encoding::Raw => loop {
+                    let n = fill(stored, &mut buf).map_err(io_error)?;
+                    if n == 0 {
+                        break;
+                    }
+                    give(&mut buf[..n], &mut total)?;
+                },
+                Encoding::Zstd => {
+                    let most = crate::codec::zstd_max_decoded(c.length);
+                    if let Some(n) = expected.filter(|&n| n > most) {
+                        return Err(context(
+                            ztensor_format::Error::new(
+                                Rule::DecodedSizeMismatch,
+                                "no zstd stream of this size decodes to the declared size",
+                            )
+                            .expected_found(n, format!("at most {most}")),
+                        ));
+                    }
+                    if let Some(n) = expected.filter(|&n| n > limit) {
+                        return Err(context(
+                            ztensor_format::Error::new(
+                                Rule::DecodedTooLarge,
+                                "decoded size is above the limit",
+                            )
+                            .expected_found(format!("<= {limit}"), n),
+                        ));
+                    }
+                    let decode_failed = |e: std::io::Error| {
+                        context(ztensor_format::Error::new(
+                            Rule::DecodeFailed,
+                            format!("zstd: {e}"),
+                        ))
+                    };
+                    let mut decoder =
+                        zstd::stream::read::Decoder::new(&mut *stored).map_err(decode_failed)?;
+                    loop {
+                        let n = fill(&mut decoder, &mut buf).map_err(decode_failed)?;
+                        if n == 0 {
+                            break;
+                        }
+                        if total + n as u64 > cap {
+                            let e = match expected {
+                                Some(want) => ztensor_format::Error::new(
+                                    Rule::DecodedSizeMismatch,
+                                    "zstd output is longer than expected",
+                                )
+                                .expected_found(want, format!("more than {want}")),
+                                None => ztensor_format::Error::new(
+                                    Rule::DecodedTooLarge,
+                                    "zstd output passes the decoded size limit",
+                                )
+                                .expected_found(format!("<= {cap}"), format!("more than {cap}")),
+                            };
+                            return Err(context(e));
+                        }
+                        give(&mut buf[..n], &mut total)?;
+                    }
+                    if let Some(want) = expected.filter(|&want| want != total) {
+                        return Err(context(
+                            ztensor_format::Error::new(
+                                Rule::DecodedSizeMismatch,
+                                "zstd output is shorter than expected",
+                            )
+                            .expected_found(want, total),
+                        ));
+                    }
+                }
+                Encoding::Unknown(_) => return unknown_encoding::<u64>(name, role),
+            }
+            Ok(total)
+        };
+        let outcome = decode(&mut stored);
+        // Every stored byte goes through the digest (what follows the frames too), and a
+        // digest that differs is the fault reported first, as when it is checked before
+        // decoding.
+        let drained = std::io::copy(&mut stored, &mut std::io::sink()).map_err(io_error);
+        drop(stored);
+        if let (Some(h), Some(expected)) = (hasher, &c.digest) {
+            if drained.is_ok() {
+                let actual = h.finish();
+                if actual != *expected {
+                    return Err(context(
+                        ztensor_format::Error::new(
+                            Rule::DigestMismatch,
+                            "digest differs from the stored bytes",
+                        )
+                        .expected_found(expected, actual),
+                    ));
+                }
+            }
+        }
+        let total = outcome?;
+        drained?;
+        Ok(total)
+    }
+
     /// Decodes a whole object of this reader's manifest into the 1.2 object model.
     pub(crate) fn read_checked<'a>(
         &'a self,
@@ -463,6 +623,43 @@ impl<S: ReadAt> Reader<S> {
         }
         Ok(())
     }
+}
+
+/// A component's stored bytes read in order, hashed as they pass when asked.
+struct StoredReader<'a, S> {
+    source: &'a S,
+    at: u64,
+    end: u64,
+    hasher: Option<&'a mut crate::codec::Hasher>,
+}
+
+impl<S: ReadAt> std::io::Read for StoredReader<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = usize::try_from(self.end.saturating_sub(self.at))
+            .unwrap_or(usize::MAX)
+            .min(buf.len())
+            .min(4 << 20);
+        self.source.read_exact_at(self.at, &mut buf[..n])?;
+        if let Some(h) = self.hasher.as_deref_mut() {
+            h.update(&buf[..n]);
+        }
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// Reads from `r` until `buf` is full or the stream ends; how many bytes came.
+fn fill(r: &mut dyn std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }
 
 pub(crate) fn unsupported_dtype(name: &str, role: &str) -> Error {
