@@ -360,6 +360,8 @@ impl<S: ReadAt> Reader<S> {
     /// it was given as unverified until this returns. The decoded length is checked as bytes
     /// come (more than declared or than `limit` fails at once) and at the end. Returns the
     /// decoded length.
+    // The component, what to check, and how: each argument is one the callers set apart.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn stream_component(
         &self,
         object: ObjectRef<'_>,
@@ -493,19 +495,18 @@ impl<S: ReadAt> Reader<S> {
         // digest that differs is the fault reported first, as when it is checked before
         // decoding.
         let drained = std::io::copy(&mut stored, &mut std::io::sink()).map_err(io_error);
-        drop(stored);
-        if let (Some(h), Some(expected)) = (hasher, &c.digest) {
-            if drained.is_ok() {
-                let actual = h.finish();
-                if actual != *expected {
-                    return Err(context(
-                        ztensor_format::Error::new(
-                            Rule::DigestMismatch,
-                            "digest differs from the stored bytes",
-                        )
-                        .expected_found(expected, actual),
-                    ));
-                }
+        if let (Some(h), Some(expected)) = (hasher, &c.digest)
+            && drained.is_ok()
+        {
+            let actual = h.finish();
+            if actual != *expected {
+                return Err(context(
+                    ztensor_format::Error::new(
+                        Rule::DigestMismatch,
+                        "digest differs from the stored bytes",
+                    )
+                    .expected_found(expected, actual),
+                ));
             }
         }
         let total = outcome?;
