@@ -231,13 +231,22 @@ fn descr_width(descr: &str) -> usize {
 /// # Errors
 /// I/O errors.
 pub fn write(out: &mut impl Write, array: &Array) -> std::io::Result<()> {
-    let shape = match array.shape.as_slice() {
+    write_header(out, array.descr, &array.shape)?;
+    out.write_all(&array.data)
+}
+
+/// Writes the header of a `.npy` file of `descr` elements in `shape` (C order): the elements
+/// follow, little-endian, `shape`'s product of them.
+///
+/// # Errors
+/// I/O errors.
+pub fn write_header(out: &mut impl Write, descr: &str, shape: &[u64]) -> std::io::Result<()> {
+    let shape = match shape {
         [] => "()".to_owned(),
         [d] => format!("({d},)"),
         dims => format!("({})", dims.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
     };
-    let mut dict =
-        format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", array.descr);
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // Magic (6) + version (2) + length (2 or 4) + dict + '\n', padded to 64 bytes.
     let v1 = 10 + dict.len() < usize::from(u16::MAX);
     let prefix = if v1 { 10 } else { 12 };
@@ -252,8 +261,7 @@ pub fn write(out: &mut impl Write, array: &Array) -> std::io::Result<()> {
         out.write_all(&[2, 0])?;
         out.write_all(&u32::try_from(dict.len()).unwrap_or(u32::MAX).to_le_bytes())?;
     }
-    out.write_all(dict.as_bytes())?;
-    out.write_all(&array.data)
+    out.write_all(dict.as_bytes())
 }
 
 /// The values of an array as text, C order, at most `limit` of them.

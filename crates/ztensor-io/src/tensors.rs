@@ -169,6 +169,30 @@ pub trait TensorSource: Sync {
     /// format's decoding and digest errors; I/O errors.
     fn read(&self, index: usize) -> Result<ObjectData<'_>>;
 
+    /// The decoded bytes of object `index`'s components as [`TensorSource::read`] gives them,
+    /// in pieces of at most `piece` bytes: `each(role, piece)`, component after component in
+    /// role order. Sources that can decode in pieces (zTensor's dense tensors) hold a few
+    /// pieces whatever the object's size; the default reads the object whole and hands it
+    /// over in pieces. Digests are checked as for `read`, but only when this returns: a caller
+    /// must not publish what it was given before then.
+    ///
+    /// # Errors
+    /// As [`TensorSource::read`], and `each`'s errors.
+    fn read_pieces(
+        &self,
+        index: usize,
+        piece: usize,
+        each: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let data = self.read(index)?;
+        for (role, c) in &data.components {
+            for chunk in c.bytes.chunks(piece.max(1)) {
+                each(role, chunk)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks decoded data of object `index` against the format's data rules (zTensor's CSR,
     /// COO and bool rules; nothing for formats without such rules).
     ///
@@ -265,6 +289,44 @@ impl<S: ReadAt> TensorSource for Reader<S> {
 
     fn check(&self, _index: usize, data: &ObjectData<'_>) -> Result<()> {
         self.check_decoded(data, self.options().strict)
+    }
+
+    fn read_pieces(
+        &self,
+        index: usize,
+        piece: usize,
+        each: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let entry = self
+            .manifest()
+            .object_at(index)
+            .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))?;
+        let o = entry.object();
+        let single = o.format == Format::Dense
+            && o.packing == Packing::Split
+            && o.components.len() == 1
+            && entry.unsupported().is_none();
+        let Some((role, c)) = o.components.iter().next().filter(|_| single) else {
+            let data = self.read_checked(entry, true)?;
+            for (role, c) in &data.components {
+                for chunk in c.bytes.chunks(piece.max(1)) {
+                    each(role, chunk)?;
+                }
+            }
+            return Ok(());
+        };
+        if c.dtype.known().is_none() {
+            return Err(crate::reader::unsupported_dtype(entry.name(), role));
+        }
+        // A stream holds no more memory for a longer tensor: the limit fitted to memory (for
+        // whole decodes) does not apply to it.
+        let limit = self
+            .options()
+            .limits
+            .max_decoded_len
+            .max(ztensor_format::Limits::DEFAULT.max_decoded_len);
+        self.stream_component(entry, role, c, true, limit, piece, &mut |bytes| each(role, bytes))
+            .map(drop)
     }
 
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
@@ -391,6 +453,17 @@ impl TensorSource for Excluding<'_> {
         match self.keep.get(index) {
             Some(&i) => self.inner.check(i, data),
             None => Ok(()),
+        }
+    }
+    fn read_pieces(
+        &self,
+        index: usize,
+        piece: usize,
+        each: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        match self.keep.get(index) {
+            Some(&i) => self.inner.read_pieces(i, piece, each),
+            None => Err(crate::Error::not_found(&format!("#{index}"), None)),
         }
     }
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {

@@ -119,3 +119,55 @@ fn strictness_comes_from_the_reader() {
         assert_eq!(outcome.is_ok(), ok, "strict {}: {outcome:?}", options.strict);
     }
 }
+
+/// Every object of every fixture and producer file, read in pieces, gives the bytes a whole
+/// read gives, or fails where it fails, with the same rule: streaming changes memory, not
+/// answers.
+#[test]
+fn pieces_are_the_whole_read_on_every_fixture() {
+    use ztensor_io::TensorSource;
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut files = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|e| e == "zt") {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() > 200, "{}", files.len());
+    let mut compared = 0;
+    for file in &files {
+        let Ok(reader) = ztensor_io::Reader::open(file) else { continue };
+        for i in 0..reader.len() {
+            let whole = reader.read(i);
+            let mut pieces: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+            let streamed = reader.read_pieces(i, 1000, &mut |role, bytes| {
+                assert!(bytes.len() <= 1000);
+                pieces.entry(role.to_owned()).or_default().extend_from_slice(bytes);
+                Ok(())
+            });
+            match (&whole, &streamed) {
+                (Ok(data), Ok(())) => {
+                    for (role, c) in &data.components {
+                        let got = pieces.get(role).map_or(&[][..], Vec::as_slice);
+                        assert_eq!(got, &c.bytes[..], "{} #{i} {role}", file.display());
+                    }
+                    compared += 1;
+                }
+                (Err(a), Err(b)) => assert_eq!(a.rule(), b.rule(), "{}: {a} / {b}", file.display()),
+                _ => panic!(
+                    "{} #{i}: whole {:?}, pieces {:?}",
+                    file.display(),
+                    whole.err(),
+                    streamed.err()
+                ),
+            }
+        }
+    }
+    assert!(compared > 300, "{compared}");
+}

@@ -207,6 +207,18 @@ impl TensorSource for ShardedZt {
         reader.read(i)
     }
 
+    fn read_pieces(
+        &self,
+        index: usize,
+        piece: usize,
+        each: &mut dyn FnMut(&str, &[u8]) -> ztensor_io::Result<()>,
+    ) -> ztensor_io::Result<()> {
+        let (_, reader, i) = self
+            .locate(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        reader.read_pieces(i, piece, each)
+    }
+
     fn check(&self, index: usize, data: &ObjectData<'_>) -> ztensor_io::Result<()> {
         let (_, reader, i) = self
             .locate(index)

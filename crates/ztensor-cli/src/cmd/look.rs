@@ -165,6 +165,38 @@ pub fn extract(
     max_dense: u64,
 ) -> Result<()> {
     super::not_over(path, output, "an extracted array")?;
+    let index = found(path, source, name)?;
+    // A dense tensor of a type NumPy holds as stored streams into the file in pieces: any
+    // size in a few MiB. Its digest is checked before the file is published.
+    if let Some(info) = source.info(index).filter(|o| {
+        o.format == ztensor_format::Format::Dense
+            && o.components.len() == 1
+            && o.components[0].logical_type.is_none()
+            && o.unsupported.is_none()
+    }) && let Some(dtype) = info.components[0].dtype.known()
+        && let Some(descr) = npy::descr(dtype)
+    {
+        let mut file = ztensor_io::AtomicFile::create(output).map_err(|e| anyhow!("{e}"))?;
+        let writing = |e: std::io::Error| anyhow!("writing {}: {e}", output.display());
+        npy::write_header(&mut file, descr, &info.shape).map_err(writing)?;
+        let mut elements = 0u64;
+        source
+            .read_pieces(index, 4 << 20, &mut |_, bytes| {
+                elements += bytes.len() as u64;
+                file.write_all(bytes)
+                    .map_err(|e| ztensor_io::Error::io("writing", Some(output.to_owned()), e))
+            })
+            .map_err(|e| zt_error(&path.display().to_string(), &e))?;
+        file.persist().map_err(|e| anyhow!("{e}"))?;
+        let elements = elements / dtype.size().max(1);
+        writeln!(
+            out,
+            "wrote {} ({descr} {:?}, {elements} elements)",
+            output.display(),
+            info.shape
+        )?;
+        return Ok(());
+    }
     let array = array(path, source, name, max_dense)?;
     let mut file = ztensor_io::AtomicFile::create(output).map_err(|e| anyhow!("{e}"))?;
     npy::write(&mut file, &array).map_err(|e| anyhow!("writing {}: {e}", output.display()))?;
@@ -188,15 +220,51 @@ pub fn cat(
     name: &str,
     limit: usize,
 ) -> Result<()> {
+    let limit = if limit == 0 { usize::MAX } else { limit };
+    let index = found(path, source, name)?;
+    // A dense tensor of a type NumPy holds as stored streams: the values shown are formatted
+    // as its pieces pass, and printed once its digest is checked.
+    if let Some(info) = source.info(index).filter(|o| {
+        o.format == ztensor_format::Format::Dense
+            && o.components.len() == 1
+            && o.components[0].logical_type.is_none()
+            && o.unsupported.is_none()
+    }) && let Some(dtype) = info.components[0].dtype.known()
+        && let Some(descr) = npy::descr(dtype)
+    {
+        let mut values: Vec<String> = Vec::new();
+        let mut total = 0u64;
+        source
+            .read_pieces(index, 4 << 20, &mut |_, bytes| {
+                total += bytes.len() as u64 / dtype.size().max(1);
+                if values.len() < limit {
+                    let piece = npy::Array {
+                        descr,
+                        shape: vec![bytes.len() as u64 / dtype.size().max(1)],
+                        data: bytes.to_vec(),
+                        note: None,
+                    };
+                    values.extend(npy::values(&piece, limit - values.len()));
+                }
+                Ok(())
+            })
+            .map_err(|e| zt_error(&path.display().to_string(), &e))?;
+        let shown = super::text::shown(name);
+        writeln!(out, "# {shown}: {descr} {:?}, {total} elements", info.shape)?;
+        return print_values(out, &values, &info.shape, total);
+    }
     let array = array(path, source, name, npy::DEFAULT_MAX_DENSE)?;
     let total = npy::len(&array);
-    let limit = if limit == 0 { usize::MAX } else { limit };
     let values = npy::values(&array, limit);
     let note = array.note.as_ref().map(|n| format!(", {n}")).unwrap_or_default();
     let shown = super::text::shown(name);
     writeln!(out, "# {shown}: {} {:?}, {total} elements{note}", array.descr, array.shape)?;
-    // One line per row of the last dimension.
-    let row = array.shape.last().copied().filter(|&r| r > 0).unwrap_or(1);
+    print_values(out, &values, &array.shape, total)
+}
+
+/// `values` (the first of `total`), one line per row of the last dimension of `shape`.
+fn print_values(out: &mut impl Write, values: &[String], shape: &[u64], total: u64) -> Result<()> {
+    let row = shape.last().copied().filter(|&r| r > 0).unwrap_or(1);
     let row = usize::try_from(row).unwrap_or(usize::MAX);
     for line in values.chunks(row) {
         writeln!(out, "{}", line.join(" "))?;
@@ -227,6 +295,31 @@ fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, 
             .map(|c| (c.role.to_string(), c.dtype.to_string(), stored.clone()))
             .collect();
         return Ok((info.format.to_string(), info.shape.to_vec(), components));
+    }
+    // A dense tensor of one component is hashed as it streams: any size in a few MiB.
+    if let Some(info) = source.info(index).filter(|o| {
+        o.format == ztensor_format::Format::Dense
+            && o.components.len() == 1
+            && o.components[0].dtype.known().is_some()
+    }) {
+        let c = &info.components[0];
+        let dtype = match &c.logical_type {
+            Some(t) => format!("{}:{t}", c.dtype),
+            None => c.dtype.to_string(),
+        };
+        let mut hasher = blake3::Hasher::new();
+        source
+            .read_pieces(index, 4 << 20, &mut |_, bytes| {
+                hasher.update(bytes);
+                Ok(())
+            })
+            .map_err(|e| zt_error("", &e))?;
+        let hash = hasher.finalize().to_hex().to_string();
+        return Ok((
+            info.format.to_string(),
+            info.shape.to_vec(),
+            vec![(c.role.to_string(), dtype, hash)],
+        ));
     }
     let data = source.read(index).map_err(|e| zt_error("", &e))?;
     let components = data
