@@ -798,6 +798,78 @@ mod sources {
     use super::*;
     use ztensor_io::{TensorSink, TensorSource};
 
+    /// Every tensor of the files other software wrote (NumPy, GGUF, PyTorch, safetensors),
+    /// read in pieces, is the bytes a whole read gives, or fails as it fails.
+    #[test]
+    fn pieces_are_the_whole_read_on_files_other_software_wrote() {
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+        let mut files = Vec::new();
+        let mut dirs = vec![root.join("external"), root.join("examples")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else {
+                    files.push(p);
+                }
+            }
+        }
+        let mut compared = 0;
+        for file in &files {
+            let ext = file.extension().and_then(|e| e.to_str()).unwrap_or_default();
+            let source: Box<dyn TensorSource> = match ext {
+                "npy" => match ztensor_foreign::npy_in::NpyFile::open(file) {
+                    Ok(f) => Box::new(f),
+                    Err(_) => continue,
+                },
+                "npz" => match ztensor_foreign::npz::NpzFile::open(file) {
+                    Ok(f) => Box::new(f),
+                    Err(_) => continue,
+                },
+                "gguf" => match ztensor_foreign::gguf::GgufFile::open(file) {
+                    Ok(f) => Box::new(f),
+                    Err(_) => continue,
+                },
+                "pt" => match ztensor_foreign::torch::TorchFile::open(file) {
+                    Ok(f) => Box::new(f),
+                    Err(_) => continue,
+                },
+                "safetensors" => match SafetensorsFile::open(file) {
+                    Ok(f) => Box::new(f),
+                    Err(_) => continue,
+                },
+                _ => continue,
+            };
+            for i in 0..source.len() {
+                let whole = source.read(i);
+                let mut pieces: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+                let streamed = source.read_pieces(i, 1000, &mut |role, bytes| {
+                    assert!(bytes.len() <= 1000);
+                    pieces.entry(role.to_owned()).or_default().extend_from_slice(bytes);
+                    Ok(())
+                });
+                match (&whole, &streamed) {
+                    (Ok(data), Ok(())) => {
+                        for (role, c) in &data.components {
+                            let got = pieces.get(role).map_or(&[][..], Vec::as_slice);
+                            assert_eq!(got, &c.bytes[..], "{} #{i} {role}", file.display());
+                        }
+                        compared += 1;
+                    }
+                    (Err(_), Err(_)) => {}
+                    _ => panic!(
+                        "{} #{i}: whole {:?}, pieces {:?}",
+                        file.display(),
+                        whole.err(),
+                        streamed.err()
+                    ),
+                }
+            }
+        }
+        assert!(compared > 100, "{compared}");
+    }
+
     #[test]
     fn a_sink_refuses_what_it_cannot_hold_before_writing_anything() {
         // An F8_E8M0 tensor after a plain one: nothing at all is written, not the first half.

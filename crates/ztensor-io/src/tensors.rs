@@ -184,6 +184,22 @@ pub trait TensorSource: Sync {
         piece: usize,
         each: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
     ) -> Result<()> {
+        // Bytes that lie raw in the source (no digest, little-endian) are read in pieces.
+        if let Some(info) = self.info(index).filter(|o| {
+            o.format == Format::Dense && o.components.len() == 1 && o.unsupported.is_none()
+        }) && let Some(range) = self.raw(index)
+        {
+            let role = info.components[0].role.clone();
+            let mut failed = None;
+            range.read_pieces(piece.max(1) as u64, |bytes| {
+                if failed.is_none()
+                    && let Err(e) = each(&role, bytes)
+                {
+                    failed = Some(e);
+                }
+            })?;
+            return failed.map_or(Ok(()), Err);
+        }
         let data = self.read(index)?;
         for (role, c) in &data.components {
             for chunk in c.bytes.chunks(piece.max(1)) {
