@@ -968,3 +968,52 @@ fn pytorch_checkpoints_are_read_like_any_other_input() {
     let shown = ok(&["cat", arg(&sparse), "csr"]);
     assert!(shown.contains("2 0 3"), "{shown}");
 }
+
+/// A tensor that streams through `extract`, `cat` and `diff`: a stream corrupt mid-way, or a
+/// digest that differs at the end, fails the command with the rule, and nothing is written.
+#[test]
+fn a_streamed_tensor_that_fails_late_leaves_no_output() {
+    use ztensor_format::{DType, DigestAlgorithm, Version};
+    use ztensor_io::WriteOptions;
+    let d = scratch("streamed-faults");
+    // 24 MiB of weakly compressible bytes: several pieces, a compressed stream of some length.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let data: Vec<u8> = (0..24 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 59) as u8
+        })
+        .collect();
+    for (digest, rule) in
+        [(None, "decode_failed"), (Some(DigestAlgorithm::Crc32c), "digest_mismatch")]
+    {
+        let mut w = ztensor_io::Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let mut options = WriteOptions::zstd(1);
+        if let Some(d) = digest {
+            options = options.with_digest(d);
+        }
+        w.add_dense("t", &[data.len() as u64], DType::U8, &data, &options).unwrap();
+        let mut file = w.finish().unwrap().0;
+        let reader = ztensor_io::Reader::new(&file[..], &Default::default()).unwrap();
+        let c = reader.object("t").unwrap().component("data").unwrap();
+        let (at, len) = (c.offset() as usize, c.stored_len() as usize);
+        // Mid-way through the stored stream: past the first pieces it decodes to.
+        for b in &mut file[at + len * 3 / 4..at + len * 3 / 4 + 64] {
+            *b ^= 0x5a;
+        }
+        let path = d.join("t.zt");
+        std::fs::write(&path, &file).unwrap();
+        let out = d.join("t.npy");
+        let err = fails(&["extract", arg(&path), "t", "-o", arg(&out)], 1);
+        assert!(err.contains(rule), "{err}");
+        assert!(!out.exists());
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "a temporary was left");
+        let err = fails(&["cat", arg(&path), "t"], 1);
+        assert!(err.contains(rule), "{err}");
+        let err = fails(&["diff", arg(&path), arg(&path)], 1);
+        assert!(err.contains(rule), "{err}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
