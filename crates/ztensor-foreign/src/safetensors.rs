@@ -526,21 +526,33 @@ pub fn export(
     for t in &planned {
         // safetensors keeps no digest: check the source's on the bytes exported (reading
         // checks every digest the source has), or damage is laundered.
-        let data = source.read(t.index).map_err(|e| Error::from(e).with_tensor(&t.name))?;
-        let bytes = data
-            .components
-            .get(role::DATA)
-            .map(|c| &c.bytes)
-            .ok_or_else(|| Error::new(ErrorKind::Unrepresentable, "no data component"))?;
-        if bytes.len() as u64 != t.len {
+        // In pieces: a tensor of any size holds a few MiB. The target is a temporary file
+        // that is published only if every piece and the digest check come through.
+        let mut got = 0u64;
+        let mut failed = None;
+        source
+            .read_pieces(t.index, 4 << 20, &mut |r, bytes| {
+                if r != role::DATA {
+                    return Ok(());
+                }
+                got += bytes.len() as u64;
+                if got > t.len {
+                    return Ok(());
+                }
+                out.write_all(bytes).map_err(|e| {
+                    failed = Some(io(e));
+                    ztensor_io::Error::failed("writing the safetensors file")
+                })
+            })
+            .map_err(|e| failed.take().unwrap_or_else(|| Error::from(e).with_tensor(&t.name)))?;
+        if got != t.len {
             return Err(Error::new(
                 ErrorKind::Malformed,
-                format!("{} bytes decoded where {} were planned", bytes.len(), t.len),
+                format!("{got} bytes decoded where {} were planned", t.len),
             )
             .with_tensor(&t.name));
         }
-        out.write_all(bytes).map_err(io)?;
-        written += bytes.len() as u64;
+        written += got;
     }
     Ok(written)
 }
