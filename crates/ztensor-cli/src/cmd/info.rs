@@ -29,51 +29,62 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
     }
     let header =
         ["NAME", "FORMAT", "SHAPE", "ROLE", "DTYPE", "ENCODING", "STORED", "DECODED", "DIGEST"];
-    let mut rows = Vec::new();
     let (mut stored, mut decoded, mut unknown) = (0u64, 0u64, 0usize);
     let mut objects: Vec<_> = m.objects().collect();
     objects.sort_by(|a, b| a.name().cmp(b.name()));
-    for object in objects {
-        let o = object.object();
-        for (i, ((role, c), (_, decoded_len))) in
-            o.components.iter().zip(object.decoded_lens()).enumerate()
+    for object in &objects {
+        for ((_, c), (_, decoded_len)) in
+            object.object().components.iter().zip(object.decoded_lens())
         {
-            let mut dtype = match &c.logical_type {
-                Some(t) => format!("{}:{t}", c.dtype),
-                None => c.dtype.to_string(),
-            };
-            match &c.byte_order {
-                ByteOrder::Little => {}
-                ByteOrder::Big => dtype.push_str(" (big-endian)"),
-                ByteOrder::Unknown(b) => dtype.push_str(&format!(" ({b}?)")),
-            }
             stored = stored.saturating_add(c.length);
             match decoded_len {
                 Some(n) => decoded = decoded.saturating_add(n),
                 None => unknown += 1,
             }
-            let first = i == 0;
-            rows.push([
-                if first { super::text::shown(&o.name).into_owned() } else { String::new() },
-                if first { o.format.to_string() } else { String::new() },
-                if first { format!("{:?}", o.shape) } else { String::new() },
-                role.clone(),
-                dtype,
-                if c.encoding == Encoding::Raw { "raw".into() } else { c.encoding.to_string() },
-                c.length.to_string(),
-                decoded_len.map_or_else(|| "?".into(), |n| n.to_string()),
-                c.digest.as_ref().map_or_else(|| "-".into(), |d| d.algorithm().name().to_owned()),
-            ]);
-        }
-        if let Some(reason) = object.unsupported() {
-            let mut row: [String; 9] = Default::default();
-            row[3] = format!("unsupported: {}", reason.kind());
-            rows.push(row);
         }
     }
-    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    // The rows are made twice (to measure, then to print) rather than held: a million objects
+    // would otherwise cost hundreds of bytes each again.
+    let mut rows = |each: &mut dyn FnMut(&[String]) -> std::io::Result<()>| -> std::io::Result<()> {
+        for object in &objects {
+            let o = object.object();
+            for (i, ((role, c), (_, decoded_len))) in
+                o.components.iter().zip(object.decoded_lens()).enumerate()
+            {
+                let mut dtype = match &c.logical_type {
+                    Some(t) => format!("{}:{t}", c.dtype),
+                    None => c.dtype.to_string(),
+                };
+                match &c.byte_order {
+                    ByteOrder::Little => {}
+                    ByteOrder::Big => dtype.push_str(" (big-endian)"),
+                    ByteOrder::Unknown(b) => dtype.push_str(&format!(" ({b}?)")),
+                }
+                let first = i == 0;
+                each(&[
+                    if first { super::text::shown(&o.name).into_owned() } else { String::new() },
+                    if first { o.format.to_string() } else { String::new() },
+                    if first { format!("{:?}", o.shape) } else { String::new() },
+                    role.clone(),
+                    dtype,
+                    if c.encoding == Encoding::Raw { "raw".into() } else { c.encoding.to_string() },
+                    c.length.to_string(),
+                    decoded_len.map_or_else(|| "?".into(), |n| n.to_string()),
+                    c.digest
+                        .as_ref()
+                        .map_or_else(|| "-".into(), |d| d.algorithm().name().to_owned()),
+                ])?;
+            }
+            if let Some(reason) = object.unsupported() {
+                let mut row: [String; 9] = Default::default();
+                row[3] = format!("unsupported: {}", reason.kind());
+                each(&row)?;
+            }
+        }
+        Ok(())
+    };
     writeln!(out)?;
-    super::text::table(out, &header, &rows)?;
+    super::text::table_of(out, &header, &mut rows)?;
     let unknown = if unknown > 0 {
         format!(" (+{unknown} component(s) of unknown decoded size)")
     } else {

@@ -7,12 +7,29 @@ use std::io::{self, Write};
 /// in characters), two spaces apart, trailing spaces trimmed. Cells of any length print (the
 /// standard `{:<width$}` stops at 65,535).
 pub fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    table_of(out, header, &mut |each| {
+        for row in rows {
+            each(row)?;
+        }
+        Ok(())
+    })
+}
+
+/// As [`table`], for rows made by `rows` (which hands each to its argument, and is called
+/// twice: once to measure the columns, once to print), so a table of a million rows is never
+/// held whole.
+pub fn table_of(
+    out: &mut impl Write,
+    header: &[&str],
+    rows: &mut dyn FnMut(&mut dyn FnMut(&[String]) -> io::Result<()>) -> io::Result<()>,
+) -> io::Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    rows(&mut |row| {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
-    }
+        Ok(())
+    })?;
     let mut line = String::new();
     let mut write_line = |cells: &mut dyn Iterator<Item = &str>| -> io::Result<()> {
         line.clear();
@@ -26,10 +43,7 @@ pub fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io:
         writeln!(out, "{}", line.trim_end())
     };
     write_line(&mut header.iter().copied())?;
-    for row in rows {
-        write_line(&mut row.iter().map(String::as_str))?;
-    }
-    Ok(())
+    rows(&mut |row| write_line(&mut row.iter().map(String::as_str)))
 }
 
 /// Whether `c` would act on a terminal rather than show: control characters (escape sequences,
