@@ -45,7 +45,7 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
     }
     // The rows are made twice (to measure, then to print) rather than held: a million objects
     // would otherwise cost hundreds of bytes each again.
-    let mut rows = |each: &mut dyn FnMut(&[String]) -> std::io::Result<()>| -> std::io::Result<()> {
+    let mut rows = |each: &mut super::text::RowSink<'_>| -> std::io::Result<()> {
         for object in &objects {
             let o = object.object();
             for (i, ((role, c), (_, decoded_len))) in

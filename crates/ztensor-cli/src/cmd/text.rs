@@ -15,13 +15,16 @@ pub fn table(out: &mut impl Write, header: &[&str], rows: &[Vec<String>]) -> io:
     })
 }
 
+/// Something that takes a table's rows one at a time.
+pub type RowSink<'a> = dyn FnMut(&[String]) -> io::Result<()> + 'a;
+
 /// As [`table`], for rows made by `rows` (which hands each to its argument, and is called
 /// twice: once to measure the columns, once to print), so a table of a million rows is never
 /// held whole.
 pub fn table_of(
     out: &mut impl Write,
     header: &[&str],
-    rows: &mut dyn FnMut(&mut dyn FnMut(&[String]) -> io::Result<()>) -> io::Result<()>,
+    rows: &mut dyn FnMut(&mut RowSink<'_>) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     rows(&mut |row| {
