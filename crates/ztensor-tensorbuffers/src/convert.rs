@@ -227,13 +227,25 @@ pub fn from_source<W: Write>(
             c.dtype.known().ok_or_else(|| refuse(name, format!("unknown dtype {}", c.dtype)))?;
         let data_type = DataType::from_dtype(dtype)
             .ok_or_else(|| refuse(name, format!("TensorBuffers has no {dtype} type")))?;
-        // TensorBuffers keeps no digest: check the source's on the bytes converted.
-        let data = source.read(index)?;
-        let bytes = data
-            .components
-            .get(role::DATA)
-            .ok_or_else(|| refuse(name, "dense object without data".into()))?;
-        tb.add(name, data_type, &o.shape, &bytes.bytes)?;
+        // TensorBuffers keeps no digest: check the source's on the bytes converted, which
+        // pass through in pieces (the file is a temporary until every check is through).
+        tb.add_from(name, data_type, &o.shape, &mut |write| {
+            let mut failed = None;
+            let read = source.read_pieces(index, 4 << 20, &mut |role, piece| {
+                if role != role::DATA {
+                    return Ok(());
+                }
+                write(piece).map_err(|e| {
+                    failed = Some(e);
+                    ztensor_io::Error::failed("writing the TensorBuffers file")
+                })
+            });
+            match (read, failed) {
+                (_, Some(e)) => Err(e),
+                (Err(e), None) => Err(Error::from(e)),
+                (Ok(()), None) => Ok(()),
+            }
+        })?;
     }
     Ok(())
 }

@@ -37,4 +37,4 @@ pub use crate::read::{MAGIC, ReadOptions, TbReader, looks_like_tensorbuffers};
 pub use crate::schema::{
     DataType, Metadata, Operation, TensorEntry, decode_metadata, encode_metadata, tensor_id,
 };
-pub use crate::write::{TbWriter, append, create};
+pub use crate::write::{Pieces, TbWriter, append, create};

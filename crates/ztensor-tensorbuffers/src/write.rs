@@ -22,6 +22,9 @@ pub struct TbWriter<W: Write> {
     names: HashSet<String>,
 }
 
+/// What [`TbWriter::add_from`] hands its `fill`: give it the tensor's bytes, piece by piece.
+pub type Pieces<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
+
 impl<W: Write> TbWriter<W> {
     /// Starts a file on `sink`.
     ///
@@ -68,6 +71,33 @@ impl<W: Write> TbWriter<W> {
         shape: &[u64],
         data: &[u8],
     ) -> Result<()> {
+        // Checked before anything is written, as a whole buffer allows.
+        let expected = shape.iter().try_fold(data_type.size(), |acc, &d| acc.checked_mul(d));
+        if expected != Some(data.len() as u64) && !self.names.contains(name) {
+            return Err(Error::new(
+                ErrorKind::SizeMismatch,
+                "data length disagrees with the shape and type",
+            )
+            .tensor(name));
+        }
+        self.add_from(name, data_type, shape, &mut |write| write(data))
+    }
+
+    /// Adds a tensor whose little-endian bytes `fill` hands over in pieces, in order, to the
+    /// function it is given: a tensor of any size passes through in pieces. Everything the
+    /// format can refuse is checked before the first byte; a `fill` that fails, or gives
+    /// another length than the shape says, leaves the writer's output unusable (write through
+    /// a temporary file, as [`write_file`] does).
+    ///
+    /// # Errors
+    /// As [`TbWriter::add`], and `fill`'s errors.
+    pub fn add_from(
+        &mut self,
+        name: &str,
+        data_type: DataType,
+        shape: &[u64],
+        fill: &mut dyn FnMut(&mut Pieces<'_>) -> Result<()>,
+    ) -> Result<()> {
         if self.names.contains(name) {
             return Err(Error::new(
                 ErrorKind::DuplicateName,
@@ -86,22 +116,33 @@ impl<W: Write> TbWriter<W> {
             .iter()
             .map(|&d| u32::try_from(d).map_err(|_| too_big("a dimension")))
             .collect::<Result<Vec<u32>>>()?;
-        let expected = shape.iter().try_fold(data_type.size(), |acc, &d| acc.checked_mul(d));
-        if expected != Some(data.len() as u64) {
-            return Err(Error::new(
-                ErrorKind::SizeMismatch,
-                "data length disagrees with the shape and type",
-            )
-            .tensor(name));
-        }
-        let data_size = u32::try_from(data.len()).map_err(|_| too_big("the data size"))?;
+        let mismatch = || {
+            Error::new(ErrorKind::SizeMismatch, "data length disagrees with the shape and type")
+                .tensor(name)
+        };
+        let len = shape
+            .iter()
+            .try_fold(data_type.size(), |acc, &d| acc.checked_mul(d))
+            .ok_or_else(mismatch)?;
+        let data_size = u32::try_from(len).map_err(|_| too_big("the data size"))?;
         let data_offset = u32::try_from(self.end).map_err(|_| too_big("the data offset"))?;
         // The end of this tensor must stay addressable too, or the next offset would be lost.
-        let end = self.end + data.len() as u64;
+        let end = self.end + len;
         if end > u64::from(u32::MAX) {
             return Err(too_big("the end of the data"));
         }
-        self.sink.write_all(data).map_err(|e| Error::io("writing tensor data", e))?;
+        let mut written = 0u64;
+        let sink = &mut self.sink;
+        fill(&mut |piece| {
+            written += piece.len() as u64;
+            if written > len {
+                return Err(mismatch());
+            }
+            sink.write_all(piece).map_err(|e| Error::io("writing tensor data", e))
+        })?;
+        if written != len {
+            return Err(mismatch());
+        }
         self.end = end;
         self.names.insert(name.to_owned());
         self.metadata.tensors.push(TensorEntry {
@@ -196,6 +237,29 @@ pub fn append(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tensor_given_in_pieces_is_the_tensor_given_whole() {
+        let data: Vec<u8> = (0..4000u32).flat_map(|v| (v as f32).to_le_bytes()).collect();
+        let mut whole = TbWriter::new(Vec::new()).unwrap();
+        whole.add("w", DataType::Float32, &[40, 100], &data).unwrap();
+        let mut pieces = TbWriter::new(Vec::new()).unwrap();
+        pieces
+            .add_from("w", DataType::Float32, &[40, 100], &mut |write| {
+                data.chunks(333).try_for_each(&mut *write)
+            })
+            .unwrap();
+        assert_eq!(whole.finish().unwrap().0, pieces.finish().unwrap().0);
+        // Too few or too many bytes: refused, the tensor not listed.
+        for give in [&data[..15996], &[data.as_slice(), &[0; 4]].concat()[..]] {
+            let mut w = TbWriter::new(Vec::new()).unwrap();
+            let e = w
+                .add_from("w", DataType::Float32, &[40, 100], &mut |write| write(give))
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::SizeMismatch);
+            assert!(w.metadata.tensors.is_empty());
+        }
+    }
 
     #[test]
     fn offsets_beyond_u32_are_refused_not_truncated() {
