@@ -87,7 +87,7 @@ impl<W: Write> TbWriter<W> {
     /// function it is given: a tensor of any size passes through in pieces. Everything the
     /// format can refuse is checked before the first byte; a `fill` that fails, or gives
     /// another length than the shape says, leaves the writer's output unusable (write through
-    /// a temporary file, as [`write_file`] does).
+    /// a temporary file, as [`create`] does).
     ///
     /// # Errors
     /// As [`TbWriter::add`], and `fill`'s errors.
