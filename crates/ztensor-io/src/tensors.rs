@@ -200,13 +200,7 @@ pub trait TensorSource: Sync {
             })?;
             return failed.map_or(Ok(()), Err);
         }
-        let data = self.read(index)?;
-        for (role, c) in &data.components {
-            for chunk in c.bytes.chunks(piece.max(1)) {
-                each(role, chunk)?;
-            }
-        }
-        Ok(())
+        hand_over(&self.read(index)?, piece, each)
     }
 
     /// Checks decoded data of object `index` against the format's data rules (zTensor's CSR,
@@ -323,13 +317,7 @@ impl<S: ReadAt> TensorSource for Reader<S> {
             && o.components.len() == 1
             && entry.unsupported().is_none();
         let Some((role, c)) = o.components.iter().next().filter(|_| single) else {
-            let data = self.read_checked(entry, true)?;
-            for (role, c) in &data.components {
-                for chunk in c.bytes.chunks(piece.max(1)) {
-                    each(role, chunk)?;
-                }
-            }
-            return Ok(());
+            return hand_over(&self.read_checked(entry, true)?, piece, each);
         };
         if c.dtype.known().is_none() {
             return Err(crate::reader::unsupported_dtype(entry.name(), role));
@@ -359,6 +347,20 @@ impl<S: ReadAt> TensorSource for Reader<S> {
                 || c.dtype.known().is_some_and(|d| d.size() == 1));
         plain.then_some(RawRange { source: self.source(), offset: c.offset, len: c.length })
     }
+}
+
+/// Hands the components of `data`, decoded whole, to `each` in pieces of `piece` bytes.
+fn hand_over(
+    data: &ObjectData<'_>,
+    piece: usize,
+    each: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
+) -> Result<()> {
+    for (role, c) in &data.components {
+        for chunk in c.bytes.chunks(piece.max(1)) {
+            each(role, chunk)?;
+        }
+    }
+    Ok(())
 }
 
 /// Refuses `source` (an input of `input_len` bytes) when its objects together decode to more

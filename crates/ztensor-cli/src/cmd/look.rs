@@ -156,6 +156,23 @@ fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// Object `index` when it is a dense tensor of one component whose type NumPy holds as stored
+/// (no widening, no logical type): such a tensor streams, in pieces, to a `.npy` or a terminal.
+fn native_dense(
+    source: &dyn TensorSource,
+    index: usize,
+) -> Option<(ztensor_io::ObjectInfo<'_>, ztensor_format::DType, &'static str)> {
+    let info = source.info(index).filter(|o| {
+        o.format == ztensor_format::Format::Dense
+            && o.components.len() == 1
+            && o.components[0].logical_type.is_none()
+            && o.unsupported.is_none()
+    })?;
+    let dtype = info.components[0].dtype.known()?;
+    let descr = npy::descr(dtype)?;
+    Some((info, dtype, descr))
+}
+
 pub fn extract(
     out: &mut impl Write,
     path: &Path,
@@ -168,14 +185,7 @@ pub fn extract(
     let index = found(path, source, name)?;
     // A dense tensor of a type NumPy holds as stored streams into the file in pieces: any
     // size in a few MiB. Its digest is checked before the file is published.
-    if let Some(info) = source.info(index).filter(|o| {
-        o.format == ztensor_format::Format::Dense
-            && o.components.len() == 1
-            && o.components[0].logical_type.is_none()
-            && o.unsupported.is_none()
-    }) && let Some(dtype) = info.components[0].dtype.known()
-        && let Some(descr) = npy::descr(dtype)
-    {
+    if let Some((info, dtype, descr)) = native_dense(source, index) {
         let mut file = ztensor_io::AtomicFile::create(output).map_err(|e| anyhow!("{e}"))?;
         let writing = |e: std::io::Error| anyhow!("writing {}: {e}", output.display());
         npy::write_header(&mut file, descr, &info.shape).map_err(writing)?;
@@ -224,14 +234,7 @@ pub fn cat(
     let index = found(path, source, name)?;
     // A dense tensor of a type NumPy holds as stored streams: the values shown are formatted
     // as its pieces pass, and printed once its digest is checked.
-    if let Some(info) = source.info(index).filter(|o| {
-        o.format == ztensor_format::Format::Dense
-            && o.components.len() == 1
-            && o.components[0].logical_type.is_none()
-            && o.unsupported.is_none()
-    }) && let Some(dtype) = info.components[0].dtype.known()
-        && let Some(descr) = npy::descr(dtype)
-    {
+    if let Some((info, dtype, descr)) = native_dense(source, index) {
         let mut values: Vec<String> = Vec::new();
         let mut total = 0u64;
         source
