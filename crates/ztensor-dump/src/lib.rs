@@ -265,16 +265,7 @@ fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) 
         }
         Err(e) => {
             for (role, c) in &model.components {
-                components.insert(
-                    role.clone(),
-                    json!({
-                        "dtype": c.dtype.to_string(),
-                        "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
-                        "encoding": c.encoding.name(),
-                        "decoded_length": Json::Null,
-                        "sha256": Json::Null,
-                    }),
-                );
+                components.insert(role.clone(), undecoded(c));
             }
             Json::String(one_line(&e.to_string()))
         }
@@ -335,20 +326,23 @@ fn streamed<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> Option<(Map<String, Json
             Json::Null
         }
         Err(e) => {
-            components.insert(
-                role::DATA.to_owned(),
-                json!({
-                    "dtype": c.dtype.to_string(),
-                    "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
-                    "encoding": c.encoding.name(),
-                    "decoded_length": Json::Null,
-                    "sha256": Json::Null,
-                }),
-            );
+            components.insert(role::DATA.to_owned(), undecoded(c));
             Json::String(one_line(&e.to_string()))
         }
     };
     Some((components, error))
+}
+
+/// A component of an object that could not be decoded, as the dump shows it: its types and
+/// encoding, no length or hash.
+fn undecoded(c: &ztensor_format::Component) -> Json {
+    json!({
+        "dtype": c.dtype.to_string(),
+        "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
+        "encoding": c.encoding.name(),
+        "decoded_length": Json::Null,
+        "sha256": Json::Null,
+    })
 }
 
 fn one_line(s: &str) -> String {

@@ -89,14 +89,7 @@ impl Error {
 
     /// The operating system's error behind an [`ErrorKind::Io`] error, where there is one.
     pub fn io_error(&self) -> Option<&std::io::Error> {
-        let source = self.source.as_ref()?;
-        if let Some(e) = source.downcast_ref::<std::io::Error>() {
-            return Some(e);
-        }
-        match source.downcast_ref::<ztensor_io::Error>()?.kind() {
-            ztensor_io::ErrorKind::Io { source, .. } => Some(source),
-            _ => None,
-        }
+        ztensor_io::Error::os_error_in(self.source.as_deref()?)
     }
 }
 

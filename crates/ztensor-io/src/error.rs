@@ -61,6 +61,25 @@ impl Error {
         }
     }
 
+    /// The operating system's error behind an [`ErrorKind::Io`] error.
+    pub fn os_error(&self) -> Option<&std::io::Error> {
+        match &*self.0 {
+            ErrorKind::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
+    /// The operating system's error behind `source`: an I/O error itself, or the one inside this
+    /// crate's I/O error. For other crates' errors that keep either as their source.
+    pub fn os_error_in<'e>(
+        source: &'e (dyn std::error::Error + Send + Sync + 'static),
+    ) -> Option<&'e std::io::Error> {
+        match source.downcast_ref::<std::io::Error>() {
+            Some(e) => Some(e),
+            None => source.downcast_ref::<Error>()?.os_error(),
+        }
+    }
+
     /// The format error, when there is one.
     pub fn format_error(&self) -> Option<&ztensor_format::Error> {
         match &*self.0 {
