@@ -265,7 +265,7 @@ fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) 
         }
         Err(e) => {
             for (role, c) in &model.components {
-                components.insert(role.clone(), undecoded(c));
+                components.insert(role.to_owned(), undecoded(c));
             }
             Json::String(one_line(&e.to_string()))
         }

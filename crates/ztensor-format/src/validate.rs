@@ -23,6 +23,9 @@ pub struct ValidatedManifest {
     manifest: Manifest,
     location: ManifestLocation,
     info: Vec<ObjectInfo>,
+    /// Every object's decoded component lengths, one run per object in manifest order (see
+    /// [`ObjectInfo::decoded`]): one vector for the whole manifest rather than one per object.
+    decoded: Vec<Option<u64>>,
     /// Object indices hashed by name, for lookups without a second copy of every name.
     by_name: hashbrown::HashTable<usize>,
     /// Keyed per manifest, so hostile names cannot be chosen to collide.
@@ -34,15 +37,18 @@ pub struct ValidatedManifest {
 #[derive(Debug, Clone)]
 struct ObjectInfo {
     unsupported: Option<Error>,
-    /// Decoded length per component, in the (sorted) order of `Object::components`.
-    decoded: Vec<Option<u64>>,
+    /// Where this object's run starts in [`ValidatedManifest::decoded`]: the decoded length
+    /// per component, in the (sorted) order of `Object::components`, one entry each.
+    decoded: usize,
 }
 
 /// One object of a [`ValidatedManifest`], with its validation results.
 #[derive(Debug, Clone, Copy)]
 pub struct ObjectRef<'a> {
     object: &'a Object,
-    info: &'a ObjectInfo,
+    unsupported: Option<&'a Error>,
+    /// Decoded length per component, in role order.
+    decoded: &'a [Option<u64>],
     version: Version,
 }
 
@@ -60,7 +66,7 @@ impl<'a> ObjectRef<'a> {
     /// Why this object cannot be decoded (unknown dtype, encoding, byte order or layout, a
     /// malformed digest, a decoded size above the limit), or `None` when it can.
     pub fn unsupported(&self) -> Option<&'a Error> {
-        self.info.unsupported.as_ref()
+        self.unsupported
     }
 
     /// The decoded byte length of component `role`, when the manifest determines it: the
@@ -68,19 +74,19 @@ impl<'a> ObjectRef<'a> {
     /// implies for dense data. `None` when only decoding can tell.
     pub fn decoded_len(&self, role: &str) -> Option<u64> {
         let i = self.object.components.index_of(role)?;
-        self.info.decoded.get(i).copied().flatten()
+        self.decoded.get(i).copied().flatten()
     }
 
     /// Every component's role and [`decoded_len`](ObjectRef::decoded_len), in role order: for
     /// going through all of them without a lookup each.
     pub fn decoded_lens(&self) -> impl Iterator<Item = (&'a str, Option<u64>)> + use<'a> {
-        let info: &'a ObjectInfo = self.info;
+        let decoded: &'a [Option<u64>] = self.decoded;
         let object: &'a Object = self.object;
         object
             .components
             .keys()
             .enumerate()
-            .map(move |(i, r)| (r.as_str(), info.decoded.get(i).copied().flatten()))
+            .map(move |(i, r)| (r, decoded.get(i).copied().flatten()))
     }
 
     /// The version of the file the object comes from.
@@ -112,20 +118,31 @@ impl ValidatedManifest {
 
     /// Every object, in manifest order.
     pub fn objects(&self) -> impl ExactSizeIterator<Item = ObjectRef<'_>> + '_ {
-        self.manifest.objects.iter().zip(&self.info).map(|(object, info)| ObjectRef {
-            object,
-            info,
-            version: self.manifest.version,
-        })
+        (0..self.manifest.objects.len()).map(|i| self.object_ref(i))
     }
 
     /// The object at `index` of [`ValidatedManifest::objects`].
     pub fn object_at(&self, index: usize) -> Option<ObjectRef<'_>> {
-        Some(ObjectRef {
-            object: self.manifest.objects.get(index)?,
-            info: self.info.get(index)?,
+        (index < self.manifest.objects.len()).then(|| self.object_ref(index))
+    }
+
+    /// The object at `index`, which is in range.
+    fn object_ref(&self, index: usize) -> ObjectRef<'_> {
+        let object = &self.manifest.objects[index];
+        let info = &self.info[index];
+        ObjectRef {
+            object,
+            unsupported: info.unsupported.as_ref(),
+            decoded: self.decoded_of(index),
             version: self.manifest.version,
-        })
+        }
+    }
+
+    /// The decoded lengths of object `index`'s components, in role order.
+    fn decoded_of(&self, index: usize) -> &[Option<u64>] {
+        let start = self.info[index].decoded;
+        let end = start + self.manifest.objects[index].components.len();
+        &self.decoded[start..end]
     }
 
     /// Where the object called `name` is in [`ValidatedManifest::objects`].
@@ -140,11 +157,7 @@ impl ValidatedManifest {
         let objects = &self.manifest.objects;
         let hash = self.hasher.hash_one(name);
         let &i = self.by_name.find(hash, |&i| objects[i].name == name)?;
-        Some(ObjectRef {
-            object: &self.manifest.objects[i],
-            info: &self.info[i],
-            version: self.manifest.version,
-        })
+        Some(self.object_ref(i))
     }
 
     /// Objects that a lookup by name never finds, because an earlier object has the same name.
@@ -153,11 +166,7 @@ impl ValidatedManifest {
     /// [`ValidatedManifest::objects`] and readable through their handles, while
     /// [`ValidatedManifest::get`] finds the first, as a scan from the start would.
     pub fn shadowed(&self) -> impl Iterator<Item = ObjectRef<'_>> {
-        self.shadowed.iter().map(|&i| ObjectRef {
-            object: &self.manifest.objects[i],
-            info: &self.info[i],
-            version: self.manifest.version,
-        })
+        self.shadowed.iter().map(|&i| self.object_ref(i))
     }
 
     /// For each object, in manifest order, the index of the first object stored exactly like
@@ -182,7 +191,8 @@ impl ValidatedManifest {
                 continue;
             };
             let same = |&j: &usize| {
-                objects[j].components.get(role) == Some(c) && self.info[j].decoded == info.decoded
+                objects[j].components.get(role) == Some(c)
+                    && self.decoded_of(j) == self.decoded_of(i)
             };
             let bucket = seen.entry((c.offset, c.length)).or_default();
             match bucket.iter().copied().find(same) {
@@ -266,19 +276,22 @@ pub fn validate(
         }
     }
     let mut info = Vec::with_capacity(manifest.objects.len());
+    let mut decoded = Vec::with_capacity(manifest.objects.len());
     let mut blobs = Vec::new();
     for (i, object) in manifest.objects.iter().enumerate() {
         let checker = ObjectCheck { object, version: manifest.version, location, options };
-        let object_info = checker.run().map_err(|e| e.in_object(&object.name))?;
-        info.push(object_info);
+        let start = decoded.len();
+        let unsupported = checker.run(&mut decoded).map_err(|e| e.in_object(&object.name))?;
+        info.push(ObjectInfo { unsupported, decoded: start });
         for (role, c) in &object.components {
             if c.length > 0 {
-                blobs.push((c.offset, c.offset + c.length, i, role.as_str()));
+                blobs.push((c.offset, c.offset + c.length, i, role));
             }
         }
     }
     check_overlaps(&mut blobs, &manifest)?;
-    Ok(ValidatedManifest { manifest, location, info, by_name, hasher, shadowed })
+    decoded.shrink_to_fit();
+    Ok(ValidatedManifest { manifest, location, info, decoded, by_name, hasher, shadowed })
 }
 
 /// Blobs must be pairwise disjoint or identical.
@@ -318,7 +331,9 @@ struct ObjectCheck<'a> {
 }
 
 impl ObjectCheck<'_> {
-    fn run(&self) -> Result<ObjectInfo> {
+    /// Checks the object, appends its components' decoded lengths to `all_decoded`, and
+    /// says why the object cannot be decoded, if it cannot.
+    fn run(&self, all_decoded: &mut Vec<Option<u64>>) -> Result<Option<Error>> {
         let object = self.object;
         let limits = &self.options.limits;
         crate::manifest::check_name(&object.name, limits)?;
@@ -344,7 +359,7 @@ impl ObjectCheck<'_> {
         let count = element_count(&object.shape).ok_or_else(|| overflow(&object.shape))?;
 
         let mut unsupported = None;
-        let mut decoded = Vec::with_capacity(object.components.len());
+        let first = all_decoded.len();
         for (role, c) in &object.components {
             let reason = self.component(c, count).map_err(|e| e.in_component(role))?;
             if unsupported.is_none() {
@@ -355,8 +370,9 @@ impl ObjectCheck<'_> {
                 Encoding::Zstd => c.uncompressed_length,
                 Encoding::Unknown(_) => None,
             };
-            decoded.push(len);
+            all_decoded.push(len);
         }
+        let decoded = &mut all_decoded[first..];
         if let Some(role) = self.required_roles_missing() {
             return Err(Error::new(
                 ErrorKind::ComponentMissing,
@@ -366,7 +382,7 @@ impl ObjectCheck<'_> {
         if self.options.strict
             && object.packing == Packing::Split
             && let Some(roles) = object.format.required_roles()
-            && let Some(extra) = object.components.keys().find(|r| !roles.contains(&r.as_str()))
+            && let Some(extra) = object.components.keys().find(|r| !roles.contains(r))
         {
             return Err(Error::new(
                 ErrorKind::ComponentUnexpected,
@@ -385,16 +401,16 @@ impl ObjectCheck<'_> {
             }
             (Packing::V0Single, _) => self.v0_sparse()?,
             (Packing::Split, Format::Dense) => {
-                let reason = self.dense(count, &mut decoded)?;
+                let reason = self.dense(count, decoded)?;
                 if unsupported.is_none() {
                     unsupported = reason.map(|e| e.in_object(&object.name).in_component("data"));
                 }
             }
-            (Packing::Split, Format::SparseCsr) => self.csr(&decoded)?,
-            (Packing::Split, Format::SparseCoo) => self.coo(&decoded)?,
+            (Packing::Split, Format::SparseCsr) => self.csr(decoded)?,
+            (Packing::Split, Format::SparseCoo) => self.coo(decoded)?,
             _ => {}
         }
-        Ok(ObjectInfo { unsupported, decoded })
+        Ok(unsupported)
     }
 
     fn required_roles_missing(&self) -> Option<&'static str> {

@@ -532,7 +532,7 @@ impl<S: ReadAt> Reader<S> {
                     let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
                     let bytes = self.decode_component(object, role, c, verify)?;
                     components.insert(
-                        role.clone(),
+                        role.to_owned(),
                         ComponentData { dtype, logical_type: c.logical_type.clone(), bytes },
                     );
                 }

@@ -261,7 +261,7 @@ impl<S: ReadAt> TensorSource for Reader<S> {
             .iter()
             .zip(entry.decoded_lens())
             .map(|((role, c), (_, decoded_len))| ComponentInfo {
-                role: Cow::Borrowed(role.as_str()),
+                role: Cow::Borrowed(role),
                 dtype: c.dtype.clone(),
                 logical_type: c.logical_type.clone(),
                 decoded_len,

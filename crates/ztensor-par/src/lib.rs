@@ -162,6 +162,7 @@ pub fn write_tensors<W: Write>(
         .map(|t| {
             let len = t.data.len() as u64;
             let object = dense_object(t.name, t.shape, t.attributes.clone());
+            let object = pipeline::Template::Owned(object);
             stream(object, t.dtype, t.logical_type.clone(), len, Input::Slice(t.data), options)
         })
         .collect();
@@ -177,7 +178,7 @@ fn dense_object(name: &str, shape: &[u64], attributes: Option<Value>) -> Box<Obj
 
 /// A dense object whose one `data` component streams through the parallel stages.
 fn stream<'a, W: Write>(
-    object: Box<Object>,
+    object: pipeline::Template<'a>,
     dtype: DType,
     logical_type: Option<LogicalType>,
     len: u64,
@@ -225,7 +226,8 @@ pub fn write_from_source<S: ReadAt, W: Write>(
     let items = tensors
         .iter()
         .map(|t| {
-            let object = dense_object(t.name, t.shape, t.attributes.clone());
+            let object =
+                pipeline::Template::Owned(dense_object(t.name, t.shape, t.attributes.clone()));
             let input = Input::Raw { offset: t.offset, swap: None, digest: None };
             stream(object, t.dtype, t.logical_type.clone(), t.len, input, options)
         })
@@ -307,8 +309,8 @@ pub fn repack_only<S: ReadAt, W: Write>(
                 }
                 _ => return None,
             };
-            let attributes = o.attributes.clone().filter(|_| !copy.drop_attributes);
-            let template = dense_object(&o.name, &o.shape, attributes);
+            let template =
+                pipeline::Template::Like { source: o, attributes: !copy.drop_attributes };
             Some(stream(template, dtype, c.logical_type.clone(), len, input, &options))
         })();
         items.push(streamed.unwrap_or_else(|| {

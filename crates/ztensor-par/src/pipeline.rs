@@ -100,6 +100,44 @@ pub(crate) fn frames_as_pieces<S: ReadAt>(
     aligned.then_some(frames)
 }
 
+/// The object a streamed item becomes, less its `data` component. Built only when it joins the
+/// manifest, so that the plan of a file of a million objects holds no copy of each.
+pub(crate) enum Template<'a> {
+    /// Built already (tensors given in memory).
+    Owned(Box<Object>),
+    /// A dense object with the name and shape of `source`, and its attributes when
+    /// `attributes`.
+    Like { source: &'a Object, attributes: bool },
+}
+
+impl Template<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Template::Owned(o) => &o.name,
+            Template::Like { source, .. } => &source.name,
+        }
+    }
+
+    fn shape(&self) -> &[u64] {
+        match self {
+            Template::Owned(o) => &o.shape,
+            Template::Like { source, .. } => &source.shape,
+        }
+    }
+
+    fn build(self) -> Object {
+        match self {
+            Template::Owned(o) => *o,
+            Template::Like { source, attributes } => {
+                let mut object =
+                    Object::new(&source.name, source.shape.clone(), ztensor_format::Format::Dense);
+                object.attributes = source.attributes.clone().filter(|_| attributes);
+                object
+            }
+        }
+    }
+}
+
 /// An object written by the sequential code, on the writing thread.
 pub(crate) type SequentialWrite<'a, W> = Box<dyn FnOnce(&mut Writer<W>) -> Result<()> + 'a>;
 
@@ -107,7 +145,7 @@ pub(crate) type SequentialWrite<'a, W> = Box<dyn FnOnce(&mut Writer<W>) -> Resul
 pub(crate) enum Item<'a, W: Write> {
     /// A dense object with one `data` component, streamed through the parallel stages.
     Stream {
-        object: Box<Object>,
+        object: Template<'a>,
         dtype: DType,
         logical_type: Option<LogicalType>,
         len: u64,
@@ -121,7 +159,7 @@ pub(crate) enum Item<'a, W: Write> {
 /// What the writing side does for each item.
 enum Work<'a, W: Write> {
     Stream {
-        object: Box<Object>,
+        object: Template<'a>,
         dtype: DType,
         logical_type: Option<LogicalType>,
         len: u64,
@@ -184,6 +222,10 @@ struct Chain<'b> {
     /// For computing shares outside the lock; `None` to hash the pieces in order.
     shares: Option<Combiner>,
 }
+
+/// An item's chain, if it has one: boxed, because a chain holds hash states (hundreds of bytes),
+/// most items have none, and a file may hold millions of items.
+type MaybeChain<'b> = Option<Box<Chain<'b>>>;
 
 /// What a chain hashes, and what it sends when it has hashed every piece.
 enum ChainEnd {
@@ -530,8 +572,8 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     // as they are reached (never planned up front: a small file of many large aliases would
     // otherwise cost memory for pieces before any is read).
     let mut plan: Vec<Option<(u64, u64)>> = Vec::with_capacity(items.len());
-    let mut chains: Vec<Option<Chain<'_>>> = Vec::with_capacity(items.len());
-    let mut source_chains: Vec<Option<Chain<'_>>> = Vec::with_capacity(items.len());
+    let mut chains: Vec<MaybeChain<'_>> = Vec::with_capacity(items.len());
+    let mut source_chains: Vec<MaybeChain<'_>> = Vec::with_capacity(items.len());
     for item in &items {
         let (mut chain, mut source_chain) = (None, None);
         // Pieces are planned from the declared length: never one no stream could decode to.
@@ -547,7 +589,7 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                     len,
                     format!("at most {}", ztensor_io::codec::zstd_max_decoded(*stored)),
                 )
-                .in_object(&object.name),
+                .in_object(object.name()),
             ));
         }
         if let Item::Stream { len, options, input, .. } = item {
@@ -560,7 +602,8 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                 chain = options
                     .digest
                     .as_ref()
-                    .and_then(|a| Chain::new(a, count, size, !zstd, ChainEnd::Output { zstd }));
+                    .and_then(|a| Chain::new(a, count, size, !zstd, ChainEnd::Output { zstd }))
+                    .map(Box::new);
             }
             // A raw source component's digest is checked over the pieces the workers read.
             if let Input::Raw { digest: Some(d), .. } | Input::Frames { digest: Some(d), .. } =
@@ -569,7 +612,7 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                 // Raw source pieces are exactly the piece size; stored frames are not.
                 let exact = matches!(input, Input::Raw { .. });
                 let end = ChainEnd::Source { expected: d.clone() };
-                source_chain = Chain::new(&d.algorithm(), count, size, exact, end);
+                source_chain = Chain::new(&d.algorithm(), count, size, exact, end).map(Box::new);
             }
         } else {
             plan.push(None);
@@ -714,7 +757,7 @@ fn produce<'a, 's, 'b, S: ReadAt>(
     source: Option<&'a S>,
     inputs: &'s [Option<(Input<'a>, WriteOptions)>],
     plan: &[Option<(u64, u64)>],
-    chains: (&'s [Option<Chain<'b>>], &'s [Option<Chain<'b>>]),
+    chains: (&'s [MaybeChain<'b>], &'s [MaybeChain<'b>]),
     scope: &rayon::Scope<'s>,
     tx: Sender<Message<'b>>,
     budget: &'b Budget,
@@ -868,7 +911,7 @@ where
         let single = count == 1;
         let options = options.clone();
         let tx = tx.clone();
-        let (chain, source_chain) = (chains[item].as_ref(), source_chains[item].as_ref());
+        let (chain, source_chain) = (chains[item].as_deref(), source_chains[item].as_deref());
         scope.spawn(move |_| {
             // Finished pieces whose place is known go out first.
             queue.drain(abort, budget);
@@ -1052,8 +1095,8 @@ impl<'b> Inbox<'_, 'b> {
 
 /// A streamed object whose bytes are written, waiting (in input order) to be added to the
 /// manifest.
-struct Written {
-    object: Box<Object>,
+struct Written<'a> {
+    object: Template<'a>,
     component: Component,
     /// The item whose hash chain still owes the component's digest, if any.
     chain: Option<usize>,
@@ -1065,9 +1108,9 @@ struct Written {
 /// arrive. Writing the next objects' bytes does not wait for a digest, so pieces that are
 /// hashed are written (and their memory given back) while a long component is still hashing.
 /// A repeated name is refused when the second object is added ([`Streaming::push_object`]).
-struct Pending(std::collections::VecDeque<Written>);
+struct Pending<'a>(std::collections::VecDeque<Written<'a>>);
 
-impl Pending {
+impl Pending<'_> {
     /// Adds the objects at the front whose digests are known; with `wait`, all of them.
     fn settle<W: Write>(
         &mut self,
@@ -1089,10 +1132,11 @@ impl Pending {
                 let Payload::Digest(d) = message? else { unreachable_payload()? };
                 front.component.digest = d;
             }
-            let Some(Written { mut object, component, .. }) = self.0.pop_front() else { break };
-            let name = object.name.clone();
+            let Some(Written { object, component, .. }) = self.0.pop_front() else { break };
+            let mut object = object.build();
             object.components.insert("data".to_owned(), component);
-            writer.push_object(*object)?;
+            let name = object.name.clone();
+            writer.push_object(object)?;
             progress.object_done(&name);
         }
         Ok(())
@@ -1119,8 +1163,8 @@ fn consume<'b: 's, 's, W: Write>(
             }
             Work::Stream { object, dtype, logical_type, len, options, checked } => {
                 writer.check_dense(
-                    &object.name,
-                    &object.shape,
+                    object.name(),
+                    object.shape(),
                     dtype,
                     logical_type.as_ref(),
                     len,

@@ -217,6 +217,7 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
             let dense = info.component(role::DATA).and_then(|c| c.dtype.known().map(|d| (c, d)));
             let streamed = raw.zip(dense).map(|(range, (c, dtype))| {
                 let object = dense_object(&info.name, &info.shape, attributes.clone());
+                let object = crate::pipeline::Template::Owned(object);
                 let input = Input::Raw { offset: range.offset, swap: None, digest: None };
                 let logical = c.logical_type.clone();
                 (range.source, stream(object, dtype, logical, range.len, input, &self.options))

@@ -65,7 +65,7 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
                     if first { super::text::shown(&o.name).into_owned() } else { String::new() },
                     if first { o.format.to_string() } else { String::new() },
                     if first { format!("{:?}", o.shape) } else { String::new() },
-                    role.clone(),
+                    role.to_owned(),
                     dtype,
                     if c.encoding == Encoding::Raw { "raw".into() } else { c.encoding.to_string() },
                     c.length.to_string(),
@@ -121,7 +121,7 @@ pub fn json<S: ReadAt>(path: &Path, reader: &Reader<S>) -> serde_json::Value {
                         "decoded": decoded,
                         "digest": c.digest.as_ref().map(|d| d.algorithm().name().to_owned()),
                     });
-                    (role.clone(), value)
+                    (role.to_owned(), value)
                 })
                 .collect();
             json!({

@@ -154,7 +154,8 @@ fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
     })
 }
 
-pub(crate) fn to_value(manifest: &Manifest) -> Result<Value> {
+/// The manifest's CBOR, deterministic (RFC 8949 §4.2.1), encoded tensor by tensor.
+pub(crate) fn encode(manifest: &Manifest) -> Result<Vec<u8>> {
     let unrepresentable =
         |what: &str| Error::new(ErrorKind::Unrepresentable, format!("v0.1 cannot express {what}"));
     if manifest.attributes.is_some() {
@@ -163,11 +164,13 @@ pub(crate) fn to_value(manifest: &Manifest) -> Result<Value> {
     if !manifest.extra.is_empty() || manifest.version_string.is_some() {
         return Err(unrepresentable("a version string or extra root keys"));
     }
-    let mut entries = Vec::with_capacity(manifest.objects.len());
+    let mut out = Vec::new();
+    crate::cbor::array_head(&mut out, manifest.objects.len() as u64);
     for object in &manifest.objects {
-        entries.push(tensor_value(object).map_err(|e| e.in_object(&object.name))?);
+        let value = tensor_value(object).map_err(|e| e.in_object(&object.name))?;
+        crate::cbor::encode_into(&value, &mut out)?;
     }
-    Ok(Value::Array(entries))
+    Ok(out)
 }
 
 fn tensor_value(object: &Object) -> Result<Value> {

@@ -12,7 +12,7 @@ use super::{
     check_attributes, check_name, missing, take_shape, take_text, take_u64, text_entries,
     wrong_type,
 };
-use crate::cbor::{Decoder, Head};
+use crate::cbor::{Decoder, Head, MapEncoder};
 use crate::digest::Digest;
 use crate::dtype::{DType, LogicalType, StorageType};
 use crate::error::{Error, ErrorKind, Result};
@@ -491,7 +491,8 @@ impl<'a> Direct<'a, '_> {
     }
 }
 
-pub(crate) fn to_value(manifest: &Manifest) -> Result<Value> {
+/// The manifest's CBOR, deterministic (RFC 8949 §4.2.1), encoded object by object.
+pub(crate) fn encode(manifest: &Manifest) -> Result<Vec<u8>> {
     let version_string = match &manifest.version_string {
         Some(s) => s.clone(),
         None => manifest.version.default_version_string().unwrap_or("1.2.0").to_owned(),
@@ -510,14 +511,20 @@ pub(crate) fn to_value(manifest: &Manifest) -> Result<Value> {
             .map_err(|e| e.kind_into(ErrorKind::InvalidInput))?;
         root.push((Value::from("attributes"), attributes.clone()));
     }
-    let mut objects = Vec::with_capacity(manifest.objects.len());
+    push_extra(&mut root, &manifest.extra, &["version", "attributes", "objects"])?;
+    let mut objects = MapEncoder::default();
     for object in &manifest.objects {
         let value = object_value(object).map_err(|e| e.in_object(&object.name))?;
-        objects.push((Value::Text(object.name.clone()), value));
+        objects.push(&Value::Text(object.name.clone()), &value)?;
     }
-    root.push((Value::from("objects"), Value::Map(objects)));
-    push_extra(&mut root, &manifest.extra, &["version", "attributes", "objects"])?;
-    Ok(Value::Map(root))
+    let mut map = MapEncoder::default();
+    for (key, value) in &root {
+        map.push(key, value)?;
+    }
+    map.entry(&Value::from("objects"), |out| objects.finish_into(out))?;
+    let mut out = Vec::new();
+    map.finish_into(&mut out)?;
+    Ok(out)
 }
 
 fn push_extra(
@@ -557,7 +564,7 @@ fn object_value(object: &Object) -> Result<Value> {
     let mut components = Vec::with_capacity(object.components.len());
     for (role, component) in &object.components {
         let value = component_value(component).map_err(|e| e.in_component(role))?;
-        components.push((Value::Text(role.clone()), value));
+        components.push((Value::Text(role.to_owned()), value));
     }
     map.push((Value::from("components"), Value::Map(components)));
     push_extra(&mut map, &object.extra, &["shape", "format", "attributes", "components"])?;
