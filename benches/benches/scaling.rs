@@ -9,6 +9,13 @@
 //! `ztensor` binary; default `target/release/ztensor`), `ZT_BENCH_THREADS` (comma-separated
 //! thread counts; default 1, 2, 4, … up to the cores present, and the cores).
 //!
+//! With `--simulate` (`cargo xtask bench scaling --simulate`) it runs the engine itself at 1, 2,
+//! 4 … 256 workers with the kernels replaced by this machine's own per-core latencies
+//! ([`ztensor_par::simulate`]) and reports, per worker count, the efficiency (speed-up over one
+//! worker ÷ workers, and the ideal time ÷ the measured one), the CPU of the calling and reading
+//! threads, how long each end waited, and the bytes in flight: the `simulated` entry of
+//! `target/bench/scaling.json`. `ZT_BENCH_WORKERS` overrides the list.
+//!
 //! For each mode it reports per-role CPU seconds per GB at all threads, the serial share (CPU of
 //! the busiest thread that is not a worker ÷ all CPU), the speed-up Amdahl's law projects from
 //! that share at 8 / 16 / 32 / 64 threads, and the wall speed-up measured at each thread count.
@@ -177,6 +184,10 @@ fn kernel(pieces: &[&[u8]], mode: &Mode, threads: usize) -> Duration {
 fn main() {
     if !Path::new("/proc/self/task").exists() {
         eprintln!("the scaling bench reads /proc/PID/task: Linux only");
+        return;
+    }
+    if std::env::args().any(|a| a == "--simulate") {
+        simulate();
         return;
     }
     let total =
@@ -379,4 +390,200 @@ fn targets(report: &[serde_json::Value], counts: &[usize], cores: usize) -> Vec<
         );
     }
     out
+}
+
+/// CPU nanoseconds a thread has run, from `/proc/.../schedstat` (its first field).
+fn schedstat_ns(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// The CPU of the threads called `name` of this process, sampled until `stop`: the last value
+/// seen of each (a thread's last few milliseconds may be missed).
+fn sample_named(name: &str, stop: &std::sync::atomic::AtomicBool) -> u64 {
+    let mut seen: BTreeMap<String, Option<bool>> = BTreeMap::new();
+    let mut last: BTreeMap<String, u64> = BTreeMap::new();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+            for task in tasks.flatten() {
+                let tid = task.file_name().to_string_lossy().into_owned();
+                // A thread is named by itself once started: ask again until it has a name of
+                // the engine's.
+                let known = seen.get(&tid).copied().flatten();
+                let matches = known.or_else(|| {
+                    let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+                    let comm = comm.trim();
+                    let decided = comm.starts_with("zt-");
+                    let hit = comm == name;
+                    if decided {
+                        seen.insert(tid.clone(), Some(hit));
+                    }
+                    Some(hit)
+                });
+                if matches == Some(true)
+                    && let Some(ns) = schedstat_ns(&task.path().join("schedstat"))
+                {
+                    last.insert(tid, ns);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    last.values().sum()
+}
+
+/// The engine at simulated worker counts (see the crate docs above).
+fn simulate() {
+    use ztensor_par::ParOptions;
+    use ztensor_par::simulate::{Simulation, Workload};
+    const PIECE: u64 = 4 << 20;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = root.join("target/bench-data/scaling-simulated");
+    std::fs::create_dir_all(&dir).expect("bench dir");
+
+    // The machine's kernels on one core: zstd-3 of bf16 weights and BLAKE3 of the output,
+    // per input byte, over 16 pieces.
+    let mut rng = Rng::new(7);
+    let mut pieces = Vec::new();
+    for _ in 0..16 {
+        let mut p = Vec::new();
+        normal_weights(&mut rng, PIECE / 2, true, &mut p);
+        pieces.push(p);
+    }
+    let started = Instant::now();
+    let stored: Vec<Vec<u8>> = pieces.iter().map(|p| zstd_encode(p, 3).expect("zstd")).collect();
+    let compress = started.elapsed();
+    let started = Instant::now();
+    for s in &stored {
+        let mut h = Hasher::new(&DigestAlgorithm::Blake3).expect("blake3");
+        h.update(s);
+        std::hint::black_box(h.finish());
+    }
+    let digest = started.elapsed();
+    let input = (PIECE * 16) as f64;
+    let sim = Simulation {
+        compress_ns_per_byte: compress.as_nanos() as f64 / input,
+        digest_ns_per_byte: digest.as_nanos() as f64 / input,
+    };
+    let piece_ms = (sim.compress_ns_per_byte + sim.digest_ns_per_byte) * PIECE as f64 / 1e6;
+    eprintln!(
+        "calibrated on one core: zstd-3 {:.0} MB/s, blake3 of its output {:.0} MB/s of input; \
+         {piece_ms:.1} ms per 4 MiB piece",
+        1e3 / sim.compress_ns_per_byte,
+        1e3 / sim.digest_ns_per_byte.max(1e-9),
+    );
+
+    let workers: Vec<usize> = match std::env::var("ZT_BENCH_WORKERS") {
+        Ok(list) => list.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
+        Err(_) => (0..=8).map(|k| 1usize << k).collect(),
+    };
+    // Every worker gets the same number of pieces (16, in tensors of 4), whatever the count,
+    // and the budget the same share per worker (the default 512 MiB at the least).
+    const ROUNDS: usize = 16;
+    let mut rows = Vec::new();
+    let mut one: Option<f64> = None;
+    println!(
+        "{:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10}",
+        "workers",
+        "pieces",
+        "wall ms",
+        "ideal ms",
+        "eff",
+        "eff/1",
+        "calling",
+        "reading",
+        "budget w",
+        "in flight"
+    );
+    for &n in &workers {
+        let work = Workload {
+            tensors: n * ROUNDS / 4,
+            tensor_len: 4 * PIECE,
+            digest: Some(DigestAlgorithm::Blake3),
+        };
+        let par =
+            ParOptions { threads: n, memory_budget: (512u64 << 20).max(n as u64 * 4 * 2 * PIECE) };
+        let path = dir.join("out.zt");
+        let _ = std::fs::remove_file(&path);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let calling_before = schedstat_ns(Path::new("/proc/thread-self/schedstat")).unwrap_or(0);
+        let (outcome, reading_ns) = std::thread::scope(|s| {
+            let sampler = s.spawn(|| sample_named("zt-read", &stop));
+            let outcome = ztensor_par::simulate::run(&work, sim, &par, &path);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            (outcome, sampler.join().expect("sampler"))
+        });
+        let calling_ns =
+            schedstat_ns(Path::new("/proc/thread-self/schedstat")).unwrap_or(0) - calling_before;
+        let o = outcome.expect("simulated run");
+        let wall = o.wall.as_secs_f64();
+        let per_piece = wall / o.pieces as f64;
+        if n == 1 {
+            one = Some(per_piece);
+        }
+        // Speed-up over one worker on the same work, ÷ workers (when one worker ran).
+        let efficiency = one.map_or(f64::NAN, |base| base / per_piece / n as f64);
+        let ideal_ratio = o.ideal.as_secs_f64() / wall;
+        // The calling thread's CPU as a share of all the work: simulated kernels and the
+        // coordinating threads' CPU.
+        let work_s = o.ideal.as_secs_f64() * n as f64;
+        let share = calling_ns as f64 / 1e9 / (work_s + (calling_ns + reading_ns) as f64 / 1e9);
+        println!(
+            "{n:>7} {:>7} {:>9.1} {:>9.1} {efficiency:>8.3} {ideal_ratio:>8.3} {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>7} MiB",
+            o.pieces,
+            wall * 1e3,
+            o.ideal.as_secs_f64() * 1e3,
+            calling_ns as f64 / 1e6,
+            reading_ns as f64 / 1e6,
+            o.budget_wait.as_secs_f64() * 1e3,
+            o.peak_in_flight >> 20,
+        );
+        rows.push(serde_json::json!({
+            "workers": n,
+            "pieces": o.pieces,
+            "wall_s": wall,
+            "ideal_s": o.ideal.as_secs_f64(),
+            "efficiency": efficiency,
+            "ideal_over_wall": ideal_ratio,
+            "calling_thread_cpu_s": calling_ns as f64 / 1e9,
+            "calling_thread_share": share,
+            "reading_thread_cpu_s": reading_ns as f64 / 1e9,
+            "budget_wait_s": o.budget_wait.as_secs_f64(),
+            "order_wait_s": o.order_wait.as_secs_f64(),
+            "peak_in_flight_bytes": o.peak_in_flight,
+            "memory_budget_bytes": par.memory_budget,
+        }));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let at =
+        |n: usize| rows.iter().find(|r| r["workers"] == n).and_then(|r| r["efficiency"].as_f64());
+    let target = |n: usize, needed: f64| {
+        serde_json::json!({
+            "target": format!("efficiency at {n} simulated workers"),
+            "measured": at(n),
+            "needed": needed,
+            "met": at(n).is_some_and(|e| e >= needed),
+        })
+    };
+    let simulated = serde_json::json!({
+        "cores": std::thread::available_parallelism().map_or(1, usize::from),
+        "piece_bytes": PIECE,
+        "pieces_per_worker": ROUNDS,
+        "compress_ns_per_byte": sim.compress_ns_per_byte,
+        "digest_ns_per_byte": sim.digest_ns_per_byte,
+        "kernels": "zstd-3 of bf16 N(0, 0.02) weights, BLAKE3 of the output, one core",
+        "targets": [target(64, 0.9), target(256, 0.75)],
+        "runs": rows,
+    });
+    // Beside the real runs' report, if there is one.
+    let path = root.join("target/bench/scaling.json");
+    let mut json: serde_json::Value = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({"bench": "scaling"}));
+    json["simulated"] = simulated;
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("report dir");
+    std::fs::write(&path, serde_json::to_string_pretty(&json).expect("json"))
+        .expect("write report");
+    eprintln!("wrote the `simulated` entry of {}", path.display());
 }

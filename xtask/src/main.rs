@@ -21,7 +21,8 @@ const TASKS: &[(&str, &str)] = &[
         "the benchmark suite against safetensors and the machine's ceilings (table + \
          target/bench/report.json; ZT_BENCH_BYTES, ZT_BENCH_RUNS, ZT_BENCH_SMALL, ZT_BENCH_ONLY), \
          or one bench of benches/ by name (scaling: per-role CPU of repack/convert runs, serial \
-         share, projected and measured speed-up; target/bench/scaling.json)",
+         share, projected and measured speed-up; target/bench/scaling.json; with --simulate, the \
+         engine at 1..256 simulated workers)",
     ),
     (
         "fuzz-smoke [SECONDS] [TARGET...]",
@@ -69,7 +70,10 @@ fn main() -> Result<()> {
             // The suite's repack row runs the release binary as a user would.
             cargo(&["build", "--release", "-p", "ztensor-cli"], &[])?;
             let name = args.get(1).map_or("suite", String::as_str);
-            cargo(&["bench", "-p", "ztensor-benches", "--bench", name], &[])
+            // What follows the name goes to the bench (`bench scaling --simulate`).
+            let mut command = vec!["bench", "-p", "ztensor-benches", "--bench", name, "--"];
+            command.extend(args.iter().skip(2).map(String::as_str));
+            cargo(&command, &[])
         }
         "fuzz-smoke" => fuzz_smoke(
             args.get(1).and_then(|s| s.parse().ok()).unwrap_or(30),

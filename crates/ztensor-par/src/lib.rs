@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 mod pipeline;
+pub mod simulate;
 mod sink;
 
 pub use crate::sink::ZtSink;
@@ -99,7 +100,7 @@ impl ParOptions {
         ParOptions { threads, ..ParOptions::default() }
     }
 
-    fn pool(&self) -> Result<rayon::ThreadPool> {
+    pub(crate) fn pool(&self) -> Result<rayon::ThreadPool> {
         let threads = if self.threads == 0 {
             std::thread::available_parallelism().map_or(1, usize::from)
         } else {
@@ -347,7 +348,7 @@ fn run<'a, S: ReadAt, W: Write>(
 ) -> Result<Stats> {
     let pool = par.pool()?;
     let budget = Budget::new(par.memory_budget);
-    pipeline::run(source, items, writer, &pool, &budget, progress)?;
+    pipeline::run(source, items, writer, &pool, &budget, progress, pipeline::Kernels::Real)?;
     Ok(Stats { peak_in_flight: budget.peak() })
 }
 

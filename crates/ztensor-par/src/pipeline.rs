@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -217,6 +217,7 @@ type Message<'b> = (Key, Result<Payload<'b>>);
 /// each worker hashes its own piece and the chain only combines the shares, in order.
 struct Chain<'b> {
     state: Mutex<ChainState<'b>>,
+    kernels: Kernels,
     pieces: usize,
     end: ChainEnd,
     /// For computing shares outside the lock; `None` to hash the pieces in order.
@@ -255,6 +256,7 @@ impl<'b> Chain<'b> {
         size: u64,
         exact: bool,
         end: ChainEnd,
+        kernels: Kernels,
     ) -> Option<Chain<'b>> {
         let hasher = Hasher::new(algorithm)?;
         // BLAKE3 combines only pieces of exactly the power-of-two size, and at least two.
@@ -269,7 +271,7 @@ impl<'b> Chain<'b> {
             combiner: shares.clone(),
             shared: BTreeMap::new(),
         };
-        Some(Chain { state: Mutex::new(state), pieces, end, shares })
+        Some(Chain { state: Mutex::new(state), kernels, pieces, end, shares })
     }
 
     /// Adds piece `index`; hashes every piece that is now next in line, unless another worker
@@ -285,6 +287,7 @@ impl<'b> Chain<'b> {
     ) {
         let lock = || self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(shares) = &self.shares {
+            self.kernels.digest_latency(input_len);
             let share = shares.share(index as u64, &piece.bytes);
             let frame = (piece.bytes.len() as u64, input_len);
             drop(piece);
@@ -319,6 +322,7 @@ impl<'b> Chain<'b> {
             };
             let mut hasher = state.hasher.take();
             drop(state);
+            self.kernels.digest_latency(input_len);
             if let Some(h) = hasher.as_mut() {
                 h.update(&piece.bytes);
             }
@@ -398,6 +402,37 @@ fn table_of(frames: &[(u64, u64)]) -> Result<Vec<u8>> {
     Ok(seek_table(&sizes))
 }
 
+/// What compresses and digests the pieces: the real kernels, or per-byte latencies standing in
+/// for them ([`crate::simulate`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) enum Kernels {
+    #[default]
+    Real,
+    Simulated(crate::simulate::Simulation),
+}
+
+impl Kernels {
+    /// Spends what digesting the output of `input_len` input bytes would, when simulated.
+    fn digest_latency(&self, input_len: u64) {
+        if let Kernels::Simulated(s) = self {
+            crate::simulate::spend(s.digest_ns_per_byte, input_len);
+        }
+    }
+}
+
+/// How long the two ordered ends of the engine waited, in nanoseconds: the reading side for
+/// budget, the writing side for the next piece in order.
+#[derive(Debug, Default)]
+pub(crate) struct Waits {
+    pub(crate) budget: AtomicU64,
+    pub(crate) order: AtomicU64,
+}
+
+fn add_since(counter: &AtomicU64, start: std::time::Instant) {
+    let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    counter.fetch_add(ns, Ordering::Relaxed);
+}
+
 /// A count of bytes in flight, with backpressure: taking blocks while the budget is used,
 /// except that one piece is always admitted when nothing is in flight (so a piece larger than
 /// the budget still makes progress, alone).
@@ -406,16 +441,25 @@ pub(crate) struct Budget {
     used: Mutex<u64>,
     freed: Condvar,
     peak: Mutex<u64>,
+    /// Where the engine's ends record how long they waited.
+    pub(crate) waits: Waits,
 }
 
 impl Budget {
     pub(crate) fn new(limit: u64) -> Budget {
-        Budget { limit, used: Mutex::new(0), freed: Condvar::new(), peak: Mutex::new(0) }
+        Budget {
+            limit,
+            used: Mutex::new(0),
+            freed: Condvar::new(),
+            peak: Mutex::new(0),
+            waits: Waits::default(),
+        }
     }
 
     /// Admits `n` bytes, waiting for room; `false` (nothing admitted) when the run is aborted.
     fn take(&self, n: u64, abort: &AtomicBool) -> bool {
         let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut waited = None;
         loop {
             if abort.load(Ordering::Relaxed) {
                 return false;
@@ -423,7 +467,11 @@ impl Budget {
             if *used == 0 || used.saturating_add(n) <= self.limit {
                 break;
             }
+            waited.get_or_insert_with(std::time::Instant::now);
             used = self.freed.wait(used).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        if let Some(start) = waited {
+            add_since(&self.waits.budget, start);
         }
         *used += n;
         let mut peak = self.peak.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -449,7 +497,7 @@ impl Budget {
 }
 
 /// The piece size of a component: its zstd frame size, or (raw) the same fixed unit.
-fn piece_size(options: &WriteOptions, len: u64) -> u64 {
+pub(crate) fn piece_size(options: &WriteOptions, len: u64) -> u64 {
     match options.chunk_size {
         Some(c) if c > 0 => c,
         _ => len.max(1),
@@ -542,7 +590,7 @@ pub(crate) struct Unit {
 }
 
 /// How many pieces of `size` a component of `len` bytes is cut into (one when empty).
-fn pieces_of(len: u64, size: u64) -> usize {
+pub(crate) fn pieces_of(len: u64, size: u64) -> usize {
     usize::try_from(len.div_ceil(size.max(1)).max(1)).unwrap_or(usize::MAX)
 }
 
@@ -567,6 +615,7 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     pool: &rayon::ThreadPool,
     budget: &Budget,
     progress: &dyn Progress,
+    kernels: Kernels,
 ) -> Result<()> {
     // Each streamed item's length and piece size: its units of work are generated from these
     // as they are reached (never planned up front: a small file of many large aliases would
@@ -602,7 +651,9 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                 chain = options
                     .digest
                     .as_ref()
-                    .and_then(|a| Chain::new(a, count, size, !zstd, ChainEnd::Output { zstd }))
+                    .and_then(|a| {
+                        Chain::new(a, count, size, !zstd, ChainEnd::Output { zstd }, kernels)
+                    })
                     .map(Box::new);
             }
             // A raw source component's digest is checked over the pieces the workers read.
@@ -612,7 +663,8 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                 // Raw source pieces are exactly the piece size; stored frames are not.
                 let exact = matches!(input, Input::Raw { .. });
                 let end = ChainEnd::Source { expected: d.clone() };
-                source_chain = Chain::new(&d.algorithm(), count, size, exact, end).map(Box::new);
+                source_chain =
+                    Chain::new(&d.algorithm(), count, size, exact, end, kernels).map(Box::new);
             }
         } else {
             plan.push(None);
@@ -651,7 +703,8 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
             let producer = std::thread::Builder::new()
                 .name("zt-read".into())
                 .spawn_scoped(threads, move || {
-                    produce(source, inputs, plan, chains, scope, tx, budget, abort, queue, progress)
+                    let ends = (tx, budget, abort, queue);
+                    produce(source, inputs, plan, chains, scope, ends, progress, kernels)
                 })
                 .map_err(|e| Error::io("starting the reading thread", None, e))?;
             // A panic here (in the writer or a progress hook) must not leave the reading thread
@@ -759,17 +812,16 @@ fn produce<'a, 's, 'b, S: ReadAt>(
     plan: &[Option<(u64, u64)>],
     chains: (&'s [MaybeChain<'b>], &'s [MaybeChain<'b>]),
     scope: &rayon::Scope<'s>,
-    tx: Sender<Message<'b>>,
-    budget: &'b Budget,
-    abort: &'s AtomicBool,
-    queue: &'s WriteQueue<'b>,
+    ends: (Sender<Message<'b>>, &'b Budget, &'s AtomicBool, &'s WriteQueue<'b>),
     progress: &dyn Progress,
+    kernels: Kernels,
 ) -> Result<()>
 where
     'a: 'b,
     'b: 's,
 {
     let (chains, source_chains) = chains;
+    let (tx, budget, abort, queue) = ends;
     let mut stream: Option<(usize, ZstdStream<'a, S>)> = None;
     let fail = |seq: usize, error: Error, cost: u64| {
         budget.give(cost);
@@ -971,7 +1023,7 @@ where
                             Arc::new(Tracked { bytes: Cow::Owned(copy), cost: swap_cost, budget });
                     }
                 }
-                match prepare(input, &options, single, bound, budget) {
+                match prepare(input, &options, single, bound, budget, kernels) {
                     Ok(prepared) => {
                         let bytes = Arc::clone(&prepared.bytes);
                         let input_len = prepared.input_len;
@@ -1035,11 +1087,18 @@ fn prepare<'b>(
     whole_component: bool,
     out_cost: u64,
     budget: &'b Budget,
+    kernels: Kernels,
 ) -> Result<Prepared<'b>> {
     let input_len = input.bytes.len() as u64;
-    let bytes = match options.compression {
-        Compression::Raw => input,
-        Compression::Zstd(level) => {
+    let bytes = match (options.compression, kernels) {
+        (Compression::Zstd(_), Kernels::Simulated(s)) => {
+            crate::simulate::spend(s.compress_ns_per_byte, input_len);
+            let out = crate::simulate::output_len(input_len);
+            drop(input);
+            Arc::new(Tracked { bytes: Cow::Owned(vec![0; out]), cost: out_cost, budget })
+        }
+        (Compression::Raw, _) => input,
+        (Compression::Zstd(level), Kernels::Real) => {
             // Tracked from here on, so the budget is given back whatever happens.
             let mut t = Tracked { bytes: Cow::Borrowed(&[]), cost: out_cost, budget };
             let z = zstd_encode(&input.bytes, level);
@@ -1050,6 +1109,7 @@ fn prepare<'b>(
     };
     let digest = match (&options.digest, whole_component) {
         (Some(a), true) => {
+            kernels.digest_latency(input_len);
             let mut h = Hasher::new(a).ok_or_else(|| {
                 Error::from(FormatError::new(Rule::InvalidInput, "unknown digest"))
             })?;
@@ -1065,18 +1125,30 @@ fn prepare<'b>(
 struct Inbox<'r, 'b> {
     rx: &'r Receiver<Message<'b>>,
     waiting: HashMap<Key, Result<Payload<'b>>>,
+    /// Where the time spent waiting is added.
+    waited: &'r AtomicU64,
 }
 
 impl<'b> Inbox<'_, 'b> {
     /// The message for `key`, waiting for it.
     fn wait(&mut self, key: Key) -> Result<Payload<'b>> {
-        loop {
-            if let Some(p) = self.waiting.remove(&key) {
-                return p;
-            }
-            let (k, p) = self.rx.recv().map_err(|_| Error::failed("the pipeline stopped early"))?;
-            self.waiting.insert(k, p);
+        if let Some(p) = self.poll(key) {
+            return p;
         }
+        let start = std::time::Instant::now();
+        let outcome = loop {
+            if let Some(p) = self.waiting.remove(&key) {
+                break p;
+            }
+            match self.rx.recv() {
+                Ok((k, p)) => {
+                    self.waiting.insert(k, p);
+                }
+                Err(_) => break Err(Error::failed("the pipeline stopped early")),
+            }
+        };
+        add_since(self.waited, start);
+        outcome
     }
 
     /// The message for `key`: waiting for it with `wait`, else only if it has arrived.
@@ -1152,7 +1224,7 @@ fn consume<'b: 's, 's, W: Write>(
     writes: &Writes<'_, 's, 'b>,
     progress: &dyn Progress,
 ) -> Result<()> {
-    let mut inbox = Inbox { rx, waiting: HashMap::new() };
+    let mut inbox = Inbox { rx, waiting: HashMap::new(), waited: &writes.budget.waits.order };
     let mut pending = Pending(std::collections::VecDeque::new());
     let mut seq = 0usize;
     for (item, work) in items.into_iter().enumerate() {

@@ -8,3 +8,6 @@ mod identical;
 
 /// Failing sources and sinks, memory budget, the parallel read side.
 mod behaviour;
+
+/// The engine with simulated kernels, at worker counts beyond the machine's cores.
+mod simulate;
