@@ -131,7 +131,9 @@ impl Template<'_> {
             Template::Like { source, attributes } => {
                 let mut object =
                     Object::new(&source.name, source.shape.clone(), ztensor_format::Format::Dense);
-                object.attributes = source.attributes.clone().filter(|_| attributes);
+                if attributes {
+                    object.attributes.clone_from(&source.attributes);
+                }
                 object
             }
         }
