@@ -401,10 +401,17 @@ impl<S: ReadAt> Reader<S> {
             .then(|| c.dtype.known().map_or(1, DType::size))
             .and_then(|w| usize::try_from(w).ok())
             .filter(|&w| w > 1);
-        // Whole elements per piece, so a byte-order swap never splits one.
-        let piece = swap.map_or(piece, |w| (piece / w).max(1) * w);
         let expected = object.decoded_len(role);
         let cap = expected.unwrap_or(limit).min(limit);
+        // No larger than the component needs: a file of a million small tensors must not
+        // zero a full piece for each.
+        let most = match c.encoding {
+            Encoding::Raw => c.length,
+            _ => cap,
+        };
+        let piece = piece.min(usize::try_from(most).unwrap_or(usize::MAX)).max(1);
+        // Whole elements per piece, so a byte-order swap never splits one.
+        let piece = swap.map_or(piece, |w| (piece / w).max(1) * w);
         let mut buf = crate::buffer::try_zeroed(piece as u64, "a decoding piece")
             .map_err(|e| Error::io("decoding", None, e))?;
         let io_error = |e: std::io::Error| Error::io(format!("reading {name:?}/{role}"), None, e);
