@@ -13,7 +13,8 @@
 //! temporary file renamed over the target.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::hash::BuildHasher as _;
 use std::io::Write;
 use std::path::Path;
 
@@ -50,9 +51,154 @@ pub struct TensorInfo {
 pub struct SafetensorsFile<S> {
     source: S,
     tensors: Vec<TensorInfo>,
-    by_name: HashMap<String, usize>,
+    by_name: NameIndex,
     metadata: BTreeMap<String, String>,
     carry_unknown: bool,
+}
+
+/// Tensor indices hashed by name: a lookup without a second copy of every name (a header may
+/// name a million tensors).
+struct NameIndex {
+    table: hashbrown::HashTable<usize>,
+    /// Keyed per file, so hostile names cannot be chosen to collide.
+    hasher: std::hash::RandomState,
+}
+
+impl std::fmt::Debug for NameIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NameIndex").field("len", &self.table.len()).finish_non_exhaustive()
+    }
+}
+
+impl NameIndex {
+    /// Indexes `tensors` by name; a name given twice is malformed.
+    fn of(tensors: &[TensorInfo]) -> Result<NameIndex> {
+        let hasher = std::hash::RandomState::new();
+        let mut table = hashbrown::HashTable::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            let hash = hasher.hash_one(t.name.as_str());
+            match table.entry(
+                hash,
+                |&j: &usize| tensors[j].name == t.name,
+                |&j: &usize| hasher.hash_one(tensors[j].name.as_str()),
+            ) {
+                hashbrown::hash_table::Entry::Occupied(_) => {
+                    return Err(malformed(format!(
+                        "header: tensor {:?} is described twice",
+                        t.name
+                    )));
+                }
+                hashbrown::hash_table::Entry::Vacant(slot) => {
+                    slot.insert(i);
+                }
+            }
+        }
+        Ok(NameIndex { table, hasher })
+    }
+
+    fn get(&self, tensors: &[TensorInfo], name: &str) -> Option<usize> {
+        let hash = self.hasher.hash_one(name);
+        self.table.find(hash, |&i| tensors[i].name == name).copied()
+    }
+}
+
+/// The header, read straight into the tensor list: one copy of each name, no map of every
+/// entry beside it (the `safetensors` crate's own `Metadata` holds three). Offsets are still
+/// relative to the data.
+struct Header {
+    tensors: Vec<TensorInfo>,
+    metadata: BTreeMap<String, String>,
+}
+
+/// One tensor as the header describes it.
+#[derive(serde::Deserialize)]
+struct Entry {
+    dtype: Dtype,
+    shape: Vec<u64>,
+    data_offsets: (u64, u64),
+}
+
+impl<'de> serde::Deserialize<'de> for Header {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Header;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of tensor names to their dtype, shape and data offsets")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Header, A::Error> {
+                use serde::de::Error as _;
+                let mut tensors = Vec::new();
+                let mut metadata = None;
+                while let Some(name) = map.next_key::<String>()? {
+                    if name == "__metadata__" {
+                        if metadata.is_some() {
+                            return Err(A::Error::custom("__metadata__ is given twice"));
+                        }
+                        let m: Option<BTreeMap<String, String>> = map.next_value()?;
+                        metadata = Some(m.unwrap_or_default());
+                        continue;
+                    }
+                    let Entry { dtype, shape, data_offsets: (start, end) } = map
+                        .next_value()
+                        .map_err(|e| A::Error::custom(format!("tensor {name:?}: {e}")))?;
+                    if end < start {
+                        return Err(A::Error::custom(format!(
+                            "tensor {name:?}: data offsets [{start}, {end}) end before they start"
+                        )));
+                    }
+                    tensors.push(TensorInfo {
+                        name,
+                        dtype,
+                        shape,
+                        offset: start,
+                        len: end - start,
+                    });
+                }
+                tensors.shrink_to_fit();
+                Ok(Header { tensors, metadata: metadata.unwrap_or_default() })
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
+/// Checks what the format requires of tensors in data order (offsets relative to the data):
+/// each starts where the one before ends, the first at 0, and holds exactly the bytes its dtype
+/// and shape need. Returns the length of the data.
+fn check_layout(tensors: &[TensorInfo]) -> Result<u64> {
+    let mut end = 0u64;
+    for t in tensors {
+        if t.offset != end {
+            return Err(malformed(format!(
+                "header: tensor {:?}: its data starts at {} of the data, but the tensor before it ends at \
+                 {end} (the data must be contiguous, in order)",
+                t.name, t.offset
+            )));
+        }
+        let bits = t
+            .shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .and_then(|n| n.checked_mul(t.dtype.bitsize() as u64));
+        let Some(bits) = bits else {
+            return Err(malformed(format!("header: tensor {:?}: its size overflows", t.name)));
+        };
+        if bits % 8 != 0 || bits / 8 != t.len {
+            return Err(malformed(format!(
+                "header: tensor {:?}: shape {:?} of {:?} needs {} bits, but its data offsets span \
+                 {} bytes",
+                t.name, t.shape, t.dtype, bits, t.len
+            )));
+        }
+        end = t.offset + t.len;
+    }
+    Ok(end)
 }
 
 fn malformed(message: impl Into<String>) -> Error {
@@ -98,40 +244,26 @@ impl<S: ReadAt> SafetensorsFile<S> {
         // Bounded by the file's length and the limit, so the allocation is backed by real bytes.
         let mut header = vec![0u8; usize::try_from(n).map_err(|_| malformed("header too large"))?];
         source.read_exact_at(8, &mut header).map_err(read_error)?;
-        let parsed: safetensors::tensor::Metadata =
+        let Header { mut tensors, metadata } =
             serde_json::from_slice(&header).map_err(|e| malformed(format!("header: {e}")))?;
+        drop(header);
         let data_start = 8 + n;
-        let data_len = parsed.data_len() as u64;
+        // In data order; zero-length tensors share an offset, and names settle their order, so
+        // every run gives the same order.
+        tensors
+            .sort_unstable_by(|a, b| (a.offset, a.len, &a.name).cmp(&(b.offset, b.len, &b.name)));
+        let by_name = NameIndex::of(&tensors)?;
+        let data_len = check_layout(&tensors)?;
         if data_start.checked_add(data_len) != Some(file_len) {
             return Err(malformed(format!(
                 "the header describes {data_len} bytes of data, but {} follow it",
                 file_len - data_start
             )));
         }
-        let mut tensors = Vec::new();
-        let mut by_name = HashMap::new();
-        for name in parsed.offset_keys() {
-            let info = parsed.info(&name).ok_or_else(|| malformed("inconsistent header"))?;
-            let (start, end) = info.data_offsets;
-            tensors.push(TensorInfo {
-                name,
-                dtype: info.dtype,
-                shape: info.shape.iter().map(|&d| d as u64).collect(),
-                offset: data_start + start as u64,
-                len: (end - start) as u64,
-            });
+        for t in &mut tensors {
+            // Below the file's length, as just checked.
+            t.offset += data_start;
         }
-        // In data order; zero-length tensors share an offset, and the parser's map leaves their
-        // order to chance, so names settle it and every run gives the same order.
-        tensors.sort_by(|a, b| (a.offset, a.len, &a.name).cmp(&(b.offset, b.len, &b.name)));
-        for (i, t) in tensors.iter().enumerate() {
-            by_name.insert(t.name.clone(), i);
-        }
-        let metadata = parsed
-            .metadata()
-            .as_ref()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default();
         Ok(SafetensorsFile { source, tensors, by_name, metadata, carry_unknown: false })
     }
 
@@ -142,7 +274,7 @@ impl<S: ReadAt> SafetensorsFile<S> {
 
     /// The tensor called `name`.
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
-        self.by_name.get(name).map(|&i| &self.tensors[i])
+        self.by_name.get(&self.tensors, name).map(|i| &self.tensors[i])
     }
 
     /// The `__metadata__` map (empty when absent).
@@ -735,7 +867,7 @@ impl<S: ReadAt> TensorSource for SafetensorsFile<S> {
     }
 
     fn find(&self, name: &str) -> Option<usize> {
-        self.by_name.get(name).copied()
+        self.by_name.get(&self.tensors, name)
     }
 
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
