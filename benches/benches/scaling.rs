@@ -476,9 +476,9 @@ fn simulate() {
         Ok(list) => list.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
         Err(_) => (0..=8).map(|k| 1usize << k).collect(),
     };
-    // Every worker gets the same number of pieces (16, in tensors of 4), whatever the count,
+    // Every worker gets the same number of pieces (64, in tensors of 4), whatever the count,
     // and the budget the same share per worker (the default 512 MiB at the least).
-    const ROUNDS: usize = 16;
+    const ROUNDS: usize = 64;
     let mut rows = Vec::new();
     let mut one: Option<f64> = None;
     println!(

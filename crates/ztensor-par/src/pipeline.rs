@@ -697,7 +697,13 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
 
     // The first failure of a positioned write by a worker, if any.
     let (queued, pending_writes) = crossbeam_channel::unbounded();
-    let queue = WriteQueue { tx: queued, rx: pending_writes, failed: Mutex::new(None) };
+    let queue = WriteQueue {
+        tx: queued,
+        rx: pending_writes,
+        failed: Mutex::new(None),
+        drain_pending: AtomicBool::new(false),
+        draining: AtomicBool::new(false),
+    };
     let outcome = pool.in_place_scope(|scope| {
         std::thread::scope(|threads| {
             let (inputs, plan, abort, queue) = (&inputs, &plan, &abort, &queue);
@@ -742,22 +748,42 @@ struct WriteQueue<'b> {
     rx: Receiver<(BlobSlot, Arc<Tracked<'b>>)>,
     /// The first failure of a write, if any.
     failed: Mutex<Option<Error>>,
+    /// Whether a task that drains the queue is spawned and not yet started: one is enough, so
+    /// a piece does not cost a task of its own (with hundreds of workers, every task is a trip
+    /// through the pool's shared queues).
+    drain_pending: AtomicBool,
+    /// Whether a worker is draining the queue now.
+    draining: AtomicBool,
 }
 
 impl WriteQueue<'_> {
     /// Writes every piece waiting now. A failure stops the run and is reported when it ends;
     /// after one, waiting pieces are dropped unwritten (their budget given back).
+    ///
+    /// One worker drains at a time: writes to one file serialize in the kernel anyway (the
+    /// inode's lock), and hundreds of workers writing at once only spin on it. A worker that
+    /// finds another draining goes on to its own work; the drainer looks again after it lets
+    /// go, so a piece queued meanwhile is never left behind.
     fn drain(&self, abort: &AtomicBool, budget: &Budget) {
-        while let Ok((slot, bytes)) = self.rx.try_recv() {
-            if abort.load(Ordering::Relaxed) {
-                continue;
+        loop {
+            if self.draining.swap(true, Ordering::SeqCst) {
+                return;
             }
-            if let Err(e) = slot.write(&bytes.bytes) {
-                let mut first =
-                    self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                first.get_or_insert(e);
-                abort.store(true, Ordering::Relaxed);
-                budget.wake();
+            while let Ok((slot, bytes)) = self.rx.try_recv() {
+                if abort.load(Ordering::Relaxed) {
+                    continue;
+                }
+                if let Err(e) = slot.write(&bytes.bytes) {
+                    let mut first =
+                        self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    first.get_or_insert(e);
+                    abort.store(true, Ordering::Relaxed);
+                    budget.wake();
+                }
+            }
+            self.draining.store(false, Ordering::SeqCst);
+            if self.rx.is_empty() {
+                return;
             }
         }
     }
@@ -776,8 +802,16 @@ impl<'b: 's, 's> Writes<'_, 's, 'b> {
     /// even when no other piece is left to start).
     fn spawn(&self, slot: BlobSlot, bytes: Arc<Tracked<'b>>) {
         let _ = self.queue.tx.send((slot, bytes));
+        // A drain task spawned and not yet started will take this piece too: it clears the
+        // flag before it drains, and the piece was queued before the flag was read.
+        if self.queue.drain_pending.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let (queue, abort, budget) = (self.queue, self.abort, self.budget);
-        self.scope.spawn(move |_| queue.drain(abort, budget));
+        self.scope.spawn(move |_| {
+            queue.drain_pending.store(false, Ordering::SeqCst);
+            queue.drain(abort, budget);
+        });
     }
 
     /// Bytes made here (a seek table), outside the budget.
