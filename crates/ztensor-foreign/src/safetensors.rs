@@ -14,7 +14,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::hash::BuildHasher as _;
 use std::io::Write;
 use std::path::Path;
 
@@ -51,55 +50,9 @@ pub struct TensorInfo {
 pub struct SafetensorsFile<S> {
     source: S,
     tensors: Vec<TensorInfo>,
-    by_name: NameIndex,
+    by_name: ztensor_format::NameIndex,
     metadata: BTreeMap<String, String>,
     carry_unknown: bool,
-}
-
-/// Tensor indices hashed by name: a lookup without a second copy of every name (a header may
-/// name a million tensors).
-struct NameIndex {
-    table: hashbrown::HashTable<usize>,
-    /// Keyed per file, so hostile names cannot be chosen to collide.
-    hasher: std::hash::RandomState,
-}
-
-impl std::fmt::Debug for NameIndex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NameIndex").field("len", &self.table.len()).finish_non_exhaustive()
-    }
-}
-
-impl NameIndex {
-    /// Indexes `tensors` by name; a name given twice is malformed.
-    fn of(tensors: &[TensorInfo]) -> Result<NameIndex> {
-        let hasher = std::hash::RandomState::new();
-        let mut table = hashbrown::HashTable::with_capacity(tensors.len());
-        for (i, t) in tensors.iter().enumerate() {
-            let hash = hasher.hash_one(t.name.as_str());
-            match table.entry(
-                hash,
-                |&j: &usize| tensors[j].name == t.name,
-                |&j: &usize| hasher.hash_one(tensors[j].name.as_str()),
-            ) {
-                hashbrown::hash_table::Entry::Occupied(_) => {
-                    return Err(malformed(format!(
-                        "header: tensor {:?} is described twice",
-                        t.name
-                    )));
-                }
-                hashbrown::hash_table::Entry::Vacant(slot) => {
-                    slot.insert(i);
-                }
-            }
-        }
-        Ok(NameIndex { table, hasher })
-    }
-
-    fn get(&self, tensors: &[TensorInfo], name: &str) -> Option<usize> {
-        let hash = self.hasher.hash_one(name);
-        self.table.find(hash, |&i| tensors[i].name == name).copied()
-    }
 }
 
 /// The header, read straight into the tensor list: one copy of each name, no map of every
@@ -252,7 +205,12 @@ impl<S: ReadAt> SafetensorsFile<S> {
         // every run gives the same order.
         tensors
             .sort_unstable_by(|a, b| (a.offset, a.len, &a.name).cmp(&(b.offset, b.len, &b.name)));
-        let by_name = NameIndex::of(&tensors)?;
+        let mut by_name = ztensor_format::NameIndex::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            if by_name.insert(i, |j| &tensors[j].name).is_some() {
+                return Err(malformed(format!("header: tensor {:?} is described twice", t.name)));
+            }
+        }
         let data_len = check_layout(&tensors)?;
         if data_start.checked_add(data_len) != Some(file_len) {
             return Err(malformed(format!(
@@ -274,7 +232,7 @@ impl<S: ReadAt> SafetensorsFile<S> {
 
     /// The tensor called `name`.
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
-        self.by_name.get(&self.tensors, name).map(|i| &self.tensors[i])
+        self.by_name.find(name, |i| &self.tensors[i].name).map(|i| &self.tensors[i])
     }
 
     /// The `__metadata__` map (empty when absent).
@@ -867,7 +825,7 @@ impl<S: ReadAt> TensorSource for SafetensorsFile<S> {
     }
 
     fn find(&self, name: &str) -> Option<usize> {
-        self.by_name.get(&self.tensors, name)
+        self.by_name.find(name, |i| &self.tensors[i].name)
     }
 
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {

@@ -50,6 +50,7 @@ mod framing;
 mod layout;
 mod limits;
 pub mod manifest;
+mod names;
 mod validate;
 mod value;
 
@@ -84,6 +85,7 @@ pub use crate::manifest::{
     ByteOrder, Component, Components, ComponentsIter, Encoding, Format, Manifest, Object, Packing,
     Version,
 };
+pub use crate::names::NameIndex;
 pub use crate::validate::{ObjectRef, ValidatedManifest, element_count, element_size, validate};
 pub use crate::value::{CBOR_INT_MAX, CBOR_INT_MIN, Value, text_map};
 

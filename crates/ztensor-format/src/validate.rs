@@ -12,7 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::framing::{HEADER_LEN, ManifestLocation};
 use crate::layout::ALIGNMENT;
 use crate::limits::Options;
-use std::hash::BuildHasher as _;
+use crate::names::NameIndex;
 
 use crate::manifest::{ByteOrder, Component, Encoding, Format, Manifest, Object, Packing, Version};
 
@@ -26,10 +26,8 @@ pub struct ValidatedManifest {
     /// Every object's decoded component lengths, one run per object in manifest order (see
     /// [`ObjectInfo::decoded`]): one vector for the whole manifest rather than one per object.
     decoded: Vec<Option<u64>>,
-    /// Object indices hashed by name, for lookups without a second copy of every name.
-    by_name: hashbrown::HashTable<usize>,
-    /// Keyed per manifest, so hostile names cannot be chosen to collide.
-    hasher: std::hash::RandomState,
+    /// Object indices by name, for lookups without a second copy of every name.
+    by_name: NameIndex,
     /// Objects a lookup by name never finds: an earlier one has the same name.
     shadowed: Vec<usize>,
 }
@@ -148,16 +146,12 @@ impl ValidatedManifest {
     /// Where the object called `name` is in [`ValidatedManifest::objects`].
     pub fn index_of(&self, name: &str) -> Option<usize> {
         let objects = &self.manifest.objects;
-        let hash = self.hasher.hash_one(name);
-        self.by_name.find(hash, |&i| objects[i].name == name).copied()
+        self.by_name.find(name, |i| &objects[i].name)
     }
 
     /// The object called `name`.
     pub fn get(&self, name: &str) -> Option<ObjectRef<'_>> {
-        let objects = &self.manifest.objects;
-        let hash = self.hasher.hash_one(name);
-        let &i = self.by_name.find(hash, |&i| objects[i].name == name)?;
-        Some(self.object_ref(i))
+        self.index_of(name).map(|i| self.object_ref(i))
     }
 
     /// Objects that a lookup by name never finds, because an earlier object has the same name.
@@ -252,27 +246,17 @@ pub fn validate(
         crate::manifest::check_attributes(a, "attributes")?;
     }
     let objects = &manifest.objects;
-    let hasher = std::hash::RandomState::new();
-    let mut by_name = hashbrown::HashTable::with_capacity(objects.len());
+    let mut by_name = NameIndex::with_capacity(objects.len());
     let mut shadowed = Vec::new();
     for (i, object) in objects.iter().enumerate() {
-        let hash = hasher.hash_one(object.name.as_str());
-        let entry = by_name.entry(
-            hash,
-            |&j: &usize| objects[j].name == object.name,
-            |&j: &usize| hasher.hash_one(objects[j].name.as_str()),
-        );
-        match entry {
+        if by_name.insert(i, |j| &objects[j].name).is_some() {
             // The reference v0.1 writer writes such files and its reader lists both tensors:
             // read them, and let lookups find the first, unless strict.
-            hashbrown::hash_table::Entry::Occupied(_) if options.strict => {
+            if options.strict {
                 return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
                     .in_object(&object.name));
             }
-            hashbrown::hash_table::Entry::Occupied(_) => shadowed.push(i),
-            hashbrown::hash_table::Entry::Vacant(slot) => {
-                slot.insert(i);
-            }
+            shadowed.push(i);
         }
     }
     let mut info = Vec::with_capacity(manifest.objects.len());
@@ -291,7 +275,7 @@ pub fn validate(
     }
     check_overlaps(&mut blobs, &manifest)?;
     decoded.shrink_to_fit();
-    Ok(ValidatedManifest { manifest, location, info, decoded, by_name, hasher, shadowed })
+    Ok(ValidatedManifest { manifest, location, info, decoded, by_name, shadowed })
 }
 
 /// Blobs must be pairwise disjoint or identical.

@@ -1,10 +1,10 @@
 //! The writer: every version, one component at a time, published atomically.
 
-use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
+use ztensor_format::NameIndex;
 
 use ztensor_format::{
     Component, DType, DigestAlgorithm, Encoding, Error as FormatError, ErrorKind as Rule, Format,
@@ -144,7 +144,8 @@ pub struct Writer<W: Write> {
     manifest: Manifest,
     alloc: OffsetAllocator,
     written: u64,
-    names: HashSet<String>,
+    /// The objects of `manifest` by name (the objects keep the names).
+    names: NameIndex,
     /// For a file sink ([`FileWriter`]): blob bytes may be written at their offsets by other
     /// threads ([`Writer::blob_slot`]) while the sink moves past them.
     positioned: Option<Positioned<W>>,
@@ -245,7 +246,7 @@ impl<W: Write> Writer<W> {
             manifest: Manifest::new(version),
             alloc: OffsetAllocator::new(),
             written: magic.len() as u64,
-            names: HashSet::new(),
+            names: NameIndex::default(),
             positioned: None,
             path: None,
         })
@@ -254,7 +255,10 @@ impl<W: Write> Writer<W> {
     /// Continues a file whose first `written` bytes (header and blobs, ending with the data of
     /// the manifest `base`) are already on `sink`: used by append.
     pub(crate) fn resume(sink: W, base: Manifest, written: u64) -> Writer<W> {
-        let names = base.objects.iter().map(|o| o.name.clone()).collect();
+        let mut names = NameIndex::with_capacity(base.objects.len());
+        for i in 0..base.objects.len() {
+            names.insert(i, |j| &base.objects[j].name);
+        }
         Writer {
             sink,
             manifest: base,
@@ -665,7 +669,8 @@ impl<W: Write> Writer<W> {
     }
 
     fn check_name(&self, name: &str) -> Result<()> {
-        if self.names.contains(name) {
+        let objects = &self.manifest.objects;
+        if self.names.find(name, |i| &objects[i].name).is_some() {
             return Err(FormatError::new(
                 Rule::DuplicateName,
                 "an object of this name was already written",
@@ -677,8 +682,9 @@ impl<W: Write> Writer<W> {
     }
 
     fn push(&mut self, object: Object) {
-        self.names.insert(object.name.clone());
         self.manifest.objects.push(object);
+        let objects = &self.manifest.objects;
+        self.names.insert(objects.len() - 1, |i| &objects[i].name);
     }
 
     fn write_component(

@@ -158,15 +158,13 @@ pub fn write_tensors<W: Write>(
     par: &ParOptions,
     progress: &dyn Progress,
 ) -> Result<Stats> {
-    let items = tensors
-        .iter()
-        .map(|t| {
-            let len = t.data.len() as u64;
-            let object = dense_object(t.name, t.shape, t.attributes.clone());
-            let object = pipeline::Template::Owned(object);
-            stream(object, t.dtype, t.logical_type.clone(), len, Input::Slice(t.data), options)
-        })
-        .collect();
+    let items = tensors.iter().map(|t| {
+        let len = t.data.len() as u64;
+        let object = dense_object(t.name, t.shape, t.attributes.clone());
+        let object = pipeline::Template::Owned(object);
+        let input = Input::Slice(t.data);
+        stream::<W>(object, t.dtype, t.logical_type.clone(), len, input, options)
+    });
     run::<&[u8], W>(None, items, writer, par, progress)
 }
 
@@ -224,15 +222,11 @@ pub fn write_from_source<S: ReadAt, W: Write>(
     par: &ParOptions,
     progress: &dyn Progress,
 ) -> Result<Stats> {
-    let items = tensors
-        .iter()
-        .map(|t| {
-            let object =
-                pipeline::Template::Owned(dense_object(t.name, t.shape, t.attributes.clone()));
-            let input = Input::Raw { offset: t.offset, swap: None, digest: None };
-            stream(object, t.dtype, t.logical_type.clone(), t.len, input, options)
-        })
-        .collect();
+    let items = tensors.iter().map(|t| {
+        let object = pipeline::Template::Owned(dense_object(t.name, t.shape, t.attributes.clone()));
+        let input = Input::Raw { offset: t.offset, swap: None, digest: None };
+        stream::<W>(object, t.dtype, t.logical_type.clone(), t.len, input, options)
+    });
     run(Some(source), items, writer, par, progress)
 }
 
@@ -270,8 +264,8 @@ pub fn repack_only<S: ReadAt, W: Write>(
         writer.set_attributes(attributes.clone())?;
     }
     let target = writer.version();
-    let mut items = Vec::with_capacity(reader.manifest().len());
-    for handle in reader.objects().filter(|o| keep(o.name())) {
+    // Planned as the engine reaches them: no list of every item.
+    let items = reader.objects().filter(|o| keep(o.name())).map(|handle| {
         let object = handle.entry();
         let o = object.object();
         let streamed = (|| {
@@ -314,10 +308,10 @@ pub fn repack_only<S: ReadAt, W: Write>(
                 pipeline::Template::Like { source: o, attributes: !copy.drop_attributes };
             Some(stream(template, dtype, c.logical_type.clone(), len, input, &options))
         })();
-        items.push(streamed.unwrap_or_else(|| {
+        streamed.unwrap_or_else(|| {
             Item::Sequential(Box::new(move |w: &mut Writer<W>| copy_object(handle, w, copy)))
-        }));
-    }
+        })
+    });
     run(Some(reader.source()), items, writer, par, progress)
 }
 
@@ -341,7 +335,7 @@ pub fn repack_file(
 
 fn run<'a, S: ReadAt, W: Write>(
     source: Option<&'a S>,
-    items: Vec<Item<'a, W>>,
+    items: impl IntoIterator<Item = Item<'a, W>>,
     writer: &mut Writer<W>,
     par: &ParOptions,
     progress: &dyn Progress,

@@ -612,7 +612,7 @@ fn units(plan: &[Option<(u64, u64)>]) -> impl Iterator<Item = Unit> + '_ {
 /// Runs the pipeline over `items`, writing through `writer`. Returns the peak bytes in flight.
 pub(crate) fn run<'a, S: ReadAt, W: Write>(
     source: Option<&'a S>,
-    items: Vec<Item<'a, W>>,
+    items: impl IntoIterator<Item = Item<'a, W>>,
     writer: &mut Writer<W>,
     pool: &rayon::ThreadPool,
     budget: &Budget,
@@ -621,15 +621,34 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
 ) -> Result<()> {
     // Each streamed item's length and piece size: its units of work are generated from these
     // as they are reached (never planned up front: a small file of many large aliases would
-    // otherwise cost memory for pieces before any is read).
-    let mut plan: Vec<Option<(u64, u64)>> = Vec::with_capacity(items.len());
-    let mut chains: Vec<MaybeChain<'_>> = Vec::with_capacity(items.len());
-    let mut source_chains: Vec<MaybeChain<'_>> = Vec::with_capacity(items.len());
-    for item in &items {
+    // otherwise cost memory for pieces before any is read). Items are split as they come, in
+    // one pass: inputs go to the reading side, everything else to the writing side, and no
+    // list of whole items is held beside the halves.
+    let items = items.into_iter();
+    // Room for all, when the items can say how many at most (a filtered list of objects).
+    let n = match items.size_hint() {
+        (_, Some(most)) => most,
+        (least, None) => least,
+    };
+    let mut plan: Vec<Option<(u64, u64)>> = Vec::with_capacity(n);
+    let mut chains: Vec<MaybeChain<'_>> = Vec::with_capacity(n);
+    let mut source_chains: Vec<MaybeChain<'_>> = Vec::with_capacity(n);
+    let mut inputs: Vec<Option<(Input<'a>, WriteOptions)>> = Vec::with_capacity(n);
+    let mut work = Vec::with_capacity(n);
+    for item in items {
         let (mut chain, mut source_chain) = (None, None);
+        let Item::Stream { object, dtype, logical_type, len, input, options } = item else {
+            let Item::Sequential(write) = item else { unreachable!("matched Stream above") };
+            plan.push(None);
+            chains.push(None);
+            source_chains.push(None);
+            inputs.push(None);
+            work.push(Work::Sequential(write));
+            continue;
+        };
         // Pieces are planned from the declared length: never one no stream could decode to.
-        if let Item::Stream { len, input: Input::Zstd { stored, .. }, object, .. } = item
-            && *len > ztensor_io::codec::zstd_max_decoded(*stored)
+        if let Input::Zstd { stored, .. } = input
+            && len > ztensor_io::codec::zstd_max_decoded(stored)
         {
             return Err(Error::from(
                 FormatError::new(
@@ -638,62 +657,41 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
                 )
                 .expected_found(
                     len,
-                    format!("at most {}", ztensor_io::codec::zstd_max_decoded(*stored)),
+                    format!("at most {}", ztensor_io::codec::zstd_max_decoded(stored)),
                 )
                 .in_object(object.name()),
             ));
         }
-        if let Item::Stream { len, options, input, .. } = item {
-            let size = piece_size(options, *len);
-            let count = pieces_of(*len, size);
-            plan.push(Some((*len, size)));
-            let zstd = matches!(options.compression, Compression::Zstd(_));
-            if count > 1 {
-                // Raw output pieces are exactly the piece size; compressed ones are not.
-                chain = options
-                    .digest
-                    .as_ref()
-                    .and_then(|a| {
-                        Chain::new(a, count, size, !zstd, ChainEnd::Output { zstd }, kernels)
-                    })
-                    .map(Box::new);
-            }
-            // A raw source component's digest is checked over the pieces the workers read.
-            if let Input::Raw { digest: Some(d), .. } | Input::Frames { digest: Some(d), .. } =
-                input
-            {
-                // Raw source pieces are exactly the piece size; stored frames are not.
-                let exact = matches!(input, Input::Raw { .. });
-                let end = ChainEnd::Source { expected: d.clone() };
-                source_chain =
-                    Chain::new(&d.algorithm(), count, size, exact, end, kernels).map(Box::new);
-            }
-        } else {
-            plan.push(None);
+        let size = piece_size(&options, len);
+        let count = pieces_of(len, size);
+        plan.push(Some((len, size)));
+        let zstd = matches!(options.compression, Compression::Zstd(_));
+        if count > 1 {
+            // Raw output pieces are exactly the piece size; compressed ones are not.
+            chain = options
+                .digest
+                .as_ref()
+                .and_then(|a| Chain::new(a, count, size, !zstd, ChainEnd::Output { zstd }, kernels))
+                .map(Box::new);
         }
+        // A raw source component's digest is checked over the pieces the workers read.
+        if let Input::Raw { digest: Some(d), .. } | Input::Frames { digest: Some(d), .. } = &input {
+            // Raw source pieces are exactly the piece size; stored frames are not.
+            let exact = matches!(input, Input::Raw { .. });
+            let end = ChainEnd::Source { expected: d.clone() };
+            source_chain =
+                Chain::new(&d.algorithm(), count, size, exact, end, kernels).map(Box::new);
+        }
+        let checked = source_chain.is_some();
         chains.push(chain);
         source_chains.push(source_chain);
+        inputs.push(Some((input, options.clone())));
+        work.push(Work::Stream { object, dtype, logical_type, len, options, checked });
     }
     let abort = AtomicBool::new(false);
     // The producer owns the only sender (tasks hold clones): when it stops, for whatever
     // reason, the channel disconnects and the writing side stops waiting.
     let (tx, rx) = crossbeam_channel::unbounded::<Message<'_>>();
-    // Inputs go to the reading side, everything else to the writing side.
-    let mut inputs: Vec<Option<(Input<'a>, WriteOptions)>> = Vec::with_capacity(items.len());
-    let mut work = Vec::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        match item {
-            Item::Stream { object, dtype, logical_type, len, input, options } => {
-                inputs.push(Some((input, options.clone())));
-                let checked = source_chains[i].is_some();
-                work.push(Work::Stream { object, dtype, logical_type, len, options, checked });
-            }
-            Item::Sequential(write) => {
-                inputs.push(None);
-                work.push(Work::Sequential(write));
-            }
-        }
-    }
 
     // The first failure of a positioned write by a worker, if any.
     let (queued, pending_writes) = crossbeam_channel::unbounded();
