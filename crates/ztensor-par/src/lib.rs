@@ -42,13 +42,13 @@ mod sink;
 
 pub use crate::sink::ZtSink;
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::Path;
 
 use rayon::prelude::*;
 use ztensor_format::{
-    ByteOrder, DType, Encoding, Format, Limits, LogicalType, Object, Options, Packing, Value,
-    Version, role,
+    ByteOrder, DType, Encoding, Format, Limits, LogicalType, Options, Packing, Value, Version, role,
 };
 use ztensor_io::codec::{parse_seek_table, zstd_decode_into};
 use ztensor_io::low_level::{copies_stored, write_options_for};
@@ -160,19 +160,24 @@ pub fn write_tensors<W: Write>(
 ) -> Result<Stats> {
     let items = tensors.iter().map(|t| {
         let len = t.data.len() as u64;
-        let object = dense_object(t.name, t.shape, t.attributes.clone());
-        let object = pipeline::Template::Owned(object);
+        let object = template(t.name, t.shape, t.attributes.as_ref());
         let input = Input::Slice(t.data);
         stream::<W>(object, t.dtype, t.logical_type.clone(), len, input, options)
     });
     run::<&[u8], W>(None, items, writer, par, progress)
 }
 
-/// A dense object without components yet: what a streamed item fills in.
-fn dense_object(name: &str, shape: &[u64], attributes: Option<Value>) -> Box<Object> {
-    let mut object = Object::new(name, shape.to_vec(), Format::Dense);
-    object.attributes = attributes;
-    Box::new(object)
+/// A dense object without components yet, borrowing its parts: what a streamed item fills in.
+fn template<'a>(
+    name: &'a str,
+    shape: &'a [u64],
+    attributes: Option<&'a Value>,
+) -> pipeline::Template<'a> {
+    pipeline::Template::Parts(Box::new(pipeline::Parts {
+        name: Cow::Borrowed(name),
+        shape: Cow::Borrowed(shape),
+        attributes: attributes.map(Cow::Borrowed),
+    }))
 }
 
 /// A dense object whose one `data` component streams through the parallel stages.
@@ -223,7 +228,7 @@ pub fn write_from_source<S: ReadAt, W: Write>(
     progress: &dyn Progress,
 ) -> Result<Stats> {
     let items = tensors.iter().map(|t| {
-        let object = pipeline::Template::Owned(dense_object(t.name, t.shape, t.attributes.clone()));
+        let object = template(t.name, t.shape, t.attributes.as_ref());
         let input = Input::Raw { offset: t.offset, swap: None, digest: None };
         stream::<W>(object, t.dtype, t.logical_type.clone(), t.len, input, options)
     });
@@ -304,8 +309,7 @@ pub fn repack_only<S: ReadAt, W: Write>(
                 }
                 _ => return None,
             };
-            let template =
-                pipeline::Template::Like { source: o, attributes: !copy.drop_attributes };
+            let template = pipeline::Template::Like(o, !copy.drop_attributes);
             Some(stream(template, dtype, c.logical_type.clone(), len, input, &options))
         })();
         streamed.unwrap_or_else(|| {

@@ -24,8 +24,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 use ztensor_format::{
-    Component, DType, Digest, DigestAlgorithm, Error as FormatError, ErrorKind as Rule,
-    LogicalType, Object,
+    Component, DType, Digest, DigestAlgorithm, Error as FormatError, ErrorKind as Rule, Format,
+    LogicalType, Object, Value,
 };
 use ztensor_io::codec::{Combiner, Hasher, Share, seek_table, zstd_encode};
 use ztensor_io::low_level::{BlobSlot, Streaming};
@@ -100,43 +100,51 @@ pub(crate) fn frames_as_pieces<S: ReadAt>(
     aligned.then_some(frames)
 }
 
-/// The object a streamed item becomes, less its `data` component. Built only when it joins the
-/// manifest, so that the plan of a file of a million objects holds no copy of each.
+/// The object a streamed item becomes, less its `data` component: a dense object of a name,
+/// shape and attributes borrowed from the source where they can be. Built only when it joins
+/// the manifest, so that the plan of a file of a million objects holds no copy of each.
 pub(crate) enum Template<'a> {
-    /// Built already (tensors given in memory).
-    Owned(Box<Object>),
-    /// A dense object with the name and shape of `source`, and its attributes when
-    /// `attributes`.
-    Like { source: &'a Object, attributes: bool },
+    /// The name and shape of an object of a zTensor source, and its attributes when `true`.
+    Like(&'a Object, bool),
+    /// These parts (of another format's object, or tensors given in memory).
+    Parts(Box<Parts<'a>>),
+}
+
+/// A dense object's parts, borrowed where they can be.
+pub(crate) struct Parts<'a> {
+    pub(crate) name: Cow<'a, str>,
+    pub(crate) shape: Cow<'a, [u64]>,
+    pub(crate) attributes: Option<Cow<'a, Value>>,
 }
 
 impl Template<'_> {
     fn name(&self) -> &str {
         match self {
-            Template::Owned(o) => &o.name,
-            Template::Like { source, .. } => &source.name,
+            Template::Like(o, _) => &o.name,
+            Template::Parts(p) => &p.name,
         }
     }
 
     fn shape(&self) -> &[u64] {
         match self {
-            Template::Owned(o) => &o.shape,
-            Template::Like { source, .. } => &source.shape,
+            Template::Like(o, _) => &o.shape,
+            Template::Parts(p) => &p.shape,
         }
     }
 
     fn build(self) -> Object {
-        match self {
-            Template::Owned(o) => *o,
-            Template::Like { source, attributes } => {
-                let mut object =
-                    Object::new(&source.name, source.shape.clone(), ztensor_format::Format::Dense);
-                if attributes {
-                    object.attributes.clone_from(&source.attributes);
-                }
-                object
+        let (name, shape, attributes) = match self {
+            Template::Like(o, keep) => {
+                (o.name.clone(), o.shape.clone(), o.attributes.clone().filter(|_| keep))
             }
-        }
+            Template::Parts(p) => {
+                let Parts { name, shape, attributes } = *p;
+                (name.into_owned(), shape.into_owned(), attributes.map(Cow::into_owned))
+            }
+        };
+        let mut object = Object::new(name, shape, Format::Dense);
+        object.attributes = attributes;
+        object
     }
 }
 
@@ -144,6 +152,7 @@ impl Template<'_> {
 pub(crate) type SequentialWrite<'a, W> = Box<dyn FnOnce(&mut Writer<W>) -> Result<()> + 'a>;
 
 /// One object to write, in input order.
+#[allow(clippy::large_enum_variant, reason = "items pass through one by one, as planned")]
 pub(crate) enum Item<'a, W: Write> {
     /// A dense object with one `data` component, streamed through the parallel stages.
     Stream {

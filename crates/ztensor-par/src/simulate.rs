@@ -35,11 +35,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ztensor_format::{DType, DigestAlgorithm, Format, Object, Version};
+use ztensor_format::{DType, DigestAlgorithm, Version};
 use ztensor_io::{Compression, FileWriter, Result, WriteOptions};
 
 use crate::ParOptions;
-use crate::pipeline::{self, Budget, Input, Item, Kernels, Template};
+use crate::pipeline::{self, Budget, Input, Item, Kernels, Parts, Template};
 
 /// What a worker spends per input byte instead of running the kernels.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -120,9 +120,13 @@ pub fn run(
     let source: &[u8] = &bytes;
     let items: Vec<Item<'_, _>> = (0..workload.tensors)
         .map(|i| {
-            let object = Object::new(format!("t{i:06}"), vec![len], Format::Dense);
+            let object = Template::Parts(Box::new(Parts {
+                name: format!("t{i:06}").into(),
+                shape: vec![len].into(),
+                attributes: None,
+            }));
             Item::Stream {
-                object: Template::Owned(Box::new(object)),
+                object,
                 dtype: DType::U8,
                 logical_type: None,
                 len,

@@ -4,14 +4,14 @@
 use std::borrow::Cow;
 use std::io::Write;
 
-use ztensor_format::{ErrorKind as Rule, Format, Value, Version};
+use ztensor_format::{ErrorKind as Rule, Format, Version};
 use ztensor_io::low_level::Streaming;
 use ztensor_io::{
     Error, ReadAt, Result, TensorSink, TensorSource, WriteOptions, Writer, role, write_data,
 };
 
 use crate::pipeline::{Input, Item};
-use crate::{ParOptions, Progress, Stats, dense_object, run, stream};
+use crate::{ParOptions, Progress, Stats, run, stream};
 
 /// Writes every object of a [`TensorSource`] into a zTensor [`Writer`] of any version.
 ///
@@ -207,8 +207,6 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
         for index in 0..count {
             let info =
                 source.info(index).ok_or_else(|| Error::not_found(&format!("#{index}"), None))?;
-            let attributes: Option<Value> =
-                if self.drop_attributes { None } else { info.attributes.as_deref().cloned() };
             let raw = source.raw(index).filter(|_| {
                 info.format == Format::Dense
                     && info.components.len() == 1
@@ -216,8 +214,11 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
             });
             let dense = info.component(role::DATA).and_then(|c| c.dtype.known().map(|d| (c, d)));
             let streamed = raw.zip(dense).map(|(range, (c, dtype))| {
-                let object = dense_object(&info.name, &info.shape, attributes.clone());
-                let object = crate::pipeline::Template::Owned(object);
+                let object = crate::pipeline::Template::Parts(Box::new(crate::pipeline::Parts {
+                    name: info.name.clone(),
+                    shape: info.shape.clone(),
+                    attributes: info.attributes.clone().filter(|_| !self.drop_attributes),
+                }));
                 let input = Input::Raw { offset: range.offset, swap: None, digest: None };
                 let logical = c.logical_type.clone();
                 (range.source, stream(object, dtype, logical, range.len, input, &self.options))
