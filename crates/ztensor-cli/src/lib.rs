@@ -35,7 +35,7 @@ pub fn limit_note(rule: Option<ztensor_format::ErrorKind>) -> String {
         Some(ErrorKind::ManifestTooLarge) => {
             fitted.max_manifest_values < default.max_manifest_values
         }
-        Some(ErrorKind::DecodedTooLarge) => fitted.max_decoded_len < default.max_decoded_len,
+        Some(ErrorKind::DecodedTooLarge) => fitted.max_whole_len < default.max_whole_len,
         _ => false,
     };
     if !lowered {

@@ -266,19 +266,22 @@ fn every_command_ends_cleanly_on_every_hostile_file() {
 }
 
 #[test]
-fn the_bomb_is_refused_by_a_limit_that_fits_the_cap() {
+fn the_3_gib_stream_is_streamed_and_only_whole_reads_are_refused() {
+    // 98 KB that decode to 3 GiB of zeros. Commands that stream a component hold pieces, so
+    // under a cap of 1 GiB they read it all; a read that would hold it whole is refused by the
+    // limit of whole decodes, before anything is allocated.
     let bomb = corpus().into_iter().find(|f| f.ends_with("zstd-bomb-3g.zt")).unwrap();
-    // The dump reports the object's error in its JSON; verify says no.
-    let out = Command::new("prlimit")
-        .arg(format!("--as={ADDRESS_SPACE}"))
-        .args(["--", env!("CARGO_BIN_EXE_ztensor"), "dump", "--json", bomb.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let dump = String::from_utf8_lossy(&out.stdout);
-    assert!(dump.contains("[decoded_too_large]"), "{dump}");
-    let (code, stderr, _) = capped(&["verify", bomb.to_str().unwrap()]);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("decoded_too_large") || stderr.contains("above the limit"), "{stderr}");
+    let b = bomb.to_str().unwrap();
+    let (code, said, _) = capped_at(SMALL, &["verify", b]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said, _) = capped_at(SMALL, &["dump", "--json", b]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("\"decoded_length\":3221225472"), "{said}");
+    let mut options = ztensor_format::Options::default();
+    options.limits.max_whole_len = 1 << 30;
+    let reader = ztensor_io::Reader::open_with(&bomb, &options).unwrap();
+    let e = reader.read_object("zeros").unwrap_err();
+    assert_eq!(e.rule(), Some(ztensor_format::ErrorKind::DecodedTooLarge), "{e}");
 }
 
 /// Names that come from a file reach the terminal escaped wherever they are printed: a pickle
@@ -368,4 +371,57 @@ fn the_object_limit_fits_the_address_space() {
     assert!(said.contains("too_many_objects"), "{said}");
     assert!(said.contains("lowered to fit this machine"), "{said}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A zstd frame decoding to `len` zero bytes (a multiple of 128 KiB) as RLE blocks, the form
+/// an encoder gives a run: 4 bytes per 128 KiB, so 1 GiB takes 32 KiB.
+fn zstd_zeros(len: u64) -> Vec<u8> {
+    const BLOCK: u64 = 128 << 10;
+    assert_eq!(len % BLOCK, 0);
+    let mut out = 0xFD2F_B528u32.to_le_bytes().to_vec();
+    // Frame header: an 8-byte content size, a 128 KiB window (log 17 = 10 + 7).
+    out.push(0b1100_0000);
+    out.push(7 << 3);
+    out.extend_from_slice(&len.to_le_bytes());
+    let blocks = len / BLOCK;
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        // Last flag, type 1 (RLE), and the run's length; then the byte repeated.
+        let header = last | (1 << 1) | (u32::try_from(BLOCK).unwrap() << 3);
+        out.extend_from_slice(&header.to_le_bytes()[..3]);
+        out.push(0);
+    }
+    out
+}
+
+#[test]
+fn a_1_gib_zstd_tensor_streams_under_a_1_gib_cap() {
+    use ztensor_format::{Component, DType, Encoding, Format, Object, Version};
+    const LEN: u64 = 1 << 30;
+    let scratch = std::env::temp_dir().join(format!("ztensor-stream-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let file = scratch.join("zeros-1g.zt");
+    let stored = zstd_zeros(LEN);
+    let mut component = Component::new(DType::U8, 0, stored.len() as u64);
+    component.encoding = Encoding::Zstd;
+    component.uncompressed_length = Some(LEN);
+    let mut w = ztensor_io::Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let object = Object::new("zeros", vec![LEN], Format::Dense);
+    let stored_component = ztensor_io::StoredComponent { role: "data", component, bytes: &stored };
+    w.add_stored(object, &[stored_component]).unwrap();
+    std::fs::write(&file, w.finish().unwrap().0).unwrap();
+    let f = file.to_str().unwrap();
+    let out = |name: &str| scratch.join(name).to_str().unwrap().to_owned();
+    // Under an address-space cap of 1 GiB nothing may hold the decoded tensor: each command
+    // streams it (a whole-tensor read would fail to allocate and exit 1).
+    let (code, said, _) = capped_at(SMALL, &["verify", f]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said, _) = capped_at(SMALL, &["dump", "--json", f]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("\"decoded_length\":1073741824"), "{said}");
+    let (code, said, _) = capped_at(SMALL, &["repack", f, &out("r.zt"), "--zstd", "1"]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said, _) = capped_at(SMALL, &["diff", f, &out("r.zt")]);
+    assert_eq!(code, Some(0), "repacked content differs: {said}");
+    std::fs::remove_dir_all(&scratch).unwrap();
 }

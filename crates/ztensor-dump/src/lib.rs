@@ -293,10 +293,9 @@ fn streamed<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> Option<(Map<String, Json
     let c = model.components.get(role::DATA)?;
     let bools = dtype == ztensor_format::DType::Bool && o.reader().version() != Version::V0_1;
     let mut hasher = ztensor_io::codec::Hasher::new(&DigestAlgorithm::Sha256)?;
-    // A stream holds no more memory for a longer tensor: the format's default limit applies.
-    let limit = ztensor_format::Limits::DEFAULT
-        .max_decoded_len
-        .max(o.reader().options().limits.max_decoded_len);
+    // A stream holds no more memory for a longer tensor: the limit of whole decodes does not
+    // apply to it.
+    let limit = o.reader().options().limits.max_decoded_len;
     let outcome = data.decode_pieces(true, limit, 4 << 20, |piece| {
         if bools {
             ztensor_format::data::check_bool(piece).map_err(|e| {

@@ -67,7 +67,7 @@ impl NpzFile<FileSource> {
         let path = path.as_ref();
         let file = ztensor_io::open_input(path)?;
         let source = FileSource::new(file).map_err(|e| Error::io("cannot read", path, e))?;
-        let limit = ztensor_io::machine_limits().max_decoded_len;
+        let limit = ztensor_io::machine_limits().whole_decode_limit();
         NpzFile::new(source, limit).map_err(|e| e.with_path(path))
     }
 }

@@ -218,7 +218,7 @@ impl TorchFile<FileSource> {
         let file = ztensor_io::open_input(path)?;
         let source = FileSource::new(file).map_err(|e| Error::io("cannot read", path, e))?;
         let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("tensor").to_owned();
-        let limit = ztensor_io::machine_limits().max_decoded_len;
+        let limit = ztensor_io::machine_limits().whole_decode_limit();
         TorchFile::new(source, &name, limit).map_err(|e| e.with_path(path))
     }
 }

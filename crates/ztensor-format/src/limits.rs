@@ -29,6 +29,13 @@ pub struct Limits {
     /// object whose declared decoded size is larger is unsupported (rule `decoded_too_large`);
     /// a decoder must also stop when actual output passes it.
     pub max_decoded_len: u64,
+    /// Largest component decoded whole into memory (a read that returns all its bytes at
+    /// once), in bytes. Default 64 GiB. Readers that stream a component in pieces (verifying,
+    /// dumping, copying, converting) are bounded by [`Limits::max_decoded_len`] alone, so a
+    /// machine too small to hold a tensor can still check and convert it; a whole read of a
+    /// larger one is refused (rule `decoded_too_large`) before anything is allocated. This is
+    /// the limit to fit to a machine's memory.
+    pub max_whole_len: u64,
     /// Most CBOR values a decoded manifest may hold (each array or map item, map key, tag and
     /// scalar counts one). A decoded value costs a few tens of bytes however few bytes it took
     /// in the file, so this bounds the memory a manifest's attributes and unknown keys (and,
@@ -52,12 +59,19 @@ impl Limits {
         max_name_len: 65_536,
         max_cbor_depth: 64,
         max_decoded_len: 64 << 30,
+        max_whole_len: 64 << 30,
         max_manifest_values: 1 << 27,
         max_expansion: 4096,
     };
 
     /// What one input may always decode to, whatever [`Limits::max_expansion`] says: 1 GiB.
     pub const EXPANSION_FLOOR: u64 = 1 << 30;
+
+    /// The most bytes one component decoded whole may hold: the lesser of
+    /// [`Limits::max_decoded_len`] and [`Limits::max_whole_len`].
+    pub fn whole_decode_limit(&self) -> u64 {
+        self.max_decoded_len.min(self.max_whole_len)
+    }
 
     /// The most bytes an input of `input_len` bytes may decode to.
     pub fn max_expanded_len(&self, input_len: u64) -> u64 {

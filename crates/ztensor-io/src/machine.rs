@@ -25,14 +25,15 @@ pub fn address_space_cap() -> Option<u64> {
 pub const OBJECT_COST: u64 = 4 << 10;
 
 /// [`Limits::default`], lowered to fit the machine (its physical memory, or the process's
-/// address-space cap, where that is less): the decode limit to half of it, the manifest's
+/// address-space cap, where that is less): the limit of whole decodes to half of it, the manifest's
 /// decoded values to what a quarter of it holds, and the objects to what half of it holds at
-/// [`OBJECT_COST`] each. A component is decoded into memory whole, and a copy or conversion may
-/// hold its input beside it, so a larger claim could only end in the allocator aborting.
+/// [`OBJECT_COST`] each. A component read whole is held in memory, and a copy or conversion may
+/// hold its input beside it, so a larger claim could only end in the allocator aborting;
+/// streamed reads hold pieces, and keep the format's decode limit.
 pub fn machine_limits() -> Limits {
     let mut limits = Limits::default();
     for room in [physical_memory(), address_space_cap()].into_iter().flatten() {
-        limits.max_decoded_len = limits.max_decoded_len.min((room / 2).max(64 << 20));
+        limits.max_whole_len = limits.max_whole_len.min((room / 2).max(64 << 20));
         // A quarter of the room for the manifest's decoded values.
         let value = std::mem::size_of::<ztensor_format::Value>() as u64;
         limits.max_manifest_values =
@@ -50,10 +51,11 @@ mod tests {
     #[test]
     fn the_decode_limit_fits_the_machine() {
         let limits = machine_limits();
-        assert!(limits.max_decoded_len <= Limits::default().max_decoded_len);
+        assert!(limits.max_whole_len <= Limits::default().max_whole_len);
+        assert_eq!(limits.max_decoded_len, Limits::default().max_decoded_len);
         if let Some(memory) = physical_memory() {
             assert!(memory > 0);
-            assert!(limits.max_decoded_len <= (memory / 2).max(64 << 20));
+            assert!(limits.max_whole_len <= (memory / 2).max(64 << 20));
         }
         assert_eq!(limits.max_manifest_len, Limits::default().max_manifest_len);
         assert!(limits.max_manifest_values <= Limits::default().max_manifest_values);

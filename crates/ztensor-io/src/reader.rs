@@ -336,7 +336,7 @@ impl<S: ReadAt> Reader<S> {
         let mut bytes = match c.encoding {
             Encoding::Raw => stored,
             Encoding::Zstd => {
-                let limit = self.options.limits.max_decoded_len;
+                let limit = self.options.limits.whole_decode_limit();
                 let expected = object.decoded_len(role);
                 let decoded = zstd_decode(&stored, expected, limit)
                     .map_err(|e| Error::from(e.in_object(name).in_component(role).at(c.offset)))?;

@@ -322,13 +322,9 @@ impl<S: ReadAt> TensorSource for Reader<S> {
         if c.dtype.known().is_none() {
             return Err(crate::reader::unsupported_dtype(entry.name(), role));
         }
-        // A stream holds no more memory for a longer tensor: the limit fitted to memory (for
-        // whole decodes) does not apply to it.
-        let limit = self
-            .options()
-            .limits
-            .max_decoded_len
-            .max(ztensor_format::Limits::DEFAULT.max_decoded_len);
+        // A stream holds no more memory for a longer tensor: the limit of whole decodes does
+        // not apply to it.
+        let limit = self.options().limits.max_decoded_len;
         self.stream_component(entry, role, c, true, limit, piece, &mut |bytes| each(role, bytes))
             .map(drop)
     }

@@ -48,7 +48,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use ztensor_format::{
-    ByteOrder, DType, Encoding, Format, Limits, LogicalType, Options, Packing, Value, Version, role,
+    ByteOrder, DType, Encoding, Format, LogicalType, Options, Packing, Value, Version, role,
 };
 use ztensor_io::codec::{parse_seek_table, zstd_decode_into};
 use ztensor_io::low_level::{copies_stored, write_options_for};
@@ -392,7 +392,7 @@ pub fn decoded_parallel<S: ReadAt>(component: Component<'_, S>) -> Result<Vec<u8
         let stored = component.stored()?;
         if let Some(frames) = parse_seek_table(&stored).filter(|f| f.len() > 1) {
             let total: u64 = frames.iter().fold(0, |t, f| t.saturating_add(f.decompressed));
-            let limit = reader.options().limits.max_decoded_len;
+            let limit = reader.options().limits.whole_decode_limit();
             // The buffer is sized by the seek table: only when every frame could really decode
             // to what the table says (a 385-byte file must not buy 64 GiB).
             let plausible = frames
@@ -549,9 +549,9 @@ pub fn verify_all<S: ReadAt>(
     // component and decoded length, so aliases of one already checked are not decoded again
     // (a 35 KB file of 16 aliases of a 1 GiB blob would otherwise decode 16 GiB).
     let first_alias = reader.manifest().aliases();
-    // A stream holds no more memory for a longer tensor: the limit fitted to the machine's
-    // memory (for whole decodes) does not apply to it.
-    let stream_limit = reader.options().limits.max_decoded_len.max(Limits::DEFAULT.max_decoded_len);
+    // A stream holds no more memory for a longer tensor: the limit of whole decodes does not
+    // apply to it.
+    let stream_limit = reader.options().limits.max_decoded_len;
     let bools_checked = reader.version() != Version::V0_1;
     let check = |object: &ztensor_io::Object<'_, S>| -> Result<()> {
         if let Some(reason) = object.unsupported() {

@@ -547,7 +547,7 @@ fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
             None,
         ),
         Kind::Npz => Opened::new(
-            ztensor_foreign::npz::NpzFile::new(data, options().limits.max_decoded_len)
+            ztensor_foreign::npz::NpzFile::new(data, options().limits.whole_decode_limit())
                 .map_err(|e| raise_foreign(py, &e))?,
             None,
         ),
@@ -559,7 +559,7 @@ fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
             ztensor_foreign::torch::TorchFile::new(
                 data,
                 "tensor",
-                options().limits.max_decoded_len,
+                options().limits.whole_decode_limit(),
             )
             .map_err(|e| raise_foreign(py, &e))?,
             None,
