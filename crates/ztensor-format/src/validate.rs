@@ -170,7 +170,12 @@ impl ValidatedManifest {
     /// should cost one decode, not one per alias. Every other object is its own.
     pub fn aliases(&self) -> Vec<usize> {
         let objects = &self.manifest.objects;
-        let mut seen: std::collections::HashMap<(u64, u64), Vec<usize>> =
+        // The first object stored at each range, and (rare) the first of each other way of
+        // reading that range. Empty blobs cost nothing to decode: a file of a million empty
+        // tensors does not index them.
+        let mut seen: std::collections::HashMap<(u64, u64), usize> =
+            std::collections::HashMap::new();
+        let mut variants: std::collections::HashMap<(u64, u64), Vec<usize>> =
             std::collections::HashMap::new();
         let mut first = Vec::with_capacity(objects.len());
         for (i, (o, info)) in objects.iter().zip(&self.info).enumerate() {
@@ -179,7 +184,8 @@ impl ValidatedManifest {
                 && o.components.len() == 1
                 && info.unsupported.is_none())
             .then(|| o.components.iter().next())
-            .flatten();
+            .flatten()
+            .filter(|(_, c)| c.length > 0);
             let Some((role, c)) = single else {
                 first.push(i);
                 continue;
@@ -188,11 +194,17 @@ impl ValidatedManifest {
                 objects[j].components.get(role) == Some(c)
                     && self.decoded_of(j) == self.decoded_of(i)
             };
-            let bucket = seen.entry((c.offset, c.length)).or_default();
-            match bucket.iter().copied().find(same) {
-                Some(j) => first.push(j),
+            let range = (c.offset, c.length);
+            let j = *seen.entry(range).or_insert(i);
+            if same(&j) {
+                first.push(j);
+                continue;
+            }
+            let others = variants.entry(range).or_default();
+            match others.iter().copied().find(same) {
+                Some(k) => first.push(k),
                 None => {
-                    bucket.push(i);
+                    others.push(i);
                     first.push(i);
                 }
             }
@@ -719,4 +731,35 @@ fn overflow(shape: &[u64]) -> Error {
     Error::new(ErrorKind::ShapeOverflow, "shape × element size overflows 64 bits")
         .field("shape")
         .expected_found("a byte size below 2^64", format!("{shape:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framing::Container;
+
+    #[test]
+    fn aliases_find_the_first_reading_of_each_kind_whatever_the_order() {
+        // One 64-byte blob read four ways, in an order that puts another reading first, and
+        // two empty blobs (never indexed: each is its own).
+        let u8s = Component::new(DType::U8, 64, 64);
+        let u16s = Component::new(DType::U16, 64, 64);
+        let empty = Component::new(DType::U8, 128, 0);
+        let object = |name: &str, shape: u64, c: &Component| {
+            Object::new(name, vec![shape], Format::Dense).with_component("data", c.clone())
+        };
+        let mut manifest = Manifest::new(Version::V1_2);
+        manifest.objects = vec![
+            object("u16-a", 32, &u16s),
+            object("u8-a", 64, &u8s),
+            object("u8-b", 64, &u8s),
+            object("u16-b", 32, &u16s),
+            object("e1", 0, &empty),
+            object("e2", 0, &empty),
+        ];
+        let location =
+            ManifestLocation { container: Container::V1, offset: 128, len: 10, file_len: 154 };
+        let validated = validate(manifest, location, &Options::default()).unwrap();
+        assert_eq!(validated.aliases(), [0, 1, 1, 0, 4, 5]);
+    }
 }
