@@ -538,11 +538,11 @@ const VERIFY_PIECE: usize = 4 << 20;
 ///
 /// # Errors
 /// Only if the threads cannot be started; per-object failures are in the result.
-pub fn verify_all<S: ReadAt>(
-    reader: &Reader<S>,
+pub fn verify_all<'r, S: ReadAt>(
+    reader: &'r Reader<S>,
     par: &ParOptions,
     progress: &dyn Progress,
-) -> Result<Vec<(String, Result<()>)>> {
+) -> Result<Vec<(&'r str, Result<()>)>> {
     let pool = par.pool()?;
     let objects: Vec<ztensor_io::Object<'_, S>> = reader.objects().collect();
     // Objects may legally share a blob. A dense object's verdict depends only on its one
@@ -602,7 +602,7 @@ pub fn verify_all<S: ReadAt>(
                 };
                 progress.bytes_in(object.stored_len());
                 progress.object_done(object.name());
-                (object.name().to_owned(), outcome)
+                (object.name(), outcome)
             })
             .collect()
     }))

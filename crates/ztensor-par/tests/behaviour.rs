@@ -232,8 +232,7 @@ fn the_parallel_read_side_agrees_with_the_sequential_one() {
     damaged[c.offset as usize + 20] ^= 0x55;
     let reader = Reader::new(&damaged[..], &Options::default()).unwrap();
     let verdicts = verify_all(&reader, &ParOptions::with_threads(2), &()).unwrap();
-    let bad: Vec<&str> =
-        verdicts.iter().filter(|(_, r)| r.is_err()).map(|(n, _)| n.as_str()).collect();
+    let bad: Vec<&str> = verdicts.iter().filter(|(_, r)| r.is_err()).map(|(n, _)| *n).collect();
     assert_eq!(bad, ["t2"]);
     assert!(load_all(&reader, &ParOptions::with_threads(2)).is_err());
 }
@@ -499,7 +498,7 @@ fn aliases_of_one_blob_are_verified_once_and_a_damaged_one_is_named_for_each() {
     let verdicts = verify_all(&reader, &ParOptions::with_threads(2), &()).unwrap();
     for (name, verdict) in &verdicts {
         let err = verdict.as_ref().unwrap_err();
-        assert!(err.to_string().contains(name.as_str()), "{name}: {err}");
+        assert!(err.to_string().contains(name), "{name}: {err}");
     }
 }
 
@@ -757,8 +756,8 @@ fn verify_source_reads_any_source_and_names_what_is_damaged() {
     assert_eq!(bad, ["t2"]);
     // The same verdicts as the zTensor-specific verify_all.
     let specific = verify_all(&reader, &ParOptions::with_threads(2), &()).unwrap();
-    let names = |v: &[(String, ztensor_io::Result<()>)]| -> Vec<(String, bool)> {
-        v.iter().map(|(n, r)| (n.clone(), r.is_ok())).collect()
-    };
-    assert_eq!(names(&verdicts), names(&specific));
+    let general: Vec<(&str, bool)> =
+        verdicts.iter().map(|(n, r)| (n.as_str(), r.is_ok())).collect();
+    let specific: Vec<(&str, bool)> = specific.iter().map(|(n, r)| (*n, r.is_ok())).collect();
+    assert_eq!(general, specific);
 }
