@@ -135,7 +135,7 @@ impl Template<'_> {
     fn build(self) -> Object {
         let (name, shape, attributes) = match self {
             Template::Like(o, keep) => {
-                (o.name.clone(), o.shape.clone(), o.attributes.clone().filter(|_| keep))
+                (o.name.clone(), o.shape.clone(), keep.then(|| o.attributes.clone()).flatten())
             }
             Template::Parts(p) => {
                 let Parts { name, shape, attributes } = *p;
