@@ -670,7 +670,7 @@ fn valid_v0_1(out: &mut Out) -> Result<()> {
     let values = [1.0f32, -2.5, 1e-3];
     let be: Vec<u8> = values.iter().flat_map(|x| x.to_be_bytes()).collect();
     let mut c = Component::new(DType::F32, 0, 12);
-    c.byte_order = ByteOrder::Big;
+    c.set_byte_order(ByteOrder::Big);
     let mut w = writer(v);
     w.add_stored(
         Object::new("be", vec![3], Format::Dense),
@@ -685,7 +685,7 @@ fn valid_v0_1(out: &mut Out) -> Result<()> {
         blob.extend_from_slice(&val.to_be_bytes());
     }
     let mut c = Component::new(DType::I16, 0, blob.len() as u64);
-    c.byte_order = ByteOrder::Big;
+    c.set_byte_order(ByteOrder::Big);
     let mut o = Object::new("s", vec![3, 3], Format::SparseCoo);
     o.packing = Packing::V0Single;
     let mut w = writer(v);

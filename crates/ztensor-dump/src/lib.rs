@@ -216,7 +216,7 @@ fn objects<'r, S: ReadAt>(
             "components": components,
             "error": error,
         });
-        (dump, model.attributes.as_ref())
+        (dump, model.attributes.as_deref())
     })
 }
 
@@ -309,7 +309,7 @@ fn streamed<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> Option<(Map<String, Json
     let error = match outcome {
         Ok(length) => {
             let sha256 = match hasher.finish() {
-                ztensor_format::Digest::Sha256(b) => ztensor_format::to_hex(&b),
+                ztensor_format::Digest::Sha256(b) => ztensor_format::to_hex(&b[..]),
                 _ => return None,
             };
             components.insert(

@@ -715,7 +715,7 @@ impl<S: ReadAt> GgufFile<S> {
                 ),
             },
             Err(id) => (
-                StorageType::Unknown(format!("ggml type {id}")),
+                StorageType::Unknown(format!("ggml type {id}").into()),
                 t.shape.clone(),
                 None,
                 Some(format!("GGML type {id} is not one this reader knows")),

@@ -488,7 +488,7 @@ impl<S: ReadAt> TensorSource for NpyFile<S> {
         (index == 0).then(|| {
             let (dtype, logical_type) = match &self.types {
                 Ok((d, l)) => (StorageType::from(*d), l.clone()),
-                Err(_) => (StorageType::Unknown(self.descr.clone()), None),
+                Err(_) => (StorageType::Unknown(self.descr.as_str().into()), None),
             };
             ObjectInfo {
                 name: Cow::Borrowed(&self.name),

@@ -713,7 +713,9 @@ pub(crate) fn tensor_info<'a>(
     let (dtype, logical_type, unsupported) = match ztensor_type(t.dtype) {
         Ok((d, l)) => (StorageType::from(d), l, None),
         Err(_) if carry => (StorageType::from(DType::U8), None, None),
-        Err(e) => (StorageType::Unknown(t.dtype.to_string()), None, Some(e.message().to_owned())),
+        Err(e) => {
+            (StorageType::Unknown(t.dtype.to_string().into()), None, Some(e.message().to_owned()))
+        }
     };
     let carried = carry && ztensor_type(t.dtype).is_err();
     ObjectInfo {

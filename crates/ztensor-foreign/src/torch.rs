@@ -923,7 +923,7 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
                 let (dtype, logical_type) = match &t.types {
                     Ok(_) if is_index(role) => (StorageType::from(DType::U64), None),
                     Ok((d, l)) => (StorageType::from(*d), l.clone()),
-                    Err(_) => (StorageType::Unknown(t.dtype.to_owned()), None),
+                    Err(_) => (StorageType::Unknown(t.dtype.into()), None),
                 };
                 let len = t.numel * t.size;
                 let storage = &self.storages[t.storage];

@@ -37,24 +37,24 @@ impl DigestAlgorithm {
 pub enum Digest {
     /// A CRC-32C value.
     Crc32c(u32),
-    /// A SHA-256 value.
-    Sha256([u8; 32]),
-    /// A BLAKE3 value.
-    Blake3([u8; 32]),
+    /// A SHA-256 value (boxed, so a manifest's components are not sized to the longest digest).
+    Sha256(Box<[u8; 32]>),
+    /// A BLAKE3 value (boxed, as for SHA-256).
+    Blake3(Box<[u8; 32]>),
     /// An unknown algorithm: the whole string, preserved. Never reported as verified.
-    Unknown(String),
+    Unknown(crate::Spelling),
     /// A known algorithm with an unparsable value: the whole string, preserved. The object it
     /// belongs to cannot be verified ([`ErrorKind::DigestMalformed`](crate::ErrorKind)).
-    Malformed(String),
+    Malformed(crate::Spelling),
 }
 
 impl Digest {
     /// Parses a digest string. Never fails: unknown algorithms and malformed values are kept.
     pub fn parse(text: &str) -> Digest {
         let Some((algorithm, value)) = text.split_once(':') else {
-            return Digest::Malformed(text.to_owned());
+            return Digest::Malformed(text.into());
         };
-        let malformed = || Digest::Malformed(text.to_owned());
+        let malformed = || Digest::Malformed(text.into());
         match algorithm.to_ascii_lowercase().as_str() {
             "crc32c" => {
                 let hex =
@@ -64,9 +64,9 @@ impl Digest {
                 }
                 u32::from_str_radix(hex, 16).map(Digest::Crc32c).unwrap_or_else(|_| malformed())
             }
-            "sha256" => hex32(value).map(Digest::Sha256).unwrap_or_else(malformed),
-            "blake3" => hex32(value).map(Digest::Blake3).unwrap_or_else(malformed),
-            _ => Digest::Unknown(text.to_owned()),
+            "sha256" => hex32(value).map(|b| Digest::Sha256(Box::new(b))).unwrap_or_else(malformed),
+            "blake3" => hex32(value).map(|b| Digest::Blake3(Box::new(b))).unwrap_or_else(malformed),
+            _ => Digest::Unknown(text.into()),
         }
     }
 
@@ -77,7 +77,7 @@ impl Digest {
             Digest::Sha256(_) => DigestAlgorithm::Sha256,
             Digest::Blake3(_) => DigestAlgorithm::Blake3,
             Digest::Unknown(s) | Digest::Malformed(s) => {
-                let name = s.split_once(':').map_or(s.as_str(), |(a, _)| a);
+                let name = s.split_once(':').map_or(&**s, |(a, _)| a);
                 match name.to_ascii_lowercase().as_str() {
                     "crc32c" => DigestAlgorithm::Crc32c,
                     "sha256" => DigestAlgorithm::Sha256,
@@ -129,8 +129,8 @@ impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Digest::Crc32c(v) => write!(f, "crc32c:0x{v:08X}"),
-            Digest::Sha256(b) => write!(f, "sha256:{}", to_hex(b)),
-            Digest::Blake3(b) => write!(f, "blake3:{}", to_hex(b)),
+            Digest::Sha256(b) => write!(f, "sha256:{}", to_hex(&b[..])),
+            Digest::Blake3(b) => write!(f, "blake3:{}", to_hex(&b[..])),
             Digest::Unknown(s) | Digest::Malformed(s) => f.write_str(s),
         }
     }

@@ -138,7 +138,7 @@ pub enum StorageType {
     /// A known storage type.
     Known(DType),
     /// An unknown dtype string, preserved.
-    Unknown(String),
+    Unknown(crate::Spelling),
 }
 
 impl StorageType {
@@ -184,7 +184,7 @@ pub enum LogicalType {
     Complex128,
     /// A logical type this implementation does not know, preserved. Readers may fall back to
     /// the storage type.
-    Unknown(String),
+    Unknown(crate::Spelling),
 }
 
 impl LogicalType {
@@ -210,7 +210,7 @@ impl LogicalType {
             "f8_e5m2fnuz" => LogicalType::F8E5M2Fnuz,
             "complex64" => LogicalType::Complex64,
             "complex128" => LogicalType::Complex128,
-            other => LogicalType::Unknown(other.to_owned()),
+            other => LogicalType::Unknown(other.into()),
         }
     }
 

@@ -82,10 +82,10 @@ pub use crate::framing::{Container, HEADER_LEN, MAGIC_V0_1, MAGIC_V1, ManifestLo
 pub use crate::layout::{ALIGNMENT, OffsetAllocator, align_up};
 pub use crate::limits::{Limits, Options};
 pub use crate::manifest::{
-    ByteOrder, Component, Components, ComponentsIter, Encoding, Format, Manifest, Object, Packing,
-    Version,
+    ByteOrder, Component, Components, ComponentsIntoIter, ComponentsIter, Encoding, Format,
+    Manifest, Object, Packing, Version,
 };
-pub use crate::names::NameIndex;
+pub use crate::names::{NameIndex, Spelling};
 pub use crate::validate::{ObjectRef, ValidatedManifest, element_count, element_size, validate};
 pub use crate::value::{CBOR_INT_MAX, CBOR_INT_MIN, Value, text_map};
 

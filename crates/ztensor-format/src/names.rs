@@ -71,3 +71,81 @@ impl NameIndex {
         self.table.is_empty()
     }
 }
+
+/// A spelling this implementation does not recognise (a dtype, encoding, format, byte order,
+/// logical type or digest), kept as the file wrote it.
+///
+/// One pointer wide, so the enums that fall back to it are two words: a manifest holds one of
+/// each per component, and nearly all of them are known spellings.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+// A `Box<str>` is two words; the point is one.
+#[allow(clippy::box_collection)]
+pub struct Spelling(Box<String>);
+
+impl Spelling {
+    /// The text as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Spelling {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Spelling {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Spelling {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Spelling {
+    fn from(s: &str) -> Spelling {
+        Spelling(Box::new(s.to_owned()))
+    }
+}
+
+impl From<String> for Spelling {
+    fn from(s: String) -> Spelling {
+        Spelling(Box::new(s))
+    }
+}
+
+impl From<Spelling> for String {
+    fn from(s: Spelling) -> String {
+        *s.0
+    }
+}
+
+impl PartialEq<str> for Spelling {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Spelling {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Debug for Spelling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for Spelling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}

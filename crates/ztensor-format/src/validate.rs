@@ -514,7 +514,7 @@ impl ObjectCheck<'_> {
                 Error::new(ErrorKind::EncodingUnknown, format!("unknown encoding {e:?}"))
                     .field("encoding"),
             )
-        } else if let ByteOrder::Unknown(b) = &c.byte_order {
+        } else if let ByteOrder::Unknown(b) = c.byte_order() {
             Some(
                 Error::new(ErrorKind::EndiannessUnknown, format!("unknown data_endianness {b:?}"))
                     .field("data_endianness"),

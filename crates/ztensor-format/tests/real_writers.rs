@@ -84,11 +84,11 @@ fn v0_1_reference_style_dense_big_endian_and_custom_fields() {
     );
     let data = &w.components["data"];
     assert_eq!(data.dtype, StorageType::Known(DType::F32));
-    assert_eq!(data.byte_order, ByteOrder::Big);
+    assert_eq!(*data.byte_order(), ByteOrder::Big);
     assert_eq!(data.digest, Some(Digest::Crc32c(0x1234_abcd)));
     assert_eq!(
-        w.attributes,
-        Some(Value::Map(vec![(Value::from("author"), Value::from("someone"))]))
+        w.attributes(),
+        Some(&Value::Map(vec![(Value::from("author"), Value::from("someone"))]))
     );
 
     let s = parsed.get("s").unwrap().object();
@@ -234,11 +234,11 @@ fn v1_2_reference_style_component_with_type_and_uncompressed_length() {
     let data = &e.object().components["data"];
     assert_eq!(data.logical_type, Some(LogicalType::F8E5M2));
     assert_eq!((data.encoding.clone(), data.uncompressed_length), (Encoding::Zstd, Some(6)));
-    assert_eq!(data.digest, Some(Digest::Sha256([0x0a; 32])));
+    assert_eq!(data.digest, Some(Digest::Sha256(Box::new([0x0a; 32]))));
     assert_eq!(e.decoded_len("data"), Some(6));
     assert_eq!(
-        e.object().attributes,
-        Some(Value::Map(vec![(Value::from("scale"), Value::Float(0.5))]))
+        e.object().attributes(),
+        Some(&Value::Map(vec![(Value::from("scale"), Value::Float(0.5))]))
     );
 }
 

@@ -75,20 +75,24 @@ fn extras(known: &'static [&'static str]) -> impl Strategy<Value = Vec<(String, 
 fn digest() -> impl Strategy<Value = Option<Digest>> {
     proptest::option::of(prop_oneof![
         any::<u32>().prop_map(Digest::Crc32c),
-        any::<[u8; 32]>().prop_map(Digest::Sha256),
-        any::<[u8; 32]>().prop_map(Digest::Blake3),
-        "xxh3:[0-9a-f]{16}".prop_map(Digest::Unknown),
-        "sha256:[g-z]{4}".prop_map(Digest::Malformed),
+        any::<[u8; 32]>().prop_map(|b| Digest::Sha256(Box::new(b))),
+        any::<[u8; 32]>().prop_map(|b| Digest::Blake3(Box::new(b))),
+        "xxh3:[0-9a-f]{16}".prop_map(|s| Digest::Unknown(s.into())),
+        "sha256:[g-z]{4}".prop_map(|s| Digest::Malformed(s.into())),
     ])
 }
 
 fn encoding() -> impl Strategy<Value = Encoding> {
-    prop_oneof![Just(Encoding::Raw), Just(Encoding::Zstd), "lz[0-9]".prop_map(Encoding::Unknown)]
+    prop_oneof![
+        Just(Encoding::Raw),
+        Just(Encoding::Zstd),
+        "lz[0-9]".prop_map(|s| Encoding::Unknown(s.into()))
+    ]
 }
 
 fn logical(version: Version) -> BoxedStrategy<(StorageType, Option<LogicalType>)> {
     let plain = dtype().prop_map(|d| (StorageType::Known(d), None));
-    let unknown_dtype = "q[0-9]{1,2}".prop_map(|s| (StorageType::Unknown(s), None));
+    let unknown_dtype = "q[0-9]{1,2}".prop_map(|s| (StorageType::Unknown(s.into()), None));
     match version {
         // 1.1 files may carry `type` keys too (a 1.2 appender keeps "1.1.0"), so both minors
         // must round-trip any logical type over any dtype.
@@ -103,7 +107,7 @@ fn logical(version: Version) -> BoxedStrategy<(StorageType, Option<LogicalType>)
             .prop_map(|(d, t)| (StorageType::Known(d), Some(t))),
         ]
         .boxed(),
-        Version::V0_1 => prop_oneof![4 => plain, 1 => "q[0-9]{1,2}".prop_map(|s| (StorageType::Unknown(s), None))].boxed(),
+        Version::V0_1 => prop_oneof![4 => plain, 1 => "q[0-9]{1,2}".prop_map(|s| (StorageType::Unknown(s.into()), None))].boxed(),
     }
 }
 
@@ -131,16 +135,14 @@ fn v1_component(version: Version) -> impl Strategy<Value = Component> {
                 encoding,
                 digest,
                 extra,
-            )| Component {
-                dtype,
-                logical_type,
-                offset,
-                length,
-                uncompressed_length,
-                encoding,
-                digest,
-                byte_order: ByteOrder::Little,
-                extra,
+            )| {
+                let mut c = Component::new(dtype, offset, length);
+                c.logical_type = logical_type;
+                c.uncompressed_length = uncompressed_length;
+                c.encoding = encoding;
+                c.digest = digest;
+                *c.extra_mut() = extra;
+                c
             },
         )
 }
@@ -151,7 +153,7 @@ fn format() -> impl Strategy<Value = Format> {
         Just(Format::SparseCsr),
         Just(Format::SparseCoo),
         Just(Format::QuantizedGroup),
-        "blocked_[a-z]{1,3}".prop_map(Format::Unknown),
+        "blocked_[a-z]{1,3}".prop_map(|s| Format::Unknown(s.into())),
     ]
 }
 
@@ -170,14 +172,11 @@ fn v1_manifest(version: Version) -> impl Strategy<Value = Manifest> {
             attributes,
             objects: objects
                 .into_iter()
-                .map(|(name, (shape, format, attributes, components, extra))| Object {
-                    name,
-                    shape,
-                    format,
-                    attributes,
-                    components: components.into_iter().collect(),
-                    packing: Packing::Split,
-                    extra,
+                .map(|(name, (shape, format, attributes, components, extra))| {
+                    let mut o = Object::new(name, shape, format).with_attributes(attributes);
+                    o.components = components.into_iter().collect();
+                    *o.extra_mut() = extra;
+                    o
                 })
                 .collect(),
             extra,
@@ -189,12 +188,12 @@ fn v0_object() -> impl Strategy<Value = Object> {
         Just((Format::Dense, Packing::Split)),
         Just((Format::SparseCsr, Packing::V0Single)),
         Just((Format::SparseCoo, Packing::V0Single)),
-        "blocked[a-z]{0,3}".prop_map(|s| (Format::Unknown(s), Packing::V0Single)),
+        "blocked[a-z]{0,3}".prop_map(|s| (Format::Unknown(s.into()), Packing::V0Single)),
     ];
     let byte_order = prop_oneof![
         Just(ByteOrder::Little),
         Just(ByteOrder::Big),
-        "mid[a-z]{0,3}".prop_map(ByteOrder::Unknown)
+        "mid[a-z]{0,3}".prop_map(|s| ByteOrder::Unknown(s.into()))
     ];
     let custom = proptest::option::of(
         proptest::collection::btree_map("[a-z_]{1,12}", value(), 1..4).prop_map(|m| {
@@ -233,10 +232,11 @@ fn v0_object() -> impl Strategy<Value = Object> {
                 attributes,
             )| {
                 let mut c = Component::new(dtype, offset, length);
-                (c.encoding, c.digest, c.byte_order) = (encoding, digest, byte_order);
+                (c.encoding, c.digest) = (encoding, digest);
+                c.set_byte_order(byte_order);
                 let mut object = Object::new(name, shape, format).with_component("data", c);
                 object.packing = packing;
-                object.attributes = attributes;
+                object.attributes = attributes.map(Box::new);
                 object
             },
         )
@@ -372,10 +372,10 @@ fn canonical(mut m: Manifest) -> Manifest {
         m.objects.sort_by(|a, b| text_key_order(&a.name, &b.name));
     }
     for o in &mut m.objects {
-        o.attributes = o.attributes.take().map(canonical_value);
-        sort_extra(&mut o.extra);
+        o.attributes = o.attributes.take().map(|a| Box::new(canonical_value(*a)));
+        sort_extra(o.extra_mut());
         for c in o.components.values_mut() {
-            sort_extra(&mut c.extra);
+            sort_extra(c.extra_mut());
         }
     }
     m
@@ -482,9 +482,9 @@ proptest! {
 #[test]
 fn unknown_fields_survive_a_round_trip() {
     let mut c = Component::new(DType::F32, 64, 16);
-    c.extra.push(("x_note".into(), Value::from("kept")));
+    c.extra_mut().push(("x_note".into(), Value::from("kept")));
     let mut o = Object::new("w", vec![4], Format::Dense).with_component("data", c);
-    o.extra.push(("x_obj".into(), Value::from(1u64)));
+    o.extra_mut().push(("x_obj".into(), Value::from(1u64)));
     let mut m = Manifest::new(Version::V1_2);
     m.objects.push(o);
     let decoded =

@@ -173,7 +173,7 @@ pub fn write_options_for(object: &ztensor_format::Object, options: &CopyOptions)
 
 /// Whether `object`'s stored form is something `target` can hold as it is.
 fn stored_representable(object: &ztensor_format::Object, target: Version) -> bool {
-    let little = object.components.values().all(|c| c.byte_order == ByteOrder::Little);
+    let little = object.components.values().all(|c| *c.byte_order() == ByteOrder::Little);
     match target {
         Version::V0_1 => {
             object.components.values().all(|c| c.logical_type.is_none())

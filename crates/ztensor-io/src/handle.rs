@@ -79,7 +79,7 @@ impl<'r, S: ReadAt> Object<'r, S> {
 
     /// Its attributes, when it has any.
     pub fn attributes(&self) -> Option<&'r Value> {
-        self.entry.object().attributes.as_ref()
+        self.entry.object().attributes.as_deref()
     }
 
     /// Why this implementation cannot decode the object (an unknown dtype, encoding or
@@ -265,7 +265,7 @@ impl<'r, S: ReadAt> Component<'r, S> {
     pub fn verify(&self) -> Result<DigestCheck> {
         match &self.model.digest {
             None => Ok(DigestCheck::Absent),
-            Some(Digest::Unknown(s)) => Ok(DigestCheck::Unverifiable(s.clone())),
+            Some(Digest::Unknown(s)) => Ok(DigestCheck::Unverifiable(s.to_string())),
             Some(_) => check_digest(self.object.name(), self.role, self.model, &self.stored()?),
         }
     }
@@ -345,7 +345,7 @@ impl<'r, S: ReadAt> Component<'r, S> {
         if self.object.model().packing != Packing::Split {
             return Err(Error::view("v0.1 sparse tensors are one packed blob"));
         }
-        if c.byte_order != ByteOrder::Little && dtype.size() > 1 {
+        if *c.byte_order() != ByteOrder::Little && dtype.size() > 1 {
             return Err(Error::view("data is not little-endian"));
         }
         if cfg!(target_endian = "big") && dtype.size() > 1 {

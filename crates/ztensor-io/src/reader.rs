@@ -151,7 +151,7 @@ pub(crate) fn check_digest(
         |e: ztensor_format::Error| Error::from(e.in_object(name).in_component(role).at(c.offset));
     match &c.digest {
         None => Ok(DigestCheck::Absent),
-        Some(Digest::Unknown(s)) => Ok(DigestCheck::Unverifiable(s.clone())),
+        Some(Digest::Unknown(s)) => Ok(DigestCheck::Unverifiable(s.to_string())),
         Some(Digest::Malformed(s)) => Err(context(ztensor_format::Error::new(
             Rule::DigestMalformed,
             format!("digest {s:?} cannot be parsed"),
@@ -344,7 +344,7 @@ impl<S: ReadAt> Reader<S> {
             }
             Encoding::Unknown(_) => unknown_encoding(name, role)?,
         };
-        if c.byte_order == ByteOrder::Big && object.object().packing == Packing::Split {
+        if *c.byte_order() == ByteOrder::Big && object.object().packing == Packing::Split {
             let width = c.dtype.known().map_or(1, DType::size);
             if width > 1 {
                 swap_bytes(bytes.to_mut(), usize::try_from(width).unwrap_or(1));
@@ -397,7 +397,7 @@ impl<S: ReadAt> Reader<S> {
             end: c.offset.saturating_add(c.length),
             hasher: hasher.as_mut(),
         };
-        let swap = (c.byte_order == ByteOrder::Big && object.object().packing == Packing::Split)
+        let swap = (*c.byte_order() == ByteOrder::Big && object.object().packing == Packing::Split)
             .then(|| c.dtype.known().map_or(1, DType::size))
             .and_then(|w| usize::try_from(w).ok())
             .filter(|&w| w > 1);
@@ -548,7 +548,7 @@ impl<S: ReadAt> Reader<S> {
                 let c = &o.components[role::DATA];
                 let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role::DATA))?;
                 let blob = self.decode_component(object, role::DATA, c, verify)?;
-                let big = c.byte_order == ByteOrder::Big;
+                let big = *c.byte_order() == ByteOrder::Big;
                 let context =
                     |e: ztensor_format::Error| Error::from(e.in_object(name).at(c.offset));
                 let (unpacked, index_role) = match o.format {
@@ -578,7 +578,7 @@ impl<S: ReadAt> Reader<S> {
             name: o.name.clone(),
             shape: o.shape.clone(),
             format,
-            attributes: o.attributes.as_ref().map(Cow::Borrowed),
+            attributes: o.attributes.as_deref().map(Cow::Borrowed),
             components,
         })
     }

@@ -275,7 +275,7 @@ impl<S: ReadAt> TensorSource for Reader<S> {
             name: Cow::Borrowed(&o.name),
             shape: Cow::Borrowed(&o.shape),
             format: o.format.clone(),
-            attributes: o.attributes.as_ref().map(Cow::Borrowed),
+            attributes: o.attributes.as_deref().map(Cow::Borrowed),
             components,
             unsupported: entry.unsupported().map(ToString::to_string),
             location: None,
@@ -339,7 +339,7 @@ impl<S: ReadAt> TensorSource for Reader<S> {
             && o.components.len() == 1
             && c.encoding == Encoding::Raw
             && c.digest.is_none()
-            && (c.byte_order == ztensor_format::ByteOrder::Little
+            && (*c.byte_order() == ztensor_format::ByteOrder::Little
                 || c.dtype.known().is_some_and(|d| d.size() == 1));
         plain.then_some(RawRange { source: self.source(), offset: c.offset, len: c.length })
     }

@@ -464,7 +464,7 @@ impl<W: Write> Writer<W> {
         let mut object =
             Object::new(name, shape.to_vec(), format).with_component("data", component);
         object.packing = Packing::V0Single;
-        object.attributes = attributes;
+        object.attributes = attributes.map(Box::new);
         self.push(object);
         Ok(())
     }
@@ -496,7 +496,7 @@ impl<W: Write> Writer<W> {
             .collect();
         self.check_object(name, shape, &format, &infos)?;
         let mut object = Object::new(name, shape.to_vec(), format);
-        object.attributes = attributes;
+        object.attributes = attributes.map(Box::new);
         for spec in components {
             let component =
                 self.write_component(spec.dtype, spec.logical_type.cloned(), spec.data, options)?;

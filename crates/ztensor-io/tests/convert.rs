@@ -198,7 +198,7 @@ fn sparse_objects_keep_their_attributes_through_every_conversion() {
                 let reader = Reader::new(&out[..], &Options::default()).unwrap();
                 for name in ["csr", "coo"] {
                     assert_eq!(
-                        reader.object(name).unwrap().model().attributes.as_ref(),
+                        reader.object(name).unwrap().model().attributes.as_deref(),
                         Some(&attrs),
                         "{from} -> {to} {name}"
                     );

@@ -9,7 +9,7 @@ fn big_endian_dense_is_returned_little_endian() {
     let values = [1.0f32, -2.5, 1e-3];
     let be: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
     let mut c = Component::new(DType::F32, 0, 12);
-    c.byte_order = ByteOrder::Big;
+    c.set_byte_order(ByteOrder::Big);
     let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();
     w.add_stored(
         Object::new("be", vec![3], Format::Dense),
@@ -37,7 +37,7 @@ fn big_endian_single_blob_coo() {
         blob.extend_from_slice(&v.to_be_bytes());
     }
     let mut c = Component::new(DType::I16, 0, blob.len() as u64);
-    c.byte_order = ByteOrder::Big;
+    c.set_byte_order(ByteOrder::Big);
     let mut object = Object::new("s", vec![3, 3], Format::SparseCoo);
     object.packing = Packing::V0Single;
     let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();

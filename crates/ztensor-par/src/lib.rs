@@ -286,7 +286,7 @@ pub fn repack_only<S: ReadAt, W: Write>(
             let options = write_options_for(o, copy);
             // The source digest is checked as the bytes are read (unknown algorithms cannot be).
             let digest = c.digest.clone().filter(|d| d.bytes().is_some());
-            let input = match (&c.encoding, &c.byte_order) {
+            let input = match (&c.encoding, c.byte_order()) {
                 (Encoding::Raw, ByteOrder::Little) => {
                     Input::Raw { offset: c.offset, swap: None, digest }
                 }
@@ -365,7 +365,7 @@ pub fn decoded_parallel<S: ReadAt>(component: Component<'_, S>) -> Result<Vec<u8
     let (name, role) = (object.name(), component.role());
     let c = component.model();
     let expected = component.decoded_len();
-    let split = object.model().packing == Packing::Split && c.byte_order == ByteOrder::Little;
+    let split = object.model().packing == Packing::Split && *c.byte_order() == ByteOrder::Little;
     // A large raw component is read in pieces on all threads: the copy and the page faults of
     // the fresh buffer are shared out, instead of one thread doing them for the whole tensor.
     if c.encoding == Encoding::Raw
@@ -479,7 +479,7 @@ pub fn load_all<S: ReadAt>(
                     name: o.name.clone(),
                     shape: o.shape.clone(),
                     format: o.format.clone(),
-                    attributes: o.attributes.clone().map(std::borrow::Cow::Owned),
+                    attributes: o.attributes.as_deref().cloned().map(std::borrow::Cow::Owned),
                     components,
                 })
             })

@@ -134,16 +134,18 @@ impl Template<'_> {
 
     fn build(self) -> Object {
         let (name, shape, attributes) = match self {
-            Template::Like(o, keep) => {
-                (o.name.clone(), o.shape.clone(), keep.then(|| o.attributes.clone()).flatten())
-            }
+            Template::Like(o, keep) => (
+                o.name.clone(),
+                o.shape.clone(),
+                keep.then(|| o.attributes.as_deref().cloned()).flatten(),
+            ),
             Template::Parts(p) => {
                 let Parts { name, shape, attributes } = *p;
                 (name.into_owned(), shape.into_owned(), attributes.map(Cow::into_owned))
             }
         };
         let mut object = Object::new(name, shape, Format::Dense);
-        object.attributes = attributes;
+        object.attributes = attributes.map(Box::new);
         object
     }
 }

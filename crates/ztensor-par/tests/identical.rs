@@ -166,7 +166,7 @@ fn big_endian_v0_1_sources_repack_identically() {
     use ztensor_format::{ByteOrder, Component, Format, Object};
     let values: Vec<u8> = (0..100u32).flat_map(|v| (v as f32).to_be_bytes()).collect();
     let mut c = Component::new(DType::F32, 0, values.len() as u64);
-    c.byte_order = ByteOrder::Big;
+    c.set_byte_order(ByteOrder::Big);
     let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();
     w.add_stored(
         Object::new("be", vec![100], Format::Dense),

@@ -74,7 +74,7 @@ pub fn tiny(version: Version) -> Result<Vec<u8>> {
         .concat();
         objects.push((sparse, vec![blob("data", DType::F32, packed)]));
         let mut custom = Object::new("step", vec![], Format::Dense);
-        custom.attributes = Some(text_map([("unit", "iterations".into())]));
+        custom.attributes = Some(Box::new(text_map([("unit", "iterations".into())])));
         objects.push((custom, vec![blob("data", DType::I64, le(&[1000i64], i64::to_be_bytes))]));
         let mut m = assemble(manifest, objects)?;
         // Stored big-endian, as v0.1 allows; readers return little-endian values.
@@ -86,7 +86,7 @@ pub fn tiny(version: Version) -> Result<Vec<u8>> {
             .find(|o| o.name == "step")
             .and_then(|o| o.components.get_mut("data"))
         {
-            c.byte_order = ByteOrder::Big;
+            c.set_byte_order(ByteOrder::Big);
         }
         let cbor = edited.encode()?;
         m.truncate(usize::try_from(parsed.location().offset)?);

@@ -55,7 +55,7 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
                     Some(t) => format!("{}:{t}", c.dtype),
                     None => c.dtype.to_string(),
                 };
-                match &c.byte_order {
+                match c.byte_order() {
                     ByteOrder::Little => {}
                     ByteOrder::Big => dtype.push_str(" (big-endian)"),
                     ByteOrder::Unknown(b) => dtype.push_str(&format!(" ({b}?)")),
@@ -115,7 +115,7 @@ pub fn json<S: ReadAt>(path: &Path, reader: &Reader<S>) -> serde_json::Value {
                         "dtype": c.dtype.to_string(),
                         "type": c.logical_type.as_ref().map(ToString::to_string),
                         "encoding": c.encoding.to_string(),
-                        "big_endian": c.byte_order == ByteOrder::Big,
+                        "big_endian": *c.byte_order() == ByteOrder::Big,
                         "offset": c.offset,
                         "stored": c.length,
                         "decoded": decoded,
@@ -128,7 +128,7 @@ pub fn json<S: ReadAt>(path: &Path, reader: &Reader<S>) -> serde_json::Value {
                 "name": o.name,
                 "format": o.format.to_string(),
                 "shape": o.shape,
-                "attributes": o.attributes.as_ref().map(ztensor_dump::cbor_to_json),
+                "attributes": o.attributes.as_deref().map(ztensor_dump::cbor_to_json),
                 "components": components,
                 "unsupported": object.unsupported().map(|e| e.kind().id()),
             })

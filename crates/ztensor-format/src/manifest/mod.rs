@@ -87,7 +87,7 @@ pub enum Format {
     /// `packed_weight`, `scales`, `zeros`.
     QuantizedGroup,
     /// A format this implementation does not know, preserved.
-    Unknown(String),
+    Unknown(crate::Spelling),
 }
 
 impl Format {
@@ -109,7 +109,7 @@ impl Format {
             "sparse_csr" => Format::SparseCsr,
             "sparse_coo" => Format::SparseCoo,
             "quantized_group" => Format::QuantizedGroup,
-            other => Format::Unknown(other.to_owned()),
+            other => Format::Unknown(other.into()),
         }
     }
 
@@ -140,7 +140,7 @@ pub enum Encoding {
     /// A Zstandard stream (one or more frames).
     Zstd,
     /// An encoding this implementation does not know, preserved.
-    Unknown(String),
+    Unknown(crate::Spelling),
 }
 
 impl Encoding {
@@ -158,7 +158,7 @@ impl Encoding {
         match name {
             "raw" => Encoding::Raw,
             "zstd" => Encoding::Zstd,
-            other => Encoding::Unknown(other.to_owned()),
+            other => Encoding::Unknown(other.into()),
         }
     }
 }
@@ -178,7 +178,7 @@ pub enum ByteOrder {
     /// Big-endian (v0.1 `data_endianness: "big"`).
     Big,
     /// A v0.1 `data_endianness` string this implementation does not know, preserved.
-    Unknown(String),
+    Unknown(crate::Spelling),
 }
 
 /// How an object's components hold its data.
@@ -194,7 +194,12 @@ pub enum Packing {
 }
 
 /// One contiguous blob and how to read it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// The fields most components leave at their defaults (a byte order other than little-endian,
+/// which only v0.1 can state, and unknown keys) are kept out of line, behind
+/// [`byte_order`](Component::byte_order) and [`extra`](Component::extra): a manifest holds a
+/// component per tensor, and the common one costs a pointer for them rather than their room.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Component {
     /// The storage type.
     pub dtype: StorageType,
@@ -210,10 +215,57 @@ pub struct Component {
     pub encoding: Encoding,
     /// The digest of the stored bytes.
     pub digest: Option<Digest>,
-    /// The byte order of the decoded elements.
-    pub byte_order: ByteOrder,
-    /// Keys of the component map this implementation does not know, preserved (v1.x).
-    pub extra: Vec<(String, Value)>,
+    rare: Rare<ComponentRare>,
+}
+
+/// What a [`Component`] rarely holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ComponentRare {
+    byte_order: ByteOrder,
+    extra: Vec<(String, Value)>,
+}
+
+/// Fields left at their defaults in nearly every item, out of line: `None` until one is set,
+/// and equal to a default value when it is `None`.
+#[derive(Clone, Default)]
+struct Rare<T>(Option<Box<T>>);
+
+impl<T: Default> Rare<T> {
+    fn get(&self) -> Option<&T> {
+        self.0.as_deref()
+    }
+
+    fn get_mut(&mut self) -> &mut T {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl<T: Default + PartialEq> PartialEq for Rare<T> {
+    fn eq(&self, other: &Rare<T>) -> bool {
+        match (self.get(), other.get()) {
+            (Some(a), Some(b)) => a == b,
+            (Some(x), None) | (None, Some(x)) => *x == T::default(),
+            (None, None) => true,
+        }
+    }
+}
+
+impl<T: Default + Eq> Eq for Rare<T> {}
+
+impl fmt::Debug for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Component")
+            .field("dtype", &self.dtype)
+            .field("logical_type", &self.logical_type)
+            .field("offset", &self.offset)
+            .field("length", &self.length)
+            .field("uncompressed_length", &self.uncompressed_length)
+            .field("encoding", &self.encoding)
+            .field("digest", &self.digest)
+            .field("byte_order", self.byte_order())
+            .field("extra", &self.extra())
+            .finish()
+    }
 }
 
 impl Component {
@@ -227,25 +279,87 @@ impl Component {
             uncompressed_length: None,
             encoding: Encoding::Raw,
             digest: None,
-            byte_order: ByteOrder::Little,
-            extra: Vec::new(),
+            rare: Rare::default(),
+        }
+    }
+
+    /// The byte order of the decoded elements.
+    pub fn byte_order(&self) -> &ByteOrder {
+        self.rare.get().map_or(&ByteOrder::Little, |r| &r.byte_order)
+    }
+
+    /// Sets the byte order of the decoded elements.
+    pub fn set_byte_order(&mut self, byte_order: ByteOrder) {
+        if byte_order != ByteOrder::Little || self.rare.get().is_some() {
+            self.rare.get_mut().byte_order = byte_order;
+        }
+    }
+
+    /// Sets the byte order, returning the component (builder style).
+    #[must_use]
+    pub fn with_byte_order(mut self, byte_order: ByteOrder) -> Component {
+        self.set_byte_order(byte_order);
+        self
+    }
+
+    /// Keys of the component map this implementation does not know, preserved (v1.x).
+    pub fn extra(&self) -> &[(String, Value)] {
+        self.rare.get().map_or(&[], |r| &r.extra)
+    }
+
+    /// The unknown keys, to change.
+    pub fn extra_mut(&mut self) -> &mut Vec<(String, Value)> {
+        &mut self.rare.get_mut().extra
+    }
+}
+
+/// A role as stored: the standard roles by their place in [`STANDARD_ROLES`], any other
+/// owned, so the common object costs no allocation for its role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RoleName {
+    Standard(u8),
+    Other(Box<str>),
+}
+
+const STANDARD_ROLES: [&str; 8] = {
+    use crate::role::*;
+    [DATA, VALUES, INDICES, INDPTR, COORDS, PACKED_WEIGHT, SCALES, ZEROS]
+};
+
+impl RoleName {
+    fn as_str(&self) -> &str {
+        match self {
+            RoleName::Standard(i) => STANDARD_ROLES[usize::from(*i)],
+            RoleName::Other(s) => s,
+        }
+    }
+
+    fn into_string(self) -> String {
+        match self {
+            RoleName::Standard(i) => STANDARD_ROLES[usize::from(i)].to_owned(),
+            RoleName::Other(s) => s.into(),
         }
     }
 }
 
-/// A role as stored: the standard roles are static strings, so the common object costs no
-/// allocation for its role.
-type RoleName = std::borrow::Cow<'static, str>;
+impl PartialOrd for RoleName {
+    fn partial_cmp(&self, other: &RoleName) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RoleName {
+    fn cmp(&self, other: &RoleName) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
 
 /// The stored form of a role: one of the standard roles without an allocation, any other owned.
 fn role_name(role: String) -> RoleName {
-    use crate::role::*;
-    for known in [DATA, VALUES, INDICES, INDPTR, COORDS, PACKED_WEIGHT, SCALES, ZEROS] {
-        if role == known {
-            return RoleName::Borrowed(known);
-        }
+    match (0u8..).zip(STANDARD_ROLES).find(|(_, known)| *known == role) {
+        Some((i, _)) => RoleName::Standard(i),
+        None => RoleName::Other(role.into()),
     }
-    RoleName::Owned(role)
 }
 
 /// An object's components by role, in role order, as a map would hold them.
@@ -353,7 +467,7 @@ impl Components {
     }
 
     fn find(&self, role: &str) -> Result<usize, usize> {
-        self.slice().binary_search_by(|(r, _)| r.as_ref().cmp(role))
+        self.slice().binary_search_by(|(r, _)| r.as_str().cmp(role))
     }
 
     /// Adds or replaces the component of `role`, returning the one it replaced.
@@ -385,7 +499,7 @@ impl Components {
     pub fn get_key_value(&self, role: &str) -> Option<(&str, &Component)> {
         self.find(role).ok().map(|i| {
             let (r, c) = &self.slice()[i];
-            (r.as_ref(), c)
+            (r.as_str(), c)
         })
     }
 
@@ -429,7 +543,7 @@ impl Components {
 
     /// The roles, in order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + Clone {
-        self.slice().iter().map(|(r, _)| r.as_ref())
+        self.slice().iter().map(|(r, _)| r.as_str())
     }
 
     /// The components, in role order.
@@ -454,7 +568,7 @@ pub struct ComponentsIter<'a>(std::slice::Iter<'a, (RoleName, Component)>);
 impl<'a> Iterator for ComponentsIter<'a> {
     type Item = (&'a str, &'a Component);
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(|(r, c)| (r.as_ref(), c))
+        self.0.next().map(|(r, c)| (r.as_str(), c))
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.0.size_hint()
@@ -463,7 +577,7 @@ impl<'a> Iterator for ComponentsIter<'a> {
 
 impl DoubleEndedIterator for ComponentsIter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.0.next_back().map(|(r, c)| (r.as_ref(), c))
+        self.0.next_back().map(|(r, c)| (r.as_str(), c))
     }
 }
 
@@ -479,18 +593,31 @@ impl<'a> IntoIterator for &'a Components {
 
 impl IntoIterator for Components {
     type Item = (String, Component);
-    type IntoIter = std::iter::Map<
-        std::vec::IntoIter<(RoleName, Component)>,
-        fn((RoleName, Component)) -> (String, Component),
-    >;
-    fn into_iter(self) -> Self::IntoIter {
+    type IntoIter = ComponentsIntoIter;
+    fn into_iter(self) -> ComponentsIntoIter {
         let entries = match self.0 {
             Slots::One([one]) => vec![one],
             Slots::Many(many) => many,
         };
-        entries.into_iter().map(|(r, c)| (r.into_owned(), c))
+        ComponentsIntoIter(entries.into_iter())
     }
 }
+
+/// The iterator of [`Components`]'s `into_iter`: owned `(role, component)` in role order.
+#[derive(Debug)]
+pub struct ComponentsIntoIter(std::vec::IntoIter<(RoleName, Component)>);
+
+impl Iterator for ComponentsIntoIter {
+    type Item = (String, Component);
+    fn next(&mut self) -> Option<(String, Component)> {
+        self.0.next().map(|(r, c)| (r.into_string(), c))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for ComponentsIntoIter {}
 
 impl FromIterator<(String, Component)> for Components {
     fn from_iter<I: IntoIterator<Item = (String, Component)>>(entries: I) -> Components {
@@ -508,7 +635,10 @@ impl std::ops::Index<&str> for Components {
 }
 
 /// A named object: shape, format, attributes and components.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Unknown keys, which few objects have, are kept out of line behind
+/// [`extra`](Object::extra), as are the attributes: a manifest may hold a million objects.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Object {
     /// The object's name (v1.x `objects` key, v0.1 `name`).
     pub name: String,
@@ -517,13 +647,26 @@ pub struct Object {
     /// The layout schema.
     pub format: Format,
     /// Per-object attributes; for v0.1, the tensor map's custom keys.
-    pub attributes: Option<Value>,
+    pub attributes: Option<Box<Value>>,
     /// The components by role.
     pub components: Components,
     /// How the components hold the data.
     pub packing: Packing,
-    /// Keys of the object map this implementation does not know, preserved (v1.x).
-    pub extra: Vec<(String, Value)>,
+    extra: Rare<Vec<(String, Value)>>,
+}
+
+impl fmt::Debug for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Object")
+            .field("name", &self.name)
+            .field("shape", &self.shape)
+            .field("format", &self.format)
+            .field("attributes", &self.attributes)
+            .field("components", &self.components)
+            .field("packing", &self.packing)
+            .field("extra", &self.extra())
+            .finish()
+    }
 }
 
 impl Object {
@@ -536,7 +679,7 @@ impl Object {
             attributes: None,
             components: Components::new(),
             packing: Packing::Split,
-            extra: Vec::new(),
+            extra: Rare::default(),
         }
     }
 
@@ -545,6 +688,28 @@ impl Object {
     pub fn with_component(mut self, role: impl Into<String>, component: Component) -> Object {
         self.components.insert(role.into(), component);
         self
+    }
+
+    /// Sets the attributes, returning the object (builder style).
+    #[must_use]
+    pub fn with_attributes(mut self, attributes: Option<Value>) -> Object {
+        self.attributes = attributes.map(Box::new);
+        self
+    }
+
+    /// The attributes, if any.
+    pub fn attributes(&self) -> Option<&Value> {
+        self.attributes.as_deref()
+    }
+
+    /// Keys of the object map this implementation does not know, preserved (v1.x).
+    pub fn extra(&self) -> &[(String, Value)] {
+        self.extra.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// The unknown keys, to change.
+    pub fn extra_mut(&mut self) -> &mut Vec<(String, Value)> {
+        self.extra.get_mut()
     }
 }
 

@@ -120,38 +120,29 @@ fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
             Some(format) => (format, Packing::V0Single, false),
             None => (Format::Unknown("sparse".into()), Packing::V0Single, true),
         },
-        Some(other) => (Format::Unknown(other.to_owned()), Packing::V0Single, true),
+        Some(other) => (Format::Unknown(other.into()), Packing::V0Single, true),
     };
     if keep_sparse_format && let Some(sf) = sparse_format {
         custom.push((Value::from("sparse_format"), sf));
     }
 
-    let component = Component {
-        dtype: DType::from_v0_name(&dtype).map_or(StorageType::Unknown(dtype), StorageType::Known),
-        logical_type: None,
-        offset,
-        length: size,
-        uncompressed_length: None,
-        encoding: Encoding::from_name(&encoding),
-        digest: checksum.map(|c| Digest::parse(&c)),
-        byte_order: match endianness.as_deref() {
-            None | Some("little") => ByteOrder::Little,
-            Some("big") => ByteOrder::Big,
-            Some(other) => ByteOrder::Unknown(other.to_owned()),
-        },
-        extra: Vec::new(),
-    };
+    let dtype =
+        DType::from_v0_name(&dtype).map_or(StorageType::Unknown(dtype.into()), StorageType::Known);
+    let mut component = Component::new(dtype, offset, size);
+    component.encoding = Encoding::from_name(&encoding);
+    component.digest = checksum.map(|c| Digest::parse(&c));
+    component.set_byte_order(match endianness.as_deref() {
+        None | Some("little") => ByteOrder::Little,
+        Some("big") => ByteOrder::Big,
+        Some(other) => ByteOrder::Unknown(other.into()),
+    });
     let mut components = Components::new();
     components.insert(DATA_ROLE.to_owned(), component);
-    Ok(Object {
-        name,
-        shape,
-        format,
-        attributes: if custom.is_empty() { None } else { Some(Value::Map(custom)) },
-        components,
-        packing,
-        extra: Vec::new(),
-    })
+    let mut object = Object::new(name, shape, format);
+    object.attributes = if custom.is_empty() { None } else { Some(Box::new(Value::Map(custom))) };
+    object.components = components;
+    object.packing = packing;
+    Ok(object)
 }
 
 /// The manifest's CBOR, deterministic (RFC 8949 §4.2.1), encoded tensor by tensor.
@@ -181,14 +172,14 @@ fn tensor_value(object: &Object) -> Result<Value> {
         (Format::Dense, Packing::Split) => "dense",
         (Format::SparseCsr, Packing::V0Single) => "sparsecsr",
         (Format::SparseCoo, Packing::V0Single) => "sparsecoo",
-        (Format::Unknown(layout), Packing::V0Single) => layout.as_str(),
+        (Format::Unknown(layout), Packing::V0Single) => &**layout,
         (format, _) => {
             return Err(unrepresentable(format!(
                 "a {format} object in this packing; convert it first"
             )));
         }
     };
-    if !object.extra.is_empty() {
+    if !object.extra().is_empty() {
         return Err(unrepresentable("extra object keys".into()));
     }
     let (Some(c), 1) = (object.components.get(DATA_ROLE), object.components.len()) else {
@@ -202,12 +193,12 @@ fn tensor_value(object: &Object) -> Result<Value> {
     if c.uncompressed_length.is_some() {
         return Err(unrepresentable("uncompressed_length".into()));
     }
-    if !c.extra.is_empty() {
+    if !c.extra().is_empty() {
         return Err(unrepresentable("extra component keys".into()));
     }
     let dtype = match &c.dtype {
         StorageType::Known(d) => d.v0_name().to_owned(),
-        StorageType::Unknown(s) => s.clone(),
+        StorageType::Unknown(s) => s.to_string(),
     };
     let mut map = vec![
         (Value::from("name"), Value::Text(object.name.clone())),
@@ -223,13 +214,15 @@ fn tensor_value(object: &Object) -> Result<Value> {
     ];
     // Like the reference writer, state the byte order of raw multi-byte data explicitly.
     let multi_byte = c.dtype.known().is_some_and(|d| d.size() > 1);
-    match &c.byte_order {
+    match c.byte_order() {
         ByteOrder::Little if c.encoding == Encoding::Raw && multi_byte => {
             map.push((Value::from("data_endianness"), Value::from("little")));
         }
         ByteOrder::Little => {}
         ByteOrder::Big => map.push((Value::from("data_endianness"), Value::from("big"))),
-        ByteOrder::Unknown(s) => map.push((Value::from("data_endianness"), Value::Text(s.clone()))),
+        ByteOrder::Unknown(s) => {
+            map.push((Value::from("data_endianness"), Value::Text(s.to_string())));
+        }
     }
     if let Some(d) = &c.digest {
         map.push((Value::from("checksum"), Value::Text(d.to_string())));

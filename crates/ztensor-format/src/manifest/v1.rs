@@ -119,15 +119,14 @@ fn object(name: String, value: Value, limits: &Limits) -> Result<Object> {
         entries.push((role, component));
     }
     let (by_role, _) = Components::from_entries(entries);
-    Ok(Object {
-        name,
-        shape: shape.ok_or_else(|| missing("shape"))?,
-        format: format.ok_or_else(|| missing("format"))?,
-        attributes,
-        components: by_role,
-        packing: Packing::Split,
-        extra,
-    })
+    let shape = shape.ok_or_else(|| missing("shape"))?;
+    let mut object = Object::new(name, shape, format.ok_or_else(|| missing("format"))?)
+        .with_attributes(attributes);
+    object.components = by_role;
+    if !extra.is_empty() {
+        *object.extra_mut() = extra;
+    }
+    Ok(object)
 }
 
 fn component(value: Value) -> Result<Component> {
@@ -205,23 +204,23 @@ impl ComponentFields<'_> {
             }
             let storage = spelled
                 .storage()
-                .map_or_else(|| StorageType::Unknown(dtype_name.to_owned()), StorageType::Known);
+                .map_or_else(|| StorageType::Unknown(dtype_name.into()), StorageType::Known);
             logical_type = Some(spelled);
             storage
         } else {
-            StorageType::Unknown(dtype_name.to_owned())
+            StorageType::Unknown(dtype_name.into())
         };
-        Ok(Component {
-            dtype,
-            logical_type,
-            offset: self.offset.ok_or_else(|| missing("offset"))?,
-            length: self.length.ok_or_else(|| missing("length"))?,
-            uncompressed_length: self.uncompressed_length,
-            encoding: self.encoding,
-            digest: self.digest,
-            byte_order: ByteOrder::Little,
-            extra: self.extra,
-        })
+        let offset = self.offset.ok_or_else(|| missing("offset"))?;
+        let length = self.length.ok_or_else(|| missing("length"))?;
+        let mut component = Component::new(dtype, offset, length);
+        component.logical_type = logical_type;
+        component.uncompressed_length = self.uncompressed_length;
+        component.encoding = self.encoding;
+        component.digest = self.digest;
+        if !self.extra.is_empty() {
+            *component.extra_mut() = self.extra;
+        }
+        Ok(component)
     }
 }
 
@@ -425,15 +424,12 @@ impl<'a> Direct<'a, '_> {
                 key => self.extra(&mut extra, key, 4)?,
             }
         }
-        Some(Object {
-            name: name.to_owned(),
-            shape: shape?,
-            format: format?,
-            attributes,
-            components: components?,
-            packing: Packing::Split,
-            extra,
-        })
+        let mut object = Object::new(name, shape?, format?).with_attributes(attributes);
+        object.components = components?;
+        if !extra.is_empty() {
+            *object.extra_mut() = extra;
+        }
+        Some(object)
     }
 
     fn component(&mut self) -> Option<Component> {
@@ -559,7 +555,7 @@ fn object_value(object: &Object) -> Result<Value> {
     if let Some(attributes) = &object.attributes {
         check_attributes(attributes, "attributes")
             .map_err(|e| e.kind_into(ErrorKind::InvalidInput))?;
-        map.push((Value::from("attributes"), attributes.clone()));
+        map.push((Value::from("attributes"), Value::clone(attributes)));
     }
     let mut components = Vec::with_capacity(object.components.len());
     for (role, component) in &object.components {
@@ -567,12 +563,12 @@ fn object_value(object: &Object) -> Result<Value> {
         components.push((Value::Text(role.to_owned()), value));
     }
     map.push((Value::from("components"), Value::Map(components)));
-    push_extra(&mut map, &object.extra, &["shape", "format", "attributes", "components"])?;
+    push_extra(&mut map, object.extra(), &["shape", "format", "attributes", "components"])?;
     Ok(Value::Map(map))
 }
 
 fn component_value(c: &Component) -> Result<Value> {
-    if c.byte_order != ByteOrder::Little {
+    if *c.byte_order() != ByteOrder::Little {
         return Err(Error::new(
             ErrorKind::Unrepresentable,
             "v1.x stores little-endian data only; byte-swap first",
@@ -599,7 +595,7 @@ fn component_value(c: &Component) -> Result<Value> {
     }
     push_extra(
         &mut map,
-        &c.extra,
+        c.extra(),
         &["dtype", "type", "offset", "length", "uncompressed_length", "encoding", "digest"],
     )?;
     Ok(Value::Map(map))
@@ -619,10 +615,10 @@ mod tests {
         c.encoding = Encoding::Zstd;
         c.uncompressed_length = Some(40);
         c.logical_type = Some(LogicalType::from_name("complex64"));
-        c.extra.push(("x_c".into(), Value::from(1u64)));
+        c.extra_mut().push(("x_c".into(), Value::from(1u64)));
         let mut o = Object::new("w", vec![2, 5], Format::Dense).with_component("data", c);
-        o.attributes = Some(crate::text_map([("k", Value::from("v"))]));
-        o.extra.push(("x_o".into(), Value::Array(vec![Value::Null])));
+        o.attributes = Some(Box::new(crate::text_map([("k", Value::from("v"))])));
+        o.extra_mut().push(("x_o".into(), Value::Array(vec![Value::Null])));
         let mut m = Manifest::new(Version::V1_2);
         m.objects.push(o);
         m.objects.push(Object::new("s", vec![], Format::Unknown("mine".into())));
