@@ -22,22 +22,19 @@ use crate::manifest::{ByteOrder, Component, Encoding, Format, Manifest, Object, 
 pub struct ValidatedManifest {
     manifest: Manifest,
     location: ManifestLocation,
-    info: Vec<ObjectInfo>,
-    /// Every object's decoded component lengths, one run per object in manifest order (see
-    /// [`ObjectInfo::decoded`]): one vector for the whole manifest rather than one per object.
+    /// Where each object's run starts in `decoded`: the decoded length per component, in the
+    /// (sorted) order of `Object::components`, one entry each.
+    decoded_start: Vec<u32>,
+    /// Every object's decoded component lengths, one run per object in manifest order: one
+    /// vector for the whole manifest rather than one per object.
     decoded: Vec<Option<u64>>,
+    /// The objects that cannot be decoded, by index in manifest order, with the reason: few,
+    /// so not a slot per object.
+    unsupported: Vec<(usize, Error)>,
     /// Object indices by name, for lookups without a second copy of every name.
     by_name: NameIndex,
     /// Objects a lookup by name never finds: an earlier one has the same name.
     shadowed: Vec<usize>,
-}
-
-#[derive(Debug, Clone)]
-struct ObjectInfo {
-    unsupported: Option<Error>,
-    /// Where this object's run starts in [`ValidatedManifest::decoded`]: the decoded length
-    /// per component, in the (sorted) order of `Object::components`, one entry each.
-    decoded: usize,
 }
 
 /// One object of a [`ValidatedManifest`], with its validation results.
@@ -127,10 +124,14 @@ impl ValidatedManifest {
     /// The object at `index`, which is in range.
     fn object_ref(&self, index: usize) -> ObjectRef<'_> {
         let object = &self.manifest.objects[index];
-        let info = &self.info[index];
+        let unsupported = self
+            .unsupported
+            .binary_search_by_key(&index, |(i, _)| *i)
+            .ok()
+            .map(|at| &self.unsupported[at].1);
         ObjectRef {
             object,
-            unsupported: info.unsupported.as_ref(),
+            unsupported,
             decoded: self.decoded_of(index),
             version: self.manifest.version,
         }
@@ -138,7 +139,7 @@ impl ValidatedManifest {
 
     /// The decoded lengths of object `index`'s components, in role order.
     fn decoded_of(&self, index: usize) -> &[Option<u64>] {
-        let start = self.info[index].decoded;
+        let start = self.decoded_start[index] as usize;
         let end = start + self.manifest.objects[index].components.len();
         &self.decoded[start..end]
     }
@@ -178,11 +179,13 @@ impl ValidatedManifest {
         let mut variants: std::collections::HashMap<(u64, u64), Vec<usize>> =
             std::collections::HashMap::new();
         let mut first = Vec::with_capacity(objects.len());
-        for (i, (o, info)) in objects.iter().zip(&self.info).enumerate() {
+        let mut unsupported = self.unsupported.iter().map(|(i, _)| *i).peekable();
+        for (i, o) in objects.iter().enumerate() {
+            let supported = unsupported.next_if_eq(&i).is_none();
             let single = (o.format == Format::Dense
                 && o.packing == Packing::Split
                 && o.components.len() == 1
-                && info.unsupported.is_none())
+                && supported)
             .then(|| o.components.iter().next())
             .flatten()
             .filter(|(_, c)| c.length > 0);
@@ -271,14 +274,20 @@ pub fn validate(
             shadowed.push(i);
         }
     }
-    let mut info = Vec::with_capacity(manifest.objects.len());
+    let mut decoded_start = Vec::with_capacity(manifest.objects.len());
     let mut decoded = Vec::with_capacity(manifest.objects.len());
+    let mut unsupported_objects = Vec::new();
     let mut blobs = Vec::new();
     for (i, object) in manifest.objects.iter().enumerate() {
         let checker = ObjectCheck { object, version: manifest.version, location, options };
-        let start = decoded.len();
+        let start = u32::try_from(decoded.len()).map_err(|_| {
+            Error::new(ErrorKind::TooManyObjects, "more components than this reader can index")
+        })?;
+        decoded_start.push(start);
         let unsupported = checker.run(&mut decoded).map_err(|e| e.in_object(&object.name))?;
-        info.push(ObjectInfo { unsupported, decoded: start });
+        if let Some(reason) = unsupported {
+            unsupported_objects.push((i, reason));
+        }
         for (role, c) in &object.components {
             if c.length > 0 {
                 blobs.push((c.offset, c.offset + c.length, i, role));
@@ -287,7 +296,15 @@ pub fn validate(
     }
     check_overlaps(&mut blobs, &manifest)?;
     decoded.shrink_to_fit();
-    Ok(ValidatedManifest { manifest, location, info, decoded, by_name, shadowed })
+    Ok(ValidatedManifest {
+        manifest,
+        location,
+        decoded_start,
+        decoded,
+        unsupported: unsupported_objects,
+        by_name,
+        shadowed,
+    })
 }
 
 /// Blobs must be pairwise disjoint or identical.

@@ -284,6 +284,11 @@ impl<S: ReadAt> Reader<S> {
         self.manifest.objects().map(move |entry| Object::new(self, entry))
     }
 
+    /// The object at `index` in the file's order (as [`Reader::objects`] lists them).
+    pub fn object_at(&self, index: usize) -> Option<Object<'_, S>> {
+        self.manifest.object_at(index).map(|entry| Object::new(self, entry))
+    }
+
     /// The objects a lookup by name does not reach: later objects of a v0.1 file that repeat
     /// an earlier object's name (see [`ValidatedManifest::shadowed`]).
     pub fn shadowed(&self) -> impl Iterator<Item = Object<'_, S>> + '_ {

@@ -544,7 +544,6 @@ pub fn verify_all<'r, S: ReadAt>(
     progress: &dyn Progress,
 ) -> Result<Vec<(&'r str, Result<()>)>> {
     let pool = par.pool()?;
-    let objects: Vec<ztensor_io::Object<'_, S>> = reader.objects().collect();
     // Objects may legally share a blob. A dense object's verdict depends only on its one
     // component and decoded length, so aliases of one already checked are not decoded again
     // (a 35 KB file of 16 aliases of a 1 GiB blob would otherwise decode 16 GiB).
@@ -581,29 +580,32 @@ pub fn verify_all<'r, S: ReadAt>(
         let data = object.read_verified()?;
         object.check(&data)
     };
-    Ok(pool.install(|| {
-        let verdicts: Vec<Option<Result<()>>> = objects
-            .par_iter()
-            .enumerate()
-            .map(|(i, object)| (first_alias[i] == i).then(|| check(object)))
-            .collect();
-        let sound: Vec<bool> = verdicts.iter().map(|v| matches!(v, Some(Ok(())))).collect();
-        objects
-            .iter()
-            .zip(verdicts)
-            .enumerate()
-            .map(|(i, (object, verdict))| {
-                let outcome = match verdict {
-                    Some(outcome) => outcome,
-                    // The alias of a sound object is sound; of a faulty one, checked itself so
-                    // that its error names it.
-                    None if sound[first_alias[i]] => Ok(()),
-                    None => check(object),
-                };
+    // One slot per object, filled in place: at a million objects, each per-object vector
+    // costs megabytes.
+    let mut verdicts: Vec<(&'r str, Result<()>)> =
+        reader.objects().map(|object| (object.name(), Ok(()))).collect();
+    let object = |i: usize| reader.object_at(i).expect("an index of the manifest");
+    pool.install(|| {
+        verdicts.par_iter_mut().enumerate().filter(|(i, _)| first_alias[*i] == *i).for_each(
+            |(i, (_, verdict))| {
+                let object = object(i);
+                *verdict = check(&object);
                 progress.bytes_in(object.stored_len());
                 progress.object_done(object.name());
-                (object.name(), outcome)
-            })
-            .collect()
-    }))
+            },
+        );
+    });
+    // The alias of a sound object is sound; of a faulty one, checked itself so that its error
+    // names it.
+    for (i, &first) in first_alias.iter().enumerate() {
+        if first != i {
+            let object = object(i);
+            if verdicts[first].1.is_err() {
+                verdicts[i].1 = check(&object);
+            }
+            progress.bytes_in(object.stored_len());
+            progress.object_done(object.name());
+        }
+    }
+    Ok(verdicts)
 }

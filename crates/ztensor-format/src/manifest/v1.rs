@@ -5,7 +5,6 @@
 //! `uncompressed_length`. The v1.1 spellings of logical types in `dtype` (`f8_e4m3`, `f8_e5m2`,
 //! `complex64`, `complex128`) decode into the same model as the v1.2 `type` field.
 
-use std::collections::HashSet;
 
 use super::{
     ByteOrder, Component, Components, Encoding, Format, Manifest, Object, Packing, Version,
@@ -369,15 +368,29 @@ impl<'a> Direct<'a, '_> {
         if n > self.limits.max_objects {
             return None;
         }
-        let mut names = HashSet::with_capacity(n);
-        let mut objects = Vec::with_capacity(n);
+        let mut objects: Vec<Object> = Vec::with_capacity(n);
+        // Names in strictly increasing order cannot repeat. Writers sort them, in bytewise
+        // order (a sorted map) or in deterministic CBOR's (shorter first): while either holds,
+        // no set of the names is needed, which at a million objects is tens of megabytes.
+        let (mut bytewise, mut deterministic) = (true, true);
         for _ in 0..n {
             let name = self.text()?;
-            if !names.insert(name) {
-                return None;
+            if let Some(last) = objects.last() {
+                let last = last.name.as_str();
+                bytewise &= last < name;
+                deterministic &= (last.len(), last) < (name.len(), name);
             }
             check_name(name, self.limits).ok()?;
             objects.push(self.object(name)?);
+        }
+        if !bytewise && !deterministic {
+            let mut index = crate::NameIndex::with_capacity(objects.len());
+            for i in 0..objects.len() {
+                if index.insert(i, |j| &objects[j].name).is_some() {
+                    // A repeated key: the general decoder says so, with its place.
+                    return None;
+                }
+            }
         }
         Some(objects)
     }
@@ -692,6 +705,37 @@ mod tests {
         assert!(decode_direct(&twice, &Limits::default()).is_none());
         let general = Manifest::decode(Container::V1, &twice, &Limits::default()).unwrap_err();
         assert_eq!(general.kind(), ErrorKind::CborDuplicateKey);
+
+        // Names in neither sorted order: a repeat apart from its first is still found, and
+        // without one the direct path answers.
+        let named = |names: &[&str]| {
+            let mut bytes = [
+                &[0xa2][..],
+                &enc(&Value::from("version")),
+                &enc(&Value::from("1.2.0")),
+                &enc(&Value::from("objects")),
+                &[0xa0 + names.len() as u8],
+            ]
+            .concat();
+            for name in names {
+                bytes.extend_from_slice(&enc(&Value::from(*name)));
+                bytes.extend_from_slice(&object);
+            }
+            bytes
+        };
+        // "bb" after "c" breaks bytewise order, "a" after "bb" the shorter-first order.
+        let repeated = named(&["c", "bb", "a", "c"]);
+        assert!(decode_direct(&repeated, &Limits::default()).is_none());
+        let general = Manifest::decode(Container::V1, &repeated, &Limits::default()).unwrap_err();
+        assert_eq!(general.kind(), ErrorKind::CborDuplicateKey);
+        let unsorted = named(&["c", "bb", "a", "d"]);
+        let direct = decode_direct(&unsorted, &Limits::default()).expect("the direct path answers");
+        let names: Vec<&str> = direct.objects.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["c", "bb", "a", "d"]);
+        // Either sorted order alone needs no index, and finds no repeat where there is none.
+        for sorted in [&["a", "bb", "c"][..], &["a", "c", "bb"]] {
+            assert!(decode_direct(&named(sorted), &Limits::default()).is_some(), "{sorted:?}");
+        }
     }
 
     #[test]
