@@ -818,7 +818,14 @@ fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    let mut out = std::io::stdout().lock();
+    // Line by line to a terminal, in blocks to a pipe or file: a listing of a million objects
+    // is otherwise a million writes.
+    let stdout = std::io::stdout().lock();
+    let mut out: Box<dyn Write> = if std::io::IsTerminal::is_terminal(&stdout) {
+        Box::new(stdout)
+    } else {
+        Box::new(std::io::BufWriter::with_capacity(64 << 10, stdout))
+    };
     let code = match cli.command {
         Command::Info { file, strict, json } => {
             match cmd::detect(&file)? {
