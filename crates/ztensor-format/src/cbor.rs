@@ -443,62 +443,45 @@ pub fn encode_into(value: &Value, out: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
-/// A map encoded entry by entry into one buffer and finished in deterministic key order (as
-/// [`encode`] orders a [`Value::Map`]): a manifest of a million objects is encoded without a
-/// tree of every value beside it.
-#[derive(Default)]
-pub(crate) struct MapEncoder {
-    bytes: Vec<u8>,
-    /// Where each entry's key and value start in `bytes`; an entry ends where the next begins.
-    entries: Vec<(usize, usize)>,
+/// Appends the head of a map of `len` entries to `out`.
+pub(crate) fn map_head(out: &mut Vec<u8>, len: u64) {
+    head(out, 5, len);
 }
 
-impl MapEncoder {
-    /// Adds an entry whose value `value` encodes by appending to the buffer it is given.
-    pub(crate) fn entry(
-        &mut self,
-        key: &Value,
-        value: impl FnOnce(&mut Vec<u8>) -> Result<()>,
-    ) -> Result<()> {
-        let start = self.bytes.len();
-        encode_into(key, &mut self.bytes)?;
-        let value_start = self.bytes.len();
-        value(&mut self.bytes)?;
-        self.entries.push((start, value_start));
+/// Encoded bytes handed on in blocks of about [`Blocks::SIZE`] as they are made, so that a
+/// large encoding never exists whole in memory.
+pub(crate) struct Blocks<'w> {
+    /// The block being filled; encoders append to it.
+    pub(crate) buf: Vec<u8>,
+    write: &'w mut dyn FnMut(&[u8]) -> Result<()>,
+    written: u64,
+}
+
+impl<'w> Blocks<'w> {
+    const SIZE: usize = 64 << 10;
+
+    pub(crate) fn new(write: &'w mut dyn FnMut(&[u8]) -> Result<()>) -> Blocks<'w> {
+        Blocks { buf: Vec::with_capacity(Blocks::SIZE + 1024), write, written: 0 }
+    }
+
+    /// Hands the block on once it is full.
+    pub(crate) fn maybe_flush(&mut self) -> Result<()> {
+        if self.buf.len() >= Blocks::SIZE { self.flush() } else { Ok(()) }
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            (self.write)(&self.buf)?;
+            self.written += self.buf.len() as u64;
+            self.buf.clear();
+        }
         Ok(())
     }
 
-    /// Adds an entry of two items.
-    pub(crate) fn push(&mut self, key: &Value, value: &Value) -> Result<()> {
-        self.entry(key, |out| encode_into(value, out))
-    }
-
-    /// Appends the map to `out`.
-    ///
-    /// # Errors
-    /// [`ErrorKind::CborDuplicateKey`] when two entries have the same key.
-    pub(crate) fn finish_into(self, out: &mut Vec<u8>) -> Result<()> {
-        let MapEncoder { bytes, entries } = self;
-        let span = |i: usize| {
-            let end = entries.get(i + 1).map_or(bytes.len(), |e| e.0);
-            (entries[i].0, entries[i].1, end)
-        };
-        let mut order: Vec<usize> = (0..entries.len()).collect();
-        let key = |i: usize| {
-            let (start, value, _) = span(i);
-            &bytes[start..value]
-        };
-        order.sort_by(|&a, &b| key(a).cmp(key(b)));
-        if order.windows(2).any(|w| key(w[0]) == key(w[1])) {
-            return Err(Error::new(ErrorKind::CborDuplicateKey, "map to encode repeats a key"));
-        }
-        out.reserve(bytes.len() + 9);
-        head(out, 5, entries.len() as u64);
-        for i in order {
-            let (start, _, end) = span(i);
-            out.extend_from_slice(&bytes[start..end]);
-        }
-        Ok(())
+    /// Hands on what is left; the number of bytes handed on in all.
+    pub(crate) fn finish(mut self) -> Result<u64> {
+        self.flush()?;
+        Ok(self.written)
     }
 }
 
@@ -669,39 +652,6 @@ mod tests {
         assert!(decode(&nested(4), 4).is_ok());
         let err = decode(&nested(5), 4).unwrap_err();
         assert_eq!((err.kind(), err.offset()), (ErrorKind::CborDepth, Some(4)));
-    }
-
-    #[test]
-    fn a_map_encoded_entry_by_entry_is_the_map_encoded_whole() {
-        // Keys of every length class and kind, values of several sizes, in a scrambled order;
-        // the oracle is the checked whole-tree encoder.
-        let mut entries = Vec::new();
-        for i in 0..300u64 {
-            let key = match i % 4 {
-                0 => Value::Text("k".repeat((i % 30) as usize) + &i.to_string()),
-                1 => Value::Integer(i128::from(i) * 1000 - 7000),
-                2 => Value::Bytes(i.to_be_bytes().to_vec()),
-                _ => Value::Text(format!("z{}", 1000 - i)),
-            };
-            let value = Value::Array(vec![Value::from(i); (i % 5) as usize]);
-            entries.push((key, value));
-        }
-        let mut encoder = MapEncoder::default();
-        for (k, v) in &entries {
-            encoder.push(k, v).unwrap();
-        }
-        let mut out = vec![0xEE];
-        encoder.finish_into(&mut out).unwrap();
-        assert_eq!(out[0], 0xEE, "appends");
-        assert_eq!(out[1..], encode(&Value::Map(entries.clone())).unwrap()[..]);
-        assert_eq!(decode(&out[1..], 8).unwrap().as_map().map(<[_]>::len), Some(300));
-
-        let mut encoder = MapEncoder::default();
-        encoder.push(&Value::from("a"), &Value::Null).unwrap();
-        encoder.push(&Value::from("b"), &Value::Null).unwrap();
-        encoder.push(&Value::from("a"), &Value::Bool(true)).unwrap();
-        let err = encoder.finish_into(&mut Vec::new()).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::CborDuplicateKey);
     }
 
     #[test]

@@ -790,18 +790,34 @@ impl<W: Write> Writer<W> {
     /// the final file length. Append uses it to make the manifest durable before the trailer
     /// that points at it.
     pub(crate) fn finish_manifest(mut self) -> Result<(W, Vec<u8>, u64)> {
-        let cbor = self.manifest.encode()?;
         let container = self.version().container();
+        let path = self.path_buf();
+        // Checked before a byte of it is written. Validation needs where the manifest starts
+        // (every blob ends before it), not its length, which is known once it is written.
         let location = ManifestLocation {
             container,
             offset: self.written,
-            len: cbor.len() as u64,
-            file_len: self.written + cbor.len() as u64 + container.trailer_len(),
+            len: 0,
+            file_len: self.written + container.trailer_len(),
         };
-        let path = self.path_buf();
-        validate(self.manifest, location, &Options::default())?;
-        self.sink.write_all(&cbor).map_err(|e| Error::io("writing the manifest of", path, e))?;
-        Ok((self.sink, container.encode_trailer(cbor.len() as u64), location.file_len))
+        let manifest = validate(self.manifest, location, &Options::default())?.into_manifest();
+        drop(self.names);
+        // Encoded object by object straight into the sink: the manifest of a million objects
+        // never exists whole in memory.
+        let sink = &mut self.sink;
+        let mut failed = None;
+        let encoded = manifest.encode_in_blocks(&mut |block| {
+            sink.write_all(block).map_err(|e| {
+                failed = Some(e);
+                FormatError::new(Rule::InvalidInput, "the manifest could not be written")
+            })
+        });
+        let len = match (encoded, failed) {
+            (_, Some(e)) => return Err(Error::io("writing the manifest of", path, e)),
+            (encoded, None) => encoded?,
+        };
+        let file_len = self.written + len + container.trailer_len();
+        Ok((self.sink, container.encode_trailer(len), file_len))
     }
 }
 

@@ -778,23 +778,51 @@ impl Manifest {
     /// [`ErrorKind::Unrepresentable`] when the version cannot express some content (see
     /// `spec/`), [`ErrorKind::DuplicateName`] for repeated object names.
     pub fn encode(&self) -> Result<Vec<u8>> {
-        let mut names = std::collections::HashSet::with_capacity(self.objects.len());
-        for object in &self.objects {
-            if !names.insert(object.name.as_str()) {
-                return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
-                    .in_object(&object.name));
-            }
-        }
+        let mut out = Vec::new();
+        self.encode_in_blocks(&mut |block| {
+            out.extend_from_slice(block);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Encodes as [`Manifest::encode`] does, handing the bytes to `write` in order, in blocks
+    /// of about 64 KiB, as they are made: the manifest of a million objects never exists whole
+    /// in memory. Returns the number of bytes handed on. An error from `write` stops the
+    /// encoding and is returned as it is; `write` may then have received part of the manifest.
+    ///
+    /// # Errors
+    /// As [`Manifest::encode`], and the errors of `write`.
+    pub fn encode_in_blocks(&self, write: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<u64> {
+        let mut out = crate::cbor::Blocks::new(write);
         match self.version {
-            Version::V0_1 => v0_1::encode(self),
-            Version::V1_1 | Version::V1_2 => v1::encode(self),
+            Version::V0_1 => v0_1::encode(self, &mut out)?,
+            Version::V1_1 | Version::V1_2 => v1::encode(self, &mut out)?,
         }
+        out.finish()
     }
 
     /// The object called `name` (a linear scan; [`crate::ValidatedManifest`] has an index).
     pub fn object(&self, name: &str) -> Option<&Object> {
         self.objects.iter().find(|o| o.name == name)
     }
+}
+
+/// The indices of `objects` in the order of their names as deterministic CBOR sorts text keys:
+/// shorter first, then bytewise.
+///
+/// # Errors
+/// [`ErrorKind::DuplicateName`] for a name given twice.
+pub(crate) fn name_order(objects: &[Object]) -> Result<Vec<usize>> {
+    let key = |i: usize| (objects[i].name.len(), objects[i].name.as_bytes());
+    let mut order: Vec<usize> = (0..objects.len()).collect();
+    // Writers add objects in order, and the sort finds such runs in one pass.
+    order.sort_by(|&a, &b| key(a).cmp(&key(b)));
+    if let Some(w) = order.windows(2).find(|w| key(w[0]) == key(w[1])) {
+        return Err(Error::new(ErrorKind::DuplicateName, "two objects share a name")
+            .in_object(&objects[w[1].max(w[0])].name));
+    }
+    Ok(order)
 }
 
 /// Reads a text-keyed structural map into (key, value) pairs, rejecting non-text keys.

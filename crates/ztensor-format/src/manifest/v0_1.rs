@@ -145,8 +145,8 @@ fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
     Ok(object)
 }
 
-/// The manifest's CBOR, deterministic (RFC 8949 §4.2.1), encoded tensor by tensor.
-pub(crate) fn encode(manifest: &Manifest) -> Result<Vec<u8>> {
+/// The manifest's CBOR, deterministic (RFC 8949 §4.2.1), encoded tensor by tensor into `out`.
+pub(crate) fn encode(manifest: &Manifest, out: &mut crate::cbor::Blocks<'_>) -> Result<()> {
     let unrepresentable =
         |what: &str| Error::new(ErrorKind::Unrepresentable, format!("v0.1 cannot express {what}"));
     if manifest.attributes.is_some() {
@@ -155,13 +155,14 @@ pub(crate) fn encode(manifest: &Manifest) -> Result<Vec<u8>> {
     if !manifest.extra.is_empty() || manifest.version_string.is_some() {
         return Err(unrepresentable("a version string or extra root keys"));
     }
-    let mut out = Vec::new();
-    crate::cbor::array_head(&mut out, manifest.objects.len() as u64);
+    crate::manifest::name_order(&manifest.objects)?;
+    crate::cbor::array_head(&mut out.buf, manifest.objects.len() as u64);
     for object in &manifest.objects {
         let value = tensor_value(object).map_err(|e| e.in_object(&object.name))?;
-        crate::cbor::encode_into(&value, &mut out)?;
+        crate::cbor::encode_into(&value, &mut out.buf)?;
+        out.maybe_flush()?;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn tensor_value(object: &Object) -> Result<Value> {

@@ -11,7 +11,7 @@ use super::{
     check_attributes, check_name, missing, take_shape, take_text, take_u64, text_entries,
     wrong_type,
 };
-use crate::cbor::{Decoder, Head, MapEncoder};
+use crate::cbor::{Decoder, Head};
 use crate::digest::Digest;
 use crate::dtype::{DType, LogicalType, StorageType};
 use crate::error::{Error, ErrorKind, Result};
@@ -501,7 +501,7 @@ impl<'a> Direct<'a, '_> {
 }
 
 /// The manifest's CBOR, deterministic (RFC 8949 §4.2.1), encoded object by object.
-pub(crate) fn encode(manifest: &Manifest) -> Result<Vec<u8>> {
+pub(crate) fn encode(manifest: &Manifest, out: &mut crate::cbor::Blocks<'_>) -> Result<()> {
     let version_string = match &manifest.version_string {
         Some(s) => s.clone(),
         None => manifest.version.default_version_string().unwrap_or("1.2.0").to_owned(),
@@ -521,19 +521,37 @@ pub(crate) fn encode(manifest: &Manifest) -> Result<Vec<u8>> {
         root.push((Value::from("attributes"), attributes.clone()));
     }
     push_extra(&mut root, &manifest.extra, &["version", "attributes", "objects"])?;
-    let mut objects = MapEncoder::default();
-    for object in &manifest.objects {
-        let value = object_value(object).map_err(|e| e.in_object(&object.name))?;
-        objects.push(&Value::Text(object.name.clone()), &value)?;
-    }
-    let mut map = MapEncoder::default();
+    // The root's small entries, encoded and in deterministic order, and where the objects go
+    // among them.
+    let objects_key = crate::cbor::encode(&Value::from("objects"))?;
+    let mut entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = vec![(objects_key, None)];
     for (key, value) in &root {
-        map.push(key, value)?;
+        entries.push((crate::cbor::encode(key)?, Some(crate::cbor::encode(value)?)));
     }
-    map.entry(&Value::from("objects"), |out| objects.finish_into(out))?;
-    let mut out = Vec::new();
-    map.finish_into(&mut out)?;
-    Ok(out)
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    if entries.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Err(Error::new(ErrorKind::CborDuplicateKey, "map to encode repeats a key"));
+    }
+    // The objects in the order of their encoded names, which is shorter names first, then
+    // bytewise: each is encoded and handed on in turn, never all at once.
+    let order = crate::manifest::name_order(&manifest.objects)?;
+    crate::cbor::map_head(&mut out.buf, entries.len() as u64);
+    for (key, value) in &entries {
+        out.buf.extend_from_slice(key);
+        if let Some(value) = value {
+            out.buf.extend_from_slice(value);
+            continue;
+        }
+        crate::cbor::map_head(&mut out.buf, order.len() as u64);
+        for &i in &order {
+            let object = &manifest.objects[i];
+            let value = object_value(object).map_err(|e| e.in_object(&object.name))?;
+            crate::cbor::encode_into(&Value::Text(object.name.clone()), &mut out.buf)?;
+            crate::cbor::encode_into(&value, &mut out.buf)?;
+            out.maybe_flush()?;
+        }
+    }
+    Ok(())
 }
 
 fn push_extra(
@@ -736,6 +754,80 @@ mod tests {
         for sorted in [&["a", "bb", "c"][..], &["a", "c", "bb"]] {
             assert!(decode_direct(&named(sorted), &Limits::default()).is_some(), "{sorted:?}");
         }
+    }
+
+    /// Encoding object by object, in blocks, gives the bytes of the whole-tree deterministic
+    /// encoder, whatever order the objects were added in and however the blocks fall.
+    #[test]
+    fn a_manifest_encoded_in_blocks_is_the_manifest_encoded_whole() {
+        let mut m = Manifest::new(Version::V1_2);
+        // Names of every length class (the order is shorter first), added scrambled, and
+        // enough of them to fill several blocks.
+        for i in 0..3000u64 {
+            let name = match i % 3 {
+                0 => "k".repeat((i % 40) as usize) + &i.to_string(),
+                1 => format!("z{}", 5000 - i),
+                _ => "é".repeat((i % 300) as usize) + &i.to_string(),
+            };
+            let mut c = Component::new(DType::U8, 64 * i, i);
+            c.digest = (i % 2 == 0).then(|| Digest::Crc32c(i as u32));
+            let mut o = Object::new(name, vec![i], Format::Dense).with_component("data", c);
+            if i % 7 == 0 {
+                o = o.with_attributes(Some(crate::text_map([("i", Value::from(i))])));
+            }
+            m.objects.push(o);
+        }
+        m.attributes = Some(crate::text_map([("lr", Value::from(0.5))]));
+        m.extra.push(("x_root".into(), Value::from("r")));
+
+        let whole = Value::Map(vec![
+            (Value::from("version"), Value::from("1.2.0")),
+            (Value::from("attributes"), m.attributes.clone().unwrap()),
+            (Value::from("x_root"), Value::from("r")),
+            (
+                Value::from("objects"),
+                Value::Map(
+                    m.objects
+                        .iter()
+                        .map(|o| (Value::Text(o.name.clone()), object_value(o).unwrap()))
+                        .collect(),
+                ),
+            ),
+        ]);
+        let expected = crate::cbor::encode(&whole).unwrap();
+        let mut blocks = Vec::new();
+        let len = m
+            .encode_in_blocks(&mut |block| {
+                blocks.push(block.to_vec());
+                Ok(())
+            })
+            .unwrap();
+        assert!(blocks.len() > 2, "{} blocks", blocks.len());
+        assert_eq!(len, expected.len() as u64);
+        assert!(blocks.concat() == expected, "differs from the whole-tree encoding");
+        assert!(m.encode().unwrap() == expected);
+
+        // An error from the receiver stops the encoding and comes back as it was.
+        let mut calls = 0;
+        let err = m
+            .encode_in_blocks(&mut |_| {
+                calls += 1;
+                Err(Error::new(ErrorKind::InvalidInput, "disk full"))
+            })
+            .unwrap_err();
+        assert_eq!((calls, err.to_string().contains("disk full")), (1, true), "{err}");
+
+        // A name given twice, however far apart, is refused before anything is handed on.
+        let first = m.objects[10].name.clone();
+        m.objects.push(Object::new(first, vec![], Format::Dense));
+        let mut handed = 0;
+        let err = m
+            .encode_in_blocks(&mut |_| {
+                handed += 1;
+                Ok(())
+            })
+            .unwrap_err();
+        assert_eq!((err.kind(), handed), (ErrorKind::DuplicateName, 0));
     }
 
     #[test]
