@@ -800,8 +800,9 @@ impl<W: Write> Writer<W> {
             len: 0,
             file_len: self.written + container.trailer_len(),
         };
-        let manifest = validate(self.manifest, location, &Options::default())?.into_manifest();
+        // Validation indexes the names again: this index is not needed beside it.
         drop(self.names);
+        let manifest = validate(self.manifest, location, &Options::default())?.into_manifest();
         // Encoded object by object straight into the sink: the manifest of a million objects
         // never exists whole in memory.
         let sink = &mut self.sink;

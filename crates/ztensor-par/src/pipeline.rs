@@ -620,10 +620,33 @@ fn units(plan: &[Option<(u64, u64)>]) -> impl Iterator<Item = Unit> + '_ {
     )
 }
 
-/// Runs the pipeline over `items`, writing through `writer`. Returns the peak bytes in flight.
+/// How many items the pipeline takes in at a time: what it keeps per item (the halves each
+/// side works from) is held for a window of this many, not for every item of a checkpoint of a
+/// million tensors. Offsets are allocated in item order whatever the window, so the output is
+/// the same bytes; between windows the workers wait once for the last pieces of the one before.
+const WINDOW: usize = 1 << 16;
+
+/// Runs the pipeline over `items`, writing through `writer`, a window of items at a time.
 pub(crate) fn run<'a, S: ReadAt, W: Write>(
     source: Option<&'a S>,
     items: impl IntoIterator<Item = Item<'a, W>>,
+    writer: &mut Writer<W>,
+    pool: &rayon::ThreadPool,
+    budget: &Budget,
+    progress: &dyn Progress,
+    kernels: Kernels,
+) -> Result<()> {
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        run_window(source, items.by_ref().take(WINDOW), writer, pool, budget, progress, kernels)?;
+    }
+    Ok(())
+}
+
+/// Runs the pipeline over one window of items.
+fn run_window<'a, S: ReadAt, W: Write>(
+    source: Option<&'a S>,
+    items: impl Iterator<Item = Item<'a, W>>,
     writer: &mut Writer<W>,
     pool: &rayon::ThreadPool,
     budget: &Budget,
@@ -635,7 +658,6 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     // otherwise cost memory for pieces before any is read). Items are split as they come, in
     // one pass: inputs go to the reading side, everything else to the writing side, and no
     // list of whole items is held beside the halves.
-    let items = items.into_iter();
     // Room for all, when the items can say how many at most (a filtered list of objects).
     let n = match items.size_hint() {
         (_, Some(most)) => most,

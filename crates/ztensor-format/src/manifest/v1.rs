@@ -408,7 +408,12 @@ impl<'a> Direct<'a, '_> {
                     if rank > self.limits.max_rank {
                         return None;
                     }
-                    shape = Some((0..rank).map(|_| self.uint()).collect::<Option<Vec<u64>>>()?);
+                    // Room for exactly the rank: a collected `Vec` would start at four.
+                    let mut dims = Vec::with_capacity(rank);
+                    for _ in 0..rank {
+                        dims.push(self.uint()?);
+                    }
+                    shape = Some(dims);
                 }
                 "format" => {
                     seen.mark(1)?;
