@@ -979,7 +979,7 @@ mod sources {
             .write_all(&file)
             .unwrap_err();
         assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DtypeUnknown), "{err}");
-        assert!(w.manifest().objects.is_empty());
+        assert!(w.manifest().is_empty());
         // Carried as bytes, both go in, and the export restores the original file exactly.
         let file = file.carry_unknown_dtypes(true);
         let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();

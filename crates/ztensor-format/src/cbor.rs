@@ -443,6 +443,11 @@ pub fn encode_into(value: &Value, out: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
+/// Appends the head of a text string of `len` bytes to `out`.
+pub(crate) fn text_head(out: &mut Vec<u8>, len: u64) {
+    head(out, 3, len);
+}
+
 /// Appends the head of a map of `len` entries to `out`.
 pub(crate) fn map_head(out: &mut Vec<u8>, len: u64) {
     head(out, 5, len);

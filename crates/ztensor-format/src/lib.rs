@@ -41,6 +41,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod builder;
 pub mod cbor;
 pub mod data;
 mod digest;
@@ -75,6 +76,7 @@ pub mod role {
     pub const ZEROS: &str = "zeros";
 }
 
+pub use crate::builder::ManifestBuilder;
 pub use crate::digest::{Digest, DigestAlgorithm, to_hex};
 pub use crate::dtype::{DType, LogicalType, StorageType};
 pub use crate::error::{Error, ErrorKind, Layer, Result};
@@ -86,7 +88,9 @@ pub use crate::manifest::{
     Manifest, Object, Packing, Version,
 };
 pub use crate::names::{NameIndex, Spelling};
-pub use crate::validate::{ObjectRef, ValidatedManifest, element_count, element_size, validate};
+pub use crate::validate::{
+    ObjectRef, ValidatedManifest, check_object, element_count, element_size, validate,
+};
 pub use crate::value::{CBOR_INT_MAX, CBOR_INT_MIN, Value, text_map};
 
 /// Parses and validates a whole file held in memory: detects the container, locates and

@@ -186,9 +186,9 @@ impl ValidatedManifest {
                 && o.packing == Packing::Split
                 && o.components.len() == 1
                 && supported)
-            .then(|| o.components.iter().next())
-            .flatten()
-            .filter(|(_, c)| c.length > 0);
+                .then(|| o.components.iter().next())
+                .flatten()
+                .filter(|(_, c)| c.length > 0);
             let Some((role, c)) = single else {
                 first.push(i);
                 continue;
@@ -305,6 +305,26 @@ pub fn validate(
         by_name,
         shadowed,
     })
+}
+
+/// Checks one object as [`validate`] checks each object of a manifest of `version` whose data
+/// area ends at `data_end`: the file-level faults are errors; an object-level one (an unknown
+/// dtype, say) is the reason returned, as a reader would mark the object unsupported. Names
+/// are not compared with other objects' and blobs not with other blobs: that is the caller's.
+///
+/// # Errors
+/// The first file-level rule the object breaks.
+pub fn check_object(
+    object: &Object,
+    version: Version,
+    data_end: u64,
+    options: &Options,
+) -> Result<Option<Error>> {
+    let container = version.container();
+    let location = ManifestLocation { container, offset: data_end, len: 0, file_len: data_end };
+    let checker = ObjectCheck { object, version, location, options };
+    let mut decoded = Vec::with_capacity(object.components.len());
+    checker.run(&mut decoded).map_err(|e| e.in_object(&object.name))
 }
 
 /// Blobs must be pairwise disjoint or identical.

@@ -323,7 +323,7 @@ impl Appender {
         }
         let sink =
             AppendSink { shared: Arc::clone(&appender.shared), buffer: Vec::new(), pos: len };
-        appender.inner = Some(Writer::resume(sink, base, len));
+        appender.inner = Some(Writer::resume(sink, base, len)?);
         Ok(appender)
     }
 

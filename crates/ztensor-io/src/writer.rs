@@ -4,12 +4,11 @@ use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
-use ztensor_format::NameIndex;
 
 use ztensor_format::{
     Component, DType, DigestAlgorithm, Encoding, Error as FormatError, ErrorKind as Rule, Format,
-    LogicalType, Manifest, ManifestLocation, Object, OffsetAllocator, Options, Packing, Value,
-    Version, element_count, validate,
+    LogicalType, Manifest, ManifestBuilder, Object, OffsetAllocator, Packing, Value, Version,
+    element_count,
 };
 
 use crate::codec::{Hasher, zstd_encode};
@@ -141,11 +140,10 @@ pub struct StoredComponent<'a> {
 #[derive(Debug)]
 pub struct Writer<W: Write> {
     sink: W,
-    manifest: Manifest,
+    /// The objects so far, each checked and kept encoded as it was added.
+    manifest: ManifestBuilder,
     alloc: OffsetAllocator,
     written: u64,
-    /// The objects of `manifest` by name (the objects keep the names).
-    names: NameIndex,
     /// For a file sink ([`FileWriter`]): blob bytes may be written at their offsets by other
     /// threads ([`Writer::blob_slot`]) while the sink moves past them.
     positioned: Option<Positioned<W>>,
@@ -243,10 +241,9 @@ impl<W: Write> Writer<W> {
         sink.write_all(&magic).map_err(|e| Error::io("writing the header", None, e))?;
         Ok(Writer {
             sink,
-            manifest: Manifest::new(version),
+            manifest: ManifestBuilder::new(version),
             alloc: OffsetAllocator::new(),
             written: magic.len() as u64,
-            names: NameIndex::default(),
             positioned: None,
             path: None,
         })
@@ -254,29 +251,27 @@ impl<W: Write> Writer<W> {
 
     /// Continues a file whose first `written` bytes (header and blobs, ending with the data of
     /// the manifest `base`) are already on `sink`: used by append.
-    pub(crate) fn resume(sink: W, base: Manifest, written: u64) -> Writer<W> {
-        let mut names = NameIndex::with_capacity(base.objects.len());
-        for i in 0..base.objects.len() {
-            names.insert(i, |j| &base.objects[j].name);
-        }
-        Writer {
+    ///
+    /// # Errors
+    /// When `base` breaks a rule (see [`ManifestBuilder::resume`]).
+    pub(crate) fn resume(sink: W, base: Manifest, written: u64) -> Result<Writer<W>> {
+        Ok(Writer {
             sink,
-            manifest: base,
+            manifest: ManifestBuilder::resume(base, written)?,
             alloc: OffsetAllocator::starting_at(written),
             written,
-            names,
             positioned: None,
             path: None,
-        }
+        })
     }
 
     /// The version being written.
     pub fn version(&self) -> Version {
-        self.manifest.version
+        self.manifest.version()
     }
 
-    /// The manifest so far.
-    pub fn manifest(&self) -> &Manifest {
+    /// The manifest so far: its objects by name and index, or decoded back whole.
+    pub fn manifest(&self) -> &ManifestBuilder {
         &self.manifest
     }
 
@@ -291,7 +286,7 @@ impl<W: Write> Writer<W> {
         if attributes.as_map().is_none() {
             return Err(Error::broken(Rule::InvalidInput, "attributes must be a map"));
         }
-        self.manifest.attributes = Some(attributes);
+        self.manifest.set_attributes(Some(attributes));
         Ok(())
     }
 
@@ -465,8 +460,7 @@ impl<W: Write> Writer<W> {
             Object::new(name, shape.to_vec(), format).with_component("data", component);
         object.packing = Packing::V0Single;
         object.attributes = attributes.map(Box::new);
-        self.push(object);
-        Ok(())
+        self.push(object)
     }
 
     /// Adds an object of any format: each component is encoded, digested and written now.
@@ -502,8 +496,7 @@ impl<W: Write> Writer<W> {
                 self.write_component(spec.dtype, spec.logical_type.cloned(), spec.data, options)?;
             object.components.insert(spec.role.to_owned(), component);
         }
-        self.push(object);
-        Ok(())
+        self.push(object)
     }
 
     /// Checks that an object with components of these types and decoded lengths can be written
@@ -588,8 +581,7 @@ impl<W: Write> Writer<W> {
             component.offset = offset;
             object.components.insert(c.role.to_owned(), component);
         }
-        self.push(object);
-        Ok(())
+        self.push(object)
     }
 
     /// Low-level streaming: starts a blob at the next aligned offset (writing the padding) and
@@ -664,13 +656,11 @@ impl<W: Write> Writer<W> {
     /// `duplicate_name`.
     pub(crate) fn push_streamed(&mut self, object: Object) -> Result<()> {
         self.check_name(&object.name)?;
-        self.push(object);
-        Ok(())
+        self.push(object)
     }
 
     fn check_name(&self, name: &str) -> Result<()> {
-        let objects = &self.manifest.objects;
-        if self.names.find(name, |i| &objects[i].name).is_some() {
+        if self.manifest.contains(name) {
             return Err(FormatError::new(
                 Rule::DuplicateName,
                 "an object of this name was already written",
@@ -681,10 +671,10 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
-    fn push(&mut self, object: Object) {
-        self.manifest.objects.push(object);
-        let objects = &self.manifest.objects;
-        self.names.insert(objects.len() - 1, |i| &objects[i].name);
+    /// Checks `object` against every rule a reader applies, with the data area as it stands,
+    /// and adds it to the manifest.
+    fn push(&mut self, object: Object) -> Result<()> {
+        Ok(self.manifest.push(&object, self.written)?)
     }
 
     fn write_component(
@@ -792,22 +782,12 @@ impl<W: Write> Writer<W> {
     pub(crate) fn finish_manifest(mut self) -> Result<(W, Vec<u8>, u64)> {
         let container = self.version().container();
         let path = self.path_buf();
-        // Checked before a byte of it is written. Validation needs where the manifest starts
-        // (every blob ends before it), not its length, which is known once it is written.
-        let location = ManifestLocation {
-            container,
-            offset: self.written,
-            len: 0,
-            file_len: self.written + container.trailer_len(),
-        };
-        // Validation indexes the names again: this index is not needed beside it.
-        drop(self.names);
-        let manifest = validate(self.manifest, location, &Options::default())?.into_manifest();
-        // Encoded object by object straight into the sink: the manifest of a million objects
-        // never exists whole in memory.
+        // Every object was checked as it was added. The manifest is encoded object by object
+        // straight into the sink: the manifest of a million objects never exists whole in
+        // memory.
         let sink = &mut self.sink;
         let mut failed = None;
-        let encoded = manifest.encode_in_blocks(&mut |block| {
+        let encoded = self.manifest.encode_in_blocks(&mut |block| {
             sink.write_all(block).map_err(|e| {
                 failed = Some(e);
                 FormatError::new(Rule::InvalidInput, "the manifest could not be written")
@@ -873,7 +853,7 @@ macro_rules! delegate_writing {
             }
 
             /// The manifest so far ([`Writer::manifest`](crate::Writer::manifest)).
-            pub fn manifest(&self) -> &ztensor_format::Manifest {
+            pub fn manifest(&self) -> &ztensor_format::ManifestBuilder {
                 self.inner().manifest()
             }
 

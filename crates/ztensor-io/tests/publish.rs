@@ -53,11 +53,19 @@ fn a_failed_finish_leaves_the_target() {
     let target = d.join("model.zt");
     std::fs::write(&target, b"previous content").unwrap();
     let mut w = FileWriter::create(&target, Version::V1_2).unwrap();
-    // A name longer than the default limit passes add_dense but fails validation at finish.
+    // A name longer than the default limit is refused when it is added.
     let long = "n".repeat(70_000);
-    w.add_dense(&long, &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap();
-    let err = w.finish().unwrap_err();
+    let err = w.add_dense(&long, &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap_err();
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::NameTooLong));
+    w.add_dense("kept", &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap();
+    // File attributes that repeat a key fail when the manifest is encoded, at finish.
+    let twice = ztensor_format::Value::Map(vec![
+        ("k".into(), ztensor_format::Value::from(1u64)),
+        ("k".into(), ztensor_format::Value::from(2u64)),
+    ]);
+    w.set_attributes(twice).unwrap();
+    let err = w.finish().unwrap_err();
+    assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::CborDuplicateKey));
     assert_eq!(std::fs::read(&target).unwrap(), b"previous content");
     assert_eq!(entries(&d), ["model.zt"]);
     std::fs::remove_dir_all(&d).unwrap();

@@ -461,9 +461,9 @@ fn aliases_of_one_blob_are_verified_once_and_a_damaged_one_is_named_for_each() {
     let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
     let options = WriteOptions::zstd(3).with_digest(DigestAlgorithm::Sha256);
     w.add_dense("alias.0", &[200_000], DType::U8, &data, &options).unwrap();
-    let c = w.manifest().objects[0].components["data"].clone();
+    let c = w.manifest().object(0).unwrap().components["data"].clone();
     let stored = c.length;
-    let mut manifest = w.manifest().clone();
+    let mut manifest = w.manifest().to_manifest().unwrap();
     for i in 1..16 {
         let o = Object::new(format!("alias.{i}"), vec![200_000], Format::Dense)
             .with_component("data", c.clone());

@@ -115,7 +115,7 @@ pub fn all() -> Result<Vec<Hostile>> {
     // One object with 20,000 components.
     let mut w = writer()?;
     w.add_dense("base", &[1], DType::U8, &[1], &WriteOptions::raw())?;
-    let c = w.manifest().objects[0].components["data"].clone();
+    let c = w.manifest().object(0)?.components["data"].clone();
     let bytes = finish(w)?;
     let mut object = Object::new("many", vec![1], Format::Unknown("hostile.many".into()));
     for i in 0..20_000 {
@@ -156,7 +156,7 @@ fn zstd_of_repeated(byte: u8, len: u64, level: i32) -> Result<Vec<u8>> {
 fn aliases(blob: &[u8], len: u64, count: usize) -> Result<Vec<u8>> {
     let mut w = writer()?;
     dense_stored(&mut w, "alias.00", zstd_component(blob, len), blob)?;
-    let first = w.manifest().objects[0].components["data"].clone();
+    let first = w.manifest().object(0)?.components["data"].clone();
     let others: Vec<Object> = (1..count)
         .map(|i| {
             let mut o = Object::new(format!("alias.{i:02}"), vec![len], Format::Dense);

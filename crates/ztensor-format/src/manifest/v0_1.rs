@@ -147,6 +147,19 @@ fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
 
 /// The manifest's CBOR, deterministic (RFC 8949 §4.2.1), encoded tensor by tensor into `out`.
 pub(crate) fn encode(manifest: &Manifest, out: &mut crate::cbor::Blocks<'_>) -> Result<()> {
+    check_root(manifest)?;
+    crate::manifest::name_order(&manifest.objects)?;
+    encode_with(manifest.objects.len(), out, |out| {
+        for object in &manifest.objects {
+            tensor_into(object, &mut out.buf).map_err(|e| e.in_object(&object.name))?;
+            out.maybe_flush()?;
+        }
+        Ok(())
+    })
+}
+
+/// Refuses what a v0.1 manifest has no place for in `manifest`'s root (its objects aside).
+pub(crate) fn check_root(manifest: &Manifest) -> Result<()> {
     let unrepresentable =
         |what: &str| Error::new(ErrorKind::Unrepresentable, format!("v0.1 cannot express {what}"));
     if manifest.attributes.is_some() {
@@ -155,14 +168,29 @@ pub(crate) fn encode(manifest: &Manifest, out: &mut crate::cbor::Blocks<'_>) -> 
     if !manifest.extra.is_empty() || manifest.version_string.is_some() {
         return Err(unrepresentable("a version string or extra root keys"));
     }
-    crate::manifest::name_order(&manifest.objects)?;
-    crate::cbor::array_head(&mut out.buf, manifest.objects.len() as u64);
-    for object in &manifest.objects {
-        let value = tensor_value(object).map_err(|e| e.in_object(&object.name))?;
-        crate::cbor::encode_into(&value, &mut out.buf)?;
-        out.maybe_flush()?;
-    }
     Ok(())
+}
+
+/// Encodes a manifest of `count` tensors that `tensors` writes, in order.
+pub(crate) fn encode_with(
+    count: usize,
+    out: &mut crate::cbor::Blocks<'_>,
+    tensors: impl FnOnce(&mut crate::cbor::Blocks<'_>) -> Result<()>,
+) -> Result<()> {
+    crate::cbor::array_head(&mut out.buf, count as u64);
+    tensors(out)
+}
+
+/// Appends `object`'s tensor map, as the manifest array holds it, to `out`.
+pub(crate) fn tensor_into(object: &Object, out: &mut Vec<u8>) -> Result<()> {
+    crate::cbor::encode_into(&tensor_value(object)?, out)
+}
+
+/// Decodes a tensor map that [`tensor_into`] encoded.
+pub(crate) fn tensor_from(bytes: &[u8], limits: &Limits) -> Result<Object> {
+    let value =
+        crate::cbor::decode_bounded(bytes, limits.max_cbor_depth, limits.max_manifest_values)?;
+    tensor(value, limits)
 }
 
 fn tensor_value(object: &Object) -> Result<Value> {

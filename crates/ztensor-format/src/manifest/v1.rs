@@ -5,7 +5,6 @@
 //! `uncompressed_length`. The v1.1 spellings of logical types in `dtype` (`f8_e4m3`, `f8_e5m2`,
 //! `complex64`, `complex128`) decode into the same model as the v1.2 `type` field.
 
-
 use super::{
     ByteOrder, Component, Components, Encoding, Format, Manifest, Object, Packing, Version,
     check_attributes, check_name, missing, take_shape, take_text, take_u64, text_entries,
@@ -507,6 +506,27 @@ impl<'a> Direct<'a, '_> {
 
 /// The manifest's CBOR, deterministic (RFC 8949 §4.2.1), encoded object by object.
 pub(crate) fn encode(manifest: &Manifest, out: &mut crate::cbor::Blocks<'_>) -> Result<()> {
+    let root = root_entries(manifest)?;
+    // The objects in the order of their encoded names, which is shorter names first, then
+    // bytewise: each is encoded and handed on in turn, never all at once.
+    let order = crate::manifest::name_order(&manifest.objects)?;
+    encode_with(root, order.len(), out, |out| {
+        for &i in &order {
+            let object = &manifest.objects[i];
+            crate::cbor::encode_into(&Value::Text(object.name.clone()), &mut out.buf)?;
+            object_into(object, &mut out.buf).map_err(|e| e.in_object(&object.name))?;
+            out.maybe_flush()?;
+        }
+        Ok(())
+    })
+}
+
+/// The root map's entries other than the objects, checked and encoded, in deterministic order,
+/// with `None` where the objects map goes.
+pub(crate) type RootEntries = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// [`RootEntries`] of `manifest` (its objects aside).
+pub(crate) fn root_entries(manifest: &Manifest) -> Result<RootEntries> {
     let version_string = match &manifest.version_string {
         Some(s) => s.clone(),
         None => manifest.version.default_version_string().unwrap_or("1.2.0").to_owned(),
@@ -526,10 +546,8 @@ pub(crate) fn encode(manifest: &Manifest, out: &mut crate::cbor::Blocks<'_>) -> 
         root.push((Value::from("attributes"), attributes.clone()));
     }
     push_extra(&mut root, &manifest.extra, &["version", "attributes", "objects"])?;
-    // The root's small entries, encoded and in deterministic order, and where the objects go
-    // among them.
     let objects_key = crate::cbor::encode(&Value::from("objects"))?;
-    let mut entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = vec![(objects_key, None)];
+    let mut entries: RootEntries = vec![(objects_key, None)];
     for (key, value) in &root {
         entries.push((crate::cbor::encode(key)?, Some(crate::cbor::encode(value)?)));
     }
@@ -537,26 +555,44 @@ pub(crate) fn encode(manifest: &Manifest, out: &mut crate::cbor::Blocks<'_>) -> 
     if entries.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err(Error::new(ErrorKind::CborDuplicateKey, "map to encode repeats a key"));
     }
-    // The objects in the order of their encoded names, which is shorter names first, then
-    // bytewise: each is encoded and handed on in turn, never all at once.
-    let order = crate::manifest::name_order(&manifest.objects)?;
+    Ok(entries)
+}
+
+/// Encodes the root `entries` with an objects map of `count` entries that `objects` writes,
+/// keys and values, in order.
+pub(crate) fn encode_with(
+    entries: RootEntries,
+    count: usize,
+    out: &mut crate::cbor::Blocks<'_>,
+    objects: impl FnOnce(&mut crate::cbor::Blocks<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut objects = Some(objects);
     crate::cbor::map_head(&mut out.buf, entries.len() as u64);
     for (key, value) in &entries {
         out.buf.extend_from_slice(key);
-        if let Some(value) = value {
-            out.buf.extend_from_slice(value);
-            continue;
-        }
-        crate::cbor::map_head(&mut out.buf, order.len() as u64);
-        for &i in &order {
-            let object = &manifest.objects[i];
-            let value = object_value(object).map_err(|e| e.in_object(&object.name))?;
-            crate::cbor::encode_into(&Value::Text(object.name.clone()), &mut out.buf)?;
-            crate::cbor::encode_into(&value, &mut out.buf)?;
-            out.maybe_flush()?;
+        match value {
+            Some(value) => out.buf.extend_from_slice(value),
+            None => {
+                crate::cbor::map_head(&mut out.buf, count as u64);
+                if let Some(objects) = objects.take() {
+                    objects(out)?;
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// Appends `object`'s value, as the objects map holds it under its name, to `out`.
+pub(crate) fn object_into(object: &Object, out: &mut Vec<u8>) -> Result<()> {
+    crate::cbor::encode_into(&object_value(object)?, out)
+}
+
+/// Decodes the value of the object called `name` that [`object_into`] encoded.
+pub(crate) fn object_from(name: &str, bytes: &[u8], limits: &Limits) -> Result<Object> {
+    let value =
+        crate::cbor::decode_bounded(bytes, limits.max_cbor_depth, limits.max_manifest_values)?;
+    object(name.to_owned(), value, limits)
 }
 
 fn push_extra(
