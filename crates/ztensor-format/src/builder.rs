@@ -350,7 +350,7 @@ mod tests {
                 let mut o = dense(&name, offset, len);
                 if i % 4 == 0 {
                     let c = o.components.get_mut("data").unwrap();
-                    c.digest = Some(Digest::Crc32c(i as u32));
+                    c.digest = Some(Digest::Crc32c(u32::try_from(i).unwrap()));
                     c.encoding = Encoding::Zstd;
                     c.uncompressed_length = (version != Version::V0_1).then_some(len * 2);
                     o.shape = vec![len * 2];

@@ -773,7 +773,7 @@ mod tests {
                 &enc(&Value::from("version")),
                 &enc(&Value::from("1.2.0")),
                 &enc(&Value::from("objects")),
-                &[0xa0 + names.len() as u8],
+                &[0xa0 + u8::try_from(names.len()).unwrap()],
             ]
             .concat();
             for name in names {
