@@ -811,7 +811,7 @@ mod tests {
                 _ => "é".repeat((i % 300) as usize) + &i.to_string(),
             };
             let mut c = Component::new(DType::U8, 64 * i, i);
-            c.digest = (i % 2 == 0).then(|| Digest::Crc32c(i as u32));
+            c.digest = (i % 2 == 0).then_some(Digest::Crc32c(u32::try_from(i).unwrap()));
             let mut o = Object::new(name, vec![i], Format::Dense).with_component("data", c);
             if i % 7 == 0 {
                 o = o.with_attributes(Some(crate::text_map([("i", Value::from(i))])));
