@@ -471,21 +471,21 @@ pub struct ExportOptions {
     pub drop_attributes: bool,
 }
 
-/// One tensor of an export plan.
+/// One tensor of an export plan: its name and shape borrowed from the source where it can.
 #[derive(Debug, Clone)]
-struct Planned {
+struct Planned<'s> {
     index: usize,
-    name: String,
+    name: Cow<'s, str>,
     dtype: Dtype,
-    shape: Vec<u64>,
+    shape: Cow<'s, [u64]>,
     len: u64,
 }
 
 /// Checks that every object of `source` fits in safetensors and lays out the file.
-fn plan(
-    source: &dyn TensorSource,
+fn plan<'s>(
+    source: &'s dyn TensorSource,
     options: &ExportOptions,
-) -> Result<(Vec<Planned>, BTreeMap<String, String>)> {
+) -> Result<(Vec<Planned<'s>>, BTreeMap<String, String>)> {
     let mut metadata = BTreeMap::new();
     match source.try_attributes()?.as_deref() {
         None => {}
@@ -517,15 +517,15 @@ fn plan(
             ));
         }
     }
-    let mut planned = Vec::new();
-    let mut names = std::collections::HashSet::new();
+    let mut planned: Vec<Planned<'s>> = Vec::with_capacity(source.len());
+    let mut names = ztensor_format::NameIndex::with_capacity(source.len());
     for index in 0..source.len() {
         let Some(o) = source.info(index) else { break };
         let refuse = |why: &str| {
             Error::new(ErrorKind::Unrepresentable, format!("safetensors cannot hold {why}"))
                 .with_tensor(&o.name)
         };
-        if !names.insert(o.name.clone()) {
+        if names.find(&o.name, |i| &planned[i].name).is_some() {
             return Err(refuse("two tensors of one name (the input repeats it)"));
         }
         if let Some(reason) = &o.unsupported {
@@ -547,51 +547,89 @@ fn plan(
             return Err(refuse("object attributes (drop attributes to discard them)"));
         }
         let (st, shape) = match restored {
-            Some(restored) => restored,
+            Some((st, shape)) => (st, Cow::Owned(shape)),
             None => (
                 safetensors_dtype(dtype, c.logical_type.as_ref())
                     .map_err(|e| e.with_tensor(&o.name))?,
-                o.shape.to_vec(),
+                o.shape,
             ),
         };
-        let name = o.name.to_string();
-        planned.push(Planned { index, name, dtype: st, shape, len });
+        planned.push(Planned { index, name: o.name, dtype: st, shape, len });
+        names.insert(planned.len() - 1, |i| &planned[i].name);
     }
     // The safetensors crate's order: descending dtype alignment, then name.
     planned.sort_by(|a, b| b.dtype.cmp(&a.dtype).then_with(|| a.name.cmp(&b.name)));
     Ok((planned, metadata))
 }
 
-/// The header of a planned file: the JSON the `safetensors` crate writes, padded with spaces to
-/// a multiple of 8 bytes.
-fn header(planned: &[Planned], metadata: &BTreeMap<String, String>) -> Result<Vec<u8>> {
-    let mut map = serde_json::Map::new();
+/// Writes the header of a planned file to `out`: the JSON the `safetensors` crate writes (the
+/// metadata, then each tensor's dtype, shape and data offsets, in the order of the data),
+/// padded with spaces to a multiple of 8 bytes. Returns its length. Written piece by piece,
+/// never whole: the header of a million tensors is tens of megabytes.
+fn write_header(
+    out: &mut impl Write,
+    planned: &[Planned<'_>],
+    metadata: &BTreeMap<String, String>,
+) -> Result<u64> {
+    let mut out = Counted { inner: out, written: 0 };
+    let json = |e: serde_json::Error| Error::new(ErrorKind::Io, format!("writing: {e}"));
+    let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("writing: {e}"));
+    out.write_all(b"{").map_err(io)?;
+    let mut first = true;
+    let mut separate = |out: &mut Counted<'_, _>| {
+        let comma: &[u8] = if std::mem::take(&mut first) { b"" } else { b"," };
+        out.write_all(comma)
+    };
     if !metadata.is_empty() {
-        let m = metadata.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
-        map.insert("__metadata__".into(), serde_json::Value::Object(m));
+        separate(&mut out).map_err(io)?;
+        out.write_all(br#""__metadata__":"#).map_err(io)?;
+        serde_json::to_writer(&mut out, metadata).map_err(json)?;
     }
     let mut offset = 0u64;
     for t in planned {
         let end = offset
             .checked_add(t.len)
             .ok_or_else(|| Error::new(ErrorKind::Unrepresentable, "data larger than 2^64 bytes"))?;
-        let mut info = serde_json::Map::new();
-        info.insert("dtype".into(), t.dtype.to_string().into());
-        info.insert("shape".into(), t.shape.clone().into());
-        info.insert("data_offsets".into(), vec![offset, end].into());
-        map.insert(t.name.clone(), serde_json::Value::Object(info));
+        separate(&mut out).map_err(io)?;
+        serde_json::to_writer(&mut out, &*t.name).map_err(json)?;
+        write!(out, r#":{{"dtype":"{}","shape":"#, t.dtype).map_err(io)?;
+        serde_json::to_writer(&mut out, &*t.shape).map_err(json)?;
+        write!(out, r#","data_offsets":[{offset},{end}]}}"#).map_err(io)?;
         offset = end;
     }
-    let mut bytes = serde_json::to_vec(&serde_json::Value::Object(map))
-        .map_err(|e| Error::new(ErrorKind::Unrepresentable, format!("header: {e}")))?;
-    bytes.resize(bytes.len().next_multiple_of(8), b' ');
-    if bytes.len() as u64 > MAX_HEADER_LEN {
+    out.write_all(b"}").map_err(io)?;
+    let padding = out.written.next_multiple_of(8) - out.written;
+    out.write_all(&b"       "[..usize::try_from(padding).unwrap_or(0)]).map_err(io)?;
+    Ok(out.written)
+}
+
+/// A writer that counts what passes through it.
+struct Counted<'w, W: Write> {
+    inner: &'w mut W,
+    written: u64,
+}
+
+impl<W: Write> Write for Counted<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The length of the header of a planned file, refused when over safetensors' limit.
+fn header_len(planned: &[Planned<'_>], metadata: &BTreeMap<String, String>) -> Result<u64> {
+    let len = write_header(&mut std::io::sink(), planned, metadata)?;
+    if len > MAX_HEADER_LEN {
         return Err(Error::new(
             ErrorKind::Unrepresentable,
-            format!("the header would be {} bytes, over safetensors' limit", bytes.len()),
+            format!("the header would be {len} bytes, over safetensors' limit"),
         ));
     }
-    Ok(bytes)
+    Ok(len)
 }
 
 /// Writes every object of `source` (a zTensor reader of any version, or any other
@@ -608,11 +646,17 @@ pub fn export(
     options: &ExportOptions,
 ) -> Result<u64> {
     let (planned, metadata) = plan(source, options)?;
-    let header = header(&planned, &metadata)?;
+    let header_len = header_len(&planned, &metadata)?;
     let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("writing: {e}"));
-    out.write_all(&(header.len() as u64).to_le_bytes()).map_err(io)?;
-    out.write_all(&header).map_err(io)?;
-    let mut written = 8 + header.len() as u64;
+    out.write_all(&header_len.to_le_bytes()).map_err(io)?;
+    let mut header = std::io::BufWriter::with_capacity(64 << 10, &mut *out);
+    let written_header = write_header(&mut header, &planned, &metadata)?;
+    header.flush().map_err(io)?;
+    drop(header);
+    if written_header != header_len {
+        return Err(Error::new(ErrorKind::Io, "the header changed length while it was written"));
+    }
+    let mut written = 8 + header_len;
     for t in &planned {
         // safetensors keeps no digest: check the source's on the bytes exported (reading
         // checks every digest the source has), or damage is laundered.

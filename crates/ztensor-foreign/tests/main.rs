@@ -428,6 +428,24 @@ mod export {
         assert_eq!(parsed.metadata(), &Some(metadata));
     }
 
+    /// Names and metadata that JSON must escape are written as the crate writes them.
+    #[test]
+    fn escaped_names_export_as_the_crate_writes_them() {
+        let names = ["quote\"d", "back\\slash", "new\nline", "tab\t\u{1}", "é/ü.w", "😀", "/"];
+        let tensors: Vec<Spec> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ((*n).to_owned(), Dtype::F32, vec![i as usize], bytes(4 * i, 1)))
+            .collect();
+        let metadata: HashMap<String, String> = [("k\"ey\n".into(), "v\\al\u{7f}ü".into())].into();
+        let st = safetensors_file(&tensors, Some(metadata));
+        let zt = to_zt(&st, Version::V1_2, &WriteOptions::raw(), 1);
+        let reader = Reader::new(&zt[..], &Options::default()).unwrap();
+        let mut out = Vec::new();
+        from_ztensor(&reader, &mut out, &ExportOptions::default()).unwrap();
+        assert!(out == st, "{}", String::from_utf8_lossy(&out[..out.len().min(400)]));
+    }
+
     #[test]
     fn many_metadata_keys_are_sorted_and_every_version_exports() {
         let tensors = every_dtype()[..13].to_vec();
