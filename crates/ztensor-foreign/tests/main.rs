@@ -435,7 +435,7 @@ mod export {
         let tensors: Vec<Spec> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| ((*n).to_owned(), Dtype::F32, vec![i as usize], bytes(4 * i, 1)))
+            .map(|(i, n)| ((*n).to_owned(), Dtype::F32, vec![i], bytes(4 * i, 1)))
             .collect();
         let metadata: HashMap<String, String> = [("k\"ey\n".into(), "v\\al\u{7f}ü".into())].into();
         let st = safetensors_file(&tensors, Some(metadata));
