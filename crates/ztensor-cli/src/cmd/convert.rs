@@ -197,50 +197,43 @@ pub fn source_info(
     source: &dyn TensorSource,
     json: bool,
 ) -> Result<()> {
-    struct Row {
-        name: String,
-        dtype: String,
-        shape: Vec<u64>,
-        bytes: u64,
-        location: Option<String>,
-    }
-    let mut rows: Vec<Row> = (0..source.len())
-        .filter_map(|i| source.info(i))
-        .map(|o| {
-            let dtype = o
-                .components
-                .iter()
-                .map(|c| match &c.logical_type {
-                    Some(t) => format!("{}:{t}", c.dtype),
-                    None => c.dtype.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join(",");
-            Row {
-                name: o.name.to_string(),
-                dtype,
-                shape: o.shape.to_vec(),
-                bytes: o.stored_len(),
-                location: o.location.map(|l| l.to_string()),
-            }
-        })
-        .collect();
-    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    // The tensors by name, their names borrowed from the source where it can: each row is
+    // made from the source when it is shown, not held (a checkpoint may have a million).
+    let mut order: Vec<(std::borrow::Cow<'_, str>, usize)> =
+        (0..source.len()).filter_map(|i| source.info(i).map(|o| (o.name, i))).collect();
+    order.sort_by(|a, b| a.0.cmp(&b.0));
+    let dtype_of = tensor_dtype;
+    let infos = || order.iter().filter_map(|&(_, i)| source.info(i));
     let attributes =
         source.try_attributes().map_err(|e| crate::zt_error(&path.display().to_string(), &e))?;
     if json {
-        let tensors: Vec<_> = rows
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "name": r.name,
-                    "dtype": r.dtype,
-                    "shape": r.shape,
-                    "bytes": r.bytes,
-                    "shard": r.location,
-                })
-            })
-            .collect();
+        // Each tensor's entry is made as it is written.
+        type Infos<'t, 'a> = Box<dyn Iterator<Item = ztensor_io::ObjectInfo<'a>> + 't>;
+        struct Tensors<'t, 'a>(&'t dyn Fn() -> Infos<'t, 'a>);
+        impl serde::Serialize for Tensors<'_, '_> {
+            fn serialize<Z: serde::Serializer>(&self, to: Z) -> Result<Z::Ok, Z::Error> {
+                #[derive(serde::Serialize)]
+                struct Entry<'e> {
+                    name: &'e str,
+                    dtype: String,
+                    shape: &'e [u64],
+                    bytes: u64,
+                    shard: Option<&'e str>,
+                }
+                to.collect_seq((self.0)().map(|o| {
+                    serde_json::to_value(Entry {
+                        name: &o.name,
+                        dtype: tensor_dtype(&o),
+                        shape: &o.shape,
+                        bytes: o.stored_len(),
+                        shard: o.location.as_deref(),
+                    })
+                    .unwrap_or_default()
+                }))
+            }
+        }
+        let boxed = || -> Infos<'_, '_> { Box::new(infos()) };
+        let tensors = Tensors(&boxed);
         let format = match kind {
             Kind::Safetensors => "safetensors",
             Kind::ShardIndex => "safetensors-sharded",
@@ -260,7 +253,7 @@ pub fn source_info(
             format: &'a str,
             description: std::borrow::Cow<'a, str>,
             attributes: Option<ztensor_dump::JsonOf<'a>>,
-            tensors: Vec<serde_json::Value>,
+            tensors: Tensors<'a, 'a>,
         }
         let report = Report {
             file: path.display().to_string(),
@@ -275,37 +268,52 @@ pub fn source_info(
     }
     writeln!(out, "file:       {}", path.display())?;
     writeln!(out, "format:     {}", source.format_name())?;
-    writeln!(out, "tensors:    {}", rows.len())?;
+    writeln!(out, "tensors:    {}", order.len())?;
     let shown = attributes.as_deref().map_or_else(|| "none".to_owned(), super::text::summary);
     writeln!(out, "attributes: {}", super::text::shown(&shown))?;
-    let sharded = rows.iter().any(|r| r.location.is_some());
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
+    let sharded = infos().any(|o| o.location.is_some());
+    let mut total = 0u64;
+    let mut rows = |each: &mut super::text::RowSink<'_>| -> std::io::Result<()> {
+        total = 0;
+        for o in infos() {
+            total += o.stored_len();
             let mut row = vec![
-                super::text::shown(&r.name).into_owned(),
-                r.dtype.clone(),
-                format!("{:?}", r.shape),
-                r.bytes.to_string(),
+                super::text::shown(&o.name).into_owned(),
+                dtype_of(&o),
+                format!("{:?}", o.shape),
+                o.stored_len().to_string(),
             ];
             if sharded {
                 row.push(
-                    super::text::shown(r.location.as_deref().unwrap_or_default()).into_owned(),
+                    super::text::shown(o.location.as_deref().unwrap_or_default()).into_owned(),
                 );
             }
-            row
-        })
-        .collect();
+            each(&row)?;
+        }
+        Ok(())
+    };
     writeln!(out)?;
     // DTYPE and SHAPE keep their customary widths (11 and 16) unless a cell needs more.
     let mut header = vec!["NAME", "DTYPE      ", "SHAPE           ", "BYTES"];
     if sharded {
         header.push("SHARD");
     }
-    super::text::table(out, &header, &table)?;
+    super::text::table_of(out, &header, &mut rows)?;
     writeln!(out)?;
-    writeln!(out, "total: {} bytes of tensor data", rows.iter().map(|r| r.bytes).sum::<u64>())?;
+    writeln!(out, "total: {total} bytes of tensor data")?;
     Ok(())
+}
+
+/// A tensor's dtype as `info` shows it: each component's, with its logical type.
+fn tensor_dtype(o: &ztensor_io::ObjectInfo<'_>) -> String {
+    o.components
+        .iter()
+        .map(|c| match &c.logical_type {
+            Some(t) => format!("{}:{t}", c.dtype),
+            None => c.dtype.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `verify` on a file of another format (safetensors, a sharded checkpoint, TensorBuffers),
