@@ -201,10 +201,12 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
         // such bytes counts as in flight too.
         let decoded = std::sync::atomic::AtomicU64::new(0);
         let decoded = &decoded;
-        let mut items: Vec<Item<'_, W>> = Vec::new();
-        let mut current: Option<&dyn ReadAt> = None;
         let count = source.len();
-        for index in 0..count {
+        let (options, drop_attributes) = (&self.options, self.drop_attributes);
+        // Each tensor's item, made when the pipeline reaches it (never a list of every one),
+        // with the byte source it streams from (`None` when it is written in its turn by the
+        // sequential code).
+        let make = |index: usize| -> Result<(Option<&dyn ReadAt>, Item<'_, W>)> {
             let info =
                 source.info(index).ok_or_else(|| Error::not_found(&format!("#{index}"), None))?;
             let raw = source.raw(index).filter(|_| {
@@ -213,53 +215,93 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
                     && info.unsupported.is_none()
             });
             let dense = info.component(role::DATA).and_then(|c| c.dtype.known().map(|d| (c, d)));
-            let streamed = raw.zip(dense).map(|(range, (c, dtype))| {
+            if let Some((range, (c, dtype))) = raw.zip(dense) {
                 let object = crate::pipeline::Template::Parts(Box::new(crate::pipeline::Parts {
                     name: info.name.clone(),
                     shape: info.shape.clone(),
-                    attributes: info.attributes.clone().filter(|_| !self.drop_attributes),
+                    attributes: info.attributes.clone().filter(|_| !drop_attributes),
                 }));
                 let input = Input::Raw { offset: range.offset, swap: None, digest: None };
                 let logical = c.logical_type.clone();
-                (range.source, stream(object, dtype, logical, range.len, input, &self.options))
-            });
-            let item = match streamed {
-                Some((from, item)) => {
-                    if current.is_some_and(|c| !std::ptr::addr_eq(c, from)) {
-                        let before = std::mem::take(&mut items);
-                        let at = current.map(Dyn);
-                        peak = peak.max(
-                            run(at.as_ref(), before, self.writer, self.par, self.progress)?
-                                .peak_in_flight,
-                        );
+                return Ok((
+                    Some(range.source),
+                    stream(object, dtype, logical, range.len, input, options),
+                ));
+            }
+            let options = options.clone();
+            Ok((
+                None,
+                Item::Sequential(Box::new(move |w: &mut Writer<W>| {
+                    let mut data = source.read(index)?;
+                    let held: u64 = data
+                        .components
+                        .values()
+                        .filter(|c| matches!(c.bytes, std::borrow::Cow::Owned(_)))
+                        .map(|c| c.bytes.len() as u64)
+                        .sum();
+                    decoded.fetch_max(held, std::sync::atomic::Ordering::Relaxed);
+                    if drop_attributes {
+                        data.attributes = None;
                     }
-                    current = Some(from);
-                    item
-                }
-                None => {
-                    let options = self.options.clone();
-                    let drop = self.drop_attributes;
-                    Item::Sequential(Box::new(move |w: &mut Writer<W>| {
-                        let mut data = source.read(index)?;
-                        let held: u64 = data
-                            .components
-                            .values()
-                            .filter(|c| matches!(c.bytes, std::borrow::Cow::Owned(_)))
-                            .map(|c| c.bytes.len() as u64)
-                            .sum();
-                        decoded.fetch_max(held, std::sync::atomic::Ordering::Relaxed);
-                        if drop {
-                            data.attributes = None;
-                        }
-                        write_data(w, &data, &options)
-                    }))
-                }
-            };
-            items.push(item);
+                    write_data(w, &data, &options)
+                })),
+            ))
+        };
+        // Runs of tensors of one byte source go through one pipeline run (tensors written by
+        // the sequential code join any run). A run's source is that of its first streamed
+        // tensor: tensors before it are held until it is found, up to `LEAD` of them.
+        const LEAD: usize = 4096;
+        struct Feed<'i, F, T> {
+            make: F,
+            index: usize,
+            count: usize,
+            pending: Option<(Option<&'i dyn ReadAt>, T)>,
+            failure: Option<Error>,
         }
-        let at = current.map(Dyn);
-        peak =
-            peak.max(run(at.as_ref(), items, self.writer, self.par, self.progress)?.peak_in_flight);
+        impl<'i, F: FnMut(usize) -> Result<(Option<&'i dyn ReadAt>, T)>, T> Feed<'i, F, T> {
+            fn next(&mut self) -> Option<(Option<&'i dyn ReadAt>, T)> {
+                if let Some(item) = self.pending.take() {
+                    return Some(item);
+                }
+                if self.index >= self.count || self.failure.is_some() {
+                    return None;
+                }
+                self.index += 1;
+                (self.make)(self.index - 1).map_err(|e| self.failure = Some(e)).ok()
+            }
+        }
+        let mut feed = Feed { make, index: 0, count, pending: None, failure: None };
+        loop {
+            let mut lead = Vec::new();
+            let mut current: Option<&dyn ReadAt> = None;
+            while current.is_none() && lead.len() < LEAD {
+                let Some((from, item)) = feed.next() else { break };
+                current = from;
+                lead.push(item);
+            }
+            if lead.is_empty() {
+                break;
+            }
+            let feed = &mut feed;
+            let rest = std::iter::from_fn(|| {
+                let (from, item) = feed.next()?;
+                match (from, current) {
+                    (Some(from), Some(c)) if std::ptr::addr_eq(c, from) => Some(item),
+                    (Some(from), _) => {
+                        feed.pending = Some((Some(from), item));
+                        None
+                    }
+                    (None, _) => Some(item),
+                }
+            });
+            let at = current.map(Dyn);
+            let items = lead.into_iter().chain(rest);
+            let stats = run(at.as_ref(), items, self.writer, self.par, self.progress)?;
+            peak = peak.max(stats.peak_in_flight);
+            if let Some(e) = feed.failure.take() {
+                return Err(e);
+            }
+        }
         peak = peak.max(decoded.load(std::sync::atomic::Ordering::Relaxed));
         self.stats = Stats { peak_in_flight: peak };
         Ok(count)
