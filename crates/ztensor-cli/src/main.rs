@@ -346,9 +346,9 @@ struct Run {
     /// Worker threads (default: one per core).
     #[arg(long, default_value_t = 0, hide_default_value = true)]
     threads: usize,
-    /// Most bytes held in flight, e.g. 512M or 2G.
-    #[arg(long, value_parser = cmd::repack::parse_size, default_value = "512M")]
-    memory: u64,
+    /// Most bytes held in flight, e.g. 512M or 2G (default: 64M per thread, at most 512M).
+    #[arg(long, value_parser = cmd::repack::parse_size)]
+    memory: Option<u64>,
     /// No progress bar and no summary line (errors are still reported).
     #[arg(long, short)]
     quiet: bool,
@@ -359,7 +359,10 @@ struct Run {
 
 impl Run {
     fn par(&self) -> ztensor_par::ParOptions {
-        ztensor_par::ParOptions { threads: threads(self.threads), memory_budget: self.memory }
+        ztensor_par::ParOptions {
+            threads: threads(self.threads),
+            memory_budget: self.memory.unwrap_or(0),
+        }
     }
 }
 
@@ -1005,7 +1008,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Some(size) => ztensor_shard::Split::Size(size),
                 None => ztensor_shard::Split::LikeInput,
             });
-            let run = Run { threads: 0, memory: 0, quiet: true, no_wait: false };
+            let run = Run { threads: 0, memory: None, quiet: true, no_wait: false };
             let request = cmd::convert::Request {
                 input: &input,
                 output: &output,

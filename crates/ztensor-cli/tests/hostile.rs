@@ -375,7 +375,7 @@ fn the_object_limit_fits_the_address_space() {
 
 /// A zstd frame decoding to `len` zero bytes (a multiple of 128 KiB) as RLE blocks, the form
 /// an encoder gives a run: 4 bytes per 128 KiB, so 1 GiB takes 32 KiB.
-fn zstd_zeros(len: u64) -> Vec<u8> {
+pub(crate) fn zstd_zeros(len: u64) -> Vec<u8> {
     const BLOCK: u64 = 128 << 10;
     assert_eq!(len % BLOCK, 0);
     let mut out = 0xFD2F_B528u32.to_le_bytes().to_vec();

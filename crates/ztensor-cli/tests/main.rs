@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+mod budgets;
 mod durability;
 mod hostile;
 mod sharded;

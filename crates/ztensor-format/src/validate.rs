@@ -22,12 +22,6 @@ use crate::manifest::{ByteOrder, Component, Encoding, Format, Manifest, Object, 
 pub struct ValidatedManifest {
     manifest: Manifest,
     location: ManifestLocation,
-    /// Where each object's run starts in `decoded`: the decoded length per component, in the
-    /// (sorted) order of `Object::components`, one entry each.
-    decoded_start: Vec<u32>,
-    /// Every object's decoded component lengths, one run per object in manifest order: one
-    /// vector for the whole manifest rather than one per object.
-    decoded: Vec<Option<u64>>,
     /// The objects that cannot be decoded, by index in manifest order, with the reason: few,
     /// so not a slot per object.
     unsupported: Vec<(usize, Error)>,
@@ -42,8 +36,6 @@ pub struct ValidatedManifest {
 pub struct ObjectRef<'a> {
     object: &'a Object,
     unsupported: Option<&'a Error>,
-    /// Decoded length per component, in role order.
-    decoded: &'a [Option<u64>],
     version: Version,
 }
 
@@ -68,20 +60,15 @@ impl<'a> ObjectRef<'a> {
     /// length of raw components, `uncompressed_length` of zstd ones, or the size the shape
     /// implies for dense data. `None` when only decoding can tell.
     pub fn decoded_len(&self, role: &str) -> Option<u64> {
-        let i = self.object.components.index_of(role)?;
-        self.decoded.get(i).copied().flatten()
+        let (role, c) = self.object.components.get_key_value(role)?;
+        decoded_len_of(self.object, role, c)
     }
 
     /// Every component's role and [`decoded_len`](ObjectRef::decoded_len), in role order: for
     /// going through all of them without a lookup each.
     pub fn decoded_lens(&self) -> impl Iterator<Item = (&'a str, Option<u64>)> + use<'a> {
-        let decoded: &'a [Option<u64>] = self.decoded;
         let object: &'a Object = self.object;
-        object
-            .components
-            .keys()
-            .enumerate()
-            .map(move |(i, r)| (r, decoded.get(i).copied().flatten()))
+        object.components.iter().map(move |(r, c)| (r, decoded_len_of(object, r, c)))
     }
 
     /// The version of the file the object comes from.
@@ -129,19 +116,7 @@ impl ValidatedManifest {
             .binary_search_by_key(&index, |(i, _)| *i)
             .ok()
             .map(|at| &self.unsupported[at].1);
-        ObjectRef {
-            object,
-            unsupported,
-            decoded: self.decoded_of(index),
-            version: self.manifest.version,
-        }
-    }
-
-    /// The decoded lengths of object `index`'s components, in role order.
-    fn decoded_of(&self, index: usize) -> &[Option<u64>] {
-        let start = self.decoded_start[index] as usize;
-        let end = start + self.manifest.objects[index].components.len();
-        &self.decoded[start..end]
+        ObjectRef { object, unsupported, version: self.manifest.version }
     }
 
     /// Where the object called `name` is in [`ValidatedManifest::objects`].
@@ -195,7 +170,7 @@ impl ValidatedManifest {
             };
             let same = |&j: &usize| {
                 objects[j].components.get(role) == Some(c)
-                    && self.decoded_of(j) == self.decoded_of(i)
+                    && self.object_ref(j).decoded_lens().eq(self.object_ref(i).decoded_lens())
             };
             let range = (c.offset, c.length);
             let j = *seen.entry(range).or_insert(i);
@@ -223,6 +198,25 @@ impl ValidatedManifest {
     /// Whether the file holds no objects.
     pub fn is_empty(&self) -> bool {
         self.manifest.objects.is_empty()
+    }
+}
+
+/// The decoded byte length of component `c` (`role`) of `object`, when the manifest
+/// determines it: its length when raw, its `uncompressed_length` when zstd, or for the data of
+/// a dense object stored in zstd without one, the size its shape implies (validation has
+/// checked that any stated size agrees). `None` when only decoding can tell.
+fn decoded_len_of(object: &Object, role: &str, c: &Component) -> Option<u64> {
+    match c.encoding {
+        Encoding::Raw => Some(c.length),
+        Encoding::Zstd => c.uncompressed_length.or_else(|| {
+            let dense_data = object.format == Format::Dense
+                && object.packing == Packing::Split
+                && role == crate::role::DATA;
+            dense_data
+                .then(|| element_count(&object.shape)?.checked_mul(element_size(c)?))
+                .flatten()
+        }),
+        Encoding::Unknown(_) => None,
     }
 }
 
@@ -274,16 +268,14 @@ pub fn validate(
             shadowed.push(i);
         }
     }
-    let mut decoded_start = Vec::with_capacity(manifest.objects.len());
-    let mut decoded = Vec::with_capacity(manifest.objects.len());
+    // Each object's decoded lengths, as the checks work them out (kept by no one after: they
+    // follow from the manifest, see `decoded_len_of`).
+    let mut decoded = Vec::new();
     let mut unsupported_objects = Vec::new();
     let mut blobs = Vec::new();
     for (i, object) in manifest.objects.iter().enumerate() {
         let checker = ObjectCheck { object, version: manifest.version, location, options };
-        let start = u32::try_from(decoded.len()).map_err(|_| {
-            Error::new(ErrorKind::TooManyObjects, "more components than this reader can index")
-        })?;
-        decoded_start.push(start);
+        decoded.clear();
         let unsupported = checker.run(&mut decoded).map_err(|e| e.in_object(&object.name))?;
         if let Some(reason) = unsupported {
             unsupported_objects.push((i, reason));
@@ -295,12 +287,9 @@ pub fn validate(
         }
     }
     check_overlaps(&mut blobs, &manifest)?;
-    decoded.shrink_to_fit();
     Ok(ValidatedManifest {
         manifest,
         location,
-        decoded_start,
-        decoded,
         unsupported: unsupported_objects,
         by_name,
         shadowed,

@@ -79,25 +79,38 @@ pub trait Progress: Sync {
 impl Progress for () {}
 
 /// How the parallel engine runs. None of these settings changes the bytes written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParOptions {
     /// Worker threads; 0 means one per available core.
     pub threads: usize,
     /// Most bytes held between reading and writing at once (input pieces and their encoded
-    /// output). A single piece larger than this is still admitted, alone. Default 512 MiB.
+    /// output). A single piece larger than this is still admitted, alone. 0 (the default)
+    /// means [`ParOptions::AUTO_BUDGET_PER_THREAD`] per worker thread, at most
+    /// [`ParOptions::AUTO_BUDGET_MAX`]: what keeps every worker busy, and no more.
     pub memory_budget: u64,
-}
-
-impl Default for ParOptions {
-    fn default() -> ParOptions {
-        ParOptions { threads: 0, memory_budget: 512 << 20 }
-    }
 }
 
 impl ParOptions {
     /// Default options with `threads` workers.
     pub fn with_threads(threads: usize) -> ParOptions {
         ParOptions { threads, ..ParOptions::default() }
+    }
+
+    /// The automatic memory budget per worker thread: sixteen 4 MiB pieces, each with room
+    /// for its encoded output.
+    pub const AUTO_BUDGET_PER_THREAD: u64 = 64 << 20;
+    /// The most the automatic memory budget grows to, however many threads.
+    pub const AUTO_BUDGET_MAX: u64 = 512 << 20;
+
+    /// The memory budget of a run on `threads` workers: [`ParOptions::memory_budget`], or the
+    /// automatic one when that is 0.
+    pub fn budget_for(&self, threads: usize) -> u64 {
+        match self.memory_budget {
+            0 => (threads as u64)
+                .saturating_mul(ParOptions::AUTO_BUDGET_PER_THREAD)
+                .clamp(ParOptions::AUTO_BUDGET_PER_THREAD, ParOptions::AUTO_BUDGET_MAX),
+            set => set,
+        }
     }
 
     pub(crate) fn pool(&self) -> Result<rayon::ThreadPool> {
@@ -345,7 +358,7 @@ fn run<'a, S: ReadAt, W: Write>(
     progress: &dyn Progress,
 ) -> Result<Stats> {
     let pool = par.pool()?;
-    let budget = Budget::new(par.memory_budget);
+    let budget = Budget::new(par.budget_for(pool.current_num_threads()));
     pipeline::run(source, items, writer, &pool, &budget, progress, pipeline::Kernels::Real)?;
     Ok(Stats { peak_in_flight: budget.peak() })
 }

@@ -624,7 +624,7 @@ fn units(plan: &[Option<(u64, u64)>]) -> impl Iterator<Item = Unit> + '_ {
 /// side works from) is held for a window of this many, not for every item of a checkpoint of a
 /// million tensors. Offsets are allocated in item order whatever the window, so the output is
 /// the same bytes; between windows the workers wait once for the last pieces of the one before.
-const WINDOW: usize = 1 << 16;
+const WINDOW: usize = 1 << 14;
 
 /// Runs the pipeline over `items`, writing through `writer`, a window of items at a time.
 pub(crate) fn run<'a, S: ReadAt, W: Write>(

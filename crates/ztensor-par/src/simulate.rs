@@ -139,7 +139,7 @@ pub fn run(
     let pieces = per_tensor * workload.tensors as u64;
     let pool = par.pool()?;
     let workers = pool.current_num_threads() as u64;
-    let budget = Budget::new(par.memory_budget);
+    let budget = Budget::new(par.budget_for(pool.current_num_threads()));
 
     let mut writer = FileWriter::create(output, Version::V1_2)?;
     let start = Instant::now();

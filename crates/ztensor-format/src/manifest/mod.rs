@@ -490,11 +490,6 @@ impl Components {
         self.find(role).ok().map(|i| &self.slice()[i].1)
     }
 
-    /// Where the component of `role` is in role order.
-    pub(crate) fn index_of(&self, role: &str) -> Option<usize> {
-        self.find(role).ok()
-    }
-
     /// The role as stored and the component of `role`.
     pub fn get_key_value(&self, role: &str) -> Option<(&str, &Component)> {
         self.find(role).ok().map(|i| {

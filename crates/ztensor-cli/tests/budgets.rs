@@ -1,0 +1,243 @@
+//! Memory budgets on large hostile inputs, generated here at test time: every command on each
+//! must end cleanly within max(256 MB, 4 × the file's size + 128 MB) of peak resident memory,
+//! whatever the file claims or holds (a million objects, a tensor decoding to gigabytes, a
+//! shape of millions of dimensions). Each command runs in a process of its own, whose peak
+//! GNU `time` reports.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ztensor_format::{Component, DType, Encoding, Format, Manifest, Object, Version};
+
+/// What a command may hold for an input of `file_len` bytes.
+fn budget(file_len: u64) -> u64 {
+    (256 << 20).max(4 * file_len + (128 << 20))
+}
+
+/// How one run went.
+struct Run {
+    code: Option<i32>,
+    peak: u64,
+    took: Duration,
+    said: String,
+}
+
+/// Runs the tool with `args` (stdout discarded), killed after five minutes, under GNU `time`,
+/// which reports the peak of the process it starts. (A child of this test process would not
+/// do: at its `exec` the kernel counts the memory of the test process it was forked from.)
+fn run(args: &[&str]) -> Run {
+    let report = std::env::temp_dir().join(format!(
+        "ztensor-budget-rss-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let started = Instant::now();
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&report)
+        .args(["timeout", "-s", "KILL", "300", env!("CARGO_BIN_EXE_ztensor")])
+        .args(args)
+        .stdout(Stdio::null())
+        .output()
+        .expect("GNU time runs (Debian package `time`)");
+    let took = started.elapsed();
+    let reported = std::fs::read_to_string(&report).unwrap_or_default();
+    let _ = std::fs::remove_file(&report);
+    // Kilobytes, on the last line (a line before it says how a killed command ended).
+    let kb: u64 = reported.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or(u64::MAX);
+    Run {
+        code: out.status.code(),
+        peak: kb.saturating_mul(1024),
+        took,
+        said: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs each of `commands` on `file` (`FILE` in them stands for it, `OUT.zt` and
+/// `OUT.safetensors` for fresh output paths) and checks each ends with status `expect` within the file's budget.
+fn check(scratch: &Path, file: &Path, expect: i32, commands: &[&[&str]]) {
+    let len = std::fs::metadata(file).unwrap().len();
+    let f = file.to_str().unwrap();
+    let name = file.file_name().unwrap().to_string_lossy();
+    for (i, command) in commands.iter().enumerate() {
+        let target = scratch.join(format!("out-{i}"));
+        let t = target.to_str().unwrap();
+        let (zt, st) = (format!("{t}.zt"), format!("{t}.safetensors"));
+        let args: Vec<&str> = command
+            .iter()
+            .map(|&a| match a {
+                "FILE" => f,
+                "OUT.zt" => &zt,
+                "OUT.safetensors" => &st,
+                a => a,
+            })
+            .collect();
+        let r = run(&args);
+        let what = format!(
+            "{name} ({len} bytes): {command:?}: status {:?}, peak {} MB, {:.1} s",
+            r.code,
+            r.peak >> 20,
+            r.took.as_secs_f64()
+        );
+        eprintln!("{what}");
+        assert_eq!(r.code, Some(expect), "{what}\n{}", r.said);
+        assert!(r.peak <= budget(len), "{what}: over the budget of {} MB", budget(len) >> 20);
+        let _ = std::fs::remove_file(&zt);
+        let _ = std::fs::remove_file(&st);
+    }
+}
+
+fn scratch(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ztensor-budget-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A file made of `blobs` (each at its offset, zeros between) and `manifest`.
+fn assemble(manifest: &Manifest, blobs: &[(u64, &[u8])]) -> Vec<u8> {
+    let container = manifest.version.container();
+    let mut file = container.magic().to_vec();
+    for &(offset, bytes) in blobs {
+        file.resize(usize::try_from(offset).unwrap(), 0);
+        file.extend_from_slice(bytes);
+    }
+    file.resize(file.len().next_multiple_of(64), 0);
+    let cbor = manifest.encode().unwrap();
+    file.extend_from_slice(&cbor);
+    file.extend_from_slice(&container.encode_trailer(cbor.len() as u64));
+    file
+}
+
+/// A zstd component at offset 64 of `stored`, decoding to `decoded` bytes (declared or not).
+fn zstd_at_64(dtype: DType, stored: &[u8], decoded: Option<u64>) -> Component {
+    let mut c = Component::new(dtype, 64, stored.len() as u64);
+    c.encoding = Encoding::Zstd;
+    c.uncompressed_length = decoded;
+    c
+}
+
+/// A million empty tensors, in zTensor 1.2 and in safetensors: the manifest's cost per object.
+#[test]
+fn a_million_objects_stay_within_budget() {
+    const N: usize = 1_000_000;
+    let dir = scratch("million");
+    let mut manifest = Manifest::new(Version::V1_2);
+    manifest.objects = (0..N)
+        .map(|i| {
+            Object::new(format!("t{i:07}"), vec![0], Format::Dense)
+                .with_component("data", Component::new(DType::F32, 0, 0))
+        })
+        .collect();
+    let zt = dir.join("million.zt");
+    std::fs::write(&zt, assemble(&manifest, &[])).unwrap();
+    drop(manifest);
+    check(
+        &dir,
+        &zt,
+        0,
+        &[
+            &["info", "FILE"],
+            &["ls", "FILE"],
+            &["verify", "FILE"],
+            &["dump", "--json", "FILE"],
+            &["repack", "FILE", "OUT.zt", "--quiet"],
+            &["convert", "FILE", "OUT.safetensors", "--quiet"],
+        ],
+    );
+    let mut header = String::from("{");
+    for i in 0..N {
+        if i > 0 {
+            header.push(',');
+        }
+        header
+            .push_str(&format!(r#""t{i:07}":{{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}"#));
+    }
+    header.push('}');
+    let mut st = (header.len() as u64).to_le_bytes().to_vec();
+    st.extend_from_slice(header.as_bytes());
+    let st_path = dir.join("million.safetensors");
+    std::fs::write(&st_path, st).unwrap();
+    check(
+        &dir,
+        &st_path,
+        0,
+        &[
+            &["info", "FILE"],
+            &["ls", "FILE"],
+            &["verify", "FILE"],
+            &["convert", "FILE", "OUT.zt", "--quiet"],
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Half a million objects that all name one blob: each check or copy of it is done once.
+#[test]
+fn half_a_million_aliases_stay_within_budget() {
+    let dir = scratch("aliases");
+    let blob = [7u8; 64];
+    let mut manifest = Manifest::new(Version::V1_2);
+    manifest.objects = (0..500_000)
+        .map(|i| {
+            Object::new(format!("a{i:06}"), vec![64], Format::Dense)
+                .with_component("data", Component::new(DType::U8, 64, 64))
+        })
+        .collect();
+    let file = dir.join("aliases.zt");
+    std::fs::write(&file, assemble(&manifest, &[(64, &blob)])).unwrap();
+    drop(manifest);
+    check(
+        &dir,
+        &file,
+        0,
+        &[
+            &["verify", "FILE"],
+            &["dump", "--json", "FILE"],
+            &["repack", "FILE", "OUT.zt", "--quiet"],
+            &["convert", "FILE", "OUT.safetensors", "--quiet"],
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A tensor that decodes to gigabytes from kilobytes: a zstd stream of 4 GiB whose size the
+/// manifest does not state (v1.1).
+#[test]
+fn gigabytes_from_kilobytes_stay_within_budget() {
+    let dir = scratch("expand");
+    // 4 GiB of zeros, undeclared.
+    const BIG: u64 = 4 << 30;
+    let stored = super::hostile::zstd_zeros(BIG);
+    let mut manifest = Manifest::new(Version::V1_1);
+    manifest.objects.push(
+        Object::new("zeros", vec![BIG], Format::Dense)
+            .with_component("data", zstd_at_64(DType::U8, &stored, None)),
+    );
+    let file = dir.join("zeros-4g.zt");
+    std::fs::write(&file, assemble(&manifest, &[(64, &stored)])).unwrap();
+    check(
+        &dir,
+        &file,
+        0,
+        &[
+            &["verify", "FILE"],
+            &["dump", "--json", "FILE"],
+            &["repack", "FILE", "OUT.zt", "--quiet", "--zstd", "1"],
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A TensorBuffers tensor of four million dimensions, each 1.
+#[test]
+fn a_shape_of_millions_of_dimensions_stays_within_budget() {
+    let dir = scratch("dims");
+    let mut w = ztensor_tensorbuffers::TbWriter::new(Vec::new()).unwrap();
+    w.add("t", ztensor_tensorbuffers::DataType::UInt8, &vec![1; 4 << 20], &[7]).unwrap();
+    let file = dir.join("dims-4m.tb");
+    std::fs::write(&file, w.finish().unwrap().0).unwrap();
+    check(&dir, &file, 0, &[&["dump", "--json", "FILE"], &["info", "FILE"]]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
