@@ -388,8 +388,10 @@ fn hostile_measure(args: &[String]) -> Result<()> {
     let scratch = project_root().join("target/hostile-measure-out");
     std::fs::create_dir_all(&scratch)?;
     let out = |n: &str| scratch.join(n).to_string_lossy().into_owned();
-    println!("| file | bytes | command | status | peak RSS MB | wall s |");
-    println!("|---|---:|---|---:|---:|---:|");
+    // The hostile-input budget: max(256 MB, 4 × the file + 128 MB) and 10 s.
+    let budget_mb = |len: u64| (256.0f64).max((4 * len) as f64 / 1048576.0 + 128.0);
+    println!("| file | bytes | command | status | peak RSS MB | budget MB | wall s | within |");
+    println!("|---|---:|---|---:|---:|---:|---:|---|");
     for name in &names {
         let file = dir.join(name);
         let f = file.to_string_lossy().into_owned();
@@ -426,10 +428,12 @@ fn hostile_measure(args: &[String]) -> Result<()> {
             let status = run.status.code().map_or("signal".to_owned(), |c| c.to_string());
             let prefix = format!("{}/", scratch.display());
             let shown = command.join(" ").replace(&f, "FILE").replace(&prefix, "");
+            let len = std::fs::metadata(&file)?.len();
+            let (rss_mb, budget) = (rss_kb / 1024.0, budget_mb(len));
+            let within = if rss_mb <= budget && wall <= 10.0 { "yes" } else { "NO" };
             println!(
-                "| {name} | {} | {shown} | {status} | {:.0} | {wall:.2} |",
-                std::fs::metadata(&file)?.len(),
-                rss_kb / 1024.0
+                "| {name} | {len} | {shown} | {status} | {rss_mb:.0} | {budget:.0} | {wall:.2} | \
+                 {within} |"
             );
         }
     }

@@ -241,3 +241,62 @@ fn a_shape_of_millions_of_dimensions_stays_within_budget() {
     check(&dir, &file, 0, &[&["dump", "--json", "FILE"], &["info", "FILE"]]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A streamed tensor whose stream gives fewer or more bytes than its manifest declares, or is
+/// corrupt half-way, fails with the rule it breaks, and the output the command was writing is
+/// never published: what was at its path before is still there, and nothing else is left.
+#[test]
+fn a_stream_that_breaks_half_way_publishes_nothing() {
+    const LEN: u64 = 64 << 20;
+    let dir = scratch("broken");
+    // Frames that do not state their size, so only the stream's end can tell: the header
+    // without its content size is 6 bytes, then 4-byte blocks (a 3-byte header and the byte).
+    let mut zeros = super::hostile::zstd_zeros(LEN);
+    zeros[4] = 0;
+    zeros.drain(6..14);
+    // A block header in the middle made reserved (type 3): the decoder fails there.
+    let mut corrupt = zeros.clone();
+    let blocks = (corrupt.len() - 6) / 4;
+    corrupt[6 + 4 * (blocks / 2)] |= 0b110;
+    let cases = [
+        ("short", &zeros, LEN + (128 << 10), "decoded_size_mismatch"),
+        ("long", &zeros, LEN - (128 << 10), "decoded_size_mismatch"),
+        ("corrupt", &corrupt, LEN, "decode_failed"),
+    ];
+    for (name, stored, declared, rule) in cases {
+        let mut manifest = Manifest::new(Version::V1_2);
+        manifest.objects.push(
+            Object::new("t", vec![declared], Format::Dense)
+                .with_component("data", zstd_at_64(DType::U8, stored, Some(declared))),
+        );
+        let file = dir.join(format!("{name}.zt"));
+        std::fs::write(&file, assemble(&manifest, &[(64, stored)])).unwrap();
+        let f = file.to_str().unwrap();
+        for (target, command) in [
+            ("r.zt", vec!["repack", f, "", "--zstd", "1", "--quiet"]),
+            ("c.safetensors", vec!["convert", f, "", "--quiet"]),
+        ] {
+            let target = dir.join(target);
+            std::fs::write(&target, b"what was here before").unwrap();
+            let args: Vec<&str> = command
+                .iter()
+                .map(|&a| if a.is_empty() { target.to_str().unwrap() } else { a })
+                .collect();
+            let r = run(&args);
+            eprintln!("{name} {:?}: {} ({:.2} s)", args[0], r.said.trim(), r.took.as_secs_f64());
+            assert_eq!(r.code, Some(1), "{name} {args:?}: {}", r.said);
+            assert!(r.said.contains(rule), "{name} {args:?}: {}", r.said);
+            assert_eq!(std::fs::read(&target).unwrap(), b"what was here before", "{name}");
+            let inputs = ["short.zt", "long.zt", "corrupt.zt"];
+            let own = target.file_name().unwrap().to_string_lossy().into_owned();
+            let left: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| !inputs.contains(&n.as_str()) && *n != own)
+                .collect();
+            assert!(left.is_empty(), "{name} {args:?} left {left:?}");
+            std::fs::remove_file(&target).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
