@@ -169,6 +169,32 @@ impl ManifestBuilder {
     /// [`ErrorKind::BlobPartialOverlap`], [`ErrorKind::Unrepresentable`] and the rules of
     /// [`crate::check_object`].
     pub fn push(&mut self, object: &Object, data_end: u64) -> Result<()> {
+        let Accepted { encoded, blobs, name_len } = self.accept(object, data_end)?;
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(object.name.as_bytes());
+        self.bytes.extend_from_slice(&encoded);
+        for (at, range) in blobs.into_iter().rev() {
+            self.blobs.insert(at, range);
+        }
+        self.starts.push(start as u64);
+        self.name_lens.push(name_len);
+        let (bytes, starts, lens) = (&self.bytes, &self.starts, &self.name_lens);
+        self.names.insert(self.starts.len() - 1, |i| name_at(bytes, starts, lens, i));
+        Ok(())
+    }
+
+    /// Whether [`push`](ManifestBuilder::push) would accept `object`, without adding it: for a
+    /// writer to ask before it writes the object's bytes.
+    ///
+    /// # Errors
+    /// As [`push`](ManifestBuilder::push).
+    pub fn check(&self, object: &Object, data_end: u64) -> Result<()> {
+        self.accept(object, data_end).map(|_| ())
+    }
+
+    /// Every check of [`push`](ManifestBuilder::push), and what adding the object takes: its
+    /// encoding and where its blobs go.
+    fn accept(&self, object: &Object, data_end: u64) -> Result<Accepted> {
         let name = object.name.as_str();
         if self.contains(name) {
             return Err(
@@ -183,25 +209,14 @@ impl ManifestBuilder {
         let name_len = u32::try_from(name.len())
             .map_err(|_| Error::new(ErrorKind::InvalidInput, "name too long").in_object(name))?;
         crate::validate::check_object(object, self.version(), data_end, &self.options)?;
-        let ranges = self.place_blobs(object)?;
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(name.as_bytes());
-        let encoded = match self.version() {
-            Version::V0_1 => v0_1::tensor_into(object, &mut self.bytes),
-            Version::V1_1 | Version::V1_2 => v1::object_into(object, &mut self.bytes),
-        };
-        if let Err(e) = encoded {
-            self.bytes.truncate(start);
-            return Err(e.in_object(name));
+        let blobs = self.place_blobs(object)?;
+        let mut encoded = Vec::new();
+        match self.version() {
+            Version::V0_1 => v0_1::tensor_into(object, &mut encoded),
+            Version::V1_1 | Version::V1_2 => v1::object_into(object, &mut encoded),
         }
-        for (at, range) in ranges.into_iter().rev() {
-            self.blobs.insert(at, range);
-        }
-        self.starts.push(start as u64);
-        self.name_lens.push(name_len);
-        let (bytes, starts, lens) = (&self.bytes, &self.starts, &self.name_lens);
-        self.names.insert(self.starts.len() - 1, |i| name_at(bytes, starts, lens, i));
-        Ok(())
+        .map_err(|e| e.in_object(name))?;
+        Ok(Accepted { encoded, blobs, name_len })
     }
 
     /// Where `object`'s blobs go in the sorted list (ascending; each index as the list stands
@@ -301,6 +316,15 @@ impl ManifestBuilder {
         }
         out.finish()
     }
+}
+
+/// What [`ManifestBuilder::accept`] found for an object it accepts.
+struct Accepted {
+    /// The object's encoded value (v1.x) or tensor map (v0.1).
+    encoded: Vec<u8>,
+    /// Where its blobs go in the sorted list ([`ManifestBuilder::place_blobs`]).
+    blobs: Vec<(usize, (u64, u64))>,
+    name_len: u32,
 }
 
 /// The name of object `index`: the first `lens[index]` bytes at `starts[index]`, which the

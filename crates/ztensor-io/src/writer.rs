@@ -136,7 +136,9 @@ pub struct StoredComponent<'a> {
 ///
 /// Each component is encoded, digested and written as soon as it is added, so memory does not
 /// grow with the file. Blobs are placed by [`OffsetAllocator`], in the order they are added, with
-/// zero padding. [`Writer::finish`] validates the whole manifest before writing it.
+/// zero padding. Each object is checked against every rule a reader applies when it is added
+/// (see [`ManifestBuilder`]) and kept as its manifest encoding; [`Writer::finish`] writes the
+/// manifest.
 #[derive(Debug)]
 pub struct Writer<W: Write> {
     sink: W,
@@ -568,7 +570,11 @@ impl<W: Write> Writer<W> {
         components: &[StoredComponent<'_>],
     ) -> Result<()> {
         self.check_name(&object.name)?;
+        // The object as it will be, its blobs where the allocator will put them, checked
+        // before any byte is written: a refused object leaves nothing in the file.
         object.components.clear();
+        let mut alloc = self.alloc.clone();
+        let mut end = self.written;
         for c in components {
             if c.component.length != c.bytes.len() as u64 {
                 return Err(Error::broken(
@@ -576,10 +582,15 @@ impl<W: Write> Writer<W> {
                     "stored component length differs from its bytes",
                 ));
             }
-            let offset = self.write_blob(c.bytes)?;
             let mut component = c.component.clone();
-            component.offset = offset;
+            component.offset = alloc.reserve(component.length)?;
+            end = end.max(component.offset + component.length);
             object.components.insert(c.role.to_owned(), component);
+        }
+        self.manifest.check(&object, end)?;
+        for c in components {
+            // At the offset reserved above: the allocator places blobs in order.
+            self.write_blob(c.bytes)?;
         }
         self.push(object)
     }
@@ -762,11 +773,11 @@ impl<W: Write> Writer<W> {
         Ok(offset)
     }
 
-    /// Validates and writes the manifest and the trailer, and returns the sink and the file
-    /// length.
+    /// Writes the manifest and the trailer, and returns the sink and the file length.
     ///
     /// # Errors
-    /// Any rule the manifest breaks (the file must then be discarded), and I/O errors.
+    /// What the version cannot express in the file attributes (the file must then be
+    /// discarded), and I/O errors.
     pub fn finish(self) -> Result<(W, u64)> {
         let path = self.path_buf();
         let (mut sink, trailer, len) = self.finish_manifest()?;

@@ -97,3 +97,38 @@ fn v0_1_refuses_what_it_cannot_express() {
         w11.add_object("f", &[2], Format::Dense, None, &[spec], &WriteOptions::raw()).unwrap_err();
     assert_eq!(e.rule(), Some(ztensor_format::ErrorKind::Unrepresentable));
 }
+
+/// A stored object the target version cannot hold (a v0.1 single-blob sparse tensor into 1.2,
+/// a big-endian component into 1.2) is refused before any of its bytes are written, and the
+/// writer goes on.
+#[test]
+fn a_stored_object_the_version_cannot_hold_writes_nothing() {
+    // Two COO records of rank 2 with i16 values: 2 x (2 x 8 + 2) bytes.
+    let blob = [0u8; 36];
+    let mut sparse = Object::new("s", vec![2, 2], Format::SparseCoo);
+    sparse.packing = Packing::V0Single;
+    let mut big = Component::new(DType::F32, 0, 36);
+    big.set_byte_order(ByteOrder::Big);
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let stored = |component| [StoredComponent { role: "data", component, bytes: &blob }];
+    for (object, component) in [
+        (sparse, Component::new(DType::I16, 0, 36)),
+        (Object::new("b", vec![9], Format::Dense), big),
+    ] {
+        let name = object.name.clone();
+        let before = w.manifest().len();
+        let err = w.add_stored(object, &stored(component)).unwrap_err();
+        assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::Unrepresentable), "{name}: {err}");
+        assert_eq!(w.manifest().len(), before);
+    }
+    w.add_stored(
+        Object::new("ok", vec![36], Format::Dense),
+        &stored(Component::new(DType::U8, 0, 36)),
+    )
+    .unwrap();
+    let (file, _) = w.finish().unwrap();
+    // Header, one blob at 64, then the manifest: nothing of the refused objects in between.
+    let reader = Reader::new(&file[..], &Options::strict()).unwrap();
+    assert_eq!(reader.manifest().location().offset, 64 + 36);
+    assert_eq!(reader.component("ok", "data").unwrap().offset(), 64);
+}
