@@ -296,13 +296,9 @@ impl ManifestBuilder {
             }
             Version::V1_1 | Version::V1_2 => {
                 let root = v1::root_entries(&self.root)?;
-                // Deterministic CBOR orders text keys shorter first, then bytewise; names are
-                // unique, so the order is total.
+                // Names are unique, so the order is total.
                 let mut order: Vec<usize> = (0..self.len()).collect();
-                order.sort_by(|&a, &b| {
-                    let (a, b) = (self.name(a), self.name(b));
-                    (a.len(), a).cmp(&(b.len(), b))
-                });
+                order.sort_by_key(|&i| crate::manifest::text_key_order(self.name(i)));
                 v1::encode_with(root, order.len(), &mut out, |out| {
                     for &i in &order {
                         crate::cbor::text_head(&mut out.buf, self.name_lens[i].into());

@@ -803,13 +803,19 @@ impl Manifest {
     }
 }
 
-/// The indices of `objects` in the order of their names as deterministic CBOR sorts text keys:
-/// shorter first, then bytewise.
+/// The key by which deterministic CBOR (RFC 8949 §4.2.1) orders a text key: its encoding
+/// starts with its length, so shorter names come first, then bytewise.
+pub(crate) fn text_key_order(name: &str) -> (usize, &[u8]) {
+    (name.len(), name.as_bytes())
+}
+
+/// The indices of `objects` in the order of their names as deterministic CBOR sorts text keys
+/// ([`text_key_order`]).
 ///
 /// # Errors
 /// [`ErrorKind::DuplicateName`] for a name given twice.
 pub(crate) fn name_order(objects: &[Object]) -> Result<Vec<usize>> {
-    let key = |i: usize| (objects[i].name.len(), objects[i].name.as_bytes());
+    let key = |i: usize| text_key_order(&objects[i].name);
     let mut order: Vec<usize> = (0..objects.len()).collect();
     // Writers add objects in order, and the sort finds such runs in one pass.
     order.sort_by(|&a, &b| key(a).cmp(&key(b)));

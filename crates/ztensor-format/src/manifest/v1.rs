@@ -8,7 +8,7 @@
 use super::{
     ByteOrder, Component, Components, Encoding, Format, Manifest, Object, Packing, Version,
     check_attributes, check_name, missing, take_shape, take_text, take_u64, text_entries,
-    wrong_type,
+    text_key_order, wrong_type,
 };
 use crate::cbor::{Decoder, Head};
 use crate::digest::Digest;
@@ -377,7 +377,7 @@ impl<'a> Direct<'a, '_> {
             if let Some(last) = objects.last() {
                 let last = last.name.as_str();
                 bytewise &= last < name;
-                deterministic &= (last.len(), last) < (name.len(), name);
+                deterministic &= text_key_order(last) < text_key_order(name);
             }
             check_name(name, self.limits).ok()?;
             objects.push(self.object(name)?);
