@@ -569,9 +569,9 @@ impl<W: Write> Writer<W> {
         mut object: Object,
         components: &[StoredComponent<'_>],
     ) -> Result<()> {
-        self.check_name(&object.name)?;
         // The object as it will be, its blobs where the allocator will put them, checked
-        // before any byte is written: a refused object leaves nothing in the file.
+        // (its name included) before any byte is written: a refused object leaves nothing in
+        // the file.
         object.components.clear();
         let mut alloc = self.alloc.clone();
         let mut end = self.written;
