@@ -230,6 +230,29 @@ fn gigabytes_from_kilobytes_stay_within_budget() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A v0.1 single-blob CSR matrix whose zstd blob decodes to 1 GiB (2^27 row pointers, all
+/// zero: every row empty): verified (strict rules too) and dumped in pieces, each part of the
+/// blob read where it lies.
+#[test]
+fn a_gigabyte_single_blob_csr_stays_within_budget() {
+    let dir = scratch("csr");
+    const BLOB: u64 = 1 << 30;
+    let stored = super::hostile::zstd_zeros(BLOB);
+    let mut manifest = Manifest::new(Version::V0_1);
+    let mut object = Object::new("m", vec![BLOB / 8 - 1, 4], Format::SparseCsr);
+    object.packing = ztensor_format::Packing::V0Single;
+    manifest.objects.push(object.with_component("data", zstd_at_64(DType::F32, &stored, None)));
+    let file = dir.join("csr-1g.zt");
+    std::fs::write(&file, assemble(&manifest, &[(64, &stored)])).unwrap();
+    check(
+        &dir,
+        &file,
+        0,
+        &[&["verify", "FILE"], &["verify", "--strict", "FILE"], &["dump", "--json", "FILE"]],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A TensorBuffers tensor of four million dimensions, each 1.
 #[test]
 fn a_shape_of_millions_of_dimensions_stays_within_budget() {

@@ -226,38 +226,69 @@ pub fn rejected(kind: &str, message: &str) -> Json {
 }
 
 /// An object's components as the dump shows them, and its error (`null` when it has none).
+/// The object streams through in pieces (digests checked on the stored bytes, the data rules
+/// and each component's SHA-256 on the decoded ones), so an object of any size and layout is
+/// dumped in a few MiB: the same dump as decoding it whole.
 fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) {
+    use ztensor_format::DigestAlgorithm;
     let model = o.model();
-    if let Some(dumped) = streamed(o) {
-        return dumped;
-    }
-    // Decode (and check) the whole object; any failure is this object's error.
-    let outcome = (|| -> ztensor_io::Result<_> {
-        // By handle: an object shadowed by an earlier one of the same name is still its own.
-        let data = o.read_verified()?;
-        o.check(&data)?;
-        Ok(data)
-    })();
+    // Each decoded component: its length and hash, in role order.
+    let mut seen: Vec<(String, u64, ztensor_io::codec::Hasher)> = Vec::new();
+    let outcome = o.read_pieces(4 << 20, |role, piece| {
+        if seen.last().is_none_or(|(r, _, _)| r != role) {
+            let hasher = ztensor_io::codec::Hasher::new(&DigestAlgorithm::Sha256)
+                .ok_or_else(|| ztensor_io::Error::failed("SHA-256 is not available"))?;
+            seen.push((role.to_owned(), 0, hasher));
+        }
+        if let Some((_, length, hasher)) = seen.last_mut() {
+            *length += piece.len() as u64;
+            hasher.update(piece);
+        }
+        Ok(())
+    });
     let mut components = Map::new();
     let error = match outcome {
-        Ok(data) => {
-            let encoding = |role: &str| match model
-                .components
-                .get(role)
-                .or_else(|| model.components.get("data"))
-            {
-                Some(c) => c.encoding.name().to_owned(),
-                None => Encoding::Raw.name().to_owned(),
-            };
-            for (role, c) in &data.components {
+        Ok(()) => {
+            // What the object model gives each part: a v0.1 single blob's parts are its
+            // dtype's values and u64 indices.
+            let single = model.packing == ztensor_format::Packing::V0Single;
+            let data = model.components.get("data");
+            let parts = sparse_parts(&model.format);
+            // Components with no bytes are handed over with none: list every one.
+            let roles: Vec<&str> =
+                if single { parts.to_vec() } else { model.components.keys().collect() };
+            for role in roles {
+                let (length, sha256) = match seen.iter().find(|(r, _, _)| r == role) {
+                    Some((_, length, hasher)) => (*length, hasher_hex(hasher)),
+                    None => (0, sha256_hex(&[])),
+                };
+                let (dtype, logical, encoding) = match (single, model.components.get(role)) {
+                    (false, Some(c)) => (
+                        dtype_name(&c.dtype),
+                        c.logical_type.as_ref().map(|t| t.name().to_owned()),
+                        c.encoding.name().to_owned(),
+                    ),
+                    _ => (
+                        if role == "values" {
+                            data.map_or_else(String::new, |c| dtype_name(&c.dtype))
+                        } else {
+                            ztensor_format::DType::U64.name().to_owned()
+                        },
+                        None,
+                        data.map_or_else(
+                            || Encoding::Raw.name().to_owned(),
+                            |c| c.encoding.name().to_owned(),
+                        ),
+                    ),
+                };
                 components.insert(
-                    role.clone(),
+                    role.to_owned(),
                     json!({
-                        "dtype": c.dtype.name(),
-                        "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
-                        "encoding": encoding(role),
-                        "decoded_length": c.bytes.len(),
-                        "sha256": sha256_hex(&c.bytes),
+                        "dtype": dtype,
+                        "type": logical,
+                        "encoding": encoding,
+                        "decoded_length": length,
+                        "sha256": sha256,
                     }),
                 );
             }
@@ -273,63 +304,23 @@ fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) 
     (components, error)
 }
 
-/// The dump of a dense tensor of one component, streamed through in pieces (its digest
-/// checked on the stored bytes, its bool bytes and its SHA-256 on the decoded ones), so a
-/// tensor of any size is dumped in a few MiB: the same dump as decoding it whole. `None` for
-/// any other object.
-fn streamed<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> Option<(Map<String, Json>, Json)> {
-    use ztensor_format::{DigestAlgorithm, Format, Packing, Version, role};
-    let model = o.model();
-    let mut components = o.components();
-    if model.format != Format::Dense
-        || model.packing != Packing::Split
-        || components.len() != 1
-        || o.unsupported().is_some()
-    {
-        return None;
+fn dtype_name(dtype: &ztensor_format::StorageType) -> String {
+    dtype.known().map_or_else(|| dtype.to_string(), |d| d.name().to_owned())
+}
+
+/// The parts a v0.1 single-blob sparse tensor is read as, in role order.
+fn sparse_parts(format: &ztensor_format::Format) -> &'static [&'static str] {
+    match format {
+        ztensor_format::Format::SparseCsr => &["indices", "indptr", "values"],
+        _ => &["coords", "values"],
     }
-    let data = components.next().filter(|c| c.role() == role::DATA)?;
-    let dtype = data.dtype()?;
-    let c = model.components.get(role::DATA)?;
-    let bools = dtype == ztensor_format::DType::Bool && o.reader().version() != Version::V0_1;
-    let mut hasher = ztensor_io::codec::Hasher::new(&DigestAlgorithm::Sha256)?;
-    // A stream holds no more memory for a longer tensor: the limit of whole decodes does not
-    // apply to it.
-    let limit = o.reader().options().limits.max_decoded_len;
-    let outcome = data.decode_pieces(true, limit, 4 << 20, |piece| {
-        if bools {
-            ztensor_format::data::check_bool(piece).map_err(|e| {
-                ztensor_io::Error::from(e.in_object(o.name()).in_component(role::DATA))
-            })?;
-        }
-        hasher.update(piece);
-        Ok(())
-    });
-    let mut components = Map::new();
-    let error = match outcome {
-        Ok(length) => {
-            let sha256 = match hasher.finish() {
-                ztensor_format::Digest::Sha256(b) => ztensor_format::to_hex(&b[..]),
-                _ => return None,
-            };
-            components.insert(
-                role::DATA.to_owned(),
-                json!({
-                    "dtype": dtype.name(),
-                    "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
-                    "encoding": c.encoding.name(),
-                    "decoded_length": length,
-                    "sha256": sha256,
-                }),
-            );
-            Json::Null
-        }
-        Err(e) => {
-            components.insert(role::DATA.to_owned(), undecoded(c));
-            Json::String(one_line(&e.to_string()))
-        }
-    };
-    Some((components, error))
+}
+
+fn hasher_hex(hasher: &ztensor_io::codec::Hasher) -> String {
+    match hasher.clone().finish() {
+        ztensor_format::Digest::Sha256(b) => ztensor_format::to_hex(&b[..]),
+        other => other.to_string(),
+    }
 }
 
 /// A component of an object that could not be decoded, as the dump shows it: its types and

@@ -10,12 +10,22 @@ use crate::error::{Error, ErrorKind, Result};
 /// # Errors
 /// [`ErrorKind::BoolInvalid`] naming the index of the first bad byte.
 pub fn check_bool(bytes: &[u8]) -> Result<()> {
+    check_bool_at(bytes, 0)
+}
+
+/// As [`check_bool`], for a piece of a component that starts at element `first`: the error
+/// names the element's index in the whole component.
+///
+/// # Errors
+/// [`ErrorKind::BoolInvalid`] naming the index of the first bad byte.
+pub fn check_bool_at(bytes: &[u8], first: u64) -> Result<()> {
     match bytes.iter().position(|&b| b > 1) {
         None => Ok(()),
-        Some(i) => {
-            Err(Error::new(ErrorKind::BoolInvalid, format!("bool element {i} is not 0 or 1"))
-                .expected_found("0x00 or 0x01", format!("{:#04x}", bytes[i])))
-        }
+        Some(i) => Err(Error::new(
+            ErrorKind::BoolInvalid,
+            format!("bool element {} is not 0 or 1", first + i as u64),
+        )
+        .expected_found("0x00 or 0x01", format!("{:#04x}", bytes[i]))),
     }
 }
 

@@ -158,6 +158,34 @@ impl<'r, S: ReadAt> Object<'r, S> {
     pub fn check(&self, data: &ObjectData<'_>) -> Result<()> {
         self.reader.check_decoded(data, self.reader.options().strict)
     }
+
+    /// Checks the whole object in a few pieces of memory, whatever its size: every
+    /// component's digest on its stored bytes, its decoded length, and the data rules of
+    /// [`Object::check`]. The verdict, and the first fault, are those of
+    /// [`Object::read_verified`] followed by [`Object::check`].
+    ///
+    /// # Errors
+    /// As [`Object::read_verified`] and [`Object::check`].
+    pub fn verify(&self) -> Result<()> {
+        self.reader.stream_object(self.entry, crate::reader::PIECE, true, None)
+    }
+
+    /// The decoded components, as [`Object::read_verified`] gives them (v0.1 single-blob
+    /// sparse tensors as separate little-endian parts), handed to `each(role, bytes)` in
+    /// pieces of at most `piece` bytes (at least 64), component after component in role
+    /// order; memory is a few pieces whatever the object's size. Digests and the data rules
+    /// of [`Object::check`] are checked on the way: what `each` was given counts as checked
+    /// only once this returns `Ok`.
+    ///
+    /// # Errors
+    /// As [`Object::verify`], and `each`'s errors.
+    pub fn read_pieces(
+        &self,
+        piece: usize,
+        mut each: impl FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.reader.stream_object(self.entry, piece, true, Some(&mut each))
+    }
 }
 
 /// One component of an object: from [`Object::component`] or [`Object::components`].

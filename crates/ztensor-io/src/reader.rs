@@ -18,6 +18,9 @@ use crate::error::{Error, Result};
 use crate::handle::{Object, unknown_encoding};
 use crate::source::{FileSource, ReadAt};
 
+mod stream;
+pub(crate) use stream::PIECE;
+
 /// Reads a zTensor file of any version from any [`ReadAt`] source.
 ///
 /// Opening reads only the header, the trailer and the manifest, and validates the manifest;

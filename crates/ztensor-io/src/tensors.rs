@@ -311,22 +311,9 @@ impl<S: ReadAt> TensorSource for Reader<S> {
             .manifest()
             .object_at(index)
             .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))?;
-        let o = entry.object();
-        let single = o.format == Format::Dense
-            && o.packing == Packing::Split
-            && o.components.len() == 1
-            && entry.unsupported().is_none();
-        let Some((role, c)) = o.components.iter().next().filter(|_| single) else {
-            return hand_over(&self.read_checked(entry, true)?, piece, each);
-        };
-        if c.dtype.known().is_none() {
-            return Err(crate::reader::unsupported_dtype(entry.name(), role));
-        }
-        // A stream holds no more memory for a longer tensor: the limit of whole decodes does
-        // not apply to it.
-        let limit = self.options().limits.max_decoded_len;
-        self.stream_component(entry, role, c, true, limit, piece, &mut |bytes| each(role, bytes))
-            .map(drop)
+        // Every layout streams: a few pieces in memory whatever the object's size. As `read`,
+        // digests are checked and the data rules are left to `check`.
+        self.stream_object(entry, piece, false, Some(each))
     }
 
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {

@@ -171,3 +171,74 @@ fn pieces_are_the_whole_read_on_every_fixture() {
     }
     assert!(compared > 300, "{compared}");
 }
+
+/// Every fixture and producer file under `fixtures/`, by path.
+fn fixture_files() -> Vec<std::path::PathBuf> {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut files = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|e| e == "zt") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `Object::verify` and `Object::read_pieces` stream every layout; on every object of every
+/// fixture, opened strict and lenient, they give the verdict of a whole verified read followed
+/// by `check`, to the message, and the bytes of that read (`tests/streamed.rs` generates
+/// thousands more, every data rule broken).
+#[test]
+fn streamed_verdicts_are_the_whole_reads_on_every_fixture() {
+    let files = fixture_files();
+    assert!(files.len() > 200, "{}", files.len());
+    let (mut sound, mut faulty) = (0, 0);
+    for file in &files {
+        for strict in [false, true] {
+            let mut options = Options::default();
+            options.strict = strict;
+            let Ok(reader) = Reader::open_with(file, &options) else { continue };
+            for o in reader.objects() {
+                let whole = o.read_verified().and_then(|data| o.check(&data).map(|()| data));
+                let verdict = o.verify();
+                let mut pieces: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+                // Small pieces split elements and v0.1 records; large objects in larger ones.
+                let piece = if o.stored_len() < 1 << 16 { 64 } else { 1 << 20 };
+                let streamed = o.read_pieces(piece, |role, bytes| {
+                    assert!((1..=piece).contains(&bytes.len()), "{}", bytes.len());
+                    pieces.entry(role.to_owned()).or_default().extend_from_slice(bytes);
+                    Ok(())
+                });
+                let at = format!("{} {:?} strict={strict}", file.display(), o.name());
+                match &whole {
+                    Ok(data) => {
+                        assert!(verdict.is_ok(), "{at}: {verdict:?}");
+                        assert!(streamed.is_ok(), "{at}: {streamed:?}");
+                        let roles: Vec<&String> = data.components.keys().collect();
+                        let streamed_roles: Vec<&String> = pieces.keys().collect();
+                        for (role, c) in &data.components {
+                            let got = pieces.get(role).map_or(&[][..], Vec::as_slice);
+                            assert_eq!(got, &c.bytes[..], "{at} {role}");
+                        }
+                        assert!(streamed_roles.iter().all(|r| roles.contains(r)), "{at}");
+                        sound += 1;
+                    }
+                    Err(e) => {
+                        let want = e.to_string();
+                        assert_eq!(verdict.map_err(|e| e.to_string()), Err(want.clone()), "{at}");
+                        assert_eq!(streamed.map_err(|e| e.to_string()), Err(want), "{at}");
+                        faulty += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(sound > 1000 && faulty > 15, "{sound} sound, {faulty} faulty");
+}

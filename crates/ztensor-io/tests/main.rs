@@ -23,3 +23,6 @@ mod append;
 
 /// Conversion between versions, and removal.
 mod convert;
+
+/// Sparse objects streamed against whole reads.
+mod streamed;

@@ -48,7 +48,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use ztensor_format::{
-    ByteOrder, DType, Encoding, Format, LogicalType, Options, Packing, Value, Version, role,
+    ByteOrder, DType, Encoding, Format, LogicalType, Options, Packing, Value, Version,
 };
 use ztensor_io::codec::{parse_seek_table, zstd_decode_into};
 use ztensor_io::low_level::{copies_stored, write_options_for};
@@ -540,14 +540,11 @@ pub fn verify_source(
     }))
 }
 
-/// The pieces `verify_all` streams dense tensors in.
-const VERIFY_PIECE: usize = 4 << 20;
-
 /// Verifies every object on `par.threads` threads: every digest, and the data rules (the strict
 /// ones too when the reader was opened strict). Returns each object's outcome, in manifest order.
-/// `progress` hears of each object's stored bytes as it is done. A dense tensor streams through
-/// in pieces (memory: a few pieces per thread, whatever its size); other objects are decoded
-/// whole.
+/// `progress` hears of each object's stored bytes as it is done. Every object streams through
+/// in pieces ([`ztensor_io::Object::verify`]): memory is a few pieces per thread, whatever an
+/// object's size or layout.
 ///
 /// # Errors
 /// Only if the threads cannot be started; per-object failures are in the result.
@@ -561,38 +558,9 @@ pub fn verify_all<'r, S: ReadAt>(
     // component and decoded length, so aliases of one already checked are not decoded again
     // (a 35 KB file of 16 aliases of a 1 GiB blob would otherwise decode 16 GiB).
     let first_alias = reader.manifest().aliases();
-    // A stream holds no more memory for a longer tensor: the limit of whole decodes does not
-    // apply to it.
-    let stream_limit = reader.options().limits.max_decoded_len;
-    let bools_checked = reader.version() != Version::V0_1;
-    let check = |object: &ztensor_io::Object<'_, S>| -> Result<()> {
-        if let Some(reason) = object.unsupported() {
-            return Err(Error::from(reason.clone()));
-        }
-        // A dense tensor of one component streams through in pieces: the digest on the stored
-        // bytes and the data rules on the decoded ones, as they pass, whatever its size.
-        let mut components = object.components();
-        if *object.format() == Format::Dense
-            && components.len() == 1
-            && let Some(data) = components.next().filter(|c| c.role() == role::DATA)
-            && let Some(dtype) = data.dtype()
-        {
-            let bools = bools_checked && dtype == DType::Bool;
-            data.decode_pieces(true, stream_limit, VERIFY_PIECE, |piece| {
-                if bools {
-                    ztensor_format::data::check_bool(piece).map_err(|e| {
-                        Error::from(e.in_object(object.name()).in_component(role::DATA))
-                    })?;
-                }
-                Ok(())
-            })?;
-            return Ok(());
-        }
-        // Anything else: one read of each component, the digest and the data rules checked on
-        // the same bytes.
-        let data = object.read_verified()?;
-        object.check(&data)
-    };
+    // Every object streams through in pieces: digests on the stored bytes, the data rules
+    // on the decoded ones as they pass, whatever its size or layout.
+    let check = |object: &ztensor_io::Object<'_, S>| -> Result<()> { object.verify() };
     // One slot per object, filled in place: at a million objects, each per-object vector
     // costs megabytes.
     let mut verdicts: Vec<(&'r str, Result<()>)> =

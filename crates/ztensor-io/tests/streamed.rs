@@ -1,0 +1,278 @@
+//! Sparse objects streamed: generated CSR and COO tensors, sound and with every data rule
+//! broken, in v0.1 single blobs (both byte orders) and 1.1/1.2 components, raw and zstd (1.1's
+//! without a declared length, so that only the data can tell), with and without digests. Their streamed verdicts and bytes must be those of a whole read and check.
+
+use ztensor_format::{
+    ByteOrder, Component, DType, Digest, DigestAlgorithm, Format, Object, Options, Packing, Version,
+};
+use ztensor_io::codec::{Hasher, zstd_encode};
+use ztensor_io::{Reader, StoredComponent, Writer};
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn chance(&mut self, in_: u64) -> bool {
+        self.below(in_) == 0
+    }
+}
+
+/// A CSR structure: row pointers and column indices, sorted within rows.
+fn csr(rng: &mut Rng, rows: u64, cols: u64) -> (Vec<u64>, Vec<u64>) {
+    let mut indptr = vec![0];
+    let mut indices = Vec::new();
+    for _ in 0..rows {
+        let mut row: Vec<u64> = (0..cols).filter(|_| rng.chance(2)).collect();
+        row.sort_unstable();
+        indices.extend(row);
+        indptr.push(indices.len() as u64);
+    }
+    (indptr, indices)
+}
+
+/// One of the faults the data rules catch, or none; applied to the structure before encoding.
+fn break_csr(rng: &mut Rng, cols: u64, indptr: &mut [u64], indices: &mut [u64]) {
+    match rng.below(8) {
+        0 if !indices.is_empty() => {
+            let i = rng.below(indices.len() as u64) as usize;
+            indices[i] = cols + rng.below(3);
+        }
+        1 if indices.len() >= 2 => {
+            let i = rng.below(indices.len() as u64 - 1) as usize;
+            indices.swap(i, i + 1);
+        }
+        2 => indptr[0] = 1 + rng.below(2),
+        3 if indptr.len() >= 3 => {
+            let i = 1 + rng.below(indptr.len() as u64 - 2) as usize;
+            indptr[i] = indptr[i - 1].saturating_sub(1) + indptr[indptr.len() - 1] + 1;
+        }
+        4 => {
+            let last = indptr.len() - 1;
+            indptr[last] += 1;
+        }
+        _ => {}
+    }
+}
+
+fn le(values: &[u64], width: usize, big: bool) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|v| {
+            let mut b = v.to_le_bytes()[..width].to_vec();
+            if big {
+                b.reverse();
+            }
+            b
+        })
+        .collect()
+}
+
+/// Stored bytes and their component: raw or zstd, with a digest (sometimes a wrong one).
+fn stored(rng: &mut Rng, version: Version, dtype: DType, decoded: &[u8]) -> (Component, Vec<u8>) {
+    let zstd = rng.chance(2);
+    let bytes = if zstd { zstd_encode(decoded, 3).unwrap() } else { decoded.to_vec() };
+    let mut c = Component::new(dtype, 0, bytes.len() as u64);
+    if zstd {
+        c.encoding = ztensor_format::Encoding::Zstd;
+        if version == Version::V1_2 {
+            c.uncompressed_length = Some(decoded.len() as u64);
+        }
+    }
+    if version != Version::V0_1 && rng.chance(3) {
+        let mut h = Hasher::new(&DigestAlgorithm::Crc32c).unwrap();
+        h.update(&bytes);
+        let mut d = h.finish();
+        if rng.chance(4)
+            && let Digest::Crc32c(v) = &mut d
+        {
+            *v ^= 1;
+        }
+        c.digest = Some(d);
+    }
+    (c, bytes)
+}
+
+const VALUE_TYPES: [DType; 5] = [DType::I16, DType::F32, DType::U8, DType::F64, DType::Bool];
+const INDEX_TYPES: [DType; 6] =
+    [DType::U64, DType::U8, DType::I32, DType::U16, DType::I16, DType::F32];
+
+/// One generated object written into its own file; `None` when the writer refuses it (a raw
+/// v0.1 blob whose size fits no structure breaks a manifest rule, checked before any data).
+fn file(rng: &mut Rng, version: Version) -> Option<Vec<u8>> {
+    let mut w = Writer::new(Vec::new(), version).unwrap();
+    let coo = rng.chance(2);
+    let rows = rng.below(5);
+    let cols = 1 + rng.below(5);
+    let value = VALUE_TYPES[rng.below(VALUE_TYPES.len() as u64) as usize];
+    let vsize = value.size() as usize;
+    let value_of = |rng: &mut Rng| {
+        let mut b = vec![0u8; vsize];
+        b[0] = if value == DType::Bool {
+            u8::from(rng.chance(2)) + u8::from(rng.chance(12)) * 7
+        } else {
+            rng.next() as u8
+        };
+        b
+    };
+    if version == Version::V0_1 {
+        let big = rng.chance(2);
+        let mut blob = Vec::new();
+        let (object, shape);
+        if coo {
+            let rank = 1 + rng.below(3) as usize;
+            shape = (0..rank).map(|_| 1 + rng.below(4)).collect::<Vec<u64>>();
+            for _ in 0..rng.below(6) {
+                for &dim in &shape {
+                    let c = if rng.chance(10) { dim + rng.below(2) } else { rng.below(dim) };
+                    blob.extend(le(&[c], 8, big));
+                }
+                let mut v = value_of(rng);
+                if big {
+                    v.reverse();
+                }
+                blob.extend(v);
+            }
+            object = Format::SparseCoo;
+        } else {
+            shape = vec![rows, cols];
+            let (mut indptr, mut indices) = csr(rng, rows, cols);
+            break_csr(rng, cols, &mut indptr, &mut indices);
+            blob.extend(le(&indptr, 8, big));
+            blob.extend(le(&indices, 8, big));
+            for _ in 0..indices.len() {
+                blob.extend(value_of(rng));
+            }
+            object = Format::SparseCsr;
+        }
+        if rng.chance(8) {
+            blob.truncate(blob.len().saturating_sub(1 + rng.below(9) as usize));
+        }
+        let mut o = Object::new("s", shape, object);
+        o.packing = Packing::V0Single;
+        let (mut c, bytes) = stored(rng, version, value, &blob);
+        if big {
+            c.set_byte_order(ByteOrder::Big);
+        }
+        w.add_stored(o, &[StoredComponent { role: "data", component: c, bytes: &bytes }]).ok()?;
+        return Some(w.finish().unwrap().0);
+    }
+    let index = |rng: &mut Rng| {
+        if rng.chance(3) {
+            INDEX_TYPES[rng.below(INDEX_TYPES.len() as u64) as usize]
+        } else {
+            DType::U64
+        }
+    };
+    let mut parts: Vec<(&str, DType, Vec<u8>)> = Vec::new();
+    let (format, shape, nnz);
+    if coo {
+        let rank = 1 + rng.below(3) as usize;
+        shape = (0..rank).map(|_| 1 + rng.below(4)).collect::<Vec<u64>>();
+        let n = rng.below(6) as usize;
+        let mut coords = vec![0u64; rank * n];
+        for (d, &dim) in shape.iter().enumerate() {
+            for i in 0..n {
+                coords[d * n + i] =
+                    if rng.chance(10) { dim + rng.below(2) } else { rng.below(dim) };
+            }
+        }
+        if rng.chance(8) {
+            coords.pop();
+        }
+        let t = index(rng);
+        let mut bytes = le(&coords, t.size() as usize, false);
+        if t.is_integer() && rng.chance(6) && !bytes.is_empty() {
+            let at = bytes.len() - 1;
+            bytes[at] |= 0x80;
+        }
+        parts.push(("coords", t, bytes));
+        (format, nnz) = (Format::SparseCoo, n);
+    } else {
+        shape = vec![rows, cols];
+        let (mut indptr, mut indices) = csr(rng, rows, cols);
+        break_csr(rng, cols, &mut indptr, &mut indices);
+        if rng.chance(10) {
+            indptr.pop();
+        }
+        let (ti, tp) = (index(rng), index(rng));
+        let mut ib = le(&indices, ti.size() as usize, false);
+        if rng.chance(10) {
+            ib.push(0);
+        }
+        let w = ti.size() as usize;
+        if ti.is_integer() && rng.chance(8) && ib.len() >= w {
+            ib[w - 1] |= 0x80;
+        }
+        parts.push(("indices", ti, ib));
+        parts.push(("indptr", tp, le(&indptr, tp.size() as usize, false)));
+        (format, nnz) = (Format::SparseCsr, indices.len());
+    }
+    let n = if rng.chance(10) { nnz + 1 } else { nnz };
+    let values: Vec<u8> = (0..n).flat_map(|_| value_of(rng)).collect();
+    parts.push(("values", value, values));
+    let stored: Vec<(&str, Component, Vec<u8>)> = parts
+        .into_iter()
+        .map(|(role, dtype, decoded)| {
+            let (c, bytes) = stored(rng, version, dtype, &decoded);
+            (role, c, bytes)
+        })
+        .collect();
+    let components: Vec<StoredComponent<'_>> = stored
+        .iter()
+        .map(|(role, c, bytes)| StoredComponent { role, component: c.clone(), bytes })
+        .collect();
+    w.add_stored(Object::new("s", shape, format), &components).ok()?;
+    Some(w.finish().unwrap().0)
+}
+
+#[test]
+fn generated_sparse_objects_stream_to_the_whole_verdict() {
+    let mut rng = Rng(0x5eed_cafe);
+    let (mut sound, mut faulty) = (0, 0);
+    for round in 0..4500 {
+        let version = [Version::V0_1, Version::V1_1, Version::V1_2][round % 3];
+        let Some(file) = file(&mut rng, version) else { continue };
+        for strict in [false, true] {
+            let mut options = Options::default();
+            options.strict = strict;
+            let reader = Reader::new(&file[..], &options).unwrap();
+            let o = reader.object("s").unwrap();
+            let whole = o.read_verified().and_then(|data| o.check(&data).map(|()| data));
+            let mut pieces: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+            let streamed = o.read_pieces(64, |role, bytes| {
+                pieces.entry(role.to_owned()).or_default().extend_from_slice(bytes);
+                Ok(())
+            });
+            let at = format!("round {round} {version} strict={strict}");
+            match whole {
+                Ok(data) => {
+                    assert_eq!(o.verify().map_err(|e| e.to_string()), Ok(()), "{at}");
+                    assert!(streamed.is_ok(), "{at}: {streamed:?}");
+                    for (role, c) in &data.components {
+                        let got = pieces.get(role).map_or(&[][..], Vec::as_slice);
+                        assert_eq!(got, &c.bytes[..], "{at} {role}");
+                    }
+                    sound += 1;
+                }
+                Err(e) => {
+                    let want = Err(e.to_string());
+                    assert_eq!(o.verify().map_err(|e| e.to_string()), want, "{at}");
+                    assert_eq!(streamed.map_err(|e| e.to_string()), want, "{at}");
+                    faulty += 1;
+                }
+            }
+        }
+    }
+    assert!(sound > 1000 && faulty > 1000, "{sound} sound, {faulty} faulty");
+}
