@@ -143,7 +143,7 @@ fn a_million_objects_stay_within_budget() {
             &["verify", "FILE"],
             &["dump", "--json", "FILE"],
             &["repack", "FILE", "OUT.zt", "--quiet"],
-            &["convert", "FILE", "OUT.safetensors", "--quiet"],
+            &["convert", "FILE", "OUT.zt", "--quiet"],
         ],
     );
     let mut header = String::from("{");
@@ -196,7 +196,7 @@ fn half_a_million_aliases_stay_within_budget() {
             &["verify", "FILE"],
             &["dump", "--json", "FILE"],
             &["repack", "FILE", "OUT.zt", "--quiet"],
-            &["convert", "FILE", "OUT.safetensors", "--quiet"],
+            &["convert", "FILE", "OUT.zt", "--quiet"],
         ],
     );
     std::fs::remove_dir_all(&dir).unwrap();
@@ -231,8 +231,8 @@ fn gigabytes_from_kilobytes_stay_within_budget() {
 }
 
 /// A v0.1 single-blob CSR matrix whose zstd blob decodes to 1 GiB (2^27 row pointers, all
-/// zero: every row empty): verified (strict rules too) and dumped in pieces, each part of the
-/// blob read where it lies.
+/// zero: every row empty): verified (strict rules too), dumped and converted to 1.x in pieces,
+/// each part of the blob read where it lies.
 #[test]
 fn a_gigabyte_single_blob_csr_stays_within_budget() {
     let dir = scratch("csr");
@@ -248,7 +248,14 @@ fn a_gigabyte_single_blob_csr_stays_within_budget() {
         &dir,
         &file,
         0,
-        &[&["verify", "FILE"], &["verify", "--strict", "FILE"], &["dump", "--json", "FILE"]],
+        &[
+            &["verify", "FILE"],
+            &["verify", "--strict", "FILE"],
+            &["dump", "--json", "FILE"],
+            &["repack", "FILE", "OUT.zt", "--quiet", "--to", "1.2", "--zstd", "1"],
+            &["repack", "FILE", "OUT.zt", "--quiet", "--to", "1.1", "--raw"],
+            &["convert", "FILE", "OUT.zt", "--quiet"],
+        ],
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -126,12 +126,24 @@ pub fn copy_object<S: ReadAt, W: Write>(
         return Err(Error::unsupported(reason.clone()));
     }
     // Encoding again would give the data a fresh, valid digest: check the old one on the bytes
-    // that are decoded, so a damaged component is reported instead of laundered.
+    // that are decoded, and the data rules, so damage is reported instead of laundered.
+    let write_options = write_options_for(object, options);
+    let attributes = object.attributes.as_deref().filter(|_| !options.drop_attributes);
+    if crate::write_stream::streams(writer, &write_options) {
+        let meta = crate::write_stream::Meta {
+            name: &object.name,
+            shape: &object.shape,
+            format: &object.format,
+            attributes: attributes.cloned(),
+        };
+        let parts = crate::write_stream::ObjectParts(&handle);
+        return crate::write_stream::write_streamed(writer, meta, &parts, &write_options);
+    }
     let mut data = handle.read_verified()?;
+    handle.check(&data)?;
     if options.drop_attributes {
         data.attributes = None;
     }
-    let write_options = write_options_for(object, options);
     crate::write_data::write_data(writer, &data, &write_options)
 }
 

@@ -167,7 +167,7 @@ impl<'r, S: ReadAt> Object<'r, S> {
     /// # Errors
     /// As [`Object::read_verified`] and [`Object::check`].
     pub fn verify(&self) -> Result<()> {
-        self.reader.stream_object(self.entry, crate::reader::PIECE, true, None)
+        self.reader.stream_object(self.entry, crate::reader::PIECE, true, None, None).map(drop)
     }
 
     /// The decoded components, as [`Object::read_verified`] gives them (v0.1 single-blob
@@ -184,7 +184,7 @@ impl<'r, S: ReadAt> Object<'r, S> {
         piece: usize,
         mut each: impl FnMut(&str, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        self.reader.stream_object(self.entry, piece, true, Some(&mut each))
+        self.reader.stream_object(self.entry, piece, true, Some(&mut each), None).map(drop)
     }
 }
 

@@ -58,6 +58,7 @@ mod rewrite;
 mod source;
 mod tensors;
 mod write_data;
+mod write_stream;
 #[allow(unsafe_code)]
 mod writeback;
 mod writer;
@@ -79,9 +80,11 @@ pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader}
 pub use crate::rewrite::{remove_objects, rewrite};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::tensors::{
-    ComponentInfo, Excluding, ObjectInfo, RawRange, TensorSink, TensorSource, check_expansion,
+    ComponentInfo, Decoded, Excluding, ObjectInfo, RawRange, TensorSink, TensorSource,
+    check_expansion,
 };
 pub use crate::write_data::write_data;
+pub use crate::write_stream::write_from_source;
 pub use crate::writer::{
     ComponentSpec, Compression, Coo, Csr, FileWriter, StoredComponent, WriteOptions, Writer,
 };

@@ -44,6 +44,27 @@ impl ObjectInfo<'_> {
     }
 }
 
+/// One component of an object as decoded (as [`TensorSource::read`] gives it): what
+/// [`TensorSource::verify`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    /// Its role.
+    pub role: String,
+    /// Its storage type.
+    pub dtype: DType,
+    /// Its logical type, if any.
+    pub logical_type: Option<LogicalType>,
+    /// Its decoded length in bytes.
+    pub len: u64,
+}
+
+impl Decoded {
+    /// A component of `dtype` with no logical type.
+    pub(crate) fn plain(role: &str, dtype: DType, len: u64) -> Decoded {
+        Decoded { role: role.to_owned(), dtype, logical_type: None, len }
+    }
+}
+
 /// One component of an [`ObjectInfo`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ComponentInfo<'a> {
@@ -203,6 +224,69 @@ pub trait TensorSource: Sync {
         hand_over(&self.read(index)?, piece, each)
     }
 
+    /// Whether [`TensorSource::read_pieces`], [`TensorSource::read_part`] and
+    /// [`TensorSource::verify`] hold a few pieces of object `index` rather than all of it
+    /// decoded: writers then take it part by part instead of whole. zTensor: every object; the
+    /// default: none (its pieces are cut from a whole read).
+    fn reads_in_pieces(&self, index: usize) -> bool {
+        let _ = index;
+        false
+    }
+
+    /// The decoded bytes of component `role` of object `index`, as [`TensorSource::read`]
+    /// gives them, in pieces of at most `piece` bytes; digests as for
+    /// [`TensorSource::read_pieces`]. Sources that keep components apart (zTensor) decode that
+    /// one alone; the default reads the object through and keeps that component's pieces.
+    ///
+    /// # Errors
+    /// As [`TensorSource::read_pieces`].
+    fn read_part(
+        &self,
+        index: usize,
+        role: &str,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.read_pieces(index, piece, &mut |r, bytes| if r == role { each(bytes) } else { Ok(()) })
+    }
+
+    /// Reads object `index` through in pieces, checking every digest the format keeps and the
+    /// data rules of [`TensorSource::check`], and says what each component decoded to, in role
+    /// order (as [`TensorSource::read`] gives them). zTensor checks its rules as the pieces
+    /// pass (memory: a few pieces, whatever the object's size); the default reads the pieces
+    /// and counts them, for formats with no data rules of their own.
+    ///
+    /// # Errors
+    /// As [`TensorSource::read`] and [`TensorSource::check`].
+    fn verify(&self, index: usize) -> Result<Vec<Decoded>> {
+        let info =
+            self.info(index).ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))?;
+        let mut lengths: Vec<(String, u64)> = Vec::new();
+        self.read_pieces(index, 4 << 20, &mut |role, bytes| {
+            match lengths.last_mut() {
+                Some((r, n)) if r == role => *n += bytes.len() as u64,
+                _ => lengths.push((role.to_owned(), bytes.len() as u64)),
+            }
+            Ok(())
+        })?;
+        info.components
+            .iter()
+            .map(|c| {
+                let dtype = c
+                    .dtype
+                    .known()
+                    .ok_or_else(|| crate::reader::unsupported_dtype(&info.name, &c.role))?;
+                let len = lengths.iter().find(|(r, _)| *r == *c.role).map_or(0, |(_, n)| *n);
+                Ok(Decoded {
+                    role: c.role.clone().into_owned(),
+                    dtype,
+                    logical_type: c.logical_type.clone(),
+                    len,
+                })
+            })
+            .collect()
+    }
+
     /// Checks decoded data of object `index` against the format's data rules (zTensor's CSR,
     /// COO and bool rules; nothing for formats without such rules).
     ///
@@ -313,7 +397,34 @@ impl<S: ReadAt> TensorSource for Reader<S> {
             .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))?;
         // Every layout streams: a few pieces in memory whatever the object's size. As `read`,
         // digests are checked and the data rules are left to `check`.
-        self.stream_object(entry, piece, false, Some(each))
+        self.stream_object(entry, piece, false, Some(each), None).map(drop)
+    }
+
+    fn reads_in_pieces(&self, index: usize) -> bool {
+        self.manifest().object_at(index).is_some_and(|o| o.unsupported().is_none())
+    }
+
+    fn read_part(
+        &self,
+        index: usize,
+        role: &str,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let entry = self
+            .manifest()
+            .object_at(index)
+            .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))?;
+        let mut each = |_: &str, bytes: &[u8]| each(bytes);
+        self.stream_object(entry, piece, false, Some(&mut each), Some(role)).map(drop)
+    }
+
+    fn verify(&self, index: usize) -> Result<Vec<Decoded>> {
+        let entry = self
+            .manifest()
+            .object_at(index)
+            .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))?;
+        self.stream_object(entry, crate::reader::PIECE, true, None, None)
     }
 
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
@@ -464,6 +575,27 @@ impl TensorSource for Excluding<'_> {
     ) -> Result<()> {
         match self.keep.get(index) {
             Some(&i) => self.inner.read_pieces(i, piece, each),
+            None => Err(crate::Error::not_found(&format!("#{index}"), None)),
+        }
+    }
+    fn read_part(
+        &self,
+        index: usize,
+        role: &str,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        match self.keep.get(index) {
+            Some(&i) => self.inner.read_part(i, role, piece, each),
+            None => Err(crate::Error::not_found(&format!("#{index}"), None)),
+        }
+    }
+    fn reads_in_pieces(&self, index: usize) -> bool {
+        self.keep.get(index).is_some_and(|&i| self.inner.reads_in_pieces(i))
+    }
+    fn verify(&self, index: usize) -> Result<Vec<Decoded>> {
+        match self.keep.get(index) {
+            Some(&i) => self.inner.verify(i),
             None => Err(crate::Error::not_found(&format!("#{index}"), None)),
         }
     }

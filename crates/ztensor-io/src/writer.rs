@@ -636,6 +636,12 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// Low-level streaming: how many bytes were written since `offset` (the start of the blob
+    /// being written).
+    pub(crate) fn written_since(&self, offset: u64) -> u64 {
+        self.written - offset
+    }
+
     /// Low-level streaming: reserves the next `len` bytes of the blob begun by
     /// [`Writer::begin_blob`] for a positioned write by any thread, when the sink is a file that
     /// allows it (a [`FileWriter`]'s, on Unix); `None` otherwise (write the bytes with

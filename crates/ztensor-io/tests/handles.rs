@@ -173,7 +173,7 @@ fn pieces_are_the_whole_read_on_every_fixture() {
 }
 
 /// Every fixture and producer file under `fixtures/`, by path.
-fn fixture_files() -> Vec<std::path::PathBuf> {
+pub(crate) fn fixture_files() -> Vec<std::path::PathBuf> {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
     let mut files = Vec::new();
     let mut dirs = vec![root];

@@ -7,7 +7,7 @@ use std::io::Write;
 use ztensor_format::{ErrorKind as Rule, Format, Version};
 use ztensor_io::low_level::Streaming;
 use ztensor_io::{
-    Error, ReadAt, Result, TensorSink, TensorSource, WriteOptions, Writer, role, write_data,
+    Error, ReadAt, Result, TensorSink, TensorSource, WriteOptions, Writer, role, write_from_source,
 };
 
 use crate::pipeline::{Input, Item};
@@ -232,18 +232,13 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
             Ok((
                 None,
                 Item::Sequential(Box::new(move |w: &mut Writer<W>| {
-                    let mut data = source.read(index)?;
-                    let held: u64 = data
-                        .components
-                        .values()
-                        .filter(|c| matches!(c.bytes, std::borrow::Cow::Owned(_)))
-                        .map(|c| c.bytes.len() as u64)
-                        .sum();
+                    // Part by part where the target allows (memory: a few pieces, whatever the
+                    // object's size), else whole.
+                    let attributes =
+                        if drop_attributes { None } else { info.attributes.as_deref().cloned() };
+                    let held = write_from_source(w, source, index, attributes, &options)?;
                     decoded.fetch_max(held, std::sync::atomic::Ordering::Relaxed);
-                    if drop_attributes {
-                        data.attributes = None;
-                    }
-                    write_data(w, &data, &options)
+                    Ok(())
                 })),
             ))
         };

@@ -219,6 +219,30 @@ impl TensorSource for ShardedZt {
         reader.read_pieces(i, piece, each)
     }
 
+    fn read_part(
+        &self,
+        index: usize,
+        role: &str,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> ztensor_io::Result<()>,
+    ) -> ztensor_io::Result<()> {
+        let (_, reader, i) = self
+            .locate(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        reader.read_part(i, role, piece, each)
+    }
+
+    fn reads_in_pieces(&self, index: usize) -> bool {
+        self.locate(index).is_some_and(|(_, reader, i)| reader.reads_in_pieces(i))
+    }
+
+    fn verify(&self, index: usize) -> ztensor_io::Result<Vec<ztensor_io::Decoded>> {
+        let (_, reader, i) = self
+            .locate(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        reader.verify(i)
+    }
+
     fn check(&self, index: usize, data: &ObjectData<'_>) -> ztensor_io::Result<()> {
         let (_, reader, i) = self
             .locate(index)

@@ -27,6 +27,7 @@ use super::{Reader, StoredReader, unsupported_dtype};
 use crate::error::{Error, Result};
 use crate::handle::unknown_encoding;
 use crate::source::ReadAt;
+use crate::tensors::Decoded;
 
 /// Where streamed pieces go: `(role, bytes)`, component after component in role order.
 pub(crate) type Each<'e> = &'e mut dyn FnMut(&str, &[u8]) -> Result<()>;
@@ -211,6 +212,18 @@ impl Pull<'_> {
     }
 }
 
+/// What a stream is asked for: its piece size, whether the data rules are checked, and the one
+/// component wanted, if only one is.
+#[derive(Clone, Copy)]
+struct Want<'a> {
+    piece: usize,
+    rules: bool,
+    only: Option<&'a str>,
+}
+
+/// Each component as decoded, in role order.
+pub(crate) type Lengths = Vec<crate::tensors::Decoded>;
+
 /// The piece size of streamed checks.
 pub(crate) const PIECE: usize = 4 << 20;
 
@@ -255,30 +268,41 @@ impl<S: ReadAt> Reader<S> {
     /// sparse tensor as its separate little-endian parts, as [`Reader::read_checked`] gives
     /// them) handed to `each` when given, every digest checked, and with `rules` the data
     /// rules of [`Reader::check_decoded`] too, the first fault being the one those report.
-    /// What `each` was given counts as checked only once this returns `Ok`.
+    /// What `each` was given counts as checked only once this returns `Ok`. With `only`, just
+    /// that component is decoded and handed over (the rules, which need all, only when it is
+    /// the one component).
+    /// Returns each component's decoded length, in role order.
     pub(crate) fn stream_object(
         &self,
         object: ObjectRef<'_>,
         piece: usize,
         rules: bool,
         mut each: Option<Each<'_>>,
-    ) -> Result<()> {
+        only: Option<&str>,
+    ) -> Result<Lengths> {
         if let Some(reason) = object.unsupported() {
             return Err(Error::unsupported(reason.clone()));
         }
+        // The rules need every component: with one wanted, only when it is the only one.
+        let o = object.object();
+        let whole = only.is_none() || (o.packing == Packing::Split && o.components.len() == 1);
+        let want = Want { piece, rules: rules && whole, only };
+        let mut lengths = Lengths::new();
         match object.object().packing {
-            Packing::Split => self.stream_split(object, piece, rules, &mut each),
-            Packing::V0Single => self.stream_single(object, piece, rules, &mut each),
+            Packing::Split => self.stream_split(object, &want, &mut each, &mut lengths)?,
+            Packing::V0Single => self.stream_single(object, &want, &mut each, &mut lengths)?,
         }
+        Ok(lengths)
     }
 
     fn stream_split(
         &self,
         object: ObjectRef<'_>,
-        piece: usize,
-        rules: bool,
+        want: &Want<'_>,
         each: &mut Option<Each<'_>>,
+        lengths: &mut Lengths,
     ) -> Result<()> {
+        let Want { piece, rules, only } = *want;
         let name = object.name();
         let o = object.object();
         let strict = self.options.strict;
@@ -297,6 +321,9 @@ impl<S: ReadAt> Reader<S> {
         let mut seen: Vec<(&str, Seen)> = Vec::new();
         let mut values: Option<(u64, u64)> = None;
         for (role, c) in o.components.iter() {
+            if only.is_some_and(|r| r != role) {
+                continue;
+            }
             let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
             let bools = bools_apply && dtype == DType::Bool && bool_fault.is_none();
             let index = rules && index_roles.contains(&role);
@@ -320,6 +347,12 @@ impl<S: ReadAt> Reader<S> {
                     None => Ok(()),
                 }
             })?;
+            lengths.push(Decoded {
+                role: role.to_owned(),
+                dtype,
+                logical_type: c.logical_type.clone(),
+                len: length,
+            });
             if let Some(e) = fault {
                 bool_fault = Some(Error::from(e.in_object(name).in_component(role)));
             }
@@ -423,10 +456,11 @@ impl<S: ReadAt> Reader<S> {
     fn stream_single(
         &self,
         object: ObjectRef<'_>,
-        piece: usize,
-        rules: bool,
+        want: &Want<'_>,
         each: &mut Option<Each<'_>>,
+        lengths: &mut Lengths,
     ) -> Result<()> {
+        let Want { piece, rules, only } = *want;
         let name = object.name();
         let o = object.object();
         let c = &o.components[role::DATA];
@@ -487,6 +521,11 @@ impl<S: ReadAt> Reader<S> {
                     .in_component(role::DATA),
                 ));
             }
+            lengths.extend([
+                Decoded::plain(role::INDICES, DType::U64, nnz * 8),
+                Decoded::plain(role::INDPTR, DType::U64, indptr_len),
+                Decoded::plain(role::VALUES, value, nnz * value_size),
+            ]);
             if rules && cols.is_some() {
                 // Only column indices before `nnz` are indices; later elements are values.
                 indices.out_of_bounds = indices.out_of_bounds.filter(|&(i, _)| i < nnz);
@@ -509,6 +548,9 @@ impl<S: ReadAt> Reader<S> {
                 (role::VALUES, indptr_len + nnz * 8, nnz * value_size, value_size),
             ];
             for (part, start, len, width) in parts {
+                if only.is_some_and(|r| r != part) {
+                    continue;
+                }
                 let mut pull = self.pull(name, role::DATA, c, 1, false)?;
                 pull.skip(start).map_err(context)?;
                 let swap = if big { usize::try_from(width).unwrap_or(1) } else { 1 };
@@ -567,6 +609,10 @@ impl<S: ReadAt> Reader<S> {
             )))
         })?;
         let nnz = length / record;
+        lengths.extend([
+            Decoded::plain(role::COORDS, DType::U64, nnz * rank as u64 * 8),
+            Decoded::plain(role::VALUES, value, nnz * value_size),
+        ]);
         if let Some((d, (i, v))) =
             first_out.iter().enumerate().find_map(|(d, slot)| slot.map(|s| (d, s)))
         {
@@ -578,7 +624,8 @@ impl<S: ReadAt> Reader<S> {
         // Coordinates as structure of arrays: one pass over the records per dimension.
         let mut out = crate::buffer::try_with_capacity(cap as u64, "a decoding piece")
             .map_err(|e| Error::io("decoding", None, e))?;
-        for d in 0..rank {
+        let (coords, values) = (only != Some(role::VALUES), only != Some(role::COORDS));
+        for d in (0..rank).filter(|_| coords) {
             let mut pull = self.pull(name, role::DATA, c, 1, false)?;
             for _ in 0..nnz {
                 pull.inner.read_exact(&mut rec).map_err(|_| context(changed()))?;
@@ -596,6 +643,9 @@ impl<S: ReadAt> Reader<S> {
         if !out.is_empty() {
             each(role::COORDS, &out)?;
             out.clear();
+        }
+        if !values {
+            return Ok(());
         }
         let mut pull = self.pull(name, role::DATA, c, 1, false)?;
         let at = rank * 8;
