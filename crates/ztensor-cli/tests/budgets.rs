@@ -231,8 +231,8 @@ fn gigabytes_from_kilobytes_stay_within_budget() {
 }
 
 /// A v0.1 single-blob CSR matrix whose zstd blob decodes to 1 GiB (2^27 row pointers, all
-/// zero: every row empty): verified (strict rules too), dumped and converted to 1.x in pieces,
-/// each part of the blob read where it lies.
+/// zero: every row empty): verified (strict rules too), dumped, compared and converted to 1.x
+/// in pieces, each part of the blob read where it lies.
 #[test]
 fn a_gigabyte_single_blob_csr_stays_within_budget() {
     let dir = scratch("csr");
@@ -252,6 +252,7 @@ fn a_gigabyte_single_blob_csr_stays_within_budget() {
             &["verify", "FILE"],
             &["verify", "--strict", "FILE"],
             &["dump", "--json", "FILE"],
+            &["diff", "FILE", "FILE"],
             &["repack", "FILE", "OUT.zt", "--quiet", "--to", "1.2", "--zstd", "1"],
             &["repack", "FILE", "OUT.zt", "--quiet", "--to", "1.1", "--raw"],
             &["convert", "FILE", "OUT.zt", "--quiet"],
