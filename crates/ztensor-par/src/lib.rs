@@ -50,7 +50,7 @@ use rayon::prelude::*;
 use ztensor_format::{
     ByteOrder, DType, Encoding, Format, LogicalType, Options, Packing, Value, Version,
 };
-use ztensor_io::codec::{parse_seek_table, zstd_decode_into};
+use ztensor_io::codec::{parse_seek_table_at_end, zstd_decode_into};
 use ztensor_io::low_level::{copies_stored, write_options_for};
 use ztensor_io::{
     Component, ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
@@ -402,8 +402,37 @@ pub fn decoded_parallel<S: ReadAt>(component: Component<'_, S>) -> Result<Vec<u8
         }
     }
     if c.encoding == Encoding::Zstd && split && object.unsupported().is_none() {
-        let stored = component.stored()?;
-        if let Some(frames) = parse_seek_table(&stored).filter(|f| f.len() > 1) {
+        // The frames from the seek table alone: each worker then reads its own frame's bytes
+        // (a file is not copied whole into memory first by one thread), or borrows them from a
+        // memory-backed source.
+        let source = reader.source();
+        let at = |offset: u64, len: u64| -> Result<Cow<'_, [u8]>> {
+            let io = |e| Error::io(format!("reading {name:?}/{role}"), None, e);
+            let start = c
+                .offset
+                .checked_add(offset)
+                .ok_or_else(|| io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)))?;
+            match source.as_slice() {
+                Some(all) => usize::try_from(start)
+                    .ok()
+                    .zip(usize::try_from(len).ok())
+                    .and_then(|(s, n)| all.get(s..s.checked_add(n)?))
+                    .map(Cow::Borrowed)
+                    .ok_or_else(|| io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))),
+                None => {
+                    let mut buf = ztensor_io::try_zeroed(len, "a zstd frame").map_err(io)?;
+                    source.read_exact_at(start, &mut buf).map_err(io)?;
+                    Ok(Cow::Owned(buf))
+                }
+            }
+        };
+        let frames = (|| {
+            let footer = at(c.length.checked_sub(9)?, 9).ok()?;
+            let table_len = ztensor_io::codec::seek_table_len(&footer)? as u64;
+            let table = at(c.length.checked_sub(table_len)?, table_len).ok()?;
+            parse_seek_table_at_end(&table, c.length)
+        })();
+        if let Some(frames) = frames.filter(|f| f.len() > 1) {
             let total: u64 = frames.iter().fold(0, |t, f| t.saturating_add(f.decompressed));
             let limit = reader.options().limits.whole_decode_limit();
             // The buffer is sized by the seek table: only when every frame could really decode
@@ -429,16 +458,36 @@ pub fn decoded_parallel<S: ReadAt>(component: Component<'_, S>) -> Result<Vec<u8
                 rest = tail;
             }
             frames.par_iter().zip(slots).try_for_each(|(f, slot)| {
-                let (s, e) = (
-                    usize::try_from(f.offset).unwrap_or(0),
-                    usize::try_from(f.offset + f.compressed).unwrap_or(0),
-                );
-                zstd_decode_into(stored.get(s..e).unwrap_or_default(), slot).map_err(context)
+                if source.as_slice().is_some() {
+                    let bytes = at(f.offset, f.compressed)?;
+                    return zstd_decode_into(&bytes, slot).map_err(context);
+                }
+                // Each worker reads frames into one buffer of its own, reused: fresh pages for
+                // every frame would double the page faults of the decode.
+                FRAME.with_borrow_mut(|buf| {
+                    let io = |e| Error::io(format!("reading {name:?}/{role}"), None, e);
+                    let len = usize::try_from(f.compressed)
+                        .map_err(|_| io(std::io::Error::from(std::io::ErrorKind::OutOfMemory)))?;
+                    if buf.len() < len {
+                        buf.try_reserve_exact(len - buf.len()).map_err(|_| {
+                            io(std::io::Error::from(std::io::ErrorKind::OutOfMemory))
+                        })?;
+                        buf.resize(len, 0);
+                    }
+                    let start = c.offset.saturating_add(f.offset);
+                    source.read_exact_at(start, &mut buf[..len]).map_err(io)?;
+                    zstd_decode_into(&buf[..len], slot).map_err(context)
+                })
             })?;
             return Ok(out);
         }
     }
     Ok(component.decoded()?.into_owned())
+}
+
+thread_local! {
+    /// A worker's buffer for the compressed bytes of the frame it decodes.
+    static FRAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn missing(name: &str, role: &str) -> ztensor_format::Error {
