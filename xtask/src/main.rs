@@ -363,7 +363,7 @@ fn hostile_measure(args: &[String]) -> Result<()> {
             project_root().join("target/release/ztensor")
         }
     };
-    let large = ["objects-1m.zt", "attribute-array-20m.zt", "aliases-16x1g.zt"]
+    let large = ["objects-1m.zt", "attribute-array-20m.zt", "aliases-16x1g.zt", "csr-v0.1-1g.zt"]
         .into_iter()
         .chain(["tensors-1m.safetensors"])
         .map(str::to_owned);

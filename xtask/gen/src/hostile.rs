@@ -256,6 +256,22 @@ pub fn large() -> Result<Vec<Hostile>> {
         bytes,
     });
 
+    // A v0.1 single-blob CSR matrix whose zstd blob decodes to 1 GiB: 2^27 row pointers, all
+    // zero (every row empty), with no size stated.
+    let len: u64 = 1 << 30;
+    let blob = zstd_of_repeated(0, len, 3)?;
+    let mut c = Component::new(DType::F32, 0, blob.len() as u64);
+    c.encoding = Encoding::Zstd;
+    let mut object = Object::new("m", vec![len / 8 - 1, 4], Format::SparseCsr);
+    object.packing = ztensor_format::Packing::V0Single;
+    let mut w = Writer::new(Vec::new(), Version::V0_1)?;
+    w.add_stored(object, &[StoredComponent { role: "data", component: c, bytes: &blob }])?;
+    out.push(Hostile {
+        name: "csr-v0.1-1g.zt",
+        tries: "a v0.1 CSR blob decoding to 1 GiB (read in pieces, each part where it lies)",
+        bytes: finish(w)?,
+    });
+
     // safetensors with a million empty tensors.
     let mut header = String::from("{");
     for i in 0..1_000_000 {
