@@ -39,11 +39,9 @@ pub struct ManifestBuilder {
     /// The version, version string, file attributes and unknown root keys; never objects.
     root: Manifest,
     options: Options,
-    /// Each object's name, then its encoded value (v1.x) or tensor map (v0.1), one after the
-    /// other in the order they were added.
-    bytes: Vec<u8>,
-    /// Where each object starts in `bytes`.
-    starts: Vec<u64>,
+    /// Each object's name, then its encoded value (v1.x) or tensor map (v0.1), in the order
+    /// they were added.
+    store: Store,
     /// The length of each object's name.
     name_lens: Vec<u32>,
     names: NameIndex,
@@ -57,8 +55,7 @@ impl ManifestBuilder {
         ManifestBuilder {
             root: Manifest::new(version),
             options: Options::default(),
-            bytes: Vec::new(),
-            starts: Vec::new(),
+            store: Store::default(),
             name_lens: Vec::new(),
             names: NameIndex::default(),
             blobs: Vec::new(),
@@ -98,12 +95,12 @@ impl ManifestBuilder {
 
     /// How many objects.
     pub fn len(&self) -> usize {
-        self.starts.len()
+        self.store.starts.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.store.starts.is_empty()
     }
 
     /// The name of object `index` (in the order they were added).
@@ -111,24 +108,18 @@ impl ManifestBuilder {
     /// # Panics
     /// When `index` is out of range.
     pub fn name(&self, index: usize) -> &str {
-        name_at(&self.bytes, &self.starts, &self.name_lens, index)
+        name_at(&self.store, &self.name_lens, index)
     }
 
     /// Whether an object is called `name`.
     pub fn contains(&self, name: &str) -> bool {
-        let (bytes, starts, lens) = (&self.bytes, &self.starts, &self.name_lens);
-        self.names.find(name, |i| name_at(bytes, starts, lens, i)).is_some()
+        let (store, lens) = (&self.store, &self.name_lens);
+        self.names.find(name, |i| name_at(store, lens, i)).is_some()
     }
 
     /// The encoding of object `index`, after its name.
     fn encoded(&self, index: usize) -> &[u8] {
-        let start = usize::try_from(self.starts[index]).unwrap_or(usize::MAX)
-            + self.name_lens[index] as usize;
-        let end = self
-            .starts
-            .get(index + 1)
-            .map_or(self.bytes.len(), |&s| usize::try_from(s).unwrap_or(usize::MAX));
-        &self.bytes[start..end]
+        &self.store.get(index)[self.name_lens[index] as usize..]
     }
 
     /// Object `index`, decoded back from what the builder keeps.
@@ -170,16 +161,13 @@ impl ManifestBuilder {
     /// [`crate::check_object`].
     pub fn push(&mut self, object: &Object, data_end: u64) -> Result<()> {
         let Accepted { encoded, blobs, name_len } = self.accept(object, data_end)?;
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(object.name.as_bytes());
-        self.bytes.extend_from_slice(&encoded);
+        self.store.push(object.name.as_bytes(), &encoded);
         for (at, range) in blobs.into_iter().rev() {
             self.blobs.insert(at, range);
         }
-        self.starts.push(start as u64);
         self.name_lens.push(name_len);
-        let (bytes, starts, lens) = (&self.bytes, &self.starts, &self.name_lens);
-        self.names.insert(self.starts.len() - 1, |i| name_at(bytes, starts, lens, i));
+        let (store, lens) = (&self.store, &self.name_lens);
+        self.names.insert(self.len() - 1, |i| name_at(store, lens, i));
         Ok(())
     }
 
@@ -323,13 +311,54 @@ struct Accepted {
     name_len: u32,
 }
 
-/// The name of object `index`: the first `lens[index]` bytes at `starts[index]`, which the
-/// builder copied from a `str`.
-fn name_at<'b>(bytes: &'b [u8], starts: &[u64], lens: &[u32], index: usize) -> &'b str {
-    let start = usize::try_from(starts[index]).unwrap_or(usize::MAX);
-    let end = start + lens[index] as usize;
+/// The name of object `index`: the first `lens[index]` bytes of its entry, which the builder
+/// copied whole from a `str`.
+fn name_at<'b>(store: &'b Store, lens: &[u32], index: usize) -> &'b str {
     // Copied whole from a `str`, so valid UTF-8; never fails.
-    std::str::from_utf8(&bytes[start..end]).unwrap_or_default()
+    std::str::from_utf8(&store.get(index)[..lens[index] as usize]).unwrap_or_default()
+}
+
+/// What the builder keeps of its objects: one entry each, in blocks of [`Store::BLOCK`] bytes
+/// that no entry straddles (an entry larger than a block has one of its own). The store grows a
+/// block at a time: a million objects cost their bytes and at most a block beside them, where
+/// one growing buffer would at times hold twice what it needs.
+#[derive(Debug, Clone, Default)]
+struct Store {
+    blocks: Vec<Vec<u8>>,
+    /// Where each entry starts: its block in the high 32 bits, its offset in the low.
+    starts: Vec<u64>,
+}
+
+impl Store {
+    const BLOCK: usize = 1 << 20;
+
+    /// Adds an entry made of `head` then `tail`.
+    fn push(&mut self, head: &[u8], tail: &[u8]) {
+        let len = head.len() + tail.len();
+        let fits = self.blocks.last().is_some_and(|b| b.capacity() - b.len() >= len);
+        if !fits {
+            self.blocks.push(Vec::with_capacity(len.max(Self::BLOCK)));
+        }
+        let index = self.blocks.len() - 1;
+        let block = &mut self.blocks[index];
+        // Blocks hold less than 4 GiB: an entry is one object's encoding, which the manifest's
+        // limits keep far below that.
+        let start = ((index as u64) << 32) | block.len() as u64;
+        block.extend_from_slice(head);
+        block.extend_from_slice(tail);
+        self.starts.push(start);
+    }
+
+    /// Entry `index`.
+    fn get(&self, index: usize) -> &[u8] {
+        let at = |start: u64| ((start >> 32) as usize, (start & 0xffff_ffff) as usize);
+        let (block, offset) = at(self.starts[index]);
+        let end = match self.starts.get(index + 1).map(|&s| at(s)) {
+            Some((next, end)) if next == block => end,
+            _ => self.blocks[block].len(),
+        };
+        &self.blocks[block][offset..end]
+    }
 }
 
 #[cfg(test)]
@@ -378,6 +407,16 @@ mod tests {
                 if i % 9 == 0 {
                     o = o.with_attributes(Some(crate::text_map([("i", Value::from(i))])));
                 }
+                // Entries that fill the store's blocks, and one larger than a block.
+                let big = match i {
+                    250 => 1_500_000,
+                    _ if i % 97 == 1 => 300_000,
+                    _ => 0,
+                };
+                if big > 0 {
+                    let bytes = Value::Bytes(vec![u8::try_from(i % 251).unwrap(); big]);
+                    o = o.with_attributes(Some(crate::text_map([("blob", bytes)])));
+                }
                 offset += len.div_ceil(64) * 64;
                 b.push(&o, offset).unwrap();
                 m.objects.push(o);
@@ -391,6 +430,9 @@ mod tests {
             assert_eq!(b.to_manifest().unwrap(), m, "{version:?}");
             assert_eq!(b.name(7), m.objects[7].name);
             assert!(b.contains(&m.objects[99].name) && !b.contains("absent"));
+            for i in [97, 98, 249, 250, 251, 499] {
+                assert_eq!(b.object(i).unwrap(), m.objects[i], "{version:?} #{i}");
+            }
         }
     }
 
