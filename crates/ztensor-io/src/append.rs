@@ -321,6 +321,8 @@ impl Appender {
             appender.shared.journal.write(&appender.shared.journal_path)?;
             appender.shared.lock.set_appending(Some(len));
         }
+        // Outside the gate, so that a signal's undoing can proceed while a test holds it here.
+        crate::pause::point(crate::pause::at::APPEND_JOURNAL);
         let sink =
             AppendSink { shared: Arc::clone(&appender.shared), buffer: Vec::new(), pos: len };
         appender.inner = Some(Writer::resume(sink, base, len)?);
@@ -352,14 +354,17 @@ impl Appender {
         sink.flush().map_err(io("writing", &path))?;
         let mut gate = self.shared.gate();
         gate.file.sync_data().map_err(io("syncing", &path))?;
+        crate::pause::point(crate::pause::at::APPEND_MANIFEST);
         gate.write_at(&trailer, sink.pos).map_err(io("writing the trailer of", &path))?;
         gate.file.sync_all().map_err(io("syncing", &path))?;
+        crate::pause::point(crate::pause::at::APPEND_TRAILER);
         #[cfg(test)]
         if gate.fault == Some(Fault::Death(len)) {
             gate.dead = true;
             return Err(io("committing", &path)(io::ErrorKind::Interrupted.into()));
         }
         journal::remove(&self.shared.journal_path)?;
+        crate::pause::point(crate::pause::at::APPEND_COMMITTED);
         gate.state = State::Committed;
         drop(gate);
         self.shared.lock.set_appending(None);

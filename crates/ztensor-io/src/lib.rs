@@ -52,6 +52,7 @@ mod lock;
 mod machine;
 #[allow(unsafe_code)]
 mod mmap;
+pub mod pause;
 mod publish;
 mod reader;
 mod rewrite;

@@ -481,6 +481,7 @@ impl AtomicFile {
             }
         }
         file.sync_all().map_err(io("syncing", &self.target))?;
+        crate::pause::point(crate::pause::at::PUBLISH_SYNCED);
         // Not over a file another process is appending to: wait for it to finish. An append of
         // this process shares the lock, so it is refused rather than orphaned.
         if let Place::At { dir, name } = &self.place {
@@ -509,6 +510,7 @@ impl AtomicFile {
         .map_err(io("publishing", &self.target))?;
         forget_temp(self.registration);
         self.temp = PathBuf::new();
+        crate::pause::point(crate::pause::at::PUBLISH_RENAMED);
         match &self.place {
             Place::Path => sync_dir(&self.target),
             Place::At { dir, .. } => dir.sync(),
