@@ -412,6 +412,13 @@ fn sigint_during_a_foreign_conversion_leaves_nothing() {
     assert!(run(&["convert", s(&input), s(&output)]).status.success());
     let took = started.elapsed();
     std::fs::remove_file(&output).unwrap();
+    // For certain: a signal while the temporary is complete, before the rename.
+    let child = paused(&["convert", s(&input), s(&output)], ztensor_io::pause::at::PUBLISH_SYNCED);
+    signal(&child, "INT");
+    let mut child = child;
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(d.names(), ["in.safetensors"], "a signal before the rename");
+    // And spread over the conversion, wherever they land.
     let mut interrupted = 0;
     for delay in delays(8, took.mul_f64(0.6)) {
         let mut child = spawn(&["convert", s(&input), s(&output)]);
@@ -436,7 +443,7 @@ fn sigint_during_a_foreign_conversion_leaves_nothing() {
             other => panic!("status {other:?}"),
         }
     }
-    assert!(interrupted > 0, "no signal landed during the conversion");
+    eprintln!("foreign conversion: {interrupted} of 8 signals landed during it");
 }
 
 #[test]
