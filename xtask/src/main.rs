@@ -6,7 +6,12 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 const TASKS: &[(&str, &str)] = &[
-    ("ci", "everything CI runs: fmt, clippy, test, doc, fixtures --check"),
+    (
+        "ci",
+        "everything CI runs, in its order: fmt, clippy, test, doc, fixtures --check, the \
+         conformance run of our reader, conformance-matrix --check, fuzz-smoke 15 \
+         (.ci/run installs what it needs, then runs this)",
+    ),
     ("fmt", "cargo fmt --all --check"),
     ("clippy", "cargo clippy --workspace --all-targets -D warnings"),
     (
@@ -56,13 +61,7 @@ fn main() -> Result<()> {
         return Ok(());
     };
     match task.as_str() {
-        "ci" => {
-            fmt()?;
-            clippy()?;
-            test()?;
-            doc()?;
-            fixtures(true)
-        }
+        "ci" => ci(),
         "fixtures" => fixtures(args.iter().any(|a| a == "--check")),
         "conformance-matrix" => conformance_matrix(args.iter().any(|a| a == "--check")),
         "freeze-producers" => freeze_producers(),
@@ -119,6 +118,37 @@ fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
     if !status.success() {
         bail!("cargo {} failed ({status})", args.join(" "));
     }
+    Ok(())
+}
+
+/// Everything CI runs, each step named as it starts: the one definition `.ci/run` calls.
+fn ci() -> Result<()> {
+    let step = |name: &str| eprintln!("== {name}");
+    step("format");
+    fmt()?;
+    step("clippy");
+    cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"], &[])?;
+    step("test");
+    test()?;
+    step("doc");
+    cargo(&["doc", "--workspace", "--no-deps", "--locked"], &[("RUSTDOCFLAGS", "-D warnings")])?;
+    step("fixtures");
+    fixtures(true)?;
+    step("conformance");
+    // Our reader, graded on the whole corpus as any implementation is.
+    cargo(&["build", "-q", "--locked", "-p", "ztensor-cli"], &[])?;
+    let junit = project_root().join("target/conformance-junit.xml");
+    let mut command = Command::new(conformance_binary()?);
+    command
+        .args(["run", "--impl", "target/debug/ztensor dump --json", "--junit"])
+        .arg(&junit)
+        .current_dir(project_root());
+    run(&mut command, "ztensor-conformance run")?;
+    step("conformance matrix");
+    conformance_matrix(true)?;
+    step("fuzz smoke");
+    fuzz_smoke(15, &[])?;
+    eprintln!("== ok");
     Ok(())
 }
 
