@@ -85,7 +85,7 @@ pub use crate::tensors::{
     check_expansion,
 };
 pub use crate::write_data::write_data;
-pub use crate::write_stream::write_from_source;
+pub use crate::write_stream::write_source_object;
 pub use crate::writer::{
     ComponentSpec, Compression, Coo, Csr, FileWriter, StoredComponent, WriteOptions, Writer,
 };

@@ -449,7 +449,7 @@ fn write_part<W: Write>(
 ///
 /// # Errors
 /// As [`write_data`](crate::write_data), and the source's read and check errors.
-pub fn write_from_source<W: Write>(
+pub fn write_source_object<W: Write>(
     writer: &mut Writer<W>,
     source: &dyn TensorSource,
     index: usize,

@@ -283,7 +283,7 @@ fn generated_sparse_objects_stream_to_the_whole_verdict() {
 /// path refuses it once it checks.
 #[test]
 fn objects_written_part_by_part_are_the_whole_writes() {
-    use ztensor_io::{TensorSource, WriteOptions, write_data, write_from_source};
+    use ztensor_io::{TensorSource, WriteOptions, write_data, write_source_object};
     let mut rng = Rng(0xb1e55ed);
     let (mut same, mut refused) = (0, 0);
     for round in 0..1500 {
@@ -307,7 +307,7 @@ fn objects_written_part_by_part_are_the_whole_writes() {
         })();
         let streamed = (|| {
             let mut w = Writer::new(Vec::new(), target)?;
-            let held = write_from_source(&mut w, &reader, 0, None, &options)?;
+            let held = write_source_object(&mut w, &reader, 0, None, &options)?;
             assert_eq!(held, 0, "round {round}: streamed, nothing held whole");
             Ok::<_, ztensor_io::Error>(w.finish()?.0)
         })();

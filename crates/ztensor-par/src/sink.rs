@@ -7,7 +7,8 @@ use std::io::Write;
 use ztensor_format::{ErrorKind as Rule, Format, Version};
 use ztensor_io::low_level::Streaming;
 use ztensor_io::{
-    Error, ReadAt, Result, TensorSink, TensorSource, WriteOptions, Writer, role, write_from_source,
+    Error, ReadAt, Result, TensorSink, TensorSource, WriteOptions, Writer, role,
+    write_source_object,
 };
 
 use crate::pipeline::{Input, Item};
@@ -236,7 +237,7 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
                     // object's size), else whole.
                     let attributes =
                         if drop_attributes { None } else { info.attributes.as_deref().cloned() };
-                    let held = write_from_source(w, source, index, attributes, &options)?;
+                    let held = write_source_object(w, source, index, attributes, &options)?;
                     decoded.fetch_max(held, std::sync::atomic::Ordering::Relaxed);
                     Ok(())
                 })),
