@@ -232,62 +232,41 @@ pub fn rejected(kind: &str, message: &str) -> Json {
 fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) {
     use ztensor_format::DigestAlgorithm;
     let model = o.model();
-    // Each decoded component: its length and hash, in role order.
-    let mut seen: Vec<(String, u64, ztensor_io::codec::Hasher)> = Vec::new();
+    // Each decoded component's hash, in role order.
+    let mut seen: Vec<(String, ztensor_io::codec::Hasher)> = Vec::new();
     let outcome = o.read_pieces(4 << 20, |role, piece| {
-        if seen.last().is_none_or(|(r, _, _)| r != role) {
+        if seen.last().is_none_or(|(r, _)| r != role) {
             let hasher = ztensor_io::codec::Hasher::new(&DigestAlgorithm::Sha256)
                 .ok_or_else(|| ztensor_io::Error::failed("SHA-256 is not available"))?;
-            seen.push((role.to_owned(), 0, hasher));
+            seen.push((role.to_owned(), hasher));
         }
-        if let Some((_, length, hasher)) = seen.last_mut() {
-            *length += piece.len() as u64;
+        if let Some((_, hasher)) = seen.last_mut() {
             hasher.update(piece);
         }
         Ok(())
     });
     let mut components = Map::new();
     let error = match outcome {
-        Ok(()) => {
-            // What the object model gives each part: a v0.1 single blob's parts are its
-            // dtype's values and u64 indices.
-            let single = model.packing == ztensor_format::Packing::V0Single;
-            let data = model.components.get("data");
-            let parts = sparse_parts(&model.format);
-            // Components with no bytes are handed over with none: list every one.
-            let roles: Vec<&str> =
-                if single { parts.to_vec() } else { model.components.keys().collect() };
-            for role in roles {
-                let (length, sha256) = match seen.iter().find(|(r, _, _)| r == role) {
-                    Some((_, length, hasher)) => (*length, hasher_hex(hasher)),
-                    None => (0, sha256_hex(&[])),
+        Ok(decoded) => {
+            // A v0.1 single blob is read as its parts; their encoding is the blob's.
+            let blob = model.components.get("data");
+            for d in decoded {
+                let sha256 = match seen.iter().find(|(r, _)| *r == d.role) {
+                    Some((_, hasher)) => hasher_hex(hasher),
+                    // Components with no bytes are handed over with none.
+                    None => sha256_hex(&[]),
                 };
-                let (dtype, logical, encoding) = match (single, model.components.get(role)) {
-                    (false, Some(c)) => (
-                        dtype_name(&c.dtype),
-                        c.logical_type.as_ref().map(|t| t.name().to_owned()),
-                        c.encoding.name().to_owned(),
-                    ),
-                    _ => (
-                        if role == "values" {
-                            data.map_or_else(String::new, |c| dtype_name(&c.dtype))
-                        } else {
-                            ztensor_format::DType::U64.name().to_owned()
-                        },
-                        None,
-                        data.map_or_else(
-                            || Encoding::Raw.name().to_owned(),
-                            |c| c.encoding.name().to_owned(),
-                        ),
-                    ),
-                };
+                let encoding = model.components.get(d.role.as_str()).or(blob).map_or_else(
+                    || Encoding::Raw.name().to_owned(),
+                    |c| c.encoding.name().to_owned(),
+                );
                 components.insert(
-                    role.to_owned(),
+                    d.role.clone(),
                     json!({
-                        "dtype": dtype,
-                        "type": logical,
+                        "dtype": d.dtype.name(),
+                        "type": d.logical_type.as_ref().map(|t| t.name().to_owned()),
                         "encoding": encoding,
-                        "decoded_length": length,
+                        "decoded_length": d.len,
                         "sha256": sha256,
                     }),
                 );
@@ -302,18 +281,6 @@ fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) 
         }
     };
     (components, error)
-}
-
-fn dtype_name(dtype: &ztensor_format::StorageType) -> String {
-    dtype.known().map_or_else(|| dtype.to_string(), |d| d.name().to_owned())
-}
-
-/// The parts a v0.1 single-blob sparse tensor is read as, in role order.
-fn sparse_parts(format: &ztensor_format::Format) -> &'static [&'static str] {
-    match format {
-        ztensor_format::Format::SparseCsr => &["indices", "indptr", "values"],
-        _ => &["coords", "values"],
-    }
 }
 
 fn hasher_hex(hasher: &ztensor_io::codec::Hasher) -> String {

@@ -175,7 +175,8 @@ impl<'r, S: ReadAt> Object<'r, S> {
     /// pieces of at most `piece` bytes (at least 64), component after component in role
     /// order; memory is a few pieces whatever the object's size. Digests and the data rules
     /// of [`Object::check`] are checked on the way: what `each` was given counts as checked
-    /// only once this returns `Ok`.
+    /// only once this returns `Ok`. Returns what each component decoded to (its types and
+    /// length), in role order.
     ///
     /// # Errors
     /// As [`Object::verify`], and `each`'s errors.
@@ -183,8 +184,8 @@ impl<'r, S: ReadAt> Object<'r, S> {
         &self,
         piece: usize,
         mut each: impl FnMut(&str, &[u8]) -> Result<()>,
-    ) -> Result<()> {
-        self.reader.stream_object(self.entry, piece, true, Some(&mut each), None).map(drop)
+    ) -> Result<Vec<crate::Decoded>> {
+        self.reader.stream_object(self.entry, piece, true, Some(&mut each), None)
     }
 }
 

@@ -19,7 +19,7 @@ use crate::handle::{Object, unknown_encoding};
 use crate::source::{FileSource, ReadAt};
 
 mod stream;
-pub(crate) use stream::PIECE;
+pub(crate) use stream::{Elements, PIECE, convertible};
 
 /// Reads a zTensor file of any version from any [`ReadAt`] source.
 ///

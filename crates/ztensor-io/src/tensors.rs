@@ -192,7 +192,7 @@ pub trait TensorSource: Sync {
 
     /// The decoded bytes of object `index`'s components as [`TensorSource::read`] gives them,
     /// in pieces of at most `piece` bytes: `each(role, piece)`, component after component in
-    /// role order. Sources that can decode in pieces (zTensor's dense tensors) hold a few
+    /// role order. Sources that can decode in pieces (zTensor, every layout) hold a few
     /// pieces whatever the object's size; the default reads the object whole and hands it
     /// over in pieces. Digests are checked as for `read`, but only when this returns: a caller
     /// must not publish what it was given before then.
@@ -324,6 +324,15 @@ pub trait TensorSink {
     fn write_all(&mut self, source: &dyn TensorSource) -> std::result::Result<usize, Self::Error>;
 }
 
+impl<S: ReadAt> Reader<S> {
+    /// Object `index` of the manifest, or `NotFound`.
+    fn entry_at(&self, index: usize) -> Result<ztensor_format::ObjectRef<'_>> {
+        self.manifest()
+            .object_at(index)
+            .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))
+    }
+}
+
 impl<S: ReadAt> TensorSource for Reader<S> {
     fn format_name(&self) -> Cow<'_, str> {
         Cow::Owned(format!("zTensor {}", self.version()))
@@ -375,10 +384,7 @@ impl<S: ReadAt> TensorSource for Reader<S> {
     }
 
     fn read(&self, index: usize) -> Result<ObjectData<'_>> {
-        match self.manifest().object_at(index) {
-            Some(entry) => self.read_checked(entry, true),
-            None => Err(crate::Error::not_found(&format!("#{index}"), None)),
-        }
+        self.read_checked(self.entry_at(index)?, true)
     }
 
     fn check(&self, _index: usize, data: &ObjectData<'_>) -> Result<()> {
@@ -391,10 +397,7 @@ impl<S: ReadAt> TensorSource for Reader<S> {
         piece: usize,
         each: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        let entry = self
-            .manifest()
-            .object_at(index)
-            .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))?;
+        let entry = self.entry_at(index)?;
         // Every layout streams: a few pieces in memory whatever the object's size. As `read`,
         // digests are checked and the data rules are left to `check`.
         self.stream_object(entry, piece, false, Some(each), None).map(drop)
@@ -411,19 +414,13 @@ impl<S: ReadAt> TensorSource for Reader<S> {
         piece: usize,
         each: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
-        let entry = self
-            .manifest()
-            .object_at(index)
-            .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))?;
+        let entry = self.entry_at(index)?;
         let mut each = |_: &str, bytes: &[u8]| each(bytes);
         self.stream_object(entry, piece, false, Some(&mut each), Some(role)).map(drop)
     }
 
     fn verify(&self, index: usize) -> Result<Vec<Decoded>> {
-        let entry = self
-            .manifest()
-            .object_at(index)
-            .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))?;
+        let entry = self.entry_at(index)?;
         self.stream_object(entry, crate::reader::PIECE, true, None, None)
     }
 

@@ -186,7 +186,9 @@ fn write_parts<W: Write>(
 /// The output components, in the order the whole-object path writes them, after the checks
 /// that path makes before it writes.
 fn plan<'a>(meta: &Meta<'_>, decoded: &'a [Decoded]) -> Result<Vec<Out<'a>>> {
-    let get = |r: &str| decoded.iter().find(|d| d.role == r);
+    let get = |r: &str| {
+        decoded.iter().find(|d| d.role == r).ok_or_else(|| Error::not_found(meta.name, Some(r)))
+    };
     let as_is = |d: &'a Decoded| Out {
         role: &d.role,
         dtype: d.dtype,
@@ -196,24 +198,9 @@ fn plan<'a>(meta: &Meta<'_>, decoded: &'a [Decoded]) -> Result<Vec<Out<'a>>> {
         widen: None,
     };
     let widened = |d: &'a Decoded| -> Result<Out<'a>> {
-        if !d.dtype.is_integer() {
-            return Err(FormatError::new(
-                Rule::SparseIndexDtype,
-                format!("index dtype {} is not an integer type", d.dtype),
-            )
-            .in_component(&d.role)
-            .into());
-        }
+        // Negative indices show only in the data: refused as they pass.
+        crate::reader::convertible(&d.role, d.dtype, d.len, None)?;
         let width = d.dtype.size();
-        if !d.len.is_multiple_of(width) {
-            return Err(FormatError::new(
-                Rule::ComponentLengthNotMultiple,
-                "index bytes are not a whole number of elements",
-            )
-            .expected_found(format!("a multiple of {width}"), d.len)
-            .in_component(&d.role)
-            .into());
-        }
         let signed = matches!(d.dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64);
         Ok(Out {
             role: &d.role,
@@ -226,10 +213,9 @@ fn plan<'a>(meta: &Meta<'_>, decoded: &'a [Decoded]) -> Result<Vec<Out<'a>>> {
     };
     match meta.format {
         Format::SparseCsr if decoded.len() == 3 => {
-            let missing = || Error::not_found(meta.name, Some(role::VALUES));
-            let values = get(role::VALUES).ok_or_else(missing)?;
-            let indices = widened(get(role::INDICES).ok_or_else(missing)?)?;
-            let indptr = widened(get(role::INDPTR).ok_or_else(missing)?)?;
+            let values = get(role::VALUES)?;
+            let indices = widened(get(role::INDICES)?)?;
+            let indptr = widened(get(role::INDPTR)?)?;
             if values.logical_type.is_none() {
                 // What the CSR helper checks.
                 let [rows, _] = meta.shape[..] else {
@@ -251,9 +237,8 @@ fn plan<'a>(meta: &Meta<'_>, decoded: &'a [Decoded]) -> Result<Vec<Out<'a>>> {
             Ok(vec![as_is(values), indices, indptr])
         }
         Format::SparseCoo if decoded.len() == 2 => {
-            let missing = || Error::not_found(meta.name, Some(role::VALUES));
-            let values = get(role::VALUES).ok_or_else(missing)?;
-            let coords = widened(get(role::COORDS).ok_or_else(missing)?)?;
+            let values = get(role::VALUES)?;
+            let coords = widened(get(role::COORDS)?)?;
             if values.logical_type.is_none() {
                 // What the COO helper checks.
                 let rank = meta.shape.len() as u64;
@@ -375,44 +360,25 @@ fn write_part<W: Write>(
     let mut encoder = Encoder::new(options)?;
     let mut given = 0u64;
     let mut widened: Vec<u8> = Vec::new();
-    // A piece may end inside an index element: its bytes wait for the next.
-    let mut carry: Vec<u8> = Vec::new();
-    let mut count = 0u64;
+    let mut elements = out.widen.map(|(width, _)| crate::reader::Elements::new(width, false));
     let role = &out.from.role;
     parts.read_part(role, &mut |bytes| {
         given += bytes.len() as u64;
-        let Some((width, signed)) = out.widen else { return encoder.feed(writer, bytes) };
-        widened.clear();
-        let mut element = |chunk: &[u8]| -> Result<()> {
-            let mut le = [0u8; 8];
-            le[..width].copy_from_slice(chunk);
-            if signed && chunk[width - 1] & 0x80 != 0 {
-                return Err(FormatError::new(
-                    Rule::SparseIndexOutOfBounds,
-                    format!("index {count} is negative"),
-                )
-                .in_component(role)
-                .into());
-            }
-            widened.extend_from_slice(&le);
-            count += 1;
-            Ok(())
+        let (Some((_, signed)), Some(elements)) = (out.widen, elements.as_mut()) else {
+            return encoder.feed(writer, bytes);
         };
-        let mut bytes = bytes;
-        if !carry.is_empty() {
-            let n = (width - carry.len()).min(bytes.len());
-            carry.extend_from_slice(&bytes[..n]);
-            bytes = &bytes[n..];
-            if carry.len() == width {
-                element(&carry)?;
-                carry.clear();
+        widened.clear();
+        let mut negative = None;
+        elements.feed(bytes, |i, v, sign| {
+            if signed && sign && negative.is_none() {
+                negative = Some(i);
             }
+            widened.extend_from_slice(&v.to_le_bytes());
+        });
+        if negative.is_some() {
+            let dtype = out.from.dtype;
+            crate::reader::convertible(role, dtype, out.from.len, negative)?;
         }
-        let mut chunks = bytes.chunks_exact(width);
-        for chunk in &mut chunks {
-            element(chunk)?;
-        }
-        carry.extend_from_slice(chunks.remainder());
         encoder.feed(writer, &widened)
     })?;
     if given != out.from.len {

@@ -126,19 +126,7 @@ fn strictness_comes_from_the_reader() {
 #[test]
 fn pieces_are_the_whole_read_on_every_fixture() {
     use ztensor_io::TensorSource;
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-    let mut files = Vec::new();
-    let mut dirs = vec![root];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|e| e == "zt") {
-                files.push(p);
-            }
-        }
-    }
+    let files = fixture_files();
     assert!(files.len() > 200, "{}", files.len());
     let mut compared = 0;
     for file in &files {

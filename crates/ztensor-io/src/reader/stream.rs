@@ -33,7 +33,7 @@ use crate::tensors::Decoded;
 pub(crate) type Each<'e> = &'e mut dyn FnMut(&str, &[u8]) -> Result<()>;
 
 /// Fixed-width integers (1–8 bytes, either byte order) read out of pieces that may split them.
-struct Elements {
+pub(crate) struct Elements {
     width: usize,
     big: bool,
     carry: [u8; 8],
@@ -43,7 +43,7 @@ struct Elements {
 }
 
 impl Elements {
-    fn new(width: usize, big: bool) -> Elements {
+    pub(crate) fn new(width: usize, big: bool) -> Elements {
         Elements { width: width.clamp(1, 8), big, carry: [0; 8], held: 0, count: 0 }
     }
 
@@ -59,7 +59,7 @@ impl Elements {
     }
 
     /// Feeds `bytes`; `f(index, value, sign bit)` for each element completed.
-    fn feed(&mut self, mut bytes: &[u8], mut f: impl FnMut(u64, u64, bool)) {
+    pub(crate) fn feed(&mut self, mut bytes: &[u8], mut f: impl FnMut(u64, u64, bool)) {
         if self.held > 0 {
             let n = (self.width - self.held).min(bytes.len());
             self.carry[self.held..self.held + n].copy_from_slice(&bytes[..n]);
@@ -129,32 +129,37 @@ struct Seen {
     big: bool,
 }
 
-impl Seen {
-    /// What converting the component to `u64` indices would refuse (`indices_to_u64`).
-    fn convertible(&self, role: &str) -> std::result::Result<(), ztensor_format::Error> {
-        if !self.dtype.is_integer() {
-            return Err(ztensor_format::Error::new(
-                Rule::SparseIndexDtype,
-                format!("index dtype {} is not an integer type", self.dtype),
-            )
-            .in_component(role));
-        }
-        if !self.length.is_multiple_of(self.width as u64) {
-            return Err(ztensor_format::Error::new(
-                Rule::ComponentLengthNotMultiple,
-                "index bytes are not a whole number of elements",
-            )
-            .expected_found(format!("a multiple of {}", self.width), self.length)
-            .in_component(role));
-        }
-        match self.facts.negative {
-            Some(i) => Err(ztensor_format::Error::new(
-                Rule::SparseIndexOutOfBounds,
-                format!("index {i} is negative"),
-            )
-            .in_component(role)),
-            None => Ok(()),
-        }
+/// What converting a component of `dtype` and `length` decoded bytes to `u64` indices refuses
+/// (as `indices_to_u64` does), given the first element with its sign bit set, if any.
+pub(crate) fn convertible(
+    role: &str,
+    dtype: DType,
+    length: u64,
+    negative: Option<u64>,
+) -> std::result::Result<(), ztensor_format::Error> {
+    if !dtype.is_integer() {
+        return Err(ztensor_format::Error::new(
+            Rule::SparseIndexDtype,
+            format!("index dtype {dtype} is not an integer type"),
+        )
+        .in_component(role));
+    }
+    let width = dtype.size();
+    if !length.is_multiple_of(width) {
+        return Err(ztensor_format::Error::new(
+            Rule::ComponentLengthNotMultiple,
+            "index bytes are not a whole number of elements",
+        )
+        .expected_found(format!("a multiple of {width}"), length)
+        .in_component(role));
+    }
+    match negative {
+        Some(i) => Err(ztensor_format::Error::new(
+            Rule::SparseIndexOutOfBounds,
+            format!("index {i} is negative"),
+        )
+        .in_component(role)),
+        None => Ok(()),
     }
 }
 
@@ -378,7 +383,7 @@ impl<S: ReadAt> Reader<S> {
         if index_roles.iter().all(|r| find(r).is_some()) {
             for r in index_roles {
                 if let Some(s) = find(r) {
-                    s.convertible(r).map_err(context)?;
+                    convertible(r, s.dtype, s.length, s.facts.negative).map_err(context)?;
                 }
             }
         }
