@@ -265,7 +265,7 @@ fn write_object<W: std::io::Write>(
                 name,
                 &shape,
                 Format::QuantizedGroup,
-                Some(attrs),
+                Some(ztensor_format::Attributes::try_from(attrs)?),
                 &specs,
                 options,
             )?;

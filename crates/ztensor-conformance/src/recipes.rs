@@ -384,13 +384,13 @@ fn attributes_kitchen_sink() -> Value {
 
 fn valid_v1(out: &mut Out, v: Version) -> Result<()> {
     let mut w = writer(v);
-    w.set_attributes(attributes_kitchen_sink())?;
+    w.set_attributes(ztensor_format::Attributes::try_from(attributes_kitchen_sink())?)?;
     let spec = ComponentSpec { role: "data", dtype: DType::U8, logical_type: None, data: &[1, 2] };
     w.add_object(
         "w",
         &[2],
         Format::Dense,
-        Some(attributes_kitchen_sink()),
+        Some(ztensor_format::Attributes::try_from(attributes_kitchen_sink())?),
         &[spec],
         &WriteOptions::raw(),
     )?;
@@ -422,7 +422,14 @@ fn valid_v1(out: &mut Out, v: Version) -> Result<()> {
         ("group_size", 16u64.into()),
         ("packing", "8_per_i32".into()),
     ]);
-    w.add_object("q", &[4, 8], Format::QuantizedGroup, Some(attrs), &specs, &WriteOptions::raw())?;
+    w.add_object(
+        "q",
+        &[4, 8],
+        Format::QuantizedGroup,
+        Some(ztensor_format::Attributes::try_from(attrs)?),
+        &specs,
+        &WriteOptions::raw(),
+    )?;
     out.ok(v, "quantized-group", "quantized_group with packed_weight, scales, zeros", done(w)?);
 
     let mut w = writer(v);

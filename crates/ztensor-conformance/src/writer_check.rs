@@ -295,13 +295,14 @@ pub fn write(recipe: &Recipe, out: &Path) -> Result<bool> {
 fn write_inner(recipe: &Recipe, out: &Path) -> Result<()> {
     let mut w = ztensor_io::FileWriter::create(out, recipe.version)?;
     if let Some(attributes) = &recipe.attributes {
-        w.set_attributes(to_value(attributes)?)?;
+        w.set_attributes(ztensor_format::Attributes::try_from(to_value(attributes)?)?)?;
     }
     for o in &recipe.objects {
         let mut options = if o.zstd { WriteOptions::zstd(3) } else { WriteOptions::raw() };
         options.digest.clone_from(&o.digest);
         let role = |r: &str| o.components.iter().find(|c| c.role == r);
         let attributes = o.attributes.as_ref().map(to_value).transpose()?;
+        let attributes = attributes.map(ztensor_format::Attributes::try_from).transpose()?;
         let sparse_helper = recipe.version == Version::V0_1 && o.format.starts_with("sparse_");
         match (o.format.as_str(), role("values")) {
             ("sparse_csr", Some(values)) if sparse_helper => {

@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use serde_json::{Map, Value as Json, json};
-use ztensor_format::{Encoding, Value};
+use ztensor_format::{Attributes, Encoding, Value, ValueRef};
 use ztensor_io::codec::sha256_hex;
 use ztensor_io::{ReadAt, Reader};
 use ztensor_tensorbuffers::TbReader;
@@ -27,9 +27,9 @@ pub fn options() -> ztensor_format::Options {
 pub fn accepted<S: ReadAt>(reader: &Reader<S>) -> Json {
     let mut dump = header(reader);
     let attributes = reader.manifest().manifest().attributes.as_ref();
-    dump["attributes"] = attributes.map_or(Json::Null, cbor_to_json);
+    dump["attributes"] = attributes.map_or(Json::Null, attributes_to_json);
     let objects = objects(reader).map(|(mut object, attributes)| {
-        object["attributes"] = attributes.map_or(Json::Null, cbor_to_json);
+        object["attributes"] = attributes.map_or(Json::Null, attributes_to_json);
         object
     });
     dump["objects"] = Json::Array(objects.collect());
@@ -66,7 +66,7 @@ pub fn write_accepted<S: ReadAt>(reader: &Reader<S>, out: &mut impl Write) -> st
 fn write_members<W: Write>(
     out: &mut W,
     members: &Map<String, Json>,
-    attributes: Option<&Value>,
+    attributes: Option<&Attributes>,
     objects: impl FnOnce(&mut W) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut objects = Some(objects);
@@ -78,87 +78,14 @@ fn write_members<W: Write>(
         serde_json::to_writer(&mut *out, key)?;
         out.write_all(b":")?;
         match (key.as_str(), objects.take_if(|_| key == "objects")) {
-            ("attributes", _) => serde_json::to_writer(&mut *out, &attributes.map(CborJson))?,
+            ("attributes", _) => {
+                serde_json::to_writer(&mut *out, &attributes.map(|a| JsonOf(a.root())))?
+            }
             (_, Some(objects)) => objects(out)?,
             _ => serde_json::to_writer(&mut *out, value)?,
         }
     }
     out.write_all(b"}")
-}
-
-/// A CBOR value serialized as [`cbor_to_json`] converts it, without building the JSON tree.
-struct CborJson<'a>(&'a Value);
-
-impl serde::Serialize for CborJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
-        fn one<S: serde::Serializer, T: serde::Serialize + ?Sized>(
-            s: S,
-            key: &str,
-            value: &T,
-        ) -> Result<S::Ok, S::Error> {
-            let mut m = s.serialize_map(Some(1))?;
-            m.serialize_entry(key, value)?;
-            m.end()
-        }
-        match self.0 {
-            &Value::Integer(i) => {
-                if let Ok(v) = i64::try_from(i) {
-                    s.serialize_i64(v)
-                } else if let Ok(v) = u64::try_from(i) {
-                    s.serialize_u64(v)
-                } else {
-                    one(s, "$int", &i.to_string())
-                }
-            }
-            Value::Bytes(b) => one(s, "$bytes", &ztensor_format::to_hex(b)),
-            Value::Text(t) => s.serialize_str(t),
-            Value::Array(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for item in items {
-                    seq.serialize_element(&CborJson(item))?;
-                }
-                seq.end()
-            }
-            Value::Map(entries) if entries.iter().all(|(k, _)| k.as_text().is_some()) => {
-                // As a JSON object: a repeated key keeps its first place and its last value.
-                let mut order: Vec<&str> = Vec::with_capacity(entries.len());
-                let mut last = std::collections::HashMap::with_capacity(entries.len());
-                for (k, v) in entries {
-                    let k = k.as_text().unwrap_or_default();
-                    if last.insert(k, v).is_none() {
-                        order.push(k);
-                    }
-                }
-                let mut m = s.serialize_map(Some(order.len()))?;
-                for k in order {
-                    m.serialize_entry(k, &CborJson(last[k]))?;
-                }
-                m.end()
-            }
-            Value::Map(entries) => {
-                let pairs: Vec<[CborJson<'_>; 2]> =
-                    entries.iter().map(|(k, v)| [CborJson(k), CborJson(v)]).collect();
-                one(s, "$map", &pairs)
-            }
-            Value::Tag(t, v) => {
-                let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("$tag", t)?;
-                m.serialize_entry("value", &CborJson(v))?;
-                m.end()
-            }
-            Value::Bool(b) => s.serialize_bool(*b),
-            Value::Null => s.serialize_unit(),
-            Value::Undefined => one(s, "$simple", &23u8),
-            Value::Simple(n) => one(s, "$simple", n),
-            Value::Float(f) if f.is_nan() => one(s, "$float", &"NaN"),
-            Value::Float(f) if f.is_infinite() => {
-                one(s, "$float", &if *f > 0.0 { "Infinity" } else { "-Infinity" })
-            }
-            Value::Float(f) if f.is_finite() => s.serialize_f64(*f),
-            Value::Float(_) => s.serialize_unit(),
-        }
-    }
 }
 
 /// The dump's members before its objects, and `"objects": null` in their place.
@@ -178,7 +105,7 @@ fn header<S: ReadAt>(reader: &Reader<S>) -> Json {
 /// Each comes with its attributes, for the caller to fill in.
 fn objects<'r, S: ReadAt>(
     reader: &'r Reader<S>,
-) -> impl Iterator<Item = (Json, Option<&'r Value>)> + 'r {
+) -> impl Iterator<Item = (Json, Option<&'r Attributes>)> + 'r {
     let mut objects: Vec<_> = reader.objects().enumerate().collect();
     objects.sort_by(|(_, a), (_, b)| a.name().as_bytes().cmp(b.name().as_bytes()));
     // Objects stored exactly alike (aliases of one blob) are decoded and hashed once.
@@ -377,41 +304,38 @@ pub fn write_file(path: &std::path::Path, out: &mut impl Write) -> std::io::Resu
     Ok(accepted)
 }
 
-/// A CBOR value that serializes as [`cbor_to_json`] gives it, without building the JSON
-/// value first: a report of a file whose attributes hold millions of values writes them
-/// straight out instead of holding a second copy several times their size.
+/// An item of attributes that serializes as [`cbor_to_json`] gives its value, read in place
+/// and without building the JSON value first: a report of a file whose attributes hold millions
+/// of values writes them straight out instead of holding a tree several times their size.
 #[derive(Debug, Clone, Copy)]
-pub struct JsonOf<'a>(pub &'a Value);
+pub struct JsonOf<'a>(pub ValueRef<'a>);
 
 impl serde::Serialize for JsonOf<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::{SerializeMap, SerializeSeq};
-        match self.0 {
-            Value::Array(items) => {
+        use ztensor_format::attributes::{Entries, Item};
+        match self.0.item() {
+            Item::Array(items) => {
                 let mut seq = s.serialize_seq(Some(items.len()))?;
                 for item in items {
                     seq.serialize_element(&JsonOf(item))?;
                 }
                 seq.end()
             }
-            Value::Map(entries) if entries.iter().all(|(k, _)| k.as_text().is_some()) => {
-                let mut keys = std::collections::HashSet::with_capacity(entries.len());
-                if !entries.iter().all(|(k, _)| keys.insert(k.as_text())) {
-                    // Repeated keys: the JSON object keeps each key once, as `cbor_to_json`.
-                    return cbor_to_json(self.0).serialize(s);
-                }
+            // Attributes never repeat a key, so every text-keyed map is a JSON object as is.
+            Item::Map(entries) if entries.clone().all(|(k, _)| k.as_text().is_some()) => {
                 let mut map = s.serialize_map(Some(entries.len()))?;
                 for (k, v) in entries {
                     map.serialize_entry(k.as_text().unwrap_or_default(), &JsonOf(v))?;
                 }
                 map.end()
             }
-            Value::Map(entries) => {
-                struct Pairs<'a>(&'a [(Value, Value)]);
+            Item::Map(entries) => {
+                struct Pairs<'a>(Entries<'a>);
                 impl serde::Serialize for Pairs<'_> {
                     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                         let mut seq = s.serialize_seq(Some(self.0.len()))?;
-                        for (k, v) in self.0 {
+                        for (k, v) in self.0.clone() {
                             seq.serialize_element(&[JsonOf(k), JsonOf(v)])?;
                         }
                         seq.end()
@@ -421,16 +345,21 @@ impl serde::Serialize for JsonOf<'_> {
                 map.serialize_entry("$map", &Pairs(entries))?;
                 map.end()
             }
-            Value::Tag(t, v) => {
+            Item::Tag(t, v) => {
                 let mut map = s.serialize_map(Some(2))?;
-                map.serialize_entry("$tag", t)?;
+                map.serialize_entry("$tag", &t)?;
                 map.serialize_entry("value", &JsonOf(v))?;
                 map.end()
             }
             // Scalars: small, the one conversion.
-            other => cbor_to_json(other).serialize(s),
+            _ => cbor_to_json(&self.0.to_value()).serialize(s),
         }
     }
+}
+
+/// Attributes as JSON, by the rules of the conformance dump.
+pub fn attributes_to_json(attributes: &Attributes) -> Json {
+    serde_json::to_value(JsonOf(attributes.root())).unwrap_or(Json::Null)
 }
 
 /// CBOR to JSON, by the rules of the conformance dump.
@@ -624,8 +553,10 @@ mod tests {
             (Value::from("all"), Value::Array(every_kind.clone())),
             (Value::from("z"), Value::Map(vec![(Value::from("a"), Value::Array(every_kind))])),
         ]);
-        let streamed = serde_json::to_string(&CborJson(&v)).unwrap();
-        assert_eq!(streamed, cbor_to_json(&v).to_string());
+        let attributes = Attributes::try_from(&v).unwrap();
+        let streamed = serde_json::to_string(&JsonOf(attributes.root())).unwrap();
+        assert_eq!(streamed, cbor_to_json(&attributes.to_value()).to_string());
+        assert_eq!(attributes_to_json(&attributes).to_string(), streamed);
         assert!(streamed.contains(r#"{"$simple":23}"#) && streamed.contains(r#"[[1,"x"]]"#));
     }
 }
@@ -633,6 +564,7 @@ mod tests {
 #[cfg(test)]
 mod json_of_tests {
     use super::*;
+    use ztensor_format::text_map;
 
     #[test]
     fn a_streamed_tensorbuffers_dump_is_the_built_one() {
@@ -656,16 +588,16 @@ mod json_of_tests {
                 (t("a"), Value::Array(vec![t("x"), Value::Null])),
                 (t("b"), Value::Bool(true)),
             ]),
-            // Repeated keys: the object keeps each once.
-            Value::Map(vec![(t("k"), Value::from(1u64)), (t("k"), Value::from(2u64))]),
             Value::Map(vec![(Value::from(1u64), t("one")), (t("two"), Value::Float(f64::NAN))]),
             Value::Tag(64, Box::new(Value::Bytes(vec![1, 2, 3]))),
             Value::Float(f64::INFINITY),
             Value::Simple(16),
         ];
-        for v in &values {
-            let streamed = serde_json::to_string(&JsonOf(v)).unwrap();
-            assert_eq!(streamed, cbor_to_json(v).to_string(), "{v:?}");
+        for v in values {
+            let attributes = Attributes::try_from(text_map([("v", v)])).unwrap();
+            let streamed = serde_json::to_string(&JsonOf(attributes.root())).unwrap();
+            let built = cbor_to_json(&attributes.to_value()).to_string();
+            assert_eq!(streamed, built, "{attributes:?}");
         }
     }
 }

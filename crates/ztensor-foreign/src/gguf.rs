@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::OnceLock;
 
-use ztensor_format::{DType, Encoding, Format, StorageType, Value};
+use ztensor_format::{Attributes, DType, Encoding, Format, StorageType, Value};
 use ztensor_io::{
     ComponentData, ComponentInfo, FileSource, ObjectData, ObjectInfo, RawRange, ReadAt,
     TensorSource, role,
@@ -246,7 +246,7 @@ pub struct GgufFile<S> {
     /// The metadata key/values in file order, arrays compact.
     metadata: Vec<(String, Meta)>,
     /// The metadata as attributes, built on first demand.
-    attributes: OnceLock<Option<Value>>,
+    attributes: OnceLock<Option<Attributes>>,
     alignment: u64,
     tensors: Vec<Tensor>,
     by_name: HashMap<String, usize>,
@@ -645,14 +645,14 @@ impl<S: ReadAt> GgufFile<S> {
         })
     }
 
-    /// The metadata as file attributes (a text map, keys in file order), or `None` for a
-    /// file without metadata. Built on first demand and kept: a large metadata array is held
-    /// compactly until then, and becomes one [`Value`] per element here.
+    /// The metadata as file attributes (a text map), or `None` for a file without metadata.
+    /// Built on first demand and kept, in deterministic CBOR: one key's values are decoded into
+    /// a [`Value`] tree at a time, and only that key's are held as a tree.
     ///
     /// # Errors
     /// An [`ErrorKind::Io`] error when the memory for the values cannot be had, rather than an
     /// abort of the process.
-    pub fn try_attributes(&self) -> Result<Option<&Value>> {
+    pub fn try_attributes(&self) -> Result<Option<&Attributes>> {
         if let Some(built) = self.attributes.get() {
             return Ok(built.as_ref());
         }
@@ -673,13 +673,15 @@ impl<S: ReadAt> GgufFile<S> {
         let built = if self.metadata.is_empty() {
             None
         } else {
-            let mut entries = Vec::new();
-            reserve(&mut entries, self.metadata.len(), true, "the metadata")?;
+            // An indefinite-length map of each key's encoding, made deterministic at the end.
+            let mut map = vec![0xbf];
             for (key, meta) in &self.metadata {
                 let value = meta.to_value(&format!("metadata {key:?}"))?;
-                entries.push((Value::Text(key.clone()), value));
+                ztensor_format::cbor::encode_into(&Value::Text(key.clone()), &mut map)?;
+                ztensor_format::cbor::encode_into(&value, &mut map)?;
             }
-            Some(Value::Map(entries))
+            map.push(0xff);
+            Some(Attributes::from_cbor(&map, usize::MAX)?)
         };
         Ok(self.attributes.get_or_init(|| built).as_ref())
     }
@@ -695,24 +697,23 @@ impl<S: ReadAt> GgufFile<S> {
     }
 }
 
-fn quantized_attributes(t: &Tensor, ty: &GgmlType) -> Value {
-    ztensor_format::text_map([
+fn quantized_attributes(t: &Tensor, ty: &GgmlType) -> Option<Attributes> {
+    let map = ztensor_format::text_map([
         (TYPE_KEY, Value::Text(ty.name.to_owned())),
         (SHAPE_KEY, Value::Array(t.shape.iter().map(|&d| Value::from(d)).collect())),
-    ])
+    ]);
+    // Two distinct keys, text and unsigned integers: the map always encodes.
+    Attributes::try_from(map).ok()
 }
 
 impl<S: ReadAt> GgufFile<S> {
-    fn layout(&self, t: &Tensor) -> (StorageType, Vec<u64>, Option<Value>, Option<String>) {
+    fn layout(&self, t: &Tensor) -> (StorageType, Vec<u64>, Option<Attributes>, Option<String>) {
         match t.kind {
             Ok(ty) => match ty.dtype {
                 Some(d) => (StorageType::from(d), t.shape.clone(), None, None),
-                None => (
-                    StorageType::from(DType::U8),
-                    vec![t.len],
-                    Some(quantized_attributes(t, ty)),
-                    None,
-                ),
+                None => {
+                    (StorageType::from(DType::U8), vec![t.len], quantized_attributes(t, ty), None)
+                }
             },
             Err(id) => (
                 StorageType::Unknown(format!("ggml type {id}").into()),
@@ -732,11 +733,11 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
     /// The metadata as [`GgufFile::try_attributes`] builds it; `None` also when the memory
     /// for it cannot be had (this method has no way to say so: callers that must know use
     /// `try_attributes`).
-    fn attributes(&self) -> Option<Cow<'_, Value>> {
+    fn attributes(&self) -> Option<Cow<'_, ztensor_format::Attributes>> {
         GgufFile::try_attributes(self).ok().flatten().map(Cow::Borrowed)
     }
 
-    fn try_attributes(&self) -> ztensor_io::Result<Option<Cow<'_, Value>>> {
+    fn try_attributes(&self) -> ztensor_io::Result<Option<Cow<'_, ztensor_format::Attributes>>> {
         GgufFile::try_attributes(self).map(|a| a.map(Cow::Borrowed)).map_err(|e| {
             match e.ztensor_error().and_then(ztensor_io::Error::format_error) {
                 Some(f) => ztensor_io::Error::from(f.clone()),

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
-use ztensor_format::{DType, Encoding, Format, LogicalType, StorageType, Value};
+use ztensor_format::{DType, Encoding, Format, LogicalType, StorageType};
 use ztensor_io::{
     ComponentData, ComponentInfo, FileSource, ObjectData, ObjectInfo, RawRange, ReadAt,
     TensorSource, role,
@@ -476,7 +476,7 @@ impl<S: ReadAt> TensorSource for NpyFile<S> {
         Cow::Owned(format!("NumPy .npy (version {}.{})", self.version.0, self.version.1))
     }
 
-    fn attributes(&self) -> Option<Cow<'_, Value>> {
+    fn attributes(&self) -> Option<Cow<'_, ztensor_format::Attributes>> {
         None
     }
 

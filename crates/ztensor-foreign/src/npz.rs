@@ -9,7 +9,6 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
 
-use ztensor_format::Value;
 use ztensor_io::{FileSource, ObjectData, ObjectInfo, ReadAt, TensorSource};
 
 use crate::archive::{At, Member, Method, is_crc_mismatch, members};
@@ -114,7 +113,7 @@ impl<S: ReadAt> TensorSource for NpzFile<S> {
         Cow::Borrowed(if deflated { "NumPy .npz (compressed)" } else { "NumPy .npz" })
     }
 
-    fn attributes(&self) -> Option<Cow<'_, Value>> {
+    fn attributes(&self) -> Option<Cow<'_, ztensor_format::Attributes>> {
         None
     }
 

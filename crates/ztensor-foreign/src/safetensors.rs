@@ -18,7 +18,9 @@ use std::io::Write;
 use std::path::Path;
 
 use safetensors::Dtype;
-use ztensor_format::{DType, Encoding, Format, LogicalType, StorageType, Value, Version};
+use ztensor_format::{
+    Attributes, DType, Encoding, Format, LogicalType, StorageType, Value, Version,
+};
 use ztensor_io::{
     AtomicFile, ComponentData, ComponentInfo, FileSource, Mapped, ObjectData, ObjectInfo, RawRange,
     ReadAt, Reader, TensorSource, WriteOptions, Writer, role,
@@ -396,16 +398,14 @@ pub fn safetensors_dtype(dtype: DType, logical: Option<&LogicalType>) -> Result<
     })
 }
 
-/// `__metadata__` as zTensor file attributes: a map of text to text, keys sorted.
-pub fn metadata_attributes(metadata: &BTreeMap<String, String>) -> Option<Value> {
-    (!metadata.is_empty()).then(|| {
-        Value::Map(
-            metadata
-                .iter()
-                .map(|(k, v)| (Value::Text(k.clone()), Value::Text(v.clone())))
-                .collect(),
-        )
-    })
+/// `__metadata__` as zTensor file attributes: a map of text to text.
+pub fn metadata_attributes(metadata: &BTreeMap<String, String>) -> Option<Attributes> {
+    if metadata.is_empty() {
+        return None;
+    }
+    let map = metadata.iter().map(|(k, v)| (Value::Text(k.clone()), Value::Text(v.clone())));
+    // Text keys from a map are distinct, so the map always encodes.
+    Attributes::try_from(Value::Map(map.collect())).ok()
 }
 
 /// The objects `file`'s tensors become, in data order, for [`ztensor_par::write_from_source`].
@@ -453,7 +453,7 @@ pub fn to_ztensor<S: ReadAt, W: Write>(
 }
 
 /// Sets `__metadata__` as the file attributes, or explains why the target version cannot.
-pub(crate) fn set_metadata<W: Write>(writer: &mut Writer<W>, attributes: Value) -> Result<()> {
+pub(crate) fn set_metadata<W: Write>(writer: &mut Writer<W>, attributes: Attributes) -> Result<()> {
     if writer.version() == Version::V0_1 {
         return Err(Error::new(
             ErrorKind::Unrepresentable,
@@ -487,34 +487,23 @@ fn plan<'s>(
     options: &ExportOptions,
 ) -> Result<(Vec<Planned<'s>>, BTreeMap<String, String>)> {
     let mut metadata = BTreeMap::new();
-    match source.try_attributes()?.as_deref() {
-        None => {}
-        Some(Value::Map(entries)) => {
-            for (k, v) in entries {
-                match (k, v) {
-                    (Value::Text(k), Value::Text(v)) => {
-                        metadata.insert(k.clone(), v.clone());
-                    }
-                    _ if options.drop_attributes => {}
-                    _ => {
-                        return Err(Error::new(
-                            ErrorKind::Unrepresentable,
-                            format!(
-                                "file attribute {k} is not text → text, and safetensors \
+    if let Some(attributes) = source.try_attributes()?.as_deref() {
+        for (k, v) in attributes.entries() {
+            match (k.as_text(), v.as_text()) {
+                (Some(k), Some(v)) => {
+                    metadata.insert(k.to_owned(), v.to_owned());
+                }
+                _ if options.drop_attributes => {}
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::Unrepresentable,
+                        format!(
+                            "file attribute {k} is not text → text, and safetensors \
                                  __metadata__ holds only text (drop attributes to discard it)"
-                            ),
-                        ));
-                    }
+                        ),
+                    ));
                 }
             }
-        }
-        Some(_) if options.drop_attributes => {}
-        Some(_) => {
-            return Err(Error::new(
-                ErrorKind::Unrepresentable,
-                "the file attributes are not a map, which safetensors __metadata__ cannot hold \
-                 (drop attributes to discard them)",
-            ));
         }
     }
     let mut planned: Vec<Planned<'s>> = Vec::with_capacity(source.len());
@@ -766,7 +755,7 @@ pub(crate) fn tensor_info<'a>(
         name: Cow::Borrowed(&t.name),
         shape: if carried { Cow::Owned(vec![t.len]) } else { Cow::Borrowed(&t.shape) },
         format: Format::Dense,
-        attributes: carried.then(|| Cow::Owned(carried_attributes(t))),
+        attributes: carried.then(|| carried_attributes(t)).flatten().map(Cow::Owned),
         components: vec![ComponentInfo {
             role: Cow::Borrowed(role::DATA),
             dtype,
@@ -811,7 +800,7 @@ pub(crate) fn tensor_data<'a, S: ReadAt>(
         name: t.name.clone(),
         shape: if carried { vec![t.len] } else { t.shape.clone() },
         format: Format::Dense,
-        attributes: carried.then(|| Cow::Owned(carried_attributes(t))),
+        attributes: carried.then(|| carried_attributes(t)).flatten().map(Cow::Owned),
         components,
     })
 }
@@ -821,25 +810,26 @@ pub const CARRIED_DTYPE: &str = "safetensors.dtype";
 /// See [`CARRIED_DTYPE`].
 pub const CARRIED_SHAPE: &str = "safetensors.shape";
 
-fn carried_attributes(t: &TensorInfo) -> Value {
-    ztensor_format::text_map([
+fn carried_attributes(t: &TensorInfo) -> Option<Attributes> {
+    let map = ztensor_format::text_map([
         (CARRIED_DTYPE, Value::Text(t.dtype.to_string())),
         (CARRIED_SHAPE, Value::Array(t.shape.iter().map(|&d| Value::from(d)).collect())),
-    ])
+    ]);
+    // Two distinct keys, text and unsigned integers: the map always encodes.
+    Attributes::try_from(map).ok()
 }
 
 /// The safetensors dtype and shape a carried `u8` object records, when its attributes are
 /// exactly those of a carried tensor and its bytes fit them.
 fn carried(o: &ObjectInfo<'_>, len: u64) -> Option<(Dtype, Vec<u64>)> {
-    let map = o.attributes.as_deref()?.as_map()?;
-    let get = |key: &str| map.iter().find(|(k, _)| k.as_text() == Some(key)).map(|(_, v)| v);
-    if map.len() != 2 {
+    let attributes = o.attributes.as_deref()?;
+    if attributes.len() != 2 {
         return None;
     }
-    let name = get(CARRIED_DTYPE)?.as_text()?;
+    let name = attributes.get(CARRIED_DTYPE)?.as_text()?;
     let dtype: Dtype = serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()?;
     let shape: Vec<u64> =
-        get(CARRIED_SHAPE)?.as_array()?.iter().map(Value::as_u64).collect::<Option<_>>()?;
+        attributes.get(CARRIED_SHAPE)?.as_array()?.map(|v| v.as_u64()).collect::<Option<_>>()?;
     let elements = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
     let bits = elements.checked_mul(dtype.bitsize() as u64)?;
     (bits.div_ceil(8) == len && bits % 8 == 0).then_some((dtype, shape))
@@ -850,7 +840,7 @@ impl<S: ReadAt> TensorSource for SafetensorsFile<S> {
         Cow::Borrowed("safetensors")
     }
 
-    fn attributes(&self) -> Option<Cow<'_, Value>> {
+    fn attributes(&self) -> Option<Cow<'_, Attributes>> {
         metadata_attributes(&self.metadata).map(Cow::Owned)
     }
 

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use std::borrow::Cow;
 
-use ztensor_format::Value;
 use ztensor_io::{
     FileSource, ObjectData, ObjectInfo, RawRange, ReadAt, TensorSource, WriteOptions, Writer,
 };
@@ -319,7 +318,7 @@ impl<S: ReadAt> TensorSource for ShardedCheckpoint<S> {
         Cow::Owned(format!("sharded safetensors ({} shards)", self.shards.len()))
     }
 
-    fn attributes(&self) -> Option<Cow<'_, Value>> {
+    fn attributes(&self) -> Option<Cow<'_, ztensor_format::Attributes>> {
         metadata_attributes(&self.metadata).map(Cow::Owned)
     }
 

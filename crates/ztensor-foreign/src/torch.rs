@@ -200,7 +200,8 @@ pub struct TorchFile<S> {
     big_endian: bool,
     storages: Vec<Storage>,
     tensors: Vec<Entry>,
-    attributes: Option<Value>,
+    /// The values other than tensors, or why they cannot be attributes (two of one name).
+    attributes: std::result::Result<Option<ztensor_format::Attributes>, ztensor_format::Error>,
     limit: u64,
 }
 
@@ -310,7 +311,11 @@ impl<S: ReadAt> TorchFile<S> {
             big_endian: layout.big_endian,
             storages,
             tensors,
-            attributes: (!attributes.is_empty()).then_some(Value::Map(attributes)),
+            attributes: if attributes.is_empty() {
+                Ok(None)
+            } else {
+                ztensor_format::Attributes::try_from(Value::Map(attributes)).map(Some)
+            },
             limit,
         })
     }
@@ -902,8 +907,15 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
         Cow::Owned(format!("PyTorch checkpoint ({layout}, pickle protocol {})", self.protocol))
     }
 
-    fn attributes(&self) -> Option<Cow<'_, Value>> {
-        self.attributes.as_ref().map(Cow::Borrowed)
+    fn attributes(&self) -> Option<Cow<'_, ztensor_format::Attributes>> {
+        self.attributes.as_ref().ok()?.as_ref().map(Cow::Borrowed)
+    }
+
+    fn try_attributes(&self) -> ztensor_io::Result<Option<Cow<'_, ztensor_format::Attributes>>> {
+        match &self.attributes {
+            Ok(attributes) => Ok(attributes.as_ref().map(Cow::Borrowed)),
+            Err(e) => Err(ztensor_io::Error::from(e.clone())),
+        }
     }
 
     fn attributes_origin(&self) -> Cow<'_, str> {

@@ -1,11 +1,11 @@
 //! A manifest built object by object, as a writer makes one: each object is checked and encoded
 //! when it is added, and kept as its encoding.
 
+use crate::attributes::Attributes;
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::Options;
 use crate::manifest::{Manifest, Object, Version, v0_1, v1};
 use crate::names::NameIndex;
-use crate::value::Value;
 
 /// The manifest of a file being written, built one object at a time.
 ///
@@ -84,12 +84,12 @@ impl ManifestBuilder {
     }
 
     /// The file attributes.
-    pub fn attributes(&self) -> Option<&Value> {
+    pub fn attributes(&self) -> Option<&Attributes> {
         self.root.attributes.as_ref()
     }
 
     /// Sets the file attributes (checked when the manifest is encoded).
-    pub fn set_attributes(&mut self, attributes: Option<Value>) {
+    pub fn set_attributes(&mut self, attributes: Option<Attributes>) {
         self.root.attributes = attributes;
     }
 
@@ -365,7 +365,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::manifest::{Component, Format, Packing};
-    use crate::{DType, Digest, Encoding};
+    use crate::{DType, Digest, Encoding, Value};
 
     fn dense(name: &str, offset: u64, len: u64) -> Object {
         Object::new(name, vec![len], Format::Dense)
@@ -405,7 +405,9 @@ mod tests {
                     o.shape = vec![len * 2];
                 }
                 if i % 9 == 0 {
-                    o = o.with_attributes(Some(crate::text_map([("i", Value::from(i))])));
+                    o = o.with_attributes(Some(
+                        crate::text_map([("i", Value::from(i))]).try_into().unwrap(),
+                    ));
                 }
                 // Entries that fill the store's blocks, and one larger than a block.
                 let big = match i {
@@ -415,14 +417,17 @@ mod tests {
                 };
                 if big > 0 {
                     let bytes = Value::Bytes(vec![u8::try_from(i % 251).unwrap(); big]);
-                    o = o.with_attributes(Some(crate::text_map([("blob", bytes)])));
+                    o = o.with_attributes(Some(
+                        crate::text_map([("blob", bytes)]).try_into().unwrap(),
+                    ));
                 }
                 offset += len.div_ceil(64) * 64;
                 b.push(&o, offset).unwrap();
                 m.objects.push(o);
             }
             if version != Version::V0_1 {
-                let attributes = crate::text_map([("lr", Value::from(0.5))]);
+                let attributes: Attributes =
+                    crate::text_map([("lr", Value::from(0.5))]).try_into().unwrap();
                 b.set_attributes(Some(attributes.clone()));
                 m.attributes = Some(attributes);
             }

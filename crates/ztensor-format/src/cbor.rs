@@ -297,6 +297,122 @@ impl<'a> Decoder<'a> {
         }
     }
 
+    /// Reads one item as [`Decoder::item`] does, with the same checks, faults and value budget,
+    /// and appends its deterministic encoding (as [`encode_into`] would write the decoded value)
+    /// to `out`, without building the value: a value in the tree costs tens of bytes, its
+    /// encoding one or a few.
+    pub(crate) fn canonical(&mut self, depth: usize, out: &mut Vec<u8>) -> Result<()> {
+        let at = self.pos;
+        match self.head()? {
+            Head::Uint(v) => head(out, 0, v),
+            Head::Nint(v) => head(out, 1, v),
+            Head::Bytes(len) => {
+                let bytes = self.string(at, len, 2)?;
+                head(out, 2, bytes.len() as u64);
+                out.extend_from_slice(&bytes);
+            }
+            Head::Text(len) => {
+                let bytes = self.string(at, len, 3)?;
+                if std::str::from_utf8(&bytes).is_err() {
+                    return Err(self.syntax(at, "text string is not valid UTF-8"));
+                }
+                head(out, 3, bytes.len() as u64);
+                out.extend_from_slice(&bytes);
+            }
+            Head::Array(len) => {
+                self.enter(at, depth)?;
+                let declared = len.map(|n| self.count(at, n, 1)).transpose()?;
+                let start = out.len();
+                if let Some(n) = declared {
+                    head(out, 4, n as u64);
+                }
+                let mut count = 0usize;
+                loop {
+                    if declared == Some(count) || (declared.is_none() && self.at_break()?) {
+                        break;
+                    }
+                    self.canonical(depth + 1, out)?;
+                    count += 1;
+                }
+                if declared.is_none() {
+                    let mut h = Vec::with_capacity(9);
+                    head(&mut h, 4, count as u64);
+                    out.splice(start..start, h);
+                }
+            }
+            Head::Map(len) => {
+                self.enter(at, depth)?;
+                let declared = len.map(|n| self.count(at, n, 2)).transpose()?;
+                let start = out.len();
+                // Where each entry's key starts and its value ends.
+                let mut spans: Vec<(usize, usize)> = Vec::with_capacity(declared.unwrap_or(0));
+                loop {
+                    if declared == Some(spans.len()) || (declared.is_none() && self.at_break()?) {
+                        break;
+                    }
+                    let key = out.len();
+                    self.canonical(depth + 1, out)?;
+                    self.canonical(depth + 1, out)?;
+                    spans.push((key, out.len()));
+                }
+                self.sort_entries(at, depth, start, &spans, out)?;
+            }
+            Head::Tag(tag) => {
+                self.enter(at, depth)?;
+                head(out, 6, tag);
+                self.canonical(depth + 1, out)?;
+            }
+            Head::Simple(v) => head(out, 7, u64::from(v)),
+            Head::Float(v) => float(out, v),
+            Head::Break => return Err(self.syntax(at, "break outside an indefinite-length item")),
+        }
+        Ok(())
+    }
+
+    /// Puts the canonical entries `spans` (key start, entry end) written to `out` from `start`
+    /// into deterministic order behind the map's head, refusing the first key that repeats an
+    /// earlier one as [`Decoder::item`] does.
+    fn sort_entries(
+        &self,
+        at: usize,
+        depth: usize,
+        start: usize,
+        spans: &[(usize, usize)],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let key_end = |i: usize| {
+            let (key, end) = spans[i];
+            key + crate::attributes::item_len(&out[key..end])
+        };
+        let key = |i: usize| &out[spans[i].0..key_end(i)];
+        let mut order: Vec<usize> = (0..spans.len()).collect();
+        order.sort_by(|&a, &b| key(a).cmp(key(b)).then(a.cmp(&b)));
+        // Equal keys sort together, by position: every one after the first of its run repeats
+        // an earlier key, and the first such in the map is the one to report.
+        let repeated = order.windows(2).filter(|w| key(w[0]) == key(w[1])).map(|w| w[1]).min();
+        if let Some(i) = repeated {
+            let described = decode(key(i), usize::MAX)
+                .map_or_else(|_| "of kind unknown".to_owned(), |k| describe_key(&k));
+            return Err(Error::new(
+                ErrorKind::CborDuplicateKey,
+                format!("map repeats the key {described}"),
+            )
+            .at(self.key_offset(at, i, depth)? as u64));
+        }
+        let mut sorted = Vec::with_capacity(out.len() - start + 9);
+        head(&mut sorted, 5, spans.len() as u64);
+        if order.iter().enumerate().all(|(n, &i)| n == i) {
+            out.splice(start..start, sorted);
+        } else {
+            for &i in &order {
+                sorted.extend_from_slice(&out[spans[i].0..spans[i].1]);
+            }
+            out.truncate(start);
+            out.extend_from_slice(&sorted);
+        }
+        Ok(())
+    }
+
     /// Where the key of entry `index` of the map starting at `map_at` begins: found again by
     /// decoding the map's head and the entries before it (only on the error path, so decoding
     /// does not keep an offset per key).
@@ -443,6 +559,35 @@ pub fn encode_into(value: &Value, out: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
+/// A map entry's value to encode: a tree, or an item already in deterministic form.
+pub(crate) enum Entry<'a> {
+    Value(Value),
+    Encoded(&'a [u8]),
+}
+
+/// Appends a map of `entries` (each key already encoded) in deterministic form to `out`.
+///
+/// # Errors
+/// [`ErrorKind::CborDuplicateKey`] for two equal keys, and those of [`encode_into`].
+pub(crate) fn encode_map_into(
+    mut entries: Vec<(Vec<u8>, Entry<'_>)>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    if entries.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Err(Error::new(ErrorKind::CborDuplicateKey, "map to encode repeats a key"));
+    }
+    head(out, 5, entries.len() as u64);
+    for (key, value) in &entries {
+        out.extend_from_slice(key);
+        match value {
+            Entry::Value(v) => encode_into(v, out)?,
+            Entry::Encoded(bytes) => out.extend_from_slice(bytes),
+        }
+    }
+    Ok(())
+}
+
 /// Appends the head of a text string of `len` bytes to `out`.
 pub(crate) fn text_head(out: &mut Vec<u8>, len: u64) {
     head(out, 3, len);
@@ -496,7 +641,7 @@ pub(crate) fn array_head(out: &mut Vec<u8>, len: u64) {
 }
 
 /// Writes a header with the shortest argument encoding.
-fn head(out: &mut Vec<u8>, major: u8, arg: u64) {
+pub(crate) fn head(out: &mut Vec<u8>, major: u8, arg: u64) {
     let m = major << 5;
     #[allow(clippy::cast_possible_truncation, reason = "each arm checks the width")]
     match arg {
@@ -518,7 +663,7 @@ fn head(out: &mut Vec<u8>, major: u8, arg: u64) {
 }
 
 /// Writes a float in the shortest of half, single and double precision that preserves its bits.
-fn float(out: &mut Vec<u8>, f: f64) {
+pub(crate) fn float(out: &mut Vec<u8>, f: f64) {
     #[allow(clippy::cast_possible_truncation, reason = "exactness is checked by the round trip")]
     let single = f as f32;
     if f64::from(single).to_bits() == f.to_bits() {

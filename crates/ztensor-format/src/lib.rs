@@ -41,6 +41,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod attributes;
 mod builder;
 pub mod cbor;
 pub mod data;
@@ -76,6 +77,7 @@ pub mod role {
     pub const ZEROS: &str = "zeros";
 }
 
+pub use crate::attributes::{Attributes, ValueRef};
 pub use crate::builder::ManifestBuilder;
 pub use crate::digest::{Digest, DigestAlgorithm, to_hex};
 pub use crate::dtype::{DType, LogicalType, StorageType};

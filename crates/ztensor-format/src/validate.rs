@@ -251,9 +251,6 @@ pub fn validate(
         return Err(Error::new(ErrorKind::TooManyObjects, "more objects than the limit")
             .expected_found(format!("<= {}", limits.max_objects), manifest.objects.len()));
     }
-    if let Some(a) = &manifest.attributes {
-        crate::manifest::check_attributes(a, "attributes")?;
-    }
     let objects = &manifest.objects;
     let mut by_name = NameIndex::with_capacity(objects.len());
     let mut shadowed = Vec::new();
@@ -374,9 +371,6 @@ impl ObjectCheck<'_> {
             )
             .field("shape")
             .expected_found(format!("rank <= {}", limits.max_rank), object.shape.len()));
-        }
-        if let Some(a) = &object.attributes {
-            crate::manifest::check_attributes(a, "attributes")?;
         }
         let count = element_count(&object.shape).ok_or_else(|| overflow(&object.shape))?;
 

@@ -5,8 +5,8 @@
 
 use ciborium::value::Value as C;
 use ztensor_format::{
-    ByteOrder, Container, DType, Digest, Encoding, Format, LogicalType, Options, Packing,
-    StorageType, Value, Version, parse_file,
+    Attributes, ByteOrder, Container, DType, Digest, Encoding, Format, LogicalType, Options,
+    Packing, StorageType, Value, Version, parse_file,
 };
 
 use crate::support::frame;
@@ -87,8 +87,8 @@ fn v0_1_reference_style_dense_big_endian_and_custom_fields() {
     assert_eq!(*data.byte_order(), ByteOrder::Big);
     assert_eq!(data.digest, Some(Digest::Crc32c(0x1234_abcd)));
     assert_eq!(
-        w.attributes(),
-        Some(&Value::Map(vec![(Value::from("author"), Value::from("someone"))]))
+        w.attributes().map(Attributes::to_value),
+        Some(Value::Map(vec![(Value::from("author"), Value::from("someone"))]))
     );
 
     let s = parsed.get("s").unwrap().object();
@@ -237,8 +237,8 @@ fn v1_2_reference_style_component_with_type_and_uncompressed_length() {
     assert_eq!(data.digest, Some(Digest::Sha256(Box::new([0x0a; 32]))));
     assert_eq!(e.decoded_len("data"), Some(6));
     assert_eq!(
-        e.object().attributes(),
-        Some(&Value::Map(vec![(Value::from("scale"), Value::Float(0.5))]))
+        e.object().attributes().map(Attributes::to_value),
+        Some(Value::Map(vec![(Value::from("scale"), Value::Float(0.5))]))
     );
 }
 

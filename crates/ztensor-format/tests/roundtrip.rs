@@ -4,8 +4,9 @@
 use proptest::prelude::*;
 use ztensor_format::manifest::v0_1::STANDARD_KEYS;
 use ztensor_format::{
-    ByteOrder, CBOR_INT_MAX, CBOR_INT_MIN, Component, Container, DType, Digest, Encoding, Format,
-    Limits, LogicalType, Manifest, Object, Packing, StorageType, Value, Version, cbor,
+    Attributes, ByteOrder, CBOR_INT_MAX, CBOR_INT_MIN, Component, Container, DType, Digest,
+    Encoding, Format, Limits, LogicalType, Manifest, Object, Packing, StorageType, Value, Version,
+    cbor,
 };
 
 fn config() -> ProptestConfig {
@@ -59,12 +60,11 @@ fn dedup(entries: Vec<(Value, Value)>) -> Vec<(Value, Value)> {
     entries.into_iter().filter(|(k, _)| seen.insert(cbor::encode(k).unwrap())).collect()
 }
 
-fn attributes() -> impl Strategy<Value = Option<Value>> {
-    proptest::option::of(
-        proptest::collection::vec(("[a-z_]{1,8}", value()), 0..4).prop_map(|e| {
-            Value::Map(dedup(e.into_iter().map(|(k, v)| (Value::Text(k), v)).collect()))
-        }),
-    )
+fn attributes() -> impl Strategy<Value = Option<Attributes>> {
+    proptest::option::of(proptest::collection::vec(("[a-z_]{1,8}", value()), 0..4).prop_map(|e| {
+        let map = Value::Map(dedup(e.into_iter().map(|(k, v)| (Value::Text(k), v)).collect()));
+        Attributes::try_from(map).unwrap()
+    }))
 }
 
 fn extras(known: &'static [&'static str]) -> impl Strategy<Value = Vec<(String, Value)>> {
@@ -205,7 +205,10 @@ fn v0_object() -> impl Strategy<Value = Object> {
             )
         }),
     )
-    .prop_map(|a| a.filter(|m| m.as_map().is_some_and(|e| !e.is_empty())));
+    .prop_map(|a| {
+        a.filter(|m| m.as_map().is_some_and(|e| !e.is_empty()))
+            .map(|m| Attributes::try_from(m).unwrap())
+    });
     (
         ".{0,10}",
         proptest::collection::vec(any::<u64>(), 0..4),
@@ -366,13 +369,11 @@ fn canonical(mut m: Manifest) -> Manifest {
             *v = canonical_value(std::mem::replace(v, Value::Null));
         }
     };
-    m.attributes = m.attributes.map(canonical_value);
     sort_extra(&mut m.extra);
     if m.version != Version::V0_1 {
         m.objects.sort_by(|a, b| text_key_order(&a.name, &b.name));
     }
     for o in &mut m.objects {
-        o.attributes = o.attributes.take().map(|a| Box::new(canonical_value(*a)));
         sort_extra(o.extra_mut());
         for c in o.components.values_mut() {
             sort_extra(c.extra_mut());
@@ -420,6 +421,44 @@ proptest! {
         ciborium::into_writer(&theirs, &mut re).unwrap();
         let back = cbor::decode(&re, 64).unwrap();
         prop_assert_eq!(canonical_value(back), canonical_value(v));
+    }
+
+    /// Attributes checked and re-encoded from the bytes of a file hold exactly what the tree
+    /// decoder reads from them (and print as it prints); bytes it refuses are refused with the
+    /// same fault, offset and message.
+    #[test]
+    fn attributes_keep_what_the_tree_decoder_reads(
+        v in nest(leaf().boxed()),
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..3),
+        cut in proptest::option::of(any::<usize>()),
+    ) {
+        let mut bytes = Vec::new();
+        encode_as_is(&Value::Map(vec![(Value::from("a"), v), (Value::Integer(-3), Value::Null)]), &mut bytes);
+        for (at, byte) in edits {
+            let at = at % bytes.len();
+            bytes[at] = byte;
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut % (bytes.len() + 1));
+        }
+        match (cbor::decode(&bytes, 8), Attributes::from_cbor(&bytes, 8)) {
+            (Ok(tree), Ok(attributes)) => {
+                prop_assert_eq!(attributes.to_value(), canonical_value(tree.clone()));
+                prop_assert_eq!(attributes.to_string(), canonical_value(tree.clone()).to_string());
+                prop_assert_eq!(&Attributes::try_from(tree).unwrap(), &attributes);
+            }
+            (Ok(tree), Err(e)) => {
+                prop_assert!(tree.as_map().is_none());
+                prop_assert_eq!(e.kind(), ztensor_format::ErrorKind::AttributesNotAMap);
+            }
+            (Err(tree), Err(e)) if tree.kind() == ztensor_format::ErrorKind::CborTrailingBytes => {
+                prop_assert_eq!((tree.kind(), tree.offset()), (e.kind(), e.offset()));
+            }
+            (Err(tree), Err(e)) => {
+                prop_assert_eq!((tree.kind(), tree.offset(), tree.to_string()), (e.kind(), e.offset(), e.to_string()));
+            }
+            (Err(tree), Ok(_)) => prop_assert!(false, "the tree decoder refuses: {tree}"),
+        }
     }
 
     /// Arbitrary bytes never panic the decoder, whatever the container.

@@ -532,7 +532,10 @@ fn cases() -> Vec<Case> {
             || Manifest::new(Version::V0_1).encode().map(drop),
             || {
                 let mut m = Manifest::new(Version::V0_1);
-                m.attributes = Some(text_map([("a", Value::from(1u64))]));
+                m.attributes = Some(
+                    ztensor_format::Attributes::try_from(text_map([("a", Value::from(1u64))]))
+                        .unwrap(),
+                );
                 m.encode().map(drop)
             },
         ),

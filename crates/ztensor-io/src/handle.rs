@@ -6,8 +6,8 @@
 use std::borrow::Cow;
 
 use ztensor_format::{
-    ByteOrder, DType, Digest, Encoding, ErrorKind as Rule, Format, LogicalType, ObjectRef, Packing,
-    StorageType, Value,
+    Attributes, ByteOrder, DType, Digest, Encoding, ErrorKind as Rule, Format, LogicalType,
+    ObjectRef, Packing, StorageType,
 };
 
 use crate::error::{Error, Result};
@@ -78,7 +78,7 @@ impl<'r, S: ReadAt> Object<'r, S> {
     }
 
     /// Its attributes, when it has any.
-    pub fn attributes(&self) -> Option<&'r Value> {
+    pub fn attributes(&self) -> Option<&'r Attributes> {
         self.entry.object().attributes.as_deref()
     }
 

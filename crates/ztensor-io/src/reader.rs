@@ -8,9 +8,9 @@ use ztensor_format::data::{
     check_bool, check_coo, check_csr, indices_to_u64, swap_bytes, unpack_v0_coo, unpack_v0_csr,
 };
 use ztensor_format::{
-    ByteOrder, Component, Container, DType, Digest, DigestAlgorithm, Encoding, ErrorKind as Rule,
-    Format, LogicalType, Manifest, ObjectRef, Options, Packing, ValidatedManifest, Value, Version,
-    role, validate,
+    Attributes, ByteOrder, Component, Container, DType, Digest, DigestAlgorithm, Encoding,
+    ErrorKind as Rule, Format, LogicalType, Manifest, ObjectRef, Options, Packing,
+    ValidatedManifest, Version, role, validate,
 };
 
 use crate::codec::{digest_of, zstd_decode};
@@ -56,7 +56,7 @@ pub struct ObjectData<'a> {
     pub format: Format,
     /// Its attributes, borrowed from the manifest (a decoded manifest's attributes can be
     /// large; reading an object does not copy them).
-    pub attributes: Option<Cow<'a, Value>>,
+    pub attributes: Option<Cow<'a, Attributes>>,
     /// The decoded components by role.
     pub components: BTreeMap<String, ComponentData<'a>>,
 }

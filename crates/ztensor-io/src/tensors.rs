@@ -6,7 +6,9 @@
 
 use std::borrow::Cow;
 
-use ztensor_format::{DType, Digest, Encoding, Format, LogicalType, Packing, StorageType, Value};
+use ztensor_format::{
+    Attributes, DType, Digest, Encoding, Format, LogicalType, Packing, StorageType,
+};
 
 use crate::error::Result;
 use crate::reader::{ObjectData, Reader};
@@ -22,7 +24,7 @@ pub struct ObjectInfo<'a> {
     /// Its format (`Dense` for every tensor of a format without others).
     pub format: Format,
     /// Its attributes, when the format has them and it has any.
-    pub attributes: Option<Cow<'a, Value>>,
+    pub attributes: Option<Cow<'a, Attributes>>,
     /// Its components, sorted by role.
     pub components: Vec<ComponentInfo<'a>>,
     /// Why this implementation cannot decode it (a dtype with no zTensor type, an unknown
@@ -143,7 +145,7 @@ pub trait TensorSource: Sync {
 
     /// File-level attributes in the zTensor model (safetensors `__metadata__` as a text map,
     /// TensorBuffers metadata under `tensorbuffers.*` keys).
-    fn attributes(&self) -> Option<Cow<'_, Value>>;
+    fn attributes(&self) -> Option<Cow<'_, Attributes>>;
 
     /// As [`TensorSource::attributes`], for sources that build their attributes on demand and
     /// may fail to (a value count past the limits, memory that cannot be had): writers and
@@ -151,7 +153,7 @@ pub trait TensorSource: Sync {
     ///
     /// # Errors
     /// What stopped the attributes being built.
-    fn try_attributes(&self) -> Result<Option<Cow<'_, Value>>> {
+    fn try_attributes(&self) -> Result<Option<Cow<'_, Attributes>>> {
         Ok(self.attributes())
     }
 
@@ -338,7 +340,7 @@ impl<S: ReadAt> TensorSource for Reader<S> {
         Cow::Owned(format!("zTensor {}", self.version()))
     }
 
-    fn attributes(&self) -> Option<Cow<'_, Value>> {
+    fn attributes(&self) -> Option<Cow<'_, Attributes>> {
         self.manifest().manifest().attributes.as_ref().map(Cow::Borrowed)
     }
 
@@ -530,10 +532,10 @@ impl TensorSource for Excluding<'_> {
     fn format_name(&self) -> Cow<'_, str> {
         self.inner.format_name()
     }
-    fn attributes(&self) -> Option<Cow<'_, Value>> {
+    fn attributes(&self) -> Option<Cow<'_, Attributes>> {
         self.inner.attributes()
     }
-    fn try_attributes(&self) -> Result<Option<Cow<'_, Value>>> {
+    fn try_attributes(&self) -> Result<Option<Cow<'_, Attributes>>> {
         self.inner.try_attributes()
     }
     fn attributes_origin(&self) -> Cow<'_, str> {

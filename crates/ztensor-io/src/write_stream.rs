@@ -13,8 +13,8 @@
 use std::io::Write;
 
 use ztensor_format::{
-    DType, Digest, Encoding, Error as FormatError, ErrorKind as Rule, Format, LogicalType, Object,
-    Value, Version, role,
+    Attributes, DType, Digest, Encoding, Error as FormatError, ErrorKind as Rule, Format,
+    LogicalType, Object, Version, role,
 };
 
 use crate::codec::{Hasher, zstd_encode};
@@ -121,7 +121,7 @@ pub(crate) struct Meta<'a> {
     pub(crate) name: &'a str,
     pub(crate) shape: &'a [u64],
     pub(crate) format: &'a Format,
-    pub(crate) attributes: Option<Value>,
+    pub(crate) attributes: Option<Attributes>,
 }
 
 /// One output component: its role and types, the decoded part it comes from, and the width of
@@ -419,7 +419,7 @@ pub fn write_source_object<W: Write>(
     writer: &mut Writer<W>,
     source: &dyn TensorSource,
     index: usize,
-    attributes: Option<Value>,
+    attributes: Option<Attributes>,
     options: &WriteOptions,
 ) -> Result<u64> {
     let info = source.info(index).ok_or_else(|| Error::not_found(&format!("#{index}"), None))?;

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ztensor_format::{
-    Component, DType, DigestAlgorithm, Encoding, Error as FormatError, ErrorKind as Rule, Format,
-    LogicalType, Manifest, ManifestBuilder, Object, OffsetAllocator, Packing, Value, Version,
-    element_count,
+    Attributes, Component, DType, DigestAlgorithm, Encoding, Error as FormatError,
+    ErrorKind as Rule, Format, LogicalType, Manifest, ManifestBuilder, Object, OffsetAllocator,
+    Packing, Version, element_count,
 };
 
 use crate::codec::{Hasher, zstd_encode};
@@ -280,13 +280,10 @@ impl<W: Write> Writer<W> {
     /// Sets the file attributes (a map; v1.x only).
     ///
     /// # Errors
-    /// `unrepresentable` for v0.1, `invalid_input` for a value that is not a map.
-    pub fn set_attributes(&mut self, attributes: Value) -> Result<()> {
+    /// `unrepresentable` for v0.1.
+    pub fn set_attributes(&mut self, attributes: Attributes) -> Result<()> {
         if self.version() == Version::V0_1 {
             return Err(unrepresentable("v0.1 has no file attributes").into());
-        }
-        if attributes.as_map().is_none() {
-            return Err(Error::broken(Rule::InvalidInput, "attributes must be a map"));
         }
         self.manifest.set_attributes(Some(attributes));
         Ok(())
@@ -335,7 +332,7 @@ impl<W: Write> Writer<W> {
         name: &str,
         shape: &[u64],
         csr: Csr<'_>,
-        attributes: Option<Value>,
+        attributes: Option<Attributes>,
         options: &WriteOptions,
     ) -> Result<()> {
         let Csr { dtype, values, indices, indptr } = csr;
@@ -403,7 +400,7 @@ impl<W: Write> Writer<W> {
         name: &str,
         shape: &[u64],
         coo: Coo<'_>,
-        attributes: Option<Value>,
+        attributes: Option<Attributes>,
         options: &WriteOptions,
     ) -> Result<()> {
         let Coo { dtype, values, coords } = coo;
@@ -453,7 +450,7 @@ impl<W: Write> Writer<W> {
         format: Format,
         dtype: DType,
         packed: &[u8],
-        attributes: Option<Value>,
+        attributes: Option<Attributes>,
         options: &WriteOptions,
     ) -> Result<()> {
         self.check_name(name)?;
@@ -477,7 +474,7 @@ impl<W: Write> Writer<W> {
         name: &str,
         shape: &[u64],
         format: Format,
-        attributes: Option<Value>,
+        attributes: Option<Attributes>,
         components: &[ComponentSpec<'_>],
         options: &WriteOptions,
     ) -> Result<()> {
@@ -880,7 +877,7 @@ macro_rules! delegate_writing {
             /// As [`Writer::set_attributes`](crate::Writer::set_attributes).
             pub fn set_attributes(
                 &mut self,
-                attributes: ztensor_format::Value,
+                attributes: ztensor_format::Attributes,
             ) -> $crate::Result<()> {
                 self.inner_mut().set_attributes(attributes)
             }
@@ -923,7 +920,7 @@ macro_rules! delegate_writing {
                 name: &str,
                 shape: &[u64],
                 csr: $crate::Csr<'_>,
-                attributes: Option<ztensor_format::Value>,
+                attributes: Option<ztensor_format::Attributes>,
                 options: &$crate::WriteOptions,
             ) -> $crate::Result<()> {
                 self.inner_mut().add_csr_object(name, shape, csr, attributes, options)
@@ -952,7 +949,7 @@ macro_rules! delegate_writing {
                 name: &str,
                 shape: &[u64],
                 coo: $crate::Coo<'_>,
-                attributes: Option<ztensor_format::Value>,
+                attributes: Option<ztensor_format::Attributes>,
                 options: &$crate::WriteOptions,
             ) -> $crate::Result<()> {
                 self.inner_mut().add_coo_object(name, shape, coo, attributes, options)
@@ -967,7 +964,7 @@ macro_rules! delegate_writing {
                 name: &str,
                 shape: &[u64],
                 format: ztensor_format::Format,
-                attributes: Option<ztensor_format::Value>,
+                attributes: Option<ztensor_format::Attributes>,
                 components: &[$crate::ComponentSpec<'_>],
                 options: &$crate::WriteOptions,
             ) -> $crate::Result<()> {

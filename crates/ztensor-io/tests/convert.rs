@@ -114,7 +114,10 @@ fn unrepresentable_content_is_refused_by_name() {
     );
 
     let mut w = Writer::new(Vec::new(), Version::V1_1).unwrap();
-    w.set_attributes(text_map([("license", "MIT".into())])).unwrap();
+    w.set_attributes(
+        ztensor_format::Attributes::try_from(text_map([("license", "MIT".into())])).unwrap(),
+    )
+    .unwrap();
     let file = w.finish().unwrap().0;
     assert_eq!(
         convert(&file, Version::V0_1, &CopyOptions::default()).unwrap_err().rule(),
@@ -182,9 +185,23 @@ fn sparse_objects_keep_their_attributes_through_every_conversion() {
     for from in [Version::V0_1, Version::V1_1, Version::V1_2] {
         let mut w = Writer::new(Vec::new(), from).unwrap();
         let csr = Csr { dtype: DType::F32, values: &values, indices: &[0, 1], indptr: &[0, 1, 2] };
-        w.add_csr_object("csr", &[2, 2], csr, Some(attrs.clone()), &WriteOptions::raw()).unwrap();
+        w.add_csr_object(
+            "csr",
+            &[2, 2],
+            csr,
+            Some(ztensor_format::Attributes::try_from(attrs.clone()).unwrap()),
+            &WriteOptions::raw(),
+        )
+        .unwrap();
         let coo = Coo { dtype: DType::F32, values: &values, coords: &[0, 3] };
-        w.add_coo_object("coo", &[4], coo, Some(attrs.clone()), &WriteOptions::raw()).unwrap();
+        w.add_coo_object(
+            "coo",
+            &[4],
+            coo,
+            Some(ztensor_format::Attributes::try_from(attrs.clone()).unwrap()),
+            &WriteOptions::raw(),
+        )
+        .unwrap();
         let file = w.finish().unwrap().0;
         for to in [Version::V0_1, Version::V1_1, Version::V1_2] {
             for options in [
@@ -198,8 +215,8 @@ fn sparse_objects_keep_their_attributes_through_every_conversion() {
                 let reader = Reader::new(&out[..], &Options::default()).unwrap();
                 for name in ["csr", "coo"] {
                     assert_eq!(
-                        reader.object(name).unwrap().model().attributes.as_deref(),
-                        Some(&attrs),
+                        reader.object(name).unwrap().model().attributes().map(|a| a.to_value()),
+                        Some(attrs.clone()),
                         "{from} -> {to} {name}"
                     );
                 }

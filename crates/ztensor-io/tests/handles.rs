@@ -18,7 +18,14 @@ fn file() -> Vec<u8> {
     let values: Vec<u8> = [5i32, 6, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
     let csr = Csr { dtype: DType::I32, values: &values, indices: &[1, 0, 2], indptr: &[0, 1, 3] };
     let attributes = ztensor_format::text_map([("kind", Value::Text("adjacency".into()))]);
-    w.add_csr_object("csr", &[2, 3], csr, Some(attributes), &WriteOptions::raw()).unwrap();
+    w.add_csr_object(
+        "csr",
+        &[2, 3],
+        csr,
+        Some(ztensor_format::Attributes::try_from(attributes).unwrap()),
+        &WriteOptions::raw(),
+    )
+    .unwrap();
     let mut odd = Component::new(DType::U8, 0, 4);
     odd.dtype = StorageType::Unknown("f4".into());
     w.add_stored(
@@ -42,7 +49,7 @@ fn an_object_handle_describes_the_object_and_reaches_its_components() {
     let csr = reader.object("csr").unwrap();
     assert_eq!((csr.shape(), csr.format()), (&[2u64, 3][..], &Format::SparseCsr));
     assert_eq!(
-        csr.attributes().and_then(Value::as_map).map(|m| m[0].1.as_text()),
+        csr.attributes().and_then(|a| a.entries().next()).map(|(_, v)| v.as_text()),
         Some(Some("adjacency"))
     );
     assert!(csr.unsupported().is_none());

@@ -58,14 +58,22 @@ fn a_failed_finish_leaves_the_target() {
     let err = w.add_dense(&long, &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap_err();
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::NameTooLong));
     w.add_dense("kept", &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap();
-    // File attributes that repeat a key fail when the manifest is encoded, at finish.
+    // File attributes that repeat a key are refused before they reach the writer.
     let twice = ztensor_format::Value::Map(vec![
         ("k".into(), ztensor_format::Value::from(1u64)),
         ("k".into(), ztensor_format::Value::from(2u64)),
     ]);
-    w.set_attributes(twice).unwrap();
+    let err = ztensor_format::Attributes::try_from(twice).unwrap_err();
+    assert_eq!(err.kind(), ztensor_format::ErrorKind::CborDuplicateKey);
+    // A temporary file that someone removes makes the publish fail, at finish.
+    for entry in std::fs::read_dir(&d).unwrap() {
+        let path = entry.unwrap().path();
+        if path != target {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
     let err = w.finish().unwrap_err();
-    assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::CborDuplicateKey));
+    assert!(err.to_string().contains("model.zt"), "{err}");
     assert_eq!(std::fs::read(&target).unwrap(), b"previous content");
     assert_eq!(entries(&d), ["model.zt"]);
     std::fs::remove_dir_all(&d).unwrap();

@@ -73,7 +73,12 @@ fn v0_1_bool_is_nonzero_true_but_v1_bool_is_strict() {
 #[test]
 fn v0_1_refuses_what_it_cannot_express() {
     let mut w = Writer::new(Vec::new(), Version::V0_1).unwrap();
-    let e = w.set_attributes(ztensor_format::text_map([("a", 1u64.into())])).unwrap_err();
+    let e = w
+        .set_attributes(
+            ztensor_format::Attributes::try_from(ztensor_format::text_map([("a", 1u64.into())]))
+                .unwrap(),
+        )
+        .unwrap_err();
     assert_eq!(e.rule(), Some(ztensor_format::ErrorKind::Unrepresentable));
     let spec = ztensor_io::ComponentSpec {
         role: "scales",

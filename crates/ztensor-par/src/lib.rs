@@ -48,7 +48,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 use ztensor_format::{
-    ByteOrder, DType, Encoding, Format, LogicalType, Options, Packing, Value, Version,
+    Attributes, ByteOrder, DType, Encoding, Format, LogicalType, Options, Packing, Version,
 };
 use ztensor_io::codec::{parse_seek_table_at_end, zstd_decode_into};
 use ztensor_io::low_level::{copies_stored, write_options_for};
@@ -149,7 +149,7 @@ pub struct Tensor<'a> {
     /// Little-endian data.
     pub data: &'a [u8],
     /// Object attributes, if any.
-    pub attributes: Option<Value>,
+    pub attributes: Option<Attributes>,
 }
 
 impl<'a> Tensor<'a> {
@@ -184,7 +184,7 @@ pub fn write_tensors<W: Write>(
 fn template<'a>(
     name: &'a str,
     shape: &'a [u64],
-    attributes: Option<&'a Value>,
+    attributes: Option<&'a Attributes>,
 ) -> pipeline::Template<'a> {
     pipeline::Template::Parts(Box::new(pipeline::Parts {
         name: Cow::Borrowed(name),
@@ -222,7 +222,7 @@ pub struct SourceTensor<'a> {
     /// How many bytes.
     pub len: u64,
     /// Object attributes, if any.
-    pub attributes: Option<Value>,
+    pub attributes: Option<Attributes>,
 }
 
 /// Writes tensors whose bytes lie in `source`, in order, exactly as [`write_tensors`] would

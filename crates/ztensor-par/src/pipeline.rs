@@ -24,8 +24,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 use ztensor_format::{
-    Component, DType, Digest, DigestAlgorithm, Error as FormatError, ErrorKind as Rule, Format,
-    LogicalType, Object, Value,
+    Attributes, Component, DType, Digest, DigestAlgorithm, Error as FormatError, ErrorKind as Rule,
+    Format, LogicalType, Object,
 };
 use ztensor_io::codec::{Combiner, Hasher, Share, seek_table, zstd_encode};
 use ztensor_io::low_level::{BlobSlot, Streaming};
@@ -114,7 +114,7 @@ pub(crate) enum Template<'a> {
 pub(crate) struct Parts<'a> {
     pub(crate) name: Cow<'a, str>,
     pub(crate) shape: Cow<'a, [u64]>,
-    pub(crate) attributes: Option<Cow<'a, Value>>,
+    pub(crate) attributes: Option<Cow<'a, Attributes>>,
 }
 
 impl Template<'_> {

@@ -177,10 +177,8 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
             && version == Version::V0_1
         {
             let keys: Vec<String> = attributes
-                .as_map()
-                .unwrap_or_default()
-                .iter()
-                .map(|(k, _)| k.as_text().map_or_else(|| format!("{k:?}"), str::to_owned))
+                .entries()
+                .map(|(k, _)| k.as_text().map_or_else(|| k.to_string(), str::to_owned))
                 .collect();
             return Err(Error::from(ztensor_format::Error::new(
                 Rule::Unrepresentable,

@@ -25,7 +25,10 @@ use pyo3::types::{
 use rayon::prelude::*;
 use ztensor_foreign::safetensors::SafetensorsFile;
 use ztensor_foreign::sharded::ShardedCheckpoint;
-use ztensor_format::{DType, DigestAlgorithm, Encoding, Options, StorageType, Value, Version};
+use ztensor_format::attributes::Item as Cbor;
+use ztensor_format::{
+    Attributes, DType, DigestAlgorithm, Encoding, Options, StorageType, Value, ValueRef, Version,
+};
 use ztensor_io::{FileSource, FileWriter, ReadAt, Reader, TensorSource, WriteOptions, Writer};
 use ztensor_par::{ParOptions, Tensor};
 use ztensor_tensorbuffers::{ReadOptions, TbReader};
@@ -571,19 +574,19 @@ fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
 /// A CBOR value as Python data: text as `str`, integers as `int`, byte strings as `bytes`,
 /// arrays as `list`, maps as `dict` (keys converted the same way; a key Python cannot hash,
 /// such as a list, becomes a tuple), tags as their content.
-fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match value {
-        Value::Integer(i) => i.into_pyobject(py)?.into_any(),
-        Value::Bytes(b) => PyBytes::new(py, b).into_any(),
-        Value::Text(t) => PyString::new(py, t).into_any(),
-        Value::Array(items) => {
+fn to_python<'py>(py: Python<'py>, value: ValueRef<'_>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value.item() {
+        Cbor::Integer(i) => i.into_pyobject(py)?.into_any(),
+        Cbor::Bytes(b) => PyBytes::new(py, b).into_any(),
+        Cbor::Text(t) => PyString::new(py, t).into_any(),
+        Cbor::Array(items) => {
             let list = PyList::empty(py);
             for item in items {
                 list.append(to_python(py, item)?)?;
             }
             list.into_any()
         }
-        Value::Map(entries) => {
+        Cbor::Map(entries) => {
             let dict = PyDict::new(py);
             for (k, v) in entries {
                 let mut key = to_python(py, k)?;
@@ -594,12 +597,24 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
             }
             dict.into_any()
         }
-        Value::Tag(_, inner) => to_python(py, inner)?,
-        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
-        Value::Null | Value::Undefined => py.None().into_bound(py),
-        Value::Simple(s) => s.into_pyobject(py)?.into_any(),
-        Value::Float(f) => PyFloat::new(py, *f).into_any(),
+        Cbor::Tag(_, inner) => to_python(py, inner)?,
+        Cbor::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
+        Cbor::Null | Cbor::Undefined => py.None().into_bound(py),
+        Cbor::Simple(s) => s.into_pyobject(py)?.into_any(),
+        Cbor::Float(f) => PyFloat::new(py, f).into_any(),
     })
+}
+
+/// Python data as attributes: a `dict` converted as [`from_python`] converts it.
+fn attributes_from_python(value: &Bound<'_, PyAny>) -> PyResult<Attributes> {
+    if !value.is_instance_of::<PyDict>() {
+        return Err(PyValueError::new_err(format!(
+            "attributes must be a dict, not {}",
+            value.get_type().name()?
+        )));
+    }
+    Attributes::try_from(from_python(value, 0)?)
+        .map_err(|e| PyValueError::new_err(format!("attributes: {}", e.message())))
 }
 
 /// Python data as a CBOR value: the inverse of [`to_python`] for `str`, `int`, `float`,
@@ -690,7 +705,7 @@ impl File {
         let info = self.opened.source.info(index).ok_or_else(|| {
             exception(py, "ZTensorError", "an object vanished".into(), None, None, None)
         })?;
-        let attributes = info.attributes.as_ref().map(|a| to_python(py, a)).transpose()?;
+        let attributes = info.attributes.as_ref().map(|a| to_python(py, a.root())).transpose()?;
         PyTuple::new(
             py,
             [
@@ -741,7 +756,7 @@ impl File {
     /// The file attributes as Python data, or `None`.
     fn attributes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let attributes = self.opened.source.try_attributes().map_err(|e| raise_io(py, &e))?;
-        attributes.map(|a| to_python(py, &a)).transpose()
+        attributes.map(|a| to_python(py, a.root())).transpose()
     }
 
     /// A description of object `name`: format, shape, attributes, components (dtype, logical
@@ -756,7 +771,7 @@ impl File {
         out.set_item("shape", PyTuple::new(py, info.shape.iter())?)?;
         out.set_item(
             "attributes",
-            info.attributes.as_ref().map(|a| to_python(py, a)).transpose()?,
+            info.attributes.as_ref().map(|a| to_python(py, a.root())).transpose()?,
         )?;
         let components = PyDict::new(py);
         for c in &info.components {
@@ -901,7 +916,8 @@ fn save<'py>(
     if let Some(d) = digest_of(digest)? {
         options = options.with_digest(d);
     }
-    let attributes = attributes.filter(|a| !a.is_none()).map(|a| from_python(&a, 0)).transpose()?;
+    let attributes =
+        attributes.filter(|a| !a.is_none()).map(|a| attributes_from_python(&a)).transpose()?;
     let mut slices = Vec::with_capacity(tensors.len());
     for (name, _, _, _, buffer) in &tensors {
         if !buffer.is_c_contiguous() {

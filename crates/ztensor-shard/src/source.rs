@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use ztensor_format::{Options, Value};
+use ztensor_format::Options;
 use ztensor_io::{FileSource, ObjectData, ObjectInfo, RawRange, Reader, TensorSource};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -39,7 +39,7 @@ impl ShardedZt {
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut shards = Vec::with_capacity(index.shards.len());
         let mut seen: HashMap<String, &str> = HashMap::new();
-        let mut attributes: Option<(Option<Value>, &str)> = None;
+        let mut attributes: Option<(Option<ztensor_format::Attributes>, &str)> = None;
         let (mut starts, mut len) = (Vec::new(), 0usize);
         for (name, entry) in &index.shards {
             let shard = dir.join(name);
@@ -170,7 +170,7 @@ impl TensorSource for ShardedZt {
         Cow::Owned(format!("sharded zTensor {version}({} shards)", self.shards.len()))
     }
 
-    fn attributes(&self) -> Option<Cow<'_, Value>> {
+    fn attributes(&self) -> Option<Cow<'_, ztensor_format::Attributes>> {
         self.shards.first().and_then(|(_, r)| r.attributes())
     }
 

@@ -19,10 +19,13 @@ fn scratch(name: &str) -> PathBuf {
 fn input(dir: &Path, n: usize) -> PathBuf {
     let path = dir.join("model.zt");
     let mut w = FileWriter::create(&path, Version::V1_2).unwrap();
-    w.set_attributes(ztensor_format::Value::Map(vec![(
-        ztensor_format::Value::Text("format".into()),
-        ztensor_format::Value::Text("pt".into()),
-    )]))
+    w.set_attributes(
+        ztensor_format::Attributes::try_from(ztensor_format::Value::Map(vec![(
+            ztensor_format::Value::Text("format".into()),
+            ztensor_format::Value::Text("pt".into()),
+        )]))
+        .unwrap(),
+    )
     .unwrap();
     for i in 0..n {
         let len = 256 * (1 + i % 4);

@@ -37,7 +37,7 @@ pub fn to_ztensor<S: ReadAt, W: Write>(
                 format!("zTensor 0.1 has no file attributes to keep {}", what.join(", ")),
             ));
         }
-        writer.set_attributes(text_map(attributes))?;
+        writer.set_attributes(ztensor_format::Attributes::try_from(text_map(attributes))?)?;
     }
     for t in &meta.tensors {
         let data = tb.data(&t.name)?;
@@ -133,11 +133,11 @@ pub fn from_source<W: Write>(
     let refuse =
         |name: &str, what: String| Error::new(ErrorKind::Unrepresentable, what).tensor(name);
     let mut order: Option<Vec<String>> = None;
-    if let Some(Value::Map(entries)) = source.try_attributes()?.as_deref() {
-        for (key, value) in entries {
-            match (key.as_text(), value) {
-                (Some("tensorbuffers.version"), Value::Text(v)) => tb.set_version(v.clone()),
-                (Some("tensorbuffers.model"), Value::Text(m)) => tb.set_model(Some(m.clone())),
+    if let Some(attributes) = source.try_attributes()?.as_deref() {
+        for (key, value) in attributes.entries() {
+            match (key.as_text(), value.to_value()) {
+                (Some("tensorbuffers.version"), Value::Text(v)) => tb.set_version(v),
+                (Some("tensorbuffers.model"), Value::Text(m)) => tb.set_model(Some(m)),
                 (Some("tensorbuffers.operations"), Value::Null) => tb.set_operations(None),
                 (Some("tensorbuffers.operations"), Value::Array(ops)) => {
                     let ops = ops.iter().map(op_from_value).collect::<Option<Vec<_>>>();

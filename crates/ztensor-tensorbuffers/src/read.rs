@@ -222,9 +222,17 @@ impl<S: ReadAt> ztensor_io::TensorSource for TbReader<S> {
         Cow::Owned(format!("TensorBuffers (version {:?})", self.metadata.version))
     }
 
-    fn attributes(&self) -> Option<Cow<'_, ztensor_format::Value>> {
+    fn attributes(&self) -> Option<Cow<'_, ztensor_format::Attributes>> {
+        self.try_attributes().ok().flatten()
+    }
+
+    fn try_attributes(&self) -> ztensor_io::Result<Option<Cow<'_, ztensor_format::Attributes>>> {
         let kept = crate::convert::kept_metadata(&self.metadata);
-        (!kept.is_empty()).then(|| Cow::Owned(ztensor_format::text_map(kept)))
+        if kept.is_empty() {
+            return Ok(None);
+        }
+        let attributes = ztensor_format::Attributes::try_from(ztensor_format::text_map(kept))?;
+        Ok(Some(Cow::Owned(attributes)))
     }
 
     fn attributes_origin(&self) -> Cow<'_, str> {

@@ -139,7 +139,8 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
         indptr: &[0, 1],
     };
     w.add_csr("sparse", &[1, 1], csr, &WriteOptions::raw()).unwrap();
-    w.set_attributes(ztensor_format::text_map([("license", "MIT".into())])).unwrap();
+    w.set_attributes(ztensor_format::text_map([("license", "MIT".into())]).try_into().unwrap())
+        .unwrap();
     let (zt, _) = w.finish().unwrap();
     let reader = Reader::new(&zt[..], &Options::default()).unwrap();
     let err = from_ztensor(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();

@@ -74,7 +74,10 @@ pub fn tiny(version: Version) -> Result<Vec<u8>> {
         .concat();
         objects.push((sparse, vec![blob("data", DType::F32, packed)]));
         let mut custom = Object::new("step", vec![], Format::Dense);
-        custom.attributes = Some(Box::new(text_map([("unit", "iterations".into())])));
+        custom.attributes = Some(Box::new(ztensor_format::Attributes::try_from(text_map([(
+            "unit",
+            "iterations".into(),
+        )]))?));
         objects.push((custom, vec![blob("data", DType::I64, le(&[1000i64], i64::to_be_bytes))]));
         let mut m = assemble(manifest, objects)?;
         // Stored big-endian, as v0.1 allows; readers return little-endian values.
@@ -95,8 +98,10 @@ pub fn tiny(version: Version) -> Result<Vec<u8>> {
         return Ok(m);
     }
     // Text values only: the reference 1.1 reader rejects any other file attribute value.
-    manifest.attributes =
-        Some(text_map([("framework", "example".into()), ("license", "CC0-1.0".into())]));
+    manifest.attributes = Some(ztensor_format::Attributes::try_from(text_map([
+        ("framework", "example".into()),
+        ("license", "CC0-1.0".into()),
+    ]))?);
     objects.push((
         sparse,
         vec![

@@ -239,8 +239,9 @@ pub fn large() -> Result<Vec<Hostile>> {
         &ztensor_format::Limits::default(),
     )?;
     let array = Value::Array(vec![Value::Integer(0); 20_000_000]);
-    manifest.objects[0].attributes =
-        Some(Box::new(Value::Map(vec![(Value::Text("big".into()), array)])));
+    manifest.objects[0].attributes = Some(Box::new(ztensor_format::Attributes::try_from(
+        Value::Map(vec![(Value::Text("big".into()), array)]),
+    )?));
     out.push(Hostile {
         name: "attribute-array-20m.zt",
         tries: "an attribute array of 20,000,000 one-byte items (the cost per value)",

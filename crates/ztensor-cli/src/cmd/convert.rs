@@ -259,7 +259,7 @@ pub fn source_info(
             file: path.display().to_string(),
             format,
             description: source.format_name(),
-            attributes: attributes.as_deref().map(ztensor_dump::JsonOf),
+            attributes: attributes.as_deref().map(|a| ztensor_dump::JsonOf(a.root())),
             tensors,
         };
         serde_json::to_writer_pretty(&mut *out, &report)?;
@@ -269,7 +269,8 @@ pub fn source_info(
     writeln!(out, "file:       {}", path.display())?;
     writeln!(out, "format:     {}", source.format_name())?;
     writeln!(out, "tensors:    {}", order.len())?;
-    let shown = attributes.as_deref().map_or_else(|| "none".to_owned(), super::text::summary);
+    let shown =
+        attributes.as_deref().map_or_else(|| "none".to_owned(), |a| super::text::summary(a.root()));
     writeln!(out, "attributes: {}", super::text::shown(&shown))?;
     let sharded = infos().any(|o| o.location.is_some());
     let mut total = 0u64;

@@ -128,7 +128,7 @@ pub fn json<S: ReadAt>(path: &Path, reader: &Reader<S>) -> serde_json::Value {
                 "name": o.name,
                 "format": o.format.to_string(),
                 "shape": o.shape,
-                "attributes": o.attributes.as_deref().map(ztensor_dump::cbor_to_json),
+                "attributes": o.attributes.as_deref().map(ztensor_dump::attributes_to_json),
                 "components": components,
                 "unsupported": object.unsupported().map(|e| e.kind().id()),
             })
@@ -140,7 +140,7 @@ pub fn json<S: ReadAt>(path: &Path, reader: &Reader<S>) -> serde_json::Value {
         "version": manifest.version.to_string(),
         "version_string": manifest.version_string,
         "manifest": {"offset": location.offset, "len": location.len},
-        "attributes": manifest.attributes.as_ref().map(ztensor_dump::cbor_to_json),
+        "attributes": manifest.attributes.as_ref().map(ztensor_dump::attributes_to_json),
         "objects": objects,
     })
 }

@@ -88,38 +88,40 @@ pub fn shown_message(message: &str) -> Cow<'_, str> {
 /// 120 characters are cut short and say how much more there is, nesting past 6 levels is
 /// elided, so a report of attributes holding millions of values stays a line long. `--json`
 /// output gives every value instead.
-pub fn summary(value: &ztensor_format::Value) -> String {
+pub fn summary(value: ztensor_format::ValueRef<'_>) -> String {
     let mut out = String::new();
     summarize(value, 0, &mut out);
     out
 }
 
-fn summarize(value: &ztensor_format::Value, depth: usize, out: &mut String) {
+fn summarize(value: ztensor_format::ValueRef<'_>, depth: usize, out: &mut String) {
     use std::fmt::Write as _;
-    use ztensor_format::Value;
+    use ztensor_format::attributes::Item;
     const ITEMS: usize = 8;
     const CHARS: usize = 120;
     if depth > 6 {
         out.push('…');
         return;
     }
-    match value {
-        Value::Array(items) => {
+    match value.item() {
+        Item::Array(items) => {
             out.push('[');
-            for (i, item) in items.iter().take(ITEMS).enumerate() {
+            let len = items.len();
+            for (i, item) in items.take(ITEMS).enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
                 summarize(item, depth + 1, out);
             }
-            if items.len() > ITEMS {
-                let _ = write!(out, ", … {} more", items.len() - ITEMS);
+            if len > ITEMS {
+                let _ = write!(out, ", … {} more", len - ITEMS);
             }
             out.push(']');
         }
-        Value::Map(entries) => {
+        Item::Map(entries) => {
             out.push('{');
-            for (i, (k, v)) in entries.iter().take(ITEMS * 4).enumerate() {
+            let len = entries.len();
+            for (i, (k, v)) in entries.take(ITEMS * 4).enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
@@ -127,21 +129,21 @@ fn summarize(value: &ztensor_format::Value, depth: usize, out: &mut String) {
                 out.push_str(": ");
                 summarize(v, depth + 1, out);
             }
-            if entries.len() > ITEMS * 4 {
-                let _ = write!(out, ", … {} more", entries.len() - ITEMS * 4);
+            if len > ITEMS * 4 {
+                let _ = write!(out, ", … {} more", len - ITEMS * 4);
             }
             out.push('}');
         }
-        Value::Text(s) if s.chars().count() > CHARS => {
+        Item::Text(s) if s.chars().count() > CHARS => {
             let cut: String = s.chars().take(CHARS).collect();
             let _ = write!(out, "{}…", serde_json::Value::from(cut));
             let _ = write!(out, " ({} characters)", s.chars().count());
         }
-        Value::Bytes(b) if b.len() > CHARS / 2 => {
+        Item::Bytes(b) if b.len() > CHARS / 2 => {
             let _ = write!(out, "<{} bytes>", b.len());
         }
-        other => {
-            let _ = write!(out, "{}", ztensor_dump::cbor_to_json(other));
+        _ => {
+            let _ = write!(out, "{}", ztensor_dump::cbor_to_json(&value.to_value()));
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use crate::attributes::Attributes;
 use crate::digest::Digest;
 use crate::dtype::{LogicalType, StorageType};
 use crate::error::{Error, ErrorKind, Result};
@@ -642,7 +643,7 @@ pub struct Object {
     /// The layout schema.
     pub format: Format,
     /// Per-object attributes; for v0.1, the tensor map's custom keys.
-    pub attributes: Option<Box<Value>>,
+    pub attributes: Option<Box<Attributes>>,
     /// The components by role.
     pub components: Components,
     /// How the components hold the data.
@@ -687,13 +688,13 @@ impl Object {
 
     /// Sets the attributes, returning the object (builder style).
     #[must_use]
-    pub fn with_attributes(mut self, attributes: Option<Value>) -> Object {
+    pub fn with_attributes(mut self, attributes: Option<Attributes>) -> Object {
         self.attributes = attributes.map(Box::new);
         self
     }
 
     /// The attributes, if any.
-    pub fn attributes(&self) -> Option<&Value> {
+    pub fn attributes(&self) -> Option<&Attributes> {
         self.attributes.as_deref()
     }
 
@@ -716,7 +717,7 @@ pub struct Manifest {
     /// The version string the file declares (`None` for v0.1, which has none).
     pub version_string: Option<String>,
     /// File-level attributes (v1.x only).
-    pub attributes: Option<Value>,
+    pub attributes: Option<Attributes>,
     /// The objects, in the order the manifest lists them.
     pub objects: Vec<Object>,
     /// Root keys this implementation does not know, preserved (v1.x).

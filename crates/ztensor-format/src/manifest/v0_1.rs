@@ -12,6 +12,8 @@ use super::{
     ByteOrder, Component, Components, Encoding, Format, Manifest, Object, Packing, Version,
     check_name, missing, take_shape, take_text, take_u64, text_entries, wrong_type,
 };
+use crate::attributes::Attributes;
+use crate::cbor::Entry;
 use crate::digest::Digest;
 use crate::dtype::{DType, StorageType};
 use crate::error::{Error, ErrorKind, Result};
@@ -138,8 +140,13 @@ fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
     });
     let mut components = Components::new();
     components.insert(DATA_ROLE.to_owned(), component);
+    let attributes = if custom.is_empty() {
+        None
+    } else {
+        Some(Box::new(Attributes::try_from(Value::Map(custom)).map_err(context)?))
+    };
     let mut object = Object::new(name, shape, format);
-    object.attributes = if custom.is_empty() { None } else { Some(Box::new(Value::Map(custom))) };
+    object.attributes = attributes;
     object.components = components;
     object.packing = packing;
     Ok(object)
@@ -183,7 +190,28 @@ pub(crate) fn encode_with(
 
 /// Appends `object`'s tensor map, as the manifest array holds it, to `out`.
 pub(crate) fn tensor_into(object: &Object, out: &mut Vec<u8>) -> Result<()> {
-    crate::cbor::encode_into(&tensor_value(object)?, out)
+    let mut entries = Vec::new();
+    for (key, value) in tensor_value(object)? {
+        entries.push((crate::cbor::encode(&key)?, Entry::Value(value)));
+    }
+    if let Some(attributes) = &object.attributes {
+        let unrepresentable = |what: String| {
+            Error::new(ErrorKind::Unrepresentable, format!("v0.1 cannot express {what}"))
+        };
+        for (key, value) in attributes.entries() {
+            let Some(k) = key.as_text() else {
+                return Err(unrepresentable("a custom field whose key is not text".into()));
+            };
+            // `sparse_format` is kept as a custom field unless it completes `layout: "sparse"`.
+            if STANDARD_KEYS.contains(&k) && k != "sparse_format" {
+                return Err(unrepresentable(format!(
+                    "a custom field named {k:?}, which v0.1 defines"
+                )));
+            }
+            entries.push((key.as_bytes().to_vec(), Entry::Encoded(value.as_bytes())));
+        }
+    }
+    crate::cbor::encode_map_into(entries, out)
 }
 
 /// Decodes a tensor map that [`tensor_into`] encoded.
@@ -193,7 +221,8 @@ pub(crate) fn tensor_from(bytes: &[u8], limits: &Limits) -> Result<Object> {
     tensor(value, limits)
 }
 
-fn tensor_value(object: &Object) -> Result<Value> {
+/// The standard fields of `object`'s tensor map (its custom fields aside).
+fn tensor_value(object: &Object) -> Result<Vec<(Value, Value)>> {
     let unrepresentable = |what: String| {
         Error::new(ErrorKind::Unrepresentable, format!("v0.1 cannot express {what}"))
     };
@@ -256,24 +285,5 @@ fn tensor_value(object: &Object) -> Result<Value> {
     if let Some(d) = &c.digest {
         map.push((Value::from("checksum"), Value::Text(d.to_string())));
     }
-    if let Some(attributes) = &object.attributes {
-        let Some(entries) = attributes.as_map() else {
-            return Err(
-                Error::new(ErrorKind::InvalidInput, "attributes must be a map").field("attributes")
-            );
-        };
-        for (key, value) in entries {
-            let Some(k) = key.as_text() else {
-                return Err(unrepresentable("a custom field whose key is not text".into()));
-            };
-            // `sparse_format` is kept as a custom field unless it completes `layout: "sparse"`.
-            if STANDARD_KEYS.contains(&k) && k != "sparse_format" {
-                return Err(unrepresentable(format!(
-                    "a custom field named {k:?}, which v0.1 defines"
-                )));
-            }
-            map.push((key.clone(), value.clone()));
-        }
-    }
-    Ok(Value::Map(map))
+    Ok(map)
 }

@@ -10,7 +10,8 @@ use super::{
     check_attributes, check_name, missing, take_shape, take_text, take_u64, text_entries,
     text_key_order, wrong_type,
 };
-use crate::cbor::{Decoder, Head};
+use crate::attributes::Attributes;
+use crate::cbor::{Decoder, Entry, Head};
 use crate::digest::Digest;
 use crate::dtype::{DType, LogicalType, StorageType};
 use crate::error::{Error, ErrorKind, Result};
@@ -62,9 +63,7 @@ pub(crate) fn from_value(root: Value, limits: &Limits) -> Result<Manifest> {
     }
     let version_string = version.ok_or_else(|| missing("version"))?;
     let version = parse_version(&version_string)?;
-    if let Some(attributes) = &attributes {
-        check_attributes(attributes, "attributes")?;
-    }
+    let attributes = checked_attributes(attributes)?;
     let objects = match objects.ok_or_else(|| missing("objects"))? {
         Value::Map(m) => m,
         other => return Err(wrong_type("objects", "map", &other)),
@@ -78,6 +77,13 @@ pub(crate) fn from_value(root: Value, limits: &Limits) -> Result<Manifest> {
         .map(|(name, value)| object(name.clone(), value, limits).map_err(|e| e.in_object(&name)))
         .collect::<Result<Vec<_>>>()?;
     Ok(Manifest { version, version_string: Some(version_string), attributes, objects, extra })
+}
+
+/// Attributes decoded into a tree, checked to be a map and kept encoded.
+fn checked_attributes(attributes: Option<Value>) -> Result<Option<Attributes>> {
+    let Some(attributes) = attributes else { return Ok(None) };
+    check_attributes(&attributes, "attributes")?;
+    Attributes::try_from(attributes).map(Some)
 }
 
 /// Optional fields accept `null` as absent, as the reference decoders do.
@@ -104,9 +110,7 @@ fn object(name: String, value: Value, limits: &Limits) -> Result<Object> {
             _ => extra.push((key, value)),
         }
     }
-    if let Some(attributes) = &attributes {
-        check_attributes(attributes, "attributes")?;
-    }
+    let attributes = checked_attributes(attributes)?;
     let components = match components.ok_or_else(|| missing("components"))? {
         Value::Map(m) => m,
         other => return Err(wrong_type("components", "map", &other)),
@@ -307,12 +311,16 @@ impl<'a> Direct<'a, '_> {
         self.cbor.item(depth).ok()
     }
 
-    /// Attributes: `null` (absent) or a map.
-    fn attributes(&mut self, depth: usize) -> Option<Option<Value>> {
-        match optional(self.value(depth)?) {
-            Some(v) => check_attributes(&v, "attributes").ok().map(|()| Some(v)),
-            None => Some(None),
+    /// Attributes: `null` (absent) or a map, checked as [`Decoder::item`] checks it and kept
+    /// in deterministic CBOR rather than as a tree.
+    fn attributes(&mut self, depth: usize) -> Option<Option<Attributes>> {
+        if self.cbor.peek() == Some(0xf6) {
+            self.cbor.take(1).ok()?;
+            return Some(None);
         }
+        let mut encoded = Vec::new();
+        self.cbor.canonical(depth, &mut encoded).ok()?;
+        Attributes::from_canonical_checked(encoded, "attributes").ok().map(Some)
     }
 
     /// An unknown key's entry, refused if it repeats an earlier unknown key.
@@ -540,16 +548,15 @@ pub(crate) fn root_entries(manifest: &Manifest) -> Result<RootEntries> {
         .expected_found(manifest.version, format!("{version_string:?}")));
     }
     let mut root = vec![(Value::from("version"), Value::Text(version_string))];
-    if let Some(attributes) = &manifest.attributes {
-        check_attributes(attributes, "attributes")
-            .map_err(|e| e.kind_into(ErrorKind::InvalidInput))?;
-        root.push((Value::from("attributes"), attributes.clone()));
-    }
     push_extra(&mut root, &manifest.extra, &["version", "attributes", "objects"])?;
     let objects_key = crate::cbor::encode(&Value::from("objects"))?;
     let mut entries: RootEntries = vec![(objects_key, None)];
     for (key, value) in &root {
         entries.push((crate::cbor::encode(key)?, Some(crate::cbor::encode(value)?)));
+    }
+    if let Some(attributes) = &manifest.attributes {
+        let key = crate::cbor::encode(&Value::from("attributes"))?;
+        entries.push((key, Some(attributes.as_bytes().to_vec())));
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     if entries.windows(2).any(|w| w[0].0 == w[1].0) {
@@ -585,7 +592,17 @@ pub(crate) fn encode_with(
 
 /// Appends `object`'s value, as the objects map holds it under its name, to `out`.
 pub(crate) fn object_into(object: &Object, out: &mut Vec<u8>) -> Result<()> {
-    crate::cbor::encode_into(&object_value(object)?, out)
+    let mut entries = Vec::new();
+    for (key, value) in object_value(object)? {
+        entries.push((crate::cbor::encode(&key)?, Entry::Value(value)));
+    }
+    if let Some(attributes) = &object.attributes {
+        entries.push((
+            crate::cbor::encode(&Value::from("attributes"))?,
+            Entry::Encoded(attributes.as_bytes()),
+        ));
+    }
+    crate::cbor::encode_map_into(entries, out)
 }
 
 /// Decodes the value of the object called `name` that [`object_into`] encoded.
@@ -612,7 +629,8 @@ fn push_extra(
     Ok(())
 }
 
-fn object_value(object: &Object) -> Result<Value> {
+/// The entries of `object`'s map (its attributes aside).
+fn object_value(object: &Object) -> Result<Vec<(Value, Value)>> {
     if object.packing != Packing::Split {
         return Err(Error::new(
             ErrorKind::Unrepresentable,
@@ -624,11 +642,6 @@ fn object_value(object: &Object) -> Result<Value> {
         (Value::from("shape"), Value::Array(shape)),
         (Value::from("format"), Value::from(object.format.name())),
     ];
-    if let Some(attributes) = &object.attributes {
-        check_attributes(attributes, "attributes")
-            .map_err(|e| e.kind_into(ErrorKind::InvalidInput))?;
-        map.push((Value::from("attributes"), Value::clone(attributes)));
-    }
     let mut components = Vec::with_capacity(object.components.len());
     for (role, component) in &object.components {
         let value = component_value(component).map_err(|e| e.in_component(role))?;
@@ -636,7 +649,7 @@ fn object_value(object: &Object) -> Result<Value> {
     }
     map.push((Value::from("components"), Value::Map(components)));
     push_extra(&mut map, object.extra(), &["shape", "format", "attributes", "components"])?;
-    Ok(Value::Map(map))
+    Ok(map)
 }
 
 fn component_value(c: &Component) -> Result<Value> {
@@ -689,12 +702,15 @@ mod tests {
         c.logical_type = Some(LogicalType::from_name("complex64"));
         c.extra_mut().push(("x_c".into(), Value::from(1u64)));
         let mut o = Object::new("w", vec![2, 5], Format::Dense).with_component("data", c);
-        o.attributes = Some(Box::new(crate::text_map([("k", Value::from("v"))])));
+        o.attributes = Some(Box::new(
+            crate::Attributes::try_from(crate::text_map([("k", Value::from("v"))])).unwrap(),
+        ));
         o.extra_mut().push(("x_o".into(), Value::Array(vec![Value::Null])));
         let mut m = Manifest::new(Version::V1_2);
         m.objects.push(o);
         m.objects.push(Object::new("s", vec![], Format::Unknown("mine".into())));
-        m.attributes = Some(crate::text_map([("lr", Value::from(0.5))]));
+        m.attributes =
+            Some(crate::Attributes::try_from(crate::text_map([("lr", Value::from(0.5))])).unwrap());
         m.extra.push(("x_root".into(), Value::from("r")));
         let bytes = m.encode().unwrap();
         let direct = decode_direct(&bytes, &Limits::default()).expect("the direct path answers");
@@ -814,23 +830,32 @@ mod tests {
             c.digest = (i % 2 == 0).then_some(Digest::Crc32c(u32::try_from(i).unwrap()));
             let mut o = Object::new(name, vec![i], Format::Dense).with_component("data", c);
             if i % 7 == 0 {
-                o = o.with_attributes(Some(crate::text_map([("i", Value::from(i))])));
+                o = o.with_attributes(Some(
+                    crate::Attributes::try_from(crate::text_map([("i", Value::from(i))])).unwrap(),
+                ));
             }
             m.objects.push(o);
         }
-        m.attributes = Some(crate::text_map([("lr", Value::from(0.5))]));
+        m.attributes =
+            Some(crate::Attributes::try_from(crate::text_map([("lr", Value::from(0.5))])).unwrap());
         m.extra.push(("x_root".into(), Value::from("r")));
 
         let whole = Value::Map(vec![
             (Value::from("version"), Value::from("1.2.0")),
-            (Value::from("attributes"), m.attributes.clone().unwrap()),
+            (Value::from("attributes"), m.attributes.clone().unwrap().to_value()),
             (Value::from("x_root"), Value::from("r")),
             (
                 Value::from("objects"),
                 Value::Map(
                     m.objects
                         .iter()
-                        .map(|o| (Value::Text(o.name.clone()), object_value(o).unwrap()))
+                        .map(|o| {
+                            let mut entries = object_value(o).unwrap();
+                            if let Some(a) = o.attributes() {
+                                entries.push((Value::from("attributes"), a.to_value()));
+                            }
+                            (Value::Text(o.name.clone()), Value::Map(entries))
+                        })
                         .collect(),
                 ),
             ),

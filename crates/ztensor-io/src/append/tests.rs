@@ -28,8 +28,14 @@ impl Drop for Dir {
 
 fn base_file(path: &Path) -> Vec<u8> {
     let mut w = FileWriter::create(path, Version::V1_2).unwrap();
-    w.set_attributes(Value::Map(vec![(Value::Text("owner".into()), Value::Text("us".into()))]))
-        .unwrap();
+    w.set_attributes(
+        ztensor_format::Attributes::try_from(Value::Map(vec![(
+            Value::Text("owner".into()),
+            Value::Text("us".into()),
+        )]))
+        .unwrap(),
+    )
+    .unwrap();
     w.add_dense("a", &[3], DType::U16, &[1, 0, 2, 0, 3, 0], &WriteOptions::raw()).unwrap();
     let zstd = WriteOptions::zstd(3).with_digest(DigestAlgorithm::Crc32c);
     w.add_dense("b", &[100], DType::U8, &[9; 100], &zstd).unwrap();
@@ -45,8 +51,13 @@ fn forged_tail(base: &[u8]) -> Vec<u8> {
     for object in &mut manifest.objects {
         object.name = format!("evil.{}", object.name);
     }
-    manifest.attributes =
-        Some(Value::Map(vec![(Value::Text("owner".into()), Value::Text("attacker".into()))]));
+    manifest.attributes = Some(
+        ztensor_format::Attributes::try_from(Value::Map(vec![(
+            Value::Text("owner".into()),
+            Value::Text("attacker".into()),
+        )]))
+        .unwrap(),
+    );
     let mut tail = manifest.encode().unwrap();
     tail.extend(Container::V1.encode_trailer(tail.len() as u64));
     tail
@@ -59,8 +70,7 @@ fn names<S: ReadAt>(r: &Reader<S>) -> Vec<String> {
 }
 
 fn owner<S: ReadAt>(r: &Reader<S>) -> Option<Value> {
-    let attributes = r.manifest().manifest().attributes.as_ref()?.as_map()?;
-    attributes.iter().find(|(k, _)| *k == Value::Text("owner".into())).map(|(_, v)| v.clone())
+    r.manifest().manifest().attributes.as_ref()?.get("owner").map(|v| v.to_value())
 }
 
 /// Runs the append of "c" (zstd) and "payload" (raw, ending in a forged manifest) with `fault`.
