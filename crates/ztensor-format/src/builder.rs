@@ -385,16 +385,21 @@ mod tests {
     }
 
     /// Built object by object, the manifest is the bytes of the whole-manifest encoder, and
-    /// each object decodes back as it was given.
+    /// each object decodes back as it was given: objects added out of name order, and in it.
     #[test]
     fn builds_what_the_manifest_encoder_writes() {
-        for version in [Version::V0_1, Version::V1_1, Version::V1_2] {
+        let versions = [Version::V0_1, Version::V1_1, Version::V1_2];
+        for (version, in_order) in versions.into_iter().flat_map(|v| [(v, false), (v, true)]) {
             let mut b = ManifestBuilder::new(version);
             let mut m = Manifest::new(version);
             let mut offset = 64;
             for i in 0..500u64 {
-                // Names of several lengths, added out of order.
-                let name = format!("{}{}", "t".repeat((i % 5) as usize), 997 * i % 500);
+                // Names of several lengths, added out of order or in it.
+                let name = if in_order {
+                    format!("t{i:03}")
+                } else {
+                    format!("{}{}", "t".repeat((i % 5) as usize), 997 * i % 500)
+                };
                 let len = i % 3 * 64;
                 let mut o = dense(&name, offset, len);
                 if i % 4 == 0 {
@@ -431,6 +436,7 @@ mod tests {
                 b.set_attributes(Some(attributes.clone()));
                 m.attributes = Some(attributes);
             }
+            assert_eq!(b.names.is_in_order(), in_order, "{version:?}");
             assert!(encoded(&b) == m.encode().unwrap(), "{version:?}");
             assert_eq!(b.to_manifest().unwrap(), m, "{version:?}");
             assert_eq!(b.name(7), m.objects[7].name);

@@ -101,6 +101,12 @@ impl NameIndex {
         }
     }
 
+    /// Whether every item so far came in canonical order (item `i` `i`-th, names increasing in
+    /// deterministic CBOR's key order): then item order is name order.
+    pub fn is_in_order(&self) -> bool {
+        self.ordered.is_some()
+    }
+
     /// How many names.
     pub fn len(&self) -> usize {
         self.ordered.unwrap_or_else(|| self.table.len())
@@ -256,12 +262,14 @@ mod tests {
             assert_eq!(index.insert(i, |j| names[j].as_str()), None);
         }
         assert_eq!(index.table.capacity(), 0);
+        assert!(index.is_in_order());
         assert_eq!(index.find("t0004321", |j| names[j].as_str()), Some(4321));
         // One out of order, and the table takes them all.
         let mut more = names.clone();
         more.push("a".into());
         assert_eq!(index.insert(names.len(), |j| more[j].as_str()), None);
         assert!(index.table.capacity() > names.len());
+        assert!(!index.is_in_order());
         assert_eq!(index.find("t0004321", |j| more[j].as_str()), Some(4321));
         assert_eq!(index.find("a", |j| more[j].as_str()), Some(names.len()));
     }
