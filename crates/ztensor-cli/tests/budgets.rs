@@ -232,7 +232,7 @@ fn gigabytes_from_kilobytes_stay_within_budget() {
 
 /// A v0.1 single-blob CSR matrix whose zstd blob decodes to 1 GiB (2^27 row pointers, all
 /// zero: every row empty): verified (strict rules too), dumped, compared and converted to 1.x
-/// in pieces, each part of the blob read where it lies.
+/// and back into a 0.1 single blob in pieces, each part of the blob read where it lies.
 #[test]
 fn a_gigabyte_single_blob_csr_stays_within_budget() {
     let dir = scratch("csr");
@@ -255,6 +255,7 @@ fn a_gigabyte_single_blob_csr_stays_within_budget() {
             &["diff", "FILE", "FILE"],
             &["repack", "FILE", "OUT.zt", "--quiet", "--to", "1.2", "--zstd", "1"],
             &["repack", "FILE", "OUT.zt", "--quiet", "--to", "1.1", "--raw"],
+            &["repack", "FILE", "OUT.zt", "--quiet", "--to", "0.1", "--zstd", "1"],
             &["convert", "FILE", "OUT.zt", "--quiet"],
         ],
     );

@@ -129,7 +129,7 @@ pub fn copy_object<S: ReadAt, W: Write>(
     // that are decoded, and the data rules, so damage is reported instead of laundered.
     let write_options = write_options_for(object, options);
     let attributes = object.attributes.as_deref().filter(|_| !options.drop_attributes);
-    if crate::write_stream::streams(writer, &write_options) {
+    if crate::write_stream::streams(writer, &write_options, &object.format) {
         let meta = crate::write_stream::Meta {
             name: &object.name,
             shape: &object.shape,

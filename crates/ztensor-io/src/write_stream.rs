@@ -105,11 +105,17 @@ impl<S: crate::source::ReadAt> Parts for ObjectParts<'_, '_, S> {
     }
 }
 
-/// Whether [`write_streamed`] can write into `writer` with `options`: any version that keeps
-/// components apart (1.1, 1.2), raw or in zstd frames of a fixed size (a single frame of a
-/// whole component needs it whole).
-pub(crate) fn streams<W: Write>(writer: &Writer<W>, options: &WriteOptions) -> bool {
-    writer.version() != Version::V0_1
+/// Whether [`write_streamed`] can write an object of `format` into `writer` with `options`: raw
+/// or in zstd frames of a fixed size (a single frame of a whole component needs it whole), into
+/// 1.1 and 1.2, and into 0.1 but for COO (whose single blob interleaves each value with its
+/// coordinates, so it is packed whole).
+pub(crate) fn streams<W: Write>(
+    writer: &Writer<W>,
+    options: &WriteOptions,
+    format: &Format,
+) -> bool {
+    let version = writer.version() != Version::V0_1 || *format != Format::SparseCoo;
+    version
         && match options.compression {
             Compression::Raw => true,
             Compression::Zstd(_) => options.chunk_size.is_some(),
@@ -164,6 +170,9 @@ fn write_parts<W: Write>(
         None => parts.verify()?,
     };
     let plan = plan(&meta, &decoded)?;
+    if writer.version() == Version::V0_1 && *meta.format == Format::SparseCsr && plan.len() == 3 {
+        return write_v0_csr(writer, meta, parts, &plan, options);
+    }
     let infos: Vec<SpecInfo<'_>> = plan
         .iter()
         .map(|o| SpecInfo {
@@ -358,6 +367,28 @@ fn write_part<W: Write>(
 ) -> Result<ztensor_format::Component> {
     let offset = writer.begin_blob()?;
     let mut encoder = Encoder::new(options)?;
+    feed_part(writer, parts, out, &mut encoder)?;
+    let (encoding, digest) = encoder.finish(writer)?;
+    let stored = writer.written_since(offset);
+    let decoded = (encoding == Encoding::Zstd).then_some(out.len);
+    Ok(writer.describe_component(
+        out.dtype,
+        out.logical_type.cloned(),
+        offset,
+        stored,
+        decoded,
+        encoding,
+        digest,
+    ))
+}
+
+/// Reads the part `out` comes from and feeds it, widened where it is, to `encoder`.
+fn feed_part<W: Write>(
+    writer: &mut Writer<W>,
+    parts: &dyn Parts,
+    out: &Out<'_>,
+    encoder: &mut Encoder,
+) -> Result<()> {
     let mut given = 0u64;
     let mut widened: Vec<u8> = Vec::new();
     let mut elements = out.widen.map(|(width, _)| crate::reader::Elements::new(width, false));
@@ -391,18 +422,46 @@ fn write_part<W: Write>(
         .expected_found(out.from.len, given)
         .into());
     }
+    Ok(())
+}
+
+/// A CSR matrix into v0.1: its single `data` blob packs the row pointers, the column indices
+/// (both as u64) and the values, in that order, as the writer's CSR helper packs them; each
+/// part streams into the one blob in turn.
+fn write_v0_csr<W: Write>(
+    writer: &mut Writer<W>,
+    meta: Meta<'_>,
+    parts: &dyn Parts,
+    plan: &[Out<'_>],
+    options: &WriteOptions,
+) -> Result<()> {
+    let [values, indices, indptr] = plan else {
+        return Err(Error::not_found(meta.name, Some(role::VALUES)));
+    };
+    if let Some(t) = values.logical_type {
+        return Err(FormatError::new(
+            Rule::Unrepresentable,
+            format!("v0.1 cannot express logical type {t}"),
+        )
+        .into());
+    }
+    writer.check_name(meta.name)?;
+    let offset = writer.begin_blob()?;
+    let mut encoder = Encoder::new(options)?;
+    for out in [indptr, indices, values] {
+        feed_part(writer, parts, out, &mut encoder)?;
+    }
     let (encoding, digest) = encoder.finish(writer)?;
     let stored = writer.written_since(offset);
-    let decoded = (encoding == Encoding::Zstd).then_some(out.len);
-    Ok(writer.describe_component(
-        out.dtype,
-        out.logical_type.cloned(),
-        offset,
-        stored,
-        decoded,
-        encoding,
-        digest,
-    ))
+    let packed = indptr.len + indices.len + values.len;
+    let decoded = (encoding == Encoding::Zstd).then_some(packed);
+    let component =
+        writer.describe_component(values.dtype, None, offset, stored, decoded, encoding, digest);
+    let mut object = Object::new(meta.name, meta.shape.to_vec(), Format::SparseCsr)
+        .with_component(role::DATA, component);
+    object.packing = ztensor_format::Packing::V0Single;
+    object.attributes = meta.attributes.map(Box::new);
+    writer.push_streamed(object)
 }
 
 /// Writes object `index` of `source` into `writer`, with `attributes` as its attributes: part
@@ -423,7 +482,10 @@ pub fn write_source_object<W: Write>(
     options: &WriteOptions,
 ) -> Result<u64> {
     let info = source.info(index).ok_or_else(|| Error::not_found(&format!("#{index}"), None))?;
-    if streams(writer, options) && info.unsupported.is_none() && source.reads_in_pieces(index) {
+    if streams(writer, options, &info.format)
+        && info.unsupported.is_none()
+        && source.reads_in_pieces(index)
+    {
         let meta = Meta { name: &info.name, shape: &info.shape, format: &info.format, attributes };
         write_streamed(writer, meta, &SourceParts { source, index }, options)?;
         return Ok(0);

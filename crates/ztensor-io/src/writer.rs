@@ -673,7 +673,7 @@ impl<W: Write> Writer<W> {
         self.push(object)
     }
 
-    fn check_name(&self, name: &str) -> Result<()> {
+    pub(crate) fn check_name(&self, name: &str) -> Result<()> {
         if self.manifest.contains(name) {
             return Err(FormatError::new(
                 Rule::DuplicateName,
