@@ -838,10 +838,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     let shadowed: Vec<&str> =
                         reader.manifest().shadowed().map(|o| o.name()).collect();
                     if json {
-                        let mut report = cmd::info::json(&file, &reader);
-                        report["uncommitted_bytes"] = pending.into();
-                        report["shadowed"] = shadowed.into();
-                        writeln!(out, "{report:#}")?;
+                        cmd::info::write_json(&mut out, &file, &reader, pending, &shadowed)?;
                     } else {
                         cmd::info::print(&mut out, &file, &reader)?;
                         if !shadowed.is_empty() {

@@ -95,54 +95,117 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
     Ok(())
 }
 
-/// `info --json`: what the table shows, as JSON.
-pub fn json<S: ReadAt>(path: &Path, reader: &Reader<S>) -> serde_json::Value {
-    use serde_json::json;
+/// `info --json`: what the table shows, as pretty JSON written to `out` as it is made (not built
+/// as a JSON tree first: a million objects or an attribute array of millions of items would cost
+/// gigabytes as one), with the bytes of an append that has not committed and the names that
+/// repeat an earlier one.
+///
+/// # Errors
+/// Errors writing to `out`.
+pub fn write_json<S: ReadAt>(
+    out: &mut impl Write,
+    path: &Path,
+    reader: &Reader<S>,
+    uncommitted_bytes: u64,
+    shadowed: &[&str],
+) -> std::io::Result<()> {
+    use serde::ser::{SerializeMap, SerializeSeq};
+    use ztensor_dump::JsonOf;
+
+    #[derive(serde::Serialize)]
+    struct Location {
+        offset: u64,
+        len: u64,
+    }
+    #[derive(serde::Serialize)]
+    struct Report<'a, O: serde::Serialize> {
+        file: String,
+        version: String,
+        version_string: Option<&'a str>,
+        manifest: Location,
+        attributes: Option<JsonOf<'a>>,
+        objects: O,
+        uncommitted_bytes: u64,
+        shadowed: &'a [&'a str],
+    }
+    #[derive(serde::Serialize)]
+    struct ComponentJson {
+        dtype: String,
+        #[serde(rename = "type")]
+        logical_type: Option<String>,
+        encoding: String,
+        big_endian: bool,
+        offset: u64,
+        stored: u64,
+        decoded: Option<u64>,
+        digest: Option<String>,
+    }
+    struct Components<'a, 'r>(&'a ztensor_format::ObjectRef<'r>);
+    impl serde::Serialize for Components<'_, '_> {
+        fn serialize<Z: serde::Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
+            let o = self.0.object();
+            let mut map = s.serialize_map(Some(o.components.len()))?;
+            for ((role, c), (_, decoded)) in o.components.iter().zip(self.0.decoded_lens()) {
+                let value = ComponentJson {
+                    dtype: c.dtype.to_string(),
+                    logical_type: c.logical_type.as_ref().map(ToString::to_string),
+                    encoding: c.encoding.to_string(),
+                    big_endian: *c.byte_order() == ByteOrder::Big,
+                    offset: c.offset,
+                    stored: c.length,
+                    decoded,
+                    digest: c.digest.as_ref().map(|d| d.algorithm().name().to_owned()),
+                };
+                map.serialize_entry(role, &value)?;
+            }
+            map.end()
+        }
+    }
+    #[derive(serde::Serialize)]
+    struct ObjectJson<'a, C: serde::Serialize> {
+        name: &'a str,
+        format: String,
+        shape: &'a [u64],
+        attributes: Option<JsonOf<'a>>,
+        components: C,
+        unsupported: Option<&'static str>,
+    }
+    struct Objects<'r>(Vec<ztensor_format::ObjectRef<'r>>);
+    impl serde::Serialize for Objects<'_> {
+        fn serialize<Z: serde::Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
+            let mut seq = s.serialize_seq(Some(self.0.len()))?;
+            for object in &self.0 {
+                let o = object.object();
+                seq.serialize_element(&ObjectJson {
+                    name: &o.name,
+                    format: o.format.to_string(),
+                    shape: &o.shape,
+                    attributes: o.attributes.as_deref().map(|a| JsonOf(a.root())),
+                    components: Components(object),
+                    unsupported: object.unsupported().map(|e| e.kind().id()),
+                })?;
+            }
+            seq.end()
+        }
+    }
+
     let m = reader.manifest();
     let manifest = m.manifest();
     let mut objects: Vec<_> = m.objects().collect();
     objects.sort_by(|a, b| a.name().cmp(b.name()));
-    let objects: Vec<_> = objects
-        .into_iter()
-        .map(|object| {
-            let o = object.object();
-            let components: serde_json::Map<_, _> = o
-                .components
-                .iter()
-                .zip(object.decoded_lens())
-                .map(|((role, c), (_, decoded))| {
-                    let value = json!({
-                        "dtype": c.dtype.to_string(),
-                        "type": c.logical_type.as_ref().map(ToString::to_string),
-                        "encoding": c.encoding.to_string(),
-                        "big_endian": *c.byte_order() == ByteOrder::Big,
-                        "offset": c.offset,
-                        "stored": c.length,
-                        "decoded": decoded,
-                        "digest": c.digest.as_ref().map(|d| d.algorithm().name().to_owned()),
-                    });
-                    (role.to_owned(), value)
-                })
-                .collect();
-            json!({
-                "name": o.name,
-                "format": o.format.to_string(),
-                "shape": o.shape,
-                "attributes": o.attributes.as_deref().map(ztensor_dump::attributes_to_json),
-                "components": components,
-                "unsupported": object.unsupported().map(|e| e.kind().id()),
-            })
-        })
-        .collect();
     let location = m.location();
-    json!({
-        "file": path.display().to_string(),
-        "version": manifest.version.to_string(),
-        "version_string": manifest.version_string,
-        "manifest": {"offset": location.offset, "len": location.len},
-        "attributes": manifest.attributes.as_ref().map(ztensor_dump::attributes_to_json),
-        "objects": objects,
-    })
+    let report = Report {
+        file: path.display().to_string(),
+        version: manifest.version.to_string(),
+        version_string: manifest.version_string.as_deref(),
+        manifest: Location { offset: location.offset, len: location.len },
+        attributes: manifest.attributes.as_ref().map(|a| JsonOf(a.root())),
+        objects: Objects(objects),
+        uncommitted_bytes,
+        shadowed,
+    };
+    serde_json::to_writer_pretty(&mut *out, &report)?;
+    writeln!(out)
 }
 
 /// `verify`: the manifest (on open), then every object on all threads.
