@@ -122,7 +122,8 @@ fn zstd_at_64(dtype: DType, stored: &[u8], decoded: Option<u64>) -> Component {
     c
 }
 
-/// A million empty tensors, in zTensor 1.2 and in safetensors: the manifest's cost per object.
+/// A million empty tensors, in zTensor 1.2 and 0.1 and in safetensors: the manifest's cost per
+/// object.
 #[test]
 fn a_million_objects_stay_within_budget() {
     const N: usize = 1_000_000;
@@ -136,7 +137,6 @@ fn a_million_objects_stay_within_budget() {
         .collect();
     let zt = dir.join("million.zt");
     std::fs::write(&zt, assemble(&manifest, &[])).unwrap();
-    drop(manifest);
     check(
         &dir,
         &zt,
@@ -153,6 +153,18 @@ fn a_million_objects_stay_within_budget() {
             &["repack", "FILE", "OUT.zt", "--quiet"],
             &["convert", "FILE", "OUT.zt", "--quiet"],
         ],
+    );
+    // The same in 0.1, whose manifest is an array of tensor maps.
+    manifest.version = Version::V0_1;
+    manifest.version_string = None;
+    let v0 = dir.join("million-0.1.zt");
+    std::fs::write(&v0, assemble(&manifest, &[])).unwrap();
+    drop(manifest);
+    check(
+        &dir,
+        &v0,
+        0,
+        &[&["info", "FILE"], &["verify", "FILE"], &["repack", "FILE", "OUT.zt", "--quiet"]],
     );
     let mut header = String::from("{");
     for i in 0..N {
@@ -181,8 +193,9 @@ fn a_million_objects_stay_within_budget() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// An attribute array of 20,000,000 one-byte items (a 19 MB file): attributes cost their
-/// encoding, not 32 bytes per item, whether inspected, dumped, copied or refused.
+/// An attribute array of 20,000,000 one-byte items (a 19 MB file), in 1.2 (object attributes)
+/// and 0.1 (a tensor's custom field): attributes cost their encoding, not 32 bytes per item,
+/// whether inspected, dumped, copied or refused.
 #[test]
 fn an_attribute_array_of_millions_of_items_stays_within_budget() {
     const N: u32 = 20_000_000;
@@ -193,31 +206,33 @@ fn an_attribute_array_of_millions_of_items_stays_within_budget() {
     cbor.resize(cbor.len() + N as usize, 0);
     let attributes = ztensor_format::Attributes::from_cbor(&cbor, 8).unwrap();
     drop(cbor);
-    let mut manifest = Manifest::new(Version::V1_2);
-    let blob = [1u8; 4];
-    let object = Object::new("w", vec![4], Format::Dense)
-        .with_component("data", Component::new(DType::U8, 64, 4))
-        .with_attributes(Some(attributes));
-    manifest.objects.push(object);
-    let file = dir.join("attributes-20m.zt");
-    std::fs::write(&file, assemble(&manifest, &[(64, &blob)])).unwrap();
-    drop(manifest);
-    check(
-        &dir,
-        &file,
-        0,
-        &[
-            &["info", "FILE"],
-            &["info", "--json", "FILE"],
-            &["verify", "FILE"],
-            &["dump", "--json", "FILE"],
-            &["diff", "--json", "FILE", "FILE"],
-            &["convert", "FILE", "OUT.zt", "--quiet"],
-            &["repack", "FILE", "OUT.zt", "--quiet", "--zstd", "1"],
-        ],
-    );
-    // safetensors has no place for object attributes: refused, within the budget too.
-    check(&dir, &file, 1, &[&["convert", "FILE", "OUT.safetensors", "--quiet"]]);
+    for version in [Version::V1_2, Version::V0_1] {
+        let mut manifest = Manifest::new(version);
+        let blob = [1u8; 4];
+        let object = Object::new("w", vec![4], Format::Dense)
+            .with_component("data", Component::new(DType::U8, 64, 4))
+            .with_attributes(Some(attributes.clone()));
+        manifest.objects.push(object);
+        let file = dir.join(format!("attributes-20m-{version}.zt"));
+        std::fs::write(&file, assemble(&manifest, &[(64, &blob)])).unwrap();
+        drop(manifest);
+        check(
+            &dir,
+            &file,
+            0,
+            &[
+                &["info", "FILE"],
+                &["info", "--json", "FILE"],
+                &["verify", "FILE"],
+                &["dump", "--json", "FILE"],
+                &["diff", "--json", "FILE", "FILE"],
+                &["convert", "FILE", "OUT.zt", "--quiet"],
+                &["repack", "FILE", "OUT.zt", "--quiet", "--zstd", "1"],
+            ],
+        );
+        // safetensors has no place for object attributes: refused, within the budget too.
+        check(&dir, &file, 1, &[&["convert", "FILE", "OUT.safetensors", "--quiet"]]);
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -428,7 +428,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Consumes a break byte if one is next.
-    fn at_break(&mut self) -> Result<bool> {
+    pub(crate) fn at_break(&mut self) -> Result<bool> {
         match self.input.get(self.pos) {
             Some(0xff) => {
                 self.pos += 1;

@@ -37,9 +37,10 @@ pub struct Limits {
     /// the limit to fit to a machine's memory.
     pub max_whole_len: u64,
     /// Most CBOR values a decoded manifest may hold (each array or map item, map key, tag and
-    /// scalar counts one). A decoded value costs a few tens of bytes however few bytes it took
-    /// in the file, so this bounds the memory a manifest's attributes and unknown keys (and,
-    /// for v0.1 and unusual v1.x layouts, its whole tree) can spend. Default 134,217,728
+    /// scalar counts one). A value decoded into a tree costs a few tens of bytes however few
+    /// bytes it took in the file, so this bounds the memory a manifest's unknown keys (and, for
+    /// layouts the direct decoders leave to the general one, its whole tree) can spend;
+    /// attributes are kept in their encoding. Default 134,217,728
     /// (2²⁷, about 4 GiB of values). Rule `manifest_too_large`.
     pub max_manifest_values: u64,
     /// Most bytes all the objects of one input may decode to, as a multiple of the input's own

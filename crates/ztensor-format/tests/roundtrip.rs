@@ -518,6 +518,52 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// v0.1 manifests are decoded tensor map by tensor map when nothing is unusual, and through
+    /// the general value tree otherwise; the two agree on valid manifests and on the same
+    /// manifests edited, overwritten or cut short, under tight limits.
+    #[test]
+    fn direct_v0_1_decoding_agrees_with_the_general_decoder(
+        m in v0_manifest(),
+        edits in proptest::collection::vec((0u8..3, any::<usize>(), any::<usize>(), leaf()), 0..3),
+        bytes_edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..2),
+        cut in proptest::option::of(any::<usize>()),
+        limits in (
+            proptest::option::of(1usize..6),
+            proptest::option::of(0usize..5),
+            proptest::option::of(0usize..4),
+            proptest::option::of(0usize..11),
+            proptest::option::of(0u64..60),
+        ),
+    ) {
+        let mut tree = cbor::decode(&m.encode().unwrap(), 64).unwrap();
+        for (how, map, entry, leaf) in edits {
+            edit_map(&mut tree, how, map, entry, leaf);
+        }
+        let mut bytes = Vec::new();
+        encode_as_is(&tree, &mut bytes);
+        for (at, byte) in bytes_edits {
+            let at = at % bytes.len();
+            bytes[at] = byte;
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut % (bytes.len() + 1));
+        }
+        let mut tight = Limits::default();
+        let (depth, rank, objects, name, values) = limits;
+        tight.max_manifest_values = values.unwrap_or(tight.max_manifest_values);
+        tight.max_cbor_depth = depth.unwrap_or(tight.max_cbor_depth);
+        tight.max_rank = rank.unwrap_or(tight.max_rank);
+        tight.max_objects = objects.unwrap_or(tight.max_objects);
+        tight.max_name_len = name.unwrap_or(tight.max_name_len);
+        let direct = Manifest::decode(Container::V0_1, &bytes, &tight);
+        let general = Manifest::decode_general(Container::V0_1, &bytes, &tight);
+        prop_assert_eq!(format!("{direct:?}"), format!("{general:?}"));
+    }
+}
+
 #[test]
 fn unknown_fields_survive_a_round_trip() {
     let mut c = Component::new(DType::F32, 64, 16);

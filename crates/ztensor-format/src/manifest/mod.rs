@@ -744,16 +744,18 @@ impl Manifest {
     /// # Errors
     /// The CBOR and schema rules of `spec/rules.md`.
     pub fn decode(container: Container, bytes: &[u8], limits: &Limits) -> Result<Manifest> {
-        if container == Container::V1
-            && let Some(manifest) = v1::decode_direct(bytes, limits)
-        {
+        let direct = match container {
+            Container::V0_1 => v0_1::decode_direct(bytes, limits),
+            Container::V1 => v1::decode_direct(bytes, limits),
+        };
+        if let Some(manifest) = direct {
             return Ok(manifest);
         }
         Manifest::decode_general(container, bytes, limits)
     }
 
     /// [`Manifest::decode`] through the general CBOR value tree only, without the direct path
-    /// it tries first for v1.x. Same results, slower; public so tests outside this crate can hold
+    /// it tries first. Same results, slower; public so tests outside this crate can hold
     /// the two paths to each other.
     ///
     /// # Errors

@@ -13,7 +13,7 @@ use super::{
     check_name, missing, take_shape, take_text, take_u64, text_entries, wrong_type,
 };
 use crate::attributes::Attributes;
-use crate::cbor::Entry;
+use crate::cbor::{Decoder, Entry, Head};
 use crate::digest::Digest;
 use crate::dtype::{DType, StorageType};
 use crate::error::{Error, ErrorKind, Result};
@@ -76,15 +76,59 @@ fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
         return Err(wrong_type("tensor", "map", &entry));
     };
     let mut fields: BTreeMap<&'static str, Value> = BTreeMap::new();
-    let mut custom = Vec::new();
+    let mut custom = Custom::new();
     for (key, value) in text_entries(map, "a tensor map")? {
         match STANDARD_KEYS.iter().find(|k| **k == key) {
             Some(k) => {
                 fields.insert(k, value);
             }
-            None => custom.push((Value::Text(key), value)),
+            None => custom.push(&key, &value)?,
         }
     }
+    tensor_of(fields, custom, limits)
+}
+
+/// A tensor's custom fields as they are read: the encoding of an indefinite-length map of them,
+/// made deterministic once complete. Values read straight from a file are never a tree.
+struct Custom {
+    map: Vec<u8>,
+    any: bool,
+}
+
+impl Custom {
+    fn new() -> Custom {
+        Custom { map: vec![0xbf], any: false }
+    }
+
+    /// Adds `key`, whose value the caller appends to `map` next.
+    fn key(&mut self, key: &str) {
+        crate::cbor::text_head(&mut self.map, key.len() as u64);
+        self.map.extend_from_slice(key.as_bytes());
+        self.any = true;
+    }
+
+    fn push(&mut self, key: &str, value: &Value) -> Result<()> {
+        self.key(key);
+        crate::cbor::encode_into(value, &mut self.map)
+    }
+
+    /// The custom fields as attributes (`None` when there are none).
+    fn finish(mut self) -> Result<Option<Attributes>> {
+        if !self.any {
+            return Ok(None);
+        }
+        self.map.push(0xff);
+        // Every item was checked as it was read (or built): no depth limit applies again.
+        Attributes::from_cbor(&self.map, usize::MAX).map(Some)
+    }
+}
+
+/// A tensor from its standard fields and its custom ones.
+fn tensor_of(
+    mut fields: BTreeMap<&'static str, Value>,
+    mut custom: Custom,
+    limits: &Limits,
+) -> Result<Object> {
     let name = take_text(fields.remove("name").ok_or_else(|| missing("name"))?, "name")?;
     let context = |e: Error| e.in_object(&name);
     check_name(&name, limits).map_err(context)?;
@@ -125,7 +169,7 @@ fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
         Some(other) => (Format::Unknown(other.into()), Packing::V0Single, true),
     };
     if keep_sparse_format && let Some(sf) = sparse_format {
-        custom.push((Value::from("sparse_format"), sf));
+        custom.push("sparse_format", &sf).map_err(context)?;
     }
 
     let dtype =
@@ -140,16 +184,93 @@ fn tensor(entry: Value, limits: &Limits) -> Result<Object> {
     });
     let mut components = Components::new();
     components.insert(DATA_ROLE.to_owned(), component);
-    let attributes = if custom.is_empty() {
-        None
-    } else {
-        Some(Box::new(Attributes::try_from(Value::Map(custom)).map_err(context)?))
-    };
+    let attributes = custom.finish().map_err(context)?.map(Box::new);
     let mut object = Object::new(name, shape, format);
     object.attributes = attributes;
     object.components = components;
     object.packing = packing;
     Ok(object)
+}
+
+/// Decodes a v0.1 manifest straight from its bytes, one tensor map at a time: each map's
+/// standard fields become values, its custom fields deterministic CBOR, and no tree of the whole
+/// manifest is built (a million tensors would cost a gigabyte as one).
+///
+/// It returns `None` as soon as anything is unusual: malformed CBOR, a key that is not a
+/// definite text string, a repeated key, more keys than a tensor map has, a limit, a field the
+/// schema refuses. The caller then decodes the general way, which reports exactly what is wrong.
+/// Whenever this returns a manifest, it is the one the general way builds from the same bytes
+/// (a property test holds the two to it, on valid and mutated manifests).
+pub(crate) fn decode_direct(bytes: &[u8], limits: &Limits) -> Option<Manifest> {
+    let mut cbor = Decoder::bounded(bytes, limits.max_cbor_depth, limits.max_manifest_values);
+    if cbor.max_depth() < 1 {
+        return None;
+    }
+    let at = cbor.pos();
+    let Ok(Head::Array(declared)) = cbor.head() else { return None };
+    let declared = match declared {
+        Some(n) => Some(cbor.count(at, n, 1).ok()?),
+        None => None,
+    };
+    if declared.is_some_and(|n| n > limits.max_objects) {
+        return None;
+    }
+    let mut objects = Vec::with_capacity(declared.unwrap_or(0));
+    loop {
+        if declared == Some(objects.len()) || (declared.is_none() && cbor.at_break().ok()?) {
+            break;
+        }
+        if objects.len() >= limits.max_objects {
+            return None;
+        }
+        objects.push(direct_tensor(&mut cbor, limits)?);
+    }
+    cbor.at_end().then_some(Manifest {
+        version: Version::V0_1,
+        version_string: None,
+        attributes: None,
+        objects,
+        extra: Vec::new(),
+    })
+}
+
+/// One tensor map of [`decode_direct`], at nesting depth 2.
+fn direct_tensor(cbor: &mut Decoder<'_>, limits: &Limits) -> Option<Object> {
+    // Past this many keys the map is left to the general decoder, rather than check each new
+    // key against all before it (a tensor map has ten standard keys and a few custom ones).
+    const MOST_KEYS: usize = 64;
+    if cbor.max_depth() < 2 {
+        return None;
+    }
+    let at = cbor.pos();
+    let Ok(Head::Map(declared)) = cbor.head() else { return None };
+    let declared = match declared {
+        Some(n) => Some(cbor.count(at, n, 2).ok()?),
+        None => None,
+    };
+    let mut fields: BTreeMap<&'static str, Value> = BTreeMap::new();
+    let mut custom = Custom::new();
+    let mut keys: Vec<&str> = Vec::new();
+    loop {
+        if declared == Some(keys.len()) || (declared.is_none() && cbor.at_break().ok()?) {
+            break;
+        }
+        let key = cbor.borrowed_text()?;
+        if keys.len() >= MOST_KEYS || keys.contains(&key) {
+            return None;
+        }
+        keys.push(key);
+        match STANDARD_KEYS.iter().find(|k| **k == key) {
+            Some(k) => {
+                fields.insert(k, cbor.item(3).ok()?);
+            }
+            None => {
+                custom.key(key);
+                cbor.canonical(3, &mut custom.map).ok()?;
+            }
+        }
+    }
+    tensor_of(fields, custom, limits).ok()
 }
 
 /// The manifest's CBOR, deterministic (RFC 8949 §4.2.1), encoded tensor by tensor into `out`.
@@ -286,4 +407,42 @@ fn tensor_value(object: &Object) -> Result<Vec<(Value, Value)>> {
         map.push((Value::from("checksum"), Value::Text(d.to_string())));
     }
     Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framing::Container;
+
+    /// Every v0.1 file in the fixtures, the reference writer's among them (indefinite-length
+    /// maps, custom fields): the direct decoder reads each manifest the general decoder reads,
+    /// and reads it the same.
+    #[test]
+    fn the_direct_decoder_reads_the_files_writers_wrote() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+        let mut direct = 0;
+        for dir in ["v0.1/valid", "producers/v0.1/reference-0.1.0"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|e| e != "zt") {
+                    continue;
+                }
+                let file = std::fs::read(&path).unwrap();
+                let limits = Limits::default();
+                let trailer = usize::try_from(Container::V0_1.trailer_len()).unwrap();
+                let tail = &file[file.len() - trailer..];
+                let location = Container::V0_1.locate_manifest(file.len() as u64, tail, &limits);
+                let Ok(location) = location else { continue };
+                let start = usize::try_from(location.offset).unwrap();
+                let bytes = &file[start..start + usize::try_from(location.len).unwrap()];
+                let Ok(general) = Manifest::decode_general(Container::V0_1, bytes, &limits) else {
+                    continue;
+                };
+                let read = decode_direct(bytes, &limits);
+                assert_eq!(read.as_ref(), Some(&general), "{}", path.display());
+                direct += 1;
+            }
+        }
+        assert!(direct >= 30, "{direct} files");
+    }
 }
