@@ -154,6 +154,11 @@ def test_attributes_of_every_kind_round_trip(tmp):
         ztensor_rs.save({"w": np.zeros(1)}, metadata={"bad": object()})
     with pytest.raises(ValueError):
         ztensor_rs.save({"w": np.zeros(1)}, metadata={"huge": 2**70})
+    # Attributes are a map; a list is refused by name before anything is written.
+    with pytest.raises(ValueError, match="must be a dict"):
+        ztensor_rs.save({"w": np.zeros(1)}, metadata=[1, 2])
+    # Keys that CBOR tells apart stay apart, and come back in a dict.
+    assert ztensor_rs.safe_open(path).metadata()["nested"] == {"a": {"b": [None]}}
 
 
 def test_safetensors_files_read_like_the_safetensors_package(tmp):
