@@ -18,14 +18,11 @@ use std::io::Write;
 use std::path::Path;
 
 use safetensors::Dtype;
-use ztensor_format::{
-    Attributes, DType, Encoding, Format, LogicalType, StorageType, Value, Version,
-};
+use ztensor_format::{Attributes, DType, Encoding, Format, LogicalType, StorageType, Value};
 use ztensor_io::{
     AtomicFile, ComponentData, ComponentInfo, FileSource, Mapped, ObjectData, ObjectInfo, RawRange,
-    ReadAt, Reader, TensorSource, WriteOptions, Writer, role,
+    ReadAt, TensorSource, role,
 };
-use ztensor_par::{ParOptions, Progress, SourceTensor, Stats};
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -408,61 +405,6 @@ pub fn metadata_attributes(metadata: &BTreeMap<String, String>) -> Option<Attrib
     Attributes::try_from(Value::Map(map.collect())).ok()
 }
 
-/// The objects `file`'s tensors become, in data order, for [`ztensor_par::write_from_source`].
-///
-/// # Errors
-/// [`ErrorKind::Unrepresentable`] naming the first tensor whose dtype zTensor cannot hold.
-pub fn source_tensors<S>(file: &SafetensorsFile<S>) -> Result<Vec<SourceTensor<'_>>> {
-    file.tensors
-        .iter()
-        .map(|t| {
-            let (dtype, logical_type) =
-                ztensor_type(t.dtype).map_err(|e| e.with_tensor(&t.name))?;
-            Ok(SourceTensor {
-                name: &t.name,
-                shape: &t.shape,
-                dtype,
-                logical_type,
-                offset: t.offset,
-                len: t.len,
-                attributes: None,
-            })
-        })
-        .collect()
-}
-
-/// Writes every tensor of `file`, and its `__metadata__` as file attributes, into `writer`, on
-/// all threads. FP8 tensors become `u8` with a logical type, which needs version 1.1 (OCP
-/// formats) or 1.2 (all of them).
-///
-/// # Errors
-/// As [`source_tensors`] and [`ztensor_par::write_from_source`]; the writer must then be
-/// discarded.
-pub fn to_ztensor<S: ReadAt, W: Write>(
-    file: &SafetensorsFile<S>,
-    writer: &mut Writer<W>,
-    options: &WriteOptions,
-    par: &ParOptions,
-    progress: &dyn Progress,
-) -> Result<Stats> {
-    let tensors = source_tensors(file)?;
-    if let Some(attributes) = metadata_attributes(&file.metadata) {
-        set_metadata(writer, attributes)?;
-    }
-    Ok(ztensor_par::write_from_source(&file.source, &tensors, writer, options, par, progress)?)
-}
-
-/// Sets `__metadata__` as the file attributes, or explains why the target version cannot.
-pub(crate) fn set_metadata<W: Write>(writer: &mut Writer<W>, attributes: Attributes) -> Result<()> {
-    if writer.version() == Version::V0_1 {
-        return Err(Error::new(
-            ErrorKind::Unrepresentable,
-            "__metadata__ cannot be kept: v0.1 has no file attributes",
-        ));
-    }
-    Ok(writer.set_attributes(attributes)?)
-}
-
 /// What to do with what safetensors cannot hold.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ExportOptions {
@@ -678,18 +620,6 @@ pub fn export(
         written += got;
     }
     Ok(written)
-}
-
-/// [`export`] from a zTensor reader.
-///
-/// # Errors
-/// As [`export`].
-pub fn from_ztensor<S: ReadAt>(
-    reader: &Reader<S>,
-    out: &mut impl Write,
-    options: &ExportOptions,
-) -> Result<u64> {
-    export(reader, out, options)
 }
 
 /// [`export`] into a file, written beside `path` and renamed over it when complete.

@@ -7,21 +7,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 use std::borrow::Cow;
 
-use ztensor_io::{
-    FileSource, ObjectData, ObjectInfo, RawRange, ReadAt, TensorSource, WriteOptions, Writer,
-};
-use ztensor_par::{ParOptions, Progress, Stats};
+use ztensor_io::{FileSource, ObjectData, ObjectInfo, RawRange, ReadAt, TensorSource};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::safetensors::{
-    SafetensorsFile, metadata_attributes, source_tensors, tensor_data, tensor_info,
-};
+use crate::safetensors::{SafetensorsFile, metadata_attributes, tensor_data, tensor_info};
 
 /// The largest index file read (real ones are well under a megabyte).
 pub const MAX_INDEX_LEN: u64 = 256 << 20;
@@ -259,44 +253,6 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
             (n + f.tensors().len(), b + f.tensors().iter().map(|t| t.len).sum::<u64>())
         })
     }
-
-    /// Writes every tensor (shard by shard in file-name order, each in data order) and the
-    /// merged `__metadata__` into `writer`, on all threads.
-    ///
-    /// # Errors
-    /// As [`crate::safetensors::to_ztensor`], naming the shard; the writer must then be
-    /// discarded.
-    pub fn to_ztensor<W: Write>(
-        &self,
-        writer: &mut Writer<W>,
-        options: &WriteOptions,
-        par: &ParOptions,
-        progress: &dyn Progress,
-    ) -> Result<Stats> {
-        // Check every dtype before writing anything.
-        let planned = self
-            .shards
-            .iter()
-            .map(|(p, f)| source_tensors(f).map_err(|e| e.with_path(p)))
-            .collect::<Result<Vec<_>>>()?;
-        if let Some(attributes) = metadata_attributes(&self.metadata) {
-            crate::safetensors::set_metadata(writer, attributes)?;
-        }
-        let mut peak = 0;
-        for ((p, file), tensors) in self.shards.iter().zip(&planned) {
-            let stats = ztensor_par::write_from_source(
-                file.source(),
-                tensors,
-                writer,
-                options,
-                par,
-                progress,
-            )
-            .map_err(|e| Error::from(e).with_path(p))?;
-            peak = peak.max(stats.peak_in_flight);
-        }
-        Ok(Stats { peak_in_flight: peak })
-    }
 }
 
 impl<S: ReadAt> ShardedCheckpoint<S> {
@@ -311,8 +267,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
 }
 
 /// Every tensor of every shard, shard by shard in file-name order, each in data order (the
-/// order [`ShardedCheckpoint::to_ztensor`] writes); each object's location is its shard's file
-/// name.
+/// order a sink writes them in); each object's location is its shard's file name.
 impl<S: ReadAt> TensorSource for ShardedCheckpoint<S> {
     fn format_name(&self) -> Cow<'_, str> {
         Cow::Owned(format!("sharded safetensors ({} shards)", self.shards.len()))

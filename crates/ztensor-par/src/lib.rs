@@ -205,49 +205,6 @@ fn stream<'a, W: Write>(
     Item::Stream { object, dtype, logical_type, len, input, options: options.clone() }
 }
 
-/// A dense tensor whose little-endian bytes lie in a source (a file of another format, read
-/// with positional reads or through a map) at `offset..offset + len`.
-#[derive(Debug, Clone)]
-pub struct SourceTensor<'a> {
-    /// The object name.
-    pub name: &'a str,
-    /// The shape.
-    pub shape: &'a [u64],
-    /// The storage type.
-    pub dtype: DType,
-    /// The logical type, if any.
-    pub logical_type: Option<LogicalType>,
-    /// Where the bytes start in the source.
-    pub offset: u64,
-    /// How many bytes.
-    pub len: u64,
-    /// Object attributes, if any.
-    pub attributes: Option<Attributes>,
-}
-
-/// Writes tensors whose bytes lie in `source`, in order, exactly as [`write_tensors`] would
-/// with the same bytes in memory: the source is read in pieces under the memory budget (or
-/// borrowed, when it is a map), compressed and digested on all threads.
-///
-/// # Errors
-/// As [`write_tensors`], plus reads of the source that fail or fall outside it; on error the
-/// writer must be discarded.
-pub fn write_from_source<S: ReadAt, W: Write>(
-    source: &S,
-    tensors: &[SourceTensor<'_>],
-    writer: &mut Writer<W>,
-    options: &WriteOptions,
-    par: &ParOptions,
-    progress: &dyn Progress,
-) -> Result<Stats> {
-    let items = tensors.iter().map(|t| {
-        let object = template(t.name, t.shape, t.attributes.as_ref());
-        let input = Input::Raw { offset: t.offset, swap: None, digest: None };
-        stream::<W>(object, t.dtype, t.logical_type.clone(), t.len, input, options)
-    });
-    run(Some(source), items, writer, par, progress)
-}
-
 /// Copies every object and the file attributes of `reader` into `writer`, exactly as
 /// [`ztensor_io::copy_all`] would with the same `copy` options, but decoding, compressing and
 /// digesting on all threads.

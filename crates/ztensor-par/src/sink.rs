@@ -17,8 +17,8 @@ use crate::{ParOptions, Progress, Stats, run, stream};
 /// Writes every object of a [`TensorSource`] into a zTensor [`Writer`] of any version.
 ///
 /// Dense tensors whose raw bytes lie in a file ([`TensorSource::raw`]) are read in pieces by the
-/// workers, compressed and digested on all threads, exactly as [`crate::write_from_source`]
-/// writes them; every other object is decoded by the source (digests checked) and written by
+/// workers (borrowed when the source is a map), compressed and digested on all threads; every
+/// other object is decoded by the source (digests checked) and written by
 /// the sequential code in its turn. Output is byte-identical whatever the thread count.
 ///
 /// ```

@@ -194,24 +194,17 @@ fn big_endian_v0_1_sources_repack_identically() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
-    /// Tensors read from a source (a byte slice, and a one-byte-at-a-time source that cannot be
-    /// borrowed from) are written exactly as the same tensors in memory.
+    /// Tensors whose raw bytes lie in a source (a file's slice, and a one-byte-at-a-time
+    /// source that cannot be borrowed from), written through the zTensor sink, are written
+    /// exactly as the same tensors in memory.
     #[test]
-    fn write_from_source_matches_write_tensors(
+    fn raw_tensors_of_a_source_match_write_tensors(
         specs in proptest::collection::vec(spec(), 0..6),
         options in options(),
         threads in 1usize..4,
     ) {
-        use ztensor_par::{SourceTensor, write_from_source};
         let datas: Vec<Vec<u8>> = specs.iter().map(data_of).collect();
         let names: Vec<String> = (0..specs.len()).map(|i| format!("t{i}")).collect();
-        // The tensors back to back after a 5-byte prefix, as in a foreign file.
-        let mut file = vec![0xAAu8; 5];
-        let mut offsets = Vec::new();
-        for d in &datas {
-            offsets.push(file.len() as u64);
-            file.extend_from_slice(d);
-        }
         let par = ParOptions { threads, memory_budget: 300 };
         let tensors: Vec<Tensor<'_>> = specs.iter().zip(&datas).zip(&names)
             .map(|((s, d), n)| Tensor { name: n, shape: &s.shape, dtype: s.dtype, logical_type: s.logical.clone(), data: d, attributes: None })
@@ -219,40 +212,70 @@ proptest! {
         let mut expected = Writer::new(Vec::new(), Version::V1_2).unwrap();
         write_tensors(&tensors, &mut expected, &options, &par, &()).unwrap();
         let expected = expected.finish().unwrap().0;
-        let sourced: Vec<SourceTensor<'_>> = tensors.iter().zip(&offsets)
-            .map(|(t, &offset)| SourceTensor { name: t.name, shape: t.shape, dtype: t.dtype, logical_type: t.logical_type.clone(), offset, len: t.data.len() as u64, attributes: None })
-            .collect();
-        let mut borrowed = Writer::new(Vec::new(), Version::V1_2).unwrap();
-        write_from_source(&&file[..], &sourced, &mut borrowed, &options, &par, &()).unwrap();
-        prop_assert_eq!(&borrowed.finish().unwrap().0, &expected);
-        let mut read = Writer::new(Vec::new(), Version::V1_2).unwrap();
-        write_from_source(&ztensor_io::Chunked::new(&file[..], 1), &sourced, &mut read, &options, &par, &()).unwrap();
-        prop_assert_eq!(&read.finish().unwrap().0, &expected);
+        // The same tensors raw in a file: the source.
+        let mut file = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        write_tensors(&tensors, &mut file, &WriteOptions::raw(), &par, &()).unwrap();
+        let file = file.finish().unwrap().0;
+        let borrowed = Reader::new(&file[..], &Options::default()).unwrap();
+        prop_assert_eq!(&sunk(&borrowed, &options, &par).unwrap(), &expected);
+        let chunked = Reader::new(ztensor_io::Chunked::new(&file[..], 1), &Options::default()).unwrap();
+        prop_assert_eq!(&sunk(&chunked, &options, &par).unwrap(), &expected);
     }
 }
 
+/// Every object of `source` through the zTensor sink into a new 1.2 file.
+fn sunk(
+    source: &dyn ztensor_io::TensorSource,
+    options: &WriteOptions,
+    par: &ParOptions,
+) -> Result<Vec<u8>, ztensor_io::Error> {
+    use ztensor_io::TensorSink;
+    let mut w = Writer::new(Vec::new(), Version::V1_2)?;
+    ztensor_par::ZtSink::new(&mut w, options.clone(), par, &()).write_all(source)?;
+    Ok(w.finish()?.0)
+}
+
+/// A source whose bytes in `failing` cannot be read (a disk error, a file cut short under us).
+struct Failing<'a> {
+    bytes: &'a [u8],
+    failing: std::ops::Range<u64>,
+}
+
+impl ztensor_io::ReadAt for Failing<'_> {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let end = offset + buf.len() as u64;
+        if offset < self.failing.end && end > self.failing.start {
+            return Err(std::io::Error::other("the disk refuses"));
+        }
+        ztensor_io::ReadAt::read_exact_at(&self.bytes, offset, buf)
+    }
+}
+
+/// A raw tensor whose bytes cannot be read is an error naming the read, not a file.
 #[test]
-fn write_from_source_refuses_ranges_outside_the_source() {
-    use ztensor_par::{SourceTensor, write_from_source};
-    let file = [0u8; 16];
-    let t = SourceTensor {
+fn a_source_that_fails_to_read_is_an_error() {
+    let data = [7u8; 256];
+    let tensors = [Tensor {
         name: "t",
-        shape: &[4],
+        shape: &[64],
         dtype: DType::F32,
         logical_type: None,
-        offset: 8,
-        len: 16,
+        data: &data,
         attributes: None,
-    };
-    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
-    let e = write_from_source(
-        &&file[..],
-        &[t],
-        &mut w,
-        &WriteOptions::raw(),
-        &ParOptions::with_threads(2),
-        &(),
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("reading the source"), "{e}");
+    }];
+    let par = ParOptions::with_threads(2);
+    let mut file = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    write_tensors(&tensors, &mut file, &WriteOptions::raw(), &par, &()).unwrap();
+    let file = file.finish().unwrap().0;
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+    let at = reader.component("t", "data").unwrap().model().offset;
+    let failing = Failing { bytes: &file, failing: at + 100..at + 101 };
+    let reader = Reader::new(failing, &Options::default()).unwrap();
+    let e = sunk(&reader, &WriteOptions::zstd(1), &par).unwrap_err();
+    assert!(e.os_error().is_some(), "{e}");
+    assert!(e.to_string().contains("the disk refuses"), "{e}");
 }

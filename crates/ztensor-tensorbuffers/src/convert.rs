@@ -9,43 +9,12 @@
 
 use std::io::Write;
 
-use ztensor_format::{Encoding, Format, Value, Version, text_map};
-use ztensor_io::{ObjectInfo, ReadAt, Reader, TensorSource, WriteOptions, Writer, role};
+use ztensor_format::{Encoding, Format, Value, text_map};
+use ztensor_io::{ObjectInfo, TensorSource, role};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::read::TbReader;
 use crate::schema::{DataType, Operation};
 use crate::write::TbWriter;
-
-/// Copies every tensor of a TensorBuffers file into a zTensor writer.
-///
-/// # Errors
-/// [`ErrorKind::Unrepresentable`] when the target is v0.1 and the file carries metadata v0.1 has
-/// no place for (a model, operations, a version other than 1.0.0); the writer's errors.
-pub fn to_ztensor<S: ReadAt, W: Write>(
-    tb: &TbReader<S>,
-    writer: &mut Writer<W>,
-    options: &WriteOptions,
-) -> Result<()> {
-    let meta = tb.metadata();
-    let attributes = kept_metadata(meta);
-    if !attributes.is_empty() {
-        if writer.version() == Version::V0_1 {
-            let what: Vec<&str> = attributes.iter().map(|(k, _)| *k).collect();
-            return Err(Error::new(
-                ErrorKind::Unrepresentable,
-                format!("zTensor 0.1 has no file attributes to keep {}", what.join(", ")),
-            ));
-        }
-        writer.set_attributes(ztensor_format::Attributes::try_from(text_map(attributes))?)?;
-    }
-    for t in &meta.tensors {
-        let data = tb.data(&t.name)?;
-        let shape: Vec<u64> = t.shape.iter().map(|&d| u64::from(d)).collect();
-        writer.add_dense(&t.name, &shape, t.data_type.dtype(), &data, options)?;
-    }
-    Ok(())
-}
 
 /// What of the metadata zTensor has no field for, as `tensorbuffers.*` file attributes.
 pub(crate) fn kept_metadata(meta: &crate::schema::Metadata) -> Vec<(&'static str, Value)> {
@@ -102,19 +71,6 @@ fn op_from_value(v: &Value) -> Option<Operation> {
             .map(Value::as_u64)
             .collect::<Option<Vec<u64>>>()?,
     })
-}
-
-/// Copies every object of a zTensor file (any version) into a TensorBuffers writer: [`from_source`]
-/// for a zTensor reader.
-///
-/// # Errors
-/// As [`from_source`].
-pub fn from_ztensor<S: ReadAt, W: Write>(
-    reader: &Reader<S>,
-    tb: &mut TbWriter<W>,
-    drop_attributes: bool,
-) -> Result<()> {
-    from_source(reader, tb, drop_attributes)
 }
 
 /// Copies every object of any tensor source (zTensor of any version, safetensors, TensorBuffers)

@@ -215,8 +215,8 @@ fn check_entry(t: &TensorEntry, data_end: u64, options: &ReadOptions) -> Result<
 }
 
 /// Every tensor in file order, as dense objects with one raw `data` component; the metadata
-/// zTensor has no field for as `tensorbuffers.*` file attributes (as [`crate::to_ztensor`]
-/// keeps them).
+/// zTensor has no field for as `tensorbuffers.*` file attributes (which [`crate::from_source`]
+/// restores).
 impl<S: ReadAt> ztensor_io::TensorSource for TbReader<S> {
     fn format_name(&self) -> Cow<'_, str> {
         Cow::Owned(format!("TensorBuffers (version {:?})", self.metadata.version))

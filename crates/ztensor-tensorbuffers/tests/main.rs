@@ -6,6 +6,18 @@
 /// The shared sample, byte-exact writing, round trips through zTensor.
 mod sample;
 
+/// Every tensor of `source` into `writer`, through the zTensor sink (on two threads).
+fn to_zt<W: std::io::Write>(
+    source: &dyn ztensor_io::TensorSource,
+    writer: &mut ztensor_io::Writer<W>,
+    options: ztensor_io::WriteOptions,
+) -> Result<(), ztensor_io::Error> {
+    use ztensor_io::TensorSink;
+    let par = ztensor_par::ParOptions::with_threads(2);
+    ztensor_par::ZtSink::new(writer, options, &par, &()).write_all(source)?;
+    Ok(())
+}
+
 /// Every rejection the facts document lists.
 mod reject;
 

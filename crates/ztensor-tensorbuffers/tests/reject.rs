@@ -144,10 +144,10 @@ fn absent_optional_fields_read_as_their_defaults() {
     let reader = TbReader::new(&old_style[..], &ReadOptions::default()).unwrap();
     assert_eq!(reader.metadata().operations, None);
     let mut zt = ztensor_io::Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
-    ztensor_tensorbuffers::to_ztensor(&reader, &mut zt, &ztensor_io::WriteOptions::raw()).unwrap();
+    crate::to_zt(&reader, &mut zt, ztensor_io::WriteOptions::raw()).unwrap();
     let (zt, _) = zt.finish().unwrap();
     let zreader = ztensor_io::Reader::new(&zt[..], &ztensor_format::Options::default()).unwrap();
     let mut back = TbWriter::new(Vec::new()).unwrap();
-    ztensor_tensorbuffers::from_ztensor(&zreader, &mut back, false).unwrap();
+    ztensor_tensorbuffers::from_source(&zreader, &mut back, false).unwrap();
     assert_eq!(back.finish().unwrap().0, old_style);
 }

@@ -4,8 +4,7 @@
 use ztensor_format::{DType, Options, Version};
 use ztensor_io::{Reader, WriteOptions, Writer};
 use ztensor_tensorbuffers::{
-    DataType, Operation, ReadOptions, TbReader, TbWriter, append, from_ztensor, tensor_id,
-    to_ztensor,
+    DataType, Operation, ReadOptions, TbReader, TbWriter, append, from_source, tensor_id,
 };
 
 fn sample() -> Vec<u8> {
@@ -76,11 +75,11 @@ fn an_empty_file_is_64_bytes() {
 fn via_ztensor(tb: &[u8], version: Version) -> Vec<u8> {
     let reader = TbReader::new(tb, &ReadOptions::default()).unwrap();
     let mut w = Writer::new(Vec::new(), version).unwrap();
-    to_ztensor(&reader, &mut w, &WriteOptions::zstd(3)).unwrap();
+    crate::to_zt(&reader, &mut w, WriteOptions::zstd(3)).unwrap();
     let (zt, _) = w.finish().unwrap();
     let zreader = Reader::new(&zt[..], &Options::strict()).unwrap();
     let mut back = TbWriter::new(Vec::new()).unwrap();
-    from_ztensor(&zreader, &mut back, false).unwrap();
+    from_source(&zreader, &mut back, false).unwrap();
     back.finish().unwrap().0
 }
 
@@ -117,7 +116,7 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
     w.add_dense("flags", &[2], DType::Bool, &[1, 0], &WriteOptions::raw()).unwrap();
     let (zt, _) = w.finish().unwrap();
     let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-    let err = from_ztensor(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
+    let err = from_source(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
     assert_eq!(err.kind(), ztensor_tensorbuffers::ErrorKind::Unrepresentable);
     assert_eq!(err.tensor_name(), Some("flags"));
 
@@ -126,8 +125,7 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
         w.add_dense("h", &[2], dtype, &bytes, &WriteOptions::raw()).unwrap();
         let (zt, _) = w.finish().unwrap();
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let err =
-            from_ztensor(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
+        let err = from_source(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
         assert_eq!(err.kind(), ztensor_tensorbuffers::ErrorKind::Unrepresentable, "{dtype}");
     }
 
@@ -143,10 +141,10 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
         .unwrap();
     let (zt, _) = w.finish().unwrap();
     let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-    let err = from_ztensor(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
+    let err = from_source(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
     assert!(err.to_string().contains("license"), "{err}");
     assert!(err.to_string().contains("drop them explicitly"), "{err}");
-    let err = from_ztensor(&reader, &mut TbWriter::new(Vec::new()).unwrap(), true).unwrap_err();
+    let err = from_source(&reader, &mut TbWriter::new(Vec::new()).unwrap(), true).unwrap_err();
     assert_eq!(
         (err.kind(), err.tensor_name()),
         (ztensor_tensorbuffers::ErrorKind::Unrepresentable, Some("sparse"))
