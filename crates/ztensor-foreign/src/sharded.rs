@@ -6,12 +6,11 @@
 //! stored twice, and the shards' `__metadata__` do not contradict each other.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::de::{Deserializer, MapAccess, Visitor};
 use std::borrow::Cow;
 
+pub use ztensor_io::weight_map::{WeightMap, is_plain_name};
 use ztensor_io::{FileSource, ObjectData, ObjectInfo, RawRange, ReadAt, TensorSource};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -27,12 +26,6 @@ pub fn is_index(path: &Path) -> bool {
         .is_some_and(|n| n.ends_with(".safetensors.index.json"))
 }
 
-/// Whether an index's shard name is a plain file name, so the shard lies beside the index (no
-/// directory part, not `.` or `..`).
-pub fn is_plain_name(shard: &str) -> bool {
-    Path::new(shard).file_name().is_some_and(|n| n == shard && shard != "." && shard != "..")
-}
-
 /// A sharded checkpoint whose index and shards agree.
 #[derive(Debug)]
 pub struct ShardedCheckpoint<S> {
@@ -44,34 +37,6 @@ pub struct ShardedCheckpoint<S> {
     /// Each tensor's shard (a position in `shards`).
     shard_of: HashMap<String, usize>,
     metadata: BTreeMap<String, String>,
-}
-
-/// An index's `weight_map` (tensor name → shard file name) as the list of its entries, in
-/// file order, so duplicate keys are seen, not merged.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct WeightMap(pub Vec<(String, String)>);
-
-impl<'de> serde::Deserialize<'de> for WeightMap {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<WeightMap, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = WeightMap;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of tensor names to shard file names")
-            }
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> std::result::Result<WeightMap, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(entry) = map.next_entry::<String, String>()? {
-                    entries.push(entry);
-                }
-                Ok(WeightMap(entries))
-            }
-        }
-        d.deserialize_map(V)
-    }
 }
 
 #[derive(serde::Deserialize)]

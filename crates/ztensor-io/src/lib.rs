@@ -58,6 +58,7 @@ mod reader;
 mod rewrite;
 mod source;
 mod tensors;
+pub mod weight_map;
 mod write_data;
 mod write_stream;
 #[allow(unsafe_code)]

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use serde::Deserialize;
-use ztensor_foreign::sharded::{WeightMap, is_plain_name};
+use ztensor_io::weight_map::{WeightMap, is_plain_name};
 
 use crate::error::{Error, ErrorKind, Result};
 

@@ -370,7 +370,7 @@ impl Plan {
             if u.unit != i {
                 return Err(malformed(format!("unit {} listed at position {i}", u.unit)));
             }
-            if !ztensor_foreign::sharded::is_plain_name(&u.shard) || !u.shard.ends_with(".zt") {
+            if !ztensor_io::weight_map::is_plain_name(&u.shard) || !u.shard.ends_with(".zt") {
                 return Err(malformed(format!(
                     "unit {i}: shard {:?} is not a plain .zt file name",
                     u.shard
