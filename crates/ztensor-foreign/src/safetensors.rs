@@ -563,19 +563,9 @@ fn header_len(planned: &[Planned<'_>], metadata: &BTreeMap<String, String>) -> R
     Ok(len)
 }
 
-/// Writes every object of `source` (a zTensor reader of any version, or any other
-/// [`TensorSource`]) as a safetensors file to `out` (decoding zstd), returning the number of
-/// bytes written. Checks everything before writing anything.
-///
-/// # Errors
-/// [`ErrorKind::Unrepresentable`] naming the first object safetensors cannot hold (sparse and
-/// quantized objects, `complex128`, attributes unless dropped, a name given twice); read and
-/// write errors.
-pub fn export(
-    source: &dyn TensorSource,
-    out: &mut impl Write,
-    options: &ExportOptions,
-) -> Result<u64> {
+/// Writes every object of `source` as a safetensors file to `out` (decoding zstd), returning
+/// the number of bytes written. Checks everything before writing anything.
+fn export(source: &dyn TensorSource, out: &mut impl Write, options: &ExportOptions) -> Result<u64> {
     let (planned, metadata) = plan(source, options)?;
     let header_len = header_len(&planned, &metadata)?;
     let io = |e: std::io::Error| Error::new(ErrorKind::Io, format!("writing: {e}"));
@@ -622,46 +612,93 @@ pub fn export(
     Ok(written)
 }
 
-/// [`export`] into a file, written beside `path` and renamed over it when complete.
+/// The safetensors output of the tensor-source interface: every object of a source (a zTensor
+/// reader of any version, or any other [`TensorSource`]), decoded, as one safetensors file.
+/// Everything is checked before anything is written.
 ///
-/// # Errors
-/// As [`export`]; `path` is then untouched.
-pub fn export_file(
-    source: &dyn TensorSource,
-    path: impl AsRef<Path>,
-    options: &ExportOptions,
-) -> Result<u64> {
-    let path = path.as_ref();
-    let mut file = AtomicFile::create(path)?;
-    let written = export(source, &mut file, options).map_err(|e| e.with_path(path))?;
-    file.persist()?;
-    Ok(written)
+/// [`SafetensorsSink::new`] writes a file beside its path and renames it over the path when
+/// complete (the path is untouched on error); [`SafetensorsSink::to_writer`] writes to any
+/// [`Write`], such as bytes in memory.
+///
+/// ```
+/// use ztensor_format::{DType, Options, Version};
+/// use ztensor_foreign::safetensors::{ExportOptions, SafetensorsSink};
+/// use ztensor_io::{Reader, TensorSink, WriteOptions, Writer};
+///
+/// let mut w = Writer::new(Vec::new(), Version::V1_2)?;
+/// w.add_dense("w", &[2], DType::U8, &[1, 2], &WriteOptions::zstd(3))?;
+/// let zt = w.finish()?.0;
+/// let reader = Reader::new(&zt[..], &Options::default())?;
+/// let mut sink = SafetensorsSink::to_writer(Vec::new(), ExportOptions::default());
+/// sink.write_all(&reader)?;
+/// let st = sink.into_inner().expect("a writer's sink");
+/// assert_eq!(safetensors::SafeTensors::deserialize(&st)?.tensor("w")?.data(), &[1, 2]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct SafetensorsSink<W = std::io::Sink> {
+    target: Target<W>,
+    options: ExportOptions,
+    written: u64,
 }
 
-/// The safetensors output of the tensor-source interface: a file written beside its path and
-/// renamed over it when complete.
-#[derive(Debug, Clone)]
-pub struct SafetensorsSink {
-    path: std::path::PathBuf,
-    options: ExportOptions,
+#[derive(Debug)]
+enum Target<W> {
+    File(std::path::PathBuf),
+    Writer(W),
 }
 
 impl SafetensorsSink {
-    /// A sink writing the safetensors file `path`.
+    /// A sink writing the safetensors file `path`, atomically.
     pub fn new(path: impl AsRef<Path>, options: ExportOptions) -> SafetensorsSink {
-        SafetensorsSink { path: path.as_ref().to_owned(), options }
+        SafetensorsSink { target: Target::File(path.as_ref().to_owned()), options, written: 0 }
     }
 }
 
-impl ztensor_io::TensorSink for SafetensorsSink {
+impl<W: Write> SafetensorsSink<W> {
+    /// A sink writing to `out`. Nothing is written before every object is checked, but a read
+    /// or write that fails part way leaves what was written.
+    pub fn to_writer(out: W, options: ExportOptions) -> SafetensorsSink<W> {
+        SafetensorsSink { target: Target::Writer(out), options, written: 0 }
+    }
+
+    /// How many bytes the last [`write_all`](ztensor_io::TensorSink::write_all) wrote.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The writer given to [`SafetensorsSink::to_writer`] (`None` for a file's sink).
+    pub fn into_inner(self) -> Option<W> {
+        match self.target {
+            Target::Writer(out) => Some(out),
+            Target::File(_) => None,
+        }
+    }
+}
+
+impl<W: Write> ztensor_io::TensorSink for SafetensorsSink<W> {
     type Error = Error;
 
     fn format_name(&self) -> Cow<'_, str> {
         Cow::Borrowed("safetensors")
     }
 
+    /// # Errors
+    /// [`ErrorKind::Unrepresentable`] naming the first object safetensors cannot hold (sparse
+    /// and quantized objects, `complex128`, attributes unless dropped, a name given twice);
+    /// read and write errors. A file's path is then untouched.
     fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
-        export_file(source, &self.path, &self.options)?;
+        self.written = 0;
+        self.written = match &mut self.target {
+            Target::File(path) => {
+                let mut file = AtomicFile::create(&*path)?;
+                let written =
+                    export(source, &mut file, &self.options).map_err(|e| e.with_path(path))?;
+                file.persist()?;
+                written
+            }
+            Target::Writer(out) => export(source, out, &self.options)?,
+        };
         Ok(source.len())
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use ztensor_foreign::ErrorKind;
-use ztensor_foreign::safetensors::{ExportOptions, SafetensorsFile, export};
+use ztensor_foreign::safetensors::{ExportOptions, SafetensorsFile, SafetensorsSink};
 use ztensor_format::{DType, LogicalType, Options, Version};
 use ztensor_io::{Chunked, Reader, WriteOptions, Writer};
 use ztensor_par::ParOptions;
@@ -88,6 +88,18 @@ fn sink(
     let par = ParOptions::with_threads(threads);
     ztensor_par::ZtSink::new(w, options.clone(), &par, &()).write_all(source)?;
     Ok(())
+}
+
+/// `source` exported through the safetensors sink into memory: how it went (the bytes written),
+/// and what was written.
+fn exported(
+    source: &dyn ztensor_io::TensorSource,
+    options: ExportOptions,
+) -> (Result<u64, ztensor_foreign::Error>, Vec<u8>) {
+    use ztensor_io::TensorSink;
+    let mut sink = SafetensorsSink::to_writer(Vec::new(), options);
+    let result = sink.write_all(source).map(|_| sink.written());
+    (result, sink.into_inner().unwrap())
 }
 
 fn to_zt(st: &[u8], version: Version, options: &WriteOptions, threads: usize) -> Vec<u8> {
@@ -408,8 +420,8 @@ mod export {
             .join("../../fixtures/v0.1/implementation-defined/duplicate-name.zt");
         let file = std::fs::read(path).unwrap();
         let reader = Reader::new(&file[..], &Options::default()).unwrap();
-        let mut out = Vec::new();
-        let err = export(&reader, &mut out, &ExportOptions::default()).unwrap_err();
+        let (result, out) = exported(&reader, ExportOptions::default());
+        let err = result.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unrepresentable, "{err}");
         assert_eq!(err.tensor(), Some("a"), "{err}");
         assert!(out.is_empty(), "nothing written");
@@ -424,8 +436,8 @@ mod export {
         let options = WriteOptions::zstd(3).with_digest(ztensor_format::DigestAlgorithm::Blake3);
         let zt = to_zt(&st, Version::V1_2, &options, 2);
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let mut out = Vec::new();
-        let n = export(&reader, &mut out, &ExportOptions::default()).unwrap();
+        let (n, out) = exported(&reader, ExportOptions::default());
+        let n = n.unwrap();
         assert_eq!(n, out.len() as u64);
         // The same layout as the crate's writer, byte for byte (one metadata key, so the crate's
         // map order cannot differ).
@@ -452,8 +464,8 @@ mod export {
         let st = safetensors_file(&tensors, Some(metadata));
         let zt = to_zt(&st, Version::V1_2, &WriteOptions::raw(), 1);
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let mut out = Vec::new();
-        export(&reader, &mut out, &ExportOptions::default()).unwrap();
+        let (result, out) = exported(&reader, ExportOptions::default());
+        result.unwrap();
         assert!(out == st, "{}", String::from_utf8_lossy(&out[..out.len().min(400)]));
     }
 
@@ -468,17 +480,15 @@ mod export {
             let source = if version == Version::V0_1 { &bare } else { &st };
             let zt = to_zt(source, version, &WriteOptions::zstd(1), 1);
             let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-            let mut out = Vec::new();
-            let options = ExportOptions::default();
+            let (result, out) = exported(&reader, ExportOptions::default());
+            result.unwrap();
             if version == Version::V0_1 {
                 // 0.1 has no file attributes (importing metadata into it is refused, below).
-                export(&reader, &mut out, &options).unwrap();
                 assert_eq!(
                     safetensors::SafeTensors::read_metadata(&out).unwrap().1.metadata(),
                     &None
                 );
             } else {
-                export(&reader, &mut out, &options).unwrap();
                 let header = String::from_utf8_lossy(&out[8..60]).into_owned();
                 assert!(
                     header.starts_with(r#"{"__metadata__":{"a":"2","m":"3","z":"1"}"#),
@@ -506,7 +516,7 @@ mod export {
         .unwrap();
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let e = export(&reader, &mut Vec::new(), &ExportOptions::default()).unwrap_err();
+        let e = exported(&reader, ExportOptions::default()).0.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unrepresentable);
         assert_eq!(
             e.to_string(),
@@ -526,10 +536,9 @@ mod export {
             .unwrap();
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let e = export(&reader, &mut Vec::new(), &ExportOptions::default()).unwrap_err();
+        let e = exported(&reader, ExportOptions::default()).0.unwrap_err();
         assert!(e.to_string().contains("file attribute \"n\" is not text"), "{e}");
-        let e =
-            export(&reader, &mut Vec::new(), &ExportOptions { drop_attributes: true }).unwrap_err();
+        let e = exported(&reader, ExportOptions { drop_attributes: true }).0.unwrap_err();
         assert_eq!(
             e.to_string(),
             "tensor \"z\": safetensors has no dtype for f64 with logical type complex128"
@@ -540,7 +549,7 @@ mod export {
         w.add_dense("__metadata__", &[1], DType::F32, &[0; 4], &WriteOptions::raw()).unwrap();
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let e = export(&reader, &mut Vec::new(), &ExportOptions::default()).unwrap_err();
+        let e = exported(&reader, ExportOptions::default()).0.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unrepresentable);
         assert!(e.to_string().contains("a tensor named __metadata__"), "{e}");
     }
@@ -560,8 +569,8 @@ mod export {
         .unwrap();
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let options = ExportOptions::default();
-        assert!(ztensor_foreign::safetensors::export_file(&reader, &target, &options).is_err());
+        let mut sink = SafetensorsSink::new(&target, ExportOptions::default());
+        assert!(ztensor_io::TensorSink::write_all(&mut sink, &reader).is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"precious");
         assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no temporary file left");
     }
@@ -1026,9 +1035,8 @@ mod sources {
         );
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let mut back = Vec::new();
-        ztensor_foreign::safetensors::export(&reader, &mut back, &ExportOptions::default())
-            .unwrap();
+        let (result, back) = exported(&reader, ExportOptions::default());
+        result.unwrap();
         assert_eq!(back, st);
     }
 }
