@@ -73,15 +73,8 @@ fn op_from_value(v: &Value) -> Option<Operation> {
     })
 }
 
-/// Copies every object of any tensor source (zTensor of any version, safetensors, TensorBuffers)
-/// into a TensorBuffers writer, restoring what `tensorbuffers.*` file attributes recorded.
-///
-/// # Errors
-/// [`ErrorKind::Unrepresentable`], naming the object, for what TensorBuffers cannot hold:
-/// non-dense objects, bool/f16/bf16 data, logical types (FP8, complex), objects that cannot be
-/// decoded here; and, unless `drop_attributes`, attributes other than the `tensorbuffers.*`
-/// ones. Compressed data is decoded first, its digests checked.
-pub fn from_source<W: Write>(
+/// Copies every object of `source` into a TensorBuffers writer (see [`TbSink`]).
+fn copy_source<W: Write>(
     source: &dyn TensorSource,
     tb: &mut TbWriter<W>,
     drop_attributes: bool,
@@ -206,33 +199,77 @@ pub fn from_source<W: Write>(
     Ok(())
 }
 
-/// The TensorBuffers output of the tensor-source interface: a file written beside its path and
-/// renamed over it when complete.
-#[derive(Debug, Clone)]
-pub struct TbSink {
-    path: std::path::PathBuf,
+/// The TensorBuffers output of the tensor-source interface: every object of any source (zTensor
+/// of any version, safetensors, TensorBuffers), restoring what `tensorbuffers.*` file attributes
+/// recorded. Compressed data is decoded first, its digests checked.
+///
+/// [`TbSink::new`] writes a file beside its path and renames it over the path when complete;
+/// [`TbSink::to_writer`] writes to any [`Write`], such as bytes in memory.
+#[derive(Debug)]
+pub struct TbSink<W = std::io::Sink> {
+    target: Target<W>,
     drop_attributes: bool,
 }
 
+#[derive(Debug)]
+enum Target<W> {
+    File(std::path::PathBuf),
+    /// The writer, while it is not being written (taken for a write, given back when it ends).
+    Writer(Option<W>),
+}
+
 impl TbSink {
-    /// A sink writing the TensorBuffers file `path`; with `drop_attributes`, attributes it
-    /// cannot hold are left out instead of refused.
+    /// A sink writing the TensorBuffers file `path`, atomically; with `drop_attributes`,
+    /// attributes it cannot hold are left out instead of refused.
     pub fn new(path: impl AsRef<std::path::Path>, drop_attributes: bool) -> TbSink {
-        TbSink { path: path.as_ref().to_owned(), drop_attributes }
+        TbSink { target: Target::File(path.as_ref().to_owned()), drop_attributes }
     }
 }
 
-impl ztensor_io::TensorSink for TbSink {
+impl<W: Write> TbSink<W> {
+    /// A sink writing a TensorBuffers file to `out`; `drop_attributes` as for [`TbSink::new`].
+    pub fn to_writer(out: W, drop_attributes: bool) -> TbSink<W> {
+        TbSink { target: Target::Writer(Some(out)), drop_attributes }
+    }
+
+    /// The writer given to [`TbSink::to_writer`], after a write that ended well (`None` for a
+    /// file's sink, or once a write failed: what it holds is then incomplete).
+    pub fn into_inner(self) -> Option<W> {
+        match self.target {
+            Target::Writer(out) => out,
+            Target::File(_) => None,
+        }
+    }
+}
+
+impl<W: Write> ztensor_io::TensorSink for TbSink<W> {
     type Error = Error;
 
     fn format_name(&self) -> std::borrow::Cow<'_, str> {
         std::borrow::Cow::Borrowed("TensorBuffers")
     }
 
+    /// # Errors
+    /// [`ErrorKind::Unrepresentable`], naming the object, for what TensorBuffers cannot hold:
+    /// non-dense objects, bool/f16/bf16 data, logical types (FP8, complex), objects that cannot
+    /// be decoded here; and, unless attributes are dropped, attributes other than the
+    /// `tensorbuffers.*` ones. Read and write errors. A file's path is then untouched.
     fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
-        let mut tb = crate::write::create(&self.path)?;
-        from_source(source, &mut tb, self.drop_attributes)?;
-        tb.persist()?;
+        match &mut self.target {
+            Target::File(path) => {
+                let mut tb = crate::write::create(&*path)?;
+                copy_source(source, &mut tb, self.drop_attributes)?;
+                tb.persist()?;
+            }
+            Target::Writer(out) => {
+                let out = out.take().ok_or_else(|| {
+                    Error::new(ErrorKind::Io, "the writer was lost to an earlier failed write")
+                })?;
+                let mut tb = TbWriter::new(out)?;
+                copy_source(source, &mut tb, self.drop_attributes)?;
+                self.target = Target::Writer(Some(tb.finish()?.0));
+            }
+        }
         Ok(source.len())
     }
 }

@@ -31,7 +31,7 @@ mod read;
 mod schema;
 mod write;
 
-pub use crate::convert::{TbSink, from_source};
+pub use crate::convert::TbSink;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::read::{MAGIC, ReadOptions, TbReader, looks_like_tensorbuffers};
 pub use crate::schema::{

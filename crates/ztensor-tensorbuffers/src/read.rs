@@ -215,7 +215,7 @@ fn check_entry(t: &TensorEntry, data_end: u64, options: &ReadOptions) -> Result<
 }
 
 /// Every tensor in file order, as dense objects with one raw `data` component; the metadata
-/// zTensor has no field for as `tensorbuffers.*` file attributes (which [`crate::from_source`]
+/// zTensor has no field for as `tensorbuffers.*` file attributes (which [`crate::TbSink`]
 /// restores).
 impl<S: ReadAt> ztensor_io::TensorSource for TbReader<S> {
     fn format_name(&self) -> Cow<'_, str> {

@@ -6,6 +6,17 @@
 /// The shared sample, byte-exact writing, round trips through zTensor.
 mod sample;
 
+/// Every object of `source` as TensorBuffers bytes, through the TensorBuffers sink.
+fn to_tb(
+    source: &dyn ztensor_io::TensorSource,
+    drop_attributes: bool,
+) -> Result<Vec<u8>, ztensor_tensorbuffers::Error> {
+    use ztensor_io::TensorSink;
+    let mut sink = ztensor_tensorbuffers::TbSink::to_writer(Vec::new(), drop_attributes);
+    sink.write_all(source)?;
+    Ok(sink.into_inner().expect("a writer after a write that ended well"))
+}
+
 /// Every tensor of `source` into `writer`, through the zTensor sink (on two threads).
 fn to_zt<W: std::io::Write>(
     source: &dyn ztensor_io::TensorSource,

@@ -4,7 +4,7 @@
 use ztensor_format::{DType, Options, Version};
 use ztensor_io::{Reader, WriteOptions, Writer};
 use ztensor_tensorbuffers::{
-    DataType, Operation, ReadOptions, TbReader, TbWriter, append, from_source, tensor_id,
+    DataType, Operation, ReadOptions, TbReader, TbWriter, append, tensor_id,
 };
 
 fn sample() -> Vec<u8> {
@@ -78,9 +78,7 @@ fn via_ztensor(tb: &[u8], version: Version) -> Vec<u8> {
     crate::to_zt(&reader, &mut w, WriteOptions::zstd(3)).unwrap();
     let (zt, _) = w.finish().unwrap();
     let zreader = Reader::new(&zt[..], &Options::strict()).unwrap();
-    let mut back = TbWriter::new(Vec::new()).unwrap();
-    from_source(&zreader, &mut back, false).unwrap();
-    back.finish().unwrap().0
+    crate::to_tb(&zreader, false).unwrap()
 }
 
 #[test]
@@ -116,7 +114,7 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
     w.add_dense("flags", &[2], DType::Bool, &[1, 0], &WriteOptions::raw()).unwrap();
     let (zt, _) = w.finish().unwrap();
     let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-    let err = from_source(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
+    let err = crate::to_tb(&reader, false).unwrap_err();
     assert_eq!(err.kind(), ztensor_tensorbuffers::ErrorKind::Unrepresentable);
     assert_eq!(err.tensor_name(), Some("flags"));
 
@@ -125,7 +123,7 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
         w.add_dense("h", &[2], dtype, &bytes, &WriteOptions::raw()).unwrap();
         let (zt, _) = w.finish().unwrap();
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let err = from_source(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
+        let err = crate::to_tb(&reader, false).unwrap_err();
         assert_eq!(err.kind(), ztensor_tensorbuffers::ErrorKind::Unrepresentable, "{dtype}");
     }
 
@@ -141,10 +139,10 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
         .unwrap();
     let (zt, _) = w.finish().unwrap();
     let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-    let err = from_source(&reader, &mut TbWriter::new(Vec::new()).unwrap(), false).unwrap_err();
+    let err = crate::to_tb(&reader, false).unwrap_err();
     assert!(err.to_string().contains("license"), "{err}");
     assert!(err.to_string().contains("drop them explicitly"), "{err}");
-    let err = from_source(&reader, &mut TbWriter::new(Vec::new()).unwrap(), true).unwrap_err();
+    let err = crate::to_tb(&reader, true).unwrap_err();
     assert_eq!(
         (err.kind(), err.tensor_name()),
         (ztensor_tensorbuffers::ErrorKind::Unrepresentable, Some("sparse"))
