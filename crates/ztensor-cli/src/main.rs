@@ -116,7 +116,7 @@ enum Command {
         /// object larger than that gets a shard of its own), also for single-file inputs.
         #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
         shard_size: Option<u64>,
-        /// What to write: 0.1, 1.1, 1.2, safetensors or tensorbuffers.
+        /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, safetensors or tensorbuffers.
         #[arg(long, value_parser = parse_target)]
         to: Option<Target>,
         /// Discard attributes the target cannot hold (TensorBuffers holds none; safetensors
@@ -457,8 +457,13 @@ fn parse_target(s: &str) -> Result<Target, String> {
     match s {
         "tensorbuffers" | "tb" => Ok(Target::TensorBuffers),
         "safetensors" | "st" => Ok(Target::Safetensors),
+        // zTensor without a version: the current one, as for an output without --to.
+        "zt" | "ztensor" => Ok(Target::Zt(Version::V1_2)),
         _ => Version::from_short(s).map(Target::Zt).ok_or_else(|| {
-            format!("unknown target {s:?} (expected 0.1, 1.1, 1.2, safetensors or tensorbuffers)")
+            format!(
+                "unknown target {s:?} (expected zt (1.2), 0.1, 1.1, 1.2, safetensors or \
+                 tensorbuffers)"
+            )
         }),
     }
 }

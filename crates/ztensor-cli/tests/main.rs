@@ -298,6 +298,13 @@ fn convert_between_versions_and_refuse_what_cannot_be_expressed() {
     let before = json(&ztensor(&["dump", "--json", "fixtures/examples/tiny-v0.1.zt"]));
     let after = json(&ztensor(&["dump", "--json", out12.to_str().unwrap()]));
     assert_eq!(after["container"], "zt-1.2");
+    // `--to zt` is zTensor in its current version.
+    let zt = d.join("to-zt.bin");
+    let out =
+        ztensor(&["convert", "fixtures/examples/tiny-v0.1.zt", zt.to_str().unwrap(), "--to", "zt"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&ztensor(&["dump", "--json", zt.to_str().unwrap()]))["container"], "zt-1.2");
+    std::fs::remove_file(&zt).unwrap();
     let strip = |d: &serde_json::Value| -> Vec<serde_json::Value> {
         d["objects"]
             .as_array()

@@ -88,6 +88,10 @@ fn units_as_processes_killed_and_rerun_equal_one_process() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("planned 8 units"), "{}", stdout(&out));
+    // A unit the plan does not have is a mistake of the request (status 2), naming those it has.
+    let out = ztensor(&["run", "-q", plan.as_str(), "--unit", "8"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no unit 8: the plan has 8 (0 to 7)"), "{}", stderr(&out));
     let order = [5usize, 2, 7, 0, 3, 6, 1, 4];
     for (i, unit) in order.iter().enumerate() {
         let unit = unit.to_string();

@@ -648,6 +648,7 @@ fn errors_name_the_users_paths() {
     // A missing output directory: the output named, not a temporary file.
     let err = fails(&["convert", "fixtures/examples/tiny-v1.2.zt", "/nonexistent/dir/out.zt"], 2);
     assert!(err.contains("cannot write /nonexistent/dir/out.zt"), "{err}");
+    assert!(err.contains("the directory /nonexistent/dir does not exist"), "{err}");
     assert!(!err.contains("ztmp"), "{err}");
     // A missing shard: the index that lists it.
     let index = write_sharded(&d, &specs(), 2);

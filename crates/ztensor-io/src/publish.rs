@@ -254,7 +254,13 @@ fn create_temp(target: &Path, place: &Place, mode: u32) -> Result<(File, PathBuf
                 if e.kind() == io::ErrorKind::AlreadyExists {
                     continue;
                 }
-                // Named by the user's path, not the temporary file's.
+                // Named by the user's path, not the temporary file's; a missing directory is
+                // named as what is missing, not as the file.
+                if e.kind() == io::ErrorKind::NotFound && fs::metadata(dir).is_err() {
+                    let missing = format!("the directory {} does not exist", dir.display());
+                    let e = io::Error::new(io::ErrorKind::NotFound, missing);
+                    return Err(Error::io(format!("cannot write {}", target.display()), None, e));
+                }
                 return Err(Error::io("cannot write", Some(target.to_owned()), e));
             }
         };

@@ -17,6 +17,8 @@ pub enum ErrorKind {
     Stale,
     /// `finalize` found units without a receipt or a shard.
     Incomplete,
+    /// A unit number the plan does not have (a mistake of the request, not of the plan).
+    NoSuchUnit,
     /// A zTensor error reading the input or writing a shard.
     ZTensor,
     /// An I/O error.

@@ -435,11 +435,11 @@ impl Plan {
     /// Unit `unit`.
     ///
     /// # Errors
-    /// [`ErrorKind::Malformed`] naming the units there are.
+    /// [`ErrorKind::NoSuchUnit`] naming the units there are.
     pub fn unit(&self, unit: usize) -> Result<&Unit> {
         self.units.get(unit).ok_or_else(|| {
             Error::new(
-                ErrorKind::Malformed,
+                ErrorKind::NoSuchUnit,
                 format!(
                     "no unit {unit}: the plan has {} (0 to {})",
                     self.units.len(),

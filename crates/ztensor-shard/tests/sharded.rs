@@ -206,6 +206,7 @@ fn a_changed_input_or_another_plans_receipt_is_not_trusted() {
     assert_eq!(e.kind(), ErrorKind::Stale);
     // A unit past the end is named.
     let e = ztensor_shard::run_unit(&plan, 99, &reader, &par, &()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoSuchUnit);
     assert!(e.message().contains("no unit 99"), "{e}");
 }
 
