@@ -212,9 +212,15 @@ impl<S: ReadAt> SafetensorsFile<S> {
         }
         let data_len = check_layout(&tensors)?;
         if data_start.checked_add(data_len) != Some(file_len) {
+            let follow = file_len - data_start;
+            // Fewer bytes than described is what an interrupted download or copy leaves.
+            let hint = match data_len - follow.min(data_len) {
+                0 => String::new(),
+                1 => " (the file is 1 byte short: an incomplete download or copy?)".to_owned(),
+                n => format!(" (the file is {n} bytes short: an incomplete download or copy?)"),
+            };
             return Err(malformed(format!(
-                "the header describes {data_len} bytes of data, but {} follow it",
-                file_len - data_start
+                "the header describes {data_len} bytes of data, but {follow} follow it{hint}"
             )));
         }
         for t in &mut tensors {

@@ -274,7 +274,11 @@ mod import {
             ("huge", &huge, "exceeds the limit"),
             ("past", &past, "runs past the end"),
             ("trailing", &trailing, "describes 8 bytes of data, but 9 follow it"),
-            ("short", &short, "describes 8 bytes of data, but 7 follow it"),
+            (
+                "short",
+                &short,
+                "describes 8 bytes of data, but 7 follow it (the file is 1 byte short: an incomplete download or copy?)",
+            ),
             ("not json", &not_json, "header:"),
             ("gap", &gapped, "header:"),
         ];
