@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ztensor_format::{DigestAlgorithm, Options, Version};
 use ztensor_io::{DigestChoice, FileSource, Reader};
@@ -466,6 +466,44 @@ fn parse_target(s: &str) -> Result<Target, String> {
             )
         }),
     }
+}
+
+/// What `convert` writes to `output`: `to`, else what the output's extension names (zTensor
+/// 1.2 for `.zt` and anything else). An extension of a format this tool reads but does not write
+/// is refused rather than given zTensor bytes under a misleading name, and so are encoding
+/// options the target has no place for (usage errors, status 2).
+fn convert_target(output: &Path, to: Option<Target>, encoding: &Encoding) -> Result<Target> {
+    let extension = output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let target = match (to, extension.as_deref()) {
+        (Some(to), _) => to,
+        (None, Some("tb")) => Target::TensorBuffers,
+        (None, Some("safetensors")) => Target::Safetensors,
+        (None, Some(e @ ("bin" | "pt" | "pth" | "ckpt" | "npz" | "npy" | "gguf"))) => {
+            let extract = if e == "npy" {
+                "; `ztensor extract FILE NAME -o OUT.npy` writes one object as .npy"
+            } else {
+                ""
+            };
+            bail!(
+                "{} ends in .{e}, a format this tool reads but does not write: name a .zt, \
+                 .safetensors or .tb output, or say what to write with --to (zt, safetensors, \
+                 tensorbuffers){extract}",
+                output.display()
+            );
+        }
+        (None, _) => Target::Zt(Version::V1_2),
+    };
+    if let Target::Safetensors | Target::TensorBuffers = target {
+        let option = match (encoding.zstd, encoding.digest) {
+            (Some(_), _) => Some("--zstd"),
+            (None, Some(_)) => Some("--digest"),
+            (None, None) => None,
+        };
+        if let Some(option) = option {
+            bail!("{option} does not apply to {target}, which stores raw bytes and no digests");
+        }
+    }
+    Ok(target)
 }
 
 /// The data said no (a broken file, unrepresentable content, a difference): exit status 1.
@@ -946,13 +984,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             encoding,
             run,
         } => {
-            let target = to.unwrap_or_else(|| {
-                match output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase) {
-                    Some(e) if e == "tb" => Target::TensorBuffers,
-                    Some(e) if e == "safetensors" => Target::Safetensors,
-                    _ => Target::Zt(Version::V1_2),
-                }
-            });
+            let target = convert_target(&output, to, &encoding)?;
             let sharded = sharding(&output, shard_size)?;
             let _lock = match sharded {
                 Some(_) => None,

@@ -281,6 +281,40 @@ fn verify_passes_sound_files_and_names_the_broken_object() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// Outputs named for a format the tool does not write, and encoding options the target has no
+/// place for, are usage errors caught before anything is written; `--to` says what is meant.
+#[test]
+fn convert_refuses_outputs_it_would_misname() {
+    let d = scratch("misnamed");
+    let input = "fixtures/examples/tiny-v1.2.zt";
+    for name in ["x.gguf", "x.npz", "x.npy", "x.bin", "x.pt", "x.PTH"] {
+        let out = d.join(name);
+        let r = ztensor(&["convert", input, out.to_str().unwrap(), "-q"]);
+        assert_eq!(r.status.code(), Some(2), "{name}: {}", stderr(&r));
+        let e = stderr(&r);
+        assert!(e.contains("reads but does not write") && e.contains("--to"), "{name}: {e}");
+        assert!(!out.exists(), "{name}: nothing written");
+    }
+    assert!(
+        stderr(&ztensor(&["convert", input, d.join("x.npy").to_str().unwrap()]))
+            .contains("extract")
+    );
+    for (name, option) in [("x.safetensors", ["--zstd", "3"]), ("x.tb", ["--digest", "sha256"])] {
+        let out = d.join(name);
+        let r =
+            ztensor(&[&["convert", input, out.to_str().unwrap(), "-q"][..], &option[..]].concat());
+        assert_eq!(r.status.code(), Some(2), "{name}: {}", stderr(&r));
+        assert!(stderr(&r).contains(&format!("{} does not apply", option[0])), "{}", stderr(&r));
+        assert!(!out.exists(), "{name}: nothing written");
+    }
+    // Said explicitly, the name is the user's to choose.
+    let out = d.join("x.gguf");
+    let r = ztensor(&["convert", input, out.to_str().unwrap(), "-q", "--to", "zt"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(ztensor(&["verify", out.to_str().unwrap()]).status.success());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 #[test]
 fn convert_between_versions_and_refuse_what_cannot_be_expressed() {
     let d = scratch("convert");
