@@ -538,6 +538,7 @@ fn handle_signals() {
     let _ = std::thread::Builder::new().name("zt-signals".into()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
             ztensor_io::interrupt();
+            cmd::stdin::remove();
             std::process::exit(128 + signal);
         }
     });
@@ -863,7 +864,34 @@ fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
     }
 }
 
-fn run(cli: Cli) -> Result<ExitCode> {
+/// Spools standard input for the command's input given as `-` (every reading command; not the
+/// inputs a plan records for later, nor files changed in place).
+fn spool_inputs(command: &mut Command) -> Result<Option<cmd::stdin::Spooled>> {
+    let mut spool = None;
+    let resolve = |p: &mut PathBuf, s: &mut Option<cmd::stdin::Spooled>| cmd::stdin::resolve(p, s);
+    match command {
+        Command::Info { file, .. }
+        | Command::Ls { file, .. }
+        | Command::Dump { file, .. }
+        | Command::Verify { file, .. }
+        | Command::Remove { file, .. }
+        | Command::Extract { file, .. }
+        | Command::Cat { file, .. } => resolve(file, &mut spool)?,
+        Command::Convert { input, .. } | Command::Repack { input, .. } => {
+            resolve(input, &mut spool)?;
+        }
+        Command::Append { from, .. } => resolve(from, &mut spool)?,
+        Command::Diff { a, b, .. } => {
+            resolve(a, &mut spool)?;
+            resolve(b, &mut spool)?;
+        }
+        _ => {}
+    }
+    Ok(spool)
+}
+
+fn run(mut cli: Cli) -> Result<ExitCode> {
+    let _spooled = spool_inputs(&mut cli.command)?;
     // Line by line to a terminal, in blocks to a pipe or file: a listing of a million objects
     // is otherwise a million writes.
     let stdout = std::io::stdout().lock();

@@ -281,6 +281,50 @@ fn verify_passes_sound_files_and_names_the_broken_object() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// The tool with standard input from `file` (the repository's root as working directory),
+/// and where its spool of standard input would be.
+fn ztensor_reading(file: &str, args: &[&str]) -> (Output, PathBuf) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let child = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+        .args(args)
+        .current_dir(&root)
+        .stdin(std::fs::File::open(root.join(file)).unwrap())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the ztensor binary runs");
+    let spool = std::env::temp_dir().join(format!("ztensor-stdin-{}-0", child.id()));
+    (child.wait_with_output().unwrap(), spool)
+}
+
+/// `-` reads standard input, for every reading command, as the file it holds; the copy it
+/// reads from is gone afterwards, and standard input is given once only.
+#[test]
+fn a_dash_reads_standard_input() {
+    let d = scratch("stdin");
+    let file = "fixtures/examples/tiny-v1.2.zt";
+    let (r, spool) = ztensor_reading(file, &["dump", "--json", "-"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert_eq!(stdout(&r), stdout(&ztensor(&["dump", "--json", file])));
+    assert!(!spool.exists(), "the spool is removed");
+    let (r, _) = ztensor_reading(file, &["info", "-"]);
+    assert!(r.status.success() && stdout(&r).contains("objects:    4"), "{}", stdout(&r));
+    let out = d.join("from-stdin.zt");
+    let (r, spool) = ztensor_reading(
+        "fixtures/examples/tiny-v0.1.zt",
+        &["convert", "-", out.to_str().unwrap(), "-q"],
+    );
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(ztensor(&["verify", out.to_str().unwrap()]).status.success());
+    assert!(!spool.exists(), "the spool is removed");
+    let (r, _) = ztensor_reading(file, &["diff", "-", file]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let (r, _) = ztensor_reading(file, &["diff", "-", "-"]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("can be read once"), "{}", stderr(&r));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 /// Outputs named for a format the tool does not write, and encoding options the target has no
 /// place for, are usage errors caught before anything is written; `--to` says what is meant.
 #[test]

@@ -5,6 +5,7 @@ pub mod edit;
 pub mod info;
 pub mod look;
 pub mod repack;
+pub mod stdin;
 pub mod tb;
 pub mod text;
 
