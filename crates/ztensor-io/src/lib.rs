@@ -83,7 +83,7 @@ pub use crate::rewrite::{remove_objects, rewrite};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::tensors::{
     ComponentInfo, Decoded, Excluding, ObjectInfo, RawRange, TensorSink, TensorSource,
-    check_expansion,
+    check_expansion, close_names,
 };
 pub use crate::write_data::write_data;
 pub use crate::write_stream::write_source_object;

@@ -602,3 +602,76 @@ impl TensorSource for Excluding<'_> {
         self.inner.raw(*self.keep.get(index)?)
     }
 }
+
+/// The names of `source` closest to `name`, which it does not hold, closest first (at most
+/// three): what "did you mean" offers. Close is within a third of the name's length in edit
+/// distance (at least 2); names much longer or shorter cannot be that close and are not
+/// measured, as a source's names may be long and many.
+pub fn close_names(source: &dyn TensorSource, name: &str) -> Vec<String> {
+    let chars = name.chars().count();
+    let within = (chars / 3).max(2);
+    let mut close: Vec<(usize, String)> = (0..source.len())
+        .filter_map(|i| source.name(i))
+        .filter(|n| n.len() <= 4 * (chars + within) && n.chars().count().abs_diff(chars) <= within)
+        .filter_map(|n| {
+            let d = edit_distance(name, &n);
+            (d <= within).then(|| (d, n.into_owned()))
+        })
+        .collect();
+    close.sort();
+    close.into_iter().take(3).map(|(_, n)| n).collect()
+}
+
+/// The Levenshtein distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(previous + 1).min(row[j] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod close_names_tests {
+    use super::*;
+
+    #[test]
+    fn distances() {
+        for (a, b, d) in [
+            ("", "", 0),
+            ("abc", "abc", 0),
+            ("abc", "abd", 1),
+            ("ab", "abc", 1),
+            ("kitten", "sitting", 3),
+            ("é", "e", 1),
+        ] {
+            assert_eq!(edit_distance(a, b), d, "{a} {b}");
+            assert_eq!(edit_distance(b, a), d, "{b} {a}");
+        }
+    }
+
+    #[test]
+    fn the_closest_names_come_first() {
+        let mut w = crate::Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
+        for name in ["layers.0.weight", "layers.1.weight", "layers.0.bias", "embed", "head"] {
+            w.add_dense(name, &[1], ztensor_format::DType::U8, &[1], &crate::WriteOptions::raw())
+                .unwrap();
+        }
+        let file = w.finish().unwrap().0;
+        let reader = crate::Reader::new(&file[..], &ztensor_format::Options::default()).unwrap();
+        // Two edits, three, and five (within a third of fifteen characters).
+        assert_eq!(
+            close_names(&reader, "layers.0.weigth"),
+            ["layers.0.weight", "layers.1.weight", "layers.0.bias"]
+        );
+        assert_eq!(close_names(&reader, "heads"), ["head"]);
+        assert!(close_names(&reader, "something else").is_empty());
+    }
+}

@@ -678,8 +678,19 @@ fn encoding_name(e: &Encoding) -> &str {
     e.name()
 }
 
-fn not_found(py: Python<'_>, name: &str) -> PyErr {
-    let message = format!("no object called {name:?}");
+/// No object `name` in `source`: the error names it and, as the command-line tool does, the
+/// closest names the source holds.
+fn not_found(py: Python<'_>, source: &dyn TensorSource, name: &str) -> PyErr {
+    let close = ztensor_io::close_names(source, name);
+    let hint = match close.as_slice() {
+        [] => String::new(),
+        [one] => format!("; did you mean {one:?}?"),
+        more => format!(
+            "; did you mean one of {}?",
+            more.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let message = format!("no object called {name:?}{hint}");
     exception(py, "ObjectNotFoundError", message, None, Some(name), None)
 }
 
@@ -692,7 +703,8 @@ struct File {
 
 impl File {
     fn index(&self, py: Python<'_>, name: &str) -> PyResult<usize> {
-        self.opened.source.find(name).ok_or_else(|| not_found(py, name))
+        let source = &*self.opened.source;
+        source.find(name).ok_or_else(|| not_found(py, source, name))
     }
 
     /// `(name, format, shape, attributes, components)` of object `index`, read as `parts`.
@@ -764,7 +776,8 @@ impl File {
     /// it lies in for sharded checkpoints.
     fn info<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let index = self.index(py, name)?;
-        let info = self.opened.source.info(index).ok_or_else(|| not_found(py, name))?;
+        let source = &*self.opened.source;
+        let info = source.info(index).ok_or_else(|| not_found(py, source, name))?;
         let out = PyDict::new(py);
         out.set_item("name", info.name.as_ref())?;
         out.set_item("format", info.format.name())?;

@@ -305,6 +305,10 @@ def test_errors_say_what_and_where(tmp):
             f.get_tensor("x")
         assert isinstance(caught.value, ztensor_rs.ObjectNotFoundError)
         assert caught.value.object == "x"
+        # A near miss is named, as the command-line tool names it.
+        with pytest.raises(ztensor_rs.ObjectNotFoundError) as caught:
+            f.get_tensor("ww")
+        assert 'did you mean "w"?' in str(caught.value), str(caught.value)
     with pytest.raises(ValueError):
         ztensor_rs.save({"w": np.zeros(1)}, zstd=0)
     with pytest.raises(ValueError):

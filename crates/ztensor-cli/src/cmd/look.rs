@@ -107,27 +107,14 @@ pub fn found(path: &Path, source: &dyn TensorSource, name: &str) -> Result<usize
     if let Some(i) = source.find(name) {
         return Ok(i);
     }
-    let names = (0..source.len()).filter_map(|i| source.name(i).map(std::borrow::Cow::into_owned));
-    // Within a third of the name's length; names much longer or shorter cannot be that close,
-    // and are not measured (a file's names may be long and many).
-    let chars = name.chars().count();
-    let within = (chars / 3).max(2);
-    let mut close: Vec<(usize, String)> = names
-        .filter(|n| n.len() <= 4 * (chars + within) && n.chars().count().abs_diff(chars) <= within)
-        .filter_map(|n| {
-            let d = distance(name, &n);
-            (d <= within).then_some((d, n))
-        })
-        .collect();
-    close.sort();
+    let close = ztensor_io::close_names(source, name);
     let hint = match close.as_slice() {
         [] => String::new(),
-        [(_, one)] => format!("; did you mean {:?}?", super::text::shown(one)),
+        [one] => format!("; did you mean {:?}?", super::text::shown(one)),
         more => format!(
             "; did you mean one of {}?",
             more.iter()
-                .take(3)
-                .map(|(_, n)| format!("{:?}", super::text::shown(n)))
+                .map(|n| format!("{:?}", super::text::shown(n)))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -141,21 +128,6 @@ pub fn found(path: &Path, source: &dyn TensorSource, name: &str) -> Result<usize
 }
 
 /// Levenshtein distance between `a` and `b`, in characters.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = previous + usize::from(ca != cb);
-            previous = row[j + 1];
-            row[j + 1] = substitution.min(previous + 1).min(row[j] + 1);
-        }
-    }
-    row[b.len()]
-}
-
 /// Object `index` when it is a dense tensor of one component whose type NumPy holds as stored
 /// (no widening, no logical type): such a tensor streams, in pieces, to a `.npy` or a terminal.
 fn native_dense(
@@ -463,21 +435,6 @@ pub fn diff(
 #[cfg(test)]
 mod tests {
     use super::glob;
-
-    #[test]
-    fn distances() {
-        for (a, b, d) in [
-            ("", "", 0),
-            ("abc", "abc", 0),
-            ("abc", "abd", 1),
-            ("ab", "abc", 1),
-            ("kitten", "sitting", 3),
-            ("é", "e", 1),
-        ] {
-            assert_eq!(super::distance(a, b), d, "{a} {b}");
-            assert_eq!(super::distance(b, a), d, "{b} {a}");
-        }
-    }
 
     #[test]
     fn globs() {
