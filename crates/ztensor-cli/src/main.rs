@@ -868,7 +868,7 @@ fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
 /// inputs a plan records for later, nor files changed in place).
 fn spool_inputs(command: &mut Command) -> Result<Option<cmd::stdin::Spooled>> {
     let mut spool = None;
-    let resolve = |p: &mut PathBuf, s: &mut Option<cmd::stdin::Spooled>| cmd::stdin::resolve(p, s);
+    let resolve = cmd::stdin::resolve;
     match command {
         Command::Info { file, .. }
         | Command::Ls { file, .. }

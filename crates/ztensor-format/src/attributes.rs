@@ -207,9 +207,8 @@ fn head_at(bytes: &[u8]) -> (u8, u64, usize) {
     }
 }
 
-/// The length of the one deterministic item at the start of `bytes` (used by the encoders
-/// to find where a key ends).
-pub(crate) fn item_len(bytes: &[u8]) -> usize {
+/// The length of the one deterministic item at the start of `bytes`.
+fn item_len(bytes: &[u8]) -> usize {
     let mut pos = 0usize;
     // Items still to pass: each array item, map key and value, and tagged item adds to it.
     let mut pending = 1u64;

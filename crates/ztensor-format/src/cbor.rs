@@ -344,16 +344,18 @@ impl<'a> Decoder<'a> {
                 self.enter(at, depth)?;
                 let declared = len.map(|n| self.count(at, n, 2)).transpose()?;
                 let start = out.len();
-                // Where each entry's key starts and its value ends.
-                let mut spans: Vec<(usize, usize)> = Vec::with_capacity(declared.unwrap_or(0));
+                // Where each entry's key starts, where it ends, and where the value ends.
+                let mut spans: Vec<(usize, usize, usize)> =
+                    Vec::with_capacity(declared.unwrap_or(0));
                 loop {
                     if declared == Some(spans.len()) || (declared.is_none() && self.at_break()?) {
                         break;
                     }
                     let key = out.len();
                     self.canonical(depth + 1, out)?;
+                    let value = out.len();
                     self.canonical(depth + 1, out)?;
-                    spans.push((key, out.len()));
+                    spans.push((key, value, out.len()));
                 }
                 self.sort_entries(at, depth, start, &spans, out)?;
             }
@@ -369,22 +371,18 @@ impl<'a> Decoder<'a> {
         Ok(())
     }
 
-    /// Puts the canonical entries `spans` (key start, entry end) written to `out` from `start`
-    /// into deterministic order behind the map's head, refusing the first key that repeats an
-    /// earlier one as [`Decoder::item`] does.
+    /// Puts the canonical entries `spans` (key start, key end, entry end) written to `out` from
+    /// `start` into deterministic order behind the map's head, refusing the first key that
+    /// repeats an earlier one as [`Decoder::item`] does.
     fn sort_entries(
         &self,
         at: usize,
         depth: usize,
         start: usize,
-        spans: &[(usize, usize)],
+        spans: &[(usize, usize, usize)],
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let key_end = |i: usize| {
-            let (key, end) = spans[i];
-            key + crate::attributes::item_len(&out[key..end])
-        };
-        let key = |i: usize| &out[spans[i].0..key_end(i)];
+        let key = |i: usize| &out[spans[i].0..spans[i].1];
         let mut order: Vec<usize> = (0..spans.len()).collect();
         order.sort_by(|&a, &b| key(a).cmp(key(b)).then(a.cmp(&b)));
         // Equal keys sort together, by position: every one after the first of its run repeats
@@ -405,7 +403,7 @@ impl<'a> Decoder<'a> {
             out.splice(start..start, sorted);
         } else {
             for &i in &order {
-                sorted.extend_from_slice(&out[spans[i].0..spans[i].1]);
+                sorted.extend_from_slice(&out[spans[i].0..spans[i].2]);
             }
             out.truncate(start);
             out.extend_from_slice(&sorted);

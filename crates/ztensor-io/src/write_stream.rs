@@ -114,8 +114,8 @@ pub(crate) fn streams<W: Write>(
     options: &WriteOptions,
     format: &Format,
 ) -> bool {
-    let version = writer.version() != Version::V0_1 || *format != Format::SparseCoo;
-    version
+    let packs_whole = writer.version() == Version::V0_1 && *format == Format::SparseCoo;
+    !packs_whole
         && match options.compression {
             Compression::Raw => true,
             Compression::Zstd(_) => options.chunk_size.is_some(),
