@@ -85,6 +85,7 @@ fn main() {
         digest: DigestChoice::Set(DigestAlgorithm::Sha256),
         chunk_size: Some(ztensor_io::codec::DEFAULT_ZSTD_CHUNK),
         drop_attributes: false,
+        raw_if_not_smaller: false,
     };
     let budget = env_u64("ZT_BENCH_BUDGET", 512 << 20);
     let (mut one, mut all, mut kernel, mut kernel_all) =

@@ -30,6 +30,10 @@ struct Cli {
     /// work. Raise it for a file that is genuinely that compressible.
     #[arg(long, global = true, value_name = "RATIO", default_value_t = ztensor_format::Limits::DEFAULT.max_expansion)]
     max_expansion: u64,
+    /// Print sizes as exact byte counts (and element counts whole) instead of human units
+    /// (`83.1 MB`, decimal, as disks count).
+    #[arg(long, global = true)]
+    bytes: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,9 +47,13 @@ enum Command {
         /// Also enforce the strict-only rules (`ztensor rules` lists every rule).
         #[arg(long)]
         strict: bool,
-        /// Print JSON instead of a table.
+        /// Print JSON instead of a table (every value whole, sizes exact).
         #[arg(long)]
         json: bool,
+        /// Print every attribute value whole (long ones are otherwise cut to a line), and the
+        /// attributes of each object or tensor that has its own.
+        #[arg(long)]
+        attributes: bool,
     },
     /// List object names, one per line, sorted; only those matching a pattern when patterns
     /// are given (`*` any run of characters, `?` one character, `[abc]`, `[a-z]`, `[!x]`).
@@ -335,6 +343,11 @@ struct Encoding {
     /// Store every component uncompressed.
     #[arg(long)]
     raw: bool,
+    /// With --zstd, compress every component even where zstd makes it larger. Without it, a
+    /// component that fits one zstd frame and that zstd does not make smaller (a small or
+    /// incompressible tensor) is stored raw, and the summary says how many were.
+    #[arg(long, requires = "zstd")]
+    zstd_always: bool,
     /// Digest every component with this algorithm (`none` drops digests; default: keep).
     #[arg(long, value_enum)]
     digest: Option<DigestArg>,
@@ -404,6 +417,7 @@ impl Encoding {
         ztensor_io::CopyOptions {
             compression: self.compression(),
             digest: self.digest(),
+            raw_if_not_smaller: !self.zstd_always,
             ..Default::default()
         }
     }
@@ -417,6 +431,7 @@ impl Encoding {
         ztensor_io::WriteOptions {
             compression: self.compression().unwrap_or_default(),
             digest,
+            raw_if_not_smaller: !self.zstd_always,
             ..Default::default()
         }
     }
@@ -693,25 +708,46 @@ fn open_zt(path: &Path, command: &str) -> Result<Reader<FileSource>> {
     }
 }
 
-/// The line `convert` and `repack` end with (unless --quiet); zTensor outputs, written by the
-/// parallel engine, also say the most bytes it held in flight.
+/// The lines `convert` and `repack` end with (unless --quiet): what was written, in the
+/// vocabulary of `info` (objects, decoded and stored bytes, the file's size), how long it took
+/// and, for outputs of the parallel engine, the most bytes it held in flight; and how many
+/// components went raw because zstd would not make them smaller.
 fn wrote(
     out: &mut impl Write,
     output: &Path,
     format: &str,
-    objects: usize,
-    len: u64,
+    converted: &cmd::convert::Converted,
+    file_len: u64,
     started: std::time::Instant,
-    peak: Option<u64>,
+    zstd: bool,
 ) -> std::io::Result<()> {
-    let peak = peak.map(|p| format!(", peak {p} bytes in flight")).unwrap_or_default();
+    use cmd::text::{plural, shown, size};
+    let peak = converted.peak.map(|p| format!(", peak {} in flight", size(p))).unwrap_or_default();
+    let what = match converted.tally {
+        Some(t) if t.decoded_unknown == 0 => {
+            format!("{} decoded, {} stored", size(t.decoded), size(t.stored))
+        }
+        Some(t) => format!("{} stored", size(t.stored)),
+        None => format!("{} decoded", size(converted.decoded.unwrap_or(0))),
+    };
     writeln!(
         out,
-        "wrote {} ({format}, {}, {len} bytes) in {:.2} s{peak}",
-        output.display(),
-        cmd::text::plural(objects, "object"),
+        "wrote {} ({format}, {}: {what}; file {}) in {:.2} s{peak}",
+        shown(&output.display().to_string()),
+        plural(converted.objects, "object"),
+        size(file_len),
         started.elapsed().as_secs_f64()
-    )
+    )?;
+    if let Some(t) = converted.tally.filter(|t| zstd && t.raw_components > 0) {
+        writeln!(
+            out,
+            "{} of {} stored raw: zstd would not make them smaller (--zstd-always compresses \
+             them anyway)",
+            t.raw_components,
+            plural(usize::try_from(t.components).unwrap_or(usize::MAX), "component")
+        )?;
+    }
+    Ok(())
 }
 
 /// Whether `output` asks for a sharded checkpoint (it ends in `/` or is a directory), and
@@ -891,6 +927,7 @@ fn spool_inputs(command: &mut Command) -> Result<Option<cmd::stdin::Spooled>> {
 }
 
 fn run(mut cli: Cli) -> Result<ExitCode> {
+    cmd::text::set_exact(cli.bytes);
     let _spooled = spool_inputs(&mut cli.command)?;
     // Line by line to a terminal, in blocks to a pipe or file: a listing of a million objects
     // is otherwise a million writes.
@@ -901,7 +938,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
         Box::new(std::io::BufWriter::with_capacity(64 << 10, stdout))
     };
     let code = match cli.command {
-        Command::Info { file, strict, json } => {
+        Command::Info { file, strict, json, attributes } => {
             match cmd::detect(&file)? {
                 cmd::Kind::Zt => {
                     let reader = open(&file, &options(strict))?;
@@ -911,7 +948,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                     if json {
                         cmd::info::write_json(&mut out, &file, &reader, pending, &shadowed)?;
                     } else {
-                        cmd::info::print(&mut out, &file, &reader)?;
+                        cmd::info::print(&mut out, &file, &reader, attributes)?;
                         if !shadowed.is_empty() {
                             writeln!(
                                 out,
@@ -946,7 +983,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                         ),
                         _ => open_source(&file)?,
                     };
-                    cmd::convert::source_info(&mut out, &file, other, &*source, json)?;
+                    cmd::convert::source_info(&mut out, &file, other, &*source, json, attributes)?;
                 }
             }
             ExitCode::SUCCESS
@@ -987,17 +1024,16 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 ..encoding.copy()
             };
             let started = std::time::Instant::now();
-            let (len, stats, objects) =
-                cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet).map_err(
-                    |e| {
-                        let context = format!("cannot repack {}", input.display());
-                        cmd::convert::drop_hint(zt_error(&context, &e))
-                    },
-                )?;
+            let converted = cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
+                .map_err(|e| {
+                    let context = format!("cannot repack {}", input.display());
+                    cmd::convert::drop_hint(zt_error(&context, &e))
+                })?;
             if !run.quiet {
                 let target = Target::Zt(to).to_string();
-                let peak = Some(stats.peak_in_flight);
-                wrote(&mut out, &output, &target, objects, len, started, peak)?;
+                let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+                let zstd = encoding.zstd.is_some();
+                wrote(&mut out, &output, &target, &converted, len, started, zstd)?;
             }
             ExitCode::SUCCESS
         }
@@ -1031,19 +1067,20 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             };
             let started = std::time::Instant::now();
             let converted = cmd::convert::run(&request)?;
-            let (count, peak) = (converted.objects, converted.peak);
-            if let Some(index_path) = converted.index {
+            if let Some(index_path) = &converted.index {
                 if !run.quiet {
-                    let index = ztensor_shard::ShardIndex::read(&index_path)
+                    let index = ztensor_shard::ShardIndex::read(index_path)
                         .map_err(|e| shard_error("", &e))?;
                     let bytes: u64 = index.shards.values().map(|s| s.size).sum();
                     writeln!(
                         out,
-                        "wrote {} and {} in {} ({target}, {}, {bytes} bytes) in {:.2} s",
+                        "wrote {} and {} in {} ({target}, {}: {} decoded; files {}) in {:.2} s",
                         cmd::text::plural(index.shards.len(), "shard"),
                         index_path.file_name().unwrap_or_default().to_string_lossy(),
-                        output.display(),
-                        cmd::text::plural(count, "object"),
+                        cmd::text::shown(&output.display().to_string()),
+                        cmd::text::plural(converted.objects, "object"),
+                        cmd::text::size(converted.decoded.unwrap_or(0)),
+                        cmd::text::size(bytes),
                         started.elapsed().as_secs_f64()
                     )?;
                 }
@@ -1051,7 +1088,8 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             }
             let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
             if !run.quiet {
-                wrote(&mut out, &output, &target.to_string(), count, len, started, peak)?;
+                let zstd = encoding.zstd.is_some();
+                wrote(&mut out, &output, &target.to_string(), &converted, len, started, zstd)?;
             }
             ExitCode::SUCCESS
         }

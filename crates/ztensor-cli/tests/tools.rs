@@ -113,9 +113,19 @@ fn safetensors_round_trip_with_fp8_and_metadata() {
     let d = scratch("st-roundtrip");
     let (st, zt, back) = (d.join("in.safetensors"), d.join("m.zt"), d.join("out.safetensors"));
     write_safetensors(&st, &specs(), Some(metadata()));
-    let out =
-        ok(&["convert", arg(&st), arg(&zt), "--zstd", "3", "--digest", "sha256", "--threads", "2"]);
-    assert!(out.contains("(zTensor 1.2, 6 objects,"), "{out}");
+    let out = ok(&[
+        "convert",
+        arg(&st),
+        arg(&zt),
+        "--zstd",
+        "3",
+        "--zstd-always",
+        "--digest",
+        "sha256",
+        "--threads",
+        "2",
+    ]);
+    assert!(out.contains("(zTensor 1.2, 6 objects:"), "{out}");
     // The zTensor file holds FP8 as u8 with the logical type, and the metadata as attributes.
     let info = json(&ztensor(&["info", "--json", arg(&zt)]));
     let fp8 = info["objects"].as_array().unwrap().iter().find(|o| o["name"] == "w.fp8").unwrap();
@@ -696,7 +706,7 @@ fn safetensors_dtypes_ztensor_lacks_are_valid_and_can_be_carried_or_left_out() {
     assert!(!zt.exists());
     // Left out by name.
     let out = ok(&["convert", arg(&st), arg(&zt), "--exclude", "scales", "--exclude", "*.f4"]);
-    assert!(out.contains("(zTensor 1.2, 1 object,"), "{out}");
+    assert!(out.contains("(zTensor 1.2, 1 object:"), "{out}");
     assert_eq!(ok(&["ls", arg(&zt)]), "w\n");
     // Carried as bytes, with the dtype and shape recorded; back to safetensors, restored byte
     // for byte (read back by the safetensors crate).
@@ -727,10 +737,10 @@ fn small_things_a_new_user_trips_on() {
     let repack = ok(&["repack", tiny, arg(&out)]);
     let shape = |line: &str| line.split(" in ").next().unwrap().to_owned();
     assert_eq!(shape(&convert), shape(&repack));
-    assert!(convert.starts_with(&format!("wrote {} (zTensor 1.2, 4 objects, ", out.display())));
+    assert!(convert.starts_with(&format!("wrote {} (zTensor 1.2, 4 objects: ", out.display())));
     let one = d.join("one.zt");
     let msg = ok(&["convert", tiny, arg(&one), "--exclude", "[!a]*"]);
-    assert!(msg.contains("(zTensor 1.2, 1 object, "), "{msg}");
+    assert!(msg.contains("(zTensor 1.2, 1 object: "), "{msg}");
     // A missing object: the closest names suggested.
     let err = fails(&["cat", tiny, "adjacenc"], 2);
     assert!(err.contains("did you mean \"adjacency\"?"), "{err}");
@@ -1017,4 +1027,107 @@ fn a_streamed_tensor_that_fails_late_leaves_no_output() {
         assert!(err.contains(rule), "{err}");
     }
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// What `info --json` says of each component of a zTensor file: object name, encoding,
+/// stored and decoded bytes.
+fn components_of(path: &Path) -> Vec<(String, String, u64, u64)> {
+    let info = json(&ztensor(&["info", "--json", arg(path)]));
+    let mut out = Vec::new();
+    for o in info["objects"].as_array().unwrap() {
+        for c in o["components"].as_object().unwrap().values() {
+            out.push((
+                o["name"].as_str().unwrap().to_owned(),
+                c["encoding"].as_str().unwrap().to_owned(),
+                c["stored"].as_u64().unwrap(),
+                c["decoded"].as_u64().unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn zstd_stores_raw_what_it_cannot_shrink_and_sizes_read_alike_everywhere() {
+    let d = scratch("sizes");
+    let index = "fixtures/examples/checkpoint/model.safetensors.index.json";
+    let (zt, always) = (d.join("m.zt"), d.join("always.zt"));
+    let said = ok(&["convert", index, arg(&zt), "--zstd", "3", "--bytes"]);
+    let said_always = ok(&["convert", index, arg(&always), "--zstd", "3", "--zstd-always"]);
+    assert!(!said_always.contains("stored raw"), "{said_always}");
+    // Which components zstd does not shrink, as the file that compressed every one shows.
+    let (every, chosen) = (components_of(&always), components_of(&zt));
+    assert_eq!(every.len(), chosen.len());
+    let mut raw = 0;
+    for (a, c) in every.iter().zip(&chosen) {
+        assert_eq!((&a.0, a.3), (&c.0, c.3));
+        assert_eq!(a.1, "zstd");
+        if a.2 < a.3 {
+            assert_eq!((c.1.as_str(), c.2), ("zstd", a.2), "{}", c.0);
+        } else {
+            assert_eq!((c.1.as_str(), c.2), ("raw", c.3), "{}", c.0);
+            raw += 1;
+        }
+    }
+    assert!(raw > 0 && raw < every.len(), "{every:?}");
+    assert!(said.contains(&format!("{raw} of {} components stored raw", every.len())), "{said}");
+    // One vocabulary: the summary, info and verify give the same figures the same names.
+    let decoded: u64 = chosen.iter().map(|c| c.3).sum();
+    let stored: u64 = chosen.iter().map(|c| c.2).sum();
+    let file = std::fs::metadata(&zt).unwrap().len();
+    let line = format!("{decoded} bytes decoded, {stored} bytes stored; file {file} bytes)");
+    assert!(said.contains(&line), "{said}");
+    let info = ok(&["info", arg(&zt), "--bytes"]);
+    assert!(info.contains(&format!("{stored} bytes stored, {decoded} bytes decoded\n")), "{info}");
+    assert!(ok(&["verify", arg(&zt), "--bytes"]).contains(&format!(", {decoded} bytes decoded,")));
+    // The safetensors original stores what it decodes to.
+    let original = ok(&["info", index, "--bytes"]);
+    let both = format!("{decoded} bytes stored, {decoded} bytes decoded\n");
+    assert!(original.contains(&both), "{original}");
+    // Human units by default (under 1000 bytes, plain bytes), and element counts: the
+    // product of each shape.
+    assert!(decoded < 1000);
+    let human = ok(&["info", arg(&zt)]);
+    assert!(human.contains(&format!("{stored} B stored, {decoded} B decoded\n")), "{human}");
+    let report = json(&ztensor(&["info", "--json", arg(&zt)]));
+    let elements: u64 = report["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            o["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).product::<u64>()
+        })
+        .sum();
+    assert!(human.contains(&format!("total: 6 objects, {elements} elements, ")), "{human}");
+    assert!(original.contains(&format!("total: 6 tensors, {elements} elements, ")), "{original}");
+}
+
+#[test]
+fn attributes_show_a_key_to_a_line_escaped_as_json_and_whole_on_request() {
+    let d = scratch("attributes");
+    let (st, zt) = (d.join("a.safetensors"), d.join("a.zt"));
+    let long = "é".repeat(300);
+    let metadata = HashMap::from([
+        ("note".to_owned(), "bell\u{7} csi\u{1b}[2J c1\u{85} bidi\u{202e}".to_owned()),
+        ("long".to_owned(), long.clone()),
+    ]);
+    write_safetensors(&st, &specs(), Some(metadata));
+    ok(&["convert", arg(&st), arg(&zt)]);
+    for input in [arg(&st), arg(&zt)] {
+        let info = ok(&["info", input]);
+        for acting in ['\u{7}', '\u{1b}', '\u{85}', '\u{202e}'] {
+            assert!(!info.contains(acting), "{input}: {info:?}");
+        }
+        // The short value is a JSON string that reads back as the value.
+        let note = info.lines().find_map(|l| l.strip_prefix("  note: ")).expect(input);
+        let back: String = serde_json::from_str(note).unwrap();
+        assert_eq!(back, "bell\u{7} csi\u{1b}[2J c1\u{85} bidi\u{202e}");
+        // The long one is cut, with its length; --attributes gives it whole.
+        let cut = info.lines().find_map(|l| l.strip_prefix("  long: ")).expect(input);
+        assert!(cut.ends_with("…\" (300 characters)"), "{cut}");
+        assert!(cut.chars().count() < 150, "{cut}");
+        let whole = ok(&["info", input, "--attributes"]);
+        let all = whole.lines().find_map(|l| l.strip_prefix("  long: ")).expect(input);
+        assert_eq!(serde_json::from_str::<String>(all).unwrap(), long);
+    }
 }

@@ -149,7 +149,12 @@ impl Model {
                 kind,
                 shape,
                 seed,
-                options: WriteOptions { compression, digest, chunk_size },
+                options: WriteOptions {
+                    compression,
+                    digest,
+                    chunk_size,
+                    raw_if_not_smaller: false,
+                },
             });
         }
         Model { version, objects }

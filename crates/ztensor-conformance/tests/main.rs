@@ -298,6 +298,7 @@ mod properties {
                 digest: if zstd { DigestChoice::Set(DigestAlgorithm::Blake3) } else { DigestChoice::Keep },
                 chunk_size: Some(100),
                 drop_attributes: false,
+                raw_if_not_smaller: zstd,
             };
             let mut sequential = Writer::new(Vec::new(), to).unwrap();
             copy_all(&reader, &mut sequential, &copy).unwrap();
@@ -326,8 +327,12 @@ mod properties {
             for compression in [Compression::Raw, Compression::Zstd(1)] {
                 for digest in &digests {
                     // A 16-byte chunk splits most components into several frames.
-                    let options =
-                        WriteOptions { compression, digest: digest.clone(), chunk_size: Some(16) };
+                    let options = WriteOptions {
+                        compression,
+                        digest: digest.clone(),
+                        chunk_size: Some(16),
+                        raw_if_not_smaller: false,
+                    };
                     let object = |kind, shape: &[u64], seed| ObjectSpec {
                         kind,
                         shape: shape.to_vec(),

@@ -61,14 +61,14 @@ impl<'a> ObjectRef<'a> {
     /// implies for dense data. `None` when only decoding can tell.
     pub fn decoded_len(&self, role: &str) -> Option<u64> {
         let (role, c) = self.object.components.get_key_value(role)?;
-        decoded_len_of(self.object, role, c)
+        decoded_len(self.object, role, c)
     }
 
     /// Every component's role and [`decoded_len`](ObjectRef::decoded_len), in role order: for
     /// going through all of them without a lookup each.
     pub fn decoded_lens(&self) -> impl Iterator<Item = (&'a str, Option<u64>)> + use<'a> {
         let object: &'a Object = self.object;
-        object.components.iter().map(move |(r, c)| (r, decoded_len_of(object, r, c)))
+        object.components.iter().map(move |(r, c)| (r, decoded_len(object, r, c)))
     }
 
     /// The version of the file the object comes from.
@@ -205,7 +205,10 @@ impl ValidatedManifest {
 /// determines it: its length when raw, its `uncompressed_length` when zstd, or for the data of
 /// a dense object stored in zstd without one, the size its shape implies (validation has
 /// checked that any stated size agrees). `None` when only decoding can tell.
-fn decoded_len_of(object: &Object, role: &str, c: &Component) -> Option<u64> {
+/// The decoded length of component `role` (`c`) of `object`, when it is known without decoding:
+/// a raw component's length, a zstd component's `uncompressed_length`, or what the shape and
+/// dtype of a dense tensor's data give.
+pub fn decoded_len(object: &Object, role: &str, c: &Component) -> Option<u64> {
     match c.encoding {
         Encoding::Raw => Some(c.length),
         Encoding::Zstd => c.uncompressed_length.or_else(|| {
@@ -266,7 +269,7 @@ pub fn validate(
         }
     }
     // Each object's decoded lengths, as the checks work them out (kept by no one after: they
-    // follow from the manifest, see `decoded_len_of`).
+    // follow from the manifest, see `decoded_len`).
     let mut decoded = Vec::new();
     let mut unsupported_objects = Vec::new();
     let mut blobs = Vec::new();

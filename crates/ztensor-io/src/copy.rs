@@ -38,6 +38,9 @@ pub struct CopyOptions {
     /// Leave out the file attributes and every object's attributes (for a target version that
     /// has no place for them, or a copy that should not carry them).
     pub drop_attributes: bool,
+    /// For components that are (re)compressed with zstd: store raw those zstd does not make
+    /// smaller; see [`WriteOptions::raw_if_not_smaller`].
+    pub raw_if_not_smaller: bool,
 }
 
 impl Default for CopyOptions {
@@ -47,6 +50,7 @@ impl Default for CopyOptions {
             digest: DigestChoice::Keep,
             chunk_size: Some(crate::codec::DEFAULT_ZSTD_CHUNK),
             drop_attributes: false,
+            raw_if_not_smaller: false,
         }
     }
 }
@@ -180,7 +184,12 @@ pub fn write_options_for(object: &ztensor_format::Object, options: &CopyOptions)
         DigestChoice::Drop => None,
         DigestChoice::Set(a) => Some(a.clone()),
     };
-    WriteOptions { compression, digest, chunk_size: options.chunk_size }
+    WriteOptions {
+        compression,
+        digest,
+        chunk_size: options.chunk_size,
+        raw_if_not_smaller: options.raw_if_not_smaller,
+    }
 }
 
 /// Whether `object`'s stored form is something `target` can hold as it is.

@@ -88,7 +88,7 @@ pub use crate::tensors::{
 pub use crate::write_data::write_data;
 pub use crate::write_stream::write_source_object;
 pub use crate::writer::{
-    ComponentSpec, Compression, Coo, Csr, FileWriter, StoredComponent, WriteOptions, Writer,
+    ComponentSpec, Compression, Coo, Csr, FileWriter, StoredComponent, Tally, WriteOptions, Writer,
 };
 pub use ztensor_format::role;
 

@@ -275,6 +275,8 @@ fn plan<'a>(meta: &Meta<'_>, decoded: &'a [Decoded]) -> Result<Vec<Out<'a>>> {
 /// table after more than one (the bytes of [`zstd_encode_chunked`](crate::codec::zstd_encode_chunked)).
 struct Encoder {
     zstd: Option<(i32, usize)>,
+    /// Whether a component of one frame that zstd does not shrink is stored raw.
+    raw_if_not_smaller: bool,
     held: Vec<u8>,
     frames: Vec<(u32, u32)>,
     hasher: Option<Hasher>,
@@ -308,7 +310,14 @@ impl Encoder {
                 )
             })?),
         };
-        Ok(Encoder { zstd, held: Vec::new(), frames: Vec::new(), hasher, stored: 0 })
+        Ok(Encoder {
+            zstd,
+            raw_if_not_smaller: options.raw_if_not_smaller,
+            held: Vec::new(),
+            frames: Vec::new(),
+            hasher,
+            stored: 0,
+        })
     }
 
     fn out<W: Write>(&mut self, writer: &mut Writer<W>, bytes: &[u8]) -> Result<()> {
@@ -346,7 +355,18 @@ impl Encoder {
     /// Ends the blob: the encoding, and the digest of the stored bytes.
     fn finish<W: Write>(mut self, writer: &mut Writer<W>) -> Result<(Encoding, Option<Digest>)> {
         if let Some((level, _)) = self.zstd {
-            if self.frames.is_empty() || !self.held.is_empty() {
+            if self.frames.is_empty() {
+                // One frame: nothing is written yet, so it may still go raw.
+                let held = std::mem::take(&mut self.held);
+                let z = zstd_encode(&held, level).map_err(|e| Error::io("compressing", None, e))?;
+                if self.raw_if_not_smaller && z.len() >= held.len() {
+                    self.out(writer, &held)?;
+                    return Ok((Encoding::Raw, self.hasher.map(Hasher::finish)));
+                }
+                self.out(writer, &z)?;
+                return Ok((Encoding::Zstd, self.hasher.map(Hasher::finish)));
+            }
+            if !self.held.is_empty() {
                 self.frame(writer, self.held.len(), level)?;
             }
             if self.frames.len() > 1 {

@@ -36,6 +36,15 @@ pub struct WriteOptions {
     /// bytes, followed by a seek table, so they can be compressed and decompressed in parallel.
     /// `None` writes one frame. Default [`DEFAULT_ZSTD_CHUNK`](crate::codec::DEFAULT_ZSTD_CHUNK).
     pub chunk_size: Option<u64>,
+    /// With zstd: store a component raw when its zstd encoding would be no smaller than its
+    /// decoded bytes (a small or incompressible tensor: zstd's frame header alone is 9 bytes
+    /// or more). Decided for components of one frame (no larger than `chunk_size`), whose
+    /// whole encoding is known before any of it is written; the frames of a larger component
+    /// are written as they are made, so it stays zstd (an incompressible frame grows by a few
+    /// bytes in 128 KiB). The same decision in the sequential writer, the streaming writer and
+    /// the parallel engine, so their output stays byte-identical. Off by default: the
+    /// encoding asked for is the encoding written.
+    pub raw_if_not_smaller: bool,
 }
 
 impl Default for WriteOptions {
@@ -44,6 +53,7 @@ impl Default for WriteOptions {
             compression: Compression::Raw,
             digest: None,
             chunk_size: Some(crate::codec::DEFAULT_ZSTD_CHUNK),
+            raw_if_not_smaller: false,
         }
     }
 }
@@ -64,6 +74,24 @@ impl WriteOptions {
     pub fn with_digest(mut self, algorithm: DigestAlgorithm) -> WriteOptions {
         self.digest = Some(algorithm);
         self
+    }
+
+    /// The same options storing raw what zstd would not make smaller
+    /// ([`raw_if_not_smaller`](WriteOptions::raw_if_not_smaller)).
+    #[must_use]
+    pub fn raw_if_not_smaller(mut self) -> WriteOptions {
+        self.raw_if_not_smaller = true;
+        self
+    }
+
+    /// Whether a component of `decoded` bytes that zstd encoded to `stored` bytes is stored
+    /// raw instead: with [`raw_if_not_smaller`](WriteOptions::raw_if_not_smaller), when it is
+    /// one frame and the encoding is no smaller.
+    pub fn stores_raw(&self, decoded: u64, stored: u64) -> bool {
+        self.raw_if_not_smaller
+            && matches!(self.compression, Compression::Zstd(_))
+            && stored >= decoded
+            && self.chunk_size.is_none_or(|chunk| decoded <= chunk)
     }
 }
 
@@ -151,6 +179,28 @@ pub struct Writer<W: Write> {
     positioned: Option<Positioned<W>>,
     /// The file written, when there is one: I/O errors name it.
     path: Option<Arc<Path>>,
+    /// What has been added so far.
+    tally: Tally,
+}
+
+/// What a [`Writer`] has been given so far, counted as each object is added: what a summary of
+/// the write reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Tally {
+    /// Objects added.
+    pub objects: u64,
+    /// Their components.
+    pub components: u64,
+    /// Of those, the ones stored raw.
+    pub raw_components: u64,
+    /// Their stored bytes (blobs, not counting padding or the manifest).
+    pub stored: u64,
+    /// Their decoded bytes, where known without decoding ([`ztensor_format::decoded_len`]).
+    pub decoded: u64,
+    /// Components whose decoded length is not known without decoding (zstd components of
+    /// versions without `uncompressed_length`, other than dense data).
+    pub decoded_unknown: u64,
 }
 
 /// A second handle on a file sink, and how to move the sink past bytes written through it. The
@@ -248,6 +298,7 @@ impl<W: Write> Writer<W> {
             written: magic.len() as u64,
             positioned: None,
             path: None,
+            tally: Tally::default(),
         })
     }
 
@@ -264,6 +315,7 @@ impl<W: Write> Writer<W> {
             written,
             positioned: None,
             path: None,
+            tally: Tally::default(),
         })
     }
 
@@ -688,7 +740,24 @@ impl<W: Write> Writer<W> {
     /// Checks `object` against every rule a reader applies, with the data area as it stands,
     /// and adds it to the manifest.
     fn push(&mut self, object: Object) -> Result<()> {
-        Ok(self.manifest.push(&object, self.written)?)
+        self.manifest.push(&object, self.written)?;
+        let t = &mut self.tally;
+        t.objects += 1;
+        for (role, c) in &object.components {
+            t.components += 1;
+            t.raw_components += u64::from(c.encoding == Encoding::Raw);
+            t.stored = t.stored.saturating_add(c.length);
+            match ztensor_format::decoded_len(&object, role, c) {
+                Some(n) => t.decoded = t.decoded.saturating_add(n),
+                None => t.decoded_unknown += 1,
+            }
+        }
+        Ok(())
+    }
+
+    /// What has been added so far: objects, components, stored and decoded bytes.
+    pub fn tally(&self) -> Tally {
+        self.tally
     }
 
     fn write_component(
@@ -706,7 +775,11 @@ impl<W: Write> Writer<W> {
                     None => zstd_encode(data, level),
                 }
                 .map_err(|e| Error::io("compressing", None, e))?;
-                (std::borrow::Cow::Owned(z), Encoding::Zstd, Some(data.len() as u64))
+                if options.stores_raw(data.len() as u64, z.len() as u64) {
+                    (std::borrow::Cow::Borrowed(data), Encoding::Raw, None)
+                } else {
+                    (std::borrow::Cow::Owned(z), Encoding::Zstd, Some(data.len() as u64))
+                }
             }
         };
         let digest = match &options.digest {

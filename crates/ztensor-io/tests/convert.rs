@@ -76,6 +76,7 @@ fn every_version_converts_to_every_version() {
         digest: DigestChoice::Set(DigestAlgorithm::Blake3),
         chunk_size: Some(8),
         drop_attributes: false,
+        raw_if_not_smaller: false,
     };
     for from in versions {
         let source = sample(from);

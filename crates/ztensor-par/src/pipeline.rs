@@ -205,6 +205,9 @@ struct Prepared<'b> {
     bytes: Arc<Tracked<'b>>,
     input_len: u64,
     digest: Option<ztensor_format::Digest>,
+    /// Whether a component of one piece is stored raw although zstd was asked for, zstd not
+    /// making it smaller ([`WriteOptions::stores_raw`]).
+    raw: bool,
 }
 
 /// What workers send the writing side: a piece (by sequence number), the digest of a
@@ -1157,6 +1160,7 @@ fn prepare<'b>(
     kernels: Kernels,
 ) -> Result<Prepared<'b>> {
     let input_len = input.bytes.len() as u64;
+    let mut raw = false;
     let bytes = match (options.compression, kernels) {
         (Compression::Zstd(_), Kernels::Simulated(s)) => {
             crate::simulate::spend(s.compress_ns_per_byte, input_len);
@@ -1168,10 +1172,16 @@ fn prepare<'b>(
         (Compression::Zstd(level), Kernels::Real) => {
             // Tracked from here on, so the budget is given back whatever happens.
             let mut t = Tracked { bytes: Cow::Borrowed(&[]), cost: out_cost, budget };
-            let z = zstd_encode(&input.bytes, level);
-            drop(input);
-            t.bytes = Cow::Owned(z.map_err(|e| Error::failed(format!("zstd: {e}")))?);
-            Arc::new(t)
+            let z = zstd_encode(&input.bytes, level)
+                .map_err(|e| Error::failed(format!("zstd: {e}")))?;
+            if whole_component && options.stores_raw(input_len, z.len() as u64) {
+                raw = true;
+                input
+            } else {
+                drop(input);
+                t.bytes = Cow::Owned(z);
+                Arc::new(t)
+            }
         }
     };
     let digest = match (&options.digest, whole_component) {
@@ -1185,7 +1195,7 @@ fn prepare<'b>(
         }
         _ => None,
     };
-    Ok(Prepared { bytes, input_len, digest })
+    Ok(Prepared { bytes, input_len, digest, raw })
 }
 
 /// Messages that arrived before they were wanted, by key.
@@ -1311,6 +1321,7 @@ fn consume<'b: 's, 's, W: Write>(
                 let pieces = plan[item].map_or(1, |(len, size)| pieces_of(len, size));
                 let mut frames = Vec::with_capacity(pieces);
                 let mut digest = None;
+                let mut raw = false;
                 let mut blob = writer.blob()?;
                 for _ in 0..pieces {
                     let Payload::Piece(p) = inbox.wait(Key::Piece(seq))? else {
@@ -1330,9 +1341,10 @@ fn consume<'b: 's, 's, W: Write>(
                     }
                     frames.push((n, p.input_len));
                     digest = p.digest;
+                    raw = p.raw;
                     progress.bytes_out(n);
                 }
-                let zstd = matches!(options.compression, Compression::Zstd(_));
+                let zstd = matches!(options.compression, Compression::Zstd(_)) && !raw;
                 if zstd && pieces > 1 {
                     let table = table_of(&frames)?;
                     let n = table.len() as u64;

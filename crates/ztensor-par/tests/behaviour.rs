@@ -16,6 +16,7 @@ fn big_file(chunk: u64) -> Vec<u8> {
         compression: Compression::Zstd(1),
         digest: Some(DigestAlgorithm::Crc32c),
         chunk_size: Some(chunk),
+        raw_if_not_smaller: false,
     };
     for i in 0..6u64 {
         let data: Vec<u8> = (0..50_000u64).map(|j| ((j * (i + 3)) % 97) as u8).collect();
@@ -52,6 +53,7 @@ fn memory_stays_within_the_budget_and_progress_adds_up() {
         digest: DigestChoice::Set(DigestAlgorithm::Sha256),
         chunk_size: Some(8192),
         drop_attributes: false,
+        raw_if_not_smaller: false,
     };
     // Each piece costs 8 KiB of input plus zstd's bound for it (a little more than 8 KiB).
     let budget = 64 << 10;
@@ -251,6 +253,7 @@ fn re_encoding_never_launders_a_damaged_source() {
             compression,
             digest: Some(DigestAlgorithm::Sha256),
             chunk_size: Some(1024),
+            raw_if_not_smaller: false,
         };
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         w.add_dense("w", &[10_000], DType::U8, &data, &options).unwrap();
@@ -269,6 +272,7 @@ fn re_encoding_never_launders_a_damaged_source() {
             digest: DigestChoice::Set(DigestAlgorithm::Blake3),
             chunk_size: Some(2048),
             drop_attributes: false,
+            raw_if_not_smaller: false,
         };
         let mut seq = Writer::new(Vec::new(), Version::V1_2).unwrap();
         let seq_err = ztensor_io::copy_all(&reader, &mut seq, &copy).unwrap_err();
@@ -549,6 +553,7 @@ fn the_bytes_a_source_digest_checks_are_the_bytes_written() {
         digest: DigestChoice::Set(DigestAlgorithm::Blake3),
         chunk_size: Some(2048),
         drop_attributes: false,
+        raw_if_not_smaller: false,
     };
     for threads in [1, 2, 4] {
         // Genuine when first read, damaged after: what was checked is what is written.
@@ -592,6 +597,7 @@ fn seek_table_frames_are_decoded_by_the_workers_exactly_as_a_stream_would_be() {
         compression: Compression::Zstd(3),
         digest: Some(DigestAlgorithm::Blake3),
         chunk_size: Some(2048),
+        raw_if_not_smaller: false,
     };
     let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
     w.add_dense("w", &[20_000], DType::U8, &data, &source_options).unwrap();
@@ -617,6 +623,7 @@ fn seek_table_frames_are_decoded_by_the_workers_exactly_as_a_stream_would_be() {
             digest: DigestChoice::Set(DigestAlgorithm::Sha256),
             chunk_size: Some(chunk),
             drop_attributes: false,
+            raw_if_not_smaller: false,
         };
         let reader = Reader::new(&file[..], &Options::default()).unwrap();
         let mut sequential = Writer::new(Vec::new(), Version::V1_2).unwrap();
@@ -633,6 +640,7 @@ fn seek_table_frames_are_decoded_by_the_workers_exactly_as_a_stream_would_be() {
         digest: DigestChoice::Set(DigestAlgorithm::Sha256),
         chunk_size: Some(2048),
         drop_attributes: false,
+        raw_if_not_smaller: false,
     };
     // A damaged byte in a middle frame, or in the table, is a digest mismatch (or a frame that
     // no longer decodes), never a repacked file.
@@ -684,6 +692,7 @@ fn digests_combined_from_pieces_equal_the_sequential_ones() {
             compression: Compression::Raw,
             digest: Some(source_digest.clone()),
             chunk_size: Some(4096),
+            raw_if_not_smaller: false,
         };
         let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
         w.add_dense("w", &[50_000], DType::U8, &data, &source_options).unwrap();
@@ -701,6 +710,7 @@ fn digests_combined_from_pieces_equal_the_sequential_ones() {
                 digest: DigestChoice::Set(digest.clone()),
                 chunk_size: Some(chunk),
                 drop_attributes: false,
+                raw_if_not_smaller: false,
             };
             let reader = Reader::new(&file[..], &Options::default()).unwrap();
             let mut sequential = Writer::new(Vec::new(), Version::V1_2).unwrap();
@@ -731,6 +741,7 @@ fn digests_combined_from_pieces_equal_the_sequential_ones() {
             digest: DigestChoice::Set(DigestAlgorithm::Sha256),
             chunk_size: Some(4096),
             drop_attributes: false,
+            raw_if_not_smaller: false,
         };
         let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
         let err = repack(&reader, &mut out, &copy, &ParOptions::with_threads(2), &()).unwrap_err();

@@ -64,11 +64,14 @@ fn options() -> impl Strategy<Value = WriteOptions> {
         DigestAlgorithm::Blake3,
     ]));
     let chunk = proptest::sample::select(vec![None, Some(64u64), Some(256), Some(1 << 20)]);
-    (compression, digest, chunk).prop_map(|(compression, digest, chunk_size)| WriteOptions {
-        compression,
-        digest,
-        chunk_size,
-    })
+    (compression, digest, chunk, any::<bool>()).prop_map(
+        |(compression, digest, chunk_size, raw_if_not_smaller)| WriteOptions {
+            compression,
+            digest,
+            chunk_size,
+            raw_if_not_smaller,
+        },
+    )
 }
 
 fn data_of(spec: &Spec) -> Vec<u8> {
@@ -138,6 +141,7 @@ proptest! {
             digest: match &target_options.digest { None => DigestChoice::Drop, Some(a) if !keep => DigestChoice::Set(a.clone()), _ => DigestChoice::Keep },
             chunk_size: target_options.chunk_size,
             drop_attributes: false,
+            raw_if_not_smaller: target_options.raw_if_not_smaller,
         };
         let mut sequential = Writer::new(Vec::new(), to).unwrap();
         copy_all(&reader, &mut sequential, &copy).unwrap();
@@ -180,6 +184,7 @@ fn big_endian_v0_1_sources_repack_identically() {
         digest: DigestChoice::Set(DigestAlgorithm::Sha256),
         chunk_size: Some(64),
         drop_attributes: false,
+        raw_if_not_smaller: false,
     };
     let mut sequential = Writer::new(Vec::new(), Version::V1_2).unwrap();
     copy_all(&reader, &mut sequential, &copy).unwrap();

@@ -46,6 +46,10 @@ pub struct PlanOptions {
     pub drop_attributes: bool,
     /// Carry safetensors tensors of dtypes zTensor lacks as bytes (the input is opened so).
     pub carry_unknown_dtypes: bool,
+    /// With zstd, store raw the components zstd does not make smaller
+    /// ([`WriteOptions::raw_if_not_smaller`]); absent in plans written before it existed.
+    #[serde(default)]
+    pub raw_if_not_smaller: bool,
 }
 
 impl PlanOptions {
@@ -60,6 +64,7 @@ impl PlanOptions {
             digest: options.digest.as_ref().map(|d| d.name().to_owned()),
             drop_attributes: false,
             carry_unknown_dtypes: false,
+            raw_if_not_smaller: options.raw_if_not_smaller,
         }
     }
 
@@ -102,6 +107,7 @@ impl PlanOptions {
             };
             options = options.with_digest(algorithm);
         }
+        options.raw_if_not_smaller = self.raw_if_not_smaller;
         Ok(options)
     }
 }

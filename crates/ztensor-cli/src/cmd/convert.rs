@@ -62,6 +62,10 @@ pub struct Converted {
     pub peak: Option<u64>,
     /// For a sharded output, the index written.
     pub index: Option<std::path::PathBuf>,
+    /// For a zTensor file, what its writer was given.
+    pub tally: Option<ztensor_io::Tally>,
+    /// The decoded bytes written, for outputs without a tally.
+    pub decoded: Option<u64>,
 }
 
 /// `convert IN OUTDIR/`: every shard and the index, in this process.
@@ -73,7 +77,8 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
     bar.finish();
     let index = done.map_err(|e| dtype_hint(drop_hint(crate::shard_error(context, &e))))?;
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
-    Ok(Converted { objects, peak: None, index: Some(index) })
+    let decoded = plan.units.iter().map(|u| u.bytes).sum();
+    Ok(Converted { objects, peak: None, index: Some(index), tally: None, decoded: Some(decoded) })
 }
 
 /// Runs the conversion, returning what it wrote. Every input is read through
@@ -104,14 +109,22 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         );
         bar.finish();
         let stats = done.map_err(|e| drop_hint(zt_error(&context, &e)))?;
+        let tally = writer.writer().tally();
         writer.finish().map_err(|e| anyhow!("{e}"))?;
         let count = reader.objects().filter(|o| keep(o.name())).count();
-        return Ok(Converted { objects: count, peak: Some(stats.peak_in_flight), index: None });
+        return Ok(Converted {
+            objects: count,
+            peak: Some(stats.peak_in_flight),
+            index: None,
+            tally: Some(tally),
+            decoded: None,
+        });
     }
     let opened = crate::open_source_for(r.input, r.output, &r.target.to_string(), r.carry_unknown)?;
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;
     let mut peak = None;
+    let mut tally = None;
     match r.target {
         Target::Zt(version) => {
             let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len());
@@ -124,6 +137,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             bar.finish();
             done.map_err(|e| dtype_hint(drop_hint(zt_error(&context, &e))))?;
             peak = Some(sink.stats().peak_in_flight);
+            tally = Some(writer.writer().tally());
             writer.finish().map_err(|e| anyhow!("{e}"))?;
         }
         Target::Safetensors => {
@@ -143,7 +157,12 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             })?;
         }
     }
-    Ok(Converted { objects: source.len(), peak, index: None })
+    // safetensors and TensorBuffers hold tensors raw: what was read is what was written.
+    let decoded = (0..source.len())
+        .filter_map(|i| source.info(i))
+        .flat_map(|o| o.components.into_iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)))
+        .sum();
+    Ok(Converted { objects: source.len(), peak, index: None, tally, decoded: Some(decoded) })
 }
 
 /// Whether `name` matches one of the `--exclude` globs.
@@ -196,6 +215,7 @@ pub fn source_info(
     kind: Kind,
     source: &dyn TensorSource,
     json: bool,
+    full: bool,
 ) -> Result<()> {
     // The tensors by name, their names borrowed from the source where it can: each row is
     // made from the source when it is shown, not held (a checkpoint may have a million).
@@ -217,7 +237,10 @@ pub fn source_info(
                     name: &'e str,
                     dtype: String,
                     shape: &'e [u64],
+                    elements: u64,
                     bytes: u64,
+                    stored: u64,
+                    decoded: Option<u64>,
                     shard: Option<&'e str>,
                 }
                 to.collect_seq((self.0)().map(|o| {
@@ -225,7 +248,13 @@ pub fn source_info(
                         name: &o.name,
                         dtype: tensor_dtype(&o),
                         shape: &o.shape,
+                        elements: super::info::element_count(&o.shape),
                         bytes: o.stored_len(),
+                        stored: o.stored_len(),
+                        decoded: o
+                            .components
+                            .iter()
+                            .try_fold(0u64, |sum, c| Some(sum + c.decoded_len?)),
                         shard: o.location.as_deref(),
                     })
                     .unwrap_or_default()
@@ -266,28 +295,33 @@ pub fn source_info(
         writeln!(out)?;
         return Ok(());
     }
-    writeln!(out, "file:       {}", path.display())?;
-    writeln!(out, "format:     {}", source.format_name())?;
+    use super::text::{count, shown, size, size_cell};
+    writeln!(out, "file:       {}", shown(&path.display().to_string()))?;
+    writeln!(out, "format:     {}", shown(&source.format_name()))?;
     writeln!(out, "tensors:    {}", order.len())?;
-    let shown =
-        attributes.as_deref().map_or_else(|| "none".to_owned(), |a| super::text::summary(a.root()));
-    writeln!(out, "attributes: {}", super::text::shown(&shown))?;
+    super::text::attribute_lines(out, "attributes:", attributes.as_deref(), full)?;
     let sharded = infos().any(|o| o.location.is_some());
-    let mut total = 0u64;
+    let (mut stored, mut decoded, mut elements, mut with_attributes) = (0u64, 0u64, 0u64, 0usize);
     let mut rows = |each: &mut super::text::RowSink<'_>| -> std::io::Result<()> {
-        total = 0;
+        (stored, decoded, elements, with_attributes) = (0, 0, 0, 0);
         for o in infos() {
-            total += o.stored_len();
+            let n = super::info::element_count(&o.shape);
+            let decoded_len =
+                o.components.iter().try_fold(0u64, |sum, c| Some(sum + c.decoded_len?));
+            stored = stored.saturating_add(o.stored_len());
+            decoded = decoded.saturating_add(decoded_len.unwrap_or(0));
+            elements = elements.saturating_add(n);
+            with_attributes += usize::from(o.attributes.is_some());
             let mut row = vec![
-                super::text::shown(&o.name).into_owned(),
+                shown(&o.name).into_owned(),
                 dtype_of(&o),
                 format!("{:?}", o.shape),
-                o.stored_len().to_string(),
+                n.to_string(),
+                size_cell(o.stored_len()),
+                decoded_len.map_or_else(|| "?".into(), size_cell),
             ];
             if sharded {
-                row.push(
-                    super::text::shown(o.location.as_deref().unwrap_or_default()).into_owned(),
-                );
+                row.push(shown(o.location.as_deref().unwrap_or_default()).into_owned());
             }
             each(&row)?;
         }
@@ -295,13 +329,38 @@ pub fn source_info(
     };
     writeln!(out)?;
     // DTYPE and SHAPE keep their customary widths (11 and 16) unless a cell needs more.
-    let mut header = vec!["NAME", "DTYPE      ", "SHAPE           ", "BYTES"];
+    let mut header =
+        vec!["NAME", "DTYPE      ", "SHAPE           ", "ELEMENTS", "STORED", "DECODED"];
     if sharded {
         header.push("SHARD");
     }
     super::text::table_of(out, &header, &mut rows)?;
     writeln!(out)?;
-    writeln!(out, "total: {total} bytes of tensor data")?;
+    writeln!(
+        out,
+        "total: {}, {} elements, {} stored, {} decoded",
+        super::text::plural(order.len(), "tensor"),
+        count(elements),
+        size(stored),
+        size(decoded)
+    )?;
+    if with_attributes > 0 {
+        writeln!(out)?;
+        if full {
+            for o in infos().filter(|o| o.attributes.is_some()) {
+                let label = format!("attributes of {}:", shown(&o.name));
+                super::text::attribute_lines(out, &label, o.attributes.as_deref(), true)?;
+            }
+        } else {
+            writeln!(
+                out,
+                "{} {} attributes of {} own (--attributes shows them)",
+                super::text::plural(with_attributes, "tensor"),
+                if with_attributes == 1 { "has" } else { "have" },
+                if with_attributes == 1 { "its" } else { "their" }
+            )?;
+        }
+    }
     Ok(())
 }
 
@@ -347,6 +406,10 @@ pub fn foreign_verify(
     };
     let source = &*source;
     let bytes: u64 = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len()).sum();
+    let decoded: u64 = (0..source.len())
+        .filter_map(|i| source.info(i))
+        .flat_map(|o| o.components.into_iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)))
+        .sum();
     let bar = Bar::new(bytes, quiet);
     let par = ztensor_par::ParOptions::with_threads(threads);
     let verdicts = ztensor_par::verify_source(source, &par, &bar);
@@ -386,6 +449,7 @@ pub fn foreign_verify(
             "format": source.format_name(),
             "sound": sound,
             "objects": verdicts.len(),
+            "decoded": decoded,
             "problems": problems,
             "unsupported": unknown,
         });
@@ -395,12 +459,13 @@ pub fn foreign_verify(
             writeln!(out, "{p}")?;
         }
         let tensors = super::text::plural(verdicts.len(), "tensor");
+        let bytes = format!("{} decoded", super::text::size(decoded));
         if sound {
-            writeln!(out, "{}: sound ({kind}: {tensors}, {bytes} bytes)", path.display())?;
+            writeln!(out, "{}: sound ({kind}: {tensors}, {bytes})", path.display())?;
         } else {
             writeln!(
                 out,
-                "{}: {} ({kind}: {tensors}, {bytes} bytes)",
+                "{}: {} ({kind}: {tensors}, {bytes})",
                 path.display(),
                 super::text::plural(problems.len(), "problem")
             )?;

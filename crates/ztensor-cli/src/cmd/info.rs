@@ -7,7 +7,16 @@ use anyhow::Result;
 use ztensor_format::{ByteOrder, Encoding, Version};
 use ztensor_io::{ReadAt, Reader};
 
-pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -> Result<()> {
+/// `info` of a zTensor file: what it is, its attributes a key to a line, and a table of its
+/// objects and their components with element counts and stored and decoded sizes. `full`
+/// (`--attributes`) prints every attribute value whole, objects' own too.
+pub fn print<S: ReadAt>(
+    out: &mut impl Write,
+    path: &Path,
+    reader: &Reader<S>,
+    full: bool,
+) -> Result<()> {
+    use super::text::{count, size, size_cell};
     let m = reader.manifest();
     let manifest = m.manifest();
     let version = match (&manifest.version_string, manifest.version) {
@@ -16,23 +25,25 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
         (None, v) => v.to_string(),
     };
     let location = m.location();
-    writeln!(out, "file:       {}", path.display())?;
+    writeln!(out, "file:       {}", super::text::shown(&path.display().to_string()))?;
     writeln!(out, "version:    {version}")?;
     writeln!(out, "objects:    {}", m.len())?;
-    writeln!(out, "manifest:   {} bytes at offset {}", location.len, location.offset)?;
-    match &manifest.attributes {
-        Some(a) => writeln!(out, "attributes: {a}")?,
-        None => writeln!(out, "attributes: none")?,
-    }
+    writeln!(out, "manifest:   {} at offset {}", size(location.len), location.offset)?;
+    super::text::attribute_lines(out, "attributes:", manifest.attributes.as_ref(), full)?;
     if m.is_empty() {
         return Ok(());
     }
-    let header =
-        ["NAME", "FORMAT", "SHAPE", "ROLE", "DTYPE", "ENCODING", "STORED", "DECODED", "DIGEST"];
-    let (mut stored, mut decoded, mut unknown) = (0u64, 0u64, 0usize);
+    let header = [
+        "NAME", "FORMAT", "SHAPE", "ELEMENTS", "ROLE", "DTYPE", "ENCODING", "STORED", "DECODED",
+        "DIGEST",
+    ];
+    let (mut stored, mut decoded, mut unknown, mut elements) = (0u64, 0u64, 0usize, 0u64);
+    let mut with_attributes = 0usize;
     let mut objects: Vec<_> = m.objects().collect();
     objects.sort_by(|a, b| a.name().cmp(b.name()));
     for object in &objects {
+        elements = elements.saturating_add(element_count(&object.object().shape));
+        with_attributes += usize::from(object.object().attributes.is_some());
         for ((_, c), (_, decoded_len)) in
             object.object().components.iter().zip(object.decoded_lens())
         {
@@ -65,19 +76,20 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
                     if first { super::text::shown(&o.name).into_owned() } else { String::new() },
                     if first { o.format.to_string() } else { String::new() },
                     if first { format!("{:?}", o.shape) } else { String::new() },
-                    role.to_owned(),
+                    if first { element_count(&o.shape).to_string() } else { String::new() },
+                    super::text::shown(role).into_owned(),
                     dtype,
                     if c.encoding == Encoding::Raw { "raw".into() } else { c.encoding.to_string() },
-                    c.length.to_string(),
-                    decoded_len.map_or_else(|| "?".into(), |n| n.to_string()),
+                    size_cell(c.length),
+                    decoded_len.map_or_else(|| "?".into(), size_cell),
                     c.digest
                         .as_ref()
                         .map_or_else(|| "-".into(), |d| d.algorithm().name().to_owned()),
                 ])?;
             }
             if let Some(reason) = object.unsupported() {
-                let mut row: [String; 9] = Default::default();
-                row[3] = format!("unsupported: {}", reason.kind());
+                let mut row: [String; 10] = Default::default();
+                row[4] = format!("unsupported: {}", reason.kind());
                 each(&row)?;
             }
         }
@@ -91,8 +103,39 @@ pub fn print<S: ReadAt>(out: &mut impl Write, path: &Path, reader: &Reader<S>) -
         String::new()
     };
     writeln!(out)?;
-    writeln!(out, "total: {stored} bytes stored, {decoded} bytes decoded{unknown}")?;
+    writeln!(
+        out,
+        "total: {}, {} elements, {} stored, {} decoded{unknown}",
+        super::text::plural(m.len(), "object"),
+        count(elements),
+        size(stored),
+        size(decoded)
+    )?;
+    if with_attributes > 0 {
+        writeln!(out)?;
+        if full {
+            for object in objects.iter().filter(|o| o.object().attributes.is_some()) {
+                let o = object.object();
+                let label = format!("attributes of {}:", super::text::shown(&o.name));
+                super::text::attribute_lines(out, &label, o.attributes.as_deref(), true)?;
+            }
+        } else {
+            writeln!(
+                out,
+                "{} {} attributes of {} own (--attributes shows them)",
+                super::text::plural(with_attributes, "object"),
+                if with_attributes == 1 { "has" } else { "have" },
+                if with_attributes == 1 { "its" } else { "their" }
+            )?;
+        }
+    }
     Ok(())
+}
+
+/// How many elements a tensor of `shape` has (its parameters, as model cards count them):
+/// the product of its dimensions, saturating (a hostile shape may overflow).
+pub fn element_count(shape: &[u64]) -> u64 {
+    shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).unwrap_or(u64::MAX)
 }
 
 /// `info --json`: what the table shows, as pretty JSON written to `out` as it is made (not built
@@ -166,6 +209,7 @@ pub fn write_json<S: ReadAt>(
         name: &'a str,
         format: String,
         shape: &'a [u64],
+        elements: u64,
         attributes: Option<JsonOf<'a>>,
         components: C,
         unsupported: Option<&'static str>,
@@ -180,6 +224,7 @@ pub fn write_json<S: ReadAt>(
                     name: &o.name,
                     format: o.format.to_string(),
                     shape: &o.shape,
+                    elements: element_count(&o.shape),
                     attributes: o.attributes.as_deref().map(|a| JsonOf(a.root())),
                     components: Components(object),
                     unsupported: object.unsupported().map(|e| e.kind().id()),
@@ -269,6 +314,11 @@ pub fn verify(
         }
     }
     let n = reader.manifest().len();
+    let decoded: u64 = reader
+        .manifest()
+        .objects()
+        .flat_map(|o| o.decoded_lens().map(|(_, n)| n.unwrap_or(0)))
+        .sum();
     let code = if problems.is_empty() {
         std::process::ExitCode::SUCCESS
     } else {
@@ -279,6 +329,7 @@ pub fn verify(
             "file": file.display().to_string(),
             "sound": problems.is_empty(),
             "objects": n,
+            "decoded": decoded,
             "problems": problems,
             "digests": {"verified": verified, "absent": absent, "unverifiable": unverifiable},
         });
@@ -292,8 +343,9 @@ pub fn verify(
         writeln!(out, "unverifiable digest (unknown algorithm): {u}")?;
     }
     let summary = format!(
-        "{}, {} verified, {absent} components without digest, {} unverifiable",
+        "{}, {} decoded, {} verified, {absent} components without digest, {} unverifiable",
         super::text::plural(n, "object"),
+        super::text::size(decoded),
         super::text::plural(verified, "digest"),
         unverifiable.len()
     );

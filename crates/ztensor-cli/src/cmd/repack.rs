@@ -90,14 +90,22 @@ pub fn run(
     copy: &CopyOptions,
     par: &ztensor_par::ParOptions,
     quiet: bool,
-) -> Result<(u64, ztensor_par::Stats, usize), ztensor_io::Error> {
+) -> Result<super::convert::Converted, ztensor_io::Error> {
     let reader = Reader::open_with(input, &ztensor_cli::options(false))?;
     let bar = Bar::new(total_input(&reader), quiet);
     let mut writer = ztensor_io::FileWriter::create(output, version)?;
     let stats = ztensor_par::repack(&reader, writer.writer_mut(), copy, par, &bar);
     bar.finish();
     let stats = stats?;
-    Ok((writer.finish()?, stats, reader.manifest().len()))
+    let tally = writer.writer().tally();
+    writer.finish()?;
+    Ok(super::convert::Converted {
+        objects: reader.manifest().len(),
+        peak: Some(stats.peak_in_flight),
+        index: None,
+        tally: Some(tally),
+        decoded: None,
+    })
 }
 
 #[cfg(test)]

@@ -56,21 +56,33 @@ fn acts(c: char) -> bool {
         || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// `name` as it may go to a terminal: characters that would act there are escaped (`\n`,
-/// `\u{1b}`), everything else is left as it is. `--json` output keeps names exact instead.
+/// `name` as it may go to a terminal: characters that would act there are escaped as JSON
+/// escapes them (`\n`, `\t`, `\r`, `\u001b`, `\u202e`), everything else is left as it is. The
+/// same escaper serves names, paths and the strings of attribute values, so a string shows the
+/// same wherever it appears. `--json` output keeps names exact instead.
 pub fn shown(name: &str) -> Cow<'_, str> {
     if !name.chars().any(acts) {
         return Cow::Borrowed(name);
     }
     let mut out = String::with_capacity(name.len() + 8);
     for c in name.chars() {
-        if acts(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+        escape_into(c, &mut out);
     }
     Cow::Owned(out)
+}
+
+fn escape_into(c: char, out: &mut String) {
+    use std::fmt::Write as _;
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        // Every character that acts is in the Basic Multilingual Plane: one escape each.
+        c if acts(c) => {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        }
+        c => out.push(c),
+    }
 }
 
 /// A message as it may go to a terminal: as [`shown`], except that its line breaks stay (the
@@ -84,68 +96,235 @@ pub fn shown_message(message: &str) -> Cow<'_, str> {
     Cow::Owned(lines.join("\n"))
 }
 
-/// `value` as compact JSON-like text for a terminal line: arrays past 8 items and strings past
-/// 120 characters are cut short and say how much more there is, nesting past 6 levels is
-/// elided, so a report of attributes holding millions of values stays a line long. `--json`
-/// output gives every value instead.
-pub fn summary(value: ztensor_format::ValueRef<'_>) -> String {
+/// `value` as one line of compact JSON by the conformance dump's rules (`$bytes`, `$map` for a
+/// map whose keys are not all text, `$tag`), with the characters that would act on a terminal
+/// escaped as JSON escapes them: still JSON, and safe to print.
+pub fn json_line(value: ztensor_format::ValueRef<'_>) -> String {
+    let text = serde_json::to_string(&ztensor_dump::JsonOf(value)).unwrap_or_default();
+    escape_acting(text)
+}
+
+/// `value` as [`json_line`] gives it, cut short for a terminal line: arrays past 8 items, maps
+/// past 32 entries, strings past 120 characters and byte strings past 32 bytes end in `…`,
+/// nesting past 6 levels is elided, so a report of attributes holding millions of values stays
+/// a line long. Also whether anything was cut. `--attributes` and `--json` give every value.
+pub fn summary(value: ztensor_format::ValueRef<'_>) -> (String, bool) {
     let mut out = String::new();
-    summarize(value, 0, &mut out);
+    let cut = summarize(value, 0, &mut out);
+    (escape_acting(out), cut)
+}
+
+/// How big `value` is, for a value [`summary`] cut: `20402 characters`, `50000 items`.
+pub fn extent(value: ztensor_format::ValueRef<'_>) -> String {
+    use ztensor_format::attributes::Item;
+    match value.item() {
+        Item::Text(s) => plural(s.chars().count(), "character"),
+        Item::Bytes(b) => plural(b.len(), "byte"),
+        Item::Array(items) => plural(items.len(), "item"),
+        Item::Map(entries) => plural(entries.len(), "entry"),
+        _ => "nested".to_owned(),
+    }
+}
+
+/// `text` (JSON) with every character that acts on a terminal escaped. JSON puts such
+/// characters only inside strings, where `\uXXXX` (or `\n`, `\t`, `\r`) means the same.
+fn escape_acting(text: String) -> String {
+    if !text.chars().any(acts) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        escape_into(c, &mut out);
+    }
     out
 }
 
-fn summarize(value: ztensor_format::ValueRef<'_>, depth: usize, out: &mut String) {
+fn summarize(value: ztensor_format::ValueRef<'_>, depth: usize, out: &mut String) -> bool {
     use std::fmt::Write as _;
     use ztensor_format::attributes::Item;
     const ITEMS: usize = 8;
+    const ENTRIES: usize = 32;
     const CHARS: usize = 120;
+    const BYTES: usize = 32;
     if depth > 6 {
         out.push('…');
-        return;
+        return true;
     }
+    let quoted = |s: &str| serde_json::Value::from(s).to_string();
     match value.item() {
         Item::Array(items) => {
             out.push('[');
             let len = items.len();
+            let mut cut = len > ITEMS;
             for (i, item) in items.take(ITEMS).enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                summarize(item, depth + 1, out);
+                cut |= summarize(item, depth + 1, out);
             }
             if len > ITEMS {
-                let _ = write!(out, ", … {} more", len - ITEMS);
+                out.push_str(", …");
             }
             out.push(']');
+            cut
         }
         Item::Map(entries) => {
-            out.push('{');
+            let text_keys = entries.clone().all(|(k, _)| k.as_text().is_some());
             let len = entries.len();
-            for (i, (k, v)) in entries.take(ITEMS * 4).enumerate() {
+            let mut cut = len > ENTRIES;
+            out.push_str(if text_keys { "{" } else { "{\"$map\": [" });
+            for (i, (k, v)) in entries.take(ENTRIES).enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                summarize(k, depth + 1, out);
-                out.push_str(": ");
-                summarize(v, depth + 1, out);
+                if let Some(k) = k.as_text().filter(|_| text_keys) {
+                    out.push_str(&quoted(k));
+                    out.push_str(": ");
+                    cut |= summarize(v, depth + 1, out);
+                } else {
+                    out.push('[');
+                    cut |= summarize(k, depth + 1, out);
+                    out.push_str(", ");
+                    cut |= summarize(v, depth + 1, out);
+                    out.push(']');
+                }
             }
-            if len > ITEMS * 4 {
-                let _ = write!(out, ", … {} more", len - ITEMS * 4);
+            if len > ENTRIES {
+                out.push_str(", …");
             }
+            out.push_str(if text_keys { "}" } else { "]}" });
+            cut
+        }
+        Item::Tag(tag, inner) => {
+            let _ = write!(out, "{{\"$tag\": {tag}, \"value\": ");
+            let cut = summarize(inner, depth + 1, out);
             out.push('}');
+            cut
         }
         Item::Text(s) if s.chars().count() > CHARS => {
-            let cut: String = s.chars().take(CHARS).collect();
-            let _ = write!(out, "{}…", serde_json::Value::from(cut));
-            let _ = write!(out, " ({} characters)", s.chars().count());
+            let mut head: String = s.chars().take(CHARS).collect();
+            head.push('…');
+            out.push_str(&quoted(&head));
+            true
         }
-        Item::Bytes(b) if b.len() > CHARS / 2 => {
-            let _ = write!(out, "<{} bytes>", b.len());
+        Item::Bytes(b) if b.len() > BYTES => {
+            let mut head = ztensor_format::to_hex(&b[..BYTES]);
+            head.push('…');
+            let _ = write!(out, "{{\"$bytes\": {}}}", quoted(&head));
+            true
         }
         _ => {
             let _ = write!(out, "{}", ztensor_dump::cbor_to_json(&value.to_value()));
+            false
         }
     }
+}
+
+/// Writes `attributes` a key to a line under `label` (`attributes:`): each key, then its value
+/// as JSON, cut short with its extent unless `full`; past 32 keys the rest are counted unless
+/// `full`. Keys and strings are escaped by [`shown`]'s rules.
+pub fn attribute_lines(
+    out: &mut impl Write,
+    label: &str,
+    attributes: Option<&ztensor_format::Attributes>,
+    full: bool,
+) -> io::Result<()> {
+    const KEYS: usize = 32;
+    let Some(attributes) = attributes.filter(|a| !a.is_empty()) else {
+        return writeln!(out, "{label} none");
+    };
+    writeln!(out, "{label}")?;
+    let mut cut_any = false;
+    let entries = attributes.entries();
+    let len = entries.len();
+    for (i, (key, value)) in entries.enumerate() {
+        if i == KEYS && !full {
+            writeln!(out, "  … {} more", plural(len - KEYS, "key"))?;
+            cut_any = true;
+            break;
+        }
+        let key = match key.as_text() {
+            Some(k) => shown(k).into_owned(),
+            None => json_line(key),
+        };
+        if full {
+            writeln!(out, "  {key}: {}", json_line(value))?;
+            continue;
+        }
+        let (text, cut) = summary(value);
+        if cut {
+            writeln!(out, "  {key}: {text} ({})", extent(value))?;
+            cut_any = true;
+        } else {
+            writeln!(out, "  {key}: {text}")?;
+        }
+    }
+    if cut_any {
+        writeln!(out, "  (--attributes shows every value whole)")?;
+    }
+    Ok(())
+}
+
+/// Whether sizes print as exact byte counts (`--bytes`) rather than in human units.
+static EXACT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes [`size`], [`size_cell`] and [`count`] print exact figures (`--bytes`).
+pub fn set_exact(exact: bool) {
+    EXACT.store(exact, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn exact() -> bool {
+    EXACT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `n` with three significant digits in steps of 1000 (`83.1`, `2.37`, `868`) and the index of
+/// its unit.
+fn scaled(n: u64) -> (String, usize) {
+    if n < 1000 {
+        return (n.to_string(), 0);
+    }
+    let mut unit = 0;
+    let mut v = n as f64;
+    while v >= 999.5 && unit < 6 {
+        v /= 1000.0;
+        unit += 1;
+    }
+    let text = if v < 9.995 {
+        format!("{v:.2}")
+    } else if v < 99.95 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    };
+    (text, unit)
+}
+
+/// A number of bytes for a sentence: `83.1 MB` (decimal units, as disks and downloads count
+/// them), or `83135045 bytes` with `--bytes`.
+pub fn size(n: u64) -> String {
+    if exact() {
+        return plural(usize::try_from(n).unwrap_or(usize::MAX), "byte");
+    }
+    size_cell(n)
+}
+
+/// A number of bytes for a table cell: `83.1 MB`, or `83135045` with `--bytes`.
+pub fn size_cell(n: u64) -> String {
+    if exact() {
+        return n.to_string();
+    }
+    let (text, unit) = scaled(n);
+    format!("{text} {}", ["B", "kB", "MB", "GB", "TB", "PB", "EB"][unit])
+}
+
+/// A count of elements as model cards give parameters: `8.03B`, `124M`, `868`; exact with
+/// `--bytes`.
+pub fn count(n: u64) -> String {
+    if exact() {
+        return n.to_string();
+    }
+    let (text, unit) = scaled(n);
+    format!("{text}{}", ["", "k", "M", "B", "T", "P", "E"][unit])
 }
 
 /// `n thing` or `n things`.
@@ -179,8 +358,62 @@ mod tests {
         assert!(matches!(shown("layers.0.weight"), Cow::Borrowed(_)));
         assert_eq!(shown("é→ok"), "é→ok");
         assert_eq!(shown("a\nb"), "a\\nb");
-        assert_eq!(shown("\u{1b}[31mred"), "\\u{1b}[31mred");
-        assert_eq!(shown("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(shown("\u{1b}[31mred"), "\\u001b[31mred");
+        assert_eq!(shown("x\u{202e}y\u{85}"), "x\\u202ey\\u0085");
         assert_eq!(shown("tab\there\r"), "tab\\there\\r");
+    }
+
+    #[test]
+    fn sizes_have_three_significant_digits() {
+        // Derived by hand from the decimal units: 83,135,045 B is 83.135045 MB.
+        assert_eq!(size_cell(0), "0 B");
+        assert_eq!(size_cell(868), "868 B");
+        assert_eq!(size_cell(999), "999 B");
+        assert_eq!(size_cell(1000), "1.00 kB");
+        assert_eq!(size_cell(2367), "2.37 kB");
+        assert_eq!(size_cell(99_949), "99.9 kB");
+        assert_eq!(size_cell(999_499), "999 kB");
+        assert_eq!(size_cell(999_500), "1.00 MB");
+        assert_eq!(size_cell(83_135_045), "83.1 MB");
+        assert_eq!(size_cell(u64::MAX), "18.4 EB");
+        assert_eq!(count(8_030_261_248), "8.03B");
+        assert_eq!(count(124_439_808), "124M");
+        assert_eq!(count(434), "434");
+    }
+
+    #[test]
+    fn attribute_values_are_json_with_acting_characters_escaped() {
+        use ztensor_format::{Attributes, Value};
+        let map = |entries: Vec<(Value, Value)>| Attributes::try_from(Value::Map(entries)).unwrap();
+        let a = map(vec![
+            (Value::Text("k".into()), Value::Text("\u{2}\u{85}\u{202e}\t".into())),
+            (
+                Value::Text("n".into()),
+                Value::Map(vec![(Value::Integer(1.into()), Value::Text("\t".into()))]),
+            ),
+        ]);
+        let line = json_line(a.root());
+        assert_eq!(line, r#"{"k":"\u0002\u0085\u202e\t","n":{"$map":[[1,"\t"]]}}"#);
+        let back: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(back["k"], "\u{2}\u{85}\u{202e}\t");
+        let mut out = Vec::new();
+        attribute_lines(&mut out, "attributes:", Some(&a), false).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "attributes:\n  k: \"\\u0002\\u0085\\u202e\\t\"\n  n: {\"$map\": [[1, \"\\t\"]]}\n"
+        );
+        // A long value is cut, says how long it is, and the whole is one flag away.
+        let long = map(vec![(Value::Text("s".into()), Value::Text("x".repeat(20_402)))]);
+        let mut out = Vec::new();
+        attribute_lines(&mut out, "attributes:", Some(&long), false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(&format!("  s: \"{}…\" (20402 characters)\n", "x".repeat(120))),
+            "{text}"
+        );
+        assert!(text.ends_with("(--attributes shows every value whole)\n"), "{text}");
+        let mut out = Vec::new();
+        attribute_lines(&mut out, "attributes:", Some(&long), true).unwrap();
+        assert_eq!(out.len(), "attributes:\n  s: \"\"\n".len() + 20_402);
     }
 }
