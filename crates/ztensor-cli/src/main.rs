@@ -747,6 +747,9 @@ fn wrote(
             plural(usize::try_from(t.components).unwrap_or(usize::MAX), "component")
         )?;
     }
+    for note in &converted.notes {
+        writeln!(out, "{note}")?;
+    }
     Ok(())
 }
 
@@ -1020,15 +1023,18 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             let _lock = output_lock(&input, &output, run.no_wait, run.quiet)?;
             let copy = ztensor_io::CopyOptions {
                 chunk_size: Some(chunk),
-                drop_attributes,
+                drop_attributes: cmd::convert::drops(Target::Zt(to), drop_attributes),
                 ..encoding.copy()
             };
             let started = std::time::Instant::now();
-            let converted = cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
+            let mut converted = cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
                 .map_err(|e| {
                     let context = format!("cannot repack {}", input.display());
                     cmd::convert::drop_hint(zt_error(&context, &e))
                 })?;
+            if drop_attributes && !copy.drop_attributes {
+                converted.notes.push(cmd::convert::NOTHING_DROPPED.to_owned());
+            }
             if !run.quiet {
                 let target = Target::Zt(to).to_string();
                 let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
@@ -1083,6 +1089,9 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                         cmd::text::size(bytes),
                         started.elapsed().as_secs_f64()
                     )?;
+                    for note in &converted.notes {
+                        writeln!(out, "{note}")?;
+                    }
                 }
                 return Ok(ExitCode::SUCCESS);
             }
@@ -1148,16 +1157,19 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             let objects: usize = made.units.iter().map(|u| u.objects.len()).sum();
             writeln!(
                 out,
-                "planned {} ({}, {} bytes) into {}: run `ztensor run {} --unit K` for K in 0..{} \
+                "planned {} ({}, {} decoded) into {}: run `ztensor run {} --unit K` for K in 0..{} \
                  (or as a Slurm array / Kubernetes Indexed Job), then `ztensor finalize {}`",
                 cmd::text::plural(made.units.len(), "unit"),
                 cmd::text::plural(objects, "object"),
-                made.units.iter().map(|u| u.bytes).sum::<u64>(),
+                cmd::text::size(made.units.iter().map(|u| u.bytes).sum::<u64>()),
                 plan.display(),
                 plan.display(),
                 made.units.len(),
                 plan.display()
             )?;
+            if let Some(note) = cmd::convert::oversized(&made, split) {
+                writeln!(out, "{note}")?;
+            }
             ExitCode::SUCCESS
         }
         Command::RunUnit { plan: path, unit, run } => {

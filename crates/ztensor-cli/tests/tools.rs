@@ -1131,3 +1131,64 @@ fn attributes_show_a_key_to_a_line_escaped_as_json_and_whole_on_request() {
         assert_eq!(serde_json::from_str::<String>(all).unwrap(), long);
     }
 }
+
+#[test]
+fn drop_attributes_and_shard_size_say_what_they_did() {
+    let d = scratch("said");
+    // TensorBuffers operations are not text, the model name is: only the first is dropped.
+    let ops = "fixtures/tensorbuffers/valid/model-and-operations.tb";
+    let st = d.join("o.safetensors");
+    let said = ok(&["convert", ops, arg(&st), "--drop-attributes"]);
+    let note = said.lines().find(|l| l.starts_with("--drop-attributes")).expect(&said);
+    assert!(note.contains("tensorbuffers.operations"), "{note}");
+    assert!(!note.contains("tensorbuffers.model"), "{note}");
+    assert_eq!(
+        read_back(&st).1,
+        Some(HashMap::from([("tensorbuffers.model".to_owned(), "example".to_owned())]))
+    );
+    // zTensor 1.x holds every attribute: nothing is dropped, and it says so.
+    let tiny = "fixtures/examples/tiny-v1.2.zt";
+    let zt = d.join("t.zt");
+    for command in ["convert", "repack"] {
+        let said = ok(&[command, tiny, arg(&zt), "--drop-attributes"]);
+        assert!(said.contains("nothing was dropped"), "{command}: {said}");
+        assert!(ok(&["info", arg(&zt)]).contains("  license: \"CC0-1.0\"\n"));
+    }
+    // An object larger than --shard-size gets a shard of its own, and is named.
+    let index = "fixtures/examples/checkpoint/model.safetensors.index.json";
+    let report = json(&ztensor(&["info", "--json", index]));
+    let mut big: Vec<String> = report["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["decoded"].as_u64().unwrap() > 200)
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    big.sort();
+    assert!(!big.is_empty());
+    let said = ok(&["convert", index, arg(&d.join("out/")), "--shard-size", "200"]);
+    let plan = ok(&[
+        "plan",
+        index,
+        arg(&d.join("planned/")),
+        "-o",
+        arg(&d.join("p.json")),
+        "--shard-size",
+        "200",
+    ]);
+    for text in [&said, &plan] {
+        let note = text.lines().find(|l| l.contains("larger than --shard-size")).expect(text);
+        let mut named: Vec<String> = note
+            .split_once(": ")
+            .unwrap()
+            .1
+            .split(", ")
+            .map(|n| n.split(" (").next().unwrap().to_owned())
+            .collect();
+        named.sort();
+        assert_eq!(named, big, "{note}");
+        assert!(
+            note.starts_with(&format!("{} objects are larger than --shard-size 200 B", big.len()))
+        );
+    }
+}

@@ -43,7 +43,7 @@ pub fn plan_of(
         )
     };
     let mut options = ztensor_shard::PlanOptions::new(version, &r.encoding.fresh());
-    options.drop_attributes = r.drop_attributes;
+    options.drop_attributes = drops(r.target, r.drop_attributes);
     options.carry_unknown_dtypes = r.carry_unknown;
     let plan = ztensor_shard::plan(r.input, source, r.output, options, split, &|name| {
         excluded(r.exclude, name)
@@ -66,6 +66,111 @@ pub struct Converted {
     pub tally: Option<ztensor_io::Tally>,
     /// The decoded bytes written, for outputs without a tally.
     pub decoded: Option<u64>,
+    /// What the user is to be told besides: objects larger than `--shard-size`, attributes
+    /// `--drop-attributes` dropped.
+    pub notes: Vec<String>,
+}
+
+/// Whether attributes are to be dropped for `target` when `--drop-attributes` is `asked`:
+/// zTensor 1.x holds every attribute, so nothing is dropped for it; zTensor 0.1 has no file
+/// attributes; the foreign targets decide per attribute.
+pub fn drops(target: Target, asked: bool) -> bool {
+    asked && !matches!(target, Target::Zt(v) if v != ztensor_format::Version::V0_1)
+}
+
+/// The objects of `plan` larger than `split` allows, each in a shard of its own: a note, or
+/// none.
+pub fn oversized(plan: &ztensor_shard::Plan, split: ztensor_shard::Split) -> Option<String> {
+    let ztensor_shard::Split::Size(limit) = split else { return None };
+    let big: Vec<String> = plan
+        .units
+        .iter()
+        .filter(|u| u.bytes > limit && u.objects.len() == 1)
+        .map(|u| format!("{} ({})", super::text::shown(&u.objects[0]), super::text::size(u.bytes)))
+        .collect();
+    if big.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} larger than --shard-size {} and each in a shard of its own: {}",
+        if big.len() == 1 {
+            "1 object is".to_owned()
+        } else {
+            format!("{} objects are", big.len())
+        },
+        super::text::size(limit),
+        listed(&big)
+    ))
+}
+
+/// `items` joined by commas, the first 10, then how many more.
+fn listed(items: &[String]) -> String {
+    let mut text = items.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > 10 {
+        text.push_str(&format!(" and {} more", items.len() - 10));
+    }
+    text
+}
+
+/// What `--drop-attributes` says when the target held every attribute.
+pub const NOTHING_DROPPED: &str =
+    "--drop-attributes: the target holds every attribute; nothing was dropped";
+
+/// What `--drop-attributes` dropped, found by reading the output back and comparing its
+/// attributes with the input's: the file's keys that are gone, and the keys of objects' own
+/// attributes that are gone (with how many objects lost some).
+pub fn dropped(input: &dyn TensorSource, output: &Path) -> Result<String> {
+    let written = crate::open_source(output)?;
+    let keys = |a: Option<&ztensor_format::Attributes>| -> std::collections::BTreeSet<String> {
+        a.map(|a| {
+            a.entries()
+                .map(|(k, _)| {
+                    k.as_text().map_or_else(
+                        || super::text::json_line(k),
+                        |t| super::text::shown(t).into_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let before = input.try_attributes().map_err(|e| anyhow!("{e}"))?;
+    let after = written.try_attributes().map_err(|e| anyhow!("{e}"))?;
+    let file: Vec<String> =
+        keys(before.as_deref()).difference(&keys(after.as_deref())).cloned().collect();
+    let mut by_name = std::collections::HashMap::new();
+    for i in 0..written.len() {
+        if let Some(o) = written.info(i) {
+            by_name.insert(o.name.into_owned(), keys(o.attributes.as_deref()));
+        }
+    }
+    let (mut objects, mut object_keys) = (0usize, std::collections::BTreeSet::new());
+    for i in 0..input.len() {
+        let Some(o) = input.info(i) else { continue };
+        let Some(kept) = by_name.get(o.name.as_ref()) else { continue };
+        let gone: Vec<String> = keys(o.attributes.as_deref()).difference(kept).cloned().collect();
+        if !gone.is_empty() {
+            objects += 1;
+            object_keys.extend(gone);
+        }
+    }
+    if file.is_empty() && objects == 0 {
+        return Ok(NOTHING_DROPPED.to_owned());
+    }
+    let mut parts = Vec::new();
+    if !file.is_empty() {
+        parts.push(format!("the file's {}", listed(&file)));
+    }
+    if objects > 0 {
+        let keys: Vec<String> = object_keys.into_iter().collect();
+        parts.push(format!(
+            "{} of {} ({})",
+            if keys.len() == 1 { "the attribute" } else { "the attributes" },
+            super::text::plural(objects, "object"),
+            listed(&keys)
+        ));
+    }
+    Ok(format!("--drop-attributes dropped what the target cannot hold: {}", parts.join("; ")))
 }
 
 /// `convert IN OUTDIR/`: every shard and the index, in this process.
@@ -78,7 +183,15 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
     let index = done.map_err(|e| dtype_hint(drop_hint(crate::shard_error(context, &e))))?;
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
     let decoded = plan.units.iter().map(|u| u.bytes).sum();
-    Ok(Converted { objects, peak: None, index: Some(index), tally: None, decoded: Some(decoded) })
+    let notes = oversized(&plan, split).into_iter().collect();
+    Ok(Converted {
+        objects,
+        peak: None,
+        index: Some(index),
+        tally: None,
+        decoded: Some(decoded),
+        notes,
+    })
 }
 
 /// Runs the conversion, returning what it wrote. Every input is read through
@@ -97,7 +210,8 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         // The parallel copy writes exactly what `copy_all` would, with a progress bar.
         let bar = Bar::new(super::repack::total_input(&reader), r.run.quiet);
         let mut writer = FileWriter::create(r.output, to).map_err(|e| anyhow!("{e}"))?;
-        let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
+        let drop_attributes = drops(r.target, r.drop_attributes);
+        let copy = CopyOptions { drop_attributes, ..r.encoding.copy() };
         let keep = |name: &str| !excluded(r.exclude, name);
         let done = ztensor_par::repack_only(
             &reader,
@@ -118,6 +232,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             index: None,
             tally: Some(tally),
             decoded: None,
+            notes: if r.drop_attributes { vec![dropped(&reader, r.output)?] } else { Vec::new() },
         });
     }
     let opened = crate::open_source_for(r.input, r.output, &r.target.to_string(), r.carry_unknown)?;
@@ -132,7 +247,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             let mut writer = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
             let par = r.run.par();
             let mut sink = ZtSink::new(writer.writer_mut(), r.encoding.fresh(), &par, &bar)
-                .drop_attributes(r.drop_attributes);
+                .drop_attributes(drops(r.target, r.drop_attributes));
             let done = sink.write_all(source);
             bar.finish();
             done.map_err(|e| dtype_hint(drop_hint(zt_error(&context, &e))))?;
@@ -162,7 +277,8 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         .filter_map(|i| source.info(i))
         .flat_map(|o| o.components.into_iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)))
         .sum();
-    Ok(Converted { objects: source.len(), peak, index: None, tally, decoded: Some(decoded) })
+    let notes = if r.drop_attributes { vec![dropped(source, r.output)?] } else { Vec::new() };
+    Ok(Converted { objects: source.len(), peak, index: None, tally, decoded: Some(decoded), notes })
 }
 
 /// Whether `name` matches one of the `--exclude` globs.

@@ -105,6 +105,13 @@ pub fn run(
         index: None,
         tally: Some(tally),
         decoded: None,
+        notes: if copy.drop_attributes {
+            vec![super::convert::dropped(&reader, output).map_err(|e| {
+                ztensor_io::Error::failed(format!("reading {} back: {e}", output.display()))
+            })?]
+        } else {
+            Vec::new()
+        },
     })
 }
 
