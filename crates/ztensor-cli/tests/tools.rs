@@ -1192,3 +1192,97 @@ fn drop_attributes_and_shard_size_say_what_they_did() {
         );
     }
 }
+
+#[test]
+fn progress_on_a_terminal_is_one_line_that_fits_and_only_moves_forward() {
+    // A 48 MiB tensor (half noise, half zeros) and 300 small ones with names far wider than
+    // the terminal, converted under a pseudo-terminal 60 columns wide (util-linux `script`).
+    let d = scratch("progress");
+    let st = d.join("p.safetensors");
+    let big = 48usize << 20;
+    let mut header = serde_json::Map::new();
+    header.insert(
+        "big".into(),
+        serde_json::json!({"dtype": "U8", "shape": [big], "data_offsets": [0, big]}),
+    );
+    let mut offset = big;
+    for i in 0..300 {
+        let name = format!("layers.{i}.{}weight", "very_long_parameter_name_".repeat(6));
+        header.insert(name, serde_json::json!({"dtype": "F32", "shape": [256], "data_offsets": [offset, offset + 1024]}));
+        offset += 1024;
+    }
+    let mut text = serde_json::to_vec(&header).unwrap();
+    text.resize(text.len().next_multiple_of(8), b' ');
+    let mut bytes = (text.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(&text);
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    bytes.extend((0..offset).map(|i| {
+        state =
+            state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        if i < big / 2 || i >= big { (state >> 56) as u8 } else { 0 }
+    }));
+    std::fs::write(&st, bytes).unwrap();
+    let zt = d.join("p.zt");
+    let command = format!(
+        "stty cols 60 rows 20; {} convert {} {} --zstd 3 --threads 1",
+        env!("CARGO_BIN_EXE_ztensor"),
+        st.display(),
+        zt.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("util-linux script runs commands under a pseudo-terminal");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    // Each redraw of the line, its escape sequences taken out.
+    let mut percents = Vec::new();
+    for line in shown.split(['\r', '\n']) {
+        let mut plain = String::new();
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                for e in chars.by_ref() {
+                    if e.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                plain.push(c);
+            }
+        }
+        let Some((head, _)) = plain.split_once("% ") else { continue };
+        assert!(plain.trim_end().chars().count() <= 60, "wider than the terminal: {plain:?}");
+        let percent: u32 = head.split_whitespace().last().unwrap().parse().unwrap();
+        percents.push(percent);
+    }
+    assert!(percents.len() >= 2, "no progress drawn: {shown:?}");
+    assert!(percents.windows(2).all(|w| w[0] <= w[1]), "went backwards: {percents:?}");
+    assert!(shown.contains("wrote "), "{shown}");
+    assert!(zt.exists());
+}
+
+#[test]
+fn peak_in_flight_counts_what_foreign_sources_hold() {
+    // PyTorch and GGUF tensors are written by the sequential code, part by part: what that
+    // holds is in flight too, so the peak is at least the largest tensor (each is one piece).
+    let d = scratch("peak");
+    for input in ["fixtures/external/pytorch/checkpoint.pt", "fixtures/external/gguf/plain.gguf"] {
+        let report = json(&ztensor(&["info", "--json", input]));
+        let largest = report["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["decoded"].as_u64().unwrap())
+            .max()
+            .unwrap();
+        let said = ok(&["convert", input, arg(&d.join("o.zt")), "--bytes"]);
+        let peak: u64 = said
+            .split(", peak ")
+            .nth(1)
+            .and_then(|p| p.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .expect(&said);
+        assert!(peak >= largest && largest > 0, "{input}: peak {peak} < {largest}: {said}");
+    }
+}

@@ -141,7 +141,8 @@ pub fn copy_object<S: ReadAt, W: Write>(
             attributes: attributes.cloned(),
         };
         let parts = crate::write_stream::ObjectParts(&handle);
-        return crate::write_stream::write_streamed(writer, meta, &parts, &write_options);
+        crate::write_stream::write_streamed(writer, meta, &parts, &write_options)?;
+        return Ok(());
     }
     let mut data = handle.read_verified()?;
     handle.check(&data)?;

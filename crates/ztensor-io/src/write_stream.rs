@@ -142,6 +142,7 @@ struct Out<'a> {
 }
 
 /// Writes the object part by part (see the module docs). Call only where [`streams`] holds.
+/// Returns the most bytes it held at once (a piece read, a frame gathered, its encoding).
 ///
 /// # Errors
 /// As [`write_data`](crate::write_data): the source's errors (digests, data rules), what the
@@ -151,7 +152,7 @@ pub(crate) fn write_streamed<W: Write>(
     meta: Meta<'_>,
     parts: &dyn Parts,
     options: &WriteOptions,
-) -> Result<()> {
+) -> Result<u64> {
     let name = meta.name;
     write_parts(writer, meta, parts, options).map_err(|e| match e.format_error() {
         Some(f) if f.object().is_none() => Error::from(f.clone().in_object(name)),
@@ -164,7 +165,7 @@ fn write_parts<W: Write>(
     meta: Meta<'_>,
     parts: &dyn Parts,
     options: &WriteOptions,
-) -> Result<()> {
+) -> Result<u64> {
     let decoded = match parts.known() {
         Some(known) => known,
         None => parts.verify()?,
@@ -185,11 +186,14 @@ fn write_parts<W: Write>(
     writer.check_object(meta.name, meta.shape, meta.format, &infos)?;
     let mut object = Object::new(meta.name, meta.shape.to_vec(), meta.format.clone());
     object.attributes = meta.attributes.map(Box::new);
+    let mut peak = 0;
     for out in &plan {
-        let component = write_part(writer, parts, out, options)?;
+        let (component, held) = write_part(writer, parts, out, options)?;
+        peak = peak.max(held);
         object.components.insert(out.role.to_owned(), component);
     }
-    writer.push_streamed(object)
+    writer.push_streamed(object)?;
+    Ok(peak)
 }
 
 /// The output components, in the order the whole-object path writes them, after the checks
@@ -281,6 +285,8 @@ struct Encoder {
     frames: Vec<(u32, u32)>,
     hasher: Option<Hasher>,
     stored: u64,
+    /// The most bytes held at once: the piece being fed and what is gathered or encoded.
+    peak: u64,
 }
 
 impl Encoder {
@@ -314,6 +320,7 @@ impl Encoder {
             zstd,
             raw_if_not_smaller: options.raw_if_not_smaller,
             held: Vec::new(),
+            peak: 0,
             frames: Vec::new(),
             hasher,
             stored: 0,
@@ -331,6 +338,7 @@ impl Encoder {
     fn frame<W: Write>(&mut self, writer: &mut Writer<W>, len: usize, level: i32) -> Result<()> {
         let z =
             zstd_encode(&self.held[..len], level).map_err(|e| Error::io("compressing", None, e))?;
+        self.peak = self.peak.max((self.held.len() + z.len()) as u64);
         let sizes = (u32::try_from(z.len()), u32::try_from(len));
         let (Ok(stored), Ok(input)) = sizes else {
             return Err(Error::broken(Rule::InvalidInput, "a zstd frame passes 4 GiB"));
@@ -342,8 +350,12 @@ impl Encoder {
     }
 
     fn feed<W: Write>(&mut self, writer: &mut Writer<W>, bytes: &[u8]) -> Result<()> {
-        let Some((level, chunk)) = self.zstd else { return self.out(writer, bytes) };
+        let Some((level, chunk)) = self.zstd else {
+            self.peak = self.peak.max(bytes.len() as u64);
+            return self.out(writer, bytes);
+        };
         self.held.extend_from_slice(bytes);
+        self.peak = self.peak.max((self.held.len() + bytes.len()) as u64);
         // A frame is cut only once more follows: data that fits one frame is one plain frame,
         // with no seek table.
         while self.held.len() > chunk {
@@ -352,19 +364,24 @@ impl Encoder {
         Ok(())
     }
 
-    /// Ends the blob: the encoding, and the digest of the stored bytes.
-    fn finish<W: Write>(mut self, writer: &mut Writer<W>) -> Result<(Encoding, Option<Digest>)> {
+    /// Ends the blob: the encoding, the digest of the stored bytes, and the most bytes held
+    /// at once.
+    fn finish<W: Write>(
+        mut self,
+        writer: &mut Writer<W>,
+    ) -> Result<(Encoding, Option<Digest>, u64)> {
         if let Some((level, _)) = self.zstd {
             if self.frames.is_empty() {
                 // One frame: nothing is written yet, so it may still go raw.
                 let held = std::mem::take(&mut self.held);
                 let z = zstd_encode(&held, level).map_err(|e| Error::io("compressing", None, e))?;
+                self.peak = self.peak.max((held.len() + z.len()) as u64);
                 if self.raw_if_not_smaller && z.len() >= held.len() {
                     self.out(writer, &held)?;
-                    return Ok((Encoding::Raw, self.hasher.map(Hasher::finish)));
+                    return Ok((Encoding::Raw, self.hasher.map(Hasher::finish), self.peak));
                 }
                 self.out(writer, &z)?;
-                return Ok((Encoding::Zstd, self.hasher.map(Hasher::finish)));
+                return Ok((Encoding::Zstd, self.hasher.map(Hasher::finish), self.peak));
             }
             if !self.held.is_empty() {
                 self.frame(writer, self.held.len(), level)?;
@@ -375,7 +392,7 @@ impl Encoder {
             }
         }
         let encoding = if self.zstd.is_some() { Encoding::Zstd } else { Encoding::Raw };
-        Ok((encoding, self.hasher.map(Hasher::finish)))
+        Ok((encoding, self.hasher.map(Hasher::finish), self.peak))
     }
 }
 
@@ -384,14 +401,14 @@ fn write_part<W: Write>(
     parts: &dyn Parts,
     out: &Out<'_>,
     options: &WriteOptions,
-) -> Result<ztensor_format::Component> {
+) -> Result<(ztensor_format::Component, u64)> {
     let offset = writer.begin_blob()?;
     let mut encoder = Encoder::new(options)?;
     feed_part(writer, parts, out, &mut encoder)?;
-    let (encoding, digest) = encoder.finish(writer)?;
+    let (encoding, digest, peak) = encoder.finish(writer)?;
     let stored = writer.written_since(offset);
     let decoded = (encoding == Encoding::Zstd).then_some(out.len);
-    Ok(writer.describe_component(
+    let component = writer.describe_component(
         out.dtype,
         out.logical_type.cloned(),
         offset,
@@ -399,7 +416,8 @@ fn write_part<W: Write>(
         decoded,
         encoding,
         digest,
-    ))
+    );
+    Ok((component, peak))
 }
 
 /// Reads the part `out` comes from and feeds it, widened where it is, to `encoder`.
@@ -454,7 +472,7 @@ fn write_v0_csr<W: Write>(
     parts: &dyn Parts,
     plan: &[Out<'_>],
     options: &WriteOptions,
-) -> Result<()> {
+) -> Result<u64> {
     let [values, indices, indptr] = plan else {
         return Err(Error::not_found(meta.name, Some(role::VALUES)));
     };
@@ -471,7 +489,7 @@ fn write_v0_csr<W: Write>(
     for out in [indptr, indices, values] {
         feed_part(writer, parts, out, &mut encoder)?;
     }
-    let (encoding, digest) = encoder.finish(writer)?;
+    let (encoding, digest, peak) = encoder.finish(writer)?;
     let stored = writer.written_since(offset);
     let packed = indptr.len + indices.len + values.len;
     let decoded = (encoding == Encoding::Zstd).then_some(packed);
@@ -481,7 +499,8 @@ fn write_v0_csr<W: Write>(
         .with_component(role::DATA, component);
     object.packing = ztensor_format::Packing::V0Single;
     object.attributes = meta.attributes.map(Box::new);
-    writer.push_streamed(object)
+    writer.push_streamed(object)?;
+    Ok(peak)
 }
 
 /// Writes object `index` of `source` into `writer`, with `attributes` as its attributes: part
@@ -489,8 +508,8 @@ fn write_v0_csr<W: Write>(
 /// source reads it in pieces ([`TensorSource::reads_in_pieces`]) and the writer is 1.1 or 1.2,
 /// compressing raw or in zstd frames of a fixed size; otherwise decoded whole; with
 /// the bytes [`write_data`](crate::write_data) gives either way. The digests and data rules of
-/// the source are checked before anything is written from them. Returns how many decoded
-/// bytes were held whole (0 when it streamed).
+/// the source are checked before anything is written from them. Returns the most bytes it
+/// held at once: the decoded object when it was read whole, else a piece and a frame.
 ///
 /// # Errors
 /// As [`write_data`](crate::write_data), and the source's read and check errors.
@@ -507,8 +526,7 @@ pub fn write_source_object<W: Write>(
         && source.reads_in_pieces(index)
     {
         let meta = Meta { name: &info.name, shape: &info.shape, format: &info.format, attributes };
-        write_streamed(writer, meta, &SourceParts { source, index }, options)?;
-        return Ok(0);
+        return write_streamed(writer, meta, &SourceParts { source, index }, options);
     }
     let mut data = source.read(index)?;
     source.check(index, &data)?;

@@ -70,6 +70,12 @@ pub trait Progress: Sync {
     fn bytes_out(&self, n: u64) {
         let _ = n;
     }
+    /// `n` more decoded bytes are done: compressed and placed in the output (written, or
+    /// handed to a thread that writes them at their offset), or verified. What a progress bar
+    /// should show: it reaches the total when the work does, not when the input is read.
+    fn bytes_done(&self, n: u64) {
+        let _ = n;
+    }
     /// An object was written completely.
     fn object_done(&self, name: &str) {
         let _ = name;
@@ -283,7 +289,10 @@ pub fn repack_only<S: ReadAt, W: Write>(
             Some(stream(template, dtype, c.logical_type.clone(), len, input, &options))
         })();
         streamed.unwrap_or_else(|| {
-            Item::Sequential(Box::new(move |w: &mut Writer<W>| copy_object(handle, w, copy)))
+            Item::Sequential(Box::new(move |w: &mut Writer<W>| {
+                copy_object(handle, w, copy)?;
+                Ok(handle.entry().decoded_lens().map(|(_, n)| n.unwrap_or(0)).sum())
+            }))
         })
     });
     run(Some(reader.source()), items, writer, par, progress)
@@ -539,8 +548,9 @@ pub fn verify_source(
                     // source reads in pieces (zTensor shards), whole otherwise.
                     None => source.verify(i).map(drop),
                 };
-                let stored = info.map_or(0, |o| o.stored_len());
+                let stored = info.as_ref().map_or(0, |o| o.stored_len());
                 progress.bytes_in(stored);
+                progress.bytes_done(stored);
                 progress.object_done(&name);
                 (name, outcome)
             })
@@ -580,6 +590,7 @@ pub fn verify_all<'r, S: ReadAt>(
                 let object = object(i);
                 *verdict = check(&object);
                 progress.bytes_in(object.stored_len());
+                progress.bytes_done(object.stored_len());
                 progress.object_done(object.name());
             },
         );
@@ -593,6 +604,7 @@ pub fn verify_all<'r, S: ReadAt>(
                 verdicts[i].1 = check(&object);
             }
             progress.bytes_in(object.stored_len());
+            progress.bytes_done(object.stored_len());
             progress.object_done(object.name());
         }
     }

@@ -151,7 +151,7 @@ impl Template<'_> {
 }
 
 /// An object written by the sequential code, on the writing thread.
-pub(crate) type SequentialWrite<'a, W> = Box<dyn FnOnce(&mut Writer<W>) -> Result<()> + 'a>;
+pub(crate) type SequentialWrite<'a, W> = Box<dyn FnOnce(&mut Writer<W>) -> Result<u64> + 'a>;
 
 /// One object to write, in input order.
 #[allow(clippy::large_enum_variant, reason = "items pass through one by one, as planned")]
@@ -1308,7 +1308,7 @@ fn consume<'b: 's, 's, W: Write>(
         match work {
             Work::Sequential(write) => {
                 pending.settle(writer, &mut inbox, progress, true)?;
-                write(writer)?;
+                progress.bytes_done(write(writer)?);
             }
             Work::Stream { object, dtype, logical_type, len, options, checked } => {
                 writer.check_dense(
@@ -1342,6 +1342,7 @@ fn consume<'b: 's, 's, W: Write>(
                     frames.push((n, p.input_len));
                     digest = p.digest;
                     raw = p.raw;
+                    progress.bytes_done(p.input_len);
                     progress.bytes_out(n);
                 }
                 let zstd = matches!(options.compression, Compression::Zstd(_)) && !raw;

@@ -228,6 +228,8 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
                 ));
             }
             let options = options.clone();
+            let done: u64 =
+                info.components.iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)).sum();
             Ok((
                 None,
                 Item::Sequential(Box::new(move |w: &mut Writer<W>| {
@@ -237,7 +239,7 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
                         if drop_attributes { None } else { info.attributes.as_deref().cloned() };
                     let held = write_source_object(w, source, index, attributes, &options)?;
                     decoded.fetch_max(held, std::sync::atomic::Ordering::Relaxed);
-                    Ok(())
+                    Ok(done)
                 })),
             ))
         };

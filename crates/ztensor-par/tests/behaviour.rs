@@ -29,15 +29,21 @@ fn big_file(chunk: u64) -> Vec<u8> {
 struct Counts {
     input: AtomicU64,
     output: AtomicU64,
+    done: AtomicU64,
     objects: AtomicU64,
 }
 
 impl Progress for Counts {
     fn bytes_in(&self, n: u64) {
-        self.input.fetch_add(n, Ordering::Relaxed);
+        self.input.fetch_add(n, Ordering::SeqCst);
     }
     fn bytes_out(&self, n: u64) {
         self.output.fetch_add(n, Ordering::Relaxed);
+    }
+    fn bytes_done(&self, n: u64) {
+        // Work is done only after its input was read.
+        let done = self.done.fetch_add(n, Ordering::SeqCst) + n;
+        assert!(done <= self.input.load(Ordering::SeqCst), "done {done} before it was read");
     }
     fn object_done(&self, _: &str) {
         self.objects.fetch_add(1, Ordering::Relaxed);
@@ -70,6 +76,7 @@ fn memory_stays_within_the_budget_and_progress_adds_up() {
     assert!(stats.peak_in_flight <= budget, "peak {} > budget {budget}", stats.peak_in_flight);
     assert!(stats.peak_in_flight > 0);
     assert_eq!(counts.input.load(Ordering::Relaxed), 6 * 50_000);
+    assert_eq!(counts.done.load(Ordering::Relaxed), 6 * 50_000);
     assert_eq!(counts.objects.load(Ordering::Relaxed), 6);
     let (bytes, _) = out.finish().unwrap();
     let stored: u64 = Reader::new(&bytes[..], &Options::default())

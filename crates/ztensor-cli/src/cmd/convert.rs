@@ -242,7 +242,8 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
     let mut tally = None;
     match r.target {
         Target::Zt(version) => {
-            let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len());
+            let total =
+                (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
             let bar = Bar::new(total.sum(), r.run.quiet);
             let mut writer = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
             let par = r.run.par();

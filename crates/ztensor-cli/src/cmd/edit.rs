@@ -82,7 +82,7 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
                 ))));
             }
         }
-        let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len());
+        let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
         bar = Bar::new(total.sum(), run.quiet);
         let (options, par, bar) = (encoding.fresh(), run.par(), &bar);
         (

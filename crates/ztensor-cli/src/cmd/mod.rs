@@ -236,3 +236,9 @@ fn directory_hint(dir: &Path) -> String {
         ),
     }
 }
+
+/// The decoded bytes of a tensor as its source describes it (its stored bytes where the
+/// decoded length is not known without decoding): what progress counts for it.
+pub fn decoded_of(o: &ztensor_io::ObjectInfo<'_>) -> u64 {
+    o.components.iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)).sum()
+}

@@ -37,7 +37,9 @@ pub fn parse_chunk(s: &str) -> Result<u64, String> {
     }
 }
 
-/// Progress shown as a bar on a terminal; silent otherwise.
+/// Progress shown on a terminal, one line that fits its width; silent otherwise. It moves with
+/// the work done (decoded bytes compressed and placed in the output, or verified), not with the
+/// bytes read: it reaches the total when the work does.
 pub struct Bar {
     bar: Option<ProgressBar>,
     done: AtomicU64,
@@ -47,8 +49,11 @@ impl Bar {
     pub fn new(total_bytes: u64, quiet: bool) -> Bar {
         let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::new(total_bytes);
+            // `wide_msg` takes what the line has left and is cut to it, so the line never
+            // wraps; sizes in the decimal units the summaries use.
             if let Ok(style) = ProgressStyle::with_template(
-                "{spinner} {bytes}/{total_bytes} ({binary_bytes_per_sec}, {eta}) {msg}",
+                "{spinner} {percent:>3}% {decimal_bytes}/{decimal_total_bytes} \
+                 ({decimal_bytes_per_sec}, {eta}) {wide_msg}",
             ) {
                 bar.set_style(style);
             }
@@ -65,7 +70,7 @@ impl Bar {
 }
 
 impl ztensor_par::Progress for Bar {
-    fn bytes_in(&self, n: u64) {
+    fn bytes_done(&self, n: u64) {
         if let Some(b) = &self.bar {
             b.inc(n);
         }
@@ -73,7 +78,8 @@ impl ztensor_par::Progress for Bar {
     fn object_done(&self, name: &str) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(b) = &self.bar {
-            b.set_message(format!("{done} objects, last {name}"));
+            let done = super::text::plural(usize::try_from(done).unwrap_or(usize::MAX), "object");
+            b.set_message(format!("{done}, last {}", super::text::shown(name)));
         }
     }
 }
