@@ -12,9 +12,31 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use ztensor_format::{DigestAlgorithm, Options, Version};
 use ztensor_io::{DigestChoice, FileSource, Reader};
 
-/// Inspect, verify, convert and edit zTensor files (versions 0.1, 1.1 and 1.2); convert
-/// safetensors checkpoints (single files and Hugging Face sharded ones) and TensorBuffers files
-/// in and out.
+/// What every reading command says of its input.
+const READS: &str = "The file to read: zTensor (0.1, 1.1, 1.2), a sharded zTensor or safetensors \
+     checkpoint (its index), safetensors, TensorBuffers, NumPy .npy/.npz, GGUF, or a PyTorch \
+     checkpoint (.pt, .pth, .bin, .ckpt), recognised by content; `-` reads standard input";
+
+/// Inspect, verify, convert and repack tensor checkpoints on every core: zTensor 0.1, 1.1 and
+/// 1.2, safetensors, TensorBuffers, NumPy, GGUF and PyTorch.
+///
+/// Reads (recognised by content, whatever the extension): zTensor 0.1/1.1/1.2 files and sharded
+/// zTensor checkpoints (NAME.zt.index.json); safetensors files and Hugging Face sharded
+/// checkpoints (*.safetensors.index.json); TensorBuffers (.tb); NumPy .npy and .npz; GGUF
+/// (.gguf, quantized blocks kept exactly); PyTorch checkpoints (torch.save zip or legacy:
+/// .pt, .pth, .bin, .ckpt; the pickle is read by a machine that runs no code). `-` reads
+/// standard input.
+///
+/// Writes: zTensor 0.1/1.1/1.2 (one file, or a sharded checkpoint into a directory), safetensors
+/// and TensorBuffers (`convert`); one tensor as NumPy .npy (`extract`).
+///
+/// Example: ztensor convert model.safetensors.index.json model.zt --zstd 3 --digest sha256
+///
+/// Example: ztensor convert model.pth model.zt
+///
+/// Example: ztensor convert model.gguf model.zt
+///
+/// Example: ztensor convert arrays.npz arrays.zt
 ///
 /// Exit status: 0 on success; 1 when the data says no: a file breaks a rule of its format (the
 /// message names the file, the object and the rule), content the target format cannot hold,
@@ -38,11 +60,17 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the version, the attributes and a table of objects and components.
+    /// Print what a file is, its attributes (a key to a line) and a table of its objects or
+    /// tensors: shape, dtype, element count, stored and decoded size. Reads every input format
+    /// (`ztensor --help` lists them).
     ///
-    /// Example: ztensor info fixtures/examples/tiny-v1.2.zt
+    /// Example: ztensor info model.zt
+    ///
+    /// Example: ztensor info model.pth
+    ///
+    /// Example: ztensor info model.gguf --attributes
     Info {
-        /// The file to inspect (zTensor or TensorBuffers).
+        #[arg(help = READS)]
         file: PathBuf,
         /// Also enforce the strict-only rules (`ztensor rules` lists every rule).
         #[arg(long)]
@@ -59,8 +87,10 @@ enum Command {
     /// are given (`*` any run of characters, `?` one character, `[abc]`, `[a-z]`, `[!x]`).
     ///
     /// Example: ztensor ls model.zt 'layers.*.weight'
+    ///
+    /// Example: ztensor ls model.safetensors.index.json
     Ls {
-        /// The file to list.
+        #[arg(help = READS)]
         file: PathBuf,
         /// Glob patterns; a name is listed when it matches any of them.
         patterns: Vec<String>,
@@ -68,23 +98,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the conformance dump (JSON, `ztensor-dump/1`): every object's decoded size and
-    /// SHA-256. A rejected file prints the rule's identifier and exits with status 1.
+    /// Print the conformance dump (JSON, `ztensor-dump/1`) of a zTensor (0.1, 1.1, 1.2) or
+    /// TensorBuffers file: every object's decoded size and SHA-256. A rejected file prints the
+    /// rule's identifier and exits with status 1.
     ///
     /// Example: ztensor dump --json fixtures/examples/tiny-v0.1.zt
     Dump {
         /// Print JSON (the only format; accepted for compatibility with the dump protocol).
         #[arg(long)]
         json: bool,
-        /// The file to dump.
+        /// The zTensor or TensorBuffers file to dump (`-` reads standard input).
         file: PathBuf,
     },
     /// Validate everything: the manifest, every digest, every sparse structure and bool byte.
     /// Exit status 0 only when the whole file is sound.
     ///
     /// Example: ztensor verify --strict --threads 4 model.zt
+    ///
+    /// Example: ztensor verify model.safetensors.index.json
     Verify {
-        /// The file to verify.
+        #[arg(help = READS)]
         file: PathBuf,
         /// Also enforce the strict-only rules (`ztensor rules` lists every rule).
         #[arg(long)]
@@ -99,12 +132,20 @@ enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
-    /// Convert between zTensor versions, safetensors (single files, or a sharded checkpoint
-    /// through its `*.safetensors.index.json`) and TensorBuffers, writing OUT atomically.
-    /// Inputs are recognised by content; the target by --to, else by OUT's extension
-    /// (.safetensors, .tb), else zTensor 1.2.
+    /// Convert any input format to zTensor (0.1, 1.1, 1.2; one file or sharded), safetensors or
+    /// TensorBuffers on every core, writing OUT atomically. Reads zTensor, sharded zTensor and
+    /// safetensors checkpoints, safetensors, TensorBuffers, NumPy .npy/.npz, GGUF and PyTorch
+    /// checkpoints (.pt, .pth, .bin, .ckpt), recognised by content. The target is --to, else
+    /// OUT's extension (.zt, .safetensors, .tb), else zTensor 1.2; an OUT named like a format
+    /// this tool does not write (.pth, .gguf, .npz, …) is refused.
     ///
     /// Example: ztensor convert model.safetensors.index.json model.zt --zstd 3 --digest sha256
+    ///
+    /// Example: ztensor convert model.pth model.zt
+    ///
+    /// Example: ztensor convert model.gguf model.zt --zstd 3
+    ///
+    /// Example: ztensor convert arrays.npz arrays.zt
     ///
     /// Example: ztensor convert model.zt model.safetensors
     ///
@@ -116,7 +157,7 @@ enum Command {
     ///
     /// Example: ztensor convert model.safetensors.index.json out/ --zstd 3
     Convert {
-        /// The input file (or sharded checkpoint index).
+        #[arg(help = READS)]
         input: PathBuf,
         /// The output file, or a directory (ending in `/`) for a sharded checkpoint.
         output: PathBuf,
@@ -206,7 +247,8 @@ enum Command {
     ///
     /// Example: ztensor repack model.zt model-z.zt --zstd 3 --digest sha256 --threads 8 --memory 2G
     Repack {
-        /// The input file.
+        /// The zTensor file to read, any version (`-` reads standard input); other formats
+        /// go through `convert`.
         input: PathBuf,
         /// The output file.
         output: PathBuf,
@@ -226,8 +268,7 @@ enum Command {
         #[arg(long)]
         drop_attributes: bool,
     },
-    /// Append every object of SOURCE (zTensor, safetensors, a sharded checkpoint or
-    /// TensorBuffers) to TARGET, a zTensor 1.x file, in place: new bytes go after the old end and
+    /// Append every object of SOURCE (any input format: `ztensor --help` lists them) to TARGET, a zTensor 1.x file, in place: new bytes go after the old end and
     /// the old bytes are never rewritten. Names already in TARGET are refused before anything is written.
     ///
     /// Crash-safe: until the append commits, TARGET reads as it was (a journal beside it,
@@ -240,8 +281,7 @@ enum Command {
     Append {
         /// The zTensor 1.x file to add to.
         target: PathBuf,
-        /// The file whose objects are added.
-        #[arg(long)]
+        #[arg(long, help = READS)]
         from: PathBuf,
         #[command(flatten)]
         encoding: Encoding,
@@ -253,7 +293,7 @@ enum Command {
     ///
     /// Example: ztensor remove model.zt optimizer.state lm_head.bias -o trimmed.zt
     Remove {
-        /// The file to copy from.
+        /// The zTensor file to copy from (`-` reads standard input).
         file: PathBuf,
         /// The objects to leave out.
         #[arg(required = true)]
@@ -284,8 +324,10 @@ enum Command {
     /// complex types become complex64/complex128, sparse objects are written dense.
     ///
     /// Example: ztensor extract model.zt layers.0.weight -o weight.npy
+    ///
+    /// Example: ztensor extract model.pth encoder.embed.weight -o embed.npy
     Extract {
-        /// The file to read.
+        #[arg(help = READS)]
         file: PathBuf,
         /// The object to extract.
         name: String,
@@ -300,10 +342,12 @@ enum Command {
     /// dtype or content (decoded bytes, whatever the encoding). Exit status 1 when they differ.
     ///
     /// Example: ztensor diff before.zt after.zt
+    ///
+    /// Example: ztensor diff model.safetensors.index.json model.zt
     Diff {
-        /// The first file.
+        #[arg(help = READS)]
         a: PathBuf,
-        /// The second file.
+        #[arg(help = READS)]
         b: PathBuf,
         /// Print JSON: {"added", "removed", "changed", "same"}.
         #[arg(long)]
@@ -322,8 +366,10 @@ enum Command {
     /// at most --limit of them.
     ///
     /// Example: ztensor cat model.zt layers.0.bias --limit 20
+    ///
+    /// Example: ztensor cat model.gguf token_embd.weight -n 8
     Cat {
-        /// The file to read.
+        #[arg(help = READS)]
         file: PathBuf,
         /// The object to print.
         name: String,

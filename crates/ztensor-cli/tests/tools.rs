@@ -439,6 +439,41 @@ fn every_command_has_an_example_in_its_help() {
 }
 
 #[test]
+fn help_names_every_format_the_tool_reads_and_writes() {
+    let reads =
+        ["zTensor", "safetensors", "TensorBuffers", ".npy", ".npz", "GGUF", "PyTorch", ".pth"];
+    for command in [
+        &["--help"][..],
+        &["convert", "--help"],
+        &["info", "--help"],
+        &["ls", "--help"],
+        &["verify", "--help"],
+        &["extract", "--help"],
+        &["diff", "--help"],
+        &["cat", "--help"],
+        &["append", "--help"],
+    ] {
+        let help = ok(command);
+        for format in reads {
+            assert!(help.contains(format), "{command:?} does not name {format}");
+        }
+    }
+    // What is written, and an example for each family of input.
+    for command in [&["--help"][..], &["convert", "--help"]] {
+        let help = ok(command);
+        assert!(help.contains(".safetensors") && help.contains("TensorBuffers"), "{help}");
+        for example in [
+            "Example: ztensor convert model.safetensors.index.json model.zt",
+            "Example: ztensor convert model.pth model.zt",
+            "Example: ztensor convert model.gguf model.zt",
+            "Example: ztensor convert arrays.npz arrays.zt",
+        ] {
+            assert!(help.contains(example), "{command:?} lacks {example:?}");
+        }
+    }
+}
+
+#[test]
 fn the_readme_tour_runs_on_the_bundled_checkpoint() {
     // The commands of README.md's tour, in order, on fixtures/examples/checkpoint.
     let d = scratch("tour");
