@@ -4,6 +4,7 @@
 # runs every unit as a Slurm array job, finalizes, and compares the shards and index byte for
 # byte with what one `ztensor convert IN OUTDIR/` writes. Needs root (apt-get, the daemons).
 # Not part of the default test command: it installs packages and takes a minute or two.
+# It refuses to run where Slurm or munge already run or /etc/slurm/slurm.conf exists.
 #
 #   bash examples/schedulers/slurm-e2e.sh            # uses target/release/ztensor (built if missing)
 #   ZTENSOR=/path/to/ztensor bash examples/schedulers/slurm-e2e.sh
@@ -11,6 +12,29 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 
+# Safe to run anywhere: a machine that already runs Slurm or munge, or has a system Slurm
+# configuration, is left alone (nothing is stopped, rewritten or created outside a private
+# directory). The cluster started here reads only its own configuration (SLURM_CONF), keeps its
+# spool, state, logs, pid files and munge socket and key in a temporary directory, and is
+# stopped by the process ids it started.
+SYSTEM_CONF=${SLURM_E2E_SYSTEM_CONF:-/etc/slurm/slurm.conf}
+running() { # NAME: whether a process of that name runs here (read from /proc: no procps needed)
+  local comm
+  for comm in /proc/[0-9]*/comm; do
+    [ "$(cat "$comm" 2>/dev/null)" = "$1" ] && return 0
+  done
+  return 1
+}
+if [ -e "$SYSTEM_CONF" ]; then
+  echo "slurm-e2e: $SYSTEM_CONF exists: this machine is configured for Slurm; refusing to run here" >&2
+  exit 2
+fi
+for daemon in munged slurmctld slurmd slurmdbd slurmstepd; do
+  if running "$daemon"; then
+    echo "slurm-e2e: $daemon is already running here; refusing to start a second cluster beside it" >&2
+    exit 2
+  fi
+done
 if [ "$(id -u)" != 0 ]; then
   echo "slurm-e2e: needs root (it installs slurm-wlm and starts its daemons)" >&2
   exit 2
@@ -21,33 +45,49 @@ if ! command -v slurmctld >/dev/null 2>&1; then
 fi
 ZTENSOR=${ZTENSOR:-$ROOT/target/release/ztensor}
 if [ ! -x "$ZTENSOR" ]; then
-  cargo build -q --release -p ztensor-cli
+  cargo build --release -p ztensor-cli
 fi
 
 WORK=$(mktemp -d /tmp/ztensor-slurm-e2e.XXXXXX)
 NODE=$(hostname -s)
 CPUS=$(nproc)
 MEM=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2 ))
-CONF=/etc/slurm/slurm.conf
+PRIVATE="$WORK/cluster"
+mkdir -p "$PRIVATE"/{spool/ctld,spool/d,log,munge}
+chmod 700 "$PRIVATE/munge"
+export SLURM_CONF="$PRIVATE/slurm.conf"
+SOCKET="$PRIVATE/munge/munge.socket"
 stop() {
-  scancel --quiet --user=root >/dev/null 2>&1 || true
-  pkill -x slurmd >/dev/null 2>&1 || true
-  pkill -x slurmctld >/dev/null 2>&1 || true
-  pkill -x munged >/dev/null 2>&1 || true
-  [ -f "$CONF.ztensor-e2e-backup" ] && mv "$CONF.ztensor-e2e-backup" "$CONF"
-  [ -f "$CONF.ztensor-e2e-new" ] && rm -f "$CONF" "$CONF.ztensor-e2e-new"
+  scancel --quiet --user="$(id -un)" >/dev/null 2>&1 || true
+  # Only the daemons this script started, by the process ids they recorded; then, once they
+  # are gone, the private directory.
+  local pidfile pid pids=()
+  for pidfile in "$PRIVATE/slurmd.pid" "$PRIVATE/slurmctld.pid" "$PRIVATE/munge/munged.pid"; do
+    if [ -s "$pidfile" ]; then
+      pid=$(cat "$pidfile")
+      kill "$pid" >/dev/null 2>&1 && pids+=("$pid")
+    fi
+  done
+  for pid in ${pids[@]+"${pids[@]}"}; do
+    for _ in $(seq 50); do
+      kill -0 "$pid" >/dev/null 2>&1 || break
+      sleep 0.1
+    done
+  done
+  rm -rf "$WORK"
   return 0
 }
 trap stop EXIT
 
-# A one-node cluster: this machine, every core, no cgroups, no accounting.
-if [ -f "$CONF" ]; then cp "$CONF" "$CONF.ztensor-e2e-backup"; else touch "$CONF.ztensor-e2e-new"; fi
-mkdir -p /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
-cat > "$CONF" <<CONF
+# A one-node cluster: this machine, every core, no cgroups, no accounting, its own munge.
+cat > "$SLURM_CONF" <<CONF
 ClusterName=ztensor-e2e
 SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldPort=46817
+SlurmdPort=46818
 AuthType=auth/munge
-CryptoType=crypto/munge
+CredType=cred/munge
+AuthInfo=socket=$SOCKET
 SlurmUser=root
 SlurmdUser=root
 ProctrackType=proctrack/linuxproc
@@ -56,24 +96,25 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 ReturnToService=2
-StateSaveLocation=/var/spool/slurmctld
-SlurmdSpoolDir=/var/spool/slurmd
-SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd.pid
-SlurmctldLogFile=/var/log/slurm/slurmctld.log
-SlurmdLogFile=/var/log/slurm/slurmd.log
+StateSaveLocation=$PRIVATE/spool/ctld
+SlurmdSpoolDir=$PRIVATE/spool/d
+SlurmctldPidFile=$PRIVATE/slurmctld.pid
+SlurmdPidFile=$PRIVATE/slurmd.pid
+SlurmctldLogFile=$PRIVATE/log/slurmctld.log
+SlurmdLogFile=$PRIVATE/log/slurmd.log
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM State=UNKNOWN
 PartitionName=e2e Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 CONF
-[ -s /etc/munge/munge.key ] || { dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null; }
-chown -R munge:munge /etc/munge /run/munge /var/lib/munge /var/log/munge 2>/dev/null || true
-chmod 400 /etc/munge/munge.key
-runuser -u munge -- /usr/sbin/munged --force
-slurmctld
-slurmd
+dd if=/dev/urandom bs=1 count=1024 of="$PRIVATE/munge/munge.key" 2>/dev/null
+chmod 400 "$PRIVATE/munge/munge.key"
+/usr/sbin/munged --force --socket="$SOCKET" --key-file="$PRIVATE/munge/munge.key" \
+  --pid-file="$PRIVATE/munge/munged.pid" --log-file="$PRIVATE/munge/munged.log" \
+  --seed-file="$PRIVATE/munge/munged.seed"
+slurmctld -f "$SLURM_CONF"
+slurmd -f "$SLURM_CONF"
 for _ in $(seq 60); do
   sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)' && break
   sleep 1
@@ -100,4 +141,3 @@ check() { # NAME INPUT [OPTIONS...]: plan, array job, finalize, compare with one
 check safetensors-shards "$ROOT/fixtures/examples/checkpoint/model.safetensors.index.json" --zstd 3 --digest sha256
 check by-size "$ROOT/fixtures/v1.2/valid/many-objects.zt" --shard-size 64 --zstd 1 --digest blake3
 echo "slurm-e2e: passed"
-rm -rf "$WORK"

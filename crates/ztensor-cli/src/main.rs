@@ -1240,10 +1240,10 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 };
                 writeln!(
                     out,
-                    "unit {unit}: {what} {} ({}, {} bytes, {}) in {:.2} s",
+                    "unit {unit}: {what} {} ({}, file {}, {}) in {:.2} s",
                     plan.output.join(&r.shard).display(),
                     cmd::text::plural(r.objects, "object"),
-                    r.size,
+                    cmd::text::size(r.size),
                     r.digest,
                     started.elapsed().as_secs_f64()
                 )?;
@@ -1268,10 +1268,11 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             if !run.quiet {
                 writeln!(
                     out,
-                    "appended {} from {} to {} (now {len} bytes)",
+                    "appended {} from {} to {} (file now {})",
                     cmd::text::plural(count, "object"),
                     from.display(),
-                    target.display()
+                    target.display(),
+                    cmd::text::size(len)
                 )?;
             }
             ExitCode::SUCCESS
@@ -1293,10 +1294,11 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                     .map_err(|e| zt_error(&format!("cannot remove from {}", file.display()), &e))?;
             writeln!(
                 out,
-                "wrote {} ({}, {len} bytes; removed {})",
+                "wrote {} ({}, file {}; removed {})",
                 output.display(),
                 cmd::text::plural(before.saturating_sub(names.len()), "object"),
-                names.join(", ")
+                cmd::text::size(len),
+                names.iter().map(|n| cmd::text::shown(n)).collect::<Vec<_>>().join(", ")
             )?;
             ExitCode::SUCCESS
         }

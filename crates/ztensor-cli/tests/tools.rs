@@ -473,26 +473,101 @@ fn help_names_every_format_the_tool_reads_and_writes() {
     }
 }
 
+/// A line of the tool's output with what changes from run to run (seconds, the peak in flight,
+/// which depends on scheduling) made constant.
+fn steady(line: &str) -> String {
+    let mut out = line.to_owned();
+    if let Some(i) = out.find(" in ")
+        && let Some(j) = out[i + 4..].find(" s").map(|j| i + 4 + j)
+        && out[i + 4..j].chars().all(|c| c.is_ascii_digit() || c == '.')
+    {
+        out.replace_range(i + 4..j, "T");
+    }
+    if let Some(i) = out.find(", peak ")
+        && let Some(j) = out[i..].find(" in flight").map(|j| i + j)
+    {
+        out.replace_range(i + 7..j, "P");
+    }
+    out
+}
+
 #[test]
-fn the_readme_tour_runs_on_the_bundled_checkpoint() {
-    // The commands of README.md's tour, in order, on fixtures/examples/checkpoint.
-    let d = scratch("tour");
-    let index = "fixtures/examples/checkpoint/model.safetensors.index.json";
-    let zt = d.join("model.zt");
-    ok(&["info", index]);
-    ok(&["convert", index, arg(&zt), "--zstd", "3", "--digest", "sha256"]);
-    ok(&["info", arg(&zt)]);
-    assert_eq!(ok(&["ls", arg(&zt), "layers.*.weight"]), "layers.0.weight\nlayers.1.weight\n");
-    ok(&["verify", arg(&zt)]);
-    assert!(
-        ok(&["cat", arg(&zt), "layers.1.weight", "--limit", "8"])
-            .contains("f8_e4m3fn widened to f32")
-    );
-    ok(&["extract", arg(&zt), "embed.weight", "-o", arg(&d.join("embed.npy"))]);
-    let small = d.join("small.zt");
-    ok(&["remove", arg(&zt), "lm_head.weight", "-o", arg(&small)]);
-    assert_eq!(ztensor(&["diff", arg(&zt), arg(&small)]).status.code(), Some(1));
-    ok(&["convert", arg(&zt), arg(&d.join("model.safetensors"))]);
+fn the_readme_quick_start_and_tour_print_what_the_readme_shows() {
+    // Every `$ ` command of README.md's console blocks, in order, in one directory holding a
+    // copy of the bundled checkpoint (as the quick start makes), with the built `ztensor` first
+    // on PATH: each prints what the README shows under it. ZT_README_BLESS=1 writes what they
+    // print into the README instead.
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let d = scratch("readme");
+    let copy = std::process::Command::new("cp")
+        .args(["-r", "fixtures/examples/checkpoint"])
+        .arg(&d)
+        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let bin = Path::new(env!("CARGO_BIN_EXE_ztensor")).parent().unwrap().to_owned();
+    let search = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let run = |command: &str| -> String {
+        let out = std::process::Command::new("sh")
+            .args(["-c", command])
+            .current_dir(&d)
+            .env("PATH", &search)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let bless = std::env::var_os("ZT_README_BLESS").is_some();
+    let mut blessed = String::new();
+    let (mut in_console, mut commands) = (false, 0);
+    let mut lines = readme.lines().peekable();
+    while let Some(line) = lines.next() {
+        blessed.push_str(line);
+        blessed.push('\n');
+        if line == "```console" {
+            in_console = true;
+            continue;
+        }
+        if !in_console {
+            continue;
+        }
+        if line == "```" {
+            in_console = false;
+            continue;
+        }
+        let Some(command) = line.strip_prefix("$ ") else {
+            panic!("console block line outside any command: {line:?}");
+        };
+        commands += 1;
+        let mut shown = Vec::new();
+        while let Some(next) = lines.peek() {
+            if next.starts_with("$ ") || *next == "```" {
+                break;
+            }
+            shown.push(lines.next().unwrap());
+        }
+        // A blank line between commands belongs to the block, not to the output.
+        let blank_after = shown.last() == Some(&"");
+        if blank_after {
+            shown.pop();
+        }
+        let printed = run(command);
+        if bless {
+            blessed.push_str(&printed);
+            if blank_after {
+                blessed.push('\n');
+            }
+            continue;
+        }
+        let want: Vec<String> = shown.iter().map(|l| steady(l)).collect();
+        let got: Vec<String> = printed.lines().map(steady).collect();
+        assert_eq!(got, want, "README: $ {command}");
+    }
+    assert!(commands >= 10, "only {commands} commands found in the README");
+    if bless {
+        std::fs::write(&path, blessed).unwrap();
+    }
 }
 
 #[test]
@@ -1319,5 +1394,50 @@ fn peak_in_flight_counts_what_foreign_sources_hold() {
             .and_then(|n| n.parse().ok())
             .expect(&said);
         assert!(peak >= largest && largest > 0, "{input}: peak {peak} < {largest}: {said}");
+    }
+}
+
+/// Runs the Slurm example with `env`, as a machine with Slurm would see it.
+fn slurm_example(env: &[(&str, &Path)]) -> std::process::Output {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/schedulers/slurm-e2e.sh");
+    let mut command = std::process::Command::new("bash");
+    command.arg(script).env("ZTENSOR", env!("CARGO_BIN_EXE_ztensor"));
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().unwrap()
+}
+
+#[test]
+fn the_slurm_example_leaves_a_machine_with_slurm_alone() {
+    let d = scratch("slurm");
+    // A system configuration: refused before anything is started, installed or written.
+    let conf = d.join("slurm.conf");
+    std::fs::write(&conf, "ClusterName=production\n").unwrap();
+    let out = slurm_example(&[("SLURM_E2E_SYSTEM_CONF", &conf)]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("slurm.conf exists"));
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), "ClusterName=production\n");
+    // A munge daemon already running (here a stand-in of that name): refused, and left
+    // running.
+    let munged = d.join("munged");
+    std::fs::copy("/bin/sleep", &munged).unwrap();
+    let mut daemon = std::process::Command::new(&munged).arg("60").spawn().unwrap();
+    let absent = d.join("absent.conf");
+    let out = slurm_example(&[("SLURM_E2E_SYSTEM_CONF", &absent)]);
+    let alive = daemon.try_wait().unwrap().is_none();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("munged is already running"));
+    assert!(alive, "the running daemon was stopped");
+    // Nothing in it stops processes by name or writes system paths.
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/schedulers/slurm-e2e.sh"),
+    )
+    .unwrap();
+    for risky in ["pkill", "killall", "/etc/slurm/slurm.conf\"", "/etc/munge", "/var/spool"] {
+        assert!(!text.contains(risky), "the example uses {risky}");
     }
 }

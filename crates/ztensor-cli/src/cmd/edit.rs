@@ -178,11 +178,11 @@ pub fn repair(out: &mut impl Write, path: &Path, scan: bool) -> Result<ExitCode>
             let objects = super::text::plural(objects, "object");
             writeln!(
                 out,
-                "{}: removed {} bytes of {by}; restored to its last complete state ({objects}, \
-                 {} bytes)",
+                "{}: removed {} of {by}; restored to its last complete state ({objects}, \
+                 file {})",
                 path.display(),
-                r.discarded,
-                r.end
+                super::text::size(r.discarded),
+                super::text::size(r.end)
             )?
         }
     }
