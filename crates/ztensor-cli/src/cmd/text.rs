@@ -106,8 +106,9 @@ pub fn json_line(value: ztensor_format::ValueRef<'_>) -> String {
 
 /// `value` as [`json_line`] gives it, cut short for a terminal line: arrays past 8 items, maps
 /// past 32 entries, strings past 120 characters and byte strings past 32 bytes end in `…`,
-/// nesting past 6 levels is elided, so a report of attributes holding millions of values stays
-/// a line long. Also whether anything was cut. `--attributes` and `--json` give every value.
+/// nesting past 6 levels is elided, and the whole stops at about 400 characters, so a report of
+/// attributes holding millions of values stays a line long. Also whether anything was cut.
+/// `--attributes` and `--json` give every value.
 pub fn summary(value: ztensor_format::ValueRef<'_>) -> (String, bool) {
     let mut out = String::new();
     let cut = summarize(value, 0, &mut out);
@@ -146,7 +147,8 @@ fn summarize(value: ztensor_format::ValueRef<'_>, depth: usize, out: &mut String
     const ENTRIES: usize = 32;
     const CHARS: usize = 120;
     const BYTES: usize = 32;
-    if depth > 6 {
+    const LINE: usize = 400;
+    if depth > 6 || out.len() > LINE {
         out.push('…');
         return true;
     }
@@ -156,14 +158,20 @@ fn summarize(value: ztensor_format::ValueRef<'_>, depth: usize, out: &mut String
             out.push('[');
             let len = items.len();
             let mut cut = len > ITEMS;
-            for (i, item) in items.take(ITEMS).enumerate() {
-                if i > 0 {
+            let mut shown = 0;
+            for item in items.take(ITEMS) {
+                if out.len() > LINE {
+                    break;
+                }
+                if shown > 0 {
                     out.push_str(", ");
                 }
                 cut |= summarize(item, depth + 1, out);
+                shown += 1;
             }
-            if len > ITEMS {
-                out.push_str(", …");
+            if len > shown {
+                out.push_str(if shown == 0 { "…" } else { ", …" });
+                cut = true;
             }
             out.push(']');
             cut
@@ -173,10 +181,15 @@ fn summarize(value: ztensor_format::ValueRef<'_>, depth: usize, out: &mut String
             let len = entries.len();
             let mut cut = len > ENTRIES;
             out.push_str(if text_keys { "{" } else { "{\"$map\": [" });
-            for (i, (k, v)) in entries.take(ENTRIES).enumerate() {
-                if i > 0 {
+            let mut shown = 0;
+            for (k, v) in entries.take(ENTRIES) {
+                if out.len() > LINE {
+                    break;
+                }
+                if shown > 0 {
                     out.push_str(", ");
                 }
+                shown += 1;
                 if let Some(k) = k.as_text().filter(|_| text_keys) {
                     out.push_str(&quoted(k));
                     out.push_str(": ");
@@ -189,8 +202,9 @@ fn summarize(value: ztensor_format::ValueRef<'_>, depth: usize, out: &mut String
                     out.push(']');
                 }
             }
-            if len > ENTRIES {
-                out.push_str(", …");
+            if len > shown {
+                out.push_str(if shown == 0 { "…" } else { ", …" });
+                cut = true;
             }
             out.push_str(if text_keys { "}" } else { "]}" });
             cut
@@ -214,9 +228,39 @@ fn summarize(value: ztensor_format::ValueRef<'_>, depth: usize, out: &mut String
             true
         }
         _ => {
-            let _ = write!(out, "{}", ztensor_dump::cbor_to_json(&value.to_value()));
+            spaced(&ztensor_dump::cbor_to_json(&value.to_value()), out);
             false
         }
+    }
+}
+
+/// `value` as compact JSON with a space after each `:` and `,`, as [`summary`] writes
+/// containers (the dump's `$bytes`, `$int`, `$simple` and `$float` objects among scalars).
+fn spaced(value: &serde_json::Value, out: &mut String) {
+    match value {
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                spaced(item, out);
+            }
+            out.push(']');
+        }
+        serde_json::Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&serde_json::Value::from(k.as_str()).to_string());
+                out.push_str(": ");
+                spaced(v, out);
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
     }
 }
 
@@ -412,6 +456,12 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("(--attributes shows every value whole)\n"), "{text}");
+        // Nesting that multiplies (maps of arrays of maps) still makes one short line.
+        let row = Value::Array(vec![Value::Text("y".repeat(100)); 8]);
+        let wide = Value::Map((0..32).map(|i| (Value::Integer(i.into()), row.clone())).collect());
+        let deep = map(vec![(Value::Text("d".into()), Value::Array(vec![wide; 8]))]);
+        let (line, cut) = summary(deep.root());
+        assert!(cut && line.len() < 600, "{}", line.len());
         let mut out = Vec::new();
         attribute_lines(&mut out, "attributes:", Some(&long), true).unwrap();
         assert_eq!(out.len(), "attributes:\n  s: \"\"\n".len() + 20_402);
