@@ -8,12 +8,13 @@ use anyhow::{Context, Result, bail};
 const TASKS: &[(&str, &str)] = &[
     (
         "ci",
-        "everything CI runs, in its order: fmt, clippy, test, doc, fixtures --check, the \
-         conformance run of our reader, conformance-matrix --check, fuzz-smoke 15 \
+        "everything CI runs, in its order: fmt, clippy, features, test, doc, fixtures --check, \
+         the conformance run of our reader, conformance-matrix --check, fuzz-smoke 15 \
          (.ci/run installs what it needs, then runs this)",
     ),
     ("fmt", "cargo fmt --all --check"),
     ("clippy", "cargo clippy --workspace --all-targets -D warnings"),
+    ("features", "cargo check of each crate with features, with none and with each feature alone"),
     (
         "test",
         "the whole test suite: cargo test --workspace, then the Python package built into \
@@ -81,6 +82,7 @@ fn main() -> Result<()> {
         "hostile-measure" => hostile_measure(&args[1..]),
         "fmt" => fmt(),
         "clippy" => clippy(),
+        "features" => features(),
         "test" => test(),
         "test-python" => python_test(),
         "doc" => doc(),
@@ -128,6 +130,8 @@ fn ci() -> Result<()> {
     fmt()?;
     step("clippy");
     cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"], &[])?;
+    step("features");
+    features()?;
     step("test");
     test()?;
     step("doc");
@@ -154,6 +158,31 @@ fn ci() -> Result<()> {
 
 fn fmt() -> Result<()> {
     cargo(&["fmt", "--all", "--check"], &[])
+}
+
+/// The crates whose formats are features, and those features.
+const FEATURES: &[(&str, &[&str])] = &[
+    ("ztensor-foreign", &["safetensors", "numpy", "gguf", "torch"]),
+    ("ztensor-registry", &["safetensors", "numpy", "gguf", "torch", "tensorbuffers", "sharded"]),
+];
+
+/// Each crate with features builds (warnings as errors) with none of them and with each alone;
+/// in a target directory of its own, so the flags do not invalidate the main build.
+fn features() -> Result<()> {
+    let dir = project_root().join("target/features");
+    let dir = dir.to_str().context("a target directory that is UTF-8")?;
+    let flags = [("RUSTFLAGS", "-D warnings"), ("CARGO_TARGET_DIR", dir)];
+    for (krate, features) in FEATURES {
+        cargo(&["check", "-q", "--locked", "-p", krate, "--no-default-features"], &flags)?;
+        for feature in *features {
+            let args =
+                ["check", "-q", "--locked", "-p", krate, "--no-default-features", "--features"];
+            let mut args = args.to_vec();
+            args.push(feature);
+            cargo(&args, &flags)?;
+        }
+    }
+    Ok(())
 }
 
 fn clippy() -> Result<()> {

@@ -870,7 +870,7 @@ fn open_source_for(
         }
         return Ok(Box::new(ckpt));
     }
-    if cmd::detect(path)? != cmd::Kind::ShardIndex {
+    if cmd::detect(path)? != cmd::Kind::SafetensorsIndex {
         return open_source_with(path, carry_unknown);
     }
     let ckpt = ztensor_foreign::sharded::ShardedCheckpoint::open(path)
@@ -887,7 +887,7 @@ fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_
     let source = open_any(path, carry_unknown)?;
     // A single file's objects against its size (a sharded checkpoint's shards are files of
     // their own, each checked when read as one).
-    if !matches!(cmd::detect(path)?, cmd::Kind::ShardIndex | cmd::Kind::ZtIndex) {
+    if !matches!(cmd::detect(path)?, cmd::Kind::SafetensorsIndex | cmd::Kind::ZtIndex) {
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         ztensor_io::check_expansion(&*source, len, &options(false).limits).map_err(|e| {
             let e = zt_error(&format!("{}", path.display()), &e);
@@ -902,40 +902,34 @@ fn open_source_with(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_
     Ok(source)
 }
 
-/// Opens any input as a tensor source, by its detected kind.
+/// Opens any input as a tensor source, through the format registry; each reader's refusal
+/// reported as that reader's errors are (a broken rule is status 1, with its hints).
 fn open_any(path: &Path, carry_unknown: bool) -> Result<Box<dyn ztensor_io::TensorSource>> {
-    Ok(match cmd::detect(path)? {
-        cmd::Kind::Zt => Box::new(open(path, &ztensor_cli::options(false))?),
-        cmd::Kind::TensorBuffers => {
-            Box::new(cmd::tb::open(path, false)?.map_err(|e| tb_rejected(path, &e))?)
+    let options = ztensor_registry::OpenOptions {
+        options: ztensor_cli::options(false),
+        carry_unknown_dtypes: carry_unknown,
+    };
+    let kind = cmd::detect(path)?;
+    match ztensor_registry::open_kind(kind, path, &options) {
+        Ok(opened) => Ok(opened.into_source()),
+        Err(e) => Err(open_error(path, &options.options, e)),
+    }
+}
+
+/// A registry refusal as the CLI reports it, by the reader it came from.
+fn open_error(path: &Path, options: &Options, e: ztensor_registry::OpenError) -> anyhow::Error {
+    use ztensor_registry::OpenError;
+    match e {
+        OpenError::Zt(e) if e.rule().is_some() => {
+            let note = ztensor_cli::limit_note(e.rule());
+            anyhow!(Rejected(format!("{}: {e}{note}{}", path.display(), torn_hint(path, options))))
         }
-        cmd::Kind::Safetensors => Box::new(
-            ztensor_foreign::safetensors::SafetensorsFile::open(path)
-                .map_err(|e| foreign_error("", &e))?
-                .carry_unknown_dtypes(carry_unknown),
-        ),
-        cmd::Kind::ShardIndex => Box::new(
-            ztensor_foreign::sharded::ShardedCheckpoint::open(path)
-                .map_err(|e| foreign_error("", &e))?
-                .carry_unknown_dtypes(carry_unknown),
-        ),
-        cmd::Kind::ZtIndex => Box::new(
-            ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(false))
-                .map_err(|e| shard_error("", &e))?,
-        ),
-        cmd::Kind::Npy => Box::new(
-            ztensor_foreign::npy_in::NpyFile::open(path).map_err(|e| foreign_error("", &e))?,
-        ),
-        cmd::Kind::Gguf => Box::new(
-            ztensor_foreign::gguf::GgufFile::open(path).map_err(|e| foreign_error("", &e))?,
-        ),
-        cmd::Kind::Npz => {
-            Box::new(ztensor_foreign::npz::NpzFile::open(path).map_err(|e| foreign_error("", &e))?)
-        }
-        cmd::Kind::Torch => Box::new(
-            ztensor_foreign::torch::TorchFile::open(path).map_err(|e| foreign_error("", &e))?,
-        ),
-    })
+        OpenError::Zt(e) => anyhow!("{e}"),
+        OpenError::Foreign(e) => foreign_error("", &e),
+        OpenError::TensorBuffers(e) => tb_rejected(path, &e),
+        OpenError::Shard(e) => shard_error("", &e),
+        other => anyhow!("{other}"),
+    }
 }
 
 /// A TensorBuffers error as the CLI reports it: a broken rule is `Rejected` (status 1), a
@@ -1069,18 +1063,15 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             let _lock = output_lock(&input, &output, run.no_wait, run.quiet)?;
             let copy = ztensor_io::CopyOptions {
                 chunk_size: Some(chunk),
-                drop_attributes: cmd::convert::drops(Target::Zt(to), drop_attributes),
+                drop_attributes,
                 ..encoding.copy()
             };
             let started = std::time::Instant::now();
-            let mut converted = cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
+            let converted = cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
                 .map_err(|e| {
                     let context = format!("cannot repack {}", input.display());
                     cmd::convert::drop_hint(zt_error(&context, &e))
                 })?;
-            if drop_attributes && !copy.drop_attributes {
-                converted.notes.push(cmd::convert::NOTHING_DROPPED.to_owned());
-            }
             if !run.quiet {
                 let target = Target::Zt(to).to_string();
                 let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);

@@ -1256,14 +1256,18 @@ fn drop_attributes_and_shard_size_say_what_they_did() {
         read_back(&st).1,
         Some(HashMap::from([("tensorbuffers.model".to_owned(), "example".to_owned())]))
     );
-    // zTensor 1.x holds every attribute: nothing is dropped, and it says so.
+    // Into zTensor the flag drops every attribute, and names them.
     let tiny = "fixtures/examples/tiny-v1.2.zt";
     let zt = d.join("t.zt");
     for command in ["convert", "repack"] {
         let said = ok(&[command, tiny, arg(&zt), "--drop-attributes"]);
-        assert!(said.contains("nothing was dropped"), "{command}: {said}");
-        assert!(ok(&["info", arg(&zt)]).contains("  license: \"CC0-1.0\"\n"));
+        assert!(said.contains("--drop-attributes dropped the file's framework, license"), "{said}");
+        assert!(ok(&["info", arg(&zt)]).contains("attributes: none\n"));
     }
+    // Nothing to drop is said too.
+    let bare = d.join("bare.zt");
+    let said = ok(&["convert", arg(&zt), arg(&bare), "--drop-attributes"]);
+    assert!(said.contains("--drop-attributes: nothing was dropped"), "{said}");
     // An object larger than --shard-size gets a shard of its own, and is named.
     let index = "fixtures/examples/checkpoint/model.safetensors.index.json";
     let report = json(&ztensor(&["info", "--json", index]));

@@ -244,15 +244,12 @@ enum Opened {
 fn open(path: &std::path::Path) -> std::io::Result<Opened> {
     // As complete: never the bytes of an append that has not committed.
     let source = ztensor_io::FileSource::open(path).map_err(std::io::Error::other)?;
-    let len = source.len();
-    let mut head = vec![0u8; usize::try_from(len.min(4)).unwrap_or(0)];
-    source.read_exact_at(0, &mut head)?;
-    let mut tail = vec![0u8; head.len()];
-    source.read_exact_at(len - tail.len() as u64, &mut tail)?;
-    let is_tb = !head.starts_with(b"ZTEN")
-        && (head == ztensor_tensorbuffers::MAGIC
-            || tail == ztensor_tensorbuffers::MAGIC
-            || path.extension().is_some_and(|e| e.eq_ignore_ascii_case("tb")));
+    // What the registry recognises as TensorBuffers is dumped as such; everything else is
+    // judged as zTensor, so a file of no format gets the rule it breaks.
+    let is_tb = matches!(
+        ztensor_registry::detect_source(&source, Some(path)),
+        Ok(ztensor_registry::Kind::TensorBuffers)
+    );
     if is_tb {
         return Ok(match TbReader::new(source, &ztensor_tensorbuffers::ReadOptions::default()) {
             Ok(reader) => Opened::Tb(Box::new(reader)),

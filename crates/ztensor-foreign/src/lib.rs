@@ -14,19 +14,37 @@
 //!   pickle machine that executes nothing.
 //! - [`npy_in`]: NumPy `.npy` files in, as a tensor source of one object (object arrays are
 //!   never unpickled).
+//!
+//! Each family is a feature, all on by default: `safetensors` (with `sharded`), `numpy`
+//! (`npy`, `npy_in`, `npz`), `gguf` and `torch`; a crate that needs one format takes only its
+//! dependencies (`default-features = false, features = ["gguf"]`).
 
+// Helpers shared by several formats go unused in builds with only some of them.
+#![cfg_attr(
+    not(all(feature = "safetensors", feature = "numpy", feature = "gguf", feature = "torch")),
+    allow(dead_code)
+)]
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(any(feature = "numpy", feature = "torch"))]
 mod archive;
 mod error;
+#[cfg(feature = "gguf")]
 pub mod gguf;
+#[cfg(feature = "numpy")]
 pub mod npy;
+#[cfg(feature = "numpy")]
 pub mod npy_in;
+#[cfg(feature = "numpy")]
 pub mod npz;
+#[cfg(feature = "torch")]
 mod pickle;
+#[cfg(feature = "safetensors")]
 pub mod safetensors;
+#[cfg(feature = "safetensors")]
 pub mod sharded;
+#[cfg(feature = "torch")]
 pub mod torch;
 
 pub use crate::error::{Error, ErrorKind, Result};

@@ -86,7 +86,7 @@ pub use crate::tensors::{
     check_expansion, close_names,
 };
 pub use crate::write_data::write_data;
-pub use crate::write_stream::write_source_object;
+pub use crate::write_stream::{Held, write_source_object};
 pub use crate::writer::{
     ComponentSpec, Compression, Coo, Csr, FileWriter, StoredComponent, Tally, WriteOptions, Writer,
 };

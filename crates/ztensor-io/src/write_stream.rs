@@ -508,8 +508,8 @@ fn write_v0_csr<W: Write>(
 /// source reads it in pieces ([`TensorSource::reads_in_pieces`]) and the writer is 1.1 or 1.2,
 /// compressing raw or in zstd frames of a fixed size; otherwise decoded whole; with
 /// the bytes [`write_data`](crate::write_data) gives either way. The digests and data rules of
-/// the source are checked before anything is written from them. Returns the most bytes it
-/// held at once: the decoded object when it was read whole, else a piece and a frame.
+/// the source are checked before anything is written from them. Returns what it held
+/// ([`Held`]).
 ///
 /// # Errors
 /// As [`write_data`](crate::write_data), and the source's read and check errors.
@@ -519,14 +519,15 @@ pub fn write_source_object<W: Write>(
     index: usize,
     attributes: Option<Attributes>,
     options: &WriteOptions,
-) -> Result<u64> {
+) -> Result<Held> {
     let info = source.info(index).ok_or_else(|| Error::not_found(&format!("#{index}"), None))?;
     if streams(writer, options, &info.format)
         && info.unsupported.is_none()
         && source.reads_in_pieces(index)
     {
         let meta = Meta { name: &info.name, shape: &info.shape, format: &info.format, attributes };
-        return write_streamed(writer, meta, &SourceParts { source, index }, options);
+        let peak = write_streamed(writer, meta, &SourceParts { source, index }, options)?;
+        return Ok(Held { whole: 0, peak });
     }
     let mut data = source.read(index)?;
     source.check(index, &data)?;
@@ -538,5 +539,15 @@ pub fn write_source_object<W: Write>(
         .sum();
     data.attributes = attributes.map(std::borrow::Cow::Owned);
     crate::write_data::write_data(writer, &data, options)?;
-    Ok(held)
+    Ok(Held { whole: held, peak: held })
+}
+
+/// What [`write_source_object`] held in memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Decoded bytes read whole (0 when the object streamed part by part).
+    pub whole: u64,
+    /// The most bytes held at once: the object read whole, or a piece, a frame and its
+    /// encoding when it streamed.
+    pub peak: u64,
 }

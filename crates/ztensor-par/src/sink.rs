@@ -238,7 +238,7 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
                     let attributes =
                         if drop_attributes { None } else { info.attributes.as_deref().cloned() };
                     let held = write_source_object(w, source, index, attributes, &options)?;
-                    decoded.fetch_max(held, std::sync::atomic::Ordering::Relaxed);
+                    decoded.fetch_max(held.peak, std::sync::atomic::Ordering::Relaxed);
                     Ok(done)
                 })),
             ))

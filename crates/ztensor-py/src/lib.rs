@@ -23,15 +23,12 @@ use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple,
 };
 use rayon::prelude::*;
-use ztensor_foreign::safetensors::SafetensorsFile;
-use ztensor_foreign::sharded::ShardedCheckpoint;
 use ztensor_format::attributes::Item as Cbor;
 use ztensor_format::{
     Attributes, DType, DigestAlgorithm, Encoding, Options, StorageType, Value, ValueRef, Version,
 };
-use ztensor_io::{FileSource, FileWriter, ReadAt, Reader, TensorSource, WriteOptions, Writer};
+use ztensor_io::{FileWriter, TensorSource, WriteOptions, Writer};
 use ztensor_par::{ParOptions, Tensor};
-use ztensor_tensorbuffers::{ReadOptions, TbReader};
 
 /// An error of any layer, turned into the Python exception for it (classes from
 /// `ztensor_rs._errors`, so they can also derive from `ValueError`, `KeyError`, …).
@@ -181,15 +178,6 @@ unsafe impl Send for Opened {}
 unsafe impl Sync for Opened {}
 
 impl Opened {
-    /// `source`, whose data lies at `base` when it is in memory (taken from the source before
-    /// it moves here: moving it into the box moves neither a map nor a vector's heap buffer).
-    fn new<T: TensorSource + Send + Sync + 'static>(
-        source: T,
-        base: Option<(*const u8, usize)>,
-    ) -> Opened {
-        Opened { source: Box::new(source), base }
-    }
-
     /// Where `bytes` lie in the source's memory, when they were borrowed from it.
     fn shared(&self, bytes: &[u8]) -> Option<usize> {
         let (base, len) = self.base?;
@@ -347,228 +335,63 @@ fn options() -> Options {
     options
 }
 
-/// What a file's first bytes say it is.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Zt,
-    TensorBuffers,
-    Safetensors,
-    Npy,
-    Npz,
-    Gguf,
-    Torch,
-}
-
-/// A zip archive's kind: a PyTorch checkpoint when it has `<name>/data.pkl` (or its name says
-/// so and it is too damaged to tell), a NumPy `.npz` otherwise.
-fn zip_kind<S: ReadAt>(kind: Kind, source: &S, extension: Option<&str>) -> Kind {
-    let torch_named = matches!(extension, Some("pt" | "pth" | "bin" | "ckpt"));
-    if kind == Kind::Npz
-        && (ztensor_foreign::torch::is_torch(source)
-            || torch_named && !ztensor_foreign::npz::is_npz(source))
-    {
-        Kind::Torch
-    } else {
-        kind
-    }
-}
-
-fn kind_of(head: &[u8], tail: &[u8], len: u64, extension: Option<&str>) -> Option<Kind> {
-    // The header magic, or a v1.x footer magic (a file whose header is damaged is still judged
-    // as zTensor, so it gets its rule).
-    if head.starts_with(b"ZTEN") || tail.len() >= 8 && tail[tail.len() - 8..].starts_with(b"ZTEN") {
-        return Some(Kind::Zt);
-    }
-    if head.starts_with(&ztensor_tensorbuffers::MAGIC)
-        || tail.ends_with(&ztensor_tensorbuffers::MAGIC)
-    {
-        return Some(Kind::TensorBuffers);
-    }
-    if ztensor_foreign::safetensors::looks_like_safetensors(head, len) {
-        return Some(Kind::Safetensors);
-    }
-    if ztensor_foreign::npy_in::looks_like_npy(head) {
-        return Some(Kind::Npy);
-    }
-    if ztensor_foreign::gguf::looks_like_gguf(head) {
-        return Some(Kind::Gguf);
-    }
-    if ztensor_foreign::npz::looks_like_zip(head) {
-        return Some(Kind::Npz);
-    }
-    if ztensor_foreign::torch::looks_like_legacy(head) {
-        return Some(Kind::Torch);
-    }
-    match extension {
-        Some("zt") => Some(Kind::Zt),
-        Some("safetensors") => Some(Kind::Safetensors),
-        Some("tb") => Some(Kind::TensorBuffers),
-        _ => None,
-    }
-}
-
-const READS: &str = "zTensor 0.1/1.1/1.2 (a file or a sharded checkpoint's index), safetensors \
-                     (a file or a sharded checkpoint's index), \
-                     TensorBuffers, NumPy .npy/.npz, GGUF and PyTorch checkpoints (torch.save)";
-
-fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
-    if ztensor_foreign::sharded::is_index(path) {
-        let ckpt = ShardedCheckpoint::open(path).map_err(|e| raise_foreign(py, &e))?;
-        return Ok(Opened::new(ckpt, None));
-    }
-    if ztensor_shard::is_index(path) {
-        let ckpt = ztensor_shard::ShardedZt::open(path, &options()).map_err(|e| {
-            match e.ztensor_error() {
-                Some(z) => raise_io(py, z),
-                None if e.kind() == ztensor_shard::ErrorKind::Io => {
-                    io_error(&std::io::Error::other(e.to_string()), e.to_string())
-                }
-                None => exception(py, "FormatError", e.to_string(), None, None, None),
+/// A refusal of the format registry as the Python exception its reader's error maps to.
+fn raise_open(py: Python<'_>, e: &ztensor_registry::OpenError) -> PyErr {
+    use ztensor_registry::{ErrorKind as K, OpenError};
+    match e {
+        OpenError::Detect(d) => match (d.kind(), d.io()) {
+            (K::Io, Some(io)) => raise_io(py, io),
+            (K::NotRead | K::Disabled, _) => {
+                exception(py, "FormatError", d.to_string(), None, None, None)
             }
-        })?;
-        return Ok(Opened::new(ckpt, None));
+            _ => exception(py, "ZTensorError", d.to_string(), None, None, None),
+        },
+        OpenError::Zt(e) => raise_io(py, e),
+        OpenError::Foreign(e) => raise_foreign(py, e),
+        OpenError::TensorBuffers(e) => raise_tb(py, e),
+        OpenError::Shard(e) => match e.ztensor_error() {
+            Some(z) => raise_io(py, z),
+            None if e.kind() == ztensor_shard::ErrorKind::Io => {
+                io_error(&std::io::Error::other(e.to_string()), e.to_string())
+            }
+            None => exception(py, "FormatError", e.to_string(), None, None, None),
+        },
+        other => exception(py, "ZTensorError", other.to_string(), None, None, None),
     }
-    let io = |e: std::io::Error| io_error(&e, format!("cannot open {}: {e}", path.display()));
-    if path.is_dir() {
-        return Err(exception(
-            py,
-            "ZTensorError",
-            format!("{} is a directory, not a file of tensors", path.display()),
-            None,
-            None,
-            None,
-        )
-        .into());
-    }
-    // Non-blocking, regular files only: a FIFO or device is refused, never waited on or read.
-    let file = ztensor_io::open_input(path).map_err(|e| raise_io(py, &e))?;
-    let source = FileSource::new(file).map_err(io)?;
-    let len = source.len();
-    let mut head = vec![0u8; usize::try_from(len.min(512)).unwrap_or(0)];
-    source.read_exact_at(0, &mut head).map_err(io)?;
-    let mut tail = vec![0u8; usize::try_from(len.min(8)).unwrap_or(0)];
-    source.read_exact_at(len - tail.len() as u64, &mut tail).map_err(io)?;
-    let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    let Some(kind) = kind_of(&head, &tail, len, extension.as_deref()) else {
-        return Err(exception(
-            py,
-            "FormatError",
-            format!("{}: not a file in a format this package reads ({READS})", path.display()),
-            None,
-            None,
-            None,
-        )
-        .into());
-    };
-    let kind = zip_kind(kind, &source, extension.as_deref());
-    let raise = |e: ztensor_io::Error| Raised(raise_io(py, &e));
-    Ok(match (kind, mmap) {
-        (Kind::Zt, true) => {
-            // SAFETY: the file must not be truncated or changed while mapped. Files this
-            // package writes are replaced by rename, never changed in place; for other writers
-            // the documentation of `safe_open` states the rule (and `mmap=False` reads
-            // without a map), as for any memory-mapped reader.
-            let reader = unsafe { Reader::open_mmap(path, &options()) }.map_err(raise)?;
-            let memory = reader.source().as_slice().map(|s| (s.as_ptr(), s.len()));
-            Opened::new(reader, memory)
-        }
-        (Kind::Zt, false) => Opened::new(Reader::open_with(path, &options()).map_err(raise)?, None),
-        (Kind::Safetensors, true) => {
-            // SAFETY: as for zTensor files above.
-            let st =
-                unsafe { SafetensorsFile::open_mmap(path) }.map_err(|e| raise_foreign(py, &e))?;
-            let memory = st.source().as_slice().map(|s| (s.as_ptr(), s.len()));
-            Opened::new(st, memory)
-        }
-        (Kind::Safetensors, false) => {
-            Opened::new(SafetensorsFile::open(path).map_err(|e| raise_foreign(py, &e))?, None)
-        }
-        (Kind::TensorBuffers, _) => Opened::new(
-            TbReader::new(source, &ReadOptions::default()).map_err(|e| raise_tb(py, &e))?,
-            None,
-        ),
-        (Kind::Npy, _) => Opened::new(
-            ztensor_foreign::npy_in::NpyFile::open(path).map_err(|e| raise_foreign(py, &e))?,
-            None,
-        ),
-        (Kind::Npz, _) => Opened::new(
-            ztensor_foreign::npz::NpzFile::open(path).map_err(|e| raise_foreign(py, &e))?,
-            None,
-        ),
-        (Kind::Gguf, true) => {
-            let file = ztensor_io::open_input(path).map_err(|e| raise_io(py, &e))?;
-            // SAFETY: as for zTensor files above.
-            let map = unsafe { ztensor_io::Mapped::map(&file) }.map_err(io)?;
-            let memory = map.as_slice().map(|s| (s.as_ptr(), s.len()));
-            let gguf =
-                ztensor_foreign::gguf::GgufFile::new(map).map_err(|e| raise_foreign(py, &e))?;
-            Opened::new(gguf, memory)
-        }
-        (Kind::Gguf, false) => Opened::new(
-            ztensor_foreign::gguf::GgufFile::open(path).map_err(|e| raise_foreign(py, &e))?,
-            None,
-        ),
-        (Kind::Torch, _) => Opened::new(
-            ztensor_foreign::torch::TorchFile::open(path).map_err(|e| raise_foreign(py, &e))?,
-            None,
-        ),
-    })
 }
 
+/// What the registry opens, kept with where its bytes lie in memory.
+fn opened(
+    py: Python<'_>,
+    result: Result<ztensor_registry::Opened, ztensor_registry::OpenError>,
+) -> PyResultR<Opened> {
+    let opened = result.map_err(|e| Raised(raise_open(py, &e)))?;
+    let base = opened.memory();
+    Ok(Opened { source: opened.into_source(), base })
+}
+
+fn open_options() -> ztensor_registry::OpenOptions {
+    ztensor_registry::OpenOptions { options: options(), carry_unknown_dtypes: false }
+}
+
+/// Opens the file at `path` through the format registry: mapped (zTensor, safetensors and
+/// GGUF tensors then borrowed from the map) when `mmap`, else read with positional reads.
+fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
+    let options = open_options();
+    if mmap {
+        // SAFETY: the file must not be truncated or changed while mapped. Files this package
+        // writes are replaced by rename, never changed in place; for other writers the
+        // documentation of `safe_open` states the rule (and `mmap=False` reads without a
+        // map), as for any memory-mapped reader.
+        opened(py, unsafe { ztensor_registry::open_mapped(path, &options) })
+    } else {
+        opened(py, ztensor_registry::open(path, &options))
+    }
+}
+
+/// Opens `data` through the format registry; every format's tensors are borrowed from it.
 fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
-    let len = data.len() as u64;
-    let tail_start = data.len().saturating_sub(8);
-    let kind = kind_of(&data[..data.len().min(512)], &data[tail_start..], len, None);
-    let Some(kind) = kind else {
-        return Err(exception(
-            py,
-            "FormatError",
-            format!("not bytes of a format this package reads ({READS})"),
-            None,
-            None,
-            None,
-        )
-        .into());
-    };
-    let kind = zip_kind(kind, &data, None);
-    let memory = (data.as_ptr(), data.len());
-    // Every format's data lies in `data`, wherever it moves.
-    let opened = match kind {
-        Kind::Zt => {
-            Opened::new(Reader::new(data, &options()).map_err(|e| Raised(raise_io(py, &e)))?, None)
-        }
-        Kind::Safetensors => {
-            Opened::new(SafetensorsFile::new(data).map_err(|e| raise_foreign(py, &e))?, None)
-        }
-        Kind::TensorBuffers => Opened::new(
-            TbReader::new(data, &ReadOptions::default()).map_err(|e| raise_tb(py, &e))?,
-            None,
-        ),
-        Kind::Npy => Opened::new(
-            ztensor_foreign::npy_in::NpyFile::new(data, "array")
-                .map_err(|e| raise_foreign(py, &e))?,
-            None,
-        ),
-        Kind::Npz => Opened::new(
-            ztensor_foreign::npz::NpzFile::new(data, options().limits.whole_decode_limit())
-                .map_err(|e| raise_foreign(py, &e))?,
-            None,
-        ),
-        Kind::Gguf => Opened::new(
-            ztensor_foreign::gguf::GgufFile::new(data).map_err(|e| raise_foreign(py, &e))?,
-            None,
-        ),
-        Kind::Torch => Opened::new(
-            ztensor_foreign::torch::TorchFile::new(
-                data,
-                "tensor",
-                options().limits.whole_decode_limit(),
-            )
-            .map_err(|e| raise_foreign(py, &e))?,
-            None,
-        ),
-    };
-    Ok(Opened { base: Some(memory), ..opened })
+    opened(py, ztensor_registry::open_bytes(data, &open_options()))
 }
 
 /// A CBOR value as Python data: text as `str`, integers as `int`, byte strings as `bytes`,
@@ -867,6 +690,16 @@ fn open(py: Python<'_>, path: PathBuf, mmap: bool) -> PyResult<File> {
 }
 
 /// Reads a file of tensors held in `data` (copied once; arrays then borrow from that copy).
+/// What the file at `path` is, by its content: the format registry's identifier
+/// (`ztensor`, `safetensors`, `safetensors-sharded`, `ztensor-sharded`, `tensorbuffers`,
+/// `npy`, `npz`, `gguf`, `pytorch`), as the command-line tool tells it.
+#[pyfunction]
+fn detect(py: Python<'_>, path: PathBuf) -> PyResult<&'static str> {
+    ztensor_registry::detect(&path)
+        .map(|kind| kind.format().id)
+        .map_err(|e| raise_open(py, &ztensor_registry::OpenError::Detect(e)))
+}
+
 #[pyfunction]
 #[pyo3(name = "open_bytes")]
 fn open_from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<File> {
@@ -986,6 +819,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<File>()?;
     m.add_class::<Bytes>()?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(open_from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(save, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -297,7 +297,7 @@ def test_errors_say_what_and_where(tmp):
     (tmp / "text.txt").write_text("hello")
     with pytest.raises(ztensor_rs.FormatError) as caught:
         ztensor_rs.safe_open(tmp / "text.txt")
-    assert "not a file in a format" in str(caught.value)
+    assert "which ztensor does not read" in str(caught.value)
     path = tmp / "e.zt"
     ztensor_rs.save_file({"w": np.zeros(3)}, path)
     with ztensor_rs.safe_open(path) as f:

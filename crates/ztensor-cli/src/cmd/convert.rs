@@ -43,7 +43,7 @@ pub fn plan_of(
         )
     };
     let mut options = ztensor_shard::PlanOptions::new(version, &r.encoding.fresh());
-    options.drop_attributes = drops(r.target, r.drop_attributes);
+    options.drop_attributes = r.drop_attributes;
     options.carry_unknown_dtypes = r.carry_unknown;
     let plan = ztensor_shard::plan(r.input, source, r.output, options, split, &|name| {
         excluded(r.exclude, name)
@@ -69,13 +69,6 @@ pub struct Converted {
     /// What the user is to be told besides: objects larger than `--shard-size`, attributes
     /// `--drop-attributes` dropped.
     pub notes: Vec<String>,
-}
-
-/// Whether attributes are to be dropped for `target` when `--drop-attributes` is `asked`:
-/// zTensor 1.x holds every attribute, so nothing is dropped for it; zTensor 0.1 has no file
-/// attributes; the foreign targets decide per attribute.
-pub fn drops(target: Target, asked: bool) -> bool {
-    asked && !matches!(target, Target::Zt(v) if v != ztensor_format::Version::V0_1)
 }
 
 /// The objects of `plan` larger than `split` allows, each in a shard of its own: a note, or
@@ -112,9 +105,8 @@ fn listed(items: &[String]) -> String {
     text
 }
 
-/// What `--drop-attributes` says when the target held every attribute.
-pub const NOTHING_DROPPED: &str =
-    "--drop-attributes: the target holds every attribute; nothing was dropped";
+/// What `--drop-attributes` says when the output holds every attribute the input had.
+const NOTHING_DROPPED: &str = "--drop-attributes: nothing was dropped";
 
 /// What `--drop-attributes` dropped, found by reading the output back and comparing its
 /// attributes with the input's: the file's keys that are gone, and the keys of objects' own
@@ -170,7 +162,7 @@ pub fn dropped(input: &dyn TensorSource, output: &Path) -> Result<String> {
             listed(&keys)
         ));
     }
-    Ok(format!("--drop-attributes dropped what the target cannot hold: {}", parts.join("; ")))
+    Ok(format!("--drop-attributes dropped {}", parts.join("; ")))
 }
 
 /// `convert IN OUTDIR/`: every shard and the index, in this process.
@@ -210,8 +202,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         // The parallel copy writes exactly what `copy_all` would, with a progress bar.
         let bar = Bar::new(super::repack::total_input(&reader), r.run.quiet);
         let mut writer = FileWriter::create(r.output, to).map_err(|e| anyhow!("{e}"))?;
-        let drop_attributes = drops(r.target, r.drop_attributes);
-        let copy = CopyOptions { drop_attributes, ..r.encoding.copy() };
+        let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
         let keep = |name: &str| !excluded(r.exclude, name);
         let done = ztensor_par::repack_only(
             &reader,
@@ -248,7 +239,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             let mut writer = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
             let par = r.run.par();
             let mut sink = ZtSink::new(writer.writer_mut(), r.encoding.fresh(), &par, &bar)
-                .drop_attributes(drops(r.target, r.drop_attributes));
+                .drop_attributes(r.drop_attributes);
             let done = sink.write_all(source);
             bar.finish();
             done.map_err(|e| dtype_hint(drop_hint(zt_error(&context, &e))))?;
@@ -380,17 +371,7 @@ pub fn source_info(
         }
         let boxed = || -> Infos<'_, '_> { Box::new(infos()) };
         let tensors = Tensors(&boxed);
-        let format = match kind {
-            Kind::Safetensors => "safetensors",
-            Kind::ShardIndex => "safetensors-sharded",
-            Kind::ZtIndex => "ztensor-sharded",
-            Kind::Npy => "npy",
-            Kind::Gguf => "gguf",
-            Kind::Npz => "npz",
-            Kind::Torch => "pytorch",
-            Kind::TensorBuffers => "tensorbuffers",
-            Kind::Zt => "ztensor",
-        };
+        let format = kind.format().id;
         // Written as it is serialized: attributes of millions of values are not copied into
         // a JSON value first.
         #[derive(serde::Serialize)]

@@ -163,6 +163,7 @@ pub fn write_json<S: ReadAt>(
     #[derive(serde::Serialize)]
     struct Report<'a, O: serde::Serialize> {
         file: String,
+        format: &'static str,
         version: String,
         version_string: Option<&'a str>,
         manifest: Location,
@@ -241,6 +242,7 @@ pub fn write_json<S: ReadAt>(
     let location = m.location();
     let report = Report {
         file: path.display().to_string(),
+        format: ztensor_registry::Kind::Zt.format().id,
         version: manifest.version.to_string(),
         version_string: manifest.version_string.as_deref(),
         manifest: Location { offset: location.offset, len: location.len },

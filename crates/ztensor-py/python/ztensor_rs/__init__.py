@@ -32,6 +32,7 @@ from . import _native
 from ._errors import FormatError, ObjectNotFoundError, UnsupportedError, ZTensorError
 
 __all__ = [
+    "detect",
     "safe_open",
     "load_file",
     "save_file",
@@ -366,6 +367,14 @@ def load_file(filename: PathLike, *, threads: Optional[int] = None, framework: s
     """Every tensor of a file, read on ``threads`` threads (default: one per core) with the GIL
     released. Values as :meth:`safe_open.get_tensor` gives them."""
     return _load(_native.open(os.fspath(filename), mmap), threads, framework)
+
+
+def detect(filename: PathLike) -> str:
+    """What the file is, by its content, as the ``ztensor`` tool tells it: ``ztensor``,
+    ``safetensors``, ``safetensors-sharded``, ``ztensor-sharded``, ``tensorbuffers``, ``npy``,
+    ``npz``, ``gguf`` or ``pytorch``. Raises :class:`FormatError` for a file of a format not
+    read (naming it when known) and ``OSError`` when it cannot be read."""
+    return _native.detect(os.fspath(filename))
 
 
 def load(data: bytes, *, framework: str = "numpy") -> Dict[str, Any]:

@@ -1,0 +1,146 @@
+"""The command-line tool and the Python package tell files apart through one format registry:
+on a mixed corpus (every kind of input, misleading extensions, truncated files, zips of each
+kind, formats not read) they give the same verdict for every file."""
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import ztensor_rs
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = ROOT / "fixtures"
+
+
+def cli() -> Path:
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    binary = target / "debug" / "ztensor"
+    assert binary.exists(), f"{binary} is built by `cargo test --workspace` before these tests"
+    return binary
+
+
+def corpus(tmp: Path) -> list:
+    """The files: (path, what it is meant to be)."""
+    originals = {
+        "zt-0.1": FIXTURES / "examples/tiny-v0.1.zt",
+        "zt-1.1": FIXTURES / "examples/tiny-v1.1.zt",
+        "zt-1.2": FIXTURES / "examples/tiny-v1.2.zt",
+        "sharded-safetensors": FIXTURES / "examples/checkpoint/model.safetensors.index.json",
+        "safetensors": FIXTURES / "examples/checkpoint/model-00001-of-00002.safetensors",
+        "tb": FIXTURES / "tensorbuffers/valid/sample.tb",
+        "npy": FIXTURES / "external/numpy/dense-f4.npy",
+        "npz": FIXTURES / "external/numpy/arrays.npz",
+        "npz-deflated": FIXTURES / "external/numpy/compressed.npz",
+        "gguf": FIXTURES / "external/gguf/plain.gguf",
+        "gguf-quantized": FIXTURES / "external/gguf/quantized.gguf",
+        "torch-zip": FIXTURES / "external/pytorch/checkpoint.pt",
+        "torch-legacy": FIXTURES / "external/pytorch/legacy.pt",
+    }
+    files = [(path, name) for name, path in originals.items()]
+    # A few files of each zTensor version that break a rule.
+    for version in ("v0.1", "v1.1", "v1.2"):
+        rejects = sorted((FIXTURES / version / "reject").glob("*.zt"))[:6]
+        assert rejects, version
+        files += [(p, f"reject {version}") for p in rejects]
+    files += [(p, "reject tb") for p in sorted((FIXTURES / "tensorbuffers/reject").glob("*.tb"))[:6]]
+    # Every single-file kind under misleading names, and truncated.
+    for name, path in originals.items():
+        if name == "sharded-safetensors":
+            continue
+        data = path.read_bytes()
+        for ext in (".zt", ".safetensors", ".tb", ".npz", ".pt", ".gguf", ".bin"):
+            wrong = tmp / f"{name}-as{ext}"
+            wrong.write_bytes(data)
+            files.append((wrong, f"{name} named {ext}"))
+        for cut, label in ((len(data) // 2, "half"), (10, "10 bytes"), (0, "empty")):
+            short = tmp / f"{name}-{label.replace(' ', '')}{path.suffix}"
+            short.write_bytes(data[:cut])
+            files.append((short, f"{name} cut to {label}"))
+    # Zips of each kind: of .npy members (an .npz), of a torch.save layout, of neither.
+    npy = (FIXTURES / "external/numpy/dense-f4.npy").read_bytes()
+    for name, members in (
+        ("of-npy", {"a.npy": npy}),
+        ("of-text", {"readme.txt": b"hello"}),
+        ("torch-layout-no-pickle", {"archive/version": b"3\n"}),
+    ):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as z:
+            for member, data in members.items():
+                z.writestr(member, data)
+        for ext in (".zip", ".npz", ".pt"):
+            path = tmp / f"zip-{name}{ext}"
+            path.write_bytes(buffer.getvalue())
+            files.append((path, f"zip {name} named {ext}"))
+    # Formats not read, named by their first bytes.
+    for name, data in (
+        ("zt2", b"\x89ZT2\r\n\x1a\n" + bytes(64)),
+        ("hdf5", b"\x89HDF\r\n\x1a\n" + bytes(64)),
+        ("zstd", b"\x28\xb5\x2f\xfd" + bytes(64)),
+        ("gzip", b"\x1f\x8b" + bytes(64)),
+        ("pickle", b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00K\x01."),
+        ("json", b'{"weight_map": {}}'),
+        ("text", b"just some text\n"),
+    ):
+        for ext in (".zt", ".bin"):
+            path = tmp / f"{name}{ext}"
+            path.write_bytes(data)
+            files.append((path, f"{name} named {ext}"))
+    # A directory, and a file that is not there.
+    directory = tmp / "a-directory"
+    directory.mkdir()
+    shutil.copy(originals["safetensors"], directory / "model.safetensors")
+    files.append((directory, "a directory"))
+    files.append((tmp / "missing.zt", "missing"))
+    return files
+
+
+def cli_verdict(path: Path) -> tuple:
+    """`ztensor info --json`: ("read", format), ("rejected",) or ("refused",)."""
+    out = subprocess.run([str(cli()), "info", "--json", str(path)], capture_output=True, timeout=60)
+    if out.returncode == 0:
+        return ("read", json.loads(out.stdout)["format"])
+    assert out.returncode in (1, 2), (path, out.returncode, out.stderr)
+    return ("rejected",) if out.returncode == 1 else ("refused",)
+
+
+def python_verdict(path: Path) -> tuple:
+    """`safe_open` and `detect`, in the same terms."""
+    try:
+        kind = ztensor_rs.detect(path)
+    except ztensor_rs.FormatError as e:
+        assert "does not read" in str(e), (path, str(e))
+        return ("refused",)
+    except (OSError, ztensor_rs.ZTensorError):
+        return ("refused",)
+    try:
+        with ztensor_rs.safe_open(path, framework="numpy") as f:
+            f.keys()
+    except (ztensor_rs.FormatError, ztensor_rs.UnsupportedError):
+        return ("rejected",)
+    except OSError:
+        return ("refused",)
+    return ("read", kind)
+
+
+def test_cli_and_python_give_the_same_verdict_on_a_mixed_corpus(tmp_path):
+    files = corpus(tmp_path)
+    assert len(files) > 150
+    verdicts = {}
+    for path, what in files:
+        ours, theirs = cli_verdict(path), python_verdict(path)
+        assert ours == theirs, f"{what} ({path.name}): CLI {ours}, Python {theirs}"
+        verdicts.setdefault(ours[0], 0)
+        verdicts[ours[0]] += 1
+    # The corpus exercises every verdict.
+    assert set(verdicts) == {"read", "rejected", "refused"}, verdicts
+    # Content decides, whatever the name: each readable kind under a misleading extension is
+    # read as what it is.
+    for path, what in files:
+        if " named ." in what and what.split(" named ")[0] in ("zt-1.2", "safetensors", "gguf", "npz", "torch-zip", "tb"):
+            assert cli_verdict(path)[0] == "read", what

@@ -1,0 +1,847 @@
+//! One table of the tensor formats ztensor reads, and the two things every program that takes
+//! "a file of tensors" does with it: tell what a file (or a buffer) is by its content, and open
+//! it as a [`TensorSource`].
+//!
+//! The command-line tool, the Python package and the conformance dump all go through
+//! [`detect`] and [`open`]; none of them looks at magic numbers itself. [`FORMATS`] lists
+//! every format read, with the rule that recognises it, its name, the cargo feature that
+//! enables it and its usual extensions; [`NOT_READ`] lists the formats people bring that are
+//! recognised and named but not read. Adding a format is: implement
+//! [`TensorSource`] for it, add a [`Kind`], and add its row (and its arm in `open_kind`).
+//!
+//! ```
+//! use ztensor_registry::{Kind, detect_bytes};
+//!
+//! let mut zt = b"ZTEN0001".to_vec();
+//! zt.extend_from_slice(&[0; 64]);
+//! assert_eq!(detect_bytes(&zt, None).unwrap(), Kind::Zt);
+//! let hdf5 = b"\x89HDF\r\n\x1a\n\0\0\0\0".to_vec();
+//! let refused = detect_bytes(&hdf5, None).unwrap_err();
+//! assert!(refused.to_string().contains("an HDF5 file"));
+//! ```
+//!
+//! Features (all on by default): `safetensors`, `numpy`, `gguf`, `torch`, `tensorbuffers`,
+//! `sharded`. A file of a format whose feature is off is still recognised, and refused with
+//! the feature named.
+
+#![deny(missing_docs)]
+// Arms and helpers for formats whose features are off go unused in such builds.
+#![cfg_attr(
+    not(all(
+        feature = "safetensors",
+        feature = "numpy",
+        feature = "gguf",
+        feature = "torch",
+        feature = "tensorbuffers",
+        feature = "sharded"
+    )),
+    allow(dead_code, unused_imports, unused_variables)
+)]
+
+use std::fmt;
+use std::path::Path;
+
+use ztensor_format::Options;
+use ztensor_io::{FileSource, ReadAt, Reader, TensorSource};
+
+/// A format this crate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A zTensor file, version 0.1, 1.1 or 1.2.
+    Zt,
+    /// A sharded zTensor checkpoint, through its `NAME.zt.index.json`.
+    ZtIndex,
+    /// A safetensors file.
+    Safetensors,
+    /// A Hugging Face sharded safetensors checkpoint, through its
+    /// `*.safetensors.index.json`.
+    SafetensorsIndex,
+    /// A TensorBuffers file.
+    TensorBuffers,
+    /// A NumPy `.npy` array.
+    Npy,
+    /// A NumPy `.npz` archive.
+    Npz,
+    /// A GGUF file (llama.cpp).
+    Gguf,
+    /// A PyTorch checkpoint (`torch.save`, zip or legacy).
+    Torch,
+}
+
+/// A row of [`FORMATS`].
+#[derive(Debug, Clone, Copy)]
+pub struct Format {
+    /// Which format.
+    pub kind: Kind,
+    /// Its short identifier (as `info --json` reports it).
+    pub id: &'static str,
+    /// What it is, for a sentence: `a safetensors file`.
+    pub description: &'static str,
+    /// What files of it are, for a list of what is read: `safetensors files`.
+    pub plural: &'static str,
+    /// How it is recognised.
+    pub rule: &'static str,
+    /// The cargo feature of this crate that reads it (`""`: always).
+    pub feature: &'static str,
+    /// Its usual file extensions, lowercase, without the dot.
+    pub extensions: &'static [&'static str],
+    /// Whether this build reads it.
+    pub enabled: bool,
+}
+
+/// Every format read.
+pub const FORMATS: &[Format] = &[
+    Format {
+        kind: Kind::Zt,
+        id: "ztensor",
+        description: "a zTensor file",
+        plural: "zTensor 0.1, 1.1 and 1.2 files (.zt)",
+        rule: "ZTEN0001 or ZTEN1000 at the start, or a v1 footer (ZTEN1000) at the end",
+        feature: "",
+        extensions: &["zt"],
+        enabled: true,
+    },
+    Format {
+        kind: Kind::Safetensors,
+        id: "safetensors",
+        description: "a safetensors file",
+        plural: "safetensors files",
+        rule: "a little-endian header length then a JSON object that fits the file",
+        feature: "safetensors",
+        extensions: &["safetensors"],
+        enabled: cfg!(feature = "safetensors"),
+    },
+    Format {
+        kind: Kind::SafetensorsIndex,
+        id: "safetensors-sharded",
+        description: "a sharded safetensors checkpoint",
+        plural: "sharded safetensors checkpoints (through their model.safetensors.index.json)",
+        rule: "a file named *.safetensors.index.json",
+        feature: "safetensors",
+        extensions: &["json"],
+        enabled: cfg!(feature = "safetensors"),
+    },
+    Format {
+        kind: Kind::ZtIndex,
+        id: "ztensor-sharded",
+        description: "a sharded zTensor checkpoint",
+        plural: "sharded zTensor checkpoints (NAME.zt.index.json)",
+        rule: "a file named *.zt.index.json",
+        feature: "sharded",
+        extensions: &["json"],
+        enabled: cfg!(feature = "sharded"),
+    },
+    Format {
+        kind: Kind::TensorBuffers,
+        id: "tensorbuffers",
+        description: "a TensorBuffers file",
+        plural: "TensorBuffers files (.tb)",
+        rule: "TBS1 at the start or at the end",
+        feature: "tensorbuffers",
+        extensions: &["tb"],
+        enabled: cfg!(feature = "tensorbuffers"),
+    },
+    Format {
+        kind: Kind::Npy,
+        id: "npy",
+        description: "a NumPy .npy array",
+        plural: "NumPy .npy files",
+        rule: "\\x93NUMPY at the start",
+        feature: "numpy",
+        extensions: &["npy"],
+        enabled: cfg!(feature = "numpy"),
+    },
+    Format {
+        kind: Kind::Npz,
+        id: "npz",
+        description: "a NumPy .npz archive",
+        plural: "NumPy .npz files",
+        rule: "a zip archive of .npy members only",
+        feature: "numpy",
+        extensions: &["npz"],
+        enabled: cfg!(feature = "numpy"),
+    },
+    Format {
+        kind: Kind::Gguf,
+        id: "gguf",
+        description: "a GGUF file",
+        plural: "GGUF files",
+        rule: "GGUF at the start",
+        feature: "gguf",
+        extensions: &["gguf"],
+        enabled: cfg!(feature = "gguf"),
+    },
+    Format {
+        kind: Kind::Torch,
+        id: "pytorch",
+        description: "a PyTorch checkpoint",
+        plural: "PyTorch checkpoints (torch.save)",
+        rule: "a zip archive with NAME/data.pkl, or a pickle of torch's magic number",
+        feature: "torch",
+        extensions: &["pt", "pth", "bin", "ckpt"],
+        enabled: cfg!(feature = "torch"),
+    },
+];
+
+/// Formats people bring that are recognised and named, not read: each one's first bytes and
+/// what it is.
+pub const NOT_READ: &[(&[u8], &str)] = &[
+    (
+        b"\x89ZT2\r\n\x1a\n",
+        "a zTensor 2 file (the reference implementation's 2.x container, not zTensor 0.1/1.x)",
+    ),
+    (
+        b"PK\x03\x04",
+        "a zip archive that is neither a PyTorch checkpoint nor a NumPy .npz (a TorchScript \
+         archive or a damaged checkpoint, for instance)",
+    ),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+    (b"\x28\xb5\x2f\xfd", "a zstd-compressed file"),
+    (b"\x1f\x8b", "a gzip-compressed file"),
+];
+
+const ZT_MAGIC: &[u8] = b"ZTEN";
+const NPY_MAGIC: &[u8] = b"\x93NUMPY";
+const GGUF_MAGIC: &[u8] = b"GGUF";
+const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
+const TB_MAGIC: &[u8] = b"TBS1";
+/// The bytes read from the start of a file to recognise it.
+const HEAD: u64 = 512;
+
+impl Kind {
+    /// Its row of [`FORMATS`].
+    pub fn format(self) -> &'static Format {
+        FORMATS.iter().find(|f| f.kind == self).expect("every kind has a row")
+    }
+
+    /// Whether this build reads it.
+    pub fn enabled(self) -> bool {
+        self.format().enabled
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.format().description)
+    }
+}
+
+/// What this build reads, for messages: every enabled format's description.
+pub fn accepted() -> String {
+    let list: Vec<&str> = FORMATS.iter().filter(|f| f.enabled).map(|f| f.plural).collect();
+    match list.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => "nothing".to_owned(),
+    }
+}
+
+/// Why a file was not recognised as a format this build reads.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    io: Option<ztensor_io::Error>,
+}
+
+/// What kind of [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The file could not be read (missing, unreadable, a FIFO or device refused).
+    Io,
+    /// A directory was given where a file was expected.
+    Directory,
+    /// A format recognised but not read ([`NOT_READ`]), or none known.
+    NotRead,
+    /// A format read only by builds with a feature this one lacks.
+    Disabled,
+}
+
+impl Error {
+    /// What kind of error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// For [`ErrorKind::Io`], the I/O error (with the operating system's error, for a caller
+    /// that maps it to its own: Python's `FileNotFoundError`, say).
+    pub fn io(&self) -> Option<&ztensor_io::Error> {
+        self.io.as_ref()
+    }
+
+    fn new(kind: ErrorKind, message: String) -> Error {
+        Error { kind, message, io: None }
+    }
+
+    fn from_io(e: ztensor_io::Error) -> Error {
+        Error { kind: ErrorKind::Io, message: e.to_string(), io: Some(e) }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// What the file at `path` is, by its content (and, for sharded checkpoints, its name: an
+/// index is JSON): a file recognised by no content rule is judged by its extension, so errors
+/// name the rules of the format the user meant.
+///
+/// # Errors
+/// [`ErrorKind::Io`] when it cannot be read (FIFOs and devices are refused, never read);
+/// [`ErrorKind::Directory`] for a directory (naming the checkpoint index or tensor files in
+/// it); [`ErrorKind::NotRead`] for a format not read (named when known);
+/// [`ErrorKind::Disabled`] for one this build lacks the feature for.
+pub fn detect(path: &Path) -> Result<Kind, Error> {
+    if let Some(kind) = by_name(path) {
+        return enabled(kind, Some(path));
+    }
+    if path.is_dir() {
+        return Err(Error::new(ErrorKind::Directory, directory_hint(path)));
+    }
+    let file = ztensor_io::open_input(path).map_err(Error::from_io)?;
+    let source = FileSource::new(file).map_err(|e| {
+        Error::from_io(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e))
+    })?;
+    detect_source(&source, Some(path))
+}
+
+/// What `bytes` are, by their content, as [`detect`] tells a file.
+///
+/// # Errors
+/// As [`detect`], [`ErrorKind::NotRead`] and [`ErrorKind::Disabled`].
+pub fn detect_bytes(bytes: &[u8], name: Option<&Path>) -> Result<Kind, Error> {
+    detect_source(&bytes, name)
+}
+
+/// What `source` is, by its content, as [`detect`] tells a file; `name` (its path, when it
+/// has one) decides between formats when the content is damaged.
+///
+/// # Errors
+/// As [`detect`].
+pub fn detect_source<S: ReadAt>(source: &S, name: Option<&Path>) -> Result<Kind, Error> {
+    let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
+    let io = |e: std::io::Error| {
+        Error::from_io(ztensor_io::Error::io("reading", name.map(Path::to_path_buf), e))
+    };
+    let len = source.len();
+    let mut head = vec![0u8; usize::try_from(len.min(HEAD)).unwrap_or(0)];
+    source.read_exact_at(0, &mut head).map_err(io)?;
+    let mut tail = vec![0u8; usize::try_from(len.min(8)).unwrap_or(0)];
+    source.read_exact_at(len - tail.len() as u64, &mut tail).map_err(io)?;
+    let extension =
+        name.and_then(|p| p.extension()).and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let named =
+        |kind: Kind| extension.as_deref().is_some_and(|e| kind.format().extensions.contains(&e));
+    let kind = match () {
+        // A v1 file whose header is damaged still has its footer: judged as zTensor, so it
+        // gets its rule.
+        () if head.starts_with(ZT_MAGIC) || tail.starts_with(ZT_MAGIC) && tail.len() == 8 => {
+            Some(Kind::Zt)
+        }
+        () if head.starts_with(NPY_MAGIC) => Some(Kind::Npy),
+        () if head.starts_with(GGUF_MAGIC) => Some(Kind::Gguf),
+        () if head.starts_with(ZIP_MAGIC) => zip_kind(source, named(Kind::Npz), named(Kind::Torch)),
+        () if is_legacy_torch(&head) => Some(Kind::Torch),
+        () if head.starts_with(TB_MAGIC) || tail.ends_with(TB_MAGIC) => Some(Kind::TensorBuffers),
+        () if is_safetensors(&head, len) => Some(Kind::Safetensors),
+        () => None,
+    };
+    if let Some(kind) = kind {
+        return enabled(kind, name);
+    }
+    // Formats not read are named whatever the file is called (the reference 2.x writes `.zt`
+    // files too); a file named like a format read is otherwise judged as one, so a damaged one
+    // gets that format's rule.
+    let known = not_read(&head);
+    if let Some(what) = known.filter(|_| !is_text(&head)) {
+        return Err(refused(&shown, what));
+    }
+    for kind in [Kind::Safetensors, Kind::TensorBuffers, Kind::Zt] {
+        if named(kind) {
+            return enabled(kind, name);
+        }
+    }
+    Err(refused(&shown, known.unwrap_or("a file in no format ztensor knows")))
+}
+
+fn refused(shown: &str, what: &str) -> Error {
+    Error::new(
+        ErrorKind::NotRead,
+        format!("{shown}: this is {what}, which ztensor does not read; it reads {}", accepted()),
+    )
+}
+
+/// `kind`, or why this build does not read it.
+fn enabled(kind: Kind, name: Option<&Path>) -> Result<Kind, Error> {
+    if kind.enabled() {
+        return Ok(kind);
+    }
+    let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
+    Err(Error::new(
+        ErrorKind::Disabled,
+        format!(
+            "{shown}: this is {kind}, which this build does not read (it was built without the \
+             `{}` feature)",
+            kind.format().feature
+        ),
+    ))
+}
+
+/// The sharded checkpoints, known by their index's name.
+fn by_name(path: &Path) -> Option<Kind> {
+    let name = path.file_name()?.to_str()?;
+    if name.ends_with(".safetensors.index.json") {
+        Some(Kind::SafetensorsIndex)
+    } else if name.ends_with(".zt.index.json") {
+        Some(Kind::ZtIndex)
+    } else {
+        None
+    }
+}
+
+/// A zip archive's kind: a PyTorch checkpoint when it has `<name>/data.pkl`, a NumPy `.npz`
+/// when it holds only `.npy` members; a damaged one by what its name says.
+fn zip_kind<S: ReadAt>(source: &S, npz_named: bool, torch_named: bool) -> Option<Kind> {
+    #[cfg(feature = "numpy")]
+    if ztensor_foreign::npz::is_npz(source) {
+        return Some(Kind::Npz);
+    }
+    #[cfg(feature = "torch")]
+    if ztensor_foreign::torch::is_torch(source) {
+        return Some(Kind::Torch);
+    }
+    if npz_named {
+        Some(Kind::Npz)
+    } else if torch_named {
+        Some(Kind::Torch)
+    } else {
+        None
+    }
+}
+
+/// Whether `head` starts like a legacy `torch.save` file: a pickle (protocol 2 to 5) of torch's
+/// magic number (`LONG1` of 10 bytes, `0x1950a86a20f9469cfc6c`) within its first 32 bytes.
+fn is_legacy_torch(head: &[u8]) -> bool {
+    const MAGIC: [u8; 12] = [0x8a, 10, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
+    matches!(head, [0x80, 2..=5, ..])
+        && head[..head.len().min(32)].windows(MAGIC.len()).any(|w| w == MAGIC)
+}
+
+/// Whether `head` starts like a safetensors file of `len` bytes: a header length that fits
+/// the file, then `{`.
+fn is_safetensors(head: &[u8], len: u64) -> bool {
+    #[cfg(feature = "safetensors")]
+    return ztensor_foreign::safetensors::looks_like_safetensors(head, len);
+    #[cfg(not(feature = "safetensors"))]
+    {
+        let Some((n, rest)) = head.split_first_chunk::<8>() else { return false };
+        u64::from_le_bytes(*n).saturating_add(8) <= len && rest.first() == Some(&b'{')
+    }
+}
+
+/// Names the formats people bring that are not read, by their first bytes.
+fn not_read(head: &[u8]) -> Option<&'static str> {
+    if let Some((_, what)) = NOT_READ.iter().find(|(magic, _)| head.starts_with(magic)) {
+        return Some(what);
+    }
+    // Pickle protocol 2..5 starts with PROTO (a legacy torch.save file is recognised before).
+    if let [0x80, 2..=5, ..] = head {
+        return Some("a Python pickle that is not a PyTorch checkpoint");
+    }
+    if !is_text(head) {
+        return None;
+    }
+    Some(match head.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{' | b'[') => "JSON text",
+        _ => "a text file",
+    })
+}
+
+/// Whether `head` reads as text: UTF-8 (a character cut at the end allowed) without control
+/// characters other than whitespace.
+fn is_text(head: &[u8]) -> bool {
+    let valid = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or("")
+        }
+        Err(_) => return false,
+    };
+    !valid.is_empty() && valid.chars().all(|c| !c.is_control() || c.is_whitespace())
+}
+
+/// What to say about a directory given where a file was expected: the checkpoint index or
+/// the tensor files it holds, when it has them.
+fn directory_hint(dir: &Path) -> String {
+    let mut candidates: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            by_name(Path::new(n)).is_some()
+                || FORMATS.iter().any(|f| {
+                    f.extensions.iter().any(|e| *e != "json" && n.ends_with(&format!(".{e}")))
+                })
+        })
+        .collect();
+    candidates.sort();
+    let index: Vec<&String> =
+        candidates.iter().filter(|n| by_name(Path::new(n)).is_some()).collect();
+    let shown = |n: &String| dir.join(n).display().to_string();
+    match (index.as_slice(), candidates.as_slice()) {
+        ([one], _) => format!(
+            "{} is a directory; for the sharded checkpoint in it, pass its index: {}",
+            dir.display(),
+            shown(one)
+        ),
+        (_, []) => format!("{} is a directory, not a file ztensor reads", dir.display()),
+        _ => format!(
+            "{} is a directory; pass one of its files: {}",
+            dir.display(),
+            candidates.iter().take(8).map(shown).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// How [`open`] opens a file.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Limits and strictness for zTensor files (and for shards of a sharded zTensor
+    /// checkpoint); TensorBuffers files are read strictly when `options.strict` is set.
+    pub options: Options,
+    /// Carry safetensors tensors of dtypes zTensor lacks as bytes.
+    pub carry_unknown_dtypes: bool,
+}
+
+/// Why a file could not be opened: not recognised, or refused by its format's reader (each
+/// reader's own error, so its rule and message are kept).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Not recognised ([`detect`]).
+    Detect(Error),
+    /// The zTensor reader's error.
+    Zt(ztensor_io::Error),
+    /// A foreign format reader's error.
+    #[cfg(any(feature = "safetensors", feature = "numpy", feature = "gguf", feature = "torch"))]
+    Foreign(ztensor_foreign::Error),
+    /// The TensorBuffers reader's error.
+    #[cfg(feature = "tensorbuffers")]
+    TensorBuffers(ztensor_tensorbuffers::Error),
+    /// The sharded zTensor checkpoint reader's error.
+    #[cfg(feature = "sharded")]
+    Shard(ztensor_shard::Error),
+}
+
+impl OpenError {
+    /// Whether the file was read and breaks a rule of its format (a rejection, which the
+    /// command-line tool reports with exit status 1), as opposed to a failed request: a file
+    /// that cannot be read, a format not read.
+    pub fn is_rejection(&self) -> bool {
+        match self {
+            OpenError::Detect(_) => false,
+            OpenError::Zt(e) => e.rule().is_some(),
+            #[cfg(any(
+                feature = "safetensors",
+                feature = "numpy",
+                feature = "gguf",
+                feature = "torch"
+            ))]
+            OpenError::Foreign(e) => e.kind() != ztensor_foreign::ErrorKind::Io,
+            #[cfg(feature = "tensorbuffers")]
+            OpenError::TensorBuffers(e) => e.kind() != ztensor_tensorbuffers::ErrorKind::Io,
+            #[cfg(feature = "sharded")]
+            OpenError::Shard(e) => e.kind() != ztensor_shard::ErrorKind::Io,
+        }
+    }
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Detect(e) => e.fmt(f),
+            OpenError::Zt(e) => e.fmt(f),
+            #[cfg(any(
+                feature = "safetensors",
+                feature = "numpy",
+                feature = "gguf",
+                feature = "torch"
+            ))]
+            OpenError::Foreign(e) => e.fmt(f),
+            #[cfg(feature = "tensorbuffers")]
+            OpenError::TensorBuffers(e) => e.fmt(f),
+            #[cfg(feature = "sharded")]
+            OpenError::Shard(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+impl From<Error> for OpenError {
+    fn from(e: Error) -> OpenError {
+        OpenError::Detect(e)
+    }
+}
+
+/// A tensor source of any format, opened by [`open`], [`open_mapped`] or [`open_bytes`].
+pub struct Opened {
+    kind: Kind,
+    source: Box<dyn TensorSource + Send + Sync>,
+    memory: Option<(usize, usize)>,
+}
+
+impl fmt::Debug for Opened {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Opened").field("kind", &self.kind).finish_non_exhaustive()
+    }
+}
+
+impl Opened {
+    fn new<T: TensorSource + Send + Sync + 'static>(kind: Kind, source: T) -> Opened {
+        Opened { kind, source: Box::new(source), memory: None }
+    }
+
+    /// Which format it is.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The tensor source.
+    pub fn source(&self) -> &(dyn TensorSource + Send + Sync) {
+        &*self.source
+    }
+
+    /// The tensor source, to keep.
+    pub fn into_source(self) -> Box<dyn TensorSource + Send + Sync> {
+        self.source
+    }
+
+    /// Where the whole file lies in memory, when it does (a memory map, or the bytes given to
+    /// [`open_bytes`]): the address of its first byte and its length, valid while the source
+    /// lives (moving the source moves neither). What zero-copy views borrow from.
+    pub fn memory(&self) -> Option<(*const u8, usize)> {
+        self.memory.map(|(address, len)| (address as *const u8, len))
+    }
+}
+
+/// Opens the file at `path`, of any format [`detect`] recognises, read with positional reads.
+///
+/// # Errors
+/// [`OpenError::Detect`] when it is not recognised; the format reader's error otherwise.
+pub fn open(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
+    let kind = detect(path)?;
+    open_kind(kind, path, options)
+}
+
+/// Opens the file at `path` as `kind` (already [`detect`]ed), read with positional reads.
+///
+/// # Errors
+/// The format reader's error.
+pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
+    let strict = options.options.strict;
+    Ok(match kind {
+        Kind::Zt => {
+            Opened::new(kind, Reader::open_with(path, &options.options).map_err(OpenError::Zt)?)
+        }
+        #[cfg(feature = "sharded")]
+        Kind::ZtIndex => Opened::new(
+            kind,
+            ztensor_shard::ShardedZt::open(path, &options.options).map_err(OpenError::Shard)?,
+        ),
+        #[cfg(feature = "safetensors")]
+        Kind::Safetensors => Opened::new(
+            kind,
+            ztensor_foreign::safetensors::SafetensorsFile::open(path)
+                .map_err(OpenError::Foreign)?
+                .carry_unknown_dtypes(options.carry_unknown_dtypes),
+        ),
+        #[cfg(feature = "safetensors")]
+        Kind::SafetensorsIndex => Opened::new(
+            kind,
+            ztensor_foreign::sharded::ShardedCheckpoint::open(path)
+                .map_err(OpenError::Foreign)?
+                .carry_unknown_dtypes(options.carry_unknown_dtypes),
+        ),
+        #[cfg(feature = "tensorbuffers")]
+        Kind::TensorBuffers => {
+            let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
+            let source = FileSource::new(file).map_err(|e| {
+                OpenError::Zt(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e))
+            })?;
+            Opened::new(kind, tb_reader(source, strict)?)
+        }
+        #[cfg(feature = "numpy")]
+        Kind::Npy => Opened::new(
+            kind,
+            ztensor_foreign::npy_in::NpyFile::open(path).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "numpy")]
+        Kind::Npz => Opened::new(
+            kind,
+            ztensor_foreign::npz::NpzFile::open(path).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "gguf")]
+        Kind::Gguf => Opened::new(
+            kind,
+            ztensor_foreign::gguf::GgufFile::open(path).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "torch")]
+        Kind::Torch => Opened::new(
+            kind,
+            ztensor_foreign::torch::TorchFile::open(path).map_err(OpenError::Foreign)?,
+        ),
+        #[allow(unreachable_patterns)]
+        other => return Err(OpenError::Detect(enabled(other, Some(path)).unwrap_err())),
+    })
+}
+
+#[cfg(feature = "tensorbuffers")]
+fn tb_reader<S: ReadAt>(
+    source: S,
+    strict: bool,
+) -> Result<ztensor_tensorbuffers::TbReader<S>, OpenError> {
+    let options = if strict {
+        ztensor_tensorbuffers::ReadOptions::strict()
+    } else {
+        ztensor_tensorbuffers::ReadOptions::default()
+    };
+    ztensor_tensorbuffers::TbReader::new(source, &options).map_err(OpenError::TensorBuffers)
+}
+
+/// As [`open`], with the formats that can be read in place (zTensor, safetensors, GGUF) read
+/// from a memory map, so tensors can be borrowed from it ([`Opened::memory`]); the others as
+/// [`open`] opens them.
+///
+/// # Errors
+/// As [`open`].
+///
+/// # Safety
+/// The file must not be truncated or changed while it is mapped (the contract of every memory
+/// map): a change is undefined behaviour, not an error. Files written by ztensor are replaced by
+/// rename, never changed in place.
+pub unsafe fn open_mapped(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
+    let kind = detect(path)?;
+    Ok(match kind {
+        Kind::Zt => {
+            // SAFETY: forwarded to the caller.
+            let reader =
+                unsafe { Reader::open_mmap(path, &options.options) }.map_err(OpenError::Zt)?;
+            let memory = reader.source().as_slice().map(|s| (s.as_ptr() as usize, s.len()));
+            Opened { memory, ..Opened::new(kind, reader) }
+        }
+        #[cfg(feature = "safetensors")]
+        Kind::Safetensors => {
+            // SAFETY: forwarded to the caller.
+            let file = unsafe { ztensor_foreign::safetensors::SafetensorsFile::open_mmap(path) }
+                .map_err(OpenError::Foreign)?
+                .carry_unknown_dtypes(options.carry_unknown_dtypes);
+            let memory = file.source().as_slice().map(|s| (s.as_ptr() as usize, s.len()));
+            Opened { memory, ..Opened::new(kind, file) }
+        }
+        #[cfg(feature = "gguf")]
+        Kind::Gguf => {
+            let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
+            // SAFETY: forwarded to the caller.
+            let map = unsafe { ztensor_io::Mapped::map(&file) }.map_err(|e| {
+                OpenError::Zt(ztensor_io::Error::io("mapping", Some(path.to_path_buf()), e))
+            })?;
+            let memory = map.as_slice().map(|s| (s.as_ptr() as usize, s.len()));
+            let gguf = ztensor_foreign::gguf::GgufFile::new(map).map_err(OpenError::Foreign)?;
+            Opened { memory, ..Opened::new(kind, gguf) }
+        }
+        _ => open_kind(kind, path, options)?,
+    })
+}
+
+/// Opens `bytes` of any format [`detect_bytes`] recognises (not a sharded checkpoint, which is
+/// several files); every format's tensors can be borrowed from them ([`Opened::memory`]).
+///
+/// # Errors
+/// As [`open`].
+pub fn open_bytes(bytes: Vec<u8>, options: &OpenOptions) -> Result<Opened, OpenError> {
+    let kind = detect_bytes(&bytes, None)?;
+    // The vector's heap buffer does not move when the vector does.
+    let memory = (bytes.as_ptr() as usize, bytes.len());
+    let limit = options.options.limits.whole_decode_limit();
+    let opened = match kind {
+        Kind::Zt => Opened::new(kind, Reader::new(bytes, &options.options).map_err(OpenError::Zt)?),
+        #[cfg(feature = "safetensors")]
+        Kind::Safetensors => Opened::new(
+            kind,
+            ztensor_foreign::safetensors::SafetensorsFile::new(bytes)
+                .map_err(OpenError::Foreign)?
+                .carry_unknown_dtypes(options.carry_unknown_dtypes),
+        ),
+        #[cfg(feature = "tensorbuffers")]
+        Kind::TensorBuffers => Opened::new(kind, tb_reader(bytes, options.options.strict)?),
+        #[cfg(feature = "numpy")]
+        Kind::Npy => Opened::new(
+            kind,
+            ztensor_foreign::npy_in::NpyFile::new(bytes, "array").map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "numpy")]
+        Kind::Npz => Opened::new(
+            kind,
+            ztensor_foreign::npz::NpzFile::new(bytes, limit).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "gguf")]
+        Kind::Gguf => Opened::new(
+            kind,
+            ztensor_foreign::gguf::GgufFile::new(bytes).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "torch")]
+        Kind::Torch => Opened::new(
+            kind,
+            ztensor_foreign::torch::TorchFile::new(bytes, "tensor", limit)
+                .map_err(OpenError::Foreign)?,
+        ),
+        #[allow(unreachable_patterns)]
+        other => return Err(OpenError::Detect(enabled(other, None).unwrap_err())),
+    };
+    Ok(Opened { memory: Some(memory), ..opened })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_one_row() {
+        for format in FORMATS {
+            assert_eq!(FORMATS.iter().filter(|f| f.kind == format.kind).count(), 1);
+            assert!(!format.description.is_empty() && !format.rule.is_empty());
+        }
+        assert_eq!(FORMATS.len(), 9);
+    }
+
+    #[test]
+    fn content_decides_and_names_what_is_not_read() {
+        let zt2 = b"\x89ZT2\r\n\x1a\nrest of a zTensor 2 file".to_vec();
+        let e = detect_bytes(&zt2, Some(Path::new("model.zt"))).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotRead);
+        assert!(e.to_string().contains("a zTensor 2 file"), "{e}");
+        // A damaged file is judged by its name.
+        let junk = vec![0xee; 100];
+        assert_eq!(
+            detect_bytes(&junk, Some(Path::new("x.safetensors"))).unwrap(),
+            Kind::Safetensors
+        );
+        assert_eq!(detect_bytes(&junk, Some(Path::new("x.TB"))).unwrap(), Kind::TensorBuffers);
+        assert_eq!(detect_bytes(&junk, Some(Path::new("x.zt"))).unwrap(), Kind::Zt);
+        assert_eq!(detect_bytes(&junk, None).unwrap_err().kind(), ErrorKind::NotRead);
+        // A v1 footer alone says zTensor.
+        let mut footer = vec![0u8; 40];
+        footer.extend_from_slice(b"ZTEN1000");
+        assert_eq!(detect_bytes(&footer, None).unwrap(), Kind::Zt);
+        let json = b"{\"weight_map\": {}}".to_vec();
+        assert!(detect_bytes(&json, None).unwrap_err().to_string().contains("JSON text"));
+    }
+}
