@@ -653,26 +653,14 @@ fn zt_error(context: &str, e: &ztensor_io::Error) -> anyhow::Error {
     } else {
         format!("{context}: {text}{note}")
     };
-    let not_found = matches!(e.kind(), ztensor_io::ErrorKind::NotFound { .. });
-    match e.rule() {
-        Some(_) if !not_found => anyhow!(Rejected(message)),
-        _ => anyhow!(message),
-    }
+    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
 
 /// A foreign-format error as the CLI reports it (status 1 for the data saying no).
 fn foreign_error(context: &str, e: &ztensor_foreign::Error) -> anyhow::Error {
-    use ztensor_foreign::ErrorKind as K;
     let text = cmd::text::shown(&e.to_string()).into_owned();
     let message = if context.is_empty() { text } else { format!("{context}: {text}") };
-    let rejected = match e.kind() {
-        K::Malformed | K::IndexMismatch | K::Unrepresentable => true,
-        K::ZTensor => e.ztensor_error().is_some_and(|z| {
-            z.rule().is_some() && !matches!(z.kind(), ztensor_io::ErrorKind::NotFound { .. })
-        }),
-        _ => false,
-    };
-    if rejected { anyhow!(Rejected(message)) } else { anyhow!(message) }
+    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
 
 /// Opens a zTensor file; a file that breaks a rule becomes `Rejected`, other failures stay
@@ -835,15 +823,9 @@ fn unit_from_environment() -> Result<usize> {
 /// An error of the sharded-checkpoint code as the CLI reports it: a broken rule of a file (an
 /// index that disagrees with its shards, a malformed plan) is `Rejected` (status 1).
 fn shard_error(context: &str, e: &ztensor_shard::Error) -> anyhow::Error {
-    use ztensor_shard::ErrorKind as K;
     let text = cmd::text::shown(&e.to_string()).into_owned();
     let message = if context.is_empty() { text } else { format!("{context}: {text}") };
-    let rejected = match e.kind() {
-        K::Malformed | K::IndexMismatch => true,
-        K::ZTensor => e.ztensor_error().is_some_and(|z| z.rule().is_some()),
-        _ => false,
-    };
-    if rejected { anyhow!(Rejected(message)) } else { anyhow!(message) }
+    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
 
 /// Opens any input the tool reads (zTensor of every version, TensorBuffers, safetensors, a
@@ -936,11 +918,7 @@ fn open_error(path: &Path, options: &Options, e: ztensor_registry::OpenError) ->
 /// failed read is not.
 fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
     let message = cmd::text::shown(&format!("{}: {e}", path.display())).into_owned();
-    if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
-        anyhow!(message)
-    } else {
-        anyhow!(Rejected(message))
-    }
+    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
 
 /// Spools standard input for the command's input given as `-` (every reading command; not the
@@ -1070,7 +1048,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             let converted = cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
                 .map_err(|e| {
                     let context = format!("cannot repack {}", input.display());
-                    cmd::convert::drop_hint(zt_error(&context, &e))
+                    cmd::convert::hinted(zt_error(&context, &e), e.refused())
                 })?;
             if !run.quiet {
                 let target = Target::Zt(to).to_string();
@@ -1222,7 +1200,8 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             let done = ztensor_shard::run_unit(&plan, unit, &*source, &run.par(), &bar);
             bar.finish();
             let context = format!("unit {unit} of {}", path.display());
-            let outcome = done.map_err(|e| cmd::convert::drop_hint(shard_error(&context, &e)))?;
+            let outcome =
+                done.map_err(|e| cmd::convert::hinted(shard_error(&context, &e), e.refused()))?;
             if !run.quiet {
                 let r = outcome.receipt();
                 let what = match outcome {

@@ -32,11 +32,41 @@ pub struct Error {
     path: Option<PathBuf>,
     tensor: Option<String>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    refused: Option<ztensor_format::Refused>,
 }
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), path: None, tensor: None, source: None }
+        Error {
+            kind,
+            message: message.into(),
+            path: None,
+            tensor: None,
+            source: None,
+            refused: None,
+        }
+    }
+
+    /// Says what content the target could not hold.
+    pub(crate) fn refusing(mut self, what: ztensor_format::Refused) -> Error {
+        self.refused = Some(what);
+        self
+    }
+
+    /// What content the target could not hold, when that is why this error refused it (here
+    /// or in the zTensor error it carries).
+    pub fn refused(&self) -> Option<ztensor_format::Refused> {
+        self.refused.or_else(|| self.ztensor_error()?.refused())
+    }
+
+    /// Whether the data said no (a rule of a format broken, content a target cannot hold),
+    /// as opposed to a request that failed (I/O, a name not found).
+    pub fn is_rejection(&self) -> bool {
+        match self.kind {
+            ErrorKind::Malformed | ErrorKind::IndexMismatch | ErrorKind::Unrepresentable => true,
+            ErrorKind::ZTensor => self.ztensor_error().is_some_and(ztensor_io::Error::is_rejection),
+            _ => false,
+        }
     }
 
     pub(crate) fn io(what: impl Into<String>, path: &Path, e: std::io::Error) -> Error {

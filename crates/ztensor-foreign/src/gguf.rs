@@ -794,6 +794,7 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
         if let Some(reason) = unsupported {
             return Err(ztensor_io::Error::unsupported(
                 ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
+                    .refusing(ztensor_format::Refused::Dtype)
                     .in_object(&t.name),
             ));
         }

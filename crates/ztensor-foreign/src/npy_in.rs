@@ -181,6 +181,7 @@ impl<S: ReadAt> NpyFile<S> {
         let reason = self.types.as_ref().err().cloned().unwrap_or_default();
         ztensor_io::Error::unsupported(
             ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
+                .refusing(ztensor_format::Refused::Dtype)
                 .in_object(&self.name),
         )
     }

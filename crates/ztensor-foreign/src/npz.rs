@@ -145,6 +145,7 @@ impl<S: ReadAt> TensorSource for NpzFile<S> {
         if let Some(reason) = info.and_then(|i| i.unsupported) {
             return Err(ztensor_io::Error::unsupported(
                 ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
+                    .refusing(ztensor_format::Refused::Dtype)
                     .in_object(&name),
             ));
         }

@@ -447,9 +447,10 @@ fn plan<'s>(
                         ErrorKind::Unrepresentable,
                         format!(
                             "file attribute {k} is not text → text, and safetensors \
-                                 __metadata__ holds only text (drop attributes to discard it)"
+                                 __metadata__ holds only text"
                         ),
-                    ));
+                    )
+                    .refusing(ztensor_format::Refused::FileAttributes));
                 }
             }
         }
@@ -481,7 +482,9 @@ fn plan<'s>(
         let restored =
             (dtype == DType::U8 && c.logical_type.is_none()).then(|| carried(&o, len)).flatten();
         if o.attributes.is_some() && restored.is_none() && !options.drop_attributes {
-            return Err(refuse("object attributes (drop attributes to discard them)"));
+            return Err(
+                refuse("object attributes").refusing(ztensor_format::Refused::ObjectAttributes)
+            );
         }
         let (st, shape) = match restored {
             Some((st, shape)) => (st, Cow::Owned(shape)),
@@ -756,7 +759,8 @@ pub(crate) fn tensor_data<'a, S: ReadAt>(
         ztensor_type(t.dtype).map_err(|e| {
             ztensor_io::Error::unsupported(
                 ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, e.message())
-                    .in_object(&t.name),
+                    .in_object(&t.name)
+                    .refusing(ztensor_format::Refused::Dtype),
             )
         })?
     };

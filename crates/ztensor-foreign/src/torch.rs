@@ -974,6 +974,7 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
             let (dtype, logical_type) = t.types.clone().map_err(|reason| {
                 ztensor_io::Error::unsupported(
                     ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
+                        .refusing(ztensor_format::Refused::Dtype)
                         .in_object(&e.name),
                 )
             })?;

@@ -194,6 +194,23 @@ struct Inner {
     field: Option<&'static str>,
     expected: Option<String>,
     found: Option<String>,
+    refused: Option<Refused>,
+}
+
+/// What content a target format could not hold, when that is why an error refused it: what a
+/// program tells its user to leave out (a flag that drops attributes, one that carries or
+/// excludes tensors of a dtype). Set on `unrepresentable` errors by the writers and sinks of
+/// every crate; read through [`Error::refused`] (and the same method of the other crates'
+/// errors), never from message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refused {
+    /// The file's attributes (a target with none, or only text).
+    FileAttributes,
+    /// An object's own attributes.
+    ObjectAttributes,
+    /// A tensor's dtype (one zTensor, or the target, has no type for).
+    Dtype,
 }
 
 impl Error {
@@ -208,7 +225,20 @@ impl Error {
             field: None,
             expected: None,
             found: None,
+            refused: None,
         }))
+    }
+
+    /// Says what content the target could not hold ([`Refused`]).
+    #[must_use]
+    pub fn refusing(mut self, what: Refused) -> Error {
+        self.0.refused = Some(what);
+        self
+    }
+
+    /// What content the target could not hold, when that is why this error refused it.
+    pub fn refused(&self) -> Option<Refused> {
+        self.0.refused
     }
 
     /// Sets the absolute byte offset in the file where the fault lies.

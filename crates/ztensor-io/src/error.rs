@@ -61,6 +61,18 @@ impl Error {
         }
     }
 
+    /// Whether the data said no (a rule broken, an object that cannot be decoded, content the
+    /// target cannot hold), as opposed to a request that failed (I/O, a name not found).
+    pub fn is_rejection(&self) -> bool {
+        self.rule().is_some() && !matches!(&*self.0, ErrorKind::NotFound { .. })
+    }
+
+    /// What content the target could not hold, when that is why this error refused it
+    /// ([`ztensor_format::Refused`]).
+    pub fn refused(&self) -> Option<ztensor_format::Refused> {
+        self.format_error()?.refused()
+    }
+
     /// The operating system's error behind an [`ErrorKind::Io`] error.
     pub fn os_error(&self) -> Option<&std::io::Error> {
         match &*self.0 {

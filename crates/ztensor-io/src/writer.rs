@@ -335,7 +335,9 @@ impl<W: Write> Writer<W> {
     /// `unrepresentable` for v0.1.
     pub fn set_attributes(&mut self, attributes: Attributes) -> Result<()> {
         if self.version() == Version::V0_1 {
-            return Err(unrepresentable("v0.1 has no file attributes").into());
+            return Err(unrepresentable("v0.1 has no file attributes")
+                .refusing(ztensor_format::Refused::FileAttributes)
+                .into());
         }
         self.manifest.set_attributes(Some(attributes));
         Ok(())

@@ -79,6 +79,21 @@ impl Error {
     pub fn ztensor_error(&self) -> Option<&ztensor_io::Error> {
         self.ztensor.as_deref()
     }
+
+    /// Whether the data said no (an index or shard that breaks a rule, content a target
+    /// cannot hold), as opposed to a request that failed.
+    pub fn is_rejection(&self) -> bool {
+        match self.kind {
+            ErrorKind::Malformed | ErrorKind::IndexMismatch => true,
+            ErrorKind::ZTensor => self.ztensor_error().is_some_and(ztensor_io::Error::is_rejection),
+            _ => false,
+        }
+    }
+
+    /// What content the target could not hold, when that is why this error refused it.
+    pub fn refused(&self) -> Option<ztensor_format::Refused> {
+        self.ztensor_error()?.refused()
+    }
 }
 
 impl From<ztensor_io::Error> for Error {

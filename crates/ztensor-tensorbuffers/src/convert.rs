@@ -105,10 +105,9 @@ fn copy_source<W: Write>(
                     let k = k.map_or_else(|| key.to_string(), str::to_owned);
                     return Err(Error::new(
                         ErrorKind::Unrepresentable,
-                        format!(
-                            "TensorBuffers has no file attributes (found {k:?}); drop them explicitly to convert"
-                        ),
-                    ));
+                        format!("TensorBuffers has no file attributes (found {k:?})"),
+                    )
+                    .refusing(ztensor_format::Refused::FileAttributes));
                 }
                 _ => {}
             }
@@ -158,10 +157,8 @@ fn copy_source<W: Write>(
             ));
         }
         if o.attributes.is_some() && !drop_attributes {
-            return Err(refuse(
-                name,
-                "TensorBuffers has no object attributes; drop them explicitly to convert".into(),
-            ));
+            return Err(refuse(name, "TensorBuffers has no object attributes".into())
+                .refusing(ztensor_format::Refused::ObjectAttributes));
         }
         let Some(c) = o.component(role::DATA) else {
             return Err(refuse(name, "dense object without data".into()));

@@ -74,11 +74,38 @@ pub struct Error {
     tensor: Option<String>,
     offset: Option<u64>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    refused: Option<ztensor_format::Refused>,
 }
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), tensor: None, offset: None, source: None }
+        Error {
+            kind,
+            message: message.into(),
+            tensor: None,
+            offset: None,
+            source: None,
+            refused: None,
+        }
+    }
+
+    /// Says what content TensorBuffers could not hold.
+    pub(crate) fn refusing(mut self, what: ztensor_format::Refused) -> Error {
+        self.refused = Some(what);
+        self
+    }
+
+    /// What content the target could not hold, when that is why this error refused it (here
+    /// or in the zTensor error it carries).
+    pub fn refused(&self) -> Option<ztensor_format::Refused> {
+        self.refused
+            .or_else(|| self.source.as_deref()?.downcast_ref::<ztensor_io::Error>()?.refused())
+    }
+
+    /// Whether the data said no (a rule broken, content TensorBuffers cannot hold), as
+    /// opposed to a request that failed (I/O).
+    pub fn is_rejection(&self) -> bool {
+        self.kind != ErrorKind::Io
     }
 
     pub(crate) fn tensor(mut self, name: &str) -> Error {

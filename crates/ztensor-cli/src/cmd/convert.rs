@@ -172,7 +172,7 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
     let done = ztensor_shard::write_all(&plan, &*source, &r.run.par(), &bar);
     bar.finish();
-    let index = done.map_err(|e| dtype_hint(drop_hint(crate::shard_error(context, &e))))?;
+    let index = done.map_err(|e| hinted(crate::shard_error(context, &e), e.refused()))?;
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
     let decoded = plan.units.iter().map(|u| u.bytes).sum();
     let notes = oversized(&plan, split).into_iter().collect();
@@ -213,7 +213,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             &keep,
         );
         bar.finish();
-        let stats = done.map_err(|e| drop_hint(zt_error(&context, &e)))?;
+        let stats = done.map_err(|e| hinted(zt_error(&context, &e), e.refused()))?;
         let tally = writer.writer().tally();
         writer.finish().map_err(|e| anyhow!("{e}"))?;
         let count = reader.objects().filter(|o| keep(o.name())).count();
@@ -242,7 +242,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
                 .drop_attributes(r.drop_attributes);
             let done = sink.write_all(source);
             bar.finish();
-            done.map_err(|e| dtype_hint(drop_hint(zt_error(&context, &e))))?;
+            done.map_err(|e| hinted(zt_error(&context, &e), e.refused()))?;
             peak = Some(sink.stats().peak_in_flight);
             tally = Some(writer.writer().tally());
             writer.finish().map_err(|e| anyhow!("{e}"))?;
@@ -251,16 +251,14 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             let options = ExportOptions { drop_attributes: r.drop_attributes };
             SafetensorsSink::new(r.output, options)
                 .write_all(source)
-                .map_err(|e| dtype_hint(drop_hint(foreign_error(&context, &e))))?;
+                .map_err(|e| hinted(foreign_error(&context, &e), e.refused()))?;
         }
         Target::TensorBuffers => {
             TbSink::new(r.output, r.drop_attributes).write_all(source).map_err(|e| {
                 let message = format!("{context}: {e}");
-                dtype_hint(drop_hint(if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
-                    anyhow!(message)
-                } else {
-                    anyhow!(Rejected(message))
-                }))
+                let error =
+                    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) };
+                hinted(error, e.refused())
             })?;
         }
     }
@@ -278,40 +276,26 @@ fn excluded(globs: &[String], name: &str) -> bool {
     globs.iter().any(|g| super::look::glob(g, name))
 }
 
-/// `error` with the flags for tensors of dtypes zTensor lacks, when such a tensor stood in
-/// the way.
-fn dtype_hint(error: anyhow::Error) -> anyhow::Error {
-    let message = format!("{error:#}");
-    if !message.contains("has no zTensor type") {
-        return error;
-    }
-    let message = format!(
-        "{message} (--carry-unknown-dtypes carries such tensors as bytes; --exclude NAME leaves \
-         one out)"
-    );
+/// `error` with the flag that gets past what the target could not hold, by what the library
+/// said it refused (`refused`, from the error's type, never its text): `--drop-attributes` for
+/// attributes, `--carry-unknown-dtypes` and `--exclude` for tensors of dtypes zTensor lacks.
+pub fn hinted(error: anyhow::Error, refused: Option<ztensor_format::Refused>) -> anyhow::Error {
+    use ztensor_format::Refused;
+    let hint = match refused {
+        Some(Refused::FileAttributes | Refused::ObjectAttributes) => {
+            "(--drop-attributes discards them)"
+        }
+        Some(Refused::Dtype) => {
+            "(--carry-unknown-dtypes carries such tensors as bytes; --exclude NAME leaves one out)"
+        }
+        _ => return error,
+    };
+    let message = format!("{error:#} {hint}");
     if error.downcast_ref::<Rejected>().is_some() {
         anyhow!(Rejected(message))
     } else {
         anyhow!(message)
     }
-}
-
-/// `error` with the flag that discards attributes named, when attributes are what stood in
-/// the way: the libraries' own words for it become the flag, or it is added once.
-pub fn drop_hint(error: anyhow::Error) -> anyhow::Error {
-    let rejected = error.downcast_ref::<Rejected>().is_some();
-    let message = format!("{error:#}");
-    let replaced = message
-        .replace("drop attributes to discard", "--drop-attributes discards")
-        .replace("drop them explicitly to convert", "--drop-attributes drops them");
-    let message = if replaced != message {
-        replaced
-    } else if message.contains("attribute") || message.contains("__metadata__") {
-        format!("{message} (--drop-attributes discards them)")
-    } else {
-        return error;
-    };
-    if rejected { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
 
 /// `info` on a file of another format (safetensors, a sharded checkpoint, TensorBuffers), read

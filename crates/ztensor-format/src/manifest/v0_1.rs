@@ -291,7 +291,7 @@ pub(crate) fn check_root(manifest: &Manifest) -> Result<()> {
     let unrepresentable =
         |what: &str| Error::new(ErrorKind::Unrepresentable, format!("v0.1 cannot express {what}"));
     if manifest.attributes.is_some() {
-        return Err(unrepresentable("file attributes"));
+        return Err(unrepresentable("file attributes").refusing(crate::Refused::FileAttributes));
     }
     if !manifest.extra.is_empty() || manifest.version_string.is_some() {
         return Err(unrepresentable("a version string or extra root keys"));
