@@ -1,0 +1,570 @@
+//! The command line: clap's definitions of the commands and their flags, and what the flags
+//! mean for the libraries (write options, targets).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ztensor_format::{DigestAlgorithm, Version};
+use ztensor_io::DigestChoice;
+
+use crate::cmd;
+
+/// What every reading command says of its input.
+pub(crate) const READS: &str = "The file to read: zTensor (0.1, 1.1, 1.2), a sharded zTensor or safetensors \
+     checkpoint (its index), safetensors, TensorBuffers, NumPy .npy/.npz, GGUF, or a PyTorch \
+     checkpoint (.pt, .pth, .bin, .ckpt), recognised by content; `-` reads standard input";
+
+/// Inspect, verify, convert and repack tensor checkpoints on every core: zTensor 0.1, 1.1 and
+/// 1.2, safetensors, TensorBuffers, NumPy, GGUF and PyTorch.
+///
+/// Reads (recognised by content, whatever the extension): zTensor 0.1/1.1/1.2 files and sharded
+/// zTensor checkpoints (NAME.zt.index.json); safetensors files and Hugging Face sharded
+/// checkpoints (*.safetensors.index.json); TensorBuffers (.tb); NumPy .npy and .npz; GGUF
+/// (.gguf, quantized blocks kept exactly); PyTorch checkpoints (torch.save zip or legacy:
+/// .pt, .pth, .bin, .ckpt; the pickle is read by a machine that runs no code). `-` reads
+/// standard input.
+///
+/// Writes: zTensor 0.1/1.1/1.2 (one file, or a sharded checkpoint into a directory), safetensors
+/// and TensorBuffers (`convert`); one tensor as NumPy .npy (`extract`).
+///
+/// Example: ztensor convert model.safetensors.index.json model.zt --zstd 3 --digest sha256
+///
+/// Example: ztensor convert model.pth model.zt
+///
+/// Example: ztensor convert model.gguf model.zt
+///
+/// Example: ztensor convert arrays.npz arrays.zt
+///
+/// Exit status: 0 on success; 1 when the data says no: a file breaks a rule of its format (the
+/// message names the file, the object and the rule), content the target format cannot hold,
+/// `verify` found a problem, or `diff` found a difference; 2 when the request fails: usage
+/// errors, missing files or names, I/O errors.
+#[derive(Debug, Parser)]
+#[command(name = "ztensor", version)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+    /// Refuse an input whose objects decode to more than RATIO times its size (and more than
+    /// 1 GiB): crafted files that expand a few bytes into gigabytes are refused before any
+    /// work. Raise it for a file that is genuinely that compressible.
+    #[arg(long, global = true, value_name = "RATIO", default_value_t = ztensor_format::Limits::DEFAULT.max_expansion)]
+    pub(crate) max_expansion: u64,
+    /// Print sizes as exact byte counts (and element counts whole) instead of human units
+    /// (`83.1 MB`, decimal, as disks count).
+    #[arg(long, global = true)]
+    pub(crate) bytes: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Print what a file is, its attributes (a key to a line) and a table of its objects or
+    /// tensors: shape, dtype, element count, stored and decoded size. Reads every input format
+    /// (`ztensor --help` lists them).
+    ///
+    /// Example: ztensor info model.zt
+    ///
+    /// Example: ztensor info model.pth
+    ///
+    /// Example: ztensor info model.gguf --attributes
+    Info {
+        #[arg(help = READS)]
+        file: PathBuf,
+        /// Also enforce the strict-only rules (`ztensor rules` lists every rule).
+        #[arg(long)]
+        strict: bool,
+        /// Print JSON instead of a table (every value whole, sizes exact).
+        #[arg(long)]
+        json: bool,
+        /// Print every attribute value whole (long ones are otherwise cut to a line), and the
+        /// attributes of each object or tensor that has its own.
+        #[arg(long)]
+        attributes: bool,
+    },
+    /// List object names, one per line, sorted; only those matching a pattern when patterns
+    /// are given (`*` any run of characters, `?` one character, `[abc]`, `[a-z]`, `[!x]`).
+    ///
+    /// Example: ztensor ls model.zt 'layers.*.weight'
+    ///
+    /// Example: ztensor ls model.safetensors.index.json
+    Ls {
+        #[arg(help = READS)]
+        file: PathBuf,
+        /// Glob patterns; a name is listed when it matches any of them.
+        patterns: Vec<String>,
+        /// Print a JSON array instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the conformance dump (JSON, `ztensor-dump/1`) of a zTensor (0.1, 1.1, 1.2) or
+    /// TensorBuffers file: every object's decoded size and SHA-256. A rejected file prints the
+    /// rule's identifier and exits with status 1.
+    ///
+    /// Example: ztensor dump --json fixtures/examples/tiny-v0.1.zt
+    Dump {
+        /// Print JSON (the only format; accepted for compatibility with the dump protocol).
+        #[arg(long)]
+        json: bool,
+        /// The zTensor or TensorBuffers file to dump (`-` reads standard input).
+        file: PathBuf,
+    },
+    /// Validate everything: the manifest, every digest, every sparse structure and bool byte.
+    /// Exit status 0 only when the whole file is sound.
+    ///
+    /// Example: ztensor verify --strict --threads 4 model.zt
+    ///
+    /// Example: ztensor verify model.safetensors.index.json
+    Verify {
+        #[arg(help = READS)]
+        file: PathBuf,
+        /// Also enforce the strict-only rules (`ztensor rules` lists every rule).
+        #[arg(long)]
+        strict: bool,
+        /// Worker threads (default: one per core).
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
+        threads: usize,
+        /// Print JSON: {"file", "sound", "objects", "problems", "digests"}.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar (there is none anyway when stderr is not a terminal).
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Convert any input format to zTensor (0.1, 1.1, 1.2; one file or sharded), safetensors or
+    /// TensorBuffers on every core, writing OUT atomically. Reads zTensor, sharded zTensor and
+    /// safetensors checkpoints, safetensors, TensorBuffers, NumPy .npy/.npz, GGUF and PyTorch
+    /// checkpoints (.pt, .pth, .bin, .ckpt), recognised by content. The target is --to, else
+    /// OUT's extension (.zt, .safetensors, .tb), else zTensor 1.2; an OUT named like a format
+    /// this tool does not write (.pth, .gguf, .npz, …) is refused.
+    ///
+    /// Example: ztensor convert model.safetensors.index.json model.zt --zstd 3 --digest sha256
+    ///
+    /// Example: ztensor convert model.pth model.zt
+    ///
+    /// Example: ztensor convert model.gguf model.zt --zstd 3
+    ///
+    /// Example: ztensor convert arrays.npz arrays.zt
+    ///
+    /// Example: ztensor convert model.zt model.safetensors
+    ///
+    /// Example: ztensor convert old.zt new.zt --to 1.1
+    ///
+    /// An OUT that ends in `/` (or is a directory) receives a sharded zTensor checkpoint: one
+    /// shard per input shard (or per --shard-size), named like the input's with `.zt`, and
+    /// NAME.zt.index.json, byte-identical to what `plan`, `run` and `finalize` write.
+    ///
+    /// Example: ztensor convert model.safetensors.index.json out/ --zstd 3
+    Convert {
+        #[arg(help = READS)]
+        input: PathBuf,
+        /// The output file, or a directory (ending in `/`) for a sharded checkpoint.
+        output: PathBuf,
+        /// Split a sharded output into shards of at most SIZE decoded bytes (e.g. 5G; an
+        /// object larger than that gets a shard of its own), also for single-file inputs.
+        #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
+        shard_size: Option<u64>,
+        /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, safetensors or tensorbuffers.
+        #[arg(long, value_parser = parse_target)]
+        to: Option<Target>,
+        /// Discard attributes the target cannot hold (TensorBuffers holds none; safetensors
+        /// only text → text file metadata; zTensor 0.1 no file attributes).
+        #[arg(long)]
+        drop_attributes: bool,
+        /// Leave out the objects whose names match this glob (repeatable).
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Carry safetensors tensors of dtypes zTensor has no type for (F4, F6_E2M3, F6_E3M2,
+        /// F8_E8M0) as u8 bytes, their dtype and shape kept in the object attributes
+        /// `safetensors.dtype` and `safetensors.shape`; converting back to safetensors restores
+        /// them. Without it such tensors are refused (or left out with --exclude).
+        #[arg(long)]
+        carry_unknown_dtypes: bool,
+        #[command(flatten)]
+        encoding: Encoding,
+        #[command(flatten)]
+        run: Run,
+    },
+    /// Plan a sharded conversion as units of work for a scheduler, one per output shard: the
+    /// same input and options always give the same plan. Run the units with `ztensor run`
+    /// anywhere that sees the same paths, then `ztensor finalize`.
+    ///
+    /// Example: ztensor plan model.safetensors.index.json out/ --zstd 3 -o plan.json
+    Plan {
+        /// The input file (or sharded checkpoint index).
+        input: PathBuf,
+        /// The output directory.
+        output: PathBuf,
+        /// Where to write the plan.
+        #[arg(short = 'o', long = "plan", value_name = "PLAN")]
+        plan: PathBuf,
+        /// The version to write.
+        #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
+        to: Version,
+        /// Shards of at most SIZE decoded bytes instead of one per input shard.
+        #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
+        shard_size: Option<u64>,
+        /// Discard attributes the target cannot hold.
+        #[arg(long)]
+        drop_attributes: bool,
+        /// Leave out the objects whose names match this glob (repeatable).
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Carry safetensors tensors of dtypes zTensor lacks as bytes (see `convert`).
+        #[arg(long)]
+        carry_unknown_dtypes: bool,
+        #[command(flatten)]
+        encoding: Encoding,
+    },
+    /// Run one unit of a plan: write its shard (atomically) and a receipt. A unit already done
+    /// is verified and skipped; two attempts of one unit may race safely.
+    ///
+    /// Example: sbatch --array=0-7 --wrap 'ztensor run plan.json'   (K from SLURM_ARRAY_TASK_ID)
+    #[command(name = "run")]
+    RunUnit {
+        /// The plan.
+        plan: PathBuf,
+        /// The unit; default $SLURM_ARRAY_TASK_ID, then $JOB_COMPLETION_INDEX (Kubernetes
+        /// Indexed Jobs).
+        #[arg(long)]
+        unit: Option<usize>,
+        #[command(flatten)]
+        run: Run,
+    },
+    /// Check every unit's receipt and shard, and write the index. Refuses a partial set,
+    /// naming the units missing.
+    Finalize {
+        /// The plan.
+        plan: PathBuf,
+        /// Also hash every shard again and compare it with its receipt.
+        #[arg(long)]
+        deep: bool,
+    },
+    /// Repack a zTensor file on every core: any version in, any version out, zstd and digests
+    /// computed in parallel. The output is byte-identical to what `convert` with the same
+    /// settings writes, whatever the thread count.
+    ///
+    /// Example: ztensor repack model.zt model-z.zt --zstd 3 --digest sha256 --threads 8 --memory 2G
+    Repack {
+        /// The zTensor file to read, any version (`-` reads standard input); other formats
+        /// go through `convert`.
+        input: PathBuf,
+        /// The output file.
+        output: PathBuf,
+        /// The version to write.
+        #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
+        to: Version,
+        #[command(flatten)]
+        encoding: Encoding,
+        #[command(flatten)]
+        run: Run,
+        /// zstd frame size for large components, e.g. 4M (fixed, so output never depends on
+        /// the thread count).
+        #[arg(long, value_parser = cmd::repack::parse_chunk, default_value = "4M")]
+        chunk: u64,
+        /// Leave out the file attributes and every object's attributes (zTensor 0.1 has no
+        /// file attributes).
+        #[arg(long)]
+        drop_attributes: bool,
+    },
+    /// Append every object of SOURCE (any input format: `ztensor --help` lists them) to TARGET, a zTensor 1.x file, in place: new bytes go after the old end and
+    /// the old bytes are never rewritten. Names already in TARGET are refused before anything is written.
+    ///
+    /// Crash-safe: until the append commits, TARGET reads as it was (a journal beside it,
+    /// `.TARGET.zt-journal`, records where it ended). A failed append, a full disk, Ctrl-C or
+    /// SIGTERM truncate it back to exactly its old bytes; after a kill or a power loss,
+    /// `ztensor repair TARGET` (or the next append) does. One writer at a time: a second append,
+    /// or a convert/repack/remove onto TARGET, waits for this one (or, with --no-wait, fails).
+    ///
+    /// Example: ztensor append model.zt --from extra.safetensors --zstd 3
+    Append {
+        /// The zTensor 1.x file to add to.
+        target: PathBuf,
+        #[arg(long, help = READS)]
+        from: PathBuf,
+        #[command(flatten)]
+        encoding: Encoding,
+        #[command(flatten)]
+        run: Run,
+    },
+    /// Write OUT with every object of FILE except the named ones (OUT may be FILE itself; it
+    /// is replaced atomically).
+    ///
+    /// Example: ztensor remove model.zt optimizer.state lm_head.bias -o trimmed.zt
+    Remove {
+        /// The zTensor file to copy from (`-` reads standard input).
+        file: PathBuf,
+        /// The objects to leave out.
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// The file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Fail at once, instead of waiting, when another process is writing OUT.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Restore a zTensor file whose last append did not finish (the process was killed, the
+    /// machine lost power) to its last complete state: the bytes the append wrote are truncated
+    /// away, as the append's journal records. Needs no free space; a sound file is left alone,
+    /// so running it twice is harmless. Exit status 0 when the file is sound afterwards.
+    ///
+    /// Example: ztensor repair model.zt
+    Repair {
+        /// The file to repair.
+        file: PathBuf,
+        /// For a file torn without a journal (by another program, or an older ztensor): truncate
+        /// it to the last complete manifest found by scanning backwards. That manifest cannot be
+        /// told from one carried inside the appended data; use this only on files you trust.
+        #[arg(long)]
+        scan: bool,
+    },
+    /// Write one object as a NumPy .npy file. bf16 and FP8 are widened to f32 (exactly),
+    /// complex types become complex64/complex128, sparse objects are written dense.
+    ///
+    /// Example: ztensor extract model.zt layers.0.weight -o weight.npy
+    ///
+    /// Example: ztensor extract model.pth encoder.embed.weight -o embed.npy
+    Extract {
+        #[arg(help = READS)]
+        file: PathBuf,
+        /// The object to extract.
+        name: String,
+        /// The .npy file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Refuse to densify sparse objects larger than this, e.g. 4G.
+        #[arg(long, value_parser = cmd::repack::parse_size, default_value = "1G")]
+        max_dense: u64,
+    },
+    /// Compare two files object by object: added, removed, and changed in format, shape,
+    /// dtype or content (decoded bytes, whatever the encoding). Exit status 1 when they differ.
+    ///
+    /// Example: ztensor diff before.zt after.zt
+    ///
+    /// Example: ztensor diff model.safetensors.index.json model.zt
+    Diff {
+        #[arg(help = READS)]
+        a: PathBuf,
+        #[arg(help = READS)]
+        b: PathBuf,
+        /// Print JSON: {"added", "removed", "changed", "same"}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the rules files are checked against: identifier, layer, whether only --strict
+    /// enforces it, and what it says. Errors name the rule they break by its identifier.
+    ///
+    /// Example: ztensor rules
+    Rules {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print an object's values in C order (bf16/FP8 widened to f32; sparse objects densified),
+    /// at most --limit of them.
+    ///
+    /// Example: ztensor cat model.zt layers.0.bias --limit 20
+    ///
+    /// Example: ztensor cat model.gguf token_embd.weight -n 8
+    Cat {
+        #[arg(help = READS)]
+        file: PathBuf,
+        /// The object to print.
+        name: String,
+        /// The most values to print (0 for all).
+        #[arg(long, short = 'n', default_value_t = 100)]
+        limit: usize,
+    },
+}
+
+/// Output encoding flags shared by the writing commands.
+#[derive(Debug, Args)]
+pub(crate) struct Encoding {
+    /// Compress every component with zstd at this level (1-22); the default keeps each
+    /// object's encoding (raw for foreign inputs).
+    #[arg(long, value_name = "LEVEL", conflicts_with = "raw", value_parser = clap::value_parser!(i32).range(1..=22))]
+    pub(crate) zstd: Option<i32>,
+    /// Store every component uncompressed.
+    #[arg(long)]
+    pub(crate) raw: bool,
+    /// With --zstd, compress every component even where zstd makes it larger. Without it, a
+    /// component that fits one zstd frame and that zstd does not make smaller (a small or
+    /// incompressible tensor) is stored raw, and the summary says how many were.
+    #[arg(long, requires = "zstd")]
+    pub(crate) zstd_always: bool,
+    /// Digest every component with this algorithm (`none` drops digests; default: keep).
+    #[arg(long, value_enum)]
+    pub(crate) digest: Option<DigestArg>,
+}
+
+/// Parallelism and progress flags shared by the long-running commands.
+#[derive(Debug, Args)]
+pub(crate) struct Run {
+    /// Worker threads (default: one per core).
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
+    pub(crate) threads: usize,
+    /// Most bytes held in flight, e.g. 512M or 2G (default: 64M per thread, at most 512M).
+    #[arg(long, value_parser = cmd::repack::parse_size)]
+    pub(crate) memory: Option<u64>,
+    /// No progress bar and no summary line (errors are still reported).
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+    /// Fail at once, instead of waiting, when another process is writing the output.
+    #[arg(long)]
+    pub(crate) no_wait: bool,
+}
+
+impl Run {
+    pub(crate) fn par(&self) -> ztensor_par::ParOptions {
+        ztensor_par::ParOptions {
+            threads: threads(self.threads),
+            memory_budget: self.memory.unwrap_or(0),
+        }
+    }
+}
+
+/// `--threads`, capped at four per core: more only adds memory and switching, and a mistyped
+/// count (100000) would exhaust the machine.
+pub(crate) fn threads(requested: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let cap = cores.saturating_mul(4);
+    if requested > cap {
+        eprintln!("ztensor: --threads {requested} is more than 4 per core here; using {cap}");
+        cap
+    } else {
+        requested
+    }
+}
+
+impl Encoding {
+    /// `--zstd LEVEL` / `--raw` / neither (keep each object's encoding).
+    pub(crate) fn compression(&self) -> Option<ztensor_io::Compression> {
+        match (self.zstd, self.raw) {
+            (Some(level), _) => Some(ztensor_io::Compression::Zstd(level)),
+            (None, true) => Some(ztensor_io::Compression::Raw),
+            (None, false) => None,
+        }
+    }
+
+    /// `--digest ALG|none` / absent (keep each component's digest).
+    pub(crate) fn digest(&self) -> DigestChoice {
+        match self.digest {
+            None => DigestChoice::Keep,
+            Some(DigestArg::None) => DigestChoice::Drop,
+            Some(DigestArg::Crc32c) => DigestChoice::Set(DigestAlgorithm::Crc32c),
+            Some(DigestArg::Sha256) => DigestChoice::Set(DigestAlgorithm::Sha256),
+            Some(DigestArg::Blake3) => DigestChoice::Set(DigestAlgorithm::Blake3),
+        }
+    }
+
+    pub(crate) fn copy(&self) -> ztensor_io::CopyOptions {
+        ztensor_io::CopyOptions {
+            compression: self.compression(),
+            digest: self.digest(),
+            raw_if_not_smaller: !self.zstd_always,
+            ..Default::default()
+        }
+    }
+
+    /// Write options for content that arrives without an encoding (foreign formats).
+    pub(crate) fn fresh(&self) -> ztensor_io::WriteOptions {
+        let digest = match self.digest() {
+            DigestChoice::Set(a) => Some(a),
+            _ => None,
+        };
+        ztensor_io::WriteOptions {
+            compression: self.compression().unwrap_or_default(),
+            digest,
+            raw_if_not_smaller: !self.zstd_always,
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum DigestArg {
+    None,
+    Crc32c,
+    Sha256,
+    Blake3,
+}
+
+/// What `convert` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    Zt(Version),
+    TensorBuffers,
+    Safetensors,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Zt(v) => write!(f, "zTensor {v}"),
+            Target::TensorBuffers => f.write_str("TensorBuffers"),
+            Target::Safetensors => f.write_str("safetensors"),
+        }
+    }
+}
+
+pub(crate) fn parse_version_arg(s: &str) -> Result<Version, String> {
+    Version::from_short(s)
+        .ok_or_else(|| format!("unknown version {s:?} (expected 0.1, 1.1 or 1.2)"))
+}
+
+pub(crate) fn parse_target(s: &str) -> Result<Target, String> {
+    match s {
+        "tensorbuffers" | "tb" => Ok(Target::TensorBuffers),
+        "safetensors" | "st" => Ok(Target::Safetensors),
+        // zTensor without a version: the current one, as for an output without --to.
+        "zt" | "ztensor" => Ok(Target::Zt(Version::V1_2)),
+        _ => Version::from_short(s).map(Target::Zt).ok_or_else(|| {
+            format!(
+                "unknown target {s:?} (expected zt (1.2), 0.1, 1.1, 1.2, safetensors or \
+                 tensorbuffers)"
+            )
+        }),
+    }
+}
+
+/// What `convert` writes to `output`: `to`, else what the output's extension names (zTensor
+/// 1.2 for `.zt` and anything else). An extension of a format this tool reads but does not write
+/// is refused rather than given zTensor bytes under a misleading name, and so are encoding
+/// options the target has no place for (usage errors, status 2).
+pub(crate) fn convert_target(
+    output: &Path,
+    to: Option<Target>,
+    encoding: &Encoding,
+) -> Result<Target> {
+    let extension = output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let target = match (to, extension.as_deref()) {
+        (Some(to), _) => to,
+        (None, Some("tb")) => Target::TensorBuffers,
+        (None, Some("safetensors")) => Target::Safetensors,
+        (None, Some(e @ ("bin" | "pt" | "pth" | "ckpt" | "npz" | "npy" | "gguf"))) => {
+            let extract = if e == "npy" {
+                "; `ztensor extract FILE NAME -o OUT.npy` writes one object as .npy"
+            } else {
+                ""
+            };
+            bail!(
+                "{} ends in .{e}, a format this tool reads but does not write: name a .zt, \
+                 .safetensors or .tb output, or say what to write with --to (zt, safetensors, \
+                 tensorbuffers){extract}",
+                output.display()
+            );
+        }
+        (None, _) => Target::Zt(Version::V1_2),
+    };
+    if let Target::Safetensors | Target::TensorBuffers = target {
+        let option = match (encoding.zstd, encoding.digest) {
+            (Some(_), _) => Some("--zstd"),
+            (None, Some(_)) => Some("--digest"),
+            (None, None) => None,
+        };
+        if let Some(option) = option {
+            bail!("{option} does not apply to {target}, which stores raw bytes and no digests");
+        }
+    }
+    Ok(target)
+}

@@ -1,0 +1,148 @@
+//! Opening inputs (through the format registry) and locking outputs.
+
+use std::path::Path;
+
+use anyhow::{Result, anyhow};
+use ztensor_format::Options;
+use ztensor_io::{FileSource, Reader};
+
+use crate::cmd;
+use crate::errors::{Rejected, foreign_error, open_error, shard_error, torn_hint, zt_error};
+use crate::options;
+
+/// Opens a zTensor file; a file that breaks a rule becomes `Rejected`, other failures stay
+/// errors.
+pub(crate) fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
+    Reader::open_with(path, options).map_err(|e| match e.rule() {
+        Some(_) => {
+            let note = ztensor_cli::limit_note(e.rule());
+            anyhow!(Rejected(format!("{}: {e}{note}{}", path.display(), torn_hint(path, options))))
+        }
+        None => anyhow!("{e}"),
+    })
+}
+
+/// Takes the write lock on an existing `output`: waiting (and saying so) while another process
+/// writes it, or failing at once with `no_wait`.
+pub(crate) fn lock_output(
+    output: &Path,
+    no_wait: bool,
+    quiet: bool,
+) -> Result<Option<ztensor_io::WriteLock>> {
+    ztensor_io::check_output(output).map_err(|e| anyhow!("{e}"))?;
+    match ztensor_io::WriteLock::try_acquire(output) {
+        Err(e) if matches!(e.kind(), ztensor_io::ErrorKind::Busy { .. }) && !no_wait => {
+            if !quiet {
+                eprintln!(
+                    "ztensor: waiting for another process to finish writing {}",
+                    output.display()
+                );
+            }
+            ztensor_io::WriteLock::acquire(output).map_err(|e| anyhow!("{e}"))
+        }
+        other => other.map_err(|e| anyhow!("{e}")),
+    }
+}
+
+/// The lock a command writing `output` from `input` holds: for the whole command when it
+/// rewrites a file in place (so no append slips in between its read and its rename); otherwise
+/// only checked for here (`--no-wait` fails at once), and taken again around the final rename.
+pub(crate) fn output_lock(
+    input: &Path,
+    output: &Path,
+    no_wait: bool,
+    quiet: bool,
+) -> Result<Option<ztensor_io::WriteLock>> {
+    let lock = lock_output(output, no_wait, quiet)?;
+    Ok(if cmd::same_file(input, output) { lock } else { None })
+}
+
+/// Opens a zTensor file for a command that reads zTensor only, with a clear message for the
+/// foreign formats it recognises.
+pub(crate) fn open_zt(path: &Path, command: &str) -> Result<Reader<FileSource>> {
+    match cmd::detect(path)? {
+        cmd::Kind::Zt => open(path, &ztensor_cli::options(false)),
+        other => Err(anyhow!(
+            "{}: `{command}` reads zTensor files, and this is {other}; convert it first \
+             (ztensor convert {} OUT.zt)",
+            path.display(),
+            path.display()
+        )),
+    }
+}
+
+/// Opens any input the tool reads (zTensor of every version, TensorBuffers, safetensors, a
+/// sharded safetensors checkpoint) as a tensor source.
+pub(crate) fn open_source(path: &Path) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    open_source_with(path, false)
+}
+
+/// As [`open_source_with`], for a command that writes `output` (as `what`): refused when
+/// `output` is the input, or one of the shards of a checkpoint given by its index (opened
+/// once, for both).
+pub(crate) fn open_source_for(
+    path: &Path,
+    output: &Path,
+    what: &str,
+    carry_unknown: bool,
+) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    cmd::not_over(path, output, what)?;
+    if cmd::detect(path)? == cmd::Kind::ZtIndex {
+        let ckpt = ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(false))
+            .map_err(|e| shard_error("", &e))?;
+        for (shard, _) in ckpt.shards() {
+            cmd::not_over(shard, output, what)?;
+        }
+        return Ok(Box::new(ckpt));
+    }
+    if cmd::detect(path)? != cmd::Kind::SafetensorsIndex {
+        return open_source_with(path, carry_unknown);
+    }
+    let ckpt = ztensor_foreign::sharded::ShardedCheckpoint::open(path)
+        .map_err(|e| foreign_error("", &e))?;
+    for (shard, _) in ckpt.shards() {
+        cmd::not_over(shard, output, what)?;
+    }
+    Ok(Box::new(ckpt.carry_unknown_dtypes(carry_unknown)))
+}
+
+/// As [`open_source`]; with `carry_unknown`, safetensors tensors of dtypes zTensor lacks are
+/// carried as bytes.
+pub(crate) fn open_source_with(
+    path: &Path,
+    carry_unknown: bool,
+) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    let source = open_any(path, carry_unknown)?;
+    // A single file's objects against its size (a sharded checkpoint's shards are files of
+    // their own, each checked when read as one).
+    if !matches!(cmd::detect(path)?, cmd::Kind::SafetensorsIndex | cmd::Kind::ZtIndex) {
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        ztensor_io::check_expansion(&*source, len, &options(false).limits).map_err(|e| {
+            let e = zt_error(&format!("{}", path.display()), &e);
+            let hint = "(--max-expansion RATIO raises the limit)";
+            if e.downcast_ref::<Rejected>().is_some() {
+                anyhow!(Rejected(format!("{e:#} {hint}")))
+            } else {
+                anyhow!("{e:#} {hint}")
+            }
+        })?;
+    }
+    Ok(source)
+}
+
+/// Opens any input as a tensor source, through the format registry; each reader's refusal
+/// reported as that reader's errors are (a broken rule is status 1, with its hints).
+pub(crate) fn open_any(
+    path: &Path,
+    carry_unknown: bool,
+) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    let options = ztensor_registry::OpenOptions {
+        options: ztensor_cli::options(false),
+        carry_unknown_dtypes: carry_unknown,
+    };
+    let kind = cmd::detect(path)?;
+    match ztensor_registry::open_kind(kind, path, &options) {
+        Ok(opened) => Ok(opened.into_source()),
+        Err(e) => Err(open_error(path, &options.options, e)),
+    }
+}
