@@ -1,0 +1,179 @@
+//! Tensor bytes lent to Python: an open input with where its bytes lie in memory, and the
+//! read-only buffer (`Bytes`) that borrows from it without a copy.
+
+use std::borrow::Cow;
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use ztensor_io::TensorSource;
+
+/// An open input: a tensor source of any format, and where its bytes lie in memory when they
+/// do (a map, or bytes handed over), so component bytes borrowed from there go to Python
+/// without a copy.
+pub(crate) struct Opened {
+    pub(crate) source: Box<dyn TensorSource + Send + Sync>,
+    /// Start and length of the memory the source reads from, when it is in memory.
+    pub(crate) base: Option<(*const u8, usize)>,
+}
+
+// SAFETY: `base` points into memory that `source` owns (a read-only map, or a byte vector it
+// never changes) for as long as `source` lives, and nothing writes through it: sharing or
+// sending that read-only address is as safe as sharing the source itself, which is
+// `Send + Sync`.
+unsafe impl Send for Opened {}
+// SAFETY: as for `Send`: the pointer is only read, and the memory is never written.
+unsafe impl Sync for Opened {}
+
+impl Opened {
+    /// Where `bytes` lie in the source's memory, when they were borrowed from it.
+    pub(crate) fn shared(&self, bytes: &[u8]) -> Option<usize> {
+        let (base, len) = self.base?;
+        let at = (bytes.as_ptr() as usize).checked_sub(base as usize)?;
+        (at.checked_add(bytes.len())? <= len).then_some(at)
+    }
+
+    /// Object `index`, decoded, with every digest the format keeps and its data rules checked.
+    pub(crate) fn read(&self, index: usize) -> ztensor_io::Result<Vec<Part>> {
+        let data = self.source.read(index)?;
+        self.source.check(index, &data)?;
+        Ok(data
+            .components
+            .into_iter()
+            .map(|(role, c)| {
+                let bytes = match &c.bytes {
+                    Cow::Borrowed(b) => match self.shared(b) {
+                        Some(start) => Data::Shared { start, len: <[u8]>::len(b) },
+                        None => Data::Owned(b.to_vec().into_boxed_slice()),
+                    },
+                    Cow::Owned(_) => Data::Owned(c.bytes.into_owned().into_boxed_slice()),
+                };
+                Part {
+                    role,
+                    dtype: c.dtype.name(),
+                    logical: c.logical_type.map(|l| l.name().to_owned()),
+                    bytes,
+                }
+            })
+            .collect())
+    }
+}
+
+/// A decoded component, before it becomes Python objects.
+pub(crate) struct Part {
+    pub(crate) role: String,
+    pub(crate) dtype: &'static str,
+    pub(crate) logical: Option<String>,
+    pub(crate) bytes: Data,
+}
+
+pub(crate) enum Data {
+    /// `len` bytes at `start` of the source's memory.
+    Shared {
+        start: usize,
+        len: usize,
+    },
+    Owned(Box<[u8]>),
+}
+
+/// Read-only bytes of one component, exported through the buffer protocol: `numpy.frombuffer`
+/// and `memoryview` see them without a copy. Bytes of a mapped file keep the file open.
+#[pyclass(frozen, module = "ztensor_rs._native")]
+pub(crate) struct Bytes {
+    pub(crate) owner: Owner,
+}
+
+pub(crate) enum Owner {
+    Shared { file: Arc<Opened>, start: usize, len: usize },
+    Owned(Box<[u8]>),
+}
+
+impl Bytes {
+    pub(crate) fn new(file: &Arc<Opened>, data: Data) -> Bytes {
+        let owner = match data {
+            Data::Shared { start, len } => Owner::Shared { file: Arc::clone(file), start, len },
+            Data::Owned(b) => Owner::Owned(b),
+        };
+        Bytes { owner }
+    }
+
+    /// The first byte and the length.
+    pub(crate) fn raw(&self) -> (*const u8, usize) {
+        match &self.owner {
+            Owner::Shared { file, start, len } => match file.base {
+                // `start + len` lies within the memory (`Opened::shared` checked it).
+                Some((base, _)) => (base.wrapping_add(*start), *len),
+                None => (std::ptr::null(), 0),
+            },
+            Owner::Owned(b) => (b.as_ptr(), b.len()),
+        }
+    }
+}
+
+#[pymethods]
+impl Bytes {
+    /// Fills `view` with the bytes, read-only, one-dimensional, format `B`.
+    ///
+    /// # Safety
+    /// Called by Python with a `Py_buffer` to fill (or null, refused).
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("no buffer view to fill"));
+        }
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err(
+                "tensor data is read-only; copy it (numpy: .copy()) to change it",
+            ));
+        }
+        let (ptr, len) = slf.get().raw();
+        let len = isize::try_from(len).map_err(|_| PyBufferError::new_err("too large"))?;
+        // SAFETY: `view` is a valid, writable `Py_buffer` (Python's contract for
+        // `__getbuffer__`; null was refused above). `obj` takes a new reference to `slf`, which
+        // owns the bytes (or the file whose memory holds them), so the pointer stays valid until
+        // Python releases the view; the memory is never written. `format` points to a static
+        // C string that Python only reads; `shape` and `strides` point into the view itself,
+        // as the protocol allows for one dimension.
+        unsafe {
+            (*view).obj = slf.into_any().into_ptr();
+            (*view).buf = ptr.cast_mut().cast::<c_void>();
+            (*view).len = len;
+            (*view).readonly = 1;
+            (*view).itemsize = 1;
+            (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
+                c"B".as_ptr().cast_mut()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).ndim = 1;
+            (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
+                &raw mut (*view).len
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
+                &raw mut (*view).itemsize
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.raw().1
+    }
+
+    /// Whether the bytes are borrowed from the file's memory map (no copy was made).
+    #[getter]
+    fn zero_copy(&self) -> bool {
+        matches!(self.owner, Owner::Shared { .. })
+    }
+}

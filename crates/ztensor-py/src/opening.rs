@@ -1,0 +1,51 @@
+//! Opening inputs through the format registry.
+
+use std::path::Path;
+
+use ztensor_format::Options;
+
+use pyo3::prelude::*;
+
+use crate::errors::{PyResultR, Raised, raise_open};
+use crate::memory::Opened;
+
+/// Limits fitted to this machine, as the command-line tool reads with.
+pub(crate) fn options() -> Options {
+    let mut options = Options::default();
+    options.limits = ztensor_io::machine_limits();
+    options
+}
+
+/// What the registry opens, kept with where its bytes lie in memory.
+pub(crate) fn opened(
+    py: Python<'_>,
+    result: Result<ztensor_registry::Opened, ztensor_registry::OpenError>,
+) -> PyResultR<Opened> {
+    let opened = result.map_err(|e| Raised(raise_open(py, &e)))?;
+    let base = opened.memory();
+    Ok(Opened { source: opened.into_source(), base })
+}
+
+pub(crate) fn open_options() -> ztensor_registry::OpenOptions {
+    ztensor_registry::OpenOptions { options: options(), carry_unknown_dtypes: false }
+}
+
+/// Opens the file at `path` through the format registry: mapped (zTensor, safetensors and
+/// GGUF tensors then borrowed from the map) when `mmap`, else read with positional reads.
+pub(crate) fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
+    let options = open_options();
+    if mmap {
+        // SAFETY: the file must not be truncated or changed while mapped. Files this package
+        // writes are replaced by rename, never changed in place; for other writers the
+        // documentation of `safe_open` states the rule (and `mmap=False` reads without a
+        // map), as for any memory-mapped reader.
+        opened(py, unsafe { ztensor_registry::open_mapped(path, &options) })
+    } else {
+        opened(py, ztensor_registry::open(path, &options))
+    }
+}
+
+/// Opens `data` through the format registry; every format's tensors are borrowed from it.
+pub(crate) fn open_bytes(py: Python<'_>, data: Vec<u8>) -> PyResultR<Opened> {
+    opened(py, ztensor_registry::open_bytes(data, &open_options()))
+}
