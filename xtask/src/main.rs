@@ -83,6 +83,7 @@ fn main() -> Result<()> {
         "fmt" => fmt(),
         "clippy" => clippy(),
         "features" => features(),
+        "package" => package(args.iter().any(|a| a == "--verify")),
         "test" => test(),
         "test-python" => python_test(),
         "doc" => doc(),
@@ -132,6 +133,8 @@ fn ci() -> Result<()> {
     cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"], &[])?;
     step("features");
     features()?;
+    step("package");
+    package(false)?;
     step("test");
     test()?;
     step("doc");
@@ -183,6 +186,24 @@ fn features() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The workspace members that are not published (tools, benchmarks, the Python extension
+/// module built by maturin, the conformance suite whose corpus lives outside its crate).
+const UNPUBLISHED: &[&str] =
+    &["xtask", "xtask-gen", "ztensor-benches", "ztensor-py", "ztensor-conformance"];
+
+/// `cargo package` of every publishable crate, in dependency order (unpublished workspace
+/// crates resolved locally); `verify` also builds each from its archive.
+fn package(verify: bool) -> Result<()> {
+    let mut args = vec!["package", "--workspace", "--locked", "--allow-dirty"];
+    for krate in UNPUBLISHED {
+        args.extend(["--exclude", krate]);
+    }
+    if !verify {
+        args.push("--no-verify");
+    }
+    cargo(&args, &[])
 }
 
 fn clippy() -> Result<()> {
