@@ -83,6 +83,7 @@ fn main() -> Result<()> {
         "fmt" => fmt(),
         "clippy" => clippy(),
         "features" => features(),
+        "deps" => deps(),
         "package" => package(args.iter().any(|a| a == "--verify")),
         "test" => test(),
         "test-python" => python_test(),
@@ -183,6 +184,52 @@ fn features() -> Result<()> {
             let mut args = args.to_vec();
             args.push(feature);
             cargo(&args, &flags)?;
+        }
+    }
+    Ok(())
+}
+
+/// Prints how many distinct crates each publishable crate depends on (its normal dependency
+/// tree), with every feature on, and for each crate with features, with none and each alone.
+fn deps() -> Result<()> {
+    let count = |args: &[&str]| -> Result<usize> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(&cargo)
+            .args(["tree", "-q", "-e", "normal", "--prefix", "none"])
+            .args(args)
+            .current_dir(project_root())
+            .output()
+            .context("running cargo tree")?;
+        if !out.status.success() {
+            bail!("cargo tree {} failed", args.join(" "));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let crates: std::collections::BTreeSet<&str> =
+            text.lines().map(|l| l.trim_end_matches(" (*)")).collect();
+        Ok(crates.len().saturating_sub(1))
+    };
+    let publishable = [
+        "ztensor-format",
+        "ztensor-io",
+        "ztensor-par",
+        "ztensor-tensorbuffers",
+        "ztensor-foreign",
+        "ztensor-shard",
+        "ztensor-registry",
+        "ztensor-dump",
+        "ztensor-cli",
+    ];
+    for krate in publishable {
+        println!("{krate}: {}", count(&["-p", krate])?);
+    }
+    for (krate, features) in FEATURES {
+        println!(
+            "{krate} --no-default-features: {}",
+            count(&["-p", krate, "--no-default-features"])?
+        );
+        for feature in *features {
+            let n = count(&["-p", krate, "--no-default-features", "--features", feature])?;
+            println!("{krate} --features {feature}: {n}");
         }
     }
     Ok(())
