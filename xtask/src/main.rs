@@ -209,6 +209,7 @@ fn deps() -> Result<()> {
         Ok(crates.len().saturating_sub(1))
     };
     let publishable = [
+        "ztensor-conformance",
         "ztensor-format",
         "ztensor-io",
         "ztensor-par",
@@ -235,10 +236,9 @@ fn deps() -> Result<()> {
     Ok(())
 }
 
-/// The workspace members that are not published (tools, benchmarks, the Python extension
-/// module built by maturin, the conformance suite whose corpus lives outside its crate).
-const UNPUBLISHED: &[&str] =
-    &["xtask", "xtask-gen", "ztensor-benches", "ztensor-py", "ztensor-conformance"];
+/// The workspace members that are not published (tools, benchmarks, and the Python extension
+/// module, which maturin builds and publishes).
+const UNPUBLISHED: &[&str] = &["xtask", "xtask-gen", "ztensor-benches", "ztensor-py"];
 
 /// `cargo package` of every publishable crate, in dependency order (unpublished workspace
 /// crates resolved locally); `verify` also builds each from its archive.

@@ -81,6 +81,13 @@ pub fn golden_dump_tb(bytes: &[u8]) -> Result<String> {
     Ok(serde_json::to_string_pretty(&ztensor_dump::tensorbuffers(&reader))? + "\n")
 }
 
+/// The corpus this crate carries: `fixtures/` in the crate's own directory (the repository's
+/// `fixtures` links to it), packaged with the crate, so an installed `ztensor-conformance`
+/// grades an implementation from any directory.
+pub fn corpus() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
 /// `fixtures/index.toml` for these fixtures (and any extra entries, already formatted).
 pub fn index(fixtures: &[Fixture], extra: &str) -> String {
     let mut out = String::from(

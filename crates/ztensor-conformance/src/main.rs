@@ -17,7 +17,7 @@ const USAGE: &str = "usage:
   ztensor-conformance dump [--strict] FILE
   ztensor-conformance write RECIPE OUT
 
-run: runs COMMAND FILE on every fixture of DIR/index.toml (default: the repository's fixtures/,
+run: runs COMMAND FILE on every fixture of DIR/index.toml (default: the corpus this crate carries,
 with the frozen files of other producers in fixtures/producers/) and grades it: a file expected
 to be accepted must exit 0 with a dump (reporting the content of the golden dump beside it); a
 file expected to be rejected must exit 1 with a dump whose error names a rule (a matching rule
@@ -112,7 +112,7 @@ fn dump(args: &[String]) -> Result<bool> {
 fn read_check(args: &[String]) -> Result<bool> {
     let mut args = args.iter().cloned();
     let (mut command, mut json, mut junit, mut only) = (None, false, None, None);
-    let mut fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut fixtures = ztensor_conformance::corpus();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--impl" => command = args.next(),
@@ -272,7 +272,7 @@ fn matrix(args: &[String]) -> Result<bool> {
     if check && implementations.len() > 2 {
         bail!("--check grades this implementation only: leave out --reference");
     }
-    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let fixtures = ztensor_conformance::corpus();
     let entries = ztensor_conformance::index::read_all(&fixtures)?;
     let scratch = std::env::temp_dir().join(format!("ztensor-matrix-{}", std::process::id()));
     let built = ztensor_conformance::matrix::build(&implementations, &fixtures, &entries, &scratch);

@@ -386,6 +386,26 @@ mod producers_and_writers {
     }
 
     #[test]
+    fn the_runner_finds_the_corpus_it_carries_from_any_directory() {
+        // As an installed binary would run: from a directory outside the checkout, with no
+        // --fixtures, grading this crate's own reader on a slice of the corpus it carries.
+        let elsewhere = scratch("elsewhere");
+        let ours = format!("{} dump", this());
+        let out = std::process::Command::new(this())
+            .args(["run", "--impl", &ours, "--only", "v1.2/valid/", "--json"])
+            .current_dir(&elsewhere)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let graded = report.to_string().matches("v1.2/valid/").count();
+        assert!(graded >= 10, "{report}");
+        assert_eq!(ztensor_conformance::corpus(), root().canonicalize().unwrap());
+        // And the corpus is inside the crate, so it is packaged with it.
+        assert!(ztensor_conformance::corpus().starts_with(env!("CARGO_MANIFEST_DIR")));
+    }
+
+    #[test]
     fn frozen_files_never_change_and_name_their_producer() {
         let entries = ztensor_conformance::index::read_all(&root()).unwrap();
         let frozen: Vec<_> = entries.iter().filter(|e| e.producer.is_some()).collect();
