@@ -1240,6 +1240,40 @@ fn attributes_show_a_key_to_a_line_escaped_as_json_and_whole_on_request() {
         let all = whole.lines().find_map(|l| l.strip_prefix("  long: ")).expect(input);
         assert_eq!(serde_json::from_str::<String>(all).unwrap(), long);
     }
+    // Objects' own attributes: counted under the table, shown whole with --attributes, as
+    // `info --json` has them.
+    let gguf = "fixtures/external/gguf/quantized.gguf";
+    let report = json(&ztensor(&["info", "--json", gguf]));
+    let tensors = report["tensors"].as_array().unwrap();
+    let info = ok(&["info", gguf]);
+    assert!(
+        info.ends_with(&format!(
+            "\n{} tensors have attributes of their own (--attributes shows them)\n",
+            tensors.len()
+        )),
+        "{info}"
+    );
+    let whole = ok(&["info", gguf, "--attributes"]);
+    let first = tensors[0]["name"].as_str().unwrap();
+    let block: Vec<&str> = whole
+        .split(&format!("attributes of {first}:\n"))
+        .nth(1)
+        .expect(&whole)
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert!(!block.is_empty(), "{whole}");
+    let mut rebuilt = serde_json::Map::new();
+    for line in block {
+        let (key, value) = line.trim_start().split_once(": ").unwrap();
+        rebuilt.insert(key.to_owned(), serde_json::from_str(value).unwrap());
+    }
+    let converted = d.join("q.zt");
+    ok(&["convert", gguf, arg(&converted)]);
+    let zt_report = json(&ztensor(&["info", "--json", arg(&converted)]));
+    let object =
+        zt_report["objects"].as_array().unwrap().iter().find(|o| o["name"] == first).unwrap();
+    assert_eq!(serde_json::Value::Object(rebuilt), object["attributes"], "{first}");
 }
 
 #[test]

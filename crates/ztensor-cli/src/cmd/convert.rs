@@ -426,23 +426,14 @@ pub fn source_info(
         size(stored),
         size(decoded)
     )?;
-    if with_attributes > 0 {
-        writeln!(out)?;
-        if full {
-            for o in infos().filter(|o| o.attributes.is_some()) {
-                let label = format!("attributes of {}:", shown(&o.name));
-                super::text::attribute_lines(out, &label, o.attributes.as_deref(), true)?;
+    super::text::own_attributes(out, with_attributes, "tensor", full, &mut |each| {
+        for o in infos() {
+            if let Some(a) = o.attributes.as_deref() {
+                each(&o.name, a)?;
             }
-        } else {
-            writeln!(
-                out,
-                "{} {} attributes of {} own (--attributes shows them)",
-                super::text::plural(with_attributes, "tensor"),
-                if with_attributes == 1 { "has" } else { "have" },
-                if with_attributes == 1 { "its" } else { "their" }
-            )?;
         }
-    }
+        Ok(())
+    })?;
     Ok(())
 }
 

@@ -111,24 +111,15 @@ pub fn print<S: ReadAt>(
         size(stored),
         size(decoded)
     )?;
-    if with_attributes > 0 {
-        writeln!(out)?;
-        if full {
-            for object in objects.iter().filter(|o| o.object().attributes.is_some()) {
-                let o = object.object();
-                let label = format!("attributes of {}:", super::text::shown(&o.name));
-                super::text::attribute_lines(out, &label, o.attributes.as_deref(), true)?;
+    super::text::own_attributes(out, with_attributes, "object", full, &mut |each| {
+        for object in &objects {
+            let o = object.object();
+            if let Some(a) = o.attributes.as_deref() {
+                each(&o.name, a)?;
             }
-        } else {
-            writeln!(
-                out,
-                "{} {} attributes of {} own (--attributes shows them)",
-                super::text::plural(with_attributes, "object"),
-                if with_attributes == 1 { "has" } else { "have" },
-                if with_attributes == 1 { "its" } else { "their" }
-            )?;
         }
-    }
+        Ok(())
+    })?;
     Ok(())
 }
 

@@ -96,12 +96,39 @@ pub fn shown_message(message: &str) -> Cow<'_, str> {
     Cow::Owned(lines.join("\n"))
 }
 
-/// `value` as one line of compact JSON by the conformance dump's rules (`$bytes`, `$map` for a
-/// map whose keys are not all text, `$tag`), with the characters that would act on a terminal
-/// escaped as JSON escapes them: still JSON, and safe to print.
+/// `value` as one line of JSON by the conformance dump's rules (`$bytes`, `$map` for a map
+/// whose keys are not all text, `$tag`), a space after each `,` and `:`, with the characters
+/// that would act on a terminal escaped as JSON escapes them: still JSON, and safe to print.
 pub fn json_line(value: ztensor_format::ValueRef<'_>) -> String {
-    let text = serde_json::to_string(&ztensor_dump::JsonOf(value)).unwrap_or_default();
-    escape_acting(text)
+    use serde::Serialize;
+    let mut serializer = serde_json::Serializer::with_formatter(Vec::new(), Spaced);
+    let _ = ztensor_dump::JsonOf(value).serialize(&mut serializer);
+    escape_acting(String::from_utf8(serializer.into_inner()).unwrap_or_default())
+}
+
+/// JSON on one line with a space after each `,` and `:`, as people write it.
+struct Spaced;
+
+impl serde_json::ser::Formatter for Spaced {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
 }
 
 /// `value` as [`json_line`] gives it, cut short for a terminal line: arrays past 8 items, maps
@@ -234,34 +261,13 @@ fn summarize(value: ztensor_format::ValueRef<'_>, depth: usize, out: &mut String
     }
 }
 
-/// `value` as compact JSON with a space after each `:` and `,`, as [`summary`] writes
-/// containers (the dump's `$bytes`, `$int`, `$simple` and `$float` objects among scalars).
+/// `value` as [`Spaced`] JSON (the dump's `$bytes`, `$int`, `$simple` and `$float` objects
+/// among scalars), as [`summary`] writes containers.
 fn spaced(value: &serde_json::Value, out: &mut String) {
-    match value {
-        serde_json::Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                spaced(item, out);
-            }
-            out.push(']');
-        }
-        serde_json::Value::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&serde_json::Value::from(k.as_str()).to_string());
-                out.push_str(": ");
-                spaced(v, out);
-            }
-            out.push('}');
-        }
-        other => out.push_str(&other.to_string()),
-    }
+    use serde::Serialize;
+    let mut serializer = serde_json::Serializer::with_formatter(Vec::new(), Spaced);
+    let _ = value.serialize(&mut serializer);
+    out.push_str(&String::from_utf8_lossy(&serializer.into_inner()));
 }
 
 /// Writes `attributes` a key to a line under `label` (`attributes:`): each key, then its value
@@ -307,6 +313,34 @@ pub fn attribute_lines(
         writeln!(out, "  (--attributes shows every value whole)")?;
     }
     Ok(())
+}
+
+/// Something that takes an object's name and its attributes.
+pub type AttributesSink<'a> = dyn FnMut(&str, &ztensor_format::Attributes) -> io::Result<()> + 'a;
+
+/// After a table of `count` objects (`noun`s) with attributes of their own: each one's
+/// attributes whole, under its name, when `full` (`each` hands them over one by one), else a
+/// line saying how many have some.
+pub fn own_attributes(
+    out: &mut impl Write,
+    count: usize,
+    noun: &str,
+    full: bool,
+    each: &mut dyn FnMut(&mut AttributesSink<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    writeln!(out)?;
+    if !full {
+        let (has, its) = if count == 1 { ("has", "its") } else { ("have", "their") };
+        let many = plural(count, noun);
+        return writeln!(out, "{many} {has} attributes of {its} own (--attributes shows them)");
+    }
+    each(&mut |name, attributes| {
+        let label = format!("attributes of {}:", shown(name));
+        attribute_lines(&mut *out, &label, Some(attributes), true)
+    })
 }
 
 /// Whether sizes print as exact byte counts (`--bytes`) rather than in human units.
@@ -437,7 +471,7 @@ mod tests {
             ),
         ]);
         let line = json_line(a.root());
-        assert_eq!(line, r#"{"k":"\u0002\u0085\u202e\t","n":{"$map":[[1,"\t"]]}}"#);
+        assert_eq!(line, r#"{"k": "\u0002\u0085\u202e\t", "n": {"$map": [[1, "\t"]]}}"#);
         let back: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(back["k"], "\u{2}\u{85}\u{202e}\t");
         let mut out = Vec::new();
