@@ -3,6 +3,13 @@
 //! runner that grades any implementation speaking the dump protocol (`ztensor-conformance run`).
 //!
 //! Never a dependency of a shipping crate.
+//!
+//! ```
+//! // The corpus travels with the crate: its index lists every file and what it expects.
+//! let entries = ztensor_conformance::index::read_all(&ztensor_conformance::corpus()).unwrap();
+//! assert!(entries.iter().any(|e| e.expect == "ok"));
+//! assert!(entries.iter().any(|e| e.file.starts_with("v0.1/reject/")));
+//! ```
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -2,6 +2,19 @@
 //! every implementation under test prints (`spec/conformance-dump.md`). A library of its own so
 //! that the tool, the conformance runner and the golden fixtures share one implementation and can
 //! never disagree, without the conformance tooling depending on the command-line tool.
+//!
+//! ```
+//! use ztensor_format::{DType, Version};
+//! use ztensor_io::{Reader, WriteOptions, Writer};
+//!
+//! let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+//! w.add_dense("w", &[2], DType::U8, &[7, 9], &WriteOptions::raw()).unwrap();
+//! let (file, _) = w.finish().unwrap();
+//! let reader = Reader::new(&file[..], &ztensor_dump::options()).unwrap();
+//! let dump = ztensor_dump::accepted(&reader);
+//! assert_eq!(dump["dump"], "ztensor-dump/1");
+//! assert_eq!(dump["objects"][0]["name"], "w");
+//! ```
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

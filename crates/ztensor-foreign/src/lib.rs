@@ -18,6 +18,22 @@
 //! Each family is a feature, all on by default: `safetensors` (with `sharded`), `numpy`
 //! (`npy`, `npy_in`, `npz`), `gguf` and `torch`; a crate that needs one format takes only its
 //! dependencies (`default-features = false, features = ["gguf"]`).
+//!
+//! ```
+//! use ztensor_foreign::safetensors::SafetensorsFile;
+//! use ztensor_io::TensorSource;
+//!
+//! // A safetensors file of one f32 tensor: the header's length, the header, then the data.
+//! let header = br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+//! let mut file = (header.len() as u64).to_le_bytes().to_vec();
+//! file.extend_from_slice(header);
+//! file.extend_from_slice(&[1.5f32.to_le_bytes(), 2.5f32.to_le_bytes()].concat());
+//! let st = SafetensorsFile::new(file).unwrap();
+//! let w = st.info(0).unwrap();
+//! assert_eq!((w.name.as_ref(), w.shape.as_ref()), ("w", &[2u64][..]));
+//! let data = st.read(0).unwrap();
+//! assert_eq!(data.components["data"].bytes.len(), 8);
+//! ```
 
 // Helpers shared by several formats go unused in builds with only some of them.
 #![cfg_attr(

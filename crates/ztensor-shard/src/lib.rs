@@ -5,6 +5,17 @@
 //! source by [`ShardedZt`]. Writing one is planned ([`plan()`]) into units, one per output
 //! shard, that run anywhere ([`run_unit`]) and are checked and indexed by [`finalize`];
 //! [`write_all`] does all of it in one process with byte-identical results.
+//!
+//! ```
+//! use ztensor_shard::{INDEX_SUFFIX, is_index};
+//!
+//! // A checkpoint is known by its index's name, as the Hugging Face layout names its own.
+//! assert_eq!(INDEX_SUFFIX, ".zt.index.json");
+//! assert!(is_index(std::path::Path::new("out/model.zt.index.json")));
+//! assert!(!is_index(std::path::Path::new("out/model-00001-of-00002.zt")));
+//! ```
+
+#![deny(missing_docs)]
 
 mod error;
 pub mod index;
