@@ -87,7 +87,7 @@ impl Error {
         self
     }
 
-    pub(crate) fn with_tensor(mut self, name: &str) -> Error {
+    pub(crate) fn in_object(mut self, name: &str) -> Error {
         self.tensor.get_or_insert_with(|| name.to_owned());
         self
     }
@@ -107,8 +107,9 @@ impl Error {
         self.path.as_deref()
     }
 
-    /// The tensor concerned, if known.
-    pub fn tensor(&self) -> Option<&str> {
+    /// The object (tensor) concerned, if known: the name every error type of the workspace
+    /// gives it (`ztensor_format::Error::object`).
+    pub fn object(&self) -> Option<&str> {
         self.tensor.as_deref()
     }
 

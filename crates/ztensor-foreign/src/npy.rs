@@ -129,7 +129,7 @@ fn dense(c: ComponentData<'_>) -> Result<(&'static str, Vec<u8>, Option<String>)
 /// [`ErrorKind::NotFound`], [`ErrorKind::Unrepresentable`] (quantized groups, sparse objects
 /// over the bound, types NumPy lacks), and read errors (damaged data is never written).
 pub fn array<T: TensorSource + ?Sized>(source: &T, name: &str, max_dense: u64) -> Result<Array> {
-    array_of(source, name, max_dense).map_err(|e| e.with_tensor(name))
+    array_of(source, name, max_dense).map_err(|e| e.in_object(name))
 }
 
 fn array_of<T: TensorSource + ?Sized>(source: &T, name: &str, max_dense: u64) -> Result<Array> {

@@ -100,7 +100,7 @@ impl<S: ReadAt> NpzFile<S> {
             };
             read.map_err(|e| Error::new(ErrorKind::Malformed, format!("member {name:?}: {e}")))?;
             let npy = NpyFile::new(Prefix { bytes, len: member.size }, &name)
-                .map_err(|e| e.with_tensor(&name))?;
+                .map_err(|e| e.in_object(&name))?;
             arrays.push((member, npy));
         }
         Ok(NpzFile { source, arrays, limit })

@@ -283,7 +283,7 @@ impl<S: ReadAt> SafetensorsFile<S> {
     pub fn data(&self, name: &str) -> Result<Cow<'_, [u8]>> {
         let t = self
             .tensor(name)
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such tensor").with_tensor(name))?;
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such tensor").in_object(name))?;
         // Validated: offset + len <= file length, which is addressable when mapped.
         let range = usize::try_from(t.offset).ok().zip(usize::try_from(t.offset + t.len).ok());
         if let (Some(all), Some((s, e))) = (self.source.as_slice(), range)
@@ -293,10 +293,10 @@ impl<S: ReadAt> SafetensorsFile<S> {
         }
         usize::try_from(t.len).map_err(|_| malformed("tensor too large"))?;
         let mut buf = ztensor_io::try_zeroed(t.len, &format!("tensor {name:?}"))
-            .map_err(|e| Error::new(ErrorKind::Io, e.to_string()).with_tensor(name))?;
+            .map_err(|e| Error::new(ErrorKind::Io, e.to_string()).in_object(name))?;
         self.source
             .read_exact_at(t.offset, &mut buf)
-            .map_err(|e| Error::new(ErrorKind::Io, format!("reading: {e}")).with_tensor(name))?;
+            .map_err(|e| Error::new(ErrorKind::Io, format!("reading: {e}")).in_object(name))?;
         Ok(Cow::Owned(buf))
     }
 }
@@ -461,7 +461,7 @@ fn plan<'s>(
         let Some(o) = source.info(index) else { break };
         let refuse = |why: &str| {
             Error::new(ErrorKind::Unrepresentable, format!("safetensors cannot hold {why}"))
-                .with_tensor(&o.name)
+                .in_object(&o.name)
         };
         if names.find(&o.name, |i| &planned[i].name).is_some() {
             return Err(refuse("two tensors of one name (the input repeats it)"));
@@ -490,7 +490,7 @@ fn plan<'s>(
             Some((st, shape)) => (st, Cow::Owned(shape)),
             None => (
                 safetensors_dtype(dtype, c.logical_type.as_ref())
-                    .map_err(|e| e.with_tensor(&o.name))?,
+                    .map_err(|e| e.in_object(&o.name))?,
                 o.shape,
             ),
         };
@@ -608,13 +608,13 @@ fn export(source: &dyn TensorSource, out: &mut impl Write, options: &ExportOptio
                     ztensor_io::Error::failed("writing the safetensors file")
                 })
             })
-            .map_err(|e| failed.take().unwrap_or_else(|| Error::from(e).with_tensor(&t.name)))?;
+            .map_err(|e| failed.take().unwrap_or_else(|| Error::from(e).in_object(&t.name)))?;
         if got != t.len {
             return Err(Error::new(
                 ErrorKind::Malformed,
                 format!("{got} bytes decoded where {} were planned", t.len),
             )
-            .with_tensor(&t.name));
+            .in_object(&t.name));
         }
         written += got;
     }

@@ -295,12 +295,12 @@ impl<S: ReadAt> TorchFile<S> {
                          ({storage_bytes} bytes)",
                         stored.key, stored.len
                     ))
-                    .with_tensor(&name));
+                    .in_object(&name));
                 }
                 parts.push((role, Tensor::new(name.clone(), index, &t, storage_bytes)?));
             }
             if format != Format::Dense {
-                sparse_parts_agree(&format, &shape, &parts).map_err(|e| e.with_tensor(&name))?;
+                sparse_parts_agree(&format, &shape, &parts).map_err(|e| e.in_object(&name))?;
             }
             tensors.push(Entry { name, format, shape, parts });
         }
@@ -569,7 +569,7 @@ fn sparse_parts_agree(
 impl Tensor {
     fn new(name: String, storage: usize, t: &TensorRef, storage_bytes: u64) -> Result<Tensor> {
         let size = element_size(t.dtype);
-        let bad = |m: String| malformed(m).with_tensor(&name);
+        let bad = |m: String| malformed(m).in_object(&name);
         let numel = t.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| {
             bad(format!("shape {:?} has more elements than can be counted", t.shape))
         })?;

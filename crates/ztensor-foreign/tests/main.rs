@@ -427,7 +427,7 @@ mod export {
         let (result, out) = exported(&reader, ExportOptions::default());
         let err = result.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unrepresentable, "{err}");
-        assert_eq!(err.tensor(), Some("a"), "{err}");
+        assert_eq!(err.object(), Some("a"), "{err}");
         assert!(out.is_empty(), "nothing written");
     }
 

@@ -116,13 +116,13 @@ pub(crate) fn raise_foreign(py: Python<'_>, e: &ztensor_foreign::Error) -> PyErr
     match e.kind() {
         K::Io => match e.io_error() {
             Some(source) => io_error(source, e.to_string()),
-            None => exception(py, "ZTensorError", e.to_string(), None, e.tensor(), None),
+            None => exception(py, "ZTensorError", e.to_string(), None, e.object(), None),
         },
-        K::NotFound => exception(py, "ObjectNotFoundError", e.to_string(), None, e.tensor(), None),
+        K::NotFound => exception(py, "ObjectNotFoundError", e.to_string(), None, e.object(), None),
         K::Unrepresentable => {
-            exception(py, "UnsupportedError", e.to_string(), None, e.tensor(), None)
+            exception(py, "UnsupportedError", e.to_string(), None, e.object(), None)
         }
-        _ => exception(py, "FormatError", e.to_string(), None, e.tensor(), None),
+        _ => exception(py, "FormatError", e.to_string(), None, e.object(), None),
     }
 }
 
@@ -130,10 +130,10 @@ pub(crate) fn raise_tb(py: Python<'_>, e: &ztensor_tensorbuffers::Error) -> PyEr
     if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
         return match e.io_error() {
             Some(source) => io_error(source, e.to_string()),
-            None => exception(py, "ZTensorError", e.to_string(), None, e.tensor_name(), None),
+            None => exception(py, "ZTensorError", e.to_string(), None, e.object(), None),
         };
     }
-    exception(py, "FormatError", e.to_string(), Some(e.kind().id()), e.tensor_name(), e.offset())
+    exception(py, "FormatError", e.to_string(), Some(e.kind().id()), e.object(), e.offset())
 }
 
 /// A refusal of the format registry as the Python exception its reader's error maps to.

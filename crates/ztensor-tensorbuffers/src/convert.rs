@@ -80,7 +80,7 @@ fn copy_source<W: Write>(
     drop_attributes: bool,
 ) -> Result<()> {
     let refuse =
-        |name: &str, what: String| Error::new(ErrorKind::Unrepresentable, what).tensor(name);
+        |name: &str, what: String| Error::new(ErrorKind::Unrepresentable, what).in_object(name);
     let mut order: Option<Vec<String>> = None;
     if let Some(attributes) = source.try_attributes()?.as_deref() {
         for (key, value) in attributes.entries() {

@@ -108,7 +108,7 @@ impl Error {
         self.kind != ErrorKind::Io
     }
 
-    pub(crate) fn tensor(mut self, name: &str) -> Error {
+    pub(crate) fn in_object(mut self, name: &str) -> Error {
         self.tensor = Some(name.to_owned());
         self
     }
@@ -127,8 +127,9 @@ impl Error {
         self.kind
     }
 
-    /// The tensor the fault belongs to, where there is one.
-    pub fn tensor_name(&self) -> Option<&str> {
+    /// The object (tensor) the fault belongs to, where there is one: the name every error type
+    /// of the workspace gives it (`ztensor_format::Error::object`).
+    pub fn object(&self) -> Option<&str> {
         self.tensor.as_deref()
     }
 

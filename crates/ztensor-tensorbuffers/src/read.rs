@@ -126,7 +126,7 @@ impl<S: ReadAt> TbReader<S> {
             check_entry(t, metadata_offset, options)?;
             if by_name.insert(t.name.clone(), i).is_some() {
                 return Err(Error::new(ErrorKind::DuplicateName, "two tensors share this name")
-                    .tensor(&t.name));
+                    .in_object(&t.name));
             }
         }
         Ok(TbReader { source, metadata, metadata_offset, by_name })
@@ -160,7 +160,7 @@ impl<S: ReadAt> TbReader<S> {
     pub fn data(&self, name: &str) -> Result<Cow<'_, [u8]>> {
         let t = self
             .get(name)
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such tensor").tensor(name))?;
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such tensor").in_object(name))?;
         let (start, size) = (u64::from(t.data_offset), u64::from(t.data_size));
         if let Some(all) = self.source.as_slice() {
             // Validated against the data region at open.
@@ -191,7 +191,7 @@ fn check_entry(t: &TensorEntry, data_end: u64, options: &ReadOptions) -> Result<
                 offset + size
             ),
         )
-        .tensor(&t.name)
+        .in_object(&t.name)
         .at(offset));
     }
     let expected =
@@ -202,14 +202,14 @@ fn check_entry(t: &TensorEntry, data_end: u64, options: &ReadOptions) -> Result<
             ErrorKind::SizeMismatch,
             format!("data_size is {size}, the shape and type need {expected}"),
         )
-        .tensor(&t.name));
+        .in_object(&t.name));
     }
     if options.strict && t.id != tensor_id(&t.name) {
         return Err(Error::new(
             ErrorKind::IdMismatch,
             format!("id {:#018x} is not the hash of the name ({:#018x})", t.id, tensor_id(&t.name)),
         )
-        .tensor(&t.name));
+        .in_object(&t.name));
     }
     Ok(())
 }

@@ -338,12 +338,12 @@ pub fn decode_metadata(buffer: &[u8], max_tables: usize) -> Result<Metadata> {
                     ErrorKind::DataType,
                     format!("data type code {code} is not one of 1..=10"),
                 )
-                .tensor(&name)
+                .in_object(&name)
             })?;
             let shape = match t.field(T_SHAPE)? {
                 None => {
                     return Err(Error::new(ErrorKind::ShapeMissing, "tensor has no shape vector")
-                        .tensor(&name));
+                        .in_object(&name));
                 }
                 Some(p) => {
                     let (n, first) = buf.vector(buf.follow(p)?)?;

@@ -78,7 +78,7 @@ impl<W: Write> TbWriter<W> {
                 ErrorKind::SizeMismatch,
                 "data length disagrees with the shape and type",
             )
-            .tensor(name));
+            .in_object(name));
         }
         self.add_from(name, data_type, shape, &mut |write| write(data))
     }
@@ -103,14 +103,14 @@ impl<W: Write> TbWriter<W> {
                 ErrorKind::DuplicateName,
                 "a tensor of this name was already written",
             )
-            .tensor(name));
+            .in_object(name));
         }
         let too_big = |what: &str| {
             Error::new(
                 ErrorKind::Unrepresentable,
                 format!("{what} does not fit in the format's u32 fields"),
             )
-            .tensor(name)
+            .in_object(name)
         };
         let shape32 = shape
             .iter()
@@ -118,7 +118,7 @@ impl<W: Write> TbWriter<W> {
             .collect::<Result<Vec<u32>>>()?;
         let mismatch = || {
             Error::new(ErrorKind::SizeMismatch, "data length disagrees with the shape and type")
-                .tensor(name)
+                .in_object(name)
         };
         let len = shape
             .iter()

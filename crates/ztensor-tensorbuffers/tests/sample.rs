@@ -116,7 +116,7 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
     let reader = Reader::new(&zt[..], &Options::default()).unwrap();
     let err = crate::to_tb(&reader, false).unwrap_err();
     assert_eq!(err.kind(), ztensor_tensorbuffers::ErrorKind::Unrepresentable);
-    assert_eq!(err.tensor_name(), Some("flags"));
+    assert_eq!(err.object(), Some("flags"));
 
     for (dtype, bytes) in [(DType::F16, vec![0u8; 4]), (DType::BF16, vec![0u8; 4])] {
         let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
@@ -144,7 +144,7 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
     assert_eq!(err.refused(), Some(ztensor_format::Refused::FileAttributes), "{err}");
     let err = crate::to_tb(&reader, true).unwrap_err();
     assert_eq!(
-        (err.kind(), err.tensor_name()),
+        (err.kind(), err.object()),
         (ztensor_tensorbuffers::ErrorKind::Unrepresentable, Some("sparse"))
     );
 
