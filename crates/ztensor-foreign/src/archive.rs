@@ -71,11 +71,6 @@ const ZIP64_LOCATOR: u32 = 0x0706_4b50;
 const CENTRAL: u32 = 0x0201_4b50;
 const LOCAL: u32 = 0x0403_4b50;
 
-/// Whether `head` starts like a zip archive.
-pub(crate) fn looks_like_zip(head: &[u8]) -> bool {
-    head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06")
-}
-
 /// Reads the members of the zip archive in `source`.
 pub(crate) fn members<S: ReadAt + ?Sized>(source: &S) -> Result<Vec<Member>> {
     let len = source.len();

@@ -37,11 +37,6 @@ pub const TYPE_KEY: &str = "gguf.type";
 /// The attribute key holding a quantized tensor's logical shape (row-major).
 pub const SHAPE_KEY: &str = "gguf.shape";
 
-/// Whether `head` starts like a GGUF file.
-pub fn looks_like_gguf(head: &[u8]) -> bool {
-    head.starts_with(MAGIC)
-}
-
 /// A GGML tensor type: its name, elements per block and bytes per block, and the zTensor type
 /// of plain (block size 1) types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

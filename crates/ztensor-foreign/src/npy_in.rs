@@ -30,11 +30,6 @@ pub const MAGIC: &[u8] = b"\x93NUMPY";
 /// default).
 pub const MAX_HEADER: u64 = 1 << 20;
 
-/// Whether `head` (a file's first bytes) starts like a `.npy` file.
-pub fn looks_like_npy(head: &[u8]) -> bool {
-    head.starts_with(MAGIC)
-}
-
 /// The zTensor storage and logical types of a NumPy dtype, or why it has none.
 type Types = std::result::Result<(DType, Option<LogicalType>), String>;
 

@@ -15,11 +15,6 @@ use crate::archive::{At, Member, Method, is_crc_mismatch, members};
 use crate::error::{Error, ErrorKind, Result};
 use crate::npy_in::{MAX_HEADER, NpyFile};
 
-/// Whether `head` starts like a zip archive (an `.npz` is one; so is a PyTorch checkpoint).
-pub fn looks_like_zip(head: &[u8]) -> bool {
-    crate::archive::looks_like_zip(head)
-}
-
 /// Whether `source` is a zip archive of `.npy` members only (and at least one).
 pub fn is_npz<S: ReadAt>(source: &S) -> bool {
     members(source).is_ok_and(|m| !m.is_empty() && m.iter().all(|m| m.name.ends_with(".npy")))

@@ -121,15 +121,6 @@ fn types_of(dtype: &str) -> std::result::Result<(DType, Option<LogicalType>), St
     })
 }
 
-/// Whether `head` (a file's first bytes, 64 or more) starts like a legacy checkpoint: a pickle
-/// of torch's magic number (`PROTO 2..5`, then within a frame header `LONG1` of 10 bytes,
-/// `0x1950a86a20f9469cfc6c`).
-pub fn looks_like_legacy(head: &[u8]) -> bool {
-    const MAGIC: [u8; 12] = [0x8a, 10, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
-    matches!(head, [0x80, 2..=5, ..])
-        && head[..head.len().min(32)].windows(MAGIC.len()).any(|w| w == MAGIC)
-}
-
 /// Whether `source` is a zip archive written by `torch.save`: it has a `<name>/data.pkl`.
 pub fn is_torch<S: ReadAt>(source: &S) -> bool {
     members(source).is_ok_and(|m| m.iter().any(|m| top_level_pickle(&m.name).is_some()))

@@ -205,6 +205,8 @@ const ZT_MAGIC: &[u8] = b"ZTEN";
 const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 const GGUF_MAGIC: &[u8] = b"GGUF";
 const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
+/// An empty zip archive starts with its end-of-central-directory record.
+const EMPTY_ZIP_MAGIC: &[u8] = b"PK\x05\x06";
 const TB_MAGIC: &[u8] = b"TBS1";
 /// The bytes read from the start of a file to recognise it.
 const HEAD: u64 = 512;
@@ -346,7 +348,9 @@ pub fn detect_source<S: ReadAt>(source: &S, name: Option<&Path>) -> Result<Kind,
         }
         () if head.starts_with(NPY_MAGIC) => Some(Kind::Npy),
         () if head.starts_with(GGUF_MAGIC) => Some(Kind::Gguf),
-        () if head.starts_with(ZIP_MAGIC) => zip_kind(source, named(Kind::Npz), named(Kind::Torch)),
+        () if head.starts_with(ZIP_MAGIC) || head.starts_with(EMPTY_ZIP_MAGIC) => {
+            zip_kind(source, named(Kind::Npz), named(Kind::Torch))
+        }
         () if is_legacy_torch(&head) => Some(Kind::Torch),
         () if head.starts_with(TB_MAGIC) || tail.ends_with(TB_MAGIC) => Some(Kind::TensorBuffers),
         () if is_safetensors(&head, len) => Some(Kind::Safetensors),

@@ -33,7 +33,7 @@ mod write;
 
 pub use crate::convert::TbSink;
 pub use crate::error::{Error, ErrorKind, Result};
-pub use crate::read::{MAGIC, ReadOptions, TbReader, looks_like_tensorbuffers};
+pub use crate::read::{MAGIC, ReadOptions, TbReader};
 pub use crate::schema::{
     DataType, Metadata, Operation, TensorEntry, decode_metadata, encode_metadata, tensor_id,
 };

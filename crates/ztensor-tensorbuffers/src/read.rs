@@ -41,12 +41,6 @@ impl Default for ReadOptions {
     }
 }
 
-/// Whether `head` and `tail` (a file's first and last bytes) look like TensorBuffers: `TBS1` at
-/// both ends. Opening the file is what confirms it.
-pub fn looks_like_tensorbuffers(head: &[u8], tail: &[u8]) -> bool {
-    head.starts_with(&MAGIC) && tail.ends_with(&MAGIC)
-}
-
 /// A validated TensorBuffers file over any [`ReadAt`] source.
 #[derive(Debug)]
 pub struct TbReader<S> {
