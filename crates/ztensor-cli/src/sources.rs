@@ -88,7 +88,7 @@ pub(crate) fn open_source_for(
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     cmd::not_over(path, output, what)?;
     if cmd::detect(path)? == cmd::Kind::ZtIndex {
-        let ckpt = ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(false))
+        let ckpt = ztensor_shard::ShardedZtensor::open(path, &ztensor_cli::options(false))
             .map_err(|e| shard_error("", &e))?;
         for (shard, _) in ckpt.shards() {
             cmd::not_over(shard, output, what)?;
@@ -98,7 +98,7 @@ pub(crate) fn open_source_for(
     if cmd::detect(path)? != cmd::Kind::SafetensorsIndex {
         return open_source_with(path, carry_unknown);
     }
-    let ckpt = ztensor_foreign::sharded::ShardedCheckpoint::open(path)
+    let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(path)
         .map_err(|e| foreign_error("", &e))?;
     for (shard, _) in ckpt.shards() {
         cmd::not_over(shard, output, what)?;

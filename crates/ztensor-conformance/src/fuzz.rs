@@ -6,7 +6,7 @@ use ztensor_format::{Container, Manifest, Options, parse_file as parse};
 use ztensor_io::{Chunked, Reader};
 
 use crate::model::{self, Model};
-use ztensor_tensorbuffers::{ReadOptions, TbReader, decode_metadata, encode_metadata};
+use ztensor_tensorbuffers::{ReadOptions, TbFile, decode_metadata, encode_metadata};
 
 /// Any bytes as a whole file: parse and validate; an accepted manifest must re-encode (unless
 /// it holds v0.1 tensors of one name, which readers accept and writers refuse), and its
@@ -80,7 +80,7 @@ pub fn read_any(data: &[u8]) {
 /// value.
 pub fn tensorbuffers(data: &[u8]) {
     for options in [ReadOptions::default(), ReadOptions::strict()] {
-        let Ok(reader) = TbReader::new(data, &options) else { continue };
+        let Ok(reader) = TbFile::new(data, &options) else { continue };
         for t in reader.tensors() {
             let _ = reader.data(&t.name);
         }

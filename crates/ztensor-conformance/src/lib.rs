@@ -83,7 +83,7 @@ pub fn dump_path(fixture_path: &str) -> String {
 /// # Errors
 /// When the file does not open (a recipe bug).
 pub fn golden_dump_tb(bytes: &[u8]) -> Result<String> {
-    let reader = ztensor_tensorbuffers::TbReader::new(bytes, &Default::default())
+    let reader = ztensor_tensorbuffers::TbFile::new(bytes, &Default::default())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(serde_json::to_string_pretty(&ztensor_dump::tensorbuffers(&reader))? + "\n")
 }

@@ -25,7 +25,7 @@ use serde_json::{Map, Value as Json, json};
 use ztensor_format::{Attributes, Encoding, Value, ValueRef};
 use ztensor_io::codec::sha256_hex;
 use ztensor_io::{ReadAt, Reader};
-use ztensor_tensorbuffers::TbReader;
+use ztensor_tensorbuffers::TbFile;
 
 /// The options files are read with: the default limits, with the decode limits fitted to this
 /// machine ([`ztensor_io::machine_limits`]), and not strict (the dump reports what a lenient
@@ -250,7 +250,7 @@ fn one_line(s: &str) -> String {
 /// rejected) and whether it was accepted.
 enum Opened {
     Zt(Box<Reader<ztensor_io::FileSource>>),
-    Tb(Box<TbReader<ztensor_io::FileSource>>),
+    Tb(Box<TbFile<ztensor_io::FileSource>>),
     Done(Json, bool),
 }
 
@@ -264,7 +264,7 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
         Ok(ztensor_registry::Kind::TensorBuffers)
     );
     if is_tb {
-        return Ok(match TbReader::new(source, &ztensor_tensorbuffers::ReadOptions::default()) {
+        return Ok(match TbFile::new(source, &ztensor_tensorbuffers::ReadOptions::default()) {
             Ok(reader) => Opened::Tb(Box::new(reader)),
             Err(e) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
         });
@@ -417,7 +417,7 @@ pub fn cbor_to_json(value: &Value) -> Json {
 
 /// [`tensorbuffers`] as it is written, without building the JSON first: a tensor's shape of
 /// millions of dimensions is not held as millions of JSON values.
-struct TbDump<'r, S: ReadAt>(&'r TbReader<S>);
+struct TbDump<'r, S: ReadAt>(&'r TbFile<S>);
 
 impl<S: ReadAt> serde::Serialize for TbDump<'_, S> {
     fn serialize<Z: serde::Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
@@ -451,7 +451,7 @@ impl<S: ReadAt> serde::Serialize for TbDump<'_, S> {
             decoded_length: Json,
             sha256: Json,
         }
-        struct Objects<'r, S: ReadAt>(&'r TbReader<S>);
+        struct Objects<'r, S: ReadAt>(&'r TbFile<S>);
         impl<S: ReadAt> serde::Serialize for Objects<'_, S> {
             fn serialize<Z: serde::Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
                 let r = self.0;
@@ -493,7 +493,7 @@ impl<S: ReadAt> serde::Serialize for TbDump<'_, S> {
 }
 
 /// The conformance dump of an accepted TensorBuffers file.
-pub fn tensorbuffers<S: ReadAt>(r: &TbReader<S>) -> Json {
+pub fn tensorbuffers<S: ReadAt>(r: &TbFile<S>) -> Json {
     let m = r.metadata();
     let mut tensors: Vec<_> = m.tensors.iter().collect();
     tensors.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
@@ -583,7 +583,7 @@ mod json_of_tests {
         w.add("z", ztensor_tensorbuffers::DataType::Float32, &[2, 1], &[0; 8]).unwrap();
         w.add("a", ztensor_tensorbuffers::DataType::UInt8, &[3], &[1, 2, 3]).unwrap();
         let file = w.finish().unwrap().0;
-        let r = TbReader::new(&file[..], &ztensor_tensorbuffers::ReadOptions::default()).unwrap();
+        let r = TbFile::new(&file[..], &ztensor_tensorbuffers::ReadOptions::default()).unwrap();
         let streamed = serde_json::to_string(&TbDump(&r)).unwrap();
         assert_eq!(streamed, serde_json::to_string(&tensorbuffers(&r)).unwrap());
         assert!(streamed.contains(r#""shape":[2,1]"#), "{streamed}");

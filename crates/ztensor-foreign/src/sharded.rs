@@ -28,7 +28,7 @@ pub fn is_index(path: &Path) -> bool {
 
 /// A sharded checkpoint whose index and shards agree.
 #[derive(Debug)]
-pub struct ShardedCheckpoint<S> {
+pub struct ShardedSafetensors<S> {
     index: PathBuf,
     shards: Vec<(PathBuf, SafetensorsFile<S>)>,
     /// How many tensors come before each shard, and after the last: object `i` is in the
@@ -48,28 +48,28 @@ fn mismatch(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::IndexMismatch, message)
 }
 
-impl ShardedCheckpoint<FileSource> {
+impl ShardedSafetensors<FileSource> {
     /// Reads the index at `path` and opens every shard it names (with positional reads).
     ///
     /// # Errors
     /// [`ErrorKind::Malformed`] for an index that is not JSON with a `weight_map` of names to
     /// plain file names, or a malformed shard; [`ErrorKind::IndexMismatch`] when index and
     /// shards disagree; I/O errors.
-    pub fn open(path: impl AsRef<Path>) -> Result<ShardedCheckpoint<FileSource>> {
+    pub fn open(path: impl AsRef<Path>) -> Result<ShardedSafetensors<FileSource>> {
         let path = path.as_ref();
-        ShardedCheckpoint::open_with(path, |shard| SafetensorsFile::open(shard))
+        ShardedSafetensors::open_with(path, |shard| SafetensorsFile::open(shard))
     }
 }
 
-impl<S: ReadAt> ShardedCheckpoint<S> {
+impl<S: ReadAt> ShardedSafetensors<S> {
     /// Reads the index at `path`, opening each shard with `open_shard`.
     ///
     /// # Errors
-    /// As [`ShardedCheckpoint::open`].
+    /// As [`ShardedSafetensors::open`].
     pub fn open_with(
         path: &Path,
         mut open_shard: impl FnMut(&Path) -> Result<SafetensorsFile<S>>,
-    ) -> Result<ShardedCheckpoint<S>> {
+    ) -> Result<ShardedSafetensors<S>> {
         let malformed = |m: String| Error::new(ErrorKind::Malformed, m).with_path(path);
         let len = std::fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?.len();
         if len > MAX_INDEX_LEN {
@@ -173,7 +173,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
             ))
             .with_path(path));
         }
-        Ok(ShardedCheckpoint { index: path.to_owned(), shards, starts, shard_of, metadata })
+        Ok(ShardedSafetensors { index: path.to_owned(), shards, starts, shard_of, metadata })
     }
 
     /// The index's path.
@@ -188,7 +188,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
 
     /// The same checkpoint with its merged `__metadata__` set aside (for conversions told to
     /// drop it).
-    pub fn without_metadata(mut self) -> ShardedCheckpoint<S> {
+    pub fn without_metadata(mut self) -> ShardedSafetensors<S> {
         self.metadata.clear();
         self
     }
@@ -196,7 +196,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
     /// Carries tensors of dtypes zTensor has no type for as bytes, in every shard (see
     /// [`SafetensorsFile::carry_unknown_dtypes`]).
     #[must_use]
-    pub fn carry_unknown_dtypes(mut self, carry: bool) -> ShardedCheckpoint<S> {
+    pub fn carry_unknown_dtypes(mut self, carry: bool) -> ShardedSafetensors<S> {
         self.shards =
             self.shards.into_iter().map(|(p, f)| (p, f.carry_unknown_dtypes(carry))).collect();
         self
@@ -220,7 +220,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
     }
 }
 
-impl<S: ReadAt> ShardedCheckpoint<S> {
+impl<S: ReadAt> ShardedSafetensors<S> {
     /// The shard and the tensor of object `index`, counting shard by shard.
     fn locate(&self, index: usize) -> Option<(&Path, &SafetensorsFile<S>, usize)> {
         // The last shard whose first object is at or before `index`.
@@ -233,7 +233,7 @@ impl<S: ReadAt> ShardedCheckpoint<S> {
 
 /// Every tensor of every shard, shard by shard in file-name order, each in data order (the
 /// order a sink writes them in); each object's location is its shard's file name.
-impl<S: ReadAt> TensorSource for ShardedCheckpoint<S> {
+impl<S: ReadAt> TensorSource for ShardedSafetensors<S> {
     fn format_name(&self) -> Cow<'_, str> {
         Cow::Owned(format!("sharded safetensors ({} shards)", self.shards.len()))
     }

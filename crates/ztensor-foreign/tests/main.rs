@@ -582,7 +582,7 @@ mod export {
 
 mod sharded {
     use super::*;
-    use ztensor_foreign::sharded::ShardedCheckpoint;
+    use ztensor_foreign::sharded::ShardedSafetensors;
 
     /// Writes shards of the given tensors and an index; returns the index path.
     fn checkpoint(d: &Path, shards: &[&[Spec]], index: Option<String>) -> PathBuf {
@@ -609,7 +609,7 @@ mod sharded {
         let d = dir("sharded");
         let all = every_dtype();
         let index = checkpoint(&d, &[&all[..7], &all[7..12], &all[12..]], None);
-        let ckpt = ShardedCheckpoint::open(&index).unwrap();
+        let ckpt = ShardedSafetensors::open(&index).unwrap();
         assert_eq!(ckpt.shards().len(), 3);
         assert_eq!(ckpt.totals().0, all.len());
         let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
@@ -723,7 +723,7 @@ mod sharded {
         for (what, make, kind, message) in cases {
             let d = dir(&format!("agree-{}", what.replace(' ', "-")));
             let index = make(&d);
-            let e = ShardedCheckpoint::open(&index).unwrap_err();
+            let e = ShardedSafetensors::open(&index).unwrap_err();
             assert_eq!(e.kind(), kind, "{what}: {e}");
             assert!(e.to_string().contains(message), "{what}: {e}");
         }
@@ -745,7 +745,7 @@ mod sharded {
         let index = d.join("m.safetensors.index.json");
         std::fs::write(&index, r#"{"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}}"#)
             .unwrap();
-        let e = ShardedCheckpoint::open(&index).unwrap_err();
+        let e = ShardedSafetensors::open(&index).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::IndexMismatch);
         assert!(e.to_string().contains("shards disagree on __metadata__ \"format\""), "{e}");
     }

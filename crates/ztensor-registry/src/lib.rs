@@ -658,7 +658,8 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
         #[cfg(feature = "sharded")]
         Kind::ZtIndex => Opened::new(
             kind,
-            ztensor_shard::ShardedZt::open(path, &options.options).map_err(OpenError::Shard)?,
+            ztensor_shard::ShardedZtensor::open(path, &options.options)
+                .map_err(OpenError::Shard)?,
         ),
         #[cfg(feature = "safetensors")]
         Kind::Safetensors => Opened::new(
@@ -670,7 +671,7 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
         #[cfg(feature = "safetensors")]
         Kind::SafetensorsIndex => Opened::new(
             kind,
-            ztensor_foreign::sharded::ShardedCheckpoint::open(path)
+            ztensor_foreign::sharded::ShardedSafetensors::open(path)
                 .map_err(OpenError::Foreign)?
                 .carry_unknown_dtypes(options.carry_unknown_dtypes),
         ),
@@ -711,13 +712,13 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
 fn tb_reader<S: ReadAt>(
     source: S,
     strict: bool,
-) -> Result<ztensor_tensorbuffers::TbReader<S>, OpenError> {
+) -> Result<ztensor_tensorbuffers::TbFile<S>, OpenError> {
     let options = if strict {
         ztensor_tensorbuffers::ReadOptions::strict()
     } else {
         ztensor_tensorbuffers::ReadOptions::default()
     };
-    ztensor_tensorbuffers::TbReader::new(source, &options).map_err(OpenError::TensorBuffers)
+    ztensor_tensorbuffers::TbFile::new(source, &options).map_err(OpenError::TensorBuffers)
 }
 
 /// As [`open`], with the formats that can be read in place (zTensor, safetensors, GGUF) read

@@ -2,7 +2,7 @@
 //!
 //! zTensor 0.1 and 1.x files have no shard table, so a checkpoint past one file is a directory
 //! of zTensor files and an index in the Hugging Face shape ([`index`]), read as one tensor
-//! source by [`ShardedZt`]. Writing one is planned ([`plan()`]) into units, one per output
+//! source by [`ShardedZtensor`]. Writing one is planned ([`plan()`]) into units, one per output
 //! shard, that run anywhere ([`run_unit`]) and are checked and indexed by [`finalize`];
 //! [`write_all`] does all of it in one process with byte-identical results.
 //!
@@ -28,4 +28,4 @@ pub use crate::plan::{
     InputFile, Outcome, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR, Receipt, Split, Unit,
     finalize, plan, run_unit, size_and_digest, write_all,
 };
-pub use crate::source::ShardedZt;
+pub use crate::source::ShardedZtensor;

@@ -14,7 +14,7 @@ use crate::index::ShardIndex;
 /// index records, every object is in the shard the index names and in no other, every listed
 /// object is present, and the shards' file attributes are the same.
 #[derive(Debug)]
-pub struct ShardedZt {
+pub struct ShardedZtensor {
     index_path: PathBuf,
     index: ShardIndex,
     shards: Vec<(PathBuf, Reader<FileSource>)>,
@@ -27,14 +27,14 @@ fn mismatch(message: String, path: &Path) -> Error {
     Error::new(ErrorKind::IndexMismatch, message).with_path(path)
 }
 
-impl ShardedZt {
+impl ShardedZtensor {
     /// Reads the index at `path` and opens every shard beside it with `options`.
     ///
     /// # Errors
     /// [`ErrorKind::Malformed`] for a malformed index, [`ErrorKind::IndexMismatch`] when index
     /// and shards disagree, [`ErrorKind::ZTensor`] for a shard that is not a valid zTensor file
     /// (naming it), and I/O errors.
-    pub fn open(path: &Path, options: &Options) -> Result<ShardedZt> {
+    pub fn open(path: &Path, options: &Options) -> Result<ShardedZtensor> {
         let index = ShardIndex::read(path)?;
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut shards = Vec::with_capacity(index.shards.len());
@@ -119,7 +119,7 @@ impl ShardedZt {
                 path,
             ));
         }
-        Ok(ShardedZt { index_path: path.to_owned(), index, shards, starts, len })
+        Ok(ShardedZtensor { index_path: path.to_owned(), index, shards, starts, len })
     }
 
     /// The index's path.
@@ -164,7 +164,7 @@ impl ShardedZt {
 
 /// Every object of every shard, shard by shard in file-name order, each in its file's order;
 /// each object's location is its shard's file name.
-impl TensorSource for ShardedZt {
+impl TensorSource for ShardedZtensor {
     fn format_name(&self) -> Cow<'_, str> {
         let version = self.shards.first().map_or("".into(), |(_, r)| format!("{} ", r.version()));
         Cow::Owned(format!("sharded zTensor {version}({} shards)", self.shards.len()))

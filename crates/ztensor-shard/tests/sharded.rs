@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use ztensor_format::{DType, Options, Version};
 use ztensor_io::{FileWriter, Reader, TensorSource, WriteOptions};
 use ztensor_par::ParOptions;
-use ztensor_shard::{ErrorKind, Outcome, Plan, PlanOptions, ShardIndex, ShardedZt, Split};
+use ztensor_shard::{ErrorKind, Outcome, Plan, PlanOptions, ShardIndex, ShardedZtensor, Split};
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ztensor-shard-{name}-{}", std::process::id()));
@@ -110,7 +110,7 @@ fn units_run_in_any_order_equal_one_process() {
 
     // The result reads back as one source, with every object and the file attributes.
     let index = d.join("many").join(&plan.index);
-    let sharded = ShardedZt::open(&index, &Options::default()).unwrap();
+    let sharded = ShardedZtensor::open(&index, &Options::default()).unwrap();
     assert_eq!(sharded.len(), 12);
     assert_eq!(sharded.attributes(), reader.attributes());
     sharded.verify_digests().unwrap();
@@ -273,7 +273,7 @@ fn indexes_that_disagree_with_their_shards_are_refused() {
     for (what, text, kind) in cases {
         assert_ne!(text, good, "{what}: the case changed nothing");
         std::fs::write(&index_path, &text).unwrap();
-        let e = ShardedZt::open(&index_path, &Options::default()).unwrap_err();
+        let e = ShardedZtensor::open(&index_path, &Options::default()).unwrap_err();
         assert_eq!(e.kind(), kind, "{what}: {e}");
     }
     // A shard changed in place, same size: only the digest tells.
@@ -283,7 +283,7 @@ fn indexes_that_disagree_with_their_shards_are_refused() {
     let at = bytes.len() / 2;
     bytes[at] ^= 1;
     std::fs::write(&shard, bytes).unwrap();
-    let opened = ShardedZt::open(&index_path, &Options::default());
+    let opened = ShardedZtensor::open(&index_path, &Options::default());
     let e = match opened {
         Ok(c) => c.verify_digests().unwrap_err(),
         Err(e) => e,
@@ -291,7 +291,7 @@ fn indexes_that_disagree_with_their_shards_are_refused() {
     assert!(matches!(e.kind(), ErrorKind::IndexMismatch | ErrorKind::ZTensor), "{e}");
     // A missing shard is named.
     std::fs::remove_file(&shard).unwrap();
-    let e = ShardedZt::open(&index_path, &Options::default()).unwrap_err();
+    let e = ShardedZtensor::open(&index_path, &Options::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Io);
     assert!(e.to_string().contains(&first), "{e}");
 }
@@ -454,7 +454,7 @@ fn outputs_never_replace_inputs() {
             .unwrap();
     let index = ztensor_shard::write_all(&plan, &reader, &par, &()).unwrap();
     let before = std::fs::read(&index).unwrap();
-    let sharded = ShardedZt::open(&index, &Options::default()).unwrap();
+    let sharded = ShardedZtensor::open(&index, &Options::default()).unwrap();
     let spelled = src.join(".").join("..").join("src");
     let e =
         ztensor_shard::plan(&index, &sharded, &spelled, options(), Split::Size(1 << 30), &|n| {

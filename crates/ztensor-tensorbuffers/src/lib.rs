@@ -9,14 +9,14 @@
 //! # Example
 //!
 //! ```
-//! use ztensor_tensorbuffers::{DataType, ReadOptions, TbReader, TbWriter};
+//! use ztensor_tensorbuffers::{DataType, ReadOptions, TbFile, TbWriter};
 //!
 //! let mut writer = TbWriter::new(Vec::new())?;
 //! let data: Vec<u8> = [1.0f32, 2.0, 3.0].iter().flat_map(|v| v.to_le_bytes()).collect();
 //! writer.add("weight", DataType::Float32, &[3], &data)?;
 //! let (file, _) = writer.finish()?;
 //!
-//! let reader = TbReader::new(&file[..], &ReadOptions::default())?;
+//! let reader = TbFile::new(&file[..], &ReadOptions::default())?;
 //! assert_eq!(reader.get("weight").map(|t| t.data_offset), Some(4));
 //! assert_eq!(reader.data("weight")?.as_ref(), &data[..]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -33,7 +33,7 @@ mod write;
 
 pub use crate::convert::TbSink;
 pub use crate::error::{Error, ErrorKind, Result};
-pub use crate::read::{MAGIC, ReadOptions, TbReader};
+pub use crate::read::{MAGIC, ReadOptions, TbFile};
 pub use crate::schema::{
     DataType, Metadata, Operation, TensorEntry, decode_metadata, encode_metadata, tensor_id,
 };

@@ -43,7 +43,7 @@ impl Default for ReadOptions {
 
 /// A validated TensorBuffers file over any [`ReadAt`] source.
 #[derive(Debug)]
-pub struct TbReader<S> {
+pub struct TbFile<S> {
     source: S,
     metadata: Metadata,
     metadata_offset: u64,
@@ -60,14 +60,14 @@ fn read<S: ReadAt>(source: &S, offset: u64, len: u64, what: &str) -> Result<Vec<
     Ok(buf)
 }
 
-impl<S: ReadAt> TbReader<S> {
+impl<S: ReadAt> TbFile<S> {
     /// Reads and validates a file: both magics, the metadata size against the file length, the
     /// FlatBuffer (verified with limits), every tensor's data type, bounds and size, and unique
     /// names; with `strict`, ids.
     ///
     /// # Errors
     /// The first rule of `spec/tensorbuffers.md` the file breaks, and I/O errors.
-    pub fn new(source: S, options: &ReadOptions) -> Result<TbReader<S>> {
+    pub fn new(source: S, options: &ReadOptions) -> Result<TbFile<S>> {
         let len = source.len();
         if len < 12 {
             return Err(Error::new(
@@ -123,7 +123,7 @@ impl<S: ReadAt> TbReader<S> {
                     .in_object(&t.name));
             }
         }
-        Ok(TbReader { source, metadata, metadata_offset, by_name })
+        Ok(TbFile { source, metadata, metadata_offset, by_name })
     }
 
     /// The metadata.
@@ -211,7 +211,7 @@ fn check_entry(t: &TensorEntry, data_end: u64, options: &ReadOptions) -> Result<
 /// Every tensor in file order, as dense objects with one raw `data` component; the metadata
 /// zTensor has no field for as `tensorbuffers.*` file attributes (which [`crate::TbSink`]
 /// restores).
-impl<S: ReadAt> ztensor_io::TensorSource for TbReader<S> {
+impl<S: ReadAt> ztensor_io::TensorSource for TbFile<S> {
     fn format_name(&self) -> Cow<'_, str> {
         Cow::Owned(format!("TensorBuffers (version {:?})", self.metadata.version))
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 use ztensor_io::{AtomicFile, FileSource};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::read::{MAGIC, ReadOptions, TbReader};
+use crate::read::{MAGIC, ReadOptions, TbFile};
 use crate::schema::{DataType, Metadata, Operation, TensorEntry, encode_metadata, tensor_id};
 
 /// Writes a TensorBuffers file: the magic, each tensor's bytes back to back as they are added (no
@@ -216,7 +216,7 @@ pub fn append(
     let _lock = ztensor_io::WriteLock::acquire(path).map_err(io_error)?;
     let file = ztensor_io::open_input(path).map_err(io_error)?;
     let source = FileSource::new(file).map_err(|e| Error::io("cannot stat", e))?;
-    let reader = TbReader::new(source, options)?;
+    let reader = TbFile::new(source, options)?;
     let end = reader.metadata_offset();
     let mut out = AtomicFile::create(path).map_err(io_error)?;
     // Copy magic + data region.

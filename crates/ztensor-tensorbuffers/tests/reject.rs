@@ -1,7 +1,7 @@
 //! Every reject case of the facts document's §7, each a tested error with its kind.
 
 use flatbuffers::FlatBufferBuilder;
-use ztensor_tensorbuffers::{ErrorKind, ReadOptions, TbReader, TbWriter};
+use ztensor_tensorbuffers::{ErrorKind, ReadOptions, TbFile, TbWriter};
 
 fn sample() -> Vec<u8> {
     std::fs::read(concat!(
@@ -12,7 +12,7 @@ fn sample() -> Vec<u8> {
 }
 
 fn kind(file: &[u8]) -> ErrorKind {
-    TbReader::new(file, &ReadOptions::default()).map(|_| ()).unwrap_err().kind()
+    TbFile::new(file, &ReadOptions::default()).map(|_| ()).unwrap_err().kind()
 }
 
 fn patched(at: usize, bytes: &[u8]) -> Vec<u8> {
@@ -57,7 +57,7 @@ fn crafted(name: bool, shape: bool, version: bool, name_bytes: &str) -> Vec<u8> 
 #[test]
 fn crafted_metadata_is_accepted_when_complete() {
     let file = frame(&[1, 2], &crafted(true, true, true, "t"));
-    let r = TbReader::new(&file[..], &ReadOptions::default()).unwrap();
+    let r = TbFile::new(&file[..], &ReadOptions::default()).unwrap();
     assert_eq!(r.data("t").unwrap().as_ref(), &[1, 2]);
 }
 
@@ -113,12 +113,12 @@ fn duplicate_names_ids_and_limits() {
 
     // An id that is not the name's hash: accepted, except in strict mode.
     let bad_id = patched(0xec, &[0]);
-    assert!(TbReader::new(&bad_id[..], &ReadOptions::default()).is_ok());
+    assert!(TbFile::new(&bad_id[..], &ReadOptions::default()).is_ok());
     let strict = ReadOptions::strict();
-    assert_eq!(TbReader::new(&bad_id[..], &strict).unwrap_err().kind(), ErrorKind::IdMismatch);
+    assert_eq!(TbFile::new(&bad_id[..], &strict).unwrap_err().kind(), ErrorKind::IdMismatch);
 
     let one = ReadOptions::default().with_max_tensors(1);
-    assert_eq!(TbReader::new(&sample()[..], &one).unwrap_err().kind(), ErrorKind::TooManyTensors);
+    assert_eq!(TbFile::new(&sample()[..], &one).unwrap_err().kind(), ErrorKind::TooManyTensors);
 }
 
 #[test]
@@ -132,7 +132,7 @@ fn absent_optional_fields_read_as_their_defaults() {
     let root = fbb.end_table(start);
     fbb.finish_minimal(root);
     let file = frame(&[], fbb.finished_data());
-    let r = TbReader::new(&file[..], &ReadOptions::default()).unwrap();
+    let r = TbFile::new(&file[..], &ReadOptions::default()).unwrap();
     assert!(r.tensors().is_empty());
     assert_eq!(r.metadata().operations, None);
 
@@ -141,7 +141,7 @@ fn absent_optional_fields_read_as_their_defaults() {
     w.add("x", ztensor_tensorbuffers::DataType::Int8, &[2], &[1, 255]).unwrap();
     w.set_operations(None);
     let (old_style, _) = w.finish().unwrap();
-    let reader = TbReader::new(&old_style[..], &ReadOptions::default()).unwrap();
+    let reader = TbFile::new(&old_style[..], &ReadOptions::default()).unwrap();
     assert_eq!(reader.metadata().operations, None);
     let mut zt = ztensor_io::Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
     crate::to_zt(&reader, &mut zt, ztensor_io::WriteOptions::raw()).unwrap();

@@ -4,7 +4,7 @@
 use ztensor_format::{DType, Options, Version};
 use ztensor_io::{Reader, WriteOptions, Writer};
 use ztensor_tensorbuffers::{
-    DataType, Operation, ReadOptions, TbReader, TbWriter, append, tensor_id,
+    DataType, Operation, ReadOptions, TbFile, TbWriter, append, tensor_id,
 };
 
 fn sample() -> Vec<u8> {
@@ -27,7 +27,7 @@ fn i64s(v: &[i64]) -> Vec<u8> {
 fn the_sample_decodes_to_its_documented_values() {
     let file = sample();
     assert_eq!(file.len(), 276);
-    let r = TbReader::new(&file[..], &ReadOptions::strict()).unwrap();
+    let r = TbFile::new(&file[..], &ReadOptions::strict()).unwrap();
     let m = r.metadata();
     assert_eq!(
         (m.version.as_str(), m.model.as_deref(), m.operations.as_deref()),
@@ -69,11 +69,11 @@ fn an_empty_file_is_64_bytes() {
     let (bytes, _) = TbWriter::new(Vec::new()).unwrap().finish().unwrap();
     assert_eq!(bytes.len(), 64);
     assert_eq!(u32::from_le_bytes(bytes[56..60].try_into().unwrap()), 52);
-    assert!(TbReader::new(&bytes[..], &ReadOptions::default()).unwrap().tensors().is_empty());
+    assert!(TbFile::new(&bytes[..], &ReadOptions::default()).unwrap().tensors().is_empty());
 }
 
 fn via_ztensor(tb: &[u8], version: Version) -> Vec<u8> {
-    let reader = TbReader::new(tb, &ReadOptions::default()).unwrap();
+    let reader = TbFile::new(tb, &ReadOptions::default()).unwrap();
     let mut w = Writer::new(Vec::new(), version).unwrap();
     crate::to_zt(&reader, &mut w, WriteOptions::zstd(3)).unwrap();
     let (zt, _) = w.finish().unwrap();
@@ -102,7 +102,7 @@ fn tensorbuffers_to_ztensor_and_back_is_byte_identical() {
     }]));
     let (file, _) = w.finish().unwrap();
     assert_eq!(via_ztensor(&file, Version::V1_2), file);
-    let r = TbReader::new(&file[..], &ReadOptions::default()).unwrap();
+    let r = TbFile::new(&file[..], &ReadOptions::default()).unwrap();
     assert_eq!(r.metadata().operations.as_ref().unwrap()[0].input_operations, [2, 3]);
     assert_eq!(r.metadata().model.as_deref(), Some("tiny"));
 }
@@ -171,7 +171,7 @@ fn append_makes_one_container_identical_to_writing_everything_at_once() {
     w.add("indices", DataType::Int64, &[4], &i64s(&[1, -2, 300, 4_294_967_296])).unwrap();
     w.add("beta", DataType::Float32, &[2], &extra).unwrap();
     assert_eq!(appended, w.finish().unwrap().0);
-    let r = TbReader::new(&appended[..], &ReadOptions::default()).unwrap();
+    let r = TbFile::new(&appended[..], &ReadOptions::default()).unwrap();
     assert_eq!(r.get("beta").unwrap().data_offset, 60);
     assert_eq!(r.get("indices").unwrap().data_offset, 28);
     // A failing append leaves the file as it was, and no temporary file behind.

@@ -470,7 +470,7 @@ pub fn foreign_verify(
             Box::new(super::tb::open(path, strict)?.map_err(|e| crate::tb_rejected(path, &e))?)
         }
         Kind::ZtIndex => {
-            let ckpt = ztensor_shard::ShardedZt::open(path, &ztensor_cli::options(strict))
+            let ckpt = ztensor_shard::ShardedZtensor::open(path, &ztensor_cli::options(strict))
                 .map_err(|e| crate::shard_error("", &e))?;
             shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
             Box::new(ckpt)
