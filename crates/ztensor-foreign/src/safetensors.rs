@@ -413,10 +413,10 @@ pub fn metadata_attributes(metadata: &BTreeMap<String, String>) -> Option<Attrib
 
 /// What to do with what safetensors cannot hold.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ExportOptions {
+struct ExportOptions {
     /// Discard object attributes and file attributes that are not text → text, instead of
     /// refusing them.
-    pub drop_attributes: bool,
+    drop_attributes: bool,
 }
 
 /// One tensor of an export plan: its name and shape borrowed from the source where it can.
@@ -631,14 +631,14 @@ fn export(source: &dyn TensorSource, out: &mut impl Write, options: &ExportOptio
 ///
 /// ```
 /// use ztensor_format::{DType, Options, Version};
-/// use ztensor_foreign::safetensors::{ExportOptions, SafetensorsSink};
+/// use ztensor_foreign::safetensors::SafetensorsSink;
 /// use ztensor_io::{Reader, TensorSink, WriteOptions, Writer};
 ///
 /// let mut w = Writer::new(Vec::new(), Version::V1_2)?;
 /// w.add_dense("w", &[2], DType::U8, &[1, 2], &WriteOptions::zstd(3))?;
 /// let zt = w.finish()?.0;
 /// let reader = Reader::new(&zt[..], &Options::default())?;
-/// let mut sink = SafetensorsSink::to_writer(Vec::new(), ExportOptions::default());
+/// let mut sink = SafetensorsSink::to_writer(Vec::new());
 /// sink.write_all(&reader)?;
 /// let st = sink.into_inner().expect("a writer's sink");
 /// assert_eq!(safetensors::SafeTensors::deserialize(&st)?.tensor("w")?.data(), &[1, 2]);
@@ -659,7 +659,8 @@ enum Target<W> {
 
 impl SafetensorsSink {
     /// A sink writing the safetensors file `path`, atomically.
-    pub fn new(path: impl AsRef<Path>, options: ExportOptions) -> SafetensorsSink {
+    pub fn new(path: impl AsRef<Path>) -> SafetensorsSink {
+        let options = ExportOptions::default();
         SafetensorsSink { target: Target::File(path.as_ref().to_owned()), options, written: 0 }
     }
 }
@@ -667,8 +668,20 @@ impl SafetensorsSink {
 impl<W: Write> SafetensorsSink<W> {
     /// A sink writing to `out`. Nothing is written before every object is checked, but a read
     /// or write that fails part way leaves what was written.
-    pub fn to_writer(out: W, options: ExportOptions) -> SafetensorsSink<W> {
-        SafetensorsSink { target: Target::Writer(out), options, written: 0 }
+    pub fn to_writer(out: W) -> SafetensorsSink<W> {
+        SafetensorsSink {
+            target: Target::Writer(out),
+            options: ExportOptions::default(),
+            written: 0,
+        }
+    }
+
+    /// Discards object attributes and file attributes that are not text → text, instead of
+    /// refusing them (safetensors metadata holds only text).
+    #[must_use]
+    pub fn drop_attributes(mut self, drop: bool) -> SafetensorsSink<W> {
+        self.options.drop_attributes = drop;
+        self
     }
 
     /// How many bytes the last [`write_all`](ztensor_io::TensorSink::write_all) wrote.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use ztensor_foreign::ErrorKind;
-use ztensor_foreign::safetensors::{ExportOptions, SafetensorsFile, SafetensorsSink};
+use ztensor_foreign::safetensors::{SafetensorsFile, SafetensorsSink};
 use ztensor_format::{DType, LogicalType, Options, Version};
 use ztensor_io::{Chunked, Reader, WriteOptions, Writer};
 use ztensor_par::ParOptions;
@@ -94,10 +94,10 @@ fn sink(
 /// and what was written.
 fn exported(
     source: &dyn ztensor_io::TensorSource,
-    options: ExportOptions,
+    drop_attributes: bool,
 ) -> (Result<u64, ztensor_foreign::Error>, Vec<u8>) {
     use ztensor_io::TensorSink;
-    let mut sink = SafetensorsSink::to_writer(Vec::new(), options);
+    let mut sink = SafetensorsSink::to_writer(Vec::new()).drop_attributes(drop_attributes);
     let result = sink.write_all(source).map(|_| sink.written());
     (result, sink.into_inner().unwrap())
 }
@@ -424,7 +424,7 @@ mod export {
             .join("../../fixtures/v0.1/implementation-defined/duplicate-name.zt");
         let file = std::fs::read(path).unwrap();
         let reader = Reader::new(&file[..], &Options::default()).unwrap();
-        let (result, out) = exported(&reader, ExportOptions::default());
+        let (result, out) = exported(&reader, false);
         let err = result.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unrepresentable, "{err}");
         assert_eq!(err.object(), Some("a"), "{err}");
@@ -440,7 +440,7 @@ mod export {
         let options = WriteOptions::zstd(3).with_digest(ztensor_format::DigestAlgorithm::Blake3);
         let zt = to_zt(&st, Version::V1_2, &options, 2);
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let (n, out) = exported(&reader, ExportOptions::default());
+        let (n, out) = exported(&reader, false);
         let n = n.unwrap();
         assert_eq!(n, out.len() as u64);
         // The same layout as the crate's writer, byte for byte (one metadata key, so the crate's
@@ -468,7 +468,7 @@ mod export {
         let st = safetensors_file(&tensors, Some(metadata));
         let zt = to_zt(&st, Version::V1_2, &WriteOptions::raw(), 1);
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let (result, out) = exported(&reader, ExportOptions::default());
+        let (result, out) = exported(&reader, false);
         result.unwrap();
         assert!(out == st, "{}", String::from_utf8_lossy(&out[..out.len().min(400)]));
     }
@@ -484,7 +484,7 @@ mod export {
             let source = if version == Version::V0_1 { &bare } else { &st };
             let zt = to_zt(source, version, &WriteOptions::zstd(1), 1);
             let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-            let (result, out) = exported(&reader, ExportOptions::default());
+            let (result, out) = exported(&reader, false);
             result.unwrap();
             if version == Version::V0_1 {
                 // 0.1 has no file attributes (importing metadata into it is refused, below).
@@ -520,7 +520,7 @@ mod export {
         .unwrap();
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let e = exported(&reader, ExportOptions::default()).0.unwrap_err();
+        let e = exported(&reader, false).0.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unrepresentable);
         assert_eq!(
             e.to_string(),
@@ -540,9 +540,9 @@ mod export {
             .unwrap();
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let e = exported(&reader, ExportOptions::default()).0.unwrap_err();
+        let e = exported(&reader, false).0.unwrap_err();
         assert!(e.to_string().contains("file attribute \"n\" is not text"), "{e}");
-        let e = exported(&reader, ExportOptions { drop_attributes: true }).0.unwrap_err();
+        let e = exported(&reader, true).0.unwrap_err();
         assert_eq!(
             e.to_string(),
             "tensor \"z\": safetensors has no dtype for f64 with logical type complex128"
@@ -553,7 +553,7 @@ mod export {
         w.add_dense("__metadata__", &[1], DType::F32, &[0; 4], &WriteOptions::raw()).unwrap();
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let e = exported(&reader, ExportOptions::default()).0.unwrap_err();
+        let e = exported(&reader, false).0.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unrepresentable);
         assert!(e.to_string().contains("a tensor named __metadata__"), "{e}");
     }
@@ -573,7 +573,7 @@ mod export {
         .unwrap();
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let mut sink = SafetensorsSink::new(&target, ExportOptions::default());
+        let mut sink = SafetensorsSink::new(&target);
         assert!(ztensor_io::TensorSink::write_all(&mut sink, &reader).is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"precious");
         assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no temporary file left");
@@ -1039,7 +1039,7 @@ mod sources {
         );
         let zt = w.finish().unwrap().0;
         let reader = Reader::new(&zt[..], &Options::default()).unwrap();
-        let (result, back) = exported(&reader, ExportOptions::default());
+        let (result, back) = exported(&reader, false);
         result.unwrap();
         assert_eq!(back, st);
     }

@@ -216,17 +216,23 @@ enum Target<W> {
 }
 
 impl TbSink {
-    /// A sink writing the TensorBuffers file `path`, atomically; with `drop_attributes`,
-    /// attributes it cannot hold are left out instead of refused.
-    pub fn new(path: impl AsRef<std::path::Path>, drop_attributes: bool) -> TbSink {
-        TbSink { target: Target::File(path.as_ref().to_owned()), drop_attributes }
+    /// A sink writing the TensorBuffers file `path`, atomically.
+    pub fn new(path: impl AsRef<std::path::Path>) -> TbSink {
+        TbSink { target: Target::File(path.as_ref().to_owned()), drop_attributes: false }
     }
 }
 
 impl<W: Write> TbSink<W> {
-    /// A sink writing a TensorBuffers file to `out`; `drop_attributes` as for [`TbSink::new`].
-    pub fn to_writer(out: W, drop_attributes: bool) -> TbSink<W> {
-        TbSink { target: Target::Writer(Some(out)), drop_attributes }
+    /// A sink writing a TensorBuffers file to `out`.
+    pub fn to_writer(out: W) -> TbSink<W> {
+        TbSink { target: Target::Writer(Some(out)), drop_attributes: false }
+    }
+
+    /// Leaves out the attributes TensorBuffers cannot hold instead of refusing them.
+    #[must_use]
+    pub fn drop_attributes(mut self, drop: bool) -> TbSink<W> {
+        self.drop_attributes = drop;
+        self
     }
 
     /// The writer given to [`TbSink::to_writer`], after a write that ended well (`None` for a

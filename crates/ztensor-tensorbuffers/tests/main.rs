@@ -12,7 +12,8 @@ fn to_tb(
     drop_attributes: bool,
 ) -> Result<Vec<u8>, ztensor_tensorbuffers::Error> {
     use ztensor_io::TensorSink;
-    let mut sink = ztensor_tensorbuffers::TbSink::to_writer(Vec::new(), drop_attributes);
+    let mut sink =
+        ztensor_tensorbuffers::TbSink::to_writer(Vec::new()).drop_attributes(drop_attributes);
     sink.write_all(source)?;
     Ok(sink.into_inner().expect("a writer after a write that ended well"))
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
-use ztensor_foreign::safetensors::{ExportOptions, SafetensorsSink};
+use ztensor_foreign::safetensors::SafetensorsSink;
 use ztensor_io::{CopyOptions, Excluding, FileWriter, TensorSink, TensorSource};
 use ztensor_par::ZtSink;
 use ztensor_tensorbuffers::TbSink;
@@ -248,18 +248,23 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             writer.finish().map_err(|e| anyhow!("{e}"))?;
         }
         Target::Safetensors => {
-            let options = ExportOptions { drop_attributes: r.drop_attributes };
-            SafetensorsSink::new(r.output, options)
+            SafetensorsSink::new(r.output)
+                .drop_attributes(r.drop_attributes)
                 .write_all(source)
                 .map_err(|e| hinted(foreign_error(&context, &e), e.refused()))?;
         }
         Target::TensorBuffers => {
-            TbSink::new(r.output, r.drop_attributes).write_all(source).map_err(|e| {
-                let message = format!("{context}: {e}");
-                let error =
-                    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) };
-                hinted(error, e.refused())
-            })?;
+            TbSink::new(r.output).drop_attributes(r.drop_attributes).write_all(source).map_err(
+                |e| {
+                    let message = format!("{context}: {e}");
+                    let error = if e.is_rejection() {
+                        anyhow!(Rejected(message))
+                    } else {
+                        anyhow!(message)
+                    };
+                    hinted(error, e.refused())
+                },
+            )?;
         }
     }
     // safetensors and TensorBuffers hold tensors raw: what was read is what was written.
