@@ -35,6 +35,16 @@ pub struct Error {
     refused: Option<ztensor_format::Refused>,
 }
 
+/// Why a tensor of dtype zTensor has no type for is unsupported, as [`ObjectInfo::unsupported`]
+/// and the error reading it carry it: `dtype_unknown`, refused for its dtype.
+///
+/// [`ObjectInfo::unsupported`]: ztensor_io::ObjectInfo::unsupported
+pub(crate) fn unknown_dtype(reason: impl Into<String>, name: &str) -> ztensor_format::Error {
+    ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
+        .refusing(ztensor_format::Refused::Dtype)
+        .in_object(name)
+}
+
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error {

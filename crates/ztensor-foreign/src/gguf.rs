@@ -771,7 +771,7 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
                 encoding: Encoding::Raw,
                 digest: None,
             }],
-            unsupported,
+            unsupported: unsupported.map(|reason| crate::error::unknown_dtype(reason, &t.name)),
             location: None,
         })
     }
@@ -787,11 +787,9 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
             .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
         let (dtype, shape, attributes, unsupported) = self.layout(t);
         if let Some(reason) = unsupported {
-            return Err(ztensor_io::Error::unsupported(
-                ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
-                    .refusing(ztensor_format::Refused::Dtype)
-                    .in_object(&t.name),
-            ));
+            return Err(ztensor_io::Error::unsupported(crate::error::unknown_dtype(
+                reason, &t.name,
+            )));
         }
         let dtype = dtype.known().unwrap_or(DType::U8);
         let bytes = match self.source.as_slice() {

@@ -174,11 +174,7 @@ impl<S: ReadAt> NpyFile<S> {
 
     fn unsupported(&self) -> ztensor_io::Error {
         let reason = self.types.as_ref().err().cloned().unwrap_or_default();
-        ztensor_io::Error::unsupported(
-            ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
-                .refusing(ztensor_format::Refused::Dtype)
-                .in_object(&self.name),
-        )
+        ztensor_io::Error::unsupported(crate::error::unknown_dtype(reason, &self.name))
     }
 }
 
@@ -501,7 +497,11 @@ impl<S: ReadAt> TensorSource for NpyFile<S> {
                     encoding: Encoding::Raw,
                     digest: None,
                 }],
-                unsupported: self.types.as_ref().err().cloned(),
+                unsupported: self
+                    .types
+                    .as_ref()
+                    .err()
+                    .map(|reason| crate::error::unknown_dtype(reason.as_str(), &self.name)),
                 location: None,
             }
         })

@@ -138,11 +138,7 @@ impl<S: ReadAt> TensorSource for NpzFile<S> {
         let name = info.as_ref().map(|i| i.name.to_string()).unwrap_or_default();
         // An array NumPy cannot give as numbers is refused before its member is read.
         if let Some(reason) = info.and_then(|i| i.unsupported) {
-            return Err(ztensor_io::Error::unsupported(
-                ztensor_format::Error::new(ztensor_format::ErrorKind::DtypeUnknown, reason)
-                    .refusing(ztensor_format::Refused::Dtype)
-                    .in_object(&name),
-            ));
+            return Err(ztensor_io::Error::unsupported(reason.in_object(&name)));
         }
         let failed = |e: std::io::Error| {
             if is_crc_mismatch(&e) {

@@ -467,7 +467,12 @@ fn plan<'s>(
             return Err(refuse("two tensors of one name (the input repeats it)"));
         }
         if let Some(reason) = &o.unsupported {
-            return Err(refuse(&format!("an object this reader cannot decode ({reason})")));
+            let refused =
+                refuse(&format!("an object this reader cannot decode ({})", reason.message()));
+            return Err(match reason.refused() {
+                Some(what) => refused.refusing(what),
+                None => refused,
+            });
         }
         if o.name == "__metadata__" {
             return Err(refuse("a tensor named __metadata__ (the name of its metadata map)"));
@@ -736,7 +741,8 @@ pub(crate) fn tensor_info<'a>(
         Ok((d, l)) => (StorageType::from(d), l, None),
         Err(_) if carry => (StorageType::from(DType::U8), None, None),
         Err(e) => {
-            (StorageType::Unknown(t.dtype.to_string().into()), None, Some(e.message().to_owned()))
+            let reason = crate::error::unknown_dtype(e.message(), &t.name);
+            (StorageType::Unknown(t.dtype.to_string().into()), None, Some(reason))
         }
     };
     let carried = carry && ztensor_type(t.dtype).is_err();

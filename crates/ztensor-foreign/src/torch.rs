@@ -950,7 +950,11 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
             format: e.format.clone(),
             attributes: None,
             components,
-            unsupported: e.parts.iter().find_map(|(_, t)| t.types.as_ref().err().cloned()),
+            unsupported: e
+                .parts
+                .iter()
+                .find_map(|(_, t)| t.types.as_ref().err())
+                .map(|reason| crate::error::unknown_dtype(reason.as_str(), &e.name)),
             location: None,
         })
     }

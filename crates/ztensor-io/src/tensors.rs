@@ -28,8 +28,9 @@ pub struct ObjectInfo<'a> {
     /// Its components, sorted by role.
     pub components: Vec<ComponentInfo<'a>>,
     /// Why this implementation cannot decode it (a dtype with no zTensor type, an unknown
-    /// encoding), or `None`.
-    pub unsupported: Option<String>,
+    /// encoding), as the error reading it gives (its rule, and `refused()` saying a dtype was
+    /// what stood in the way), or `None`.
+    pub unsupported: Option<ztensor_format::Error>,
     /// Where it lies when a source spans several files (the shard's file name).
     pub location: Option<Cow<'a, str>>,
 }
@@ -372,7 +373,7 @@ impl<S: ReadAt> TensorSource for Reader<S> {
             format: o.format.clone(),
             attributes: o.attributes.as_deref().map(Cow::Borrowed),
             components,
-            unsupported: entry.unsupported().map(ToString::to_string),
+            unsupported: entry.unsupported().cloned(),
             location: None,
         })
     }

@@ -141,7 +141,7 @@ impl File {
             components.set_item(c.role.as_ref(), d)?;
         }
         out.set_item("components", components)?;
-        out.set_item("unsupported", info.unsupported.as_deref())?;
+        out.set_item("unsupported", info.unsupported.as_ref().map(ztensor_format::Error::message))?;
         out.set_item("location", info.location.as_deref())?;
         Ok(out)
     }

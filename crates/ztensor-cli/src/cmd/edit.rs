@@ -77,8 +77,9 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
                 && let Some(why) = &o.unsupported
             {
                 return Err(anyhow!(Rejected(format!(
-                    "{context}: object {:?}: {why}",
-                    super::text::shown(&o.name)
+                    "{context}: object {:?}: {}",
+                    super::text::shown(&o.name),
+                    why.message()
                 ))));
             }
         }
