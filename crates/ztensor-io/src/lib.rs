@@ -9,7 +9,8 @@
 //! [`FileWriter`] publishes through a temporary file and a rename.
 //!
 //! This is the only crate of the workspace that touches files, and the only one with `unsafe`
-//! (the memory map, and the system calls std lacks: directory handles, write-back hints).
+//! (the memory map, the system calls std lacks: directory handles, write-back hints, and
+//! allocator-zeroed buffers).
 //!
 //! # Example
 //!
@@ -39,6 +40,7 @@
 #![deny(missing_docs)]
 
 mod append;
+#[allow(unsafe_code)]
 mod buffer;
 pub mod codec;
 mod copy;
