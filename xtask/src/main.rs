@@ -14,7 +14,11 @@ const TASKS: &[(&str, &str)] = &[
     ),
     ("fmt", "cargo fmt --all --check"),
     ("clippy", "cargo clippy --workspace --all-targets -D warnings"),
-    ("features", "cargo check of each crate with features, with none and with each feature alone"),
+    (
+        "features",
+        "cargo check of each crate with features, with none and with each feature alone, \
+         and ztensor-io's tests of a build without its codecs",
+    ),
     (
         "test",
         "the whole test suite: cargo test --workspace, then the Python package built into \
@@ -166,6 +170,7 @@ fn fmt() -> Result<()> {
 
 /// The crates whose formats are features, and those features.
 const FEATURES: &[(&str, &[&str])] = &[
+    ("ztensor-io", &["zstd", "blake3", "mmap"]),
     ("ztensor-foreign", &["safetensors", "numpy", "gguf", "torch"]),
     ("ztensor-registry", &["safetensors", "numpy", "gguf", "torch", "tensorbuffers", "sharded"]),
 ];
@@ -186,6 +191,20 @@ fn features() -> Result<()> {
             cargo(&args, &flags)?;
         }
     }
+    // What a reader without the optional codecs does with content that needs them.
+    cargo(
+        &[
+            "test",
+            "-q",
+            "--locked",
+            "-p",
+            "ztensor-io",
+            "--no-default-features",
+            "--lib",
+            "without_features",
+        ],
+        &flags,
+    )?;
     Ok(())
 }
 

@@ -51,7 +51,7 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
         )
     };
     out.try_reserve_exact(reserve).map_err(|_| no_memory())?;
-    let decoder = zstd::stream::read::Decoder::with_buffer(stored)
+    let decoder = zstd_reader(Stored::<&[u8]>::Slice(stored))
         .map_err(|e| Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}")))?;
     decoder.take(cap.saturating_add(1)).read_to_end(&mut out).map_err(|e| {
         // Growing the buffer is fallible in `read_to_end`: a refusal is not a corrupt stream.
@@ -88,7 +88,7 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
 /// output of another length.
 pub fn zstd_decode_into(stored: &[u8], out: &mut [u8]) -> Result<(), Error> {
     let failed = |e: std::io::Error| Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}"));
-    let mut decoder = zstd::stream::read::Decoder::with_buffer(stored).map_err(failed)?;
+    let mut decoder = zstd_reader(Stored::<&[u8]>::Slice(stored)).map_err(failed)?;
     let n = out.len() as u64;
     let mut filled = 0;
     while filled < out.len() {
@@ -114,12 +114,70 @@ pub fn zstd_decode_into(stored: &[u8], out: &mut [u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether this build has zstd (the `zstd` feature, on by default). Without it, zstd
+/// components are unsupported: reading one is an
+/// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) error naming the feature, and
+/// the zstd functions of this module fail with [`NO_ZSTD`].
+pub const ZSTD: bool = cfg!(feature = "zstd");
+
+/// What the zstd functions of a build without the `zstd` feature say.
+pub const NO_ZSTD: &str = "this build of ztensor-io has no zstd (its `zstd` feature is off)";
+
+/// A streaming zstd decoder of `stored` (every frame in turn; skippable frames skipped),
+/// reading it through a buffer of zstd's preferred input size, or straight from a slice.
+///
+/// # Errors
+/// zstd's own, and `Unsupported` without the `zstd` feature.
+#[cfg(feature = "zstd")]
+pub(crate) fn zstd_reader<'a, R: Read + 'a>(
+    stored: Stored<'a, R>,
+) -> std::io::Result<Box<dyn Read + 'a>> {
+    Ok(match stored {
+        Stored::Reader(r) => Box::new(zstd::stream::read::Decoder::new(r)?),
+        Stored::Slice(s) => Box::new(zstd::stream::read::Decoder::with_buffer(s)?),
+    })
+}
+
+/// Without the `zstd` feature, no decoder.
+///
+/// # Errors
+/// Always `Unsupported`.
+#[cfg(not(feature = "zstd"))]
+pub(crate) fn zstd_reader<'a, R: Read + 'a>(
+    stored: Stored<'a, R>,
+) -> std::io::Result<Box<dyn Read + 'a>> {
+    drop(stored);
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, NO_ZSTD))
+}
+
+/// Where a zstd stream's bytes come from.
+#[cfg_attr(not(feature = "zstd"), allow(dead_code))]
+pub(crate) enum Stored<'a, R> {
+    /// A reader, read in zstd's preferred input size.
+    Reader(R),
+    /// Bytes in memory.
+    Slice(&'a [u8]),
+}
+
 /// Compresses `data` as one zstd frame at `level` (0 means zstd's default, 3), recording the
 /// content size in the frame header and a content checksum at its end, so that damaged data
 /// fails to decode instead of decoding to wrong values.
 ///
 /// # Errors
-/// Only if zstd itself fails.
+/// Only if zstd itself fails; `Unsupported` without the `zstd` feature.
+#[cfg(not(feature = "zstd"))]
+pub fn zstd_encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    let _ = (data, level);
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, NO_ZSTD))
+}
+
+/// Compresses `data` as one zstd frame at `level` (0 means zstd's default, 3), recording the
+/// content size in the frame header and a content checksum at its end, so that damaged data
+/// fails to decode instead of decoding to wrong values.
+///
+/// # Errors
+/// Only if zstd itself fails; `Unsupported` without the `zstd` feature.
+#[cfg(feature = "zstd")]
 pub fn zstd_encode(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     // One compression context per thread and level, reused: creating one (and its tables) per
     // frame costs more than compressing a small frame. Output depends only on data and
@@ -264,17 +322,22 @@ pub enum Hasher {
     Crc32c(u32),
     /// SHA-256.
     Sha256(sha2::Sha256),
-    /// BLAKE3.
+    /// BLAKE3 (with the `blake3` feature, on by default).
+    #[cfg(feature = "blake3")]
     Blake3(Box<blake3::Hasher>),
 }
 
 impl Hasher {
-    /// A hasher for `algorithm`, or `None` for an algorithm this crate cannot compute.
+    /// A hasher for `algorithm`, or `None` for an algorithm this crate cannot compute (an
+    /// unknown one, and BLAKE3 without the `blake3` feature).
     pub fn new(algorithm: &DigestAlgorithm) -> Option<Hasher> {
         match algorithm {
             DigestAlgorithm::Crc32c => Some(Hasher::Crc32c(0)),
             DigestAlgorithm::Sha256 => Some(Hasher::Sha256(sha2::Sha256::new())),
+            #[cfg(feature = "blake3")]
             DigestAlgorithm::Blake3 => Some(Hasher::Blake3(Box::new(blake3::Hasher::new()))),
+            #[cfg(not(feature = "blake3"))]
+            DigestAlgorithm::Blake3 => None,
             DigestAlgorithm::Unknown(_) => None,
         }
     }
@@ -284,6 +347,7 @@ impl Hasher {
         match self {
             Hasher::Crc32c(c) => *c = crc32c::crc32c_append(*c, bytes),
             Hasher::Sha256(h) => h.update(bytes),
+            #[cfg(feature = "blake3")]
             Hasher::Blake3(h) => {
                 h.update(bytes);
             }
@@ -295,6 +359,7 @@ impl Hasher {
         match self {
             Hasher::Crc32c(c) => Digest::Crc32c(c),
             Hasher::Sha256(h) => Digest::Sha256(Box::new(h.finalize().into())),
+            #[cfg(feature = "blake3")]
             Hasher::Blake3(h) => Digest::Blake3(Box::new(*h.finalize().as_bytes())),
         }
     }
@@ -325,6 +390,7 @@ pub enum Share {
 /// power-of-two size of at least 1 KiB (BLAKE3's chunk), the last shorter or equal, at least two
 /// of them: each piece is then a subtree of BLAKE3's own tree. SHA-256 has no such form.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "blake3"), allow(dead_code))]
 pub struct Combiner {
     piece: u64,
     pushed: u64,
@@ -336,6 +402,7 @@ pub struct Combiner {
 #[derive(Debug, Clone)]
 enum CombinerState {
     Crc32c(u32),
+    #[cfg(feature = "blake3")]
     Blake3(Vec<blake3::hazmat::ChainingValue>),
 }
 
@@ -345,6 +412,7 @@ impl Combiner {
     pub fn new(algorithm: &DigestAlgorithm, piece: u64) -> Option<Combiner> {
         let state = match algorithm {
             DigestAlgorithm::Crc32c => CombinerState::Crc32c(0),
+            #[cfg(feature = "blake3")]
             DigestAlgorithm::Blake3
                 if piece.is_power_of_two() && piece >= blake3::CHUNK_LEN as u64 =>
             {
@@ -357,9 +425,12 @@ impl Combiner {
 
     /// The share of piece `index` (its bytes `bytes`: `piece` of them, or fewer for the last).
     pub fn share(&self, index: u64, bytes: &[u8]) -> Share {
+        #[cfg(not(feature = "blake3"))]
+        let _ = index;
         let len = bytes.len() as u64;
         match self.state {
             CombinerState::Crc32c(_) => Share::Crc32c { crc: crc32c::crc32c(bytes), len },
+            #[cfg(feature = "blake3")]
             CombinerState::Blake3(_) => {
                 use blake3::hazmat::HasherExt;
                 let mut h = blake3::Hasher::new();
@@ -378,6 +449,7 @@ impl Combiner {
                 let Ok(len) = usize::try_from(len) else { return false };
                 *crc = crc32c::crc32c_combine(*crc, next, len);
             }
+            #[cfg(feature = "blake3")]
             (CombinerState::Blake3(stack), Share::Blake3 { cv, len }) => {
                 if len > self.piece || self.short {
                     return false;
@@ -410,6 +482,7 @@ impl Combiner {
                 *crc = crc32c::crc32c_append(*crc, bytes);
                 true
             }
+            #[cfg(feature = "blake3")]
             CombinerState::Blake3(_) => bytes.is_empty(),
         }
     }
@@ -419,6 +492,7 @@ impl Combiner {
     pub fn finish(self) -> Option<Digest> {
         match self.state {
             CombinerState::Crc32c(crc) => Some(Digest::Crc32c(crc)),
+            #[cfg(feature = "blake3")]
             CombinerState::Blake3(mut stack) => {
                 let mut right = stack.pop()?;
                 let mut left = stack.pop()?;

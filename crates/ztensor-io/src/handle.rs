@@ -420,6 +420,16 @@ impl<'r, S: ReadAt> Component<'r, S> {
 /// An unknown encoding met while decoding. Validation marks objects with unknown encodings
 /// unsupported, so this is not reached; it still answers with the right error rather than
 /// panicking.
+/// A zstd component read by a build without the `zstd` feature: unsupported, as an unknown
+/// encoding is, with the reason.
+pub(crate) fn no_zstd<T>(name: &str, role: &str) -> Result<T> {
+    Err(Error::unsupported(
+        ztensor_format::Error::new(Rule::EncodingUnknown, crate::codec::NO_ZSTD)
+            .in_object(name)
+            .in_component(role),
+    ))
+}
+
 pub(crate) fn unknown_encoding<T>(name: &str, role: &str) -> Result<T> {
     Err(Error::unsupported(
         ztensor_format::Error::new(Rule::EncodingUnknown, "unknown encoding")

@@ -16,7 +16,12 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::lock::FileId;
 
-const MAGIC: &[u8; 8] = b"ZTJRNL01";
+/// A record whose digests are SHA-256.
+const MAGIC: &[u8; 8] = b"ZTJRNL02";
+/// A record whose digests are BLAKE3, as earlier releases wrote them: still honoured by builds
+/// that have BLAKE3, so that an append interrupted before an upgrade is undone after it.
+#[cfg(feature = "blake3")]
+const MAGIC_BLAKE3: &[u8; 8] = b"ZTJRNL01";
 const RECORD_LEN: usize = 112;
 /// How many bytes before the old end the record's digest covers: enough to tell this file's
 /// state from another's, cheap to read.
@@ -29,16 +34,45 @@ pub(crate) struct Journal {
     pub(crate) old_len: u64,
     tail_digest: [u8; 32],
     pid: u32,
+    /// The digest of the record's two digests.
+    algorithm: Algorithm,
 }
 
-fn tail_digest(file: &File, old_len: u64) -> io::Result<[u8; 32]> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Algorithm {
+    Sha256,
+    #[cfg(feature = "blake3")]
+    Blake3,
+}
+
+impl Algorithm {
+    fn digest(self, parts: &[&[u8]]) -> [u8; 32] {
+        match self {
+            Algorithm::Sha256 => {
+                use sha2::Digest;
+                let mut h = sha2::Sha256::new();
+                for part in parts {
+                    h.update(part);
+                }
+                h.finalize().into()
+            }
+            #[cfg(feature = "blake3")]
+            Algorithm::Blake3 => {
+                let mut h = blake3::Hasher::new();
+                for part in parts {
+                    h.update(part);
+                }
+                *h.finalize().as_bytes()
+            }
+        }
+    }
+}
+
+fn tail_digest(file: &File, old_len: u64, algorithm: Algorithm) -> io::Result<[u8; 32]> {
     let take = old_len.min(TAIL);
     let mut buf = vec![0u8; usize::try_from(take).unwrap_or(0)];
     crate::source::read_exact_at(file, &mut buf, old_len - take)?;
-    let mut h = blake3::Hasher::new();
-    h.update(&old_len.to_le_bytes());
-    h.update(&buf);
-    Ok(*h.finalize().as_bytes())
+    Ok(algorithm.digest(&[&old_len.to_le_bytes(), &buf]))
 }
 
 impl Journal {
@@ -54,27 +88,38 @@ impl Journal {
         Ok(Journal {
             id,
             old_len,
-            tail_digest: tail_digest(file, old_len)?,
+            tail_digest: tail_digest(file, old_len, Algorithm::Sha256)?,
             pid: std::process::id(),
+            algorithm: Algorithm::Sha256,
         })
     }
 
     fn encode(&self) -> [u8; RECORD_LEN] {
         let mut out = [0u8; RECORD_LEN];
-        out[..8].copy_from_slice(MAGIC);
+        out[..8].copy_from_slice(match self.algorithm {
+            Algorithm::Sha256 => MAGIC,
+            #[cfg(feature = "blake3")]
+            Algorithm::Blake3 => MAGIC_BLAKE3,
+        });
         out[8..16].copy_from_slice(&self.id.dev.to_le_bytes());
         out[16..24].copy_from_slice(&self.id.ino.to_le_bytes());
         out[24..32].copy_from_slice(&self.old_len.to_le_bytes());
         out[32..64].copy_from_slice(&self.tail_digest);
         out[64..72].copy_from_slice(&u64::from(self.pid).to_le_bytes());
-        let check = blake3::hash(&out[..80]);
-        out[80..].copy_from_slice(check.as_bytes());
+        let check = self.algorithm.digest(&[&out[..80]]);
+        out[80..].copy_from_slice(&check);
         out
     }
 
     fn decode(bytes: &[u8]) -> Option<Journal> {
         let record: &[u8; RECORD_LEN] = bytes.try_into().ok()?;
-        if &record[..8] != MAGIC || blake3::hash(&record[..80]).as_bytes() != &record[80..] {
+        let algorithm = match &record[..8] {
+            m if m == MAGIC => Algorithm::Sha256,
+            #[cfg(feature = "blake3")]
+            m if m == MAGIC_BLAKE3 => Algorithm::Blake3,
+            _ => return None,
+        };
+        if algorithm.digest(&[&record[..80]]) != record[80..] {
             return None;
         }
         let u64_at = |at: usize| {
@@ -89,6 +134,7 @@ impl Journal {
             old_len: u64_at(24),
             tail_digest,
             pid: u32::try_from(u64_at(64)).unwrap_or(0),
+            algorithm,
         })
     }
 
@@ -131,7 +177,7 @@ impl Journal {
         if journal.id != id || journal.old_len > len {
             return Ok(None);
         }
-        match tail_digest(file, journal.old_len) {
+        match tail_digest(file, journal.old_len, journal.algorithm) {
             Ok(d) if d == journal.tail_digest => Ok(Some(journal)),
             Ok(_) => Ok(None),
             Err(e) => Err(Error::io("reading before the append journal's end", None, e)),
@@ -186,8 +232,10 @@ mod tests {
             old_len: 12345,
             tail_digest: [3; 32],
             pid: 42,
+            algorithm: Algorithm::Sha256,
         };
         let bytes = j.encode();
+        assert_eq!(&bytes[..8], b"ZTJRNL02");
         assert_eq!(Journal::decode(&bytes), Some(j));
         for cut in 0..RECORD_LEN {
             assert_eq!(Journal::decode(&bytes[..cut]), None, "cut {cut}");
@@ -195,5 +243,37 @@ mod tests {
         let mut flipped = bytes;
         flipped[30] ^= 1;
         assert_eq!(Journal::decode(&flipped), None);
+    }
+
+    /// A record as earlier releases wrote it (BLAKE3, `ZTJRNL01`), laid out here by hand.
+    #[cfg(feature = "blake3")]
+    #[test]
+    fn a_record_of_an_earlier_release_is_still_read() {
+        let mut old = [0u8; RECORD_LEN];
+        old[..8].copy_from_slice(b"ZTJRNL01");
+        old[8..16].copy_from_slice(&7u64.to_le_bytes());
+        old[16..24].copy_from_slice(&9u64.to_le_bytes());
+        old[24..32].copy_from_slice(&12345u64.to_le_bytes());
+        old[32..64].copy_from_slice(&[3; 32]);
+        old[64..72].copy_from_slice(&42u64.to_le_bytes());
+        let check = *blake3::hash(&old[..80]).as_bytes();
+        old[80..].copy_from_slice(&check);
+        let j = Journal::decode(&old).expect("an earlier release's record");
+        assert_eq!(
+            (j.id, j.old_len, j.pid, j.algorithm),
+            (FileId { dev: 7, ino: 9 }, 12345, 42, Algorithm::Blake3)
+        );
+        assert_eq!(j.encode(), old, "re-encoded as it was written");
+        // Its tail digest is BLAKE3 of the length and the bytes before it.
+        let dir = std::env::temp_dir().join(format!("zt-journal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = File::open(&path).unwrap();
+        let mut h = blake3::Hasher::new();
+        h.update(&10u64.to_le_bytes());
+        h.update(b"0123456789");
+        assert_eq!(tail_digest(&file, 10, Algorithm::Blake3).unwrap(), *h.finalize().as_bytes());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -12,6 +12,17 @@
 //! (the memory map, the system calls std lacks: directory handles, write-back hints, and
 //! allocator-zeroed buffers).
 //!
+//! # Features
+//!
+//! All on by default; a reader that can do without one turns it off:
+//! - `zstd`: zstd components (the `zstd` crate and its C library). Without it, a zstd
+//!   component is [unsupported](ErrorKind::Unsupported), naming the feature, and writing one is
+//!   an error ([`codec::ZSTD`] says which build this is).
+//! - `blake3`: BLAKE3 digests. Without it, a BLAKE3 digest is unverifiable, as one of an
+//!   unknown algorithm is, and writing one is an error. SHA-256 and CRC-32C are always there.
+//! - `mmap`: `Mapped`, memory-mapped reading (`memmap2`). Without it, files are read with
+//!   positional reads.
+//!
 //! # Example
 //!
 //! ```
@@ -52,6 +63,7 @@ mod input;
 mod journal;
 mod lock;
 mod machine;
+#[cfg(feature = "mmap")]
 #[allow(unsafe_code)]
 mod mmap;
 pub mod pause;
@@ -78,6 +90,7 @@ pub use crate::handle::{Component, Object};
 pub use crate::input::{open_input, read_input};
 pub use crate::lock::{FileId, READER_PATIENCE, WriteLock, read_without_lock};
 pub use crate::machine::{OBJECT_COST, address_space_cap, machine_limits, physical_memory};
+#[cfg(feature = "mmap")]
 pub use crate::mmap::Mapped;
 pub use crate::publish::{AtomicFile, check_output, interrupt, remove_stale_temporaries};
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
@@ -115,3 +128,45 @@ pub mod low_level {
 #[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// What a build without the optional codecs does with content that needs them: each is
+/// unsupported or unverifiable, with the reason, never a wrong value. Run by
+/// `cargo xtask features` (`cargo test -p ztensor-io --no-default-features --lib
+/// without_features`).
+#[cfg(all(test, not(feature = "zstd"), not(feature = "blake3")))]
+mod without_features {
+    use ztensor_format::DigestAlgorithm;
+
+    use crate::codec;
+
+    #[test]
+    fn a_zstd_component_is_unsupported_and_names_the_feature() {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../ztensor-conformance/fixtures/v1.2/valid/zstd.zt"
+        );
+        let reader = crate::Reader::open(file).expect("the manifest needs no zstd");
+        let object = reader.manifest().objects().next().expect("an object");
+        let component = reader.component(object.name(), "data").expect("its data");
+        for e in [component.decoded().unwrap_err(), component.decoded_verified().unwrap_err()] {
+            assert!(matches!(e.kind(), crate::ErrorKind::Unsupported(_)), "{e}");
+            assert!(e.to_string().contains("`zstd` feature"), "{e}");
+        }
+        let streamed = component.decode_pieces(true, u64::MAX, 4096, |_| Ok(())).unwrap_err();
+        assert!(matches!(streamed.kind(), crate::ErrorKind::Unsupported(_)), "{streamed}");
+        assert_eq!(
+            codec::zstd_encode(b"x", 3).unwrap_err().kind(),
+            std::io::ErrorKind::Unsupported
+        );
+    }
+
+    #[test]
+    fn blake3_is_an_algorithm_this_build_cannot_compute() {
+        assert!(codec::Hasher::new(&DigestAlgorithm::Blake3).is_none());
+        assert!(codec::digest_of(&DigestAlgorithm::Blake3, b"").is_none());
+        assert!(codec::Combiner::new(&DigestAlgorithm::Blake3, 1024).is_none());
+        // SHA-256 and CRC-32C stay.
+        assert!(codec::digest_of(&DigestAlgorithm::Sha256, b"").is_some());
+        assert!(codec::digest_of(&DigestAlgorithm::Crc32c, b"").is_some());
+    }
+}

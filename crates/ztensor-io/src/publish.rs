@@ -34,7 +34,10 @@ fn sidecar_stem(name: &OsStr) -> String {
     if 1 + lossy.len() + SUFFIX_ROOM <= NAME_MAX && lossy == name.to_str().unwrap_or_default() {
         return lossy.into_owned();
     }
-    let digest = blake3::hash(name.as_encoded_bytes()).to_hex();
+    let digest: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(name.as_encoded_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    };
     let mut keep = NAME_MAX - 1 - SUFFIX_ROOM - 17;
     while !lossy.is_char_boundary(keep.min(lossy.len())) {
         keep -= 1;

@@ -343,6 +343,7 @@ impl<S: ReadAt> Reader<S> {
         }
         let mut bytes = match c.encoding {
             Encoding::Raw => stored,
+            Encoding::Zstd if !crate::codec::ZSTD => crate::handle::no_zstd(name, role)?,
             Encoding::Zstd => {
                 let limit = self.options.limits.whole_decode_limit();
                 let expected = object.decoded_len(role);
@@ -385,18 +386,18 @@ impl<S: ReadAt> Reader<S> {
             Error::from(e.in_object(name).in_component(role).at(c.offset))
         };
         let piece = piece.max(64);
-        // The digest, when one is to be checked here; `Digest::Malformed` and unknown ones are
-        // left to `check_digest` on no bytes (it needs none to say so).
+        // The digest, when one is to be checked here; `Digest::Malformed` and ones this build
+        // cannot compute are left to `check_digest` on no bytes (it needs none to say so).
         let mut hasher = None;
         if verify {
-            match &c.digest {
-                Some(expected @ (Digest::Sha256(_) | Digest::Blake3(_) | Digest::Crc32c(_))) => {
-                    hasher = crate::codec::Hasher::new(&expected.algorithm());
+            hasher = c.digest.as_ref().and_then(|d| match d {
+                Digest::Sha256(_) | Digest::Blake3(_) | Digest::Crc32c(_) => {
+                    crate::codec::Hasher::new(&d.algorithm())
                 }
-                Some(_) => {
-                    check_digest(name, role, c, &[])?;
-                }
-                None => {}
+                _ => None,
+            });
+            if hasher.is_none() && c.digest.is_some() {
+                check_digest(name, role, c, &[])?;
             }
         }
         let mut stored = StoredReader {
@@ -441,6 +442,7 @@ impl<S: ReadAt> Reader<S> {
                     }
                     give(&mut buf[..n], &mut total)?;
                 },
+                Encoding::Zstd if !crate::codec::ZSTD => crate::handle::no_zstd(name, role)?,
                 Encoding::Zstd => {
                     let most = crate::codec::zstd_max_decoded(c.length);
                     if let Some(n) = expected.filter(|&n| n > most) {
@@ -468,7 +470,8 @@ impl<S: ReadAt> Reader<S> {
                         ))
                     };
                     let mut decoder =
-                        zstd::stream::read::Decoder::new(&mut *stored).map_err(decode_failed)?;
+                        crate::codec::zstd_reader(crate::codec::Stored::Reader(&mut *stored))
+                            .map_err(decode_failed)?;
                     loop {
                         let n = fill(&mut decoder, &mut buf).map_err(decode_failed)?;
                         if n == 0 {

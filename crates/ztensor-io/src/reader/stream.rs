@@ -244,8 +244,10 @@ impl<S: ReadAt> Reader<S> {
         };
         match c.encoding {
             Encoding::Raw => Ok(Box::new(stored)),
-            Encoding::Zstd => match zstd::stream::read::Decoder::new(stored) {
-                Ok(d) => Ok(Box::new(d)),
+            Encoding::Zstd if !crate::codec::ZSTD => crate::handle::no_zstd(name, role),
+            Encoding::Zstd => match crate::codec::zstd_reader(crate::codec::Stored::Reader(stored))
+            {
+                Ok(d) => Ok(d),
                 Err(e) => Err(Error::from(
                     ztensor_format::Error::new(Rule::DecodeFailed, format!("zstd: {e}"))
                         .in_object(name)
