@@ -87,23 +87,26 @@ pub(crate) fn open_source_for(
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     cmd::not_over(path, output, what)?;
-    if cmd::detect(path)? == cmd::Kind::ZtIndex {
-        let ckpt = ztensor_shard::ShardedZtensor::open(path, &ztensor_cli::options(false))
-            .map_err(|e| shard_error("", &e))?;
-        for (shard, _) in ckpt.shards() {
-            cmd::not_over(shard, output, what)?;
+    let kind = cmd::detect(path)?;
+    match kind {
+        cmd::Kind::ZtIndex => {
+            let ckpt = ztensor_shard::ShardedZtensor::open(path, &ztensor_cli::options(false))
+                .map_err(|e| shard_error("", &e))?;
+            for (shard, _) in ckpt.shards() {
+                cmd::not_over(shard, output, what)?;
+            }
+            Ok(Box::new(ckpt))
         }
-        return Ok(Box::new(ckpt));
+        cmd::Kind::SafetensorsIndex => {
+            let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(path)
+                .map_err(|e| foreign_error("", &e))?;
+            for (shard, _) in ckpt.shards() {
+                cmd::not_over(shard, output, what)?;
+            }
+            Ok(Box::new(ckpt.carry_unknown_dtypes(carry_unknown)))
+        }
+        _ => expansion_checked(path, kind, open_kind(path, kind, carry_unknown)?),
     }
-    if cmd::detect(path)? != cmd::Kind::SafetensorsIndex {
-        return open_source_with(path, carry_unknown);
-    }
-    let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(path)
-        .map_err(|e| foreign_error("", &e))?;
-    for (shard, _) in ckpt.shards() {
-        cmd::not_over(shard, output, what)?;
-    }
-    Ok(Box::new(ckpt.carry_unknown_dtypes(carry_unknown)))
 }
 
 /// As [`open_source`]; with `carry_unknown`, safetensors tensors of dtypes zTensor lacks are
@@ -112,10 +115,19 @@ pub(crate) fn open_source_with(
     path: &Path,
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
-    let source = open_any(path, carry_unknown)?;
-    // A single file's objects against its size (a sharded checkpoint's shards are files of
-    // their own, each checked when read as one).
-    if !matches!(cmd::detect(path)?, cmd::Kind::SafetensorsIndex | cmd::Kind::ZtIndex) {
+    let (kind, source) = open_any(path, carry_unknown)?;
+    expansion_checked(path, kind, source)
+}
+
+/// `source` (the input at `path`, of `kind`), refused when its objects decode to more than
+/// the expansion limit allows for a file of its size. A sharded checkpoint's shards are files
+/// of their own, each checked when read as one.
+fn expansion_checked(
+    path: &Path,
+    kind: cmd::Kind,
+    source: Box<dyn ztensor_io::TensorSource>,
+) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    if !matches!(kind, cmd::Kind::SafetensorsIndex | cmd::Kind::ZtIndex) {
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         ztensor_io::check_expansion(&*source, len, &options(false).limits).map_err(|e| {
             let e = zt_error(&format!("{}", path.display()), &e);
@@ -130,17 +142,27 @@ pub(crate) fn open_source_with(
     Ok(source)
 }
 
-/// Opens any input as a tensor source, through the format registry; each reader's refusal
-/// reported as that reader's errors are (a broken rule is status 1, with its hints).
+/// Opens any input as a tensor source, through the format registry, with what it was
+/// recognised as; each reader's refusal reported as that reader's errors are (a broken rule
+/// is status 1, with its hints).
 pub(crate) fn open_any(
     path: &Path,
+    carry_unknown: bool,
+) -> Result<(cmd::Kind, Box<dyn ztensor_io::TensorSource>)> {
+    let kind = cmd::detect(path)?;
+    Ok((kind, open_kind(path, kind, carry_unknown)?))
+}
+
+/// Opens the input at `path`, recognised as `kind`, through the format registry.
+fn open_kind(
+    path: &Path,
+    kind: cmd::Kind,
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     let options = ztensor_registry::OpenOptions {
         options: ztensor_cli::options(false),
         carry_unknown_dtypes: carry_unknown,
     };
-    let kind = cmd::detect(path)?;
     match ztensor_registry::open_kind(kind, path, &options) {
         Ok(opened) => Ok(opened.into_source()),
         Err(e) => Err(open_error(path, &options.options, e)),

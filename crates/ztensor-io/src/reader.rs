@@ -29,7 +29,8 @@ pub(crate) use stream::{Elements, PIECE, convertible};
 #[derive(Debug)]
 pub struct Reader<S> {
     source: S,
-    manifest: ValidatedManifest,
+    /// Shared with the readers [`Reader::as_dyn`] makes.
+    manifest: std::sync::Arc<ValidatedManifest>,
     options: Options,
 }
 
@@ -242,7 +243,20 @@ impl<S: ReadAt> Reader<S> {
     /// As [`Reader::new`].
     pub fn with_end(source: S, end: u64, options: &Options) -> Result<Reader<S>> {
         let manifest = load_manifest(&source, end, options)?;
-        Ok(Reader { source, manifest, options: options.clone() })
+        Ok(Reader { source, manifest: std::sync::Arc::new(manifest), options: options.clone() })
+    }
+
+    /// This reader over its source seen through [`ReadAt`] (`&dyn ReadAt`), sharing the
+    /// manifest: for code that takes readers of any source as one type.
+    pub fn as_dyn(&self) -> Reader<&dyn ReadAt>
+    where
+        S: ReadAt,
+    {
+        Reader {
+            source: &self.source,
+            manifest: std::sync::Arc::clone(&self.manifest),
+            options: self.options.clone(),
+        }
     }
 
     /// The validated manifest.

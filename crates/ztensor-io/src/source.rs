@@ -50,6 +50,20 @@ impl ReadAt for &[u8] {
     }
 }
 
+/// Any source seen through the trait (what a zTensor file behind a
+/// [`TensorSource`](crate::TensorSource) is read through).
+impl ReadAt for &dyn ReadAt {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_exact_at(offset, buf)
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        (**self).as_slice()
+    }
+}
+
 impl ReadAt for Vec<u8> {
     fn len(&self) -> u64 {
         Vec::len(self) as u64

@@ -306,6 +306,50 @@ pub trait TensorSource: Sync {
         let _ = index;
         None
     }
+
+    /// When the source is a zTensor file (or a view of some of its objects): its reader and
+    /// which of its objects the source presents, so that a zTensor sink can carry them as
+    /// stored (copying the stored bytes where the target can hold them) instead of decoding
+    /// and encoding them again. `None` for every other source.
+    fn ztensor(&self) -> Option<ZtensorObjects<'_>> {
+        None
+    }
+}
+
+/// A zTensor file behind a [`TensorSource`] ([`TensorSource::ztensor`]).
+pub struct ZtensorObjects<'a> {
+    /// The file's reader, over the source's own bytes.
+    pub reader: Reader<&'a dyn ReadAt>,
+    /// The positions, in the reader's object order ([`Reader::objects`]), of the objects the
+    /// source presents, ascending; `None` when it presents them all.
+    pub positions: Option<Vec<usize>>,
+}
+
+impl std::fmt::Debug for ZtensorObjects<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZtensorObjects")
+            .field("version", &self.reader.version())
+            .field("objects", &self.reader.manifest().len())
+            .field("positions", &self.positions.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
+impl ZtensorObjects<'_> {
+    /// Whether the object at `position` of the reader's order is one the source presents.
+    pub fn presents(&self, position: usize) -> bool {
+        self.positions.as_ref().is_none_or(|p| p.binary_search(&position).is_ok())
+    }
+
+    /// How many objects the source presents.
+    pub fn len(&self) -> usize {
+        self.positions.as_ref().map_or_else(|| self.reader.manifest().len(), Vec::len)
+    }
+
+    /// Whether the source presents no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// An output that takes everything a [`TensorSource`] holds: a zTensor writer of any version
@@ -440,6 +484,10 @@ impl<S: ReadAt> TensorSource for Reader<S> {
             && (*c.byte_order() == ztensor_format::ByteOrder::Little
                 || c.dtype.known().is_some_and(|d| d.size() == 1));
         plain.then_some(RawRange { source: self.source(), offset: c.offset, len: c.length })
+    }
+
+    fn ztensor(&self) -> Option<ZtensorObjects<'_>> {
+        Some(ZtensorObjects { reader: self.as_dyn(), positions: None })
     }
 }
 
@@ -601,6 +649,14 @@ impl TensorSource for Excluding<'_> {
     }
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
         self.inner.raw(*self.keep.get(index)?)
+    }
+    fn ztensor(&self) -> Option<ZtensorObjects<'_>> {
+        let inner = self.inner.ztensor()?;
+        let positions = match &inner.positions {
+            None => self.keep.clone(),
+            Some(p) => self.keep.iter().filter_map(|&i| p.get(i).copied()).collect(),
+        };
+        Some(ZtensorObjects { reader: inner.reader, positions: Some(positions) })
     }
 }
 

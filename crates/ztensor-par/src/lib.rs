@@ -239,14 +239,30 @@ pub fn repack_only<S: ReadAt, W: Write>(
     progress: &dyn Progress,
     keep: &dyn Fn(&str) -> bool,
 ) -> Result<Stats> {
+    repack_objects(reader, writer, copy, true, par, progress, &|_, name| keep(name))
+}
+
+/// As [`repack`], for the objects `keep` returns true for (given each one's position in the
+/// reader's order and its name), and the file attributes only with `file_attributes`.
+pub(crate) fn repack_objects<S: ReadAt, W: Write>(
+    reader: &Reader<S>,
+    writer: &mut Writer<W>,
+    copy: &CopyOptions,
+    file_attributes: bool,
+    par: &ParOptions,
+    progress: &dyn Progress,
+    keep: &dyn Fn(usize, &str) -> bool,
+) -> Result<Stats> {
     if let Some(attributes) = &reader.manifest().manifest().attributes
         && !copy.drop_attributes
+        && file_attributes
     {
         writer.set_attributes(attributes.clone())?;
     }
     let target = writer.version();
     // Planned as the engine reaches them: no list of every item.
-    let items = reader.objects().filter(|o| keep(o.name())).map(|handle| {
+    let kept = reader.objects().enumerate().filter(|(i, o)| keep(*i, o.name()));
+    let items = kept.map(|(_, handle)| {
         let object = handle.entry();
         let o = object.object();
         let streamed = (|| {

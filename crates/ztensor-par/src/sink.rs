@@ -7,7 +7,7 @@ use std::io::Write;
 use ztensor_format::{ErrorKind as Rule, Format, Version};
 use ztensor_io::low_level::Streaming;
 use ztensor_io::{
-    Error, ReadAt, Result, TensorSink, TensorSource, WriteOptions, Writer, role,
+    CopyOptions, Error, ReadAt, Result, TensorSink, TensorSource, WriteOptions, Writer, role,
     write_source_object,
 };
 
@@ -47,6 +47,7 @@ pub struct ZtSink<'w, 'p, W: Write> {
     progress: &'p dyn Progress,
     drop_attributes: bool,
     file_attributes: bool,
+    copy: Option<CopyOptions>,
     stats: Stats,
 }
 
@@ -66,6 +67,7 @@ impl<'w, 'p, W: Write> ZtSink<'w, 'p, W> {
             progress,
             drop_attributes: false,
             file_attributes: true,
+            copy: None,
             stats: Stats::default(),
         }
     }
@@ -83,6 +85,18 @@ impl<'w, 'p, W: Write> ZtSink<'w, 'p, W> {
     #[must_use]
     pub fn without_file_attributes(mut self) -> ZtSink<'w, 'p, W> {
         self.file_attributes = false;
+        self
+    }
+
+    /// How the objects of a zTensor source ([`TensorSource::ztensor`]) are carried: as
+    /// [`repack`](crate::repack) carries them with `copy`, stored bytes copied as they are
+    /// where the target can hold them and `copy` asks for no re-encoding, decoded (digests
+    /// checked) and encoded again otherwise, on all threads. Without it, a zTensor source is
+    /// read like any other, through its decoded tensors and this sink's write options.
+    /// [`ZtSink::drop_attributes`] applies either way.
+    #[must_use]
+    pub fn copying(mut self, copy: CopyOptions) -> ZtSink<'w, 'p, W> {
+        self.copy = Some(copy);
         self
     }
 
@@ -167,6 +181,25 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
     }
 
     fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
+        if let Some(copy) = &self.copy
+            && let Some(file) = source.ztensor()
+        {
+            let copy = CopyOptions {
+                drop_attributes: copy.drop_attributes || self.drop_attributes,
+                ..copy.clone()
+            };
+            let keep = |position: usize, _: &str| file.presents(position);
+            self.stats = crate::repack_objects(
+                &file.reader,
+                self.writer,
+                &copy,
+                self.file_attributes,
+                self.par,
+                self.progress,
+                &keep,
+            )?;
+            return Ok(file.len());
+        }
         let version = self.writer.version();
         let attributes = if !self.drop_attributes && self.file_attributes {
             source.try_attributes()?

@@ -162,6 +162,29 @@ proptest! {
             std::fs::remove_file(&path).unwrap();
             prop_assert_eq!(&written, &expected, "to a file, threads {}", threads);
         }
+        // The zTensor sink, copying, carries a zTensor source exactly as repack does, and a
+        // view of some of its objects as copying those one by one does.
+        use ztensor_io::TensorSink;
+        let par = ParOptions { threads: 3, memory_budget: 1000 };
+        let mut sunk = Writer::new(Vec::new(), to).unwrap();
+        let n = ztensor_par::ZtSink::new(&mut sunk, WriteOptions::raw(), &par, &())
+            .copying(copy.clone())
+            .write_all(&reader)
+            .unwrap();
+        prop_assert_eq!(n, reader.manifest().len());
+        prop_assert_eq!(&sunk.finish().unwrap().0, &expected, "the sink, copying");
+        let without_d0 = ztensor_io::Excluding::new(&reader, |name| name == "d0");
+        let mut sunk = Writer::new(Vec::new(), to).unwrap();
+        let n = ztensor_par::ZtSink::new(&mut sunk, WriteOptions::raw(), &par, &())
+            .copying(copy.clone())
+            .write_all(&without_d0)
+            .unwrap();
+        prop_assert_eq!(n, reader.manifest().len() - 1);
+        let mut one_by_one = Writer::new(Vec::new(), to).unwrap();
+        for object in reader.objects().filter(|o| o.name() != "d0") {
+            ztensor_io::copy_object(object, &mut one_by_one, &copy).unwrap();
+        }
+        prop_assert_eq!(&sunk.finish().unwrap().0, &one_by_one.finish().unwrap().0, "a view, copying");
     }
 }
 

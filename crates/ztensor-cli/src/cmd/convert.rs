@@ -12,7 +12,7 @@ use ztensor_tensorbuffers::TbSink;
 
 use super::Kind;
 use super::repack::Bar;
-use crate::{Encoding, Rejected, Run, Target, foreign_error, open, zt_error};
+use crate::{Encoding, Rejected, Run, Target, foreign_error, zt_error};
 
 /// One conversion.
 pub struct Request<'a> {
@@ -186,47 +186,22 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
     })
 }
 
-/// Runs the conversion, returning what it wrote. Every input is read through
-/// the tensor-source interface and every output written through a sink; zTensor to zTensor
-/// goes through the engine's repack, which also copies stored bytes as they are.
+/// Runs the conversion, returning what it wrote. Every input is read through the
+/// tensor-source interface and every output written through a sink; the zTensor sink carries
+/// the objects of a zTensor input as `repack` does (stored bytes copied as they are where the
+/// target holds them and no re-encoding is asked for).
 pub fn run(r: &Request<'_>) -> Result<Converted> {
     let context = format!("cannot convert {} to {}", r.input.display(), r.target);
     if let Some(split) = r.sharded {
         return sharded(r, split, &context);
     }
-    let kind = super::detect(r.input)?;
-    // zTensor to zTensor may rewrite a file in place (as `repack` and `remove` do); anything
-    // else would replace the user's file (or a shard of it) with another format.
-    if let (Kind::Zt, Target::Zt(to)) = (kind, r.target) {
-        let reader = open(r.input, &ztensor_cli::options(false))?;
-        // The parallel copy writes exactly what `copy_all` would, with a progress bar.
-        let bar = Bar::new(super::repack::total_input(&reader), r.run.quiet);
-        let mut writer = FileWriter::create(r.output, to).map_err(|e| anyhow!("{e}"))?;
-        let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
-        let keep = |name: &str| !excluded(r.exclude, name);
-        let done = ztensor_par::repack_only(
-            &reader,
-            writer.writer_mut(),
-            &copy,
-            &r.run.par(),
-            &bar,
-            &keep,
-        );
-        bar.finish();
-        let stats = done.map_err(|e| hinted(zt_error(&context, &e), e.refused()))?;
-        let tally = writer.writer().tally();
-        writer.finish().map_err(|e| anyhow!("{e}"))?;
-        let count = reader.objects().filter(|o| keep(o.name())).count();
-        return Ok(Converted {
-            objects: count,
-            peak: Some(stats.peak_in_flight),
-            index: None,
-            tally: Some(tally),
-            decoded: None,
-            notes: if r.drop_attributes { vec![dropped(&reader, r.output)?] } else { Vec::new() },
-        });
-    }
-    let opened = crate::open_source_for(r.input, r.output, &r.target.to_string(), r.carry_unknown)?;
+    // zTensor to zTensor may rewrite a file in place (as `repack` and `remove` do: the output
+    // is published by a rename, and nothing decodes more than the input holds); anything else
+    // would replace the user's file (or a shard of it) with another format.
+    let opened = match (super::detect(r.input)?, r.target) {
+        (Kind::Zt, Target::Zt(_)) => crate::sources::open_any(r.input, r.carry_unknown)?.1,
+        _ => crate::open_source_for(r.input, r.output, &r.target.to_string(), r.carry_unknown)?,
+    };
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;
     let mut peak = None;
@@ -238,8 +213,10 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             let bar = Bar::new(total.sum(), r.run.quiet);
             let mut writer = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
             let par = r.run.par();
+            let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
             let mut sink = ZtSink::new(writer.writer_mut(), r.encoding.fresh(), &par, &bar)
-                .drop_attributes(r.drop_attributes);
+                .drop_attributes(r.drop_attributes)
+                .copying(copy);
             let done = sink.write_all(source);
             bar.finish();
             done.map_err(|e| hinted(zt_error(&context, &e), e.refused()))?;
