@@ -17,7 +17,7 @@ const TASKS: &[(&str, &str)] = &[
     (
         "features",
         "cargo check of each crate with features, with none and with each feature alone, \
-         and ztensor-io's tests of a build without its codecs",
+         and the tests of ztensor-io without its codecs and the registry without zip readers",
     ),
     (
         "test",
@@ -191,20 +191,21 @@ fn features() -> Result<()> {
             cargo(&args, &flags)?;
         }
     }
-    // What a reader without the optional codecs does with content that needs them.
-    cargo(
-        &[
+    // What a build without its optional parts does with content that needs them: ztensor-io
+    // without its codecs, the registry without the zip formats' readers.
+    for krate in ["ztensor-io", "ztensor-registry"] {
+        let args = [
             "test",
             "-q",
             "--locked",
             "-p",
-            "ztensor-io",
+            krate,
             "--no-default-features",
             "--lib",
             "without_features",
-        ],
-        &flags,
-    )?;
+        ];
+        cargo(&args, &flags)?;
+    }
     Ok(())
 }
 

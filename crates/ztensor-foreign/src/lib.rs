@@ -43,7 +43,6 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
-#[cfg(any(feature = "numpy", feature = "torch"))]
 mod archive;
 mod error;
 #[cfg(feature = "gguf")]
@@ -63,4 +62,5 @@ pub mod sharded;
 #[cfg(feature = "torch")]
 pub mod torch;
 
+pub use crate::archive::{ZipContent, zip_content};
 pub use crate::error::{Error, ErrorKind, Result};

@@ -15,11 +15,6 @@ use crate::archive::{At, Member, Method, is_crc_mismatch, members};
 use crate::error::{Error, ErrorKind, Result};
 use crate::npy_in::{MAX_HEADER, NpyFile};
 
-/// Whether `source` is a zip archive of `.npy` members only (and at least one).
-pub fn is_npz<S: ReadAt>(source: &S) -> bool {
-    members(source).is_ok_and(|m| !m.is_empty() && m.iter().all(|m| m.name.ends_with(".npy")))
-}
-
 /// The first bytes of a member, standing for all of it: enough to read a `.npy` header, with
 /// the member's declared length.
 #[derive(Debug)]

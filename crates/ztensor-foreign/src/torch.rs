@@ -38,7 +38,7 @@ use ztensor_io::{
     ComponentData, ComponentInfo, FileSource, ObjectData, ObjectInfo, ReadAt, TensorSource,
 };
 
-use crate::archive::{Member, Method, members};
+use crate::archive::{Member, Method, members, top_level_pickle};
 use crate::error::{Error, ErrorKind, Result};
 use crate::pickle::{self, Id, Node, Pickle, SparseRef, TensorRef};
 
@@ -119,16 +119,6 @@ fn types_of(dtype: &str) -> std::result::Result<(DType, Option<LogicalType>), St
         }
         other => return Err(format!("torch.{other} has no zTensor type")),
     })
-}
-
-/// Whether `source` is a zip archive written by `torch.save`: it has a `<name>/data.pkl`.
-pub fn is_torch<S: ReadAt>(source: &S) -> bool {
-    members(source).is_ok_and(|m| m.iter().any(|m| top_level_pickle(&m.name).is_some()))
-}
-
-/// `archive` for `archive/data.pkl`.
-fn top_level_pickle(name: &str) -> Option<&str> {
-    name.strip_suffix("/data.pkl").filter(|p| !p.is_empty() && !p.contains('/'))
 }
 
 /// One storage of the checkpoint.

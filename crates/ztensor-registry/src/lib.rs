@@ -412,20 +412,13 @@ fn by_name(path: &Path) -> Option<Kind> {
 /// A zip archive's kind: a PyTorch checkpoint when it has `<name>/data.pkl`, a NumPy `.npz`
 /// when it holds only `.npy` members; a damaged one by what its name says.
 fn zip_kind<S: ReadAt>(source: &S, npz_named: bool, torch_named: bool) -> Option<Kind> {
-    #[cfg(feature = "numpy")]
-    if ztensor_foreign::npz::is_npz(source) {
-        return Some(Kind::Npz);
-    }
-    #[cfg(feature = "torch")]
-    if ztensor_foreign::torch::is_torch(source) {
-        return Some(Kind::Torch);
-    }
-    if npz_named {
-        Some(Kind::Npz)
-    } else if torch_named {
-        Some(Kind::Torch)
-    } else {
-        None
+    // By content whatever this build reads, so that a build without a format still names it.
+    match ztensor_foreign::zip_content(source) {
+        Some(ztensor_foreign::ZipContent::Npz) => Some(Kind::Npz),
+        Some(ztensor_foreign::ZipContent::Torch) => Some(Kind::Torch),
+        None if npz_named => Some(Kind::Npz),
+        None if torch_named => Some(Kind::Torch),
+        None => None,
     }
 }
 
@@ -848,5 +841,37 @@ mod tests {
         assert_eq!(detect_bytes(&footer, None).unwrap(), Kind::Zt);
         let json = b"{\"weight_map\": {}}".to_vec();
         assert!(detect_bytes(&json, None).unwrap_err().to_string().contains("JSON text"));
+    }
+}
+
+/// A build without the zip formats still names them by content, whatever their file names,
+/// and says which feature reads them. Run by `cargo xtask features` (`cargo test -p
+/// ztensor-registry --no-default-features --lib without_features`).
+#[cfg(all(test, not(feature = "numpy"), not(feature = "torch")))]
+mod without_features {
+    use super::*;
+
+    #[test]
+    fn zip_formats_are_named_with_their_feature() {
+        let external =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../ztensor-conformance/fixtures/external");
+        let dir = std::env::temp_dir().join(format!("zt-registry-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (file, feature, what) in [
+            ("pytorch/checkpoint.pt", "torch", Kind::Torch),
+            ("numpy/arrays.npz", "numpy", Kind::Npz),
+        ] {
+            // Under a name that says nothing.
+            let renamed = dir.join("data.bin.zip");
+            std::fs::copy(external.join(file), &renamed).unwrap();
+            for path in [external.join(file), renamed] {
+                let e = detect(&path).unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::Disabled, "{}: {e}", path.display());
+                let message = e.to_string();
+                assert!(message.contains(&format!("`{feature}` feature")), "{message}");
+                assert!(message.contains(&what.to_string()), "{message}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
