@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::anyhow;
-use ztensor_format::Options;
+use ztensor_format::{Options, Verdict};
 use ztensor_io::FileSource;
 
 use crate::cmd;
@@ -21,10 +21,14 @@ impl std::fmt::Display for Rejected {
 
 impl std::error::Error for Rejected {}
 
-/// A zTensor error as the CLI reports it: a broken rule is `Rejected` (status 1), other
-/// failures (I/O, names not found) are plain errors (status 2). `context` prefixes the message
-/// unless the error already names the path.
-pub(crate) fn zt_error(context: &str, e: &ztensor_io::Error) -> anyhow::Error {
+/// Any library error as the CLI reports it, decided by its type ([`Verdict`]): `Rejected`
+/// (status 1) when the data said no, a plain error (status 2) for a request that failed (I/O,
+/// a name not found). `context` prefixes the message when not empty; the error's text is
+/// escaped for the terminal, and a limit this machine lowered is noted.
+pub(crate) fn reported(
+    context: &str,
+    e: &(impl Verdict + std::fmt::Display + ?Sized),
+) -> anyhow::Error {
     let note = ztensor_cli::limit_note(e.rule());
     let text = cmd::text::shown(&e.to_string()).into_owned();
     let message = if context.is_empty() {
@@ -32,13 +36,6 @@ pub(crate) fn zt_error(context: &str, e: &ztensor_io::Error) -> anyhow::Error {
     } else {
         format!("{context}: {text}{note}")
     };
-    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
-}
-
-/// A foreign-format error as the CLI reports it (status 1 for the data saying no).
-pub(crate) fn foreign_error(context: &str, e: &ztensor_foreign::Error) -> anyhow::Error {
-    let text = cmd::text::shown(&e.to_string()).into_owned();
-    let message = if context.is_empty() { text } else { format!("{context}: {text}") };
     if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
 
@@ -64,14 +61,6 @@ pub(crate) fn torn_hint(path: &Path, options: &Options) -> String {
     }
 }
 
-/// An error of the sharded-checkpoint code as the CLI reports it: a broken rule of a file (an
-/// index that disagrees with its shards, a malformed plan) is `Rejected` (status 1).
-pub(crate) fn shard_error(context: &str, e: &ztensor_shard::Error) -> anyhow::Error {
-    let text = cmd::text::shown(&e.to_string()).into_owned();
-    let message = if context.is_empty() { text } else { format!("{context}: {text}") };
-    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
-}
-
 /// A registry refusal as the CLI reports it, by the reader it came from.
 pub(crate) fn open_error(
     path: &Path,
@@ -85,16 +74,14 @@ pub(crate) fn open_error(
             anyhow!(Rejected(format!("{}: {e}{note}{}", path.display(), torn_hint(path, options))))
         }
         OpenError::Zt(e) => anyhow!("{e}"),
-        OpenError::Foreign(e) => foreign_error("", &e),
-        OpenError::TensorBuffers(e) => tb_rejected(path, &e),
-        OpenError::Shard(e) => shard_error("", &e),
+        OpenError::Foreign(e) => reported("", &e),
+        OpenError::TensorBuffers(e) => reported(&shown_path(path), &e),
+        OpenError::Shard(e) => reported("", &e),
         other => anyhow!("{other}"),
     }
 }
 
-/// A TensorBuffers error as the CLI reports it: a broken rule is `Rejected` (status 1), a
-/// failed read is not.
-pub(crate) fn tb_rejected(path: &Path, e: &ztensor_tensorbuffers::Error) -> anyhow::Error {
-    let message = cmd::text::shown(&format!("{}: {e}", path.display())).into_owned();
-    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
+/// `path` as messages show it (escaped for the terminal).
+pub(crate) fn shown_path(path: &Path) -> String {
+    cmd::text::shown(&path.display().to_string()).into_owned()
 }

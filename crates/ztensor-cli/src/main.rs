@@ -241,7 +241,8 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 other => {
                     let source: Box<dyn ztensor_io::TensorSource> = match other {
                         cmd::Kind::TensorBuffers => Box::new(
-                            cmd::tb::open(&file, strict)?.map_err(|e| tb_rejected(&file, &e))?,
+                            cmd::tb::open(&file, strict)?
+                                .map_err(|e| reported(&shown_path(&file), &e))?,
                         ),
                         _ => open_source(&file)?,
                     };
@@ -289,7 +290,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             let converted = cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
                 .map_err(|e| {
                     let context = format!("cannot repack {}", input.display());
-                    cmd::convert::hinted(zt_error(&context, &e), e.refused())
+                    cmd::convert::hinted(reported(&context, &e), e.refused())
                 })?;
             if !run.quiet {
                 let target = Target::Zt(to).to_string();
@@ -332,7 +333,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             if let Some(index_path) = &converted.index {
                 if !run.quiet {
                     let index = ztensor_shard::ShardIndex::read(index_path)
-                        .map_err(|e| shard_error("", &e))?;
+                        .map_err(|e| reported("", &e))?;
                     let bytes: u64 = index.shards.values().map(|s| s.size).sum();
                     writeln!(
                         out,
@@ -429,7 +430,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             ExitCode::SUCCESS
         }
         Command::RunUnit { plan: path, unit, run } => {
-            let plan = ztensor_shard::Plan::read(&path).map_err(|e| shard_error("", &e))?;
+            let plan = ztensor_shard::Plan::read(&path).map_err(|e| reported("", &e))?;
             let unit = match unit {
                 Some(k) => k,
                 None => unit_from_environment()?,
@@ -442,7 +443,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             bar.finish();
             let context = format!("unit {unit} of {}", path.display());
             let outcome =
-                done.map_err(|e| cmd::convert::hinted(shard_error(&context, &e), e.refused()))?;
+                done.map_err(|e| cmd::convert::hinted(reported(&context, &e), e.refused()))?;
             if !run.quiet {
                 let r = outcome.receipt();
                 let what = match outcome {
@@ -462,9 +463,9 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             ExitCode::SUCCESS
         }
         Command::Finalize { plan: path, deep } => {
-            let plan = ztensor_shard::Plan::read(&path).map_err(|e| shard_error("", &e))?;
+            let plan = ztensor_shard::Plan::read(&path).map_err(|e| reported("", &e))?;
             let index = ztensor_shard::finalize(&plan, deep)
-                .map_err(|e| shard_error(&format!("cannot finalize {}", path.display()), &e))?;
+                .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e))?;
             writeln!(
                 out,
                 "wrote {} ({}, {})",
@@ -502,7 +503,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             drop(reader);
             let len =
                 ztensor_io::remove_objects(&file, &output, &names, &ztensor_cli::options(false))
-                    .map_err(|e| zt_error(&format!("cannot remove from {}", file.display()), &e))?;
+                    .map_err(|e| reported(&format!("cannot remove from {}", file.display()), &e))?;
             writeln!(
                 out,
                 "wrote {} ({}, file {}; removed {})",

@@ -7,7 +7,7 @@ use ztensor_format::Options;
 use ztensor_io::{FileSource, Reader};
 
 use crate::cmd;
-use crate::errors::{Rejected, foreign_error, open_error, shard_error, torn_hint, zt_error};
+use crate::errors::{Rejected, open_error, reported, torn_hint};
 use crate::options;
 
 /// Opens a zTensor file; a file that breaks a rule becomes `Rejected`, other failures stay
@@ -91,7 +91,7 @@ pub(crate) fn open_source_for(
     match kind {
         cmd::Kind::ZtIndex => {
             let ckpt = ztensor_shard::ShardedZtensor::open(path, &ztensor_cli::options(false))
-                .map_err(|e| shard_error("", &e))?;
+                .map_err(|e| reported("", &e))?;
             for (shard, _) in ckpt.shards() {
                 cmd::not_over(shard, output, what)?;
             }
@@ -99,7 +99,7 @@ pub(crate) fn open_source_for(
         }
         cmd::Kind::SafetensorsIndex => {
             let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(path)
-                .map_err(|e| foreign_error("", &e))?;
+                .map_err(|e| reported("", &e))?;
             for (shard, _) in ckpt.shards() {
                 cmd::not_over(shard, output, what)?;
             }
@@ -130,7 +130,7 @@ fn expansion_checked(
     if !matches!(kind, cmd::Kind::SafetensorsIndex | cmd::Kind::ZtIndex) {
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         ztensor_io::check_expansion(&*source, len, &options(false).limits).map_err(|e| {
-            let e = zt_error(&format!("{}", path.display()), &e);
+            let e = reported(&format!("{}", path.display()), &e);
             let hint = "(--max-expansion RATIO raises the limit)";
             if e.downcast_ref::<Rejected>().is_some() {
                 anyhow!(Rejected(format!("{e:#} {hint}")))

@@ -174,3 +174,15 @@ impl std::error::Error for Error {}
 
 /// The result type of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl ztensor_format::Verdict for Error {
+    fn is_rejection(&self) -> bool {
+        Error::is_rejection(self)
+    }
+    fn refused(&self) -> Option<ztensor_format::Refused> {
+        Error::refused(self)
+    }
+    fn rule(&self) -> Option<ztensor_format::ErrorKind> {
+        self.ztensor_error()?.rule()
+    }
+}

@@ -213,6 +213,52 @@ pub enum Refused {
     Dtype,
 }
 
+/// What every error type of the workspace says about itself, so that a program decides by
+/// type, never by message text: whether the data said no, what content a target could not
+/// hold, and which rule was broken. Implemented by this crate's [`Error`] and by the errors of
+/// `ztensor-io`, `ztensor-foreign`, `ztensor-tensorbuffers`, `ztensor-shard` and
+/// `ztensor-registry` (each also has these as inherent methods).
+///
+/// ```
+/// use ztensor_format::{Error, ErrorKind, Refused, Verdict};
+///
+/// fn status(e: &dyn Verdict) -> i32 {
+///     if e.is_rejection() { 1 } else { 2 }
+/// }
+/// let e = Error::new(ErrorKind::Unrepresentable, "no file attributes in 0.1")
+///     .refusing(Refused::FileAttributes);
+/// assert_eq!(status(&e), 1);
+/// assert_eq!(Verdict::refused(&e), Some(Refused::FileAttributes));
+/// ```
+pub trait Verdict {
+    /// Whether the data said no (a rule of a format broken, an object that cannot be decoded,
+    /// content a target cannot hold), as opposed to a request that failed (I/O, a name not
+    /// found, a feature not built).
+    fn is_rejection(&self) -> bool;
+
+    /// What content a target could not hold, when that is why the error refused it.
+    fn refused(&self) -> Option<Refused> {
+        None
+    }
+
+    /// The rule of `spec/rules.md` that was broken, when the error is about one.
+    fn rule(&self) -> Option<ErrorKind> {
+        None
+    }
+}
+
+impl Verdict for Error {
+    fn is_rejection(&self) -> bool {
+        true
+    }
+    fn refused(&self) -> Option<Refused> {
+        Error::refused(self)
+    }
+    fn rule(&self) -> Option<ErrorKind> {
+        Some(self.kind())
+    }
+}
+
 impl Error {
     /// Creates an error of `kind` with a message for people.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {

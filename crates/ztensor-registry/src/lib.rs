@@ -560,6 +560,39 @@ impl OpenError {
     }
 }
 
+impl ztensor_format::Verdict for OpenError {
+    fn is_rejection(&self) -> bool {
+        OpenError::is_rejection(self)
+    }
+    fn refused(&self) -> Option<ztensor_format::Refused> {
+        self.inner().and_then(ztensor_format::Verdict::refused)
+    }
+    fn rule(&self) -> Option<ztensor_format::ErrorKind> {
+        self.inner().and_then(ztensor_format::Verdict::rule)
+    }
+}
+
+impl OpenError {
+    /// The reader's own error, as a [`Verdict`](ztensor_format::Verdict).
+    fn inner(&self) -> Option<&dyn ztensor_format::Verdict> {
+        match self {
+            OpenError::Detect(_) => None,
+            OpenError::Zt(e) => Some(e),
+            #[cfg(any(
+                feature = "safetensors",
+                feature = "numpy",
+                feature = "gguf",
+                feature = "torch"
+            ))]
+            OpenError::Foreign(e) => Some(e),
+            #[cfg(feature = "tensorbuffers")]
+            OpenError::TensorBuffers(e) => Some(e),
+            #[cfg(feature = "sharded")]
+            OpenError::Shard(e) => Some(e),
+        }
+    }
+}
+
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

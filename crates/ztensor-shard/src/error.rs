@@ -123,3 +123,15 @@ impl std::error::Error for Error {
         self.ztensor.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
+
+impl ztensor_format::Verdict for Error {
+    fn is_rejection(&self) -> bool {
+        Error::is_rejection(self)
+    }
+    fn refused(&self) -> Option<ztensor_format::Refused> {
+        Error::refused(self)
+    }
+    fn rule(&self) -> Option<ztensor_format::ErrorKind> {
+        self.ztensor_error()?.rule()
+    }
+}

@@ -185,3 +185,15 @@ impl std::error::Error for Error {}
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl ztensor_format::Verdict for Error {
+    fn is_rejection(&self) -> bool {
+        Error::is_rejection(self)
+    }
+    fn refused(&self) -> Option<ztensor_format::Refused> {
+        Error::refused(self)
+    }
+    fn rule(&self) -> Option<ztensor_format::ErrorKind> {
+        self.source.as_deref()?.downcast_ref::<ztensor_io::Error>()?.rule()
+    }
+}

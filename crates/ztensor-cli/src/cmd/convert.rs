@@ -12,7 +12,7 @@ use ztensor_tensorbuffers::TbSink;
 
 use super::Kind;
 use super::repack::Bar;
-use crate::{Encoding, Rejected, Run, Target, foreign_error, zt_error};
+use crate::{Encoding, Rejected, Run, Target, reported};
 
 /// One conversion.
 pub struct Request<'a> {
@@ -49,7 +49,7 @@ pub fn plan_of(
         excluded(r.exclude, name)
     })
     // The plan refuses shards and an index that would replace a file it reads.
-    .map_err(|e| crate::shard_error("cannot plan", &e))?;
+    .map_err(|e| crate::reported("cannot plan", &e))?;
     Ok(plan)
 }
 
@@ -172,7 +172,7 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
     let done = ztensor_shard::write_all(&plan, &*source, &r.run.par(), &bar);
     bar.finish();
-    let index = done.map_err(|e| hinted(crate::shard_error(context, &e), e.refused()))?;
+    let index = done.map_err(|e| hinted(crate::reported(context, &e), e.refused()))?;
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
     let decoded = plan.units.iter().map(|u| u.bytes).sum();
     let notes = oversized(&plan, split).into_iter().collect();
@@ -219,7 +219,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
                 .copying(copy);
             let done = sink.write_all(source);
             bar.finish();
-            done.map_err(|e| hinted(zt_error(&context, &e), e.refused()))?;
+            done.map_err(|e| hinted(reported(&context, &e), e.refused()))?;
             peak = Some(sink.stats().peak_in_flight);
             tally = Some(writer.writer().tally());
             writer.finish().map_err(|e| anyhow!("{e}"))?;
@@ -228,20 +228,13 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             SafetensorsSink::new(r.output)
                 .drop_attributes(r.drop_attributes)
                 .write_all(source)
-                .map_err(|e| hinted(foreign_error(&context, &e), e.refused()))?;
+                .map_err(|e| hinted(reported(&context, &e), e.refused()))?;
         }
         Target::TensorBuffers => {
-            TbSink::new(r.output).drop_attributes(r.drop_attributes).write_all(source).map_err(
-                |e| {
-                    let message = format!("{context}: {e}");
-                    let error = if e.is_rejection() {
-                        anyhow!(Rejected(message))
-                    } else {
-                        anyhow!(message)
-                    };
-                    hinted(error, e.refused())
-                },
-            )?;
+            TbSink::new(r.output)
+                .drop_attributes(r.drop_attributes)
+                .write_all(source)
+                .map_err(|e| hinted(reported(&context, &e), e.refused()))?;
         }
     }
     // safetensors and TensorBuffers hold tensors raw: what was read is what was written.
@@ -299,7 +292,7 @@ pub fn source_info(
     let dtype_of = tensor_dtype;
     let infos = || order.iter().filter_map(|&(_, i)| source.info(i));
     let attributes =
-        source.try_attributes().map_err(|e| crate::zt_error(&path.display().to_string(), &e))?;
+        source.try_attributes().map_err(|e| crate::reported(&path.display().to_string(), &e))?;
     if json {
         // Each tensor's entry is made as it is written.
         type Infos<'t, 'a> = Box<dyn Iterator<Item = ztensor_io::ObjectInfo<'a>> + 't>;
@@ -448,12 +441,13 @@ pub fn foreign_verify(
     // A sharded zTensor checkpoint's index records each shard's digest: every byte is checked.
     let mut shard_problem = None;
     let source: Box<dyn TensorSource> = match kind {
-        Kind::TensorBuffers => {
-            Box::new(super::tb::open(path, strict)?.map_err(|e| crate::tb_rejected(path, &e))?)
-        }
+        Kind::TensorBuffers => Box::new(
+            super::tb::open(path, strict)?
+                .map_err(|e| crate::reported(&crate::shown_path(path), &e))?,
+        ),
         Kind::ZtIndex => {
             let ckpt = ztensor_shard::ShardedZtensor::open(path, &ztensor_cli::options(strict))
-                .map_err(|e| crate::shard_error("", &e))?;
+                .map_err(|e| crate::reported("", &e))?;
             shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
             Box::new(ckpt)
         }

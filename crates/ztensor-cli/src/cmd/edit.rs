@@ -11,7 +11,7 @@ use ztensor_par::ZtSink;
 
 use super::Kind;
 use super::repack::Bar;
-use crate::{Encoding, Rejected, Run, open, zt_error};
+use crate::{Encoding, Rejected, Run, open, reported};
 
 type Writes<'a> = Box<dyn FnOnce(&mut ztensor_io::Appender) -> Result<()> + 'a>;
 
@@ -60,7 +60,7 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
             Box::new(move |w| {
                 for o in source.objects() {
                     ztensor_io::copy_object(o, w.writer_mut(), &copy)
-                        .map_err(|e| zt_error("", &e))?;
+                        .map_err(|e| reported("", &e))?;
                 }
                 Ok(())
             }),
@@ -93,7 +93,7 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
                     ZtSink::new(w.writer_mut(), options, &par, bar).without_file_attributes();
                 let done = sink.write_all(&*source);
                 bar.finish();
-                done.map(|_| ()).map_err(|e| zt_error("", &e))
+                done.map(|_| ()).map_err(|e| reported("", &e))
             }),
         )
     };
@@ -110,10 +110,10 @@ pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
         }
         other => other,
     }
-    .map_err(|e| zt_error(&context, &e))?;
+    .map_err(|e| reported(&context, &e))?;
     let old_len = appender.old_len();
     let result =
-        write(&mut appender).and_then(|()| appender.finish().map_err(|e| zt_error("", &e)));
+        write(&mut appender).and_then(|()| appender.finish().map_err(|e| reported("", &e)));
     match result {
         Ok(len) => Ok((count, len)),
         Err(e) => {
@@ -158,7 +158,7 @@ pub fn repair(out: &mut impl Write, path: &Path, scan: bool) -> Result<ExitCode>
         } else {
             String::new()
         };
-        let base = zt_error(&format!("cannot repair {}", path.display()), &e);
+        let base = reported(&format!("cannot repair {}", path.display()), &e);
         if base.downcast_ref::<Rejected>().is_some() {
             anyhow!(Rejected(format!("{base}{hint}")))
         } else {

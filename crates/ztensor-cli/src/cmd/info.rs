@@ -271,7 +271,7 @@ pub fn verify(
         Err(e) => {
             let hint =
                 if e.rule().is_some() { crate::torn_hint(file, &options) } else { String::new() };
-            let base = crate::zt_error(&file.display().to_string(), &e);
+            let base = crate::reported(&file.display().to_string(), &e);
             return Err(if base.downcast_ref::<crate::Rejected>().is_some() {
                 anyhow::anyhow!(crate::Rejected(format!("{base}{hint}")))
             } else {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, anyhow};
 use ztensor_foreign::npy;
 use ztensor_io::TensorSource;
 
-use crate::{foreign_error, zt_error};
+use crate::reported;
 
 /// Whether `name` matches the glob `pattern`: `*` any run, `?` one character, `[...]` a class
 /// (`[abc]`, `[a-z]`, `[!x]`). Written here because object names need nothing more, and a
@@ -99,7 +99,7 @@ pub fn ls(
 
 fn array(path: &Path, source: &dyn TensorSource, name: &str, max_dense: u64) -> Result<npy::Array> {
     found(path, source, name)?;
-    npy::array(source, name, max_dense).map_err(|e| foreign_error(&path.display().to_string(), &e))
+    npy::array(source, name, max_dense).map_err(|e| reported(&path.display().to_string(), &e))
 }
 
 /// The index of the object called `name`, or an error that suggests the closest names.
@@ -168,7 +168,7 @@ pub fn extract(
                 file.write_all(bytes)
                     .map_err(|e| ztensor_io::Error::io("writing", Some(output.to_owned()), e))
             })
-            .map_err(|e| zt_error(&path.display().to_string(), &e))?;
+            .map_err(|e| reported(&path.display().to_string(), &e))?;
         file.persist().map_err(|e| anyhow!("{e}"))?;
         let elements = elements / dtype.size().max(1);
         writeln!(
@@ -223,7 +223,7 @@ pub fn cat(
                 }
                 Ok(())
             })
-            .map_err(|e| zt_error(&path.display().to_string(), &e))?;
+            .map_err(|e| reported(&path.display().to_string(), &e))?;
         let shown = super::text::shown(name);
         writeln!(out, "# {shown}: {descr} {:?}, {total} elements", info.shape)?;
         return print_values(out, &values, &info.shape, total);
@@ -288,7 +288,7 @@ fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, 
                 hasher.update(bytes);
                 Ok(())
             })
-            .map_err(|e| zt_error("", &e))?;
+            .map_err(|e| reported("", &e))?;
         let hash = hasher.finalize().to_hex().to_string();
         return Ok((
             info.format.to_string(),
@@ -301,7 +301,7 @@ fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, 
     if source.reads_in_pieces(index)
         && let Some(info) = source.info(index)
     {
-        let decoded = source.verify(index).map_err(|e| zt_error("", &e))?;
+        let decoded = source.verify(index).map_err(|e| reported("", &e))?;
         let mut hashers: Vec<(String, blake3::Hasher)> = Vec::new();
         source
             .read_pieces(index, 4 << 20, &mut |role, bytes| {
@@ -313,7 +313,7 @@ fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, 
                 }
                 Ok(())
             })
-            .map_err(|e| zt_error("", &e))?;
+            .map_err(|e| reported("", &e))?;
         let components = decoded
             .iter()
             .map(|d| {
@@ -330,7 +330,7 @@ fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, 
             .collect();
         return Ok((info.format.to_string(), info.shape.to_vec(), components));
     }
-    let data = source.read(index).map_err(|e| zt_error("", &e))?;
+    let data = source.read(index).map_err(|e| reported("", &e))?;
     let components = data
         .components
         .iter()
