@@ -48,7 +48,9 @@ pub fn golden_dump(bytes: &[u8]) -> Result<String> {
 /// When the file cannot be read at all.
 pub fn strict_dump(path: &Path) -> Result<(serde_json::Value, bool)> {
     let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
-    if !bytes.starts_with(b"ZTEN") {
+    // What the file is comes from the format registry, as for every other reader.
+    if !matches!(ztensor_registry::detect_bytes(&bytes, Some(path)), Ok(ztensor_registry::Kind::Zt))
+    {
         return Ok(ztensor_dump::file(path)?);
     }
     let mut options = ztensor_dump::options();
