@@ -8,7 +8,8 @@ use anyhow::{Context, Result, bail};
 const TASKS: &[(&str, &str)] = &[
     (
         "ci",
-        "everything CI runs, in its order: fmt, clippy, features, test, doc, fixtures --check, \
+        "everything CI runs, in its order: fmt, clippy, features, msrv, package, test, doc, \
+         fixtures --check, \
          the conformance run of our reader, conformance-matrix --check, fuzz-smoke 15 \
          (.ci/run installs what it needs, then runs this)",
     ),
@@ -87,6 +88,7 @@ fn main() -> Result<()> {
         "fmt" => fmt(),
         "clippy" => clippy(),
         "features" => features(),
+        "msrv" => msrv(),
         "deps" => deps(),
         "package" => package(args.iter().any(|a| a == "--verify")),
         "test" => test(),
@@ -138,6 +140,8 @@ fn ci() -> Result<()> {
     cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"], &[])?;
     step("features");
     features()?;
+    step("msrv");
+    msrv()?;
     step("package");
     package(false)?;
     step("test");
@@ -206,6 +210,41 @@ fn features() -> Result<()> {
         ];
         cargo(&args, &flags)?;
     }
+    Ok(())
+}
+
+/// Checks the workspace with the toolchain of the declared minimum Rust version. Where rustup
+/// cannot install it (no network to its distribution server), says the version is unverified
+/// rather than passing.
+fn msrv() -> Result<()> {
+    let manifest = std::fs::read_to_string(project_root().join("Cargo.toml"))?;
+    let version = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .context("no rust-version in the workspace manifest")?;
+    // Bounded: a network that drops rustup's requests must not stall CI.
+    let installed = Command::new("timeout")
+        .args(["300", "rustup", "toolchain", "install", version])
+        .args(["--profile", "minimal", "--no-self-update"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !installed {
+        eprintln!("MSRV {version} UNVERIFIED: rustup could not install that toolchain here");
+        return Ok(());
+    }
+    let dir = project_root().join("target/msrv");
+    let mut command = Command::new("rustup");
+    command
+        .args(["run", version, "cargo", "check", "-q", "--workspace", "--locked"])
+        .env("CARGO_TARGET_DIR", dir)
+        // The toolchain's own cargo and rustc, not those of the cargo running xtask.
+        .env_remove("CARGO")
+        .env_remove("RUSTC")
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .current_dir(project_root());
+    run(&mut command, &format!("cargo check with Rust {version}"))?;
+    eprintln!("MSRV {version} verified: the workspace builds with it");
     Ok(())
 }
 
