@@ -39,6 +39,15 @@ pub(crate) fn reported(
     if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
 
+/// As [`reported`], with the flag that gets past what the target could not hold
+/// ([`hinted`](cmd::convert::hinted), by the error's [`Verdict::refused`]).
+pub(crate) fn refusal(
+    context: &str,
+    e: &(impl Verdict + std::fmt::Display + ?Sized),
+) -> anyhow::Error {
+    cmd::convert::hinted(reported(context, e), e.refused())
+}
+
 /// For a file that does not end with a valid manifest but holds an earlier complete one: the
 /// remains of an append cut short with no journal to say where it began.
 pub(crate) fn torn_hint(path: &Path, options: &Options) -> String {

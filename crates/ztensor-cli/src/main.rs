@@ -290,7 +290,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             let converted = cmd::repack::run(&input, &output, to, &copy, &run.par(), run.quiet)
                 .map_err(|e| {
                     let context = format!("cannot repack {}", input.display());
-                    cmd::convert::hinted(reported(&context, &e), e.refused())
+                    crate::refusal(&context, &e)
                 })?;
             if !run.quiet {
                 let target = Target::Zt(to).to_string();
@@ -442,8 +442,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             let done = ztensor_shard::run_unit(&plan, unit, &*source, &run.par(), &bar);
             bar.finish();
             let context = format!("unit {unit} of {}", path.display());
-            let outcome =
-                done.map_err(|e| cmd::convert::hinted(reported(&context, &e), e.refused()))?;
+            let outcome = done.map_err(|e| crate::refusal(&context, &e))?;
             if !run.quiet {
                 let r = outcome.receipt();
                 let what = match outcome {

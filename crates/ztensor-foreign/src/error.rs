@@ -63,22 +63,6 @@ impl Error {
         self
     }
 
-    /// What content the target could not hold, when that is why this error refused it (here
-    /// or in the zTensor error it carries).
-    pub fn refused(&self) -> Option<ztensor_format::Refused> {
-        self.refused.or_else(|| self.ztensor_error()?.refused())
-    }
-
-    /// Whether the data said no (a rule of a format broken, content a target cannot hold),
-    /// as opposed to a request that failed (I/O, a name not found).
-    pub fn is_rejection(&self) -> bool {
-        match self.kind {
-            ErrorKind::Malformed | ErrorKind::IndexMismatch | ErrorKind::Unrepresentable => true,
-            ErrorKind::ZTensor => self.ztensor_error().is_some_and(ztensor_io::Error::is_rejection),
-            _ => false,
-        }
-    }
-
     pub(crate) fn io(what: impl Into<String>, path: &Path, e: std::io::Error) -> Error {
         let mut error = Error::new(ErrorKind::Io, format!("{}: {e}", what.into()));
         error.path = Some(path.to_owned());
@@ -175,12 +159,19 @@ impl std::error::Error for Error {}
 /// The result type of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Whether the data said no, as opposed to a request that failed, and what content a target
+/// could not hold: read through [`Verdict`](ztensor_format::Verdict) (`use
+/// ztensor_format::Verdict`).
 impl ztensor_format::Verdict for Error {
     fn is_rejection(&self) -> bool {
-        Error::is_rejection(self)
+        match self.kind {
+            ErrorKind::Malformed | ErrorKind::IndexMismatch | ErrorKind::Unrepresentable => true,
+            ErrorKind::ZTensor => self.ztensor_error().is_some_and(ztensor_io::Error::is_rejection),
+            _ => false,
+        }
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
-        Error::refused(self)
+        self.refused.or_else(|| self.ztensor_error()?.refused())
     }
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
         self.ztensor_error()?.rule()

@@ -217,7 +217,7 @@ pub enum Refused {
 /// type, never by message text: whether the data said no, what content a target could not
 /// hold, and which rule was broken. Implemented by this crate's [`Error`] and by the errors of
 /// `ztensor-io`, `ztensor-foreign`, `ztensor-tensorbuffers`, `ztensor-shard` and
-/// `ztensor-registry` (each also has these as inherent methods).
+/// `ztensor-registry`: `use ztensor_format::Verdict` to call them.
 ///
 /// ```
 /// use ztensor_format::{Error, ErrorKind, Refused, Verdict};

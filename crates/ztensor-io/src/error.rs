@@ -61,18 +61,6 @@ impl Error {
         }
     }
 
-    /// Whether the data said no (a rule broken, an object that cannot be decoded, content the
-    /// target cannot hold), as opposed to a request that failed (I/O, a name not found).
-    pub fn is_rejection(&self) -> bool {
-        self.rule().is_some() && !matches!(&*self.0, ErrorKind::NotFound { .. })
-    }
-
-    /// What content the target could not hold, when that is why this error refused it
-    /// ([`ztensor_format::Refused`]).
-    pub fn refused(&self) -> Option<ztensor_format::Refused> {
-        self.format_error()?.refused()
-    }
-
     /// The operating system's error behind an [`ErrorKind::Io`] error.
     pub fn os_error(&self) -> Option<&std::io::Error> {
         match &*self.0 {
@@ -182,12 +170,15 @@ impl std::error::Error for Error {}
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Whether the data said no, as opposed to a request that failed, and what content a target
+/// could not hold: read through [`Verdict`](ztensor_format::Verdict) (`use
+/// ztensor_format::Verdict`).
 impl ztensor_format::Verdict for Error {
     fn is_rejection(&self) -> bool {
-        Error::is_rejection(self)
+        self.rule().is_some() && !matches!(&*self.0, ErrorKind::NotFound { .. })
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
-        Error::refused(self)
+        self.format_error()?.refused()
     }
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
         Error::rule(self)

@@ -537,11 +537,11 @@ pub enum OpenError {
     Shard(ztensor_shard::Error),
 }
 
-impl OpenError {
-    /// Whether the file was read and breaks a rule of its format (a rejection, which the
-    /// command-line tool reports with exit status 1), as opposed to a failed request: a file
-    /// that cannot be read, a format not read.
-    pub fn is_rejection(&self) -> bool {
+/// Whether the file was read and breaks a rule of its format (a rejection, which the
+/// command-line tool reports with exit status 1), as opposed to a failed request: a file that
+/// cannot be read, a format not read.
+impl ztensor_format::Verdict for OpenError {
+    fn is_rejection(&self) -> bool {
         match self {
             OpenError::Detect(_) => false,
             OpenError::Zt(e) => e.rule().is_some(),
@@ -557,12 +557,6 @@ impl OpenError {
             #[cfg(feature = "sharded")]
             OpenError::Shard(e) => e.kind() != ztensor_shard::ErrorKind::Io,
         }
-    }
-}
-
-impl ztensor_format::Verdict for OpenError {
-    fn is_rejection(&self) -> bool {
-        OpenError::is_rejection(self)
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
         self.inner().and_then(ztensor_format::Verdict::refused)

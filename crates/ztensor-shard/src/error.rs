@@ -79,21 +79,6 @@ impl Error {
     pub fn ztensor_error(&self) -> Option<&ztensor_io::Error> {
         self.ztensor.as_deref()
     }
-
-    /// Whether the data said no (an index or shard that breaks a rule, content a target
-    /// cannot hold), as opposed to a request that failed.
-    pub fn is_rejection(&self) -> bool {
-        match self.kind {
-            ErrorKind::Malformed | ErrorKind::IndexMismatch => true,
-            ErrorKind::ZTensor => self.ztensor_error().is_some_and(ztensor_io::Error::is_rejection),
-            _ => false,
-        }
-    }
-
-    /// What content the target could not hold, when that is why this error refused it.
-    pub fn refused(&self) -> Option<ztensor_format::Refused> {
-        self.ztensor_error()?.refused()
-    }
 }
 
 impl From<ztensor_io::Error> for Error {
@@ -124,12 +109,19 @@ impl std::error::Error for Error {
     }
 }
 
+/// Whether the data said no, as opposed to a request that failed, and what content a target
+/// could not hold: read through [`Verdict`](ztensor_format::Verdict) (`use
+/// ztensor_format::Verdict`).
 impl ztensor_format::Verdict for Error {
     fn is_rejection(&self) -> bool {
-        Error::is_rejection(self)
+        match self.kind {
+            ErrorKind::Malformed | ErrorKind::IndexMismatch => true,
+            ErrorKind::ZTensor => self.ztensor_error().is_some_and(ztensor_io::Error::is_rejection),
+            _ => false,
+        }
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
-        Error::refused(self)
+        self.ztensor_error()?.refused()
     }
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
         self.ztensor_error()?.rule()

@@ -95,19 +95,6 @@ impl Error {
         self
     }
 
-    /// What content the target could not hold, when that is why this error refused it (here
-    /// or in the zTensor error it carries).
-    pub fn refused(&self) -> Option<ztensor_format::Refused> {
-        self.refused
-            .or_else(|| self.source.as_deref()?.downcast_ref::<ztensor_io::Error>()?.refused())
-    }
-
-    /// Whether the data said no (a rule broken, content TensorBuffers cannot hold), as
-    /// opposed to a request that failed (I/O).
-    pub fn is_rejection(&self) -> bool {
-        self.kind != ErrorKind::Io
-    }
-
     pub(crate) fn in_object(mut self, name: &str) -> Error {
         self.tensor = Some(name.to_owned());
         self
@@ -186,12 +173,16 @@ impl std::error::Error for Error {}
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Whether the data said no, as opposed to a request that failed, and what content a target
+/// could not hold: read through [`Verdict`](ztensor_format::Verdict) (`use
+/// ztensor_format::Verdict`).
 impl ztensor_format::Verdict for Error {
     fn is_rejection(&self) -> bool {
-        Error::is_rejection(self)
+        self.kind != ErrorKind::Io
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
-        Error::refused(self)
+        self.refused
+            .or_else(|| self.source.as_deref()?.downcast_ref::<ztensor_io::Error>()?.refused())
     }
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
         self.source.as_deref()?.downcast_ref::<ztensor_io::Error>()?.rule()

@@ -141,7 +141,11 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
     let reader = Reader::new(&zt[..], &Options::default()).unwrap();
     let err = crate::to_tb(&reader, false).unwrap_err();
     assert!(err.to_string().contains("license"), "{err}");
-    assert_eq!(err.refused(), Some(ztensor_format::Refused::FileAttributes), "{err}");
+    assert_eq!(
+        ztensor_format::Verdict::refused(&err),
+        Some(ztensor_format::Refused::FileAttributes),
+        "{err}"
+    );
     let err = crate::to_tb(&reader, true).unwrap_err();
     assert_eq!(
         (err.kind(), err.object()),

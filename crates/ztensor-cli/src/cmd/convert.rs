@@ -12,7 +12,7 @@ use ztensor_tensorbuffers::TbSink;
 
 use super::Kind;
 use super::repack::Bar;
-use crate::{Encoding, Rejected, Run, Target, reported};
+use crate::{Encoding, Rejected, Run, Target};
 
 /// One conversion.
 pub struct Request<'a> {
@@ -172,7 +172,7 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
     let done = ztensor_shard::write_all(&plan, &*source, &r.run.par(), &bar);
     bar.finish();
-    let index = done.map_err(|e| hinted(crate::reported(context, &e), e.refused()))?;
+    let index = done.map_err(|e| crate::refusal(context, &e))?;
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
     let decoded = plan.units.iter().map(|u| u.bytes).sum();
     let notes = oversized(&plan, split).into_iter().collect();
@@ -219,7 +219,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
                 .copying(copy);
             let done = sink.write_all(source);
             bar.finish();
-            done.map_err(|e| hinted(reported(&context, &e), e.refused()))?;
+            done.map_err(|e| crate::refusal(&context, &e))?;
             peak = Some(sink.stats().peak_in_flight);
             tally = Some(writer.writer().tally());
             writer.finish().map_err(|e| anyhow!("{e}"))?;
@@ -228,13 +228,13 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             SafetensorsSink::new(r.output)
                 .drop_attributes(r.drop_attributes)
                 .write_all(source)
-                .map_err(|e| hinted(reported(&context, &e), e.refused()))?;
+                .map_err(|e| crate::refusal(&context, &e))?;
         }
         Target::TensorBuffers => {
             TbSink::new(r.output)
                 .drop_attributes(r.drop_attributes)
                 .write_all(source)
-                .map_err(|e| hinted(reported(&context, &e), e.refused()))?;
+                .map_err(|e| crate::refusal(&context, &e))?;
         }
     }
     // safetensors and TensorBuffers hold tensors raw: what was read is what was written.
