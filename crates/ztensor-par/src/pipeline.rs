@@ -456,6 +456,10 @@ pub(crate) struct Budget {
     limit: u64,
     used: Mutex<u64>,
     freed: Condvar,
+    /// How many are waiting in `take`; changed and read only with `used` locked, so a `give`
+    /// that sees none has no one to wake (a wake is a system call, and pieces are given back
+    /// by the million when objects are small).
+    waiting: std::sync::atomic::AtomicUsize,
     peak: Mutex<u64>,
     /// Where the engine's ends record how long they waited.
     pub(crate) waits: Waits,
@@ -467,6 +471,7 @@ impl Budget {
             limit,
             used: Mutex::new(0),
             freed: Condvar::new(),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
             peak: Mutex::new(0),
             waits: Waits::default(),
         }
@@ -484,7 +489,9 @@ impl Budget {
                 break;
             }
             waited.get_or_insert_with(std::time::Instant::now);
+            self.waiting.fetch_add(1, Ordering::Relaxed);
             used = self.freed.wait(used).unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
         }
         if let Some(start) = waited {
             add_since(&self.waits.budget, start);
@@ -498,7 +505,9 @@ impl Budget {
     fn give(&self, n: u64) {
         let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         *used = used.saturating_sub(n);
-        self.freed.notify_all();
+        if self.waiting.load(Ordering::Relaxed) > 0 {
+            self.freed.notify_all();
+        }
     }
 
     fn wake(&self) {
@@ -1034,7 +1043,7 @@ where
         let options = options.clone();
         let tx = tx.clone();
         let (chain, source_chain) = (chains[item].as_deref(), source_chains[item].as_deref());
-        scope.spawn(move |_| {
+        let task = move || {
             // Finished pieces whose place is known go out first.
             queue.drain(abort, budget);
             let work = panic::catch_unwind(AssertUnwindSafe(|| {
@@ -1116,7 +1125,15 @@ where
                 let _ = tx.send((Key::Piece(seq), Err(stopped)));
                 panic::resume_unwind(p);
             }
-        });
+        };
+        if len == 0 {
+            // Nothing to read, compress or hash: done here, not handed to a worker (a task
+            // per empty piece wakes a sleeping worker each time, which costs more than a
+            // checkpoint of a million empty tensors takes to write).
+            task();
+        } else {
+            scope.spawn(move |_| task());
+        }
         if abort.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -1331,6 +1348,8 @@ fn consume<'b: 's, 's, W: Write>(
                     let n = p.bytes.bytes.len() as u64;
                     // Placed here, in order; written by a worker when the sink is a file.
                     match blob.slot(n)? {
+                        // Nothing to write (an empty tensor): no task for a worker.
+                        Some(_) if n == 0 => {}
                         Some(slot) => {
                             if writes.failed() {
                                 return Ok(());
