@@ -276,6 +276,7 @@ fn deps() -> Result<()> {
         "ztensor-foreign",
         "ztensor-shard",
         "ztensor-registry",
+        "ztensor-v2",
         "ztensor-dump",
         "ztensor-cli",
     ];
