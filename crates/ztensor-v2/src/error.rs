@@ -136,11 +136,19 @@ pub enum ErrorKind {
     Rule(Rule),
     /// The bytes could not be read.
     Io(std::io::Error),
+    /// The file is valid, and what was asked needs something this reader does not do (an
+    /// encoding, digest algorithm or logical type it does not know, a part in another file):
+    /// a refusal, not a rejection.
+    Unsupported,
 }
 
 impl Error {
     pub(crate) fn rule(rule: Rule, message: impl Into<String>) -> Error {
         Error { kind: ErrorKind::Rule(rule), message: message.into(), offset: None }
+    }
+
+    pub(crate) fn unsupported(message: impl Into<String>) -> Error {
+        Error { kind: ErrorKind::Unsupported, message: message.into(), offset: None }
     }
 
     pub(crate) fn io(what: &str, e: std::io::Error) -> Error {
@@ -167,7 +175,7 @@ impl Error {
     pub fn broken(&self) -> Option<Rule> {
         match self.kind {
             ErrorKind::Rule(r) => Some(r),
-            ErrorKind::Io(_) => None,
+            ErrorKind::Io(_) | ErrorKind::Unsupported => None,
         }
     }
 

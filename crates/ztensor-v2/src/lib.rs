@@ -32,7 +32,9 @@
 pub mod cbor;
 mod container;
 mod error;
+mod file;
 pub mod manifest;
 
 pub use crate::container::{Container, FOOTER_LEN, Footer, MAGIC, MAX_MANIFEST, VERSION, open};
 pub use crate::error::{Error, ErrorKind, Result, Rule};
+pub use crate::file::{DigestCheck, File};

@@ -1,0 +1,206 @@
+//! A valid file's data: a part's stored and decoded bytes, its digest and the data rules of
+//! its logical type and layout (`spec/ztensor-2.md` §3, §4.1, §5.2).
+
+use ztensor_io::ReadAt;
+
+use crate::container::{Container, open};
+use crate::error::{Error, Result, Rule};
+use crate::manifest::{Dtype, Manifest, Object, Part};
+
+/// A zTensor 2 file whose container and manifest are valid, with the bytes to read its parts
+/// from.
+#[derive(Debug)]
+pub struct File<S> {
+    source: S,
+    container: Container,
+}
+
+/// What checking a part's digest found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DigestCheck {
+    /// The digest matches the decoded bytes.
+    Verified,
+    /// The part has no digest.
+    Absent,
+    /// The digest's algorithm is not one this reader computes (named).
+    Unverifiable(String),
+}
+
+impl<S: ReadAt> File<S> {
+    /// Opens `source`, validating its container and manifest ([`open`]).
+    ///
+    /// # Errors
+    /// As [`open`].
+    pub fn open(source: S, max_manifest: u64) -> Result<File<S>> {
+        let container = open(&source, max_manifest)?;
+        Ok(File { source, container })
+    }
+
+    /// The footer and manifest.
+    pub fn container(&self) -> &Container {
+        &self.container
+    }
+
+    /// The manifest, `None` for a data shard.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.container.manifest.as_ref()
+    }
+
+    /// Object `name` and its part `part`.
+    ///
+    /// # Errors
+    /// `Unsupported` naming what is not there.
+    pub fn part(&self, name: &str, part: &str) -> Result<(&Object, &Part)> {
+        let object = self
+            .manifest()
+            .and_then(|m| m.objects.get(name))
+            .ok_or_else(|| Error::unsupported(format!("no object {name:?}")))?;
+        let p = object
+            .parts
+            .get(part)
+            .ok_or_else(|| Error::unsupported(format!("object {name:?} has no part {part:?}")))?;
+        Ok((object, p))
+    }
+
+    /// The part's stored bytes, as they lie in this file.
+    ///
+    /// # Errors
+    /// `Unsupported` for a part in a shard (shards are not resolved here); I/O errors.
+    pub fn stored(&self, name: &str, part: &str) -> Result<Vec<u8>> {
+        let (_, p) = self.part(name, part)?;
+        if let Some(shard) = &p.shard {
+            return Err(Error::unsupported(format!(
+                "{name:?}/{part}: its bytes are in shard {shard:?}, which this reader does not resolve"
+            )));
+        }
+        let (offset, len) = p.blob;
+        let mut bytes =
+            ztensor_io::try_zeroed(len, "a part").map_err(|e| Error::io("reading a part", e))?;
+        self.source
+            .read_exact_at(offset, &mut bytes)
+            .map_err(|e| Error::io("reading a part", e))?;
+        Ok(bytes)
+    }
+
+    /// The part's decoded bytes: the stored ones for a raw part, decoded for
+    /// `zt.zstd-seekable/1`, exactly `decoded_length` of them.
+    ///
+    /// # Errors
+    /// `Unsupported` for an encoding this reader does not know; `layout_data` for an encoded
+    /// part that does not decode to its length; as [`File::stored`].
+    pub fn decoded(&self, name: &str, part: &str) -> Result<Vec<u8>> {
+        let (_, p) = self.part(name, part)?;
+        let stored = self.stored(name, part)?;
+        match p.encoding.as_deref() {
+            None => Ok(stored),
+            Some("zt.zstd-seekable/1") => {
+                let want = p.decoded_len();
+                ztensor_io::codec::zstd_decode(&stored, Some(want), want)
+                    .map_err(|e| Error::rule(Rule::LayoutData, format!("{name:?}/{part}: {e}")))
+            }
+            Some(other) => Err(Error::unsupported(format!(
+                "{name:?}/{part}: encoding {other:?} is not one this reader decodes"
+            ))),
+        }
+    }
+
+    /// Checks the part's digest against its decoded bytes, and the content rules of its
+    /// logical type (`bool` bytes are 0 or 1; an odd count of `f4_e2m1` leaves the last high
+    /// nibble 0).
+    ///
+    /// # Errors
+    /// `digest`, `layout_data`; as [`File::decoded`].
+    pub fn verify(&self, name: &str, part: &str) -> Result<DigestCheck> {
+        let (object, p) = self.part(name, part)?;
+        let bytes = self.decoded(name, part)?;
+        logical_rules(object, p, &bytes).map_err(|e| e.within(&format!("{name:?}/{part}")))?;
+        let Some(digest) = &p.digest else { return Ok(DigestCheck::Absent) };
+        let actual = match digest.split_once(':').map(|(a, _)| a) {
+            Some("xxh3") => format!("xxh3:{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)),
+            Some("sha256") => format!("sha256:{}", ztensor_io::codec::sha256_hex(&bytes)),
+            _ => return Ok(DigestCheck::Unverifiable(digest.clone())),
+        };
+        if &actual != digest {
+            return Err(Error::rule(
+                Rule::Digest,
+                format!("{name:?}/{part}: the digest says {digest}, the bytes give {actual}"),
+            ));
+        }
+        Ok(DigestCheck::Verified)
+    }
+
+    /// A CSR object's data (`zt.sparse_csr/1`): its row pointers and column indices checked
+    /// (`indptr` starts at 0, never decreases and ends at the count of values; each row's
+    /// indices increase strictly and stay below the column count). Returns the row pointers
+    /// and indices, widened.
+    ///
+    /// # Errors
+    /// `layout_data`; `Unsupported` for an object of another layout; as [`File::decoded`].
+    pub fn csr(&self, name: &str) -> Result<(Vec<u64>, Vec<u64>)> {
+        let (object, _) = self.part(name, "indptr")?;
+        if object.layout != "zt.sparse_csr/1" {
+            return Err(Error::unsupported(format!("{name:?} is not a CSR object")));
+        }
+        let widen = |bytes: Vec<u8>, dtype: Dtype| -> Vec<u64> {
+            match dtype {
+                Dtype::U32 => bytes
+                    .chunks_exact(4)
+                    .map(|c| u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                    .collect(),
+                _ => bytes
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect(),
+            }
+        };
+        let dtype = object.parts["indptr"].dtype;
+        let indptr = widen(self.decoded(name, "indptr")?, dtype);
+        let indices = widen(self.decoded(name, "indices")?, dtype);
+        let bad = |m: String| Error::rule(Rule::LayoutData, format!("{name:?}: {m}"));
+        let columns = object.shape[1];
+        if indptr.first() != Some(&0) {
+            return Err(bad("indptr does not start at 0".into()));
+        }
+        for (row, pair) in indptr.windows(2).enumerate() {
+            let (start, end) = (pair[0], pair[1]);
+            if end < start || end > indices.len() as u64 {
+                return Err(bad(format!("indptr decreases or passes the indices at row {row}")));
+            }
+            let cols =
+                &indices[usize::try_from(start).unwrap_or(0)..usize::try_from(end).unwrap_or(0)];
+            if let Some(c) = cols.iter().find(|&&c| c >= columns) {
+                return Err(bad(format!("column {c} of row {row} is not below {columns}")));
+            }
+            if cols.windows(2).any(|w| w[1] <= w[0]) {
+                return Err(bad(format!("the columns of row {row} do not increase strictly")));
+            }
+        }
+        if indptr.last() != Some(&(indices.len() as u64)) {
+            return Err(bad("indptr does not end at the count of values".into()));
+        }
+        Ok((indptr, indices))
+    }
+}
+
+/// The content rules of a part's logical type, on its decoded bytes.
+fn logical_rules(object: &Object, part: &Part, bytes: &[u8]) -> Result<()> {
+    match part.logical.as_deref() {
+        Some("bool") => match bytes.iter().position(|&b| b > 1) {
+            Some(i) => {
+                Err(Error::rule(Rule::LayoutData, format!("bool byte {i} is {:#04x}", bytes[i])))
+            }
+            None => Ok(()),
+        },
+        Some("f4_e2m1") if object.layout == "dense" => {
+            let odd = crate::manifest::elements(&object.shape).is_some_and(|n| n % 2 == 1);
+            match bytes.last() {
+                Some(last) if odd && last >> 4 != 0 => Err(Error::rule(
+                    Rule::LayoutData,
+                    "an odd count of f4_e2m1 values leaves the last high nibble non-zero",
+                )),
+                _ => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
+}
