@@ -111,14 +111,19 @@ impl<S: ReadAt> File<S> {
     /// # Errors
     /// `digest`, `layout_data`; as [`File::decoded`].
     pub fn verify(&self, name: &str, part: &str) -> Result<DigestCheck> {
+        self.verified(name, part).map(|(_, check)| check)
+    }
+
+    /// The part's decoded bytes once [`File::verify`] has checked them.
+    pub(crate) fn verified(&self, name: &str, part: &str) -> Result<(Vec<u8>, DigestCheck)> {
         let (object, p) = self.part(name, part)?;
         let bytes = self.decoded(name, part)?;
         logical_rules(object, p, &bytes).map_err(|e| e.within(&format!("{name:?}/{part}")))?;
-        let Some(digest) = &p.digest else { return Ok(DigestCheck::Absent) };
+        let Some(digest) = &p.digest else { return Ok((bytes, DigestCheck::Absent)) };
         let actual = match digest.split_once(':').map(|(a, _)| a) {
             Some("xxh3") => format!("xxh3:{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)),
             Some("sha256") => format!("sha256:{}", ztensor_io::codec::sha256_hex(&bytes)),
-            _ => return Ok(DigestCheck::Unverifiable(digest.clone())),
+            _ => return Ok((bytes, DigestCheck::Unverifiable(digest.clone()))),
         };
         if &actual != digest {
             return Err(Error::rule(
@@ -126,7 +131,7 @@ impl<S: ReadAt> File<S> {
                 format!("{name:?}/{part}: the digest says {digest}, the bytes give {actual}"),
             ));
         }
-        Ok(DigestCheck::Verified)
+        Ok((bytes, DigestCheck::Verified))
     }
 
     /// A CSR object's data (`zt.sparse_csr/1`): its row pointers and column indices checked

@@ -34,6 +34,7 @@ mod container;
 mod error;
 mod file;
 pub mod manifest;
+mod source;
 
 pub use crate::container::{Container, FOOTER_LEN, Footer, MAGIC, MAX_MANIFEST, VERSION, open};
 pub use crate::error::{Error, ErrorKind, Result, Rule};
