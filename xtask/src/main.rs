@@ -176,7 +176,10 @@ fn fmt() -> Result<()> {
 const FEATURES: &[(&str, &[&str])] = &[
     ("ztensor-io", &["zstd", "blake3", "mmap"]),
     ("ztensor-foreign", &["safetensors", "numpy", "gguf", "torch"]),
-    ("ztensor-registry", &["safetensors", "numpy", "gguf", "torch", "tensorbuffers", "sharded"]),
+    (
+        "ztensor-registry",
+        &["safetensors", "numpy", "gguf", "torch", "tensorbuffers", "sharded", "v2"],
+    ),
 ];
 
 /// Each crate with features builds (warnings as errors) with none of them and with each alone;

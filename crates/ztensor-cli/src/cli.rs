@@ -11,15 +11,15 @@ use ztensor_io::DigestChoice;
 use crate::cmd;
 
 /// What every reading command says of its input.
-pub(crate) const READS: &str = "The file to read: zTensor (0.1, 1.1, 1.2), a sharded zTensor or safetensors \
-     checkpoint (its index), safetensors, TensorBuffers, NumPy .npy/.npz, GGUF, or a PyTorch \
+pub(crate) const READS: &str = "The file to read: zTensor (0.1, 1.1, 1.2, and zTensor 2's dense tensors), a \
+     sharded zTensor or safetensors checkpoint (its index), safetensors, TensorBuffers, NumPy .npy/.npz, GGUF, or a PyTorch \
      checkpoint (.pt, .pth, .bin, .ckpt), recognised by content; `-` reads standard input";
 
 /// Inspect, verify, convert and repack tensor checkpoints on every core: zTensor 0.1, 1.1 and
 /// 1.2, safetensors, TensorBuffers, NumPy, GGUF and PyTorch.
 ///
 /// Reads (recognised by content, whatever the extension): zTensor 0.1/1.1/1.2 files and sharded
-/// zTensor checkpoints (NAME.zt.index.json); safetensors files and Hugging Face sharded
+/// zTensor checkpoints (NAME.zt.index.json); zTensor 2 files (their dense tensors); safetensors files and Hugging Face sharded
 /// checkpoints (*.safetensors.index.json); TensorBuffers (.tb); NumPy .npy and .npz; GGUF
 /// (.gguf, quantized blocks kept exactly); PyTorch checkpoints (torch.save zip or legacy:
 /// .pt, .pth, .bin, .ckpt; the pickle is read by a machine that runs no code). `-` reads

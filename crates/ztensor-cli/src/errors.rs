@@ -86,6 +86,7 @@ pub(crate) fn open_error(
         OpenError::Foreign(e) => reported("", &e),
         OpenError::TensorBuffers(e) => reported(&shown_path(path), &e),
         OpenError::Shard(e) => reported("", &e),
+        OpenError::Zt2(e) => reported(&shown_path(path), &e),
         other => anyhow!("{other}"),
     }
 }

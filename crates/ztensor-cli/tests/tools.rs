@@ -440,8 +440,17 @@ fn every_command_has_an_example_in_its_help() {
 
 #[test]
 fn help_names_every_format_the_tool_reads_and_writes() {
-    let reads =
-        ["zTensor", "safetensors", "TensorBuffers", ".npy", ".npz", "GGUF", "PyTorch", ".pth"];
+    let reads = [
+        "zTensor",
+        "zTensor 2",
+        "safetensors",
+        "TensorBuffers",
+        ".npy",
+        ".npz",
+        "GGUF",
+        "PyTorch",
+        ".pth",
+    ];
     for command in [
         &["--help"][..],
         &["convert", "--help"],
@@ -729,8 +738,7 @@ fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
     let cases: [(&str, &[u8], &str); 4] = [
         ("notes.txt", b"hello, tensors\n", "a text file"),
         ("config.json", b"{\"hidden_size\": 4096}\n", "JSON text"),
-        // The reference 2.x writes `.zt` files of another container.
-        ("new.zt", b"\x89ZT2\r\n\x1a\n\x00\x00\x00\x00\x00\x00\x00\x00", "a zTensor 2 file"),
+        ("weights.zt", b"\x89HDF\r\n\x1a\n\x00\x00\x00\x00\x00\x00\x00\x00", "an HDF5 file"),
         ("archive.zip", b"PK\x03\x04\x14\x00\x00\x00", "a zip archive"),
     ];
     for (name, bytes, what) in cases {
@@ -1478,4 +1486,39 @@ fn the_slurm_example_leaves_a_machine_with_slurm_alone() {
     for risky in ["pkill", "killall", "/etc/slurm/slurm.conf\"", "/etc/munge", "/var/spool"] {
         assert!(!text.contains(risky), "the example uses {risky}");
     }
+}
+
+/// A zTensor 2 file (written by the reference project's corpus generator) is read by every
+/// command like any other input, converts to 1.2, and a damaged one is the data saying no.
+#[test]
+fn ztensor_2_files_are_read_and_converted() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ztensor-conformance/fixtures/external/ztensor2");
+    let file = corpus.join("valid/canonical-basic.zt");
+    let info = json(&ztensor(&["info", "--json", arg(&file)]));
+    assert_eq!(info["format"], "ztensor2", "{info}");
+    assert_eq!(ok(&["ls", arg(&file)]), "a.bias\na.weight\ntied\n");
+    ok(&["verify", arg(&file)]);
+    let d = scratch("ztensor2");
+    let out = d.join("out.zt");
+    ok(&["convert", arg(&file), arg(&out), "--to", "1.2"]);
+    let converted = json(&ztensor(&["info", "--json", arg(&out)]));
+    assert_eq!(converted["format"], "ztensor", "{converted}");
+    // The same tensors, byte for byte, as `cat` prints them from either file.
+    for name in ["a.bias", "a.weight", "tied"] {
+        assert_eq!(ok(&["cat", arg(&file), name]), ok(&["cat", arg(&out), name]), "{name}");
+    }
+    // Rejected files are rejections (status 1), with their rule.
+    let damaged = corpus.join("reject/manifest-hash-mismatch.zt");
+    let err = fails(&["info", arg(&damaged)], 1);
+    assert!(err.contains("manifest_hash"), "{err}");
+    // A digest that differs is a problem `verify` reports (status 1).
+    let digest = corpus.join("reject/verify-digest-mismatch.zt");
+    let out = ztensor(&["verify", arg(&digest)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("digest_mismatch") && stdout(&out).contains("1 problem"),
+        "{}",
+        stdout(&out)
+    );
 }

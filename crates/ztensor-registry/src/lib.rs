@@ -67,6 +67,8 @@ pub enum Kind {
     Gguf,
     /// A PyTorch checkpoint (`torch.save`, zip or legacy).
     Torch,
+    /// A zTensor 2 file (the reference implementation's current generation, "Draft 4").
+    Zt2,
 }
 
 /// A row of [`FORMATS`].
@@ -101,6 +103,17 @@ pub const FORMATS: &[Format] = &[
         feature: "",
         extensions: &["zt"],
         enabled: true,
+    },
+    Format {
+        kind: Kind::Zt2,
+        id: "ztensor2",
+        description: "a zTensor 2 file",
+        plural: "zTensor 2 files (dense tensors)",
+        rule: "\\x89ZT2\\r\\n\\x1a\\n at the start",
+        feature: "v2",
+        // `.zt` is zTensor 0.1/1.x's too: told apart by content only.
+        extensions: &[],
+        enabled: cfg!(feature = "v2"),
     },
     Format {
         kind: Kind::Safetensors,
@@ -188,10 +201,6 @@ pub const FORMATS: &[Format] = &[
 /// what it is.
 pub const NOT_READ: &[(&[u8], &str)] = &[
     (
-        b"\x89ZT2\r\n\x1a\n",
-        "a zTensor 2 file (the reference implementation's 2.x container, not zTensor 0.1/1.x)",
-    ),
-    (
         b"PK\x03\x04",
         "a zip archive that is neither a PyTorch checkpoint nor a NumPy .npz (a TorchScript \
          archive or a damaged checkpoint, for instance)",
@@ -202,6 +211,7 @@ pub const NOT_READ: &[(&[u8], &str)] = &[
 ];
 
 const ZT_MAGIC: &[u8] = b"ZTEN";
+const ZT2_MAGIC: &[u8] = b"\x89ZT2\r\n\x1a\n";
 const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 const GGUF_MAGIC: &[u8] = b"GGUF";
 const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
@@ -346,6 +356,7 @@ pub fn detect_source<S: ReadAt>(source: &S, name: Option<&Path>) -> Result<Kind,
         () if head.starts_with(ZT_MAGIC) || tail.starts_with(ZT_MAGIC) && tail.len() == 8 => {
             Some(Kind::Zt)
         }
+        () if head.starts_with(ZT2_MAGIC) => Some(Kind::Zt2),
         () if head.starts_with(NPY_MAGIC) => Some(Kind::Npy),
         () if head.starts_with(GGUF_MAGIC) => Some(Kind::Gguf),
         () if head.starts_with(ZIP_MAGIC) || head.starts_with(EMPTY_ZIP_MAGIC) => {
@@ -535,6 +546,9 @@ pub enum OpenError {
     /// The sharded zTensor checkpoint reader's error.
     #[cfg(feature = "sharded")]
     Shard(ztensor_shard::Error),
+    /// The zTensor 2 reader's error.
+    #[cfg(feature = "v2")]
+    Zt2(ztensor_v2::Error),
 }
 
 /// Whether the file was read and breaks a rule of its format (a rejection, which the
@@ -556,6 +570,8 @@ impl ztensor_format::Verdict for OpenError {
             OpenError::TensorBuffers(e) => e.kind() != ztensor_tensorbuffers::ErrorKind::Io,
             #[cfg(feature = "sharded")]
             OpenError::Shard(e) => e.kind() != ztensor_shard::ErrorKind::Io,
+            #[cfg(feature = "v2")]
+            OpenError::Zt2(e) => e.broken().is_some(),
         }
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
@@ -583,6 +599,8 @@ impl OpenError {
             OpenError::TensorBuffers(e) => Some(e),
             #[cfg(feature = "sharded")]
             OpenError::Shard(e) => Some(e),
+            #[cfg(feature = "v2")]
+            OpenError::Zt2(e) => Some(e),
         }
     }
 }
@@ -603,6 +621,8 @@ impl fmt::Display for OpenError {
             OpenError::TensorBuffers(e) => e.fmt(f),
             #[cfg(feature = "sharded")]
             OpenError::Shard(e) => e.fmt(f),
+            #[cfg(feature = "v2")]
+            OpenError::Zt2(e) => e.fmt(f),
         }
     }
 }
@@ -723,6 +743,15 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
             kind,
             ztensor_foreign::torch::TorchFile::open(path).map_err(OpenError::Foreign)?,
         ),
+        #[cfg(feature = "v2")]
+        Kind::Zt2 => {
+            let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
+            let source = FileSource::new(file).map_err(|e| {
+                OpenError::Zt(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e))
+            })?;
+            let max = options.options.limits.max_manifest_len;
+            Opened::new(kind, ztensor_v2::File::open(source, max).map_err(OpenError::Zt2)?)
+        }
         #[allow(unreachable_patterns)]
         other => return Err(OpenError::Detect(enabled(other, Some(path)).unwrap_err())),
     })
@@ -844,15 +873,18 @@ mod tests {
             assert_eq!(FORMATS.iter().filter(|f| f.kind == format.kind).count(), 1);
             assert!(!format.description.is_empty() && !format.rule.is_empty());
         }
-        assert_eq!(FORMATS.len(), 9);
+        assert_eq!(FORMATS.len(), 10);
     }
 
     #[test]
     fn content_decides_and_names_what_is_not_read() {
+        // zTensor 2 by its magic, whatever the name says (it shares `.zt` with 0.1/1.x).
         let zt2 = b"\x89ZT2\r\n\x1a\nrest of a zTensor 2 file".to_vec();
-        let e = detect_bytes(&zt2, Some(Path::new("model.zt"))).unwrap_err();
+        assert_eq!(detect_bytes(&zt2, Some(Path::new("model.zt"))).unwrap(), Kind::Zt2);
+        let hdf5 = b"\x89HDF\r\n\x1a\n\0\0\0\0".to_vec();
+        let e = detect_bytes(&hdf5, Some(Path::new("model.zt"))).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NotRead);
-        assert!(e.to_string().contains("a zTensor 2 file"), "{e}");
+        assert!(e.to_string().contains("an HDF5 file"), "{e}");
         // A damaged file is judged by its name.
         let junk = vec![0xee; 100];
         assert_eq!(

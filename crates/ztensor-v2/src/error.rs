@@ -200,5 +200,12 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A broken rule is the data saying no; I/O failures and refusals are not.
+impl ztensor_format::Verdict for Error {
+    fn is_rejection(&self) -> bool {
+        self.broken().is_some()
+    }
+}
+
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
