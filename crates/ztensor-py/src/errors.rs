@@ -157,6 +157,13 @@ pub(crate) fn raise_open(py: Python<'_>, e: &ztensor_registry::OpenError) -> PyE
             }
             None => exception(py, "FormatError", e.to_string(), None, None, None),
         },
+        OpenError::Zt2(e) => match (e.broken(), e.kind()) {
+            (Some(rule), _) => {
+                exception(py, "FormatError", e.to_string(), Some(rule.id()), None, e.offset())
+            }
+            (None, ztensor_v2::ErrorKind::Io(io)) => io_error(io, e.to_string()),
+            (None, _) => exception(py, "ZTensorError", e.to_string(), None, None, None),
+        },
         other => exception(py, "ZTensorError", other.to_string(), None, None, None),
     }
 }

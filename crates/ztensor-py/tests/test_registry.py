@@ -77,9 +77,20 @@ def corpus(tmp: Path) -> list:
             path = tmp / f"zip-{name}{ext}"
             path.write_bytes(buffer.getvalue())
             files.append((path, f"zip {name} named {ext}"))
+    # zTensor 2: a file of the reference project's corpus, one it rejects, and one cut short
+    # after its magic, under misleading names.
+    v2 = Path(__file__).resolve().parents[2] / "ztensor-conformance/fixtures/external/ztensor2"
+    for name, data in (
+        ("zt2-valid", (v2 / "valid/canonical-basic.zt").read_bytes()),
+        ("zt2-reject", (v2 / "reject/manifest-hash-mismatch.zt").read_bytes()),
+        ("zt2-cut", b"\x89ZT2\r\n\x1a\n" + bytes(64)),
+    ):
+        for ext in (".zt", ".bin", ".safetensors"):
+            path = tmp / f"{name}{ext}"
+            path.write_bytes(data)
+            files.append((path, f"{name} named {ext}"))
     # Formats not read, named by their first bytes.
     for name, data in (
-        ("zt2", b"\x89ZT2\r\n\x1a\n" + bytes(64)),
         ("hdf5", b"\x89HDF\r\n\x1a\n" + bytes(64)),
         ("zstd", b"\x28\xb5\x2f\xfd" + bytes(64)),
         ("gzip", b"\x1f\x8b" + bytes(64)),
@@ -142,5 +153,22 @@ def test_cli_and_python_give_the_same_verdict_on_a_mixed_corpus(tmp_path):
     # Content decides, whatever the name: each readable kind under a misleading extension is
     # read as what it is.
     for path, what in files:
-        if " named ." in what and what.split(" named ")[0] in ("zt-1.2", "safetensors", "gguf", "npz", "torch-zip", "tb"):
+        if " named ." in what and what.split(" named ")[0] in ("zt-1.2", "safetensors", "gguf", "npz", "torch-zip", "tb", "zt2-valid"):
             assert cli_verdict(path)[0] == "read", what
+
+
+def test_ztensor_2_files_read_as_numpy():
+    v2 = Path(__file__).resolve().parents[2] / "ztensor-conformance/fixtures/external/ztensor2"
+    assert ztensor_rs.detect(v2 / "valid/canonical-basic.zt") == "ztensor2"
+    with ztensor_rs.safe_open(v2 / "valid/canonical-basic.zt", framework="numpy") as f:
+        assert sorted(f.keys()) == ["a.bias", "a.weight", "tied"]
+        bias = f.get_tensor("a.bias")
+        assert bias.dtype.name == "float32" and bias.shape == (4,)
+        assert bias.tobytes() == bytes([1]) * 16
+    # A file whose manifest hash is wrong is a format error naming the rule.
+    try:
+        ztensor_rs.safe_open(v2 / "reject/manifest-hash-mismatch.zt", framework="numpy")
+    except ztensor_rs.FormatError as e:
+        assert "manifest_hash" in str(e)
+    else:
+        raise AssertionError("a damaged zTensor 2 file opened")
