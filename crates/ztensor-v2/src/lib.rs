@@ -4,8 +4,10 @@
 //! as `spec/ztensor-2.md` states them ([`Rule`] names each).
 //!
 //! This is the first part of the bridge between generations: [`open`] says whether a file is
-//! a valid zTensor 2 file and what its manifest holds. Reading tensors from it, writing it and
-//! converting 0.1/1.x files to it and back are still to come.
+//! a valid zTensor 2 file and what its manifest holds; [`File`] reads and verifies its parts and
+//! is a [`TensorSource`](ztensor_io::TensorSource) of its dense objects in the 1.2 object model,
+//! so every command reads it and converts it to 0.1/1.x. Writing zTensor 2 (and converting
+//! 0.1/1.x files to it) is still to come.
 //!
 //! # Example
 //!
