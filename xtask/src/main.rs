@@ -487,6 +487,8 @@ fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
             "external/numpy/hostile",
             "external/gguf",
             "external/gguf/hostile",
+            "external/ztensor2/valid",
+            "external/ztensor2/reject",
         ] {
             for entry in
                 std::fs::read_dir(root.join("fixtures").join(dir)).into_iter().flatten().flatten()

@@ -137,8 +137,8 @@ pub fn foreign(data: &[u8]) {
 }
 
 /// The names of the fuzz targets, each a wrapper around the body of the same name.
-pub const TARGETS: [&str; 6] =
-    ["parse_file", "manifest", "read_any", "tensorbuffers", "roundtrip", "foreign"];
+pub const TARGETS: [&str; 7] =
+    ["parse_file", "manifest", "read_any", "tensorbuffers", "roundtrip", "foreign", "ztensor2"];
 
 /// The body of the target called `name`.
 pub fn body(name: &str) -> Option<fn(&[u8])> {
@@ -149,6 +149,27 @@ pub fn body(name: &str) -> Option<fn(&[u8])> {
         "tensorbuffers" => Some(tensorbuffers),
         "roundtrip" => Some(roundtrip),
         "foreign" => Some(foreign),
+        "ztensor2" => Some(ztensor2),
         _ => None,
+    }
+}
+
+/// A zTensor 2 file: opened (container, deterministic CBOR, schema, whole-manifest rules), then
+/// every part read and verified, every CSR object's data checked, and every object read
+/// through the tensor-source interface. Anything but a panic, a hang or an unbounded
+/// allocation is fine.
+pub fn ztensor2(data: &[u8]) {
+    use ztensor_io::TensorSource;
+    let Ok(file) = ztensor_v2::File::open(data, 1 << 20) else { return };
+    let Some(manifest) = file.manifest() else { return };
+    for (name, object) in &manifest.objects {
+        for part in object.parts.keys() {
+            let _ = file.verify(name, part);
+        }
+        let _ = file.csr(name);
+    }
+    for i in 0..file.len() {
+        let _ = file.info(i);
+        let _ = file.read(i);
     }
 }

@@ -221,6 +221,13 @@ mod fuzz_regressions {
                 (ztensor_conformance::fuzz::body(name).unwrap())(&bytes);
             }
         }
+        // The zTensor 2 corpus seeds the `ztensor2` target.
+        for dir in ["valid", "reject"] {
+            for entry in std::fs::read_dir(root.join("external/ztensor2").join(dir)).unwrap() {
+                let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+                ztensor_conformance::fuzz::ztensor2(&bytes);
+            }
+        }
     }
 }
 
