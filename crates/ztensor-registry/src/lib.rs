@@ -716,13 +716,7 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
                 .carry_unknown_dtypes(options.carry_unknown_dtypes),
         ),
         #[cfg(feature = "tensorbuffers")]
-        Kind::TensorBuffers => {
-            let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
-            let source = FileSource::new(file).map_err(|e| {
-                OpenError::Zt(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e))
-            })?;
-            Opened::new(kind, tb_reader(source, strict)?)
-        }
+        Kind::TensorBuffers => Opened::new(kind, tb_reader(file_source(path)?, strict)?),
         #[cfg(feature = "numpy")]
         Kind::Npy => Opened::new(
             kind,
@@ -745,16 +739,21 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
         ),
         #[cfg(feature = "v2")]
         Kind::Zt2 => {
-            let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
-            let source = FileSource::new(file).map_err(|e| {
-                OpenError::Zt(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e))
-            })?;
+            let source = file_source(path)?;
             let max = options.options.limits.max_manifest_len;
             Opened::new(kind, ztensor_v2::File::open(source, max).map_err(OpenError::Zt2)?)
         }
         #[allow(unreachable_patterns)]
         other => return Err(OpenError::Detect(enabled(other, Some(path)).unwrap_err())),
     })
+}
+
+/// The file at `path`, opened as ztensor-io opens inputs, for positional reads.
+#[cfg(any(feature = "tensorbuffers", feature = "v2"))]
+fn file_source(path: &Path) -> Result<FileSource, OpenError> {
+    let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
+    FileSource::new(file)
+        .map_err(|e| OpenError::Zt(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e)))
 }
 
 #[cfg(feature = "tensorbuffers")]

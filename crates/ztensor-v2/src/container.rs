@@ -134,11 +134,8 @@ pub fn open(source: &dyn ReadAt, max_manifest: u64) -> Result<Container> {
             format!("the manifest at {offset}+{length} passes the footer at {region_end}"),
         ));
     }
-    let n = usize::try_from(length)
-        .map_err(|_| Error::rule(Rule::ManifestTooLarge, "a manifest larger than memory"))?;
     let mut bytes = ztensor_io::try_zeroed(length, "the manifest")
         .map_err(|e| Error::io("reading the manifest", e))?;
-    debug_assert_eq!(bytes.len(), n);
     read(offset, &mut bytes)?;
     let hash = xxhash_rust::xxh3::xxh3_64(&bytes);
     if hash != footer.manifest_hash {

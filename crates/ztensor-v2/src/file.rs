@@ -13,6 +13,9 @@ use crate::manifest::{Dtype, Manifest, Object, Part};
 pub struct File<S> {
     source: S,
     container: Container,
+    /// The objects' names in the manifest's order: object `i` of the tensor-source interface
+    /// is found by name, not by walking the map.
+    pub(crate) names: Vec<String>,
 }
 
 /// What checking a part's digest found.
@@ -33,7 +36,11 @@ impl<S: ReadAt> File<S> {
     /// As [`open`].
     pub fn open(source: S, max_manifest: u64) -> Result<File<S>> {
         let container = open(&source, max_manifest)?;
-        Ok(File { source, container })
+        let names = container
+            .manifest
+            .as_ref()
+            .map_or_else(Vec::new, |m| m.objects.keys().cloned().collect());
+        Ok(File { source, container, names })
     }
 
     /// The footer and manifest.
@@ -94,8 +101,10 @@ impl<S: ReadAt> File<S> {
         match p.encoding.as_deref() {
             None => Ok(stored),
             Some("zt.zstd-seekable/1") => {
+                // The declared length is the file's claim: decoded only within the limit.
                 let want = p.decoded_len();
-                ztensor_io::codec::zstd_decode(&stored, Some(want), want)
+                let limit = ztensor_format::Limits::default().whole_decode_limit();
+                ztensor_io::codec::zstd_decode(&stored, Some(want), limit)
                     .map_err(|e| Error::rule(Rule::LayoutData, format!("{name:?}/{part}: {e}")))
             }
             Some(other) => Err(Error::unsupported(format!(
