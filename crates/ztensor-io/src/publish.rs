@@ -564,6 +564,18 @@ impl AtomicFile {
         Ok(())
     }
 
+    /// The temporary file itself, what was buffered written out first, for writers that seek,
+    /// read back or cut what they wrote (the zTensor 2 writer, which shares identical blobs).
+    /// What is written through it goes straight to the file, at its position.
+    ///
+    /// # Errors
+    /// Flushing the buffer, moving past skipped bytes.
+    pub fn file_mut(&mut self) -> io::Result<&mut File> {
+        let file = self.positioned()?;
+        file.flush()?;
+        Ok(file.get_mut())
+    }
+
     /// The buffered file, positioned after any bytes skipped.
     fn positioned(&mut self) -> io::Result<&mut BufWriter<File>> {
         let file = self.file.as_mut().ok_or_else(abandoned)?;

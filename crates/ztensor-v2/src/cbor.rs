@@ -67,6 +67,98 @@ pub fn decode(bytes: &[u8]) -> Result<Value> {
     Ok(value)
 }
 
+/// Encodes `value` in the deterministic form the manifest must have (§2.2): shortest heads,
+/// definite lengths, each map's entries sorted by their encoded keys, floats in the narrowest
+/// width that holds the value exactly and NaN as `F9 7E00`.
+///
+/// Keys given twice are written twice; [`decode`] refuses the result (writers check what they
+/// wrote by reading it back).
+pub fn encode(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(value, &mut out);
+    out
+}
+
+fn head(major: u8, n: u64, out: &mut Vec<u8>) {
+    let major = major << 5;
+    // The narrowing casts below are guarded by the ranges matched.
+    #[allow(clippy::cast_possible_truncation)]
+    match n {
+        0..=23 => out.push(major | n as u8),
+        24..=0xff => out.extend([major | 24, n as u8]),
+        0x100..=0xffff => {
+            out.push(major | 25);
+            out.extend((n as u16).to_be_bytes());
+        }
+        0x1_0000..=0xffff_ffff => {
+            out.push(major | 26);
+            out.extend((n as u32).to_be_bytes());
+        }
+        _ => {
+            out.push(major | 27);
+            out.extend(n.to_be_bytes());
+        }
+    }
+}
+
+fn encode_into(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Uint(n) => head(0, *n, out),
+        Value::Nint(n) => head(1, *n, out),
+        Value::Bytes(b) => {
+            head(2, b.len() as u64, out);
+            out.extend_from_slice(b);
+        }
+        Value::Text(t) => {
+            head(3, t.len() as u64, out);
+            out.extend_from_slice(t.as_bytes());
+        }
+        Value::Array(items) => {
+            head(4, items.len() as u64, out);
+            for item in items {
+                encode_into(item, out);
+            }
+        }
+        Value::Map(entries) => {
+            let mut encoded: Vec<(Vec<u8>, &Value)> =
+                entries.iter().map(|(k, v)| (encode(k), v)).collect();
+            encoded.sort_by(|a, b| a.0.cmp(&b.0));
+            head(5, entries.len() as u64, out);
+            for (key, v) in encoded {
+                out.extend_from_slice(&key);
+                encode_into(v, out);
+            }
+        }
+        Value::Bool(false) => out.push(0xf4),
+        Value::Bool(true) => out.push(0xf5),
+        Value::Null => out.push(0xf6),
+        Value::Float(f) => float(*f, out),
+    }
+}
+
+/// A float in the narrowest of half, single and double that gives back exactly its bits.
+fn float(f: f64, out: &mut Vec<u8>) {
+    if f.is_nan() {
+        out.extend([0xf9, 0x7e, 0x00]);
+        return;
+    }
+    let half = half::f16::from_f64(f);
+    if f64::from(half.to_f32()).to_bits() == f.to_bits() {
+        out.push(0xf9);
+        out.extend(half.to_bits().to_be_bytes());
+        return;
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    let single = f as f32;
+    if f64::from(single).to_bits() == f.to_bits() {
+        out.push(0xfa);
+        out.extend(single.to_be_bytes());
+    } else {
+        out.push(0xfb);
+        out.extend(f.to_be_bytes());
+    }
+}
+
 struct Decoder<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -309,6 +401,49 @@ mod tests {
         let mut tenth = vec![0xfb];
         tenth.extend(0.1f64.to_be_bytes());
         assert_eq!(decode(&tenth).unwrap(), Value::Float(0.1));
+    }
+
+    #[test]
+    fn encoding_is_what_the_decoder_accepts() {
+        // The worked example of the spec: the manifest of `minimal.zt`, 66 bytes, whose keys
+        // are given here out of order.
+        let text = |s: &str| Value::Text(s.to_owned());
+        let part = Value::Map(vec![
+            (text("dtype"), text("u8")),
+            (text("blob"), Value::Array(vec![Value::Uint(4096), Value::Uint(8)])),
+        ]);
+        let object = Value::Map(vec![
+            (text("layout"), text("dense")),
+            (text("shape"), Value::Array(vec![Value::Uint(8)])),
+            (text("parts"), Value::Map(vec![(text("data"), part)])),
+        ]);
+        let root = Value::Map(vec![(text("objects"), Value::Map(vec![(text("t"), object)]))]);
+        let bytes = encode(&root);
+        let expected = "a1676f626a65637473a16174a3657061727473a16464617461a264626c6f62821910\
+                        0008656474797065627538657368617065810866 6c61796f75746564656e7365";
+        let expected: String = expected.split_whitespace().collect();
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, expected);
+        assert_eq!(bytes.len(), 66);
+        let decoded = decode(&bytes).unwrap();
+        assert_eq!(encode(&decoded), bytes);
+        // Heads at each width's edge, negative integers, floats in their narrowest width.
+        for v in [0u64, 23, 24, 255, 256, 65535, 65536, u64::from(u32::MAX), u64::MAX] {
+            for value in [Value::Uint(v), Value::Nint(v)] {
+                assert_eq!(decode(&encode(&value)).unwrap(), value);
+            }
+        }
+        assert_eq!(encode(&Value::Float(1.5)), [0xf9, 0x3e, 0x00]);
+        assert_eq!(encode(&Value::Float(-0.0)), [0xf9, 0x80, 0x00]);
+        assert_eq!(encode(&Value::Float(f64::NAN)), [0xf9, 0x7e, 0x00]);
+        assert_eq!(encode(&Value::Float(f64::from(0.1f32)))[0], 0xfa);
+        assert_eq!(encode(&Value::Float(0.1))[0], 0xfb);
+        for f in [1.5, -0.0, 0.1, f64::from(0.1f32), 1e300, f64::INFINITY, 65504.0, 5.96e-8] {
+            assert_eq!(decode(&encode(&Value::Float(f))).unwrap(), Value::Float(f), "{f}");
+        }
+        // A key given twice is written, and refused when read.
+        let twice = Value::Map(vec![(text("a"), Value::Null), (text("a"), Value::Null)]);
+        assert_eq!(rule(&encode(&twice)), Some(Rule::CborDuplicateKey));
     }
 
     #[test]

@@ -126,6 +126,7 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     offset: Option<u64>,
+    refused: Option<ztensor_format::Refused>,
 }
 
 /// What kind of failure an [`Error`] is.
@@ -140,22 +141,41 @@ pub enum ErrorKind {
     /// encoding, digest algorithm or logical type it does not know, a part in another file):
     /// a refusal, not a rejection.
     Unsupported,
+    /// Content zTensor 2 cannot hold (writing or converting): [`Error::refused`] says which.
+    Unrepresentable,
 }
 
 impl Error {
     pub(crate) fn rule(rule: Rule, message: impl Into<String>) -> Error {
-        Error { kind: ErrorKind::Rule(rule), message: message.into(), offset: None }
+        Error { kind: ErrorKind::Rule(rule), message: message.into(), offset: None, refused: None }
     }
 
     pub(crate) fn unsupported(message: impl Into<String>) -> Error {
-        Error { kind: ErrorKind::Unsupported, message: message.into(), offset: None }
+        Error { kind: ErrorKind::Unsupported, message: message.into(), offset: None, refused: None }
     }
 
     pub(crate) fn io(what: &str, e: std::io::Error) -> Error {
-        Error { message: format!("{what}: {e}"), kind: ErrorKind::Io(e), offset: None }
+        Error {
+            message: format!("{what}: {e}"),
+            kind: ErrorKind::Io(e),
+            offset: None,
+            refused: None,
+        }
     }
 
     /// The same error, its message prefixed with where it lies (`object "w"`).
+    pub(crate) fn unrepresentable(
+        refused: ztensor_format::Refused,
+        message: impl Into<String>,
+    ) -> Error {
+        Error {
+            kind: ErrorKind::Unrepresentable,
+            message: message.into(),
+            offset: None,
+            refused: Some(refused),
+        }
+    }
+
     pub(crate) fn within(mut self, prefix: &str) -> Error {
         self.message = format!("{prefix}: {}", self.message);
         self
@@ -175,7 +195,7 @@ impl Error {
     pub fn broken(&self) -> Option<Rule> {
         match self.kind {
             ErrorKind::Rule(r) => Some(r),
-            ErrorKind::Io(_) | ErrorKind::Unsupported => None,
+            ErrorKind::Io(_) | ErrorKind::Unsupported | ErrorKind::Unrepresentable => None,
         }
     }
 
@@ -203,7 +223,10 @@ impl std::error::Error for Error {}
 /// A broken rule is the data saying no; I/O failures and refusals are not.
 impl ztensor_format::Verdict for Error {
     fn is_rejection(&self) -> bool {
-        self.broken().is_some()
+        self.broken().is_some() || matches!(self.kind, ErrorKind::Unrepresentable)
+    }
+    fn refused(&self) -> Option<ztensor_format::Refused> {
+        self.refused
     }
 }
 

@@ -36,8 +36,11 @@ mod container;
 mod error;
 mod file;
 pub mod manifest;
+pub mod model;
 mod source;
+mod write;
 
 pub use crate::container::{Container, FOOTER_LEN, Footer, MAGIC, MAX_MANIFEST, VERSION, open};
 pub use crate::error::{Error, ErrorKind, Result, Rule};
 pub use crate::file::{DigestCheck, File};
+pub use crate::write::{CANONICAL_ALIGNMENT, Output, Summary, WriteOptions, Zt2Sink, write};

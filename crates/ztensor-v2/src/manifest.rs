@@ -85,7 +85,7 @@ type StoredSize = fn(u64) -> Option<u64>;
 
 /// The registered logical types: each pins its storage type and gives the stored size of `n`
 /// elements. `None` for a type this registry does not hold (legal, but not to be decoded).
-fn logical(name: &str) -> Option<(Dtype, StoredSize)> {
+pub(crate) fn logical(name: &str) -> Option<(Dtype, StoredSize)> {
     Some(match name {
         "bool" | "f8_e4m3fn" | "f8_e5m2" | "f8_e4m3fnuz" | "f8_e5m2fnuz" | "f8_e8m0" => {
             (Dtype::U8, Some)

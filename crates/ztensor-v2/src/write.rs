@@ -1,0 +1,512 @@
+//! Writing zTensor 2 in canonical form (`spec/ztensor-2.md` §5.3): any [`TensorSource`] (every
+//! zTensor version, safetensors, TensorBuffers, …) becomes a file whose bytes depend on its
+//! content alone.
+//!
+//! - Objects in the byte order of their names, parts in the byte order of theirs; each blob at
+//!   the next multiple of 64 KiB from 65536, zero padding between, the manifest at the next one
+//!   after the last blob, the footer right after it.
+//! - Parts with identical decoded bytes share one blob (equality confirmed on the bytes, read
+//!   back from the output, not taken from a hash); zero-length parts share one empty blob at the
+//!   boundary where the next blob starts.
+//! - No encoding; every part carries an `xxh3` digest of its bytes.
+//! - Parts stream from the source in pieces of a few MiB when the source reads in pieces, so a
+//!   tensor of any size costs a few pieces of memory.
+//!
+//! What was written is read back through this crate's own validation (container, CBOR,
+//! schema, layouts) before it is reported written, and a file's sink publishes through a
+//! temporary file and a rename.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use ztensor_format::{Format, Refused};
+use ztensor_io::{ObjectInfo, TensorSource};
+
+use crate::cbor::{Value, encode};
+use crate::container::{FOOTER_LEN, MAGIC, MAX_MANIFEST, VERSION};
+use crate::error::{Error, Result};
+use crate::manifest::{Dtype, elements};
+use crate::model::{attributes_2, layout_of, stored_size, types_2};
+
+/// Where canonical form places blobs: multiples of 64 KiB.
+pub const CANONICAL_ALIGNMENT: u64 = 1 << 16;
+
+/// How many decoded bytes one piece of a part holds while it streams.
+const PIECE: usize = 4 << 20;
+
+/// What a writer may seek in, read back from and cut: a file, or a `Cursor<Vec<u8>>`.
+pub trait Output: Read + Write + Seek {
+    /// Cuts (or extends with zeros) the output to `len` bytes.
+    ///
+    /// # Errors
+    /// I/O errors.
+    fn set_len(&mut self, len: u64) -> std::io::Result<()>;
+}
+
+impl Output for std::fs::File {
+    fn set_len(&mut self, len: u64) -> std::io::Result<()> {
+        std::fs::File::set_len(self, len)
+    }
+}
+
+impl Output for std::io::Cursor<Vec<u8>> {
+    fn set_len(&mut self, len: u64) -> std::io::Result<()> {
+        let len = usize::try_from(len).map_err(std::io::Error::other)?;
+        self.get_mut().resize(len, 0);
+        Ok(())
+    }
+}
+
+/// How to write.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WriteOptions {
+    /// Leave out the file's and the objects' attributes instead of refusing those zTensor 2
+    /// cannot hold.
+    pub drop_attributes: bool,
+}
+
+/// What a write produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Objects written.
+    pub objects: usize,
+    /// Parts written (every part of every object).
+    pub parts: usize,
+    /// Distinct blobs in the file (parts that share one are counted once).
+    pub blobs: usize,
+    /// Decoded bytes of every part, shared or not.
+    pub decoded: u64,
+    /// The file's length.
+    pub len: u64,
+}
+
+fn align(offset: u64) -> Result<u64> {
+    offset
+        .checked_add(CANONICAL_ALIGNMENT - 1)
+        .map(|n| n & !(CANONICAL_ALIGNMENT - 1))
+        .ok_or_else(|| Error::io("placing a blob", std::io::Error::other("past 2^64 bytes")))
+}
+
+/// One part as it will be written: its types and where its bytes come from.
+struct PlannedPart {
+    role: String,
+    dtype: Dtype,
+    logical: Option<String>,
+}
+
+/// One object as it will be written.
+struct Planned {
+    layout: String,
+    shape: Vec<u64>,
+    attributes: Option<Value>,
+    parts: Vec<PlannedPart>,
+}
+
+/// Object `info` in zTensor 2 terms, or why it cannot be written.
+fn plan(info: &ObjectInfo<'_>, options: &WriteOptions) -> Result<Planned> {
+    let name = info.name.as_ref();
+    let within = |e: Error| e.within(&format!("object {name:?}"));
+    if let Some(reason) = &info.unsupported {
+        return Err(within(Error::unrepresentable(
+            Refused::Dtype,
+            format!("it cannot be decoded here, so it cannot be written: {reason}"),
+        )));
+    }
+    if name.is_empty() || name.len() > crate::manifest::MAX_NAME || name.contains('\0') {
+        return Err(within(Error::unrepresentable(
+            Refused::Dtype,
+            "zTensor 2 names are 1 to 1024 bytes without U+0000",
+        )));
+    }
+    if info.components.is_empty() {
+        return Err(within(Error::unrepresentable(
+            Refused::Dtype,
+            "a zTensor 2 object has at least one part",
+        )));
+    }
+    let n = elements(&info.shape).filter(|_| info.shape.len() <= crate::manifest::MAX_RANK);
+    let Some(n) = n else {
+        return Err(within(Error::unrepresentable(
+            Refused::Dtype,
+            "zTensor 2 shapes have rank 64 at most and fewer than 2^64 elements",
+        )));
+    };
+    let mut parts = Vec::with_capacity(info.components.len());
+    for c in &info.components {
+        let Some(dtype) = c.dtype.known() else {
+            return Err(within(Error::unrepresentable(
+                Refused::Dtype,
+                format!("component {:?} has dtype {}, which zTensor 2 lacks", c.role, c.dtype),
+            )));
+        };
+        let (dtype, logical) = types_2(dtype, c.logical_type.as_ref())
+            .map_err(|e| within(e.within(&format!("component {:?}", c.role))))?;
+        let role = c.role.as_ref();
+        if role.is_empty() || role.len() > crate::manifest::MAX_NAME || role.contains('\0') {
+            return Err(within(Error::unrepresentable(
+                Refused::Dtype,
+                format!("component {role:?}: zTensor 2 part names are 1 to 1024 bytes"),
+            )));
+        }
+        // A dense tensor's size follows its type in zTensor 2: a 1.x logical type that zTensor
+        // 2 registers with another size (1.x FP4 holds one value a byte) does not fit.
+        if info.format == Format::Dense
+            && let (Some(len), Some(size)) =
+                (c.decoded_len, stored_size(dtype, logical.as_deref(), n))
+            && len != size
+        {
+            return Err(within(Error::unrepresentable(
+                Refused::Dtype,
+                format!(
+                    "{n} elements of {} take {size} bytes in zTensor 2, and this tensor holds \
+                     {len}",
+                    logical.as_deref().unwrap_or(dtype.name())
+                ),
+            )));
+        }
+        parts.push(PlannedPart { role: role.to_owned(), dtype, logical });
+    }
+    parts.sort_by(|a, b| a.role.as_bytes().cmp(b.role.as_bytes()));
+    let attributes = match (&info.attributes, options.drop_attributes) {
+        (Some(a), false) => attributes_2(a, 4, Refused::ObjectAttributes).map_err(within)?,
+        _ => None,
+    };
+    Ok(Planned { layout: layout_of(&info.format), shape: info.shape.to_vec(), attributes, parts })
+}
+
+/// What gives a part's bytes: called once, it hands each piece in order to its argument.
+type Fill<'a> = dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> + 'a;
+
+/// The state of one write.
+struct Placer<'o> {
+    out: &'o mut dyn Output,
+    /// Where the last blob ended.
+    cursor: u64,
+    /// Blobs written, by (length, XXH3-64), to share identical ones.
+    by_content: HashMap<(u64, u64), Vec<u64>>,
+    /// The empty blob, once one is placed.
+    empty: Option<u64>,
+    blobs: usize,
+}
+
+impl Placer<'_> {
+    fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+        move |e| Error::io(what, e)
+    }
+
+    /// Whether the `len` bytes at `a` and at `b` of the output are the same.
+    fn same(&mut self, a: u64, b: u64, len: u64) -> Result<bool> {
+        // Pieces of at most PIECE bytes: the casts below cannot truncate.
+        let size = usize::try_from(len).map_or(PIECE, |l| l.min(PIECE));
+        let (mut x, mut y) = (vec![0u8; size], vec![0u8; size]);
+        let (mut a, mut b, mut left) = (a, b, len);
+        while left > 0 {
+            #[allow(clippy::cast_possible_truncation)]
+            let n = left.min(size as u64) as usize;
+            for (at, buf) in [(a, &mut x), (b, &mut y)] {
+                self.out.seek(SeekFrom::Start(at)).map_err(Self::io("reading back a blob"))?;
+                self.out.read_exact(&mut buf[..n]).map_err(Self::io("reading back a blob"))?;
+            }
+            if x[..n] != y[..n] {
+                return Ok(false);
+            }
+            (a, b, left) = (a + n as u64, b + n as u64, left - n as u64);
+        }
+        Ok(true)
+    }
+
+    /// Writes one part's bytes, given by `fill` (which calls its argument with each piece in
+    /// order), at the next boundary; returns where the part's blob is and its digest string.
+    fn part(&mut self, fill: &mut Fill<'_>) -> Result<((u64, u64), String)> {
+        let offset = align(self.cursor)?;
+        self.out.seek(SeekFrom::Start(offset)).map_err(Self::io("writing a blob"))?;
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut len = 0u64;
+        let out = &mut *self.out;
+        fill(&mut |piece| {
+            hasher.update(piece);
+            len += piece.len() as u64;
+            out.write_all(piece).map_err(Self::io("writing a blob"))
+        })?;
+        let hash = hasher.digest();
+        let digest = format!("xxh3:{hash:016x}");
+        if len == 0 {
+            // One empty blob, where the next blob will start (it holds no byte, so it overlaps
+            // nothing).
+            let at = *self.empty.get_or_insert(offset);
+            return Ok(((at, 0), digest));
+        }
+        let candidates = self.by_content.get(&(len, hash)).cloned().unwrap_or_default();
+        for earlier in candidates {
+            if self.same(earlier, offset, len)? {
+                // Shared: what was just written goes again.
+                self.out.set_len(self.cursor).map_err(Self::io("sharing a blob"))?;
+                return Ok(((earlier, len), digest));
+            }
+        }
+        self.by_content.entry((len, hash)).or_default().push(offset);
+        self.blobs += 1;
+        self.cursor = offset + len;
+        Ok(((offset, len), digest))
+    }
+}
+
+/// Writes `source` to `out` in canonical zTensor 2 form, from its start.
+///
+/// # Errors
+/// Unrepresentable content (named, before anything is written: dtypes zTensor 2 lacks, objects
+/// this build cannot decode, names given twice or breaking zTensor 2's rules, attributes it
+/// cannot hold unless dropped), the source's read errors, I/O errors.
+pub fn write(
+    source: &dyn TensorSource,
+    out: &mut dyn Output,
+    options: &WriteOptions,
+) -> Result<Summary> {
+    // Everything that cannot be written is found before a byte is.
+    let file_attributes = if options.drop_attributes {
+        None
+    } else {
+        let attributes = source
+            .try_attributes()
+            .map_err(|e| Error::io("reading the file's attributes", std::io::Error::other(e)))?;
+        match attributes {
+            Some(a) => attributes_2(&a, 2, Refused::FileAttributes)
+                .map_err(|e| e.within("the file's attributes"))?,
+            None => None,
+        }
+    };
+    let mut order: Vec<(String, usize)> = Vec::with_capacity(source.len());
+    for index in 0..source.len() {
+        let info = source
+            .info(index)
+            .ok_or_else(|| Error::io("listing objects", std::io::Error::other("object gone")))?;
+        plan(&info, options)?;
+        order.push((info.name.into_owned(), index));
+    }
+    order.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    if let Some(pair) = order.windows(2).find(|p| p[0].0 == p[1].0) {
+        return Err(Error::unrepresentable(
+            Refused::Dtype,
+            format!("object {:?} is given twice, and zTensor 2 names are unique", pair[0].0),
+        ));
+    }
+
+    out.seek(SeekFrom::Start(0)).map_err(|e| Error::io("writing the magic", e))?;
+    out.set_len(0).map_err(|e| Error::io("emptying the output", e))?;
+    out.write_all(&MAGIC).map_err(|e| Error::io("writing the magic", e))?;
+    let mut placer = Placer {
+        out,
+        cursor: MAGIC.len() as u64,
+        by_content: HashMap::new(),
+        empty: None,
+        blobs: 0,
+    };
+    let mut summary = Summary::default();
+    let text = |s: &str| Value::Text(s.to_owned());
+    let mut objects = Vec::with_capacity(order.len());
+    for (name, index) in order {
+        let info = source.info(index).ok_or_else(|| {
+            Error::io("listing objects", std::io::Error::other("an object went away"))
+        })?;
+        let planned = plan(&info, options)?;
+        drop(info);
+        let in_pieces = source.reads_in_pieces(index);
+        let whole = if in_pieces {
+            None
+        } else {
+            Some(source.read(index).map_err(|e| read_error(&name, e))?)
+        };
+        let mut parts = Vec::with_capacity(planned.parts.len());
+        for p in &planned.parts {
+            let (blob, digest) = match &whole {
+                Some(data) => {
+                    let bytes = data.components.get(&p.role).map(|c| c.bytes.as_ref());
+                    let bytes = bytes.ok_or_else(|| {
+                        read_error(&name, format!("component {:?} was not read", p.role))
+                    })?;
+                    placer.part(&mut |each| {
+                        bytes.chunks(PIECE).try_for_each(&mut *each)?;
+                        // An empty part is one empty piece.
+                        if bytes.is_empty() { each(&[]) } else { Ok(()) }
+                    })?
+                }
+                None => placer.part(&mut |each| {
+                    let mut failed = None;
+                    source
+                        .read_part(index, &p.role, PIECE, &mut |piece| {
+                            each(piece).map_err(|e| {
+                                let message = e.to_string();
+                                failed = Some(e);
+                                ztensor_io::Error::io(message, None, std::io::Error::other("write"))
+                            })
+                        })
+                        .map_err(|e| failed.take().unwrap_or_else(|| read_error(&name, e)))
+                })?,
+            };
+            summary.parts += 1;
+            summary.decoded += blob.1;
+            let mut entries = vec![
+                (text("dtype"), text(p.dtype.name())),
+                (text("blob"), Value::Array(vec![Value::Uint(blob.0), Value::Uint(blob.1)])),
+                (text("digest"), Value::Text(digest)),
+            ];
+            if let Some(t) = &p.logical {
+                entries.push((text("type"), text(t)));
+            }
+            parts.push((Value::Text(p.role.clone()), Value::Map(entries)));
+        }
+        let mut object = vec![
+            (text("shape"), Value::Array(planned.shape.iter().map(|&d| Value::Uint(d)).collect())),
+            (text("layout"), Value::Text(planned.layout)),
+            (text("parts"), Value::Map(parts)),
+        ];
+        if let Some(a) = planned.attributes {
+            object.push((text("attributes"), a));
+        }
+        objects.push((Value::Text(name), Value::Map(object)));
+        summary.objects += 1;
+    }
+    let mut root = vec![(text("objects"), Value::Map(objects))];
+    if let Some(a) = file_attributes {
+        root.push((text("attributes"), a));
+    }
+    let manifest = encode(&Value::Map(root));
+    if manifest.len() as u64 > MAX_MANIFEST {
+        return Err(Error::unrepresentable(
+            Refused::Dtype,
+            format!("a manifest of {} bytes (zTensor 2 allows 1 GiB)", manifest.len()),
+        ));
+    }
+    let at = align(placer.cursor)?;
+    let len = manifest.len() as u64;
+    let mut footer = Vec::with_capacity(40);
+    footer.extend(at.to_le_bytes());
+    footer.extend(len.to_le_bytes());
+    footer.extend(xxhash_rust::xxh3::xxh3_64(&manifest).to_le_bytes());
+    footer.extend(VERSION.to_le_bytes());
+    footer.extend(0u32.to_le_bytes());
+    footer.extend(MAGIC);
+    let out = placer.out;
+    let end = at + len + FOOTER_LEN;
+    out.set_len(at).map_err(|e| Error::io("writing the manifest", e))?;
+    out.seek(SeekFrom::Start(at)).map_err(|e| Error::io("writing the manifest", e))?;
+    out.write_all(&manifest).map_err(|e| Error::io("writing the manifest", e))?;
+    out.write_all(&footer).map_err(|e| Error::io("writing the footer", e))?;
+    out.flush().map_err(|e| Error::io("writing the footer", e))?;
+    // What was written is what this crate reads as valid.
+    let tree = crate::cbor::decode(&manifest).map_err(|e| e.within("the manifest written"))?;
+    let parsed = crate::manifest::parse(&tree).map_err(|e| e.within("the manifest written"))?;
+    crate::manifest::validate(&parsed, at + len, (at, len))
+        .map_err(|e| e.within("the manifest written"))?;
+    summary.blobs = placer.blobs + usize::from(placer.empty.is_some());
+    summary.len = end;
+    Ok(summary)
+}
+
+/// A source's read error, for object `name`.
+fn read_error(name: &str, e: impl std::fmt::Display) -> Error {
+    Error::io(&format!("reading object {name:?}"), std::io::Error::other(e.to_string()))
+}
+
+/// A [`TensorSink`](ztensor_io::TensorSink) writing canonical zTensor 2 ([`write`]): to a path
+/// (through a temporary file renamed over it once everything is written and checked), or to
+/// any [`Output`].
+///
+/// ```
+/// use ztensor_io::{TensorSink, TensorSource, WriteOptions, Writer};
+/// use ztensor_format::{DType, Version};
+///
+/// let mut w = Writer::new(Vec::new(), Version::V1_2)?;
+/// w.add_dense("w", &[2], DType::U8, None, &[1, 2], &WriteOptions::raw())?;
+/// let one = ztensor_io::Reader::new(w.finish()?.0, &Default::default())?;
+///
+/// let mut sink = ztensor_v2::Zt2Sink::to_output(std::io::Cursor::new(Vec::new()));
+/// sink.write_all(&one)?;
+/// let bytes = sink.into_inner().expect("an output's sink").into_inner();
+/// let two = ztensor_v2::File::open(bytes, ztensor_v2::MAX_MANIFEST)?;
+/// assert_eq!(two.read(0)?.components["data"].bytes.as_ref(), [1, 2]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Zt2Sink<W = std::fs::File> {
+    target: Target<W>,
+    options: WriteOptions,
+    summary: Option<Summary>,
+}
+
+#[derive(Debug)]
+enum Target<W> {
+    File(PathBuf),
+    Output(W),
+}
+
+impl Zt2Sink {
+    /// A sink writing the file `path`.
+    pub fn new(path: impl AsRef<Path>) -> Zt2Sink {
+        Zt2Sink {
+            target: Target::File(path.as_ref().to_owned()),
+            options: WriteOptions::default(),
+            summary: None,
+        }
+    }
+}
+
+impl<W: Output> Zt2Sink<W> {
+    /// A sink writing to `out` from its start.
+    pub fn to_output(out: W) -> Zt2Sink<W> {
+        Zt2Sink { target: Target::Output(out), options: WriteOptions::default(), summary: None }
+    }
+
+    /// Writes with `options`.
+    #[must_use]
+    pub fn with_options(mut self, options: WriteOptions) -> Zt2Sink<W> {
+        self.options = options;
+        self
+    }
+
+    /// What the last write produced.
+    pub fn summary(&self) -> Option<&Summary> {
+        self.summary.as_ref()
+    }
+
+    /// The output given to [`Zt2Sink::to_output`] (`None` for a file's sink).
+    pub fn into_inner(self) -> Option<W> {
+        match self.target {
+            Target::Output(out) => Some(out),
+            Target::File(_) => None,
+        }
+    }
+}
+
+impl<W: Output> ztensor_io::TensorSink for Zt2Sink<W> {
+    type Error = Error;
+
+    fn format_name(&self) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed("zTensor 2")
+    }
+
+    /// # Errors
+    /// As [`write`]; a file's path is then untouched.
+    fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
+        self.summary = None;
+        let summary = match &mut self.target {
+            Target::File(path) => {
+                let publish = |e: ztensor_io::Error| {
+                    Error::io(&format!("writing {}", path.display()), std::io::Error::other(e))
+                };
+                let mut file = ztensor_io::AtomicFile::create(&*path).map_err(publish)?;
+                let handle = file.file_mut().map_err(|e| Error::io("writing", e))?;
+                let summary = write(source, handle, &self.options)?;
+                file.persist().map_err(publish)?;
+                summary
+            }
+            Target::Output(out) => write(source, out, &self.options)?,
+        };
+        let objects = summary.objects;
+        self.summary = Some(summary);
+        Ok(objects)
+    }
+}
