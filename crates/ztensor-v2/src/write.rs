@@ -20,8 +20,8 @@ use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use ztensor_format::{Format, Refused};
-use ztensor_io::{ObjectInfo, TensorSource};
+use ztensor_format::{DType, Format, LogicalType, Refused, StorageType};
+use ztensor_io::{ObjectData, ObjectInfo, TensorSource};
 
 use crate::cbor::{Value, encode};
 use crate::container::{FOOTER_LEN, MAGIC, MAX_MANIFEST, VERSION};
@@ -67,6 +67,15 @@ pub struct WriteOptions {
     pub drop_attributes: bool,
 }
 
+impl WriteOptions {
+    /// These options, leaving attributes out when `drop` is set.
+    #[must_use]
+    pub fn drop_attributes(mut self, drop: bool) -> WriteOptions {
+        self.drop_attributes = drop;
+        self
+    }
+}
+
 /// What a write produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -91,22 +100,41 @@ fn align(offset: u64) -> Result<u64> {
 }
 
 /// One part as it will be written: its types and where its bytes come from.
-struct PlannedPart {
-    role: String,
-    dtype: Dtype,
-    logical: Option<String>,
+pub(crate) struct PlannedPart {
+    pub(crate) role: String,
+    pub(crate) dtype: Dtype,
+    pub(crate) logical: Option<String>,
+    /// A 1.x `bool` component: its bytes are made 0 or 1 ([`bool_piece`]).
+    pub(crate) bools: bool,
 }
 
 /// One object as it will be written.
-struct Planned {
-    layout: String,
-    shape: Vec<u64>,
-    attributes: Option<Value>,
-    parts: Vec<PlannedPart>,
+pub(crate) struct Planned {
+    pub(crate) layout: String,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) attributes: Option<Value>,
+    pub(crate) parts: Vec<PlannedPart>,
 }
 
 /// Object `info` in zTensor 2 terms, or why it cannot be written.
-fn plan(info: &ObjectInfo<'_>, options: &WriteOptions) -> Result<Planned> {
+/// Whether the components `info` lists are those a read gives. A v0.1 sparse tensor lists the
+/// one blob it is stored in and reads as its three arrays: it is planned from a read.
+pub(crate) fn listed_as_read(info: &ObjectInfo<'_>) -> bool {
+    match info.format.required_roles() {
+        Some(roles) if info.format != Format::Dense => {
+            info.components.iter().all(|c| roles.contains(&c.role.as_ref()))
+        }
+        _ => true,
+    }
+}
+
+/// Object `info` in zTensor 2 terms (its parts from `data` when given: see
+/// [`listed_as_read`]), or why it cannot be written.
+pub(crate) fn plan(
+    info: &ObjectInfo<'_>,
+    data: Option<&ObjectData<'_>>,
+    options: &WriteOptions,
+) -> Result<Planned> {
     let name = info.name.as_ref();
     let within = |e: Error| e.within(&format!("object {name:?}"));
     if let Some(reason) = &info.unsupported {
@@ -134,17 +162,31 @@ fn plan(info: &ObjectInfo<'_>, options: &WriteOptions) -> Result<Planned> {
             "zTensor 2 shapes have rank 64 at most and fewer than 2^64 elements",
         )));
     };
-    let mut parts = Vec::with_capacity(info.components.len());
-    for c in &info.components {
-        let Some(dtype) = c.dtype.known() else {
+    let listed: Vec<(&str, StorageType, Option<&LogicalType>, Option<u64>)> = match data {
+        Some(data) => data
+            .components
+            .iter()
+            .map(|(role, c)| {
+                let len = Some(c.bytes.len() as u64);
+                (role.as_str(), StorageType::Known(c.dtype), c.logical_type.as_ref(), len)
+            })
+            .collect(),
+        None => info
+            .components
+            .iter()
+            .map(|c| (c.role.as_ref(), c.dtype.clone(), c.logical_type.as_ref(), c.decoded_len))
+            .collect(),
+    };
+    let mut parts = Vec::with_capacity(listed.len());
+    for (role, storage, logical_type, decoded_len) in listed {
+        let Some(dtype) = storage.known() else {
             return Err(within(Error::unrepresentable(
                 Refused::Dtype,
-                format!("component {:?} has dtype {}, which zTensor 2 lacks", c.role, c.dtype),
+                format!("component {role:?} has dtype {storage}, which zTensor 2 lacks"),
             )));
         };
-        let (dtype, logical) = types_2(dtype, c.logical_type.as_ref())
-            .map_err(|e| within(e.within(&format!("component {:?}", c.role))))?;
-        let role = c.role.as_ref();
+        let (dtype, logical) = types_2(dtype, logical_type)
+            .map_err(|e| within(e.within(&format!("component {role:?}"))))?;
         if role.is_empty() || role.len() > crate::manifest::MAX_NAME || role.contains('\0') {
             return Err(within(Error::unrepresentable(
                 Refused::Dtype,
@@ -155,7 +197,7 @@ fn plan(info: &ObjectInfo<'_>, options: &WriteOptions) -> Result<Planned> {
         // 2 registers with another size (1.x FP4 holds one value a byte) does not fit.
         if info.format == Format::Dense
             && let (Some(len), Some(size)) =
-                (c.decoded_len, stored_size(dtype, logical.as_deref(), n))
+                (decoded_len, stored_size(dtype, logical.as_deref(), n))
             && len != size
         {
             return Err(within(Error::unrepresentable(
@@ -167,7 +209,8 @@ fn plan(info: &ObjectInfo<'_>, options: &WriteOptions) -> Result<Planned> {
                 ),
             )));
         }
-        parts.push(PlannedPart { role: role.to_owned(), dtype, logical });
+        let bools = storage.known() == Some(DType::Bool);
+        parts.push(PlannedPart { role: role.to_owned(), dtype, logical, bools });
     }
     parts.sort_by(|a, b| a.role.as_bytes().cmp(b.role.as_bytes()));
     let attributes = match (&info.attributes, options.drop_attributes) {
@@ -175,6 +218,18 @@ fn plan(info: &ObjectInfo<'_>, options: &WriteOptions) -> Result<Planned> {
         _ => None,
     };
     Ok(Planned { layout: layout_of(&info.format), shape: info.shape.to_vec(), attributes, parts })
+}
+
+/// `piece` of a `bool` part with every non-zero byte made 1 (zTensor 0.1 reads any non-zero
+/// byte as true; zTensor 2, as 1.x, holds only 0 and 1), copied into `scratch` only when a byte
+/// changes.
+pub(crate) fn bool_piece<'a>(piece: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    if piece.iter().all(|&b| b <= 1) {
+        return piece;
+    }
+    scratch.clear();
+    scratch.extend(piece.iter().map(|&b| u8::from(b != 0)));
+    scratch
 }
 
 /// What gives a part's bytes: called once, it hands each piece in order to its argument.
@@ -220,13 +275,15 @@ impl Placer<'_> {
 
     /// Writes one part's bytes, given by `fill` (which calls its argument with each piece in
     /// order), at the next boundary; returns where the part's blob is and its digest string.
-    fn part(&mut self, fill: &mut Fill<'_>) -> Result<((u64, u64), String)> {
+    fn part(&mut self, bools: bool, fill: &mut Fill<'_>) -> Result<((u64, u64), String)> {
         let offset = align(self.cursor)?;
         self.out.seek(SeekFrom::Start(offset)).map_err(Self::io("writing a blob"))?;
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
         let mut len = 0u64;
         let out = &mut *self.out;
+        let mut scratch = Vec::new();
         fill(&mut |piece| {
+            let piece = if bools { bool_piece(piece, &mut scratch) } else { piece };
             hasher.update(piece);
             len += piece.len() as u64;
             out.write_all(piece).map_err(Self::io("writing a blob"))
@@ -283,7 +340,12 @@ pub fn write(
         let info = source
             .info(index)
             .ok_or_else(|| Error::io("listing objects", std::io::Error::other("object gone")))?;
-        plan(&info, options)?;
+        if listed_as_read(&info) {
+            plan(&info, None, options)?;
+        } else {
+            let data = source.read(index).map_err(|e| read_error(&info.name, e))?;
+            plan(&info, Some(&data), options)?;
+        }
         order.push((info.name.into_owned(), index));
     }
     order.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
@@ -311,14 +373,14 @@ pub fn write(
         let info = source.info(index).ok_or_else(|| {
             Error::io("listing objects", std::io::Error::other("an object went away"))
         })?;
-        let planned = plan(&info, options)?;
-        drop(info);
-        let in_pieces = source.reads_in_pieces(index);
+        let in_pieces = source.reads_in_pieces(index) && listed_as_read(&info);
         let whole = if in_pieces {
             None
         } else {
             Some(source.read(index).map_err(|e| read_error(&name, e))?)
         };
+        let planned = plan(&info, whole.as_ref().filter(|_| !listed_as_read(&info)), options)?;
+        drop(info);
         let mut parts = Vec::with_capacity(planned.parts.len());
         for p in &planned.parts {
             let (blob, digest) = match &whole {
@@ -327,13 +389,13 @@ pub fn write(
                     let bytes = bytes.ok_or_else(|| {
                         read_error(&name, format!("component {:?} was not read", p.role))
                     })?;
-                    placer.part(&mut |each| {
+                    placer.part(p.bools, &mut |each| {
                         bytes.chunks(PIECE).try_for_each(&mut *each)?;
                         // An empty part is one empty piece.
                         if bytes.is_empty() { each(&[]) } else { Ok(()) }
                     })?
                 }
-                None => placer.part(&mut |each| {
+                None => placer.part(p.bools, &mut |each| {
                     let mut failed = None;
                     source
                         .read_part(index, &p.role, PIECE, &mut |piece| {

@@ -52,3 +52,187 @@ fn the_empty_model() {
     assert_eq!(bytes[65546 + 16..65546 + 24], 0x8f8b_3a7e_746e_7c7du64.to_le_bytes());
     assert!(bytes[8..65536].iter().all(|&b| b == 0));
 }
+
+/// The content digests the reference documentation and its `zt id` give for two corpus files.
+#[test]
+fn content_digests_known_answers() {
+    use ztensor_v2::{IdAlgorithm, manifest_digest};
+    let id = |name: &str, algorithm| {
+        let f = File::open(corpus("valid", name), ztensor_v2::MAX_MANIFEST).unwrap();
+        manifest_digest(f.manifest().unwrap(), algorithm).unwrap()
+    };
+    assert_eq!(
+        id("canonical-basic", IdAlgorithm::Sha256),
+        "sha256:4811d499a49d509f70874bb87b0f71f9d8895873acca2d29581e17bff2be8a9c"
+    );
+    assert_eq!(id("canonical-basic", IdAlgorithm::Xxh3), "xxh3:faa8ab77fff0086c");
+    assert_eq!(
+        id("verify-ok", IdAlgorithm::Sha256),
+        "sha256:de56f9f8d1dbc181d52dd53b1ddf097b496c8e152a8333939c26f34a678f2cc5"
+    );
+    // A file whose parts carry no digest has no identity.
+    let minimal = File::open(corpus("valid", "minimal"), ztensor_v2::MAX_MANIFEST).unwrap();
+    assert!(manifest_digest(minimal.manifest().unwrap(), IdAlgorithm::Sha256).is_err());
+    // Computed from the content instead, the canonical file's identity is the same.
+    let basic = File::open(corpus("valid", "canonical-basic"), ztensor_v2::MAX_MANIFEST).unwrap();
+    assert_eq!(
+        ztensor_v2::content_digest(&basic, IdAlgorithm::Sha256).unwrap(),
+        id("canonical-basic", IdAlgorithm::Sha256)
+    );
+}
+
+/// Every `.zt` under `dir`, recursively.
+fn zt_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            zt_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "zt") {
+            out.push(path);
+        }
+    }
+}
+
+/// A value with every map's entries in one order (zTensor 2 sorts them; 1.x keeps the order
+/// they were written in), for comparing content.
+fn sorted(v: ztensor_format::Value) -> ztensor_format::Value {
+    use ztensor_format::Value as V;
+    match v {
+        V::Array(items) => V::Array(items.into_iter().map(sorted).collect()),
+        V::Map(entries) => {
+            let mut entries: Vec<(V, V)> =
+                entries.into_iter().map(|(k, v)| (sorted(k), sorted(v))).collect();
+            entries.sort_by_key(|(k, _)| ztensor_v2::cbor::encode(&value_2(k)));
+            V::Map(entries)
+        }
+        other => other,
+    }
+}
+
+fn value_2(v: &ztensor_format::Value) -> ztensor_v2::cbor::Value {
+    ztensor_v2::model::value_2(v, 0, ztensor_format::Refused::ObjectAttributes).unwrap()
+}
+
+/// Attributes as content: an empty map is no attributes (zTensor 2 writers leave it out).
+fn content(a: Option<&ztensor_format::Attributes>) -> Option<ztensor_format::Value> {
+    a.filter(|a| !a.is_empty()).map(|a| sorted(a.to_value()))
+}
+
+/// Every valid zTensor 0.1/1.1/1.2 fixture, the reference implementations' files among them,
+/// goes to zTensor 2 and back to 1.2 with the same content: names, shapes, formats, types,
+/// bytes and attributes; its identity is the same before, in zTensor 2 and after; and the way
+/// back written as zTensor 2 again gives the same bytes (canonical form).
+#[test]
+fn every_1x_fixture_goes_to_2_and_back() {
+    use ztensor_io::{Excluding, Reader, WriteOptions as Zt1Options, Writer};
+    use ztensor_v2::{IdAlgorithm, content_digest, manifest_digest};
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ztensor-conformance/fixtures");
+    let mut files = Vec::new();
+    for dir in ["v0.1/valid", "v1.1/valid", "v1.2/valid", "producers", "examples"] {
+        zt_files(&root.join(dir), &mut files);
+    }
+    files.sort();
+    assert!(files.len() > 100, "{} fixtures", files.len());
+    let (mut objects, mut left_out, mut dropped_attributes) = (0usize, Vec::new(), Vec::new());
+    for path in &files {
+        let label = path.strip_prefix(&root).unwrap().display().to_string();
+        let bytes = std::fs::read(path).unwrap();
+        let one = Reader::new(&bytes[..], &Default::default())
+            .unwrap_or_else(|e| panic!("{label}: a valid fixture: {e}"));
+        // Objects that cannot be read (unknown dtypes or encodings, a broken digest or bool)
+        // are not content; a 1.x FP4 tensor (one value a byte) has no zTensor 2 dense form.
+        let skip: Vec<String> = (0..one.len())
+            .filter(|&i| {
+                let info = one.info(i).unwrap();
+                let fp4 = info.format == ztensor_format::Format::Dense
+                    && info
+                        .components
+                        .iter()
+                        .any(|c| c.logical_type.as_ref().is_some_and(|t| t.name() == "f4_e2m1"));
+                info.unsupported.is_some() || one.read(i).is_err() || fp4
+            })
+            .map(|i| one.name(i).unwrap().into_owned())
+            .collect();
+        left_out.extend(skip.iter().map(|n| format!("{label}:{n}")));
+        let one = Excluding::new(&one, |n| skip.iter().any(|s| s == n));
+        // Attributes zTensor 2 cannot hold (a tagged value, `undefined`) are refused, and
+        // left out when asked.
+        let mut sink = Zt2Sink::to_output(Cursor::new(Vec::new()));
+        let mut kept_attributes = true;
+        if let Err(e) = sink.write_all(&one) {
+            use ztensor_format::{Refused, Verdict};
+            let refused = e.refused();
+            assert!(
+                matches!(refused, Some(Refused::FileAttributes | Refused::ObjectAttributes)),
+                "{label}: {e}"
+            );
+            assert!(e.is_rejection());
+            dropped_attributes.push(label.clone());
+            kept_attributes = false;
+            let options = ztensor_v2::WriteOptions::default().drop_attributes(true);
+            sink = Zt2Sink::to_output(Cursor::new(Vec::new())).with_options(options);
+            sink.write_all(&one).unwrap_or_else(|e| panic!("{label}: {e}"));
+        }
+        let two_bytes = sink.into_inner().unwrap().into_inner();
+        let two = File::open(two_bytes.clone(), ztensor_v2::MAX_MANIFEST)
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        for (o, p) in two
+            .manifest()
+            .unwrap()
+            .objects
+            .iter()
+            .flat_map(|(o, obj)| obj.parts.keys().map(move |p| (o.clone(), p.clone())))
+        {
+            let check = two.verify(&o, &p).unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(check, ztensor_v2::DigestCheck::Verified, "{label}");
+        }
+        let mut back = Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
+        let par = ztensor_par::ParOptions::with_threads(1);
+        ztensor_par::ZtSink::new(&mut back, Zt1Options::raw(), &par, &())
+            .write_all(&two)
+            .unwrap_or_else(|e| panic!("{label}: back to 1.2: {e}"));
+        let back_bytes = back.finish().unwrap().0;
+        let back = Reader::new(&back_bytes[..], &Default::default()).unwrap();
+        assert_eq!(TensorSource::len(&back), one.len(), "{label}");
+        if kept_attributes {
+            assert_eq!(
+                content(one.attributes().as_deref()),
+                content(back.attributes().as_deref()),
+                "{label}: file attributes"
+            );
+        }
+        for i in 0..one.len() {
+            let a = one.read(i).unwrap();
+            let b = back.read(back.find(&a.name).unwrap()).unwrap();
+            let what = format!("{label}: {}", a.name);
+            assert_eq!((&a.shape, &a.format), (&b.shape, &b.format), "{what}");
+            if kept_attributes {
+                let (x, y) = (content(a.attributes.as_deref()), content(b.attributes.as_deref()));
+                assert_eq!(x, y, "{what}");
+            }
+            assert_eq!(a.components.len(), b.components.len(), "{what}");
+            for (role, c) in &a.components {
+                let d = &b.components[role];
+                assert_eq!((c.dtype, &c.logical_type), (d.dtype, &d.logical_type), "{what}");
+                if c.dtype == ztensor_format::DType::Bool {
+                    // zTensor 0.1 reads any non-zero byte as true.
+                    let truth = |b: &[u8]| b.iter().map(|&x| x != 0).collect::<Vec<_>>();
+                    assert_eq!(truth(&c.bytes), truth(&d.bytes), "{what}: {role} values differ");
+                } else {
+                    assert!(c.bytes == d.bytes, "{what}: {role} bytes differ");
+                }
+            }
+            objects += 1;
+        }
+        let id = manifest_digest(two.manifest().unwrap(), IdAlgorithm::Sha256).unwrap();
+        if kept_attributes {
+            assert_eq!(content_digest(&one, IdAlgorithm::Sha256).unwrap(), id, "{label}");
+        }
+        assert_eq!(content_digest(&back, IdAlgorithm::Sha256).unwrap(), id, "{label}");
+        assert!(to_v2(&back) == two_bytes, "{label}: the way back written again differs");
+    }
+    assert!(objects > 300, "{objects} objects");
+    // What was left out is what the fixtures mean to be unreadable, and the FP4 tensors.
+    assert!(left_out.len() < 40, "{left_out:#?}");
+    assert!(dropped_attributes.len() < 5, "{dropped_attributes:#?}");
+}

@@ -1,0 +1,189 @@
+//! The content digest (`spec/ztensor-2.md` §5.4): the identity of a model, whatever its
+//! placement, sharding, encodings or blob sharing, and whatever format holds it.
+//!
+//! A zTensor 2 file's identity comes from its manifest, the part digests taken as they are
+//! written. Any other input's identity is the one its canonical zTensor 2 conversion has (each
+//! part's `xxh3` computed on its decoded bytes as they stream), so a zTensor 1.x file, a
+//! safetensors file and their conversions to zTensor 2 show the same identity.
+
+use sha2::Digest as _;
+use ztensor_io::TensorSource;
+
+use crate::cbor::{Value, encode};
+use crate::error::{Error, Result};
+use crate::manifest::Manifest;
+use crate::write::{WriteOptions, bool_piece, listed_as_read, plan};
+
+/// The version tag the content value starts with.
+pub const CONTENT_TAG: &str = "zt.content/1";
+
+/// The hash a content digest is rendered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum IdAlgorithm {
+    /// SHA-256 (what the reference `zt id` prints).
+    #[default]
+    Sha256,
+    /// XXH3-64.
+    Xxh3,
+}
+
+impl IdAlgorithm {
+    /// The algorithm named `name` (`sha256`, `xxh3`).
+    pub fn from_name(name: &str) -> Option<IdAlgorithm> {
+        match name {
+            "sha256" => Some(IdAlgorithm::Sha256),
+            "xxh3" => Some(IdAlgorithm::Xxh3),
+            _ => None,
+        }
+    }
+
+    fn render(self, bytes: &[u8]) -> String {
+        match self {
+            IdAlgorithm::Sha256 => {
+                let hash = sha2::Sha256::digest(bytes);
+                let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+                format!("sha256:{hex}")
+            }
+            IdAlgorithm::Xxh3 => format!("xxh3:{:016x}", xxhash_rust::xxh3::xxh3_64(bytes)),
+        }
+    }
+}
+
+fn text(s: &str) -> Value {
+    Value::Text(s.to_owned())
+}
+
+/// One object's entry of the content value.
+fn object_value(
+    shape: &[u64],
+    layout: &str,
+    attributes: Option<Value>,
+    parts: Vec<(Value, Value)>,
+) -> Value {
+    let mut entries = vec![
+        (text("shape"), Value::Array(shape.iter().map(|&d| Value::Uint(d)).collect())),
+        (text("layout"), text(layout)),
+        (text("parts"), Value::Map(parts)),
+    ];
+    if let Some(a) = attributes {
+        entries.push((text("attributes"), a));
+    }
+    Value::Map(entries)
+}
+
+fn part_value(dtype: &str, logical: Option<&str>, digest: String) -> Value {
+    let mut entries = vec![(text("dtype"), text(dtype)), (text("digest"), Value::Text(digest))];
+    if let Some(t) = logical {
+        entries.push((text("type"), text(t)));
+    }
+    Value::Map(entries)
+}
+
+fn digest_of(objects: Vec<(Value, Value)>, algorithm: IdAlgorithm) -> String {
+    algorithm.render(&encode(&Value::Array(vec![text(CONTENT_TAG), Value::Map(objects)])))
+}
+
+/// The content digest of a zTensor 2 manifest, its part digests taken as they are.
+///
+/// # Errors
+/// `Unsupported` when a part carries no digest (the identity is then undefined).
+pub fn manifest_digest(manifest: &Manifest, algorithm: IdAlgorithm) -> Result<String> {
+    let mut objects = Vec::with_capacity(manifest.objects.len());
+    for (name, o) in &manifest.objects {
+        let mut parts = Vec::with_capacity(o.parts.len());
+        for (role, p) in &o.parts {
+            let digest = p.digest.clone().ok_or_else(|| {
+                Error::unsupported(format!(
+                    "object {name:?} part {role:?} carries no digest, so the file has no \
+                     content digest (write it in canonical form to give every part one)"
+                ))
+            })?;
+            parts.push((text(role), part_value(p.dtype.name(), p.logical.as_deref(), digest)));
+        }
+        objects.push((text(name), object_value(&o.shape, &o.layout, o.attributes.clone(), parts)));
+    }
+    Ok(digest_of(objects, algorithm))
+}
+
+/// The content digest `source` would have once written as canonical zTensor 2 (each part's
+/// `xxh3` computed on its decoded bytes, streamed where the source reads in pieces).
+///
+/// # Errors
+/// What keeps the source from being written as zTensor 2 (see [`crate::write`]), and its read
+/// errors.
+pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Result<String> {
+    let options = WriteOptions::default();
+    let mut objects = Vec::with_capacity(source.len());
+    for index in 0..source.len() {
+        let info = source
+            .info(index)
+            .ok_or_else(|| Error::io("listing objects", std::io::Error::other("object gone")))?;
+        let name = info.name.to_string();
+        let read = |e: ztensor_io::Error| {
+            Error::io(&format!("reading object {name:?}"), std::io::Error::other(e))
+        };
+        let whole = if source.reads_in_pieces(index) && listed_as_read(&info) {
+            None
+        } else {
+            Some(source.read(index).map_err(read)?)
+        };
+        let planned = plan(&info, whole.as_ref().filter(|_| !listed_as_read(&info)), &options)?;
+        drop(info);
+        let mut digests = Vec::with_capacity(planned.parts.len());
+        if whole.is_none() {
+            for p in &planned.parts {
+                let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+                let mut scratch = Vec::new();
+                source
+                    .read_part(index, &p.role, 4 << 20, &mut |piece| {
+                        hasher.update(if p.bools {
+                            bool_piece(piece, &mut scratch)
+                        } else {
+                            piece
+                        });
+                        Ok(())
+                    })
+                    .map_err(read)?;
+                digests.push(hasher.digest());
+            }
+        } else {
+            let data =
+                whole.as_ref().ok_or_else(|| read(ztensor_io::Error::not_found(&name, None)))?;
+            for p in &planned.parts {
+                let c = data.components.get(&p.role).ok_or_else(|| {
+                    Error::io(
+                        &format!("reading object {name:?}"),
+                        std::io::Error::other(format!("component {:?} was not read", p.role)),
+                    )
+                })?;
+                let mut scratch = Vec::new();
+                let bytes = if p.bools { bool_piece(&c.bytes, &mut scratch) } else { &c.bytes };
+                digests.push(xxhash_rust::xxh3::xxh3_64(bytes));
+            }
+        }
+        let parts = planned
+            .parts
+            .iter()
+            .zip(digests)
+            .map(|(p, h)| {
+                let digest = format!("xxh3:{h:016x}");
+                (text(&p.role), part_value(p.dtype.name(), p.logical.as_deref(), digest))
+            })
+            .collect();
+        let value = object_value(&planned.shape, &planned.layout, planned.attributes, parts);
+        objects.push((Value::Text(name), value));
+    }
+    let mut names: Vec<&Value> = objects.iter().map(|(k, _)| k).collect();
+    names.sort_by_key(|k| k.as_text().unwrap_or_default().to_owned());
+    if let Some(pair) = names.windows(2).find(|p| p[0] == p[1]) {
+        return Err(Error::unrepresentable(
+            ztensor_format::Refused::Dtype,
+            format!(
+                "object {:?} is given twice, so the input has no zTensor 2 identity",
+                pair[0].as_text().unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(digest_of(objects, algorithm))
+}
