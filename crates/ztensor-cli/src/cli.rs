@@ -163,7 +163,8 @@ pub(crate) enum Command {
         /// object larger than that gets a shard of its own), also for single-file inputs.
         #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
         shard_size: Option<u64>,
-        /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, safetensors or tensorbuffers.
+        /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, 2 (zTensor 2, canonical form),
+        /// safetensors or tensorbuffers.
         #[arg(long, value_parser = parse_target)]
         to: Option<Target>,
         /// Discard attributes the target cannot hold (TensorBuffers holds none; safetensors
@@ -183,6 +184,22 @@ pub(crate) enum Command {
         encoding: Encoding,
         #[command(flatten)]
         run: Run,
+    },
+    /// Print the content identity of any input: the zTensor 2 content digest (`zt.content/1`)
+    /// of its objects (names, shapes, layouts, types, attributes and each part's digest),
+    /// whatever the file's placement, encoding, sharing or format. A zTensor 2 file's comes from
+    /// its manifest; any other input's is the one its `convert --to 2` output has, so a 1.x file
+    /// and its zTensor 2 conversion print the same line.
+    ///
+    /// Example: ztensor id model.zt
+    ///
+    /// Example: ztensor id model.safetensors --algorithm xxh3
+    Id {
+        #[arg(help = READS)]
+        file: PathBuf,
+        /// The hash of the content value: sha256 (as the zTensor 2 reference prints) or xxh3.
+        #[arg(long, value_enum, default_value = "sha256")]
+        algorithm: IdArg,
     },
     /// Plan a sharded conversion as units of work for a scheduler, one per output shard: the
     /// same input and options always give the same plan. Run the units with `ztensor run`
@@ -482,6 +499,12 @@ impl Encoding {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum IdArg {
+    Sha256,
+    Xxh3,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum DigestArg {
     None,
     Crc32c,
@@ -493,6 +516,8 @@ pub(crate) enum DigestArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
     Zt(Version),
+    /// zTensor 2, in canonical form.
+    Zt2,
     TensorBuffers,
     Safetensors,
 }
@@ -501,6 +526,7 @@ impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Target::Zt(v) => write!(f, "zTensor {v}"),
+            Target::Zt2 => f.write_str("zTensor 2"),
             Target::TensorBuffers => f.write_str("TensorBuffers"),
             Target::Safetensors => f.write_str("safetensors"),
         }
@@ -516,11 +542,12 @@ pub(crate) fn parse_target(s: &str) -> Result<Target, String> {
     match s {
         "tensorbuffers" | "tb" => Ok(Target::TensorBuffers),
         "safetensors" | "st" => Ok(Target::Safetensors),
+        "2" | "zt2" | "ztensor2" => Ok(Target::Zt2),
         // zTensor without a version: the current one, as for an output without --to.
         "zt" | "ztensor" => Ok(Target::Zt(Version::V1_2)),
         _ => Version::from_short(s).map(Target::Zt).ok_or_else(|| {
             format!(
-                "unknown target {s:?} (expected zt (1.2), 0.1, 1.1, 1.2, safetensors or \
+                "unknown target {s:?} (expected zt (1.2), 0.1, 1.1, 1.2, 2, safetensors or \
                  tensorbuffers)"
             )
         }),
@@ -564,6 +591,20 @@ pub(crate) fn convert_target(
         };
         if let Some(option) = option {
             bail!("{option} does not apply to {target}, which stores raw bytes and no digests");
+        }
+    }
+    if target == Target::Zt2 {
+        let option = match (encoding.zstd, encoding.digest, encoding.raw) {
+            (Some(_), _, _) => Some("--zstd"),
+            (None, Some(_), _) => Some("--digest"),
+            (None, None, true) => Some("--raw"),
+            _ => None,
+        };
+        if let Some(option) = option {
+            bail!(
+                "{option} does not apply to zTensor 2, which is written in canonical form: raw \
+                 parts, each with an xxh3 digest, so that the same tensors give the same bytes"
+            );
         }
     }
     Ok(target)

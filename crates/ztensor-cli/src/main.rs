@@ -172,6 +172,7 @@ fn spool_inputs(command: &mut Command) -> Result<Option<cmd::stdin::Spooled>> {
         | Command::Ls { file, .. }
         | Command::Dump { file, .. }
         | Command::Verify { file, .. }
+        | Command::Id { file, .. }
         | Command::Remove { file, .. }
         | Command::Extract { file, .. }
         | Command::Cat { file, .. } => resolve(file, &mut spool)?,
@@ -249,6 +250,14 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                     cmd::convert::source_info(&mut out, &file, other, &*source, json, attributes)?;
                 }
             }
+            ExitCode::SUCCESS
+        }
+        Command::Id { file, algorithm } => {
+            let algorithm = match algorithm {
+                cli::IdArg::Sha256 => ztensor_v2::IdAlgorithm::Sha256,
+                cli::IdArg::Xxh3 => ztensor_v2::IdAlgorithm::Xxh3,
+            };
+            writeln!(out, "{}", cmd::look::id(&file, algorithm)?)?;
             ExitCode::SUCCESS
         }
         Command::Ls { file, patterns, json } => {

@@ -187,3 +187,20 @@ pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Resu
     }
     Ok(digest_of(objects, algorithm))
 }
+
+impl<S: ztensor_io::ReadAt> crate::File<S> {
+    /// The file's content digest ([`manifest_digest`] of its manifest).
+    ///
+    /// # Errors
+    /// `Unsupported` for a data shard (its objects are its root's) and for parts without a
+    /// digest.
+    pub fn content_digest(&self, algorithm: IdAlgorithm) -> Result<String> {
+        let manifest = self.manifest().ok_or_else(|| {
+            Error::unsupported(
+                "a data shard describes no objects (its root's manifest does): it has no content \
+                 digest of its own",
+            )
+        })?;
+        manifest_digest(manifest, algorithm)
+    }
+}

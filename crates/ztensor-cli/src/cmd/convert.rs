@@ -36,6 +36,12 @@ pub fn plan_of(
     split: ztensor_shard::Split,
     source: &dyn TensorSource,
 ) -> Result<ztensor_shard::Plan> {
+    if r.target == Target::Zt2 {
+        anyhow::bail!(
+            "a directory output is a sharded checkpoint with a zTensor 1.x index; sharded \
+             zTensor 2 output (its shard table) is not written yet: name a file"
+        )
+    }
     let Target::Zt(version) = r.target else {
         anyhow::bail!(
             "a directory output is a sharded zTensor checkpoint; {} is not zTensor",
@@ -223,6 +229,13 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             peak = Some(sink.stats().peak_in_flight);
             tally = Some(writer.writer().tally());
             writer.finish().map_err(|e| anyhow!("{e}"))?;
+        }
+        Target::Zt2 => {
+            let options = ztensor_v2::WriteOptions::default().drop_attributes(r.drop_attributes);
+            ztensor_v2::Zt2Sink::new(r.output)
+                .with_options(options)
+                .write_all(source)
+                .map_err(|e| crate::refusal(&context, &e))?;
         }
         Target::Safetensors => {
             SafetensorsSink::new(r.output)

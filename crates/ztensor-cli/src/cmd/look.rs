@@ -354,6 +354,20 @@ fn hash_range(range: ztensor_io::RawRange<'_>) -> Result<String> {
     Ok(hasher.finalize().to_hex().to_string())
 }
 
+/// The content identity of the input at `path` (`ztensor id`): a zTensor 2 file's from its
+/// manifest, any other input's as its canonical zTensor 2 conversion would have it.
+pub fn id(path: &Path, algorithm: ztensor_v2::IdAlgorithm) -> Result<String> {
+    let context = format!("{}", path.display());
+    if super::detect(path)? == super::Kind::Zt2 {
+        let source = ztensor_io::FileSource::open(path).map_err(|e| reported("", &e))?;
+        let limit = crate::options(false).limits.max_manifest_len;
+        let file = ztensor_v2::File::open(source, limit).map_err(|e| reported(&context, &e))?;
+        return file.content_digest(algorithm).map_err(|e| reported(&context, &e));
+    }
+    let source = crate::open_source(path)?;
+    ztensor_v2::content_digest(&*source, algorithm).map_err(|e| reported(&context, &e))
+}
+
 pub fn diff(
     out: &mut impl Write,
     (a_path, a): (&Path, &dyn TensorSource),
