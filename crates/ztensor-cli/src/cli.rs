@@ -96,7 +96,7 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the conformance dump (JSON, `ztensor-dump/1`) of a zTensor (0.1, 1.1, 1.2) or
+    /// Print the conformance dump (JSON, `ztensor-dump/1`) of a zTensor (0.1, 1.1, 1.2, 2) or
     /// TensorBuffers file: every object's decoded size and SHA-256. A rejected file prints the
     /// rule's identifier and exits with status 1.
     ///
@@ -105,7 +105,7 @@ pub(crate) enum Command {
         /// Print JSON (the only format; accepted for compatibility with the dump protocol).
         #[arg(long)]
         json: bool,
-        /// The zTensor or TensorBuffers file to dump (`-` reads standard input).
+        /// The zTensor (any version) or TensorBuffers file to dump (`-` reads standard input).
         file: PathBuf,
     },
     /// Validate everything: the manifest, every digest, every sparse structure and bool byte.

@@ -250,6 +250,7 @@ fn one_line(s: &str) -> String {
 /// rejected) and whether it was accepted.
 enum Opened {
     Zt(Box<Reader<ztensor_io::FileSource>>),
+    Zt2(Box<ztensor_v2::File<ztensor_io::FileSource>>),
     Tb(Box<TbFile<ztensor_io::FileSource>>),
     Done(Json, bool),
 }
@@ -263,6 +264,17 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
         ztensor_registry::detect_source(&source, Some(path)),
         Ok(ztensor_registry::Kind::TensorBuffers)
     );
+    let kind = ztensor_registry::detect_source(&source, Some(path));
+    if matches!(kind, Ok(ztensor_registry::Kind::Zt2)) {
+        let max = options().limits.max_manifest_len;
+        return Ok(match ztensor_v2::File::open(source, max) {
+            Ok(file) => Opened::Zt2(Box::new(file)),
+            Err(e) => match e.broken() {
+                Some(rule) => Opened::Done(rejected(rule.id(), &one_line(&e.to_string())), false),
+                None => return Err(std::io::Error::other(e.to_string())),
+            },
+        });
+    }
     if is_tb {
         return Ok(match TbFile::new(source, &ztensor_tensorbuffers::ReadOptions::default()) {
             Ok(reader) => Opened::Tb(Box::new(reader)),
@@ -285,6 +297,7 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
 pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
     Ok(match open(path)? {
         Opened::Zt(reader) => (accepted(&reader), true),
+        Opened::Zt2(file) => (zt2(&file), true),
         Opened::Tb(reader) => (tensorbuffers(&reader), true),
         Opened::Done(dump, accepted) => (dump, accepted),
     })
@@ -305,6 +318,10 @@ pub fn write_file(path: &std::path::Path, out: &mut impl Write) -> std::io::Resu
             serde_json::to_writer(&mut *out, &TbDump(&reader))?;
             true
         }
+        Opened::Zt2(file) => {
+            serde_json::to_writer(&mut *out, &zt2(&file))?;
+            true
+        }
         Opened::Done(dump, accepted) => {
             serde_json::to_writer(&mut *out, &dump)?;
             accepted
@@ -312,6 +329,78 @@ pub fn write_file(path: &std::path::Path, out: &mut impl Write) -> std::io::Resu
     };
     out.write_all(b"\n")?;
     Ok(accepted)
+}
+
+/// The dump of a zTensor 2 file (container `zt-2`, version `2`): each object's layout as its
+/// `format`, each part as a component (its storage and logical type, its encoding id or `raw`,
+/// the length and SHA-256 of its decoded bytes once its digest and logical-type rules are
+/// checked). An object with a part this reader cannot decode (an unknown encoding, a part in a
+/// shard) or whose data breaks a rule (a digest, a `bool` byte, CSR structure) carries the
+/// error, its parts without lengths or hashes. A data shard has no objects.
+pub fn zt2<S: ReadAt>(file: &ztensor_v2::File<S>) -> Json {
+    let value = |v: Option<&ztensor_v2::cbor::Value>| {
+        v.map_or(Json::Null, |v| cbor_to_json(&ztensor_v2::model::value_1x(v)))
+    };
+    let Some(manifest) = file.manifest() else {
+        return json!({"dump": "ztensor-dump/1", "container": "zt-2", "version": "2",
+                      "attributes": Json::Null, "objects": []});
+    };
+    let objects: Vec<Json> = manifest
+        .objects
+        .iter()
+        .map(|(name, o)| {
+            let part_json = |p: &ztensor_v2::manifest::Part, bytes: Option<&[u8]>| {
+                json!({
+                    "dtype": p.dtype.name(),
+                    "type": p.logical,
+                    "encoding": p.encoding.as_deref().unwrap_or("raw"),
+                    "decoded_length": bytes.map(|b| b.len()),
+                    "sha256": bytes.map(sha256_hex),
+                })
+            };
+            let mut components = Map::new();
+            let mut error = Json::Null;
+            for (role, p) in &o.parts {
+                match file.verified(name, role) {
+                    Ok((bytes, _)) => {
+                        components.insert(role.clone(), part_json(p, Some(&bytes)));
+                    }
+                    Err(e) => {
+                        error = Json::String(one_line(&e.to_string()));
+                        break;
+                    }
+                }
+            }
+            if error.is_null()
+                && o.layout == "zt.sparse_csr/1"
+                && let Err(e) = file.csr(name)
+            {
+                error = Json::String(one_line(&e.to_string()));
+            }
+            if !error.is_null() {
+                components =
+                    o.parts.iter().map(|(role, p)| (role.clone(), part_json(p, None))).collect();
+                for c in components.values_mut() {
+                    c["decoded_length"] = Json::Null;
+                }
+            }
+            json!({
+                "name": name,
+                "format": o.layout,
+                "shape": o.shape,
+                "attributes": value(o.attributes.as_ref()),
+                "components": components,
+                "error": error,
+            })
+        })
+        .collect();
+    json!({
+        "dump": "ztensor-dump/1",
+        "container": "zt-2",
+        "version": "2",
+        "attributes": value(manifest.attributes.as_ref()),
+        "objects": objects,
+    })
 }
 
 /// An item of attributes that serializes as [`cbor_to_json`] gives its value, read in place
@@ -609,5 +698,39 @@ mod json_of_tests {
             let built = cbor_to_json(&attributes.to_value()).to_string();
             assert_eq!(streamed, built, "{attributes:?}");
         }
+    }
+
+    /// zTensor 2 files dump as `zt-2`: the corpus's canonical example (its parts' SHA-256
+    /// computed here from the bytes the corpus documents: 16 × 0x01 and 16 × 0x02), a CSR
+    /// object whose data breaks a rule, an encoding not decoded, and a data shard.
+    #[test]
+    fn ztensor_2_files_dump_as_zt_2() {
+        let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../ztensor-conformance/fixtures/external/ztensor2");
+        let (dump, ok) = file(&corpus.join("valid/canonical-basic.zt")).unwrap();
+        assert!(ok);
+        assert_eq!((&dump["container"], &dump["version"]), (&json!("zt-2"), &json!("2")));
+        let names: Vec<&Json> =
+            dump["objects"].as_array().unwrap().iter().map(|o| &o["name"]).collect();
+        assert_eq!(names, [&json!("a.bias"), &json!("a.weight"), &json!("tied")]);
+        let bias = &dump["objects"][0]["components"]["data"];
+        assert_eq!(bias["sha256"], json!(sha256_hex(&[1u8; 16])));
+        assert_eq!((&bias["dtype"], &bias["decoded_length"]), (&json!("f32"), &json!(16)));
+        assert_eq!(
+            dump["objects"][2]["components"]["data"]["sha256"],
+            json!(sha256_hex(&[2u8; 16]))
+        );
+        let (dump, ok) = file(&corpus.join("reject/csr-row-not-increasing.zt")).unwrap();
+        assert!(ok, "the file opens; its object's data breaks a rule");
+        assert!(dump["objects"][0]["error"].as_str().unwrap().contains("layout_data"), "{dump}");
+        assert!(dump["objects"][0]["components"]["values"]["sha256"].is_null());
+        let (dump, _) = file(&corpus.join("valid/view-unknown-encoding-refused.zt")).unwrap();
+        assert_eq!(dump["objects"][0]["components"]["data"]["encoding"], "x.z/1");
+        assert!(dump["objects"][0]["error"].is_string());
+        let (dump, ok) = file(&corpus.join("valid/data-shard.zt")).unwrap();
+        assert!(ok && dump["objects"].as_array().unwrap().is_empty());
+        let (dump, ok) = file(&corpus.join("reject/manifest-hash-mismatch.zt")).unwrap();
+        assert!(!ok);
+        assert_eq!(dump["error"]["kind"], "manifest_hash");
     }
 }

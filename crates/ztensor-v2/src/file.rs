@@ -123,8 +123,12 @@ impl<S: ReadAt> File<S> {
         self.verified(name, part).map(|(_, check)| check)
     }
 
-    /// The part's decoded bytes once [`File::verify`] has checked them.
-    pub(crate) fn verified(&self, name: &str, part: &str) -> Result<(Vec<u8>, DigestCheck)> {
+    /// The part's decoded bytes once [`File::verify`] has checked them, with what the digest
+    /// check found.
+    ///
+    /// # Errors
+    /// As [`File::verify`].
+    pub fn verified(&self, name: &str, part: &str) -> Result<(Vec<u8>, DigestCheck)> {
         let (object, p) = self.part(name, part)?;
         let bytes = self.decoded(name, part)?;
         logical_rules(object, p, &bytes).map_err(|e| e.within(&format!("{name:?}/{part}")))?;

@@ -482,7 +482,7 @@ fn read_error(name: &str, e: impl std::fmt::Display) -> Error {
 /// use ztensor_format::{DType, Version};
 ///
 /// let mut w = Writer::new(Vec::new(), Version::V1_2)?;
-/// w.add_dense("w", &[2], DType::U8, None, &[1, 2], &WriteOptions::raw())?;
+/// w.add_dense("w", &[2], DType::U8, &[1, 2], &WriteOptions::raw())?;
 /// let one = ztensor_io::Reader::new(w.finish()?.0, &Default::default())?;
 ///
 /// let mut sink = ztensor_v2::Zt2Sink::to_output(std::io::Cursor::new(Vec::new()));
