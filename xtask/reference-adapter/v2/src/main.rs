@@ -1,0 +1,187 @@
+//! The reference implementation of zTensor 2 (crates.io `ztensor` 2.1.1) in the conformance
+//! dump protocol (`reference-dump-v2 FILE`, container `zt-2`), and two checks that grade a
+//! writer through it:
+//!
+//! - `reference-dump-v2 --canonical FILE`: `{"violations": [...], "id": "sha256:…"}`, what the
+//!   reference's canonical-form checker and content digest say of the file;
+//! - `reference-dump-v2 --rewrite IN OUT`: the reference's canonical writer, given everything
+//!   the reference reads from IN.
+
+use serde_json::{json, Map, Value as Json};
+use sha2::{Digest, Sha256};
+use ztensor::format::cbor::Value;
+use ztensor::{Source, Writer};
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn to_json(v: &Value) -> Json {
+    match v {
+        Value::Uint(n) => json!(n),
+        Value::Nint(n) => match i64::try_from(*n) {
+            Ok(n) => json!(-1 - n),
+            Err(_) => json!({"$int": (-1 - i128::from(*n)).to_string()}),
+        },
+        Value::Bytes(b) => json!({"$bytes": hex(b)}),
+        Value::Text(s) => json!(s),
+        Value::Array(a) => Json::Array(a.iter().map(to_json).collect()),
+        Value::Map(m) => {
+            if m.iter().all(|(k, _)| matches!(k, Value::Text(_))) {
+                let mut o = Map::new();
+                for (k, v) in m {
+                    if let Value::Text(k) = k {
+                        o.insert(k.clone(), to_json(v));
+                    }
+                }
+                Json::Object(o)
+            } else {
+                json!({"$map": m.iter().map(|(k, v)| json!([to_json(k), to_json(v)])).collect::<Vec<_>>()})
+            }
+        }
+        Value::Bool(b) => json!(b),
+        Value::Null => Json::Null,
+        Value::Float(f) if f.is_nan() => json!({"$float": "NaN"}),
+        Value::Float(f) if f.is_infinite() => {
+            json!({"$float": if *f > 0.0 { "Infinity" } else { "-Infinity" }})
+        }
+        Value::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).unwrap_or(Json::Null),
+    }
+}
+
+/// `ManifestHash` as `manifest_hash`: the rule ids of the conformance corpus.
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn rejected(e: &ztensor::Error) -> Json {
+    let kind = e.rule().map_or_else(|| "reference_error".to_owned(), |r| snake(&format!("{r:?}")));
+    json!({"dump": "ztensor-dump/1", "error": {"kind": kind, "message": one_line(&e.to_string())}})
+}
+
+fn dump(path: &str) -> (Json, bool) {
+    let src = match Source::open(path) {
+        Ok(src) => src,
+        Err(e) => return (rejected(&e), false),
+    };
+    let mut objects = Vec::new();
+    let mut names: Vec<&str> = src.names().collect();
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    for name in names {
+        let t = src.tensor(name).expect("a listed tensor");
+        let mut components = Map::new();
+        let mut error = Json::Null;
+        let part_json = |p: &ztensor::Part<'_>, bytes: Option<&[u8]>| {
+            let encoding = match p.payload() {
+                ztensor::provide::Payload::Encoded { encoding, .. } => encoding.clone(),
+                _ => "raw".to_owned(),
+            };
+            json!({
+                "dtype": p.dtype().as_str(),
+                "type": p.logical(),
+                "encoding": encoding,
+                "decoded_length": bytes.map(<[u8]>::len),
+                "sha256": bytes.map(|b| hex(&Sha256::digest(b))),
+            })
+        };
+        if let Err(e) = t.verify() {
+            error = json!(one_line(&e.to_string()));
+        }
+        for pname in t.parts() {
+            let p = t.part(pname).expect("a listed part");
+            match (error.is_null(), p.bytes()) {
+                (true, Ok(bytes)) => {
+                    components.insert(pname.to_owned(), part_json(&p, Some(&bytes)));
+                }
+                (true, Err(e)) => {
+                    error = json!(one_line(&e.to_string()));
+                    components.insert(pname.to_owned(), part_json(&p, None));
+                }
+                (false, _) => {
+                    components.insert(pname.to_owned(), part_json(&p, None));
+                }
+            }
+        }
+        if !error.is_null() {
+            for c in components.values_mut() {
+                c["decoded_length"] = Json::Null;
+                c["sha256"] = Json::Null;
+            }
+        }
+        objects.push(json!({
+            "name": name,
+            "format": t.layout(),
+            "shape": t.shape(),
+            "attributes": t.attributes().map_or(Json::Null, to_json),
+            "components": components,
+            "error": error,
+        }));
+    }
+    let attributes = src.attributes().map_or(Json::Null, to_json);
+    (
+        json!({"dump": "ztensor-dump/1", "container": "zt-2", "version": "2",
+               "attributes": attributes, "objects": objects}),
+        true,
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["--canonical", file] => {
+            let violations = match ztensor::read::canonical_violations(file) {
+                Ok(v) => v,
+                Err(e) => {
+                    println!("{}", rejected(&e));
+                    std::process::exit(1);
+                }
+            };
+            let id = Source::open(file)
+                .ok()
+                .and_then(|s| s.provenance().as_root().cloned())
+                .map(|m| m.content_digest(ztensor::DigestAlgorithm::Sha256));
+            let id = match id {
+                Some(Ok(id)) => json!(id),
+                Some(Err(e)) => json!({"error": one_line(&e.to_string())}),
+                None => Json::Null,
+            };
+            println!("{}", json!({"violations": violations, "id": id}));
+        }
+        ["--rewrite", input, output] => {
+            let run = || -> ztensor::Result<u64> {
+                let src = Source::open(input)?;
+                let mut w = Writer::options().canonical(true).create(output)?;
+                w.ingest(&src)?;
+                w.finish()
+            };
+            if let Err(e) = run() {
+                eprintln!("reference 2.1.1 cannot rewrite {input}: {e}");
+                std::process::exit(1);
+            }
+        }
+        [file] => {
+            let (json, ok) = dump(file);
+            println!("{json}");
+            std::process::exit(if ok { 0 } else { 1 });
+        }
+        _ => {
+            eprintln!("usage: reference-dump-v2 FILE | --canonical FILE | --rewrite IN OUT");
+            std::process::exit(2);
+        }
+    }
+}
