@@ -5,6 +5,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod oracle;
+
 const TASKS: &[(&str, &str)] = &[
     (
         "ci",
@@ -54,6 +56,13 @@ const TASKS: &[(&str, &str)] = &[
          written again",
     ),
     (
+        "v2-oracle [--freeze]",
+        "grade the zTensor 2 writer and reader against the reference 2.1.1 \
+         (xtask/reference-adapter/v2): every valid fixture converted, read, checked canonical, \
+         identified and rewritten by the reference; write crates/ztensor-v2/ORACLE.md. --freeze \
+         also writes the reference's files for a few fixtures to fixtures/producers/v2/",
+    ),
+    (
         "hostile-measure [DIR] [--bin PATH] [--corpus]",
         "generate the large hostile cases in DIR (or take fixtures/hostile with --corpus) and \
          print peak RSS and wall time per command",
@@ -71,6 +80,7 @@ fn main() -> Result<()> {
         "fixtures" => fixtures(args.iter().any(|a| a == "--check")),
         "conformance-matrix" => conformance_matrix(args.iter().any(|a| a == "--check")),
         "freeze-producers" => freeze_producers(),
+        "v2-oracle" => oracle::v2_oracle(&project_root(), args.iter().any(|a| a == "--freeze")),
         "bench" => {
             // The suite's repack row runs the release binary as a user would.
             cargo(&["build", "--release", "-p", "ztensor-cli"], &[])?;

@@ -5,7 +5,9 @@
 //! - `reference-dump-v2 --canonical FILE`: `{"violations": [...], "id": "sha256:…"}`, what the
 //!   reference's canonical-form checker and content digest say of the file;
 //! - `reference-dump-v2 --rewrite IN OUT`: the reference's canonical writer, given everything
-//!   the reference reads from IN.
+//!   the reference reads from IN;
+//! - `reference-dump-v2 --encode IN OUT`: the reference's writer in its default (not canonical)
+//!   form, every part of IN stored under `zt.zstd-seekable/1`.
 
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
@@ -162,6 +164,47 @@ fn main() {
             };
             println!("{}", json!({"violations": violations, "id": id}));
         }
+        ["--encode", input, output] => {
+            // The reference's own writer (not canonical: its default placement), every part
+            // under the zt.zstd-seekable/1 encoding.
+            let run = || -> ztensor::Result<u64> {
+                let src = Source::open(input)?;
+                let mut w = Writer::options().canonical(false).create(output)?;
+                if let Some(a) = src.attributes() {
+                    w.set_attributes(a.clone());
+                }
+                for t in src.tensors() {
+                    let parts: Vec<(String, ztensor::Part<'_>, Vec<u8>)> = t
+                        .parts()
+                        .map(|p| {
+                            let part = t.part(p)?;
+                            Ok((p.to_owned(), part, part.bytes()?.into_owned()))
+                        })
+                        .collect::<ztensor::Result<_>>()?;
+                    w.object(t.name(), |mut o| {
+                        o = o.shape(t.shape().to_vec()).layout(t.layout());
+                        if let Some(a) = t.attributes() {
+                            o = o.attributes(a.clone());
+                        }
+                        for (name, part, bytes) in &parts {
+                            o = o.part(name.clone(), |mut b| {
+                                b = b.dtype(part.dtype()).encoding("zt.zstd-seekable/1");
+                                if let Some(l) = part.logical() {
+                                    b = b.logical(l);
+                                }
+                                b.bytes(bytes)
+                            });
+                        }
+                        o
+                    })?;
+                }
+                w.finish()
+            };
+            if let Err(e) = run() {
+                eprintln!("reference 2.1.1 cannot encode {input}: {e}");
+                std::process::exit(1);
+            }
+        }
         ["--rewrite", input, output] => {
             let run = || -> ztensor::Result<u64> {
                 let src = Source::open(input)?;
@@ -180,7 +223,7 @@ fn main() {
             std::process::exit(if ok { 0 } else { 1 });
         }
         _ => {
-            eprintln!("usage: reference-dump-v2 FILE | --canonical FILE | --rewrite IN OUT");
+            eprintln!("usage: reference-dump-v2 FILE | --canonical FILE | --rewrite IN OUT | --encode IN OUT");
             std::process::exit(2);
         }
     }

@@ -1,0 +1,295 @@
+//! `cargo xtask v2-oracle [--freeze]`: the zTensor 2 reference implementation (crates.io
+//! `ztensor` 2.1.1, through `xtask/reference-adapter/v2`) as the oracle for this project's
+//! zTensor 2 writer and reader.
+//!
+//! For every valid zTensor 0.1/1.1/1.2 fixture that converts (`ztensor convert F T --to 2`):
+//! the reference reads T with the same content (its dump equals ours), its canonical-form
+//! checker finds nothing, its content digest equals `ztensor id F`, its canonical writer given T
+//! writes T's very bytes, and the file its own non-canonical writer makes of T (every part
+//! under `zt.zstd-seekable/1`) reads here with the same content and identity. For every valid
+//! file of the reference's corpus, the two readers' dumps are equal. The findings go to
+//! `crates/ztensor-v2/ORACLE.md`; any disagreement fails the task, except the one the
+//! reference disagrees with itself on (its checker flags the placement of a zero-length part
+//! that its own writer chooses, byte for byte the same as ours).
+//!
+//! `--freeze` also writes the reference's files for a few fixtures, with the reference's
+//! dumps and content digests, under `crates/ztensor-conformance/fixtures/producers/v2/`: the
+//! tests read them on every run, without the reference.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value as Json;
+
+/// The fixtures whose reference-written files are frozen (small: every blob of a zTensor 2
+/// file takes at least 64 KiB).
+const FROZEN: &[&str] = &[
+    "examples/tiny-v0.1.zt",
+    "examples/tiny-v1.2.zt",
+    "v1.2/valid/sparse.zt",
+    "v1.2/valid/logical-complex64.zt",
+    "v1.2/valid/dense-bool.zt",
+    "v1.2/valid/scalar-and-zero-size.zt",
+    "v1.2/valid/quantized-group.zt",
+];
+
+fn output(command: &mut Command) -> Result<(bool, Vec<u8>, String)> {
+    let out = command.output().with_context(|| format!("running {command:?}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    Ok((out.status.success(), out.stdout, stderr))
+}
+
+fn json(bytes: &[u8]) -> Result<Json> {
+    serde_json::from_slice(bytes).context("a dump that is not JSON")
+}
+
+/// A dump with each object's error reduced to whether it has one: messages are each
+/// implementation's own words.
+fn normalized(mut dump: Json) -> Json {
+    if let Some(objects) = dump["objects"].as_array_mut() {
+        for o in objects {
+            o["error"] = Json::Bool(!o["error"].is_null());
+        }
+    }
+    dump
+}
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "zt") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// What one fixture gave.
+enum Outcome {
+    Agreed,
+    /// The reference's checker flags a zero-length part its own writer placed the same way.
+    ZeroLengthQuirk,
+    NotConverted(String),
+    Disagreed(String),
+}
+
+pub fn v2_oracle(root: &Path, freeze: bool) -> Result<()> {
+    let adapter_dir = root.join("xtask/reference-adapter/v2");
+    super::cargo(
+        &[
+            "build",
+            "-q",
+            "--release",
+            "--manifest-path",
+            adapter_dir.join("Cargo.toml").to_str().context("path")?,
+        ],
+        &[],
+    )?;
+    super::cargo(&["build", "-q", "-p", "ztensor-cli"], &[])?;
+    let reference = adapter_dir.join("target/release/reference-dump-v2");
+    let ours = root.join("target/debug/ztensor");
+    let fixtures = root.join("crates/ztensor-conformance/fixtures");
+    let work = root.join("target/v2-oracle");
+    std::fs::create_dir_all(&work)?;
+    let frozen_dir = fixtures.join("producers/v2/reference-2.1.1");
+    if freeze {
+        if frozen_dir.exists() {
+            std::fs::remove_dir_all(&frozen_dir)?;
+        }
+        std::fs::create_dir_all(&frozen_dir)?;
+    }
+    let mut inputs = Vec::new();
+    for dir in [
+        "v0.1/valid",
+        "v1.1/valid",
+        "v1.2/valid",
+        "producers/v0.1",
+        "producers/v1.1",
+        "producers/v1.2",
+        "examples",
+    ] {
+        files(&fixtures.join(dir), &mut inputs)?;
+    }
+    inputs.sort();
+    let two = work.join("two.zt");
+    let rewritten = work.join("rewritten.zt");
+    let encoded = work.join("encoded.zt");
+    let mut outcomes = Vec::new();
+    let mut ids = serde_json::Map::new();
+    for input in &inputs {
+        let label = input.strip_prefix(&fixtures)?.display().to_string();
+        let outcome = (|| -> Result<Outcome> {
+            let (ok, _, err) = output(
+                Command::new(&ours).args(["convert", "-q", "--to", "2"]).arg(input).arg(&two),
+            )?;
+            if !ok {
+                let reason = err.lines().next().unwrap_or_default();
+                let reason = reason.rsplit_once(" to zTensor 2: ").map_or(reason, |(_, r)| r);
+                return Ok(Outcome::NotConverted(reason.to_owned()));
+            }
+            let (_, id, _) = output(Command::new(&ours).arg("id").arg(input))?;
+            let id = String::from_utf8(id)?.trim().to_owned();
+            let (_, checked, _) = output(Command::new(&reference).arg("--canonical").arg(&two))?;
+            let checked = json(&checked)?;
+            let mut problems = Vec::new();
+            if checked["id"] != Json::String(id.clone()) {
+                problems.push(format!("the reference's id is {}, ours {id}", checked["id"]));
+            }
+            let (_, their_dump, _) = output(Command::new(&reference).arg(&two))?;
+            let (_, our_dump, _) = output(Command::new(&ours).arg("dump").arg(&two))?;
+            if normalized(json(&their_dump)?) != normalized(json(&our_dump)?) {
+                problems.push("the reference reads other content".to_owned());
+            }
+            let (ok, _, err) =
+                output(Command::new(&reference).arg("--rewrite").arg(&two).arg(&rewritten))?;
+            let same_bytes = ok && std::fs::read(&rewritten)? == std::fs::read(&two)?;
+            if !same_bytes {
+                problems.push(format!("the reference's canonical writer writes other bytes {err}"));
+            }
+            let (ok, _, err) =
+                output(Command::new(&reference).arg("--encode").arg(&two).arg(&encoded))?;
+            if !ok {
+                problems.push(format!("the reference cannot encode it: {err}"));
+            } else {
+                let (_, their_dump, _) = output(Command::new(&reference).arg(&encoded))?;
+                let (_, our_dump, _) = output(Command::new(&ours).arg("dump").arg(&encoded))?;
+                if normalized(json(&their_dump)?) != normalized(json(&our_dump)?) {
+                    problems.push("its zstd-seekable file reads here with other content".into());
+                }
+                let (_, encoded_id, _) = output(Command::new(&ours).arg("id").arg(&encoded))?;
+                if String::from_utf8(encoded_id)?.trim() != id {
+                    problems.push("its zstd-seekable file has another identity here".to_owned());
+                }
+                if freeze && FROZEN.contains(&label.as_str()) {
+                    let stem = label.trim_end_matches(".zt").replace('/', "-");
+                    for (file, suffix) in [(&rewritten, ""), (&encoded, "-zstd")] {
+                        let name = format!("{stem}{suffix}");
+                        std::fs::copy(file, frozen_dir.join(format!("{name}.zt")))?;
+                        let (_, dump, _) = output(Command::new(&reference).arg(file))?;
+                        let pretty = serde_json::to_string_pretty(&json(&dump)?)?;
+                        std::fs::write(frozen_dir.join(format!("{name}.json")), pretty + "\n")?;
+                        ids.insert(name, Json::String(id.clone()));
+                    }
+                }
+            }
+            let violations = checked["violations"].as_array().cloned().unwrap_or_default();
+            let quirk = !violations.is_empty()
+                && same_bytes
+                && violations.iter().all(|v| {
+                    v.as_str().is_some_and(|v| {
+                        v.contains("with a blob of a different length")
+                            || v.contains("the space between belongs to nothing")
+                    })
+                });
+            if !violations.is_empty() && !quirk {
+                problems.push(format!("the reference's checker says {violations:?}"));
+            }
+            Ok(match (problems.is_empty(), quirk) {
+                (true, true) => Outcome::ZeroLengthQuirk,
+                (true, false) => Outcome::Agreed,
+                (false, _) => Outcome::Disagreed(problems.join("; ")),
+            })
+        })()?;
+        outcomes.push((label, outcome));
+    }
+    // The reference's own corpus: both readers, the same dumps.
+    let mut corpus = Vec::new();
+    files(&fixtures.join("external/ztensor2/valid"), &mut corpus)?;
+    corpus.sort();
+    let mut corpus_agreed = 0;
+    let (mut corpus_shards, mut corpus_disagreed) = (Vec::new(), Vec::new());
+    for file in &corpus {
+        let (_, their_dump, _) = output(Command::new(&reference).arg(file))?;
+        let (_, our_dump, _) = output(Command::new(&ours).arg("dump").arg(file))?;
+        let (theirs, ours) = (normalized(json(&their_dump)?), normalized(json(&our_dump)?));
+        let label = file.strip_prefix(&fixtures)?.display().to_string();
+        // The reference resolves a file's shards when it opens it (beside it, by name); the
+        // corpus's files name shards that are not there. Here the file opens, and only the
+        // objects in shards cannot be read.
+        let shards_missing =
+            theirs["error"]["message"].as_str().is_some_and(|m| m.contains("No such file"))
+                && ours["objects"].as_array().is_some_and(|o| o.iter().any(|o| o["error"] == true));
+        if theirs == ours {
+            corpus_agreed += 1;
+        } else if shards_missing {
+            corpus_shards.push(label);
+        } else {
+            corpus_disagreed.push(label);
+        }
+    }
+    if freeze {
+        let pretty = serde_json::to_string_pretty(&Json::Object(ids))?;
+        std::fs::write(frozen_dir.join("ids.json"), pretty + "\n")?;
+    }
+    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|(_, o)| f(o)).count();
+    let agreed = count(|o| matches!(o, Outcome::Agreed));
+    let quirks = count(|o| matches!(o, Outcome::ZeroLengthQuirk));
+    let mut report = format!(
+        "# zTensor 2: the reference implementation as oracle\n\n\
+         Written by `cargo xtask v2-oracle` (crates.io `ztensor` 2.1.1 through \
+         `xtask/reference-adapter/v2`). Each valid zTensor 0.1/1.1/1.2 fixture is converted with \
+         `ztensor convert F T --to 2`; the reference then reads T (its dump must equal ours), \
+         checks its canonical form, computes its content digest (must equal `ztensor id F`), \
+         rewrites it with its canonical writer (the bytes must be T's) and writes it again with \
+         every part under `zt.zstd-seekable/1` (that file must read here with the same content \
+         and identity).\n\n\
+         | fixtures | agreed in everything | agreed, the reference checker's zero-length quirk | \
+         not converted (content zTensor 2 cannot hold) | disagreed |\n|---|---|---|---|---|\n\
+         | {} | {agreed} | {quirks} | {} | {} |\n\n\
+         The reference's own corpus (`fixtures/external/ztensor2/valid`, {} files): the two \
+         readers' dumps (content, and which objects fail to read) agree on {corpus_agreed}; on \
+         {} the reference, which resolves shards when it opens a file, cannot open it (its \
+         shards are not beside it), and this reader opens it and reads every object not in a \
+         shard: {}; they disagree on {}.\n\n",
+        outcomes.len(),
+        count(|o| matches!(o, Outcome::NotConverted(_))),
+        count(|o| matches!(o, Outcome::Disagreed(_))),
+        corpus.len(),
+        corpus_shards.len(),
+        corpus_shards.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", "),
+        if corpus_disagreed.is_empty() {
+            "none".to_owned()
+        } else {
+            corpus_disagreed.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ")
+        },
+    );
+    report.push_str(
+        "The quirk: a zero-length part placed where the next blob starts (`spec/ztensor-2.md` \
+         §8, item 10). The reference's canonical writer places it there too, and writes the \
+         very bytes this project writes for those files; its checker then reports rule 3 and \
+         rule 1 against its own output.\n\n",
+    );
+    let mut listed = |title: &str, pick: &dyn Fn(&Outcome) -> Option<String>| {
+        let rows: Vec<String> = outcomes
+            .iter()
+            .filter_map(|(l, o)| pick(o).map(|why| format!("| `{l}` | {why} |")))
+            .collect();
+        if !rows.is_empty() {
+            report.push_str(&format!("## {title}\n\n| fixture | why |\n|---|---|\n"));
+            report.push_str(&rows.join("\n"));
+            report.push_str("\n\n");
+        }
+    };
+    listed("Not converted", &|o| match o {
+        Outcome::NotConverted(why) => Some(why.replace('|', "\\|")),
+        _ => None,
+    });
+    listed("With the zero-length quirk", &|o| match o {
+        Outcome::ZeroLengthQuirk => Some("same bytes as the reference's writer".to_owned()),
+        _ => None,
+    });
+    listed("Disagreed", &|o| match o {
+        Outcome::Disagreed(why) => Some(why.replace('|', "\\|")),
+        _ => None,
+    });
+    std::fs::write(root.join("crates/ztensor-v2/ORACLE.md"), &report)?;
+    print!("{report}");
+    let disagreed = count(|o| matches!(o, Outcome::Disagreed(_)));
+    if disagreed > 0 || !corpus_disagreed.is_empty() {
+        bail!("{disagreed} fixtures and {} corpus files disagree", corpus_disagreed.len());
+    }
+    Ok(())
+}
