@@ -113,9 +113,8 @@ fn fixture_files() -> Vec<PathBuf> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 // The hostile corpus has its own test: its files are neither valid nor
-                // rejected with one rule. zTensor 2's corpus has its own tests too
-                // (`ztensor-v2`): its files are named for what they test, not for a rule, and
-                // the dump does not describe zTensor 2 yet.
+                // rejected with one rule. The reference's zTensor 2 corpus has its own tests
+                // too (`ztensor-v2`): its files are named for what they test, not for a rule.
                 if !path.ends_with("hostile") && !path.ends_with("ztensor2") {
                     walk(&path, out);
                 }
@@ -142,7 +141,7 @@ fn check_dump_shape(d: &serde_json::Value) {
     let keys: Vec<&str> = top.keys().map(String::as_str).collect();
     assert_eq!(keys, ["dump", "container", "version", "attributes", "objects"]);
     assert!(
-        ["zt-0.1", "zt-1.1", "zt-1.2", "tensorbuffers"]
+        ["zt-0.1", "zt-1.1", "zt-1.2", "zt-2", "tensorbuffers"]
             .contains(&top["container"].as_str().unwrap())
     );
     assert!(top["version"].is_string() || top["version"].is_null());

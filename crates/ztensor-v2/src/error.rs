@@ -52,6 +52,9 @@ pub enum Rule {
     DenseSize,
     /// Decoded data breaks a rule of its layout or logical type.
     LayoutData,
+    /// An encoded part whose stream breaks its encoding's rules (a `zt.zstd-seekable/1` seek
+    /// table, a frame).
+    Encoding,
     /// A part's digest differs from its decoded bytes.
     Digest,
 }
@@ -81,6 +84,7 @@ impl Rule {
         Rule::LayoutRule,
         Rule::DenseSize,
         Rule::LayoutData,
+        Rule::Encoding,
         Rule::Digest,
     ];
 
@@ -109,6 +113,7 @@ impl Rule {
             Rule::LayoutRule => "layout_rule",
             Rule::DenseSize => "dense_size",
             Rule::LayoutData => "layout_data",
+            Rule::Encoding => "encoding",
             Rule::Digest => "digest",
         }
     }

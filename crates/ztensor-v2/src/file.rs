@@ -90,22 +90,63 @@ impl<S: ReadAt> File<S> {
     }
 
     /// The part's decoded bytes: the stored ones for a raw part, decoded for
-    /// `zt.zstd-seekable/1`, exactly `decoded_length` of them.
+    /// `zt.zstd-seekable/1`, exactly `decoded_length` of them. Neither its digest nor its
+    /// logical type's rules are checked: [`File::verified`] checks both.
     ///
     /// # Errors
-    /// `Unsupported` for an encoding this reader does not know; `layout_data` for an encoded
-    /// part that does not decode to its length; as [`File::stored`].
+    /// `Unsupported` for an encoding this reader does not know; `encoding` for a stream that
+    /// breaks its encoding's rules; as [`File::stored`].
     pub fn decoded(&self, name: &str, part: &str) -> Result<Vec<u8>> {
         let (_, p) = self.part(name, part)?;
-        let stored = self.stored(name, part)?;
+        let mut bytes = whole(name, part, p)?;
+        self.stream(name, part, 4 << 20, &mut |piece| {
+            bytes.extend_from_slice(piece);
+            Ok(())
+        })?;
+        Ok(bytes)
+    }
+
+    /// The part's decoded bytes in pieces of at most `piece` bytes, unchecked: raw bytes read
+    /// piece by piece, a `zt.zstd-seekable/1` stream frame by frame (its seek table checked
+    /// first). A few pieces are held, whatever the part's size.
+    fn stream(
+        &self,
+        name: &str,
+        part: &str,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let (_, p) = self.part(name, part)?;
+        if let Some(shard) = &p.shard {
+            return Err(Error::unsupported(format!(
+                "{name:?}/{part}: its bytes are in shard {shard:?}, which this reader does not resolve"
+            )));
+        }
+        let (offset, len) = p.blob;
         match p.encoding.as_deref() {
-            None => Ok(stored),
-            Some("zt.zstd-seekable/1") => {
-                // The declared length is the file's claim: decoded only within the limit.
-                let want = p.decoded_len();
-                let limit = ztensor_format::Limits::default().whole_decode_limit();
-                ztensor_io::codec::zstd_decode(&stored, Some(want), limit)
-                    .map_err(|e| Error::rule(Rule::LayoutData, format!("{name:?}/{part}: {e}")))
+            None => {
+                let piece = piece.clamp(1, 64 << 20) as u64;
+                let mut buf = ztensor_io::try_zeroed(piece.min(len), "a piece of a part")
+                    .map_err(|e| Error::io("reading a part", e))?;
+                let mut at = 0;
+                while at < len {
+                    let n = (len - at).min(piece);
+                    // At most `piece`, which is a usize.
+                    #[allow(clippy::cast_possible_truncation)]
+                    let chunk = &mut buf[..n as usize];
+                    self.source
+                        .read_exact_at(offset + at, chunk)
+                        .map_err(|e| Error::io("reading a part", e))?;
+                    each(chunk)?;
+                    at += n;
+                }
+                Ok(())
+            }
+            Some(crate::seekable::ID) => {
+                let within = |e: Error| e.within(&format!("{name:?}/{part}"));
+                let table = crate::seekable::seek_table(&self.source, offset, len, p.decoded_len())
+                    .map_err(within)?;
+                crate::seekable::decode(&self.source, offset, &table, each).map_err(within)
             }
             Some(other) => Err(Error::unsupported(format!(
                 "{name:?}/{part}: encoding {other:?} is not one this reader decodes"
@@ -115,12 +156,12 @@ impl<S: ReadAt> File<S> {
 
     /// Checks the part's digest against its decoded bytes, and the content rules of its
     /// logical type (`bool` bytes are 0 or 1; an odd count of `f4_e2m1` leaves the last high
-    /// nibble 0).
+    /// nibble 0), streaming it (a few pieces held, whatever its size).
     ///
     /// # Errors
     /// `digest`, `layout_data`; as [`File::decoded`].
     pub fn verify(&self, name: &str, part: &str) -> Result<DigestCheck> {
-        self.verified(name, part).map(|(_, check)| check)
+        self.read_part(name, part, 4 << 20, &mut |_| Ok(()))
     }
 
     /// The part's decoded bytes once [`File::verify`] has checked them, with what the digest
@@ -129,14 +170,67 @@ impl<S: ReadAt> File<S> {
     /// # Errors
     /// As [`File::verify`].
     pub fn verified(&self, name: &str, part: &str) -> Result<(Vec<u8>, DigestCheck)> {
+        let (_, p) = self.part(name, part)?;
+        let mut bytes = whole(name, part, p)?;
+        let check = self.read_part(name, part, 4 << 20, &mut |piece| {
+            bytes.extend_from_slice(piece);
+            Ok(())
+        })?;
+        Ok((bytes, check))
+    }
+
+    /// The part's decoded bytes in pieces of at most `piece` bytes (see [`File::verify`]), its
+    /// digest and its logical type's rules checked as they pass; the verdict comes when the
+    /// last piece has: a caller must not publish what it was given before this returns.
+    ///
+    /// # Errors
+    /// As [`File::verify`], and `each`'s errors.
+    pub fn read_part(
+        &self,
+        name: &str,
+        part: &str,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<DigestCheck> {
+        use sha2::Digest as _;
         let (object, p) = self.part(name, part)?;
-        let bytes = self.decoded(name, part)?;
-        logical_rules(object, p, &bytes).map_err(|e| e.within(&format!("{name:?}/{part}")))?;
-        let Some(digest) = &p.digest else { return Ok((bytes, DigestCheck::Absent)) };
-        let actual = match digest.split_once(':').map(|(a, _)| a) {
-            Some("xxh3") => format!("xxh3:{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)),
-            Some("sha256") => format!("sha256:{}", ztensor_io::codec::sha256_hex(&bytes)),
-            _ => return Ok((bytes, DigestCheck::Unverifiable(digest.clone()))),
+        enum Hash {
+            Xxh3(Box<xxhash_rust::xxh3::Xxh3>),
+            Sha256(sha2::Sha256),
+            None,
+        }
+        let mut hash = match p.digest.as_deref().and_then(|d| d.split_once(':')).map(|d| d.0) {
+            Some("xxh3") => Hash::Xxh3(Box::default()),
+            Some("sha256") => Hash::Sha256(sha2::Sha256::new()),
+            _ => Hash::None,
+        };
+        let bools = p.logical.as_deref() == Some("bool");
+        let (mut at, mut last) = (0u64, None);
+        self.stream(name, part, piece, &mut |bytes| {
+            if bools && let Some(i) = bytes.iter().position(|&b| b > 1) {
+                return Err(Error::rule(
+                    Rule::LayoutData,
+                    format!("{name:?}/{part}: bool byte {} is {:#04x}", at + i as u64, bytes[i]),
+                ));
+            }
+            match &mut hash {
+                Hash::Xxh3(h) => h.update(bytes),
+                Hash::Sha256(h) => h.update(bytes),
+                Hash::None => {}
+            }
+            at += bytes.len() as u64;
+            last = bytes.last().copied().or(last);
+            each(bytes)
+        })?;
+        logical_rules(object, p, last).map_err(|e| e.within(&format!("{name:?}/{part}")))?;
+        let Some(digest) = &p.digest else { return Ok(DigestCheck::Absent) };
+        let actual = match hash {
+            Hash::Xxh3(h) => format!("xxh3:{:016x}", h.digest()),
+            Hash::Sha256(h) => {
+                let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+                format!("sha256:{hex}")
+            }
+            Hash::None => return Ok(DigestCheck::Unverifiable(digest.clone())),
         };
         if &actual != digest {
             return Err(Error::rule(
@@ -144,7 +238,7 @@ impl<S: ReadAt> File<S> {
                 format!("{name:?}/{part}: the digest says {digest}, the bytes give {actual}"),
             ));
         }
-        Ok((bytes, DigestCheck::Verified))
+        Ok(DigestCheck::Verified)
     }
 
     /// A CSR object's data (`zt.sparse_csr/1`): its row pointers and column indices checked
@@ -200,18 +294,29 @@ impl<S: ReadAt> File<S> {
     }
 }
 
-/// The content rules of a part's logical type, on its decoded bytes.
-fn logical_rules(object: &Object, part: &Part, bytes: &[u8]) -> Result<()> {
+/// A buffer for the whole of part `p` decoded: what an encoded part claims to decode to is
+/// held only within the default whole-decode limit (a seek table of a few hundred KiB can
+/// claim a terabyte; such a part is read in pieces instead).
+fn whole(name: &str, part: &str, p: &Part) -> Result<Vec<u8>> {
+    let limit = ztensor_format::Limits::default().whole_decode_limit();
+    if p.encoding.is_some() && p.decoded_len() > limit {
+        return Err(Error::unsupported(format!(
+            "{name:?}/{part}: {} decoded bytes is above the {limit} read whole; read it in pieces",
+            p.decoded_len()
+        )));
+    }
+    ztensor_io::try_with_capacity(p.decoded_len(), "a decoded part")
+        .map_err(|e| Error::io("decoding a part", e))
+}
+
+/// The content rules of a part's logical type that need the whole part: an odd count of
+/// `f4_e2m1` values leaves the last byte's high nibble 0 (`last`: the last decoded byte). The
+/// `bool` rule is checked as the bytes pass.
+fn logical_rules(object: &Object, part: &Part, last: Option<u8>) -> Result<()> {
     match part.logical.as_deref() {
-        Some("bool") => match bytes.iter().position(|&b| b > 1) {
-            Some(i) => {
-                Err(Error::rule(Rule::LayoutData, format!("bool byte {i} is {:#04x}", bytes[i])))
-            }
-            None => Ok(()),
-        },
         Some("f4_e2m1") if object.layout == "dense" => {
             let odd = crate::manifest::elements(&object.shape).is_some_and(|n| n % 2 == 1);
-            match bytes.last() {
+            match last {
                 Some(last) if odd && last >> 4 != 0 => Err(Error::rule(
                     Rule::LayoutData,
                     "an odd count of f4_e2m1 values leaves the last high nibble non-zero",

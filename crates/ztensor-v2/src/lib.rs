@@ -38,6 +38,7 @@ mod file;
 mod identity;
 pub mod manifest;
 pub mod model;
+pub mod seekable;
 mod source;
 mod write;
 

@@ -128,7 +128,15 @@ fn every_1x_fixture_goes_to_2_and_back() {
     use ztensor_v2::{IdAlgorithm, content_digest, manifest_digest};
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ztensor-conformance/fixtures");
     let mut files = Vec::new();
-    for dir in ["v0.1/valid", "v1.1/valid", "v1.2/valid", "producers", "examples"] {
+    for dir in [
+        "v0.1/valid",
+        "v1.1/valid",
+        "v1.2/valid",
+        "producers/v0.1",
+        "producers/v1.1",
+        "producers/v1.2",
+        "examples",
+    ] {
         zt_files(&root.join(dir), &mut files);
     }
     files.sort();

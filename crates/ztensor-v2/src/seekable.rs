@@ -1,0 +1,335 @@
+//! The `zt.zstd-seekable/1` encoding (`spec/ztensor-2.md` §4.6): independent zstd frames, each
+//! with a content checksum and at most 16 MiB decoded, all but the last of one size, then a
+//! seek table in a skippable frame. The table is checked against the profile's rules before a
+//! byte is decoded, so a part decodes frame by frame (a few MiB held, whatever its size) and a
+//! frame can be found by its decoded offset.
+//!
+//! The frames are compressed with the `zstd` crate (the reference library's bindings): its
+//! frame format and checksum are what makes a frame decodable anywhere. The seek table around
+//! them is this module's.
+
+use rayon::prelude::*;
+use ztensor_io::ReadAt;
+
+use crate::error::{Error, Result, Rule};
+
+/// The id of the encoding.
+pub const ID: &str = "zt.zstd-seekable/1";
+/// How many decoded bytes a frame this writer makes holds (the last may hold fewer).
+pub const FRAME: usize = 1 << 20;
+/// The most decoded bytes a frame may hold.
+pub const MAX_FRAME: u64 = 16 << 20;
+
+const SKIPPABLE_MAGIC: u32 = 0x184D_2A5E;
+const SEEKABLE_MAGIC: u32 = 0x8F92_EAB1;
+/// Magic, N, descriptor: the table's last 9 bytes.
+const TAIL: u64 = 9;
+const TAIL_LEN: usize = 9;
+
+fn encoding(message: impl Into<String>) -> Error {
+    Error::rule(Rule::Encoding, message)
+}
+
+/// A checked seek table: each frame's stored and decoded length, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeekTable {
+    /// (stored length, decoded length) of each frame.
+    pub frames: Vec<(u64, u64)>,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Reads and checks the seek table of the encoded stream at `offset..offset + len` of
+/// `source`, which must decode to exactly `decoded_length` bytes: the trailing magic, the
+/// descriptor's reserved bits, the skippable frame around the table, frames of at most 16 MiB
+/// that tile the bytes before the table, equal sizes but for the last, and their sum.
+///
+/// # Errors
+/// `encoding` for each broken rule; I/O errors.
+pub fn seek_table(
+    source: &dyn ReadAt,
+    offset: u64,
+    len: u64,
+    decoded_length: u64,
+) -> Result<SeekTable> {
+    let read = |at: u64, buf: &mut [u8]| {
+        source.read_exact_at(offset + at, buf).map_err(|e| Error::io("reading a seek table", e))
+    };
+    if len < 8 + TAIL {
+        return Err(encoding(format!("{len} bytes is too short for a seekable stream (17)")));
+    }
+    let mut tail = [0u8; TAIL_LEN];
+    read(len - TAIL, &mut tail)?;
+    if u32_at(&tail, 5) != SEEKABLE_MAGIC {
+        return Err(encoding("the stream does not end with the seekable magic"));
+    }
+    let descriptor = tail[4];
+    // Bit 7: a checksum column. Bits 6 to 2 are reserved; bits 1 and 0 are unused (not read).
+    if descriptor & 0x7c != 0 {
+        return Err(encoding(format!(
+            "seek table descriptor {descriptor:#04x} sets reserved bits"
+        )));
+    }
+    let entry_len: usize = if descriptor & 0x80 != 0 { 12 } else { 8 };
+    let entry = entry_len as u64;
+    let n = u64::from(u32_at(&tail, 0));
+    let table_len = n
+        .checked_mul(entry)
+        .and_then(|b| b.checked_add(TAIL))
+        .filter(|&t| t.checked_add(8).is_some_and(|whole| whole <= len))
+        .ok_or_else(|| encoding(format!("a seek table of {n} frames is longer than the stream")))?;
+    let start = len - 8 - table_len;
+    let mut head = [0u8; 8];
+    read(start, &mut head)?;
+    if u32_at(&head, 0) != SKIPPABLE_MAGIC || u64::from(u32_at(&head, 4)) != table_len {
+        return Err(encoding("the seek table is not in a skippable frame of its length"));
+    }
+    // The table is at most the stream's size, which the file holds.
+    let entries_len = usize::try_from(n * entry).map_err(|_| encoding("a seek table too large"))?;
+    let mut entries = ztensor_io::try_zeroed(entries_len as u64, "a seek table")
+        .map_err(|e| Error::io("reading a seek table", e))?;
+    read(start + 8, &mut entries)?;
+    let mut frames = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(1 << 20));
+    let (mut stored_sum, mut decoded_sum) = (0u64, 0u64);
+    for e in entries.chunks_exact(entry_len) {
+        let (stored, decoded) = (u64::from(u32_at(e, 0)), u64::from(u32_at(e, 4)));
+        if decoded > MAX_FRAME {
+            return Err(encoding(format!("a frame of {decoded} decoded bytes (at most 16 MiB)")));
+        }
+        stored_sum += stored;
+        decoded_sum += decoded;
+        frames.push((stored, decoded));
+    }
+    if let Some(&(_, first)) = frames.first()
+        && frames[..frames.len() - 1].iter().any(|&(_, d)| d != first)
+    {
+        return Err(encoding("frames before the last differ in decoded size"));
+    }
+    if stored_sum != start {
+        return Err(encoding(format!(
+            "the frames hold {stored_sum} bytes, and {start} precede the seek table"
+        )));
+    }
+    if decoded_sum != decoded_length {
+        return Err(encoding(format!(
+            "the frames decode to {decoded_sum} bytes, and the part says {decoded_length}"
+        )));
+    }
+    Ok(SeekTable { frames })
+}
+
+/// Decodes the stream at `offset` of `source` (its table `table`), frame by frame: `each` gets
+/// every frame's decoded bytes in order. Each frame must carry a content checksum (checked by
+/// zstd) and decode to exactly its length.
+///
+/// # Errors
+/// `encoding`; I/O errors; `each`'s errors.
+pub fn decode(
+    source: &dyn ReadAt,
+    offset: u64,
+    table: &SeekTable,
+    each: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut decompressor =
+        zstd::bulk::Decompressor::new().map_err(|e| Error::io("starting zstd", e))?;
+    let (mut stored, mut decoded) = (Vec::new(), Vec::new());
+    let mut at = offset;
+    for (i, &(len, want)) in table.frames.iter().enumerate() {
+        // Frames are at most 16 MiB decoded; stored ones at most what the file holds.
+        stored.resize(usize::try_from(len).map_err(|_| encoding("a frame too large"))?, 0);
+        source.read_exact_at(at, &mut stored).map_err(|e| Error::io("reading a frame", e))?;
+        at += len;
+        // The frame header: magic, then the descriptor, whose bit 2 says a checksum follows.
+        if stored.len() < 5 || u32_at(&stored, 0) != 0xFD2F_B528 || stored[4] & 0x04 == 0 {
+            return Err(encoding(format!("frame {i} is not a zstd frame with a checksum")));
+        }
+        decoded.clear();
+        // At most 16 MiB: the table was checked.
+        decoded.resize(usize::try_from(want).map_err(|_| encoding("a frame too large"))?, 0);
+        let n = decompressor
+            .decompress_to_buffer(&stored, &mut decoded[..])
+            .map_err(|e| encoding(format!("frame {i}: {e}")))?;
+        if n as u64 != want {
+            return Err(encoding(format!("frame {i} decodes to {n} bytes, the table says {want}")));
+        }
+        each(&decoded)?;
+    }
+    Ok(())
+}
+
+/// Compresses decoded bytes as they come into a seekable stream: frames of [`FRAME`] bytes,
+/// a batch of them compressed in parallel, each with a checksum and no content size (as the
+/// reference writes them), then the seek table.
+#[derive(Debug)]
+pub struct Encoder {
+    level: i32,
+    pending: Vec<u8>,
+    frames: Vec<(u32, u32)>,
+}
+
+impl Encoder {
+    /// An encoder at zstd `level`.
+    pub fn new(level: i32) -> Encoder {
+        Encoder { level, pending: Vec::new(), frames: Vec::new() }
+    }
+
+    /// How many whole frames are compressed together (and so held at once).
+    fn batch() -> usize {
+        rayon::current_num_threads().max(1) * 2
+    }
+
+    fn compress(
+        &mut self,
+        chunks: &[&[u8]],
+        out: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let level = self.level;
+        let frames: Vec<std::io::Result<Vec<u8>>> = chunks
+            .par_iter()
+            .map(|chunk| {
+                let mut c = zstd::bulk::Compressor::new(level)?;
+                c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
+                c.set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(false))?;
+                c.compress(chunk)
+            })
+            .collect();
+        for (frame, chunk) in frames.into_iter().zip(chunks) {
+            let frame = frame.map_err(|e| Error::io("compressing a frame", e))?;
+            // Frames of at most 1 MiB compress to well under 4 GiB.
+            #[allow(clippy::cast_possible_truncation)]
+            self.frames.push((frame.len() as u32, chunk.len() as u32));
+            out(&frame)?;
+        }
+        Ok(())
+    }
+
+    /// Takes `bytes`; whole batches of frames are compressed and handed to `out`.
+    ///
+    /// # Errors
+    /// Compression errors, `out`'s errors.
+    pub fn push(&mut self, bytes: &[u8], out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        self.pending.extend_from_slice(bytes);
+        let whole = Self::batch() * FRAME;
+        if self.pending.len() >= whole {
+            let pending = std::mem::take(&mut self.pending);
+            let done = pending.len() / whole * whole;
+            let chunks: Vec<&[u8]> = pending[..done].chunks(FRAME).collect();
+            self.compress(&chunks, out)?;
+            self.pending = pending[done..].to_vec();
+        }
+        Ok(())
+    }
+
+    /// Compresses what is left and hands over the seek table.
+    ///
+    /// # Errors
+    /// Compression errors, `out`'s errors.
+    pub fn finish(mut self, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        let chunks: Vec<&[u8]> = pending.chunks(FRAME).collect();
+        self.compress(&chunks, out)?;
+        let n = u32::try_from(self.frames.len()).map_err(|_| encoding("too many frames"))?;
+        let mut table = Vec::with_capacity(8 + self.frames.len() * 8 + 9);
+        table.extend(SKIPPABLE_MAGIC.to_le_bytes());
+        table.extend((n * 8 + 9).to_le_bytes());
+        for (stored, decoded) in &self.frames {
+            table.extend(stored.to_le_bytes());
+            table.extend(decoded.to_le_bytes());
+        }
+        table.extend(n.to_le_bytes());
+        table.push(0);
+        table.extend(SEEKABLE_MAGIC.to_le_bytes());
+        out(&table)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(data: &[u8], pieces: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut e = Encoder::new(3);
+        for piece in data.chunks(pieces.max(1)) {
+            e.push(piece, &mut |b| {
+                out.extend_from_slice(b);
+                Ok(())
+            })
+            .unwrap();
+        }
+        e.finish(&mut |b| {
+            out.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    fn decoded(stream: &[u8], len: u64) -> Result<Vec<u8>> {
+        let table = seek_table(&stream, 0, stream.len() as u64, len)?;
+        let mut out = Vec::new();
+        decode(&stream, 0, &table, &mut |b| {
+            out.extend_from_slice(b);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn round_trips_at_frame_edges() {
+        for len in [0, 1, FRAME - 1, FRAME, FRAME + 1, 3_000_000] {
+            let data: Vec<u8> = (0..len).map(|i| u8::try_from(i % 251).unwrap()).collect();
+            for pieces in [7777, FRAME, 5 << 20] {
+                let stream = encode(&data, pieces);
+                assert!(decoded(&stream, len as u64).unwrap() == data, "{len} in {pieces}");
+                // What zstd itself decodes (it skips the table's skippable frame).
+                assert!(zstd::decode_all(&stream[..]).unwrap() == data);
+            }
+        }
+    }
+
+    /// The layout the reference writer gives a 3,000,000-byte input: three frames of 1 MiB, 1 MiB
+    /// and the rest, and a table without a checksum column.
+    #[test]
+    fn the_table_has_the_reference_layout() {
+        let stream = encode(&vec![0u8; 3_000_000], 1 << 20);
+        let tail = &stream[stream.len() - 9..];
+        assert_eq!(tail, [3, 0, 0, 0, 0, 0xb1, 0xea, 0x92, 0x8f]);
+        let table = seek_table(&&stream[..], 0, stream.len() as u64, 3_000_000).unwrap();
+        let decoded: Vec<u64> = table.frames.iter().map(|f| f.1).collect();
+        assert_eq!(decoded, [1 << 20, 1 << 20, 3_000_000 - (2 << 20)]);
+    }
+
+    #[test]
+    fn each_rule_of_the_table() {
+        let data = vec![5u8; FRAME + 10];
+        let stream = encode(&data, FRAME);
+        let rule = |s: &[u8], len: u64| decoded(s, len).err().and_then(|e| e.broken());
+        assert_eq!(rule(&stream, data.len() as u64 + 1), Some(Rule::Encoding), "sum");
+        let mut bad = stream.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        assert_eq!(rule(&bad, data.len() as u64), Some(Rule::Encoding), "magic");
+        let mut bad = stream.clone();
+        let at = bad.len() - 5;
+        bad[at] = 0x04;
+        assert_eq!(rule(&bad, data.len() as u64), Some(Rule::Encoding), "reserved bit");
+        bad[at] = 0x01;
+        assert!(decoded(&bad, data.len() as u64).is_ok(), "an unused bit is not read");
+        let mut bad = stream.clone();
+        let at = bad.len() - 9;
+        bad[at] = 200;
+        assert_eq!(rule(&bad, data.len() as u64), Some(Rule::Encoding), "frame count");
+        // A frame that does not decode to its length: the table's first entry says one more.
+        let mut bad = stream.clone();
+        let entries = bad.len() - 9 - 16;
+        bad[entries + 4] = bad[entries + 4].wrapping_add(1);
+        assert_eq!(rule(&bad, data.len() as u64 + 1), Some(Rule::Encoding), "frame length");
+        // Damaged frame bytes fail zstd's checksum or its decoding.
+        let mut bad = stream.clone();
+        bad[20] ^= 0xff;
+        assert!(decoded(&bad, data.len() as u64).is_err());
+        assert_eq!(rule(&[0u8; 10], 0), Some(Rule::Encoding), "too short");
+    }
+}
