@@ -163,8 +163,8 @@ pub(crate) enum Command {
         /// object larger than that gets a shard of its own), also for single-file inputs.
         #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
         shard_size: Option<u64>,
-        /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, 2 (zTensor 2, canonical form),
-        /// safetensors or tensorbuffers.
+        /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, 2 (zTensor 2: canonical form, or
+        /// with --zstd every part under zt.zstd-seekable/1), safetensors or tensorbuffers.
         #[arg(long, value_parser = parse_target)]
         to: Option<Target>,
         /// Discard attributes the target cannot hold (TensorBuffers holds none; safetensors
@@ -593,19 +593,11 @@ pub(crate) fn convert_target(
             bail!("{option} does not apply to {target}, which stores raw bytes and no digests");
         }
     }
-    if target == Target::Zt2 {
-        let option = match (encoding.zstd, encoding.digest, encoding.raw) {
-            (Some(_), _, _) => Some("--zstd"),
-            (None, Some(_), _) => Some("--digest"),
-            (None, None, true) => Some("--raw"),
-            _ => None,
-        };
-        if let Some(option) = option {
-            bail!(
-                "{option} does not apply to zTensor 2, which is written in canonical form: raw \
-                 parts, each with an xxh3 digest, so that the same tensors give the same bytes"
-            );
-        }
+    if target == Target::Zt2 && encoding.digest.is_some() {
+        bail!(
+            "--digest does not apply to zTensor 2, whose parts each carry an xxh3 digest (what \
+             its canonical form requires)"
+        );
     }
     Ok(target)
 }

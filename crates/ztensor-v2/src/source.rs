@@ -136,6 +136,53 @@ impl<S: ReadAt> TensorSource for File<S> {
         })
     }
 
+    fn reads_in_pieces(&self, index: usize) -> bool {
+        self.object_at(index).is_some_and(|(name, o)| unsupported(name, o).is_none())
+    }
+
+    fn read_part(
+        &self,
+        index: usize,
+        role: &str,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> ztensor_io::Result<()>,
+    ) -> ztensor_io::Result<()> {
+        let (name, o) = self
+            .object_at(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        if let Some(reason) = unsupported(name, o) {
+            return Err(ztensor_io::Error::unsupported(reason));
+        }
+        // The caller's own error comes back as it was.
+        let mut failed = None;
+        let outcome = File::read_part(self, name, role, piece, &mut |bytes| {
+            each(bytes).map_err(|e| {
+                failed = Some(e);
+                crate::Error::unsupported("stopped by the caller")
+            })
+        });
+        match (outcome, failed) {
+            (_, Some(e)) => Err(e),
+            (Err(e), None) => Err(to_io(name, e)),
+            (Ok(_), None) => Ok(()),
+        }
+    }
+
+    fn read_pieces(
+        &self,
+        index: usize,
+        piece: usize,
+        each: &mut dyn FnMut(&str, &[u8]) -> ztensor_io::Result<()>,
+    ) -> ztensor_io::Result<()> {
+        let (_, o) = self
+            .object_at(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        for role in o.parts.keys() {
+            TensorSource::read_part(self, index, role, piece, &mut |bytes| each(role, bytes))?;
+        }
+        Ok(())
+    }
+
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
         let (name, o) = self
             .object_at(index)

@@ -65,9 +65,21 @@ pub struct WriteOptions {
     /// Leave out the file's and the objects' attributes instead of refusing those zTensor 2
     /// cannot hold.
     pub drop_attributes: bool,
+    /// Store every part under `zt.zstd-seekable/1` at this zstd level (1 MiB frames compressed
+    /// in parallel), instead of raw. The file is then not in canonical form (which has no
+    /// encodings), and its bytes depend on the zstd library's.
+    pub zstd: Option<i32>,
 }
 
 impl WriteOptions {
+    /// These options, storing parts under `zt.zstd-seekable/1` at `level` (`None`: raw, the
+    /// canonical form).
+    #[must_use]
+    pub fn zstd(mut self, level: Option<i32>) -> WriteOptions {
+        self.zstd = level;
+        self
+    }
+
     /// These options, leaving attributes out when `drop` is set.
     #[must_use]
     pub fn drop_attributes(mut self, drop: bool) -> WriteOptions {
@@ -245,6 +257,8 @@ struct Placer<'o> {
     /// The empty blob, once one is placed.
     empty: Option<u64>,
     blobs: usize,
+    /// The zstd level parts are encoded at (`zt.zstd-seekable/1`), if they are.
+    zstd: Option<i32>,
 }
 
 impl Placer<'_> {
@@ -275,43 +289,66 @@ impl Placer<'_> {
 
     /// Writes one part's bytes, given by `fill` (which calls its argument with each piece in
     /// order), at the next boundary; returns where the part's blob is and its digest string.
-    fn part(&mut self, bools: bool, fill: &mut Fill<'_>) -> Result<((u64, u64), String)> {
+    fn part(&mut self, bools: bool, fill: &mut Fill<'_>) -> Result<Placed> {
         let offset = align(self.cursor)?;
         self.out.seek(SeekFrom::Start(offset)).map_err(Self::io("writing a blob"))?;
-        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-        let mut len = 0u64;
+        // The digest covers the decoded bytes; sharing compares the stored ones.
+        let mut decoded_hash = xxhash_rust::xxh3::Xxh3::new();
+        let mut stored_hash = xxhash_rust::xxh3::Xxh3::new();
+        let (mut decoded_len, mut len) = (0u64, 0u64);
         let out = &mut *self.out;
         let mut scratch = Vec::new();
+        let mut store = |bytes: &[u8]| -> Result<()> {
+            stored_hash.update(bytes);
+            len += bytes.len() as u64;
+            out.write_all(bytes).map_err(Self::io("writing a blob"))
+        };
+        let mut encoder = self.zstd.map(crate::seekable::Encoder::new);
         fill(&mut |piece| {
             let piece = if bools { bool_piece(piece, &mut scratch) } else { piece };
-            hasher.update(piece);
-            len += piece.len() as u64;
-            out.write_all(piece).map_err(Self::io("writing a blob"))
+            decoded_hash.update(piece);
+            decoded_len += piece.len() as u64;
+            match &mut encoder {
+                Some(e) => e.push(piece, &mut store),
+                None => store(piece),
+            }
         })?;
-        let hash = hasher.digest();
-        let digest = format!("xxh3:{hash:016x}");
+        if let Some(e) = encoder {
+            e.finish(&mut store)?;
+        }
+        let digest = format!("xxh3:{:016x}", decoded_hash.digest());
+        let hash = stored_hash.digest();
+        let placed = |blob| Placed { blob, digest, decoded_len };
         if len == 0 {
             // One empty blob, where the next blob will start (it holds no byte, so it overlaps
             // nothing).
             let at = *self.empty.get_or_insert(offset);
-            return Ok(((at, 0), digest));
+            return Ok(placed((at, 0)));
         }
         let candidates = self.by_content.get(&(len, hash)).cloned().unwrap_or_default();
         for earlier in candidates {
             if self.same(earlier, offset, len)? {
                 // Shared: what was just written goes again.
                 self.out.set_len(self.cursor).map_err(Self::io("sharing a blob"))?;
-                return Ok(((earlier, len), digest));
+                return Ok(placed((earlier, len)));
             }
         }
         self.by_content.entry((len, hash)).or_default().push(offset);
         self.blobs += 1;
         self.cursor = offset + len;
-        Ok(((offset, len), digest))
+        Ok(placed((offset, len)))
     }
 }
 
-/// Writes `source` to `out` in canonical zTensor 2 form, from its start.
+/// Where a part went: its blob, the digest of its decoded bytes and their length.
+struct Placed {
+    blob: (u64, u64),
+    digest: String,
+    decoded_len: u64,
+}
+
+/// Writes `source` to `out` in canonical zTensor 2 form (or with zstd-seekable parts, when
+/// `options` say so), from its start.
 ///
 /// # Errors
 /// Unrepresentable content (named, before anything is written: dtypes zTensor 2 lacks, objects
@@ -365,6 +402,7 @@ pub fn write(
         by_content: HashMap::new(),
         empty: None,
         blobs: 0,
+        zstd: options.zstd,
     };
     let mut summary = Summary::default();
     let text = |s: &str| Value::Text(s.to_owned());
@@ -383,7 +421,7 @@ pub fn write(
         drop(info);
         let mut parts = Vec::with_capacity(planned.parts.len());
         for p in &planned.parts {
-            let (blob, digest) = match &whole {
+            let placed = match &whole {
                 Some(data) => {
                     let bytes = data.components.get(&p.role).map(|c| c.bytes.as_ref());
                     let bytes = bytes.ok_or_else(|| {
@@ -408,13 +446,18 @@ pub fn write(
                         .map_err(|e| failed.take().unwrap_or_else(|| read_error(&name, e)))
                 })?,
             };
+            let Placed { blob, digest, decoded_len } = placed;
             summary.parts += 1;
-            summary.decoded += blob.1;
+            summary.decoded += decoded_len;
             let mut entries = vec![
                 (text("dtype"), text(p.dtype.name())),
                 (text("blob"), Value::Array(vec![Value::Uint(blob.0), Value::Uint(blob.1)])),
                 (text("digest"), Value::Text(digest)),
             ];
+            if options.zstd.is_some() {
+                entries.push((text("encoding"), text(crate::seekable::ID)));
+                entries.push((text("decoded_length"), Value::Uint(decoded_len)));
+            }
             if let Some(t) = &p.logical {
                 entries.push((text("type"), text(t)));
             }

@@ -231,7 +231,9 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             writer.finish().map_err(|e| anyhow!("{e}"))?;
         }
         Target::Zt2 => {
-            let options = ztensor_v2::WriteOptions::default().drop_attributes(r.drop_attributes);
+            let options = ztensor_v2::WriteOptions::default()
+                .drop_attributes(r.drop_attributes)
+                .zstd(r.encoding.zstd);
             ztensor_v2::Zt2Sink::new(r.output)
                 .with_options(options)
                 .write_all(source)
