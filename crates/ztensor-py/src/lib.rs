@@ -231,7 +231,8 @@ fn version_of(v: &str) -> PyResult<Version> {
         "1.1" => Ok(Version::V1_1),
         "1.2" => Ok(Version::V1_2),
         other => Err(PyValueError::new_err(format!(
-            "version {other:?}: this package writes \"0.1\", \"1.1\" and \"1.2\""
+            "version {other:?}: this package writes \"0.1\", \"1.1\", \"1.2\" and (with \
+             convert) \"2\""
         ))),
     }
 }
@@ -332,6 +333,78 @@ fn save<'py>(
     Ok(written.map(|bytes| PyBytes::new(py, &bytes)))
 }
 
+/// Converts the file at `input` (any format this package reads) to `output`, published
+/// atomically: zTensor `to` "2" (canonical form, or every part under `zt.zstd-seekable/1` with
+/// `zstd`), "0.1", "1.1" or "1.2" (each tensor zstd-compressed with `zstd`). Attributes the
+/// target cannot hold are refused unless `drop_attributes`. Returns how many objects were
+/// written. Runs with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (input, output, to = "2", zstd = None, drop_attributes = false, threads = 0))]
+fn convert(
+    py: Python<'_>,
+    input: PathBuf,
+    output: PathBuf,
+    to: &str,
+    zstd: Option<i32>,
+    drop_attributes: bool,
+    threads: usize,
+) -> PyResult<usize> {
+    if let Some(level) = zstd.filter(|l| !(1..=22).contains(l)) {
+        return Err(PyValueError::new_err(format!("zstd level {level}: between 1 and 22")));
+    }
+    let version = if to == "2" { None } else { Some(version_of(to)?) };
+    if std::fs::canonicalize(&input).ok() == std::fs::canonicalize(&output).ok() {
+        return Err(PyValueError::new_err(format!(
+            "{} is the input: write the conversion to another path",
+            output.display()
+        )));
+    }
+    let opened = ztensor_registry::open(&input, &open_options()).map_err(|e| raise_open(py, &e))?;
+    let source = opened.source();
+    match version {
+        None => {
+            let options =
+                ztensor_v2::WriteOptions::default().drop_attributes(drop_attributes).zstd(zstd);
+            let mut sink = ztensor_v2::Zt2Sink::new(&output).with_options(options);
+            py.detach(|| ztensor_io::TensorSink::write_all(&mut sink, source))
+                .map_err(|e| raise_open(py, &ztensor_registry::OpenError::Zt2(e)))
+        }
+        Some(version) => {
+            let fresh = zstd.map_or_else(WriteOptions::raw, WriteOptions::zstd);
+            let copy = ztensor_io::CopyOptions {
+                compression: zstd.map(ztensor_io::Compression::Zstd),
+                drop_attributes,
+                ..Default::default()
+            };
+            let par = ParOptions { threads, ..ParOptions::default() };
+            py.detach(|| -> ztensor_io::Result<usize> {
+                let mut w = FileWriter::create(&output, version)?;
+                let mut sink = ztensor_par::ZtSink::new(w.writer_mut(), fresh, &par, &())
+                    .drop_attributes(drop_attributes)
+                    .copying(copy);
+                let written = ztensor_io::TensorSink::write_all(&mut sink, source)?;
+                w.finish()?;
+                Ok(written)
+            })
+            .map_err(|e| raise_io(py, &e))
+        }
+    }
+}
+
+/// The content identity of the file at `path` (any format this package reads): the zTensor 2
+/// content digest of its objects, `algorithm` "sha256" or "xxh3". A zTensor 1.x file and its
+/// zTensor 2 conversion have the same one.
+#[pyfunction]
+#[pyo3(signature = (path, algorithm = "sha256"))]
+fn content_id(py: Python<'_>, path: PathBuf, algorithm: &str) -> PyResult<String> {
+    let algorithm = ztensor_v2::IdAlgorithm::from_name(algorithm).ok_or_else(|| {
+        PyValueError::new_err(format!("algorithm {algorithm:?}: \"sha256\" or \"xxh3\""))
+    })?;
+    let options = open_options();
+    py.detach(|| ztensor_registry::content_id(&path, &options, algorithm))
+        .map_err(|e| raise_open(py, &e))
+}
+
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -341,6 +414,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(open_from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(save, m)?)?;
+    m.add_function(wrap_pyfunction!(convert, m)?)?;
+    m.add_function(wrap_pyfunction!(content_id, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -685,6 +685,30 @@ pub fn open(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
     open_kind(kind, path, options)
 }
 
+/// The content identity of the file at `path`, whatever its format: the zTensor 2 content
+/// digest (`zt.content/1`) of its objects. A zTensor 2 file's comes from its manifest (its
+/// part digests as written); any other input's is the one its canonical zTensor 2 conversion
+/// has, so a zTensor 1.x file and its conversion have the same identity.
+///
+/// # Errors
+/// The format reader's error; [`OpenError::Zt2`] for content zTensor 2 cannot hold, a zTensor
+/// 2 part without a digest or a data shard (no objects of its own).
+#[cfg(feature = "v2")]
+pub fn content_id(
+    path: &Path,
+    options: &OpenOptions,
+    algorithm: ztensor_v2::IdAlgorithm,
+) -> Result<String, OpenError> {
+    let kind = detect(path)?;
+    if kind == Kind::Zt2 {
+        let max = options.options.limits.max_manifest_len;
+        let file = ztensor_v2::File::open(file_source(path)?, max).map_err(OpenError::Zt2)?;
+        return file.content_digest(algorithm).map_err(OpenError::Zt2);
+    }
+    let opened = open_kind(kind, path, options)?;
+    ztensor_v2::content_digest(opened.source(), algorithm).map_err(OpenError::Zt2)
+}
+
 /// Opens the file at `path` as `kind` (already [`detect`]ed), read with positional reads.
 ///
 /// # Errors

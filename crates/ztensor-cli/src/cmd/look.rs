@@ -357,15 +357,12 @@ fn hash_range(range: ztensor_io::RawRange<'_>) -> Result<String> {
 /// The content identity of the input at `path` (`ztensor id`): a zTensor 2 file's from its
 /// manifest, any other input's as its canonical zTensor 2 conversion would have it.
 pub fn id(path: &Path, algorithm: ztensor_v2::IdAlgorithm) -> Result<String> {
-    let context = format!("{}", path.display());
-    if super::detect(path)? == super::Kind::Zt2 {
-        let source = ztensor_io::FileSource::open(path).map_err(|e| reported("", &e))?;
-        let limit = crate::options(false).limits.max_manifest_len;
-        let file = ztensor_v2::File::open(source, limit).map_err(|e| reported(&context, &e))?;
-        return file.content_digest(algorithm).map_err(|e| reported(&context, &e));
-    }
-    let source = crate::open_source(path)?;
-    ztensor_v2::content_digest(&*source, algorithm).map_err(|e| reported(&context, &e))
+    let options = ztensor_registry::OpenOptions {
+        options: crate::options(false),
+        carry_unknown_dtypes: false,
+    };
+    ztensor_registry::content_id(path, &options, algorithm)
+        .map_err(|e| crate::errors::open_error(path, &options.options, e))
 }
 
 pub fn diff(

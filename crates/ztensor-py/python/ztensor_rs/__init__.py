@@ -33,6 +33,8 @@ from ._errors import FormatError, ObjectNotFoundError, UnsupportedError, ZTensor
 
 __all__ = [
     "detect",
+    "convert",
+    "content_id",
     "safe_open",
     "load_file",
     "save_file",
@@ -371,10 +373,38 @@ def load_file(filename: PathLike, *, threads: Optional[int] = None, framework: s
 
 def detect(filename: PathLike) -> str:
     """What the file is, by its content, as the ``ztensor`` tool tells it: ``ztensor``,
-    ``safetensors``, ``safetensors-sharded``, ``ztensor-sharded``, ``tensorbuffers``, ``npy``,
-    ``npz``, ``gguf`` or ``pytorch``. Raises :class:`FormatError` for a file of a format not
+    ``ztensor2``, ``safetensors``, ``safetensors-sharded``, ``ztensor-sharded``,
+    ``tensorbuffers``, ``npy``, ``npz``, ``gguf`` or ``pytorch``. Raises :class:`FormatError` for a file of a format not
     read (naming it when known) and ``OSError`` when it cannot be read."""
     return _native.detect(os.fspath(filename))
+
+
+def convert(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    to: str = "2",
+    zstd: Optional[int] = None,
+    drop_attributes: bool = False,
+    threads: Optional[int] = None,
+) -> int:
+    """Converts ``src`` (any format :func:`detect` names) to ``dst``, published atomically, and
+    returns how many objects were written. ``to`` is the zTensor version: ``"2"`` (canonical
+    form: the same tensors give the same bytes; with ``zstd``, every part stored under
+    ``zt.zstd-seekable/1`` instead), ``"0.1"``, ``"1.1"`` or ``"1.2"`` (with ``zstd``, each
+    tensor zstd-compressed). A zTensor file converted to ``"2"`` and back has the same content
+    and the same :func:`content_id`. Attributes the target cannot hold raise
+    :class:`ZTensorError` unless ``drop_attributes``."""
+    return _native.convert(os.fspath(src), os.fspath(dst), to, zstd, drop_attributes, threads or 0)
+
+
+def content_id(filename: PathLike, algorithm: str = "sha256") -> str:
+    """The content identity of a file of any format :func:`detect` names: the zTensor 2
+    content digest (``"sha256:…"`` or, with ``algorithm="xxh3"``, ``"xxh3:…"``) of its objects
+    (names, shapes, layouts, types, attributes and each part's bytes), whatever their placement,
+    compression or container. A zTensor 1.x file and its zTensor 2 conversion have the same one,
+    and it is what ``ztensor id`` prints."""
+    return _native.content_id(os.fspath(filename), algorithm)
 
 
 def load(data: bytes, *, framework: str = "numpy") -> Dict[str, Any]:

@@ -1,0 +1,85 @@
+"""zTensor 2 from Python: converting 0.1/1.x files to it and back, and content identity."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import ztensor_rs
+
+from conftest import FIXTURES
+
+CORPUS = FIXTURES / "external" / "ztensor2"
+
+
+def _same(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for name in a:
+        x, y = a[name], b[name]
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.shape == y.shape, name
+            assert x.tobytes() == y.tobytes(), name
+        else:
+            assert type(x) is type(y), name
+
+
+@pytest.mark.parametrize(
+    "fixture", ["examples/tiny-v0.1.zt", "examples/tiny-v1.1.zt", "examples/tiny-v1.2.zt"]
+)
+def test_to_2_and_back(tmp: pathlib.Path, fixture: str) -> None:
+    src = FIXTURES / fixture
+    two, back = tmp / "two.zt", tmp / "back.zt"
+    assert ztensor_rs.convert(src, two) == 4
+    assert ztensor_rs.detect(two) == "ztensor2"
+    assert ztensor_rs.convert(two, back, to="1.2") == 4
+    assert ztensor_rs.detect(back) == "ztensor"
+    original = ztensor_rs.load_file(src)
+    _same(original, ztensor_rs.load_file(two))
+    _same(original, ztensor_rs.load_file(back))
+    identity = ztensor_rs.content_id(src)
+    assert identity.startswith("sha256:") and len(identity) == 71
+    assert ztensor_rs.content_id(two) == identity == ztensor_rs.content_id(back)
+    # Canonical: the way back converted again gives the same bytes.
+    again = tmp / "again.zt"
+    ztensor_rs.convert(back, again)
+    assert again.read_bytes() == two.read_bytes()
+    # With zstd: every part encoded, the same content and identity.
+    packed = tmp / "packed.zt"
+    ztensor_rs.convert(src, packed, zstd=3)
+    _same(original, ztensor_rs.load_file(packed))
+    assert ztensor_rs.content_id(packed) == identity
+
+
+def test_the_reference_identity_and_refusals(tmp: pathlib.Path) -> None:
+    # The value the reference implementation's documentation gives for its canonical example.
+    assert (
+        ztensor_rs.content_id(CORPUS / "valid" / "canonical-basic.zt")
+        == "sha256:4811d499a49d509f70874bb87b0f71f9d8895873acca2d29581e17bff2be8a9c"
+    )
+    assert ztensor_rs.content_id(CORPUS / "valid" / "canonical-basic.zt", "xxh3") == (
+        "xxh3:faa8ab77fff0086c"
+    )
+    with pytest.raises(ValueError):
+        ztensor_rs.content_id(CORPUS / "valid" / "canonical-basic.zt", "md5")
+    # Parts without digests: no identity.
+    with pytest.raises(ztensor_rs.ZTensorError):
+        ztensor_rs.content_id(CORPUS / "valid" / "minimal.zt")
+    # A broken file is a FormatError with its rule.
+    with pytest.raises(ztensor_rs.FormatError) as e:
+        ztensor_rs.content_id(CORPUS / "reject" / "manifest-hash-mismatch.zt")
+    assert e.value.rule == "manifest_hash"
+    # Attributes zTensor 2 cannot hold (a tagged value) are refused, or dropped when asked;
+    # nothing is left at the output when refused.
+    tagged = FIXTURES / "v1.2" / "valid" / "attributes-every-kind.zt"
+    out = tmp / "t.zt"
+    with pytest.raises(ztensor_rs.ZTensorError):
+        ztensor_rs.convert(tagged, out)
+    assert not out.exists()
+    ztensor_rs.convert(tagged, out, drop_attributes=True)
+    assert ztensor_rs.detect(out) == "ztensor2"
+    with pytest.raises(ValueError):
+        ztensor_rs.convert(out, out)
+    with pytest.raises(ValueError):
+        ztensor_rs.convert(tagged, tmp / "u.zt", to="3")
