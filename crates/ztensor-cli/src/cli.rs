@@ -193,10 +193,14 @@ pub(crate) enum Command {
     ///
     /// Example: ztensor id model.zt
     ///
+    /// Example: ztensor id model.zt model-v2.zt
+    ///
     /// Example: ztensor id model.safetensors --algorithm xxh3
     Id {
-        #[arg(help = READS)]
-        file: PathBuf,
+        /// The inputs (any format `ztensor --help` lists; `-` reads standard input). With
+        /// several, each line is the digest, two spaces and the file.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
         /// The hash of the content value: sha256 (as the zTensor 2 reference prints) or xxh3.
         #[arg(long, value_enum, default_value = "sha256")]
         algorithm: IdArg,

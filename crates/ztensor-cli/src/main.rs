@@ -172,7 +172,6 @@ fn spool_inputs(command: &mut Command) -> Result<Option<cmd::stdin::Spooled>> {
         | Command::Ls { file, .. }
         | Command::Dump { file, .. }
         | Command::Verify { file, .. }
-        | Command::Id { file, .. }
         | Command::Remove { file, .. }
         | Command::Extract { file, .. }
         | Command::Cat { file, .. } => resolve(file, &mut spool)?,
@@ -180,6 +179,11 @@ fn spool_inputs(command: &mut Command) -> Result<Option<cmd::stdin::Spooled>> {
             resolve(input, &mut spool)?;
         }
         Command::Append { from, .. } => resolve(from, &mut spool)?,
+        Command::Id { files, .. } => {
+            for file in files {
+                resolve(file, &mut spool)?;
+            }
+        }
         Command::Diff { a, b, .. } => {
             resolve(a, &mut spool)?;
             resolve(b, &mut spool)?;
@@ -252,12 +256,19 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             }
             ExitCode::SUCCESS
         }
-        Command::Id { file, algorithm } => {
+        Command::Id { files, algorithm } => {
             let algorithm = match algorithm {
                 cli::IdArg::Sha256 => ztensor_v2::IdAlgorithm::Sha256,
                 cli::IdArg::Xxh3 => ztensor_v2::IdAlgorithm::Xxh3,
             };
-            writeln!(out, "{}", cmd::look::id(&file, algorithm)?)?;
+            for file in &files {
+                let id = cmd::look::id(file, algorithm)?;
+                if files.len() == 1 {
+                    writeln!(out, "{id}")?;
+                } else {
+                    writeln!(out, "{id}  {}", cmd::text::shown(&file.display().to_string()))?;
+                }
+            }
             ExitCode::SUCCESS
         }
         Command::Ls { file, patterns, json } => {

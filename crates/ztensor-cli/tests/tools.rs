@@ -1560,6 +1560,12 @@ fn to_ztensor_2_and_back_with_one_identity() {
         ok(&["id", "--algorithm", "xxh3", arg(&corpus.join("valid/canonical-basic.zt"))]),
         "xxh3:faa8ab77fff0086c\n"
     );
+    let basic = corpus.join("valid/canonical-basic.zt");
+    let two = d.join("two.zt");
+    let both = ok(&["id", arg(&basic), arg(&two)]);
+    let lines: Vec<&str> = both.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].starts_with("sha256:4811d499") && lines[0].ends_with(arg(&basic)), "{both}");
     let err = fails(&["id", arg(&corpus.join("valid/minimal.zt"))], 2);
     assert!(err.contains("no digest"), "{err}");
     let input = fixtures.join("examples/tiny-v1.2.zt");
