@@ -278,7 +278,82 @@ const OPERATIONS: &[Operation] = &[
     ("decode zstd-3, 1 thread", decode_one),
     ("decode zstd-3, all threads", decode_all),
     ("repack 1.1 raw -> 1.2 zstd-3 + sha256 (CLI)", repack_cli),
+    ("zTensor 2: write canonical", v2_write),
+    ("zTensor 2: read + verify to owned, 1 thread", v2_read),
 ];
+
+fn zt2_dtype(d: DType) -> zt2_reference::DType {
+    match d {
+        DType::BF16 => zt2_reference::DType::BF16,
+        _ => zt2_reference::DType::F32,
+    }
+}
+
+/// Canonical zTensor 2 from the checkpoint in memory: ours from a 1.2 file held in memory
+/// (every tensor read through the tensor-source interface), the reference's `Writer` with
+/// `canonical(true)` given each tensor's bytes.
+fn v2_write(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    (r.peer_name, r.ceiling_name) = ("reference 2.1.1 canonical Writer", "write() of each tensor");
+    let held = std::fs::read(b.path("raw.zt")).expect("read");
+    let source = Reader::new(&held[..], &Options::default()).expect("open");
+    let out = b.path("out-v2.zt");
+    r.ours.push(time(|| {
+        let mut sink = ztensor_v2::Zt2Sink::new(&out);
+        ztensor_io::TensorSink::write_all(&mut sink, &source).expect("zTensor 2");
+    }));
+    r.peer.push(time(|| {
+        let _ = std::fs::remove_file(&out);
+        let mut w = zt2_reference::Writer::options().canonical(true).create(&out).expect("create");
+        for t in &b.tensors {
+            w.add(t.name.as_str(), t.shape.clone(), zt2_dtype(t.dtype), &t.data).expect("add");
+        }
+        w.finish().expect("finish");
+    }));
+    r.ceiling.push(time(|| {
+        let mut f = File::create(&out).expect("create");
+        for t in &b.tensors {
+            f.write_all(&t.data).expect("write");
+        }
+    }));
+}
+
+/// Every tensor of a canonical zTensor 2 file into owned buffers, its xxh3 digest checked: ours
+/// (`File::verified`, positional reads), the reference (`Tensor::verify`, then the bytes of its
+/// mapped file copied).
+fn v2_read(b: &Bench, r: &mut Row) {
+    r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
+    (r.peer_name, r.ceiling_name) =
+        ("reference 2.1.1 verify + bytes().into_owned()", "pread() into fresh buffers");
+    let path = b.path("v2.zt");
+    if !path.exists() {
+        let held = std::fs::read(b.path("raw.zt")).expect("read");
+        let source = Reader::new(&held[..], &Options::default()).expect("open");
+        let mut sink = ztensor_v2::Zt2Sink::new(&path);
+        ztensor_io::TensorSink::write_all(&mut sink, &source).expect("zTensor 2");
+    }
+    r.ours.push(time_keep(|| {
+        let source = ztensor_io::FileSource::open(&path).expect("open");
+        let file = ztensor_v2::File::open(source, ztensor_v2::MAX_MANIFEST).expect("open");
+        let names: Vec<String> =
+            file.manifest().expect("a model").objects.keys().cloned().collect();
+        let all: Vec<Vec<u8>> =
+            names.iter().map(|n| file.verified(n, "data").expect("read").0).collect();
+        all
+    }));
+    r.peer.push(time_keep(|| {
+        let src = zt2_reference::Source::open(&path).expect("open");
+        let all: Vec<Vec<u8>> = src
+            .tensors()
+            .map(|t| {
+                t.verify().expect("verify");
+                t.data().expect("data").bytes().expect("bytes").into_owned()
+            })
+            .collect();
+        all
+    }));
+    pread_ceiling(b, r);
+}
 
 fn write_raw(b: &Bench, r: &mut Row) {
     r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
@@ -868,6 +943,19 @@ fn targets(b: &Bench, rows: &[Row]) -> Vec<serde_json::Value> {
                 ("write zstd-3 + sha256, 1 thread", Ceiling),
             ),
             scaling,
+        ),
+        t(
+            "zTensor 2 canonical write vs the reference 2.1.1",
+            &vs(("zTensor 2: write canonical", Ours), ("zTensor 2: write canonical", Peer)),
+            1.0,
+        ),
+        t(
+            "zTensor 2 read + verify to owned vs the reference 2.1.1",
+            &vs(
+                ("zTensor 2: read + verify to owned, 1 thread", Ours),
+                ("zTensor 2: read + verify to owned, 1 thread", Peer),
+            ),
+            1.0,
         ),
         t(
             "(machine) zstd decode kernel: all cores vs 1",
