@@ -172,4 +172,30 @@ pub fn ztensor2(data: &[u8]) {
         let _ = file.info(i);
         let _ = file.read(i);
     }
+    // Whatever reads is written again: canonical form must be written, read back with the same
+    // content and identity, and written again to the same bytes.
+    let mut sink = ztensor_v2::Zt2Sink::to_output(std::io::Cursor::new(Vec::new()));
+    if ztensor_io::TensorSink::write_all(&mut sink, &file).is_err() {
+        return;
+    }
+    let written = sink.into_inner().map(std::io::Cursor::into_inner).unwrap_or_default();
+    let again = ztensor_v2::File::open(&written[..], 1 << 30).expect("our own file reads");
+    assert_eq!(again.len(), file.len(), "every object written");
+    for i in 0..file.len() {
+        let (Ok(a), Ok(b)) = (file.read(i), again.read(i)) else { panic!("object {i} reads") };
+        assert_eq!(a.components.len(), b.components.len());
+        for (role, c) in &a.components {
+            assert!(c.bytes == b.components[role].bytes, "object {i} part {role}");
+        }
+    }
+    let id = ztensor_v2::IdAlgorithm::Xxh3;
+    assert_eq!(
+        ztensor_v2::content_digest(&file, id).ok(),
+        again.content_digest(id).ok(),
+        "one identity"
+    );
+    let mut sink = ztensor_v2::Zt2Sink::to_output(std::io::Cursor::new(Vec::new()));
+    ztensor_io::TensorSink::write_all(&mut sink, &again).expect("written again");
+    let twice = sink.into_inner().map(std::io::Cursor::into_inner).unwrap_or_default();
+    assert!(twice == written, "canonical: the same bytes");
 }
