@@ -171,6 +171,17 @@ impl<S: ReadAt> File<S> {
     /// As [`File::verify`].
     pub fn verified(&self, name: &str, part: &str) -> Result<(Vec<u8>, DigestCheck)> {
         let (_, p) = self.part(name, part)?;
+        if p.encoding.is_none() && p.shard.is_none() {
+            // Raw bytes are read straight into the buffer returned, then checked in place.
+            let (offset, len) = p.blob;
+            let mut bytes = ztensor_io::try_zeroed(len, "a part")
+                .map_err(|e| Error::io("reading a part", e))?;
+            self.source
+                .read_exact_at(offset, &mut bytes)
+                .map_err(|e| Error::io("reading a part", e))?;
+            let check = self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?;
+            return Ok((bytes, check));
+        }
         let mut bytes = whole(name, part, p)?;
         let check = self.read_part(name, part, 4 << 20, &mut |piece| {
             bytes.extend_from_slice(piece);
@@ -192,6 +203,22 @@ impl<S: ReadAt> File<S> {
         piece: usize,
         each: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<DigestCheck> {
+        self.checked(name, part, &mut |f| {
+            self.stream(name, part, piece, &mut |bytes| {
+                f(bytes)?;
+                each(bytes)
+            })
+        })
+    }
+
+    /// The digest and logical-type checks of part `part` on the decoded bytes `feed` hands to
+    /// its argument, piece by piece.
+    fn checked(
+        &self,
+        name: &str,
+        part: &str,
+        feed: &mut crate::write::Fill<'_>,
+    ) -> Result<DigestCheck> {
         use sha2::Digest as _;
         let (object, p) = self.part(name, part)?;
         enum Hash {
@@ -206,7 +233,7 @@ impl<S: ReadAt> File<S> {
         };
         let bools = p.logical.as_deref() == Some("bool");
         let (mut at, mut last) = (0u64, None);
-        self.stream(name, part, piece, &mut |bytes| {
+        feed(&mut |bytes| {
             if bools && let Some(i) = bytes.iter().position(|&b| b > 1) {
                 return Err(Error::rule(
                     Rule::LayoutData,
@@ -220,7 +247,7 @@ impl<S: ReadAt> File<S> {
             }
             at += bytes.len() as u64;
             last = bytes.last().copied().or(last);
-            each(bytes)
+            Ok(())
         })?;
         logical_rules(object, p, last).map_err(|e| e.within(&format!("{name:?}/{part}")))?;
         let Some(digest) = &p.digest else { return Ok(DigestCheck::Absent) };

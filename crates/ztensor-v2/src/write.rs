@@ -245,7 +245,7 @@ pub(crate) fn bool_piece<'a>(piece: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [
 }
 
 /// What gives a part's bytes: called once, it hands each piece in order to its argument.
-type Fill<'a> = dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> + 'a;
+pub(crate) type Fill<'a> = dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> + 'a;
 
 /// The state of one write.
 struct Placer<'o> {
@@ -298,12 +298,16 @@ impl Placer<'_> {
         let (mut decoded_len, mut len) = (0u64, 0u64);
         let out = &mut *self.out;
         let mut scratch = Vec::new();
+        let mut encoder = self.zstd.map(crate::seekable::Encoder::new);
+        // Raw parts are stored as they decode: one hash serves both.
+        let encoded = encoder.is_some();
         let mut store = |bytes: &[u8]| -> Result<()> {
-            stored_hash.update(bytes);
+            if encoded {
+                stored_hash.update(bytes);
+            }
             len += bytes.len() as u64;
             out.write_all(bytes).map_err(Self::io("writing a blob"))
         };
-        let mut encoder = self.zstd.map(crate::seekable::Encoder::new);
         fill(&mut |piece| {
             let piece = if bools { bool_piece(piece, &mut scratch) } else { piece };
             decoded_hash.update(piece);
@@ -316,8 +320,9 @@ impl Placer<'_> {
         if let Some(e) = encoder {
             e.finish(&mut store)?;
         }
-        let digest = format!("xxh3:{:016x}", decoded_hash.digest());
-        let hash = stored_hash.digest();
+        let decoded_digest = decoded_hash.digest();
+        let digest = format!("xxh3:{decoded_digest:016x}");
+        let hash = if encoded { stored_hash.digest() } else { decoded_digest };
         let placed = |blob| Placed { blob, digest, decoded_len };
         if len == 0 {
             // One empty blob, where the next blob will start (it holds no byte, so it overlaps
