@@ -57,7 +57,7 @@ impl Value {
 /// `cbor_syntax`, `cbor_determinism`, `cbor_duplicate_key` or `cbor_depth`, at the offending
 /// byte.
 pub fn decode(bytes: &[u8]) -> Result<Value> {
-    let mut d = Decoder { bytes, at: 0 };
+    let mut d = Decoder { bytes, at: 0, build: true };
     let value = d.item(0)?;
     if d.at != bytes.len() {
         return Err(
@@ -159,9 +159,69 @@ fn float(f: f64, out: &mut Vec<u8>) {
     }
 }
 
+/// A map's entries as [`map_entries`] gives them: each key decoded, each value's bytes.
+pub type Entries = Vec<(Value, std::ops::Range<usize>)>;
+
+/// Checks the one item that fills `bytes` as [`decode`] does, building nothing; if it is a map,
+/// returns its entries: each key decoded, each value as the range of `bytes` it occupies (to be
+/// decoded with [`decode_at`]). `None` for an item that is not a map.
+///
+/// # Errors
+/// As [`decode`].
+pub fn map_entries(bytes: &[u8]) -> Result<Option<Entries>> {
+    let mut d = Decoder { bytes, at: 0, build: false };
+    d.item(0)?;
+    if d.at != bytes.len() {
+        return Err(
+            Error::rule(Rule::CborSyntax, "bytes after the manifest's item").at(d.at as u64)
+        );
+    }
+    entries_at(bytes, 0..bytes.len(), 0)
+}
+
+/// The entries of the map at `range` of `bytes` (already checked), at `depth`; `None` when the
+/// item there is not a map.
+///
+/// # Errors
+/// None for checked bytes; as [`decode`] otherwise.
+pub fn entries_at(
+    bytes: &[u8],
+    range: std::ops::Range<usize>,
+    depth: usize,
+) -> Result<Option<Entries>> {
+    let mut d = Decoder { bytes: &bytes[..range.end], at: range.start, build: true };
+    let initial = d.take(1)?[0];
+    if initial >> 5 != 5 {
+        return Ok(None);
+    }
+    let n = d.count(initial & 0x1f, 2)?;
+    let mut entries = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        let key = d.item(depth + 1)?;
+        let start = d.at;
+        d.build = false;
+        d.item(depth + 1)?;
+        d.build = true;
+        entries.push((key, start..d.at));
+    }
+    Ok(Some(entries))
+}
+
+/// Decodes the item at `range` of `bytes`, `depth` levels below the root (the depth limit
+/// counts from the root).
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_at(bytes: &[u8], range: std::ops::Range<usize>, depth: usize) -> Result<Value> {
+    let mut d = Decoder { bytes: &bytes[..range.end], at: range.start, build: true };
+    d.item(depth)
+}
+
 struct Decoder<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// Whether items are built (`false`: checked only, every item given as `Null`).
+    build: bool,
 }
 
 impl Decoder<'_> {
@@ -243,28 +303,33 @@ impl Decoder<'_> {
             1 => Ok(Value::Nint(self.argument(ai)?)),
             2 => {
                 let n = self.count(ai, 1)?;
-                Ok(Value::Bytes(self.take(n)?.to_vec()))
+                let build = self.build;
+                let bytes = self.take(n)?;
+                Ok(if build { Value::Bytes(bytes.to_vec()) } else { Value::Null })
             }
             3 => {
                 let n = self.count(ai, 1)?;
-                let at = self.at;
+                let (at, build) = (self.at, self.build);
                 let text = std::str::from_utf8(self.take(n)?).map_err(|_| {
                     Error::rule(Rule::CborSyntax, "a text string that is not UTF-8").at(at as u64)
                 })?;
-                Ok(Value::Text(text.to_owned()))
+                Ok(if build { Value::Text(text.to_owned()) } else { Value::Null })
             }
             4 => {
                 let n = self.count(ai, 1)?;
                 // Grown as items arrive: a declared count reserves little by itself.
-                let mut items = Vec::with_capacity(n.min(1024));
+                let mut items = Vec::with_capacity(if self.build { n.min(1024) } else { 0 });
                 for _ in 0..n {
-                    items.push(self.item(depth + 1)?);
+                    let item = self.item(depth + 1)?;
+                    if self.build {
+                        items.push(item);
+                    }
                 }
-                Ok(Value::Array(items))
+                Ok(if self.build { Value::Array(items) } else { Value::Null })
             }
             5 => {
                 let n = self.count(ai, 2)?;
-                let mut entries = Vec::with_capacity(n.min(1024));
+                let mut entries = Vec::with_capacity(if self.build { n.min(1024) } else { 0 });
                 let mut previous: Option<(usize, usize)> = None;
                 for _ in 0..n {
                     let key_start = self.at;
@@ -291,9 +356,11 @@ impl Decoder<'_> {
                     }
                     previous = Some((key_start, key_end));
                     let value = self.item(depth + 1)?;
-                    entries.push((key, value));
+                    if self.build {
+                        entries.push((key, value));
+                    }
                 }
-                Ok(Value::Map(entries))
+                Ok(if self.build { Value::Map(entries) } else { Value::Null })
             }
             6 => {
                 self.at = start;

@@ -148,8 +148,8 @@ pub fn open(source: &dyn ReadAt, max_manifest: u64) -> Result<Container> {
         ));
     }
     // The offsets of CBOR faults count from the manifest's first byte.
-    let tree = crate::cbor::decode(&bytes).map_err(|e| e.within("in the manifest's CBOR"))?;
-    let manifest = manifest::parse(&tree)?;
+    let manifest = manifest::parse_bytes(&bytes)?;
+    drop(bytes);
     manifest::validate(&manifest, region_end, (offset, length))?;
     Ok(Container { footer, manifest: Some(manifest) })
 }

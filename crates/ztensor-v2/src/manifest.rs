@@ -123,6 +123,80 @@ impl Part {
     }
 }
 
+/// An object's parts by name, in the byte order of their names: a sorted list, not a tree (a
+/// manifest of a million one-part objects holds a million of these, and a tree's node is
+/// sized for eleven entries).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Parts(Vec<(String, Part)>);
+
+impl Parts {
+    /// The parts `entries` (names unique), sorted by name.
+    pub fn new(mut entries: Vec<(String, Part)>) -> Parts {
+        entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        entries.shrink_to_fit();
+        Parts(entries)
+    }
+
+    /// The part named `name`.
+    pub fn get(&self, name: &str) -> Option<&Part> {
+        self.get_key_value(name).map(|(_, p)| p)
+    }
+
+    /// The part named `name`, with its name.
+    pub fn get_key_value(&self, name: &str) -> Option<(&String, &Part)> {
+        let i = self.0.binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes())).ok()?;
+        let (n, p) = &self.0[i];
+        Some((n, p))
+    }
+
+    /// The names, in order.
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &String> {
+        self.0.iter().map(|(n, _)| n)
+    }
+
+    /// The parts, in the order of their names.
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &Part> {
+        self.0.iter().map(|(_, p)| p)
+    }
+
+    /// Names and parts, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&String, &Part)> {
+        self.0.iter().map(|(n, p)| (n, p))
+    }
+
+    /// How many parts.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::ops::Index<&str> for Parts {
+    type Output = Part;
+
+    /// # Panics
+    /// When there is no part `name`.
+    fn index(&self, name: &str) -> &Part {
+        self.get(name).unwrap_or_else(|| panic!("no part {name:?}"))
+    }
+}
+
+impl<'a> IntoIterator for &'a Parts {
+    type Item = (&'a String, &'a Part);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, Part)>,
+        fn(&'a (String, Part)) -> (&'a String, &'a Part),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(n, p)| (n, p))
+    }
+}
+
 /// An object: a shape, a layout and named parts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Object {
@@ -131,7 +205,7 @@ pub struct Object {
     /// The layout's name (`dense`, `zt.sparse_csr/1`, …).
     pub layout: String,
     /// The parts, by name.
-    pub parts: BTreeMap<String, Part>,
+    pub parts: Parts,
     /// The object's attributes (a map), as stored.
     pub attributes: Option<Value>,
 }
@@ -285,11 +359,12 @@ fn object(value: &Value) -> Result<Object> {
         .ok_or_else(|| schema("an object has no `layout`"))?
         .to_owned();
     let parts_value = field(entries, "parts").ok_or_else(|| schema("an object has no `parts`"))?;
-    let mut parts = BTreeMap::new();
+    let mut named = Vec::new();
     for (name, value) in text_map(parts_value, "`parts`")? {
         check_name(name, "part name")?;
-        parts.insert(name.to_owned(), part(value)?);
+        named.push((name.to_owned(), part(value)?));
     }
+    let parts = Parts::new(named);
     if parts.is_empty() {
         return Err(schema("an object has no parts"));
     }
@@ -326,6 +401,43 @@ pub fn parse(root: &Value) -> Result<Manifest> {
     }
     let attributes = attributes(field(entries, "attributes"), "`attributes`")?;
     Ok(Manifest { objects, shards, attributes })
+}
+
+/// Checks the manifest's CBOR (§2.2) and parses it (§2.4–2.7) as [`crate::cbor::decode`] then
+/// [`parse`] would, without building the whole tree: the objects are decoded one at a time, so a
+/// manifest of a million objects never holds a million decoded items at once.
+///
+/// # Errors
+/// The CBOR rules (the message says so), then as [`parse`].
+pub fn parse_bytes(bytes: &[u8]) -> Result<Manifest> {
+    use crate::cbor;
+    let cbor_error = |e: Error| e.within("in the manifest's CBOR");
+    let whole = || parse(&cbor::decode(bytes).map_err(cbor_error)?);
+    let Some(root) = cbor::map_entries(bytes).map_err(cbor_error)? else { return whole() };
+    let Some((_, range)) = root.iter().find(|(k, _)| k.as_text() == Some("objects")) else {
+        return whole();
+    };
+    // A manifest whose `objects` is not a map gets the schema error from the whole tree.
+    let Some(entries) = cbor::entries_at(bytes, range.clone(), 1)? else { return whole() };
+    let mut objects = BTreeMap::new();
+    for (key, range) in entries {
+        let name = key.as_text().ok_or_else(|| schema("a key of `objects` is not text"))?;
+        check_name(name, "object name")?;
+        let value = cbor::decode_at(bytes, range, 2)?;
+        objects.insert(name.to_owned(), object(&value)?);
+    }
+    // The rest (shards, attributes, keys not known) is decoded whole, with no objects.
+    let mut rest = Vec::with_capacity(root.len());
+    for (key, range) in root {
+        if key.as_text() != Some("objects") {
+            let value = cbor::decode_at(bytes, range, 1)?;
+            rest.push((key, value));
+        }
+    }
+    rest.push((Value::Text("objects".to_owned()), Value::Map(Vec::new())));
+    let mut manifest = parse(&Value::Map(rest))?;
+    manifest.objects = objects;
+    Ok(manifest)
 }
 
 /// How many elements `shape` holds, or `None` when the product overflows.

@@ -218,3 +218,45 @@ fn damaged_files_are_errors_not_panics() {
         }
     }
 }
+
+/// The manifest parsed object by object gives what the whole tree gives, verdicts included,
+/// for every corpus file and every truncation of its manifest.
+#[test]
+fn parsing_object_by_object_is_parsing_the_tree() {
+    use ztensor_v2::manifest::{parse, parse_bytes};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ztensor-conformance/fixtures/external/ztensor2");
+    let mut manifests = 0;
+    for group in ["valid", "reject"] {
+        for entry in std::fs::read_dir(dir.join(group)).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            if bytes.len() < 48 {
+                continue;
+            }
+            let footer = &bytes[bytes.len() - 40..];
+            let field = |r: std::ops::Range<usize>| {
+                usize::try_from(u64::from_le_bytes(footer[r].try_into().unwrap()))
+                    .unwrap_or(usize::MAX)
+            };
+            let (at, len) = (field(0..8), field(8..16));
+            let Some(manifest) = at.checked_add(len).and_then(|end| bytes.get(at..end)) else {
+                continue;
+            };
+            if len == 0 {
+                continue;
+            }
+            manifests += 1;
+            for cut in [manifest.len(), manifest.len() / 2, manifest.len().saturating_sub(1)] {
+                let m = &manifest[..cut];
+                let tree = ztensor_v2::cbor::decode(m).and_then(|t| parse(&t));
+                let streamed = parse_bytes(m);
+                match (tree, streamed) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b),
+                    (Err(a), Err(b)) => assert_eq!(a.broken(), b.broken(), "{a} / {b}"),
+                    (a, b) => panic!("{a:?} / {b:?}"),
+                }
+            }
+        }
+    }
+    assert!(manifests > 60, "{manifests}");
+}
