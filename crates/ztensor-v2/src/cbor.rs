@@ -79,7 +79,8 @@ pub fn encode(value: &Value) -> Vec<u8> {
     out
 }
 
-fn head(major: u8, n: u64, out: &mut Vec<u8>) {
+/// Appends the head of an item of major type `major` and argument `n`, in its shortest form.
+pub(crate) fn head(major: u8, n: u64, out: &mut Vec<u8>) {
     let major = major << 5;
     // The narrowing casts below are guarded by the ranges matched.
     #[allow(clippy::cast_possible_truncation)]

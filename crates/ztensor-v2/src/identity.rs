@@ -80,8 +80,19 @@ fn part_value(dtype: &str, logical: Option<&str>, digest: String) -> Value {
     Value::Map(entries)
 }
 
-fn digest_of(objects: Vec<(Value, Value)>, algorithm: IdAlgorithm) -> String {
-    algorithm.render(&encode(&Value::Array(vec![text(CONTENT_TAG), Value::Map(objects)])))
+/// The digest of the content value whose objects are `objects` (each name and entry already
+/// encoded, so that a million objects are held as bytes, not as trees).
+fn digest_of(mut objects: Vec<(Vec<u8>, Vec<u8>)>, algorithm: IdAlgorithm) -> String {
+    objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut value = Vec::new();
+    crate::cbor::head(4, 2, &mut value);
+    value.extend(encode(&text(CONTENT_TAG)));
+    crate::cbor::head(5, objects.len() as u64, &mut value);
+    for (key, entry) in objects {
+        value.extend(key);
+        value.extend(entry);
+    }
+    algorithm.render(&value)
 }
 
 /// The content digest of a zTensor 2 manifest, its part digests taken as they are.
@@ -101,7 +112,8 @@ pub fn manifest_digest(manifest: &Manifest, algorithm: IdAlgorithm) -> Result<St
             })?;
             parts.push((text(role), part_value(p.dtype.name(), p.logical.as_deref(), digest)));
         }
-        objects.push((text(name), object_value(&o.shape, &o.layout, o.attributes.clone(), parts)));
+        let entry = object_value(&o.shape, &o.layout, o.attributes.clone(), parts);
+        objects.push((encode(&text(name)), encode(&entry)));
     }
     Ok(digest_of(objects, algorithm))
 }
@@ -172,17 +184,18 @@ pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Resu
             })
             .collect();
         let value = object_value(&planned.shape, &planned.layout, planned.attributes, parts);
-        objects.push((Value::Text(name), value));
+        objects.push((encode(&Value::Text(name)), encode(&value)));
     }
-    let mut names: Vec<&Value> = objects.iter().map(|(k, _)| k).collect();
-    names.sort_by_key(|k| k.as_text().unwrap_or_default().to_owned());
-    if let Some(pair) = names.windows(2).find(|p| p[0] == p[1]) {
+    let mut keys: Vec<&[u8]> = objects.iter().map(|(k, _)| k.as_slice()).collect();
+    keys.sort_unstable();
+    if let Some(pair) = keys.windows(2).find(|p| p[0] == p[1]) {
+        let name = match crate::cbor::decode(pair[0]) {
+            Ok(Value::Text(name)) => name,
+            _ => String::new(),
+        };
         return Err(Error::unrepresentable(
             ztensor_format::Refused::Dtype,
-            format!(
-                "object {:?} is given twice, so the input has no zTensor 2 identity",
-                pair[0].as_text().unwrap_or_default()
-            ),
+            format!("object {name:?} is given twice, so the input has no zTensor 2 identity"),
         ));
     }
     Ok(digest_of(objects, algorithm))

@@ -476,14 +476,26 @@ pub fn write(
         if let Some(a) = planned.attributes {
             object.push((text("attributes"), a));
         }
-        objects.push((Value::Text(name), Value::Map(object)));
+        // Each object is encoded as it is done: a manifest of a million objects is held as
+        // their bytes, not as a million trees.
+        objects.push((encode(&Value::Text(name)), encode(&Value::Map(object))));
         summary.objects += 1;
     }
-    let mut root = vec![(text("objects"), Value::Map(objects))];
-    if let Some(a) = file_attributes {
-        root.push((text("attributes"), a));
+    // The manifest: `objects` (its entries in the order of their encoded names, as
+    // deterministic CBOR sorts a map), then `attributes` (a longer key sorts later).
+    objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut manifest = Vec::new();
+    crate::cbor::head(5, 1 + u64::from(file_attributes.is_some()), &mut manifest);
+    manifest.extend(encode(&text("objects")));
+    crate::cbor::head(5, objects.len() as u64, &mut manifest);
+    for (key, value) in objects {
+        manifest.extend(key);
+        manifest.extend(value);
     }
-    let manifest = encode(&Value::Map(root));
+    if let Some(a) = file_attributes {
+        manifest.extend(encode(&text("attributes")));
+        manifest.extend(encode(&a));
+    }
     if manifest.len() as u64 > MAX_MANIFEST {
         return Err(Error::unrepresentable(
             Refused::Dtype,
@@ -507,8 +519,8 @@ pub fn write(
     out.write_all(&footer).map_err(|e| Error::io("writing the footer", e))?;
     out.flush().map_err(|e| Error::io("writing the footer", e))?;
     // What was written is what this crate reads as valid.
-    let tree = crate::cbor::decode(&manifest).map_err(|e| e.within("the manifest written"))?;
-    let parsed = crate::manifest::parse(&tree).map_err(|e| e.within("the manifest written"))?;
+    let parsed =
+        crate::manifest::parse_bytes(&manifest).map_err(|e| e.within("the manifest written"))?;
     crate::manifest::validate(&parsed, at + len, (at, len))
         .map_err(|e| e.within("the manifest written"))?;
     summary.blobs = placer.blobs + usize::from(placer.empty.is_some());
