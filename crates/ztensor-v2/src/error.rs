@@ -146,7 +146,7 @@ pub enum ErrorKind {
     /// encoding, digest algorithm or logical type it does not know, a part in another file):
     /// a refusal, not a rejection.
     Unsupported,
-    /// Content zTensor 2 cannot hold (writing or converting): [`Error::refused`] says which.
+    /// Content zTensor 2 cannot hold (writing or converting): `Verdict::refused` says which.
     Unrepresentable,
 }
 

@@ -122,7 +122,7 @@ pub fn manifest_digest(manifest: &Manifest, algorithm: IdAlgorithm) -> Result<St
 /// `xxh3` computed on its decoded bytes, streamed where the source reads in pieces).
 ///
 /// # Errors
-/// What keeps the source from being written as zTensor 2 (see [`crate::write`]), and its read
+/// What keeps the source from being written as zTensor 2 (see [`crate::write()`]), and its read
 /// errors.
 pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Result<String> {
     let options = WriteOptions::default();

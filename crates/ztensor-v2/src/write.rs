@@ -533,7 +533,7 @@ fn read_error(name: &str, e: impl std::fmt::Display) -> Error {
     Error::io(&format!("reading object {name:?}"), std::io::Error::other(e.to_string()))
 }
 
-/// A [`TensorSink`](ztensor_io::TensorSink) writing canonical zTensor 2 ([`write`]): to a path
+/// A [`TensorSink`](ztensor_io::TensorSink) writing canonical zTensor 2 ([`write()`]): to a path
 /// (through a temporary file renamed over it once everything is written and checked), or to
 /// any [`Output`].
 ///
@@ -611,7 +611,7 @@ impl<W: Output> ztensor_io::TensorSink for Zt2Sink<W> {
     }
 
     /// # Errors
-    /// As [`write`]; a file's path is then untouched.
+    /// As [`write()`]; a file's path is then untouched.
     fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
         self.summary = None;
         let summary = match &mut self.target {
