@@ -182,6 +182,20 @@ impl<S: ReadAt> File<S> {
             let check = self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?;
             return Ok((bytes, check));
         }
+        if p.encoding.as_deref() == Some(crate::seekable::ID) && p.shard.is_none() {
+            // Frames decoded in parallel, each into its place; then checked in place.
+            drop(whole(name, part, p)?);
+            let mut bytes = ztensor_io::try_zeroed(p.decoded_len(), "a decoded part")
+                .map_err(|e| Error::io("decoding a part", e))?;
+            let (offset, len) = p.blob;
+            let within = |e: Error| e.within(&format!("{name:?}/{part}"));
+            let table = crate::seekable::seek_table(&self.source, offset, len, p.decoded_len())
+                .map_err(within)?;
+            crate::seekable::decode_into(&self.source, offset, &table, &mut bytes)
+                .map_err(within)?;
+            let check = self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?;
+            return Ok((bytes, check));
+        }
         let mut bytes = whole(name, part, p)?;
         let check = self.read_part(name, part, 4 << 20, &mut |piece| {
             bytes.extend_from_slice(piece);

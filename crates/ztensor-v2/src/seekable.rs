@@ -159,6 +159,53 @@ pub fn decode(
     Ok(())
 }
 
+/// Decodes the stream at `offset` of `source` (its table `table`) into `out` (exactly the
+/// decoded length), its frames decoded in parallel on the current rayon pool: each frame's
+/// place in `out` is known from the table, so frames need no order. The same rules as
+/// [`decode`].
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_into(
+    source: &dyn ReadAt,
+    offset: u64,
+    table: &SeekTable,
+    out: &mut [u8],
+) -> Result<()> {
+    let total: u64 = table.frames.iter().map(|f| f.1).sum();
+    if total != out.len() as u64 {
+        return Err(encoding(format!("the frames decode to {total} bytes, not {}", out.len())));
+    }
+    // Each frame's stored offset and its slice of `out` (all frames but the last are one size).
+    let mut at = offset;
+    let mut jobs = Vec::with_capacity(table.frames.len());
+    let mut rest = out;
+    for (i, &(len, want)) in table.frames.iter().enumerate() {
+        let want = usize::try_from(want).map_err(|_| encoding("a frame too large"))?;
+        let (slice, tail) = std::mem::take(&mut rest).split_at_mut(want);
+        rest = tail;
+        jobs.push((i, at, len, slice));
+        at += len;
+    }
+    jobs.into_par_iter().try_for_each(|(i, at, len, slice)| {
+        let mut stored =
+            ztensor_io::try_zeroed(len, "a frame").map_err(|e| Error::io("reading a frame", e))?;
+        source.read_exact_at(at, &mut stored).map_err(|e| Error::io("reading a frame", e))?;
+        if stored.len() < 5 || u32_at(&stored, 0) != 0xFD2F_B528 || stored[4] & 0x04 == 0 {
+            return Err(encoding(format!("frame {i} is not a zstd frame with a checksum")));
+        }
+        let n = zstd::bulk::decompress_to_buffer(&stored, slice)
+            .map_err(|e| encoding(format!("frame {i}: {e}")))?;
+        if n != slice.len() {
+            return Err(encoding(format!(
+                "frame {i} decodes to {n} bytes, the table says {}",
+                slice.len()
+            )));
+        }
+        Ok(())
+    })
+}
+
 /// Compresses decoded bytes as they come into a seekable stream: frames of [`FRAME`] bytes,
 /// a batch of them compressed in parallel, each with a checksum and no content size (as the
 /// reference writes them), then the seek table.
@@ -284,6 +331,10 @@ mod tests {
             for pieces in [7777, FRAME, 5 << 20] {
                 let stream = encode(&data, pieces);
                 assert!(decoded(&stream, len as u64).unwrap() == data, "{len} in {pieces}");
+                let table = seek_table(&&stream[..], 0, stream.len() as u64, len as u64).unwrap();
+                let mut parallel = vec![0u8; len];
+                decode_into(&&stream[..], 0, &table, &mut parallel).unwrap();
+                assert!(parallel == data);
                 // What zstd itself decodes (it skips the table's skippable frame).
                 assert!(zstd::decode_all(&stream[..]).unwrap() == data);
             }
