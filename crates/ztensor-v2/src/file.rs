@@ -184,7 +184,7 @@ impl<S: ReadAt> File<S> {
         }
         if p.encoding.as_deref() == Some(crate::seekable::ID) && p.shard.is_none() {
             // Frames decoded in parallel, each into its place; then checked in place.
-            drop(whole(name, part, p)?);
+            within_whole_limit(name, part, p)?;
             let mut bytes = ztensor_io::try_zeroed(p.decoded_len(), "a decoded part")
                 .map_err(|e| Error::io("decoding a part", e))?;
             let (offset, len) = p.blob;
@@ -339,6 +339,13 @@ impl<S: ReadAt> File<S> {
 /// held only within the default whole-decode limit (a seek table of a few hundred KiB can
 /// claim a terabyte; such a part is read in pieces instead).
 fn whole(name: &str, part: &str, p: &Part) -> Result<Vec<u8>> {
+    within_whole_limit(name, part, p)?;
+    ztensor_io::try_with_capacity(p.decoded_len(), "a decoded part")
+        .map_err(|e| Error::io("decoding a part", e))
+}
+
+/// Whether part `p` may be decoded whole (see [`whole`]).
+fn within_whole_limit(name: &str, part: &str, p: &Part) -> Result<()> {
     let limit = ztensor_format::Limits::default().whole_decode_limit();
     if p.encoding.is_some() && p.decoded_len() > limit {
         return Err(Error::unsupported(format!(
@@ -346,8 +353,7 @@ fn whole(name: &str, part: &str, p: &Part) -> Result<Vec<u8>> {
             p.decoded_len()
         )));
     }
-    ztensor_io::try_with_capacity(p.decoded_len(), "a decoded part")
-        .map_err(|e| Error::io("decoding a part", e))
+    Ok(())
 }
 
 /// The content rules of a part's logical type that need the whole part: an odd count of
