@@ -440,6 +440,15 @@ fn conformance_matrix(check: bool) -> Result<()> {
         for (version, path) in reference_adapters()? {
             command.arg("--reference").arg(format!("{version}={path}"));
         }
+        // The zTensor 2 reference reads its own generation only.
+        let v2 = project_root().join("xtask/reference-adapter/v2");
+        let manifest = v2.join("Cargo.toml");
+        cargo(
+            &["build", "-q", "--release", "--manifest-path", manifest.to_str().context("path")?],
+            &[],
+        )?;
+        let path = v2.join("target/release/reference-dump-v2");
+        command.arg("--reference").arg(format!("2.1.1={}", path.to_str().context("path")?));
     }
     run(&mut command, "ztensor-conformance matrix")
 }

@@ -13,8 +13,9 @@
 //! that its own writer chooses, byte for byte the same as ours).
 //!
 //! `--freeze` also writes the reference's files for a few fixtures, with the reference's
-//! dumps and content digests, under `crates/ztensor-conformance/fixtures/producers/v2/`: the
-//! tests read them on every run, without the reference.
+//! dumps and content digests, under `crates/ztensor-conformance/fixtures/producers/v2/`, and
+//! the reference corpus's index with golden dumps (`fixtures/external/ztensor2/index.toml`):
+//! the tests and the conformance runner read them on every run, without the reference.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +34,145 @@ const FROZEN: &[&str] = &[
     "v1.2/valid/scalar-and-zero-size.zt",
     "v1.2/valid/quantized-group.zt",
 ];
+
+/// The reference corpus's verdicts (its generator's `all_cases()`, `spec/ztensor-2.md` §9): group,
+/// file, the operation that decides, and `ok` or the rule it breaks.
+const CORPUS: &[(&str, &str, &str, &str)] = &[
+    ("valid", "aliased-identical-blobs", "open", "ok"),
+    ("valid", "attributes-kitchen-sink", "open", "ok"),
+    ("valid", "canonical-basic", "open", "ok"),
+    ("valid", "csr-data-valid", "csr(m)", "ok"),
+    ("valid", "csr-metadata-valid", "open", "ok"),
+    ("valid", "data-shard", "open", "ok"),
+    ("valid", "empty-objects", "open", "ok"),
+    ("valid", "f4-packed-odd-count", "open", "ok"),
+    ("valid", "local-and-foreign-parts-together", "open", "ok"),
+    ("valid", "minimal", "open", "ok"),
+    ("valid", "nonzero-reserved-ignored", "open", "ok"),
+    ("valid", "scalar", "open", "ok"),
+    ("valid", "shard-reference-is-a-valid-image", "open", "ok"),
+    ("valid", "shards-table", "open", "ok"),
+    ("valid", "unknown-layout-structural", "open", "ok"),
+    ("valid", "unknown-ltype-structural", "open", "ok"),
+    ("valid", "verify-ok", "verify(t,data)", "ok"),
+    ("valid", "view-unknown-encoding-refused", "view(t,data)", "ok"),
+    ("valid", "zero-size-tensor", "open", "ok"),
+    ("reject", "file-too-small", "open", "file_too_small"),
+    ("reject", "header-magic", "open", "header_magic"),
+    ("reject", "footer-magic", "open", "footer_magic"),
+    ("reject", "version-unsupported", "open", "version"),
+    ("reject", "manifest-too-large", "open", "manifest_too_large"),
+    ("reject", "manifest-out-of-bounds", "open", "manifest_bounds"),
+    ("reject", "manifest-misaligned", "open", "blob_alignment"),
+    ("reject", "manifest-hash-mismatch", "open", "manifest_hash"),
+    ("reject", "data-shard-nonzero-offset", "open", "manifest_bounds"),
+    ("reject", "cbor-trailing-bytes", "open", "cbor_syntax"),
+    ("reject", "cbor-tag", "open", "cbor_syntax"),
+    ("reject", "cbor-indefinite", "open", "cbor_syntax"),
+    ("reject", "cbor-non-shortest", "open", "cbor_determinism"),
+    ("reject", "cbor-unsorted-keys", "open", "cbor_determinism"),
+    ("reject", "cbor-duplicate-key", "open", "cbor_duplicate_key"),
+    ("reject", "cbor-depth", "open", "cbor_depth"),
+    ("reject", "schema-missing-objects", "open", "schema"),
+    ("reject", "schema-unknown-dtype", "open", "schema"),
+    ("reject", "schema-blob-arity", "open", "schema"),
+    ("reject", "blob-array-with-three-elements", "open", "schema"),
+    ("reject", "schema-encoding-without-decoded-length", "open", "schema"),
+    ("reject", "schema-ltype-dtype-mismatch", "open", "schema"),
+    ("reject", "schema-digest-uppercase-hex", "open", "schema"),
+    ("reject", "shard-table-key-not-text", "open", "schema"),
+    ("reject", "attributes-not-a-map", "open", "schema"),
+    ("reject", "attribute-key-not-text", "open", "schema"),
+    ("reject", "object-attributes-not-a-map", "open", "schema"),
+    ("reject", "attribute-key-empty", "open", "name"),
+    ("reject", "attribute-key-nul", "open", "name"),
+    ("reject", "name-empty", "open", "name"),
+    ("reject", "name-nul", "open", "name"),
+    ("reject", "name-too-long", "open", "name"),
+    ("reject", "shard-name-traversal", "open", "shard_name"),
+    ("reject", "shard-name-separator", "open", "shard_name"),
+    ("reject", "shard-name-empty", "open", "shard_name"),
+    ("reject", "shard-name-leading-dot", "open", "shard_name"),
+    ("reject", "shard-ref-not-in-table", "open", "shard_ref"),
+    ("reject", "shape-rank-65", "open", "shape"),
+    ("reject", "shape-product-overflow", "open", "shape"),
+    ("reject", "blob-misaligned", "open", "blob_alignment"),
+    ("reject", "blob-offset-zero", "open", "blob_alignment"),
+    ("reject", "blob-out-of-bounds", "open", "blob_bounds"),
+    ("reject", "blob-partial-overlap", "open", "blob_overlap"),
+    ("reject", "shard-blob-partial-overlap", "open", "blob_overlap"),
+    ("reject", "dense-extra-part", "open", "layout_rule"),
+    ("reject", "dense-size-mismatch", "open", "dense_size"),
+    ("reject", "dense-f4-size-mismatch", "open", "dense_size"),
+    ("reject", "csr-missing-part", "open", "layout_rule"),
+    ("reject", "csr-signed-indices", "open", "layout_rule"),
+    ("reject", "csr-indptr-count", "open", "layout_rule"),
+    ("reject", "csr-values-size", "open", "layout_rule"),
+    ("reject", "csr-indptr-not-zero-based", "csr(m)", "layout_data"),
+    ("reject", "csr-index-out-of-cols", "csr(m)", "layout_data"),
+    ("reject", "csr-row-not-increasing", "csr(m)", "layout_data"),
+    ("reject", "bool-invalid-byte", "verify(t,data)", "layout_data"),
+    ("reject", "f4-nonzero-odd-nibble", "verify(t,data)", "layout_data"),
+    ("reject", "verify-digest-mismatch", "verify(t,data)", "digest"),
+];
+
+/// Files whose shards are not beside them: the reference resolves shards when it opens a file
+/// and cannot open these; this project opens them and reads every object not in a shard. The
+/// specs let readers differ (`spec/ztensor-2.md` §8, item 20).
+const SHARDS_NOT_BESIDE: &[&str] =
+    &["local-and-foreign-parts-together", "shard-reference-is-a-valid-image", "shards-table"];
+
+/// Writes `fixtures/external/ztensor2/index.toml` (every corpus file with its verdict in the
+/// dump protocol) and the golden dump of each file a reader accepts: the reference's dump, or
+/// ours where the reference cannot open the file alone.
+fn corpus_index(fixtures: &Path, reference: &Path, ours: &Path) -> Result<()> {
+    let dir = fixtures.join("external/ztensor2");
+    let mut index = String::from(
+        "# Written by `cargo xtask v2-oracle --freeze` from the reference corpus's verdicts\n\
+         # (spec/ztensor-2.md §9). A file rejected at open expects its rule; a file that opens and\n\
+         # whose object then fails (a digest, CSR data) is accepted, the object carrying the error.\n\
+         # Golden dumps (`<name>.json`) are the reference 2.1.1's (xtask/reference-adapter/v2),\n\
+         # ours for the files whose shards are not beside them (implementation-defined).\n",
+    );
+    for (group, name, op, verdict) in CORPUS {
+        let file = format!("external/ztensor2/{group}/{name}.zt");
+        let defined = SHARDS_NOT_BESIDE.contains(name);
+        let expect = if defined {
+            "implementation-defined"
+        } else if *verdict == "ok" || *op != "open" {
+            "ok"
+        } else {
+            verdict
+        };
+        let covers = if *op == "open" {
+            format!("{group}: {name}")
+        } else {
+            format!(
+                "{group}: {name} ({op} {})",
+                if *verdict == "ok" { "succeeds" } else { verdict }
+            )
+        };
+        index.push_str(&format!(
+            "\n[[fixture]]\nfile = \"{file}\"\nversion = \"2\"\ncovers = \"{covers}\"\nexpect = \"{expect}\"\n"
+        ));
+        if expect != "ok" && !defined {
+            continue;
+        }
+        let reader = if defined { ours } else { reference };
+        let mut command = Command::new(reader);
+        if defined {
+            command.arg("dump");
+        }
+        let (ok, dump, err) = output(command.arg(fixtures.join(&file)))?;
+        if !ok {
+            bail!("{file}: the golden dump failed: {err}");
+        }
+        let pretty = serde_json::to_string_pretty(&json(&dump)?)?;
+        std::fs::write(dir.join(group).join(format!("{name}.json")), pretty + "\n")?;
+    }
+    std::fs::write(dir.join("index.toml"), index)?;
+    Ok(())
+}
 
 fn output(command: &mut Command) -> Result<(bool, Vec<u8>, String)> {
     let out = command.output().with_context(|| format!("running {command:?}"))?;
@@ -245,6 +385,7 @@ pub fn v2_oracle(root: &Path, freeze: bool) -> Result<()> {
     if freeze {
         let pretty = serde_json::to_string_pretty(&Json::Object(ids))?;
         std::fs::write(frozen_dir.join("ids.json"), pretty + "\n")?;
+        corpus_index(&fixtures, &reference, &ours)?;
     }
     let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|(_, o)| f(o)).count();
     let agreed = count(|o| matches!(o, Outcome::Agreed));

@@ -10,7 +10,7 @@ use serde::Deserialize;
 pub struct Entry {
     /// The file, relative to `fixtures/`.
     pub file: String,
-    /// `0.1`, `1.1`, `1.2` or `tensorbuffers`.
+    /// `0.1`, `1.1`, `1.2`, `2` or `tensorbuffers`.
     pub version: String,
     /// What the file covers.
     pub covers: String,
@@ -52,19 +52,18 @@ pub fn read_file(path: &Path) -> Result<Vec<Entry>> {
 }
 
 /// Reads the index under `fixtures_root` and, when present, the index of the frozen files of
-/// other producers (`producers/index.toml`, whose paths are relative to `fixtures_root` too).
+/// other producers (`producers/index.toml`) and that of the reference's zTensor 2 corpus
+/// (`external/ztensor2/index.toml`), whose paths are relative to `fixtures_root` too.
 ///
 /// # Errors
 /// I/O and TOML errors.
 pub fn read_all(fixtures_root: &Path) -> Result<Vec<Entry>> {
     let mut entries = read(fixtures_root)?;
-    let producers = fixtures_root.join("producers/index.toml");
-    if producers.exists() {
-        let text =
-            std::fs::read_to_string(&producers).with_context(|| producers.display().to_string())?;
-        let index: Index =
-            toml::from_str(&text).with_context(|| producers.display().to_string())?;
-        entries.extend(index.fixture);
+    for extra in ["producers/index.toml", "external/ztensor2/index.toml"] {
+        let path = fixtures_root.join(extra);
+        if path.exists() {
+            entries.extend(read_file(&path)?);
+        }
     }
     Ok(entries)
 }

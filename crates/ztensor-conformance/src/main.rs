@@ -202,9 +202,17 @@ fn this() -> Result<String> {
 
 fn ours() -> Result<Vec<ztensor_conformance::matrix::Implementation>> {
     let exe = this()?;
-    let all: Vec<String> = ["v0.1/", "v1.1/", "v1.2/", "tensorbuffers/", "examples/", "producers/"]
-        .map(String::from)
-        .to_vec();
+    let all: Vec<String> = [
+        "v0.1/",
+        "v1.1/",
+        "v1.2/",
+        "tensorbuffers/",
+        "examples/",
+        "producers/",
+        "external/ztensor2/",
+    ]
+    .map(String::from)
+    .to_vec();
     Ok(vec![
         ztensor_conformance::matrix::Implementation {
             id: "ours".into(),
@@ -240,7 +248,19 @@ fn reference(version: &str, path: &str) -> Result<ztensor_conformance::matrix::I
             "1.1",
         ),
         "1.2.3" => (&["v0.1/", "v1.1/", "v1.2/", "examples/tiny-v", "producers/"], "1.2"),
-        other => bail!("no reference {other} (0.1.0, 1.1.1, 1.2.3)"),
+        // zTensor 2: a reader of its corpus only (its adapter speaks no writer protocol).
+        "2.1.1" => {
+            return Ok(ztensor_conformance::matrix::Implementation {
+                id: format!("reference-{version}"),
+                name: format!(
+                    "reference implementation, crates.io `ztensor` {version}, zTensor 2 \
+                     (xtask/reference-adapter/v2)"
+                ),
+                reader: Some((path.to_owned(), vec!["external/ztensor2/".to_owned()])),
+                writer: None,
+            });
+        }
+        other => bail!("no reference {other} (0.1.0, 1.1.1, 1.2.3, 2.1.1)"),
     };
     Ok(ztensor_conformance::matrix::Implementation {
         id: format!("reference-{version}"),
