@@ -13,9 +13,6 @@ use crate::manifest::{Dtype, Manifest, Object, Part};
 pub struct File<S> {
     source: S,
     container: Container,
-    /// The objects' names in the manifest's order: object `i` of the tensor-source interface
-    /// is found by name, not by walking the map.
-    pub(crate) names: Vec<String>,
 }
 
 /// What checking a part's digest found.
@@ -36,11 +33,7 @@ impl<S: ReadAt> File<S> {
     /// As [`open`].
     pub fn open(source: S, max_manifest: u64) -> Result<File<S>> {
         let container = open(&source, max_manifest)?;
-        let names = container
-            .manifest
-            .as_ref()
-            .map_or_else(Vec::new, |m| m.objects.keys().cloned().collect());
-        Ok(File { source, container, names })
+        Ok(File { source, container })
     }
 
     /// The footer and manifest.

@@ -123,30 +123,45 @@ impl Part {
     }
 }
 
-/// An object's parts by name, in the byte order of their names: a sorted list, not a tree (a
-/// manifest of a million one-part objects holds a million of these, and a tree's node is
-/// sized for eleven entries).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Parts(Vec<(String, Part)>);
+/// Entries by name, in the byte order of their names: a sorted list, not a tree. A manifest of
+/// a million one-part objects holds a million objects and a million part lists, and a tree's
+/// node is sized for eleven entries; entry `i` of the list is also object `i` of the
+/// tensor-source interface.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Named<T>(Vec<(String, T)>);
 
-impl Parts {
-    /// The parts `entries` (names unique), sorted by name.
-    pub fn new(mut entries: Vec<(String, Part)>) -> Parts {
+/// An object's parts by name.
+pub type Parts = Named<Part>;
+
+impl<T> Default for Named<T> {
+    fn default() -> Named<T> {
+        Named(Vec::new())
+    }
+}
+
+impl<T> Named<T> {
+    /// The entries `entries` (names unique), sorted by name.
+    pub fn new(mut entries: Vec<(String, T)>) -> Named<T> {
         entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         entries.shrink_to_fit();
-        Parts(entries)
+        Named(entries)
     }
 
-    /// The part named `name`.
-    pub fn get(&self, name: &str) -> Option<&Part> {
-        self.get_key_value(name).map(|(_, p)| p)
+    /// The entry named `name`.
+    pub fn get(&self, name: &str) -> Option<&T> {
+        self.get_key_value(name).map(|(_, v)| v)
     }
 
-    /// The part named `name`, with its name.
-    pub fn get_key_value(&self, name: &str) -> Option<(&String, &Part)> {
+    /// The entry named `name`, with its name.
+    pub fn get_key_value(&self, name: &str) -> Option<(&String, &T)> {
         let i = self.0.binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes())).ok()?;
-        let (n, p) = &self.0[i];
-        Some((n, p))
+        let (n, v) = &self.0[i];
+        Some((n, v))
+    }
+
+    /// Entry `index`, with its name (in name order).
+    pub fn at(&self, index: usize) -> Option<(&String, &T)> {
+        self.0.get(index).map(|(n, v)| (n, v))
     }
 
     /// The names, in order.
@@ -154,17 +169,17 @@ impl Parts {
         self.0.iter().map(|(n, _)| n)
     }
 
-    /// The parts, in the order of their names.
-    pub fn values(&self) -> impl ExactSizeIterator<Item = &Part> {
-        self.0.iter().map(|(_, p)| p)
+    /// The entries, in the order of their names.
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &T> {
+        self.0.iter().map(|(_, v)| v)
     }
 
-    /// Names and parts, in order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&String, &Part)> {
-        self.0.iter().map(|(n, p)| (n, p))
+    /// Names and entries, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&String, &T)> {
+        self.0.iter().map(|(n, v)| (n, v))
     }
 
-    /// How many parts.
+    /// How many entries.
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -175,25 +190,26 @@ impl Parts {
     }
 }
 
-impl std::ops::Index<&str> for Parts {
-    type Output = Part;
+impl<T> std::ops::Index<&str> for Named<T> {
+    type Output = T;
 
     /// # Panics
-    /// When there is no part `name`.
-    fn index(&self, name: &str) -> &Part {
-        self.get(name).unwrap_or_else(|| panic!("no part {name:?}"))
+    /// When there is no entry `name`.
+    fn index(&self, name: &str) -> &T {
+        self.get(name).unwrap_or_else(|| panic!("no entry {name:?}"))
     }
 }
 
-impl<'a> IntoIterator for &'a Parts {
-    type Item = (&'a String, &'a Part);
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, Part)>,
-        fn(&'a (String, Part)) -> (&'a String, &'a Part),
-    >;
+/// The iterator over a [`Named`] list's names and entries.
+pub type NamedIter<'a, T> =
+    std::iter::Map<std::slice::Iter<'a, (String, T)>, fn(&'a (String, T)) -> (&'a String, &'a T)>;
+
+impl<'a, T> IntoIterator for &'a Named<T> {
+    type Item = (&'a String, &'a T);
+    type IntoIter = NamedIter<'a, T>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(n, p)| (n, p))
+        self.0.iter().map(|(n, v)| (n, v))
     }
 }
 
@@ -223,7 +239,7 @@ pub struct Shard {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     /// The objects, by name (in the byte order of their names).
-    pub objects: BTreeMap<String, Object>,
+    pub objects: Named<Object>,
     /// The shard table.
     pub shards: BTreeMap<String, Shard>,
     /// The file's attributes (a map), as stored.
@@ -380,11 +396,12 @@ pub fn parse(root: &Value) -> Result<Manifest> {
     let Value::Map(entries) = root else { return Err(schema("the manifest is not a map")) };
     let objects_value =
         field(entries, "objects").ok_or_else(|| schema("the manifest has no `objects`"))?;
-    let mut objects = BTreeMap::new();
+    let mut named = Vec::new();
     for (name, value) in text_map(objects_value, "`objects`")? {
         check_name(name, "object name")?;
-        objects.insert(name.to_owned(), object(value)?);
+        named.push((name.to_owned(), object(value)?));
     }
+    let objects = Named::new(named);
     let mut shards = BTreeMap::new();
     if let Some(table) = field(entries, "shards") {
         for (name, value) in text_map(table, "`shards`")? {
@@ -419,13 +436,14 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Manifest> {
     };
     // A manifest whose `objects` is not a map gets the schema error from the whole tree.
     let Some(entries) = cbor::entries_at(bytes, range.clone(), 1)? else { return whole() };
-    let mut objects = BTreeMap::new();
+    let mut named = Vec::with_capacity(entries.len());
     for (key, range) in entries {
         let name = key.as_text().ok_or_else(|| schema("a key of `objects` is not text"))?;
         check_name(name, "object name")?;
         let value = cbor::decode_at(bytes, range, 2)?;
-        objects.insert(name.to_owned(), object(&value)?);
+        named.push((name.to_owned(), object(&value)?));
     }
+    let objects = Named::new(named);
     // The rest (shards, attributes, keys not known) is decoded whole, with no objects.
     let mut rest = Vec::with_capacity(root.len());
     for (key, range) in root {

@@ -89,7 +89,7 @@ fn to_io(name: &str, e: crate::Error) -> ztensor_io::Error {
 
 impl<S: ReadAt> File<S> {
     fn object_at(&self, index: usize) -> Option<(&String, &Object)> {
-        self.manifest()?.objects.get_key_value(self.names.get(index)?)
+        self.manifest()?.objects.at(index)
     }
 }
 
