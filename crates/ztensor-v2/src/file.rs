@@ -91,12 +91,37 @@ impl<S: ReadAt> File<S> {
     /// breaks its encoding's rules; as [`File::stored`].
     pub fn decoded(&self, name: &str, part: &str) -> Result<Vec<u8>> {
         let (_, p) = self.part(name, part)?;
+        self.before_whole(name, part, p)?;
         let mut bytes = whole(name, part, p)?;
         self.stream(name, part, 4 << 20, &mut |piece| {
             bytes.extend_from_slice(piece);
             Ok(())
         })?;
         Ok(bytes)
+    }
+
+    /// What must hold before part `p` is decoded whole: it lies in this file, its encoding is
+    /// one this reader decodes and, for `zt.zstd-seekable/1`, its seek table is sound, so that
+    /// nothing is allocated for a length the file merely claims.
+    fn before_whole(&self, name: &str, part: &str, p: &Part) -> Result<()> {
+        if let Some(shard) = &p.shard {
+            return Err(Error::unsupported(format!(
+                "{name:?}/{part}: its bytes are in shard {shard:?}, which this reader does not resolve"
+            )));
+        }
+        match p.encoding.as_deref() {
+            None => Ok(()),
+            Some(crate::seekable::ID) => {
+                within_whole_limit(name, part, p)?;
+                let (offset, len) = p.blob;
+                crate::seekable::seek_table(&self.source, offset, len, p.decoded_len())
+                    .map(drop)
+                    .map_err(|e| e.within(&format!("{name:?}/{part}")))
+            }
+            Some(other) => Err(Error::unsupported(format!(
+                "{name:?}/{part}: encoding {other:?} is not one this reader decodes"
+            ))),
+        }
     }
 
     /// The part's decoded bytes in pieces of at most `piece` bytes, unchecked: raw bytes read
@@ -175,15 +200,16 @@ impl<S: ReadAt> File<S> {
             let check = self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?;
             return Ok((bytes, check));
         }
-        if p.encoding.as_deref() == Some(crate::seekable::ID) && p.shard.is_none() {
-            // Frames decoded in parallel, each into its place; then checked in place.
-            within_whole_limit(name, part, p)?;
-            let mut bytes = ztensor_io::try_zeroed(p.decoded_len(), "a decoded part")
-                .map_err(|e| Error::io("decoding a part", e))?;
+        self.before_whole(name, part, p)?;
+        if p.encoding.as_deref() == Some(crate::seekable::ID) {
+            // Frames decoded in parallel, each into its place; then checked in place. The
+            // table is read (and checked) before the buffer is had.
             let (offset, len) = p.blob;
             let within = |e: Error| e.within(&format!("{name:?}/{part}"));
             let table = crate::seekable::seek_table(&self.source, offset, len, p.decoded_len())
                 .map_err(within)?;
+            let mut bytes = ztensor_io::try_zeroed(p.decoded_len(), "a decoded part")
+                .map_err(|e| Error::io("decoding a part", e))?;
             crate::seekable::decode_into(&self.source, offset, &table, &mut bytes)
                 .map_err(within)?;
             let check = self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?;

@@ -436,6 +436,10 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Manifest> {
     };
     // A manifest whose `objects` is not a map gets the schema error from the whole tree.
     let Some(entries) = cbor::entries_at(bytes, range.clone(), 1)? else { return whole() };
+    // Every key is text before any object is looked at (as the whole tree's parse has it).
+    if entries.iter().any(|(k, _)| k.as_text().is_none()) {
+        return Err(schema("a key of `objects` is not text"));
+    }
     let mut named = Vec::with_capacity(entries.len());
     for (key, range) in entries {
         let name = key.as_text().ok_or_else(|| schema("a key of `objects` is not text"))?;

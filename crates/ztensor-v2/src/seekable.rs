@@ -98,6 +98,17 @@ pub fn seek_table(
         if decoded > MAX_FRAME {
             return Err(encoding(format!("a frame of {decoded} decoded bytes (at most 16 MiB)")));
         }
+        // A frame with a checksum takes at least 12 bytes, and no zstd frame of `decoded` bytes
+        // is longer than zstd's bound for them: what a frame holds stays within a few times 16
+        // MiB, and entries cannot outnumber the bytes they describe.
+        // `decoded` is at most 16 MiB here.
+        let bound = usize::try_from(decoded)
+            .map_or(u64::MAX, |d| zstd::zstd_safe::compress_bound(d) as u64 + 64);
+        if !(12..=bound).contains(&stored) {
+            return Err(encoding(format!(
+                "a frame of {stored} bytes for {decoded} decoded (12 to {bound})"
+            )));
+        }
         stored_sum += stored;
         decoded_sum += decoded;
         frames.push((stored, decoded));
@@ -118,6 +129,17 @@ pub fn seek_table(
         )));
     }
     Ok(SeekTable { frames })
+}
+
+/// Checks that `stored`, frame `i`'s bytes, are exactly one zstd frame (not a frame followed by
+/// others or by skippable padding, which zstd would decode too) and that it carries a content
+/// checksum.
+fn check_frame(i: usize, stored: &[u8]) -> Result<()> {
+    let one = zstd::zstd_safe::find_frame_compressed_size(stored).ok() == Some(stored.len());
+    if !one || stored.len() < 5 || u32_at(stored, 0) != 0xFD2F_B528 || stored[4] & 0x04 == 0 {
+        return Err(encoding(format!("frame {i} is not one zstd frame with a checksum")));
+    }
+    Ok(())
 }
 
 /// Decodes the stream at `offset` of `source` (its table `table`), frame by frame: `each` gets
@@ -142,9 +164,7 @@ pub fn decode(
         source.read_exact_at(at, &mut stored).map_err(|e| Error::io("reading a frame", e))?;
         at += len;
         // The frame header: magic, then the descriptor, whose bit 2 says a checksum follows.
-        if stored.len() < 5 || u32_at(&stored, 0) != 0xFD2F_B528 || stored[4] & 0x04 == 0 {
-            return Err(encoding(format!("frame {i} is not a zstd frame with a checksum")));
-        }
+        check_frame(i, &stored)?;
         decoded.clear();
         // At most 16 MiB: the table was checked.
         decoded.resize(usize::try_from(want).map_err(|_| encoding("a frame too large"))?, 0);
@@ -191,9 +211,7 @@ pub fn decode_into(
         let mut stored =
             ztensor_io::try_zeroed(len, "a frame").map_err(|e| Error::io("reading a frame", e))?;
         source.read_exact_at(at, &mut stored).map_err(|e| Error::io("reading a frame", e))?;
-        if stored.len() < 5 || u32_at(&stored, 0) != 0xFD2F_B528 || stored[4] & 0x04 == 0 {
-            return Err(encoding(format!("frame {i} is not a zstd frame with a checksum")));
-        }
+        check_frame(i, &stored)?;
         let n = zstd::bulk::decompress_to_buffer(&stored, slice)
             .map_err(|e| encoding(format!("frame {i}: {e}")))?;
         if n != slice.len() {
@@ -382,5 +400,22 @@ mod tests {
         bad[20] ^= 0xff;
         assert!(decoded(&bad, data.len() as u64).is_err());
         assert_eq!(rule(&[0u8; 10], 0), Some(Rule::Encoding), "too short");
+        // One table entry holding two frames (the second without a checksum) is refused, though
+        // zstd would decode both.
+        let mut plain = zstd::bulk::Compressor::new(3).unwrap();
+        plain.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false)).unwrap();
+        let mut checked = zstd::bulk::Compressor::new(3).unwrap();
+        checked.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
+        let mut frames = checked.compress(&[1u8; 100]).unwrap();
+        frames.extend(plain.compress(&[2u8; 100]).unwrap());
+        let mut two = frames.clone();
+        two.extend(0x184D_2A5Eu32.to_le_bytes());
+        two.extend(17u32.to_le_bytes());
+        two.extend(u32::try_from(frames.len()).unwrap().to_le_bytes());
+        two.extend(200u32.to_le_bytes());
+        two.extend(1u32.to_le_bytes());
+        two.push(0);
+        two.extend(0x8F92_EAB1u32.to_le_bytes());
+        assert_eq!(rule(&two, 200), Some(Rule::Encoding), "two frames in one entry");
     }
 }

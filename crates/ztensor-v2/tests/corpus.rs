@@ -259,4 +259,16 @@ fn parsing_object_by_object_is_parsing_the_tree() {
         }
     }
     assert!(manifests > 60, "{manifests}");
+    // A key of `objects` that is not text is the schema's fault before any name is: even when
+    // it sorts after a text key whose name is broken.
+    use ztensor_v2::cbor::{Value, encode};
+    let text = |t: &str| Value::Text(t.to_owned());
+    let root = Value::Map(vec![(
+        text("objects"),
+        Value::Map(vec![(text(""), Value::Map(vec![])), (Value::Null, Value::Uint(0))]),
+    )]);
+    let bytes = encode(&root);
+    let tree = parse(&ztensor_v2::cbor::decode(&bytes).unwrap()).unwrap_err();
+    assert_eq!(tree.broken(), Some(Rule::Schema));
+    assert_eq!(parse_bytes(&bytes).unwrap_err().broken(), Some(Rule::Schema));
 }
