@@ -1586,4 +1586,11 @@ fn to_ztensor_2_and_back_with_one_identity() {
     let err = fails(&["convert", arg(&tagged), arg(&d.join("t.zt")), "--to", "2"], 1);
     assert!(err.contains("--drop-attributes"), "{err}");
     ok(&["convert", arg(&tagged), arg(&d.join("t.zt")), "--to", "2", "--drop-attributes"]);
+    // An input that breaks its own format's rule while it is read is a rejection (status 1),
+    // its rule named, as for every other target.
+    let damaged = fixtures.join("v1.2/valid/object-digest-mismatch.zt");
+    let err = fails(&["convert", arg(&damaged), arg(&d.join("u.zt")), "--to", "2"], 1);
+    assert!(err.contains("digest_mismatch"), "{err}");
+    let err = fails(&["id", arg(&damaged)], 1);
+    assert!(err.contains("digest_mismatch"), "{err}");
 }

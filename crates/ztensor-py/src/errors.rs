@@ -158,6 +158,8 @@ pub(crate) fn raise_open(py: Python<'_>, e: &ztensor_registry::OpenError) -> PyE
             None => exception(py, "FormatError", e.to_string(), None, None, None),
         },
         OpenError::Zt2(e) => match (e.broken(), e.kind()) {
+            // The input failed while it was written or identified: its own error.
+            (None, ztensor_v2::ErrorKind::Source(source)) => raise_io(py, source),
             (Some(rule), _) => {
                 exception(py, "FormatError", e.to_string(), Some(rule.id()), None, e.offset())
             }

@@ -148,6 +148,9 @@ pub enum ErrorKind {
     Unsupported,
     /// Content zTensor 2 cannot hold (writing or converting): `Verdict::refused` says which.
     Unrepresentable,
+    /// The source being written or identified failed to read: its own error, whose verdict
+    /// (a broken rule of its format, or I/O) is kept.
+    Source(ztensor_io::Error),
 }
 
 impl Error {
@@ -181,6 +184,15 @@ impl Error {
         }
     }
 
+    pub(crate) fn source(what: &str, e: ztensor_io::Error) -> Error {
+        Error {
+            message: format!("{what}: {e}"),
+            kind: ErrorKind::Source(e),
+            offset: None,
+            refused: None,
+        }
+    }
+
     pub(crate) fn within(mut self, prefix: &str) -> Error {
         self.message = format!("{prefix}: {}", self.message);
         self
@@ -200,7 +212,10 @@ impl Error {
     pub fn broken(&self) -> Option<Rule> {
         match self.kind {
             ErrorKind::Rule(r) => Some(r),
-            ErrorKind::Io(_) | ErrorKind::Unsupported | ErrorKind::Unrepresentable => None,
+            ErrorKind::Io(_)
+            | ErrorKind::Unsupported
+            | ErrorKind::Unrepresentable
+            | ErrorKind::Source(_) => None,
         }
     }
 
@@ -228,10 +243,22 @@ impl std::error::Error for Error {}
 /// A broken rule is the data saying no; I/O failures and refusals are not.
 impl ztensor_format::Verdict for Error {
     fn is_rejection(&self) -> bool {
-        self.broken().is_some() || matches!(self.kind, ErrorKind::Unrepresentable)
+        match &self.kind {
+            ErrorKind::Source(e) => e.is_rejection(),
+            kind => self.broken().is_some() || matches!(kind, ErrorKind::Unrepresentable),
+        }
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
-        self.refused
+        match &self.kind {
+            ErrorKind::Source(e) => e.refused(),
+            _ => self.refused,
+        }
+    }
+    fn rule(&self) -> Option<ztensor_format::ErrorKind> {
+        match &self.kind {
+            ErrorKind::Source(e) => e.rule(),
+            _ => None,
+        }
     }
 }
 

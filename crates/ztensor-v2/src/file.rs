@@ -103,19 +103,24 @@ impl<S: ReadAt> File<S> {
     /// What must hold before part `p` is decoded whole: it lies in this file, its encoding is
     /// one this reader decodes and, for `zt.zstd-seekable/1`, its seek table is sound, so that
     /// nothing is allocated for a length the file merely claims.
-    fn before_whole(&self, name: &str, part: &str, p: &Part) -> Result<()> {
+    fn before_whole(
+        &self,
+        name: &str,
+        part: &str,
+        p: &Part,
+    ) -> Result<Option<crate::seekable::SeekTable>> {
         if let Some(shard) = &p.shard {
             return Err(Error::unsupported(format!(
                 "{name:?}/{part}: its bytes are in shard {shard:?}, which this reader does not resolve"
             )));
         }
         match p.encoding.as_deref() {
-            None => Ok(()),
+            None => Ok(None),
             Some(crate::seekable::ID) => {
                 within_whole_limit(name, part, p)?;
                 let (offset, len) = p.blob;
                 crate::seekable::seek_table(&self.source, offset, len, p.decoded_len())
-                    .map(drop)
+                    .map(Some)
                     .map_err(|e| e.within(&format!("{name:?}/{part}")))
             }
             Some(other) => Err(Error::unsupported(format!(
@@ -189,37 +194,22 @@ impl<S: ReadAt> File<S> {
     /// As [`File::verify`].
     pub fn verified(&self, name: &str, part: &str) -> Result<(Vec<u8>, DigestCheck)> {
         let (_, p) = self.part(name, part)?;
-        if p.encoding.is_none() && p.shard.is_none() {
-            // Raw bytes are read straight into the buffer returned, then checked in place.
-            let (offset, len) = p.blob;
-            let mut bytes = ztensor_io::try_zeroed(len, "a part")
-                .map_err(|e| Error::io("reading a part", e))?;
-            self.source
-                .read_exact_at(offset, &mut bytes)
-                .map_err(|e| Error::io("reading a part", e))?;
-            let check = self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?;
-            return Ok((bytes, check));
+        // The shard, the encoding and a seek table are checked before the buffer is had; the
+        // bytes then go straight into it (a raw part read at once, a seekable one's frames
+        // decoded in parallel, each into its place) and are checked in place.
+        let table = self.before_whole(name, part, p)?;
+        let offset = p.blob.0;
+        let mut bytes = ztensor_io::try_zeroed(p.decoded_len(), "a decoded part")
+            .map_err(|e| Error::io("reading a part", e))?;
+        match &table {
+            Some(table) => crate::seekable::decode_into(&self.source, offset, table, &mut bytes)
+                .map_err(|e| e.within(&format!("{name:?}/{part}")))?,
+            None => self
+                .source
+                .read_exact_at(offset, &mut bytes[..])
+                .map_err(|e| Error::io("reading a part", e))?,
         }
-        self.before_whole(name, part, p)?;
-        if p.encoding.as_deref() == Some(crate::seekable::ID) {
-            // Frames decoded in parallel, each into its place; then checked in place. The
-            // table is read (and checked) before the buffer is had.
-            let (offset, len) = p.blob;
-            let within = |e: Error| e.within(&format!("{name:?}/{part}"));
-            let table = crate::seekable::seek_table(&self.source, offset, len, p.decoded_len())
-                .map_err(within)?;
-            let mut bytes = ztensor_io::try_zeroed(p.decoded_len(), "a decoded part")
-                .map_err(|e| Error::io("decoding a part", e))?;
-            crate::seekable::decode_into(&self.source, offset, &table, &mut bytes)
-                .map_err(within)?;
-            let check = self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?;
-            return Ok((bytes, check));
-        }
-        let mut bytes = whole(name, part, p)?;
-        let check = self.read_part(name, part, 4 << 20, &mut |piece| {
-            bytes.extend_from_slice(piece);
-            Ok(())
-        })?;
+        let check = self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?;
         Ok((bytes, check))
     }
 

@@ -72,7 +72,10 @@ fn unsupported(name: &str, o: &Object) -> Option<ztensor_format::Error> {
 fn to_io(name: &str, e: crate::Error) -> ztensor_io::Error {
     let message = e.to_string();
     match e.kind() {
-        ErrorKind::Io(_) => ztensor_io::Error::io(message, None, std::io::Error::other(e)),
+        // (A file's own reading never fails with another source's error.)
+        ErrorKind::Io(_) | ErrorKind::Source(_) => {
+            ztensor_io::Error::io(message, None, std::io::Error::other(e))
+        }
         ErrorKind::Unsupported | ErrorKind::Unrepresentable => ztensor_io::Error::unsupported(
             ztensor_format::Error::new(Rule1::EncodingUnknown, message).in_object(name),
         ),
@@ -90,6 +93,12 @@ fn to_io(name: &str, e: crate::Error) -> ztensor_io::Error {
 impl<S: ReadAt> File<S> {
     fn object_at(&self, index: usize) -> Option<(&String, &Object)> {
         self.manifest()?.objects.at(index)
+    }
+
+    /// Object `index`, or `NotFound`.
+    fn found(&self, index: usize) -> ztensor_io::Result<(&String, &Object)> {
+        self.object_at(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))
     }
 }
 
@@ -147,9 +156,7 @@ impl<S: ReadAt> TensorSource for File<S> {
         piece: usize,
         each: &mut dyn FnMut(&[u8]) -> ztensor_io::Result<()>,
     ) -> ztensor_io::Result<()> {
-        let (name, o) = self
-            .object_at(index)
-            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        let (name, o) = self.found(index)?;
         if let Some(reason) = unsupported(name, o) {
             return Err(ztensor_io::Error::unsupported(reason));
         }
@@ -174,9 +181,7 @@ impl<S: ReadAt> TensorSource for File<S> {
         piece: usize,
         each: &mut dyn FnMut(&str, &[u8]) -> ztensor_io::Result<()>,
     ) -> ztensor_io::Result<()> {
-        let (_, o) = self
-            .object_at(index)
-            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        let (_, o) = self.found(index)?;
         for role in o.parts.keys() {
             TensorSource::read_part(self, index, role, piece, &mut |bytes| each(role, bytes))?;
         }
@@ -184,9 +189,7 @@ impl<S: ReadAt> TensorSource for File<S> {
     }
 
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
-        let (name, o) = self
-            .object_at(index)
-            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        let (name, o) = self.found(index)?;
         if let Some(reason) = unsupported(name, o) {
             return Err(ztensor_io::Error::unsupported(reason));
         }

@@ -370,7 +370,7 @@ pub fn write(
     } else {
         let attributes = source
             .try_attributes()
-            .map_err(|e| Error::io("reading the file's attributes", std::io::Error::other(e)))?;
+            .map_err(|e| Error::source("reading the file's attributes", e))?;
         match attributes {
             Some(a) => attributes_2(&a, 2, Refused::FileAttributes)
                 .map_err(|e| e.within("the file's attributes"))?,
@@ -430,7 +430,8 @@ pub fn write(
                 Some(data) => {
                     let bytes = data.components.get(&p.role).map(|c| c.bytes.as_ref());
                     let bytes = bytes.ok_or_else(|| {
-                        read_error(&name, format!("component {:?} was not read", p.role))
+                        let missing = format!("component {:?} was not read", p.role);
+                        read_error(&name, ztensor_io::Error::failed(&missing))
                     })?;
                     placer.part(p.bools, &mut |each| {
                         bytes.chunks(PIECE).try_for_each(&mut *each)?;
@@ -529,8 +530,8 @@ pub fn write(
 }
 
 /// A source's read error, for object `name`.
-fn read_error(name: &str, e: impl std::fmt::Display) -> Error {
-    Error::io(&format!("reading object {name:?}"), std::io::Error::other(e.to_string()))
+fn read_error(name: &str, e: ztensor_io::Error) -> Error {
+    Error::source(&format!("reading object {name:?}"), e)
 }
 
 /// A [`TensorSink`](ztensor_io::TensorSink) writing canonical zTensor 2 ([`write()`]): to a path
