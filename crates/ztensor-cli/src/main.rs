@@ -350,6 +350,26 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             };
             let started = std::time::Instant::now();
             let converted = cmd::convert::run(&request)?;
+            if let Some(written) = &converted.sharded_2 {
+                if !run.quiet {
+                    let bytes: u64 = written.shards.iter().map(|(_, _, len)| len).sum();
+                    writeln!(
+                        out,
+                        "wrote {} and {} in {} (zTensor 2, {}: {} decoded; files {}) in {:.2} s",
+                        cmd::text::plural(written.shards.len(), "shard"),
+                        written.root.file_name().unwrap_or_default().to_string_lossy(),
+                        cmd::text::shown(&output.display().to_string()),
+                        cmd::text::plural(converted.objects, "object"),
+                        cmd::text::size(written.decoded),
+                        cmd::text::size(bytes + written.root_len),
+                        started.elapsed().as_secs_f64()
+                    )?;
+                    for note in &converted.notes {
+                        writeln!(out, "{note}")?;
+                    }
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             if let Some(index_path) = &converted.index {
                 if !run.quiet {
                     let index = ztensor_shard::ShardIndex::read(index_path)

@@ -105,8 +105,36 @@ pub(crate) fn open_source_for(
             }
             Ok(Box::new(ckpt.carry_unknown_dtypes(carry_unknown)))
         }
-        _ => expansion_checked(path, kind, open_kind(path, kind, carry_unknown)?),
+        cmd::Kind::Zt2 => {
+            let (source, shards) = open_zt2(path)?;
+            for shard in &shards {
+                cmd::not_over(shard, output, what)?;
+            }
+            Ok(source)
+        }
+        _ => expansion_checked(path, kind, open_kind(path, kind, carry_unknown)?, 0),
     }
+}
+
+/// The zTensor 2 file at `path` with its shards ([`ztensor_registry::open_zt2`]), refused as
+/// every input is.
+pub(crate) fn open_zt2_file(path: &Path) -> Result<ztensor_v2::File<FileSource>> {
+    let options = ztensor_registry::OpenOptions {
+        options: ztensor_cli::options(false),
+        ..Default::default()
+    };
+    ztensor_registry::open_zt2(path, &options).map_err(|e| open_error(path, &options.options, e))
+}
+
+/// A zTensor 2 file with its shards (found as [`ztensor_registry::open_zt2`] finds them), its
+/// expansion checked against its own size and its shards', and where its shards are.
+pub(crate) fn open_zt2(
+    path: &Path,
+) -> Result<(Box<dyn ztensor_io::TensorSource>, Vec<std::path::PathBuf>)> {
+    let file = open_zt2_file(path)?;
+    let shards = file.shard_paths().map(|(_, p)| p.to_path_buf()).collect();
+    let extra = file.shards_len();
+    Ok((expansion_checked(path, cmd::Kind::Zt2, Box::new(file), extra)?, shards))
 }
 
 /// As [`open_source`]; with `carry_unknown`, safetensors tensors of dtypes zTensor lacks are
@@ -115,20 +143,25 @@ pub(crate) fn open_source_with(
     path: &Path,
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    if cmd::detect(path)? == cmd::Kind::Zt2 {
+        return Ok(open_zt2(path)?.0);
+    }
     let (kind, source) = open_any(path, carry_unknown)?;
-    expansion_checked(path, kind, source)
+    expansion_checked(path, kind, source, 0)
 }
 
 /// `source` (the input at `path`, of `kind`), refused when its objects decode to more than
-/// the expansion limit allows for a file of its size. A sharded checkpoint's shards are files
-/// of their own, each checked when read as one.
+/// the expansion limit allows for a file of its size (plus `shards`, the size of the files a
+/// zTensor 2 root's parts lie in). A sharded checkpoint's shards are files of their own, each
+/// checked when read as one.
 fn expansion_checked(
     path: &Path,
     kind: cmd::Kind,
     source: Box<dyn ztensor_io::TensorSource>,
+    shards: u64,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     if !matches!(kind, cmd::Kind::SafetensorsIndex | cmd::Kind::ZtIndex) {
-        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0).saturating_add(shards);
         ztensor_io::check_expansion(&*source, len, &options(false).limits).map_err(|e| {
             let e = reported(&format!("{}", path.display()), &e);
             let hint = "(--max-expansion RATIO raises the limit)";

@@ -1594,3 +1594,73 @@ fn to_ztensor_2_and_back_with_one_identity() {
     let err = fails(&["id", arg(&damaged)], 1);
     assert!(err.contains("digest_mismatch"), "{err}");
 }
+
+/// A directory output with `--to 2` is a sharded zTensor 2 model: a root named after the
+/// input with its shard table, and canonical shards at their positional names. Every command
+/// reads it through the root; `verify` checks each shard's whole-file digest (a changed byte
+/// anywhere in a shard, or a missing shard, is a problem); renamed shards are found by
+/// identity; the identity is the unsharded file's; an output that would replace the input is
+/// refused.
+#[test]
+fn sharded_ztensor_2_output() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ztensor-conformance/fixtures");
+    let d = scratch("sharded-ztensor2");
+    let input = fixtures.join("examples/tiny-v1.1.zt");
+    let out = d.join("out");
+    let said = ok(&[
+        "convert",
+        arg(&input),
+        &format!("{}/", out.display()),
+        "--to",
+        "2",
+        "--shard-size",
+        "30",
+    ]);
+    assert!(said.contains("3 shards") && said.contains("tiny-v1.1.zt"), "{said}");
+    let root = out.join("tiny-v1.1.zt");
+    let shards: Vec<PathBuf> =
+        (1..=3).map(|i| out.join(format!("tiny-v1.1-{i:05}-of-00003.zt"))).collect();
+    assert!(shards.iter().all(|s| s.is_file()));
+    assert!(ok(&["verify", arg(&root)]).contains("sound"));
+    assert_eq!(ok(&["id", arg(&root)]), ok(&["id", arg(&input)]));
+    assert!(ok(&["diff", arg(&input), arg(&root)]).contains("0 changed"));
+    // Each shard is a valid file of its own objects.
+    let objects: u64 = shards
+        .iter()
+        .map(|s| {
+            json(&ztensor(&["info", "--json", arg(s)]))["tensors"].as_array().unwrap().len() as u64
+        })
+        .sum();
+    assert_eq!(objects, 4);
+    // Back to 1.2 through the root.
+    let back = d.join("back.zt");
+    ok(&["convert", arg(&root), arg(&back)]);
+    assert!(ok(&["diff", arg(&input), arg(&back)]).contains("0 changed"));
+
+    // Renamed shards are found by size and digest.
+    for (i, s) in shards.iter().enumerate() {
+        std::fs::rename(s, out.join(format!("renamed-{i}.zt"))).unwrap();
+    }
+    assert!(ok(&["verify", arg(&root)]).contains("sound"));
+    for (i, s) in shards.iter().enumerate() {
+        std::fs::rename(out.join(format!("renamed-{i}.zt")), s).unwrap();
+    }
+    // A byte changed in a shard's padding: no part's digest sees it, the shard's does.
+    let mut bytes = std::fs::read(&shards[0]).unwrap();
+    bytes[100] = 1;
+    std::fs::write(&shards[0], &bytes).unwrap();
+    let report = ztensor(&["verify", arg(&root)]);
+    assert_eq!(report.status.code(), Some(1), "{}", stdout(&report));
+    assert!(stdout(&report).contains("shard_identity"), "{}", stdout(&report));
+    // Missing: a problem for verify, a clear error for a read.
+    std::fs::remove_file(&shards[0]).unwrap();
+    let report = ztensor(&["verify", arg(&root)]);
+    assert_eq!(report.status.code(), Some(1), "{}", stdout(&report));
+    assert!(stdout(&report).contains("missing"), "{}", stdout(&report));
+    // The input's own directory with its stem: the root would replace the input.
+    let copy = d.join("m.zt");
+    std::fs::copy(&input, &copy).unwrap();
+    let err = fails(&["convert", arg(&copy), &format!("{}/", d.display()), "--to", "2"], 2);
+    assert!(err.contains("would replace it"), "{err}");
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&input).unwrap());
+}

@@ -267,7 +267,9 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
     let kind = ztensor_registry::detect_source(&source, Some(path));
     if matches!(kind, Ok(ztensor_registry::Kind::Zt2)) {
         let max = options().limits.max_manifest_len;
-        return Ok(match ztensor_v2::File::open(source, max) {
+        // Its shards, if it has any, found as every command finds them.
+        let resolvers = ztensor_v2::shards::Resolver::default_for(path);
+        return Ok(match ztensor_v2::File::open_resolved(source, max, &resolvers) {
             Ok(file) => Opened::Zt2(Box::new(file)),
             Err(e) => match e.broken() {
                 Some(rule) => Opened::Done(rejected(rule.id(), &one_line(&e.to_string())), false),

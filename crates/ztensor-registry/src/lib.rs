@@ -571,7 +571,7 @@ impl ztensor_format::Verdict for OpenError {
             #[cfg(feature = "sharded")]
             OpenError::Shard(e) => e.kind() != ztensor_shard::ErrorKind::Io,
             #[cfg(feature = "v2")]
-            OpenError::Zt2(e) => e.broken().is_some(),
+            OpenError::Zt2(e) => ztensor_format::Verdict::is_rejection(e),
         }
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
@@ -762,14 +762,28 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
             ztensor_foreign::torch::TorchFile::open(path).map_err(OpenError::Foreign)?,
         ),
         #[cfg(feature = "v2")]
-        Kind::Zt2 => {
-            let source = file_source(path)?;
-            let max = options.options.limits.max_manifest_len;
-            Opened::new(kind, ztensor_v2::File::open(source, max).map_err(OpenError::Zt2)?)
-        }
+        Kind::Zt2 => Opened::new(kind, open_zt2(path, options)?),
         #[allow(unreachable_patterns)]
         other => return Err(OpenError::Detect(enabled(other, Some(path)).unwrap_err())),
     })
+}
+
+/// The zTensor 2 file at `path` with its shards, if it has any, found by their positional
+/// names, else by identity among the `.zt` files beside it
+/// ([`Resolver::default_for`](ztensor_v2::shards::Resolver::default_for)); each shard's size
+/// and container are checked now, its whole-file digest by
+/// [`File::verify_shards`](ztensor_v2::File::verify_shards).
+///
+/// # Errors
+/// [`OpenError::Zt2`]: the file or a shard breaks a rule, or cannot be opened.
+#[cfg(feature = "v2")]
+pub fn open_zt2(
+    path: &Path,
+    options: &OpenOptions,
+) -> Result<ztensor_v2::File<FileSource>, OpenError> {
+    let max = options.options.limits.max_manifest_len;
+    let resolvers = ztensor_v2::shards::Resolver::default_for(path);
+    ztensor_v2::File::open_resolved(file_source(path)?, max, &resolvers).map_err(OpenError::Zt2)
 }
 
 /// The file at `path`, opened as ztensor-io opens inputs, for positional reads.

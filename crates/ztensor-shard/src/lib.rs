@@ -26,6 +26,6 @@ pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::index::{INDEX_SUFFIX, ShardEntry, ShardIndex, is_index};
 pub use crate::plan::{
     InputFile, Outcome, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR, Receipt, Split, Unit,
-    finalize, plan, run_unit, size_and_digest, write_all,
+    finalize, output_stem, plan, run_unit, size_and_digest, write_all,
 };
 pub use crate::source::ShardedZtensor;

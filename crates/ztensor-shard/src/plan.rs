@@ -193,7 +193,7 @@ fn absolute(path: &Path) -> Result<PathBuf> {
 
 /// The name shards and index are called after: the input's file name without its format's
 /// extension (`model` for `model.safetensors`, `model.safetensors.index.json`, `model.zt`).
-fn stem(input: &Path) -> String {
+pub fn output_stem(input: &Path) -> String {
     let name = input.file_name().and_then(|n| n.to_str()).unwrap_or("model");
     for suffix in [".safetensors.index.json", INDEX_SUFFIX, ".safetensors", ".zt", ".tb"] {
         if let Some(s) = name.strip_suffix(suffix).filter(|s| !s.is_empty()) {
@@ -231,7 +231,7 @@ pub fn plan(
     options.write_options()?;
     let input = absolute(input)?;
     let output = absolute(output)?;
-    let stem = stem(&input);
+    let stem = output_stem(&input);
     // Objects in order: name, decoded bytes, input shard.
     let mut objects: Vec<(String, u64, Option<String>)> = Vec::with_capacity(source.len());
     let mut names = HashSet::new();

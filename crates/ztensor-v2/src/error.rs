@@ -57,6 +57,9 @@ pub enum Rule {
     Encoding,
     /// A part's digest differs from its decoded bytes.
     Digest,
+    /// A shard is not the file the root's table names: another size, not a valid container,
+    /// or (when verified) another whole-file digest.
+    ShardIdentity,
 }
 
 impl Rule {
@@ -86,6 +89,7 @@ impl Rule {
         Rule::LayoutData,
         Rule::Encoding,
         Rule::Digest,
+        Rule::ShardIdentity,
     ];
 
     /// The rule's identifier (`blob_alignment`).
@@ -115,6 +119,7 @@ impl Rule {
             Rule::LayoutData => "layout_data",
             Rule::Encoding => "encoding",
             Rule::Digest => "digest",
+            Rule::ShardIdentity => "shard_identity",
         }
     }
 }

@@ -1,11 +1,13 @@
 //! A valid file's data: a part's stored and decoded bytes, its digest and the data rules of
 //! its logical type and layout (`spec/ztensor-2.md` §3, §4.1, §5.2).
 
+use std::collections::BTreeMap;
+
 use ztensor_io::ReadAt;
 
 use crate::container::{Container, open};
 use crate::error::{Error, Result, Rule};
-use crate::manifest::{Dtype, Manifest, Object, Part};
+use crate::manifest::{Dtype, Manifest, Object, Part, Shard};
 
 /// A zTensor 2 file whose container and manifest are valid, with the bytes to read its parts
 /// from.
@@ -13,6 +15,21 @@ use crate::manifest::{Dtype, Manifest, Object, Part};
 pub struct File<S> {
     source: S,
     container: Container,
+    /// The shards attached ([`File::open_sharded`]), by name: a file whose size and container
+    /// were checked, or why none could be had.
+    shards: BTreeMap<String, std::result::Result<S, String>>,
+    /// Where the shards attached were found, when they were found by path.
+    pub(crate) shard_paths: BTreeMap<String, std::path::PathBuf>,
+}
+
+/// What a resolver found for one shard of the table.
+#[derive(Debug)]
+pub enum Located<S> {
+    /// The shard's bytes (its size and container are checked next).
+    At(S),
+    /// No file for it, and why (where it was looked for): its parts cannot be read, the rest
+    /// of the file can.
+    Missing(String),
 }
 
 /// What checking a part's digest found.
@@ -31,9 +48,133 @@ impl<S: ReadAt> File<S> {
     ///
     /// # Errors
     /// As [`open`].
+    /// Its shards, if it has any, are not attached: their parts cannot be read
+    /// ([`File::open_sharded`] attaches them).
     pub fn open(source: S, max_manifest: u64) -> Result<File<S>> {
         let container = open(&source, max_manifest)?;
-        Ok(File { source, container })
+        Ok(File { source, container, shards: BTreeMap::new(), shard_paths: BTreeMap::new() })
+    }
+
+    /// Opens `source` as [`File::open`] does, then each shard its table lists, in name order:
+    /// `locate` finds its bytes, which must be exactly the size the table says and a valid
+    /// container (its own manifest, if it has one, validated too), or the file is refused with
+    /// `shard_identity`. A shard `locate` cannot find leaves its parts unreadable
+    /// (`Unsupported`, saying why) and the rest of the file readable. Whole-file digests are
+    /// checked by [`File::verify_shards`].
+    ///
+    /// # Errors
+    /// As [`File::open`]; `shard_identity`; `locate`'s errors.
+    pub fn open_sharded(
+        source: S,
+        max_manifest: u64,
+        locate: &mut dyn FnMut(&str, &Shard) -> Result<Located<S>>,
+    ) -> Result<File<S>> {
+        let mut file = File::open(source, max_manifest)?;
+        let table = file.manifest().map(|m| m.shards.clone()).unwrap_or_default();
+        for (name, shard) in &table {
+            let found = match locate(name, shard)? {
+                Located::At(bytes) => {
+                    if bytes.len() != shard.size {
+                        return Err(Error::rule(
+                            Rule::ShardIdentity,
+                            format!(
+                                "shard {name:?} is {} bytes; the table says {}",
+                                bytes.len(),
+                                shard.size
+                            ),
+                        ));
+                    }
+                    open(&bytes, max_manifest).map_err(|e| {
+                        Error::rule(
+                            Rule::ShardIdentity,
+                            format!("shard {name:?} is not a valid zTensor 2 container: {e}"),
+                        )
+                    })?;
+                    Ok(bytes)
+                }
+                Located::Missing(why) => Err(why),
+            };
+            file.shards.insert(name.clone(), found);
+        }
+        Ok(file)
+    }
+
+    /// Checks every shard's whole-file digest against the table, in name order, saying what
+    /// each check found (`Unverifiable` for an algorithm this crate does not compute).
+    ///
+    /// # Errors
+    /// `shard_identity` for a digest that differs; `Unsupported` for a shard not attached
+    /// (missing, or the file opened with [`File::open`]); I/O errors.
+    pub fn verify_shards(&self) -> Result<Vec<(String, DigestCheck)>> {
+        let Some(manifest) = self.manifest() else { return Ok(Vec::new()) };
+        let mut checks = Vec::with_capacity(manifest.shards.len());
+        for (name, shard) in &manifest.shards {
+            let bytes = match self.shards.get(name) {
+                Some(Ok(bytes)) => bytes,
+                Some(Err(why)) => {
+                    return Err(Error::unsupported(format!("shard {name:?} is missing: {why}")));
+                }
+                None => {
+                    return Err(Error::unsupported(format!(
+                        "shard {name:?} is not attached (open the file with its shards)"
+                    )));
+                }
+            };
+            let algorithm = shard.digest.split_once(':').map_or("", |d| d.0);
+            let check = match crate::shards::whole_digest(bytes, algorithm)? {
+                None => DigestCheck::Unverifiable(shard.digest.clone()),
+                Some(actual) if actual == shard.digest => DigestCheck::Verified,
+                Some(actual) => {
+                    return Err(Error::rule(
+                        Rule::ShardIdentity,
+                        format!(
+                            "shard {name:?}: the table's digest is {}, the file's is {actual}",
+                            shard.digest
+                        ),
+                    ));
+                }
+            };
+            checks.push((name.clone(), check));
+        }
+        Ok(checks)
+    }
+
+    /// The shards attached by path ([`File::open_path`]), by name: where each was found.
+    pub fn shard_paths(&self) -> impl Iterator<Item = (&str, &std::path::Path)> {
+        self.shard_paths.iter().map(|(n, p)| (n.as_str(), p.as_path()))
+    }
+
+    /// The total size of the shards the table lists (what the file's content lies in besides
+    /// its own bytes).
+    pub fn shards_len(&self) -> u64 {
+        self.manifest()
+            .map_or(0, |m| m.shards.values().map(|s| s.size).fold(0, u64::saturating_add))
+    }
+
+    /// Why the bytes of shard `shard` cannot be had (`None` when they can).
+    pub(crate) fn shard_missing(&self, shard: &str) -> Option<String> {
+        match self.shards.get(shard) {
+            Some(Ok(_)) => None,
+            Some(Err(why)) => Some(format!("its shard {shard:?} is missing: {why}")),
+            None => {
+                Some(format!("its shard {shard:?} is not attached (open the file with its shards)"))
+            }
+        }
+    }
+
+    /// The bytes part `p` (`name`/`part`) lies in: this file's, or its shard's.
+    fn bytes_of(&self, name: &str, part: &str, p: &Part) -> Result<&S> {
+        let Some(shard) = &p.shard else { return Ok(&self.source) };
+        match self.shards.get(shard) {
+            Some(Ok(bytes)) => Ok(bytes),
+            Some(Err(why)) => Err(Error::unsupported(format!(
+                "{name:?}/{part}: its bytes are in shard {shard:?}, which is missing: {why}"
+            ))),
+            None => Err(Error::unsupported(format!(
+                "{name:?}/{part}: its bytes are in shard {shard:?}, which is not attached \
+                 (open the file with its shards)"
+            ))),
+        }
     }
 
     /// The footer and manifest.
@@ -65,20 +206,14 @@ impl<S: ReadAt> File<S> {
     /// The part's stored bytes, as they lie in this file.
     ///
     /// # Errors
-    /// `Unsupported` for a part in a shard (shards are not resolved here); I/O errors.
+    /// `Unsupported` for a part in a shard not attached; I/O errors.
     pub fn stored(&self, name: &str, part: &str) -> Result<Vec<u8>> {
         let (_, p) = self.part(name, part)?;
-        if let Some(shard) = &p.shard {
-            return Err(Error::unsupported(format!(
-                "{name:?}/{part}: its bytes are in shard {shard:?}, which this reader does not resolve"
-            )));
-        }
+        let source = self.bytes_of(name, part, p)?;
         let (offset, len) = p.blob;
         let mut bytes =
             ztensor_io::try_zeroed(len, "a part").map_err(|e| Error::io("reading a part", e))?;
-        self.source
-            .read_exact_at(offset, &mut bytes)
-            .map_err(|e| Error::io("reading a part", e))?;
+        source.read_exact_at(offset, &mut bytes).map_err(|e| Error::io("reading a part", e))?;
         Ok(bytes)
     }
 
@@ -109,17 +244,13 @@ impl<S: ReadAt> File<S> {
         part: &str,
         p: &Part,
     ) -> Result<Option<crate::seekable::SeekTable>> {
-        if let Some(shard) = &p.shard {
-            return Err(Error::unsupported(format!(
-                "{name:?}/{part}: its bytes are in shard {shard:?}, which this reader does not resolve"
-            )));
-        }
+        let source = self.bytes_of(name, part, p)?;
         match p.encoding.as_deref() {
             None => Ok(None),
             Some(crate::seekable::ID) => {
                 within_whole_limit(name, part, p)?;
                 let (offset, len) = p.blob;
-                crate::seekable::seek_table(&self.source, offset, len, p.decoded_len())
+                crate::seekable::seek_table(source, offset, len, p.decoded_len())
                     .map(Some)
                     .map_err(|e| e.within(&format!("{name:?}/{part}")))
             }
@@ -140,11 +271,7 @@ impl<S: ReadAt> File<S> {
         each: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
         let (_, p) = self.part(name, part)?;
-        if let Some(shard) = &p.shard {
-            return Err(Error::unsupported(format!(
-                "{name:?}/{part}: its bytes are in shard {shard:?}, which this reader does not resolve"
-            )));
-        }
+        let source = self.bytes_of(name, part, p)?;
         let (offset, len) = p.blob;
         match p.encoding.as_deref() {
             None => {
@@ -157,7 +284,7 @@ impl<S: ReadAt> File<S> {
                     // At most `piece`, which is a usize.
                     #[allow(clippy::cast_possible_truncation)]
                     let chunk = &mut buf[..n as usize];
-                    self.source
+                    source
                         .read_exact_at(offset + at, chunk)
                         .map_err(|e| Error::io("reading a part", e))?;
                     each(chunk)?;
@@ -167,9 +294,9 @@ impl<S: ReadAt> File<S> {
             }
             Some(crate::seekable::ID) => {
                 let within = |e: Error| e.within(&format!("{name:?}/{part}"));
-                let table = crate::seekable::seek_table(&self.source, offset, len, p.decoded_len())
+                let table = crate::seekable::seek_table(source, offset, len, p.decoded_len())
                     .map_err(within)?;
-                crate::seekable::decode(&self.source, offset, &table, each).map_err(within)
+                crate::seekable::decode(source, offset, &table, each).map_err(within)
             }
             Some(other) => Err(Error::unsupported(format!(
                 "{name:?}/{part}: encoding {other:?} is not one this reader decodes"
@@ -198,14 +325,14 @@ impl<S: ReadAt> File<S> {
         // bytes then go straight into it (a raw part read at once, a seekable one's frames
         // decoded in parallel, each into its place) and are checked in place.
         let table = self.before_whole(name, part, p)?;
+        let source = self.bytes_of(name, part, p)?;
         let offset = p.blob.0;
         let mut bytes = ztensor_io::try_zeroed(p.decoded_len(), "a decoded part")
             .map_err(|e| Error::io("reading a part", e))?;
         match &table {
-            Some(table) => crate::seekable::decode_into(&self.source, offset, table, &mut bytes)
+            Some(table) => crate::seekable::decode_into(source, offset, table, &mut bytes)
                 .map_err(|e| e.within(&format!("{name:?}/{part}")))?,
-            None => self
-                .source
+            None => source
                 .read_exact_at(offset, &mut bytes[..])
                 .map_err(|e| Error::io("reading a part", e))?,
         }

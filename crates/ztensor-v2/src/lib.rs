@@ -3,11 +3,12 @@
 //! of objects made of parts that point at blobs, and the shard table, validated rule by rule
 //! as `spec/ztensor-2.md` states them ([`Rule`] names each).
 //!
-//! This is the first part of the bridge between generations: [`open`] says whether a file is
-//! a valid zTensor 2 file and what its manifest holds; [`File`] reads and verifies its parts and
-//! is a [`TensorSource`](ztensor_io::TensorSource) of its dense objects in the 1.2 object model,
-//! so every command reads it and converts it to 0.1/1.x. Writing zTensor 2 (and converting
-//! 0.1/1.x files to it) is still to come.
+//! The bridge between generations: [`open`] says whether a file is a valid zTensor 2 file and
+//! what its manifest holds; [`File`] reads and verifies its parts (in this file or, once
+//! [`shards`] found them, in its shards) and is a [`TensorSource`](ztensor_io::TensorSource) of
+//! its objects in the 1.2 object model, so every command reads it and converts it to 0.1/1.x;
+//! [`write()`] and [`Zt2Sink`] write any source in canonical form, [`sharded`] as a root and
+//! shards; [`content_digest`] gives any source's zTensor 2 identity.
 //!
 //! # Example
 //!
@@ -39,11 +40,13 @@ mod identity;
 pub mod manifest;
 pub mod model;
 pub mod seekable;
+pub mod sharded;
+pub mod shards;
 mod source;
 mod write;
 
 pub use crate::container::{Container, FOOTER_LEN, Footer, MAGIC, MAX_MANIFEST, VERSION, open};
 pub use crate::error::{Error, ErrorKind, Result, Rule};
-pub use crate::file::{DigestCheck, File};
+pub use crate::file::{DigestCheck, File, Located};
 pub use crate::identity::{CONTENT_TAG, IdAlgorithm, content_digest, manifest_digest};
 pub use crate::write::{CANONICAL_ALIGNMENT, Output, Summary, WriteOptions, Zt2Sink, write};

@@ -34,14 +34,16 @@ fn format(o: &Object) -> Format {
 }
 
 /// Why object `o` cannot be read into the 1.2 model here, if it cannot.
-fn unsupported(name: &str, o: &Object) -> Option<ztensor_format::Error> {
+/// (`missing`: why a shard's bytes cannot be had, `None` when they can.)
+fn unsupported(
+    name: &str,
+    o: &Object,
+    missing: &dyn Fn(&str) -> Option<String>,
+) -> Option<ztensor_format::Error> {
     let reason = |rule: Rule1, m: String| Some(ztensor_format::Error::new(rule, m).in_object(name));
     for (role, part) in &o.parts {
-        if let Some(shard) = &part.shard {
-            return reason(
-                Rule1::InvalidInput,
-                format!("part {role:?} is in shard {shard:?}, which is not resolved"),
-            );
+        if let Some(why) = part.shard.as_deref().and_then(missing) {
+            return reason(Rule1::InvalidInput, format!("part {role:?}: {why}"));
         }
         match part.encoding.as_deref() {
             None | Some("zt.zstd-seekable/1") => {}
@@ -140,13 +142,15 @@ impl<S: ReadAt> TensorSource for File<S> {
             format: format(o),
             attributes: attributes_1x(o.attributes.as_ref()).map(Cow::Owned),
             components,
-            unsupported: unsupported(name, o),
+            unsupported: unsupported(name, o, &|shard| self.shard_missing(shard)),
             location: None,
         })
     }
 
     fn reads_in_pieces(&self, index: usize) -> bool {
-        self.object_at(index).is_some_and(|(name, o)| unsupported(name, o).is_none())
+        self.object_at(index).is_some_and(|(name, o)| {
+            unsupported(name, o, &|shard| self.shard_missing(shard)).is_none()
+        })
     }
 
     fn read_part(
@@ -157,7 +161,7 @@ impl<S: ReadAt> TensorSource for File<S> {
         each: &mut dyn FnMut(&[u8]) -> ztensor_io::Result<()>,
     ) -> ztensor_io::Result<()> {
         let (name, o) = self.found(index)?;
-        if let Some(reason) = unsupported(name, o) {
+        if let Some(reason) = unsupported(name, o, &|shard| self.shard_missing(shard)) {
             return Err(ztensor_io::Error::unsupported(reason));
         }
         // The caller's own error comes back as it was.
@@ -190,7 +194,7 @@ impl<S: ReadAt> TensorSource for File<S> {
 
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
         let (name, o) = self.found(index)?;
-        if let Some(reason) = unsupported(name, o) {
+        if let Some(reason) = unsupported(name, o, &|shard| self.shard_missing(shard)) {
             return Err(ztensor_io::Error::unsupported(reason));
         }
         // Digests and the logical type's rules checked on the bytes that are returned.

@@ -364,8 +364,22 @@ pub fn write(
     out: &mut dyn Output,
     options: &WriteOptions,
 ) -> Result<Summary> {
+    write_with(source, out, options, true).map(|(summary, _)| summary)
+}
+
+/// An object's entry of a manifest: its encoded name and encoded object map.
+pub(crate) type Encoded = (Vec<u8>, Vec<u8>);
+
+/// As [`write()`], with the file's attributes left out when `file_attributes` is false (a
+/// shard's: they go in the root), returning the objects' manifest entries besides.
+pub(crate) fn write_with(
+    source: &dyn TensorSource,
+    out: &mut dyn Output,
+    options: &WriteOptions,
+    file_attributes: bool,
+) -> Result<(Summary, Vec<Encoded>)> {
     // Everything that cannot be written is found before a byte is.
-    let file_attributes = if options.drop_attributes {
+    let file_attributes = if options.drop_attributes || !file_attributes {
         None
     } else {
         let attributes = source
@@ -489,7 +503,7 @@ pub fn write(
     crate::cbor::head(5, 1 + u64::from(file_attributes.is_some()), &mut manifest);
     manifest.extend(encode(&text("objects")));
     crate::cbor::head(5, objects.len() as u64, &mut manifest);
-    for (key, value) in objects {
+    for (key, value) in &objects {
         manifest.extend(key);
         manifest.extend(value);
     }
@@ -505,13 +519,7 @@ pub fn write(
     }
     let at = align(placer.cursor)?;
     let len = manifest.len() as u64;
-    let mut footer = Vec::with_capacity(40);
-    footer.extend(at.to_le_bytes());
-    footer.extend(len.to_le_bytes());
-    footer.extend(xxhash_rust::xxh3::xxh3_64(&manifest).to_le_bytes());
-    footer.extend(VERSION.to_le_bytes());
-    footer.extend(0u32.to_le_bytes());
-    footer.extend(MAGIC);
+    let footer = footer(at, &manifest);
     let out = placer.out;
     let end = at + len + FOOTER_LEN;
     out.set_len(at).map_err(|e| Error::io("writing the manifest", e))?;
@@ -526,7 +534,19 @@ pub fn write(
         .map_err(|e| e.within("the manifest written"))?;
     summary.blobs = placer.blobs + usize::from(placer.empty.is_some());
     summary.len = end;
-    Ok(summary)
+    Ok((summary, objects))
+}
+
+/// The footer of a file whose manifest `manifest` lies at `at`.
+pub(crate) fn footer(at: u64, manifest: &[u8]) -> Vec<u8> {
+    let mut footer = Vec::with_capacity(40);
+    footer.extend(at.to_le_bytes());
+    footer.extend((manifest.len() as u64).to_le_bytes());
+    footer.extend(xxhash_rust::xxh3::xxh3_64(manifest).to_le_bytes());
+    footer.extend(VERSION.to_le_bytes());
+    footer.extend(0u32.to_le_bytes());
+    footer.extend(MAGIC);
+    footer
 }
 
 /// A source's read error, for object `name`.

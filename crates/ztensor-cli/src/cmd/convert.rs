@@ -36,12 +36,6 @@ pub fn plan_of(
     split: ztensor_shard::Split,
     source: &dyn TensorSource,
 ) -> Result<ztensor_shard::Plan> {
-    if r.target == Target::Zt2 {
-        anyhow::bail!(
-            "a directory output is a sharded checkpoint with a zTensor 1.x index; sharded \
-             zTensor 2 output (its shard table) is not written yet: name a file"
-        )
-    }
     let Target::Zt(version) = r.target else {
         anyhow::bail!(
             "a directory output is a sharded zTensor checkpoint; {} is not zTensor",
@@ -72,6 +66,8 @@ pub struct Converted {
     pub tally: Option<ztensor_io::Tally>,
     /// The decoded bytes written, for outputs without a tally.
     pub decoded: Option<u64>,
+    /// For a sharded zTensor 2 output, what was written (the root and its shards).
+    pub sharded_2: Option<ztensor_v2::sharded::ShardedSummary>,
     /// What the user is to be told besides: objects larger than `--shard-size`, attributes
     /// `--drop-attributes` dropped.
     pub notes: Vec<String>,
@@ -173,6 +169,9 @@ pub fn dropped(input: &dyn TensorSource, output: &Path) -> Result<String> {
 
 /// `convert IN OUTDIR/`: every shard and the index, in this process.
 fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Result<Converted> {
+    if r.target == Target::Zt2 {
+        return sharded_2(r, split, context);
+    }
     let source = crate::open_source_with(r.input, r.carry_unknown)?;
     let plan = plan_of(r, split, &*source)?;
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
@@ -186,8 +185,80 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
         objects,
         peak: None,
         index: Some(index),
+        sharded_2: None,
         tally: None,
         decoded: Some(decoded),
+        notes,
+    })
+}
+
+/// A sharded zTensor 2 output: in the output directory, a root named after the input
+/// (`model.zt`) with its shard table, and the shards at their positional names
+/// (`model-00001-of-00003.zt`), each a canonical file of its own. `--shard-size` splits the
+/// objects in name order; without it, a sharded input's shards are kept as they are and a
+/// single file's objects go in one shard.
+fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Result<Converted> {
+    let kind = super::detect(r.input)?;
+    let (opened, mut inputs) = if kind == Kind::Zt2 {
+        crate::sources::open_zt2(r.input)?
+    } else {
+        (crate::open_source_with(r.input, r.carry_unknown)?, Vec::new())
+    };
+    inputs.push(r.input.to_path_buf());
+    let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
+    let source: &dyn TensorSource = &filtered;
+    let groups = match split {
+        ztensor_shard::Split::Size(limit) => ztensor_v2::sharded::split_by_size(source, limit),
+        // A single file's objects, in one shard.
+        ztensor_shard::Split::LikeInput
+            if !matches!(kind, Kind::ZtIndex | Kind::SafetensorsIndex) =>
+        {
+            vec![(0..source.len()).collect()]
+        }
+        ztensor_shard::Split::LikeInput => {
+            // The input's own shards, as the 1.x plan finds them.
+            let options = ztensor_shard::PlanOptions::new(
+                ztensor_format::Version::V1_2,
+                &ztensor_io::WriteOptions::raw(),
+            );
+            let plan = ztensor_shard::plan(
+                r.input,
+                source,
+                r.output,
+                options,
+                ztensor_shard::Split::LikeInput,
+                &|_| false,
+            )
+            .map_err(|e| crate::reported("cannot plan", &e))?;
+            inputs.extend(plan.inputs.iter().map(|f| f.path.clone()));
+            plan.units
+                .iter()
+                .map(|u| u.objects.iter().filter_map(|n| source.find(n)).collect())
+                .collect()
+        }
+    };
+    let stem = ztensor_shard::output_stem(r.input);
+    let root = r.output.join(format!("{stem}.zt"));
+    for path in ztensor_v2::sharded::sharded_paths(&root, groups.len()) {
+        for input in &inputs {
+            super::not_over(input, &path, "a zTensor 2 shard")?;
+        }
+    }
+    std::fs::create_dir_all(r.output)
+        .map_err(|e| anyhow!("cannot create {}: {e}", r.output.display()))?;
+    let options = ztensor_v2::WriteOptions::default()
+        .drop_attributes(r.drop_attributes)
+        .zstd(r.encoding.zstd);
+    let summary = ztensor_v2::sharded::write_sharded(source, &root, &groups, &options)
+        .map_err(|e| crate::refusal(context, &e))?;
+    let notes = if r.drop_attributes { vec![dropped(source, &root)?] } else { Vec::new() };
+    Ok(Converted {
+        objects: summary.objects,
+        peak: None,
+        index: None,
+        decoded: Some(summary.decoded),
+        sharded_2: Some(summary),
+        tally: None,
         notes,
     })
 }
@@ -258,7 +329,15 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         .flat_map(|o| o.components.into_iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)))
         .sum();
     let notes = if r.drop_attributes { vec![dropped(source, r.output)?] } else { Vec::new() };
-    Ok(Converted { objects: source.len(), peak, index: None, tally, decoded: Some(decoded), notes })
+    Ok(Converted {
+        objects: source.len(),
+        peak,
+        index: None,
+        sharded_2: None,
+        tally,
+        decoded: Some(decoded),
+        notes,
+    })
 }
 
 /// Whether `name` matches one of the `--exclude` globs.
@@ -465,6 +544,13 @@ pub fn foreign_verify(
                 .map_err(|e| crate::reported("", &e))?;
             shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
             Box::new(ckpt)
+        }
+        // A zTensor 2 root's table records each shard's size and digest: every byte of each
+        // shard is checked, not only the parts the root points at.
+        Kind::Zt2 => {
+            let file = crate::sources::open_zt2_file(path)?;
+            shard_problem = file.verify_shards().err().map(|e| e.to_string());
+            Box::new(file)
         }
         _ => crate::open_source(path)?,
     };

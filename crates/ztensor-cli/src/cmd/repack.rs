@@ -109,6 +109,7 @@ pub fn run(
         objects: reader.manifest().len(),
         peak: Some(stats.peak_in_flight),
         index: None,
+        sharded_2: None,
         tally: Some(tally),
         decoded: None,
         notes: if copy.drop_attributes {
