@@ -6,7 +6,9 @@
 //! the reference reads T with the same content (its dump equals ours), its canonical-form
 //! checker finds nothing, its content digest equals `ztensor id F`, its canonical writer given T
 //! writes T's very bytes, and the file its own non-canonical writer makes of T (every part
-//! under `zt.zstd-seekable/1`) reads here with the same content and identity. For every valid
+//! under `zt.zstd-seekable/1`) reads here with the same content and identity; T written as a
+//! sharded model (`convert F DIR/ --to 2 --shard-size 1`) opens in the reference through its
+//! default resolver with the same content and identity. For every valid
 //! file of the reference's corpus, the two readers' dumps are equal. The findings go to
 //! `crates/ztensor-v2/ORACLE.md`; any disagreement fails the task, except the one the
 //! reference disagrees with itself on (its checker flags the placement of a zero-length part
@@ -305,6 +307,38 @@ pub fn v2_oracle(root: &Path, freeze: bool) -> Result<()> {
             } else {
                 problems.push(format!("--zstd 3 fails where raw does not: {err}"));
             }
+            // Our sharded output (an object a shard, mostly): the reference opens the root with
+            // its default resolver and reads the same content, with the same identity.
+            let sharded = work.join("sharded");
+            if sharded.exists() {
+                std::fs::remove_dir_all(&sharded)?;
+            }
+            let mut dir = sharded.clone().into_os_string();
+            dir.push("/");
+            let (ok, _, err) = output(
+                Command::new(&ours)
+                    .args(["convert", "-q", "--to", "2", "--shard-size", "1"])
+                    .arg(input)
+                    .arg(&dir),
+            )?;
+            let sharded_root = std::fs::read_dir(&sharded)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| !p.to_string_lossy().contains("-of-"));
+            match (ok, sharded_root) {
+                (true, Some(root)) => {
+                    let (_, their_dump, _) = output(Command::new(&reference).arg(&root))?;
+                    let (_, our_dump, _) = output(Command::new(&ours).arg("dump").arg(&root))?;
+                    if normalized(json(&their_dump)?) != normalized(json(&our_dump)?) {
+                        problems.push("the reference reads our sharded model otherwise".into());
+                    }
+                    let (_, checked, _) =
+                        output(Command::new(&reference).arg("--canonical").arg(&root))?;
+                    if json(&checked)?["id"] != Json::String(id.clone()) {
+                        problems.push("our sharded model has another identity there".into());
+                    }
+                }
+                _ => problems.push(format!("sharded output fails where one file does not: {err}")),
+            }
             let (ok, _, err) =
                 output(Command::new(&reference).arg("--rewrite").arg(&two).arg(&rewritten))?;
             let same_bytes = ok && std::fs::read(&rewritten)? == std::fs::read(&two)?;
@@ -398,8 +432,9 @@ pub fn v2_oracle(root: &Path, freeze: bool) -> Result<()> {
          checks its canonical form, computes its content digest (must equal `ztensor id F`), \
          rewrites it with its canonical writer (the bytes must be T's) and writes it again with \
          every part under `zt.zstd-seekable/1` (that file must read here with the same content \
-         and identity); it also reads `ztensor convert F --to 2 --zstd 3` with the same content \
-         and identity.\n\n\
+         and identity); it also reads `ztensor convert F --to 2 --zstd 3`, and the sharded model \
+         `ztensor convert F DIR/ --to 2 --shard-size 1` writes (a root, a shard an object) \
+         through its default resolver, with the same content and identity.\n\n\
          | fixtures | agreed in everything | agreed, the reference checker's zero-length quirk | \
          not converted (content zTensor 2 cannot hold) | disagreed |\n|---|---|---|---|---|\n\
          | {} | {agreed} | {quirks} | {} | {} |\n\n\

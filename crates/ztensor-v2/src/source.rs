@@ -147,10 +147,47 @@ impl<S: ReadAt> TensorSource for File<S> {
         })
     }
 
+    /// Dense and unknown layouts stream; CSR and COO objects are read whole, so that their
+    /// structure is checked ([`TensorSource::check`]) before anything is made of them.
     fn reads_in_pieces(&self, index: usize) -> bool {
         self.object_at(index).is_some_and(|(name, o)| {
-            unsupported(name, o, &|shard| self.shard_missing(shard)).is_none()
+            !matches!(format(o), Format::SparseCsr | Format::SparseCoo)
+                && unsupported(name, o, &|shard| self.shard_missing(shard)).is_none()
         })
+    }
+
+    fn check(&self, _index: usize, data: &ObjectData<'_>) -> ztensor_io::Result<()> {
+        check_sparse(data)
+    }
+
+    fn verify(&self, index: usize) -> ztensor_io::Result<Vec<ztensor_io::Decoded>> {
+        let (_, o) = self.found(index)?;
+        let decoded = |role: &str, part: &crate::manifest::Part, len: u64| {
+            let (dtype, logical_type) = types_1x(part);
+            ztensor_io::Decoded { role: role.to_owned(), dtype, logical_type, len }
+        };
+        if matches!(format(o), Format::SparseCsr | Format::SparseCoo) {
+            // Read whole: `read` checks the structure.
+            let data = TensorSource::read(self, index)?;
+            return Ok(o
+                .parts
+                .iter()
+                .map(|(role, p)| {
+                    let len = data.components.get(role).map_or(0, |c| c.bytes.len() as u64);
+                    decoded(role, p, len)
+                })
+                .collect());
+        }
+        let mut out = Vec::with_capacity(o.parts.len());
+        for (role, p) in o.parts.iter() {
+            let mut len = 0u64;
+            TensorSource::read_part(self, index, role, 4 << 20, &mut |bytes| {
+                len += bytes.len() as u64;
+                Ok(())
+            })?;
+            out.push(decoded(role, p, len));
+        }
+        Ok(out)
     }
 
     fn read_part(
@@ -207,12 +244,58 @@ impl<S: ReadAt> TensorSource for File<S> {
                 ComponentData { dtype, logical_type, bytes: Cow::Owned(bytes) },
             );
         }
-        Ok(ObjectData {
+        let data = ObjectData {
             name: name.clone(),
             shape: o.shape.clone(),
             format: format(o),
             attributes: attributes_1x(o.attributes.as_ref()).map(Cow::Owned),
             components,
-        })
+        };
+        check_sparse(&data)?;
+        Ok(data)
     }
+}
+
+/// The data rules of a CSR or COO object read into the 1.2 model (64-bit indices): the row
+/// pointers start at 0, never decrease and end at the count of values; each row's columns
+/// increase strictly and lie below the column count (zTensor 2 has no unsorted CSR); COO
+/// coordinates lie within the shape; values and indices agree in count.
+fn check_sparse(data: &ObjectData<'_>) -> ztensor_io::Result<()> {
+    use ztensor_format::data::{check_coo, check_csr, indices_to_u64};
+    let name = data.name.as_str();
+    let context = |e: ztensor_format::Error| ztensor_io::Error::from(e.in_object(name));
+    let values = |data: &ObjectData<'_>| {
+        data.components.get("values").map(|v| {
+            let size = v.dtype.size() * v.logical_type.as_ref().map_or(1, |t| t.ratio());
+            v.bytes.len() as u64 / size.max(1)
+        })
+    };
+    let widened = |role: &str| -> ztensor_io::Result<Option<Vec<u64>>> {
+        data.components
+            .get(role)
+            .map(|c| indices_to_u64(c.dtype, &c.bytes).map_err(|e| context(e.in_component(role))))
+            .transpose()
+    };
+    match data.format {
+        Format::SparseCsr => {
+            let (Some(indptr), Some(indices)) = (widened("indptr")?, widened("indices")?) else {
+                return Ok(());
+            };
+            if let [rows, cols] = data.shape[..] {
+                check_csr(rows, cols, &indptr, &indices, true).map_err(context)?;
+            }
+            if values(data).is_some_and(|n| n != indices.len() as u64) {
+                return Err(context(ztensor_format::Error::new(
+                    Rule1::SparseNnzMismatch,
+                    "values and indices hold different counts",
+                )));
+            }
+        }
+        Format::SparseCoo => {
+            let Some(coords) = widened("coords")? else { return Ok(()) };
+            check_coo(&data.shape, &coords, values(data).unwrap_or(0)).map_err(context)?;
+        }
+        _ => {}
+    }
+    Ok(())
 }

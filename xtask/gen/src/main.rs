@@ -10,6 +10,7 @@ use ztensor_format::Version;
 
 mod examples;
 mod hostile;
+mod hostile_v2;
 mod tb_fixtures;
 
 fn main() -> Result<()> {
@@ -75,11 +76,21 @@ fn fixtures(check: bool) -> Result<()> {
     let hostile = hostile::all()?;
     files.push(("hostile/index.toml".to_owned(), hostile::index(&hostile).into_bytes()));
     files.extend(hostile.into_iter().map(|h| (format!("hostile/{}", h.name), h.bytes)));
+    let hostile_v2 = hostile_v2::all()?;
+    // Beside the directory, not in it: every file in it is run as a hostile input.
+    files.push((
+        "external/ztensor2/hostile.toml".to_owned(),
+        hostile::index(&hostile_v2).into_bytes(),
+    ));
+    files.extend(
+        hostile_v2.into_iter().map(|h| (format!("external/ztensor2/hostile/{}", h.name), h.bytes)),
+    );
     let mut stale = ztensor_conformance::write_or_check(&root, &files, check)?;
     for dir in [
         "examples",
         "examples/checkpoint",
         "hostile",
+        "external/ztensor2/hostile",
         "tensorbuffers/valid",
         "tensorbuffers/reject",
         "v0.1/valid",
