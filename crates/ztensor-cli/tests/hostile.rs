@@ -262,6 +262,30 @@ fn every_command_ends_cleanly_on_every_hostile_file() {
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("--max-expansion"), "{said}");
     assert!(!scratch.join("x.zt").exists());
+    // zTensor 2: the 1 GiB stream verifies and dumps under the small cap; the CSR that points
+    // past its indices, the missing shards and the lying seek table are problems (status 1).
+    let v2 = |name: &str| {
+        files
+            .iter()
+            .find(|f| f.ends_with(format!("ztensor2/hostile/{name}")))
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    for command in ["verify", "dump"] {
+        let (code, said, _) = capped_at(SMALL, &[command, &v2("seekable-1g.zt")]);
+        assert_eq!(code, Some(0), "{command}: {said}");
+    }
+    for (name, says) in [
+        ("csr-indptr-claims-2e40.zt", "csr_indptr_invalid"),
+        ("shards-1000-missing.zt", "missing"),
+        ("seek-table-claims-1t.zt", "a frame of 4294967295 decoded bytes"),
+    ] {
+        let (code, said, _) = capped_at(SMALL, &["verify", &v2(name)]);
+        assert_eq!(code, Some(1), "{name}: {said}");
+        assert!(said.contains(says), "{name}: {said}");
+    }
     std::fs::remove_dir_all(&scratch).unwrap();
 }
 

@@ -567,9 +567,21 @@ pub fn foreign_verify(
     let verdicts = verdicts.map_err(|e| anyhow!("{e}"))?;
     let mut problems: Vec<String> = shard_problem.into_iter().collect();
     let mut unknown = Vec::new();
+    // Objects that cannot be read here for another reason (an encoding not known, a shard
+    // not found): the name and why.
+    let mut unreadable = Vec::new();
     for (i, (name, verdict)) in verdicts.iter().enumerate() {
         match verdict {
             Ok(()) => {}
+            Err(e)
+                if matches!(e.kind(), ztensor_io::ErrorKind::Unsupported(_))
+                    && e.format_error().map(ztensor_format::Error::kind)
+                        != Some(ztensor_format::ErrorKind::DtypeUnknown) =>
+            {
+                let why =
+                    e.format_error().map_or_else(|| e.to_string(), |f| f.message().to_owned());
+                unreadable.push(format!("{} ({why})", super::text::shown(name)));
+            }
             Err(e) if matches!(e.kind(), ztensor_io::ErrorKind::Unsupported(_)) => {
                 let dtype = source
                     .info(i)
@@ -602,6 +614,7 @@ pub fn foreign_verify(
             "decoded": decoded,
             "problems": problems,
             "unsupported": unknown,
+            "unreadable": unreadable,
         });
         writeln!(out, "{report:#}")?;
     } else {
@@ -632,7 +645,15 @@ pub fn foreign_verify(
                 } else {
                     format!("{} tensors are", unknown.len())
                 },
-                unknown.join(", ")
+                listed(&unknown)
+            )?;
+        }
+        if !unreadable.is_empty() {
+            writeln!(
+                out,
+                "note: {} cannot be read here: {}",
+                super::text::plural(unreadable.len(), "tensor"),
+                listed(&unreadable)
             )?;
         }
     }
