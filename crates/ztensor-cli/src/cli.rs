@@ -11,22 +11,22 @@ use ztensor_io::DigestChoice;
 use crate::cmd;
 
 /// What every reading command says of its input.
-pub(crate) const READS: &str = "The file to read: zTensor (0.1, 1.1, 1.2, and zTensor 2's dense tensors), a \
-     sharded zTensor or safetensors checkpoint (its index), safetensors, TensorBuffers, NumPy .npy/.npz, GGUF, or a PyTorch \
+pub(crate) const READS: &str = "The file to read: zTensor (0.1, 1.1, 1.2 and 2), a \
+     sharded zTensor or safetensors checkpoint (its index, or a zTensor 2 root), safetensors, TensorBuffers, NumPy .npy/.npz, GGUF, or a PyTorch \
      checkpoint (.pt, .pth, .bin, .ckpt), recognised by content; `-` reads standard input";
 
-/// Inspect, verify, convert and repack tensor checkpoints on every core: zTensor 0.1, 1.1 and
-/// 1.2, safetensors, TensorBuffers, NumPy, GGUF and PyTorch.
+/// Inspect, verify, convert and repack tensor checkpoints on every core: zTensor 0.1, 1.1, 1.2
+/// and 2, safetensors, TensorBuffers, NumPy, GGUF and PyTorch.
 ///
 /// Reads (recognised by content, whatever the extension): zTensor 0.1/1.1/1.2 files and sharded
-/// zTensor checkpoints (NAME.zt.index.json); zTensor 2 files (their dense tensors); safetensors files and Hugging Face sharded
-/// checkpoints (*.safetensors.index.json); TensorBuffers (.tb); NumPy .npy and .npz; GGUF
-/// (.gguf, quantized blocks kept exactly); PyTorch checkpoints (torch.save zip or legacy:
-/// .pt, .pth, .bin, .ckpt; the pickle is read by a machine that runs no code). `-` reads
-/// standard input.
+/// zTensor checkpoints (NAME.zt.index.json); zTensor 2 files and sharded models (their roots);
+/// safetensors files and Hugging Face sharded checkpoints (*.safetensors.index.json);
+/// TensorBuffers (.tb); NumPy .npy and .npz; GGUF (.gguf, quantized blocks kept exactly);
+/// PyTorch checkpoints (torch.save zip or legacy: .pt, .pth, .bin, .ckpt; the pickle is read
+/// by a machine that runs no code). `-` reads standard input.
 ///
-/// Writes: zTensor 0.1/1.1/1.2 (one file, or a sharded checkpoint into a directory), safetensors
-/// and TensorBuffers (`convert`); one tensor as NumPy .npy (`extract`).
+/// Writes: zTensor 0.1/1.1/1.2 and 2 (one file, or a sharded checkpoint into a directory),
+/// safetensors and TensorBuffers (`convert`); one tensor as NumPy .npy (`extract`).
 ///
 /// Example: ztensor convert model.safetensors.index.json model.zt --zstd 3 --digest sha256
 ///

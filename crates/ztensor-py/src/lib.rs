@@ -353,7 +353,10 @@ fn convert(
         return Err(PyValueError::new_err(format!("zstd level {level}: between 1 and 22")));
     }
     let version = if to == "2" { None } else { Some(version_of(to)?) };
-    if std::fs::canonicalize(&input).ok() == std::fs::canonicalize(&output).ok() {
+    // (A missing input is the open's error, below.)
+    if let (Ok(a), Ok(b)) = (std::fs::canonicalize(&input), std::fs::canonicalize(&output))
+        && a == b
+    {
         return Err(PyValueError::new_err(format!(
             "{} is the input: write the conversion to another path",
             output.display()

@@ -83,3 +83,6 @@ def test_the_reference_identity_and_refusals(tmp: pathlib.Path) -> None:
         ztensor_rs.convert(out, out)
     with pytest.raises(ValueError):
         ztensor_rs.convert(tagged, tmp / "u.zt", to="3")
+    # A missing input is missing, whatever the output (neither path exists: not "the same").
+    with pytest.raises(FileNotFoundError):
+        ztensor_rs.convert(tmp / "nothing.zt", tmp / "nowhere.zt")

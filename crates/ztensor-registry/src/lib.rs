@@ -108,7 +108,7 @@ pub const FORMATS: &[Format] = &[
         kind: Kind::Zt2,
         id: "ztensor2",
         description: "a zTensor 2 file",
-        plural: "zTensor 2 files (dense tensors)",
+        plural: "zTensor 2 files",
         rule: "\\x89ZT2\\r\\n\\x1a\\n at the start",
         feature: "v2",
         // `.zt` is zTensor 0.1/1.x's too: told apart by content only.
