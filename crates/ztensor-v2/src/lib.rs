@@ -39,6 +39,7 @@ mod file;
 mod identity;
 pub mod manifest;
 pub mod model;
+mod profiles;
 pub mod seekable;
 pub mod sharded;
 pub mod shards;

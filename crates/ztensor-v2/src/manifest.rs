@@ -548,8 +548,8 @@ pub fn validate(m: &Manifest, region_end: u64, manifest: (u64, u64)) -> Result<(
     Ok(())
 }
 
-/// The metadata rules of the layouts this reader knows (`dense`, `zt.sparse_csr/1`); any other
-/// layout is read structurally only.
+/// The metadata rules of the layouts this reader knows (`dense`, `zt.sparse_csr/1`, and the
+/// profiles of [`crate::profiles`]); any other layout is read structurally only.
 fn layout_rules(o: &Object, n: u64) -> Result<()> {
     let names: Vec<&str> = o.parts.keys().map(String::as_str).collect();
     match o.layout.as_str() {
@@ -608,6 +608,6 @@ fn layout_rules(o: &Object, n: u64) -> Result<()> {
             }
             Ok(())
         }
-        _ => Ok(()),
+        _ => crate::profiles::check(o),
     }
 }

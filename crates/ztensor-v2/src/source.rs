@@ -294,6 +294,15 @@ fn check_sparse(data: &ObjectData<'_>) -> ztensor_io::Result<()> {
         Format::SparseCoo => {
             let Some(coords) = widened("coords")? else { return Ok(()) };
             check_coo(&data.shape, &coords, values(data).unwrap_or(0)).map_err(context)?;
+            if let Some(tuple) = crate::profiles::duplicate_tuple(data.shape.len(), &coords) {
+                return Err(context(ztensor_format::Error::new(
+                    Rule1::DecodeFailed,
+                    format!(
+                        "coordinates {tuple:?} are given twice; a zTensor 2 COO object holds \
+                         each once [layout_data]"
+                    ),
+                )));
+            }
         }
         _ => {}
     }

@@ -430,12 +430,30 @@ pub(crate) fn write_with(
         let info = source.info(index).ok_or_else(|| {
             Error::io("listing objects", std::io::Error::other("an object went away"))
         })?;
-        let in_pieces = source.reads_in_pieces(index) && listed_as_read(&info);
+        // COO is read whole: zTensor 2 forbids a coordinate tuple given twice, which 1.x
+        // allows.
+        let coo = info.format == Format::SparseCoo;
+        let in_pieces = source.reads_in_pieces(index) && listed_as_read(&info) && !coo;
         let whole = if in_pieces {
             None
         } else {
             Some(source.read(index).map_err(|e| read_error(&name, e))?)
         };
+        if let Some(data) = whole.as_ref().filter(|_| coo)
+            && let Some(coords) = data.components.get("coords")
+        {
+            let coords = ztensor_format::data::indices_to_u64(coords.dtype, &coords.bytes)
+                .map_err(|e| read_error(&name, e.into()))?;
+            if let Some(tuple) = crate::profiles::duplicate_tuple(data.shape.len(), &coords) {
+                return Err(Error::unrepresentable(
+                    Refused::Dtype,
+                    format!(
+                        "object {name:?}: coordinates {tuple:?} are given twice, and a zTensor 2 \
+                         COO object holds each once"
+                    ),
+                ));
+            }
+        }
         let planned = plan(&info, whole.as_ref().filter(|_| !listed_as_read(&info)), options)?;
         drop(info);
         let mut parts = Vec::with_capacity(planned.parts.len());
