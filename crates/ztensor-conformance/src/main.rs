@@ -221,7 +221,7 @@ fn ours() -> Result<Vec<ztensor_conformance::matrix::Implementation>> {
             reader: Some((format!("{exe} dump"), all.clone())),
             writer: Some((
                 format!("{exe} write"),
-                ["0.1", "1.1", "1.2"].map(String::from).to_vec(),
+                ["0.1", "1.1", "1.2", "2"].map(String::from).to_vec(),
             )),
         },
         ztensor_conformance::matrix::Implementation {
@@ -248,7 +248,8 @@ fn reference(version: &str, path: &str) -> Result<ztensor_conformance::matrix::I
             "1.1",
         ),
         "1.2.3" => (&["v0.1/", "v1.1/", "v1.2/", "examples/tiny-v", "producers/"], "1.2"),
-        // zTensor 2: a reader of its corpus only (its adapter speaks no writer protocol).
+        // zTensor 2: a reader (of its corpus, and of what every zTensor 2 writer writes); its
+        // adapter speaks no writer protocol.
         "2.1.1" => {
             return Ok(ztensor_conformance::matrix::Implementation {
                 id: format!("reference-{version}"),

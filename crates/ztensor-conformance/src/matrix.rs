@@ -32,10 +32,11 @@ impl Implementation {
     /// Whether its reader is graded on files of `version` (`1.2`).
     fn reads(&self, version: &str) -> bool {
         self.reader.as_ref().is_some_and(|(_, prefixes)| {
-            prefixes.iter().any(|p| {
-                p.starts_with(&format!("v{version}/"))
-                    || p == "producers/"
-                    || (version == "2" && p.starts_with("external/ztensor2/"))
+            prefixes.iter().any(|p| match version {
+                // zTensor 2 readers are those graded on its corpus (a 1.x reader of every
+                // producer's files reads none of it).
+                "2" => p.starts_with("external/ztensor2/"),
+                _ => p.starts_with(&format!("v{version}/")) || p == "producers/",
             })
         })
     }

@@ -59,13 +59,47 @@ pub struct RecipeObject {
     pub components: Vec<RecipeComponent>,
 }
 
+/// The version a recipe is written as: a zTensor 0.1/1.x version, or zTensor 2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// zTensor 0.1, 1.1 or 1.2.
+    Zt(Version),
+    /// zTensor 2 (canonical form or `zt.zstd-seekable/1` parts, an `xxh3` digest on every
+    /// part).
+    Zt2,
+}
+
+impl Target {
+    /// The version's name in a recipe (`0.1`, `1.1`, `1.2`, `2`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Zt(v) => version_name(v),
+            Target::Zt2 => "2",
+        }
+    }
+
+    /// The container a dump of such a file names (`zt-1`, `zt-2`, …).
+    fn container(self) -> &'static str {
+        match self {
+            Target::Zt(v) => v.label(),
+            Target::Zt2 => "zt-2",
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What one file must hold.
 #[derive(Debug, Clone)]
 pub struct Recipe {
     /// Its name, unique within its version (`dense-dtypes`).
     pub name: String,
     /// The version to write.
-    pub version: Version,
+    pub version: Target,
     /// What it covers, in a few words.
     pub covers: String,
     /// File attributes, as JSON; for 1.1, text values only (the reference 1.1 model).
@@ -146,7 +180,7 @@ impl Recipe {
         json!({
             "recipe": RECIPE,
             "name": self.name,
-            "version": version_name(self.version),
+            "version": self.version.name(),
             "covers": self.covers,
             "attributes": self.attributes,
             "objects": objects,
@@ -162,9 +196,10 @@ impl Recipe {
             bail!("not a {RECIPE} document");
         }
         let version = match doc["version"].as_str() {
-            Some("0.1") => Version::V0_1,
-            Some("1.1") => Version::V1_1,
-            Some("1.2") => Version::V1_2,
+            Some("0.1") => Target::Zt(Version::V0_1),
+            Some("1.1") => Target::Zt(Version::V1_1),
+            Some("1.2") => Target::Zt(Version::V1_2),
+            Some("2") => Target::Zt2,
             other => bail!("version {other:?}"),
         };
         let text = |v: &Json, what: &str| -> Result<String> {
@@ -210,7 +245,7 @@ impl Recipe {
 
     /// The file name of this recipe's JSON and of what is written from it.
     pub fn file_stem(&self) -> String {
-        format!("v{}/{}", version_name(self.version), self.name)
+        format!("v{}/{}", self.version, self.name)
     }
 
     /// The content a reader must report, in the projection the reader grading compares.
@@ -220,29 +255,51 @@ impl Recipe {
         let objects: Vec<Json> = objects
             .into_iter()
             .map(|o| {
+                let zt2 = self.version == Target::Zt2;
                 let components: serde_json::Map<String, Json> = o
                     .components
                     .iter()
                     .map(|c| {
+                        // zTensor 2 names types, layouts and the encoding its own way
+                        // (`spec/ztensor-2.md` §10: bool is u8 of logical type bool).
+                        let (dtype, logical) = if zt2 {
+                            match ztensor_v2::model::types_2(c.dtype, c.logical_type.as_ref()) {
+                                Ok((d, t)) => (d.name().to_owned(), t),
+                                Err(_) => (c.dtype.name().to_owned(), None),
+                            }
+                        } else {
+                            let t = c.logical_type.as_ref().map(|t| t.name().to_owned());
+                            (c.dtype.name().to_owned(), t)
+                        };
+                        let encoding = match (o.zstd, zt2) {
+                            (false, _) => "raw",
+                            (true, false) => "zstd",
+                            (true, true) => ztensor_v2::seekable::ID,
+                        };
                         (
                             c.role.clone(),
                             json!({
-                                "dtype": c.dtype.name(),
-                                "type": c.logical_type.as_ref().map(LogicalType::name),
-                                "encoding": if o.zstd { "zstd" } else { "raw" },
+                                "dtype": dtype,
+                                "type": logical,
+                                "encoding": encoding,
                                 "decoded_length": c.bytes.len(),
                                 "sha256": ztensor_io::codec::sha256_hex(&c.bytes),
                             }),
                         )
                     })
                     .collect();
-                json!({"name": o.name, "format": o.format, "shape": o.shape,
+                let format = if zt2 {
+                    ztensor_v2::model::layout_of(&Format::from_name(&o.format))
+                } else {
+                    o.format.clone()
+                };
+                json!({"name": o.name, "format": format, "shape": o.shape,
                        "attributes": o.attributes.clone().unwrap_or(Json::Null),
                        "components": components, "error": true})
             })
             .collect();
         json!({
-            "container": self.version.label(),
+            "container": self.version.container(),
             "attributes": self.attributes.clone().unwrap_or(Json::Null),
             "objects": objects,
         })
@@ -281,6 +338,9 @@ fn u64s(bytes: &[u8]) -> Vec<u64> {
 /// # Errors
 /// The writer's other errors.
 pub fn write(recipe: &Recipe, out: &Path) -> Result<bool> {
+    if recipe.version == Target::Zt2 {
+        return write_zt2(recipe, out);
+    }
     match write_inner(recipe, out) {
         Err(e)
             if e.downcast_ref::<ztensor_io::Error>().and_then(ztensor_io::Error::rule)
@@ -292,8 +352,44 @@ pub fn write(recipe: &Recipe, out: &Path) -> Result<bool> {
     }
 }
 
+/// zTensor 2: the recipe's content held as 1.2 in memory, then written by the zTensor 2 sink
+/// (canonical, or every part `zt.zstd-seekable/1` when the recipe's objects are compressed).
+/// `Ok(false)` for a recipe zTensor 2 cannot hold, or one mixing raw and compressed objects
+/// (this writer encodes every part of a file alike).
+fn write_zt2(recipe: &Recipe, out: &Path) -> Result<bool> {
+    let zstd = recipe.objects.iter().any(|o| o.zstd);
+    if recipe.objects.iter().any(|o| o.zstd != zstd) {
+        return Ok(false);
+    }
+    let one = Recipe {
+        name: recipe.name.clone(),
+        version: Target::Zt(Version::V1_2),
+        covers: recipe.covers.clone(),
+        attributes: recipe.attributes.clone(),
+        objects: recipe.objects.iter().map(|o| RecipeObject { zstd: false, ..o.clone() }).collect(),
+    };
+    let mut w = ztensor_io::Writer::new(Vec::new(), Version::V1_2)?;
+    add_objects(&mut w, &one)?;
+    let held = Reader::new(w.finish()?.0, &Options::default())?;
+    let options = ztensor_v2::WriteOptions::default().zstd(zstd.then_some(3));
+    let mut sink = ztensor_v2::Zt2Sink::new(out).with_options(options);
+    match ztensor_io::TensorSink::write_all(&mut sink, &held) {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.kind(), ztensor_v2::ErrorKind::Unrepresentable) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn write_inner(recipe: &Recipe, out: &Path) -> Result<()> {
-    let mut w = ztensor_io::FileWriter::create(out, recipe.version)?;
+    let Target::Zt(version) = recipe.version else { bail!("not a zTensor 1.x recipe") };
+    let mut w = ztensor_io::FileWriter::create(out, version)?;
+    add_objects(w.writer_mut(), recipe)?;
+    w.finish()?;
+    Ok(())
+}
+
+/// Adds `recipe`'s attributes and objects to `w`.
+fn add_objects<W: std::io::Write>(w: &mut ztensor_io::Writer<W>, recipe: &Recipe) -> Result<()> {
     if let Some(attributes) = &recipe.attributes {
         w.set_attributes(ztensor_format::Attributes::try_from(to_value(attributes)?)?)?;
     }
@@ -303,7 +399,8 @@ fn write_inner(recipe: &Recipe, out: &Path) -> Result<()> {
         let role = |r: &str| o.components.iter().find(|c| c.role == r);
         let attributes = o.attributes.as_ref().map(to_value).transpose()?;
         let attributes = attributes.map(ztensor_format::Attributes::try_from).transpose()?;
-        let sparse_helper = recipe.version == Version::V0_1 && o.format.starts_with("sparse_");
+        let sparse_helper =
+            recipe.version == Target::Zt(Version::V0_1) && o.format.starts_with("sparse_");
         match (o.format.as_str(), role("values")) {
             ("sparse_csr", Some(values)) if sparse_helper => {
                 let indices = u64s(&role("indices").context("indices")?.bytes);
@@ -337,7 +434,6 @@ fn write_inner(recipe: &Recipe, out: &Path) -> Result<()> {
             }
         }
     }
-    w.finish()?;
     Ok(())
 }
 
@@ -347,29 +443,30 @@ fn write_inner(recipe: &Recipe, out: &Path) -> Result<()> {
 /// The first problem: a rule the file breaks (strict validation, digests, data rules), padding
 /// that is not zero, another version, or content other than the recipe's.
 pub fn check(recipe: &Recipe, bytes: &[u8]) -> std::result::Result<(), String> {
+    let Target::Zt(version) = recipe.version else { return check_zt2(recipe, bytes) };
     let mut options = Options::default();
     options.strict = true;
     let reader = Reader::new(bytes, &options).map_err(|e| format!("invalid: {e}"))?;
     // The version: the container, and for 1.x a version string of exactly that minor
     // (`1.2`, `1.2.0`, `1.2.7`), not merely one a lenient reader files under it.
     let written = reader.manifest().manifest().version_string.clone();
-    let minor_matches = match (recipe.version, written.as_deref()) {
+    let minor_matches = match (version, written.as_deref()) {
         (Version::V0_1, None) => true,
         (Version::V1_1 | Version::V1_2, Some(text)) => {
             let mut parts = text.split('.');
             parts.next() == Some("1")
-                && parts.next() == Some(if recipe.version == Version::V1_1 { "1" } else { "2" })
+                && parts.next() == Some(if version == Version::V1_1 { "1" } else { "2" })
                 && parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
                 && text.split('.').count() <= 3
         }
         _ => false,
     };
-    if reader.version() != recipe.version || !minor_matches {
+    if reader.version() != version || !minor_matches {
         return Err(format!(
             "version {} ({:?}) written for a {} recipe",
             reader.version(),
             written,
-            version_name(recipe.version)
+            recipe.version
         ));
     }
     for i in 0..reader.len() {
@@ -394,6 +491,54 @@ pub fn check(recipe: &Recipe, bytes: &[u8]) -> std::result::Result<(), String> {
         }
     }
     let dump = crate::runner::projection(&ztensor_dump::accepted(&reader));
+    let expected = recipe.expected();
+    let got = json!({"container": dump["container"], "attributes": dump["attributes"], "objects": dump["objects"]});
+    if got != expected {
+        return Err(format!("content: {}", crate::runner::difference(&expected, &got)));
+    }
+    Ok(())
+}
+
+/// The writer check for a zTensor 2 file: valid (container, manifest, layouts and profiles);
+/// every part carries a digest that verifies; every object reads and passes its data rules;
+/// every byte outside the magic, blobs, manifest and footer is zero; the content is the
+/// recipe's.
+fn check_zt2(recipe: &Recipe, bytes: &[u8]) -> std::result::Result<(), String> {
+    let file = ztensor_v2::File::open(bytes, ztensor_v2::MAX_MANIFEST)
+        .map_err(|e| format!("invalid: {e}"))?;
+    let manifest = file.manifest().ok_or("a data shard, not a file of objects")?;
+    if !manifest.shards.is_empty() {
+        return Err("a file with a shard table for a single-file recipe".into());
+    }
+    let mut covered = vec![false; bytes.len()];
+    covered[..8].iter_mut().for_each(|c| *c = true);
+    let footer = &file.container().footer;
+    let mut cover = |at: u64, len: u64| {
+        let start = usize::try_from(at).unwrap_or(usize::MAX).min(bytes.len());
+        let end = usize::try_from(at.saturating_add(len)).unwrap_or(usize::MAX).min(bytes.len());
+        covered[start..end].iter_mut().for_each(|c| *c = true);
+    };
+    cover(footer.manifest_offset, footer.manifest_length);
+    cover(bytes.len().saturating_sub(40) as u64, 40);
+    for (name, object) in manifest.objects.iter() {
+        for (part, p) in object.parts.iter() {
+            cover(p.blob.0, p.blob.1);
+            match file.verify(name, part) {
+                Ok(ztensor_v2::DigestCheck::Verified) => {}
+                Ok(other) => {
+                    return Err(format!("{name:?}/{part}: digest {other:?}; every part needs one"));
+                }
+                Err(e) => return Err(format!("invalid: {e}")),
+            }
+        }
+    }
+    for i in 0..TensorSource::len(&file) {
+        TensorSource::verify(&file, i).map_err(|e| format!("invalid: {e}"))?;
+    }
+    if let Some(at) = covered.iter().zip(bytes).position(|(&c, &b)| !c && b != 0) {
+        return Err(format!("byte {at} of padding is 0x{:02x}, not zero", bytes[at]));
+    }
+    let dump = crate::runner::projection(&ztensor_dump::zt2(&file));
     let expected = recipe.expected();
     let got = json!({"container": dump["container"], "attributes": dump["attributes"], "objects": dump["objects"]});
     if got != expected {
@@ -453,7 +598,7 @@ pub fn recipes() -> Vec<Recipe> {
             };
         let recipe = |name: &str, covers: &str, objects| Recipe {
             name: name.into(),
-            version: v,
+            version: Target::Zt(v),
             covers: covers.into(),
             attributes: None,
             objects,
@@ -591,6 +736,20 @@ pub fn recipes() -> Vec<Recipe> {
             out.push(recipe("quantized-group", "a 4-bit quantized_group object", vec![q]));
         }
     }
+    // zTensor 2: the 1.2 recipes' content, each part with the xxh3 digest zTensor 2 writers
+    // give every part (the 1.x digest recipes are the dense ones again, and go).
+    let zt2: Vec<Recipe> = out
+        .iter()
+        .filter(|r| r.version == Target::Zt(Version::V1_2) && !r.name.starts_with("digest-"))
+        .map(|r| Recipe {
+            name: r.name.clone(),
+            version: Target::Zt2,
+            covers: r.covers.clone(),
+            attributes: r.attributes.clone(),
+            objects: r.objects.iter().map(|o| RecipeObject { digest: None, ..o.clone() }).collect(),
+        })
+        .collect();
+    out.extend(zt2);
     out
 }
 
@@ -770,7 +929,7 @@ pub fn to_json(results: &[WriterGraded]) -> Json {
             };
             let readers: serde_json::Map<String, Json> =
                 r.readers.iter().map(|(n, v)| (n.clone(), json!(v.word()))).collect();
-            json!({"recipe": r.recipe.file_stem(), "version": version_name(r.recipe.version),
+            json!({"recipe": r.recipe.file_stem(), "version": r.recipe.version.name(),
                    "covers": r.recipe.covers, "result": r.written.word(), "detail": detail,
                    "readers": readers})
         })

@@ -522,6 +522,57 @@ mod producers_and_writers {
         assert!(silent.iter().all(|r| matches!(r.written, Written::Crash(_))));
     }
 
+    /// The same for zTensor 2 recipes: padding, another file, a flipped blob byte, a 1.2 file,
+    /// parts without digests.
+    #[test]
+    fn the_writer_check_catches_what_a_zt2_writer_gets_wrong() {
+        let dir = scratch("wrong-2");
+        let recipes: Vec<_> = writer_check::recipes()
+            .into_iter()
+            .filter(|r| r.file_stem() == "v2/zstd" || r.file_stem() == "v2/dense-dtypes")
+            .collect();
+        assert_eq!(recipes.len(), 2);
+        let ours = this();
+        let corpus = root().join("external/ztensor2/valid");
+        let cases = [
+            (
+                "padding",
+                format!(
+                    "{ours} write \"$1\" \"$2\" && printf '\\252' | dd of=\"$2\" bs=1 seek=9 conv=notrunc 2>/dev/null"
+                ),
+                "padding",
+            ),
+            (
+                "other-content",
+                format!("cp {} \"$2\"", corpus.join("canonical-basic.zt").display()),
+                "content",
+            ),
+            (
+                "flipped",
+                format!(
+                    "{ours} write \"$1\" \"$2\" && printf '\\001' | dd of=\"$2\" bs=1 seek=65536 conv=notrunc 2>/dev/null"
+                ),
+                "invalid",
+            ),
+            (
+                "one-point-two",
+                format!("cp {} \"$2\"", root().join("v1.2/valid/zstd.zt").display()),
+                "invalid",
+            ),
+            ("no-digests", format!("cp {} \"$2\"", corpus.join("minimal.zt").display()), "digest"),
+        ];
+        for (name, body, words) in cases {
+            let results =
+                writer_check::run(&writer(&dir, name, &body), &recipes, &dir, &[]).unwrap();
+            for r in &results {
+                let Written::Fail(why) = &r.written else {
+                    panic!("{name} {}: {:?}", r.recipe.file_stem(), r.written)
+                };
+                assert!(why.contains(words), "{name}: {why}");
+            }
+        }
+    }
+
     #[test]
     fn the_committed_matrix_is_current_for_our_implementation() {
         let out = std::process::Command::new(this())

@@ -471,18 +471,30 @@ pub(crate) fn write_with(
                         if bytes.is_empty() { each(&[]) } else { Ok(()) }
                     })?
                 }
-                None => placer.part(p.bools, &mut |each| {
-                    let mut failed = None;
-                    source
-                        .read_part(index, &p.role, PIECE, &mut |piece| {
-                            each(piece).map_err(|e| {
-                                let message = e.to_string();
-                                failed = Some(e);
-                                ztensor_io::Error::io(message, None, std::io::Error::other("write"))
+                // Raw bytes the source holds in memory (a map, a buffer) go out from where
+                // they lie, without a copy into pieces first.
+                None => match in_memory(source, index, &p.role) {
+                    Some(bytes) => placer.part(p.bools, &mut |each| {
+                        bytes.chunks(PIECE).try_for_each(&mut *each)?;
+                        if bytes.is_empty() { each(&[]) } else { Ok(()) }
+                    })?,
+                    None => placer.part(p.bools, &mut |each| {
+                        let mut failed = None;
+                        source
+                            .read_part(index, &p.role, PIECE, &mut |piece| {
+                                each(piece).map_err(|e| {
+                                    let message = e.to_string();
+                                    failed = Some(e);
+                                    ztensor_io::Error::io(
+                                        message,
+                                        None,
+                                        std::io::Error::other("write"),
+                                    )
+                                })
                             })
-                        })
-                        .map_err(|e| failed.take().unwrap_or_else(|| read_error(&name, e)))
-                })?,
+                            .map_err(|e| failed.take().unwrap_or_else(|| read_error(&name, e)))
+                    })?,
+                },
             };
             let Placed { blob, digest, decoded_len } = placed;
             summary.parts += 1;
@@ -553,6 +565,18 @@ pub(crate) fn write_with(
     summary.blobs = placer.blobs + usize::from(placer.empty.is_some());
     summary.len = end;
     Ok((summary, objects))
+}
+
+/// The bytes of part `role` of object `index` when the source holds them raw in memory (a
+/// dense tensor without a digest to check, in a map or a buffer).
+fn in_memory<'s>(source: &'s dyn TensorSource, index: usize, role: &str) -> Option<&'s [u8]> {
+    if role != "data" {
+        return None;
+    }
+    let raw = source.raw(index)?;
+    let start = usize::try_from(raw.offset).ok()?;
+    let end = start.checked_add(usize::try_from(raw.len).ok()?)?;
+    raw.source.as_slice()?.get(start..end)
 }
 
 /// The footer of a file whose manifest `manifest` lies at `at`.
