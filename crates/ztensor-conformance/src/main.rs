@@ -248,8 +248,8 @@ fn reference(version: &str, path: &str) -> Result<ztensor_conformance::matrix::I
             "1.1",
         ),
         "1.2.3" => (&["v0.1/", "v1.1/", "v1.2/", "examples/tiny-v", "producers/"], "1.2"),
-        // zTensor 2: a reader (of its corpus, and of what every zTensor 2 writer writes); its
-        // adapter speaks no writer protocol.
+        // zTensor 2: a reader (of its corpus, and of what every zTensor 2 writer writes) and a
+        // writer of version-2 recipes.
         "2.1.1" => {
             return Ok(ztensor_conformance::matrix::Implementation {
                 id: format!("reference-{version}"),
@@ -258,7 +258,7 @@ fn reference(version: &str, path: &str) -> Result<ztensor_conformance::matrix::I
                      (xtask/reference-adapter/v2)"
                 ),
                 reader: Some((path.to_owned(), vec!["external/ztensor2/".to_owned()])),
-                writer: None,
+                writer: Some((format!("{path} --write"), vec!["2".to_owned()])),
             });
         }
         other => bail!("no reference {other} (0.1.0, 1.1.1, 1.2.3, 2.1.1)"),

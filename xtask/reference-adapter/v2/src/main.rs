@@ -7,7 +7,13 @@
 //! - `reference-dump-v2 --rewrite IN OUT`: the reference's canonical writer, given everything
 //!   the reference reads from IN;
 //! - `reference-dump-v2 --encode IN OUT`: the reference's writer in its default (not canonical)
-//!   form, every part of IN stored under `zt.zstd-seekable/1`.
+//!   form, every part of IN stored under `zt.zstd-seekable/1`;
+//! - `reference-dump-v2 --write RECIPE OUT`: the writer protocol for version-2 recipes (exit 3
+//!   for any other version): the reference's canonical writer, or its default one with every
+//!   part under `zt.zstd-seekable/1` for a recipe of compressed objects. The recipe names its
+//!   content in the 1.x model; this adapter maps it as a zTensor 2 writer does (`sparse_csr` is
+//!   `zt.sparse_csr/1`, `bool` is `u8` of logical type `bool`, another 1.x format `F` is
+//!   `ztensor1.F/1`).
 
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
@@ -223,14 +229,124 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        ["--write", recipe, output] => std::process::exit(write_recipe(recipe, output)),
         [file] => {
             let (json, ok) = dump(file);
             println!("{json}");
             std::process::exit(if ok { 0 } else { 1 });
         }
         _ => {
-            eprintln!("usage: reference-dump-v2 FILE | --canonical FILE | --rewrite IN OUT | --encode IN OUT");
+            eprintln!("usage: reference-dump-v2 FILE | --canonical FILE | --rewrite IN OUT | --encode IN OUT | --write RECIPE OUT");
             std::process::exit(2);
+        }
+    }
+}
+
+/// A JSON attribute value as the reference's CBOR value.
+fn from_json(j: &Json) -> Value {
+    match j {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => Value::Uint(u),
+            (_, Some(i), _) => Value::Nint(u64::try_from(-1 - i).unwrap_or(0)),
+            (_, _, f) => Value::Float(f.unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Value::Text(s.clone()),
+        Json::Array(a) => Value::Array(a.iter().map(from_json).collect()),
+        Json::Object(o) => {
+            Value::Map(o.iter().map(|(k, v)| (Value::Text(k.clone()), from_json(v))).collect())
+        }
+    }
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2).filter_map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()).collect()
+}
+
+/// The writer protocol: 0 written, 3 a recipe this writer does not take, 1 a failure.
+fn write_recipe(recipe: &str, output: &str) -> i32 {
+    let doc: Json = match std::fs::read(recipe).map(|b| serde_json::from_slice(&b)) {
+        Ok(Ok(doc)) => doc,
+        _ => {
+            eprintln!("cannot read the recipe {recipe}");
+            return 1;
+        }
+    };
+    if doc["version"] != "2" {
+        eprintln!("reference 2.1.1 writes zTensor 2 only, not version {}", doc["version"]);
+        return 3;
+    }
+    let objects = doc["objects"].as_array().cloned().unwrap_or_default();
+    let zstd = objects.iter().any(|o| o["encoding"] == "zstd");
+    if objects.iter().any(|o| (o["encoding"] == "zstd") != zstd) {
+        eprintln!("one file, one encoding: this adapter does not mix raw and compressed objects");
+        return 3;
+    }
+    let mut sorted: Vec<&Json> = objects.iter().collect();
+    sorted.sort_by(|a, b| {
+        a["name"].as_str().unwrap_or("").as_bytes().cmp(b["name"].as_str().unwrap_or("").as_bytes())
+    });
+    // The bytes first: the builder borrows them.
+    let bytes: Vec<Vec<(String, Vec<u8>)>> = sorted
+        .iter()
+        .map(|o| {
+            o["components"]
+                .as_object()
+                .map(|c| {
+                    c.iter().map(|(r, c)| (r.clone(), unhex(c["hex"].as_str().unwrap_or("")))).collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    let run = || -> ztensor::Result<u64> {
+        let mut w = Writer::options().canonical(!zstd).create(output)?;
+        if !doc["attributes"].is_null() {
+            w.set_attributes(from_json(&doc["attributes"]));
+        }
+        for (o, parts) in sorted.iter().zip(&bytes) {
+            let layout = match o["format"].as_str().unwrap_or("") {
+                "dense" => "dense".to_owned(),
+                "sparse_csr" => "zt.sparse_csr/1".to_owned(),
+                "sparse_coo" => "zt.sparse_coo/1".to_owned(),
+                other => format!("ztensor1.{other}/1"),
+            };
+            let shape: Vec<u64> =
+                o["shape"].as_array().map(|s| s.iter().filter_map(Json::as_u64).collect()).unwrap_or_default();
+            w.object(o["name"].as_str().unwrap_or(""), |mut b| {
+                b = b.shape(shape.clone()).layout(layout.clone());
+                if !o["attributes"].is_null() {
+                    b = b.attributes(from_json(&o["attributes"]));
+                }
+                for (role, data) in parts {
+                    let c = &o["components"][role.as_str()];
+                    let dtype = c["dtype"].as_str().unwrap_or("");
+                    let (dtype, logical) = match (dtype, c["type"].as_str()) {
+                        ("bool", _) => ("u8", Some("bool")),
+                        (d, t) => (d, t),
+                    };
+                    let dtype: ztensor::DType = dtype.parse().unwrap_or(ztensor::DType::U8);
+                    b = b.part(role.clone(), |mut p| {
+                        p = p.dtype(dtype);
+                        if let Some(l) = logical {
+                            p = p.logical(l);
+                        }
+                        if zstd {
+                            p = p.encoding("zt.zstd-seekable/1");
+                        }
+                        p.bytes(data)
+                    });
+                }
+                b
+            })?;
+        }
+        w.finish()
+    };
+    match run() {
+        Ok(_) => 0,
+        Err(e) => {
+            eprintln!("reference 2.1.1 cannot write {recipe}: {e}");
+            1
         }
     }
 }
