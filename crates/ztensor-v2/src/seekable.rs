@@ -250,21 +250,10 @@ impl Encoder {
         chunks: &[&[u8]],
         out: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
-        let level = self.level;
-        let frames: Vec<std::io::Result<Vec<u8>>> = chunks
-            .par_iter()
-            .map(|chunk| {
-                let mut c = zstd::bulk::Compressor::new(level)?;
-                c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
-                c.set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(false))?;
-                c.compress(chunk)
-            })
-            .collect();
-        for (frame, chunk) in frames.into_iter().zip(chunks) {
-            let frame = frame.map_err(|e| Error::io("compressing a frame", e))?;
+        for (frame, decoded) in compress_frames(chunks, self.level)? {
             // Frames of at most 1 MiB compress to well under 4 GiB.
             #[allow(clippy::cast_possible_truncation)]
-            self.frames.push((frame.len() as u32, chunk.len() as u32));
+            self.frames.push((frame.len() as u32, decoded));
             out(&frame)?;
         }
         Ok(())
@@ -295,19 +284,54 @@ impl Encoder {
         let pending = std::mem::take(&mut self.pending);
         let chunks: Vec<&[u8]> = pending.chunks(FRAME).collect();
         self.compress(&chunks, out)?;
-        let n = u32::try_from(self.frames.len()).map_err(|_| encoding("too many frames"))?;
-        let mut table = Vec::with_capacity(8 + self.frames.len() * 8 + 9);
-        table.extend(SKIPPABLE_MAGIC.to_le_bytes());
-        table.extend((n * 8 + 9).to_le_bytes());
-        for (stored, decoded) in &self.frames {
-            table.extend(stored.to_le_bytes());
-            table.extend(decoded.to_le_bytes());
-        }
-        table.extend(n.to_le_bytes());
-        table.push(0);
-        table.extend(SEEKABLE_MAGIC.to_le_bytes());
-        out(&table)
+        out(&table(&self.frames)?)
     }
+}
+
+/// Each of `chunks` (at most [`FRAME`] bytes) compressed at `level` into one frame with a
+/// checksum and no content size, in parallel (one compressor a worker, reused), with its
+/// decoded size.
+///
+/// # Errors
+/// Compression errors.
+pub(crate) fn compress_frames(chunks: &[&[u8]], level: i32) -> Result<Vec<(Vec<u8>, u32)>> {
+    let compressor = || -> std::io::Result<zstd::bulk::Compressor<'static>> {
+        let mut c = zstd::bulk::Compressor::new(level)?;
+        c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
+        c.set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(false))?;
+        Ok(c)
+    };
+    let frames: Vec<std::io::Result<(Vec<u8>, u32)>> = chunks
+        .par_iter()
+        .map_init(compressor, |c, chunk| {
+            let c = c.as_mut().map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
+            // A chunk is at most FRAME (1 MiB) bytes.
+            #[allow(clippy::cast_possible_truncation)]
+            c.compress(chunk).map(|f| (f, chunk.len() as u32))
+        })
+        .collect();
+    frames.into_iter().map(|f| f.map_err(|e| Error::io("compressing a frame", e))).collect()
+}
+
+/// The seek table of a stream of `frames` (stored and decoded sizes), without checksums.
+///
+/// # Errors
+/// More frames than a table counts.
+pub(crate) fn table(frames: &[(u32, u32)]) -> Result<Vec<u8>> {
+    let n = u32::try_from(frames.len()).map_err(|_| encoding("too many frames"))?;
+    let size = n.checked_mul(8).and_then(|b| b.checked_add(9));
+    let size = size.ok_or_else(|| encoding("too many frames"))?;
+    let mut table = Vec::with_capacity(8 + frames.len() * 8 + 9);
+    table.extend(SKIPPABLE_MAGIC.to_le_bytes());
+    table.extend(size.to_le_bytes());
+    for (stored, decoded) in frames {
+        table.extend(stored.to_le_bytes());
+        table.extend(decoded.to_le_bytes());
+    }
+    table.extend(n.to_le_bytes());
+    table.push(0);
+    table.extend(SEEKABLE_MAGIC.to_le_bytes());
+    Ok(table)
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use ztensor_format::{DType, Format, LogicalType, Refused, StorageType};
 use ztensor_io::{ObjectData, ObjectInfo, TensorSource};
 
@@ -321,8 +322,34 @@ impl Placer<'_> {
             e.finish(&mut store)?;
         }
         let decoded_digest = decoded_hash.digest();
-        let digest = format!("xxh3:{decoded_digest:016x}");
         let hash = if encoded { stored_hash.digest() } else { decoded_digest };
+        self.settle(offset, len, hash, decoded_digest, decoded_len)
+    }
+
+    /// Writes a part compressed ahead of its turn at the next boundary.
+    fn part_compressed(&mut self, part: Compressed) -> Result<Placed> {
+        let offset = align(self.cursor)?;
+        self.out.seek(SeekFrom::Start(offset)).map_err(Self::io("writing a blob"))?;
+        let mut len = 0u64;
+        for piece in &part.stream {
+            self.out.write_all(piece).map_err(Self::io("writing a blob"))?;
+            len += piece.len() as u64;
+        }
+        self.settle(offset, len, part.stored_hash, part.decoded_hash, part.decoded_len)
+    }
+
+    /// Where the `len` stored bytes just written at `offset` (their xxh3 `hash`; the decoded
+    /// bytes' `decoded_hash` and length) end up: an earlier identical blob (what was written
+    /// goes again), the one empty blob, or here.
+    fn settle(
+        &mut self,
+        offset: u64,
+        len: u64,
+        hash: u64,
+        decoded_hash: u64,
+        decoded_len: u64,
+    ) -> Result<Placed> {
+        let digest = format!("xxh3:{decoded_hash:016x}");
         let placed = |blob| Placed { blob, digest, decoded_len };
         if len == 0 {
             // One empty blob, where the next blob will start (it holds no byte, so it overlaps
@@ -342,6 +369,165 @@ impl Placer<'_> {
         self.blobs += 1;
         self.cursor = offset + len;
         Ok(placed((offset, len)))
+    }
+}
+
+/// A part compressed ahead of its turn (`zt.zstd-seekable/1`): its stream in pieces (the
+/// frames, then the seek table), the xxh3 of those bytes, and the xxh3 and length of the
+/// decoded ones.
+struct Compressed {
+    stream: Vec<Vec<u8>>,
+    stored_hash: u64,
+    decoded_hash: u64,
+    decoded_len: u64,
+}
+
+/// A part to compress ahead: object `index`'s part `role` (`bools`: made 0 or 1 first).
+struct Job {
+    index: usize,
+    role: String,
+    bools: bool,
+    len: u64,
+}
+
+/// Compresses one part whole, its frames in parallel.
+fn compress_part(source: &dyn TensorSource, job: &Job, level: i32) -> Result<Compressed> {
+    let held: std::borrow::Cow<'_, [u8]> = match in_memory(source, job.index, &job.role) {
+        Some(bytes) => std::borrow::Cow::Borrowed(bytes),
+        None => {
+            let mut bytes = ztensor_io::try_with_capacity(job.len, "a part compressed ahead")
+                .map_err(|e| Error::io("compressing a part", e))?;
+            source
+                .read_part(job.index, &job.role, PIECE, &mut |piece| {
+                    bytes.extend_from_slice(piece);
+                    Ok(())
+                })
+                .map_err(|e| {
+                    let name = source.name(job.index).unwrap_or_default().into_owned();
+                    read_error(&name, e)
+                })?;
+            std::borrow::Cow::Owned(bytes)
+        }
+    };
+    let bytes = if job.bools && held.iter().any(|&b| b > 1) {
+        std::borrow::Cow::Owned(held.iter().map(|&b| u8::from(b != 0)).collect())
+    } else {
+        held
+    };
+    let chunks: Vec<&[u8]> = bytes.chunks(crate::seekable::FRAME).collect();
+    let frames = crate::seekable::compress_frames(&chunks, level)?;
+    // Frames of at most 1 MiB compress to well under 4 GiB.
+    #[allow(clippy::cast_possible_truncation)]
+    let sizes: Vec<(u32, u32)> = frames.iter().map(|(f, d)| (f.len() as u32, *d)).collect();
+    let mut stream: Vec<Vec<u8>> = frames.into_iter().map(|(f, _)| f).collect();
+    stream.push(crate::seekable::table(&sizes)?);
+    let mut stored = xxhash_rust::xxh3::Xxh3::new();
+    stream.iter().for_each(|piece| stored.update(piece));
+    Ok(Compressed {
+        stream,
+        stored_hash: stored.digest(),
+        decoded_hash: xxhash_rust::xxh3::xxh3_64(&bytes),
+        decoded_len: bytes.len() as u64,
+    })
+}
+
+/// How many decoded bytes are compressed ahead at once: a few frames for every worker, so
+/// that every core compresses while the parts before are written.
+fn window() -> u64 {
+    (rayon::current_num_threads().max(1) as u64 * 4 * crate::seekable::FRAME as u64).max(16 << 20)
+}
+
+/// The parts to compress ahead, in writing order: those of objects read in pieces (not COO,
+/// not read whole), each of at most a window (a larger one streams through the encoder when
+/// its turn comes).
+fn ahead_jobs(
+    source: &dyn TensorSource,
+    order: &[(String, usize)],
+    options: &WriteOptions,
+) -> Result<Vec<Job>> {
+    let limit = window();
+    let mut jobs = Vec::new();
+    for (_, index) in order {
+        let Some(info) = source.info(*index) else { continue };
+        let in_pieces = source.reads_in_pieces(*index)
+            && listed_as_read(&info)
+            && info.format != Format::SparseCoo;
+        if !in_pieces {
+            continue;
+        }
+        for p in plan(&info, None, options)?.parts {
+            let c = info.components.iter().find(|c| c.role == p.role.as_str());
+            let len = c.map_or(0, |c| c.decoded_len.unwrap_or(c.stored_len));
+            if len <= limit {
+                jobs.push(Job { index: *index, role: p.role, bools: p.bools, len });
+            }
+        }
+    }
+    Ok(jobs)
+}
+
+/// A part compressed ahead: its object, its role, and what compressing it gave.
+type Done = (usize, String, Result<Compressed>);
+
+/// Parts compressed ahead, window after window, in the order they are written.
+struct Ahead {
+    windows: Option<crossbeam_channel::Receiver<Vec<Done>>>,
+    current: std::collections::VecDeque<Done>,
+}
+
+impl Ahead {
+    /// Starts compressing `jobs` (in writing order) on a thread of `scope`, each window's parts
+    /// on every core; at most four windows wait while another is written.
+    fn start<'s>(
+        scope: &'s std::thread::Scope<'s, '_>,
+        source: &'s dyn TensorSource,
+        jobs: Vec<Job>,
+        level: i32,
+    ) -> Ahead {
+        if jobs.is_empty() {
+            return Ahead { windows: None, current: std::collections::VecDeque::new() };
+        }
+        // A few windows may wait: the writer and the compressors do not keep step window by
+        // window (a write stalls, a window of small parts compresses fast).
+        let (tx, rx) = crossbeam_channel::bounded(4);
+        let limit = window();
+        scope.spawn(move || {
+            let mut jobs = jobs.into_iter().peekable();
+            while jobs.peek().is_some() {
+                let mut window = Vec::new();
+                let mut held = 0u64;
+                while let Some(job) = jobs.next_if(|j| window.is_empty() || held + j.len <= limit) {
+                    held += job.len;
+                    window.push(job);
+                }
+                let done: Vec<Done> = window
+                    .into_par_iter()
+                    .map(|job| {
+                        let compressed = compress_part(source, &job, level);
+                        (job.index, job.role, compressed)
+                    })
+                    .collect();
+                // The writer stopped (an error): so does this.
+                if tx.send(done).is_err() {
+                    return;
+                }
+            }
+        });
+        Ahead { windows: Some(rx), current: std::collections::VecDeque::new() }
+    }
+
+    /// Part `role` of object `index` if it was compressed ahead (the parts come in writing
+    /// order; one not compressed ahead is not among them).
+    fn take(&mut self, index: usize, role: &str) -> Option<Result<Compressed>> {
+        if self.current.is_empty() {
+            self.current = self.windows.as_ref()?.recv().ok()?.into();
+        }
+        match self.current.front() {
+            Some((i, r, _)) if *i == index && r == role => {
+                self.current.pop_front().map(|(_, _, c)| c)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -426,106 +612,123 @@ pub(crate) fn write_with(
     let mut summary = Summary::default();
     let text = |s: &str| Value::Text(s.to_owned());
     let mut objects = Vec::with_capacity(order.len());
-    for (name, index) in order {
-        let info = source.info(index).ok_or_else(|| {
-            Error::io("listing objects", std::io::Error::other("an object went away"))
-        })?;
-        // COO is read whole: zTensor 2 forbids a coordinate tuple given twice, which 1.x
-        // allows.
-        let coo = info.format == Format::SparseCoo;
-        let in_pieces = source.reads_in_pieces(index) && listed_as_read(&info) && !coo;
-        let whole = if in_pieces {
-            None
-        } else {
-            Some(source.read(index).map_err(|e| read_error(&name, e))?)
-        };
-        if let Some(data) = whole.as_ref().filter(|_| coo)
-            && let Some(coords) = data.components.get("coords")
-        {
-            let coords = ztensor_format::data::indices_to_u64(coords.dtype, &coords.bytes)
-                .map_err(|e| read_error(&name, e.into()))?;
-            if let Some(tuple) = crate::profiles::duplicate_tuple(data.shape.len(), &coords) {
-                return Err(Error::unrepresentable(
-                    Refused::Dtype,
-                    format!(
-                        "object {name:?}: coordinates {tuple:?} are given twice, and a zTensor 2 \
-                         COO object holds each once"
-                    ),
-                ));
-            }
-        }
-        let planned = plan(&info, whole.as_ref().filter(|_| !listed_as_read(&info)), options)?;
-        drop(info);
-        let mut parts = Vec::with_capacity(planned.parts.len());
-        for p in &planned.parts {
-            let placed = match &whole {
-                Some(data) => {
-                    let bytes = data.components.get(&p.role).map(|c| c.bytes.as_ref());
-                    let bytes = bytes.ok_or_else(|| {
-                        let missing = format!("component {:?} was not read", p.role);
-                        read_error(&name, ztensor_io::Error::failed(&missing))
-                    })?;
-                    placer.part(p.bools, &mut |each| {
-                        bytes.chunks(PIECE).try_for_each(&mut *each)?;
-                        // An empty part is one empty piece.
-                        if bytes.is_empty() { each(&[]) } else { Ok(()) }
-                    })?
-                }
-                // Raw bytes the source holds in memory (a map, a buffer) go out from where
-                // they lie, without a copy into pieces first.
-                None => match in_memory(source, index, &p.role) {
-                    Some(bytes) => placer.part(p.bools, &mut |each| {
-                        bytes.chunks(PIECE).try_for_each(&mut *each)?;
-                        if bytes.is_empty() { each(&[]) } else { Ok(()) }
-                    })?,
-                    None => placer.part(p.bools, &mut |each| {
-                        let mut failed = None;
-                        source
-                            .read_part(index, &p.role, PIECE, &mut |piece| {
-                                each(piece).map_err(|e| {
-                                    let message = e.to_string();
-                                    failed = Some(e);
-                                    ztensor_io::Error::io(
-                                        message,
-                                        None,
-                                        std::io::Error::other("write"),
-                                    )
-                                })
-                            })
-                            .map_err(|e| failed.take().unwrap_or_else(|| read_error(&name, e)))
-                    })?,
-                },
+    // With zstd, parts are compressed ahead on every core while those before them are written.
+    let jobs = match options.zstd {
+        Some(_) => ahead_jobs(source, &order, options)?,
+        None => Vec::new(),
+    };
+    std::thread::scope(|scope| -> Result<()> {
+        let mut ahead = Ahead::start(scope, source, jobs, options.zstd.unwrap_or(3));
+        for (name, index) in order {
+            let info = source.info(index).ok_or_else(|| {
+                Error::io("listing objects", std::io::Error::other("an object went away"))
+            })?;
+            // COO is read whole: zTensor 2 forbids a coordinate tuple given twice, which 1.x
+            // allows.
+            let coo = info.format == Format::SparseCoo;
+            let in_pieces = source.reads_in_pieces(index) && listed_as_read(&info) && !coo;
+            let whole = if in_pieces {
+                None
+            } else {
+                Some(source.read(index).map_err(|e| read_error(&name, e))?)
             };
-            let Placed { blob, digest, decoded_len } = placed;
-            summary.parts += 1;
-            summary.decoded += decoded_len;
-            let mut entries = vec![
-                (text("dtype"), text(p.dtype.name())),
-                (text("blob"), Value::Array(vec![Value::Uint(blob.0), Value::Uint(blob.1)])),
-                (text("digest"), Value::Text(digest)),
+            if let Some(data) = whole.as_ref().filter(|_| coo)
+                && let Some(coords) = data.components.get("coords")
+            {
+                let coords = ztensor_format::data::indices_to_u64(coords.dtype, &coords.bytes)
+                    .map_err(|e| read_error(&name, e.into()))?;
+                if let Some(tuple) = crate::profiles::duplicate_tuple(data.shape.len(), &coords) {
+                    return Err(Error::unrepresentable(
+                        Refused::Dtype,
+                        format!(
+                            "object {name:?}: coordinates {tuple:?} are given twice, and a zTensor 2 \
+                         COO object holds each once"
+                        ),
+                    ));
+                }
+            }
+            let planned = plan(&info, whole.as_ref().filter(|_| !listed_as_read(&info)), options)?;
+            drop(info);
+            let mut parts = Vec::with_capacity(planned.parts.len());
+            for p in &planned.parts {
+                let placed = match &whole {
+                    Some(data) => {
+                        let bytes = data.components.get(&p.role).map(|c| c.bytes.as_ref());
+                        let bytes = bytes.ok_or_else(|| {
+                            let missing = format!("component {:?} was not read", p.role);
+                            read_error(&name, ztensor_io::Error::failed(&missing))
+                        })?;
+                        placer.part(p.bools, &mut |each| {
+                            bytes.chunks(PIECE).try_for_each(&mut *each)?;
+                            // An empty part is one empty piece.
+                            if bytes.is_empty() { each(&[]) } else { Ok(()) }
+                        })?
+                    }
+                    // Raw bytes the source holds in memory (a map, a buffer) go out from where
+                    // they lie, without a copy into pieces first.
+                    None => match ahead.take(index, &p.role) {
+                        Some(compressed) => placer.part_compressed(compressed?)?,
+                        None => match in_memory(source, index, &p.role) {
+                            Some(bytes) => placer.part(p.bools, &mut |each| {
+                                bytes.chunks(PIECE).try_for_each(&mut *each)?;
+                                if bytes.is_empty() { each(&[]) } else { Ok(()) }
+                            })?,
+                            None => placer.part(p.bools, &mut |each| {
+                                let mut failed = None;
+                                source
+                                    .read_part(index, &p.role, PIECE, &mut |piece| {
+                                        each(piece).map_err(|e| {
+                                            let message = e.to_string();
+                                            failed = Some(e);
+                                            ztensor_io::Error::io(
+                                                message,
+                                                None,
+                                                std::io::Error::other("write"),
+                                            )
+                                        })
+                                    })
+                                    .map_err(|e| {
+                                        failed.take().unwrap_or_else(|| read_error(&name, e))
+                                    })
+                            })?,
+                        },
+                    },
+                };
+                let Placed { blob, digest, decoded_len } = placed;
+                summary.parts += 1;
+                summary.decoded += decoded_len;
+                let mut entries = vec![
+                    (text("dtype"), text(p.dtype.name())),
+                    (text("blob"), Value::Array(vec![Value::Uint(blob.0), Value::Uint(blob.1)])),
+                    (text("digest"), Value::Text(digest)),
+                ];
+                if options.zstd.is_some() {
+                    entries.push((text("encoding"), text(crate::seekable::ID)));
+                    entries.push((text("decoded_length"), Value::Uint(decoded_len)));
+                }
+                if let Some(t) = &p.logical {
+                    entries.push((text("type"), text(t)));
+                }
+                parts.push((Value::Text(p.role.clone()), Value::Map(entries)));
+            }
+            let mut object = vec![
+                (
+                    text("shape"),
+                    Value::Array(planned.shape.iter().map(|&d| Value::Uint(d)).collect()),
+                ),
+                (text("layout"), Value::Text(planned.layout)),
+                (text("parts"), Value::Map(parts)),
             ];
-            if options.zstd.is_some() {
-                entries.push((text("encoding"), text(crate::seekable::ID)));
-                entries.push((text("decoded_length"), Value::Uint(decoded_len)));
+            if let Some(a) = planned.attributes {
+                object.push((text("attributes"), a));
             }
-            if let Some(t) = &p.logical {
-                entries.push((text("type"), text(t)));
-            }
-            parts.push((Value::Text(p.role.clone()), Value::Map(entries)));
+            // Each object is encoded as it is done: a manifest of a million objects is held as
+            // their bytes, not as a million trees.
+            objects.push((encode(&Value::Text(name)), encode(&Value::Map(object))));
+            summary.objects += 1;
         }
-        let mut object = vec![
-            (text("shape"), Value::Array(planned.shape.iter().map(|&d| Value::Uint(d)).collect())),
-            (text("layout"), Value::Text(planned.layout)),
-            (text("parts"), Value::Map(parts)),
-        ];
-        if let Some(a) = planned.attributes {
-            object.push((text("attributes"), a));
-        }
-        // Each object is encoded as it is done: a manifest of a million objects is held as
-        // their bytes, not as a million trees.
-        objects.push((encode(&Value::Text(name)), encode(&Value::Map(object))));
-        summary.objects += 1;
-    }
+        Ok(())
+    })?;
     // The manifest: `objects` (its entries in the order of their encoded names, as
     // deterministic CBOR sorts a map), then `attributes` (a longer key sorts later).
     objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));

@@ -286,3 +286,49 @@ fn parts_under_zstd_seekable() {
         canonical.content_digest(IdAlgorithm::Sha256).unwrap()
     );
 }
+
+/// Parts compressed ahead of their turn (on every core, while earlier parts are written) give
+/// the very stream the streaming encoder gives, and the file does not depend on the number of
+/// threads.
+#[test]
+fn parts_compressed_ahead_are_the_streamed_ones() {
+    use ztensor_io::{WriteOptions as Zt1Options, Writer};
+    use ztensor_v2::WriteOptions;
+    let medium: Vec<u8> = (0..800_000u32).flat_map(|i| (i / 3).to_le_bytes()).collect();
+    let mut w = Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
+    let raw = Zt1Options::raw();
+    let f32s = ztensor_format::DType::F32;
+    w.add_dense("a", &[800_000], f32s, &medium, &raw).unwrap();
+    w.add_dense("b", &[3], ztensor_format::DType::Bool, &[0, 1, 1], &raw).unwrap();
+    for i in 0..20u8 {
+        w.add_dense(&format!("s{i:02}"), &[4], ztensor_format::DType::U8, &[i; 4], &raw).unwrap();
+    }
+    let one = ztensor_io::Reader::new(w.finish().unwrap().0, &Default::default()).unwrap();
+    let write = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            let mut sink = Zt2Sink::to_output(Cursor::new(Vec::new()))
+                .with_options(WriteOptions::default().zstd(Some(3)));
+            sink.write_all(&one).unwrap();
+            sink.into_inner().unwrap().into_inner()
+        })
+    };
+    let bytes = write(1);
+    assert!(write(3) == bytes, "the file depends on the thread count");
+    let mut expected = Vec::new();
+    let mut encoder = ztensor_v2::seekable::Encoder::new(3);
+    let mut keep = |b: &[u8]| {
+        expected.extend_from_slice(b);
+        Ok(())
+    };
+    encoder.push(&medium, &mut keep).unwrap();
+    encoder.finish(&mut keep).unwrap();
+    let file = File::open(bytes.clone(), ztensor_v2::MAX_MANIFEST).unwrap();
+    let (at, len) = file.manifest().unwrap().objects["a"].parts["data"].blob;
+    let stored = &bytes[usize::try_from(at).unwrap()..usize::try_from(at + len).unwrap()];
+    assert!(stored == &expected[..], "the stream differs from the encoder's");
+    for i in 0..TensorSource::len(&file) {
+        TensorSource::verify(&file, i).unwrap();
+    }
+    assert_eq!(file.verified("b", "data").unwrap().0, [0, 1, 1]);
+}
