@@ -50,4 +50,6 @@ pub use crate::container::{Container, FOOTER_LEN, Footer, MAGIC, MAX_MANIFEST, V
 pub use crate::error::{Error, ErrorKind, Result, Rule};
 pub use crate::file::{DigestCheck, File, Located};
 pub use crate::identity::{CONTENT_TAG, IdAlgorithm, content_digest, manifest_digest};
-pub use crate::write::{CANONICAL_ALIGNMENT, Output, Summary, WriteOptions, Zt2Sink, write};
+pub use crate::write::{
+    CANONICAL_ALIGNMENT, Output, Progress, Summary, WriteOptions, Zt2Sink, write,
+};

@@ -59,8 +59,11 @@ impl Output for std::io::Cursor<Vec<u8>> {
     }
 }
 
+/// Told the decoded bytes of each part once it is written (for a progress bar).
+pub type Progress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
+
 /// How to write.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct WriteOptions {
     /// Leave out the file's and the objects' attributes instead of refusing those zTensor 2
@@ -70,9 +73,28 @@ pub struct WriteOptions {
     /// in parallel), instead of raw. The file is then not in canonical form (which has no
     /// encodings), and its bytes depend on the zstd library's.
     pub zstd: Option<i32>,
+    /// Told the decoded bytes of each part once it is written.
+    pub progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for WriteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteOptions")
+            .field("drop_attributes", &self.drop_attributes)
+            .field("zstd", &self.zstd)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 impl WriteOptions {
+    /// These options, telling `progress` the decoded bytes of each part once it is written.
+    #[must_use]
+    pub fn progress(mut self, progress: Progress) -> WriteOptions {
+        self.progress = Some(progress);
+        self
+    }
+
     /// These options, storing parts under `zt.zstd-seekable/1` at `level` (`None`: raw, the
     /// canonical form).
     #[must_use]
@@ -695,6 +717,9 @@ pub(crate) fn write_with(
                     },
                 };
                 let Placed { blob, digest, decoded_len } = placed;
+                if let Some(progress) = &options.progress {
+                    progress(decoded_len);
+                }
                 summary.parts += 1;
                 summary.decoded += decoded_len;
                 let mut entries = vec![

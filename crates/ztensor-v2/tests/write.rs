@@ -332,3 +332,29 @@ fn parts_compressed_ahead_are_the_streamed_ones() {
     }
     assert_eq!(file.verified("b", "data").unwrap().0, [0, 1, 1]);
 }
+
+/// Progress is told every part's decoded bytes once each is written: the sum is what was
+/// written, raw or compressed.
+#[test]
+fn progress_counts_every_decoded_byte() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let bytes = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../ztensor-conformance/fixtures/examples/tiny-v1.2.zt"),
+    )
+    .unwrap();
+    let one = ztensor_io::Reader::new(&bytes[..], &Default::default()).unwrap();
+    for zstd in [None, Some(3)] {
+        let told = Arc::new(AtomicU64::new(0));
+        let seen = Arc::clone(&told);
+        let options = ztensor_v2::WriteOptions::default().zstd(zstd).progress(Arc::new(move |n| {
+            seen.fetch_add(n, Ordering::Relaxed);
+        }));
+        let mut sink = Zt2Sink::to_output(Cursor::new(Vec::new())).with_options(options);
+        sink.write_all(&one).unwrap();
+        let decoded = sink.summary().unwrap().decoded;
+        assert!(decoded > 0);
+        assert_eq!(told.load(Ordering::Relaxed), decoded, "{zstd:?}");
+    }
+}

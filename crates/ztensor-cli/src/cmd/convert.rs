@@ -246,11 +246,16 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
     }
     std::fs::create_dir_all(r.output)
         .map_err(|e| anyhow!("cannot create {}: {e}", r.output.display()))?;
+    let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
+    let bar = std::sync::Arc::new(Bar::new(total.sum(), r.run.quiet));
+    let tick = std::sync::Arc::clone(&bar);
     let options = ztensor_v2::WriteOptions::default()
         .drop_attributes(r.drop_attributes)
-        .zstd(r.encoding.zstd);
-    let summary = ztensor_v2::sharded::write_sharded(source, &root, &groups, &options)
-        .map_err(|e| crate::refusal(context, &e))?;
+        .zstd(r.encoding.zstd)
+        .progress(std::sync::Arc::new(move |n| ztensor_par::Progress::bytes_done(&*tick, n)));
+    let summary = ztensor_v2::sharded::write_sharded(source, &root, &groups, &options);
+    bar.finish();
+    let summary = summary.map_err(|e| crate::refusal(context, &e))?;
     let notes = if r.drop_attributes { vec![dropped(source, &root)?] } else { Vec::new() };
     Ok(Converted {
         objects: summary.objects,
@@ -302,13 +307,19 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             writer.finish().map_err(|e| anyhow!("{e}"))?;
         }
         Target::Zt2 => {
+            let total =
+                (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
+            let bar = std::sync::Arc::new(Bar::new(total.sum(), r.run.quiet));
+            let tick = std::sync::Arc::clone(&bar);
             let options = ztensor_v2::WriteOptions::default()
                 .drop_attributes(r.drop_attributes)
-                .zstd(r.encoding.zstd);
-            ztensor_v2::Zt2Sink::new(r.output)
-                .with_options(options)
-                .write_all(source)
-                .map_err(|e| crate::refusal(&context, &e))?;
+                .zstd(r.encoding.zstd)
+                .progress(std::sync::Arc::new(move |n| {
+                    ztensor_par::Progress::bytes_done(&*tick, n);
+                }));
+            let done = ztensor_v2::Zt2Sink::new(r.output).with_options(options).write_all(source);
+            bar.finish();
+            done.map_err(|e| crate::refusal(&context, &e))?;
         }
         Target::Safetensors => {
             SafetensorsSink::new(r.output)
