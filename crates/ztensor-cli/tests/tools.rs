@@ -1663,4 +1663,23 @@ fn sharded_ztensor_2_output() {
     let err = fails(&["convert", arg(&copy), &format!("{}/", d.display()), "--to", "2"], 2);
     assert!(err.contains("would replace it"), "{err}");
     assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&input).unwrap());
+    // A sharded 1.x checkpoint written as zTensor 2 into its own directory: its shards have
+    // the names the zTensor 2 shards would take, as their own or split by size into two.
+    let index = fixtures.join("examples/checkpoint/model.safetensors.index.json");
+    let one = d.join("one");
+    ok(&["convert", arg(&index), &format!("{}/", one.display())]);
+    let zt_index = one.join("model.zt.index.json");
+    let before = std::fs::read(one.join("model-00001-of-00002.zt")).unwrap();
+    for extra in [&[][..], &["--shard-size", "700"][..]] {
+        let mut args = vec!["convert", arg(&zt_index), arg(&one), "--to", "2"];
+        args.extend_from_slice(extra);
+        let err = fails(&args, 2);
+        assert!(err.contains("would replace it"), "{extra:?}: {err}");
+    }
+    assert_eq!(std::fs::read(one.join("model-00001-of-00002.zt")).unwrap(), before);
+    // Elsewhere, one zTensor 2 shard per input shard, and the same tensors.
+    let two = d.join("two");
+    ok(&["convert", arg(&zt_index), &format!("{}/", two.display()), "--to", "2"]);
+    assert!(two.join("model-00002-of-00002.zt").is_file());
+    assert_eq!(ok(&["id", arg(&two.join("model.zt"))]), ok(&["id", arg(&zt_index)]));
 }

@@ -84,11 +84,13 @@ impl<S: ReadAt> File<S> {
                             ),
                         ));
                     }
-                    open(&bytes, max_manifest).map_err(|e| {
-                        Error::rule(
+                    open(&bytes, max_manifest).map_err(|e| match e.kind() {
+                        // A read that failed says nothing of what the shard is.
+                        crate::ErrorKind::Io(_) => e.within(&format!("shard {name:?}")),
+                        _ => Error::rule(
                             Rule::ShardIdentity,
                             format!("shard {name:?} is not a valid zTensor 2 container: {e}"),
-                        )
+                        ),
                     })?;
                     Ok(bytes)
                 }
@@ -144,11 +146,14 @@ impl<S: ReadAt> File<S> {
         self.shard_paths.iter().map(|(n, p)| (n.as_str(), p.as_path()))
     }
 
-    /// The total size of the shards the table lists (what the file's content lies in besides
-    /// its own bytes).
+    /// The total size of the shards attached (what the file's content lies in besides its own
+    /// bytes): only those found, whose sizes were checked, never what a table merely claims.
     pub fn shards_len(&self) -> u64 {
-        self.manifest()
-            .map_or(0, |m| m.shards.values().map(|s| s.size).fold(0, u64::saturating_add))
+        self.shards
+            .values()
+            .filter_map(|s| s.as_ref().ok())
+            .map(ReadAt::len)
+            .fold(0, u64::saturating_add)
     }
 
     /// Why the bytes of shard `shard` cannot be had (`None` when they can).
@@ -329,14 +334,24 @@ impl<S: ReadAt> File<S> {
         let offset = p.blob.0;
         let mut bytes = ztensor_io::try_zeroed(p.decoded_len(), "a decoded part")
             .map_err(|e| Error::io("reading a part", e))?;
-        match &table {
-            Some(table) => crate::seekable::decode_into(source, offset, table, &mut bytes)
-                .map_err(|e| e.within(&format!("{name:?}/{part}")))?,
-            None => source
-                .read_exact_at(offset, &mut bytes[..])
-                .map_err(|e| Error::io("reading a part", e))?,
-        }
-        let check = self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?;
+        let check = match &table {
+            Some(table) => {
+                crate::seekable::decode_into(source, offset, table, &mut bytes)
+                    .map_err(|e| e.within(&format!("{name:?}/{part}")))?;
+                self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?
+            }
+            // A raw part is copied and checked a cache-sized piece at a time, each piece
+            // checked while it is still in cache.
+            None => self.checked(name, part, &mut |f| {
+                let mut at = offset;
+                for piece in bytes.chunks_mut(256 << 10) {
+                    source.read_exact_at(at, piece).map_err(|e| Error::io("reading a part", e))?;
+                    at += piece.len() as u64;
+                    f(piece)?;
+                }
+                Ok(())
+            })?,
+        };
         Ok((bytes, check))
     }
 

@@ -159,6 +159,11 @@ impl<T> Named<T> {
         Some((n, v))
     }
 
+    /// Where the entry named `name` is in the list.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.0.binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes())).ok()
+    }
+
     /// Entry `index`, with its name (in name order).
     pub fn at(&self, index: usize) -> Option<(&String, &T)> {
         self.0.get(index).map(|(n, v)| (n, v))

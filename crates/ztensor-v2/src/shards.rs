@@ -77,6 +77,19 @@ impl Resolver {
         name: &str,
         shard: &Shard,
     ) -> Result<std::result::Result<PathBuf, String>> {
+        self.locate_within(name, shard, crate::MAX_MANIFEST)
+    }
+
+    /// As [`Resolver::locate`], reading no candidate's manifest longer than `max_manifest`.
+    ///
+    /// # Errors
+    /// As [`Resolver::locate`].
+    pub fn locate_within(
+        &self,
+        name: &str,
+        shard: &Shard,
+        max_manifest: u64,
+    ) -> Result<std::result::Result<PathBuf, String>> {
         let exists = |path: PathBuf, how: &str| match std::fs::metadata(&path) {
             Ok(_) => Ok(Ok(path)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -94,7 +107,7 @@ impl Resolver {
                 };
                 exists(store.join("blobs").join(algorithm).join(hex), "store entry")
             }
-            Resolver::Directory(index) => index.find(name, shard),
+            Resolver::Directory(index) => index.find(name, shard, max_manifest),
         }
     }
 }
@@ -156,7 +169,12 @@ impl DirectoryIndex {
         Ok(f(listing.as_ref().unwrap_or(&BTreeMap::new())))
     }
 
-    fn find(&self, name: &str, shard: &Shard) -> Result<std::result::Result<PathBuf, String>> {
+    fn find(
+        &self,
+        name: &str,
+        shard: &Shard,
+        max_manifest: u64,
+    ) -> Result<std::result::Result<PathBuf, String>> {
         let Some((algorithm, _)) = shard.digest.split_once(':') else {
             return Ok(Err(format!("digest {:?} names no algorithm", shard.digest)));
         };
@@ -169,7 +187,7 @@ impl DirectoryIndex {
                 // A file that cannot be opened or is not a container is not a shard; a miss
                 // is reported below with the identity looked for.
                 let Ok(source) = open_file(&path) else { continue };
-                if crate::open(&source, crate::MAX_MANIFEST).is_err() {
+                if crate::open(&source, max_manifest).is_err() {
                     continue;
                 }
                 if let Some(digest) = whole_digest(&source, algorithm)? {
@@ -271,7 +289,7 @@ impl crate::File<FileSource> {
         let mut file = crate::File::open_sharded(root, max_manifest, &mut |name, shard| {
             let mut misses = Vec::new();
             for resolver in resolvers {
-                match resolver.locate(name, shard)? {
+                match resolver.locate_within(name, shard, max_manifest)? {
                     Ok(found) => {
                         let bytes =
                             open_file(&found).map_err(|e| e.within(&format!("shard {name:?}")))?;

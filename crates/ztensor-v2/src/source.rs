@@ -117,6 +117,10 @@ impl<S: ReadAt> TensorSource for File<S> {
         self.manifest().map_or(0, |m| m.objects.len())
     }
 
+    fn find(&self, name: &str) -> Option<usize> {
+        self.manifest()?.objects.position(name)
+    }
+
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
         let (name, o) = self.object_at(index)?;
         let components = o
@@ -151,13 +155,15 @@ impl<S: ReadAt> TensorSource for File<S> {
     /// structure is checked ([`TensorSource::check`]) before anything is made of them.
     fn reads_in_pieces(&self, index: usize) -> bool {
         self.object_at(index).is_some_and(|(name, o)| {
-            !matches!(format(o), Format::SparseCsr | Format::SparseCoo)
-                && unsupported(name, o, &|shard| self.shard_missing(shard)).is_none()
+            !sparse(o) && unsupported(name, o, &|shard| self.shard_missing(shard)).is_none()
         })
     }
 
-    fn check(&self, _index: usize, data: &ObjectData<'_>) -> ztensor_io::Result<()> {
-        check_sparse(data)
+    fn check(&self, index: usize, data: &ObjectData<'_>) -> ztensor_io::Result<()> {
+        match self.object_at(index) {
+            Some((_, o)) => check_sparse(data, &o.layout),
+            None => Ok(()),
+        }
     }
 
     fn verify(&self, index: usize) -> ztensor_io::Result<Vec<ztensor_io::Decoded>> {
@@ -166,7 +172,7 @@ impl<S: ReadAt> TensorSource for File<S> {
             let (dtype, logical_type) = types_1x(part);
             ztensor_io::Decoded { role: role.to_owned(), dtype, logical_type, len }
         };
-        if matches!(format(o), Format::SparseCsr | Format::SparseCoo) {
+        if sparse(o) {
             // Read whole: `read` checks the structure.
             let data = TensorSource::read(self, index)?;
             return Ok(o
@@ -251,16 +257,22 @@ impl<S: ReadAt> TensorSource for File<S> {
             attributes: attributes_1x(o.attributes.as_ref()).map(Cow::Owned),
             components,
         };
-        check_sparse(&data)?;
+        check_sparse(&data, &o.layout)?;
         Ok(data)
     }
 }
 
-/// The data rules of a CSR or COO object read into the 1.2 model (64-bit indices): the row
+/// Whether `o` is CSR or COO (whatever its index width): read whole, its structure checked.
+fn sparse(o: &Object) -> bool {
+    matches!(o.layout.as_str(), "zt.sparse_csr/1" | "zt.sparse_coo/1")
+}
+
+/// The data rules of a CSR or COO object (zTensor 2 `layout`; 32- or 64-bit indices) read into
+/// the 1.2 model: the row
 /// pointers start at 0, never decrease and end at the count of values; each row's columns
 /// increase strictly and lie below the column count (zTensor 2 has no unsorted CSR); COO
 /// coordinates lie within the shape; values and indices agree in count.
-fn check_sparse(data: &ObjectData<'_>) -> ztensor_io::Result<()> {
+fn check_sparse(data: &ObjectData<'_>, layout: &str) -> ztensor_io::Result<()> {
     use ztensor_format::data::{check_coo, check_csr, indices_to_u64};
     let name = data.name.as_str();
     let context = |e: ztensor_format::Error| ztensor_io::Error::from(e.in_object(name));
@@ -276,8 +288,8 @@ fn check_sparse(data: &ObjectData<'_>) -> ztensor_io::Result<()> {
             .map(|c| indices_to_u64(c.dtype, &c.bytes).map_err(|e| context(e.in_component(role))))
             .transpose()
     };
-    match data.format {
-        Format::SparseCsr => {
+    match layout {
+        "zt.sparse_csr/1" => {
             let (Some(indptr), Some(indices)) = (widened("indptr")?, widened("indices")?) else {
                 return Ok(());
             };
@@ -291,7 +303,7 @@ fn check_sparse(data: &ObjectData<'_>) -> ztensor_io::Result<()> {
                 )));
             }
         }
-        Format::SparseCoo => {
+        "zt.sparse_coo/1" => {
             let Some(coords) = widened("coords")? else { return Ok(()) };
             check_coo(&data.shape, &coords, values(data).unwrap_or(0)).map_err(context)?;
             if let Some(tuple) = crate::profiles::duplicate_tuple(data.shape.len(), &coords) {

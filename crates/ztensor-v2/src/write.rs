@@ -419,8 +419,17 @@ fn compress_part(source: &dyn TensorSource, job: &Job, level: i32) -> Result<Com
         None => {
             let mut bytes = ztensor_io::try_with_capacity(job.len, "a part compressed ahead")
                 .map_err(|e| Error::io("compressing a part", e))?;
+            let longer = || {
+                ztensor_io::Error::failed(format!(
+                    "part {:?} decodes to more than the {} bytes its source said",
+                    job.role, job.len
+                ))
+            };
             source
                 .read_part(job.index, &job.role, PIECE, &mut |piece| {
+                    if bytes.len() + piece.len() > usize::try_from(job.len).unwrap_or(usize::MAX) {
+                        return Err(longer());
+                    }
                     bytes.extend_from_slice(piece);
                     Ok(())
                 })
@@ -478,9 +487,10 @@ fn ahead_jobs(
             continue;
         }
         for p in plan(&info, None, options)?.parts {
+            // Only parts whose decoded length is known: one that may decode to more than it
+            // is stored as streams when its turn comes.
             let c = info.components.iter().find(|c| c.role == p.role.as_str());
-            let len = c.map_or(0, |c| c.decoded_len.unwrap_or(c.stored_len));
-            if len <= limit {
+            if let Some(len) = c.and_then(|c| c.decoded_len).filter(|&len| len <= limit) {
                 jobs.push(Job { index: *index, role: p.role, bools: p.bools, len });
             }
         }
@@ -506,7 +516,9 @@ impl Ahead {
         jobs: Vec<Job>,
         level: i32,
     ) -> Ahead {
-        if jobs.is_empty() {
+        // Not from a worker of a rayon pool: the writer waits for windows that the pool's
+        // workers compress, and a pool whose workers all wait would never compress them.
+        if jobs.is_empty() || rayon::current_thread_index().is_some() {
             return Ahead { windows: None, current: std::collections::VecDeque::new() };
         }
         // A few windows may wait: the writer and the compressors do not keep step window by
@@ -566,7 +578,9 @@ struct Placed {
 /// # Errors
 /// Unrepresentable content (named, before anything is written: dtypes zTensor 2 lacks, objects
 /// this build cannot decode, names given twice or breaking zTensor 2's rules, attributes it
-/// cannot hold unless dropped), the source's read errors, I/O errors.
+/// cannot hold unless dropped; a COO tensor's coordinates given twice, found when it is read),
+/// the source's read errors, I/O errors. A file's sink then publishes nothing; an output given
+/// to [`Zt2Sink::to_output`] is left as far as it was written.
 pub fn write(
     source: &dyn TensorSource,
     out: &mut dyn Output,

@@ -183,6 +183,20 @@ fn coordinates() {
     let e = read([0, 3], [1, 1]).unwrap_err();
     assert!(e.to_string().contains("sparse_index_out_of_bounds"), "{e}");
 
+    // With 32-bit coordinates (read as an object of its own layout), the same rule.
+    let narrow = vec![p("coords", "u32", None, 16), p("values", "f32", None, 8)];
+    let bytes = file_with("zt.sparse_coo/1", &[3, 4], &narrow, vec![], &|part| {
+        if part == "coords" {
+            [0u32, 0, 1, 1].iter().flat_map(|n| n.to_le_bytes()).collect()
+        } else {
+            Vec::new()
+        }
+    });
+    let f = File::open(bytes, MAX_MANIFEST).unwrap();
+    let e = TensorSource::read(&f, 0).unwrap_err();
+    assert!(e.to_string().contains("given twice"), "{e}");
+    assert!(TensorSource::verify(&f, 0).is_err());
+
     // A 1.x COO tensor holding a tuple twice (1.x allows it) is refused, not merged.
     let mut w = ztensor_io::Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
     let coo = ztensor_io::Coo {

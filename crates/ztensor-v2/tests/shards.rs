@@ -191,6 +191,9 @@ fn a_shard_that_is_not_the_one_named_is_refused_or_caught() {
     assert!(e.to_string().contains("missing"), "{e}");
     assert!(two.verify("b.weight", "data").is_ok());
     assert!(two.verify_shards().is_err());
+    // Only the shards found count as the model's bytes (a table can claim any size).
+    let present: u64 = summary.shards[1..].iter().map(|(_, _, len)| len).sum();
+    assert_eq!(two.shards_len(), present);
 
     // A FIFO at the positional name is refused, never waited on.
     let fifo = std::process::Command::new("mkfifo").arg(first).status().unwrap();

@@ -195,47 +195,59 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
 /// A sharded zTensor 2 output: in the output directory, a root named after the input
 /// (`model.zt`) with its shard table, and the shards at their positional names
 /// (`model-00001-of-00003.zt`), each a canonical file of its own. `--shard-size` splits the
-/// objects in name order; without it, a sharded input's shards are kept as they are and a
-/// single file's objects go in one shard.
+/// objects in name order; without it, a sharded zTensor or safetensors checkpoint's shards
+/// are kept as they are, and any other input's objects (a zTensor 2 root's too) go in one
+/// shard.
 fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Result<Converted> {
+    // A sharded checkpoint's shards: their paths, and the names of the objects in each.
+    type Shards = Vec<(std::path::PathBuf, Vec<String>)>;
+    fn shards_of(list: &[(std::path::PathBuf, impl TensorSource)]) -> Shards {
+        list.iter()
+            .map(|(path, shard)| {
+                let names = (0..shard.len()).filter_map(|i| shard.name(i)).map(|n| n.into_owned());
+                (path.clone(), names.collect())
+            })
+            .collect()
+    }
     let kind = super::detect(r.input)?;
-    let (opened, mut inputs) = if kind == Kind::Zt2 {
-        crate::sources::open_zt2(r.input)?
-    } else {
-        (crate::open_source_with(r.input, r.carry_unknown)?, Vec::new())
+    // Every file the input is read from: none may be replaced by the output.
+    let (opened, shards): (Box<dyn TensorSource>, Shards) = match kind {
+        Kind::Zt2 => {
+            let (source, paths) = crate::sources::open_zt2(r.input)?;
+            (source, paths.into_iter().map(|p| (p, Vec::new())).collect())
+        }
+        Kind::ZtIndex => {
+            let ckpt = ztensor_shard::ShardedZtensor::open(r.input, &ztensor_cli::options(false))
+                .map_err(|e| crate::reported("", &e))?;
+            let shards = shards_of(ckpt.shards());
+            (Box::new(ckpt), shards)
+        }
+        Kind::SafetensorsIndex => {
+            let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(r.input)
+                .map_err(|e| crate::reported("", &e))?;
+            let shards = shards_of(ckpt.shards());
+            (Box::new(ckpt.carry_unknown_dtypes(r.carry_unknown)), shards)
+        }
+        _ => (crate::open_source_with(r.input, r.carry_unknown)?, Vec::new()),
     };
+    let mut inputs: Vec<std::path::PathBuf> = shards.iter().map(|(p, _)| p.clone()).collect();
     inputs.push(r.input.to_path_buf());
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;
     let groups = match split {
         ztensor_shard::Split::Size(limit) => ztensor_v2::sharded::split_by_size(source, limit),
         // A single file's objects, in one shard.
+        // A sharded checkpoint's own shards, each one's objects (those not excluded) in one;
+        // a single file's objects in one shard.
         ztensor_shard::Split::LikeInput
-            if !matches!(kind, Kind::ZtIndex | Kind::SafetensorsIndex) =>
+            if matches!(kind, Kind::ZtIndex | Kind::SafetensorsIndex) =>
         {
-            vec![(0..source.len()).collect()]
-        }
-        ztensor_shard::Split::LikeInput => {
-            // The input's own shards, as the 1.x plan finds them.
-            let options = ztensor_shard::PlanOptions::new(
-                ztensor_format::Version::V1_2,
-                &ztensor_io::WriteOptions::raw(),
-            );
-            let plan = ztensor_shard::plan(
-                r.input,
-                source,
-                r.output,
-                options,
-                ztensor_shard::Split::LikeInput,
-                &|_| false,
-            )
-            .map_err(|e| crate::reported("cannot plan", &e))?;
-            inputs.extend(plan.inputs.iter().map(|f| f.path.clone()));
-            plan.units
+            shards
                 .iter()
-                .map(|u| u.objects.iter().filter_map(|n| source.find(n)).collect())
+                .map(|(_, names)| names.iter().filter_map(|n| source.find(n)).collect())
                 .collect()
         }
+        ztensor_shard::Split::LikeInput => vec![(0..source.len()).collect()],
     };
     let stem = ztensor_shard::output_stem(r.input);
     let root = r.output.join(format!("{stem}.zt"));
