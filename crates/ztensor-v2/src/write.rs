@@ -516,11 +516,16 @@ impl Ahead {
         jobs: Vec<Job>,
         level: i32,
     ) -> Ahead {
-        // Not from a worker of a rayon pool: the writer waits for windows that the pool's
-        // workers compress, and a pool whose workers all wait would never compress them.
-        if jobs.is_empty() || rayon::current_thread_index().is_some() {
+        // The windows are compressed on a pool of their own, as many threads as the caller's:
+        // the writer waits for them, and had they been queued on the caller's pool, a writer
+        // running on that pool's only (or every) worker would wait for itself.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads())
+            .thread_name(|i| format!("zt2-compress-{i}"))
+            .build();
+        let (false, Ok(pool)) = (jobs.is_empty(), pool) else {
             return Ahead { windows: None, current: std::collections::VecDeque::new() };
-        }
+        };
         // A few windows may wait: the writer and the compressors do not keep step window by
         // window (a write stalls, a window of small parts compresses fast).
         let (tx, rx) = crossbeam_channel::bounded(4);
@@ -534,13 +539,15 @@ impl Ahead {
                     held += job.len;
                     window.push(job);
                 }
-                let done: Vec<Done> = window
-                    .into_par_iter()
-                    .map(|job| {
-                        let compressed = compress_part(source, &job, level);
-                        (job.index, job.role, compressed)
-                    })
-                    .collect();
+                let done: Vec<Done> = pool.install(|| {
+                    window
+                        .into_par_iter()
+                        .map(|job| {
+                            let compressed = compress_part(source, &job, level);
+                            (job.index, job.role, compressed)
+                        })
+                        .collect()
+                });
                 // The writer stopped (an error): so does this.
                 if tx.send(done).is_err() {
                     return;
