@@ -340,11 +340,10 @@ impl<S: ReadAt> File<S> {
                     .map_err(|e| e.within(&format!("{name:?}/{part}")))?;
                 self.checked(name, part, &mut |f| bytes.chunks(4 << 20).try_for_each(f))?
             }
-            // A raw part is copied and checked a cache-sized piece at a time, each piece
-            // checked while it is still in cache.
+            // A raw part is copied and checked a piece at a time.
             None => self.checked(name, part, &mut |f| {
                 let mut at = offset;
-                for piece in bytes.chunks_mut(256 << 10) {
+                for piece in bytes.chunks_mut(4 << 20) {
                     source.read_exact_at(at, piece).map_err(|e| Error::io("reading a part", e))?;
                     at += piece.len() as u64;
                     f(piece)?;
