@@ -447,10 +447,11 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Manifest> {
     }
     let mut named = Vec::with_capacity(entries.len());
     for (key, range) in entries {
-        let name = key.as_text().ok_or_else(|| schema("a key of `objects` is not text"))?;
-        check_name(name, "object name")?;
+        // The name decoded with the key is kept, not copied.
+        let Value::Text(name) = key else { return Err(schema("a key of `objects` is not text")) };
+        check_name(&name, "object name")?;
         let value = cbor::decode_at(bytes, range, 2)?;
-        named.push((name.to_owned(), object(&value)?));
+        named.push((name, object(&value)?));
     }
     let objects = Named::new(named);
     // The rest (shards, attributes, keys not known) is decoded whole, with no objects.
