@@ -16,7 +16,7 @@ use crate::cbor::{Value, decode, encode};
 use crate::container::{MAGIC, MAX_MANIFEST};
 use crate::error::{Error, Result};
 use crate::shards::{positional_path, whole_digest};
-use crate::write::{CANONICAL_ALIGNMENT, WriteOptions, footer, write_with};
+use crate::write::{CANONICAL_ALIGNMENT, WriteOptions, file_attributes_2, footer, write_with};
 
 /// What [`write_sharded`] wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,6 +104,8 @@ pub fn write_sharded(
     if let Some(index) = seen.iter().position(|s| !s) {
         return Err(invalid(format!("object {index} is in no shard")));
     }
+    // The root's attributes are checked before any shard is written.
+    let attributes = file_attributes_2(source, options)?;
     let publish = |path: &Path| {
         let path = path.to_path_buf();
         move |e: ztensor_io::Error| Error::source(&format!("writing {}", path.display()), e)
@@ -140,18 +142,6 @@ pub fn write_sharded(
             format!("object {name:?} is given twice, and zTensor 2 names are unique"),
         ));
     }
-    let attributes = if options.drop_attributes {
-        None
-    } else {
-        let attributes = source
-            .try_attributes()
-            .map_err(|e| Error::source("reading the file's attributes", e))?;
-        match attributes {
-            Some(a) => crate::model::attributes_2(&a, 2, ztensor_format::Refused::FileAttributes)
-                .map_err(|e| e.within("the file's attributes"))?,
-            None => None,
-        }
-    };
     let manifest = root_manifest(&table, &entries, attributes.as_ref())?;
     drop(entries);
 

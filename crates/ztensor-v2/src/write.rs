@@ -599,6 +599,23 @@ pub fn write(
 /// An object's entry of a manifest: its encoded name and encoded object map.
 pub(crate) type Encoded = (Vec<u8>, Vec<u8>);
 
+/// `source`'s file attributes as zTensor 2 holds them (`None` when `options` drop them).
+pub(crate) fn file_attributes_2(
+    source: &dyn TensorSource,
+    options: &WriteOptions,
+) -> Result<Option<Value>> {
+    if options.drop_attributes {
+        return Ok(None);
+    }
+    let attributes =
+        source.try_attributes().map_err(|e| Error::source("reading the file's attributes", e))?;
+    match attributes {
+        Some(a) => attributes_2(&a, 2, Refused::FileAttributes)
+            .map_err(|e| e.within("the file's attributes")),
+        None => Ok(None),
+    }
+}
+
 /// As [`write()`], with the file's attributes left out when `file_attributes` is false (a
 /// shard's: they go in the root), returning the objects' manifest entries besides.
 pub(crate) fn write_with(
@@ -608,18 +625,7 @@ pub(crate) fn write_with(
     file_attributes: bool,
 ) -> Result<(Summary, Vec<Encoded>)> {
     // Everything that cannot be written is found before a byte is.
-    let file_attributes = if options.drop_attributes || !file_attributes {
-        None
-    } else {
-        let attributes = source
-            .try_attributes()
-            .map_err(|e| Error::source("reading the file's attributes", e))?;
-        match attributes {
-            Some(a) => attributes_2(&a, 2, Refused::FileAttributes)
-                .map_err(|e| e.within("the file's attributes"))?,
-            None => None,
-        }
-    };
+    let file_attributes = if file_attributes { file_attributes_2(source, options)? } else { None };
     let mut order: Vec<(String, usize)> = Vec::with_capacity(source.len());
     for index in 0..source.len() {
         let info = source
