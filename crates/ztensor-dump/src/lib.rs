@@ -355,7 +355,7 @@ pub fn zt2<S: ReadAt>(file: &ztensor_v2::File<S>) -> Json {
                 let (len, hash) = decoded.unzip();
                 json!({
                     "dtype": p.dtype.name(),
-                    "type": p.logical,
+                    "type": p.logical.as_deref(),
                     "encoding": p.encoding.as_deref().unwrap_or("raw"),
                     "decoded_length": len,
                     "sha256": hash,
@@ -380,7 +380,7 @@ pub fn zt2<S: ReadAt>(file: &ztensor_v2::File<S>) -> Json {
                 match read {
                     Ok(_) => {
                         let hex = hasher_hex(&hasher);
-                        components.insert(role.clone(), part_json(p, Some((len, hex))));
+                        components.insert(role.to_string(), part_json(p, Some((len, hex))));
                     }
                     Err(e) => {
                         error = Json::String(one_line(&e.to_string()));
@@ -389,23 +389,26 @@ pub fn zt2<S: ReadAt>(file: &ztensor_v2::File<S>) -> Json {
                 }
             }
             if error.is_null()
-                && o.layout == "zt.sparse_csr/1"
+                && &*o.layout == "zt.sparse_csr/1"
                 && let Err(e) = file.csr(name)
             {
                 error = Json::String(one_line(&e.to_string()));
             }
             if !error.is_null() {
-                components =
-                    o.parts.iter().map(|(role, p)| (role.clone(), part_json(p, None))).collect();
+                components = o
+                    .parts
+                    .iter()
+                    .map(|(role, p)| (role.to_string(), part_json(p, None)))
+                    .collect();
                 for c in components.values_mut() {
                     c["decoded_length"] = Json::Null;
                 }
             }
             json!({
                 "name": name,
-                "format": o.layout,
+                "format": &*o.layout,
                 "shape": o.shape,
-                "attributes": value(o.attributes.as_ref()),
+                "attributes": value(o.attributes.as_deref()),
                 "components": components,
                 "error": error,
             })

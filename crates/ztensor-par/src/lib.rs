@@ -534,7 +534,9 @@ pub fn load_all<S: ReadAt>(
 /// Verifies every object of any tensor source (safetensors, a sharded checkpoint,
 /// TensorBuffers, zTensor) on `par.threads` threads: each is read, with every digest its format
 /// keeps checked on the bytes read, and checked against the format's data rules. Returns each
-/// object's name and outcome, in the source's order; an object this implementation cannot
+/// object's outcome, in the source's order (one slot each: at a million objects a name apiece
+/// would cost tens of megabytes; [`TensorSource::name`](ztensor_io::TensorSource::name) gives
+/// the names of those that failed); an object this implementation cannot
 /// decode has [`ErrorKind::Unsupported`](ztensor_io::ErrorKind::Unsupported), for the caller to
 /// tell from damage. `progress` hears of each object's stored bytes as it is done.
 ///
@@ -544,7 +546,7 @@ pub fn verify_source(
     source: &dyn ztensor_io::TensorSource,
     par: &ParOptions,
     progress: &dyn Progress,
-) -> Result<Vec<(String, Result<()>)>> {
+) -> Result<Vec<Result<()>>> {
     let pool = par.pool()?;
     Ok(pool.install(|| {
         (0..source.len())
@@ -568,7 +570,7 @@ pub fn verify_source(
                 progress.bytes_in(stored);
                 progress.bytes_done(stored);
                 progress.object_done(&name);
-                (name, outcome)
+                outcome
             })
             .collect()
     }))

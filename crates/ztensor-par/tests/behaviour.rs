@@ -763,19 +763,21 @@ fn verify_source_reads_any_source_and_names_what_is_damaged() {
     let reader = Reader::new(&file[..], &Options::default()).unwrap();
     let verdicts = ztensor_par::verify_source(&reader, &ParOptions::with_threads(2), &()).unwrap();
     assert_eq!(verdicts.len(), 6);
-    assert!(verdicts.iter().all(|(_, r)| r.is_ok()), "{verdicts:?}");
+    assert!(verdicts.iter().all(Result::is_ok), "{verdicts:?}");
     let mut damaged = file.clone();
     let c = reader.object("t2").unwrap().model().components["data"].clone();
     damaged[c.offset as usize + 20] ^= 0x55;
     let reader = Reader::new(&damaged[..], &Options::default()).unwrap();
     let verdicts = ztensor_par::verify_source(&reader, &ParOptions::with_threads(2), &()).unwrap();
-    let bad: Vec<&str> =
-        verdicts.iter().filter(|(_, r)| r.is_err()).map(|(n, _)| n.as_str()).collect();
+    let name = |i: usize| ztensor_io::TensorSource::name(&reader, i).unwrap().into_owned();
+    let bad: Vec<String> =
+        verdicts.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| name(i)).collect();
     assert_eq!(bad, ["t2"]);
     // The same verdicts as the zTensor-specific verify_all.
     let specific = verify_all(&reader, &ParOptions::with_threads(2), &()).unwrap();
-    let general: Vec<(&str, bool)> =
-        verdicts.iter().map(|(n, r)| (n.as_str(), r.is_ok())).collect();
-    let specific: Vec<(&str, bool)> = specific.iter().map(|(n, r)| (*n, r.is_ok())).collect();
+    let general: Vec<(String, bool)> =
+        verdicts.iter().enumerate().map(|(i, r)| (name(i), r.is_ok())).collect();
+    let specific: Vec<(String, bool)> =
+        specific.iter().map(|(n, r)| ((*n).to_owned(), r.is_ok())).collect();
     assert_eq!(general, specific);
 }

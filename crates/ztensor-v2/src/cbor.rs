@@ -57,7 +57,7 @@ impl Value {
 /// `cbor_syntax`, `cbor_determinism`, `cbor_duplicate_key` or `cbor_depth`, at the offending
 /// byte.
 pub fn decode(bytes: &[u8]) -> Result<Value> {
-    let mut d = Decoder { bytes, at: 0, build: true };
+    let mut d = Decoder { bytes, at: 0, build: true, beyond: 0 };
     let value = d.item(0)?;
     if d.at != bytes.len() {
         return Err(
@@ -170,7 +170,7 @@ pub type Entries = Vec<(Value, std::ops::Range<usize>)>;
 /// # Errors
 /// As [`decode`].
 pub fn map_entries(bytes: &[u8]) -> Result<Option<Entries>> {
-    let mut d = Decoder { bytes, at: 0, build: false };
+    let mut d = Decoder { bytes, at: 0, build: false, beyond: 0 };
     d.item(0)?;
     if d.at != bytes.len() {
         return Err(
@@ -190,7 +190,7 @@ pub fn entries_at(
     range: std::ops::Range<usize>,
     depth: usize,
 ) -> Result<Option<Entries>> {
-    let mut d = Decoder { bytes: &bytes[..range.end], at: range.start, build: true };
+    let mut d = Decoder { bytes: &bytes[..range.end], at: range.start, build: true, beyond: 0 };
     let initial = d.take(1)?[0];
     if initial >> 5 != 5 {
         return Ok(None);
@@ -214,30 +214,136 @@ pub fn entries_at(
 /// # Errors
 /// As [`decode`].
 pub fn decode_at(bytes: &[u8], range: std::ops::Range<usize>, depth: usize) -> Result<Value> {
-    let mut d = Decoder { bytes: &bytes[..range.end], at: range.start, build: true };
+    let mut d = Decoder { bytes: &bytes[..range.end], at: range.start, build: true, beyond: 0 };
     d.item(depth)
 }
 
-struct Decoder<'a> {
+/// A reader of deterministic CBOR that checks every rule of §2.2 as it goes: items decoded into
+/// [`Value`]s, checked and skipped, or read by type (heads, text, integers) by a caller that
+/// knows the schema and keeps the order of map keys with [`KeyOrder`].
+pub(crate) struct Decoder<'a> {
     bytes: &'a [u8],
     at: usize,
     /// Whether items are built (`false`: checked only, every item given as `Null`).
     build: bool,
+    /// How many bytes of the manifest follow `bytes` (a window on it): lengths may reach them.
+    beyond: usize,
 }
 
-impl Decoder<'_> {
+/// The order of one map's keys: each key's encoding must sort strictly after the one before.
+#[derive(Default)]
+pub(crate) struct KeyOrder(Option<(usize, usize)>);
+
+impl KeyOrder {
+    /// Records the key that `d` read from `start` to where it stands.
+    pub(crate) fn next(&mut self, d: &Decoder<'_>, start: usize) -> Result<()> {
+        if let Some((a, b)) = self.0 {
+            match d.bytes[a..b].cmp(&d.bytes[start..d.at]) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    return Err(
+                        Error::rule(Rule::CborDuplicateKey, "a key given twice").at(start as u64)
+                    );
+                }
+                std::cmp::Ordering::Greater => {
+                    return Err(Error::rule(
+                        Rule::CborDeterminism,
+                        "map keys out of their encoded order",
+                    )
+                    .at(start as u64));
+                }
+            }
+        }
+        self.0 = Some((start, d.at));
+        Ok(())
+    }
+}
+
+impl<'a> Decoder<'a> {
+    /// A reader at the start of `bytes`, a window on a manifest that goes on for `beyond`
+    /// bytes after it: a map or array read with [`Decoder::head`] may count items there.
+    pub(crate) fn window(bytes: &'a [u8], beyond: usize) -> Decoder<'a> {
+        Decoder { bytes, at: 0, build: true, beyond }
+    }
+
+    /// The bytes it reads.
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Where the reader stands.
+    pub(crate) fn at(&self) -> usize {
+        self.at
+    }
+
+    /// The next item, decoded, `depth` below the root.
+    pub(crate) fn value(&mut self, depth: usize) -> Result<Value> {
+        self.build = true;
+        self.item(depth)
+    }
+
+    /// Checks the next item, `depth` below the root, and passes it.
+    pub(crate) fn skip(&mut self, depth: usize) -> Result<()> {
+        self.build = false;
+        let checked = self.item(depth);
+        self.build = true;
+        checked.map(drop)
+    }
+
+    /// The next item's major type, not yet read.
+    pub(crate) fn major(&self) -> Option<u8> {
+        self.bytes.get(self.at).map(|b| b >> 5)
+    }
+
+    /// The head of a map, array (its count, which the rest can hold) or unsigned integer (its
+    /// value), `depth` below the root; `None` (nothing read) when the next item is of another
+    /// major type.
+    pub(crate) fn head(&mut self, major: u8, depth: usize) -> Result<Option<u64>> {
+        if depth > MAX_DEPTH {
+            return Err(self.fail(Rule::CborDepth, "items nested deeper than 32"));
+        }
+        if self.major() != Some(major) {
+            return Ok(None);
+        }
+        let ai = self.take(1)?[0] & 0x1f;
+        let beyond = self.beyond;
+        Ok(Some(match major {
+            4 => self.count_within(ai, 1, beyond)? as u64,
+            5 => self.count_within(ai, 2, beyond)? as u64,
+            _ => self.argument(ai)?,
+        }))
+    }
+
+    /// The next item as text borrowed from the bytes, `depth` below the root; `None` (nothing
+    /// read) when it is not text.
+    pub(crate) fn text(&mut self, depth: usize) -> Result<Option<&'a str>> {
+        if depth > MAX_DEPTH {
+            return Err(self.fail(Rule::CborDepth, "items nested deeper than 32"));
+        }
+        if self.major() != Some(3) {
+            return Ok(None);
+        }
+        let ai = self.take(1)?[0] & 0x1f;
+        let n = self.count(ai, 1)?;
+        let at = self.at;
+        let text = std::str::from_utf8(self.take(n)?).map_err(|_| {
+            Error::rule(Rule::CborSyntax, "a text string that is not UTF-8").at(at as u64)
+        })?;
+        Ok(Some(text))
+    }
+
     fn fail(&self, rule: Rule, message: &str) -> Error {
         Error::rule(rule, message).at(self.at as u64)
     }
 
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
         let Some(end) = end else {
             return Err(self.fail(Rule::CborSyntax, "the manifest ends inside an item"));
         };
-        let slice = &self.bytes[self.at..end];
+        let bytes: &'a [u8] = self.bytes;
         self.at = end;
-        Ok(slice)
+        Ok(&bytes[end - n..end])
     }
 
     fn remaining(&self) -> usize {
@@ -282,11 +388,16 @@ impl Decoder<'_> {
 
     /// A count of items of at least `each` bytes each, that the rest of the input can hold.
     fn count(&mut self, ai: u8, each: usize) -> Result<usize> {
+        self.count_within(ai, each, 0)
+    }
+
+    /// As [`Decoder::count`], the items possibly reaching `beyond` bytes past the input.
+    fn count_within(&mut self, ai: u8, each: usize, beyond: usize) -> Result<usize> {
         let start = self.at - 1;
         let n = self.argument(ai)?;
-        let fits = usize::try_from(n)
-            .ok()
-            .filter(|&n| n.checked_mul(each).is_some_and(|b| b <= self.remaining()));
+        let room = self.remaining().saturating_add(beyond);
+        let fits =
+            usize::try_from(n).ok().filter(|&n| n.checked_mul(each).is_some_and(|b| b <= room));
         fits.ok_or_else(|| {
             Error::rule(Rule::CborSyntax, "a length longer than the manifest").at(start as u64)
         })
@@ -331,31 +442,11 @@ impl Decoder<'_> {
             5 => {
                 let n = self.count(ai, 2)?;
                 let mut entries = Vec::with_capacity(if self.build { n.min(1024) } else { 0 });
-                let mut previous: Option<(usize, usize)> = None;
+                let mut order = KeyOrder::default();
                 for _ in 0..n {
                     let key_start = self.at;
                     let key = self.item(depth + 1)?;
-                    let key_end = self.at;
-                    if let Some((a, b)) = previous {
-                        match self.bytes[a..b].cmp(&self.bytes[key_start..key_end]) {
-                            std::cmp::Ordering::Less => {}
-                            std::cmp::Ordering::Equal => {
-                                return Err(Error::rule(
-                                    Rule::CborDuplicateKey,
-                                    "a key given twice",
-                                )
-                                .at(key_start as u64));
-                            }
-                            std::cmp::Ordering::Greater => {
-                                return Err(Error::rule(
-                                    Rule::CborDeterminism,
-                                    "map keys out of their encoded order",
-                                )
-                                .at(key_start as u64));
-                            }
-                        }
-                    }
-                    previous = Some((key_start, key_end));
+                    order.next(self, key_start)?;
                     let value = self.item(depth + 1)?;
                     if self.build {
                         entries.push((key, value));

@@ -134,22 +134,35 @@ pub fn open(source: &dyn ReadAt, max_manifest: u64) -> Result<Container> {
             format!("the manifest at {offset}+{length} passes the footer at {region_end}"),
         ));
     }
-    let mut bytes = ztensor_io::try_zeroed(length, "the manifest")
-        .map_err(|e| Error::io("reading the manifest", e))?;
-    read(offset, &mut bytes)?;
-    let hash = xxhash_rust::xxh3::xxh3_64(&bytes);
-    if hash != footer.manifest_hash {
-        return Err(Error::rule(
+    let hash_error = |hash: u64| {
+        Error::rule(
             Rule::ManifestHash,
             format!(
                 "the manifest's XXH3-64 is {hash:016x}, the footer says {:016x}",
                 footer.manifest_hash
             ),
-        ));
-    }
-    // The offsets of CBOR faults count from the manifest's first byte.
-    let manifest = manifest::parse_bytes(&bytes)?;
-    drop(bytes);
+        )
+    };
+    // A manifest is read a window at a time and parsed as it comes, its bytes never held
+    // whole (a million objects are 94 MB of them); one that is not parsed so is read whole,
+    // and the hash, the CBOR and the schema give their verdicts in that order.
+    let streamed =
+        manifest::parse_read(length, manifest::WINDOW, &mut |at, buf| read(offset + at, buf))?;
+    let manifest = match streamed {
+        Some((_, hash)) if hash != footer.manifest_hash => return Err(hash_error(hash)),
+        Some((manifest, _)) => manifest,
+        None => {
+            let mut bytes = ztensor_io::try_zeroed(length, "the manifest")
+                .map_err(|e| Error::io("reading the manifest", e))?;
+            read(offset, &mut bytes)?;
+            let hash = xxhash_rust::xxh3::xxh3_64(&bytes);
+            if hash != footer.manifest_hash {
+                return Err(hash_error(hash));
+            }
+            // The offsets of CBOR faults count from the manifest's first byte.
+            manifest::parse_bytes(&bytes)?
+        }
+    };
     manifest::validate(&manifest, region_end, (offset, length))?;
     Ok(Container { footer, manifest: Some(manifest) })
 }

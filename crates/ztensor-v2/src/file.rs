@@ -170,7 +170,7 @@ impl<S: ReadAt> File<S> {
     /// The bytes part `p` (`name`/`part`) lies in: this file's, or its shard's.
     fn bytes_of(&self, name: &str, part: &str, p: &Part) -> Result<&S> {
         let Some(shard) = &p.shard else { return Ok(&self.source) };
-        match self.shards.get(shard) {
+        match self.shards.get(&**shard) {
             Some(Ok(bytes)) => Ok(bytes),
             Some(Err(why)) => Err(Error::unsupported(format!(
                 "{name:?}/{part}: its bytes are in shard {shard:?}, which is missing: {why}"
@@ -421,9 +421,9 @@ impl<S: ReadAt> File<S> {
                 let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
                 format!("sha256:{hex}")
             }
-            Hash::None => return Ok(DigestCheck::Unverifiable(digest.clone())),
+            Hash::None => return Ok(DigestCheck::Unverifiable(digest.to_string())),
         };
-        if &actual != digest {
+        if *actual != **digest {
             return Err(Error::rule(
                 Rule::Digest,
                 format!("{name:?}/{part}: the digest says {digest}, the bytes give {actual}"),
@@ -441,7 +441,7 @@ impl<S: ReadAt> File<S> {
     /// `layout_data`; `Unsupported` for an object of another layout; as [`File::decoded`].
     pub fn csr(&self, name: &str) -> Result<(Vec<u64>, Vec<u64>)> {
         let (object, _) = self.part(name, "indptr")?;
-        if object.layout != "zt.sparse_csr/1" {
+        if &*object.layout != "zt.sparse_csr/1" {
             return Err(Error::unsupported(format!("{name:?} is not a CSR object")));
         }
         let widen = |bytes: Vec<u8>, dtype: Dtype| -> Vec<u64> {
@@ -511,7 +511,7 @@ fn within_whole_limit(name: &str, part: &str, p: &Part) -> Result<()> {
 /// `bool` rule is checked as the bytes pass.
 fn logical_rules(object: &Object, part: &Part, last: Option<u8>) -> Result<()> {
     match part.logical.as_deref() {
-        Some("f4_e2m1") if object.layout == "dense" => {
+        Some("f4_e2m1") if &*object.layout == "dense" => {
             let odd = crate::manifest::elements(&object.shape).is_some_and(|n| n % 2 == 1);
             match last {
                 Some(last) if odd && last >> 4 != 0 => Err(Error::rule(

@@ -104,7 +104,7 @@ pub fn manifest_digest(manifest: &Manifest, algorithm: IdAlgorithm) -> Result<St
     for (name, o) in &manifest.objects {
         let mut parts = Vec::with_capacity(o.parts.len());
         for (role, p) in &o.parts {
-            let digest = p.digest.clone().ok_or_else(|| {
+            let digest = p.digest.as_deref().map(str::to_owned).ok_or_else(|| {
                 Error::unsupported(format!(
                     "object {name:?} part {role:?} carries no digest, so the file has no \
                      content digest (write it in canonical form to give every part one)"
@@ -112,7 +112,7 @@ pub fn manifest_digest(manifest: &Manifest, algorithm: IdAlgorithm) -> Result<St
             })?;
             parts.push((text(role), part_value(p.dtype.name(), p.logical.as_deref(), digest)));
         }
-        let entry = object_value(&o.shape, &o.layout, o.attributes.clone(), parts);
+        let entry = object_value(&o.shape, &o.layout, o.attributes.as_deref().cloned(), parts);
         objects.push((encode(&text(name)), encode(&entry)));
     }
     Ok(digest_of(objects, algorithm))

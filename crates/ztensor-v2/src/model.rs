@@ -279,7 +279,7 @@ mod tests {
     fn types_go_there_and_back() {
         let part = |dtype, logical: Option<String>| Part {
             dtype,
-            logical,
+            logical: logical.map(Into::into),
             blob: (4096, 0),
             shard: None,
             encoding: None,

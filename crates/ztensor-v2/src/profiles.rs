@@ -30,7 +30,7 @@ fn size_of(part: &Part, n: u64) -> Option<u64> {
 
 /// Object `o`'s attribute `key`.
 fn attribute<'o>(o: &'o Object, key: &str) -> Option<&'o Value> {
-    let Some(Value::Map(entries)) = &o.attributes else { return None };
+    let Some(Value::Map(entries)) = o.attributes.as_deref() else { return None };
     entries.iter().find(|(k, _)| k.as_text() == Some(key)).map(|(_, v)| v)
 }
 
@@ -42,13 +42,13 @@ fn field<'v>(map: &'v Value, key: &str) -> Option<&'v Value> {
 
 /// The parts of `o` are exactly `names` (sorted).
 fn parts_are(o: &Object, names: &[&str]) -> bool {
-    o.parts.keys().map(String::as_str).eq(names.iter().copied())
+    o.parts.keys().map(AsRef::as_ref).eq(names.iter().copied())
 }
 
 /// Checks `o` against its profile when its layout is one of those above; other layouts have
 /// no rules here.
 pub(crate) fn check(o: &Object) -> Result<()> {
-    match o.layout.as_str() {
+    match &*o.layout {
         "zt.sparse_coo/1" => coo(o),
         "zt.mx/1" => mx(o),
         "zt.quant_group/1" => quant_group(o),
@@ -142,7 +142,7 @@ fn mx(o: &Object) -> Result<()> {
 /// §4.5: one part `data`, u8 with no type, the ggml blocks verbatim; attributes
 /// `elems_per_block` (dividing the element count and the last dimension) and `block_bytes`.
 fn gguf(o: &Object) -> Result<()> {
-    let layout = o.layout.as_str();
+    let layout = &*o.layout;
     let Some(data) = o.parts.get("data").filter(|_| o.parts.len() == 1) else {
         return Err(rule(layout, "the one part is data"));
     };

@@ -22,13 +22,13 @@ use crate::model::{attributes_1x, format_of, types_1x};
 /// with 32-bit indices (1.x indices are 64-bit) are carried under their zTensor 2 id, read
 /// structurally, so that nothing is widened on the way.
 fn format(o: &Object) -> Format {
-    let index = match o.layout.as_str() {
+    let index = match &*o.layout {
         "zt.sparse_csr/1" => o.parts.get("indices"),
         "zt.sparse_coo/1" => o.parts.get("coords"),
         _ => None,
     };
     if index.is_some_and(|p| p.dtype != Dtype::U64) {
-        return Format::Unknown(o.layout.as_str().into());
+        return Format::Unknown((&*o.layout).into());
     }
     format_of(&o.layout)
 }
@@ -55,7 +55,7 @@ fn unsupported(
             }
         }
     }
-    if o.layout == "dense"
+    if &*o.layout == "dense"
         && let Some(data) = o.parts.get("data")
         && data.logical.as_deref() == Some("f4_e2m1")
     {
@@ -129,7 +129,7 @@ impl<S: ReadAt> TensorSource for File<S> {
             .map(|(role, p)| {
                 let (dtype, logical_type) = types_1x(p);
                 ComponentInfo {
-                    role: Cow::Borrowed(role.as_str()),
+                    role: Cow::Borrowed(&**role),
                     dtype: StorageType::Known(dtype),
                     logical_type,
                     decoded_len: Some(p.decoded_len()),
@@ -144,7 +144,7 @@ impl<S: ReadAt> TensorSource for File<S> {
             name: Cow::Borrowed(name.as_str()),
             shape: Cow::Borrowed(o.shape.as_slice()),
             format: format(o),
-            attributes: attributes_1x(o.attributes.as_ref()).map(Cow::Owned),
+            attributes: attributes_1x(o.attributes.as_deref()).map(Cow::Owned),
             components,
             unsupported: unsupported(name, o, &|shard| self.shard_missing(shard)),
             location: None,
@@ -179,7 +179,7 @@ impl<S: ReadAt> TensorSource for File<S> {
                 .parts
                 .iter()
                 .map(|(role, p)| {
-                    let len = data.components.get(role).map_or(0, |c| c.bytes.len() as u64);
+                    let len = data.components.get(&**role).map_or(0, |c| c.bytes.len() as u64);
                     decoded(role, p, len)
                 })
                 .collect());
@@ -246,7 +246,7 @@ impl<S: ReadAt> TensorSource for File<S> {
             let (bytes, _) = self.verified(name, role).map_err(|e| to_io(name, e))?;
             let (dtype, logical_type) = types_1x(part);
             components.insert(
-                role.clone(),
+                role.to_string(),
                 ComponentData { dtype, logical_type, bytes: Cow::Owned(bytes) },
             );
         }
@@ -254,7 +254,7 @@ impl<S: ReadAt> TensorSource for File<S> {
             name: name.clone(),
             shape: o.shape.clone(),
             format: format(o),
-            attributes: attributes_1x(o.attributes.as_ref()).map(Cow::Owned),
+            attributes: attributes_1x(o.attributes.as_deref()).map(Cow::Owned),
             components,
         };
         check_sparse(&data, &o.layout)?;
@@ -264,7 +264,7 @@ impl<S: ReadAt> TensorSource for File<S> {
 
 /// Whether `o` is CSR or COO (whatever its index width): read whole, its structure checked.
 fn sparse(o: &Object) -> bool {
-    matches!(o.layout.as_str(), "zt.sparse_csr/1" | "zt.sparse_coo/1")
+    matches!(&*o.layout, "zt.sparse_csr/1" | "zt.sparse_coo/1")
 }
 
 /// The data rules of a CSR or COO object (zTensor 2 `layout`; 32- or 64-bit indices) read into

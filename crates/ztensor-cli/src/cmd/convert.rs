@@ -593,7 +593,8 @@ pub fn foreign_verify(
     // Objects that cannot be read here for another reason (an encoding not known, a shard
     // not found): the name and why.
     let mut unreadable = Vec::new();
-    for (i, (name, verdict)) in verdicts.iter().enumerate() {
+    for (i, verdict) in verdicts.iter().enumerate() {
+        let name = || source.name(i).map_or_else(|| format!("#{i}"), std::borrow::Cow::into_owned);
         match verdict {
             Ok(()) => {}
             Err(e)
@@ -603,28 +604,28 @@ pub fn foreign_verify(
             {
                 let why =
                     e.format_error().map_or_else(|| e.to_string(), |f| f.message().to_owned());
-                unreadable.push(format!("{} ({why})", super::text::shown(name)));
+                unreadable.push(format!("{} ({why})", super::text::shown(&name())));
             }
             Err(e) if matches!(e.kind(), ztensor_io::ErrorKind::Unsupported(_)) => {
                 let dtype = source
                     .info(i)
                     .and_then(|o| o.components.first().map(|c| c.dtype.to_string()))
                     .unwrap_or_default();
-                unknown.push(format!("{} ({dtype})", super::text::shown(name)));
+                unknown.push(format!("{} ({dtype})", super::text::shown(&name())));
             }
             // A failed read is a failed request (status 2), not a problem of the file.
             Err(e) if e.rule().is_none() => {
                 return Err(anyhow!(
                     "{}: object {:?}: {e}",
                     path.display(),
-                    super::text::shown(name)
+                    super::text::shown(&name())
                 ));
             }
             // The error names its object already when the source put it there.
             Err(e) if e.format_error().is_some_and(|f| f.object().is_some()) => {
                 problems.push(e.to_string());
             }
-            Err(e) => problems.push(format!("object {:?}: {e}", super::text::shown(name))),
+            Err(e) => problems.push(format!("object {:?}: {e}", super::text::shown(&name()))),
         }
     }
     let sound = problems.is_empty();
