@@ -176,6 +176,23 @@ fn ci() -> Result<()> {
     run(&mut command, "ztensor-conformance run")?;
     step("conformance matrix");
     conformance_matrix(true)?;
+    step("differential fuzzing");
+    // Our reader against itself through the persistent protocol for a minute: any divergence
+    // (a crash, a hang, a verdict or dump that changes between runs) fails CI. The seed moves
+    // with the day, so each day's CI covers other cases; a finding names its seed.
+    let day = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400);
+    let binary = conformance_binary()?;
+    let mut command = Command::new(&binary);
+    command
+        .args(["fuzz", "--impl"])
+        .arg(format!("{binary} dump"))
+        .args(["--seconds", "60", "--seed", &(day << 20).to_string()])
+        .arg("--junit")
+        .arg(project_root().join("target/difffuzz-junit.xml"))
+        .current_dir(project_root());
+    run(&mut command, "ztensor-conformance fuzz")?;
     step("fuzz smoke");
     fuzz_smoke(15, &[])?;
     eprintln!("== ok");

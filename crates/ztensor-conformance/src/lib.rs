@@ -14,7 +14,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod difffuzz;
 pub mod fuzz;
+pub mod implementation;
 pub mod index;
 pub mod matrix;
 pub mod model;

@@ -14,7 +14,11 @@ const USAGE: &str = "usage:
   ztensor-conformance recipes DIR
   ztensor-conformance matrix DIR [--check] [--reference VERSION=PATH]...
   ztensor-conformance freeze DIR --producer ID=NAME=PATH...
+  ztensor-conformance fuzz --impl 'COMMAND' [--seconds N | --runs N] [--seed S] [--out DIR [--force]]
+                           [--version V]... [--timeout SECONDS] [--minimize-seconds N]
+                           [--process-per-file] [--json] [--junit FILE]
   ztensor-conformance dump [--strict] FILE
+  ztensor-conformance dump [--strict] --serve
   ztensor-conformance write RECIPE OUT
 
 run: runs COMMAND FILE on every fixture of DIR/index.toml (default: the corpus this crate carries,
@@ -39,7 +43,20 @@ cells differ from DIR/matrix.json or MATRIX.md is not the rendering of matrix.js
 freeze: runs each producer's writer (PATH --write, and PATH --append where it has one) on every
 recipe and adds what passes the writer check under DIR/v<version>/<ID>/, with golden dumps, to
 DIR/index.toml (with SHA-256); files already listed are never written again.
-dump: this project's reader in the dump protocol (lenient, or --strict).
+fuzz: differential fuzzing. Makes files from a seed (generated models of every version, their
+manifests and bytes changed), has COMMAND read each (through `COMMAND --serve` when it speaks
+it and --process-per-file is not given, else `COMMAND FILE`) and compares its verdict and dump with this project's strict and
+lenient readers: crash (another exit, a signal, no dump), hang (no answer within --timeout,
+default 10 s; its process group is killed), accepts-invalid (both of ours reject), rejects-valid
+(our strict reader accepts), misreads (both accept, the content differs). What the specs leave
+to readers is never a divergence. Each distinct divergence is reduced (for at most
+--minimize-seconds, default 60, each) and, with --out, written
+to DIR/<class>/<n>.zt with <n>.json (verdicts, recipe, the command that reproduces it), beside
+DIR/summary.json, summary.txt and junit.xml. Default: 60 s from seed 0. Exit status 0 when
+nothing diverged, 1 when something did, 2 on usage errors.
+dump: this project's reader in the dump protocol (lenient, or --strict); with --serve, the
+persistent form: one path a line on stdin, one dump a line on stdout (a rejected file's dump has
+a top-level `error`).
 write: this project's writer in the writer protocol.
 
 example: ztensor-conformance run --impl 'ztensor dump --json'";
@@ -70,6 +87,7 @@ fn run() -> Result<bool> {
             Ok(true)
         }
         Some("dump") => dump(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
         Some("matrix") => matrix(&args[1..]),
         Some("freeze") => freeze(&args[1..]),
         Some("write") => {
@@ -96,17 +114,118 @@ fn run() -> Result<bool> {
 /// This project's reader, in the dump protocol.
 fn dump(args: &[String]) -> Result<bool> {
     let strict = args.iter().any(|a| a == "--strict");
-    let Some(file) = args.iter().find(|a| !a.starts_with("--")) else { bail!("dump needs FILE") };
-    let (dump, accepted) = if strict {
-        ztensor_conformance::strict_dump(file.as_ref())?
-    } else {
-        ztensor_dump::file(file.as_ref())?
+    let read = |file: &std::path::Path| {
+        if strict { ztensor_conformance::strict_dump(file) } else { Ok(ztensor_dump::file(file)?) }
     };
+    if args.iter().any(|a| a == "--serve") {
+        return serve(&read);
+    }
+    let Some(file) = args.iter().find(|a| !a.starts_with("--")) else { bail!("dump needs FILE") };
+    let (dump, accepted) = read(file.as_ref())?;
     println!("{dump}");
     if !accepted {
         std::process::exit(1);
     }
     Ok(true)
+}
+
+/// The persistent form of the reading protocol: a path a line in, a dump a line out, until
+/// stdin ends. A file that cannot be read at all (missing, unreadable) is answered with a
+/// rejection whose kind says so.
+fn serve(read: &dyn Fn(&std::path::Path) -> Result<(serde_json::Value, bool)>) -> Result<bool> {
+    use std::io::{BufRead as _, Write as _};
+    let stdin = std::io::stdin().lock();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lines() {
+        let line = line?;
+        let dump = match read(line.as_ref()) {
+            Ok((dump, _)) => dump,
+            Err(e) => ztensor_dump::rejected("io", &format!("{e:#}")),
+        };
+        serde_json::to_writer(&mut out, &dump)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+    }
+    Ok(true)
+}
+
+fn fuzz(args: &[String]) -> Result<bool> {
+    use ztensor_conformance::difffuzz::{self, Budget, Config};
+    let mut args = args.iter().cloned();
+    let mut config = Config::new("");
+    let (mut command, mut json, mut junit) = (None, false, None);
+    let number = |flag: &str, value: Option<String>| -> Result<f64> {
+        let value = value.with_context(|| format!("{flag} needs a number"))?;
+        value
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .with_context(|| format!("{flag} {value:?} is not a number of 0 or more"))
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--impl" => command = args.next(),
+            "--seconds" => config.budget = Budget::Seconds(number("--seconds", args.next())?),
+            "--runs" => {
+                let value = args.next().context("--runs needs a count")?;
+                let n =
+                    value.parse().with_context(|| format!("--runs {value:?} is not a count"))?;
+                config.budget = Budget::Runs(n);
+            }
+            "--seed" => {
+                let value = args.next().context("--seed needs a number")?;
+                config.seed =
+                    value.parse().with_context(|| format!("--seed {value:?} is not a number"))?;
+            }
+            "--timeout" => {
+                let seconds = number("--timeout", args.next())?;
+                if seconds <= 0.0 {
+                    bail!("--timeout must be above 0");
+                }
+                config.timeout = std::time::Duration::from_secs_f64(seconds);
+            }
+            "--minimize-seconds" => {
+                config.minimize_seconds = number("--minimize-seconds", args.next())?;
+            }
+            "--out" => config.out = Some(PathBuf::from(args.next().context("--out needs DIR")?)),
+            "--force" => config.force = true,
+            "--process-per-file" => config.serve = false,
+            "--version" => {
+                let value = args.next().context("--version needs 0.1, 1.1 or 1.2")?;
+                let version = match value.as_str() {
+                    "0.1" => ztensor_format::Version::V0_1,
+                    "1.1" => ztensor_format::Version::V1_1,
+                    "1.2" => ztensor_format::Version::V1_2,
+                    other => bail!("--version {other:?}: 0.1, 1.1 or 1.2"),
+                };
+                config.versions.push(version);
+            }
+            "--json" => json = true,
+            "--junit" => junit = Some(PathBuf::from(args.next().context("--junit needs FILE")?)),
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    let Some(command) = command else { bail!("--impl is required") };
+    config.command = command;
+    let quiet = json || !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let report = difffuzz::run(&config, |cases, found| {
+        if !quiet {
+            eprint!("\r{cases} cases, {found} divergences");
+        }
+    })?;
+    if !quiet {
+        eprintln!();
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&difffuzz::to_json(&report))?);
+    } else {
+        print!("{}", difffuzz::table(&report));
+    }
+    if let Some(path) = junit {
+        std::fs::write(&path, difffuzz::to_junit(&report))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(report.findings.is_empty())
 }
 
 fn read_check(args: &[String]) -> Result<bool> {

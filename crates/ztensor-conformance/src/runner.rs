@@ -59,40 +59,11 @@ pub struct Graded {
 /// How long an implementation may take on one file or recipe before it counts as a crash.
 pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Runs `command` to its end, or kills it after [`TIMEOUT`] (`Ok(None)`).
+/// Runs `command` to its end, or kills it (and its process group) after [`TIMEOUT`]
+/// (`Ok(None)`).
 pub(crate) fn output(command: &mut Command) -> std::io::Result<Option<std::process::Output>> {
-    use std::io::Read as _;
-    let mut child = command
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    // The pipes are drained while the child runs, so a chatty child never blocks on them.
-    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if started.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
-    let (stdout, stderr) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
-    Ok(status.map(|status| std::process::Output { status, stdout, stderr }))
+    let ended = crate::implementation::run_to_end(command, TIMEOUT)?;
+    Ok(ended.map(|(status, stdout, stderr)| std::process::Output { status, stdout, stderr }))
 }
 
 /// Splits a command line on whitespace (no quoting; wrap anything fancier in a script).

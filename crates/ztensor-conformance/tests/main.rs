@@ -588,3 +588,175 @@ mod producers_and_writers {
         );
     }
 }
+
+/// Differential fuzzing (`ztensor-conformance fuzz`): an implementation with a planted bug of
+/// each class (`tests/planted/planted.py`, a wrapper over our own dump) is found out and its
+/// cases reduced; our own implementation against itself gives nothing; usage errors are told
+/// at once.
+mod difffuzz {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    use serde_json::Value as Json;
+    use ztensor_conformance::difffuzz::Recipe;
+
+    fn bin() -> &'static str {
+        env!("CARGO_BIN_EXE_ztensor-conformance")
+    }
+
+    fn planted() -> String {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/planted/planted.py");
+        format!("python3 {} {} dump", script.display(), bin())
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("zt-difffuzz-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// Runs `fuzz` with `args`: (exit status, stdout, stderr).
+    fn fuzz(args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(bin()).arg("fuzz").args(args).output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    }
+
+    #[test]
+    fn every_planted_bug_is_found_and_reduced() {
+        let out = scratch("planted");
+        let command = planted();
+        let (status, stdout, stderr) = fuzz(&[
+            "--impl",
+            &command,
+            "--runs",
+            "1200",
+            "--seed",
+            "0",
+            "--timeout",
+            "1",
+            "--minimize-seconds",
+            "8",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(status, 1, "{stderr}");
+        let report: Json = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(report["persistent"], true, "the wrapper speaks --serve");
+        for class in ["crash", "hang", "accepts-invalid", "misreads"] {
+            assert!(
+                report["by_class"][class].as_u64().unwrap() >= 1,
+                "{class} not found: {stdout}"
+            );
+        }
+        // Nothing it does is a refusal of a valid file.
+        assert_eq!(report["by_class"]["rejects-valid"], 0, "{stdout}");
+        let findings = report["findings"].as_array().unwrap();
+        for f in findings {
+            // Each reported case is on disk, and its recipe makes it again byte for byte.
+            let file = PathBuf::from(f["file"].as_str().unwrap());
+            let recipe: Recipe = serde_json::from_value(f["recipe"].clone()).unwrap();
+            assert_eq!(recipe.build().unwrap(), std::fs::read(&file).unwrap());
+            assert!(file.with_extension("json").exists());
+            let class = f["class"].as_str().unwrap();
+            assert!(file.starts_with(out.join(class)), "{}", file.display());
+            // Reduced to what the bug needs: one duplicated key, one rare attribute, and no
+            // change at all for a shape or a dtype the generator makes by itself.
+            let changes = recipe.mutations.len();
+            match class {
+                "accepts-invalid" => {
+                    assert_eq!(f["key"], "cbor_duplicate_key");
+                    assert_eq!(changes, 1, "{f}");
+                }
+                "crash" => assert_eq!(changes, 1, "{f}"),
+                "hang" => assert_eq!(changes, 0, "{f}"),
+                "misreads" => assert!(f["key"].as_str().unwrap().ends_with(".dtype"), "{f}"),
+                other => panic!("{other}: {f}"),
+            }
+        }
+        // The reduced hang and crash, read again one process a file: the same classes (the
+        // hang's process group killed at the timeout).
+        for class in ["hang", "crash"] {
+            let f = findings.iter().find(|f| f["class"] == class).unwrap();
+            let seed = f["recipe"]["seed"].as_u64().unwrap().to_string();
+            let again = scratch(&format!("again-{class}"));
+            let (status, stdout, _) = fuzz(&[
+                "--impl",
+                &command,
+                "--runs",
+                "1",
+                "--seed",
+                &seed,
+                "--timeout",
+                "1",
+                "--minimize-seconds",
+                "0",
+                "--process-per-file",
+                "--out",
+                again.to_str().unwrap(),
+                "--json",
+            ]);
+            assert_eq!(status, 1);
+            let report: Json = serde_json::from_str(&stdout).unwrap();
+            assert_eq!(report["persistent"], false);
+            assert_eq!(report["by_class"][class], 1, "{stdout}");
+            let _ = std::fs::remove_dir_all(again);
+        }
+        // The summary files are beside the findings.
+        for name in ["summary.json", "summary.txt", "junit.xml"] {
+            assert!(out.join(name).exists(), "{name}");
+        }
+        let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+        assert!(junit.contains("<failure"), "{junit}");
+        let _ = std::fs::remove_dir_all(out);
+    }
+
+    #[test]
+    fn our_own_implementation_gives_nothing() {
+        let command = format!("{} dump", bin());
+        for mode in [&[][..], &["--process-per-file"][..]] {
+            let runs = if mode.is_empty() { "1500" } else { "150" };
+            let mut args = vec!["--impl", &command, "--runs", runs, "--seed", "7", "--json"];
+            args.extend_from_slice(mode);
+            let (status, stdout, stderr) = fuzz(&args);
+            assert_eq!(status, 0, "{stdout}{stderr}");
+            let report: Json = serde_json::from_str(&stdout).unwrap();
+            assert_eq!(report["cases"], runs.parse::<u64>().unwrap());
+            assert_eq!(report["findings"].as_array().unwrap().len(), 0);
+            assert_eq!(report["persistent"], mode.is_empty());
+        }
+    }
+
+    #[test]
+    fn usage_errors_are_told_at_once() {
+        let started = std::time::Instant::now();
+        let (status, _, stderr) = fuzz(&["--impl", "/no/such/implementation", "--runs", "5"]);
+        assert_eq!(status, 2);
+        assert!(stderr.contains("cannot run"), "{stderr}");
+        // A command that answers with something other than a dump does not speak the protocol.
+        let (status, _, stderr) = fuzz(&["--impl", "echo hello", "--runs", "5"]);
+        assert_eq!(status, 2);
+        assert!(stderr.contains("does not speak the reading protocol"), "{stderr}");
+        assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+        // An output directory that holds something is not overwritten without --force.
+        let out = scratch("taken");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("keep"), b"mine").unwrap();
+        let command = format!("{} dump", bin());
+        let dir = out.to_str().unwrap();
+        let (status, _, stderr) = fuzz(&["--impl", &command, "--runs", "5", "--out", dir]);
+        assert_eq!(status, 2);
+        assert!(stderr.contains("not empty"), "{stderr}");
+        assert_eq!(std::fs::read(out.join("keep")).unwrap(), b"mine");
+        let (status, _, _) = fuzz(&["--impl", &command, "--runs", "5", "--out", dir, "--force"]);
+        assert_eq!(status, 0);
+        assert!(out.join("summary.json").exists());
+        for bad in [&["--runs", "x"][..], &["--timeout", "0"][..], &["--version", "2"][..]] {
+            let mut args = vec!["--impl", &command];
+            args.extend_from_slice(bad);
+            assert_eq!(fuzz(&args).0, 2, "{bad:?}");
+        }
+        let _ = std::fs::remove_dir_all(out);
+    }
+}

@@ -1,0 +1,329 @@
+//! Talking to an implementation through the reading protocol: `COMMAND FILE` prints a
+//! `ztensor-dump/1` dump and exits 0 (accepted) or 1 (rejected), one process a file; or, where
+//! the implementation speaks it, `COMMAND --serve` reads one path a line on stdin and answers
+//! each with a dump on one line of stdout (a rejected file's dump has a top-level `error`),
+//! one process for many files.
+//!
+//! Each process is the leader of a process group of its own: a file that hangs it past the
+//! timeout has the whole group killed (a wrapper script's children too), and a process that
+//! dies is started again for the next file.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use serde_json::Value as Json;
+
+/// What an implementation made of one file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Accepted, with its dump.
+    Accepted(Json),
+    /// Rejected, with its dump (whose `error` says why).
+    Rejected(Json),
+    /// Exited with another status, died of a signal, or printed something that is not a dump.
+    Crash(String),
+    /// No answer within the timeout (its process group was killed).
+    Hang,
+}
+
+impl Verdict {
+    /// Accepted or rejected: a verdict, not a failure to give one.
+    pub fn is_answer(&self) -> bool {
+        matches!(self, Verdict::Accepted(_) | Verdict::Rejected(_))
+    }
+}
+
+/// How a process ended: its status, stdout and stderr.
+pub type Ended = (ExitStatus, Vec<u8>, Vec<u8>);
+
+/// A process run to its end, or killed with its group after `timeout` (`None`).
+///
+/// # Errors
+/// When the process cannot be started.
+pub fn run_to_end(command: &mut Command, timeout: Duration) -> std::io::Result<Option<Ended>> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()?;
+    // The pipes are drained while the child runs, so a chatty child never blocks on them.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let started = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if started.elapsed() > timeout {
+            kill_group(&mut child);
+            break None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    };
+    // A grandchild still holding the pipes open after the group is killed is gone with it.
+    let (stdout, stderr) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
+    Ok(status.map(|status| (status, stdout, stderr)))
+}
+
+/// Kills the process group `child` leads, and reaps `child`.
+fn kill_group(child: &mut Child) {
+    // The group's id is the leader's pid (it was started with process_group(0)); kill(1)
+    // signals a whole group given its id negated.
+    let _ = Command::new("kill")
+        .args(["-s", "KILL", "--", &format!("-{}", child.id())])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A dump's verdict: accepted when it has no top-level `error`.
+fn answer(dump: Json) -> Verdict {
+    if dump["error"].is_object() { Verdict::Rejected(dump) } else { Verdict::Accepted(dump) }
+}
+
+/// Whether `json` is a dump of the protocol.
+fn is_dump(json: &Json) -> bool {
+    json["dump"] == "ztensor-dump/1"
+}
+
+/// What a status says, for a crash report.
+fn status_words(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "ended without a status".to_owned(),
+    }
+}
+
+/// The verdict of one `COMMAND FILE` run.
+fn one_shot(program: &str, args: &[String], file: &Path, timeout: Duration) -> Result<Verdict> {
+    let Some((status, stdout, stderr)) =
+        run_to_end(Command::new(program).args(args).arg(file), timeout)?
+    else {
+        return Ok(Verdict::Hang);
+    };
+    let dump: Option<Json> = serde_json::from_slice(&stdout).ok().filter(is_dump);
+    Ok(match (status.code(), dump) {
+        (Some(0), Some(dump)) if !dump["error"].is_object() => Verdict::Accepted(dump),
+        (Some(1), Some(dump)) if dump["error"].is_object() => Verdict::Rejected(dump),
+        (Some(0 | 1), _) => {
+            Verdict::Crash(format!("{}, and no dump that says so on stdout", status_words(status)))
+        }
+        _ => {
+            // The line that says what happened: a panic's, else the first that says anything.
+            let stderr = String::from_utf8_lossy(&stderr);
+            let mut lines = stderr.lines().map(str::trim).filter(|l| !l.is_empty());
+            let said = lines
+                .clone()
+                .find(|l| l.contains("panicked at") || l.contains("memory allocation"))
+                .or_else(|| lines.next())
+                .unwrap_or("nothing on stderr");
+            Verdict::Crash(format!("{}: {said}", status_words(status)))
+        }
+    })
+}
+
+/// A running `COMMAND --serve`.
+#[derive(Debug)]
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Server {
+    fn start(program: &str, args: &[String]) -> std::io::Result<Server> {
+        let mut child = Command::new(program)
+            .args(args)
+            .arg("--serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Server { child, stdin, lines })
+    }
+
+    /// Asks for one file; `Err` with the verdict when the server is to be dropped (it died, hung
+    /// or spoke out of turn).
+    fn ask(&mut self, file: &Path, timeout: Duration) -> std::result::Result<Verdict, Verdict> {
+        let Some(path) = file.to_str().filter(|p| !p.contains('\n')) else {
+            return Err(Verdict::Crash("a path that is not one line of UTF-8".to_owned()));
+        };
+        if writeln!(self.stdin, "{path}").and_then(|()| self.stdin.flush()).is_err() {
+            return Err(self.died());
+        }
+        match self.lines.recv_timeout(timeout) {
+            Ok(line) => match serde_json::from_str::<Json>(&line).ok().filter(is_dump) {
+                Some(dump) => Ok(answer(dump)),
+                None => Err(Verdict::Crash(format!(
+                    "answered with a line that is not a dump: {}",
+                    line.chars().take(120).collect::<String>()
+                ))),
+            },
+            Err(RecvTimeoutError::Timeout) => Err(Verdict::Hang),
+            Err(RecvTimeoutError::Disconnected) => Err(self.died()),
+        }
+    }
+
+    /// The crash of a server whose output ended.
+    fn died(&mut self) -> Verdict {
+        // It closed its output: give it a moment to finish dying, then make sure.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                _ => break None,
+            }
+        };
+        Verdict::Crash(status.map_or_else(
+            || "closed its output without answering".to_owned(),
+            |s| format!("{} without answering", status_words(s)),
+        ))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        kill_group(&mut self.child);
+    }
+}
+
+/// An implementation under test.
+#[derive(Debug)]
+pub struct Implementation {
+    program: String,
+    args: Vec<String>,
+    timeout: Duration,
+    /// Whether it speaks `--serve`.
+    persistent: bool,
+    server: Option<Server>,
+    /// Processes started (a persistent one counts each restart).
+    started: u64,
+}
+
+impl Implementation {
+    /// Starts talking to `command` (split on whitespace), each file answered within `timeout`.
+    /// `probe` is a valid file: the implementation is asked for it twice through `--serve`
+    /// (persistent when both answers are dumps; not tried unless `serve`), else once as
+    /// `COMMAND FILE`.
+    ///
+    /// # Errors
+    /// A usage error, at once: the command cannot be started, or answers the probe with no
+    /// dump at all (it does not speak the protocol).
+    pub fn start(
+        command: &str,
+        timeout: Duration,
+        probe: &Path,
+        serve: bool,
+    ) -> Result<Implementation> {
+        let mut words = command.split_whitespace().map(str::to_owned);
+        let Some(program) = words.next() else { bail!("empty --impl command") };
+        let args: Vec<String> = words.collect();
+        let mut this =
+            Implementation { program, args, timeout, persistent: false, server: None, started: 0 };
+        // A short wait for the probe through --serve: an implementation that does not know the
+        // flag usually exits at once, or treats it as a file and answers once.
+        let patience = timeout.min(Duration::from_secs(5));
+        if let Some(mut server) =
+            serve.then(|| Server::start(&this.program, &this.args).ok()).flatten()
+        {
+            let twice = (0..2).all(|_| server.ask(probe, patience).is_ok_and(|v| v.is_answer()));
+            if twice {
+                this.persistent = true;
+                this.started = 1;
+                this.server = Some(server);
+                return Ok(this);
+            }
+        }
+        match one_shot(&this.program, &this.args, probe, timeout) {
+            Err(e) => bail!("cannot run {:?}: {e}", command),
+            Ok(Verdict::Crash(why)) => bail!(
+                "{command:?} does not speak the reading protocol: given a valid file it printed \
+                 no ztensor-dump/1 dump ({why})"
+            ),
+            Ok(Verdict::Hang) => bail!(
+                "{command:?} gave no answer for a valid file within {} s",
+                timeout.as_secs_f64()
+            ),
+            Ok(_) => {
+                this.started = 1;
+                Ok(this)
+            }
+        }
+    }
+
+    /// Whether files go to one `--serve` process.
+    pub fn persistent(&self) -> bool {
+        self.persistent
+    }
+
+    /// Processes started so far.
+    pub fn processes(&self) -> u64 {
+        self.started
+    }
+
+    /// The implementation's verdict on `file`.
+    pub fn read(&mut self, file: &Path) -> Verdict {
+        if !self.persistent {
+            self.started += 1;
+            return one_shot(&self.program, &self.args, file, self.timeout)
+                .unwrap_or_else(|e| Verdict::Crash(format!("cannot be started again: {e}")));
+        }
+        if self.server.is_none() {
+            match Server::start(&self.program, &self.args) {
+                Ok(server) => {
+                    self.started += 1;
+                    self.server = Some(server);
+                }
+                Err(e) => return Verdict::Crash(format!("cannot be started again: {e}")),
+            }
+        }
+        let Some(server) = self.server.as_mut() else {
+            return Verdict::Crash("no process".to_owned());
+        };
+        match server.ask(file, self.timeout) {
+            Ok(verdict) => verdict,
+            // The file it died, hung or babbled on is the one it is charged with; the next
+            // file gets a fresh process.
+            Err(verdict) => {
+                self.server = None;
+                verdict
+            }
+        }
+    }
+}
