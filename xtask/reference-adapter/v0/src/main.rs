@@ -22,12 +22,35 @@ fn main() {
         write::write(&args[2], &args[3]);
         return;
     }
-    let path = std::env::args().nth(1).expect("a file");
+    read_protocol(&args);
+}
+
+/// The reading protocol: `FILE` (exit 0 accepted, 1 rejected), or `--serve` (one path a line
+/// on stdin, one dump a line on stdout, until stdin ends).
+fn read_protocol(args: &[String]) {
+    if args.get(1).map(String::as_str) == Some("--serve") {
+        use std::io::{BufRead, Write};
+        let mut out = std::io::stdout().lock();
+        for line in std::io::stdin().lock().lines() {
+            let line = line.expect("stdin");
+            writeln!(out, "{}", dump(&line)).expect("stdout");
+            out.flush().expect("stdout");
+        }
+        return;
+    }
+    let dump = dump(args.get(1).expect("a file"));
+    println!("{dump}");
+    if dump["error"].is_object() {
+        std::process::exit(1);
+    }
+}
+
+/// The dump of the file at `path`: accepted (its objects) or rejected (an `error`).
+fn dump(path: &str) -> Json {
     let mut reader = match ztensor::ZTensorReader::open(&path) {
         Ok(r) => r,
         Err(e) => {
-            println!("{}", json!({"dump": "ztensor-dump/1", "error": {"kind": "reference_error", "message": e.to_string()}}));
-            std::process::exit(1);
+            return json!({"dump": "ztensor-dump/1", "error": {"kind": "reference_error", "message": e.to_string()}});
         }
     };
     let metas = reader.list_tensors().clone();
@@ -82,5 +105,5 @@ fn main() {
         let attributes = if m.custom_fields.is_empty() { Json::Null } else { serde_json::to_value(&m.custom_fields).unwrap_or(Json::Null) };
         objects.push(json!({"name": m.name, "format": format, "shape": m.shape, "attributes": attributes, "components": components, "error": error}));
     }
-    println!("{}", json!({"dump": "ztensor-dump/1", "container": "zt-0.1", "version": null, "attributes": null, "objects": objects}));
+    json!({"dump": "ztensor-dump/1", "container": "zt-0.1", "version": null, "attributes": null, "objects": objects})
 }

@@ -134,13 +134,36 @@ fn main() {
         write(&args[2], &args[3], mode == "--append");
         return;
     }
-    let path = std::env::args().nth(1).expect("a file");
+    read_protocol(&args);
+}
+
+/// The reading protocol: `FILE` (exit 0 accepted, 1 rejected), or `--serve` (one path a line
+/// on stdin, one dump a line on stdout, until stdin ends).
+fn read_protocol(args: &[String]) {
+    if args.get(1).map(String::as_str) == Some("--serve") {
+        use std::io::{BufRead, Write};
+        let mut out = std::io::stdout().lock();
+        for line in std::io::stdin().lock().lines() {
+            let line = line.expect("stdin");
+            writeln!(out, "{}", dump(&line)).expect("stdout");
+            out.flush().expect("stdout");
+        }
+        return;
+    }
+    let dump = dump(args.get(1).expect("a file"));
+    println!("{dump}");
+    if dump["error"].is_object() {
+        std::process::exit(1);
+    }
+}
+
+/// The dump of the file at `path`: accepted (its objects) or rejected (an `error`).
+fn dump(path: &str) -> Json {
     let head = std::fs::read(&path).map(|b| b.get(..8).map(<[u8]>::to_vec).unwrap_or_default()).unwrap_or_default();
     let reader = match ztensor::Reader::open_any_path(&path) {
         Ok(r) => r,
         Err(e) => {
-            println!("{}", json!({"dump": "ztensor-dump/1", "error": {"kind": "reference_error", "message": e.to_string()}}));
-            std::process::exit(1);
+            return json!({"dump": "ztensor-dump/1", "error": {"kind": "reference_error", "message": e.to_string()}});
         }
     };
     let manifest = reader.manifest();
@@ -176,5 +199,5 @@ fn main() {
     }
     let attributes = manifest.attributes.as_ref().map(|a| Json::Object(a.iter().map(|(k, v)| (k.clone(), cbor(v))).collect()));
     let version = if legacy { Json::Null } else { json!(manifest.version) };
-    println!("{}", json!({"dump": "ztensor-dump/1", "container": container, "version": version, "attributes": attributes, "objects": objects}));
+    json!({"dump": "ztensor-dump/1", "container": container, "version": version, "attributes": attributes, "objects": objects})
 }

@@ -135,12 +135,35 @@ fn main() {
         write(&args[2], &args[3]);
         return;
     }
-    let path = args.get(1).expect("a file");
+    read_protocol(&args);
+}
+
+/// The reading protocol: `FILE` (exit 0 accepted, 1 rejected), or `--serve` (one path a line
+/// on stdin, one dump a line on stdout, until stdin ends).
+fn read_protocol(args: &[String]) {
+    if args.get(1).map(String::as_str) == Some("--serve") {
+        use std::io::{BufRead, Write};
+        let mut out = std::io::stdout().lock();
+        for line in std::io::stdin().lock().lines() {
+            let line = line.expect("stdin");
+            writeln!(out, "{}", dump(&line)).expect("stdout");
+            out.flush().expect("stdout");
+        }
+        return;
+    }
+    let dump = dump(args.get(1).expect("a file"));
+    println!("{dump}");
+    if dump["error"].is_object() {
+        std::process::exit(1);
+    }
+}
+
+/// The dump of the file at `path`: accepted (its objects) or rejected (an `error`).
+fn dump(path: &str) -> Json {
     let mut reader = match ztensor::ZTensorReader::open(path) {
         Ok(r) => r,
         Err(e) => {
-            println!("{}", json!({"dump": "ztensor-dump/1", "error": {"kind": "reference_error", "message": e.to_string()}}));
-            std::process::exit(1);
+            return json!({"dump": "ztensor-dump/1", "error": {"kind": "reference_error", "message": e.to_string()}});
         }
     };
     let listed = reader.list_objects().clone();
@@ -180,5 +203,5 @@ fn main() {
     let minor: u32 = manifest.version.split('.').nth(1).and_then(|m| m.parse().ok()).unwrap_or(1);
     let container = if minor >= 2 { "zt-1.2" } else { "zt-1.1" };
     let attributes = manifest.attributes.as_ref().map(|a| Json::Object(a.iter().map(|(k, v)| (k.clone(), json!(v))).collect()));
-    println!("{}", json!({"dump": "ztensor-dump/1", "container": container, "version": manifest.version, "attributes": attributes, "objects": objects}));
+    json!({"dump": "ztensor-dump/1", "container": container, "version": manifest.version, "attributes": attributes, "objects": objects})
 }
