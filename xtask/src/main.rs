@@ -1,6 +1,6 @@
 //! `cargo xtask <task>`: the one entry point for people and CI.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -50,6 +50,12 @@ const TASKS: &[(&str, &str)] = &[
          when its committed cells are stale",
     ),
     (
+        "fuzz-references [SECONDS]",
+        "fuzz each reference adapter (0.1.0, 1.1.1, 1.2.3) with `ztensor-conformance fuzz` for \
+         SECONDS (default 120) on the versions it reads, from seed 0; keep the reduced findings \
+         under crates/ztensor-conformance/findings/ and write them into MATRIX.md",
+    ),
+    (
         "freeze-producers",
         "add to fixtures/producers/ the reference writers' files for every recipe they can write \
          (and 1.2.3's append), with golden dumps and SHA-256; files already frozen are never \
@@ -80,11 +86,18 @@ fn main() -> Result<()> {
         "fixtures" => fixtures(args.iter().any(|a| a == "--check")),
         "conformance-matrix" => conformance_matrix(args.iter().any(|a| a == "--check")),
         "freeze-producers" => freeze_producers(),
+        "fuzz-references" => {
+            fuzz_references(args.get(1).and_then(|s| s.parse().ok()).unwrap_or(120.0))
+        }
         "v2-oracle" => oracle::v2_oracle(&project_root(), args.iter().any(|a| a == "--freeze")),
         "bench" => {
             // The suite's repack row runs the release binary as a user would.
             cargo(&["build", "--release", "-p", "ztensor-cli"], &[])?;
             let name = args.get(1).map_or("suite", String::as_str);
+            if name == "difffuzz" {
+                // The implementation it fuzzes: our own dump, as a user would run it.
+                cargo(&["build", "--release", "-p", "ztensor-conformance"], &[])?;
+            }
             // What follows the name goes to the bench (`bench scaling --simulate`).
             let mut command = vec!["bench", "-p", "ztensor-benches", "--bench", name, "--"];
             command.extend(args.iter().skip(2).map(String::as_str));
@@ -427,6 +440,52 @@ fn fixtures(check: bool) -> Result<()> {
         args.push("--check");
     }
     cargo(&args, &[])
+}
+
+/// Fuzzes each reference adapter through the persistent protocol on the versions it reads
+/// and writes the reduced findings into the matrix.
+fn fuzz_references(seconds: f64) -> Result<()> {
+    let binary = conformance_binary()?;
+    let crate_dir = project_root().join("crates/ztensor-conformance");
+    for (version, adapter) in reference_adapters()? {
+        let reads: &[&str] = match version.as_str() {
+            "0.1.0" => &["0.1"],
+            "1.1.1" => &["1.1"],
+            _ => &["0.1", "1.1", "1.2"],
+        };
+        // Paths from the project's root, so the committed findings name no machine's.
+        let root = project_root();
+        let adapter = Path::new(&adapter)
+            .strip_prefix(&root)
+            .map_or_else(|_| adapter.clone(), |p| p.display().to_string());
+        let out = format!("crates/ztensor-conformance/findings/reference-{version}");
+        let mut command = Command::new(&binary);
+        command
+            .args([
+                "fuzz",
+                "--impl",
+                &adapter,
+                "--seed",
+                "0",
+                "--force",
+                "--minimize-seconds",
+                "20",
+            ])
+            .args(["--seconds", &seconds.to_string(), "--out", &out])
+            .current_dir(&root);
+        for v in reads {
+            command.args(["--version", v]);
+        }
+        eprintln!("$ ztensor-conformance fuzz --impl {adapter} ({seconds} s)");
+        // 1 is "something diverged": the findings are what this task is for.
+        let status = command.status().context("ztensor-conformance fuzz")?;
+        if !matches!(status.code(), Some(0 | 1)) {
+            bail!("fuzzing reference {version} failed ({status})");
+        }
+    }
+    let mut command = Command::new(&binary);
+    command.args(["matrix"]).arg(&crate_dir).arg("--findings");
+    run(&mut command, "ztensor-conformance matrix --findings")
 }
 
 /// The reference adapters: (version, adapter directory, binary name).

@@ -568,12 +568,20 @@ pub enum Class {
     RejectsValid,
     /// Both accept, and the content differs.
     Misreads,
+    /// A writer wrote a file that breaks a rule or holds other content than it was given.
+    WritesInvalid,
 }
 
 impl Class {
     /// Every class, in report order.
-    pub const ALL: [Class; 5] =
-        [Class::Crash, Class::Hang, Class::AcceptsInvalid, Class::RejectsValid, Class::Misreads];
+    pub const ALL: [Class; 6] = [
+        Class::Crash,
+        Class::Hang,
+        Class::AcceptsInvalid,
+        Class::RejectsValid,
+        Class::Misreads,
+        Class::WritesInvalid,
+    ];
 
     /// The class's name (`accepts-invalid`): directory and report name.
     pub fn name(self) -> &'static str {
@@ -583,6 +591,7 @@ impl Class {
             Class::AcceptsInvalid => "accepts-invalid",
             Class::RejectsValid => "rejects-valid",
             Class::Misreads => "misreads",
+            Class::WritesInvalid => "writes-invalid",
         }
     }
 }
@@ -605,9 +614,25 @@ pub struct Ours {
 /// # Errors
 /// When the file cannot be read at all.
 pub fn ours(path: &Path, bytes: &[u8]) -> Result<Ours> {
+    // The lenient dump exactly as `ztensor-conformance dump FILE` prints it.
     let lenient = ztensor_dump::file(path)?;
-    let strict = crate::strict_dump(path)?;
-    let mut latitude = latitude(bytes);
+    let reader = ztensor_io::Reader::new(bytes, &ztensor_dump::options()).ok();
+    judged(lenient, reader.as_ref(), bytes)
+}
+
+/// [`Ours`] from the lenient dump, the lenient reader (when it opened) and the bytes: the
+/// strict verdict is taken without a dump of its own (an accepted file's is the lenient one:
+/// the same content), and what the specs leave open is looked for.
+fn judged(
+    lenient: (Json, bool),
+    reader: Option<&ztensor_io::Reader<&[u8]>>,
+    bytes: &[u8],
+) -> Result<Ours> {
+    let strict = match crate::strict_rejection(bytes)? {
+        Some(rejected) => (rejected, false),
+        None => (lenient.0.clone(), true),
+    };
+    let mut latitude = reader.and_then(|r| latitude(r, bytes));
     if latitude.is_none() && lenient.1 != strict.1 {
         latitude = Some("a rule only strict readers enforce".to_owned());
     }
@@ -622,10 +647,9 @@ pub fn ours(path: &Path, bytes: &[u8]) -> Result<Ours> {
     Ok(Ours { lenient, strict, latitude })
 }
 
-/// What a file readable here has that the specs leave to each reader (the corpus's
-/// implementation-defined kinds).
-fn latitude(bytes: &[u8]) -> Option<String> {
-    let reader = ztensor_io::Reader::new(bytes, &ztensor_format::Options::default()).ok()?;
+/// What a file readable here (`reader`, over its `bytes`) has that the specs leave to each
+/// reader (the corpus's implementation-defined kinds).
+fn latitude(reader: &ztensor_io::Reader<&[u8]>, bytes: &[u8]) -> Option<String> {
     let version = reader.version();
     let mut spans: Vec<(u64, u64)> = Vec::new();
     for object in reader.objects() {
@@ -710,8 +734,11 @@ pub fn classify(ours: &Ours, theirs: &Verdict) -> Option<(Divergence, String)> {
     match theirs {
         // A crash is told apart by how it ended and, for a panic, where.
         Verdict::Crash(why) => {
+            // The panic's source file by its last two components (no line, no toolchain hash).
             let place = why.split_once("panicked at ").map(|(_, at)| {
-                at.split_whitespace().next().unwrap_or_default().trim_end_matches(':').to_owned()
+                let path = at.split(':').next().unwrap_or_default();
+                let parts: Vec<&str> = path.rsplit('/').take(2).collect();
+                parts.into_iter().rev().collect::<Vec<_>>().join("/")
             });
             let ended = why.split(':').next().unwrap_or_default();
             let key = place.map_or_else(|| ended.to_owned(), |p| format!("{ended}: panic at {p}"));
@@ -746,18 +773,35 @@ pub fn classify(ours: &Ours, theirs: &Verdict) -> Option<(Divergence, String)> {
     }
 }
 
-/// A key with its digits left out, so that findings differing only in numbers are one.
+/// A key with its numbers and hex strings (digests, hashes) left out, so that findings
+/// differing only in those are one.
 fn mask(key: &str) -> String {
     let mut out = String::with_capacity(key.len());
-    for c in key.chars() {
-        if c.is_ascii_digit() {
-            if !out.ends_with('#') {
-                out.push('#');
-            }
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let hex = word.len() >= 8 && word.chars().all(|c| c.is_ascii_hexdigit());
+        if hex || (!word.is_empty() && word.chars().all(|c| c.is_ascii_digit())) {
+            out.push('#');
         } else {
+            for c in word.chars() {
+                if !c.is_ascii_digit() {
+                    out.push(c);
+                } else if !out.ends_with('#') {
+                    out.push('#');
+                }
+            }
+        }
+        word.clear();
+    };
+    for c in key.chars() {
+        if c.is_ascii_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
             out.push(c);
         }
     }
+    flush(&mut word, &mut out);
     out.chars().take(160).collect()
 }
 
@@ -794,6 +838,8 @@ pub struct Config {
     pub minimize_seconds: f64,
     /// Whether `COMMAND --serve` is tried (else a process per file).
     pub serve: bool,
+    /// Whether the implementation is fuzzed as a writer (`COMMAND RECIPE OUT`).
+    pub writer: bool,
 }
 
 impl Config {
@@ -810,7 +856,195 @@ impl Config {
             minimize_calls: 400,
             minimize_seconds: 60.0,
             serve: true,
+            writer: false,
         }
+    }
+}
+
+/// What one case came to.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    /// The file: the one read (reading), or the one written (writing; empty when none was).
+    pub file: Vec<u8>,
+    /// The implementation's verdict, as the report gives it.
+    pub theirs: Json,
+    /// Ours, as the report gives it: our strict and lenient verdicts (reading), the recipe
+    /// the writer was given (writing).
+    pub ours: Json,
+    /// The writer recipe the implementation was given (writing).
+    pub writer_recipe: Option<Json>,
+    /// The divergence, if any, and what differed.
+    pub divergence: Option<(Divergence, String)>,
+}
+
+/// One way of asking an implementation about cases: as a reader or as a writer.
+trait Judge {
+    /// The verdicts on the case of `recipe`.
+    fn judge(&mut self, recipe: &Recipe) -> Result<Judged>;
+    /// Whether files go to one `--serve` process, and the processes started.
+    fn processes(&self) -> (bool, u64);
+}
+
+/// The implementation as a reader: each case's file is read by it and by ours.
+struct Reading {
+    implementation: Implementation,
+    dir: PathBuf,
+}
+
+fn ours_json(ours: &Ours) -> Json {
+    json!({
+        "lenient": {"accepted": ours.lenient.1, "dump": ours.lenient.0},
+        "strict": {"accepted": ours.strict.1, "dump": ours.strict.0},
+        "latitude": ours.latitude,
+    })
+}
+
+impl Judge for Reading {
+    fn judge(&mut self, recipe: &Recipe) -> Result<Judged> {
+        let file = recipe.build()?;
+        let path = self.dir.join("case.zt");
+        std::fs::write(&path, &file)?;
+        let ours = ours(&path, &file)?;
+        let theirs = self.implementation.read(&path);
+        let divergence = classify(&ours, &theirs);
+        Ok(Judged {
+            file,
+            theirs: verdict_json(&theirs),
+            ours: ours_json(&ours),
+            writer_recipe: None,
+            divergence,
+        })
+    }
+
+    fn processes(&self) -> (bool, u64) {
+        (self.implementation.persistent(), self.implementation.processes())
+    }
+}
+
+/// The writer recipe (`ztensor-recipe/1`) of a case: the content of the model its generator
+/// input makes (its changes are for readers), for any writer to write.
+///
+/// # Errors
+/// When the recipe's model hex is broken, or our writer refuses the generated model.
+pub fn writer_recipe(recipe: &Recipe) -> Result<crate::writer_check::Recipe> {
+    use crate::writer_check::{RecipeComponent, RecipeObject, Target};
+    let model = Model::from_bytes(&unhex(&recipe.model)?);
+    let (_, expect) = model.write().context("writing the generated model")?;
+    let objects = model
+        .objects
+        .iter()
+        .zip(expect)
+        .map(|(spec, e)| RecipeObject {
+            name: e.name,
+            format: e.format.name().to_owned(),
+            shape: e.shape,
+            attributes: None,
+            zstd: !matches!(spec.options.compression, ztensor_io::Compression::Raw),
+            digest: e.digest,
+            components: e
+                .components
+                .into_iter()
+                .map(|(role, (dtype, logical_type, bytes))| RecipeComponent {
+                    role,
+                    dtype,
+                    logical_type,
+                    bytes,
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(crate::writer_check::Recipe {
+        name: format!("fuzz-{}", recipe.seed),
+        version: Target::Zt(model.version),
+        covers: "a generated model".to_owned(),
+        attributes: None,
+        objects,
+    })
+}
+
+/// The implementation as a writer (the writer protocol, `COMMAND RECIPE OUT`): each case's
+/// content is given it as a recipe, and what it writes is graded by the writer check.
+struct Writing {
+    program: String,
+    args: Vec<String>,
+    timeout: Duration,
+    dir: PathBuf,
+    started: u64,
+}
+
+impl Writing {
+    fn new(command: &str, timeout: Duration, dir: &Path) -> Result<Writing> {
+        let mut words = command.split_whitespace().map(str::to_owned);
+        let Some(program) = words.next() else { bail!("empty --impl command") };
+        Ok(Writing { program, args: words.collect(), timeout, dir: dir.to_owned(), started: 0 })
+    }
+}
+
+impl Judge for Writing {
+    fn judge(&mut self, recipe: &Recipe) -> Result<Judged> {
+        let given = writer_recipe(recipe)?;
+        let recipe_json = given.to_json();
+        let recipe_path = self.dir.join("recipe.json");
+        std::fs::write(&recipe_path, serde_json::to_string_pretty(&recipe_json)? + "\n")?;
+        let out = self.dir.join("written.zt");
+        let _ = std::fs::remove_file(&out);
+        self.started += 1;
+        let mut command = std::process::Command::new(&self.program);
+        command.args(&self.args).arg(&recipe_path).arg(&out);
+        let ended = crate::implementation::run_to_end(&mut command, self.timeout)
+            .with_context(|| format!("cannot run {:?}", self.program))?;
+        let written = std::fs::read(&out).unwrap_or_default();
+        let judged = |theirs: Json, divergence| Judged {
+            file: written.clone(),
+            theirs,
+            ours: json!({"recipe": recipe_json}),
+            writer_recipe: Some(recipe_json.clone()),
+            divergence,
+        };
+        let Some((status, _, stderr)) = ended else {
+            let d = (Divergence { class: Class::Hang, key: "hang".to_owned() }, "no answer".into());
+            return Ok(judged(json!({"verdict": "hang"}), Some(d)));
+        };
+        let stderr = String::from_utf8_lossy(&stderr);
+        let said = stderr.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+        Ok(match status.code() {
+            Some(0) if out.exists() => match crate::writer_check::check(&given, &written) {
+                Ok(()) => judged(json!({"verdict": "written"}), None),
+                Err(why) => {
+                    // Told apart by what the check says, names, numbers and the details in
+                    // parentheses left out.
+                    let key: String = why
+                        .split(" (")
+                        .next()
+                        .unwrap_or_default()
+                        .split('"')
+                        .enumerate()
+                        .map(|(i, part)| if i % 2 == 1 { "…" } else { part })
+                        .collect();
+                    let d = (Divergence { class: Class::WritesInvalid, key: mask(&key) }, why);
+                    judged(json!({"verdict": "written", "check": d.1}), Some(d))
+                }
+            },
+            Some(crate::writer_check::UNSUPPORTED) => {
+                judged(json!({"verdict": "unsupported", "why": said}), None)
+            }
+            _ => {
+                let ended =
+                    match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+                        (Some(0), _) => "exit status 0 without writing the file".to_owned(),
+                        (Some(code), _) => format!("exit status {code}"),
+                        (None, Some(signal)) => format!("killed by signal {signal}"),
+                        (None, None) => "ended without a status".to_owned(),
+                    };
+                let why = if said.is_empty() { ended.clone() } else { format!("{ended}: {said}") };
+                let d = (Divergence { class: Class::Crash, key: mask(&ended) }, why.clone());
+                judged(json!({"verdict": "crash", "why": why}), Some(d))
+            }
+        })
+    }
+
+    fn processes(&self) -> (bool, u64) {
+        (false, self.started)
     }
 }
 
@@ -823,18 +1057,14 @@ pub struct Finding {
     pub detail: String,
     /// The reduced case.
     pub recipe: Recipe,
-    /// The reduced file.
-    pub file: Vec<u8>,
-    /// Which case of the run found it first, and after how long.
+    /// Which case of the run found it first.
     pub case: u64,
     /// Seconds from the run's start to the first case of this divergence.
     pub found_after: f64,
     /// How many cases gave this divergence (before reduction).
     pub hits: u64,
-    /// The implementation's verdict on the reduced file, and ours.
-    pub theirs: Verdict,
-    /// Our lenient and strict verdicts on the reduced file.
-    pub ours: Ours,
+    /// The verdicts on the reduced case.
+    pub judged: Judged,
     /// Where it was written, if it was.
     pub written: Option<PathBuf>,
 }
@@ -842,7 +1072,7 @@ pub struct Finding {
 /// A run's outcome.
 #[derive(Debug)]
 pub struct Report {
-    /// Cases made and read.
+    /// Cases made and read (or written).
     pub cases: u64,
     /// Seconds the run took (reduction included).
     pub seconds: f64,
@@ -858,6 +1088,8 @@ pub struct Report {
     pub seed: u64,
     /// The command.
     pub command: String,
+    /// Whether the implementation was fuzzed as a writer.
+    pub writer: bool,
 }
 
 /// A private directory for the files cases are written to.
@@ -883,26 +1115,11 @@ impl Drop for WorkDir {
     }
 }
 
-/// A case tried: its file, our verdicts, the implementation's, and the divergence if any.
-type Tried = (Vec<u8>, Ours, Verdict, Option<(Divergence, String)>);
-
-/// Makes the case of `recipe` in `dir` and reads it both ways.
-fn try_case(implementation: &mut Implementation, dir: &Path, recipe: &Recipe) -> Result<Tried> {
-    let file = recipe.build()?;
-    let path = dir.join("case.zt");
-    std::fs::write(&path, &file)?;
-    let ours = ours(&path, &file)?;
-    let theirs = implementation.read(&path);
-    let divergence = classify(&ours, &theirs);
-    Ok((file, ours, theirs, divergence))
-}
-
 /// Reduces `recipe` while it keeps `divergence`: fewer mutations, fewer objects, generator
 /// bytes set to zero (smaller shapes and ranks, first choices), then byte changes made
 /// single bits; at most `calls` implementation calls and `seconds`.
 fn minimize(
-    implementation: &mut Implementation,
-    dir: &Path,
+    judge: &mut dyn Judge,
     recipe: &Recipe,
     divergence: &Divergence,
     (calls, seconds): (u32, f64),
@@ -915,7 +1132,7 @@ fn minimize(
             return Ok(false);
         }
         *left -= 1;
-        Ok(try_case(implementation, dir, candidate)?.3.is_some_and(|(d, _)| d == *divergence))
+        Ok(judge.judge(candidate)?.divergence.is_some_and(|(d, _)| d == *divergence))
     };
     // Mutations, last first.
     let mut i = best.mutations.len();
@@ -1010,15 +1227,24 @@ pub fn run(config: &Config, mut progress: impl FnMut(u64, usize)) -> Result<Repo
         prepare_out(out, config.force)?;
     }
     let work = WorkDir(work_dir()?);
-    // The probe: a small valid file of the first version asked for.
-    let probe = work.0.join("probe.zt");
     let versions = if config.versions.is_empty() { &VERSIONS[..] } else { &config.versions };
-    let index = VERSIONS.iter().position(|v| *v == versions[0]).unwrap_or(0);
-    #[allow(clippy::cast_possible_truncation)]
-    let probe_model = Model::from_bytes(&[index as u8, 1, 0, 0, 2, 3, 1, 1]);
-    std::fs::write(&probe, probe_model.write().context("writing the probe")?.0)?;
-    let mut implementation =
-        Implementation::start(&config.command, config.timeout, &probe, config.serve)?;
+    let mut judge: Box<dyn Judge> = if config.writer {
+        let mut writing = Writing::new(&config.command, config.timeout, &work.0)?;
+        // A command that cannot be started is told at once.
+        writing.judge(&Recipe::generate(config.seed, versions))?;
+        writing.started = 0;
+        Box::new(writing)
+    } else {
+        // The probe: a small valid file of the first version asked for.
+        let probe = work.0.join("probe.zt");
+        let index = VERSIONS.iter().position(|v| *v == versions[0]).unwrap_or(0);
+        #[allow(clippy::cast_possible_truncation)]
+        let probe_model = Model::from_bytes(&[index as u8, 1, 0, 0, 2, 3, 1, 1]);
+        std::fs::write(&probe, probe_model.write().context("writing the probe")?.0)?;
+        let implementation =
+            Implementation::start(&config.command, config.timeout, &probe, config.serve)?;
+        Box::new(Reading { implementation, dir: work.0.clone() })
+    };
     let started = Instant::now();
     let mut seen: Vec<(Divergence, String, Recipe, u64, f64, u64)> = Vec::new();
     let mut cases = 0u64;
@@ -1031,10 +1257,12 @@ pub fn run(config: &Config, mut progress: impl FnMut(u64, usize)) -> Result<Repo
             break;
         }
         let seed = config.seed.wrapping_add(cases);
-        let recipe = Recipe::generate(seed, versions);
-        if let (_, _, _, Some((divergence, detail))) =
-            try_case(&mut implementation, &work.0, &recipe)?
-        {
+        let mut recipe = Recipe::generate(seed, versions);
+        if config.writer {
+            // A writer is given content; the changes are for readers.
+            recipe.mutations.clear();
+        }
+        if let Some((divergence, detail)) = judge.judge(&recipe)?.divergence {
             match seen.iter_mut().find(|s| s.0 == divergence) {
                 Some(s) => s.5 += 1,
                 None => seen.push((
@@ -1057,50 +1285,36 @@ pub fn run(config: &Config, mut progress: impl FnMut(u64, usize)) -> Result<Repo
     let mut numbers = std::collections::BTreeMap::<Class, usize>::new();
     for (divergence, detail, recipe, case, found_after, hits) in seen {
         let limits = (config.minimize_calls, config.minimize_seconds);
-        let reduced = minimize(&mut implementation, &work.0, &recipe, &divergence, limits)?;
+        let reduced = minimize(&mut *judge, &recipe, &divergence, limits)?;
         // The reduced case, once more for its verdicts (a flaky divergence keeps the original).
-        let (recipe, file, ours, theirs, detail) =
-            match try_case(&mut implementation, &work.0, &reduced)? {
-                (file, ours, theirs, Some((d, detail))) if d == divergence => {
-                    (reduced, file, ours, theirs, detail)
-                }
-                _ => {
-                    let file = recipe.build()?;
-                    let path = work.0.join("case.zt");
-                    std::fs::write(&path, &file)?;
-                    let ours = self::ours(&path, &file)?;
-                    let theirs = implementation.read(&path);
-                    (recipe, file, ours, theirs, detail)
-                }
-            };
-        let mut finding = Finding {
-            divergence,
-            detail,
-            recipe,
-            file,
-            case,
-            found_after,
-            hits,
-            theirs,
-            ours,
-            written: None,
+        let again = judge.judge(&reduced)?;
+        let (recipe, judged, detail) = match &again.divergence {
+            Some((d, detail)) if *d == divergence => (reduced, again.clone(), detail.clone()),
+            _ => {
+                let judged = judge.judge(&recipe)?;
+                (recipe, judged, detail)
+            }
         };
+        let mut finding =
+            Finding { divergence, detail, recipe, case, found_after, hits, judged, written: None };
         if let Some(out) = &config.out {
             let n = numbers.entry(finding.divergence.class).or_insert(0);
             *n += 1;
-            finding.written = Some(write_finding(out, *n, &finding, &config.command)?);
+            finding.written = Some(write_finding(out, *n, &finding, config)?);
         }
         findings.push(finding);
     }
+    let (persistent, processes) = judge.processes();
     let report = Report {
         cases,
         seconds: started.elapsed().as_secs_f64(),
         fuzzing_seconds,
-        persistent: implementation.persistent(),
-        processes: implementation.processes(),
+        persistent,
+        processes,
         findings,
         seed: config.seed,
         command: config.command.clone(),
+        writer: config.writer,
     };
     if let Some(out) = &config.out {
         std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&to_json(&report))?)?;
@@ -1119,8 +1333,16 @@ fn verdict_json(v: &Verdict) -> Json {
     }
 }
 
-fn finding_json(f: &Finding, command: &str) -> Json {
+fn finding_json(f: &Finding, command: &str, writer: bool) -> Json {
     let file = f.written.as_ref().map(|p| p.display().to_string());
+    let recipe_file =
+        f.written.as_ref().map(|p| p.with_extension("recipe.json").display().to_string());
+    let reproduce = if writer {
+        recipe_file.as_ref().map(|r| format!("{command} {r} OUT"))
+    } else {
+        file.as_ref().map(|p| format!("{command} {p}"))
+    };
+    let mode = if writer { " --writer" } else { "" };
     json!({
         "class": f.divergence.class.name(),
         "key": f.divergence.key,
@@ -1129,31 +1351,35 @@ fn finding_json(f: &Finding, command: &str) -> Json {
         "found_after_seconds": f.found_after,
         "hits": f.hits,
         "recipe": f.recipe,
-        "theirs": verdict_json(&f.theirs),
-        "ours": {
-            "lenient": {"accepted": f.ours.lenient.1, "dump": f.ours.lenient.0},
-            "strict": {"accepted": f.ours.strict.1, "dump": f.ours.strict.0},
-            "latitude": f.ours.latitude,
-        },
+        "theirs": f.judged.theirs,
+        "ours": f.judged.ours,
         "file": file,
-        "reproduce": file.as_ref().map(|p| format!("{command} {p}")),
+        "writer_recipe": if writer { recipe_file } else { None },
+        "reproduce": reproduce,
         "regenerate": format!(
-            "ztensor-conformance fuzz --impl '{command}' --seed {} --runs 1",
+            "ztensor-conformance fuzz{mode} --impl '{command}' --seed {} --runs 1",
             f.recipe.seed
         ),
     })
 }
 
-fn write_finding(out: &Path, n: usize, f: &Finding, command: &str) -> Result<PathBuf> {
+fn write_finding(out: &Path, n: usize, f: &Finding, config: &Config) -> Result<PathBuf> {
     let dir = out.join(f.divergence.class.name());
     std::fs::create_dir_all(&dir)?;
     let file = dir.join(format!("{n}.zt"));
-    std::fs::write(&file, &f.file)?;
+    std::fs::write(&file, &f.judged.file)?;
+    if let Some(recipe) = &f.judged.writer_recipe {
+        std::fs::write(
+            file.with_extension("recipe.json"),
+            serde_json::to_string_pretty(recipe)? + "\n",
+        )?;
+    }
     let mut with_path = f.clone();
     with_path.written = Some(file.clone());
     std::fs::write(
         dir.join(format!("{n}.json")),
-        serde_json::to_string_pretty(&finding_json(&with_path, command))? + "\n",
+        serde_json::to_string_pretty(&finding_json(&with_path, &config.command, config.writer))?
+            + "\n",
     )?;
     Ok(file)
 }
@@ -1229,7 +1455,12 @@ pub fn to_json(report: &Report) -> Json {
         "persistent": report.persistent,
         "processes": report.processes,
         "by_class": by_class,
-        "findings": report.findings.iter().map(|f| finding_json(f, &report.command)).collect::<Vec<_>>(),
+        "writer": report.writer,
+        "findings": report
+            .findings
+            .iter()
+            .map(|f| finding_json(f, &report.command, report.writer))
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -1260,6 +1491,149 @@ pub fn to_junit(report: &Report) -> String {
     out
 }
 
+/// An implementation read in this process, through a call instead of the protocol: for Rust
+/// implementations, and for the coverage-guided `differential` fuzz target.
+pub trait InProcess {
+    /// Its verdict on a file of `bytes`.
+    fn read(&mut self, bytes: &[u8]) -> Verdict;
+}
+
+/// This project's lenient reader in the dump protocol, in this process, reading through a
+/// source that gives at most `chunk` bytes a read (`None`: the bytes as one slice): the dump
+/// `ztensor-conformance dump` prints for a zTensor file, reached another way.
+#[derive(Debug, Clone, Copy)]
+pub struct OursInProcess {
+    /// The most bytes one read of the source gives.
+    pub chunk: Option<usize>,
+}
+
+impl InProcess for OursInProcess {
+    fn read(&mut self, bytes: &[u8]) -> Verdict {
+        let opened = match self.chunk {
+            None => lenient_of(bytes),
+            Some(n) => lenient_of(ztensor_io::Chunked::new(bytes, n)),
+        };
+        match opened {
+            Some((dump, true)) => Verdict::Accepted(dump),
+            Some((dump, false)) => Verdict::Rejected(dump),
+            None => Verdict::Crash("the reader failed with an error that names no rule".to_owned()),
+        }
+    }
+}
+
+/// The lenient dump of a zTensor (0.1/1.x) file read from `source`, as `ztensor_dump::file`
+/// gives it; `None` for an error that is not a verdict.
+fn lenient_of<S: ztensor_io::ReadAt>(source: S) -> Option<(Json, bool)> {
+    match ztensor_io::Reader::new(source, &ztensor_dump::options()) {
+        Ok(reader) => Some((ztensor_dump::accepted(&reader), true)),
+        Err(e) => {
+            e.format_error().map(|f| (ztensor_dump::rejected(f.kind().id(), &f.to_string()), false))
+        }
+    }
+}
+
+/// This project's verdicts on `bytes`, in this process (no file): as [`ours`] for a zTensor
+/// file.
+///
+/// # Errors
+/// When a reader fails with an error that is not a verdict (a bug, for bytes in memory).
+pub fn ours_in_process(bytes: &[u8]) -> Result<Ours> {
+    match ztensor_io::Reader::new(bytes, &ztensor_dump::options()) {
+        Ok(reader) => judged((ztensor_dump::accepted(&reader), true), Some(&reader), bytes),
+        Err(e) => {
+            let f = e.format_error().context("the lenient reader gave no verdict")?;
+            judged((ztensor_dump::rejected(f.kind().id(), &f.to_string()), false), None, bytes)
+        }
+    }
+}
+
+/// The bytes of one [`Mutation`] in [`Recipe::from_fuzz_bytes`]: an operation byte, a `u32`
+/// node or position, two parameter bytes.
+const RECORD: usize = 7;
+/// The generator's input in [`Recipe::from_fuzz_bytes`].
+const MODEL: usize = 48;
+
+impl Mutation {
+    /// The change a 7-byte record describes (every record describes one).
+    pub fn from_record(r: &[u8; RECORD]) -> Mutation {
+        let node = u32::from_le_bytes([r[1], r[2], r[3], r[4]]);
+        let (a, b) = (r[5], r[6]);
+        match r[0] % 12 {
+            0 => Mutation::Drop { node },
+            1 => Mutation::Duplicate { node },
+            2 => Mutation::Retype { node, kind: a },
+            3 => Mutation::Int { node, pick: a },
+            4 => Mutation::Text { node, pick: a },
+            5 => Mutation::Key { node, pick: a },
+            6 => Mutation::Swap { node, other: u32::from(a) },
+            7 => Mutation::Nest { node, depth: 1 + a % 40 },
+            8 => Mutation::Attributes { node, seed: u32::from_le_bytes([a, b, r[1], r[2]]) },
+            9 => {
+                let region = [Region::Header, Region::Data, Region::Manifest, Region::Trailer]
+                    [usize::from(b % 4)];
+                Mutation::Flip { region, at: node, xor: a.max(1) }
+            }
+            10 => Mutation::Truncate { at: node },
+            #[allow(clippy::cast_possible_wrap)]
+            _ => Mutation::Size { delta: a as i8 },
+        }
+    }
+}
+
+impl Recipe {
+    /// The recipe fuzzer bytes describe: the generator's input (48 bytes, zeros where short),
+    /// then up to eight 7-byte change records. Every input is a recipe, and
+    /// [`Recipe::mutate_fuzz_bytes`] changes them as structure, not as noise.
+    pub fn from_fuzz_bytes(data: &[u8]) -> Recipe {
+        let mut model = data.get(..MODEL).unwrap_or(data).to_vec();
+        model.resize(MODEL, 0);
+        let mutations = data
+            .get(MODEL..)
+            .unwrap_or_default()
+            .chunks_exact(RECORD)
+            .take(8)
+            .map(|r| Mutation::from_record(r.try_into().unwrap_or(&[0; RECORD])))
+            .collect();
+        Recipe { seed: 0, model: hex(&model), mutations }
+    }
+
+    /// A structure-aware change to fuzzer bytes (for libFuzzer's custom mutator): a record
+    /// added, dropped or rewritten, or a generator choice changed; the new length, at most
+    /// `max`.
+    pub fn mutate_fuzz_bytes(data: &mut Vec<u8>, max: usize, seed: u32) -> usize {
+        let mut rng = Rng::new(u64::from(seed));
+        if data.len() < MODEL {
+            data.resize(MODEL, 0);
+        }
+        let records = (data.len() - MODEL) / RECORD;
+        data.truncate(MODEL + records * RECORD);
+        let mut record = [0u8; RECORD];
+        for b in &mut record {
+            #[allow(clippy::cast_possible_truncation)]
+            let random = rng.next_u64() as u8;
+            *b = random;
+        }
+        let at = |rng: &mut Rng, n: usize| usize::try_from(rng.below(n as u64)).unwrap_or(0);
+        match rng.below(4) {
+            0 if records < 8 && data.len() + RECORD <= max => data.extend_from_slice(&record),
+            1 if records > 0 => {
+                let i = MODEL + at(&mut rng, records) * RECORD;
+                data.drain(i..i + RECORD);
+            }
+            2 if records > 0 => {
+                let i = MODEL + at(&mut rng, records) * RECORD;
+                data[i..i + RECORD].copy_from_slice(&record);
+            }
+            _ => {
+                let i = at(&mut rng, MODEL);
+                data[i] = record[0];
+            }
+        }
+        data.truncate(max);
+        data.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1287,8 +1661,35 @@ mod tests {
                 recipe.mutations.push(Mutation::random(&mut rng));
             }
             let file = recipe.build().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            let _ = latitude(&file);
+            if let Ok(reader) = ztensor_io::Reader::new(&file[..], &ztensor_dump::options()) {
+                let _ = latitude(&reader, &file);
+            }
         }
+    }
+
+    /// The in-process target's body holds on whatever bytes it is given, and its mutator
+    /// keeps to the length it is allowed.
+    #[test]
+    fn the_differential_body_and_its_mutator() {
+        let mut rng = Rng::new(5);
+        let mut data = Vec::new();
+        for i in 0..1500u32 {
+            let max = [16, 48, 60, 200][usize::try_from(i % 4).unwrap()];
+            let len = Recipe::mutate_fuzz_bytes(&mut data, max, rng.u32());
+            assert!(len <= max && len == data.len(), "{len} of at most {max}");
+            crate::fuzz::differential(&data);
+            if i % 50 == 0 {
+                data.clear();
+            }
+        }
+        // The records decode to every kind of change.
+        let kinds: std::collections::BTreeSet<String> = (0..=255u8)
+            .map(|op| {
+                let m = Mutation::from_record(&[op, 1, 0, 0, 0, 3, 4]);
+                format!("{m:?}").split_whitespace().next().unwrap_or_default().to_owned()
+            })
+            .collect();
+        assert_eq!(kinds.len(), 12, "{kinds:?}");
     }
 
     #[test]
@@ -1330,6 +1731,7 @@ mod tests {
             mask("exit status 101: panicked at src/x.rs:12:5"),
             "exit status #: panicked at src/x.rs:#:#"
         );
+        assert_eq!(mask("expected blake3:5f3a9c01bb, u64 f16"), "expected blake#:#, u# f#");
         let a = json!({"objects": [{"shape": [2], "components": {"data": {"dtype": "f16"}}}]});
         let b = json!({"objects": [{"shape": [2], "components": {"data": {"dtype": "bf16"}}}]});
         assert_eq!(first_difference(&a, &b, "").as_deref(), Some("objects.components.data.dtype"));

@@ -136,9 +136,39 @@ pub fn foreign(data: &[u8]) {
     }
 }
 
+/// Differential, in this process: the recipe the bytes describe
+/// ([`crate::difffuzz::Recipe::from_fuzz_bytes`]; the target's custom mutator changes them as
+/// structure) is built, read by our strict and lenient readers and by our lenient reader again
+/// through 7-byte reads ([`crate::difffuzz::OursInProcess`]), and classified as the `fuzz`
+/// command classifies an implementation: any divergence (a verdict or dump that depends on how
+/// the bytes are read, a strict acceptance the lenient reader refuses) is a finding.
+pub fn differential(data: &[u8]) {
+    use crate::difffuzz::{InProcess, OursInProcess, Recipe, classify, ours_in_process};
+    let Ok(file) = Recipe::from_fuzz_bytes(data).build() else {
+        panic!("a recipe does not build");
+    };
+    if !file.starts_with(b"ZTEN") {
+        return;
+    }
+    let ours = ours_in_process(&file).expect("our readers give verdicts on bytes in memory");
+    assert!(!ours.strict.1 || ours.lenient.1, "strict accepts what lenient refuses");
+    let theirs = OursInProcess { chunk: Some(61) }.read(&file);
+    if let Some((divergence, detail)) = classify(&ours, &theirs) {
+        panic!("{divergence:?}: {detail}");
+    }
+}
+
 /// The names of the fuzz targets, each a wrapper around the body of the same name.
-pub const TARGETS: [&str; 7] =
-    ["parse_file", "manifest", "read_any", "tensorbuffers", "roundtrip", "foreign", "ztensor2"];
+pub const TARGETS: [&str; 8] = [
+    "parse_file",
+    "manifest",
+    "read_any",
+    "tensorbuffers",
+    "roundtrip",
+    "foreign",
+    "ztensor2",
+    "differential",
+];
 
 /// The body of the target called `name`.
 pub fn body(name: &str) -> Option<fn(&[u8])> {
@@ -150,6 +180,7 @@ pub fn body(name: &str) -> Option<fn(&[u8])> {
         "roundtrip" => Some(roundtrip),
         "foreign" => Some(foreign),
         "ztensor2" => Some(ztensor2),
+        "differential" => Some(differential),
         _ => None,
     }
 }

@@ -8,11 +8,13 @@
 //! timeout has the whole group killed (a wrapper script's children too), and a process that
 //! dies is started again for the next file.
 
+use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
@@ -149,6 +151,8 @@ struct Server {
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<String>,
+    /// The last lines it wrote to stderr (what a crash said).
+    said: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl Server {
@@ -158,9 +162,23 @@ impl Server {
             .arg("--serve")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .process_group(0)
             .spawn()?;
+        let said = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let said = Arc::clone(&said);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    let mut said = said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if said.len() == 32 {
+                        said.pop_front();
+                    }
+                    said.push_back(line);
+                }
+            });
+        }
         let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
         let (send, lines) = std::sync::mpsc::channel();
@@ -172,7 +190,7 @@ impl Server {
                 }
             }
         });
-        Ok(Server { child, stdin, lines })
+        Ok(Server { child, stdin, lines, said })
     }
 
     /// Asks for one file; `Err` with the verdict when the server is to be dropped (it died, hung
@@ -210,10 +228,23 @@ impl Server {
                 _ => break None,
             }
         };
-        Verdict::Crash(status.map_or_else(
+        let ended = status.map_or_else(
             || "closed its output without answering".to_owned(),
             |s| format!("{} without answering", status_words(s)),
-        ))
+        );
+        // What it said last: the panic's line, else the last that says anything (the reader of
+        // stderr is given a moment to catch up with a process that just died).
+        std::thread::sleep(Duration::from_millis(20));
+        let said = self.said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let line = said
+            .iter()
+            .rev()
+            .find(|l| l.contains("panicked at") || l.contains("memory allocation"))
+            .or_else(|| said.iter().rev().find(|l| !l.trim().is_empty()));
+        Verdict::Crash(match line {
+            Some(line) => format!("{ended}: {}", line.trim()),
+            None => ended,
+        })
     }
 }
 

@@ -55,14 +55,38 @@ pub fn strict_dump(path: &Path) -> Result<(serde_json::Value, bool)> {
     {
         return Ok(ztensor_dump::file(path)?);
     }
+    strict_dump_bytes(&bytes)
+}
+
+/// [`strict_dump`] of a zTensor (0.1/1.x) file's bytes.
+///
+/// # Errors
+/// When the reader fails with an error that names no rule.
+pub fn strict_dump_bytes(bytes: &[u8]) -> Result<(serde_json::Value, bool)> {
+    if let Some(rejected) = strict_rejection(bytes)? {
+        return Ok((rejected, false));
+    }
+    let mut options = ztensor_dump::options();
+    options.strict = true;
+    let reader = Reader::new(bytes, &options).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok((ztensor_dump::accepted(&reader), true))
+}
+
+/// The strict reader's rejection of a zTensor (0.1/1.x) file's bytes, as a dump, or `None`
+/// when it accepts them (the verdict of [`strict_dump_bytes`] without the dump of an accepted
+/// file, which holds what the lenient one holds).
+///
+/// # Errors
+/// When the reader fails with an error that names no rule.
+pub fn strict_rejection(bytes: &[u8]) -> Result<Option<serde_json::Value>> {
     let mut options = ztensor_dump::options();
     options.strict = true;
     let rejected = |e: &ztensor_io::Error| {
-        e.format_error().map(|f| (ztensor_dump::rejected(f.kind().id(), &f.to_string()), false))
+        e.format_error().map(|f| ztensor_dump::rejected(f.kind().id(), &f.to_string()))
     };
-    let reader = match Reader::new(&bytes[..], &options) {
+    let reader = match Reader::new(bytes, &options) {
         Ok(reader) => reader,
-        Err(e) => return rejected(&e).ok_or_else(|| anyhow::anyhow!("{e}")),
+        Err(e) => return rejected(&e).map(Some).ok_or_else(|| anyhow::anyhow!("{e}")),
     };
     for i in 0..ztensor_io::TensorSource::len(&reader) {
         if let Ok(data) = ztensor_io::TensorSource::read(&reader, i)
@@ -70,10 +94,10 @@ pub fn strict_dump(path: &Path) -> Result<(serde_json::Value, bool)> {
             && e.format_error().is_some_and(|f| f.kind().strict_only())
             && let Some(verdict) = rejected(&e)
         {
-            return Ok(verdict);
+            return Ok(Some(verdict));
         }
     }
-    Ok((ztensor_dump::accepted(&reader), true))
+    Ok(None)
 }
 
 /// The path of a fixture's golden dump.

@@ -13,8 +13,9 @@ const USAGE: &str = "usage:
   ztensor-conformance write-check --impl 'COMMAND' [--reader NAME='COMMAND']... [--dir DIR] [--json] [--only PREFIX]
   ztensor-conformance recipes DIR
   ztensor-conformance matrix DIR [--check] [--reference VERSION=PATH]...
+  ztensor-conformance matrix DIR --findings
   ztensor-conformance freeze DIR --producer ID=NAME=PATH...
-  ztensor-conformance fuzz --impl 'COMMAND' [--seconds N | --runs N] [--seed S] [--out DIR [--force]]
+  ztensor-conformance fuzz [--writer] --impl 'COMMAND' [--seconds N | --runs N] [--seed S] [--out DIR [--force]]
                            [--version V]... [--timeout SECONDS] [--minimize-seconds N]
                            [--process-per-file] [--json] [--junit FILE]
   ztensor-conformance dump [--strict] FILE
@@ -39,7 +40,9 @@ recipes: writes every recipe (ztensor-recipe/1 JSON) under DIR.
 matrix: grades this implementation (lenient and strict reader, writer) and each reference
 adapter given (VERSION 0.1.0, 1.1.1 or 1.2.3; PATH its binary), and writes DIR/matrix.json and
 DIR/MATRIX.md; with --check (no --reference), grades this implementation and fails when its
-cells differ from DIR/matrix.json or MATRIX.md is not the rendering of matrix.json.
+cells differ from DIR/matrix.json or MATRIX.md is not the rendering of matrix.json. With
+--findings, only the fuzz section is made again, from DIR/findings/<id>/summary.json (kept when
+the matrix is made again).
 freeze: runs each producer's writer (PATH --write, and PATH --append where it has one) on every
 recipe and adds what passes the writer check under DIR/v<version>/<ID>/, with golden dumps, to
 DIR/index.toml (with SHA-256); files already listed are never written again.
@@ -53,7 +56,9 @@ to readers is never a divergence. Each distinct divergence is reduced (for at mo
 --minimize-seconds, default 60, each) and, with --out, written
 to DIR/<class>/<n>.zt with <n>.json (verdicts, recipe, the command that reproduces it), beside
 DIR/summary.json, summary.txt and junit.xml. Default: 60 s from seed 0. Exit status 0 when
-nothing diverged, 1 when something did, 2 on usage errors.
+nothing diverged, 1 when something did, 2 on usage errors. With --writer, COMMAND is a writer
+(COMMAND RECIPE OUT): each case's content is given it as a recipe and what it writes graded by
+the writer check (writes-invalid, crash, hang; exit 3, cannot write this, is no divergence).
 dump: this project's reader in the dump protocol (lenient, or --strict); with --serve, the
 persistent form: one path a line on stdin, one dump a line on stdout (a rejected file's dump has
 a top-level `error`).
@@ -190,6 +195,7 @@ fn fuzz(args: &[String]) -> Result<bool> {
             "--out" => config.out = Some(PathBuf::from(args.next().context("--out needs DIR")?)),
             "--force" => config.force = true,
             "--process-per-file" => config.serve = false,
+            "--writer" => config.writer = true,
             "--version" => {
                 let value = args.next().context("--version needs 0.1, 1.1 or 1.2")?;
                 let version = match value.as_str() {
@@ -395,9 +401,11 @@ fn reference(version: &str, path: &str) -> Result<ztensor_conformance::matrix::I
 fn matrix(args: &[String]) -> Result<bool> {
     let mut args = args.iter().cloned();
     let (mut dir, mut check, mut implementations) = (None, false, ours()?);
+    let mut findings = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--check" => check = true,
+            "--findings" => findings = true,
             "--reference" => {
                 let spec = args.next().context("--reference needs VERSION=PATH")?;
                 let (version, path) =
@@ -409,6 +417,22 @@ fn matrix(args: &[String]) -> Result<bool> {
         }
     }
     let dir = dir.context("matrix needs DIR")?;
+    let json_path = dir.join("matrix.json");
+    let md_path = dir.join("MATRIX.md");
+    let committed = || -> Result<serde_json::Value> {
+        Ok(serde_json::from_slice(
+            &std::fs::read(&json_path).with_context(|| json_path.display().to_string())?,
+        )?)
+    };
+    if findings {
+        // The fuzz section, from the runs under DIR/findings, into the committed matrix.
+        let mut matrix = committed()?;
+        matrix["fuzz"] = ztensor_conformance::matrix::fuzz_summary(&dir)?;
+        std::fs::write(&json_path, serde_json::to_string_pretty(&matrix)? + "\n")?;
+        std::fs::write(&md_path, ztensor_conformance::matrix::markdown(&matrix))?;
+        println!("wrote the fuzz findings into {} and {}", json_path.display(), md_path.display());
+        return Ok(true);
+    }
     if check && implementations.len() > 2 {
         bail!("--check grades this implementation only: leave out --reference");
     }
@@ -417,13 +441,9 @@ fn matrix(args: &[String]) -> Result<bool> {
     let scratch = std::env::temp_dir().join(format!("ztensor-matrix-{}", std::process::id()));
     let built = ztensor_conformance::matrix::build(&implementations, &fixtures, &entries, &scratch);
     let _ = std::fs::remove_dir_all(&scratch);
-    let built = built?;
-    let json_path = dir.join("matrix.json");
-    let md_path = dir.join("MATRIX.md");
+    let mut built = built?;
     if check {
-        let committed: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(&json_path).with_context(|| json_path.display().to_string())?,
-        )?;
+        let committed = committed()?;
         let ids = ["ours", "ours-strict"];
         let (fresh, old) = (
             ztensor_conformance::matrix::subset(&built, &ids),
@@ -448,6 +468,12 @@ fn matrix(args: &[String]) -> Result<bool> {
             println!("{}: current for this implementation", json_path.display());
         }
         return Ok(current);
+    }
+    // The fuzz findings are kept: they come from their own runs (`matrix DIR --findings`).
+    if let Ok(old) = committed()
+        && !old["fuzz"].is_null()
+    {
+        built["fuzz"] = old["fuzz"].clone();
     }
     std::fs::write(&json_path, serde_json::to_string_pretty(&built)? + "\n")?;
     std::fs::write(&md_path, ztensor_conformance::matrix::markdown(&built))?;

@@ -407,5 +407,104 @@ pub fn markdown(matrix: &Json) -> String {
     if !any {
         out.push_str("\nNone.\n");
     }
+    if let Some(fuzz) = matrix["fuzz"].as_array() {
+        fuzz_section(&mut out, fuzz);
+    }
     out
+}
+
+/// The differential fuzzing of each implementation (`matrix["fuzz"]`, from
+/// [`fuzz_summary`]): distinct divergences by class, each with its reduced case.
+fn fuzz_section(out: &mut String, fuzz: &[Json]) {
+    use crate::difffuzz::Class;
+    out.push_str(
+        "\n## Fuzz findings\n\n`cargo xtask fuzz-references [SECONDS]` fuzzes each reference adapter with \
+         `ztensor-conformance fuzz` (persistent protocol, files of the versions it reads, from \
+         seed 0) and keeps each distinct divergence, reduced, under [`findings/`](findings/). \
+         Each cell: distinct divergences (cases that hit them).\n\n| implementation | cases | files/s |",
+    );
+    for class in Class::ALL {
+        let _ = write!(out, " {} |", class.name());
+    }
+    out.push_str("\n|---|---:|---:|");
+    out.push_str(&"---:|".repeat(Class::ALL.len()));
+    out.push('\n');
+    for run in fuzz {
+        let _ = write!(
+            out,
+            "| `{}` | {} | {:.0} |",
+            run["id"].as_str().unwrap_or(""),
+            run["cases"],
+            run["files_per_second"].as_f64().unwrap_or(0.0)
+        );
+        let findings = run["findings"].as_array().map_or(&[][..], Vec::as_slice);
+        for class in Class::ALL {
+            let of: Vec<&Json> = findings.iter().filter(|f| f["class"] == class.name()).collect();
+            let hits: u64 = of.iter().filter_map(|f| f["hits"].as_u64()).sum();
+            let _ = write!(out, " {} ({hits}) |", of.len());
+        }
+        out.push('\n');
+    }
+    for run in fuzz {
+        let findings = run["findings"].as_array().map_or(&[][..], Vec::as_slice);
+        if findings.is_empty() {
+            continue;
+        }
+        let _ = write!(out, "\n### `{}`\n\n", run["id"].as_str().unwrap_or(""));
+        for f in findings {
+            let detail: String = f["detail"].as_str().unwrap_or("").chars().take(140).collect();
+            let file = f["file"].as_str().unwrap_or("");
+            let _ = writeln!(
+                out,
+                "- {} `{}` [`{file}`]({file}): {}",
+                f["class"].as_str().unwrap_or(""),
+                f["key"].as_str().unwrap_or(""),
+                detail.replace('|', "\\|").replace('\n', " ")
+            );
+        }
+    }
+}
+
+/// The fuzz section of the matrix from the runs under `dir/findings/<id>/summary.json`
+/// (written by `ztensor-conformance fuzz --out`), with paths relative to `dir`.
+///
+/// # Errors
+/// A summary that cannot be read.
+pub fn fuzz_summary(dir: &std::path::Path) -> anyhow::Result<Json> {
+    let root = dir.join("findings");
+    let mut runs = Vec::new();
+    let mut ids: Vec<_> = std::fs::read_dir(&root)?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("summary.json").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    for id in ids {
+        let summary: Json =
+            serde_json::from_slice(&std::fs::read(root.join(&id).join("summary.json"))?)?;
+        let findings: Vec<Json> = summary["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| {
+                // Paths as the matrix links them: from `dir`, whatever the run's directory.
+                let file = f["file"].as_str().and_then(|p| {
+                    let p = std::path::Path::new(p);
+                    let class = p.parent()?.file_name()?.to_string_lossy().into_owned();
+                    Some(format!("findings/{id}/{class}/{}", p.file_name()?.to_string_lossy()))
+                });
+                json!({"class": f["class"], "key": f["key"], "detail": f["detail"],
+                       "hits": f["hits"], "seed": f["recipe"]["seed"], "file": file})
+            })
+            .collect();
+        runs.push(json!({
+            "id": id,
+            "cases": summary["cases"],
+            "seconds": summary["seconds"],
+            "files_per_second": summary["files_per_second"],
+            "by_class": summary["by_class"],
+            "findings": findings,
+        }));
+    }
+    Ok(Json::Array(runs))
 }

@@ -30,7 +30,15 @@ pub const OBJECT_COST: u64 = 4 << 10;
 /// [`OBJECT_COST`] each. A component read whole is held in memory, and a copy or conversion may
 /// hold its input beside it, so a larger claim could only end in the allocator aborting;
 /// streamed reads hold pieces, and keep the format's decode limit.
+///
+/// Measured once a process (the first call reads `/proc`), so opening many files costs no
+/// system calls for it.
 pub fn machine_limits() -> Limits {
+    static MEASURED: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
+    MEASURED.get_or_init(measure_limits).clone()
+}
+
+fn measure_limits() -> Limits {
     let mut limits = Limits::default();
     for room in [physical_memory(), address_space_cap()].into_iter().flatten() {
         limits.max_whole_len = limits.max_whole_len.min((room / 2).max(64 << 20));
