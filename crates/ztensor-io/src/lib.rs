@@ -93,7 +93,7 @@ pub use crate::machine::{OBJECT_COST, address_space_cap, machine_limits, physica
 #[cfg(feature = "mmap")]
 pub use crate::mmap::Mapped;
 pub use crate::publish::{AtomicFile, check_output, interrupt, remove_stale_temporaries};
-pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader};
+pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader, check_sparse};
 pub use crate::rewrite::{remove_objects, rewrite};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::tensors::{

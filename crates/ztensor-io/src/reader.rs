@@ -619,42 +619,61 @@ impl<S: ReadAt> Reader<S> {
                 }
             }
         }
-        let values_count = |data: &ObjectData<'_>| -> Option<u64> {
-            let v = data.components.get(role::VALUES)?;
-            let size = v.dtype.size() * v.logical_type.as_ref().map_or(1, LogicalType::ratio);
-            Some(v.bytes.len() as u64 / size)
-        };
-        match data.format {
-            Format::SparseCsr => {
-                let (Some(indices), Some(indptr)) =
-                    (data.components.get(role::INDICES), data.components.get(role::INDPTR))
-                else {
-                    return Ok(());
-                };
-                let indices = indices_to_u64(indices.dtype, &indices.bytes)
-                    .map_err(|e| context(e.in_component(role::INDICES)))?;
-                let indptr = indices_to_u64(indptr.dtype, &indptr.bytes)
-                    .map_err(|e| context(e.in_component(role::INDPTR)))?;
-                if let [rows, cols] = data.shape[..] {
-                    check_csr(rows, cols, &indptr, &indices, strict).map_err(context)?;
-                }
-                if values_count(data).is_some_and(|n| n != indices.len() as u64) {
-                    return Err(context(ztensor_format::Error::new(
-                        Rule::SparseNnzMismatch,
-                        "values and indices hold different counts",
-                    )));
-                }
+        check_sparse(data, &data.format, strict).map(drop)
+    }
+}
+
+/// The structure rules of a CSR or COO object's decoded data, read as `format` (the object's
+/// own, or the sparse layout another format's object has): CSR row pointers start at 0, never
+/// decrease and end at the count of indices, each row's columns lie below the column count
+/// (and, with `strict`, increase strictly), and values and indices agree in count; COO
+/// coordinates lie within the shape, one tuple a value. Index components may be of any
+/// unsigned width. Returns the coordinates of a COO object (widened), for rules a format adds;
+/// other formats pass with nothing.
+///
+/// # Errors
+/// The rule broken, naming the object (and the component, for indices that do not widen).
+pub fn check_sparse(
+    data: &ObjectData<'_>,
+    format: &Format,
+    strict: bool,
+) -> Result<Option<Vec<u64>>> {
+    let name = data.name.as_str();
+    let context = |e: ztensor_format::Error| Error::from(e.in_object(name));
+    let values_count = || -> Option<u64> {
+        let v = data.components.get(role::VALUES)?;
+        let size = v.dtype.size() * v.logical_type.as_ref().map_or(1, LogicalType::ratio);
+        Some(v.bytes.len() as u64 / size.max(1))
+    };
+    let widened = |role: &str| -> Result<Option<Vec<u64>>> {
+        data.components
+            .get(role)
+            .map(|c| indices_to_u64(c.dtype, &c.bytes).map_err(|e| context(e.in_component(role))))
+            .transpose()
+    };
+    match format {
+        Format::SparseCsr => {
+            let (Some(indices), Some(indptr)) = (widened(role::INDICES)?, widened(role::INDPTR)?)
+            else {
+                return Ok(None);
+            };
+            if let [rows, cols] = data.shape[..] {
+                check_csr(rows, cols, &indptr, &indices, strict).map_err(context)?;
             }
-            Format::SparseCoo => {
-                let Some(coords) = data.components.get(role::COORDS) else { return Ok(()) };
-                let coords = indices_to_u64(coords.dtype, &coords.bytes)
-                    .map_err(|e| context(e.in_component(role::COORDS)))?;
-                let nnz = values_count(data).unwrap_or(0);
-                check_coo(&data.shape, &coords, nnz).map_err(context)?;
+            if values_count().is_some_and(|n| n != indices.len() as u64) {
+                return Err(context(ztensor_format::Error::new(
+                    Rule::SparseNnzMismatch,
+                    "values and indices hold different counts",
+                )));
             }
-            _ => {}
+            Ok(None)
         }
-        Ok(())
+        Format::SparseCoo => {
+            let Some(coords) = widened(role::COORDS)? else { return Ok(None) };
+            check_coo(&data.shape, &coords, values_count().unwrap_or(0)).map_err(context)?;
+            Ok(Some(coords))
+        }
+        _ => Ok(None),
     }
 }
 

@@ -268,55 +268,28 @@ fn sparse(o: &Object) -> bool {
 }
 
 /// The data rules of a CSR or COO object (zTensor 2 `layout`; 32- or 64-bit indices) read into
-/// the 1.2 model: the row
-/// pointers start at 0, never decrease and end at the count of values; each row's columns
-/// increase strictly and lie below the column count (zTensor 2 has no unsorted CSR); COO
-/// coordinates lie within the shape; values and indices agree in count.
+/// the 1.2 model: those of the 1.x reader ([`ztensor_io::check_sparse`], strictly: zTensor 2 has
+/// no unsorted CSR), and a COO object's tuples given once each.
 fn check_sparse(data: &ObjectData<'_>, layout: &str) -> ztensor_io::Result<()> {
-    use ztensor_format::data::{check_coo, check_csr, indices_to_u64};
-    let name = data.name.as_str();
-    let context = |e: ztensor_format::Error| ztensor_io::Error::from(e.in_object(name));
-    let values = |data: &ObjectData<'_>| {
-        data.components.get("values").map(|v| {
-            let size = v.dtype.size() * v.logical_type.as_ref().map_or(1, |t| t.ratio());
-            v.bytes.len() as u64 / size.max(1)
-        })
+    let format = match layout {
+        "zt.sparse_csr/1" => Format::SparseCsr,
+        "zt.sparse_coo/1" => Format::SparseCoo,
+        _ => return Ok(()),
     };
-    let widened = |role: &str| -> ztensor_io::Result<Option<Vec<u64>>> {
-        data.components
-            .get(role)
-            .map(|c| indices_to_u64(c.dtype, &c.bytes).map_err(|e| context(e.in_component(role))))
-            .transpose()
-    };
-    match layout {
-        "zt.sparse_csr/1" => {
-            let (Some(indptr), Some(indices)) = (widened("indptr")?, widened("indices")?) else {
-                return Ok(());
-            };
-            if let [rows, cols] = data.shape[..] {
-                check_csr(rows, cols, &indptr, &indices, true).map_err(context)?;
-            }
-            if values(data).is_some_and(|n| n != indices.len() as u64) {
-                return Err(context(ztensor_format::Error::new(
-                    Rule1::SparseNnzMismatch,
-                    "values and indices hold different counts",
-                )));
-            }
-        }
-        "zt.sparse_coo/1" => {
-            let Some(coords) = widened("coords")? else { return Ok(()) };
-            check_coo(&data.shape, &coords, values(data).unwrap_or(0)).map_err(context)?;
-            if let Some(tuple) = crate::profiles::duplicate_tuple(data.shape.len(), &coords) {
-                return Err(context(ztensor_format::Error::new(
-                    Rule1::DecodeFailed,
-                    format!(
-                        "coordinates {tuple:?} are given twice; a zTensor 2 COO object holds \
-                         each once [layout_data]"
-                    ),
-                )));
-            }
-        }
-        _ => {}
+    let coords = ztensor_io::check_sparse(data, &format, true)?;
+    if let Some(coords) = coords
+        && let Some(tuple) = crate::profiles::duplicate_tuple(data.shape.len(), &coords)
+    {
+        return Err(ztensor_io::Error::from(
+            ztensor_format::Error::new(
+                Rule1::DecodeFailed,
+                format!(
+                    "coordinates {tuple:?} are given twice; a zTensor 2 COO object holds each \
+                     once [layout_data]"
+                ),
+            )
+            .in_object(&data.name),
+        ));
     }
     Ok(())
 }
