@@ -137,6 +137,22 @@ pub enum Mutation {
         /// The seed of the attributes.
         seed: u32,
     },
+    /// Gives an object's shape a higher rank by leading dimensions of 1 (the element count
+    /// kept: a dense object stays valid at ranks 4 to 8).
+    Rank {
+        /// Which shape (by its number among the manifest's `shape` arrays).
+        node: u32,
+        /// The rank wanted.
+        rank: u8,
+    },
+    /// Points one component at another's blob: its placement, encoding and digest fields
+    /// become the other's (aliasing where sizes agree).
+    Alias {
+        /// Which component (by its number among the maps with an `offset`).
+        node: u32,
+        /// Which other component.
+        other: u32,
+    },
     /// Changes a byte of a region.
     Flip {
         /// The region.
@@ -208,7 +224,7 @@ impl Mutation {
         let node = rng.u32();
         #[allow(clippy::cast_possible_truncation)]
         let byte = |rng: &mut Rng| rng.below(256) as u8;
-        match rng.below(15) {
+        match rng.below(17) {
             0 | 1 => Mutation::Drop { node },
             2 => Mutation::Duplicate { node },
             3 => Mutation::Retype { node, kind: byte(rng) },
@@ -224,6 +240,8 @@ impl Mutation {
                 Mutation::Flip { region, at: rng.u32(), xor: 1 << rng.below(8) }
             }
             13 => Mutation::Truncate { at: rng.u32() },
+            14 => Mutation::Rank { node, rank: 4 + byte(rng) % 5 },
+            15 => Mutation::Alias { node, other: rng.u32() },
             _ => {
                 #[allow(clippy::cast_possible_truncation)]
                 let delta = (rng.below(17) as i8) - 8;
@@ -295,7 +313,20 @@ impl Recipe {
             6 => 2,
             _ => 3,
         };
-        let mutations = (0..changes).map(|_| Mutation::random(&mut rng)).collect();
+        let mut mutations: Vec<Mutation> =
+            (0..changes).map(|_| Mutation::random(&mut rng)).collect();
+        if changes == 0 {
+            // Valid files of what the generator alone does not make: ranks 4 to 8, file and
+            // object attributes of every kind.
+            #[allow(clippy::cast_possible_truncation)]
+            let rank = 4 + rng.below(5) as u8;
+            if rng.below(2) == 0 {
+                mutations.push(Mutation::Rank { node: rng.u32(), rank });
+            }
+            if rng.below(2) == 0 {
+                mutations.push(Mutation::Attributes { node: 0, seed: rng.u32() });
+            }
+        }
         Recipe { seed, model: hex(&model), mutations }
     }
 
@@ -428,9 +459,17 @@ fn apply_tree(tree: &mut Cbor, change: &Mutation) {
         | Mutation::Key { node, .. }
         | Mutation::Swap { node, .. }
         | Mutation::Nest { node, .. }
-        | Mutation::Attributes { node, .. } => *node,
+        | Mutation::Attributes { node, .. }
+        | Mutation::Rank { node, .. }
+        | Mutation::Alias { node, .. } => *node,
         _ => return,
     };
+    if let Mutation::Rank { node, rank } = change {
+        return reshape(tree, *node, *rank);
+    }
+    if let Mutation::Alias { node, other } = change {
+        return alias(tree, *node, *other);
+    }
     let path = pick(&all.iter().map(Vec::as_slice).collect::<Vec<_>>(), node).to_vec();
     let (parent_path, index) = match path.split_last() {
         Some((&i, parent)) => (parent.to_vec(), Some(i)),
@@ -516,6 +555,68 @@ fn apply_tree(tree: &mut Cbor, change: &Mutation) {
                 }
                 _ => return,
             };
+        }
+    }
+}
+
+/// The paths of the values of map entries keyed `key`.
+fn keyed(tree: &Cbor, key: &str) -> Vec<Vec<usize>> {
+    paths(tree)
+        .into_iter()
+        .filter(|path| {
+            let Some((&i, parent)) = path.split_last() else { return false };
+            let mut value = tree;
+            for &j in parent {
+                value = match value {
+                    Cbor::Array(items) => &items[j],
+                    Cbor::Map(entries) => &entries[j].1,
+                    _ => return false,
+                };
+            }
+            matches!(value, Cbor::Map(entries)
+                if entries.get(i).is_some_and(|(k, _)| *k == Cbor::Text(key.to_owned())))
+        })
+        .collect()
+}
+
+/// [`Mutation::Rank`].
+fn reshape(tree: &mut Cbor, node: u32, rank: u8) {
+    let shapes = keyed(tree, "shape");
+    if shapes.is_empty() {
+        return;
+    }
+    let path = shapes[usize::try_from(node).unwrap_or(0) % shapes.len()].clone();
+    if let Some(Cbor::Array(dims)) = at_path(tree, &path) {
+        while dims.len() < usize::from(rank.min(64)) {
+            dims.insert(0, Cbor::Integer(1.into()));
+        }
+    }
+}
+
+/// [`Mutation::Alias`].
+fn alias(tree: &mut Cbor, node: u32, other: u32) {
+    // A component is a map with an `offset`; its map's path is the offset's parent.
+    let components: Vec<Vec<usize>> = keyed(tree, "offset")
+        .into_iter()
+        .filter_map(|p| p.split_last().map(|(_, parent)| parent.to_vec()))
+        .collect();
+    if components.len() < 2 {
+        return;
+    }
+    let n = components.len();
+    let a = usize::try_from(node).unwrap_or(0) % n;
+    let b = (a + 1 + usize::try_from(other).unwrap_or(0) % (n - 1)) % n;
+    let placement = ["offset", "length", "size", "encoding", "digest", "checksum"];
+    let Some(Cbor::Map(source)) = at_path(tree, &components[b]).cloned() else { return };
+    let Some(Cbor::Map(target)) = at_path(tree, &components[a]) else { return };
+    for (key, value) in source {
+        let Cbor::Text(name) = &key else { continue };
+        if !placement.contains(&name.as_str()) && name != "uncompressed_length" {
+            continue;
+        }
+        match target.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => *v = value,
+            None => target.push((key, value)),
         }
     }
 }
@@ -1558,7 +1659,7 @@ impl Mutation {
     pub fn from_record(r: &[u8; RECORD]) -> Mutation {
         let node = u32::from_le_bytes([r[1], r[2], r[3], r[4]]);
         let (a, b) = (r[5], r[6]);
-        match r[0] % 12 {
+        match r[0] % 14 {
             0 => Mutation::Drop { node },
             1 => Mutation::Duplicate { node },
             2 => Mutation::Retype { node, kind: a },
@@ -1574,6 +1675,8 @@ impl Mutation {
                 Mutation::Flip { region, at: node, xor: a.max(1) }
             }
             10 => Mutation::Truncate { at: node },
+            11 => Mutation::Rank { node, rank: 4 + a % 5 },
+            12 => Mutation::Alias { node, other: u32::from(a) },
             #[allow(clippy::cast_possible_wrap)]
             _ => Mutation::Size { delta: a as i8 },
         }
@@ -1689,7 +1792,29 @@ mod tests {
                 format!("{m:?}").split_whitespace().next().unwrap_or_default().to_owned()
             })
             .collect();
-        assert_eq!(kinds.len(), 12, "{kinds:?}");
+        assert_eq!(kinds.len(), 14, "{kinds:?}");
+    }
+
+    /// Leading dimensions of 1 keep a dense object valid: files our strict reader accepts with
+    /// rank 8 come of it.
+    #[test]
+    fn higher_ranks_stay_valid() {
+        let mut valid = 0;
+        for seed in 0..100 {
+            let recipe = Recipe {
+                mutations: vec![Mutation::Rank { node: 0, rank: 8 }],
+                ..Recipe::generate(seed, &[Version::V1_2])
+            };
+            let file = recipe.build().unwrap();
+            let mut options = ztensor_format::Options::default();
+            options.strict = true;
+            if let Ok(reader) = ztensor_io::Reader::new(&file[..], &options)
+                && reader.objects().any(|o| o.model().shape.len() == 8)
+            {
+                valid += 1;
+            }
+        }
+        assert!(valid > 20, "{valid} valid rank-8 files of 100");
     }
 
     #[test]
@@ -1718,6 +1843,8 @@ mod tests {
             Mutation::Flip { region: Region::Data, at: 0, xor: 1 },
             Mutation::Truncate { at: 40 },
             Mutation::Size { delta: -1 },
+            Mutation::Rank { node: 0, rank: 8 },
+            Mutation::Alias { node: 0, other: 0 },
         ];
         for change in changes {
             let recipe = Recipe { mutations: vec![change.clone()], ..base.clone() };
