@@ -222,7 +222,50 @@ pub fn all() -> Result<Vec<Fixture>> {
     rejects_v1(&mut out, Version::V1_2)?;
     rejects_v1(&mut out, Version::V1_1)?;
     rejects_v0_1(&mut out)?;
+    from_fuzzing(&mut out)?;
     Ok(out.list)
+}
+
+/// Files differential fuzzing found a reference implementation accepting, reduced
+/// (`ztensor-conformance fuzz`; `findings/` and the matrix's "Fuzz findings"), where they teach
+/// a case the hand-made files do not: each is made again from its fuzz recipe, the generator's
+/// input and its changes.
+fn from_fuzzing(out: &mut Out) -> Result<()> {
+    use crate::difffuzz::{Mutation, Recipe};
+    let cases = [
+        (
+            Version::V0_1,
+            "tensor-attributes",
+            "a tensor map repeats its `attributes` field (reference 0.1.0 keeps one)",
+            "000100005e00000000007e0000000000000000000000000000000000000000000000000000000000\
+             0000000000000000",
+            vec![
+                Mutation::Attributes { node: 4_169_814_353, seed: 4_136_527_310 },
+                Mutation::Duplicate { node: 2_159_485_159 },
+            ],
+        ),
+        (
+            Version::V1_1,
+            "object",
+            "the objects map gives an object twice (reference 1.1.1 keeps one)",
+            "0103000000000000e30000eb00000097e6000000cf0000000000000f000000000000000000000000\
+             0000000000000000",
+            vec![Mutation::Duplicate { node: 3_198_159_458 }],
+        ),
+        (
+            Version::V1_2,
+            "object",
+            "the objects map gives an object twice (reference 1.2.3 keeps one)",
+            "0202000039000000007e00000066000000007ec200000000000000000000000000000000000000\
+             000000000000000000",
+            vec![Mutation::Duplicate { node: 502_775_038 }],
+        ),
+    ];
+    for (v, variant, covers, model, mutations) in cases {
+        let recipe = Recipe { seed: 0, model: model.to_owned(), mutations };
+        out.reject(v, K::CborDuplicateKey, variant, covers, recipe.build()?);
+    }
+    Ok(())
 }
 
 fn valid_common(out: &mut Out, v: Version) -> Result<()> {
