@@ -449,3 +449,32 @@ fn a_1_gib_zstd_tensor_streams_under_a_1_gib_cap() {
     assert_eq!(code, Some(0), "repacked content differs: {said}");
     std::fs::remove_dir_all(&scratch).unwrap();
 }
+
+/// A zTensor 2 manifest whose `objects` map claims 16 M entries (its 32 MB of zeros could hold
+/// that many two-byte items): the one-pass parser reserves what the bytes can hold, not what
+/// the count claims (16 M slots would be 1.5 GB, past the small cap), and the file is refused
+/// for the rule it breaks first, its hash, not aborted.
+#[test]
+fn a_claimed_object_count_reserves_no_more_than_the_bytes_hold() {
+    let dir = std::env::temp_dir().join(format!("ztensor-count-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("count.zt");
+    let mut manifest = vec![0xa1, 0x67];
+    manifest.extend_from_slice(b"objects");
+    manifest.extend_from_slice(&[0xba, 0x01, 0x00, 0x00, 0x00]);
+    manifest.resize(manifest.len() + (32 << 20), 0);
+    let mut file = b"\x89ZT2\r\n\x1a\n".to_vec();
+    file.resize(4096, 0);
+    file.extend_from_slice(&manifest);
+    for field in [4096u64, manifest.len() as u64, 0] {
+        file.extend_from_slice(&field.to_le_bytes());
+    }
+    file.extend_from_slice(&2u32.to_le_bytes());
+    file.extend_from_slice(&0u32.to_le_bytes());
+    file.extend_from_slice(b"\x89ZT2\r\n\x1a\n");
+    std::fs::write(&path, file).unwrap();
+    let (status, said, _) = capped_at(SMALL, &["info", path.to_str().unwrap()]);
+    assert_eq!(status, Some(1), "{said}");
+    assert!(said.contains("manifest_hash"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

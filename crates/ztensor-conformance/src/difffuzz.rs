@@ -275,8 +275,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Result<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        bail!("odd-length hex");
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        bail!("not an even number of hex digits: {text:?}");
     }
     (0..text.len())
         .step_by(2)
@@ -1292,27 +1292,33 @@ fn minimize(
     Ok(best)
 }
 
-/// Makes the output directory: created when missing; one that holds anything is replaced
-/// only with `force`.
+/// Whether `out` can take the findings: missing, empty, or (with `force`) to be replaced.
+fn check_out(out: &Path, force: bool) -> Result<bool> {
+    if !out.exists() {
+        return Ok(false);
+    }
+    let busy = std::fs::read_dir(out)
+        .with_context(|| format!("{} is not a directory", out.display()))?
+        .next()
+        .is_some();
+    if busy && !force {
+        bail!("{} exists and is not empty (--force replaces what it holds)", out.display());
+    }
+    Ok(busy)
+}
+
+/// Makes the output directory: created when missing; the findings, summaries and reports of
+/// an earlier run removed from one that holds them (with `force`, [`check_out`]).
 fn prepare_out(out: &Path, force: bool) -> Result<()> {
-    if out.exists() {
-        let busy = std::fs::read_dir(out)
-            .with_context(|| format!("{} is not a directory", out.display()))?
-            .next()
-            .is_some();
-        if busy && !force {
-            bail!("{} exists and is not empty (--force replaces what it holds)", out.display());
+    if check_out(out, force)? {
+        for class in Class::ALL {
+            let dir = out.join(class.name());
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)?;
+            }
         }
-        if busy {
-            for class in Class::ALL {
-                let dir = out.join(class.name());
-                if dir.exists() {
-                    std::fs::remove_dir_all(&dir)?;
-                }
-            }
-            for file in ["summary.json", "summary.txt", "junit.xml"] {
-                let _ = std::fs::remove_file(out.join(file));
-            }
+        for file in ["summary.json", "summary.txt", "junit.xml"] {
+            let _ = std::fs::remove_file(out.join(file));
         }
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))
@@ -1324,8 +1330,10 @@ fn prepare_out(out: &Path, force: bool) -> Result<()> {
 /// Usage errors (the command cannot be run or never prints a dump, the output directory is
 /// taken) at once; I/O errors of the working directory.
 pub fn run(config: &Config, mut progress: impl FnMut(u64, usize)) -> Result<Report> {
+    // A directory that is taken is told at once; one that --force replaces is emptied only
+    // once the implementation has answered (a mistyped command loses no earlier findings).
     if let Some(out) = &config.out {
-        prepare_out(out, config.force)?;
+        check_out(out, config.force)?;
     }
     let work = WorkDir(work_dir()?);
     let versions = if config.versions.is_empty() { &VERSIONS[..] } else { &config.versions };
@@ -1346,6 +1354,9 @@ pub fn run(config: &Config, mut progress: impl FnMut(u64, usize)) -> Result<Repo
             Implementation::start(&config.command, config.timeout, &probe, config.serve)?;
         Box::new(Reading { implementation, dir: work.0.clone() })
     };
+    if let Some(out) = &config.out {
+        prepare_out(out, config.force)?;
+    }
     let started = Instant::now();
     let mut seen: Vec<(Divergence, String, Recipe, u64, f64, u64)> = Vec::new();
     let mut cases = 0u64;

@@ -79,7 +79,16 @@ pub fn run_to_end(command: &mut Command, timeout: Duration) -> std::io::Result<O
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(5));
     };
-    // A grandchild still holding the pipes open after the group is killed is gone with it.
+    // What the leader left running in its group (a wrapper's child still holding the pipes)
+    // goes with it, so the pipes end and the readers below return.
+    let ended = Instant::now();
+    while !(stdout.is_finished() && stderr.is_finished()) {
+        if ended.elapsed() > Duration::from_millis(100) {
+            kill_group(&mut child);
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
     let (stdout, stderr) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
     Ok(status.map(|status| (status, stdout, stderr)))
 }
@@ -153,6 +162,8 @@ struct Server {
     lines: Receiver<String>,
     /// The last lines it wrote to stderr (what a crash said).
     said: Arc<Mutex<VecDeque<String>>>,
+    /// The thread that reads them, which ends when stderr does.
+    reading: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -166,19 +177,28 @@ impl Server {
             .process_group(0)
             .spawn()?;
         let said = Arc::new(Mutex::new(VecDeque::new()));
-        if let Some(stderr) = child.stderr.take() {
+        // stderr is read to its end whatever it holds (bytes that are not UTF-8 included), so
+        // a chatty server never blocks on a full pipe.
+        let reading = child.stderr.take().map(|stderr| {
             let said = Arc::clone(&said);
             std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
+                let mut stderr = BufReader::new(stderr);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    match stderr.read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    let text = String::from_utf8_lossy(&line).trim_end().to_owned();
                     let mut said = said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     if said.len() == 32 {
                         said.pop_front();
                     }
-                    said.push_back(line);
+                    said.push_back(text);
                 }
-            });
-        }
+            })
+        });
         let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
         let (send, lines) = std::sync::mpsc::channel();
@@ -190,7 +210,7 @@ impl Server {
                 }
             }
         });
-        Ok(Server { child, stdin, lines, said })
+        Ok(Server { child, stdin, lines, said, reading })
     }
 
     /// Asks for one file; `Err` with the verdict when the server is to be dropped (it died, hung
@@ -232,9 +252,12 @@ impl Server {
             || "closed its output without answering".to_owned(),
             |s| format!("{} without answering", status_words(s)),
         );
-        // What it said last: the panic's line, else the last that says anything (the reader of
-        // stderr is given a moment to catch up with a process that just died).
-        std::thread::sleep(Duration::from_millis(20));
+        // What it said last: the panic's line, else the last that says anything. With its
+        // group gone, stderr has ended, and everything it said has been read.
+        kill_group(&mut self.child);
+        if let Some(reading) = self.reading.take() {
+            let _ = reading.join();
+        }
         let said = self.said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let line = said
             .iter()

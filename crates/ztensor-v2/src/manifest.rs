@@ -633,6 +633,11 @@ mod direct {
             let want = self.buf.len().max(*window).max(1) as u64;
             let add = usize::try_from(want.min(len - end)).unwrap_or(usize::MAX);
             let kept = self.buf.len();
+            // A window that cannot grow gives up: the general way reads the manifest whole,
+            // and says so when the memory is refused.
+            if self.buf.try_reserve_exact(add).is_err() {
+                return Ok(false);
+            }
             self.buf.resize(kept + add, 0);
             read(end, &mut self.buf[kept..])?;
             self.hash.update(&self.buf[kept..]);
@@ -737,8 +742,11 @@ mod direct {
 
     fn objects(w: &mut Window<'_>, names: &mut Interner) -> Result<Option<Named<Object>>> {
         let Some(n) = w.next(|d| d.head(5, 1).ok()?)? else { return Ok(None) };
-        // The count is bounded by the bytes left (two bytes an entry at least).
-        let mut named = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+        // Room for the count claimed, up to what the manifest's bytes can hold: an object
+        // takes 40 bytes of CBOR at least (its name, layout, shape and a part with its type
+        // and blob), so a hostile count reserves no more than a fraction of the manifest.
+        let most = w.len() / 40;
+        let mut named = Vec::with_capacity(usize::try_from(n.min(most)).unwrap_or(0));
         let mut order = Order::default();
         for _ in 0..n {
             let entry = w.next(|d| {
