@@ -137,25 +137,8 @@ fn main() {
     read_protocol(&args);
 }
 
-/// The reading protocol: `FILE` (exit 0 accepted, 1 rejected), or `--serve` (one path a line
-/// on stdin, one dump a line on stdout, until stdin ends).
-fn read_protocol(args: &[String]) {
-    if args.get(1).map(String::as_str) == Some("--serve") {
-        use std::io::{BufRead, Write};
-        let mut out = std::io::stdout().lock();
-        for line in std::io::stdin().lock().lines() {
-            let line = line.expect("stdin");
-            writeln!(out, "{}", dump(&line)).expect("stdout");
-            out.flush().expect("stdout");
-        }
-        return;
-    }
-    let dump = dump(args.get(1).expect("a file"));
-    println!("{dump}");
-    if dump["error"].is_object() {
-        std::process::exit(1);
-    }
-}
+// The reading protocol, the same for every adapter.
+include!("../../read_protocol.rs");
 
 /// The dump of the file at `path`: accepted (its objects) or rejected (an `error`).
 fn dump(path: &str) -> Json {
