@@ -409,11 +409,8 @@ fn v2_read(b: &Bench, r: &mut Row) {
         ztensor_io::TensorSink::write_all(&mut sink, &source).expect("zTensor 2");
     }
     r.ours.push(time_keep(|| {
-        // Through a read-only map, as the reference reads (what the registry's `open_mapped`
-        // and the Python package give).
-        let handle = File::open(&path).expect("open");
-        // SAFETY: the benchmark's file is not changed while it is mapped.
-        let source = unsafe { ztensor_io::Mapped::map(&handle) }.expect("map");
+        // Positional reads straight into the buffers, as the registry's `open` reads.
+        let source = ztensor_io::FileSource::open(&path).expect("open");
         let file = ztensor_v2::File::open(source, ztensor_v2::MAX_MANIFEST).expect("open");
         let names: Vec<String> =
             file.manifest().expect("a model").objects.keys().cloned().collect();

@@ -51,7 +51,8 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
         )
     };
     out.try_reserve_exact(reserve).map_err(|_| no_memory())?;
-    let decoder = zstd_reader(Stored::<&[u8]>::Slice(stored))
+    let mut context = Context::lend();
+    let decoder = zstd_reader(Stored::<&[u8]>::Slice(stored), &mut context)
         .map_err(|e| Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}")))?;
     decoder.take(cap.saturating_add(1)).read_to_end(&mut out).map_err(|e| {
         // Growing the buffer is fallible in `read_to_end`: a refusal is not a corrupt stream.
@@ -88,7 +89,8 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
 /// output of another length.
 pub fn zstd_decode_into(stored: &[u8], out: &mut [u8]) -> Result<(), Error> {
     let failed = |e: std::io::Error| Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}"));
-    let mut decoder = zstd_reader(Stored::<&[u8]>::Slice(stored)).map_err(failed)?;
+    let mut context = Context::lend();
+    let mut decoder = zstd_reader(Stored::<&[u8]>::Slice(stored), &mut context).map_err(failed)?;
     let n = out.len() as u64;
     let mut filled = 0;
     while filled < out.len() {
@@ -123,19 +125,103 @@ pub const ZSTD: bool = cfg!(feature = "zstd");
 /// What the zstd functions of a build without the `zstd` feature say.
 pub const NO_ZSTD: &str = "this build of ztensor-io has no zstd (its `zstd` feature is off)";
 
+/// A zstd decoding context lent by this thread for one decode, and given back when dropped.
+///
+/// Making a context costs an allocation and the clearing of its tables (a tenth of the time
+/// of reading a small zstd component); a thread keeps one spare between decodes instead. A
+/// context that grew past [`Context::KEEP_AT_MOST`] (a frame with a large window) is freed
+/// rather than kept, so what a thread holds between decodes stays small whatever it read.
+#[cfg(feature = "zstd")]
+pub(crate) struct Context(Option<zstd::zstd_safe::DCtx<'static>>);
+
+#[cfg(feature = "zstd")]
+thread_local! {
+    static SPARE: std::cell::Cell<Option<zstd::zstd_safe::DCtx<'static>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+#[cfg(feature = "zstd")]
+impl Context {
+    /// The most bytes a context may hold and still be kept for the thread's next decode.
+    const KEEP_AT_MOST: usize = 1 << 20;
+
+    /// This thread's spare context, or a new one when it has none (or is lending it already).
+    pub(crate) fn lend() -> Context {
+        Context(SPARE.try_with(std::cell::Cell::take).ok().flatten())
+    }
+}
+
+#[cfg(feature = "zstd")]
+impl Drop for Context {
+    fn drop(&mut self) {
+        if let Some(context) = self.0.take().filter(|c| c.sizeof() <= Context::KEEP_AT_MOST) {
+            // A thread being torn down keeps nothing.
+            let _ = SPARE.try_with(|spare| spare.set(Some(context)));
+        }
+    }
+}
+
+/// Without the `zstd` feature, no context.
+#[cfg(not(feature = "zstd"))]
+pub(crate) struct Context;
+
+#[cfg(not(feature = "zstd"))]
+impl Context {
+    /// Nothing to lend.
+    pub(crate) fn lend() -> Context {
+        Context
+    }
+}
+
 /// A streaming zstd decoder of `stored` (every frame in turn; skippable frames skipped),
-/// reading it through a buffer of zstd's preferred input size, or straight from a slice.
+/// reading it through a buffer of zstd's preferred input size, or straight from a slice,
+/// in `context` (whose session is reset first).
 ///
 /// # Errors
 /// zstd's own, and `Unsupported` without the `zstd` feature.
 #[cfg(feature = "zstd")]
 pub(crate) fn zstd_reader<'a, R: Read + 'a>(
     stored: Stored<'a, R>,
+    context: &'a mut Context,
 ) -> std::io::Result<Box<dyn Read + 'a>> {
+    use zstd::stream::read::Decoder;
+    if context.0.is_none() {
+        let mut fresh = zstd::zstd_safe::DCtx::try_create().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::OutOfMemory, "no memory for a zstd context")
+        })?;
+        fresh.init().map_err(|code| {
+            std::io::Error::other(zstd::zstd_safe::get_error_name(code).to_owned())
+        })?;
+        context.0 = Some(fresh);
+    }
+    let Some(dctx) = context.0.as_mut() else { unreachable!("made above") };
     Ok(match stored {
-        Stored::Reader(r) => Box::new(zstd::stream::read::Decoder::new(r)?),
-        Stored::Slice(s) => Box::new(zstd::stream::read::Decoder::with_buffer(s)?),
+        Stored::Reader(r) => Box::new(Decoder::with_context(
+            std::io::BufReader::with_capacity(zstd::zstd_safe::DCtx::in_size(), r),
+            dctx,
+        )),
+        Stored::Slice(s) => Box::new(Decoder::with_context(s, dctx)),
     })
+}
+
+/// A streaming zstd decoder of `stored` that owns its context: for a decoder handed out
+/// (a borrowed context cannot go with it).
+///
+/// # Errors
+/// zstd's own, and `Unsupported` without the `zstd` feature.
+#[cfg(feature = "zstd")]
+pub(crate) fn zstd_stream<'a, R: Read + 'a>(stored: R) -> std::io::Result<Box<dyn Read + 'a>> {
+    Ok(Box::new(zstd::stream::read::Decoder::new(stored)?))
+}
+
+/// Without the `zstd` feature, no decoder.
+///
+/// # Errors
+/// Always `Unsupported`.
+#[cfg(not(feature = "zstd"))]
+pub(crate) fn zstd_stream<'a, R: Read + 'a>(stored: R) -> std::io::Result<Box<dyn Read + 'a>> {
+    drop(stored);
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, NO_ZSTD))
 }
 
 /// Without the `zstd` feature, no decoder.
@@ -145,8 +231,9 @@ pub(crate) fn zstd_reader<'a, R: Read + 'a>(
 #[cfg(not(feature = "zstd"))]
 pub(crate) fn zstd_reader<'a, R: Read + 'a>(
     stored: Stored<'a, R>,
+    context: &'a mut Context,
 ) -> std::io::Result<Box<dyn Read + 'a>> {
-    drop(stored);
+    let _ = (stored, context);
     Err(std::io::Error::new(std::io::ErrorKind::Unsupported, NO_ZSTD))
 }
 
@@ -590,6 +677,49 @@ mod tests {
         assert_eq!(c.finish(), None, "one BLAKE3 piece is hashed whole, not combined");
         let mut c = Combiner::new(&DigestAlgorithm::Blake3, 1024).unwrap();
         assert!(!c.push(Share::Crc32c { crc: 0, len: 1 }));
+    }
+
+    /// The bytes of this thread's spare zstd context, if it keeps one.
+    fn spare() -> Option<usize> {
+        let context = SPARE.with(std::cell::Cell::take);
+        let size = context.as_ref().map(zstd::zstd_safe::DCtx::sizeof);
+        SPARE.with(|s| s.set(context));
+        size
+    }
+
+    #[test]
+    fn a_thread_keeps_one_small_zstd_context_and_each_decode_starts_clean() {
+        std::thread::spawn(|| {
+            let a: Vec<u8> = (0..5000u32).map(|i| (i % 7) as u8).collect();
+            let b: Vec<u8> = (0..3000u32).map(|i| (i % 11) as u8).collect();
+            let (za, zb) = (zstd_encode(&a, 3).unwrap(), zstd_encode(&b, 3).unwrap());
+            assert_eq!(spare(), None, "a new thread has none");
+            assert_eq!(zstd_decode(&za, Some(5000), 1 << 20).unwrap(), a);
+            assert!(spare().is_some_and(|n| n <= Context::KEEP_AT_MOST), "kept after a decode");
+            // A decode that stops mid-frame leaves nothing behind for the next one.
+            assert!(zstd_decode(&za[..za.len() / 2], Some(5000), 1 << 20).is_err());
+            let mut short = vec![0u8; 100];
+            assert!(zstd_decode_into(&za, &mut short).is_err());
+            assert_eq!(zstd_decode(&zb, Some(3000), 1 << 20).unwrap(), b);
+            let mut out = vec![0u8; 5000];
+            zstd_decode_into(&za, &mut out).unwrap();
+            assert_eq!(out, a);
+            // A frame with an 8 MiB window and no declared size grows the context past what is
+            // kept: it is freed, not held by the thread.
+            let big: Vec<u8> =
+                (0..(8u32 << 20)).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+            let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+            encoder.window_log(23).unwrap();
+            encoder.include_contentsize(false).unwrap();
+            std::io::Write::write_all(&mut encoder, &big).unwrap();
+            let zbig = encoder.finish().unwrap();
+            assert_eq!(zstd_decode(&zbig, None, 16 << 20).unwrap(), big);
+            assert_eq!(spare(), None, "a grown context is not kept");
+            assert_eq!(zstd_decode(&zb, Some(3000), 1 << 20).unwrap(), b);
+            assert!(spare().is_some());
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -483,9 +483,12 @@ impl<S: ReadAt> Reader<S> {
                             format!("zstd: {e}"),
                         ))
                     };
-                    let mut decoder =
-                        crate::codec::zstd_reader(crate::codec::Stored::Reader(&mut *stored))
-                            .map_err(decode_failed)?;
+                    let mut lent = crate::codec::Context::lend();
+                    let mut decoder = crate::codec::zstd_reader(
+                        crate::codec::Stored::Reader(&mut *stored),
+                        &mut lent,
+                    )
+                    .map_err(decode_failed)?;
                     loop {
                         let n = fill(&mut decoder, &mut buf).map_err(decode_failed)?;
                         if n == 0 {

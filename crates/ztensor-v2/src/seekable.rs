@@ -207,21 +207,29 @@ pub fn decode_into(
         jobs.push((i, at, len, slice));
         at += len;
     }
-    jobs.into_par_iter().try_for_each(|(i, at, len, slice)| {
-        let mut stored =
-            ztensor_io::try_zeroed(len, "a frame").map_err(|e| Error::io("reading a frame", e))?;
-        source.read_exact_at(at, &mut stored).map_err(|e| Error::io("reading a frame", e))?;
-        check_frame(i, &stored)?;
-        let n = zstd::bulk::decompress_to_buffer(&stored, slice)
-            .map_err(|e| encoding(format!("frame {i}: {e}")))?;
-        if n != slice.len() {
-            return Err(encoding(format!(
-                "frame {i} decodes to {n} bytes, the table says {}",
-                slice.len()
-            )));
-        }
-        Ok(())
-    })
+    // One decompressor for each run of frames a thread takes, not one for every frame.
+    jobs.into_par_iter().try_for_each_init(
+        zstd::bulk::Decompressor::new,
+        |made, (i, at, len, slice)| {
+            let decompressor = made.as_mut().map_err(|e| {
+                Error::io("starting zstd", std::io::Error::new(e.kind(), e.to_string()))
+            })?;
+            let mut stored = ztensor_io::try_zeroed(len, "a frame")
+                .map_err(|e| Error::io("reading a frame", e))?;
+            source.read_exact_at(at, &mut stored).map_err(|e| Error::io("reading a frame", e))?;
+            check_frame(i, &stored)?;
+            let n = decompressor
+                .decompress_to_buffer(&stored, slice)
+                .map_err(|e| encoding(format!("frame {i}: {e}")))?;
+            if n != slice.len() {
+                return Err(encoding(format!(
+                    "frame {i} decodes to {n} bytes, the table says {}",
+                    slice.len()
+                )));
+            }
+            Ok(())
+        },
+    )
 }
 
 /// Compresses decoded bytes as they come into a seekable stream: frames of [`FRAME`] bytes,

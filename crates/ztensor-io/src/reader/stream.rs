@@ -245,8 +245,7 @@ impl<S: ReadAt> Reader<S> {
         match c.encoding {
             Encoding::Raw => Ok(Box::new(stored)),
             Encoding::Zstd if !crate::codec::ZSTD => crate::handle::no_zstd(name, role),
-            Encoding::Zstd => match crate::codec::zstd_reader(crate::codec::Stored::Reader(stored))
-            {
+            Encoding::Zstd => match crate::codec::zstd_stream(stored) {
                 Ok(d) => Ok(d),
                 Err(e) => Err(Error::from(
                     ztensor_format::Error::new(Rule::DecodeFailed, format!("zstd: {e}"))
