@@ -52,6 +52,12 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
     };
     out.try_reserve_exact(reserve).map_err(|_| no_memory())?;
     let mut context = Context::lend();
+    // A declared size is decoded in one call, straight into the buffer; what does not decode
+    // to exactly that size goes the streaming way, which says how it differs.
+    if expected.is_some() && out.capacity() == reserve && context.at_once(stored, &mut out) {
+        return Ok(out);
+    }
+    out.clear();
     let decoder = zstd_reader(Stored::<&[u8]>::Slice(stored), &mut context)
         .map_err(|e| Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}")))?;
     decoder.take(cap.saturating_add(1)).read_to_end(&mut out).map_err(|e| {
@@ -90,6 +96,9 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
 pub fn zstd_decode_into(stored: &[u8], out: &mut [u8]) -> Result<(), Error> {
     let failed = |e: std::io::Error| Error::new(ErrorKind::DecodeFailed, format!("zstd: {e}"));
     let mut context = Context::lend();
+    if context.at_once(stored, out) {
+        return Ok(());
+    }
     let mut decoder = zstd_reader(Stored::<&[u8]>::Slice(stored), &mut context).map_err(failed)?;
     let n = out.len() as u64;
     let mut filled = 0;
@@ -149,6 +158,37 @@ impl Context {
     pub(crate) fn lend() -> Context {
         Context(SPARE.try_with(std::cell::Cell::take).ok().flatten())
     }
+
+    /// The context itself, made now if the thread had no spare.
+    fn dctx(&mut self) -> std::io::Result<&mut zstd::zstd_safe::DCtx<'static>> {
+        if self.0.is_none() {
+            let mut fresh = zstd::zstd_safe::DCtx::try_create().ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::OutOfMemory, "no memory for a zstd context")
+            })?;
+            fresh.init().map_err(|code| {
+                std::io::Error::other(zstd::zstd_safe::get_error_name(code).to_owned())
+            })?;
+            self.0 = Some(fresh);
+        }
+        self.0.as_mut().ok_or_else(|| std::io::Error::other("no zstd context"))
+    }
+
+    /// Decodes all of `stored` in one call into `out`, which must take exactly its capacity
+    /// (a slice's length, an empty vector's reserve): no window buffer and no copy out of
+    /// one. `false` for anything else (another length, a corrupt stream, bytes after the
+    /// last frame), for the streaming path to say what.
+    fn at_once<C: zstd::zstd_safe::WriteBuf + ?Sized>(
+        &mut self,
+        stored: &[u8],
+        out: &mut C,
+    ) -> bool {
+        let capacity = out.capacity();
+        let Ok(dctx) = self.dctx() else { return false };
+        let done = dctx.decompress(out, stored);
+        // A failed call can leave the session anywhere: start the next one clean.
+        let _ = dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly);
+        done.is_ok_and(|n| n == capacity)
+    }
 }
 
 #[cfg(feature = "zstd")]
@@ -171,6 +211,12 @@ impl Context {
     pub(crate) fn lend() -> Context {
         Context
     }
+
+    /// Nothing decodes.
+    fn at_once<C: ?Sized>(&mut self, stored: &[u8], out: &mut C) -> bool {
+        let _ = (stored, out);
+        false
+    }
 }
 
 /// A streaming zstd decoder of `stored` (every frame in turn; skippable frames skipped),
@@ -185,16 +231,7 @@ pub(crate) fn zstd_reader<'a, R: Read + 'a>(
     context: &'a mut Context,
 ) -> std::io::Result<Box<dyn Read + 'a>> {
     use zstd::stream::read::Decoder;
-    if context.0.is_none() {
-        let mut fresh = zstd::zstd_safe::DCtx::try_create().ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::OutOfMemory, "no memory for a zstd context")
-        })?;
-        fresh.init().map_err(|code| {
-            std::io::Error::other(zstd::zstd_safe::get_error_name(code).to_owned())
-        })?;
-        context.0 = Some(fresh);
-    }
-    let Some(dctx) = context.0.as_mut() else { unreachable!("made above") };
+    let dctx = context.dctx()?;
     Ok(match stored {
         Stored::Reader(r) => Box::new(Decoder::with_context(
             std::io::BufReader::with_capacity(zstd::zstd_safe::DCtx::in_size(), r),

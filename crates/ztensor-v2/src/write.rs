@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use rayon::prelude::*;
 use ztensor_format::{DType, Format, LogicalType, Refused, StorageType};
 use ztensor_io::{ObjectData, ObjectInfo, TensorSource};
 
@@ -75,6 +74,11 @@ pub struct WriteOptions {
     pub zstd: Option<i32>,
     /// Told the decoded bytes of each part once it is written.
     pub progress: Option<Progress>,
+    /// With zstd, the most bytes held by parts compressed ahead of their turn (what was read
+    /// of them and what they compressed to; a part larger than half of it streams through
+    /// the encoder when its turn comes). 0 (the default) means 64 MiB per thread, at most
+    /// 512 MiB, as the engine's budget.
+    pub memory: u64,
 }
 
 impl std::fmt::Debug for WriteOptions {
@@ -83,6 +87,7 @@ impl std::fmt::Debug for WriteOptions {
             .field("drop_attributes", &self.drop_attributes)
             .field("zstd", &self.zstd)
             .field("progress", &self.progress.is_some())
+            .field("memory", &self.memory)
             .finish()
     }
 }
@@ -100,6 +105,14 @@ impl WriteOptions {
     #[must_use]
     pub fn zstd(mut self, level: Option<i32>) -> WriteOptions {
         self.zstd = level;
+        self
+    }
+
+    /// These options, holding at most `bytes` in parts compressed ahead (0: the default; see
+    /// [`WriteOptions::memory`]).
+    #[must_use]
+    pub fn memory(mut self, bytes: u64) -> WriteOptions {
+        self.memory = bytes;
         self
     }
 
@@ -462,21 +475,15 @@ fn compress_part(source: &dyn TensorSource, job: &Job, level: i32) -> Result<Com
     })
 }
 
-/// How many decoded bytes are compressed ahead at once: a few frames for every worker, so
-/// that every core compresses while the parts before are written.
-fn window() -> u64 {
-    (rayon::current_num_threads().max(1) as u64 * 4 * crate::seekable::FRAME as u64).max(16 << 20)
-}
-
 /// The parts to compress ahead, in writing order: those of objects read in pieces (not COO,
-/// not read whole), each of at most a window (a larger one streams through the encoder when
-/// its turn comes).
+/// not read whole), each of at most what may be in flight ([`ahead_limit`]; a larger one
+/// streams through the encoder when its turn comes).
 fn ahead_jobs(
     source: &dyn TensorSource,
     order: &[(String, usize)],
     options: &WriteOptions,
 ) -> Result<Vec<Job>> {
-    let limit = window();
+    let limit = ahead_limit(options);
     let mut jobs = Vec::new();
     for (_, index) in order {
         let Some(info) = source.info(*index) else { continue };
@@ -498,77 +505,151 @@ fn ahead_jobs(
     Ok(jobs)
 }
 
-/// A part compressed ahead: its object, its role, and what compressing it gave.
-type Done = (usize, String, Result<Compressed>);
+/// The decoded bytes of parts compressed ahead and not yet written, at most: half the memory
+/// budget (each part is held as read and as compressed; by default enough that every core
+/// has parts to compress while the writer waits on the disk), and at least one frame.
+fn ahead_limit(options: &WriteOptions) -> u64 {
+    let budget = match options.memory {
+        0 => (rayon::current_num_threads().max(1) as u64 * (64 << 20)).clamp(64 << 20, 512 << 20),
+        set => set,
+    };
+    (budget / 2).max(crate::seekable::FRAME as u64)
+}
 
-/// Parts compressed ahead, window after window, in the order they are written.
+/// Bytes in flight between the compressors and the writer: taken before a part is started,
+/// given back when the writer has it. Stopped when the writer goes (an error), so that
+/// nothing more starts.
+struct Budget {
+    state: std::sync::Mutex<(u64, bool)>,
+    changed: std::sync::Condvar,
+    limit: u64,
+}
+
+impl Budget {
+    /// Takes `n` bytes once they fit (at once when nothing is in flight); `false` once stopped.
+    fn take(&self, n: u64) -> bool {
+        let Ok(mut state) = self.state.lock() else { return false };
+        while !state.1 && state.0 > 0 && state.0.saturating_add(n) > self.limit {
+            match self.changed.wait(state) {
+                Ok(s) => state = s,
+                Err(_) => return false,
+            }
+        }
+        state.0 += n;
+        !state.1
+    }
+
+    fn give(&self, n: u64) {
+        if let Ok(mut state) = self.state.lock() {
+            state.0 = state.0.saturating_sub(n);
+        }
+        self.changed.notify_all();
+    }
+
+    fn stop(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.1 = true;
+        }
+        self.changed.notify_all();
+    }
+}
+
+/// Parts compressed ahead, each started as soon as the bytes in flight allow and taken by
+/// the writer in writing order. No part waits for another to finish (no batches with a tail
+/// of idle cores): a worker done with one part's frames takes the next part's.
 struct Ahead {
-    windows: Option<crossbeam_channel::Receiver<Vec<Done>>>,
-    current: std::collections::VecDeque<Done>,
+    /// Each compressed part as it finishes, with its place in `order`.
+    done: Option<crossbeam_channel::Receiver<(usize, Result<Compressed>)>>,
+    /// Parts that finished before their turn.
+    early: std::collections::BTreeMap<usize, Result<Compressed>>,
+    /// The parts compressed ahead in writing order: object, role, decoded length.
+    order: Vec<(usize, String, u64)>,
+    /// The place in `order` of the next part the writer takes.
+    next: usize,
+    budget: std::sync::Arc<Budget>,
 }
 
 impl Ahead {
-    /// Starts compressing `jobs` (in writing order) on a thread of `scope`, each window's parts
-    /// on every core; at most four windows wait while another is written.
+    /// Starts compressing `jobs` (in writing order) on a pool of as many threads as the
+    /// caller's, fed by a thread of `scope`.
     fn start<'s>(
         scope: &'s std::thread::Scope<'s, '_>,
         source: &'s dyn TensorSource,
         jobs: Vec<Job>,
         level: i32,
+        limit: u64,
     ) -> Ahead {
-        // The windows are compressed on a pool of their own, as many threads as the caller's:
-        // the writer waits for them, and had they been queued on the caller's pool, a writer
-        // running on that pool's only (or every) worker would wait for itself.
+        let budget = std::sync::Arc::new(Budget {
+            state: std::sync::Mutex::new((0, false)),
+            changed: std::sync::Condvar::new(),
+            limit,
+        });
+        let order = jobs.iter().map(|j| (j.index, j.role.clone(), j.len)).collect();
+        let made = |done, order| Ahead {
+            done,
+            early: std::collections::BTreeMap::new(),
+            order,
+            next: 0,
+            budget: budget.clone(),
+        };
+        // A pool of its own: the writer waits for these parts, and had they been queued on
+        // the caller's pool, a writer running on that pool's only (or every) worker would
+        // wait for itself.
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(rayon::current_num_threads())
             .thread_name(|i| format!("zt2-compress-{i}"))
             .build();
-        let (false, Ok(pool)) = (jobs.is_empty(), pool) else {
-            return Ahead { windows: None, current: std::collections::VecDeque::new() };
-        };
-        // A few windows may wait: the writer and the compressors do not keep step window by
-        // window (a write stalls, a window of small parts compresses fast).
-        let (tx, rx) = crossbeam_channel::bounded(4);
-        let limit = window();
+        let (false, Ok(pool)) = (jobs.is_empty(), pool) else { return made(None, Vec::new()) };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let feeder = budget.clone();
         scope.spawn(move || {
-            let mut jobs = jobs.into_iter().peekable();
-            while jobs.peek().is_some() {
-                let mut window = Vec::new();
-                let mut held = 0u64;
-                while let Some(job) = jobs.next_if(|j| window.is_empty() || held + j.len <= limit) {
-                    held += job.len;
-                    window.push(job);
+            // Parts are started from outside the pool (the feeder waits on the budget, no
+            // worker does), first come first taken; each part's frames then go to whichever
+            // workers are free.
+            pool.in_place_scope(|s| {
+                for (seq, job) in jobs.into_iter().enumerate() {
+                    if !feeder.take(job.len) {
+                        return;
+                    }
+                    let tx = tx.clone();
+                    s.spawn(move |_| {
+                        // The writer may have gone (an error): nothing to tell it.
+                        let _ = tx.send((seq, compress_part(source, &job, level)));
+                    });
                 }
-                let done: Vec<Done> = pool.install(|| {
-                    window
-                        .into_par_iter()
-                        .map(|job| {
-                            let compressed = compress_part(source, &job, level);
-                            (job.index, job.role, compressed)
-                        })
-                        .collect()
-                });
-                // The writer stopped (an error): so does this.
-                if tx.send(done).is_err() {
-                    return;
-                }
-            }
+            });
         });
-        Ahead { windows: Some(rx), current: std::collections::VecDeque::new() }
+        made(Some(rx), order)
     }
 
     /// Part `role` of object `index` if it was compressed ahead (the parts come in writing
     /// order; one not compressed ahead is not among them).
     fn take(&mut self, index: usize, role: &str) -> Option<Result<Compressed>> {
-        if self.current.is_empty() {
-            self.current = self.windows.as_ref()?.recv().ok()?.into();
+        let (i, r, len) = self.order.get(self.next)?;
+        if *i != index || r != role {
+            return None;
         }
-        match self.current.front() {
-            Some((i, r, _)) if *i == index && r == role => {
-                self.current.pop_front().map(|(_, _, c)| c)
-            }
-            _ => None,
-        }
+        let len = *len;
+        let compressed = match self.early.remove(&self.next) {
+            Some(c) => c,
+            None => loop {
+                let (seq, c) = self.done.as_ref()?.recv().ok()?;
+                if seq == self.next {
+                    break c;
+                }
+                self.early.insert(seq, c);
+            },
+        };
+        self.next += 1;
+        self.budget.give(len);
+        Some(compressed)
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        // Nothing more starts; what is running finishes and is dropped.
+        self.budget.stop();
     }
 }
 
@@ -667,7 +748,8 @@ pub(crate) fn write_with(
         None => Vec::new(),
     };
     std::thread::scope(|scope| -> Result<()> {
-        let mut ahead = Ahead::start(scope, source, jobs, options.zstd.unwrap_or(3));
+        let mut ahead =
+            Ahead::start(scope, source, jobs, options.zstd.unwrap_or(3), ahead_limit(options));
         for (name, index) in order {
             let info = source.info(index).ok_or_else(|| {
                 Error::io("listing objects", std::io::Error::other("an object went away"))

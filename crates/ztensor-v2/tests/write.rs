@@ -304,17 +304,21 @@ fn parts_compressed_ahead_are_the_streamed_ones() {
         w.add_dense(&format!("s{i:02}"), &[4], ztensor_format::DType::U8, &[i; 4], &raw).unwrap();
     }
     let one = ztensor_io::Reader::new(w.finish().unwrap().0, &Default::default()).unwrap();
-    let write = |threads: usize| {
+    let write = |threads: usize, memory: u64| {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
             let mut sink = Zt2Sink::to_output(Cursor::new(Vec::new()))
-                .with_options(WriteOptions::default().zstd(Some(3)));
+                .with_options(WriteOptions::default().zstd(Some(3)).memory(memory));
             sink.write_all(&one).unwrap();
             sink.into_inner().unwrap().into_inner()
         })
     };
-    let bytes = write(1);
-    assert!(write(3) == bytes, "the file depends on the thread count");
+    let bytes = write(1, 0);
+    assert!(write(3, 0) == bytes, "the file depends on the thread count");
+    // A budget of 2 MiB leaves 1 MiB in flight: "a" (3.2 MB) streams through the encoder at
+    // its turn while the small parts around it are compressed ahead; 1 byte leaves one frame.
+    assert!(write(3, 2 << 20) == bytes, "the file depends on the memory budget");
+    assert!(write(2, 1) == bytes, "the file depends on the memory budget");
     let mut expected = Vec::new();
     let mut encoder = ztensor_v2::seekable::Encoder::new(3);
     let mut keep = |b: &[u8]| {
@@ -356,5 +360,39 @@ fn progress_counts_every_decoded_byte() {
         let decoded = sink.summary().unwrap().decoded;
         assert!(decoded > 0);
         assert_eq!(told.load(Ordering::Relaxed), decoded, "{zstd:?}");
+    }
+}
+
+/// A part that fails to read while later ones are being compressed ahead (the bytes in flight
+/// held to one frame, so the feeder waits on the writer): the write fails with that part's
+/// error, and returns instead of waiting for parts nobody will take.
+#[test]
+fn a_part_failing_ahead_stops_the_write() {
+    use ztensor_io::{WriteOptions as Zt1Options, Writer};
+    let mut w = Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
+    let piece: Vec<u8> = (0..300_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+    for i in 0..12 {
+        w.add_dense(
+            &format!("p{i:02}"),
+            &[300_000],
+            ztensor_format::DType::F32,
+            &piece,
+            &Zt1Options::zstd(3),
+        )
+        .unwrap();
+    }
+    let mut bytes = w.finish().unwrap().0;
+    let reader = ztensor_io::Reader::new(&bytes[..], &Default::default()).unwrap();
+    let o = reader.manifest().objects().find(|o| o.name() == "p03").unwrap();
+    let c = &o.object().components["data"];
+    let middle = usize::try_from(c.offset + c.length / 2).unwrap();
+    drop(reader);
+    bytes[middle..middle + 16].fill(0x55);
+    let damaged = ztensor_io::Reader::new(&bytes[..], &Default::default()).unwrap();
+    for memory in [0, 1] {
+        let mut sink = Zt2Sink::to_output(Cursor::new(Vec::new()))
+            .with_options(ztensor_v2::WriteOptions::default().zstd(Some(3)).memory(memory));
+        let e = sink.write_all(&damaged).unwrap_err();
+        assert!(e.to_string().contains("p03"), "{e}");
     }
 }
