@@ -48,12 +48,8 @@ pub type Ended = (ExitStatus, Vec<u8>, Vec<u8>);
 /// # Errors
 /// When the process cannot be started.
 pub fn run_to_end(command: &mut Command, timeout: Duration) -> std::io::Result<Option<Ended>> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()?;
+    let mut child =
+        spawn_group(command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()))?;
     // The pipes are drained while the child runs, so a chatty child never blocks on them.
     let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
         std::thread::spawn(move || {
@@ -90,21 +86,65 @@ pub fn run_to_end(command: &mut Command, timeout: Duration) -> std::io::Result<O
         std::thread::sleep(Duration::from_micros(200));
     }
     let (stdout, stderr) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
+    forget_group(&child);
     Ok(status.map(|status| (status, stdout, stderr)))
 }
 
-/// Kills the process group `child` leads, and reaps `child`.
-fn kill_group(child: &mut Child) {
-    // The group's id is the leader's pid (it was started with process_group(0)); kill(1)
-    // signals a whole group given its id negated.
+/// The process groups this process started and has not yet reaped the leader of, by leader
+/// pid (= group id): what [`stop_all`] kills. `true` in the second place once it has.
+static LIVE: Mutex<(Vec<u32>, bool)> = Mutex::new((Vec::new(), false));
+
+fn live() -> std::sync::MutexGuard<'static, (Vec<u32>, bool)> {
+    LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Starts `command` as the leader of a process group of its own, registered for
+/// [`stop_all`]; refused once that has run.
+fn spawn_group(command: &mut Command) -> std::io::Result<Child> {
+    // Registered under the lock it is started under: `stop_all` never misses one.
+    let mut live = live();
+    if live.1 {
+        return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "stopping"));
+    }
+    let child = command.process_group(0).spawn()?;
+    live.0.push(child.id());
+    Ok(child)
+}
+
+/// Takes `child`'s group out of [`stop_all`]'s list, once its leader is reaped (its pid, the
+/// group's id, may then be given to another process).
+fn forget_group(child: &Child) {
+    live().0.retain(|&pid| pid != child.id());
+}
+
+/// Kills the process group `pid` leads; kill(1) signals a whole group given its id negated.
+fn kill_pgid(pid: u32) {
     let _ = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{}", child.id())])
+        .args(["-s", "KILL", "--", &format!("-{pid}")])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
+}
+
+/// Kills the process group `child` leads, and reaps `child`.
+fn kill_group(child: &mut Child) {
+    kill_pgid(child.id());
     let _ = child.kill();
     let _ = child.wait();
+    forget_group(child);
+}
+
+/// Kills the process group of every implementation this process started and has not reaped,
+/// and starts no more: for a program's signal handler, before it exits (the groups are not in
+/// the terminal's foreground group, so Ctrl-C does not reach them by itself).
+/// `ztensor-conformance` calls it on SIGINT, SIGTERM and SIGHUP.
+pub fn stop_all() {
+    let mut live = live();
+    live.1 = true;
+    for pid in std::mem::take(&mut live.0) {
+        kill_pgid(pid);
+    }
 }
 
 /// A dump's verdict: accepted when it has no top-level `error`.
@@ -168,14 +208,14 @@ struct Server {
 
 impl Server {
     fn start(program: &str, args: &[String]) -> std::io::Result<Server> {
-        let mut child = Command::new(program)
-            .args(args)
-            .arg("--serve")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()?;
+        let mut child = spawn_group(
+            Command::new(program)
+                .args(args)
+                .arg("--serve")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )?;
         let said = Arc::new(Mutex::new(VecDeque::new()));
         // stderr is read to its end whatever it holds (bytes that are not UTF-8 included), so
         // a chatty server never blocks on a full pipe.

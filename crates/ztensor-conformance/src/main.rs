@@ -66,7 +66,25 @@ write: this project's writer in the writer protocol.
 
 example: ztensor-conformance run --impl 'ztensor dump --json'";
 
+/// SIGINT, SIGTERM and SIGHUP kill the implementations under test (each leads a process group
+/// of its own, outside the terminal's reach) and stop what is being written, then exit with
+/// 128 + the signal, as a shell reports a process the signal killed.
+fn handle_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    let _ = std::thread::Builder::new().name("zt-signals".into()).spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            ztensor_conformance::implementation::stop_all();
+            ztensor_io::interrupt();
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
 fn main() -> ExitCode {
+    handle_signals();
     match run() {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

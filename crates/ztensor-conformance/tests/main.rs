@@ -622,6 +622,66 @@ mod difffuzz {
         (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
     }
 
+    /// Whether process `pid` has ended (gone, or a zombie waiting to be reaped).
+    fn ended(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// Ctrl-C (SIGINT) while an implementation hangs: the fuzzer kills the implementation's
+    /// process group (the command and what it started) before it exits with 130; they are
+    /// not in the terminal's foreground group, so nothing else would.
+    #[test]
+    fn an_interrupted_fuzzer_leaves_no_implementation_running() {
+        let dir = scratch("interrupt");
+        std::fs::create_dir_all(&dir).unwrap();
+        let pids = dir.join("pids");
+        let script = dir.join("hang.sh");
+        let body = format!(
+            "#!/bin/sh\nsleep 600 &\necho $! >> {p}\necho $$ >> {p}\nwait\n",
+            p = pids.display()
+        );
+        std::fs::write(&script, body).unwrap();
+        Command::new("chmod").arg("755").arg(&script).status().unwrap();
+        let mut fuzzer = Command::new(bin())
+            .args(["fuzz", "--impl", script.to_str().unwrap(), "--runs", "5", "--timeout", "120"])
+            .arg("--out")
+            .arg(dir.join("out"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let recorded = loop {
+            let text = std::fs::read_to_string(&pids).unwrap_or_default();
+            let recorded: Vec<String> = text.lines().map(str::to_owned).collect();
+            if recorded.len() >= 2 {
+                break recorded;
+            }
+            assert!(started.elapsed().as_secs() < 60, "the implementation never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert!(recorded.iter().all(|pid| !ended(pid)), "running before the signal");
+        Command::new("kill").args(["-s", "INT", &fuzzer.id().to_string()]).status().unwrap();
+        let status = loop {
+            if let Some(status) = fuzzer.try_wait().unwrap() {
+                break status;
+            }
+            assert!(started.elapsed().as_secs() < 90, "the fuzzer did not stop");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(130));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        for pid in &recorded {
+            while !ended(pid) {
+                assert!(std::time::Instant::now() < deadline, "process {pid} outlived the fuzzer");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn every_planted_bug_is_found_and_reduced() {
         let out = scratch("planted");
