@@ -189,6 +189,24 @@ fn ci() -> Result<()> {
     run(&mut command, "ztensor-conformance run")?;
     step("conformance matrix");
     conformance_matrix(true)?;
+    step("reference adapters, in process");
+    // Their `--fuzz-in-process` mode links this workspace's conformance crate: checked here, so
+    // a change to the crate that breaks them is told (one target directory for the three).
+    for (_, dir, _) in REFERENCES {
+        let manifest = project_root().join(dir).join("Cargo.toml");
+        cargo(
+            &[
+                "check",
+                "-q",
+                "--features",
+                "in-process",
+                "--manifest-path",
+                manifest.to_str().context("path")?,
+            ],
+            &[("CARGO_TARGET_DIR", "target/adapter-check")],
+        )?;
+    }
+    remove_target_dir("target/adapter-check")?;
     step("differential fuzzing");
     // Our reader against itself through the persistent protocol for a minute: any divergence
     // (a crash, a hang, a verdict or dump that changes between runs) fails CI. The seed moves

@@ -984,6 +984,10 @@ trait Judge {
     fn judge(&mut self, recipe: &Recipe) -> Result<Judged>;
     /// Whether files go to one `--serve` process, and the processes started.
     fn processes(&self) -> (bool, u64);
+    /// Whether the implementation is called in this process.
+    fn in_process(&self) -> bool {
+        false
+    }
 }
 
 /// The implementation as a reader: each case's file is read by it and by ours.
@@ -1019,6 +1023,43 @@ impl Judge for Reading {
 
     fn processes(&self) -> (bool, u64) {
         (self.implementation.persistent(), self.implementation.processes())
+    }
+}
+
+/// An implementation read in this process: each case's bytes are given to it and to ours.
+struct InProcessReading<'a> {
+    implementation: &'a mut dyn InProcess,
+}
+
+impl Judge for InProcessReading<'_> {
+    fn judge(&mut self, recipe: &Recipe) -> Result<Judged> {
+        let file = recipe.build()?;
+        let ours = ours_in_process(&file)?;
+        let call = std::panic::AssertUnwindSafe(|| self.implementation.read(&file));
+        let theirs = std::panic::catch_unwind(call).unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            Verdict::Crash(format!("panicked: {message}"))
+        });
+        let divergence = classify(&ours, &theirs);
+        Ok(Judged {
+            file,
+            theirs: verdict_json(&theirs),
+            ours: ours_json(&ours),
+            writer_recipe: None,
+            divergence,
+        })
+    }
+
+    fn processes(&self) -> (bool, u64) {
+        (false, 0)
+    }
+
+    fn in_process(&self) -> bool {
+        true
     }
 }
 
@@ -1183,6 +1224,8 @@ pub struct Report {
     pub persistent: bool,
     /// Processes the implementation was started as.
     pub processes: u64,
+    /// Whether the implementation was called in this process ([`run_in_process`]).
+    pub in_process: bool,
     /// The distinct divergences, reduced, in the order found.
     pub findings: Vec<Finding>,
     /// The run's settings.
@@ -1329,7 +1372,7 @@ fn prepare_out(out: &Path, force: bool) -> Result<()> {
 /// # Errors
 /// Usage errors (the command cannot be run or never prints a dump, the output directory is
 /// taken) at once; I/O errors of the working directory.
-pub fn run(config: &Config, mut progress: impl FnMut(u64, usize)) -> Result<Report> {
+pub fn run(config: &Config, progress: impl FnMut(u64, usize)) -> Result<Report> {
     // A directory that is taken is told at once; one that --force replaces is emptied only
     // once the implementation has answered (a mistyped command loses no earlier findings).
     if let Some(out) = &config.out {
@@ -1354,6 +1397,34 @@ pub fn run(config: &Config, mut progress: impl FnMut(u64, usize)) -> Result<Repo
             Implementation::start(&config.command, config.timeout, &probe, config.serve)?;
         Box::new(Reading { implementation, dir: work.0.clone() })
     };
+    fuzz_with(config, &mut *judge, progress)
+}
+
+/// As [`run`], against `implementation` read in this process (`config.command` names it in
+/// the report; `timeout`, `serve` and `writer` do not apply). A panic is a crash, with its
+/// message; a hang is not told (nothing can stop a call in this process: libFuzzer's
+/// `-timeout` does that for the `differential` target).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_in_process(
+    config: &Config,
+    implementation: &mut dyn InProcess,
+    progress: impl FnMut(u64, usize),
+) -> Result<Report> {
+    if let Some(out) = &config.out {
+        check_out(out, config.force)?;
+    }
+    fuzz_with(config, &mut InProcessReading { implementation }, progress)
+}
+
+/// The fuzzing loop, the reduction of what diverged, and the report.
+fn fuzz_with(
+    config: &Config,
+    judge: &mut dyn Judge,
+    mut progress: impl FnMut(u64, usize),
+) -> Result<Report> {
+    let versions = if config.versions.is_empty() { &VERSIONS[..] } else { &config.versions };
     if let Some(out) = &config.out {
         prepare_out(out, config.force)?;
     }
@@ -1397,7 +1468,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(u64, usize)) -> Result<Repo
     let mut numbers = std::collections::BTreeMap::<Class, usize>::new();
     for (divergence, detail, recipe, case, found_after, hits) in seen {
         let limits = (config.minimize_calls, config.minimize_seconds);
-        let reduced = minimize(&mut *judge, &recipe, &divergence, limits)?;
+        let reduced = minimize(judge, &recipe, &divergence, limits)?;
         // The reduced case, once more for its verdicts (a flaky divergence keeps the original).
         let again = judge.judge(&reduced)?;
         let (recipe, judged, detail) = match &again.divergence {
@@ -1423,6 +1494,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(u64, usize)) -> Result<Repo
         fuzzing_seconds,
         persistent,
         processes,
+        in_process: judge.in_process(),
         findings,
         seed: config.seed,
         command: config.command.clone(),
@@ -1504,15 +1576,22 @@ pub fn rate(report: &Report) -> f64 {
 /// The report as a table: one line per finding, then totals by class.
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
+    let mode = if report.in_process {
+        "in this process".to_owned()
+    } else {
+        format!(
+            "{}; {} process{}",
+            if report.persistent { "persistent (--serve)" } else { "a process per file" },
+            report.processes,
+            if report.processes == 1 { "" } else { "es" },
+        )
+    };
     let _ = writeln!(
         out,
-        "{} cases in {:.1} s ({:.0} files/s, {}; {} process{}), seed {}",
+        "{} cases in {:.1} s ({:.0} files/s, {mode}), seed {}",
         report.cases,
         report.fuzzing_seconds,
         rate(report),
-        if report.persistent { "persistent (--serve)" } else { "a process per file" },
-        report.processes,
-        if report.processes == 1 { "" } else { "es" },
         report.seed
     );
     if report.findings.is_empty() {
@@ -1566,6 +1645,7 @@ pub fn to_json(report: &Report) -> Json {
         "files_per_second": rate(report),
         "persistent": report.persistent,
         "processes": report.processes,
+        "in_process": report.in_process,
         "by_class": by_class,
         "writer": report.writer,
         "findings": report
@@ -1601,6 +1681,108 @@ pub fn to_junit(report: &Report) -> String {
     }
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
+}
+
+/// `ztensor-conformance fuzz ARGS`: the options parsed, the run made, its table (or JSON with
+/// `--json`) printed; `Ok(true)` when nothing diverged. With `in_process`, that
+/// implementation is fuzzed in this process ([`run_in_process`]; `--impl` then only names it,
+/// and `--timeout`, `--process-per-file` and `--writer` are refused): for a Rust
+/// implementation's own binary (the reference adapters' `--fuzz-in-process`).
+///
+/// # Errors
+/// Usage errors, and [`run`]'s.
+pub fn command_line(args: &[String], in_process: Option<&mut dyn InProcess>) -> Result<bool> {
+    let mut args = args.iter().cloned();
+    let mut config = Config::new("");
+    let (mut command, mut json, mut junit) = (None, false, None);
+    let number = |flag: &str, value: Option<String>| -> Result<f64> {
+        let value = value.with_context(|| format!("{flag} needs a number"))?;
+        value
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .with_context(|| format!("{flag} {value:?} is not a number of 0 or more"))
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--impl" => command = args.next(),
+            "--seconds" => config.budget = Budget::Seconds(number("--seconds", args.next())?),
+            "--runs" => {
+                let value = args.next().context("--runs needs a count")?;
+                let n =
+                    value.parse().with_context(|| format!("--runs {value:?} is not a count"))?;
+                config.budget = Budget::Runs(n);
+            }
+            "--seed" => {
+                let value = args.next().context("--seed needs a number")?;
+                config.seed =
+                    value.parse().with_context(|| format!("--seed {value:?} is not a number"))?;
+            }
+            "--timeout" if in_process.is_some() => {
+                bail!("--timeout does not apply to an implementation in this process")
+            }
+            "--timeout" => {
+                let seconds = number("--timeout", args.next())?;
+                if seconds <= 0.0 {
+                    bail!("--timeout must be above 0");
+                }
+                config.timeout = std::time::Duration::from_secs_f64(seconds);
+            }
+            "--minimize-seconds" => {
+                config.minimize_seconds = number("--minimize-seconds", args.next())?;
+            }
+            "--out" => config.out = Some(PathBuf::from(args.next().context("--out needs DIR")?)),
+            "--force" => config.force = true,
+            "--process-per-file" | "--writer" if in_process.is_some() => {
+                bail!("{arg} does not apply to an implementation in this process")
+            }
+            "--process-per-file" => config.serve = false,
+            "--writer" => config.writer = true,
+            "--version" => {
+                let value = args.next().context("--version needs 0.1, 1.1 or 1.2")?;
+                let version = match value.as_str() {
+                    "0.1" => ztensor_format::Version::V0_1,
+                    "1.1" => ztensor_format::Version::V1_1,
+                    "1.2" => ztensor_format::Version::V1_2,
+                    other => bail!("--version {other:?}: 0.1, 1.1 or 1.2"),
+                };
+                config.versions.push(version);
+            }
+            "--json" => json = true,
+            "--junit" => junit = Some(PathBuf::from(args.next().context("--junit needs FILE")?)),
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    let quiet = json || !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let progress = |cases, found| {
+        if !quiet {
+            eprint!("\r{cases} cases, {found} divergences");
+        }
+    };
+    let report = match in_process {
+        Some(implementation) => {
+            config.command = command.unwrap_or_else(|| "an implementation in this process".into());
+            run_in_process(&config, implementation, progress)?
+        }
+        None => {
+            let Some(command) = command else { bail!("--impl is required") };
+            config.command = command;
+            run(&config, progress)?
+        }
+    };
+    if !quiet {
+        eprintln!();
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&report))?);
+    } else {
+        print!("{}", table(&report));
+    }
+    if let Some(path) = junit {
+        std::fs::write(&path, to_junit(&report))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(report.findings.is_empty())
 }
 
 /// An implementation read in this process, through a call instead of the protocol: for Rust

@@ -682,6 +682,78 @@ mod difffuzz {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Our lenient reader in this process with two planted bugs: a panic on an attribute key
+    /// "名前", and f16 data of rank-2 objects reported as bf16.
+    struct PlantedInProcess(ztensor_conformance::difffuzz::OursInProcess);
+
+    fn has_rare_key(value: &Json) -> bool {
+        match value {
+            Json::Object(map) => map.contains_key("名前") || map.values().any(has_rare_key),
+            Json::Array(items) => items.iter().any(has_rare_key),
+            _ => false,
+        }
+    }
+
+    impl ztensor_conformance::difffuzz::InProcess for PlantedInProcess {
+        fn read(&mut self, bytes: &[u8]) -> ztensor_conformance::implementation::Verdict {
+            use ztensor_conformance::implementation::Verdict;
+            match self.0.read(bytes) {
+                Verdict::Accepted(mut dump) => {
+                    assert!(!has_rare_key(&dump), "a planted panic");
+                    for o in dump["objects"].as_array_mut().into_iter().flatten() {
+                        if o["shape"].as_array().is_some_and(|s| s.len() == 2) {
+                            for c in o["components"].as_object_mut().into_iter().flatten() {
+                                if c.1["dtype"] == "f16" {
+                                    c.1["dtype"] = "bf16".into();
+                                }
+                            }
+                        }
+                    }
+                    Verdict::Accepted(dump)
+                }
+                other => other,
+            }
+        }
+    }
+
+    /// In-process fuzzing (`difffuzz::run_in_process`, what a Rust implementation or a
+    /// reference adapter built with `in-process` uses): the planted panic is a crash with its
+    /// message, the planted misreading is found and reduced; ours against itself gives nothing.
+    #[test]
+    fn in_process_fuzzing_finds_the_planted_bugs() {
+        use ztensor_conformance::difffuzz::{self, Budget, Config, OursInProcess};
+        let mut config = Config::new("planted, in process");
+        config.budget = Budget::Runs(1200);
+        config.minimize_seconds = 5.0;
+        let mut planted = PlantedInProcess(OursInProcess { chunk: None });
+        let report = difffuzz::run_in_process(&config, &mut planted, |_, _| {}).unwrap();
+        let json = difffuzz::to_json(&report);
+        assert_eq!(json["in_process"], true);
+        assert!(difffuzz::table(&report).contains("in this process"));
+        for class in ["crash", "misreads"] {
+            assert!(json["by_class"][class].as_u64().unwrap() >= 1, "{class} not found: {json}");
+        }
+        for class in ["hang", "accepts-invalid", "rejects-valid"] {
+            assert_eq!(json["by_class"][class], 0, "{json}");
+        }
+        let crash = report.findings.iter().find(|f| f.divergence.class.name() == "crash").unwrap();
+        assert!(
+            crash.detail.contains("a planted panic")
+                || crash.judged.theirs.to_string().contains("a planted panic"),
+            "{}",
+            crash.judged.theirs
+        );
+        let misread =
+            report.findings.iter().find(|f| f.divergence.class.name() == "misreads").unwrap();
+        assert!(misread.recipe.mutations.len() <= 1, "not reduced: {:?}", misread.recipe);
+        config.budget = Budget::Runs(400);
+        let clean =
+            difffuzz::run_in_process(&config, &mut OursInProcess { chunk: Some(7) }, |_, _| {})
+                .unwrap();
+        assert!(clean.findings.is_empty(), "{}", difffuzz::table(&clean));
+        assert_eq!(clean.cases, 400);
+    }
+
     #[test]
     fn every_planted_bug_is_found_and_reduced() {
         let out = scratch("planted");

@@ -28,6 +28,10 @@ fn main() {
 // The reading protocol, the same for every adapter.
 include!("../../read_protocol.rs");
 
+/// The versions this reference reads, for `--fuzz-in-process`.
+#[allow(dead_code)]
+const FUZZ_VERSIONS: &[&str] = &["0.1"];
+
 /// The dump of the file at `path`: accepted (its objects) or rejected (an `error`).
 fn dump(path: &str) -> Json {
     let mut reader = match ztensor::ZTensorReader::open(&path) {

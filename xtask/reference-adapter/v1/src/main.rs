@@ -140,6 +140,10 @@ fn main() {
 // The reading protocol, the same for every adapter.
 include!("../../read_protocol.rs");
 
+/// The versions this reference reads, for `--fuzz-in-process`.
+#[allow(dead_code)]
+const FUZZ_VERSIONS: &[&str] = &["0.1", "1.1", "1.2"];
+
 /// The dump of the file at `path`: accepted (its objects) or rejected (an `error`).
 fn dump(path: &str) -> Json {
     let head = std::fs::read(&path).map(|b| b.get(..8).map(<[u8]>::to_vec).unwrap_or_default()).unwrap_or_default();
