@@ -717,6 +717,7 @@ mod tests {
     }
 
     /// The bytes of this thread's spare zstd context, if it keeps one.
+    #[cfg(feature = "zstd")]
     fn spare() -> Option<usize> {
         let context = SPARE.with(std::cell::Cell::take);
         let size = context.as_ref().map(zstd::zstd_safe::DCtx::sizeof);
@@ -724,6 +725,7 @@ mod tests {
         size
     }
 
+    #[cfg(feature = "zstd")]
     #[test]
     fn a_thread_keeps_one_small_zstd_context_and_each_decode_starts_clean() {
         std::thread::spawn(|| {
