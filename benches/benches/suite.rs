@@ -168,10 +168,15 @@ fn time_keep<T>(f: impl FnOnce() -> T) -> Duration {
 }
 
 /// Repeats `f` until at least `min` has passed; the time of one call.
+/// The mean time of `f` over at least `min` and at least five calls, after one call that is
+/// not timed: a case that takes long enough for two calls in `min` is otherwise half a cold
+/// first call (fresh heap pages, cold caches) while a short one is almost all warm ones, and
+/// comparing their per-item costs compares cold with warm.
 fn time_repeated(min: Duration, mut f: impl FnMut()) -> Duration {
+    f();
     let t = Instant::now();
     let mut n = 0u32;
-    while t.elapsed() < min || n == 0 {
+    while t.elapsed() < min || n < 5 {
         f();
         n += 1;
     }
