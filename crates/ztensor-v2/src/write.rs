@@ -427,9 +427,22 @@ struct Job {
 
 /// Compresses one part whole, its frames in parallel.
 fn compress_part(source: &dyn TensorSource, job: &Job, level: i32) -> Result<Compressed> {
-    let held: std::borrow::Cow<'_, [u8]> = match in_memory(source, job.index, &job.role) {
-        Some(bytes) => std::borrow::Cow::Borrowed(bytes),
-        None => {
+    // Raw bytes a reader may read itself (plain dense data, no digest to check) go straight
+    // into the part's buffer, instead of through the source's pieces and a copy.
+    let direct =
+        source.raw(job.index).filter(|r| job.role == ztensor_io::role::DATA && r.len == job.len);
+    let held: std::borrow::Cow<'_, [u8]> = match (in_memory(source, job.index, &job.role), direct) {
+        (Some(bytes), _) => std::borrow::Cow::Borrowed(bytes),
+        (None, Some(range)) => {
+            let mut bytes = ztensor_io::try_zeroed(range.len, "a part compressed ahead")
+                .map_err(|e| Error::io("compressing a part", e))?;
+            range
+                .source
+                .read_exact_at(range.offset, &mut bytes)
+                .map_err(|e| Error::io("reading a part", e))?;
+            std::borrow::Cow::Owned(bytes)
+        }
+        (None, None) => {
             let mut bytes = ztensor_io::try_with_capacity(job.len, "a part compressed ahead")
                 .map_err(|e| Error::io("compressing a part", e))?;
             let longer = || {
