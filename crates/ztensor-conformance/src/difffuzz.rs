@@ -1011,18 +1011,22 @@ impl Judge for Reading {
         std::fs::write(&path, &file)?;
         let ours = ours(&path, &file)?;
         let theirs = self.implementation.read(&path);
-        let divergence = classify(&ours, &theirs);
-        Ok(Judged {
-            file,
-            theirs: verdict_json(&theirs),
-            ours: ours_json(&ours),
-            writer_recipe: None,
-            divergence,
-        })
+        Ok(read_judged(file, &ours, &theirs))
     }
 
     fn processes(&self) -> (bool, u64) {
         (self.implementation.persistent(), self.implementation.processes())
+    }
+}
+
+/// What a reader's verdict on `file` came to beside ours.
+fn read_judged(file: Vec<u8>, ours: &Ours, theirs: &Verdict) -> Judged {
+    Judged {
+        divergence: classify(ours, theirs),
+        theirs: verdict_json(theirs),
+        ours: ours_json(ours),
+        writer_recipe: None,
+        file,
     }
 }
 
@@ -1044,14 +1048,7 @@ impl Judge for InProcessReading<'_> {
                 .unwrap_or_else(|| "a panic without a message".to_owned());
             Verdict::Crash(format!("panicked: {message}"))
         });
-        let divergence = classify(&ours, &theirs);
-        Ok(Judged {
-            file,
-            theirs: verdict_json(&theirs),
-            ours: ours_json(&ours),
-            writer_recipe: None,
-            divergence,
-        })
+        Ok(read_judged(file, &ours, &theirs))
     }
 
     fn processes(&self) -> (bool, u64) {

@@ -429,11 +429,10 @@ struct Job {
 fn compress_part(source: &dyn TensorSource, job: &Job, level: i32) -> Result<Compressed> {
     // Raw bytes a reader may read itself (plain dense data, no digest to check) go straight
     // into the part's buffer, instead of through the source's pieces and a copy.
-    let direct =
-        source.raw(job.index).filter(|r| job.role == ztensor_io::role::DATA && r.len == job.len);
-    let held: std::borrow::Cow<'_, [u8]> = match (in_memory(source, job.index, &job.role), direct) {
+    let raw = source.raw(job.index).filter(|_| job.role == ztensor_io::role::DATA);
+    let held: std::borrow::Cow<'_, [u8]> = match (raw.as_ref().and_then(in_place), raw) {
         (Some(bytes), _) => std::borrow::Cow::Borrowed(bytes),
-        (None, Some(range)) => {
+        (None, Some(range)) if range.len == job.len => {
             let mut bytes = ztensor_io::try_zeroed(range.len, "a part compressed ahead")
                 .map_err(|e| Error::io("compressing a part", e))?;
             range
@@ -442,7 +441,7 @@ fn compress_part(source: &dyn TensorSource, job: &Job, level: i32) -> Result<Com
                 .map_err(|e| Error::io("reading a part", e))?;
             std::borrow::Cow::Owned(bytes)
         }
-        (None, None) => {
+        (None, _) => {
             let mut bytes = ztensor_io::try_with_capacity(job.len, "a part compressed ahead")
                 .map_err(|e| Error::io("compressing a part", e))?;
             let longer = || {
@@ -920,10 +919,14 @@ pub(crate) fn write_with(
 /// The bytes of part `role` of object `index` when the source holds them raw in memory (a
 /// dense tensor without a digest to check, in a map or a buffer).
 fn in_memory<'s>(source: &'s dyn TensorSource, index: usize, role: &str) -> Option<&'s [u8]> {
-    if role != "data" {
+    if role != ztensor_io::role::DATA {
         return None;
     }
-    let raw = source.raw(index)?;
+    in_place(&source.raw(index)?)
+}
+
+/// The bytes of `raw` where they lie, when its source holds them in memory.
+fn in_place<'s>(raw: &ztensor_io::RawRange<'s>) -> Option<&'s [u8]> {
     let start = usize::try_from(raw.offset).ok()?;
     let end = start.checked_add(usize::try_from(raw.len).ok()?)?;
     raw.source.as_slice()?.get(start..end)
