@@ -194,6 +194,9 @@ fn one_shot(program: &str, args: &[String], file: &Path, timeout: Duration) -> R
     })
 }
 
+/// The least time a freshly started implementation gets to answer the probe file.
+const PROBE_PATIENCE: Duration = Duration::from_secs(15);
+
 /// A running `COMMAND --serve`.
 #[derive(Debug)]
 struct Server {
@@ -350,9 +353,11 @@ impl Implementation {
         let args: Vec<String> = words.collect();
         let mut this =
             Implementation { program, args, timeout, persistent: false, server: None, started: 0 };
-        // A short wait for the probe through --serve: an implementation that does not know the
-        // flag usually exits at once, or treats it as a file and answers once.
-        let patience = timeout.min(Duration::from_secs(5));
+        // The probe is answered by a process that has just started (an interpreter, a cold
+        // cache, a loaded CI machine): it gets at least `PROBE_PATIENCE`, whatever the per-file
+        // timeout. An implementation that does not know --serve usually exits at once, or
+        // treats it as a file and answers once, so the wait is rarely used in full.
+        let patience = timeout.max(PROBE_PATIENCE);
         if let Some(mut server) =
             serve.then(|| Server::start(&this.program, &this.args).ok()).flatten()
         {
@@ -364,7 +369,7 @@ impl Implementation {
                 return Ok(this);
             }
         }
-        match one_shot(&this.program, &this.args, probe, timeout) {
+        match one_shot(&this.program, &this.args, probe, patience) {
             Err(e) => bail!("cannot run {:?}: {e}", command),
             Ok(Verdict::Crash(why)) => bail!(
                 "{command:?} does not speak the reading protocol: given a valid file it printed \
@@ -372,7 +377,7 @@ impl Implementation {
             ),
             Ok(Verdict::Hang) => bail!(
                 "{command:?} gave no answer for a valid file within {} s",
-                timeout.as_secs_f64()
+                patience.as_secs_f64()
             ),
             Ok(_) => {
                 this.started = 1;
