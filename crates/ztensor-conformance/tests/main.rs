@@ -821,7 +821,9 @@ mod difffuzz {
                 "--seed",
                 &seed,
                 "--timeout",
-                "1",
+                // A process a file starts an interpreter each time: the crash gets room for
+                // that on a loaded machine; the hang is cut short.
+                if class == "hang" { "1" } else { "10" },
                 "--minimize-seconds",
                 "0",
                 "--process-per-file",
