@@ -765,8 +765,10 @@ mod difffuzz {
             "1200",
             "--seed",
             "0",
+            // Long enough that a file read on a loaded machine is not taken for the planted
+            // hang, short enough that each case of the hang is cut soon.
             "--timeout",
-            "1",
+            "3",
             "--minimize-seconds",
             "8",
             "--out",
