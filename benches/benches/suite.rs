@@ -169,16 +169,26 @@ fn in_turn<const N: usize>(run: usize, sides: [&mut dyn FnMut() -> Duration; N])
     let mut times = [Duration::ZERO; N];
     for k in 0..N {
         let i = (run + k) % N;
+        settle();
         times[i] = (sides[i])();
     }
     times
 }
 
+/// Writes back everything written so far (`sync`), so that a side does not start while the
+/// disk is still busy with what an earlier row or side left in the page cache: a row that
+/// follows the CLI repack (whose 1 GiB output is not synced) otherwise charged that write-back
+/// to whichever of its sides went first.
+fn settle() {
+    let _ = std::process::Command::new("sync").status();
+}
+
 /// Writes back and removes what an earlier side wrote at `path` before the next side's clock
-/// starts. Neither is the next side's work, yet it paid for them: creating the file over the
-/// old one freed its cached pages (about 0.45 s of a 0.7 s raw write of 1 GiB on the 2-core
-/// host), and the old file's write-back, still under way, held up its own writes (a raw +
-/// sha256 write took 1.1-2.3 s right after the ceiling's, 0.45 s otherwise).
+/// starts ([`settle`] has usually written it back already). Neither is the next side's work,
+/// yet it paid for them: creating the file over the old one freed its cached pages (about
+/// 0.45 s of a 0.7 s raw write of 1 GiB on the 2-core host), and the old file's write-back,
+/// still under way, held up its own writes (a raw + sha256 write took 1.1-2.3 s right after
+/// the ceiling's, 0.45 s otherwise).
 fn fresh(path: &Path) {
     if let Ok(file) = File::open(path) {
         let _ = file.sync_all();
