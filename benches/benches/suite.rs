@@ -163,8 +163,8 @@ fn time(f: impl FnOnce()) -> Duration {
 /// first each run, and gives their times in the order given. The sides share the machine's
 /// memory and disk: what one frees or leaves dirty, the next pays for or is spared (pages a
 /// virtual machine hands back to its host and takes again, write-back of the previous file).
-/// On the 2-core host, whichever side of the 1 GiB decode went first was 0.3-1.2 s slower than
-/// when it went second, in every run; a fixed order charged that to the same side each time.
+/// On the 2-core host, whichever side of the 1 GiB decode went first was slower in 9 runs of
+/// 10, by about half a second; a fixed order charged that to the same side each time.
 fn in_turn<const N: usize>(run: usize, sides: [&mut dyn FnMut() -> Duration; N]) -> [Duration; N] {
     let mut times = [Duration::ZERO; N];
     for k in 0..N {
