@@ -661,6 +661,19 @@ fn write_zstd_all(b: &Bench, r: &mut Row) {
     r.ceiling.push(ceiling);
 }
 
+/// Every object's data of the zTensor file at `path`, read (decoded) one after the other on
+/// this thread into owned buffers.
+fn each_owned(path: &Path) -> Vec<Vec<u8>> {
+    let reader = Reader::open(path).expect("open");
+    reader
+        .manifest()
+        .objects()
+        .map(|o| {
+            reader.component(o.name(), "data").and_then(|c| c.decoded()).expect("read").into_owned()
+        })
+        .collect()
+}
+
 fn read_owned_one(b: &Bench, r: &mut Row) {
     r.bytes = b.tensors.iter().map(|t| t.data.len() as u64).sum();
     (r.peer_name, r.ceiling_name) =
@@ -668,27 +681,9 @@ fn read_owned_one(b: &Bench, r: &mut Row) {
     let ranges = raw_ranges(b);
     let [ours, peer, ceiling] = in_turn(
         b.run,
-        [
-            &mut || {
-                time_keep(|| {
-                    let reader = Reader::open(b.path("raw.zt")).expect("open");
-                    let all: Vec<Vec<u8>> = reader
-                        .manifest()
-                        .objects()
-                        .map(|o| {
-                            reader
-                                .component(o.name(), "data")
-                                .and_then(|c| c.decoded())
-                                .expect("read")
-                                .into_owned()
-                        })
-                        .collect();
-                    all
-                })
-            },
-            &mut || st_copy(b),
-            &mut || pread_fresh(b, &ranges),
-        ],
+        [&mut || time_keep(|| each_owned(&b.path("raw.zt"))), &mut || st_copy(b), &mut || {
+            pread_fresh(b, &ranges)
+        }],
     );
     r.ours.push(ours);
     r.peer.push(peer);
@@ -888,26 +883,9 @@ fn decode_one(b: &Bench, r: &mut Row) {
     let frames = frames(b);
     let [ours, ceiling] = in_turn(
         b.run,
-        [
-            &mut || {
-                time_keep(|| {
-                    let reader = Reader::open(b.path("zstd.zt")).expect("open");
-                    let all: Vec<Vec<u8>> = reader
-                        .manifest()
-                        .objects()
-                        .map(|o| {
-                            reader
-                                .component(o.name(), "data")
-                                .and_then(|c| c.decoded())
-                                .expect("decode")
-                                .into_owned()
-                        })
-                        .collect();
-                    all
-                })
-            },
-            &mut || time_keep(|| decode_kernel(&frames, false)),
-        ],
+        [&mut || time_keep(|| each_owned(&b.path("zstd.zt"))), &mut || {
+            time_keep(|| decode_kernel(&frames, false))
+        }],
     );
     r.ours.push(ours);
     r.ceiling.push(ceiling);
