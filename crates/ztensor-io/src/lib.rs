@@ -117,9 +117,12 @@ pub use ztensor_format::role;
 ///
 /// Also here: how [`copy_object`] decides, so an engine that copies objects itself decides
 /// alike ([`copies_stored`](low_level::copies_stored),
-/// [`write_options_for`](low_level::write_options_for)).
+/// [`write_options_for`](low_level::write_options_for)). And what the writers do with bytes that
+/// are final, for another writer of the workspace to do alike
+/// ([`start_writeback`](low_level::start_writeback)).
 pub mod low_level {
     pub use crate::copy::{copies_stored, write_options_for};
+    pub use crate::writeback::start as start_writeback;
     pub use crate::writer::{BlobSlot, BlobWriter, PlacedBlob, Streaming};
 }
 

@@ -13,7 +13,7 @@ const WORTH_IT: u64 = 256 << 10;
 /// all of it, alone, at the end), and each thread that wrote pages submits them itself. Only a
 /// hint: where the system refuses, the final sync does the work.
 #[cfg(target_os = "linux")]
-pub(crate) fn start(file: &File, offset: u64, len: u64) {
+pub fn start(file: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     if len < WORTH_IT {
         return;
@@ -32,6 +32,6 @@ pub(crate) fn start(file: &File, offset: u64, len: u64) {
 
 /// Elsewhere the final sync does all the work.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn start(_file: &File, _offset: u64, _len: u64) {
+pub fn start(_file: &File, _offset: u64, _len: u64) {
     let _ = WORTH_IT;
 }

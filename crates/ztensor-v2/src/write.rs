@@ -42,11 +42,24 @@ pub trait Output: Read + Write + Seek {
     /// # Errors
     /// I/O errors.
     fn set_len(&mut self, len: u64) -> std::io::Result<()>;
+
+    /// Told that the `len` bytes at `offset` are written and stay as they are, so that they
+    /// can start on their way to the disk while the rest is written (the final sync then waits
+    /// for little more than the end). Only a hint: the default does nothing.
+    fn written(&mut self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 impl Output for std::fs::File {
     fn set_len(&mut self, len: u64) -> std::io::Result<()> {
         std::fs::File::set_len(self, len)
+    }
+
+    /// Starts write-back of the range without waiting for it (`sync_file_range` on Linux;
+    /// nothing elsewhere).
+    fn written(&mut self, offset: u64, len: u64) {
+        ztensor_io::low_level::start_writeback(self, offset, len);
     }
 }
 
@@ -295,7 +308,13 @@ struct Placer<'o> {
     blobs: usize,
     /// The zstd level parts are encoded at (`zt.zstd-seekable/1`), if they are.
     zstd: Option<i32>,
+    /// Where the bytes not yet handed to [`Output::written`] start.
+    unannounced: u64,
 }
+
+/// How many final bytes the writer gathers before it starts them on their way to the disk:
+/// one call per this many, not one per small part.
+const WRITEBACK_STEP: u64 = 8 << 20;
 
 impl Placer<'_> {
     fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -403,6 +422,11 @@ impl Placer<'_> {
         self.by_content.entry((len, hash)).or_default().push(offset);
         self.blobs += 1;
         self.cursor = offset + len;
+        // What lies before the cursor stays: a blob found again later is cut after it.
+        if self.cursor - self.unannounced >= WRITEBACK_STEP {
+            self.out.written(self.unannounced, self.cursor - self.unannounced);
+            self.unannounced = self.cursor;
+        }
         Ok(placed((offset, len)))
     }
 }
@@ -750,6 +774,7 @@ pub(crate) fn write_with(
         empty: None,
         blobs: 0,
         zstd: options.zstd,
+        unannounced: 0,
     };
     let mut summary = Summary::default();
     let text = |s: &str| Value::Text(s.to_owned());

@@ -425,3 +425,117 @@ fn parts_read_from_a_file_are_the_ones_from_memory() {
     assert!(from_file == from_memory, "the file's conversion differs from memory's");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An output that records the ranges the writer calls final ([`ztensor_v2::Output::written`])
+/// and every write and cut after them.
+struct Watched {
+    inner: Cursor<Vec<u8>>,
+    final_ranges: Vec<(u64, u64)>,
+    /// Writes or cuts that touched a range already called final.
+    broken: Vec<String>,
+}
+
+impl Watched {
+    fn final_end(&self) -> u64 {
+        self.final_ranges.last().map_or(0, |&(at, len)| at + len)
+    }
+}
+
+impl std::io::Read for Watched {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.inner.read(buf)
+    }
+}
+
+impl std::io::Write for Watched {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let at = self.inner.position();
+        if at < self.final_end() && !buf.is_empty() {
+            self.broken.push(format!("{} bytes written at {at}", buf.len()));
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl std::io::Seek for Watched {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.inner.seek(to)
+    }
+}
+
+impl ztensor_v2::Output for Watched {
+    fn set_len(&mut self, len: u64) -> std::io::Result<()> {
+        if len < self.final_end() {
+            self.broken.push(format!("cut to {len}"));
+        }
+        ztensor_v2::Output::set_len(&mut self.inner, len)
+    }
+
+    fn written(&mut self, offset: u64, len: u64) {
+        self.final_ranges.push((offset, len));
+    }
+}
+
+/// The ranges the writer starts on their way to the disk are final: nothing is written into
+/// them or cut from them afterwards (a blob found twice is cut after them), they follow one
+/// another from the start of the file in steps of at least 8 MiB, and reporting them changes no
+/// byte of the file.
+#[test]
+fn ranges_called_final_are_never_written_again() {
+    use ztensor_io::{WriteOptions as Zt1Options, Writer};
+    use ztensor_v2::WriteOptions;
+    let mut w = Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
+    let raw = Zt1Options::raw();
+    let f32s = ztensor_format::DType::F32;
+    // Bytes zstd cannot shrink much (a multiplicative hash of the index), so that compressed
+    // parts reach the step too.
+    let tensor = |seed: u32| -> Vec<u8> {
+        let mix =
+            |i: u32| (u64::from(i) ^ u64::from(seed) << 32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (0..1_500_000u32).flat_map(|i| mix(i).to_le_bytes()[4..].to_vec()).collect()
+    };
+    // 6 MB each: a range is called final after every second one. A copy of an earlier tensor
+    // is written, found the same and cut; small ones fall between.
+    for k in 0..6u8 {
+        w.add_dense(&format!("t{k}"), &[1_500_000], f32s, &tensor(u32::from(k) + 3), &raw).unwrap();
+        w.add_dense(&format!("t{k}.bias"), &[3], f32s, &[k; 12], &raw).unwrap();
+    }
+    w.add_dense("t2.copy", &[1_500_000], f32s, &tensor(5), &raw).unwrap();
+    let one = ztensor_io::Reader::new(w.finish().unwrap().0, &Default::default()).unwrap();
+    for options in [WriteOptions::default(), WriteOptions::default().zstd(Some(1))] {
+        let mut plain = Zt2Sink::to_output(Cursor::new(Vec::new())).with_options(options.clone());
+        plain.write_all(&one).unwrap();
+        let expected = plain.into_inner().unwrap().into_inner();
+        let watched = Watched {
+            inner: Cursor::new(Vec::new()),
+            final_ranges: Vec::new(),
+            broken: Vec::new(),
+        };
+        let mut sink = Zt2Sink::to_output(watched).with_options(options.clone());
+        sink.write_all(&one).unwrap();
+        let summary = sink.summary().unwrap().clone();
+        let watched = sink.into_inner().unwrap();
+        assert!(watched.broken.is_empty(), "{:?}", watched.broken);
+        assert!(watched.inner.get_ref() == &expected, "the bytes differ");
+        assert_eq!(summary.blobs, 12, "the copy shares t2's blob");
+        let ranges = &watched.final_ranges;
+        assert!(!ranges.is_empty());
+        assert_eq!(ranges[0].0, 0);
+        for pair in ranges.windows(2) {
+            assert_eq!(pair[0].0 + pair[0].1, pair[1].0, "{ranges:?}");
+        }
+        assert!(ranges.iter().all(|&(_, len)| len >= 8 << 20), "{ranges:?}");
+        // Everything before the manifest but the last step is called final.
+        let file = File::open(expected, ztensor_v2::MAX_MANIFEST).unwrap();
+        let m = file.manifest().unwrap();
+        let blobs_end =
+            m.objects.values().flat_map(|o| o.parts.values()).map(|p| p.blob.0 + p.blob.1);
+        let blobs_end = blobs_end.max().unwrap();
+        assert!(watched.final_end() <= blobs_end);
+        assert!(blobs_end - watched.final_end() < 8 << 20, "{ranges:?} of {blobs_end}");
+    }
+}
