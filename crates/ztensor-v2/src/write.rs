@@ -381,7 +381,7 @@ impl Placer<'_> {
     }
 
     /// Writes a part compressed ahead of its turn at the next boundary.
-    fn part_compressed(&mut self, part: Compressed) -> Result<Placed> {
+    fn part_compressed(&mut self, part: &Compressed) -> Result<Placed> {
         let offset = align(self.cursor)?;
         self.out.seek(SeekFrom::Start(offset)).map_err(Self::io("writing a blob"))?;
         let mut len = 0u64;
@@ -450,7 +450,12 @@ struct Job {
 }
 
 /// Compresses one part whole, its frames in parallel.
-fn compress_part(source: &dyn TensorSource, job: &Job, level: i32) -> Result<Compressed> {
+fn compress_part(
+    source: &dyn TensorSource,
+    job: &Job,
+    level: i32,
+    spare: &crate::seekable::Spare,
+) -> Result<Compressed> {
     // Raw bytes a reader may read itself (plain dense data, no digest to check) go straight
     // into the part's buffer, instead of through the source's pieces and a copy.
     let raw = source.raw(job.index).filter(|_| job.role == ztensor_io::role::DATA);
@@ -495,7 +500,7 @@ fn compress_part(source: &dyn TensorSource, job: &Job, level: i32) -> Result<Com
         held
     };
     let chunks: Vec<&[u8]> = bytes.chunks(crate::seekable::FRAME).collect();
-    let frames = crate::seekable::compress_frames(&chunks, level)?;
+    let frames = crate::seekable::compress_frames(&chunks, level, spare)?;
     // Frames of at most 1 MiB compress to well under 4 GiB.
     #[allow(clippy::cast_possible_truncation)]
     let sizes: Vec<(u32, u32)> = frames.iter().map(|(f, d)| (f.len() as u32, *d)).collect();
@@ -603,6 +608,8 @@ struct Ahead {
     /// The place in `order` of the next part the writer takes.
     next: usize,
     budget: std::sync::Arc<Budget>,
+    /// Frame buffers the writer has written, for the compressors' next frames.
+    spare: std::sync::Arc<crate::seekable::Spare>,
 }
 
 impl Ahead {
@@ -621,12 +628,18 @@ impl Ahead {
             limit,
         });
         let order = jobs.iter().map(|j| (j.index, j.role.clone(), j.len)).collect();
+        // The frames of the parts in flight and of the one being written: as many buffers as
+        // can be in use at once.
+        let frames = usize::try_from(limit / crate::seekable::FRAME as u64).unwrap_or(usize::MAX);
+        let most = frames.saturating_mul(2).saturating_add(rayon::current_num_threads());
+        let spare = std::sync::Arc::new(crate::seekable::Spare::new(most));
         let made = |done, order| Ahead {
             done,
             early: std::collections::BTreeMap::new(),
             order,
             next: 0,
             budget: budget.clone(),
+            spare: spare.clone(),
         };
         // A pool of its own: the writer waits for these parts, and had they been queued on
         // the caller's pool, a writer running on that pool's only (or every) worker would
@@ -638,7 +651,9 @@ impl Ahead {
         let (false, Ok(pool)) = (jobs.is_empty(), pool) else { return made(None, Vec::new()) };
         let (tx, rx) = crossbeam_channel::unbounded();
         let feeder = budget.clone();
+        let spare = spare.clone();
         scope.spawn(move || {
+            let spare = &*spare;
             // Parts are started from outside the pool (the feeder waits on the budget, no
             // worker does), first come first taken; each part's frames then go to whichever
             // workers are free.
@@ -650,7 +665,7 @@ impl Ahead {
                     let tx = tx.clone();
                     s.spawn(move |_| {
                         // The writer may have gone (an error): nothing to tell it.
-                        let _ = tx.send((seq, compress_part(source, &job, level)));
+                        let _ = tx.send((seq, compress_part(source, &job, level, spare)));
                     });
                 }
             });
@@ -679,6 +694,11 @@ impl Ahead {
         self.next += 1;
         self.budget.give(len);
         Some(compressed)
+    }
+
+    /// Hands back the buffers of a part once it is written.
+    fn written(&self, part: Compressed) {
+        self.spare.give(part.stream);
     }
 }
 
@@ -835,7 +855,12 @@ pub(crate) fn write_with(
                     // Raw bytes the source holds in memory (a map, a buffer) go out from where
                     // they lie, without a copy into pieces first.
                     None => match ahead.take(index, &p.role) {
-                        Some(compressed) => placer.part_compressed(compressed?)?,
+                        Some(compressed) => {
+                            let compressed = compressed?;
+                            let placed = placer.part_compressed(&compressed)?;
+                            ahead.written(compressed);
+                            placed
+                        }
                         None => match in_memory(source, index, &p.role) {
                             Some(bytes) => placer.part(p.bools, &mut |each| {
                                 bytes.chunks(PIECE).try_for_each(&mut *each)?;
