@@ -277,25 +277,33 @@ impl Encoder {
     pub fn push(&mut self, bytes: &[u8], out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
         let whole = Self::batch() * FRAME;
         let mut bytes = bytes;
-        // Bytes that complete the batch begun in `pending`.
         if !self.pending.is_empty() {
-            let fill = (whole - self.pending.len()).min(bytes.len());
+            // Bytes that complete the batch begun in `pending`.
+            let fill = whole.saturating_sub(self.pending.len()).min(bytes.len());
             self.pending.extend_from_slice(&bytes[..fill]);
             bytes = &bytes[fill..];
             if self.pending.len() < whole {
                 return Ok(());
             }
+            if self.pending.len() > whole {
+                // A batch is smaller than when `pending` began (this runs on fewer threads):
+                // the rest goes behind it, in order.
+                self.pending.extend_from_slice(bytes);
+                bytes = &[];
+            }
             let pending = std::mem::take(&mut self.pending);
-            let chunks: Vec<&[u8]> = pending.chunks(FRAME).collect();
-            self.compress(&chunks, out)?;
+            let done = pending.len() / whole * whole;
+            for batch in pending[..done].chunks(whole) {
+                self.compress(&batch.chunks(FRAME).collect::<Vec<_>>(), out)?;
+            }
             self.pending = pending;
-            self.pending.clear();
+            self.pending.drain(..done);
         }
-        // Whole batches straight from where they lie; the rest waits in `pending`.
+        // Whole batches straight from where they lie, one at a time; the rest waits in
+        // `pending`. Every batch starts at a multiple of FRAME from the start of the stream.
         let done = bytes.len() / whole * whole;
-        if done > 0 {
-            let chunks: Vec<&[u8]> = bytes[..done].chunks(FRAME).collect();
-            self.compress(&chunks, out)?;
+        for batch in bytes[..done].chunks(whole) {
+            self.compress(&batch.chunks(FRAME).collect::<Vec<_>>(), out)?;
         }
         self.pending.extend_from_slice(&bytes[done..]);
         Ok(())
@@ -534,6 +542,29 @@ mod tests {
                 let stream = pool.install(|| encode_in(sizes));
                 assert!(stream == whole, "{threads} threads, pieces of {sizes:?}");
             }
+        }
+        // Pushed from a pool of 3 threads (batches of 6 MiB), then of 1 (batches of 2 MiB):
+        // what waits from the first push is still written first.
+        let (three, one) = (
+            rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap(),
+            rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap(),
+        );
+        for first in [FRAME / 2, 5 * FRAME - 1] {
+            let mut stream = Vec::new();
+            let mut keep = |b: &[u8]| {
+                stream.extend_from_slice(b);
+                Ok(())
+            };
+            let mut e = Encoder::new(3);
+            three.install(|| e.push(&data[..first], &mut keep)).unwrap();
+            assert!(!e.pending.is_empty(), "nothing compressed yet");
+            one.install(|| {
+                e.push(&data[first..first + 10], &mut keep)?;
+                e.push(&data[first + 10..], &mut keep)?;
+                e.finish(&mut keep)
+            })
+            .unwrap();
+            assert!(stream == whole, "{first} bytes first");
         }
     }
 
