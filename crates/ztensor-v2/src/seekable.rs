@@ -237,17 +237,16 @@ pub fn decode_into(
 /// reference writes them), then the seek table.
 #[derive(Debug)]
 pub struct Encoder {
-    level: i32,
     pending: Vec<u8>,
     frames: Vec<(u32, u32)>,
-    /// The buffers of frames already handed over, for the next batch.
+    /// The level, the compressors and the buffers of frames already handed over.
     spare: Spare,
 }
 
 impl Encoder {
     /// An encoder at zstd `level`.
     pub fn new(level: i32) -> Encoder {
-        Encoder { level, pending: Vec::new(), frames: Vec::new(), spare: Spare::new(Self::batch()) }
+        Encoder { pending: Vec::new(), frames: Vec::new(), spare: Spare::new(level, Self::batch()) }
     }
 
     /// How many whole frames are compressed together (and so held at once).
@@ -260,7 +259,7 @@ impl Encoder {
         chunks: &[&[u8]],
         out: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
-        for (frame, decoded) in compress_frames(chunks, self.level, &self.spare)? {
+        for (frame, decoded) in compress_frames(chunks, &self.spare)? {
             // Frames of at most 1 MiB compress to well under 4 GiB.
             #[allow(clippy::cast_possible_truncation)]
             self.frames.push((frame.len() as u32, decoded));
@@ -277,19 +276,15 @@ impl Encoder {
     pub fn push(&mut self, bytes: &[u8], out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
         let whole = Self::batch() * FRAME;
         let mut bytes = bytes;
-        if !self.pending.is_empty() {
-            // Bytes that complete the batch begun in `pending`.
+        // First the batch begun in `pending`, completed from `bytes`. `pending` holds more than
+        // a batch only when a batch has become smaller since it began (this runs on fewer
+        // threads): its whole batches go, and what is left is completed in turn.
+        while !self.pending.is_empty() {
             let fill = whole.saturating_sub(self.pending.len()).min(bytes.len());
             self.pending.extend_from_slice(&bytes[..fill]);
             bytes = &bytes[fill..];
             if self.pending.len() < whole {
                 return Ok(());
-            }
-            if self.pending.len() > whole {
-                // A batch is smaller than when `pending` began (this runs on fewer threads):
-                // the rest goes behind it, in order.
-                self.pending.extend_from_slice(bytes);
-                bytes = &[];
             }
             let pending = std::mem::take(&mut self.pending);
             let done = pending.len() / whole * whole;
@@ -299,7 +294,7 @@ impl Encoder {
             self.pending = pending;
             self.pending.drain(..done);
         }
-        // Whole batches straight from where they lie, one at a time; the rest waits in
+        // Then whole batches straight from where they lie, one at a time; the rest waits in
         // `pending`. Every batch starts at a multiple of FRAME from the start of the stream.
         let done = bytes.len() / whole * whole;
         for batch in bytes[..done].chunks(whole) {
@@ -321,23 +316,21 @@ impl Encoder {
     }
 }
 
-/// Each of `chunks` (at most [`FRAME`] bytes) compressed at `level` into one frame with a
-/// checksum and no content size, in parallel (one compressor a worker, reused), with its
-/// decoded size.
+/// Each of `chunks` (at most [`FRAME`] bytes) compressed into one frame with a checksum and no
+/// content size, in parallel, with its decoded size; at `spare`'s level, with its compressors
+/// and buffers.
 ///
 /// # Errors
 /// Compression errors.
-pub(crate) fn compress_frames(
-    chunks: &[&[u8]],
-    level: i32,
-    spare: &Spare,
-) -> Result<Vec<(Vec<u8>, u32)>> {
+pub(crate) fn compress_frames(chunks: &[&[u8]], spare: &Spare) -> Result<Vec<(Vec<u8>, u32)>> {
     let frames: Vec<std::io::Result<(Vec<u8>, u32)>> = chunks
         .par_iter()
         .map(|&chunk| {
-            let mut frame = spare.take();
-            frame.reserve(zstd::zstd_safe::compress_bound(chunk.len()));
-            with_compressor(level, |c| c.compress_to_buffer(chunk, &mut frame))?;
+            let mut frame = spare.buffer(chunk.len());
+            let mut compressor = spare.compressor()?;
+            let done = compressor.compress_to_buffer(chunk, &mut frame);
+            spare.keep_compressor(compressor);
+            done?;
             // A chunk is at most FRAME (1 MiB) bytes.
             #[allow(clippy::cast_possible_truncation)]
             Ok((frame, chunk.len() as u32))
@@ -346,40 +339,64 @@ pub(crate) fn compress_frames(
     frames.into_iter().map(|f| f.map_err(|e| Error::io("compressing a frame", e))).collect()
 }
 
-/// Buffers of frames already written, handed back for the next frames to be compressed into.
-/// A frame compressed into a new buffer each time wrote into fresh pages: the allocator hands
-/// blocks of a megabyte back to the system once they are freed, and takes new ones for the next
-/// (about 50,000 page faults in a 1 GiB write). Holds at most `most` buffers, each of a whole
-/// frame's bound: never more than were in use at once before they came back.
+/// What one write keeps between its frames: compressors (a new one per part and per split of
+/// the work zeroed its tables in fresh pages each time) and the buffers of frames already
+/// written, handed back (a frame compressed into a new buffer each time wrote into fresh pages:
+/// the allocator hands blocks of a megabyte back to the system once they are freed, and takes
+/// new ones for the next; together about 50,000 page faults in a 1 GiB write). Both go with the
+/// write: nothing stays with the threads that ran it.
+///
+/// Holds at most as many compressors as ran at once, and at most `most` buffers, each of a
+/// whole frame's bound; only whole frames are compressed into kept buffers, so a part of a few
+/// bytes does not hold a megabyte while it waits for its turn. A frame depends only on its
+/// bytes and the parameters, never on what its compressor did before (`ZSTD_compress2` starts
+/// a new frame each call).
 pub(crate) struct Spare {
-    kept: std::sync::Mutex<Vec<Vec<u8>>>,
+    level: i32,
+    compressors: std::sync::Mutex<Vec<zstd::bulk::Compressor<'static>>>,
+    buffers: std::sync::Mutex<Vec<Vec<u8>>>,
     most: usize,
 }
 
 impl std::fmt::Debug for Spare {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kept = self.kept.lock().map_or(0, |k| k.len());
-        f.debug_struct("Spare").field("kept", &kept).field("most", &self.most).finish()
+        let buffers = self.buffers.lock().map_or(0, |k| k.len());
+        let compressors = self.compressors.lock().map_or(0, |k| k.len());
+        f.debug_struct("Spare")
+            .field("level", &self.level)
+            .field("compressors", &compressors)
+            .field("buffers", &buffers)
+            .field("most", &self.most)
+            .finish()
     }
 }
 
 impl Spare {
-    /// Keeps at most `most` buffers.
-    pub(crate) fn new(most: usize) -> Spare {
-        Spare { kept: std::sync::Mutex::new(Vec::new()), most }
+    /// Compresses at zstd `level`; keeps at most `most` buffers.
+    pub(crate) fn new(level: i32, most: usize) -> Spare {
+        Spare {
+            level,
+            compressors: std::sync::Mutex::new(Vec::new()),
+            buffers: std::sync::Mutex::new(Vec::new()),
+            most,
+        }
     }
 
-    /// A kept buffer, emptied, or a new one.
-    fn take(&self) -> Vec<u8> {
-        let kept = self.kept.lock().ok().and_then(|mut k| k.pop());
+    /// A buffer for the frame of a chunk of `len` bytes: a kept one for a whole frame, else a
+    /// new one of the chunk's bound.
+    fn buffer(&self, len: usize) -> Vec<u8> {
+        let bound = zstd::zstd_safe::compress_bound(len);
+        let kept =
+            if len == FRAME { self.buffers.lock().ok().and_then(|mut k| k.pop()) } else { None };
         let mut buffer = kept.unwrap_or_default();
         buffer.clear();
+        buffer.reserve(bound);
         buffer
     }
 
     /// Keeps those of `buffers` that hold a whole frame, while there is room.
     pub(crate) fn give(&self, buffers: impl IntoIterator<Item = Vec<u8>>) {
-        let Ok(mut kept) = self.kept.lock() else { return };
+        let Ok(mut kept) = self.buffers.lock() else { return };
         let whole = zstd::zstd_safe::compress_bound(FRAME);
         for buffer in buffers {
             if kept.len() >= self.most {
@@ -390,41 +407,23 @@ impl Spare {
             }
         }
     }
-}
 
-fn compressor(level: i32) -> std::io::Result<zstd::bulk::Compressor<'static>> {
-    let mut c = zstd::bulk::Compressor::new(level)?;
-    c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
-    c.set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(false))?;
-    Ok(c)
-}
-
-/// Runs `f` with this thread's compressor for `level` (checksum on, content size off), made on
-/// first use and kept. One made per part and per split of the work zeroed its tables in fresh
-/// pages each time: most of the page faults of a 1 GiB write. A frame depends only on its bytes
-/// and the parameters, never on what the compressor did before.
-fn with_compressor<T>(
-    level: i32,
-    f: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> std::io::Result<T>,
-) -> std::io::Result<T> {
-    thread_local! {
-        static KEPT: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
-            const { std::cell::RefCell::new(None) };
-    }
-    KEPT.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut kept) => {
-            if kept.as_ref().is_none_or(|(l, _)| *l != level) {
-                *kept = Some((level, compressor(level)?));
-            }
-            match kept.as_mut() {
-                Some((_, c)) => f(c),
-                None => f(&mut compressor(level)?),
-            }
+    /// A kept compressor, or a new one (checksum on, content size off).
+    fn compressor(&self) -> std::io::Result<zstd::bulk::Compressor<'static>> {
+        if let Some(c) = self.compressors.lock().ok().and_then(|mut k| k.pop()) {
+            return Ok(c);
         }
-        // In use further up this thread's stack (a compression that waits for other work):
-        // one of its own.
-        Err(_) => f(&mut compressor(level)?),
-    })
+        let mut c = zstd::bulk::Compressor::new(self.level)?;
+        c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
+        c.set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(false))?;
+        Ok(c)
+    }
+
+    fn keep_compressor(&self, c: zstd::bulk::Compressor<'static>) {
+        if let Ok(mut kept) = self.compressors.lock() {
+            kept.push(c);
+        }
+    }
 }
 
 /// The seek table of a stream of `frames` (stored and decoded sizes), without checksums.
@@ -568,22 +567,57 @@ mod tests {
         }
     }
 
-    /// Only buffers that hold a whole frame are kept, at most as many as asked; a buffer taken
-    /// is empty.
+    /// Only buffers that hold a whole frame are kept, at most as many as asked; a kept buffer
+    /// goes only to a whole frame, emptied; a shorter chunk gets a buffer of its own bound.
     #[test]
     fn spare_buffers_are_bounded() {
-        let spare = Spare::new(2);
+        let spare = Spare::new(3, 2);
         let whole = zstd::zstd_safe::compress_bound(FRAME);
         let mut used = Vec::with_capacity(whole);
         used.extend_from_slice(b"frame");
         spare.give([Vec::with_capacity(10), used, Vec::with_capacity(whole)]);
         spare.give([Vec::with_capacity(whole)]);
-        assert_eq!(spare.kept.lock().unwrap().len(), 2);
+        assert_eq!(spare.buffers.lock().unwrap().len(), 2);
+        let small = spare.buffer(12);
+        assert!(small.capacity() < 1024, "{}", small.capacity());
+        assert_eq!(spare.buffers.lock().unwrap().len(), 2, "a short chunk takes none");
         for _ in 0..2 {
-            let b = spare.take();
+            let b = spare.buffer(FRAME);
             assert!(b.is_empty() && b.capacity() >= whole);
         }
-        assert_eq!(spare.take().capacity(), 0, "a new one once none is kept");
+        assert_eq!(spare.buffers.lock().unwrap().len(), 0);
+        assert!(spare.buffer(FRAME).capacity() >= whole, "a new one once none is kept");
+    }
+
+    /// A frame from a compressor that has already made others (of other bytes, whole and short)
+    /// is the frame a new compressor makes, at the fast levels and at those that search harder
+    /// (7: the row matcher; 19: the optimal parser).
+    #[test]
+    fn kept_compressors_make_the_frames_new_ones_make() {
+        let bytes = |seed: u64, n: usize| -> Vec<u8> {
+            (0..n as u64)
+                .map(|i| ((i.wrapping_mul(seed) >> 7) ^ (i / 3)).to_le_bytes()[0])
+                .collect()
+        };
+        let (a, b, c) = (bytes(0x9e37, 150_000), bytes(0x51ed, 150_000), bytes(7, 40_000));
+        for level in [1, 3, 7, 19] {
+            let fresh = |chunk: &[u8]| {
+                let mut z = zstd::bulk::Compressor::new(level).unwrap();
+                z.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
+                z.set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(false)).unwrap();
+                z.compress(chunk).unwrap()
+            };
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+            let spare = Spare::new(level, 4);
+            pool.install(|| {
+                compress_frames(&[&a[..], &c[..]], &spare).unwrap();
+                let again = compress_frames(&[&b[..], &c[..], &a[..]], &spare).unwrap();
+                assert_eq!(spare.compressors.lock().unwrap().len(), 1, "one kept, reused");
+                for (made, chunk) in again.iter().zip([&b, &c, &a]) {
+                    assert!(made.0 == fresh(chunk), "level {level}");
+                }
+            });
+        }
     }
 
     /// The layout the reference writer gives a 3,000,000-byte input: three frames of 1 MiB, 1 MiB

@@ -422,10 +422,14 @@ impl Placer<'_> {
         self.by_content.entry((len, hash)).or_default().push(offset);
         self.blobs += 1;
         self.cursor = offset + len;
-        // What lies before the cursor stays: a blob found again later is cut after it.
-        if self.cursor - self.unannounced >= WRITEBACK_STEP {
-            self.out.written(self.unannounced, self.cursor - self.unannounced);
-            self.unannounced = self.cursor;
+        // What lies before the cursor stays: a blob found again later is cut after it. The
+        // range ends on a boundary of 64 KiB (a multiple of any page size), so that such a cut
+        // never falls inside a page already on its way to the disk (which the kernel would
+        // wait for, then write again).
+        let end = self.cursor / CANONICAL_ALIGNMENT * CANONICAL_ALIGNMENT;
+        if end.saturating_sub(self.unannounced) >= WRITEBACK_STEP {
+            self.out.written(self.unannounced, end - self.unannounced);
+            self.unannounced = end;
         }
         Ok(placed((offset, len)))
     }
@@ -453,7 +457,6 @@ struct Job {
 fn compress_part(
     source: &dyn TensorSource,
     job: &Job,
-    level: i32,
     spare: &crate::seekable::Spare,
 ) -> Result<Compressed> {
     // Raw bytes a reader may read itself (plain dense data, no digest to check) go straight
@@ -500,7 +503,7 @@ fn compress_part(
         held
     };
     let chunks: Vec<&[u8]> = bytes.chunks(crate::seekable::FRAME).collect();
-    let frames = crate::seekable::compress_frames(&chunks, level, spare)?;
+    let frames = crate::seekable::compress_frames(&chunks, spare)?;
     // Frames of at most 1 MiB compress to well under 4 GiB.
     #[allow(clippy::cast_possible_truncation)]
     let sizes: Vec<(u32, u32)> = frames.iter().map(|(f, d)| (f.len() as u32, *d)).collect();
@@ -632,7 +635,7 @@ impl Ahead {
         // can be in use at once.
         let frames = usize::try_from(limit / crate::seekable::FRAME as u64).unwrap_or(usize::MAX);
         let most = frames.saturating_mul(2).saturating_add(rayon::current_num_threads());
-        let spare = std::sync::Arc::new(crate::seekable::Spare::new(most));
+        let spare = std::sync::Arc::new(crate::seekable::Spare::new(level, most));
         let made = |done, order| Ahead {
             done,
             early: std::collections::BTreeMap::new(),
@@ -665,7 +668,7 @@ impl Ahead {
                     let tx = tx.clone();
                     s.spawn(move |_| {
                         // The writer may have gone (an error): nothing to tell it.
-                        let _ = tx.send((seq, compress_part(source, &job, level, spare)));
+                        let _ = tx.send((seq, compress_part(source, &job, spare)));
                     });
                 }
             });
@@ -847,7 +850,7 @@ pub(crate) fn write_with(
                             read_error(&name, ztensor_io::Error::failed(&missing))
                         })?;
                         placer.part(p.bools, &mut |each| {
-                            bytes.chunks(PIECE).try_for_each(&mut *each)?;
+                            bytes.chunks(piece_of(bytes, p.bools)).try_for_each(&mut *each)?;
                             // An empty part is one empty piece.
                             if bytes.is_empty() { each(&[]) } else { Ok(()) }
                         })?
@@ -863,7 +866,7 @@ pub(crate) fn write_with(
                         }
                         None => match in_memory(source, index, &p.role) {
                             Some(bytes) => placer.part(p.bools, &mut |each| {
-                                bytes.chunks(PIECE).try_for_each(&mut *each)?;
+                                bytes.chunks(piece_of(bytes, p.bools)).try_for_each(&mut *each)?;
                                 if bytes.is_empty() { each(&[]) } else { Ok(()) }
                             })?,
                             None => placer.part(p.bools, &mut |each| {
@@ -964,6 +967,13 @@ pub(crate) fn write_with(
     summary.blobs = placer.blobs + usize::from(placer.empty.is_some());
     summary.len = end;
     Ok((summary, objects))
+}
+
+/// The pieces a part held in memory is handed over in: bool bytes in [`PIECE`]s (each is
+/// copied as 0 or 1 first), other bytes in one piece (the encoder compresses whole batches of
+/// frames where they lie; in pieces smaller than a batch, every byte was copied into it first).
+fn piece_of(bytes: &[u8], bools: bool) -> usize {
+    if bools { PIECE } else { bytes.len().max(1) }
 }
 
 /// The bytes of part `role` of object `index` when the source holds them raw in memory (a
