@@ -254,6 +254,12 @@ impl Encoder {
         rayon::current_num_threads().max(1) * 2
     }
 
+    /// How many bytes a batch holds, on this thread's pool: pieces of this size are
+    /// compressed where they lie, never copied into the encoder.
+    pub(crate) fn batch_len() -> usize {
+        Self::batch() * FRAME
+    }
+
     fn compress(
         &mut self,
         chunks: &[&[u8]],
