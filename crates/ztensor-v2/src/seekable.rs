@@ -280,7 +280,7 @@ impl Encoder {
     /// # Errors
     /// Compression errors, `out`'s errors.
     pub fn push(&mut self, bytes: &[u8], out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        let whole = Self::batch() * FRAME;
+        let whole = Self::batch_len();
         let mut bytes = bytes;
         // First the batch begun in `pending`, completed from `bytes`. `pending` holds more than
         // a batch only when a batch has become smaller since it began (this runs on fewer
@@ -293,21 +293,30 @@ impl Encoder {
                 return Ok(());
             }
             let pending = std::mem::take(&mut self.pending);
-            let done = pending.len() / whole * whole;
-            for batch in pending[..done].chunks(whole) {
-                self.compress(&batch.chunks(FRAME).collect::<Vec<_>>(), out)?;
-            }
+            let done = self.batches(&pending, whole, out)?;
             self.pending = pending;
             self.pending.drain(..done);
         }
-        // Then whole batches straight from where they lie, one at a time; the rest waits in
-        // `pending`. Every batch starts at a multiple of FRAME from the start of the stream.
+        // Then whole batches straight from where they lie; the rest waits in `pending`.
+        let done = self.batches(bytes, whole, out)?;
+        self.pending.extend_from_slice(&bytes[done..]);
+        Ok(())
+    }
+
+    /// Compresses the whole batches (of `whole` bytes) at the start of `bytes`, one at a time,
+    /// and says how many bytes they held. Every batch starts at a multiple of FRAME from the
+    /// start of the stream.
+    fn batches(
+        &mut self,
+        bytes: &[u8],
+        whole: usize,
+        out: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<usize> {
         let done = bytes.len() / whole * whole;
         for batch in bytes[..done].chunks(whole) {
             self.compress(&batch.chunks(FRAME).collect::<Vec<_>>(), out)?;
         }
-        self.pending.extend_from_slice(&bytes[done..]);
-        Ok(())
+        Ok(done)
     }
 
     /// Compresses what is left and hands over the seek table.

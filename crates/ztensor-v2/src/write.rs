@@ -611,7 +611,8 @@ struct Ahead {
     /// The place in `order` of the next part the writer takes.
     next: usize,
     budget: std::sync::Arc<Budget>,
-    /// Frame buffers the writer has written, for the compressors' next frames.
+    /// The compressors of the parts, and the frame buffers the writer has written for their
+    /// next frames.
     spare: std::sync::Arc<crate::seekable::Spare>,
 }
 
@@ -700,7 +701,7 @@ impl Ahead {
     }
 
     /// Hands back the buffers of a part once it is written.
-    fn written(&self, part: Compressed) {
+    fn give_back(&self, part: Compressed) {
         self.spare.give(part.stream);
     }
 }
@@ -862,7 +863,7 @@ pub(crate) fn write_with(
                         Some(compressed) => {
                             let compressed = compressed?;
                             let placed = placer.part_compressed(&compressed)?;
-                            ahead.written(compressed);
+                            ahead.give_back(compressed);
                             placed
                         }
                         None => match in_memory(source, index, &p.role) {
