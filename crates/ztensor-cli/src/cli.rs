@@ -54,6 +54,11 @@ pub(crate) struct Cli {
     /// (`83.1 MB`, decimal, as disks count).
     #[arg(long, global = true)]
     pub(crate) bytes: bool,
+    /// The most bytes an input given as `-` may hold, e.g. 512M or 64G: standard input is
+    /// copied to a private temporary file first, and a longer one is refused (default: the
+    /// machine's physical memory).
+    #[arg(long, global = true, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
+    pub(crate) max_input: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         eprintln!(
             "ztensor: note: {} is locked by another process that is not appending to it; read it \
              as it stands without waiting (more than {} s)",
-            cmd::text::shown(&path.display().to_string()),
+            cmd::stdin::shown(&path),
             ztensor_io::READER_PATIENCE.as_secs()
         );
     }
@@ -74,7 +74,8 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             let code = if err.downcast_ref::<Rejected>().is_some() { 1 } else { 2 };
-            eprintln!("ztensor: {}", cmd::text::shown_message(&format!("{err:#}")));
+            let message = format!("{err:#}");
+            eprintln!("ztensor: {}", cmd::stdin::unspooled(&cmd::text::shown_message(&message)));
             ExitCode::from(code)
         }
     }
@@ -164,9 +165,11 @@ fn unit_from_environment() -> Result<usize> {
 
 /// Spools standard input for the command's input given as `-` (every reading command; not the
 /// inputs a plan records for later, nor files changed in place).
-fn spool_inputs(command: &mut Command) -> Result<Option<cmd::stdin::Spooled>> {
+fn spool_inputs(command: &mut Command, max: u64) -> Result<Option<cmd::stdin::Spooled>> {
     let mut spool = None;
-    let resolve = cmd::stdin::resolve;
+    let resolve = |path: &mut std::path::PathBuf, spool: &mut Option<cmd::stdin::Spooled>| {
+        cmd::stdin::resolve(path, spool, max)
+    };
     match command {
         Command::Info { file, .. }
         | Command::Ls { file, .. }
@@ -195,7 +198,8 @@ fn spool_inputs(command: &mut Command) -> Result<Option<cmd::stdin::Spooled>> {
 
 fn run(mut cli: Cli) -> Result<ExitCode> {
     cmd::text::set_exact(cli.bytes);
-    let _spooled = spool_inputs(&mut cli.command)?;
+    let max_input = cli.max_input.unwrap_or_else(cmd::stdin::default_max);
+    let _spooled = spool_inputs(&mut cli.command, max_input)?;
     // Line by line to a terminal, in blocks to a pipe or file: a listing of a million objects
     // is otherwise a million writes.
     let stdout = std::io::stdout().lock();
@@ -266,7 +270,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 if files.len() == 1 {
                     writeln!(out, "{id}")?;
                 } else {
-                    writeln!(out, "{id}  {}", cmd::text::shown(&file.display().to_string()))?;
+                    writeln!(out, "{id}  {}", cmd::stdin::shown(file))?;
                 }
             }
             ExitCode::SUCCESS
@@ -521,8 +525,8 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                     out,
                     "appended {} from {} to {} (file now {})",
                     cmd::text::plural(count, "object"),
-                    from.display(),
-                    target.display(),
+                    cmd::stdin::shown(&from),
+                    cmd::stdin::shown(&target),
                     cmd::text::size(len)
                 )?;
             }

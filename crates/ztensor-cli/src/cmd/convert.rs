@@ -461,7 +461,7 @@ pub fn source_info(
             tensors: Tensors<'a, 'a>,
         }
         let report = Report {
-            file: path.display().to_string(),
+            file: super::stdin::name(path),
             format,
             description: source.format_name(),
             attributes: attributes.as_deref().map(|a| ztensor_dump::JsonOf(a.root())),
@@ -472,7 +472,7 @@ pub fn source_info(
         return Ok(());
     }
     use super::text::{count, shown, size, size_cell};
-    writeln!(out, "file:       {}", shown(&path.display().to_string()))?;
+    writeln!(out, "file:       {}", super::stdin::shown(path))?;
     writeln!(out, "format:     {}", shown(&source.format_name()))?;
     writeln!(out, "tensors:    {}", order.len())?;
     super::text::attribute_lines(out, "attributes:", attributes.as_deref(), full)?;
@@ -633,7 +633,7 @@ pub fn foreign_verify(
     let sound = problems.is_empty();
     if json {
         let report = serde_json::json!({
-            "file": path.display().to_string(),
+            "file": super::stdin::name(path),
             "format": source.format_name(),
             "sound": sound,
             "objects": verdicts.len(),
@@ -650,12 +650,12 @@ pub fn foreign_verify(
         let tensors = super::text::plural(verdicts.len(), "tensor");
         let bytes = format!("{} decoded", super::text::size(decoded));
         if sound {
-            writeln!(out, "{}: sound ({kind}: {tensors}, {bytes})", path.display())?;
+            writeln!(out, "{}: sound ({kind}: {tensors}, {bytes})", super::stdin::shown(path))?;
         } else {
             writeln!(
                 out,
                 "{}: {} ({kind}: {tensors}, {bytes})",
-                path.display(),
+                super::stdin::shown(path),
                 super::text::plural(problems.len(), "problem")
             )?;
         }

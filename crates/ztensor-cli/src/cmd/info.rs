@@ -25,7 +25,7 @@ pub fn print<S: ReadAt>(
         (None, v) => v.to_string(),
     };
     let location = m.location();
-    writeln!(out, "file:       {}", super::text::shown(&path.display().to_string()))?;
+    writeln!(out, "file:       {}", super::stdin::shown(path))?;
     writeln!(out, "version:    {version}")?;
     writeln!(out, "objects:    {}", m.len())?;
     writeln!(out, "manifest:   {} at offset {}", size(location.len), location.offset)?;
@@ -232,7 +232,7 @@ pub fn write_json<S: ReadAt>(
     objects.sort_by(|a, b| a.name().cmp(b.name()));
     let location = m.location();
     let report = Report {
-        file: path.display().to_string(),
+        file: super::stdin::name(path),
         format: ztensor_registry::Kind::Zt.format().id,
         version: manifest.version.to_string(),
         version_string: manifest.version_string.as_deref(),
@@ -260,7 +260,7 @@ pub fn verify(
         Ok(r) => r,
         Err(e) if json && e.rule().is_some() => {
             let report = serde_json::json!({
-                "file": file.display().to_string(),
+                "file": super::stdin::name(file),
                 "sound": false,
                 "objects": null,
                 "problems": [e.to_string()],
@@ -319,7 +319,7 @@ pub fn verify(
     };
     if json {
         let report = serde_json::json!({
-            "file": file.display().to_string(),
+            "file": super::stdin::name(file),
             "sound": problems.is_empty(),
             "objects": n,
             "decoded": decoded,
@@ -343,9 +343,10 @@ pub fn verify(
         unverifiable.len()
     );
     if problems.is_empty() {
-        writeln!(out, "{}: sound ({summary})", file.display())?;
+        writeln!(out, "{}: sound ({summary})", super::stdin::shown(file))?;
     } else {
-        writeln!(out, "{}: {} problem(s) ({summary})", file.display(), problems.len())?;
+        let file = super::stdin::shown(file);
+        writeln!(out, "{file}: {} problem(s) ({summary})", problems.len())?;
     }
     Ok(code)
 }

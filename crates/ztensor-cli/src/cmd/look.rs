@@ -413,8 +413,8 @@ pub fn diff(
         let changed: Vec<_> =
             changed.iter().map(|(n, w)| serde_json::json!({"name": n, "changes": w})).collect();
         let report = serde_json::json!({
-            "a": a_path.display().to_string(),
-            "b": b_path.display().to_string(),
+            "a": super::stdin::name(a_path),
+            "b": super::stdin::name(b_path),
             "added": added,
             "removed": removed,
             "changed": changed,

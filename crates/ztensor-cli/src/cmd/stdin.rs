@@ -1,33 +1,67 @@
 //! `-` as an input: standard input copied to a temporary file first, so that every reader (all
 //! of which seek: manifests and indexes lie at the end, tensors anywhere) reads it as a file.
+//!
+//! The copy (the spool) lives alone in a directory of its own, made fresh for the run with an
+//! unpredictable name and mode 0700 in the temporary directory (`TMPDIR`), so nobody else can
+//! put a file beside it or read it. It holds at most `--max-input` bytes (by default the
+//! machine's physical memory, see [`default_max`]), and is removed with its directory on every
+//! exit the process sees: success, error, SIGINT, SIGTERM, SIGHUP. A SIGKILL leaves the
+//! directory behind (`ztensor-stdin-XXXXXX`, readable by this user only); no later run removes
+//! it, as none removes files it did not make.
+//!
+//! The spool stays linked while it is read: readers reopen inputs by path (to detect their
+//! format, take a read lock, look for an append's journal beside them), which an unlinked file
+//! reached through `/proc/self/fd` would serve on Linux only, and under a name that is no file.
+//!
+//! Messages name it `<stdin>` ([`STDIN`], [`unspooled`]), never the temporary path.
 
+use std::borrow::Cow;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use anyhow::{Context, Result, bail};
 
-/// The spool of this process, for the signal handler to remove.
+/// How messages name standard input.
+pub const STDIN: &str = "<stdin>";
+
+/// The spool's directory while it exists, for the signal handler to remove.
 static SPOOL: Mutex<Option<PathBuf>> = Mutex::new(None);
 
-/// Standard input, spooled; the file is removed when this is dropped (or on a signal).
+/// The spool's path, once made (standard input is read once per process): messages printed
+/// after it is removed still name it [`STDIN`].
+static SPOOLED: OnceLock<PathBuf> = OnceLock::new();
+
+/// Standard input, spooled; the file and its directory are removed when this is dropped (or on
+/// a signal).
 #[derive(Debug)]
 pub struct Spooled {
-    path: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Spooled {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        // The directory (and the spool in it) is removed as `dir` drops, next.
         if let Ok(mut spool) = SPOOL.lock() {
             spool.take();
         }
     }
 }
 
+/// The most bytes standard input may hold when `--max-input` is not given: the machine's
+/// physical memory (at least 1 GiB; 16 GiB where the platform does not say). The temporary
+/// directory is often in memory (tmpfs), where a larger spool could not fit, and a checkpoint
+/// larger than memory piped in is rare enough to ask for the flag.
+pub fn default_max() -> u64 {
+    ztensor_io::physical_memory().unwrap_or(16 << 30).max(1 << 30)
+}
+
 /// Replaces `path` by a spool of standard input when it is `-`, the spool being kept in
-/// `spool`. Standard input can be read once: a second `-` is a usage error, and so is a
-/// terminal (nothing was piped in).
-pub fn resolve(path: &mut PathBuf, spool: &mut Option<Spooled>) -> Result<()> {
+/// `spool`; standard input longer than `max` bytes is refused. Standard input can be read
+/// once: a second `-` is a usage error, and so is a terminal (nothing was piped in). A zTensor
+/// 2 root listing shards is refused: its shards would be looked for beside the spool, where
+/// they are not.
+pub fn resolve(path: &mut PathBuf, spool: &mut Option<Spooled>, max: u64) -> Result<()> {
     if path.as_os_str() != "-" {
         return Ok(());
     }
@@ -38,47 +72,110 @@ pub fn resolve(path: &mut PathBuf, spool: &mut Option<Spooled>) -> Result<()> {
     if std::io::IsTerminal::is_terminal(&stdin) {
         bail!("`-` reads standard input, which is a terminal: pipe or redirect a file into it");
     }
-    let (mut file, spooled) = create(&std::env::temp_dir())?;
+    let temp = std::env::temp_dir();
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("ztensor-stdin-");
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    let dir = builder
+        .tempdir_in(&temp)
+        .with_context(|| format!("cannot spool standard input into {}", temp.display()))?;
     // Registered (and owned) before a byte is copied, so neither an error nor a signal leaves
     // it behind.
-    let spooled = Spooled { path: spooled };
     if let Ok(mut spool) = SPOOL.lock() {
-        *spool = Some(spooled.path.clone());
+        *spool = Some(dir.path().to_path_buf());
     }
-    std::io::copy(&mut stdin.lock(), &mut file)
-        .with_context(|| format!("copying standard input to {}", spooled.path.display()))?;
-    path.clone_from(&spooled.path);
+    let spooled = Spooled { dir };
+    let file_path = spooled.dir.path().join("stdin");
+    let _ = SPOOLED.set(file_path.clone());
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(&file_path)
+        .with_context(|| format!("cannot spool standard input into {}", temp.display()))?;
+    // One byte past the cap tells a longer input from one of exactly `max` bytes.
+    let copied = std::io::copy(&mut stdin.lock().take(max.saturating_add(1)), &mut file)
+        .with_context(|| format!("cannot copy standard input to {}", temp.display()))?;
+    if copied > max {
+        bail!(
+            "standard input is longer than --max-input allows ({max} bytes): give a larger \
+             --max-input SIZE (e.g. 64G), or the file's path instead of `-`"
+        );
+    }
+    drop(file);
+    refuse_shards(&file_path)?;
+    path.clone_from(&file_path);
     *spool = Some(spooled);
     Ok(())
 }
 
-/// A new file of its own in `dir`, readable by this user only. Created exclusively, so a name
-/// someone planted (a link, a FIFO) is never opened: the next name is tried.
-fn create(dir: &Path) -> Result<(std::fs::File, PathBuf)> {
-    for n in 0..100 {
-        let path = dir.join(format!("ztensor-stdin-{}-{n}", std::process::id()));
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        match options.open(&path) {
-            Ok(file) => return Ok((file, path)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => {
-                return Err(e).with_context(|| {
-                    format!("cannot spool standard input into {}", dir.display())
-                });
-            }
-        }
+/// Refuses a zTensor 2 root that lists shards: they are files beside the root, and standard
+/// input has no place beside it. (Beside the spool, in its private directory, nothing could be
+/// found anyway; this says why instead.) A file that does not open as zTensor 2 is left for
+/// its reader to report.
+fn refuse_shards(spool: &Path) -> Result<()> {
+    if ztensor_registry::detect(spool).ok() != Some(super::Kind::Zt2) {
+        return Ok(());
     }
-    bail!("cannot spool standard input: every name tried in {} is taken", dir.display())
+    let Ok(source) = ztensor_io::open_input(spool).and_then(|f| {
+        ztensor_io::FileSource::new(f)
+            .map_err(|e| ztensor_io::Error::io("opening", Some(spool.to_path_buf()), e))
+    }) else {
+        return Ok(());
+    };
+    let max = crate::options(false).limits.max_manifest_len;
+    let Ok(file) = ztensor_v2::File::open(source, max) else { return Ok(()) };
+    let shards = file.manifest().map_or(0, |m| m.shards.len());
+    if shards > 0 {
+        bail!(
+            "{STDIN}: this is the root of a sharded zTensor 2 model ({}); its shards are files \
+             found beside the root, which standard input has none of, so they are not looked \
+             up: give the root's path instead of `-`",
+            super::text::plural(shards, "shard")
+        );
+    }
+    Ok(())
 }
 
-/// Removes the spool, if any (from the signal handler, before the process exits).
+/// Whether `path` is the spool of standard input.
+pub fn is_spool(path: &Path) -> bool {
+    SPOOLED.get().is_some_and(|s| s == path)
+}
+
+/// `path` as messages show it: [`STDIN`] for the spool, else escaped for the terminal.
+pub fn shown(path: &Path) -> Cow<'static, str> {
+    if is_spool(path) {
+        Cow::Borrowed(STDIN)
+    } else {
+        Cow::Owned(super::text::shown(&path.display().to_string()).into_owned())
+    }
+}
+
+/// `path` as JSON names it: [`STDIN`] for the spool, else as written.
+pub fn name(path: &Path) -> String {
+    if is_spool(path) { STDIN.to_owned() } else { path.display().to_string() }
+}
+
+/// `message` with the spool's path (as written, and as escaped for the terminal) replaced by
+/// [`STDIN`]: for errors, whose text the libraries wrote with the path they were given.
+pub fn unspooled(message: &str) -> Cow<'_, str> {
+    let Some(spool) = SPOOLED.get() else { return Cow::Borrowed(message) };
+    let raw = spool.display().to_string();
+    let escaped = super::text::shown(&raw).into_owned();
+    if !message.contains(&raw) && !message.contains(&escaped) {
+        return Cow::Borrowed(message);
+    }
+    Cow::Owned(message.replace(&raw, STDIN).replace(&escaped, STDIN))
+}
+
+/// Removes the spool and its directory, if any (from the signal handler, before the process
+/// exits).
 pub fn remove() {
     if let Ok(mut spool) = SPOOL.lock()
-        && let Some(path) = spool.take()
+        && let Some(dir) = spool.take()
     {
-        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
