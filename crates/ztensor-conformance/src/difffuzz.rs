@@ -1233,29 +1233,6 @@ pub struct Report {
     pub writer: bool,
 }
 
-/// A private directory for the files cases are written to.
-fn work_dir() -> Result<PathBuf> {
-    let base = std::env::temp_dir();
-    for attempt in 0..100u32 {
-        let dir = base.join(format!("ztensor-fuzz-{}-{attempt}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e).context("creating a working directory"),
-        }
-    }
-    bail!("no working directory could be created under {}", base.display())
-}
-
-/// Removes the working directory however the run ends.
-struct WorkDir(PathBuf);
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Reduces `recipe` while it keeps `divergence`: fewer mutations, fewer objects, generator
 /// bytes set to zero (smaller shapes and ranks, first choices), then byte changes made
 /// single bits; at most `calls` implementation calls and `seconds`.
@@ -1375,24 +1352,24 @@ pub fn run(config: &Config, progress: impl FnMut(u64, usize)) -> Result<Report> 
     if let Some(out) = &config.out {
         check_out(out, config.force)?;
     }
-    let work = WorkDir(work_dir()?);
+    let work = crate::scratch::Scratch::new("fuzz")?;
     let versions = if config.versions.is_empty() { &VERSIONS[..] } else { &config.versions };
     let mut judge: Box<dyn Judge> = if config.writer {
-        let mut writing = Writing::new(&config.command, config.timeout, &work.0)?;
+        let mut writing = Writing::new(&config.command, config.timeout, work.path())?;
         // A command that cannot be started is told at once.
         writing.judge(&Recipe::generate(config.seed, versions))?;
         writing.started = 0;
         Box::new(writing)
     } else {
         // The probe: a small valid file of the first version asked for.
-        let probe = work.0.join("probe.zt");
+        let probe = work.path().join("probe.zt");
         let index = VERSIONS.iter().position(|v| *v == versions[0]).unwrap_or(0);
         #[allow(clippy::cast_possible_truncation)]
         let probe_model = Model::from_bytes(&[index as u8, 1, 0, 0, 2, 3, 1, 1]);
         std::fs::write(&probe, probe_model.write().context("writing the probe")?.0)?;
         let implementation =
             Implementation::start(&config.command, config.timeout, &probe, config.serve)?;
-        Box::new(Reading { implementation, dir: work.0.clone() })
+        Box::new(Reading { implementation, dir: work.path().to_owned() })
     };
     fuzz_with(config, &mut *judge, progress)
 }

@@ -22,6 +22,7 @@ pub mod matrix;
 pub mod model;
 pub mod recipes;
 pub mod runner;
+pub mod scratch;
 pub mod writer_check;
 
 use std::fmt::Write as _;
@@ -230,7 +231,8 @@ pub fn freeze(dir: &Path, producers: &[(String, String, String)]) -> Result<usiz
             anyhow::bail!("{} changed since it was frozen", e.file);
         }
     }
-    let scratch = std::env::temp_dir().join(format!("ztensor-freeze-{}", std::process::id()));
+    let scratch = scratch::Scratch::new("freeze")?;
+    let scratch = scratch.path();
     let mut added = 0;
     for (id, name, path) in producers {
         // Writes one file that passed, unless it is listed already; returns its index entry.
@@ -303,6 +305,5 @@ pub fn freeze(dir: &Path, producers: &[(String, String, String)]) -> Result<usiz
         std::fs::create_dir_all(dir)?;
         std::fs::write(&index_path, &index)?;
     }
-    let _ = std::fs::remove_dir_all(&scratch);
     Ok(added)
 }

@@ -234,12 +234,9 @@ fn write_check(args: &[String]) -> Result<bool> {
     let Some(command) = command else { bail!("--impl is required") };
     let dir = match dir {
         Some(d) => d,
-        None => {
-            let d =
-                std::env::temp_dir().join(format!("ztensor-write-check-{}", std::process::id()));
-            std::fs::create_dir_all(&d)?;
-            d
-        }
+        // A private directory of its own, kept for the reader of the report (a name that
+        // anyone could guess, reused, would let another user plant links in it).
+        None => ztensor_conformance::scratch::Scratch::new("write-check")?.keep(),
     };
     let mut recipes = writer_check::recipes();
     if let Some(prefix) = &only {
@@ -380,9 +377,10 @@ fn matrix(args: &[String]) -> Result<bool> {
     }
     let fixtures = ztensor_conformance::corpus();
     let entries = ztensor_conformance::index::read_all(&fixtures)?;
-    let scratch = std::env::temp_dir().join(format!("ztensor-matrix-{}", std::process::id()));
-    let built = ztensor_conformance::matrix::build(&implementations, &fixtures, &entries, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
+    let scratch = ztensor_conformance::scratch::Scratch::new("matrix")?;
+    let built =
+        ztensor_conformance::matrix::build(&implementations, &fixtures, &entries, scratch.path());
+    drop(scratch);
     let mut built = built?;
     if check {
         let committed = committed()?;

@@ -949,3 +949,97 @@ mod difffuzz {
         let _ = std::fs::remove_dir_all(out);
     }
 }
+
+/// What another user, a hostile index or a hostile implementation can do to the suite.
+mod hostile {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    fn bin() -> &'static str {
+        env!("CARGO_BIN_EXE_ztensor-conformance")
+    }
+
+    /// Names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Runs the binary with `args` through a shell that first plants, under a temporary
+    /// directory of the test's own, what another user would plant at the names the binary
+    /// used to make from its process id (`exec` keeps the shell's id for the binary): a link
+    /// to a file of ours where write-check wrote a recipe, and links in place of the fuzzer's
+    /// working directories.
+    fn with_planted_links(tmp: &Path, victim: &Path, args: &[&str]) -> std::process::Output {
+        let script = "set -e\n\
+             mkdir -p \"$TMPDIR/ztensor-write-check-$$/v1.2\"\n\
+             ln -s \"$VICTIM\" \"$TMPDIR/ztensor-write-check-$$/v1.2/zstd.json\"\n\
+             ln -s \"$VICTIM\" \"$TMPDIR/ztensor-write-check-$$/v1.2/zstd.zt\"\n\
+             mkdir \"$TMPDIR/ztensor-fuzz-$$-0\"\n\
+             ln -s \"$VICTIM\" \"$TMPDIR/ztensor-fuzz-$$-0/case.zt\"\n\
+             ln -s \"$VICTIM\" \"$TMPDIR/ztensor-fuzz-$$-0/probe.zt\"\n\
+             ln -s \"$TMPDIR/ztensor-fuzz-$$-0\" \"$TMPDIR/ztensor-fuzz-$$-1\"\n\
+             mkdir \"$TMPDIR/ztensor-matrix-$$\"\n\
+             exec \"$@\"";
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .arg(bin())
+            .args(args)
+            .env("TMPDIR", tmp)
+            .env("VICTIM", victim)
+            .output()
+            .unwrap()
+    }
+
+    /// Nothing planted at the old, guessable names is written through or removed; each
+    /// command works in a fresh private directory instead (write-check keeps and names its
+    /// own; the fuzzer removes its own).
+    #[test]
+    fn scratch_directories_are_private_and_never_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, b"root's file").unwrap();
+        let sandbox = tmp.path().join("tmp");
+        std::fs::create_dir(&sandbox).unwrap();
+        let writer = format!("{} write", bin());
+        let out = with_planted_links(
+            &sandbox,
+            &victim,
+            &["write-check", "--impl", &writer, "--only", "v1.2/zstd"],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(std::fs::read(&victim).unwrap(), b"root's file");
+        let kept = PathBuf::from(stdout.lines().last().unwrap().split(": ").nth(1).unwrap());
+        assert!(kept.starts_with(&sandbox), "{}", kept.display());
+        let name = kept.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("ztensor-write-check-"), "{name}");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&kept).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o700);
+        assert!(kept.join("v1.2/zstd.json").is_file());
+        std::fs::remove_dir_all(&kept).unwrap();
+        // What was planted is all that is left.
+        let planted = names(&sandbox);
+        assert_eq!(planted.len(), 4, "{planted:?}");
+
+        let sandbox = tmp.path().join("tmp2");
+        std::fs::create_dir(&sandbox).unwrap();
+        let reader = format!("{} dump", bin());
+        let out =
+            with_planted_links(&sandbox, &victim, &["fuzz", "--impl", &reader, "--runs", "20"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(std::fs::read(&victim).unwrap(), b"root's file");
+        // The fuzzer's own directory is gone; the planted ones are as they were.
+        assert_eq!(names(&sandbox).len(), 4, "{:?}", names(&sandbox));
+        let planted = names(&sandbox).into_iter().find(|n| n.ends_with("-0")).unwrap();
+        assert_eq!(names(&sandbox.join(planted)), ["case.zt", "probe.zt"]);
+    }
+}
