@@ -178,10 +178,20 @@ impl DirectoryIndex {
         let Some((algorithm, _)) = shard.digest.split_once(':') else {
             return Ok(Err(format!("digest {:?} names no algorithm", shard.digest)));
         };
-        let candidates = self.listed(|by_size| by_size.get(&shard.size).cloned())?;
+        // Checked before any candidate is opened: a table may name as many algorithms as it
+        // has shards, and each would otherwise open (and parse) every file of the size again.
+        if !computes(algorithm) {
+            return Ok(Err(format!(
+                "digest {:?}: no file in {} can be matched by a {algorithm} digest, which this \
+                 reader does not compute (shard {name:?})",
+                shard.digest,
+                self.dir.display()
+            )));
+        }
         let mut digests = self.digests.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = (shard.size, algorithm.to_owned());
         if !digests.contains_key(&key) {
+            let candidates = self.listed(|by_size| by_size.get(&shard.size).cloned())?;
             let mut found = BTreeMap::new();
             for path in candidates.into_iter().flatten() {
                 // A file that cannot be opened or is not a container is not a shard; a miss
@@ -218,6 +228,11 @@ pub fn open_file(path: &Path) -> Result<FileSource> {
     FileSource::new(file).map_err(|e| Error::io(&format!("opening {}", path.display()), e))
 }
 
+/// Whether [`whole_digest`] computes digests of `algorithm`.
+fn computes(algorithm: &str) -> bool {
+    matches!(algorithm, "xxh3" | "sha256")
+}
+
 /// The digest of all of `source`'s bytes (`ALGO:HEX`) in `algorithm` (`xxh3` or `sha256`);
 /// `None` for an algorithm this crate does not compute.
 ///
@@ -234,6 +249,7 @@ pub fn whole_digest(source: &impl ReadAt, algorithm: &str) -> Result<Option<Stri
         "sha256" => Hash::Sha256(sha2::Sha256::new()),
         _ => return Ok(None),
     };
+    debug_assert!(computes(algorithm));
     let len = source.len();
     let mut buf = vec![0u8; usize::try_from(len.min(4 << 20)).unwrap_or(4 << 20)];
     let mut at = 0u64;
