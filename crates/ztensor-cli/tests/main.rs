@@ -11,6 +11,7 @@ mod durability;
 mod hostile;
 mod sharded;
 mod tools;
+mod unchecked;
 
 fn ztensor(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ztensor"))

@@ -166,12 +166,32 @@ impl<S: ReadAt> TensorSource for File<S> {
         }
     }
 
+    /// An object the 1.2 model cannot hold (a dense FP4 tensor) still has its bytes checked
+    /// part by part, as [`File::verify`] checks them: digest, seek table and logical-type
+    /// rules. Only what was truly not checked (an encoding not decoded here, a shard not
+    /// found) comes back `Unsupported`, and only once every part that could be checked was.
     fn verify(&self, index: usize) -> ztensor_io::Result<Vec<ztensor_io::Decoded>> {
-        let (_, o) = self.found(index)?;
+        let (name, o) = self.found(index)?;
         let decoded = |role: &str, part: &crate::manifest::Part, len: u64| {
             let (dtype, logical_type) = types_1x(part);
             ztensor_io::Decoded { role: role.to_owned(), dtype, logical_type, len }
         };
+        if let Some(reason) = unsupported(name, o, &|shard| self.shard_missing(shard)) {
+            let mut unchecked = false;
+            for (role, p) in o.parts.iter() {
+                let readable = p.shard.as_deref().is_none_or(|s| self.shard_missing(s).is_none())
+                    && p.encoding.as_deref().is_none_or(|e| e == crate::seekable::ID);
+                if !readable {
+                    unchecked = true;
+                    continue;
+                }
+                File::verify(self, name, role).map_err(|e| to_io(name, e))?;
+            }
+            if unchecked || sparse(o) {
+                return Err(ztensor_io::Error::unsupported(reason));
+            }
+            return Ok(o.parts.iter().map(|(role, p)| decoded(role, p, p.decoded_len())).collect());
+        }
         if sparse(o) {
             // Read whole: `read` checks the structure.
             let data = TensorSource::read(self, index)?;
