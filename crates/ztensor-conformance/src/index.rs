@@ -1,8 +1,8 @@
 //! Reading `fixtures/index.toml`.
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 /// One entry of the index.
@@ -33,6 +33,72 @@ impl Entry {
     pub fn implementation_defined(&self) -> bool {
         self.expect == "implementation-defined"
     }
+
+    /// The fixture's path under `fixtures_root`, refused when it leaves it: see [`resolve`].
+    ///
+    /// # Errors
+    /// As [`resolve`].
+    pub fn path(&self, fixtures_root: &Path) -> Result<PathBuf> {
+        resolve(fixtures_root, &self.file)
+    }
+}
+
+/// Refuses a path of an index that could name a file outside the fixtures root: one that is
+/// absolute, or has a `..` component (or is empty). An index is input: a runner given
+/// `--fixtures DIR` must not be led to run an implementation on, or read a golden dump from,
+/// anything else.
+fn check_relative(file: &str) -> Result<()> {
+    let path = Path::new(file);
+    if file.is_empty() {
+        bail!("fixture \"\": an empty path");
+    }
+    for component in path.components() {
+        match component {
+            Component::Normal(_) | Component::CurDir => {}
+            Component::ParentDir => {
+                bail!("fixture {file:?}: a path with `..`, which may leave the fixtures directory")
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                bail!(
+                    "fixture {file:?}: an absolute path; paths are relative to the fixtures directory"
+                )
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `file` (a path of an index, or of a golden dump beside one) under `fixtures_root`: relative,
+/// without `..`, and, where it exists, still inside `fixtures_root` once links are resolved.
+///
+/// # Errors
+/// A path that is absolute, has a `..` component, or resolves (through a link) outside
+/// `fixtures_root`; each error names the path.
+pub fn resolve(fixtures_root: &Path, file: &str) -> Result<PathBuf> {
+    check_relative(file)?;
+    let path = fixtures_root.join(file);
+    // A file that is missing is the runner's to report; one that is there must be inside.
+    if let Ok(real) = path.canonicalize() {
+        let root = fixtures_root
+            .canonicalize()
+            .with_context(|| format!("fixtures directory {}", fixtures_root.display()))?;
+        if !real.starts_with(&root) {
+            bail!(
+                "fixture {file:?}: resolves to {}, outside the fixtures directory {}",
+                real.display(),
+                root.display()
+            );
+        }
+    }
+    Ok(path)
+}
+
+/// Checks every entry's path (see [`check_relative`]), naming the index it came from.
+fn checked(entries: Vec<Entry>, index: &Path) -> Result<Vec<Entry>> {
+    for e in &entries {
+        check_relative(&e.file).with_context(|| index.display().to_string())?;
+    }
+    Ok(entries)
 }
 
 #[derive(Deserialize)]
@@ -44,11 +110,11 @@ struct Index {
 /// Reads one index file (entries' paths relative to the fixtures root).
 ///
 /// # Errors
-/// I/O and TOML errors.
+/// I/O and TOML errors, and an entry whose path is absolute or has a `..` component.
 pub fn read_file(path: &Path) -> Result<Vec<Entry>> {
     let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
     let index: Index = toml::from_str(&text).with_context(|| path.display().to_string())?;
-    Ok(index.fixture)
+    checked(index.fixture, path)
 }
 
 /// Reads the index under `fixtures_root` and, when present, the index of the frozen files of
@@ -56,7 +122,7 @@ pub fn read_file(path: &Path) -> Result<Vec<Entry>> {
 /// (`external/ztensor2/index.toml`), whose paths are relative to `fixtures_root` too.
 ///
 /// # Errors
-/// I/O and TOML errors.
+/// I/O and TOML errors, and an entry whose path is absolute or has a `..` component.
 pub fn read_all(fixtures_root: &Path) -> Result<Vec<Entry>> {
     let mut entries = read(fixtures_root)?;
     for extra in ["producers/index.toml", "external/ztensor2/index.toml"] {
@@ -71,10 +137,7 @@ pub fn read_all(fixtures_root: &Path) -> Result<Vec<Entry>> {
 /// Reads the index under `fixtures_root`.
 ///
 /// # Errors
-/// I/O and TOML errors.
+/// I/O and TOML errors, and an entry whose path is absolute or has a `..` component.
 pub fn read(fixtures_root: &Path) -> Result<Vec<Entry>> {
-    let path = fixtures_root.join("index.toml");
-    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
-    let index: Index = toml::from_str(&text).with_context(|| path.display().to_string())?;
-    Ok(index.fixture)
+    read_file(&fixtures_root.join("index.toml"))
 }

@@ -132,7 +132,7 @@ pub(crate) fn difference(expected: &Json, got: &Json) -> String {
 
 /// Runs `command FILE` on one fixture and grades the result.
 fn grade(command: &(String, Vec<String>), fixtures: &Path, entry: &Entry) -> Result<Graded> {
-    let path = fixtures.join(&entry.file);
+    let path = entry.path(fixtures)?;
     let Some(output) = output(Command::new(&command.0).args(&command.1).arg(&path))
         .with_context(|| format!("cannot run {}", command.0))?
     else {
@@ -164,7 +164,7 @@ fn grade(command: &(String, Vec<String>), fixtures: &Path, entry: &Entry) -> Res
                     None,
                 )
             } else {
-                let golden = fixtures.join(crate::dump_path(&entry.file));
+                let golden = crate::index::resolve(fixtures, &crate::dump_path(&entry.file))?;
                 match std::fs::read(&golden)
                     .ok()
                     .and_then(|b| serde_json::from_slice::<Json>(&b).ok())
@@ -212,9 +212,16 @@ fn grade(command: &(String, Vec<String>), fixtures: &Path, entry: &Entry) -> Res
 /// Grades `command` on every entry.
 ///
 /// # Errors
-/// When the command cannot be started at all.
+/// When the command cannot be started at all, and (before anything is run) when an entry's
+/// path, or its golden dump's, leaves `fixtures` ([`crate::index::resolve`]).
 pub fn run(command: &str, fixtures: &Path, entries: &[Entry]) -> Result<Vec<Graded>> {
     let command = split(command)?;
+    // Every path is checked before anything is run: an index that points outside the
+    // fixtures directory is refused whole, naming the entry.
+    for e in entries {
+        e.path(fixtures)?;
+        crate::index::resolve(fixtures, &crate::dump_path(&e.file))?;
+    }
     entries.iter().map(|e| grade(&command, fixtures, e)).collect()
 }
 

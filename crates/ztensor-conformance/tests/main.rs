@@ -1042,4 +1042,53 @@ mod hostile {
         let planted = names(&sandbox).into_iter().find(|n| n.ends_with("-0")).unwrap();
         assert_eq!(names(&sandbox.join(planted)), ["case.zt", "probe.zt"]);
     }
+
+    /// `run --fixtures DIR` refuses an index whose paths leave DIR (absolute, `..`, or a link
+    /// inside DIR to a file outside), naming the entry, before it runs anything.
+    #[test]
+    fn an_index_cannot_point_outside_its_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("fixtures");
+        std::fs::create_dir_all(dir.join("v1.2/valid")).unwrap();
+        let outside = tmp.path().join("secret.zt");
+        std::fs::write(&outside, b"not for the implementation").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("v1.2/valid/link.zt")).unwrap();
+        let log = tmp.path().join("ran-on");
+        let script = tmp.path().join("impl.sh");
+        std::fs::write(&script, format!("#!/bin/sh\necho \"$1\" >> {}\nexit 1\n", log.display()))
+            .unwrap();
+        let entry = |file: &str| {
+            format!(
+                "[[fixture]]\nfile = {file:?}\nversion = \"1.2\"\ncovers = \"x\"\nexpect = \"ok\"\n"
+            )
+        };
+        let cases = [
+            ("/etc/hostname", "absolute"),
+            ("v1.2/../../secret.zt", "`..`"),
+            ("v1.2/valid/link.zt", "outside the fixtures directory"),
+        ];
+        for (file, why) in cases {
+            std::fs::write(dir.join("index.toml"), entry(file)).unwrap();
+            let out = Command::new(bin())
+                .args(["run", "--impl", &format!("sh {}", script.display()), "--fixtures"])
+                .arg(&dir)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{file}: {stderr}");
+            assert!(stderr.contains(&format!("{file:?}")), "{file}: {stderr}");
+            assert!(stderr.contains(why), "{file}: {stderr}");
+            assert!(!log.exists(), "{file}: the implementation was run");
+        }
+        // A path inside the directory is graded as usual.
+        std::fs::write(dir.join("v1.2/valid/plain.zt"), b"junk").unwrap();
+        std::fs::write(dir.join("index.toml"), entry("v1.2/valid/plain.zt")).unwrap();
+        let out = Command::new(bin())
+            .args(["run", "--impl", &format!("sh {}", script.display()), "--fixtures"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(std::fs::read_to_string(&log).unwrap().contains("plain.zt"));
+    }
 }
