@@ -10,6 +10,7 @@ mod budgets;
 mod durability;
 mod hostile;
 mod sharded;
+mod stdin;
 mod tools;
 mod unchecked;
 
@@ -297,20 +298,26 @@ fn verify_passes_sound_files_and_names_the_broken_object() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-/// The tool with standard input from `file` (the repository's root as working directory),
-/// and where its spool of standard input would be.
-fn ztensor_reading(file: &str, args: &[&str]) -> (Output, PathBuf) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+/// The tool with standard input from `file` (the repository's root as working directory), and
+/// whether the temporary directory it was given (`TMPDIR`, made for the run and removed after
+/// it), where it spools standard input, was empty when it exited.
+fn ztensor_reading(file: &str, args: &[&str]) -> (Output, bool) {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = scratch(&format!("stdin-tmp-{n}"));
     let child = Command::new(env!("CARGO_BIN_EXE_ztensor"))
         .args(args)
-        .current_dir(&root)
-        .stdin(std::fs::File::open(root.join(file)).unwrap())
+        .current_dir(root())
+        .env("TMPDIR", &tmp)
+        .stdin(std::fs::File::open(root().join(file)).unwrap())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("the ztensor binary runs");
-    let spool = std::env::temp_dir().join(format!("ztensor-stdin-{}-0", child.id()));
-    (child.wait_with_output().unwrap(), spool)
+    let out = child.wait_with_output().unwrap();
+    let empty = std::fs::read_dir(&tmp).unwrap().next().is_none();
+    std::fs::remove_dir_all(&tmp).unwrap();
+    (out, empty)
 }
 
 /// `-` reads standard input, for every reading command, as the file it holds; the copy it
@@ -319,25 +326,26 @@ fn ztensor_reading(file: &str, args: &[&str]) -> (Output, PathBuf) {
 fn a_dash_reads_standard_input() {
     let d = scratch("stdin");
     let file = "fixtures/examples/tiny-v1.2.zt";
-    let (r, spool) = ztensor_reading(file, &["dump", "--json", "-"]);
+    let (r, gone) = ztensor_reading(file, &["dump", "--json", "-"]);
     assert!(r.status.success(), "{}", stderr(&r));
     assert_eq!(stdout(&r), stdout(&ztensor(&["dump", "--json", file])));
-    assert!(!spool.exists(), "the spool is removed");
+    assert!(gone, "the spool is removed");
     let (r, _) = ztensor_reading(file, &["info", "-"]);
     assert!(r.status.success() && stdout(&r).contains("objects:    4"), "{}", stdout(&r));
     let out = d.join("from-stdin.zt");
-    let (r, spool) = ztensor_reading(
+    let (r, gone) = ztensor_reading(
         "fixtures/examples/tiny-v0.1.zt",
         &["convert", "-", out.to_str().unwrap(), "-q"],
     );
     assert!(r.status.success(), "{}", stderr(&r));
     assert!(ztensor(&["verify", out.to_str().unwrap()]).status.success());
-    assert!(!spool.exists(), "the spool is removed");
+    assert!(gone, "the spool is removed");
     let (r, _) = ztensor_reading(file, &["diff", "-", file]);
     assert!(r.status.success(), "{}", stderr(&r));
-    let (r, _) = ztensor_reading(file, &["diff", "-", "-"]);
+    let (r, gone) = ztensor_reading(file, &["diff", "-", "-"]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     assert!(stderr(&r).contains("can be read once"), "{}", stderr(&r));
+    assert!(gone, "the spool is removed after a usage error");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
