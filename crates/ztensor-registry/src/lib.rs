@@ -35,7 +35,7 @@
         feature = "tensorbuffers",
         feature = "sharded"
     )),
-    allow(dead_code, unused_imports, unused_variables)
+    allow(dead_code, unused_imports, unused_variables, unused_mut)
 )]
 
 use std::fmt;
@@ -269,6 +269,9 @@ pub enum ErrorKind {
     NotRead,
     /// A format read only by builds with a feature this one lacks.
     Disabled,
+    /// Bytes of a format that is read from files, not bytes: a sharded checkpoint, or a
+    /// zTensor 2 root whose parts lie in shard files beside it ([`open_bytes`]).
+    NeedsFiles,
 }
 
 impl Error {
@@ -350,12 +353,13 @@ pub fn detect_source<S: ReadAt>(source: &S, name: Option<&Path>) -> Result<Kind,
         name.and_then(|p| p.extension()).and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     let named =
         |kind: Kind| extension.as_deref().is_some_and(|e| kind.format().extensions.contains(&e));
-    let kind = match () {
-        // A v1 file whose header is damaged still has its footer: judged as zTensor, so it
-        // gets its rule.
-        () if head.starts_with(ZT_MAGIC) || tail.starts_with(ZT_MAGIC) && tail.len() == 8 => {
-            Some(Kind::Zt)
-        }
+    // A format's leading magic decides before any trailing one: a valid file of one format
+    // may end in another's magic (an `.npy` whose data ends in `ZTEN1000`, a zip whose comment
+    // is `TBS1`). Trailing magics decide only for a file that starts like nothing known: a v1
+    // zTensor file whose header is damaged still has its footer, and is judged as zTensor so
+    // it gets its rule.
+    let leading = match () {
+        () if head.starts_with(ZT_MAGIC) => Some(Kind::Zt),
         () if head.starts_with(ZT2_MAGIC) => Some(Kind::Zt2),
         () if head.starts_with(NPY_MAGIC) => Some(Kind::Npy),
         () if head.starts_with(GGUF_MAGIC) => Some(Kind::Gguf),
@@ -363,8 +367,20 @@ pub fn detect_source<S: ReadAt>(source: &S, name: Option<&Path>) -> Result<Kind,
             zip_kind(source, named(Kind::Npz), named(Kind::Torch))
         }
         () if is_legacy_torch(&head) => Some(Kind::Torch),
-        () if head.starts_with(TB_MAGIC) || tail.ends_with(TB_MAGIC) => Some(Kind::TensorBuffers),
+        () if head.starts_with(TB_MAGIC) => Some(Kind::TensorBuffers),
         () if is_safetensors(&head, len) => Some(Kind::Safetensors),
+        () => None,
+    };
+    // A zip archive read as neither format, or a format named by its first bytes, is what it
+    // starts as, whatever it ends with.
+    let starts_known = leading.is_some()
+        || head.starts_with(ZIP_MAGIC)
+        || head.starts_with(EMPTY_ZIP_MAGIC)
+        || (not_read(&head).is_some() && !is_text(&head));
+    let kind = match () {
+        () if starts_known => leading,
+        () if tail.len() == 8 && tail.starts_with(ZT_MAGIC) => Some(Kind::Zt),
+        () if tail.ends_with(TB_MAGIC) => Some(Kind::TensorBuffers),
         () => None,
     };
     if let Some(kind) = kind {
@@ -640,6 +656,10 @@ pub struct Opened {
     kind: Kind,
     source: Box<dyn TensorSource + Send + Sync>,
     memory: Option<(usize, usize)>,
+    /// The bytes its content lies in: the file's (or the bytes given), with a sharded
+    /// checkpoint's shards or a zTensor 2 root's shards added. What the expansion budget is
+    /// measured against.
+    input_len: u64,
 }
 
 impl fmt::Debug for Opened {
@@ -650,7 +670,42 @@ impl fmt::Debug for Opened {
 
 impl Opened {
     fn new<T: TensorSource + Send + Sync + 'static>(kind: Kind, source: T) -> Opened {
-        Opened { kind, source: Box::new(source), memory: None }
+        Opened { kind, source: Box::new(source), memory: None, input_len: 0 }
+    }
+
+    /// The bytes its content lies in: the file's, plus its shards' for a sharded checkpoint
+    /// or a zTensor 2 root (only the shards found), or the length of the bytes given.
+    pub fn input_len(&self) -> u64 {
+        self.input_len
+    }
+
+    /// Refuses it when its objects together declare more decoded bytes than `limits` allow
+    /// for an input of [`Opened::input_len`] bytes
+    /// ([`Limits::max_expanded_len`](ztensor_format::Limits::max_expanded_len)): compression
+    /// and views that share bytes can make a small file decode to terabytes. Checked on what
+    /// the objects declare, before anything is decoded; returns the total. [`open`],
+    /// [`open_mapped`] and [`open_bytes`] check it with their options' limits;
+    /// [`open_kind`] leaves it to its caller.
+    ///
+    /// # Errors
+    /// [`OpenError::Zt`] with rule `decoded_too_large`.
+    pub fn check_expansion(&self, limits: &ztensor_format::Limits) -> Result<u64, OpenError> {
+        ztensor_io::check_expansion(&*self.source, self.input_len, limits).map_err(OpenError::Zt)
+    }
+
+    /// Itself, or the refusal of [`Opened::check_expansion`] with the input named.
+    fn within_budget(
+        self,
+        name: Option<&Path>,
+        options: &OpenOptions,
+    ) -> Result<Opened, OpenError> {
+        let Err(OpenError::Zt(e)) = self.check_expansion(&options.options.limits) else {
+            return Ok(self);
+        };
+        let Some(f) = e.format_error() else { return Err(OpenError::Zt(e)) };
+        let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
+        let named = ztensor_format::Error::new(f.kind(), format!("{shown}: {}", f.message()));
+        Err(OpenError::Zt(named.into()))
     }
 
     /// Which format it is.
@@ -676,13 +731,16 @@ impl Opened {
     }
 }
 
-/// Opens the file at `path`, of any format [`detect`] recognises, read with positional reads.
+/// Opens the file at `path`, of any format [`detect`] recognises, read with positional reads;
+/// refused when its objects decode to more than the expansion budget allows
+/// ([`Opened::check_expansion`]).
 ///
 /// # Errors
-/// [`OpenError::Detect`] when it is not recognised; the format reader's error otherwise.
+/// [`OpenError::Detect`] when it is not recognised; [`OpenError::Zt`] with rule
+/// `decoded_too_large` over the budget; the format reader's error otherwise.
 pub fn open(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
     let kind = detect(path)?;
-    open_kind(kind, path, options)
+    open_kind(kind, path, options)?.within_budget(Some(path), options)
 }
 
 /// The content identity of the file at `path`, whatever its format: the zTensor 2 content
@@ -692,7 +750,9 @@ pub fn open(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
 ///
 /// # Errors
 /// The format reader's error; [`OpenError::Zt2`] for content zTensor 2 cannot hold, a zTensor
-/// 2 part without a digest or a data shard (no objects of its own).
+/// 2 part without a digest or a data shard (no objects of its own); [`OpenError::Zt`] with rule
+/// `decoded_too_large` for an input other than zTensor 2 over the expansion budget (a zTensor 2
+/// file's identity comes from its manifest, nothing decoded).
 #[cfg(feature = "v2")]
 pub fn content_id(
     path: &Path,
@@ -705,26 +765,32 @@ pub fn content_id(
         let file = ztensor_v2::File::open(file_source(path)?, max).map_err(OpenError::Zt2)?;
         return file.content_digest(algorithm).map_err(OpenError::Zt2);
     }
-    let opened = open_kind(kind, path, options)?;
+    let opened = open_kind(kind, path, options)?.within_budget(Some(path), options)?;
     ztensor_v2::content_digest(opened.source(), algorithm).map_err(OpenError::Zt2)
 }
 
-/// Opens the file at `path` as `kind` (already [`detect`]ed), read with positional reads.
+/// Opens the file at `path` as `kind` (already [`detect`]ed), read with positional reads. The
+/// expansion budget is not checked: [`open`] checks it, a caller of this function does with
+/// [`Opened::check_expansion`].
 ///
 /// # Errors
-/// The format reader's error.
+/// The format reader's error; [`OpenError::Detect`] for a kind this build does not read.
 pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
     let strict = options.options.strict;
-    Ok(match kind {
+    // What the content lies in besides the file itself: shards.
+    let mut shards = 0u64;
+    let opened = match kind {
         Kind::Zt => {
             Opened::new(kind, Reader::open_with(path, &options.options).map_err(OpenError::Zt)?)
         }
         #[cfg(feature = "sharded")]
-        Kind::ZtIndex => Opened::new(
-            kind,
-            ztensor_shard::ShardedZtensor::open(path, &options.options)
-                .map_err(OpenError::Shard)?,
-        ),
+        Kind::ZtIndex => {
+            let ckpt = ztensor_shard::ShardedZtensor::open(path, &options.options)
+                .map_err(OpenError::Shard)?;
+            shards =
+                ckpt.shards().iter().map(|(_, r)| r.source().len()).fold(0, u64::saturating_add);
+            Opened::new(kind, ckpt)
+        }
         #[cfg(feature = "safetensors")]
         Kind::Safetensors => Opened::new(
             kind,
@@ -733,12 +799,14 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
                 .carry_unknown_dtypes(options.carry_unknown_dtypes),
         ),
         #[cfg(feature = "safetensors")]
-        Kind::SafetensorsIndex => Opened::new(
-            kind,
-            ztensor_foreign::sharded::ShardedSafetensors::open(path)
+        Kind::SafetensorsIndex => {
+            let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(path)
                 .map_err(OpenError::Foreign)?
-                .carry_unknown_dtypes(options.carry_unknown_dtypes),
-        ),
+                .carry_unknown_dtypes(options.carry_unknown_dtypes);
+            shards =
+                ckpt.shards().iter().map(|(_, f)| f.source().len()).fold(0, u64::saturating_add);
+            Opened::new(kind, ckpt)
+        }
         #[cfg(feature = "tensorbuffers")]
         Kind::TensorBuffers => Opened::new(kind, tb_reader(file_source(path)?, strict)?),
         #[cfg(feature = "numpy")]
@@ -762,9 +830,37 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
             ztensor_foreign::torch::TorchFile::open(path).map_err(OpenError::Foreign)?,
         ),
         #[cfg(feature = "v2")]
-        Kind::Zt2 => Opened::new(kind, open_zt2(path, options)?),
+        Kind::Zt2 => {
+            let file = open_zt2(path, options)?;
+            shards = file.shards_len();
+            Opened::new(kind, file)
+        }
         #[allow(unreachable_patterns)]
-        other => return Err(OpenError::Detect(enabled(other, Some(path)).unwrap_err())),
+        other => return Err(not_opened(other, Some(path))),
+    };
+    Ok(Opened { input_len: file_len(path)?.saturating_add(shards), ..opened })
+}
+
+/// Why `kind` has no arm where it was to be opened: this build lacks its feature, or (for
+/// bytes) it is a format of several files. An error, never a panic: a kind added to [`Kind`]
+/// without an arm is refused, not a crash.
+fn not_opened(kind: Kind, name: Option<&Path>) -> OpenError {
+    match enabled(kind, name) {
+        Err(e) => OpenError::Detect(e),
+        Ok(kind) => {
+            let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
+            OpenError::Detect(Error::new(
+                ErrorKind::NeedsFiles,
+                format!("{shown}: this is {kind}, which is read from its files, not from bytes"),
+            ))
+        }
+    }
+}
+
+/// The size of the file at `path`.
+fn file_len(path: &Path) -> Result<u64, OpenError> {
+    std::fs::metadata(path).map(|m| m.len()).map_err(|e| {
+        OpenError::Zt(ztensor_io::Error::io("reading the size of", Some(path.to_path_buf()), e))
     })
 }
 
@@ -820,7 +916,7 @@ fn tb_reader<S: ReadAt>(
 /// rename, never changed in place.
 pub unsafe fn open_mapped(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
     let kind = detect(path)?;
-    Ok(match kind {
+    let opened = match kind {
         Kind::Zt => {
             // SAFETY: forwarded to the caller.
             let reader =
@@ -849,18 +945,26 @@ pub unsafe fn open_mapped(path: &Path, options: &OpenOptions) -> Result<Opened, 
             Opened { memory, ..Opened::new(kind, gguf) }
         }
         _ => open_kind(kind, path, options)?,
-    })
+    };
+    let input_len = match opened.memory {
+        Some((_, len)) => u64::try_from(len).unwrap_or(u64::MAX),
+        None => opened.input_len,
+    };
+    Opened { input_len, ..opened }.within_budget(Some(path), options)
 }
 
-/// Opens `bytes` of any format [`detect_bytes`] recognises (not a sharded checkpoint, which is
-/// several files); every format's tensors can be borrowed from them ([`Opened::memory`]).
+/// Opens `bytes` of any format [`detect_bytes`] recognises (not a sharded checkpoint, nor a
+/// zTensor 2 root with shards: several files); every format's tensors can be borrowed from
+/// them ([`Opened::memory`]). Refused, as [`open`] refuses a file, when its objects decode to
+/// more than the expansion budget allows for that many bytes.
 ///
 /// # Errors
-/// As [`open`].
+/// As [`open`]; [`ErrorKind::NeedsFiles`] for a zTensor 2 root with shards.
 pub fn open_bytes(bytes: Vec<u8>, options: &OpenOptions) -> Result<Opened, OpenError> {
     let kind = detect_bytes(&bytes, None)?;
     // The vector's heap buffer does not move when the vector does.
     let memory = (bytes.as_ptr() as usize, bytes.len());
+    let input_len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     let limit = options.options.limits.whole_decode_limit();
     let opened = match kind {
         Kind::Zt => Opened::new(kind, Reader::new(bytes, &options.options).map_err(OpenError::Zt)?),
@@ -894,10 +998,38 @@ pub fn open_bytes(bytes: Vec<u8>, options: &OpenOptions) -> Result<Opened, OpenE
             ztensor_foreign::torch::TorchFile::new(bytes, "tensor", limit)
                 .map_err(OpenError::Foreign)?,
         ),
+        #[cfg(feature = "v2")]
+        Kind::Zt2 => Opened::new(kind, zt2_from_bytes(bytes, options)?),
         #[allow(unreachable_patterns)]
-        other => return Err(OpenError::Detect(enabled(other, None).unwrap_err())),
+        other => return Err(not_opened(other, None)),
     };
-    Ok(Opened { memory: Some(memory), ..opened })
+    Opened { memory: Some(memory), input_len, ..opened }.within_budget(None, options)
+}
+
+/// A zTensor 2 file held in `bytes`: refused when it is a root whose parts lie in shards,
+/// which bytes have no directory to find beside them.
+#[cfg(feature = "v2")]
+fn zt2_from_bytes(
+    bytes: Vec<u8>,
+    options: &OpenOptions,
+) -> Result<ztensor_v2::File<Vec<u8>>, OpenError> {
+    let max = options.options.limits.max_manifest_len;
+    let file = ztensor_v2::File::open(bytes, max).map_err(OpenError::Zt2)?;
+    let shards: Vec<&str> =
+        file.manifest().map(|m| m.shards.keys().map(String::as_str).collect()).unwrap_or_default();
+    if let Some(first) = shards.first() {
+        return Err(OpenError::Detect(Error::new(
+            ErrorKind::NeedsFiles,
+            format!(
+                "the bytes: this is a zTensor 2 file whose parts lie in {} shard file(s) \
+                 beside it ({first:?}{}), which bytes have no directory to find; open it by its \
+                 path",
+                shards.len(),
+                if shards.len() > 1 { ", ..." } else { "" }
+            ),
+        )));
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -937,6 +1069,182 @@ mod tests {
         assert_eq!(detect_bytes(&footer, None).unwrap(), Kind::Zt);
         let json = b"{\"weight_map\": {}}".to_vec();
         assert!(detect_bytes(&json, None).unwrap_err().to_string().contains("JSON text"));
+    }
+
+    /// Every kind has its row (this match stops compiling when a kind is added).
+    #[test]
+    fn every_kind_is_in_the_table() {
+        let kinds = [
+            Kind::Zt,
+            Kind::ZtIndex,
+            Kind::Safetensors,
+            Kind::SafetensorsIndex,
+            Kind::TensorBuffers,
+            Kind::Npy,
+            Kind::Npz,
+            Kind::Gguf,
+            Kind::Torch,
+            Kind::Zt2,
+        ];
+        for kind in kinds {
+            match kind {
+                Kind::Zt
+                | Kind::ZtIndex
+                | Kind::Safetensors
+                | Kind::SafetensorsIndex
+                | Kind::TensorBuffers
+                | Kind::Npy
+                | Kind::Npz
+                | Kind::Gguf
+                | Kind::Torch
+                | Kind::Zt2 => assert!(FORMATS.iter().any(|f| f.kind == kind), "{kind:?}"),
+            }
+        }
+        assert_eq!(kinds.len(), FORMATS.len());
+    }
+
+    fn fixture(path: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(path)
+    }
+
+    /// A scratch directory for this test, removed first if a run left it.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("zt-registry-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// An object's name and its decoded components by role.
+    type Contents = (String, Vec<(String, Vec<u8>)>);
+
+    /// Each object's name and decoded components, in order.
+    fn contents(source: &dyn TensorSource) -> Vec<Contents> {
+        (0..source.len())
+            .map(|i| {
+                let data = source.read(i).unwrap();
+                let parts =
+                    data.components.into_iter().map(|(r, c)| (r, c.bytes.into_owned())).collect();
+                (data.name, parts)
+            })
+            .collect()
+    }
+
+    /// A file whose data happens to end in another format's magic is the format it starts
+    /// as, from a path and from bytes.
+    #[cfg(all(feature = "numpy", feature = "safetensors"))]
+    #[test]
+    fn a_leading_magic_decides_before_a_trailing_one() {
+        // An .npy of 16 bytes, the last 8 of them "ZTEN1000".
+        let mut header = b"{'descr': '|u1', 'fortran_order': False, 'shape': (16,), }".to_vec();
+        while !(10 + header.len() + 1).is_multiple_of(64) {
+            header.push(b' ');
+        }
+        header.push(b'\n');
+        let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+        npy.extend_from_slice(&u16::try_from(header.len()).unwrap().to_le_bytes());
+        npy.extend_from_slice(&header);
+        let data = b"12345678ZTEN1000";
+        npy.extend_from_slice(data);
+        // An .npz whose zip comment is "ZTEN1000": the end record (the last 22 bytes of an
+        // archive without a comment) given a comment of 8 bytes.
+        let mut npz = std::fs::read(fixture("external/numpy/arrays.npz")).unwrap();
+        let end = npz.len() - 22;
+        assert!(npz[end..].starts_with(b"PK\x05\x06") && npz[end + 20..] == [0, 0]);
+        npz[end + 20..].copy_from_slice(&8u16.to_le_bytes());
+        npz.extend_from_slice(b"ZTEN1000");
+        // A safetensors file whose data ends in "TBS1".
+        let json = br#"{"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}"#;
+        let mut st = u64::try_from(json.len()).unwrap().to_le_bytes().to_vec();
+        st.extend_from_slice(json);
+        st.extend_from_slice(b"TBS1");
+        let dir = scratch("leading");
+        for (bytes, kind, name) in
+            [(npy, Kind::Npy, "a.npy"), (npz, Kind::Npz, "a.npz"), (st, Kind::Safetensors, "a.st")]
+        {
+            assert_eq!(detect_bytes(&bytes, None).unwrap(), kind);
+            let from_bytes = open_bytes(bytes.clone(), &OpenOptions::default()).unwrap();
+            assert_eq!(from_bytes.kind(), kind);
+            let path = dir.join(name);
+            std::fs::write(&path, &bytes).unwrap();
+            assert_eq!(detect(&path).unwrap(), kind);
+            let from_path = open(&path, &OpenOptions::default()).unwrap();
+            let read = contents(from_path.source());
+            assert!(!read.is_empty(), "{kind:?}");
+            // An .npy's one array is named after its file, or `array` from bytes.
+            let parts =
+                |c: Vec<Contents>| -> Vec<_> { c.into_iter().map(|(_, parts)| parts).collect() };
+            assert_eq!(parts(read.clone()), parts(contents(from_bytes.source())), "{kind:?}");
+            if kind == Kind::Npy {
+                assert_eq!(read[0].1[0].1, data);
+            }
+            if kind == Kind::Safetensors {
+                assert_eq!(read[0].1[0].1, b"TBS1");
+            }
+        }
+        // Starting like nothing known, the trailing magic still decides.
+        let mut tail = vec![0u8; 40];
+        tail.extend_from_slice(b"TBS1");
+        assert_eq!(detect_bytes(&tail, None).unwrap(), Kind::TensorBuffers);
+        // A format named by its first bytes stays that, whatever it ends with.
+        let mut gzip = b"\x1f\x8b\x08\x00".to_vec();
+        gzip.extend_from_slice(b"ZTEN1000");
+        assert_eq!(detect_bytes(&gzip, None).unwrap_err().kind(), ErrorKind::NotRead);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// zTensor 2 bytes open as the file does; a root whose parts lie in shards is refused.
+    #[cfg(feature = "v2")]
+    #[test]
+    fn ztensor2_bytes_open_as_the_file() {
+        let options = OpenOptions::default();
+        for name in ["canonical-basic.zt", "csr-data-valid.zt", "aliased-identical-blobs.zt"] {
+            let path = fixture("external/ztensor2/valid").join(name);
+            let from_path = open(&path, &options).unwrap();
+            let from_bytes = open_bytes(std::fs::read(&path).unwrap(), &options).unwrap();
+            assert_eq!(from_bytes.kind(), Kind::Zt2);
+            assert!(from_bytes.memory().is_some());
+            let read = contents(from_bytes.source());
+            assert!(!read.is_empty(), "{name}");
+            assert_eq!(read, contents(from_path.source()), "{name}");
+        }
+        let sharded = std::fs::read(fixture("external/ztensor2/hostile/shards-1000-missing.zt"));
+        let e = open_bytes(sharded.unwrap(), &options).unwrap_err();
+        assert!(matches!(&e, OpenError::Detect(d) if d.kind() == ErrorKind::NeedsFiles), "{e}");
+        assert!(e.to_string().contains("open it by its path"), "{e}");
+        // A kind without an arm for bytes is an error, not a panic.
+        let e = not_opened(Kind::ZtIndex, None);
+        assert!(matches!(&e, OpenError::Detect(d) if d.kind() == ErrorKind::NeedsFiles), "{e}");
+    }
+
+    /// Every way in refuses a file that decodes to far more than its size allows, before
+    /// decoding anything; a raised budget admits it.
+    #[test]
+    fn the_expansion_budget_is_checked_where_files_open() {
+        use ztensor_format::{ErrorKind as Rule, Verdict};
+        // 3 GiB of zeros, honestly declared, in about 100 KB.
+        let path = fixture("hostile/zstd-bomb-3g.zt");
+        let options = OpenOptions::default();
+        let refused = |r: Result<Opened, OpenError>| {
+            let e = r.unwrap_err();
+            assert_eq!(e.rule(), Some(Rule::DecodedTooLarge), "{e}");
+            e.to_string()
+        };
+        let said = refused(open(&path, &options));
+        assert!(said.contains("zstd-bomb-3g.zt: its objects decode to more than"), "{said}");
+        // SAFETY: fixtures are not changed while the test runs.
+        refused(unsafe { open_mapped(&path, &options) });
+        let said = refused(open_bytes(std::fs::read(&path).unwrap(), &options));
+        assert!(said.starts_with("the bytes: "), "{said}");
+        // open_kind leaves the check to its caller, who has the input's size.
+        let opened = open_kind(Kind::Zt, &path, &options).unwrap();
+        assert_eq!(opened.input_len(), std::fs::metadata(&path).unwrap().len());
+        let e = opened.check_expansion(&options.options.limits).unwrap_err();
+        assert_eq!(e.rule(), Some(Rule::DecodedTooLarge));
+        let mut raised = OpenOptions::default();
+        raised.options.limits.max_expansion = 1 << 20;
+        let opened = open(&path, &raised).unwrap();
+        assert_eq!(opened.check_expansion(&raised.options.limits).unwrap(), 3 << 30);
     }
 }
 
