@@ -1,7 +1,8 @@
 //! `ztensor_rs._native`, the extension module under the `ztensor_rs` Python package.
 //!
-//! The Python layer (`python/ztensor_rs/__init__.py`) gives the API people use: `safe_open`,
-//! `load_file`, `save_file`, `load`, `save`. This module gives it what only Rust can: files of
+//! The Python layer (`python/ztensor_rs/_api.py`, whose public names `__init__.py` re-exports)
+//! gives the API people use: `safe_open`, `load_file`, `save_file`, `load`, `save`. This module
+//! gives it what only Rust can: files of
 //! every format opened through the tensor-source interface, object descriptions, decoded and
 //! checked component bytes (borrowed from the file's map when nothing had to be decoded,
 //! exported through the buffer protocol without a copy), and writing on the parallel engine.
@@ -208,7 +209,6 @@ fn open(py: Python<'_>, path: PathBuf, mmap: bool) -> PyResult<File> {
     Ok(File { opened: Arc::new(opened?) })
 }
 
-/// Reads a file of tensors held in `data` (copied once; arrays then borrow from that copy).
 /// What the file at `path` is, by its content: the format registry's identifier
 /// (`ztensor`, `safetensors`, `safetensors-sharded`, `ztensor-sharded`, `tensorbuffers`,
 /// `npy`, `npz`, `gguf`, `pytorch`), as the command-line tool tells it.
@@ -219,6 +219,7 @@ fn detect(py: Python<'_>, path: PathBuf) -> PyResult<&'static str> {
         .map_err(|e| raise_open(py, &ztensor_registry::OpenError::Detect(e)))
 }
 
+/// Reads a file of tensors held in `data` (copied once; arrays then borrow from that copy).
 #[pyfunction]
 #[pyo3(name = "open_bytes")]
 fn open_from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<File> {

@@ -23,3 +23,18 @@ def test_readme_python_example_runs(tmp, capsys):
     assert out[0] == "zTensor 1.2 ['b', 'w'] {'format': 'np'}"
     assert out[1] == "[4. 5.]"
     assert out[2] == "f32"
+
+
+def test_the_namespace_is_the_documented_api():
+    import ztensor_rs
+
+    public = {name for name in dir(ztensor_rs) if not name.startswith("_")}
+    assert public == set(ztensor_rs.__all__), public ^ set(ztensor_rs.__all__)
+    assert len(ztensor_rs.__all__) == len(set(ztensor_rs.__all__))
+    for name in ztensor_rs.__all__:
+        assert getattr(ztensor_rs, name).__doc__, name
+    # What star-import gives is that list, and nothing the implementation imports.
+    scope: dict = {}
+    exec("from ztensor_rs import *", scope)
+    assert set(scope) - {"__builtins__"} == set(ztensor_rs.__all__)
+    assert isinstance(ztensor_rs.__version__, str)

@@ -1,0 +1,488 @@
+"""The implementation of the ``ztensor_rs`` package, whose ``__init__`` re-exports the public
+names (its ``__all__``): the helpers and imports here stay out of the package's namespace."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _native
+from ._errors import FormatError, ObjectNotFoundError, UnsupportedError, ZTensorError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_STORAGE = {
+    "f64": "<f8",
+    "f32": "<f4",
+    "f16": "<f2",
+    "bf16": "<u2",
+    "i64": "<i8",
+    "i32": "<i4",
+    "i16": "<i2",
+    "i8": "i1",
+    "u64": "<u8",
+    "u32": "<u4",
+    "u16": "<u2",
+    "u8": "u1",
+    "bool": "?",
+}
+
+_ML_DTYPES_NAMES = {
+    "bf16": "bfloat16",
+    "f8_e4m3fn": "float8_e4m3fn",
+    "f8_e5m2": "float8_e5m2",
+    "f8_e4m3fnuz": "float8_e4m3fnuz",
+    "f8_e5m2fnuz": "float8_e5m2fnuz",
+}
+
+
+def _ml_dtypes() -> Any:
+    try:
+        import ml_dtypes  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return ml_dtypes
+
+
+def _np_dtype(dtype: str, logical: Optional[str]) -> np.dtype:
+    """The NumPy dtype for a storage type and logical type."""
+    if logical == "complex64":
+        return np.dtype("<c8")
+    if logical == "complex128":
+        return np.dtype("<c16")
+    special = _ML_DTYPES_NAMES.get(logical) if logical else None
+    if special is None and dtype == "bf16":
+        special = "bfloat16"
+    if special is not None:
+        ml = _ml_dtypes()
+        if ml is not None and hasattr(ml, special):
+            return np.dtype(getattr(ml, special))
+    try:
+        return np.dtype(_STORAGE[dtype])
+    except KeyError:
+        raise UnsupportedError(f"storage type {dtype!r} has no NumPy dtype") from None
+
+
+def _array(dtype: str, logical: Optional[str], data: Any, shape: Tuple[int, ...]) -> np.ndarray:
+    """A read-only array over ``data`` (no copy), shaped ``shape`` when the element count
+    fits, else one-dimensional."""
+    target = _np_dtype(dtype, logical)
+    array = np.frombuffer(data, dtype=target)
+    try:
+        if math.prod(shape) == array.size:
+            return array.reshape(shape)
+        if target != np.dtype(_STORAGE.get(dtype, target)):
+            # A logical type whose elements span several storage elements, shaped by storage.
+            storage = np.frombuffer(data, dtype=_STORAGE[dtype])
+            if math.prod(shape) == storage.size:
+                return storage.reshape(shape)
+    except ValueError as e:
+        # A shape NumPy cannot hold (a dimension past its index range, say, with no element
+        # at all): the file's fault, said in this package's terms.
+        raise UnsupportedError(f"shape {list(shape)}: NumPy cannot hold it ({e})") from None
+    return array
+
+
+@dataclass(frozen=True)
+class Component:
+    """One component of an object: its storage type, logical type, and decoded data."""
+
+    role: str
+    dtype: str
+    type: Optional[str]
+    array: np.ndarray
+    zero_copy: bool = False
+
+
+@dataclass(frozen=True)
+class Object:
+    """An object of any format (dense, sparse_csr, sparse_coo, quantized_group, or one this
+    package does not know), with its attributes and decoded components."""
+
+    name: str
+    format: str
+    shape: Tuple[int, ...]
+    attributes: Optional[Dict[Any, Any]]
+    components: Dict[str, Component] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SparseCSR:
+    """A CSR matrix as arrays, when scipy is not installed (``to_scipy()`` converts)."""
+
+    shape: Tuple[int, ...]
+    values: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+
+    def to_scipy(self) -> Any:
+        import scipy.sparse  # type: ignore[import-not-found]
+
+        return scipy.sparse.csr_array((self.values, self.indices, self.indptr), shape=self.shape)
+
+
+@dataclass(frozen=True)
+class SparseCOO:
+    """A COO tensor as arrays (``coords`` has one row per dimension), when scipy is not
+    installed or cannot hold it (``to_scipy()`` converts)."""
+
+    shape: Tuple[int, ...]
+    values: np.ndarray
+    coords: np.ndarray
+
+    def to_scipy(self) -> Any:
+        import scipy.sparse  # type: ignore[import-not-found]
+
+        return scipy.sparse.coo_array((self.values, tuple(self.coords)), shape=self.shape)
+
+
+def _object(name: str, format: str, shape: Tuple[int, ...], attributes: Any, parts: Mapping[str, Any]) -> Object:
+    components = {}
+    for role, (dtype, logical, data) in parts.items():
+        if format == "dense" and role == "data":
+            array = _array(dtype, logical, data, shape)
+        elif format == "sparse_coo" and role == "coords" and len(shape) > 0:
+            flat = _array(dtype, logical, data, (-1,))
+            array = flat.reshape(len(shape), -1) if flat.size % len(shape) == 0 else flat
+        else:
+            array = _array(dtype, logical, data, (-1,))
+        components[role] = Component(role, dtype, logical, array, bool(data.zero_copy))
+    return Object(name, format, tuple(shape), attributes, components)
+
+
+def _to_framework(array: np.ndarray, framework: str) -> Any:
+    if framework == "numpy":
+        return array
+    import torch  # type: ignore[import-not-found]
+
+    name = array.dtype.name
+    views = {
+        "bfloat16": (np.uint16, "bfloat16"),
+        "float8_e4m3fn": (np.uint8, "float8_e4m3fn"),
+        "float8_e5m2": (np.uint8, "float8_e5m2"),
+        "float8_e4m3fnuz": (np.uint8, "float8_e4m3fnuz"),
+        "float8_e5m2fnuz": (np.uint8, "float8_e5m2fnuz"),
+    }
+    # A copy: torch tensors are writable, and mapped memory is not.
+    if name in views:
+        raw, torch_name = views[name]
+        return torch.from_numpy(np.array(array.view(raw))).view(getattr(torch, torch_name))
+    return torch.from_numpy(np.array(array))
+
+
+def _value(obj: Object, framework: str) -> Any:
+    """What ``get_tensor`` gives for an object: the array of a dense tensor, a sparse array
+    for CSR/COO, the object itself otherwise."""
+    c = obj.components
+    if obj.format == "dense" and "data" in c:
+        return _to_framework(c["data"].array, framework)
+    if obj.format == "sparse_csr" and {"values", "indices", "indptr"} <= c.keys():
+        record = SparseCSR(obj.shape, c["values"].array, c["indices"].array, c["indptr"].array)
+        if len(obj.shape) == 2:
+            try:
+                return record.to_scipy()
+            except ImportError:
+                pass
+        return record
+    if obj.format == "sparse_coo" and {"values", "coords"} <= c.keys():
+        coo = SparseCOO(obj.shape, c["values"].array, c["coords"].array)
+        try:
+            return coo.to_scipy()
+        except (ImportError, ValueError, TypeError):
+            return coo
+    return obj
+
+
+_FRAMEWORKS = {"numpy": "numpy", "np": "numpy", "pt": "pt", "torch": "pt", "pytorch": "pt"}
+
+
+def _framework(framework: str) -> str:
+    try:
+        return _FRAMEWORKS[framework]
+    except KeyError:
+        raise ValueError(f"framework {framework!r}: 'numpy' or 'pt'") from None
+
+
+class TensorSlice:
+    """A lazily sliced tensor, as ``safetensors``' ``get_slice`` gives: ``get_shape()``,
+    ``get_dtype()`` and indexing (``f.get_slice("w")[0:2, :]``). Slicing a mapped raw tensor
+    reads only the pages it needs."""
+
+    def __init__(self, array: np.ndarray, dtype: str, framework: str) -> None:
+        self._array = array
+        self._dtype = dtype
+        self._framework = framework
+
+    def get_shape(self) -> List[int]:
+        return list(self._array.shape)
+
+    def get_dtype(self) -> str:
+        return self._dtype
+
+    def __getitem__(self, key: Any) -> Any:
+        return _to_framework(np.array(self._array[key]), self._framework)
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+
+class safe_open:
+    """An open file of tensors: any zTensor version, safetensors (a file, or a sharded
+    checkpoint's ``*.index.json``), TensorBuffers, NumPy ``.npy``/``.npz`` , GGUF (quantized
+    GGUF tensors as their block bytes, with ``gguf.type`` and ``gguf.shape`` attributes) or a
+    PyTorch checkpoint (``torch.save``; its pickle is never run, its plain values are the
+    metadata). Use it as a context manager.
+
+    Args:
+        filename: the file.
+        framework: ``"numpy"`` (read-only arrays, zero-copy where possible) or ``"pt"``
+            (PyTorch tensors, copied).
+        device: only ``"cpu"``.
+        mmap: read through a read-only memory map (the default). The file must then not be
+            truncated or changed in place while it or arrays from it are in use (files this
+            package writes are replaced by rename, never changed in place); ``mmap=False``
+            reads with positional reads instead and copies every tensor.
+    """
+
+    def __init__(self, filename: PathLike, framework: str = "numpy", device: str = "cpu", *, mmap: bool = True) -> None:
+        self._framework = _framework(framework)
+        if device != "cpu":
+            raise ValueError(f"device {device!r}: only 'cpu'")
+        self._file: Optional[_native.File] = _native.open(os.fspath(filename), mmap)
+
+    @classmethod
+    def _of(cls, file: "_native.File", framework: str) -> "safe_open":
+        self = cls.__new__(cls)
+        self._framework = _framework(framework)
+        self._file = file
+        return self
+
+    def __enter__(self) -> "safe_open":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the file; arrays already returned stay valid."""
+        self._file = None
+
+    @property
+    def _f(self) -> "_native.File":
+        if self._file is None:
+            raise ValueError("the file is closed")
+        return self._file
+
+    @property
+    def format(self) -> str:
+        """What the file is: ``"zTensor 1.2"``, ``"safetensors"``, …"""
+        return self._f.format
+
+    def keys(self) -> List[str]:
+        """The object names, sorted."""
+        return sorted(set(self._f.names()))
+
+    def metadata(self) -> Optional[Dict[Any, Any]]:
+        """The file attributes (safetensors ``__metadata__``) as Python data, or ``None``."""
+        return self._f.attributes()
+
+    def info(self, name: str) -> Dict[str, Any]:
+        """Object ``name`` described without reading its data: format, shape, attributes,
+        and per component the storage type, logical type, encoding, lengths and digest."""
+        return self._f.info(name)
+
+    def get_object(self, name: str) -> Object:
+        """Object ``name`` with every component decoded and checked."""
+        return _object(*self._f.object(name))
+
+    def get_tensor(self, name: str) -> Any:
+        """Tensor ``name``: an array for dense tensors, a ``scipy.sparse`` array (or
+        :class:`SparseCSR` / :class:`SparseCOO`) for sparse ones, an :class:`Object` for
+        anything else."""
+        name, format, shape, attributes, parts = self._f.object(name)
+        if format == "dense" and len(parts) == 1 and "data" in parts:
+            dtype, logical, data = parts["data"]
+            return _to_framework(_array(dtype, logical, data, shape), self._framework)
+        return _value(_object(name, format, shape, attributes, parts), self._framework)
+
+    def get_slice(self, name: str) -> TensorSlice:
+        """A dense tensor to slice without reading all of it."""
+        obj = self.get_object(name)
+        if obj.format != "dense" or "data" not in obj.components:
+            raise UnsupportedError(f"{name!r} is {obj.format}, not a dense tensor")
+        return TensorSlice(obj.components["data"].array, obj.components["data"].dtype, self._framework)
+
+
+def _load(file: "_native.File", threads: Optional[int], framework: str) -> Dict[str, Any]:
+    framework = _framework(framework)
+    out: Dict[str, Any] = {}
+    for name, format, shape, attributes, parts in file.read_all(threads or 0):
+        out[name] = _value(_object(name, format, shape, attributes, parts), framework)
+    return out
+
+
+def load_file(filename: PathLike, *, threads: Optional[int] = None, framework: str = "numpy", mmap: bool = True) -> Dict[str, Any]:
+    """Every tensor of a file, read on ``threads`` threads (default: one per core) with the GIL
+    released. Values as :meth:`safe_open.get_tensor` gives them."""
+    return _load(_native.open(os.fspath(filename), mmap), threads, framework)
+
+
+def detect(filename: PathLike) -> str:
+    """What the file is, by its content, as the ``ztensor`` tool tells it: ``ztensor``,
+    ``ztensor2``, ``safetensors``, ``safetensors-sharded``, ``ztensor-sharded``,
+    ``tensorbuffers``, ``npy``, ``npz``, ``gguf`` or ``pytorch``. Raises :class:`FormatError` for a file of a format not
+    read (naming it when known) and ``OSError`` when it cannot be read."""
+    return _native.detect(os.fspath(filename))
+
+
+def convert(
+    src: PathLike,
+    dst: PathLike,
+    *,
+    to: str = "2",
+    zstd: Optional[int] = None,
+    drop_attributes: bool = False,
+    threads: Optional[int] = None,
+) -> int:
+    """Converts ``src`` (any format :func:`detect` names) to ``dst``, published atomically, and
+    returns how many objects were written. ``to`` is the zTensor version: ``"2"`` (canonical
+    form: the same tensors give the same bytes; with ``zstd``, every part stored under
+    ``zt.zstd-seekable/1`` instead), ``"0.1"``, ``"1.1"`` or ``"1.2"`` (with ``zstd``, each
+    tensor zstd-compressed). A zTensor file converted to ``"2"`` and back has the same content
+    and the same :func:`content_id`. Attributes the target cannot hold raise
+    :class:`ZTensorError` unless ``drop_attributes``."""
+    return _native.convert(os.fspath(src), os.fspath(dst), to, zstd, drop_attributes, threads or 0)
+
+
+def content_id(filename: PathLike, algorithm: str = "sha256") -> str:
+    """The content identity of a file of any format :func:`detect` names: the zTensor 2
+    content digest (``"sha256:…"`` or, with ``algorithm="xxh3"``, ``"xxh3:…"``) of its objects
+    (names, shapes, layouts, types, attributes and each part's bytes), whatever their placement,
+    compression or container. A zTensor 1.x file and its zTensor 2 conversion have the same one,
+    and it is what ``ztensor id`` prints."""
+    return _native.content_id(os.fspath(filename), algorithm)
+
+
+def load(data: bytes, *, framework: str = "numpy") -> Dict[str, Any]:
+    """Every tensor of a file held in ``data`` (any format this package reads)."""
+    return _load(_native.open_bytes(data), None, framework)
+
+
+def open_bytes(data: bytes, framework: str = "numpy") -> safe_open:
+    """A :class:`safe_open` over a file held in ``data``."""
+    return safe_open._of(_native.open_bytes(data), framework)
+
+
+_FROM_NUMPY = {
+    ("f", 8): ("f64", None),
+    ("f", 4): ("f32", None),
+    ("f", 2): ("f16", None),
+    ("i", 8): ("i64", None),
+    ("i", 4): ("i32", None),
+    ("i", 2): ("i16", None),
+    ("i", 1): ("i8", None),
+    ("u", 8): ("u64", None),
+    ("u", 4): ("u32", None),
+    ("u", 2): ("u16", None),
+    ("u", 1): ("u8", None),
+    ("b", 1): ("bool", None),
+    ("c", 8): ("f32", "complex64"),
+    ("c", 16): ("f64", "complex128"),
+}
+
+_FROM_ML_DTYPES = {
+    "bfloat16": ("bf16", None),
+    "float8_e4m3fn": ("u8", "f8_e4m3fn"),
+    "float8_e5m2": ("u8", "f8_e5m2"),
+    "float8_e4m3fnuz": ("u8", "f8_e4m3fnuz"),
+    "float8_e5m2fnuz": ("u8", "f8_e5m2fnuz"),
+}
+
+_FROM_TORCH = {
+    "bfloat16": ("bf16", None, "int16"),
+    "float8_e4m3fn": ("u8", "f8_e4m3fn", "uint8"),
+    "float8_e5m2": ("u8", "f8_e5m2", "uint8"),
+    "float8_e4m3fnuz": ("u8", "f8_e4m3fnuz", "uint8"),
+    "float8_e5m2fnuz": ("u8", "f8_e5m2fnuz", "uint8"),
+}
+
+
+def _item(name: str, value: Any) -> Tuple[str, str, Optional[str], List[int], memoryview]:
+    if not isinstance(name, str):
+        raise TypeError(f"tensor names are str, not {type(name).__name__}")
+    special: Optional[Tuple[str, Optional[str]]] = None
+    if hasattr(value, "detach") and hasattr(value, "cpu") and hasattr(value, "numpy"):
+        # A PyTorch tensor: its bytes, through a same-width integer view where NumPy has no
+        # dtype for it.
+        tensor = value.detach().cpu().contiguous()
+        torch_name = str(tensor.dtype).removeprefix("torch.")
+        if torch_name in _FROM_TORCH:
+            dtype, logical, view = _FROM_TORCH[torch_name]
+            import torch  # type: ignore[import-not-found]
+
+            tensor = tensor.view(getattr(torch, view))
+            special = (dtype, logical)
+        value = tensor.numpy()
+    array = np.asarray(value)
+    if special is None and array.dtype.name in _FROM_ML_DTYPES:
+        special = _FROM_ML_DTYPES[array.dtype.name]
+    if special is None:
+        key = (array.dtype.kind, array.dtype.itemsize)
+        if key not in _FROM_NUMPY:
+            raise FormatError(f"tensor {name!r}: NumPy dtype {array.dtype} has no zTensor type")
+        special = _FROM_NUMPY[key]
+        if array.dtype.byteorder == ">":
+            array = array.astype(array.dtype.newbyteorder("<"))
+    dtype, logical = special
+    array = np.asarray(array, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
+    data = memoryview(array.reshape(-1).view(np.uint8))
+    return (name, dtype, logical, [int(d) for d in array.shape], data)
+
+
+def _items(tensors: Mapping[str, Any]) -> List[Tuple[str, str, Optional[str], List[int], memoryview]]:
+    if not isinstance(tensors, Mapping):
+        raise TypeError("tensors: a mapping of names to arrays")
+    return [_item(name, value) for name, value in tensors.items()]
+
+
+def save_file(
+    tensors: Mapping[str, Any],
+    filename: PathLike,
+    metadata: Optional[Mapping[Any, Any]] = None,
+    *,
+    version: str = "1.2",
+    zstd: Optional[int] = None,
+    digest: Optional[str] = None,
+    threads: Optional[int] = None,
+) -> None:
+    """Writes dense tensors (NumPy arrays, PyTorch tensors, or anything ``numpy.asarray``
+    takes) to ``filename`` in zTensor ``version`` ("0.1", "1.1" or "1.2"), published atomically
+    (the old file, if any, is replaced only when the new one is complete).
+
+    Args:
+        metadata: file attributes (str, int, float, bool, None, bytes, lists, dicts).
+        zstd: compress every tensor with zstd at this level (1-22); raw when ``None``.
+        digest: ``"crc32c"``, ``"sha256"`` or ``"blake3"`` per tensor, or ``None``.
+        threads: compression and digest threads (default: one per core). The file's bytes do
+            not depend on it.
+    """
+    _native.save(_items(tensors), os.fspath(filename), metadata, version, zstd, digest, threads or 0)
+
+
+def save(
+    tensors: Mapping[str, Any],
+    metadata: Optional[Mapping[Any, Any]] = None,
+    *,
+    version: str = "1.2",
+    zstd: Optional[int] = None,
+    digest: Optional[str] = None,
+    threads: Optional[int] = None,
+) -> bytes:
+    """As :func:`save_file`, returning the file's bytes."""
+    out = _native.save(_items(tensors), None, metadata, version, zstd, digest, threads or 0)
+    assert out is not None
+    return out
