@@ -238,3 +238,32 @@ def test_io_failures_carry_the_system_errno(tmp):
     with pytest.raises(FileNotFoundError) as e:
         ztensor_rs.load_file(index)
     assert e.value.errno == errno.ENOENT
+
+
+def test_expansion_is_refused_wherever_a_file_opens(tmp):
+    """Files that declare far more decoded bytes than their size allows (3 GiB from 98 KB of
+    zstd; a 3 GiB stride-0 view of 16 bytes) are refused by every way in, before anything is
+    decoded: a FormatError with its rule, not a MemoryError, a panic or gigabytes spent."""
+    bomb = FIXTURES / "hostile" / "zstd-bomb-3g.zt"
+    view = tmp / "expand-3g.pt"
+    view.write_bytes(torch_expand((49152, 16384), (0, 0)))
+    for path in (bomb, view):
+        data = path.read_bytes()
+        attempts = {
+            "load_file": lambda: ztensor_rs.load_file(path),
+            "load_file(mmap=False)": lambda: ztensor_rs.load_file(path, mmap=False),
+            "safe_open": lambda: ztensor_rs.safe_open(path),
+            "load": lambda: ztensor_rs.load(data),
+            "open_bytes": lambda: ztensor_rs.open_bytes(data),
+            "convert": lambda: ztensor_rs.convert(path, tmp / "out.zt"),
+            "convert to 1.2": lambda: ztensor_rs.convert(path, tmp / "out.zt", to="1.2"),
+            "content_id": lambda: ztensor_rs.content_id(path),
+        }
+        for way, attempt in attempts.items():
+            started = time.monotonic()
+            with pytest.raises(ztensor_rs.FormatError) as e:
+                attempt()
+            assert e.value.rule == "decoded_too_large", (path.name, way, e.value)
+            assert "decode to more than" in str(e.value), (path.name, way, e.value)
+            assert time.monotonic() - started < 5, (path.name, way)
+            assert not (tmp / "out.zt").exists(), (path.name, way)
