@@ -10,6 +10,13 @@ use crate::error::{Error, Result, Rule};
 /// The deepest nesting allowed: the root is at depth 0, an item below it one deeper.
 pub const MAX_DEPTH: usize = 32;
 
+/// The most items a manifest may hold (each array or map item, map key and scalar counts
+/// one): the 1.x readers' value budget, [`ztensor_format::Limits::max_manifest_values`]. An
+/// item decoded into a tree costs tens of bytes however few it took in the file, so this
+/// bounds what decoding any manifest can spend before it is spent; past it, the manifest is
+/// refused as too large (`manifest_too_large`).
+pub const MAX_VALUES: u64 = ztensor_format::Limits::DEFAULT.max_manifest_values;
+
 /// A decoded item of the permitted types.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -55,9 +62,9 @@ impl Value {
 ///
 /// # Errors
 /// `cbor_syntax`, `cbor_determinism`, `cbor_duplicate_key` or `cbor_depth`, at the offending
-/// byte.
+/// byte; `manifest_too_large` past [`MAX_VALUES`] items.
 pub fn decode(bytes: &[u8]) -> Result<Value> {
-    let mut d = Decoder { bytes, at: 0, build: true, beyond: 0 };
+    let mut d = Decoder::within(bytes, MAX_VALUES);
     let value = d.item(0)?;
     if d.at != bytes.len() {
         return Err(
@@ -170,7 +177,13 @@ pub type Entries = Vec<(Value, std::ops::Range<usize>)>;
 /// # Errors
 /// As [`decode`].
 pub fn map_entries(bytes: &[u8]) -> Result<Option<Entries>> {
-    let mut d = Decoder { bytes, at: 0, build: false, beyond: 0 };
+    map_entries_within(bytes, MAX_VALUES)
+}
+
+/// [`map_entries`], the whole item holding at most `max_values` items.
+pub(crate) fn map_entries_within(bytes: &[u8], max_values: u64) -> Result<Option<Entries>> {
+    let mut d = Decoder::within(bytes, max_values);
+    d.build = false;
     d.item(0)?;
     if d.at != bytes.len() {
         return Err(
@@ -190,7 +203,8 @@ pub fn entries_at(
     range: std::ops::Range<usize>,
     depth: usize,
 ) -> Result<Option<Entries>> {
-    let mut d = Decoder { bytes: &bytes[..range.end], at: range.start, build: true, beyond: 0 };
+    let mut d = Decoder::within(&bytes[..range.end], MAX_VALUES);
+    d.at = range.start;
     let initial = d.take(1)?[0];
     if initial >> 5 != 5 {
         return Ok(None);
@@ -214,7 +228,8 @@ pub fn entries_at(
 /// # Errors
 /// As [`decode`].
 pub fn decode_at(bytes: &[u8], range: std::ops::Range<usize>, depth: usize) -> Result<Value> {
-    let mut d = Decoder { bytes: &bytes[..range.end], at: range.start, build: true, beyond: 0 };
+    let mut d = Decoder::within(&bytes[..range.end], MAX_VALUES);
+    d.at = range.start;
     d.item(depth)
 }
 
@@ -228,6 +243,10 @@ pub(crate) struct Decoder<'a> {
     build: bool,
     /// How many bytes of the manifest follow `bytes` (a window on it): lengths may reach them.
     beyond: usize,
+    /// How many more items may be read (every head counts, built or skipped).
+    values_left: u64,
+    /// The budget the reading started with, for the message.
+    max_values: u64,
 }
 
 /// The order of one map's keys: each key's encoding must sort strictly after the one before.
@@ -262,8 +281,41 @@ impl KeyOrder {
 impl<'a> Decoder<'a> {
     /// A reader at the start of `bytes`, a window on a manifest that goes on for `beyond`
     /// bytes after it: a map or array read with [`Decoder::head`] may count items there.
-    pub(crate) fn window(bytes: &'a [u8], beyond: usize) -> Decoder<'a> {
-        Decoder { bytes, at: 0, build: true, beyond }
+    /// `values_left` more items may be read from it, of a budget of `max_values` in all.
+    pub(crate) fn window(
+        bytes: &'a [u8],
+        beyond: usize,
+        values_left: u64,
+        max_values: u64,
+    ) -> Decoder<'a> {
+        Decoder { bytes, at: 0, build: true, beyond, values_left, max_values }
+    }
+
+    /// A reader at the start of `bytes`, the whole manifest, of at most `max_values` items.
+    fn within(bytes: &'a [u8], max_values: u64) -> Decoder<'a> {
+        Decoder::window(bytes, 0, max_values, max_values)
+    }
+
+    /// How many more items may be read.
+    pub(crate) fn values_left(&self) -> u64 {
+        self.values_left
+    }
+
+    /// Counts one item against the budget, before anything of it is read or kept.
+    fn spend(&mut self) -> Result<()> {
+        if self.values_left == 0 {
+            return Err(Error::rule(
+                Rule::ManifestTooLarge,
+                format!(
+                    "the manifest holds more than {} CBOR items (the value budget, as 1.x \
+                     readers' Limits::max_manifest_values)",
+                    self.max_values
+                ),
+            )
+            .at(self.at as u64));
+        }
+        self.values_left -= 1;
+        Ok(())
     }
 
     /// The bytes it reads.
@@ -305,6 +357,7 @@ impl<'a> Decoder<'a> {
         if self.major() != Some(major) {
             return Ok(None);
         }
+        self.spend()?;
         let ai = self.take(1)?[0] & 0x1f;
         let beyond = self.beyond;
         Ok(Some(match major {
@@ -323,6 +376,7 @@ impl<'a> Decoder<'a> {
         if self.major() != Some(3) {
             return Ok(None);
         }
+        self.spend()?;
         let ai = self.take(1)?[0] & 0x1f;
         let n = self.count(ai, 1)?;
         let at = self.at;
@@ -408,6 +462,7 @@ impl<'a> Decoder<'a> {
             return Err(self.fail(Rule::CborDepth, "items nested deeper than 32"));
         }
         let start = self.at;
+        self.spend()?;
         let initial = self.take(1)?[0];
         let (major, ai) = (initial >> 5, initial & 0x1f);
         match major {

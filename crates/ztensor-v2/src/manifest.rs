@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use crate::cbor::Value;
+use crate::cbor::{MAX_VALUES, Value};
 use crate::error::{Error, Result, Rule};
 
 /// The finest alignment of a blob, and the lowest offset one may start at.
@@ -489,11 +489,17 @@ pub fn parse(root: &Value) -> Result<Manifest> {
 /// manifest of a million objects never holds a million decoded items at once.
 ///
 /// # Errors
-/// The CBOR rules (the message says so), then as [`parse`].
+/// The CBOR rules (the message says so), `manifest_too_large` past [`MAX_VALUES`] items, then
+/// as [`parse`].
 pub fn parse_bytes(bytes: &[u8]) -> Result<Manifest> {
-    match direct::manifest(direct::Bytes::Memory(bytes))? {
+    parse_bytes_within(bytes, MAX_VALUES)
+}
+
+/// [`parse_bytes`] with a value budget of `max_values` items.
+pub(crate) fn parse_bytes_within(bytes: &[u8], max_values: u64) -> Result<Manifest> {
+    match direct::manifest(direct::Bytes::Memory(bytes), max_values)? {
         Some((manifest, _)) => Ok(manifest),
-        None => parse_in_steps(bytes),
+        None => parse_in_steps(bytes, max_values),
     }
 }
 
@@ -511,21 +517,25 @@ pub(crate) fn parse_read(
     window: usize,
     read: &mut dyn FnMut(u64, &mut [u8]) -> Result<()>,
 ) -> Result<Option<(Manifest, u64)>> {
-    direct::manifest(direct::Bytes::Read { len, window, read })
+    direct::manifest(direct::Bytes::Read { len, window, read }, MAX_VALUES)
 }
 
-/// [`parse_bytes`] the general way: the CBOR checked whole, then the objects decoded one at a
-/// time into trees and parsed, then the rest.
-fn parse_in_steps(bytes: &[u8]) -> Result<Manifest> {
+/// [`parse_bytes`] the general way: the CBOR checked whole (and its items counted against
+/// `max_values`), then the objects decoded one at a time into trees and parsed, then the rest.
+fn parse_in_steps(bytes: &[u8], max_values: u64) -> Result<Manifest> {
     use crate::cbor;
     let cbor_error = |e: Error| e.within("in the manifest's CBOR");
-    let whole = || parse(&cbor::decode(bytes).map_err(cbor_error)?);
-    let Some(root) = cbor::map_entries(bytes).map_err(cbor_error)? else { return whole() };
+    // Every item was counted before any is decoded: what follows decodes parts of what was
+    // counted, and builds no more items than that.
+    // The refusals below are those `parse` gives the whole tree, found without building it.
+    let root = cbor::map_entries_within(bytes, max_values).map_err(cbor_error)?;
+    let Some(root) = root else { return Err(schema("the manifest is not a map")) };
     let Some((_, range)) = root.iter().find(|(k, _)| k.as_text() == Some("objects")) else {
-        return whole();
+        return Err(schema("the manifest has no `objects`"));
     };
-    // A manifest whose `objects` is not a map gets the schema error from the whole tree.
-    let Some(entries) = cbor::entries_at(bytes, range.clone(), 1)? else { return whole() };
+    let Some(entries) = cbor::entries_at(bytes, range.clone(), 1)? else {
+        return Err(schema("`objects` is not a map"));
+    };
     // Every key is text before any object is looked at (as the whole tree's parse has it).
     if entries.iter().any(|(k, _)| k.as_text().is_none()) {
         return Err(schema("a key of `objects` is not text"));
@@ -540,10 +550,11 @@ fn parse_in_steps(bytes: &[u8]) -> Result<Manifest> {
         named.push((name, object(&value, &mut names)?));
     }
     let objects = Named::new(named);
-    // The rest (shards, attributes, keys not known) is decoded whole, with no objects.
-    let mut rest = Vec::with_capacity(root.len());
+    // The shard table and the attributes are decoded whole, with no objects; keys not known
+    // (checked above) are left: nothing is built of them.
+    let mut rest = Vec::with_capacity(2);
     for (key, range) in root {
-        if key.as_text() != Some("objects") {
+        if matches!(key.as_text(), Some("shards" | "attributes")) {
             let value = cbor::decode_at(bytes, range, 1)?;
             rest.push((key, value));
         }
@@ -594,11 +605,22 @@ mod direct {
         base: u64,
         pos: usize,
         hash: Xxh3,
+        /// Items the manifest may still hold, of `max_values`: spent as items are passed.
+        values_left: u64,
+        max_values: u64,
     }
 
     impl<'a> Window<'a> {
-        fn new(bytes: Bytes<'a>) -> Window<'a> {
-            Window { bytes, buf: Vec::new(), base: 0, pos: 0, hash: Xxh3::new() }
+        fn new(bytes: Bytes<'a>, max_values: u64) -> Window<'a> {
+            Window {
+                bytes,
+                buf: Vec::new(),
+                base: 0,
+                pos: 0,
+                hash: Xxh3::new(),
+                values_left: max_values,
+                max_values,
+            }
         }
 
         /// The manifest's length.
@@ -652,10 +674,13 @@ mod direct {
             mut f: impl FnMut(&mut Decoder<'_>) -> Option<T>,
         ) -> Result<Option<T>> {
             loop {
+                let (values_left, max_values) = (self.values_left, self.max_values);
                 let (bytes, beyond) = self.rest();
-                let mut d = Decoder::window(bytes, beyond);
+                let mut d = Decoder::window(bytes, beyond, values_left, max_values);
                 if let Some(value) = f(&mut d) {
-                    self.pos += d.at();
+                    let (at, values_left) = (d.at(), d.values_left());
+                    self.pos += at;
+                    self.values_left = values_left;
                     return Ok(Some(value));
                 }
                 if !self.more()? {
@@ -699,29 +724,47 @@ mod direct {
 
     /// The manifest, parsed in one pass straight from its bytes; `Ok(None)` when the general
     /// way is to give the verdict. For bytes read from a file, also the XXH3-64 of the bytes.
-    pub(crate) fn manifest(bytes: Bytes<'_>) -> Result<Option<(Manifest, u64)>> {
-        let mut w = Window::new(bytes);
+    pub(crate) fn manifest(bytes: Bytes<'_>, max_values: u64) -> Result<Option<(Manifest, u64)>> {
+        let mut w = Window::new(bytes, max_values);
         let Some(n) = w.next(|d| d.head(5, 0).ok()?)? else { return Ok(None) };
         let mut order = Order::default();
         let mut names = Interner::default();
         let mut objects = None;
         let mut rest = Vec::new();
         for _ in 0..n {
-            // The key, with the value unless it is `objects`.
+            // The key, with the value unless it is `objects`. Only the shard table and the
+            // attributes are kept; any other key and its value (text or not) are checked and
+            // passed, building nothing.
             let entry = w.next(|d| {
-                let key = d.value(1).ok()?;
+                let key = match d.text(1).ok()? {
+                    Some(text) => Some(text.to_owned()),
+                    None => {
+                        d.skip(1).ok()?;
+                        None
+                    }
+                };
                 let encoded = &d.bytes()[..d.at()];
                 if !order.after(encoded) {
                     return None;
                 }
-                let value =
-                    if key.as_text() == Some("objects") { None } else { Some(d.value(1).ok()?) };
-                Some((key, encoded.to_vec(), value))
+                // `None`: the objects, read next; `Some(None)`: passed.
+                let kept = match key {
+                    Some(key) if key == "objects" => None,
+                    Some(key) if key == "shards" || key == "attributes" => {
+                        Some(Some((key, d.value(1).ok()?)))
+                    }
+                    _ => {
+                        d.skip(1).ok()?;
+                        Some(None)
+                    }
+                };
+                Some((encoded.to_vec(), kept))
             })?;
-            let Some((key, encoded, value)) = entry else { return Ok(None) };
+            let Some((encoded, kept)) = entry else { return Ok(None) };
             order.set(&encoded);
-            match value {
-                Some(value) => rest.push((key, value)),
+            match kept {
+                Some(Some((key, value))) => rest.push((Value::Text(key), value)),
+                Some(None) => {}
                 None => match self::objects(&mut w, &mut names)? {
                     Some(o) => objects = Some(o),
                     None => return Ok(None),
@@ -1018,6 +1061,128 @@ mod tests {
         out
     }
 
+    /// A manifest of one empty-shaped object `t` (its `extra` entries and parts appended as
+    /// given) and the root entries `root`, each `(key, encoded value)`; keys given in their
+    /// deterministic order.
+    fn manifest_of(root: &[(&str, Vec<u8>)], object_extra: &[(&str, Vec<u8>)]) -> Vec<u8> {
+        use crate::cbor::{encode, head};
+        let text = |s: &str| encode(&Value::Text(s.to_owned()));
+        let mut object = Vec::new();
+        let part = Value::Map(vec![
+            (Value::Text("blob".into()), Value::Array(vec![Value::Uint(4096), Value::Uint(0)])),
+            (Value::Text("dtype".into()), Value::Text("u8".into())),
+        ]);
+        let mut fields = vec![
+            ("parts", encode(&Value::Map(vec![(Value::Text("data".into()), part)]))),
+            ("shape", encode(&Value::Array(vec![Value::Uint(0)]))),
+            ("layout", text("dense")),
+        ];
+        fields.extend(object_extra.iter().cloned());
+        fields.sort_by_key(|(k, _)| text(k));
+        head(5, fields.len() as u64, &mut object);
+        for (k, v) in fields {
+            object.extend(text(k));
+            object.extend(v);
+        }
+        let mut objects = Vec::new();
+        head(5, 1, &mut objects);
+        objects.extend(text("t"));
+        objects.extend(object);
+        let mut entries: Vec<(&str, Vec<u8>)> = root.to_vec();
+        entries.push(("objects", objects));
+        entries.sort_by_key(|(k, _)| text(k));
+        let mut out = Vec::new();
+        head(5, entries.len() as u64, &mut out);
+        for (k, v) in entries {
+            out.extend(text(k));
+            out.extend(v);
+        }
+        out
+    }
+
+    /// An array of `n` zeros, or a map `{"a": that}`.
+    fn zeros(n: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::cbor::head(4, n, &mut out);
+        out.resize(out.len() + usize::try_from(n).unwrap(), 0);
+        out
+    }
+
+    fn attribute_of(value: Vec<u8>) -> Vec<u8> {
+        let mut out = vec![0xa1, 0x61, b'a'];
+        out.extend(value);
+        out
+    }
+
+    /// A map of `n` entries `kNNNNNNN: 0`, keys in order.
+    fn wide_map(n: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::cbor::head(5, n, &mut out);
+        for i in 0..n {
+            out.extend(crate::cbor::encode(&Value::Text(format!("k{i:08}"))));
+            out.push(0);
+        }
+        out
+    }
+
+    /// The manifest's verdict read whole and a window at a time (the general path giving it
+    /// when the one-pass one does not), with a budget of `max_values` items.
+    fn verdicts(bytes: &[u8], max_values: u64) -> [Result<Manifest>; 2] {
+        let whole = parse_bytes_within(bytes, max_values);
+        let mut read = |at: u64, buf: &mut [u8]| {
+            let at = usize::try_from(at).unwrap();
+            buf.copy_from_slice(&bytes[at..at + buf.len()]);
+            Ok(())
+        };
+        let read = direct::Bytes::Read { len: bytes.len() as u64, window: 4096, read: &mut read };
+        let windowed = match direct::manifest(read, max_values) {
+            Ok(Some((m, _))) => Ok(m),
+            Ok(None) => parse_in_steps(bytes, max_values),
+            Err(e) => Err(e),
+        };
+        [whole, windowed]
+    }
+
+    /// Each way a manifest can hold many items (a long attribute array, keys the schema does
+    /// not know at the root or in an object, a wide shard table, any of them where the
+    /// one-pass parse leaves the verdict to the general one) draws on one budget: past it,
+    /// `manifest_too_large`; within it, the manifest reads.
+    #[test]
+    fn every_item_counts_against_the_value_budget() {
+        let n = 50_000u64;
+        let mut shard_table = Vec::new();
+        crate::cbor::head(5, n, &mut shard_table);
+        for i in 0..n {
+            shard_table.extend(crate::cbor::encode(&Value::Text(format!("s{i:08}"))));
+            shard_table.extend(crate::cbor::encode(&Value::Map(vec![
+                (Value::Text("size".into()), Value::Uint(0)),
+                (Value::Text("digest".into()), Value::Text("xxh3:00".into())),
+            ])));
+        }
+        // An object key that is not text sends the parse the general way.
+        let mut odd_key = vec![0xa1, 0x00];
+        odd_key.extend(zeros(n));
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("file attributes", manifest_of(&[("attributes", attribute_of(zeros(n)))], &[])),
+            ("object attributes", manifest_of(&[], &[("attributes", attribute_of(zeros(n)))])),
+            ("root keys", manifest_of(&[("unknown", wide_map(n))], &[])),
+            ("object keys", manifest_of(&[], &[("unknown", wide_map(n))])),
+            ("shard table", manifest_of(&[("shards", shard_table)], &[])),
+            ("general way", manifest_of(&[], &[("zz", odd_key)])),
+        ];
+        for (what, bytes) in &cases {
+            for verdict in verdicts(bytes, n) {
+                let e = verdict.expect_err(what);
+                assert_eq!(e.broken(), Some(Rule::ManifestTooLarge), "{what}: {e}");
+            }
+            for verdict in verdicts(bytes, 8 * n) {
+                let m = verdict.unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(m.objects.len(), 1, "{what}");
+            }
+            assert!(parse_bytes(bytes).is_ok(), "{what}: within the default budget");
+        }
+    }
+
     /// What reading `bytes` a window of `window` at a time gives.
     fn windowed(bytes: &[u8], window: usize) -> Option<(Manifest, u64)> {
         let mut read = |at: u64, buf: &mut [u8]| {
@@ -1050,7 +1215,7 @@ mod tests {
             }
             let is_valid = path.contains("/valid/") || path.contains("reference-2.1.1");
             for (i, case) in cases.iter().enumerate() {
-                let general = parse_in_steps(case);
+                let general = parse_in_steps(case, MAX_VALUES);
                 let windows: &[usize] =
                     if i == 0 { &[1, 2, 7, 64, 4096, WINDOW] } else { &[3, 4096] };
                 for &window in windows {
