@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 use ztensor_format::{Container, DigestAlgorithm, Encoding, Version};
 
-use crate::implementation::{Implementation, Verdict};
+use crate::implementation::{Implementation, Ran, Verdict};
 use crate::model::Model;
 use crate::runner::{difference, projection};
 
@@ -1101,6 +1101,19 @@ pub fn writer_recipe(recipe: &Recipe) -> Result<crate::writer_check::Recipe> {
     })
 }
 
+/// The bytes of a written file kept with a finding when it is larger than its recipe can need.
+const KEPT_OF_TOO_LARGE: u64 = 1 << 20;
+
+/// The first `n` bytes of `file` (none when it cannot be read).
+fn head(file: &Path, n: u64) -> Vec<u8> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    if let Ok(f) = std::fs::File::open(file) {
+        let _ = f.take(n).read_to_end(&mut bytes);
+    }
+    bytes
+}
+
 /// The implementation as a writer (the writer protocol, `COMMAND RECIPE OUT`): each case's
 /// content is given it as a recipe, and what it writes is graded by the writer check.
 struct Writing {
@@ -1130,9 +1143,19 @@ impl Judge for Writing {
         self.started += 1;
         let mut command = std::process::Command::new(&self.program);
         command.args(&self.args).arg(&recipe_path).arg(&out);
-        let ended = crate::implementation::run_to_end(&mut command, self.timeout)
-            .with_context(|| format!("cannot run {:?}", self.program))?;
-        let written = std::fs::read(&out).unwrap_or_default();
+        let ended = crate::implementation::run_to_end(
+            &mut command,
+            self.timeout,
+            crate::implementation::MESSAGES_LIMIT,
+        )
+        .with_context(|| format!("cannot run {:?}", self.program))?;
+        // What it wrote, unless it is larger than this recipe can need: then only its first
+        // bytes are kept with the finding.
+        let (written, too_large) = match crate::writer_check::read_written(&given, &out) {
+            Ok(Ok(bytes)) => (bytes, None),
+            Ok(Err(why)) => (head(&out, KEPT_OF_TOO_LARGE), Some(why)),
+            Err(_) => (Vec::new(), None),
+        };
         let judged = |theirs: Json, divergence| Judged {
             file: written.clone(),
             theirs,
@@ -1140,12 +1163,29 @@ impl Judge for Writing {
             writer_recipe: Some(recipe_json.clone()),
             divergence,
         };
-        let Some((status, _, stderr)) = ended else {
-            let d = (Divergence { class: Class::Hang, key: "hang".to_owned() }, "no answer".into());
-            return Ok(judged(json!({"verdict": "hang"}), Some(d)));
+        let (status, stderr) = match ended {
+            Ran::Ended(status, _, stderr) => (status, stderr),
+            Ran::Hang => {
+                let d =
+                    (Divergence { class: Class::Hang, key: "hang".to_owned() }, "no answer".into());
+                return Ok(judged(json!({"verdict": "hang"}), Some(d)));
+            }
+            Ran::Flooded(limit) => {
+                let why = format!("printed more than {limit} bytes on stdout");
+                let d = (Divergence { class: Class::Crash, key: mask(&why) }, why.clone());
+                return Ok(judged(json!({"verdict": "crash", "why": why}), Some(d)));
+            }
         };
         let stderr = String::from_utf8_lossy(&stderr);
         let said = stderr.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+        if status.code() == Some(0)
+            && let Some(why) = too_large
+        {
+            let key = "wrote more than the recipe can need".to_owned();
+            let d = (Divergence { class: Class::WritesInvalid, key }, why);
+            let kept = written.len();
+            return Ok(judged(json!({"verdict": "written", "check": d.1, "kept": kept}), Some(d)));
+        }
         Ok(match status.code() {
             Some(0) if out.exists() => match crate::writer_check::check(&given, &written) {
                 Ok(()) => judged(json!({"verdict": "written"}), None),

@@ -40,31 +40,98 @@ impl Verdict {
     }
 }
 
-/// How a process ended: its status, stdout and stderr.
-pub type Ended = (ExitStatus, Vec<u8>, Vec<u8>);
+/// How a process run by [`run_to_end`] came out.
+#[derive(Debug)]
+pub enum Ran {
+    /// It ended: its status, stdout and the end of its stderr (at most [`STDERR_KEPT`]).
+    Ended(ExitStatus, Vec<u8>, Vec<u8>),
+    /// No end within the timeout: its process group was killed.
+    Hang,
+    /// It printed more than the limit on stdout: its process group was killed at once.
+    Flooded(usize),
+}
 
-/// A process run to its end, or killed with its group after `timeout` (`None`).
+/// The most bytes of stderr kept (its end: where a crash says what happened). The rest is
+/// read and dropped, so a chatty process never blocks on a full pipe and never costs memory.
+pub const STDERR_KEPT: usize = 64 << 10;
+
+/// The most bytes a dump of a file of `file_len` bytes can need: 1 MiB, plus 64 times the
+/// file's size. A dump restates the names, shapes and attributes of the manifest, where every
+/// byte becomes at most a few characters of JSON (six for a control character escaped, three
+/// for a one-byte empty container and its comma), and adds a fixed hundred-odd bytes per
+/// component (dtype, encoding, SHA-256) for the dozens of manifest bytes each component takes.
+/// An implementation that prints more has not printed a dump: it is a crash, stopped as soon
+/// as it passes the limit (an endless writer would otherwise take all memory).
+pub fn dump_limit(file_len: u64) -> usize {
+    let limit = file_len.saturating_mul(64).saturating_add(1 << 20);
+    usize::try_from(limit).unwrap_or(usize::MAX)
+}
+
+/// What a writer may print on stdout (its output is the file; stdout carries messages only):
+/// 16 MiB, beyond which it is a crash.
+pub const MESSAGES_LIMIT: usize = 16 << 20;
+
+/// Reads `pipe` to its end, keeping its last `keep` bytes.
+fn tail(mut pipe: impl std::io::Read, keep: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buffer = vec![0u8; 64 << 10];
+    loop {
+        match pipe.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => {
+                kept.extend_from_slice(&buffer[..n]);
+                if kept.len() > 2 * keep {
+                    kept.drain(..kept.len() - keep);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    if kept.len() > keep {
+        kept.drain(..kept.len() - keep);
+    }
+    kept
+}
+
+/// A process run to its end; killed with its group after `timeout` ([`Ran::Hang`]), or as soon
+/// as it prints more than `stdout_limit` bytes on stdout ([`Ran::Flooded`]).
 ///
 /// # Errors
 /// When the process cannot be started.
-pub fn run_to_end(command: &mut Command, timeout: Duration) -> std::io::Result<Option<Ended>> {
+pub fn run_to_end(
+    command: &mut Command,
+    timeout: Duration,
+    stdout_limit: usize,
+) -> std::io::Result<Ran> {
     let mut child =
         spawn_group(command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()))?;
-    // The pipes are drained while the child runs, so a chatty child never blocks on them.
-    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+    // The pipes are drained while the child runs, so a chatty child never blocks on them;
+    // stdout up to its limit (one byte more says it went past), stderr's end.
+    let flooded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stdout = child.stdout.take().map(|pipe| {
+        let flooded = Arc::clone(&flooded);
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
+            let more = u64::try_from(stdout_limit).unwrap_or(u64::MAX).saturating_add(1);
+            let _ = pipe.take(more).read_to_end(&mut bytes);
+            if bytes.len() > stdout_limit {
+                flooded.store(true, std::sync::atomic::Ordering::SeqCst);
+                bytes = Vec::new();
             }
             bytes
         })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    });
+    let stderr =
+        child.stderr.take().map(|pipe| std::thread::spawn(move || tail(pipe, STDERR_KEPT)));
+    let is_flooded = || flooded.load(std::sync::atomic::Ordering::SeqCst);
     let started = Instant::now();
     let mut pause = Duration::from_micros(200);
     let status = loop {
+        if is_flooded() {
+            kill_group(&mut child);
+            break None;
+        }
         if let Some(status) = child.try_wait()? {
             break Some(status);
         }
@@ -77,17 +144,27 @@ pub fn run_to_end(command: &mut Command, timeout: Duration) -> std::io::Result<O
     };
     // What the leader left running in its group (a wrapper's child still holding the pipes)
     // goes with it, so the pipes end and the readers below return.
+    let finished = |t: &Option<std::thread::JoinHandle<Vec<u8>>>| {
+        t.as_ref().is_none_or(std::thread::JoinHandle::is_finished)
+    };
     let ended = Instant::now();
-    while !(stdout.is_finished() && stderr.is_finished()) {
+    while !(finished(&stdout) && finished(&stderr)) {
         if ended.elapsed() > Duration::from_millis(100) {
             kill_group(&mut child);
             break;
         }
         std::thread::sleep(Duration::from_micros(200));
     }
-    let (stdout, stderr) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
+    let join = |t: Option<std::thread::JoinHandle<Vec<u8>>>| {
+        t.and_then(|t| t.join().ok()).unwrap_or_default()
+    };
+    let (stdout, stderr) = (join(stdout), join(stderr));
     forget_group(&child);
-    Ok(status.map(|status| (status, stdout, stderr)))
+    Ok(match status {
+        _ if is_flooded() => Ran::Flooded(stdout_limit),
+        Some(status) => Ran::Ended(status, stdout, stderr),
+        None => Ran::Hang,
+    })
 }
 
 /// The process groups this process started and has not yet reaped the leader of, by leader
@@ -166,13 +243,27 @@ fn status_words(status: ExitStatus) -> String {
     }
 }
 
+/// The crash of an implementation that printed more than `limit` bytes for one file.
+fn flooded(limit: usize) -> Verdict {
+    Verdict::Crash(format!(
+        "printed more than {limit} bytes, more than a dump of this file can need (stopped there)"
+    ))
+}
+
+/// The size of `file`, for [`dump_limit`] (0 when it cannot be told).
+fn file_len(file: &Path) -> u64 {
+    std::fs::metadata(file).map_or(0, |m| m.len())
+}
+
 /// The verdict of one `COMMAND FILE` run.
 fn one_shot(program: &str, args: &[String], file: &Path, timeout: Duration) -> Result<Verdict> {
-    let Some((status, stdout, stderr)) =
-        run_to_end(Command::new(program).args(args).arg(file), timeout)?
-    else {
-        return Ok(Verdict::Hang);
-    };
+    let limit = dump_limit(file_len(file));
+    let (status, stdout, stderr) =
+        match run_to_end(Command::new(program).args(args).arg(file), timeout, limit)? {
+            Ran::Ended(status, stdout, stderr) => (status, stdout, stderr),
+            Ran::Hang => return Ok(Verdict::Hang),
+            Ran::Flooded(limit) => return Ok(flooded(limit)),
+        };
     let dump: Option<Json> = serde_json::from_slice(&stdout).ok().filter(is_dump);
     Ok(match (status.code(), dump) {
         (Some(0), Some(dump)) if !dump["error"].is_object() => Verdict::Accepted(dump),
@@ -202,7 +293,10 @@ const PROBE_PATIENCE: Duration = Duration::from_secs(15);
 struct Server {
     child: Child,
     stdin: ChildStdin,
-    lines: Receiver<String>,
+    /// Its answers, a line each; `Err` when a line passed the limit (and reading stopped).
+    lines: Receiver<std::result::Result<String, usize>>,
+    /// The most bytes the answer to the file asked may take ([`dump_limit`]).
+    limit: Arc<std::sync::atomic::AtomicUsize>,
     /// The last lines it wrote to stderr (what a crash said).
     said: Arc<Mutex<VecDeque<String>>>,
     /// The thread that reads them, which ends when stderr does.
@@ -245,15 +339,32 @@ impl Server {
         let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
         let (send, lines) = std::sync::mpsc::channel();
+        let limit = Arc::new(std::sync::atomic::AtomicUsize::new(dump_limit(0)));
+        let line_limit = Arc::clone(&limit);
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if send.send(line).is_err() {
+            let mut stdout = BufReader::new(stdout);
+            loop {
+                // One line, up to the limit of the file asked for (and its newline).
+                let most = line_limit.load(std::sync::atomic::Ordering::SeqCst);
+                let mut line = Vec::new();
+                let take = u64::try_from(most).unwrap_or(u64::MAX).saturating_add(1);
+                match (&mut stdout).take(take).read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                if line.last() == Some(&b'\n') {
+                    line.pop();
+                } else if line.len() > most {
+                    let _ = send.send(Err(most));
+                    break;
+                }
+                let line = String::from_utf8_lossy(&line).into_owned();
+                if send.send(Ok(line)).is_err() {
                     break;
                 }
             }
         });
-        Ok(Server { child, stdin, lines, said, reading })
+        Ok(Server { child, stdin, lines, limit, said, reading })
     }
 
     /// Asks for one file; `Err` with the verdict when the server is to be dropped (it died, hung
@@ -262,11 +373,16 @@ impl Server {
         let Some(path) = file.to_str().filter(|p| !p.contains('\n')) else {
             return Err(Verdict::Crash("a path that is not one line of UTF-8".to_owned()));
         };
+        self.limit.store(dump_limit(file_len(file)), std::sync::atomic::Ordering::SeqCst);
         if writeln!(self.stdin, "{path}").and_then(|()| self.stdin.flush()).is_err() {
             return Err(self.died());
         }
         match self.lines.recv_timeout(timeout) {
-            Ok(line) => match serde_json::from_str::<Json>(&line).ok().filter(is_dump) {
+            Ok(Err(limit)) => Err(Verdict::Crash(format!(
+                "answered with a line of more than {limit} bytes, more than a dump of this file \
+                 can need (stopped there)"
+            ))),
+            Ok(Ok(line)) => match serde_json::from_str::<Json>(&line).ok().filter(is_dump) {
                 Some(dump) => Ok(answer(dump)),
                 None => Err(Verdict::Crash(format!(
                     "answered with a line that is not a dump: {}",

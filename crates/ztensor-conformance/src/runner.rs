@@ -59,11 +59,18 @@ pub struct Graded {
 /// How long an implementation may take on one file or recipe before it counts as a crash.
 pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Runs `command` to its end, or kills it (and its process group) after [`TIMEOUT`]
-/// (`Ok(None)`).
-pub(crate) fn output(command: &mut Command) -> std::io::Result<Option<std::process::Output>> {
-    let ended = crate::implementation::run_to_end(command, TIMEOUT)?;
-    Ok(ended.map(|(status, stdout, stderr)| std::process::Output { status, stdout, stderr }))
+/// Runs `command` to its end, or kills it (and its process group) after [`TIMEOUT`], or as
+/// soon as it prints more than `stdout_limit` bytes: `Ok(Err(why))`, a crash.
+pub(crate) fn output(
+    command: &mut Command,
+    stdout_limit: usize,
+) -> std::io::Result<std::result::Result<std::process::Output, String>> {
+    use crate::implementation::Ran;
+    Ok(match crate::implementation::run_to_end(command, TIMEOUT, stdout_limit)? {
+        Ran::Ended(status, stdout, stderr) => Ok(std::process::Output { status, stdout, stderr }),
+        Ran::Hang => Err(format!("no answer within {} s", TIMEOUT.as_secs())),
+        Ran::Flooded(limit) => Err(format!("printed more than {limit} bytes on stdout")),
+    })
 }
 
 /// Splits a command line on whitespace (no quoting; wrap anything fancier in a script).
@@ -133,16 +140,19 @@ pub(crate) fn difference(expected: &Json, got: &Json) -> String {
 /// Runs `command FILE` on one fixture and grades the result.
 fn grade(command: &(String, Vec<String>), fixtures: &Path, entry: &Entry) -> Result<Graded> {
     let path = entry.path(fixtures)?;
-    let Some(output) = output(Command::new(&command.0).args(&command.1).arg(&path))
-        .with_context(|| format!("cannot run {}", command.0))?
-    else {
-        let why = format!("no answer within {} s", TIMEOUT.as_secs());
-        return Ok(Graded {
-            entry: entry.clone(),
-            got: "crash".into(),
-            outcome: Outcome::Crash(why),
-            rule_matched: None,
-        });
+    let limit = crate::implementation::dump_limit(std::fs::metadata(&path).map_or(0, |m| m.len()));
+    let output = output(Command::new(&command.0).args(&command.1).arg(&path), limit)
+        .with_context(|| format!("cannot run {}", command.0))?;
+    let output = match output {
+        Ok(output) => output,
+        Err(why) => {
+            return Ok(Graded {
+                entry: entry.clone(),
+                got: "crash".into(),
+                outcome: Outcome::Crash(why),
+                rule_matched: None,
+            });
+        }
     };
     let status = output.status.code();
     let dump: Option<Json> = serde_json::from_slice(&output.stdout).ok();

@@ -108,6 +108,17 @@ pub struct Recipe {
     pub objects: Vec<RecipeObject>,
 }
 
+impl Recipe {
+    /// The largest file a writer can need for this recipe: 16 MiB (manifest, header, padding)
+    /// plus 4 times its decoded bytes (zstd grows incompressible data only a little). What is
+    /// larger is a failure, read no further.
+    pub fn size_limit(&self) -> u64 {
+        let payload: usize =
+            self.objects.iter().flat_map(|o| &o.components).map(|c| c.bytes.len()).sum();
+        u64::try_from(payload).unwrap_or(u64::MAX).saturating_mul(4).saturating_add(16 << 20)
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
         let _ = write!(s, "{b:02x}");
@@ -834,10 +845,32 @@ pub struct WriterGraded {
     pub readers: Vec<(String, Read)>,
 }
 
+/// Reads what a writer wrote for `recipe`: `Ok(Err(why))`, and nothing read, when the file is
+/// larger than the recipe can need ([`Recipe::size_limit`]).
+///
+/// # Errors
+/// When the file cannot be read.
+pub fn read_written(
+    recipe: &Recipe,
+    file: &Path,
+) -> std::io::Result<std::result::Result<Vec<u8>, String>> {
+    use std::io::Read as _;
+    let limit = recipe.size_limit();
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)?.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+        return Ok(Err(format!(
+            "wrote more than {limit} bytes, more than any file of this recipe can need"
+        )));
+    }
+    Ok(Ok(bytes))
+}
+
 /// How the reader `command` (dump protocol) takes `file`, against `recipe`.
 pub fn read_with(command: &str, recipe: &Recipe, file: &Path) -> Result<Read> {
     let (program, args) = crate::runner::split(command)?;
-    let Some(output) = crate::runner::output(Command::new(&program).args(&args).arg(file))
+    let limit = crate::implementation::dump_limit(std::fs::metadata(file).map_or(0, |m| m.len()));
+    let Ok(output) = crate::runner::output(Command::new(&program).args(&args).arg(file), limit)
         .with_context(|| format!("cannot run {program}"))?
     else {
         return Ok(Read::Crashes);
@@ -877,25 +910,29 @@ pub fn run(
         let out = stem.with_extension("zt");
         std::fs::write(&recipe_path, serde_json::to_string_pretty(&recipe.to_json())? + "\n")?;
         let _ = std::fs::remove_file(&out);
-        let Some(output) =
-            crate::runner::output(Command::new(&program).args(&args).arg(&recipe_path).arg(&out))
-                .with_context(|| format!("cannot run {program}"))?
-        else {
-            let why = format!("no answer within {} s", crate::runner::TIMEOUT.as_secs());
-            graded.push(WriterGraded {
-                recipe: recipe.clone(),
-                written: Written::Crash(why),
-                file: None,
-                readers: Vec::new(),
-            });
-            continue;
+        let mut command = Command::new(&program);
+        command.args(&args).arg(&recipe_path).arg(&out);
+        let output = crate::runner::output(&mut command, crate::implementation::MESSAGES_LIMIT)
+            .with_context(|| format!("cannot run {program}"))?;
+        let output = match output {
+            Ok(output) => output,
+            Err(why) => {
+                graded.push(WriterGraded {
+                    recipe: recipe.clone(),
+                    written: Written::Crash(why),
+                    file: None,
+                    readers: Vec::new(),
+                });
+                continue;
+            }
         };
         let said = || {
             let text = [&output.stderr[..], &output.stdout[..]].concat();
             String::from_utf8_lossy(&text).lines().next().unwrap_or("no output").to_owned()
         };
-        let written = match (output.status.code(), std::fs::read(&out)) {
-            (Some(0), Ok(bytes)) => match check(recipe, &bytes) {
+        let written = match (output.status.code(), read_written(recipe, &out)) {
+            (Some(0), Ok(Err(why))) => Written::Fail(why),
+            (Some(0), Ok(Ok(bytes))) => match check(recipe, &bytes) {
                 Ok(()) => Written::Pass,
                 Err(why) => Written::Fail(why),
             },

@@ -1091,4 +1091,66 @@ mod hostile {
         assert_eq!(out.status.code(), Some(1));
         assert!(std::fs::read_to_string(&log).unwrap().contains("plain.zt"));
     }
+
+    /// Writes an executable script `name` in `dir` with `body`; returns its path.
+    fn script(dir: &Path, name: &str, body: &str) -> String {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        Command::new("chmod").arg("755").arg(&path).status().unwrap();
+        path.to_str().unwrap().to_owned()
+    }
+
+    /// Runs `fuzz` with `args`: (exit status, the JSON report, stderr, seconds taken).
+    fn fuzz(args: &[&str]) -> (Option<i32>, serde_json::Value, String, f64) {
+        let started = std::time::Instant::now();
+        let out = Command::new(bin()).arg("fuzz").args(args).arg("--json").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let report = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        (out.status.code(), report, stderr, started.elapsed().as_secs_f64())
+    }
+
+    /// An implementation that answers the probe and then prints without end (`yes`), as a
+    /// process a file and as a server that never ends its line, and a writer that writes far
+    /// more than its recipe can need: each is a finding, found quickly, and nothing of the
+    /// flood is kept whole.
+    #[test]
+    fn endless_output_is_a_crash_not_a_memory_exhaustion() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = bin();
+        let reader = script(
+            tmp.path(),
+            "endless.sh",
+            &format!(
+                "if [ \"$1\" = --serve ]; then\n\
+                   while read -r path; do\n\
+                     case \"$path\" in *probe*) {bin} dump \"$path\";; *) yes | tr -d '\\n';; esac\n\
+                   done\n\
+                 else\n\
+                   case \"$1\" in *probe*) exec {bin} dump \"$1\";; *) exec yes;; esac\n\
+                 fi"
+            ),
+        );
+        for mode in [&[][..], &["--process-per-file"][..]] {
+            let args = [&["--impl", &reader, "--runs", "4", "--minimize-seconds", "2"][..], mode];
+            let (status, report, stderr, seconds) = fuzz(&args.concat());
+            assert_eq!(status, Some(1), "{mode:?}: {stderr}");
+            assert_eq!(report["persistent"], mode.is_empty(), "{report}");
+            assert_eq!(report["by_class"]["crash"], 1, "{report}");
+            let why = report["findings"][0]["theirs"]["why"].as_str().unwrap();
+            assert!(why.contains("more than") && why.contains("bytes"), "{why}");
+            assert!(seconds < 60.0, "{mode:?}: {seconds} s");
+        }
+        // A writer whose file is 40 MB for a recipe of a few bytes.
+        let writer = script(tmp.path(), "huge-writer.sh", "head -c 40000000 /dev/zero > \"$2\"");
+        let out = tmp.path().join("out");
+        let args = ["--writer", "--impl", &writer, "--runs", "3", "--minimize-seconds", "1"];
+        let (status, report, stderr, _) =
+            fuzz(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+        assert_eq!(status, Some(1), "{stderr}");
+        assert_eq!(report["by_class"]["writes-invalid"], 1, "{report}");
+        let finding = &report["findings"][0];
+        assert!(finding["detail"].as_str().unwrap().contains("wrote more than"), "{finding}");
+        let kept = std::fs::metadata(finding["file"].as_str().unwrap()).unwrap().len();
+        assert_eq!(kept, 1 << 20);
+    }
 }
