@@ -477,7 +477,9 @@ fn apply_tree(tree: &mut Cbor, change: &Mutation) {
     };
     match change {
         Mutation::Drop { .. } | Mutation::Duplicate { .. } | Mutation::Key { .. } => {
-            let (Some(i), Some(parent)) = (index, at_path(tree, &parent_path)) else { return };
+            let (Some(i), Some(parent)) = (index, at_path(tree, &parent_path)) else {
+                return;
+            };
             match (change, parent) {
                 (Mutation::Drop { .. }, Cbor::Array(items)) => drop(items.remove(i)),
                 (Mutation::Drop { .. }, Cbor::Map(entries)) => drop(entries.remove(i)),
@@ -496,7 +498,9 @@ fn apply_tree(tree: &mut Cbor, change: &Mutation) {
             }
         }
         Mutation::Swap { other, .. } => {
-            let (Some(i), Some(parent)) = (index, at_path(tree, &parent_path)) else { return };
+            let (Some(i), Some(parent)) = (index, at_path(tree, &parent_path)) else {
+                return;
+            };
             let n = match parent {
                 Cbor::Array(items) => items.len(),
                 Cbor::Map(entries) => entries.len(),
@@ -530,7 +534,9 @@ fn apply_tree(tree: &mut Cbor, change: &Mutation) {
             }
         }
         _ => {
-            let Some(value) = at_path(tree, &path) else { return };
+            let Some(value) = at_path(tree, &path) else {
+                return;
+            };
             *value = match change {
                 Mutation::Retype { kind, .. } => match kind % 8 {
                     0 => Cbor::Null,
@@ -564,7 +570,9 @@ fn keyed(tree: &Cbor, key: &str) -> Vec<Vec<usize>> {
     paths(tree)
         .into_iter()
         .filter(|path| {
-            let Some((&i, parent)) = path.split_last() else { return false };
+            let Some((&i, parent)) = path.split_last() else {
+                return false;
+            };
             let mut value = tree;
             for &j in parent {
                 value = match value {
@@ -607,8 +615,12 @@ fn alias(tree: &mut Cbor, node: u32, other: u32) {
     let a = usize::try_from(node).unwrap_or(0) % n;
     let b = (a + 1 + usize::try_from(other).unwrap_or(0) % (n - 1)) % n;
     let placement = ["offset", "length", "size", "encoding", "digest", "checksum"];
-    let Some(Cbor::Map(source)) = at_path(tree, &components[b]).cloned() else { return };
-    let Some(Cbor::Map(target)) = at_path(tree, &components[a]) else { return };
+    let Some(Cbor::Map(source)) = at_path(tree, &components[b]).cloned() else {
+        return;
+    };
+    let Some(Cbor::Map(target)) = at_path(tree, &components[a]) else {
+        return;
+    };
     for (key, value) in source {
         let Cbor::Text(name) = &key else { continue };
         if !placement.contains(&name.as_str()) && name != "uncompressed_length" {
@@ -631,9 +643,15 @@ fn apply_bytes(file: &mut Vec<u8>, change: &Mutation) {
         Mutation::Truncate { at } => file.truncate(index(*at, len)),
         Mutation::Size { delta } => {
             // The size field is the first eight bytes of the trailer, as written.
-            let Ok((container, _, _)) = manifest_span(file) else { return };
-            let Ok(trailer) = usize::try_from(container.trailer_len()) else { return };
-            let Some(at) = len.checked_sub(trailer) else { return };
+            let Ok((container, _, _)) = manifest_span(file) else {
+                return;
+            };
+            let Ok(trailer) = usize::try_from(container.trailer_len()) else {
+                return;
+            };
+            let Some(at) = len.checked_sub(trailer) else {
+                return;
+            };
             let mut field = [0u8; 8];
             field.copy_from_slice(&file[at..at + 8]);
             let size = u64::from_le_bytes(field).wrapping_add_signed(i64::from(*delta));
@@ -994,6 +1012,9 @@ trait Judge {
 struct Reading {
     implementation: Implementation,
     dir: PathBuf,
+    /// Cases read so far: each is written under a name of its own, so that an answer naming
+    /// its file (`--serve`) can only name the one asked.
+    read: u64,
 }
 
 fn ours_json(ours: &Ours) -> Json {
@@ -1007,11 +1028,13 @@ fn ours_json(ours: &Ours) -> Json {
 impl Judge for Reading {
     fn judge(&mut self, recipe: &Recipe) -> Result<Judged> {
         let file = recipe.build()?;
-        let path = self.dir.join("case.zt");
+        self.read += 1;
+        let path = self.dir.join(format!("case-{}.zt", self.read));
         std::fs::write(&path, &file)?;
-        let ours = ours(&path, &file)?;
+        let ours = ours(&path, &file);
         let theirs = self.implementation.read(&path);
-        Ok(read_judged(file, &ours, &theirs))
+        let _ = std::fs::remove_file(&path);
+        Ok(read_judged(file, &ours?, &theirs))
     }
 
     fn processes(&self) -> (bool, u64) {
@@ -1409,7 +1432,7 @@ pub fn run(config: &Config, progress: impl FnMut(u64, usize)) -> Result<Report> 
         std::fs::write(&probe, probe_model.write().context("writing the probe")?.0)?;
         let implementation =
             Implementation::start(&config.command, config.timeout, &probe, config.serve)?;
-        Box::new(Reading { implementation, dir: work.path().to_owned() })
+        Box::new(Reading { implementation, dir: work.path().to_owned(), read: 0 })
     };
     fuzz_with(config, &mut *judge, progress)
 }

@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use serde_json::Value as Json;
 
 /// What an implementation made of one file.
@@ -285,6 +285,15 @@ fn one_shot(program: &str, args: &[String], file: &Path, timeout: Duration) -> R
     })
 }
 
+/// The words that begin a protocol violation of `--serve`: see [`violation`].
+const VIOLATION: &str = "broke the --serve protocol: ";
+
+/// A `--serve` implementation whose answers cannot be matched with the files asked: a crash
+/// of the file asked, and the server is started again for the next.
+fn violation(what: &str) -> Verdict {
+    Verdict::Crash(format!("{VIOLATION}{what}"))
+}
+
 /// The least time a freshly started implementation gets to answer the probe file.
 const PROBE_PATIENCE: Duration = Duration::from_secs(15);
 
@@ -373,6 +382,14 @@ impl Server {
         let Some(path) = file.to_str().filter(|p| !p.contains('\n')) else {
             return Err(Verdict::Crash("a path that is not one line of UTF-8".to_owned()));
         };
+        // A line that came when nothing was asked: the answers are out of step (a file
+        // answered twice), and any answer read from here on could be another file's.
+        if let Ok(stray) = self.lines.try_recv() {
+            return Err(violation(&format!(
+                "it printed a line when nothing was asked (an earlier file answered twice?): {}",
+                stray.map_or_else(|n| format!("{n} bytes"), |l| l.chars().take(120).collect())
+            )));
+        }
         self.limit.store(dump_limit(file_len(file)), std::sync::atomic::Ordering::SeqCst);
         if writeln!(self.stdin, "{path}").and_then(|()| self.stdin.flush()).is_err() {
             return Err(self.died());
@@ -383,7 +400,13 @@ impl Server {
                  can need (stopped there)"
             ))),
             Ok(Ok(line)) => match serde_json::from_str::<Json>(&line).ok().filter(is_dump) {
-                Some(dump) => Ok(answer(dump)),
+                // An answer that names the file it answers must name this one.
+                Some(dump) => match &dump["path"] {
+                    Json::String(named) if named != path => {
+                        Err(violation(&format!("asked for {path}, it answered for {named}")))
+                    }
+                    _ => Ok(answer(dump)),
+                },
                 None => Err(Verdict::Crash(format!(
                     "answered with a line that is not a dump: {}",
                     line.chars().take(120).collect::<String>()
@@ -477,7 +500,39 @@ impl Implementation {
         if let Some(mut server) =
             serve.then(|| Server::start(&this.program, &this.args).ok()).flatten()
         {
-            let twice = (0..2).all(|_| server.ask(probe, patience).is_ok_and(|v| v.is_answer()));
+            // Two copies of the probe, under two names (an answer that names its file must
+            // name the right one), and a moment for a stray third answer.
+            let mut twice = true;
+            for n in 1..=2 {
+                let copy = probe.with_file_name(format!("probe-{n}.zt"));
+                std::fs::copy(probe, &copy)
+                    .with_context(|| format!("copying the probe to {}", copy.display()))?;
+                let verdict = server.ask(&copy, patience);
+                let _ = std::fs::remove_file(&copy);
+                match verdict {
+                    Ok(v) if v.is_answer() => {}
+                    Err(Verdict::Crash(why)) if why.starts_with(VIOLATION) => {
+                        bail!("{command:?} {why} (fix it, or use --process-per-file)")
+                    }
+                    _ => {
+                        twice = false;
+                        break;
+                    }
+                }
+            }
+            if twice {
+                std::thread::sleep(Duration::from_millis(50));
+                if let Ok(stray) = server.lines.try_recv() {
+                    bail!(
+                        "{command:?} {VIOLATION}it answered the probe more than once ({}); fix \
+                         it, or use --process-per-file",
+                        stray.map_or_else(
+                            |n| format!("{n} bytes"),
+                            |l| l.chars().take(80).collect()
+                        )
+                    );
+                }
+            }
             if twice {
                 this.persistent = true;
                 this.started = 1;

@@ -152,8 +152,8 @@ fn dump(args: &[String]) -> Result<bool> {
     Ok(true)
 }
 
-/// The persistent form of the reading protocol: a path a line in, a dump a line out, until
-/// stdin ends. A file that cannot be read at all (missing, unreadable) is answered with a
+/// The persistent form of the reading protocol: a path a line in, a dump a line out (naming
+/// the path it answers), until stdin ends. A file that cannot be read at all (missing, unreadable) is answered with a
 /// rejection whose kind says so.
 fn serve(read: &dyn Fn(&std::path::Path) -> Result<(serde_json::Value, bool)>) -> Result<bool> {
     use std::io::{BufRead as _, Write as _};
@@ -161,10 +161,14 @@ fn serve(read: &dyn Fn(&std::path::Path) -> Result<(serde_json::Value, bool)>) -
     let mut out = std::io::stdout().lock();
     for line in stdin.lines() {
         let line = line?;
-        let dump = match read(line.as_ref()) {
+        let mut dump = match read(line.as_ref()) {
             Ok((dump, _)) => dump,
             Err(e) => ztensor_dump::rejected("io", &format!("{e:#}")),
         };
+        // The file it answers, so that an answer can never be taken for another file's.
+        if let Some(map) = dump.as_object_mut() {
+            map.insert("path".to_owned(), serde_json::Value::String(line));
+        }
         serde_json::to_writer(&mut out, &dump)?;
         out.write_all(b"\n")?;
         out.flush()?;

@@ -1153,4 +1153,45 @@ mod hostile {
         let kept = std::fs::metadata(finding["file"].as_str().unwrap()).unwrap().len();
         assert_eq!(kept, 1 << 20);
     }
+
+    /// A `--serve` implementation that answers each file twice: its answers would be taken
+    /// for the next file's, and every one after pinned on the wrong file. Caught at the probe
+    /// (a usage error: it breaks the protocol), or, when it starts later, as a crash of the
+    /// file being asked (the server started again) and never as a disagreement.
+    #[test]
+    fn answers_out_of_step_are_a_protocol_violation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = bin();
+        let double = |name: &str, pattern: &str| {
+            script(
+                tmp.path(),
+                name,
+                &format!(
+                    "if [ \"$1\" = --serve ]; then\n\
+                       {bin} dump --serve | while IFS= read -r l; do\n\
+                         printf '%s\\n' \"$l\"\n\
+                         case \"$l\" in *{pattern}*) printf '%s\\n' \"$l\";; esac\n\
+                       done\n\
+                     else\n\
+                       exec {bin} dump \"$1\"\n\
+                     fi"
+                ),
+            )
+        };
+        let always = double("always.sh", "ztensor-dump/1");
+        let (status, _, stderr, _) = fuzz(&["--impl", &always, "--runs", "5"]);
+        assert_eq!(status, Some(2), "{stderr}");
+        assert!(stderr.contains("broke the --serve protocol"), "{stderr}");
+        let later = double("later.sh", "/case-");
+        let args = ["--impl", &later, "--runs", "12", "--minimize-seconds", "2"];
+        let (status, report, stderr, _) = fuzz(&args);
+        assert_eq!(status, Some(1), "{stderr}");
+        assert_eq!(report["persistent"], true, "{report}");
+        for class in ["hang", "accepts-invalid", "rejects-valid", "misreads"] {
+            assert_eq!(report["by_class"][class], 0, "{class}: {report}");
+        }
+        let crash = &report["findings"][0];
+        let why = crash["theirs"]["why"].as_str().unwrap_or_default();
+        assert!(why.contains("broke the --serve protocol"), "{crash}");
+    }
 }
