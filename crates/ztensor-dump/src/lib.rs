@@ -59,7 +59,7 @@ pub fn write_accepted<S: ReadAt>(reader: &Reader<S>, out: &mut impl Write) -> st
     let Json::Object(head) = header(reader) else { unreachable!("the header is an object") };
     let attributes = reader.manifest().manifest().attributes.as_ref();
     // The header's last member is `"objects"`: its array is written in place.
-    write_members(out, &head, attributes, |out| {
+    write_members(out, &head, AttributesFrom::Model(attributes), |out| {
         out.write_all(b"[")?;
         for (i, (object, attributes)) in objects(reader).enumerate() {
             if i > 0 {
@@ -68,10 +68,18 @@ pub fn write_accepted<S: ReadAt>(reader: &Reader<S>, out: &mut impl Write) -> st
             let Json::Object(object) = object else {
                 unreachable!("an object's dump is an object")
             };
-            write_members(out, &object, attributes, |_| Ok(()))?;
+            write_members(out, &object, AttributesFrom::Model(attributes), |_| Ok(()))?;
         }
         out.write_all(b"]")
     })
+}
+
+/// Where the `"attributes"` member written by [`write_members`] comes from.
+enum AttributesFrom<'a> {
+    /// Written straight from the manifest's values (never held as JSON too).
+    Model(Option<&'a Attributes>),
+    /// The member's JSON value, as it is.
+    Json,
 }
 
 /// Writes `members` as a JSON object, exactly as `serde_json` would, with `attributes` in place
@@ -79,7 +87,7 @@ pub fn write_accepted<S: ReadAt>(reader: &Reader<S>, out: &mut impl Write) -> st
 fn write_members<W: Write>(
     out: &mut W,
     members: &Map<String, Json>,
-    attributes: Option<&Attributes>,
+    attributes: AttributesFrom<'_>,
     objects: impl FnOnce(&mut W) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut objects = Some(objects);
@@ -90,11 +98,11 @@ fn write_members<W: Write>(
         }
         serde_json::to_writer(&mut *out, key)?;
         out.write_all(b":")?;
-        match (key.as_str(), objects.take_if(|_| key == "objects")) {
-            ("attributes", _) => {
+        match (key.as_str(), &attributes, objects.take_if(|_| key == "objects")) {
+            ("attributes", AttributesFrom::Model(attributes), _) => {
                 serde_json::to_writer(&mut *out, &attributes.map(|a| JsonOf(a.root())))?
             }
-            (_, Some(objects)) => objects(out)?,
+            (_, _, Some(objects)) => objects(out)?,
             _ => serde_json::to_writer(&mut *out, value)?,
         }
     }
@@ -321,7 +329,7 @@ pub fn write_file(path: &std::path::Path, out: &mut impl Write) -> std::io::Resu
             true
         }
         Opened::Zt2(file) => {
-            serde_json::to_writer(&mut *out, &zt2(&file))?;
+            write_zt2(&file, out)?;
             true
         }
         Opened::Done(dump, accepted) => {
@@ -337,89 +345,130 @@ pub fn write_file(path: &std::path::Path, out: &mut impl Write) -> std::io::Resu
 /// `format`, each part as a component (its storage and logical type, its encoding id or `raw`,
 /// the length and SHA-256 of its decoded bytes once its digest and logical-type rules are
 /// checked). An object with a part this reader cannot decode (an unknown encoding, a part in a
-/// shard) or whose data breaks a rule (a digest, a `bool` byte, CSR structure) carries the
-/// error, its parts without lengths or hashes. A data shard has no objects.
+/// shard) or whose data breaks a rule (a digest, a `bool` byte, CSR or COO structure) carries
+/// the error, its parts without lengths or hashes. A data shard has no objects.
 pub fn zt2<S: ReadAt>(file: &ztensor_v2::File<S>) -> Json {
-    let value = |v: Option<&ztensor_v2::cbor::Value>| {
-        v.map_or(Json::Null, |v| cbor_to_json(&ztensor_v2::model::value_1x(v)))
-    };
-    let Some(manifest) = file.manifest() else {
-        return json!({"dump": "ztensor-dump/1", "container": "zt-2", "version": "2",
-                      "attributes": Json::Null, "objects": []});
-    };
-    let objects: Vec<Json> = manifest
-        .objects
-        .iter()
-        .map(|(name, o)| {
-            let part_json = |p: &ztensor_v2::manifest::Part, decoded: Option<(u64, String)>| {
-                let (len, hash) = decoded.unzip();
-                json!({
-                    "dtype": p.dtype.name(),
-                    "type": p.logical.as_deref(),
-                    "encoding": p.encoding.as_deref().unwrap_or("raw"),
-                    "decoded_length": len,
-                    "sha256": hash,
-                })
-            };
-            let mut components = Map::new();
-            let mut error = Json::Null;
-            for (role, p) in &o.parts {
-                // Streamed: a few pieces held, whatever the part decodes to; its digest and
-                // data rules checked as they pass.
-                let sha256 = ztensor_format::DigestAlgorithm::Sha256;
-                let Some(mut hasher) = ztensor_io::codec::Hasher::new(&sha256) else {
-                    error = Json::String("SHA-256 is not available".into());
-                    break;
-                };
-                let mut len = 0u64;
-                let read = file.read_part(name, role, 4 << 20, &mut |piece| {
-                    hasher.update(piece);
-                    len += piece.len() as u64;
-                    Ok(())
-                });
-                match read {
-                    Ok(_) => {
-                        let hex = hasher_hex(&hasher);
-                        components.insert(role.to_string(), part_json(p, Some((len, hex))));
-                    }
-                    Err(e) => {
-                        error = Json::String(one_line(&e.to_string()));
-                        break;
-                    }
-                }
+    let mut dump = zt2_header(file);
+    dump["objects"] = Json::Array(zt2_objects(file).collect());
+    dump
+}
+
+/// Writes the dump of a zTensor 2 file to `out`, one object at a time: the same text as
+/// printing [`zt2`], holding one object's JSON rather than the whole dump.
+///
+/// # Errors
+/// Errors writing to `out`.
+pub fn write_zt2<S: ReadAt>(
+    file: &ztensor_v2::File<S>,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let Json::Object(head) = zt2_header(file) else { unreachable!("the header is an object") };
+    write_members(out, &head, AttributesFrom::Json, |out| {
+        out.write_all(b"[")?;
+        for (i, object) in zt2_objects(file).enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
             }
-            if error.is_null()
-                && &*o.layout == "zt.sparse_csr/1"
-                && let Err(e) = file.csr(name)
-            {
-                error = Json::String(one_line(&e.to_string()));
-            }
-            if !error.is_null() {
-                components = o
-                    .parts
-                    .iter()
-                    .map(|(role, p)| (role.to_string(), part_json(p, None)))
-                    .collect();
-                for c in components.values_mut() {
-                    c["decoded_length"] = Json::Null;
-                }
-            }
-            json!({
-                "name": name,
-                "format": &*o.layout,
-                "shape": o.shape,
-                "attributes": value(o.attributes.as_deref()),
-                "components": components,
-                "error": error,
-            })
-        })
-        .collect();
+            serde_json::to_writer(&mut *out, &object)?;
+        }
+        out.write_all(b"]")
+    })
+}
+
+/// A zTensor 2 dump's members before its objects, and `"objects": null` in their place.
+fn zt2_header<S: ReadAt>(file: &ztensor_v2::File<S>) -> Json {
+    let attributes = file.manifest().and_then(|m| m.attributes.as_ref());
     json!({
         "dump": "ztensor-dump/1",
         "container": "zt-2",
         "version": "2",
-        "attributes": value(manifest.attributes.as_ref()),
-        "objects": objects,
+        "attributes": zt2_value(attributes),
+        "objects": Json::Null,
+    })
+}
+
+fn zt2_value(v: Option<&ztensor_v2::cbor::Value>) -> Json {
+    v.map_or(Json::Null, |v| cbor_to_json(&ztensor_v2::model::value_1x(v)))
+}
+
+/// Every object's dump, in manifest order (names in byte order).
+fn zt2_objects<S: ReadAt>(file: &ztensor_v2::File<S>) -> impl Iterator<Item = Json> + '_ {
+    let objects = file.manifest().map(|m| m.objects.iter());
+    objects
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(index, (name, o))| zt2_object(file, index, name, o))
+}
+
+/// Object `index` (`name`, `o`) of a zTensor 2 file as the dump shows it.
+fn zt2_object<S: ReadAt>(
+    file: &ztensor_v2::File<S>,
+    index: usize,
+    name: &str,
+    o: &ztensor_v2::manifest::Object,
+) -> Json {
+    let part_json = |p: &ztensor_v2::manifest::Part, decoded: Option<(u64, String)>| {
+        let (len, hash) = decoded.unzip();
+        json!({
+            "dtype": p.dtype.name(),
+            "type": p.logical.as_deref(),
+            "encoding": p.encoding.as_deref().unwrap_or("raw"),
+            "decoded_length": len,
+            "sha256": hash,
+        })
+    };
+    let sha256 = || {
+        ztensor_io::codec::Hasher::new(&ztensor_format::DigestAlgorithm::Sha256)
+            .ok_or_else(|| "SHA-256 is not available".to_owned())
+    };
+    let mut components = Map::new();
+    let outcome: Result<(), String> = if matches!(&*o.layout, "zt.sparse_csr/1" | "zt.sparse_coo/1")
+    {
+        // Read whole, as `verify` reads it: the one read that checks the digests, the logical
+        // types' rules and the CSR or COO structure (indices in the shape, COO tuples given
+        // once), so the dump and `verify` never disagree about an object.
+        ztensor_io::TensorSource::read(file, index).map_err(|e| e.to_string()).and_then(|data| {
+            for (role, p) in &o.parts {
+                let bytes = data.components.get(&**role).map_or(&[][..], |c| &c.bytes[..]);
+                let mut hasher = sha256()?;
+                hasher.update(bytes);
+                let decoded = (bytes.len() as u64, hasher_hex(&hasher));
+                components.insert(role.to_string(), part_json(p, Some(decoded)));
+            }
+            Ok(())
+        })
+    } else {
+        o.parts.iter().try_for_each(|(role, p)| {
+            // Streamed: a few pieces held, whatever the part decodes to; its digest and
+            // data rules checked as they pass.
+            let mut hasher = sha256()?;
+            let mut len = 0u64;
+            file.read_part(name, role, 4 << 20, &mut |piece| {
+                hasher.update(piece);
+                len += piece.len() as u64;
+                Ok(())
+            })
+            .map_err(|e| e.to_string())?;
+            components.insert(role.to_string(), part_json(p, Some((len, hasher_hex(&hasher)))));
+            Ok(())
+        })
+    };
+    let error = match outcome {
+        Ok(()) => Json::Null,
+        Err(e) => {
+            components =
+                o.parts.iter().map(|(role, p)| (role.to_string(), part_json(p, None))).collect();
+            Json::String(one_line(&e))
+        }
+    };
+    json!({
+        "name": name,
+        "format": &*o.layout,
+        "shape": o.shape,
+        "attributes": zt2_value(o.attributes.as_deref()),
+        "components": components,
+        "error": error,
     })
 }
 

@@ -296,7 +296,19 @@ fn check_sparse(data: &ObjectData<'_>, layout: &str) -> ztensor_io::Result<()> {
         "zt.sparse_coo/1" => Format::SparseCoo,
         _ => return Ok(()),
     };
-    let coords = ztensor_io::check_sparse(data, &format, true)?;
+    // The 1.x rule broken, and the zTensor 2 rule it is part of.
+    let coords = ztensor_io::check_sparse(data, &format, true).map_err(|e| {
+        let Some(f) = e.format_error() else { return e };
+        let mut two =
+            ztensor_format::Error::new(f.kind(), format!("{} [layout_data]", f.message()));
+        if let Some(object) = f.object() {
+            two = two.in_object(object);
+        }
+        if let Some(role) = f.component() {
+            two = two.in_component(role);
+        }
+        ztensor_io::Error::from(two)
+    })?;
     if let Some(coords) = coords
         && let Some(tuple) = crate::profiles::duplicate_tuple(data.shape.len(), &coords)
     {
