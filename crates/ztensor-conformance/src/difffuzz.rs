@@ -477,9 +477,7 @@ fn apply_tree(tree: &mut Cbor, change: &Mutation) {
     };
     match change {
         Mutation::Drop { .. } | Mutation::Duplicate { .. } | Mutation::Key { .. } => {
-            let (Some(i), Some(parent)) = (index, at_path(tree, &parent_path)) else {
-                return;
-            };
+            let (Some(i), Some(parent)) = (index, at_path(tree, &parent_path)) else { return };
             match (change, parent) {
                 (Mutation::Drop { .. }, Cbor::Array(items)) => drop(items.remove(i)),
                 (Mutation::Drop { .. }, Cbor::Map(entries)) => drop(entries.remove(i)),
@@ -498,9 +496,7 @@ fn apply_tree(tree: &mut Cbor, change: &Mutation) {
             }
         }
         Mutation::Swap { other, .. } => {
-            let (Some(i), Some(parent)) = (index, at_path(tree, &parent_path)) else {
-                return;
-            };
+            let (Some(i), Some(parent)) = (index, at_path(tree, &parent_path)) else { return };
             let n = match parent {
                 Cbor::Array(items) => items.len(),
                 Cbor::Map(entries) => entries.len(),
@@ -534,9 +530,7 @@ fn apply_tree(tree: &mut Cbor, change: &Mutation) {
             }
         }
         _ => {
-            let Some(value) = at_path(tree, &path) else {
-                return;
-            };
+            let Some(value) = at_path(tree, &path) else { return };
             *value = match change {
                 Mutation::Retype { kind, .. } => match kind % 8 {
                     0 => Cbor::Null,
@@ -570,9 +564,7 @@ fn keyed(tree: &Cbor, key: &str) -> Vec<Vec<usize>> {
     paths(tree)
         .into_iter()
         .filter(|path| {
-            let Some((&i, parent)) = path.split_last() else {
-                return false;
-            };
+            let Some((&i, parent)) = path.split_last() else { return false };
             let mut value = tree;
             for &j in parent {
                 value = match value {
@@ -615,12 +607,8 @@ fn alias(tree: &mut Cbor, node: u32, other: u32) {
     let a = usize::try_from(node).unwrap_or(0) % n;
     let b = (a + 1 + usize::try_from(other).unwrap_or(0) % (n - 1)) % n;
     let placement = ["offset", "length", "size", "encoding", "digest", "checksum"];
-    let Some(Cbor::Map(source)) = at_path(tree, &components[b]).cloned() else {
-        return;
-    };
-    let Some(Cbor::Map(target)) = at_path(tree, &components[a]) else {
-        return;
-    };
+    let Some(Cbor::Map(source)) = at_path(tree, &components[b]).cloned() else { return };
+    let Some(Cbor::Map(target)) = at_path(tree, &components[a]) else { return };
     for (key, value) in source {
         let Cbor::Text(name) = &key else { continue };
         if !placement.contains(&name.as_str()) && name != "uncompressed_length" {
@@ -643,15 +631,9 @@ fn apply_bytes(file: &mut Vec<u8>, change: &Mutation) {
         Mutation::Truncate { at } => file.truncate(index(*at, len)),
         Mutation::Size { delta } => {
             // The size field is the first eight bytes of the trailer, as written.
-            let Ok((container, _, _)) = manifest_span(file) else {
-                return;
-            };
-            let Ok(trailer) = usize::try_from(container.trailer_len()) else {
-                return;
-            };
-            let Some(at) = len.checked_sub(trailer) else {
-                return;
-            };
+            let Ok((container, _, _)) = manifest_span(file) else { return };
+            let Ok(trailer) = usize::try_from(container.trailer_len()) else { return };
+            let Some(at) = len.checked_sub(trailer) else { return };
             let mut field = [0u8; 8];
             field.copy_from_slice(&file[at..at + 8]);
             let size = u64::from_le_bytes(field).wrapping_add_signed(i64::from(*delta));
@@ -1294,6 +1276,9 @@ pub struct Report {
     pub command: String,
     /// Whether the implementation was fuzzed as a writer.
     pub writer: bool,
+    /// Whether a signal stopped the run ([`crate::implementation::stop_all`]): the findings
+    /// are those found so far, unreduced.
+    pub interrupted: bool,
 }
 
 /// Reduces `recipe` while it keeps `divergence`: fewer mutations, fewer objects, generator
@@ -1309,11 +1294,17 @@ fn minimize(
     let mut left = calls;
     let started = Instant::now();
     let mut keeps = |candidate: &Recipe, left: &mut u32| -> Result<bool> {
-        if *left == 0 || started.elapsed().as_secs_f64() > seconds {
+        let stopping = crate::implementation::stopping;
+        if *left == 0 || started.elapsed().as_secs_f64() > seconds || stopping() {
             return Ok(false);
         }
         *left -= 1;
-        Ok(judge.judge(candidate)?.divergence.is_some_and(|(d, _)| d == *divergence))
+        let judged = judge.judge(candidate);
+        // A verdict given while a signal stops the run is not the implementation's.
+        if stopping() {
+            return Ok(false);
+        }
+        Ok(judged?.divergence.is_some_and(|(d, _)| d == *divergence))
     };
     // Mutations, last first.
     let mut i = best.mutations.len();
@@ -1466,14 +1457,15 @@ fn fuzz_with(
         prepare_out(out, config.force)?;
     }
     let started = Instant::now();
-    let mut seen: Vec<(Divergence, String, Recipe, u64, f64, u64)> = Vec::new();
+    let mut seen: Vec<(Divergence, String, Recipe, u64, f64, u64, Judged)> = Vec::new();
     let mut cases = 0u64;
+    let stopping = crate::implementation::stopping;
     loop {
         let done = match config.budget {
             Budget::Runs(n) => cases >= n,
             Budget::Seconds(s) => started.elapsed().as_secs_f64() >= s,
         };
-        if done {
+        if done || stopping() {
             break;
         }
         let seed = config.seed.wrapping_add(cases);
@@ -1482,7 +1474,14 @@ fn fuzz_with(
             // A writer is given content; the changes are for readers.
             recipe.mutations.clear();
         }
-        if let Some((divergence, detail)) = judge.judge(&recipe)?.divergence {
+        let judged = judge.judge(&recipe);
+        // A signal stopped the run (and killed the implementation): this case's verdict is
+        // not the implementation's.
+        if stopping() {
+            break;
+        }
+        let judged = judged?;
+        if let Some((divergence, detail)) = judged.divergence.clone() {
             match seen.iter_mut().find(|s| s.0 == divergence) {
                 Some(s) => s.5 += 1,
                 None => seen.push((
@@ -1492,6 +1491,7 @@ fn fuzz_with(
                     cases,
                     started.elapsed().as_secs_f64(),
                     1,
+                    judged,
                 )),
             }
         }
@@ -1503,16 +1503,24 @@ fn fuzz_with(
     let fuzzing_seconds = started.elapsed().as_secs_f64();
     let mut findings = Vec::with_capacity(seen.len());
     let mut numbers = std::collections::BTreeMap::<Class, usize>::new();
-    for (divergence, detail, recipe, case, found_after, hits) in seen {
-        let limits = (config.minimize_calls, config.minimize_seconds);
-        let reduced = minimize(judge, &recipe, &divergence, limits)?;
-        // The reduced case, once more for its verdicts (a flaky divergence keeps the original).
-        let again = judge.judge(&reduced)?;
-        let (recipe, judged, detail) = match &again.divergence {
-            Some((d, detail)) if *d == divergence => (reduced, again.clone(), detail.clone()),
-            _ => {
-                let judged = judge.judge(&recipe)?;
-                (recipe, judged, detail)
+    for (divergence, detail, recipe, case, found_after, hits, first) in seen {
+        // Reduced, unless the run is being stopped: then as first found.
+        let (recipe, judged, detail) = if stopping() {
+            (recipe, first, detail)
+        } else {
+            let limits = (config.minimize_calls, config.minimize_seconds);
+            let reduced = minimize(judge, &recipe, &divergence, limits)?;
+            // The reduced case, once more for its verdicts (a flaky divergence keeps the
+            // original).
+            let again = judge.judge(&reduced);
+            let again = if stopping() { first.clone() } else { again? };
+            match &again.divergence {
+                _ if stopping() => (recipe, first, detail),
+                Some((d, detail)) if *d == divergence => (reduced, again.clone(), detail.clone()),
+                _ => {
+                    let judged = judge.judge(&recipe)?;
+                    (recipe, judged, detail)
+                }
             }
         };
         let mut finding =
@@ -1536,6 +1544,7 @@ fn fuzz_with(
         seed: config.seed,
         command: config.command.clone(),
         writer: config.writer,
+        interrupted: stopping(),
     };
     if let Some(out) = &config.out {
         std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&to_json(&report))?)?;
@@ -1631,6 +1640,9 @@ pub fn table(report: &Report) -> String {
         rate(report),
         report.seed
     );
+    if report.interrupted {
+        let _ = writeln!(out, "stopped by a signal: the findings so far, not reduced");
+    }
     if report.findings.is_empty() {
         let _ = writeln!(out, "no divergence");
         return out;
@@ -1685,6 +1697,7 @@ pub fn to_json(report: &Report) -> Json {
         "in_process": report.in_process,
         "by_class": by_class,
         "writer": report.writer,
+        "interrupted": report.interrupted,
         "findings": report
             .findings
             .iter()

@@ -147,19 +147,30 @@ pub fn run_to_end(
     let finished = |t: &Option<std::thread::JoinHandle<Vec<u8>>>| {
         t.as_ref().is_none_or(std::thread::JoinHandle::is_finished)
     };
+    // What escaped the group (`setsid`) and holds them is killed too where this process
+    // inherits it (a subreaper); elsewhere the pipes are given up on after a second.
     let ended = Instant::now();
+    let mut killed = false;
     while !(finished(&stdout) && finished(&stderr)) {
-        if ended.elapsed() > Duration::from_millis(100) {
+        if !killed && ended.elapsed() > Duration::from_millis(100) {
             kill_group(&mut child);
+            killed = true;
+        }
+        if ended.elapsed() > Duration::from_secs(1) {
             break;
         }
         std::thread::sleep(Duration::from_micros(200));
     }
     let join = |t: Option<std::thread::JoinHandle<Vec<u8>>>| {
-        t.and_then(|t| t.join().ok()).unwrap_or_default()
+        t.filter(std::thread::JoinHandle::is_finished)
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
     };
     let (stdout, stderr) = (join(stdout), join(stderr));
     forget_group(&child);
+    // A process it left behind in its group, or out of it, goes with it.
+    kill_pgid(child.id());
+    kill_strays();
     Ok(match status {
         _ if is_flooded() => Ran::Flooded(stdout_limit),
         Some(status) => Ran::Ended(status, stdout, stderr),
@@ -183,6 +194,7 @@ fn spawn_group(command: &mut Command) -> std::io::Result<Child> {
     if live.1 {
         return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "stopping"));
     }
+    crate::child::die_with_parent(command);
     let child = command.process_group(0).spawn()?;
     live.0.push(child.id());
     Ok(child)
@@ -194,14 +206,17 @@ fn forget_group(child: &Child) {
     live().0.retain(|&pid| pid != child.id());
 }
 
-/// Kills the process group `pid` leads; kill(1) signals a whole group given its id negated.
+/// Kills the process group `pid` leads.
 fn kill_pgid(pid: u32) {
-    let _ = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    crate::child::kill_group(pid);
+}
+
+/// Kills what escaped the process groups of this process's implementations (a `setsid`
+/// child whose parent ended), where this process inherits such orphans
+/// ([`crate::child::become_subreaper`]); its registered implementations are left alone.
+pub fn kill_strays() {
+    let live = live();
+    crate::child::kill_strays(&live.0);
 }
 
 /// Kills the process group `child` leads, and reaps `child`.
@@ -210,6 +225,7 @@ fn kill_group(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
     forget_group(child);
+    kill_strays();
 }
 
 /// Kills the process group of every implementation this process started and has not reaped,
@@ -219,9 +235,17 @@ fn kill_group(child: &mut Child) {
 pub fn stop_all() {
     let mut live = live();
     live.1 = true;
-    for pid in std::mem::take(&mut live.0) {
+    for &pid in &live.0 {
         kill_pgid(pid);
     }
+    // What escaped them; the leaders themselves are reaped by whoever waits on them.
+    crate::child::kill_strays(&live.0);
+}
+
+/// Whether [`stop_all`] has run: the run is being stopped, and what an implementation said
+/// since is not to be believed (it was killed).
+pub fn stopping() -> bool {
+    live().1
 }
 
 /// A dump's verdict: accepted when it has no top-level `error`.
@@ -438,7 +462,14 @@ impl Server {
         // group gone, stderr has ended, and everything it said has been read.
         kill_group(&mut self.child);
         if let Some(reading) = self.reading.take() {
-            let _ = reading.join();
+            // Unless something that escaped the group still holds stderr.
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while !reading.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if reading.is_finished() {
+                let _ = reading.join();
+            }
         }
         let said = self.said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let line = said

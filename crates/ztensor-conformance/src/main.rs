@@ -66,26 +66,63 @@ write: this project's writer in the writer protocol.
 
 example: ztensor-conformance run --impl 'ztensor dump --json'";
 
+/// The signal that is stopping the program (0: none).
+static SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Whether the command running finishes by itself once [`stop_all`] has run (the fuzzer,
+/// which writes the findings so far), rather than being ended by the signal.
+///
+/// [`stop_all`]: ztensor_conformance::implementation::stop_all
+static FINISHES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How long a command that finishes by itself has, after a signal, before it is ended.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// SIGINT, SIGTERM and SIGHUP kill the implementations under test (each leads a process group
-/// of its own, outside the terminal's reach) and stop what is being written, then exit with
-/// 128 + the signal, as a shell reports a process the signal killed.
+/// of its own, outside the terminal's reach), stop what is being written and remove the
+/// scratch directories, then exit with 128 + the signal, as a shell reports a process the
+/// signal killed. The fuzzer is given [`GRACE`] to write its findings so far first (a second
+/// signal ends it at once).
 fn handle_signals() {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use std::sync::atomic::Ordering;
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
         return;
     };
     let _ = std::thread::Builder::new().name("zt-signals".into()).spawn(move || {
-        if let Some(signal) = signals.forever().next() {
-            ztensor_conformance::implementation::stop_all();
-            ztensor_io::interrupt();
-            std::process::exit(128 + signal);
+        for signal in signals.forever() {
+            let first = SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+            if first.is_ok() {
+                ztensor_conformance::implementation::stop_all();
+                ztensor_io::interrupt();
+                if FINISHES.load(Ordering::SeqCst) {
+                    let _ = std::thread::Builder::new().name("zt-grace".into()).spawn(move || {
+                        std::thread::sleep(GRACE);
+                        ztensor_conformance::scratch::remove_all();
+                        std::process::exit(128 + signal);
+                    });
+                    continue;
+                }
+            }
+            ztensor_conformance::scratch::remove_all();
+            std::process::exit(128 + SIGNAL.load(Ordering::SeqCst));
         }
     });
 }
 
 fn main() -> ExitCode {
     handle_signals();
-    match run() {
+    let result = run();
+    // A command that finished by itself after a signal ends as the signal would have ended it.
+    let signal = SIGNAL.load(std::sync::atomic::Ordering::SeqCst);
+    if signal != 0 {
+        if let Err(e) = &result {
+            eprintln!("ztensor-conformance: {e:#}");
+        }
+        ztensor_conformance::scratch::remove_all();
+        std::process::exit(128 + signal);
+    }
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -177,6 +214,11 @@ fn serve(read: &dyn Fn(&std::path::Path) -> Result<(serde_json::Value, bool)>) -
 }
 
 fn fuzz(args: &[String]) -> Result<bool> {
+    // This process runs implementations and nothing else: what escapes their process groups
+    // becomes its child, and is killed.
+    ztensor_conformance::child::become_subreaper();
+    // On a signal, the findings so far are written before it exits.
+    FINISHES.store(true, std::sync::atomic::Ordering::SeqCst);
     ztensor_conformance::difffuzz::command_line(args, None)
 }
 

@@ -1194,4 +1194,131 @@ mod hostile {
         let why = crash["theirs"]["why"].as_str().unwrap_or_default();
         assert!(why.contains("broke the --serve protocol"), "{crash}");
     }
+
+    /// Processes whose command line holds `marker`.
+    fn with_marker(marker: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(marker) {
+                found.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        found
+    }
+
+    /// Whether process `pid` has ended (gone, or a zombie).
+    fn ended(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// An implementation that leaves a process behind on every file, out of its process
+    /// group and session (`setsid`), holding its output: the fuzzer inherits each as its
+    /// parent ends and kills it, so none outlives the run (40 did before, one per case).
+    #[test]
+    fn nothing_an_implementation_starts_outlives_the_fuzzer() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = bin();
+        let marker = format!("1000.{}7", std::process::id());
+        let one_shot = script(
+            tmp.path(),
+            "escape.sh",
+            &format!("setsid sleep {marker} &\nexec {bin} dump \"$1\""),
+        );
+        let server = script(
+            tmp.path(),
+            "escape-serve.sh",
+            &format!(
+                "while IFS= read -r p; do\n  setsid sleep {marker} &\n  {bin} dump \"$p\"\ndone"
+            ),
+        );
+        for (command, mode) in [(&one_shot, "--process-per-file"), (&server, "--serve")] {
+            let mut args = vec!["--impl", command.as_str(), "--runs", "20"];
+            if mode == "--process-per-file" {
+                args.push(mode);
+            }
+            let (status, report, stderr, seconds) = fuzz(&args);
+            assert_eq!(status, Some(0), "{mode}: {stderr}");
+            assert_eq!(report["persistent"], mode == "--serve", "{report}");
+            assert!(seconds < 60.0, "{mode}: {seconds} s");
+            let left = with_marker(&marker);
+            assert!(left.is_empty(), "{mode}: left running: {left:?}");
+        }
+    }
+
+    /// SIGTERM while the implementation hangs on a file: the fuzzer kills it, writes what it
+    /// found so far (unreduced) to --out, removes its scratch directory and exits with 143.
+    /// SIGKILL, which it cannot handle, still takes the implementation with it.
+    #[test]
+    fn a_signal_keeps_the_findings_and_leaves_nothing_behind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sandbox = tmp.path().join("tmp");
+        std::fs::create_dir(&sandbox).unwrap();
+        let pids = tmp.path().join("pids");
+        let bin = bin();
+        let reader = script(
+            tmp.path(),
+            "crash-then-hang.sh",
+            &format!(
+                "case \"$1\" in\n\
+                   *probe*) exec {bin} dump \"$1\";;\n\
+                   */case-1.zt|*/case-2.zt) exit 7;;\n\
+                   *) echo $$ >> {pids}; exec sleep 600;;\n\
+                 esac",
+                pids = pids.display()
+            ),
+        );
+        let out = tmp.path().join("out");
+        let start = |out: &Path| {
+            Command::new(bin)
+                .args(["fuzz", "--impl", &reader, "--runs", "50", "--timeout", "300"])
+                .args(["--process-per-file", "--minimize-seconds", "0", "--out"])
+                .arg(out)
+                .env("TMPDIR", &sandbox)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let hanging = |count: usize| {
+            let started = std::time::Instant::now();
+            loop {
+                let text = std::fs::read_to_string(&pids).unwrap_or_default();
+                if let Some(pid) = text.lines().nth(count - 1) {
+                    break pid.to_owned();
+                }
+                assert!(started.elapsed().as_secs() < 60, "the implementation never hung");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        };
+        let mut fuzzer = start(&out);
+        let pid = hanging(1);
+        Command::new("kill").args(["-s", "TERM", &fuzzer.id().to_string()]).status().unwrap();
+        let status = fuzzer.wait().unwrap();
+        assert_eq!(status.code(), Some(143));
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["interrupted"], true, "{summary}");
+        assert_eq!(summary["by_class"]["crash"], 1, "{summary}");
+        assert_eq!(summary["cases"], 2, "{summary}");
+        assert!(out.join("crash/1.zt").is_file() && out.join("crash/1.json").is_file());
+        assert!(names(&sandbox).is_empty(), "left behind: {:?}", names(&sandbox));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !ended(&pid) {
+            assert!(std::time::Instant::now() < deadline, "{pid} outlived the fuzzer");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+
+        let mut fuzzer = start(&tmp.path().join("out2"));
+        let pid = hanging(2);
+        fuzzer.kill().unwrap();
+        fuzzer.wait().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !ended(&pid) {
+            assert!(std::time::Instant::now() < deadline, "{pid} outlived a killed fuzzer");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
