@@ -125,7 +125,7 @@ pub(crate) enum Command {
         /// Also enforce the strict-only rules (`ztensor rules` lists every rule).
         #[arg(long)]
         strict: bool,
-        /// Worker threads (default: one per core).
+        /// Worker threads (0, the default: one per core).
         #[arg(long, default_value_t = 0, hide_default_value = true)]
         threads: usize,
         /// Print JSON: {"file", "sound", "objects", "problems", "digests"}.
@@ -135,12 +135,13 @@ pub(crate) enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
-    /// Convert any input format to zTensor (0.1, 1.1, 1.2; one file or sharded), safetensors or
-    /// TensorBuffers on every core, writing OUT atomically. Reads zTensor, sharded zTensor and
-    /// safetensors checkpoints, safetensors, TensorBuffers, NumPy .npy/.npz, GGUF and PyTorch
-    /// checkpoints (.pt, .pth, .bin, .ckpt), recognised by content. The target is --to, else
-    /// OUT's extension (.zt, .safetensors, .tb), else zTensor 1.2; an OUT named like a format
-    /// this tool does not write (.pth, .gguf, .npz, …) is refused.
+    /// Convert any input format to zTensor (0.1, 1.1, 1.2 or 2; one file or sharded),
+    /// safetensors or TensorBuffers on every core, writing OUT atomically. Reads zTensor (0.1,
+    /// 1.x and 2), sharded zTensor and safetensors checkpoints, safetensors, TensorBuffers, NumPy
+    /// .npy/.npz, GGUF and PyTorch checkpoints (.pt, .pth, .bin, .ckpt), recognised by content.
+    /// The target is --to, else OUT's extension (.zt: zTensor 1.2, .safetensors, .tb); any other
+    /// extension, or none, is refused unless --to says what to write. OUT `-` writes the file
+    /// to standard output (with --to; not a terminal).
     ///
     /// Example: ztensor convert model.safetensors.index.json model.zt --zstd 3 --digest sha256
     ///
@@ -426,7 +427,7 @@ pub(crate) struct Encoding {
 /// Parallelism and progress flags shared by the long-running commands.
 #[derive(Debug, Args)]
 pub(crate) struct Run {
-    /// Worker threads (default: one per core).
+    /// Worker threads (0, the default: one per core).
     #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub(crate) threads: usize,
     /// Most bytes held in flight, e.g. 512M or 2G (default: 64M per thread, at most 512M).
@@ -441,6 +442,23 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// Refuses a `--memory` smaller than one piece of `piece` bytes needs in flight (it would
+    /// not bound anything: the engine admits one piece whatever the budget).
+    pub(crate) fn check_memory(&self, piece: u64) -> Result<()> {
+        let least = ztensor_par::ParOptions::least_budget(piece);
+        match self.memory {
+            // In the binary units --memory is given in (`8M` is 8 MiB).
+            Some(memory) if memory < least => bail!(
+                "--memory of {memory} bytes is less than one piece needs in flight ({} MiB: a \
+                 {} MiB piece and its encoded output); give at least --memory {}M",
+                least >> 20,
+                least >> 21,
+                least.div_ceil(1 << 20)
+            ),
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn par(&self) -> ztensor_par::ParOptions {
         ztensor_par::ParOptions {
             threads: threads(self.threads),
@@ -563,18 +581,22 @@ pub(crate) fn parse_target(s: &str) -> Result<Target, String> {
     }
 }
 
-/// What `convert` writes to `output`: `to`, else what the output's extension names (zTensor
-/// 1.2 for `.zt` and anything else). An extension of a format this tool reads but does not write
-/// is refused rather than given zTensor bytes under a misleading name, and so are encoding
-/// options the target has no place for (usage errors, status 2).
+/// What `convert` writes to `output`: `to`, else what the output's extension names (`.zt`:
+/// zTensor 1.2; a sharded output directory, `sharded`, holds zTensor 1.2 shards). Any other
+/// extension, or none, is refused rather than given zTensor bytes under a name that says
+/// something else (`out.safetensor`, `out.txt`), and so are encoding options the target has no
+/// place for (usage errors, status 2).
 pub(crate) fn convert_target(
     output: &Path,
     to: Option<Target>,
+    sharded: bool,
     encoding: &Encoding,
 ) -> Result<Target> {
     let extension = output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     let target = match (to, extension.as_deref()) {
         (Some(to), _) => to,
+        (None, _) if sharded => Target::Zt(Version::V1_2),
+        (None, Some("zt")) => Target::Zt(Version::V1_2),
         (None, Some("tb")) => Target::TensorBuffers,
         (None, Some("safetensors")) => Target::Safetensors,
         (None, Some(e @ ("bin" | "pt" | "pth" | "ckpt" | "npz" | "npy" | "gguf"))) => {
@@ -590,7 +612,29 @@ pub(crate) fn convert_target(
                 output.display()
             );
         }
-        (None, _) => Target::Zt(Version::V1_2),
+        (None, Some(e)) => {
+            let near = match e {
+                "safetensor" | "st" | "sft" => " (did you mean .safetensors?)",
+                "ztensor" | "zten" | "z" => " (did you mean .zt?)",
+                "tensorbuffers" | "tbs" => " (did you mean .tb?)",
+                _ => "",
+            };
+            bail!(
+                "{} ends in .{e}, which names no format this tool writes{near}: name a .zt, \
+                 .safetensors or .tb output, or say what to write with --to (zt, 0.1, 1.1, 1.2, \
+                 2, safetensors, tensorbuffers)",
+                output.display()
+            );
+        }
+        (None, None) if output.as_os_str() == "-" => bail!(
+            "- writes to standard output, which has no name to tell the format by: say what to \
+             write with --to (zt, 0.1, 1.1, 1.2, 2, safetensors, tensorbuffers)"
+        ),
+        (None, None) => bail!(
+            "{} has no extension to tell what to write: name a .zt, .safetensors or .tb output, \
+             or say what to write with --to (zt, 0.1, 1.1, 1.2, 2, safetensors, tensorbuffers)",
+            output.display()
+        ),
     };
     if let Target::Safetensors | Target::TensorBuffers = target {
         let option = match (encoding.zstd, encoding.digest) {

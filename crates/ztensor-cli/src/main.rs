@@ -42,6 +42,7 @@ fn handle_signals() {
         if let Some(signal) = signals.forever().next() {
             ztensor_io::interrupt();
             cmd::stdin::remove();
+            cmd::stdout::remove();
             std::process::exit(128 + signal);
         }
     });
@@ -75,7 +76,9 @@ fn main() -> ExitCode {
             }
             let code = if err.downcast_ref::<Rejected>().is_some() { 1 } else { 2 };
             let message = format!("{err:#}");
-            eprintln!("ztensor: {}", cmd::stdin::unspooled(&cmd::text::shown_message(&message)));
+            let message = cmd::text::shown_message(&message);
+            let message = cmd::stdin::unspooled(&message);
+            eprintln!("ztensor: {}", cmd::stdout::unstaged(&message));
             ExitCode::from(code)
         }
     }
@@ -91,14 +94,14 @@ fn options(strict: bool) -> Options {
 /// components went raw because zstd would not make them smaller.
 fn wrote(
     out: &mut impl Write,
-    output: &Path,
+    output: &str,
     format: &str,
     converted: &cmd::convert::Converted,
     file_len: u64,
     started: std::time::Instant,
     zstd: bool,
 ) -> std::io::Result<()> {
-    use cmd::text::{plural, shown, size};
+    use cmd::text::{plural, size};
     let peak = converted.peak.map(|p| format!(", peak {} in flight", size(p))).unwrap_or_default();
     let what = match converted.tally {
         Some(t) if t.decoded_unknown == 0 => {
@@ -109,8 +112,7 @@ fn wrote(
     };
     writeln!(
         out,
-        "wrote {} ({format}, {}: {what}; file {}) in {:.2} s{peak}",
-        shown(&output.display().to_string()),
+        "wrote {output} ({format}, {}: {what}; file {}) in {:.2} s{peak}",
         plural(converted.objects, "object"),
         size(file_len),
         started.elapsed().as_secs_f64()
@@ -304,6 +306,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                     cmd::detect(&input)?
                 ));
             }
+            run.check_memory(chunk)?;
             let _lock = output_lock(&input, &output, run.no_wait, run.quiet)?;
             let copy = ztensor_io::CopyOptions {
                 chunk_size: Some(chunk),
@@ -320,7 +323,8 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 let target = Target::Zt(to).to_string();
                 let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
                 let zstd = encoding.zstd.is_some();
-                wrote(&mut out, &output, &target, &converted, len, started, zstd)?;
+                let name = cmd::stdin::shown(&output);
+                wrote(&mut out, &name, &target, &converted, len, started, zstd)?;
             }
             ExitCode::SUCCESS
         }
@@ -335,8 +339,19 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             encoding,
             run,
         } => {
-            let target = convert_target(&output, to, &encoding)?;
+            run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
             let sharded = sharding(&output, shard_size)?;
+            let target = convert_target(&output, to, sharded.is_some(), &encoding)?;
+            // `-`: the file is made in a private directory, then copied to standard output.
+            let staged = match cmd::stdout::is_stdout(&output) {
+                true => Some(cmd::stdout::Staged::new(match target {
+                    Target::Safetensors => "stdout.safetensors",
+                    Target::TensorBuffers => "stdout.tb",
+                    Target::Zt(_) | Target::Zt2 => "stdout.zt",
+                })?),
+                false => None,
+            };
+            let output = staged.as_ref().map_or(output, |s| s.path().to_path_buf());
             let _lock = match sharded {
                 Some(_) => None,
                 None => output_lock(&input, &output, run.no_wait, run.quiet)?,
@@ -397,9 +412,18 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
-            if !run.quiet {
-                let zstd = encoding.zstd.is_some();
-                wrote(&mut out, &output, &target.to_string(), &converted, len, started, zstd)?;
+            let zstd = encoding.zstd.is_some();
+            if let Some(staged) = staged {
+                // Standard output holds the file: the summary goes to standard error.
+                staged.deliver()?;
+                if !run.quiet {
+                    let name = cmd::stdout::STDOUT;
+                    let mut err = std::io::stderr().lock();
+                    wrote(&mut err, name, &target.to_string(), &converted, len, started, zstd)?;
+                }
+            } else if !run.quiet {
+                let name = cmd::stdin::shown(&output);
+                wrote(&mut out, &name, &target.to_string(), &converted, len, started, zstd)?;
             }
             ExitCode::SUCCESS
         }
@@ -474,6 +498,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             ExitCode::SUCCESS
         }
         Command::RunUnit { plan: path, unit, run } => {
+            run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
             let plan = ztensor_shard::Plan::read(&path).map_err(|e| reported("", &e))?;
             let unit = match unit {
                 Some(k) => k,
@@ -519,6 +544,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             ExitCode::SUCCESS
         }
         Command::Append { target, from, encoding, run } => {
+            run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
             let (count, len) = cmd::edit::append(&target, &from, &encoding, &run)?;
             if !run.quiet {
                 writeln!(

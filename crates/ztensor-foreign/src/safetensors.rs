@@ -446,8 +446,8 @@ fn plan<'s>(
                     return Err(Error::new(
                         ErrorKind::Unrepresentable,
                         format!(
-                            "file attribute {k} is not text → text, and safetensors \
-                                 __metadata__ holds only text"
+                            "file attribute {k} is not text with a text value, and a \
+                             safetensors __metadata__ holds only text keys with text values"
                         ),
                     )
                     .refusing(ztensor_format::Refused::FileAttributes));

@@ -108,6 +108,14 @@ impl ParOptions {
     /// The most the automatic memory budget grows to, however many threads.
     pub const AUTO_BUDGET_MAX: u64 = 512 << 20;
 
+    /// The least memory budget a run with pieces of `piece` bytes (a zstd frame; raw
+    /// components are read in 4 MiB pieces whatever it is) can keep: one piece in flight with
+    /// its encoded output. A smaller [`ParOptions::memory_budget`] is not refused here (one piece
+    /// is always admitted), but it is not what was asked for either: front ends refuse it.
+    pub fn least_budget(piece: u64) -> u64 {
+        piece.max(RAW_PIECE).saturating_mul(2)
+    }
+
     /// The memory budget of a run on `threads` workers: [`ParOptions::memory_budget`], or the
     /// automatic one when that is 0.
     pub fn budget_for(&self, threads: usize) -> u64 {

@@ -6,6 +6,7 @@ pub mod info;
 pub mod look;
 pub mod repack;
 pub mod stdin;
+pub mod stdout;
 pub mod tb;
 pub mod text;
 

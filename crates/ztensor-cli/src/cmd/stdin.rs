@@ -73,12 +73,7 @@ pub fn resolve(path: &mut PathBuf, spool: &mut Option<Spooled>, max: u64) -> Res
         bail!("`-` reads standard input, which is a terminal: pipe or redirect a file into it");
     }
     let temp = std::env::temp_dir();
-    let mut builder = tempfile::Builder::new();
-    builder.prefix("ztensor-stdin-");
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
-    let dir = builder
-        .tempdir_in(&temp)
+    let dir = private_dir("ztensor-stdin-")
         .with_context(|| format!("cannot spool standard input into {}", temp.display()))?;
     // Registered (and owned) before a byte is copied, so neither an error nor a signal leaves
     // it behind.
@@ -109,6 +104,17 @@ pub fn resolve(path: &mut PathBuf, spool: &mut Option<Spooled>, max: u64) -> Res
     path.clone_from(&file_path);
     *spool = Some(spooled);
     Ok(())
+}
+
+/// A directory of this run's own in the temporary directory (`TMPDIR`): made fresh, with an
+/// unpredictable name after `prefix` and mode 0700, so nobody else can read it or put a file
+/// in it; removed with its contents when the value drops.
+pub(crate) fn private_dir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix);
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    builder.tempdir_in(std::env::temp_dir())
 }
 
 /// Refuses a zTensor 2 root that lists shards: they are files beside the root, and standard
