@@ -245,6 +245,8 @@ pub(crate) enum Command {
     /// Run one unit of a plan: write its shard (atomically) and a receipt. A unit already done
     /// is verified and skipped; two attempts of one unit may race safely.
     ///
+    /// Example: ztensor run plan.json --unit 3
+    ///
     /// Example: sbatch --array=0-7 --wrap 'ztensor run plan.json'   (K from SLURM_ARRAY_TASK_ID)
     #[command(name = "run")]
     RunUnit {
@@ -259,6 +261,8 @@ pub(crate) enum Command {
     },
     /// Check every unit's receipt and shard, and write the index. Refuses a partial set,
     /// naming the units missing.
+    ///
+    /// Example: ztensor finalize plan.json --deep
     Finalize {
         /// The plan.
         plan: PathBuf,

@@ -426,13 +426,27 @@ fn diff_reports_added_removed_and_changed() {
 }
 
 #[test]
-fn every_command_has_an_example_in_its_help() {
-    for command in [
-        "info", "ls", "dump", "verify", "convert", "repack", "append", "remove", "extract", "diff",
-        "cat",
-    ] {
+fn every_command_has_an_example_in_its_help_and_a_row_in_the_readme() {
+    // The commands as the tool lists them, so a new one cannot be missed here.
+    let top = ok(&["--help"]);
+    let listed = top
+        .split("Commands:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("a Commands: section");
+    let commands: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|&c| c != "help")
+        .collect();
+    assert!(commands.len() >= 17, "{commands:?}");
+    let readme = std::fs::read_to_string(super::root().join("README.md")).unwrap();
+    for command in commands {
         let help = ok(&[command, "--help"]);
         assert!(help.contains("Example: ztensor "), "{command}: {help}");
+        let row = format!("| `ztensor {command} ");
+        assert!(readme.contains(&row), "README's command table has no row for {command}");
     }
     let help = ok(&["--help"]);
     assert!(help.contains("Exit status: 0 on success; 1 when the data says no"), "{help}");
