@@ -12,7 +12,8 @@ const TASKS: &[(&str, &str)] = &[
         "ci",
         "everything CI runs, in its order: fmt, clippy, features, msrv, package, test, doc, \
          fixtures --check, \
-         the conformance run of our reader, conformance-matrix --check, fuzz-smoke 15 \
+         the conformance run of our reader, conformance-matrix --check, the reference adapters' \
+         in-process check, a minute of differential fuzzing, fuzz-smoke 15 \
          (.ci/run installs what it needs, then runs this)",
     ),
     ("fmt", "cargo fmt --all --check"),

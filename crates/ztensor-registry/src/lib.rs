@@ -21,7 +21,7 @@
 //! ```
 //!
 //! Features (all on by default): `safetensors`, `numpy`, `gguf`, `torch`, `tensorbuffers`,
-//! `sharded`. A file of a format whose feature is off is still recognised, and refused with
+//! `sharded`, `v2` (zTensor 2). A file of a format whose feature is off is still recognised, and refused with
 //! the feature named.
 
 #![deny(missing_docs)]
@@ -33,7 +33,8 @@
         feature = "gguf",
         feature = "torch",
         feature = "tensorbuffers",
-        feature = "sharded"
+        feature = "sharded",
+        feature = "v2"
     )),
     allow(dead_code, unused_imports, unused_variables, unused_mut)
 )]
