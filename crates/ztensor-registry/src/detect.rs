@@ -1,0 +1,305 @@
+//! Telling what a file (or buffer) is by its content: leading magic numbers first, then a
+//! trailing one, then the name.
+
+use std::fmt;
+use std::path::Path;
+
+use ztensor_io::{FileSource, ReadAt};
+
+use crate::table::{FORMATS, Kind, NOT_READ, accepted};
+
+const ZT_MAGIC: &[u8] = b"ZTEN";
+const ZT2_MAGIC: &[u8] = b"\x89ZT2\r\n\x1a\n";
+const NPY_MAGIC: &[u8] = b"\x93NUMPY";
+const GGUF_MAGIC: &[u8] = b"GGUF";
+const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
+/// An empty zip archive starts with its end-of-central-directory record.
+const EMPTY_ZIP_MAGIC: &[u8] = b"PK\x05\x06";
+const TB_MAGIC: &[u8] = b"TBS1";
+/// The bytes read from the start of a file to recognise it.
+const HEAD: u64 = 512;
+
+/// Why a file was not recognised as a format this build reads.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    io: Option<ztensor_io::Error>,
+}
+
+/// What kind of [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The file could not be read (missing, unreadable, a FIFO or device refused).
+    Io,
+    /// A directory was given where a file was expected.
+    Directory,
+    /// A format recognised but not read ([`NOT_READ`]), or none known.
+    NotRead,
+    /// A format read only by builds with a feature this one lacks.
+    Disabled,
+    /// Bytes of a format that is read from files, not bytes: a sharded checkpoint, or a
+    /// zTensor 2 root whose parts lie in shard files beside it ([`open_bytes`]).
+    NeedsFiles,
+}
+
+impl Error {
+    /// What kind of error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// For [`ErrorKind::Io`], the I/O error (with the operating system's error, for a caller
+    /// that maps it to its own: Python's `FileNotFoundError`, say).
+    pub fn io(&self) -> Option<&ztensor_io::Error> {
+        self.io.as_ref()
+    }
+
+    pub(crate) fn new(kind: ErrorKind, message: String) -> Error {
+        Error { kind, message, io: None }
+    }
+
+    fn from_io(e: ztensor_io::Error) -> Error {
+        Error { kind: ErrorKind::Io, message: e.to_string(), io: Some(e) }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// What the file at `path` is, by its content (and, for sharded checkpoints, its name: an
+/// index is JSON): a file recognised by no content rule is judged by its extension, so errors
+/// name the rules of the format the user meant.
+///
+/// # Errors
+/// [`ErrorKind::Io`] when it cannot be read (FIFOs and devices are refused, never read);
+/// [`ErrorKind::Directory`] for a directory (naming the checkpoint index or tensor files in
+/// it); [`ErrorKind::NotRead`] for a format not read (named when known);
+/// [`ErrorKind::Disabled`] for one this build lacks the feature for.
+pub fn detect(path: &Path) -> Result<Kind, Error> {
+    if let Some(kind) = by_name(path) {
+        return enabled(kind, Some(path));
+    }
+    if path.is_dir() {
+        return Err(Error::new(ErrorKind::Directory, directory_hint(path)));
+    }
+    let file = ztensor_io::open_input(path).map_err(Error::from_io)?;
+    let source = FileSource::new(file).map_err(|e| {
+        Error::from_io(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e))
+    })?;
+    detect_source(&source, Some(path))
+}
+
+/// What `bytes` are, by their content, as [`detect`] tells a file.
+///
+/// # Errors
+/// As [`detect`], [`ErrorKind::NotRead`] and [`ErrorKind::Disabled`].
+pub fn detect_bytes(bytes: &[u8], name: Option<&Path>) -> Result<Kind, Error> {
+    detect_source(&bytes, name)
+}
+
+/// What `source` is, by its content, as [`detect`] tells a file; `name` (its path, when it
+/// has one) decides between formats when the content is damaged.
+///
+/// # Errors
+/// As [`detect`].
+pub fn detect_source<S: ReadAt>(source: &S, name: Option<&Path>) -> Result<Kind, Error> {
+    let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
+    let io = |e: std::io::Error| {
+        Error::from_io(ztensor_io::Error::io("reading", name.map(Path::to_path_buf), e))
+    };
+    let len = source.len();
+    let mut head = vec![0u8; usize::try_from(len.min(HEAD)).unwrap_or(0)];
+    source.read_exact_at(0, &mut head).map_err(io)?;
+    let mut tail = vec![0u8; usize::try_from(len.min(8)).unwrap_or(0)];
+    source.read_exact_at(len - tail.len() as u64, &mut tail).map_err(io)?;
+    let extension =
+        name.and_then(|p| p.extension()).and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let named =
+        |kind: Kind| extension.as_deref().is_some_and(|e| kind.format().extensions.contains(&e));
+    // A format's leading magic decides before any trailing one: a valid file of one format
+    // may end in another's magic (an `.npy` whose data ends in `ZTEN1000`, a zip whose comment
+    // is `TBS1`). Trailing magics decide only for a file that starts like nothing known: a v1
+    // zTensor file whose header is damaged still has its footer, and is judged as zTensor so
+    // it gets its rule.
+    let leading = match () {
+        () if head.starts_with(ZT_MAGIC) => Some(Kind::Zt),
+        () if head.starts_with(ZT2_MAGIC) => Some(Kind::Zt2),
+        () if head.starts_with(NPY_MAGIC) => Some(Kind::Npy),
+        () if head.starts_with(GGUF_MAGIC) => Some(Kind::Gguf),
+        () if head.starts_with(ZIP_MAGIC) || head.starts_with(EMPTY_ZIP_MAGIC) => {
+            zip_kind(source, named(Kind::Npz), named(Kind::Torch))
+        }
+        () if is_legacy_torch(&head) => Some(Kind::Torch),
+        () if head.starts_with(TB_MAGIC) => Some(Kind::TensorBuffers),
+        () if is_safetensors(&head, len) => Some(Kind::Safetensors),
+        () => None,
+    };
+    // A zip archive read as neither format, or a format named by its first bytes, is what it
+    // starts as, whatever it ends with.
+    let starts_known = leading.is_some()
+        || head.starts_with(ZIP_MAGIC)
+        || head.starts_with(EMPTY_ZIP_MAGIC)
+        || (not_read(&head).is_some() && !is_text(&head));
+    let kind = match () {
+        () if starts_known => leading,
+        () if tail.len() == 8 && tail.starts_with(ZT_MAGIC) => Some(Kind::Zt),
+        () if tail.ends_with(TB_MAGIC) => Some(Kind::TensorBuffers),
+        () => None,
+    };
+    if let Some(kind) = kind {
+        return enabled(kind, name);
+    }
+    // Formats not read are named whatever the file is called (the reference 2.x writes `.zt`
+    // files too); a file named like a format read is otherwise judged as one, so a damaged one
+    // gets that format's rule.
+    let known = not_read(&head);
+    if let Some(what) = known.filter(|_| !is_text(&head)) {
+        return Err(refused(&shown, what));
+    }
+    for kind in [Kind::Safetensors, Kind::TensorBuffers, Kind::Zt] {
+        if named(kind) {
+            return enabled(kind, name);
+        }
+    }
+    Err(refused(&shown, known.unwrap_or("a file in no format ztensor knows")))
+}
+
+fn refused(shown: &str, what: &str) -> Error {
+    Error::new(
+        ErrorKind::NotRead,
+        format!("{shown}: this is {what}, which ztensor does not read; it reads {}", accepted()),
+    )
+}
+
+/// `kind`, or why this build does not read it.
+pub(crate) fn enabled(kind: Kind, name: Option<&Path>) -> Result<Kind, Error> {
+    if kind.enabled() {
+        return Ok(kind);
+    }
+    let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
+    Err(Error::new(
+        ErrorKind::Disabled,
+        format!(
+            "{shown}: this is {kind}, which this build does not read (it was built without the \
+             `{}` feature)",
+            kind.format().feature
+        ),
+    ))
+}
+
+/// The sharded checkpoints, known by their index's name.
+fn by_name(path: &Path) -> Option<Kind> {
+    let name = path.file_name()?.to_str()?;
+    if name.ends_with(".safetensors.index.json") {
+        Some(Kind::SafetensorsIndex)
+    } else if name.ends_with(".zt.index.json") {
+        Some(Kind::ZtIndex)
+    } else {
+        None
+    }
+}
+
+/// A zip archive's kind: a PyTorch checkpoint when it has `<name>/data.pkl`, a NumPy `.npz`
+/// when it holds only `.npy` members; a damaged one by what its name says.
+fn zip_kind<S: ReadAt>(source: &S, npz_named: bool, torch_named: bool) -> Option<Kind> {
+    // By content whatever this build reads, so that a build without a format still names it.
+    match ztensor_foreign::zip_content(source) {
+        Some(ztensor_foreign::ZipContent::Npz) => Some(Kind::Npz),
+        Some(ztensor_foreign::ZipContent::Torch) => Some(Kind::Torch),
+        None if npz_named => Some(Kind::Npz),
+        None if torch_named => Some(Kind::Torch),
+        None => None,
+    }
+}
+
+/// Whether `head` starts like a legacy `torch.save` file: a pickle (protocol 2 to 5) of torch's
+/// magic number (`LONG1` of 10 bytes, `0x1950a86a20f9469cfc6c`) within its first 32 bytes.
+fn is_legacy_torch(head: &[u8]) -> bool {
+    const MAGIC: [u8; 12] = [0x8a, 10, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
+    matches!(head, [0x80, 2..=5, ..])
+        && head[..head.len().min(32)].windows(MAGIC.len()).any(|w| w == MAGIC)
+}
+
+/// Whether `head` starts like a safetensors file of `len` bytes: a header length that fits
+/// the file, then `{`.
+fn is_safetensors(head: &[u8], len: u64) -> bool {
+    #[cfg(feature = "safetensors")]
+    return ztensor_foreign::safetensors::looks_like_safetensors(head, len);
+    #[cfg(not(feature = "safetensors"))]
+    {
+        let Some((n, rest)) = head.split_first_chunk::<8>() else { return false };
+        u64::from_le_bytes(*n).saturating_add(8) <= len && rest.first() == Some(&b'{')
+    }
+}
+
+/// Names the formats people bring that are not read, by their first bytes.
+fn not_read(head: &[u8]) -> Option<&'static str> {
+    if let Some((_, what)) = NOT_READ.iter().find(|(magic, _)| head.starts_with(magic)) {
+        return Some(what);
+    }
+    // Pickle protocol 2..5 starts with PROTO (a legacy torch.save file is recognised before).
+    if let [0x80, 2..=5, ..] = head {
+        return Some("a Python pickle that is not a PyTorch checkpoint");
+    }
+    if !is_text(head) {
+        return None;
+    }
+    Some(match head.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{' | b'[') => "JSON text",
+        _ => "a text file",
+    })
+}
+
+/// Whether `head` reads as text: UTF-8 (a character cut at the end allowed) without control
+/// characters other than whitespace.
+fn is_text(head: &[u8]) -> bool {
+    let valid = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or("")
+        }
+        Err(_) => return false,
+    };
+    !valid.is_empty() && valid.chars().all(|c| !c.is_control() || c.is_whitespace())
+}
+
+/// What to say about a directory given where a file was expected: the checkpoint index or
+/// the tensor files it holds, when it has them.
+fn directory_hint(dir: &Path) -> String {
+    let mut candidates: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            by_name(Path::new(n)).is_some()
+                || FORMATS.iter().any(|f| {
+                    f.extensions.iter().any(|e| *e != "json" && n.ends_with(&format!(".{e}")))
+                })
+        })
+        .collect();
+    candidates.sort();
+    let index: Vec<&String> =
+        candidates.iter().filter(|n| by_name(Path::new(n)).is_some()).collect();
+    let shown = |n: &String| dir.join(n).display().to_string();
+    match (index.as_slice(), candidates.as_slice()) {
+        ([one], _) => format!(
+            "{} is a directory; for the sharded checkpoint in it, pass its index: {}",
+            dir.display(),
+            shown(one)
+        ),
+        (_, []) => format!("{} is a directory, not a file ztensor reads", dir.display()),
+        _ => format!(
+            "{} is a directory; pass one of its files: {}",
+            dir.display(),
+            candidates.iter().take(8).map(shown).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}

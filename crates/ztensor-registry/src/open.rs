@@ -1,0 +1,509 @@
+//! Opening a recognised file (by path, mapped, or from bytes) as a tensor source, with the
+//! expansion budget applied.
+
+use std::fmt;
+use std::path::Path;
+
+use ztensor_format::Options;
+use ztensor_io::{FileSource, ReadAt, Reader, TensorSource};
+
+use crate::detect::{Error, ErrorKind, detect, detect_bytes, enabled};
+use crate::table::Kind;
+
+/// How [`open`] opens a file.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Limits and strictness for zTensor files (and for shards of a sharded zTensor
+    /// checkpoint); TensorBuffers files are read strictly when `options.strict` is set.
+    pub options: Options,
+    /// Carry safetensors tensors of dtypes zTensor lacks as bytes.
+    pub carry_unknown_dtypes: bool,
+}
+
+/// Why a file could not be opened: not recognised, or refused by its format's reader (each
+/// reader's own error, so its rule and message are kept).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Not recognised ([`detect`]).
+    Detect(Error),
+    /// The zTensor reader's error.
+    Zt(ztensor_io::Error),
+    /// A foreign format reader's error.
+    #[cfg(any(feature = "safetensors", feature = "numpy", feature = "gguf", feature = "torch"))]
+    Foreign(ztensor_foreign::Error),
+    /// The TensorBuffers reader's error.
+    #[cfg(feature = "tensorbuffers")]
+    TensorBuffers(ztensor_tensorbuffers::Error),
+    /// The sharded zTensor checkpoint reader's error.
+    #[cfg(feature = "sharded")]
+    Shard(ztensor_shard::Error),
+    /// The zTensor 2 reader's error.
+    #[cfg(feature = "v2")]
+    Zt2(ztensor_v2::Error),
+}
+
+/// Whether the file was read and breaks a rule of its format (a rejection, which the
+/// command-line tool reports with exit status 1), as opposed to a failed request: a file that
+/// cannot be read, a format not read.
+impl ztensor_format::Verdict for OpenError {
+    fn is_rejection(&self) -> bool {
+        match self {
+            OpenError::Detect(_) => false,
+            OpenError::Zt(e) => e.rule().is_some(),
+            #[cfg(any(
+                feature = "safetensors",
+                feature = "numpy",
+                feature = "gguf",
+                feature = "torch"
+            ))]
+            OpenError::Foreign(e) => e.kind() != ztensor_foreign::ErrorKind::Io,
+            #[cfg(feature = "tensorbuffers")]
+            OpenError::TensorBuffers(e) => e.kind() != ztensor_tensorbuffers::ErrorKind::Io,
+            #[cfg(feature = "sharded")]
+            OpenError::Shard(e) => e.kind() != ztensor_shard::ErrorKind::Io,
+            #[cfg(feature = "v2")]
+            OpenError::Zt2(e) => ztensor_format::Verdict::is_rejection(e),
+        }
+    }
+    fn refused(&self) -> Option<ztensor_format::Refused> {
+        self.inner().and_then(ztensor_format::Verdict::refused)
+    }
+    fn rule(&self) -> Option<ztensor_format::ErrorKind> {
+        self.inner().and_then(ztensor_format::Verdict::rule)
+    }
+}
+
+impl OpenError {
+    /// The reader's own error, as a [`Verdict`](ztensor_format::Verdict).
+    fn inner(&self) -> Option<&dyn ztensor_format::Verdict> {
+        match self {
+            OpenError::Detect(_) => None,
+            OpenError::Zt(e) => Some(e),
+            #[cfg(any(
+                feature = "safetensors",
+                feature = "numpy",
+                feature = "gguf",
+                feature = "torch"
+            ))]
+            OpenError::Foreign(e) => Some(e),
+            #[cfg(feature = "tensorbuffers")]
+            OpenError::TensorBuffers(e) => Some(e),
+            #[cfg(feature = "sharded")]
+            OpenError::Shard(e) => Some(e),
+            #[cfg(feature = "v2")]
+            OpenError::Zt2(e) => Some(e),
+        }
+    }
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Detect(e) => e.fmt(f),
+            OpenError::Zt(e) => e.fmt(f),
+            #[cfg(any(
+                feature = "safetensors",
+                feature = "numpy",
+                feature = "gguf",
+                feature = "torch"
+            ))]
+            OpenError::Foreign(e) => e.fmt(f),
+            #[cfg(feature = "tensorbuffers")]
+            OpenError::TensorBuffers(e) => e.fmt(f),
+            #[cfg(feature = "sharded")]
+            OpenError::Shard(e) => e.fmt(f),
+            #[cfg(feature = "v2")]
+            OpenError::Zt2(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+impl From<Error> for OpenError {
+    fn from(e: Error) -> OpenError {
+        OpenError::Detect(e)
+    }
+}
+
+/// A tensor source of any format, opened by [`open`], [`open_mapped`] or [`open_bytes`].
+pub struct Opened {
+    kind: Kind,
+    source: Box<dyn TensorSource + Send + Sync>,
+    memory: Option<(usize, usize)>,
+    /// The bytes its content lies in: the file's (or the bytes given), with a sharded
+    /// checkpoint's shards or a zTensor 2 root's shards added. What the expansion budget is
+    /// measured against.
+    input_len: u64,
+}
+
+impl fmt::Debug for Opened {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Opened").field("kind", &self.kind).finish_non_exhaustive()
+    }
+}
+
+impl Opened {
+    fn new<T: TensorSource + Send + Sync + 'static>(kind: Kind, source: T) -> Opened {
+        Opened { kind, source: Box::new(source), memory: None, input_len: 0 }
+    }
+
+    /// The bytes its content lies in: the file's, plus its shards' for a sharded checkpoint
+    /// or a zTensor 2 root (only the shards found), or the length of the bytes given.
+    pub fn input_len(&self) -> u64 {
+        self.input_len
+    }
+
+    /// Refuses it when its objects together declare more decoded bytes than `limits` allow
+    /// for an input of [`Opened::input_len`] bytes
+    /// ([`Limits::max_expanded_len`](ztensor_format::Limits::max_expanded_len)): compression
+    /// and views that share bytes can make a small file decode to terabytes. Checked on what
+    /// the objects declare, before anything is decoded; returns the total. [`open`],
+    /// [`open_mapped`] and [`open_bytes`] check it with their options' limits;
+    /// [`open_kind`] leaves it to its caller.
+    ///
+    /// # Errors
+    /// [`OpenError::Zt`] with rule `decoded_too_large`.
+    pub fn check_expansion(&self, limits: &ztensor_format::Limits) -> Result<u64, OpenError> {
+        ztensor_io::check_expansion(&*self.source, self.input_len, limits).map_err(OpenError::Zt)
+    }
+
+    /// Itself, or the refusal of [`Opened::check_expansion`] with the input named.
+    fn within_budget(
+        self,
+        name: Option<&Path>,
+        options: &OpenOptions,
+    ) -> Result<Opened, OpenError> {
+        let Err(OpenError::Zt(e)) = self.check_expansion(&options.options.limits) else {
+            return Ok(self);
+        };
+        let Some(f) = e.format_error() else { return Err(OpenError::Zt(e)) };
+        let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
+        let named = ztensor_format::Error::new(f.kind(), format!("{shown}: {}", f.message()));
+        Err(OpenError::Zt(named.into()))
+    }
+
+    /// Which format it is.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The tensor source.
+    pub fn source(&self) -> &(dyn TensorSource + Send + Sync) {
+        &*self.source
+    }
+
+    /// The tensor source, to keep.
+    pub fn into_source(self) -> Box<dyn TensorSource + Send + Sync> {
+        self.source
+    }
+
+    /// Where the whole file lies in memory, when it does (a memory map, or the bytes given to
+    /// [`open_bytes`]): the address of its first byte and its length, valid while the source
+    /// lives (moving the source moves neither). What zero-copy views borrow from.
+    pub fn memory(&self) -> Option<(*const u8, usize)> {
+        self.memory.map(|(address, len)| (address as *const u8, len))
+    }
+}
+
+/// Opens the file at `path`, of any format [`detect`] recognises, read with positional reads;
+/// refused when its objects decode to more than the expansion budget allows
+/// ([`Opened::check_expansion`]).
+///
+/// # Errors
+/// [`OpenError::Detect`] when it is not recognised; [`OpenError::Zt`] with rule
+/// `decoded_too_large` over the budget; the format reader's error otherwise.
+pub fn open(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
+    let kind = detect(path)?;
+    open_kind(kind, path, options)?.within_budget(Some(path), options)
+}
+
+/// The content identity of the file at `path`, whatever its format: the zTensor 2 content
+/// digest (`zt.content/1`) of its objects. A zTensor 2 file's comes from its manifest (its
+/// part digests as written); any other input's is the one its canonical zTensor 2 conversion
+/// has, so a zTensor 1.x file and its conversion have the same identity.
+///
+/// # Errors
+/// The format reader's error; [`OpenError::Zt2`] for content zTensor 2 cannot hold, a zTensor
+/// 2 part without a digest or a data shard (no objects of its own); [`OpenError::Zt`] with rule
+/// `decoded_too_large` for an input other than zTensor 2 over the expansion budget (a zTensor 2
+/// file's identity comes from its manifest, nothing decoded).
+#[cfg(feature = "v2")]
+pub fn content_id(
+    path: &Path,
+    options: &OpenOptions,
+    algorithm: ztensor_v2::IdAlgorithm,
+) -> Result<String, OpenError> {
+    let kind = detect(path)?;
+    if kind == Kind::Zt2 {
+        let max = options.options.limits.max_manifest_len;
+        let file = ztensor_v2::File::open(file_source(path)?, max).map_err(OpenError::Zt2)?;
+        return file.content_digest(algorithm).map_err(OpenError::Zt2);
+    }
+    let opened = open_kind(kind, path, options)?.within_budget(Some(path), options)?;
+    ztensor_v2::content_digest(opened.source(), algorithm).map_err(OpenError::Zt2)
+}
+
+/// Opens the file at `path` as `kind` (already [`detect`]ed), read with positional reads. The
+/// expansion budget is not checked: [`open`] checks it, a caller of this function does with
+/// [`Opened::check_expansion`].
+///
+/// # Errors
+/// The format reader's error; [`OpenError::Detect`] for a kind this build does not read.
+pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
+    let strict = options.options.strict;
+    // What the content lies in besides the file itself: shards.
+    let mut shards = 0u64;
+    let opened = match kind {
+        Kind::Zt => {
+            Opened::new(kind, Reader::open_with(path, &options.options).map_err(OpenError::Zt)?)
+        }
+        #[cfg(feature = "sharded")]
+        Kind::ZtIndex => {
+            let ckpt = ztensor_shard::ShardedZtensor::open(path, &options.options)
+                .map_err(OpenError::Shard)?;
+            shards =
+                ckpt.shards().iter().map(|(_, r)| r.source().len()).fold(0, u64::saturating_add);
+            Opened::new(kind, ckpt)
+        }
+        #[cfg(feature = "safetensors")]
+        Kind::Safetensors => Opened::new(
+            kind,
+            ztensor_foreign::safetensors::SafetensorsFile::open(path)
+                .map_err(OpenError::Foreign)?
+                .carry_unknown_dtypes(options.carry_unknown_dtypes),
+        ),
+        #[cfg(feature = "safetensors")]
+        Kind::SafetensorsIndex => {
+            let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(path)
+                .map_err(OpenError::Foreign)?
+                .carry_unknown_dtypes(options.carry_unknown_dtypes);
+            shards =
+                ckpt.shards().iter().map(|(_, f)| f.source().len()).fold(0, u64::saturating_add);
+            Opened::new(kind, ckpt)
+        }
+        #[cfg(feature = "tensorbuffers")]
+        Kind::TensorBuffers => Opened::new(kind, tb_reader(file_source(path)?, strict)?),
+        #[cfg(feature = "numpy")]
+        Kind::Npy => Opened::new(
+            kind,
+            ztensor_foreign::npy_in::NpyFile::open(path).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "numpy")]
+        Kind::Npz => Opened::new(
+            kind,
+            ztensor_foreign::npz::NpzFile::open(path).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "gguf")]
+        Kind::Gguf => Opened::new(
+            kind,
+            ztensor_foreign::gguf::GgufFile::open(path).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "torch")]
+        Kind::Torch => Opened::new(
+            kind,
+            ztensor_foreign::torch::TorchFile::open(path).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "v2")]
+        Kind::Zt2 => {
+            let file = open_zt2(path, options)?;
+            shards = file.shards_len();
+            Opened::new(kind, file)
+        }
+        #[allow(unreachable_patterns)]
+        other => return Err(not_opened(other, Some(path))),
+    };
+    Ok(Opened { input_len: file_len(path)?.saturating_add(shards), ..opened })
+}
+
+/// Why `kind` has no arm where it was to be opened: this build lacks its feature, or (for
+/// bytes) it is a format of several files. An error, never a panic: a kind added to [`Kind`]
+/// without an arm is refused, not a crash.
+pub(crate) fn not_opened(kind: Kind, name: Option<&Path>) -> OpenError {
+    match enabled(kind, name) {
+        Err(e) => OpenError::Detect(e),
+        Ok(kind) => {
+            let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
+            OpenError::Detect(Error::new(
+                ErrorKind::NeedsFiles,
+                format!("{shown}: this is {kind}, which is read from its files, not from bytes"),
+            ))
+        }
+    }
+}
+
+/// The size of the file at `path`.
+fn file_len(path: &Path) -> Result<u64, OpenError> {
+    std::fs::metadata(path).map(|m| m.len()).map_err(|e| {
+        OpenError::Zt(ztensor_io::Error::io("reading the size of", Some(path.to_path_buf()), e))
+    })
+}
+
+/// The zTensor 2 file at `path` with its shards, if it has any, found by their positional
+/// names, else by identity among the `.zt` files beside it
+/// ([`Resolver::default_for`](ztensor_v2::shards::Resolver::default_for)); each shard's size
+/// and container are checked now, its whole-file digest by
+/// [`File::verify_shards`](ztensor_v2::File::verify_shards).
+///
+/// # Errors
+/// [`OpenError::Zt2`]: the file or a shard breaks a rule, or cannot be opened.
+#[cfg(feature = "v2")]
+pub fn open_zt2(
+    path: &Path,
+    options: &OpenOptions,
+) -> Result<ztensor_v2::File<FileSource>, OpenError> {
+    let max = options.options.limits.max_manifest_len;
+    let resolvers = ztensor_v2::shards::Resolver::default_for(path);
+    ztensor_v2::File::open_resolved(file_source(path)?, max, &resolvers).map_err(OpenError::Zt2)
+}
+
+/// The file at `path`, opened as ztensor-io opens inputs, for positional reads.
+#[cfg(any(feature = "tensorbuffers", feature = "v2"))]
+fn file_source(path: &Path) -> Result<FileSource, OpenError> {
+    let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
+    FileSource::new(file)
+        .map_err(|e| OpenError::Zt(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e)))
+}
+
+#[cfg(feature = "tensorbuffers")]
+fn tb_reader<S: ReadAt>(
+    source: S,
+    strict: bool,
+) -> Result<ztensor_tensorbuffers::TbFile<S>, OpenError> {
+    let options = if strict {
+        ztensor_tensorbuffers::ReadOptions::strict()
+    } else {
+        ztensor_tensorbuffers::ReadOptions::default()
+    };
+    ztensor_tensorbuffers::TbFile::new(source, &options).map_err(OpenError::TensorBuffers)
+}
+
+/// As [`open`], with the formats that can be read in place (zTensor, safetensors, GGUF) read
+/// from a memory map, so tensors can be borrowed from it ([`Opened::memory`]); the others as
+/// [`open`] opens them.
+///
+/// # Errors
+/// As [`open`].
+///
+/// # Safety
+/// The file must not be truncated or changed while it is mapped (the contract of every memory
+/// map): a change is undefined behaviour, not an error. Files written by ztensor are replaced by
+/// rename, never changed in place.
+pub unsafe fn open_mapped(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
+    let kind = detect(path)?;
+    let opened = match kind {
+        Kind::Zt => {
+            // SAFETY: forwarded to the caller.
+            let reader =
+                unsafe { Reader::open_mmap(path, &options.options) }.map_err(OpenError::Zt)?;
+            let memory = reader.source().as_slice().map(|s| (s.as_ptr() as usize, s.len()));
+            Opened { memory, ..Opened::new(kind, reader) }
+        }
+        #[cfg(feature = "safetensors")]
+        Kind::Safetensors => {
+            // SAFETY: forwarded to the caller.
+            let file = unsafe { ztensor_foreign::safetensors::SafetensorsFile::open_mmap(path) }
+                .map_err(OpenError::Foreign)?
+                .carry_unknown_dtypes(options.carry_unknown_dtypes);
+            let memory = file.source().as_slice().map(|s| (s.as_ptr() as usize, s.len()));
+            Opened { memory, ..Opened::new(kind, file) }
+        }
+        #[cfg(feature = "gguf")]
+        Kind::Gguf => {
+            let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
+            // SAFETY: forwarded to the caller.
+            let map = unsafe { ztensor_io::Mapped::map(&file) }.map_err(|e| {
+                OpenError::Zt(ztensor_io::Error::io("mapping", Some(path.to_path_buf()), e))
+            })?;
+            let memory = map.as_slice().map(|s| (s.as_ptr() as usize, s.len()));
+            let gguf = ztensor_foreign::gguf::GgufFile::new(map).map_err(OpenError::Foreign)?;
+            Opened { memory, ..Opened::new(kind, gguf) }
+        }
+        _ => open_kind(kind, path, options)?,
+    };
+    let input_len = match opened.memory {
+        Some((_, len)) => u64::try_from(len).unwrap_or(u64::MAX),
+        None => opened.input_len,
+    };
+    Opened { input_len, ..opened }.within_budget(Some(path), options)
+}
+
+/// Opens `bytes` of any format [`detect_bytes`] recognises (not a sharded checkpoint, nor a
+/// zTensor 2 root with shards: several files); every format's tensors can be borrowed from
+/// them ([`Opened::memory`]). Refused, as [`open`] refuses a file, when its objects decode to
+/// more than the expansion budget allows for that many bytes.
+///
+/// # Errors
+/// As [`open`]; [`ErrorKind::NeedsFiles`] for a zTensor 2 root with shards.
+pub fn open_bytes(bytes: Vec<u8>, options: &OpenOptions) -> Result<Opened, OpenError> {
+    let kind = detect_bytes(&bytes, None)?;
+    // The vector's heap buffer does not move when the vector does.
+    let memory = (bytes.as_ptr() as usize, bytes.len());
+    let input_len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    let limit = options.options.limits.whole_decode_limit();
+    let opened = match kind {
+        Kind::Zt => Opened::new(kind, Reader::new(bytes, &options.options).map_err(OpenError::Zt)?),
+        #[cfg(feature = "safetensors")]
+        Kind::Safetensors => Opened::new(
+            kind,
+            ztensor_foreign::safetensors::SafetensorsFile::new(bytes)
+                .map_err(OpenError::Foreign)?
+                .carry_unknown_dtypes(options.carry_unknown_dtypes),
+        ),
+        #[cfg(feature = "tensorbuffers")]
+        Kind::TensorBuffers => Opened::new(kind, tb_reader(bytes, options.options.strict)?),
+        #[cfg(feature = "numpy")]
+        Kind::Npy => Opened::new(
+            kind,
+            ztensor_foreign::npy_in::NpyFile::new(bytes, "array").map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "numpy")]
+        Kind::Npz => Opened::new(
+            kind,
+            ztensor_foreign::npz::NpzFile::new(bytes, limit).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "gguf")]
+        Kind::Gguf => Opened::new(
+            kind,
+            ztensor_foreign::gguf::GgufFile::new(bytes).map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "torch")]
+        Kind::Torch => Opened::new(
+            kind,
+            ztensor_foreign::torch::TorchFile::new(bytes, "tensor", limit)
+                .map_err(OpenError::Foreign)?,
+        ),
+        #[cfg(feature = "v2")]
+        Kind::Zt2 => Opened::new(kind, zt2_from_bytes(bytes, options)?),
+        #[allow(unreachable_patterns)]
+        other => return Err(not_opened(other, None)),
+    };
+    Opened { memory: Some(memory), input_len, ..opened }.within_budget(None, options)
+}
+
+/// A zTensor 2 file held in `bytes`: refused when it is a root whose parts lie in shards,
+/// which bytes have no directory to find beside them.
+#[cfg(feature = "v2")]
+fn zt2_from_bytes(
+    bytes: Vec<u8>,
+    options: &OpenOptions,
+) -> Result<ztensor_v2::File<Vec<u8>>, OpenError> {
+    let max = options.options.limits.max_manifest_len;
+    let file = ztensor_v2::File::open(bytes, max).map_err(OpenError::Zt2)?;
+    let shards: Vec<&str> =
+        file.manifest().map(|m| m.shards.keys().map(String::as_str).collect()).unwrap_or_default();
+    if let Some(first) = shards.first() {
+        return Err(OpenError::Detect(Error::new(
+            ErrorKind::NeedsFiles,
+            format!(
+                "the bytes: this is a zTensor 2 file whose parts lie in {} shard file(s) \
+                 beside it ({first:?}{}), which bytes have no directory to find; open it by its \
+                 path",
+                shards.len(),
+                if shards.len() > 1 { ", ..." } else { "" }
+            ),
+        )));
+    }
+    Ok(file)
+}

@@ -1,0 +1,251 @@
+//! The registry's unit tests: detection by content, opening from paths, maps and bytes, the
+//! expansion budget.
+
+#[allow(unused_imports)]
+use std::path::Path;
+
+use ztensor_io::TensorSource;
+
+use crate::open::not_opened;
+use crate::*;
+
+#[test]
+fn every_kind_has_one_row() {
+    for format in FORMATS {
+        assert_eq!(FORMATS.iter().filter(|f| f.kind == format.kind).count(), 1);
+        assert!(!format.description.is_empty() && !format.rule.is_empty());
+    }
+    assert_eq!(FORMATS.len(), 10);
+}
+
+#[test]
+fn content_decides_and_names_what_is_not_read() {
+    // zTensor 2 by its magic, whatever the name says (it shares `.zt` with 0.1/1.x).
+    let zt2 = b"\x89ZT2\r\n\x1a\nrest of a zTensor 2 file".to_vec();
+    assert_eq!(detect_bytes(&zt2, Some(Path::new("model.zt"))).unwrap(), Kind::Zt2);
+    let hdf5 = b"\x89HDF\r\n\x1a\n\0\0\0\0".to_vec();
+    let e = detect_bytes(&hdf5, Some(Path::new("model.zt"))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotRead);
+    assert!(e.to_string().contains("an HDF5 file"), "{e}");
+    // A damaged file is judged by its name.
+    let junk = vec![0xee; 100];
+    assert_eq!(detect_bytes(&junk, Some(Path::new("x.safetensors"))).unwrap(), Kind::Safetensors);
+    assert_eq!(detect_bytes(&junk, Some(Path::new("x.TB"))).unwrap(), Kind::TensorBuffers);
+    assert_eq!(detect_bytes(&junk, Some(Path::new("x.zt"))).unwrap(), Kind::Zt);
+    assert_eq!(detect_bytes(&junk, None).unwrap_err().kind(), ErrorKind::NotRead);
+    // A v1 footer alone says zTensor.
+    let mut footer = vec![0u8; 40];
+    footer.extend_from_slice(b"ZTEN1000");
+    assert_eq!(detect_bytes(&footer, None).unwrap(), Kind::Zt);
+    let json = b"{\"weight_map\": {}}".to_vec();
+    assert!(detect_bytes(&json, None).unwrap_err().to_string().contains("JSON text"));
+}
+
+/// Every kind has its row (this match stops compiling when a kind is added).
+#[test]
+fn every_kind_is_in_the_table() {
+    let kinds = [
+        Kind::Zt,
+        Kind::ZtIndex,
+        Kind::Safetensors,
+        Kind::SafetensorsIndex,
+        Kind::TensorBuffers,
+        Kind::Npy,
+        Kind::Npz,
+        Kind::Gguf,
+        Kind::Torch,
+        Kind::Zt2,
+    ];
+    for kind in kinds {
+        match kind {
+            Kind::Zt
+            | Kind::ZtIndex
+            | Kind::Safetensors
+            | Kind::SafetensorsIndex
+            | Kind::TensorBuffers
+            | Kind::Npy
+            | Kind::Npz
+            | Kind::Gguf
+            | Kind::Torch
+            | Kind::Zt2 => assert!(FORMATS.iter().any(|f| f.kind == kind), "{kind:?}"),
+        }
+    }
+    assert_eq!(kinds.len(), FORMATS.len());
+}
+
+fn fixture(path: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(path)
+}
+
+/// A scratch directory for this test, removed first if a run left it.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("zt-registry-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// An object's name and its decoded components by role.
+type Contents = (String, Vec<(String, Vec<u8>)>);
+
+/// Each object's name and decoded components, in order.
+fn contents(source: &dyn TensorSource) -> Vec<Contents> {
+    (0..source.len())
+        .map(|i| {
+            let data = source.read(i).unwrap();
+            let parts =
+                data.components.into_iter().map(|(r, c)| (r, c.bytes.into_owned())).collect();
+            (data.name, parts)
+        })
+        .collect()
+}
+
+/// A file whose data happens to end in another format's magic is the format it starts
+/// as, from a path and from bytes.
+#[cfg(all(feature = "numpy", feature = "safetensors"))]
+#[test]
+fn a_leading_magic_decides_before_a_trailing_one() {
+    // An .npy of 16 bytes, the last 8 of them "ZTEN1000".
+    let mut header = b"{'descr': '|u1', 'fortran_order': False, 'shape': (16,), }".to_vec();
+    while !(10 + header.len() + 1).is_multiple_of(64) {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&u16::try_from(header.len()).unwrap().to_le_bytes());
+    npy.extend_from_slice(&header);
+    let data = b"12345678ZTEN1000";
+    npy.extend_from_slice(data);
+    // An .npz whose zip comment is "ZTEN1000": the end record (the last 22 bytes of an
+    // archive without a comment) given a comment of 8 bytes.
+    let mut npz = std::fs::read(fixture("external/numpy/arrays.npz")).unwrap();
+    let end = npz.len() - 22;
+    assert!(npz[end..].starts_with(b"PK\x05\x06") && npz[end + 20..] == [0, 0]);
+    npz[end + 20..].copy_from_slice(&8u16.to_le_bytes());
+    npz.extend_from_slice(b"ZTEN1000");
+    // A safetensors file whose data ends in "TBS1".
+    let json = br#"{"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}"#;
+    let mut st = u64::try_from(json.len()).unwrap().to_le_bytes().to_vec();
+    st.extend_from_slice(json);
+    st.extend_from_slice(b"TBS1");
+    let dir = scratch("leading");
+    for (bytes, kind, name) in
+        [(npy, Kind::Npy, "a.npy"), (npz, Kind::Npz, "a.npz"), (st, Kind::Safetensors, "a.st")]
+    {
+        assert_eq!(detect_bytes(&bytes, None).unwrap(), kind);
+        let from_bytes = open_bytes(bytes.clone(), &OpenOptions::default()).unwrap();
+        assert_eq!(from_bytes.kind(), kind);
+        let path = dir.join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(detect(&path).unwrap(), kind);
+        let from_path = open(&path, &OpenOptions::default()).unwrap();
+        let read = contents(from_path.source());
+        assert!(!read.is_empty(), "{kind:?}");
+        // An .npy's one array is named after its file, or `array` from bytes.
+        let parts =
+            |c: Vec<Contents>| -> Vec<_> { c.into_iter().map(|(_, parts)| parts).collect() };
+        assert_eq!(parts(read.clone()), parts(contents(from_bytes.source())), "{kind:?}");
+        if kind == Kind::Npy {
+            assert_eq!(read[0].1[0].1, data);
+        }
+        if kind == Kind::Safetensors {
+            assert_eq!(read[0].1[0].1, b"TBS1");
+        }
+    }
+    // Starting like nothing known, the trailing magic still decides.
+    let mut tail = vec![0u8; 40];
+    tail.extend_from_slice(b"TBS1");
+    assert_eq!(detect_bytes(&tail, None).unwrap(), Kind::TensorBuffers);
+    // A format named by its first bytes stays that, whatever it ends with.
+    let mut gzip = b"\x1f\x8b\x08\x00".to_vec();
+    gzip.extend_from_slice(b"ZTEN1000");
+    assert_eq!(detect_bytes(&gzip, None).unwrap_err().kind(), ErrorKind::NotRead);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// zTensor 2 bytes open as the file does; a root whose parts lie in shards is refused.
+#[cfg(feature = "v2")]
+#[test]
+fn ztensor2_bytes_open_as_the_file() {
+    let options = OpenOptions::default();
+    for name in ["canonical-basic.zt", "csr-data-valid.zt", "aliased-identical-blobs.zt"] {
+        let path = fixture("external/ztensor2/valid").join(name);
+        let from_path = open(&path, &options).unwrap();
+        let from_bytes = open_bytes(std::fs::read(&path).unwrap(), &options).unwrap();
+        assert_eq!(from_bytes.kind(), Kind::Zt2);
+        assert!(from_bytes.memory().is_some());
+        let read = contents(from_bytes.source());
+        assert!(!read.is_empty(), "{name}");
+        assert_eq!(read, contents(from_path.source()), "{name}");
+    }
+    let sharded = std::fs::read(fixture("external/ztensor2/hostile/shards-1000-missing.zt"));
+    let e = open_bytes(sharded.unwrap(), &options).unwrap_err();
+    assert!(matches!(&e, OpenError::Detect(d) if d.kind() == ErrorKind::NeedsFiles), "{e}");
+    assert!(e.to_string().contains("open it by its path"), "{e}");
+    // A kind without an arm for bytes is an error, not a panic.
+    let e = not_opened(Kind::ZtIndex, None);
+    assert!(matches!(&e, OpenError::Detect(d) if d.kind() == ErrorKind::NeedsFiles), "{e}");
+}
+
+/// Every way in refuses a file that decodes to far more than its size allows, before
+/// decoding anything; a raised budget admits it.
+#[test]
+fn the_expansion_budget_is_checked_where_files_open() {
+    use ztensor_format::{ErrorKind as Rule, Verdict};
+    // 3 GiB of zeros, honestly declared, in about 100 KB.
+    let path = fixture("hostile/zstd-bomb-3g.zt");
+    let options = OpenOptions::default();
+    let refused = |r: Result<Opened, OpenError>| {
+        let e = r.unwrap_err();
+        assert_eq!(e.rule(), Some(Rule::DecodedTooLarge), "{e}");
+        e.to_string()
+    };
+    let said = refused(open(&path, &options));
+    assert!(said.contains("zstd-bomb-3g.zt: its objects decode to more than"), "{said}");
+    // SAFETY: fixtures are not changed while the test runs.
+    refused(unsafe { open_mapped(&path, &options) });
+    let said = refused(open_bytes(std::fs::read(&path).unwrap(), &options));
+    assert!(said.starts_with("the bytes: "), "{said}");
+    // open_kind leaves the check to its caller, who has the input's size.
+    let opened = open_kind(Kind::Zt, &path, &options).unwrap();
+    assert_eq!(opened.input_len(), std::fs::metadata(&path).unwrap().len());
+    let e = opened.check_expansion(&options.options.limits).unwrap_err();
+    assert_eq!(e.rule(), Some(Rule::DecodedTooLarge));
+    let mut raised = OpenOptions::default();
+    raised.options.limits.max_expansion = 1 << 20;
+    let opened = open(&path, &raised).unwrap();
+    assert_eq!(opened.check_expansion(&raised.options.limits).unwrap(), 3 << 30);
+}
+
+/// A build without the zip formats still names them by content, whatever their file names,
+/// and says which feature reads them. Run by `cargo xtask features` (`cargo test -p
+/// ztensor-registry --no-default-features --lib without_features`).
+#[cfg(all(not(feature = "numpy"), not(feature = "torch")))]
+mod without_features {
+    use crate::*;
+    use std::path::Path;
+
+    #[test]
+    fn zip_formats_are_named_with_their_feature() {
+        let external =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../ztensor-conformance/fixtures/external");
+        let dir = std::env::temp_dir().join(format!("zt-registry-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (file, feature, what) in [
+            ("pytorch/checkpoint.pt", "torch", Kind::Torch),
+            ("numpy/arrays.npz", "numpy", Kind::Npz),
+        ] {
+            // Under a name that says nothing.
+            let renamed = dir.join("data.bin.zip");
+            std::fs::copy(external.join(file), &renamed).unwrap();
+            for path in [external.join(file), renamed] {
+                let e = detect(&path).unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::Disabled, "{}: {e}", path.display());
+                let message = e.to_string();
+                assert!(message.contains(&format!("`{feature}` feature")), "{message}");
+                assert!(message.contains(&what.to_string()), "{message}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
