@@ -1,17 +1,197 @@
 //! Copying objects between readers and writers of any version: stored bytes as they are where
 //! the target can hold them, decoded and written again (digests checked first) otherwise.
+//!
+//! The 1.x format lets components of different objects point at the same blob (the same offset
+//! and length). A copy keeps them sharing: the blob is written once and later components point
+//! at the copy, so a file of a million aliases of one large blob copies to about its own size.
+//! Stored copies share any such blob; re-encoded copies share the blob of dense objects stored
+//! exactly alike (the same encoding of the same bytes gives the same bytes). Whatever cannot
+//! stay shared is counted once per object before anything is written, against the expansion
+//! limit ([`check_copy`]), so a small file cannot make a copy write terabytes.
 
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ztensor_format::{
-    ByteOrder, DType, Digest, DigestAlgorithm, Encoding, Format, Packing, Version,
+    ByteOrder, Component, DType, Digest, DigestAlgorithm, Encoding, Format, Packing, Version,
 };
 
 use crate::error::{Error, Result};
 use crate::handle::Object;
 use crate::reader::Reader;
 use crate::source::ReadAt;
-use crate::writer::{Compression, StoredComponent, WriteOptions, Writer};
+use crate::writer::{Blob, Compression, WriteOptions, Writer};
+
+/// Which blobs of a file several components share (the same offset and length, as the 1.x
+/// format allows across objects), found once per reader, when a copy first asks. Each reader
+/// has its own identity, so that what a writer remembers of one file's blobs is never taken
+/// for another's.
+#[derive(Debug)]
+pub(crate) struct Sharing {
+    id: u64,
+    shared: OnceLock<HashSet<(u64, u64)>>,
+}
+
+impl Default for Sharing {
+    fn default() -> Sharing {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Sharing { id: NEXT.fetch_add(1, Ordering::Relaxed), shared: OnceLock::new() }
+    }
+}
+
+impl Sharing {
+    /// The ranges (offset, length) that more than one non-empty component of a split object
+    /// points at. A v0.1 sparse tensor's single blob is its own affair.
+    fn shared<S: ReadAt>(&self, reader: &Reader<S>) -> &HashSet<(u64, u64)> {
+        self.shared.get_or_init(|| {
+            let mut ranges: Vec<(u64, u64)> = reader
+                .manifest()
+                .objects()
+                .map(|o| o.object())
+                .filter(|o| o.packing == Packing::Split)
+                .flat_map(|o| o.components.values())
+                .filter(|c| c.length > 0)
+                .map(|c| (c.offset, c.length))
+                .collect();
+            ranges.sort_unstable();
+            ranges.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect()
+        })
+    }
+}
+
+/// A shared blob of one reader: its identity, the blob's offset and length.
+type BlobKey = (u64, u64, u64);
+
+/// What a writer remembers of the shared blobs copied into it, by source reader and range.
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    /// Readers whose copy into this writer was checked against the expansion limit.
+    checked: HashSet<u64>,
+    /// Stored bytes copied as they are.
+    stored: HashMap<BlobKey, StoredCopy>,
+    /// Dense data decoded and encoded again.
+    encoded: HashMap<BlobKey, Vec<EncodedCopy>>,
+}
+
+/// Where a shared blob's stored bytes were copied to.
+#[derive(Debug)]
+struct StoredCopy {
+    offset: u64,
+    /// Its decoded length as zstd, once a copy had to learn it.
+    zstd_len: Option<u64>,
+}
+
+/// A dense component encoded again: what it was, how it was encoded, and what it became.
+#[derive(Debug)]
+struct EncodedCopy {
+    source: Component,
+    decoded: Option<u64>,
+    options: WriteOptions,
+    placed: Component,
+}
+
+/// The key a writer remembers a shared blob of `reader` by, when (`offset`, `length`) is one,
+/// in an object of `packing`.
+fn shared_key<S: ReadAt>(reader: &Reader<S>, packing: &Packing, c: &Component) -> Option<BlobKey> {
+    let range = (c.offset, c.length);
+    (*packing == Packing::Split && c.length > 0 && reader.sharing().shared(reader).contains(&range))
+        .then(|| (reader.sharing().id, c.offset, c.length))
+}
+
+/// The one component of a dense object whose blob is shared and which a copy may encode once
+/// for all its aliases: split, supported, nothing else in it.
+fn dense_shared<'r, S: ReadAt>(
+    handle: &Object<'r, S>,
+) -> Option<(&'r str, &'r Component, BlobKey)> {
+    let o = handle.model();
+    if o.format != Format::Dense || o.components.len() != 1 || handle.unsupported().is_some() {
+        return None;
+    }
+    let (role, c) = o.components.iter().next()?;
+    Some((role, c, shared_key(handle.reader(), &o.packing, c)?))
+}
+
+/// Whether any blob of `object` is shared with another component of its file: copies write
+/// such a blob once (see [`copy_object`]), so an engine that copies objects itself leaves
+/// these to it.
+pub fn shares_blob<S: ReadAt>(object: &Object<'_, S>) -> bool {
+    let o = object.model();
+    o.components.values().any(|c| shared_key(object.reader(), &o.packing, c).is_some())
+}
+
+/// Refuses copying the objects of `reader` that `keep` selects (given each one's position and
+/// name) into `writer` with `options` when the copy would write more than the reader's
+/// [`Limits::max_expanded_len`](ztensor_format::Limits::max_expanded_len) allows for its
+/// source's length, counted before anything is written: stored copies and re-encoded dense
+/// aliases (see [`copy_object`]) count a shared blob once, anything else encoded again counts
+/// its decoded bytes once per object. [`copy_all`], [`rewrite`](crate::rewrite) and the first
+/// [`copy_object`] from a reader into a writer check it themselves; returns the count.
+///
+/// # Errors
+/// [`ErrorKind::Format`](crate::ErrorKind::Format) with rule `decoded_too_large`.
+pub fn check_copy<S: ReadAt, W: Write>(
+    reader: &Reader<S>,
+    writer: &mut Writer<W>,
+    options: &CopyOptions,
+    keep: &dyn Fn(usize, &str) -> bool,
+) -> Result<u64> {
+    let target = writer.version();
+    let limits = &reader.options().limits;
+    let input_len = reader.source().len();
+    let allowed = limits.max_expanded_len(input_len);
+    let mut stored_seen = HashSet::new();
+    let mut encoded_seen: HashMap<BlobKey, Vec<(&Component, Option<u64>)>> = HashMap::new();
+    let mut total = 0u64;
+    for (i, handle) in reader.objects().enumerate() {
+        if !keep(i, handle.name()) {
+            continue;
+        }
+        let o = handle.model();
+        let add = if copies_stored(o, target, options) {
+            o.components
+                .values()
+                .map(|c| match shared_key(reader, &o.packing, c) {
+                    Some(key) if !stored_seen.insert(key) => 0,
+                    _ => c.length,
+                })
+                .fold(0, u64::saturating_add)
+        } else if let Some((role, c, key)) = dense_shared(&handle) {
+            let decoded = handle.entry().decoded_len(role);
+            let seen = encoded_seen.entry(key).or_default();
+            if seen.iter().any(|&(s, d)| s == c && d == decoded) {
+                0
+            } else {
+                seen.push((c, decoded));
+                decoded.unwrap_or(c.length)
+            }
+        } else {
+            o.components
+                .iter()
+                .map(|(role, c)| ztensor_format::decoded_len(o, role, c).unwrap_or(c.length))
+                .fold(0, u64::saturating_add)
+        };
+        total = total.saturating_add(add);
+        if total > allowed {
+            return Err(ztensor_format::Error::new(
+                ztensor_format::ErrorKind::DecodedTooLarge,
+                format!(
+                    "copying its objects would write more than {allowed} bytes (by object \
+                     {:?}), over {} times the input's {input_len} bytes: objects that share a \
+                     blob are written once each where the copy encodes them again; the \
+                     max_expansion limit (--max-expansion) raises it",
+                    handle.name(),
+                    limits.max_expansion
+                ),
+            )
+            .into());
+        }
+    }
+    writer.copied.checked.insert(reader.sharing().id);
+    Ok(total)
+}
 
 /// What to do with digests when copying objects.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -67,6 +247,7 @@ pub fn copy_all<S: ReadAt, W: Write>(
     writer: &mut Writer<W>,
     options: &CopyOptions,
 ) -> Result<()> {
+    check_copy(reader, writer, options, &|_, _| true)?;
     if let Some(attributes) = &reader.manifest().manifest().attributes
         && !options.drop_attributes
     {
@@ -90,50 +271,142 @@ pub fn copy_object<S: ReadAt, W: Write>(
     writer: &mut Writer<W>,
     options: &CopyOptions,
 ) -> Result<()> {
+    let reader = handle.reader();
+    if !writer.copied.checked.contains(&reader.sharing().id) {
+        // A copy object by object (an append, say) is checked as a copy of the whole file.
+        check_copy(reader, writer, options, &|_, _| true)?;
+    }
     let object = handle.model();
     let target = writer.version();
-    let stored_ok = copies_stored(object, target, options);
-    if stored_ok {
-        let mut stored = Vec::with_capacity(object.components.len());
-        for part in handle.components() {
-            let mut component = part.model().clone();
-            if target != Version::V1_2 {
-                // Only 1.2 defines `uncompressed_length`.
-                component.uncompressed_length = None;
-            } else if component.encoding == Encoding::Zstd
-                && component.uncompressed_length.is_none()
-            {
-                // 1.2 requires it: take it from the shape where it determines it, otherwise
-                // decode once to learn it (the stored bytes are still copied as they are).
-                component.uncompressed_length = match part.decoded_len() {
-                    Some(n) => Some(n),
-                    None => Some(part.decoded()?.len() as u64),
-                };
-            }
-            stored.push((part.role(), component, part.stored()?));
-        }
-        let parts: Vec<StoredComponent<'_>> = stored
-            .iter()
-            .map(|(role, component, bytes)| StoredComponent {
-                role,
-                component: component.clone(),
-                bytes,
-            })
-            .collect();
-        let mut object = object.clone();
-        if options.drop_attributes {
-            object.attributes = None;
-        }
-        return writer.add_stored(object, &parts);
+    if copies_stored(object, target, options) {
+        return copy_stored(handle, writer, options);
     }
     if let Some(reason) = handle.unsupported() {
         return Err(Error::unsupported(reason.clone()));
     }
+    let write_options = write_options_for(object, options);
+    // A dense object stored exactly like one already encoded into this writer would encode to
+    // the same bytes: it points at them instead.
+    let shared = dense_shared(&handle)
+        .map(|(role, c, key)| (role, c, key, handle.entry().decoded_len(role)));
+    if let Some((role, c, key, decoded)) = shared {
+        let earlier = writer.copied.encoded.get(&key).and_then(|copies| {
+            copies
+                .iter()
+                .find(|e| e.source == *c && e.decoded == decoded && e.options == write_options)
+        });
+        if let Some(earlier) = earlier {
+            let placed = earlier.placed.clone();
+            let mut object = object.clone();
+            if options.drop_attributes {
+                object.attributes = None;
+            }
+            let at = Blob::At(placed.offset);
+            return writer.add_placed(object, &[(role, placed, at)]).map(drop);
+        }
+    }
+    write_encoded(handle, writer, options, &write_options)?;
+    if let Some((role, c, key, decoded)) = shared {
+        let last = writer.manifest().len().checked_sub(1);
+        let placed = match last {
+            Some(i) => writer.manifest().object(i)?.components.remove(role),
+            None => None,
+        };
+        if let Some(placed) = placed {
+            let copy = EncodedCopy { source: c.clone(), decoded, options: write_options, placed };
+            writer.copied.encoded.entry(key).or_default().push(copy);
+        }
+    }
+    Ok(())
+}
+
+/// Copies `handle`'s stored bytes as they are, each shared blob once into `writer`.
+fn copy_stored<S: ReadAt, W: Write>(
+    handle: Object<'_, S>,
+    writer: &mut Writer<W>,
+    options: &CopyOptions,
+) -> Result<()> {
+    enum From<'b> {
+        Bytes(Cow<'b, [u8]>),
+        At(u64),
+        SameAs(usize),
+    }
+    let object = handle.model();
+    let target = writer.version();
+    let mut parts = Vec::with_capacity(object.components.len());
+    let mut keys = Vec::with_capacity(object.components.len());
+    for part in handle.components() {
+        let mut component = part.model().clone();
+        let key = shared_key(handle.reader(), &object.packing, &component);
+        let earlier = key.and_then(|key| writer.copied.stored.get(&key));
+        if target != Version::V1_2 {
+            // Only 1.2 defines `uncompressed_length`.
+            component.uncompressed_length = None;
+        } else if component.encoding == Encoding::Zstd && component.uncompressed_length.is_none() {
+            // 1.2 requires it: take it from the shape where it determines it, otherwise
+            // decode once to learn it (the stored bytes are still copied as they are), once
+            // for a blob that several components share.
+            component.uncompressed_length = match (part.decoded_len(), earlier) {
+                (Some(n), _) => Some(n),
+                (None, Some(StoredCopy { zstd_len: Some(n), .. })) => Some(*n),
+                (None, _) => Some(part.decoded()?.len() as u64),
+            };
+        }
+        let from = match (earlier, key.and_then(|k| keys.iter().position(|&x| x == Some(k)))) {
+            (Some(earlier), _) => From::At(earlier.offset),
+            (None, Some(k)) => From::SameAs(k),
+            (None, None) => From::Bytes(part.stored()?),
+        };
+        keys.push(key);
+        parts.push((part.role(), component, from));
+    }
+    let placed: Vec<(&str, Component, Blob<'_>)> = parts
+        .iter()
+        .map(|(role, component, from)| {
+            let blob = match from {
+                From::Bytes(bytes) => Blob::Bytes(bytes),
+                From::At(offset) => Blob::At(*offset),
+                From::SameAs(k) => Blob::SameAs(*k),
+            };
+            if let Blob::Bytes(bytes) = blob
+                && bytes.len() as u64 != component.length
+            {
+                return Err(Error::broken(
+                    ztensor_format::ErrorKind::InvalidInput,
+                    "stored component length differs from its bytes",
+                ));
+            }
+            Ok((*role, component.clone(), blob))
+        })
+        .collect::<Result<_>>()?;
+    let mut copy = object.clone();
+    if options.drop_attributes {
+        copy.attributes = None;
+    }
+    let offsets = writer.add_placed(copy, &placed)?;
+    for ((key, offset), (_, component, _)) in keys.into_iter().zip(offsets).zip(&parts) {
+        let Some(key) = key else { continue };
+        let entry =
+            writer.copied.stored.entry(key).or_insert(StoredCopy { offset, zstd_len: None });
+        if component.encoding == Encoding::Zstd {
+            entry.zstd_len = entry.zstd_len.or(component.uncompressed_length);
+        }
+    }
+    Ok(())
+}
+
+/// Decodes `handle` (its digests and data rules checked) and writes it encoded again.
+fn write_encoded<S: ReadAt, W: Write>(
+    handle: Object<'_, S>,
+    writer: &mut Writer<W>,
+    options: &CopyOptions,
+    write_options: &WriteOptions,
+) -> Result<()> {
+    let object = handle.model();
     // Encoding again would give the data a fresh, valid digest: check the old one on the bytes
     // that are decoded, and the data rules, so damage is reported instead of laundered.
-    let write_options = write_options_for(object, options);
     let attributes = object.attributes.as_deref().filter(|_| !options.drop_attributes);
-    if crate::write_stream::streams(writer, &write_options, &object.format) {
+    if crate::write_stream::streams(writer, write_options, &object.format) {
         let meta = crate::write_stream::Meta {
             name: &object.name,
             shape: &object.shape,
@@ -141,7 +414,7 @@ pub fn copy_object<S: ReadAt, W: Write>(
             attributes: attributes.cloned(),
         };
         let parts = crate::write_stream::ObjectParts(&handle);
-        crate::write_stream::write_streamed(writer, meta, &parts, &write_options)?;
+        crate::write_stream::write_streamed(writer, meta, &parts, write_options)?;
         return Ok(());
     }
     let mut data = handle.read_verified()?;
@@ -149,7 +422,7 @@ pub fn copy_object<S: ReadAt, W: Write>(
     if options.drop_attributes {
         data.attributes = None;
     }
-    crate::write_data::write_data(writer, &data, &write_options)
+    crate::write_data::write_data(writer, &data, write_options)
 }
 
 /// Whether [`copy_object`] copies `object`'s stored bytes as they are (rather than decoding and

@@ -117,11 +117,13 @@ pub use ztensor_format::role;
 ///
 /// Also here: how [`copy_object`] decides, so an engine that copies objects itself decides
 /// alike ([`copies_stored`](low_level::copies_stored),
-/// [`write_options_for`](low_level::write_options_for)). And what the writers do with bytes that
+/// [`write_options_for`](low_level::write_options_for)), leaves objects that share a blob to it
+/// ([`shares_blob`](low_level::shares_blob)) and checks what the copy will write first
+/// ([`check_copy`](low_level::check_copy)). And what the writers do with bytes that
 /// are final, for another writer of the workspace to do alike
 /// ([`start_writeback`](low_level::start_writeback)).
 pub mod low_level {
-    pub use crate::copy::{copies_stored, write_options_for};
+    pub use crate::copy::{check_copy, copies_stored, shares_blob, write_options_for};
     pub use crate::writeback::start as start_writeback;
     pub use crate::writer::{BlobSlot, BlobWriter, PlacedBlob, Streaming};
 }

@@ -32,6 +32,8 @@ pub struct Reader<S> {
     /// Shared with the readers [`Reader::as_dyn`] makes.
     manifest: std::sync::Arc<ValidatedManifest>,
     options: Options,
+    /// Which blobs several components share, for the copy paths; shared like the manifest.
+    sharing: std::sync::Arc<crate::copy::Sharing>,
 }
 
 /// A component decoded into the 1.2 object model: little-endian elements of `dtype`.
@@ -243,7 +245,12 @@ impl<S: ReadAt> Reader<S> {
     /// As [`Reader::new`].
     pub fn with_end(source: S, end: u64, options: &Options) -> Result<Reader<S>> {
         let manifest = load_manifest(&source, end, options)?;
-        Ok(Reader { source, manifest: std::sync::Arc::new(manifest), options: options.clone() })
+        Ok(Reader {
+            source,
+            manifest: std::sync::Arc::new(manifest),
+            options: options.clone(),
+            sharing: std::sync::Arc::default(),
+        })
     }
 
     /// This reader over its source seen through [`ReadAt`] (`&dyn ReadAt`), sharing the
@@ -256,7 +263,13 @@ impl<S: ReadAt> Reader<S> {
             source: &self.source,
             manifest: std::sync::Arc::clone(&self.manifest),
             options: self.options.clone(),
+            sharing: std::sync::Arc::clone(&self.sharing),
         }
+    }
+
+    /// Which blobs of this file several components share (see [`crate::copy::Sharing`]).
+    pub(crate) fn sharing(&self) -> &crate::copy::Sharing {
+        &self.sharing
     }
 
     /// The validated manifest.

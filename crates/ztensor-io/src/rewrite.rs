@@ -5,7 +5,7 @@ use std::path::Path;
 
 use ztensor_format::Options;
 
-use crate::copy::{CopyOptions, copy_object};
+use crate::copy::{CopyOptions, check_copy, copy_object};
 use crate::error::Result;
 use crate::reader::Reader;
 use crate::writer::Writer;
@@ -39,10 +39,13 @@ pub fn rewrite(
         reader.object(name)?;
     }
     let mut writer = crate::FileWriter::create(output, reader.version())?;
+    // Counted before anything is written: what the copy writes, a blob that objects share once.
+    let kept = |_: usize, name: &str| !remove.contains(&name);
+    check_copy(&reader, writer.writer_mut(), &CopyOptions::default(), &kept)?;
     if let Some(a) = &reader.manifest().manifest().attributes {
         writer.set_attributes(a.clone())?;
     }
-    for object in reader.objects().filter(|o| !remove.contains(&o.name())) {
+    for object in reader.objects().filter(|o| kept(0, o.name())) {
         copy_object(object, writer.writer_mut(), &CopyOptions::default())?;
     }
     add(writer.writer_mut())?;

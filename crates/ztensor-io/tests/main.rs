@@ -26,3 +26,6 @@ mod convert;
 
 /// Sparse objects streamed against whole reads.
 mod streamed;
+
+/// Blobs that several objects share: copied once, what cannot stay shared counted first.
+mod shared;

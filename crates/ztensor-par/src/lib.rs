@@ -51,7 +51,7 @@ use ztensor_format::{
     Attributes, ByteOrder, DType, Encoding, Format, LogicalType, Options, Packing, Version,
 };
 use ztensor_io::codec::{parse_seek_table_at_end, zstd_decode_into};
-use ztensor_io::low_level::{copies_stored, write_options_for};
+use ztensor_io::low_level::{check_copy, copies_stored, shares_blob, write_options_for};
 use ztensor_io::{
     Component, ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
     WriteOptions, Writer, copy_object,
@@ -261,6 +261,8 @@ pub(crate) fn repack_objects<S: ReadAt, W: Write>(
     progress: &dyn Progress,
     keep: &dyn Fn(usize, &str) -> bool,
 ) -> Result<Stats> {
+    // What the copy will write, counted before anything is: a blob that objects share once.
+    check_copy(reader, writer, copy, keep)?;
     if let Some(attributes) = &reader.manifest().manifest().attributes
         && !copy.drop_attributes
         && file_attributes
@@ -274,7 +276,11 @@ pub(crate) fn repack_objects<S: ReadAt, W: Write>(
         let object = handle.entry();
         let o = object.object();
         let streamed = (|| {
-            if object.unsupported().is_some() || copies_stored(o, target, copy) {
+            // Objects sharing a blob are written by `copy_object`, which writes the blob once.
+            if object.unsupported().is_some()
+                || copies_stored(o, target, copy)
+                || shares_blob(&handle)
+            {
                 return None;
             }
             if o.packing != Packing::Split || o.format != Format::Dense || o.components.len() != 1 {

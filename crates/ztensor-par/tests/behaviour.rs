@@ -441,9 +441,18 @@ fn a_seek_table_that_claims_more_than_its_frames_can_hold_buys_nothing() {
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedSizeMismatch), "{err}");
     let err = load_all(&reader, &ParOptions::with_threads(2)).unwrap_err();
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedSizeMismatch), "{err}");
-    // Repack plans its pieces from the declared size: refused before planning 2,048 of them.
+    // Encoding 8 GiB again from a file of a few hundred bytes is over the expansion limit:
+    // refused before anything is read.
     let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
     let copy = CopyOptions { compression: Some(Compression::Zstd(1)), ..CopyOptions::default() };
+    let err = repack(&reader, &mut out, &copy, &ParOptions::with_threads(2), &()).unwrap_err();
+    assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedTooLarge), "{err}");
+    // With no such limit, repack plans its pieces from the declared size: refused before
+    // planning 2,048 of them.
+    let mut unlimited = Options::default();
+    unlimited.limits.max_expansion = u64::MAX;
+    let reader = Reader::new(&file[..], &unlimited).unwrap();
+    let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
     let err = repack(&reader, &mut out, &copy, &ParOptions::with_threads(2), &()).unwrap_err();
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DecodedSizeMismatch), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));

@@ -307,3 +307,80 @@ fn a_source_that_fails_to_read_is_an_error() {
     assert!(e.os_error().is_some(), "{e}");
     assert!(e.to_string().contains("the disk refuses"), "{e}");
 }
+
+/// Objects of a 1.x file may share a blob. The engine leaves them to `copy_object`, which
+/// writes the blob once (stored, or encoded again for dense aliases): the same bytes as the
+/// sequential copy, whatever the thread count, and about the size of the input.
+#[test]
+fn shared_blobs_are_copied_once_identically() {
+    use ztensor_format::{Container, DType};
+    use ztensor_io::TensorSink;
+    const COUNT: usize = 300;
+    let data = bytes(256 << 10, 7);
+    let mut w = Writer::new(Vec::new(), Version::V1_1).unwrap();
+    w.add_dense("a.0", &[256 << 10], DType::U8, &data, &WriteOptions::raw()).unwrap();
+    w.add_dense("own", &[64 << 10], DType::U8, &bytes(64 << 10, 9), &WriteOptions::raw()).unwrap();
+    let shared = w.manifest().object(0).unwrap();
+    let mut manifest = w.manifest().to_manifest().unwrap();
+    for i in 1..COUNT {
+        let mut o = shared.clone();
+        o.name = format!("a.{i}");
+        manifest.objects.push(o);
+    }
+    let mut file = w.finish().unwrap().0;
+    let old = Reader::new(&file[..], &Options::default()).unwrap().manifest().location();
+    file.truncate(usize::try_from(old.offset).unwrap());
+    let cbor = manifest.encode().unwrap();
+    file.extend(&cbor);
+    file.extend(Container::V1.encode_trailer(cbor.len() as u64));
+    let reader = Reader::new(&file[..], &Options::default()).unwrap();
+
+    let encoded = CopyOptions {
+        compression: Some(Compression::Zstd(1)),
+        digest: DigestChoice::Set(DigestAlgorithm::Crc32c),
+        chunk_size: Some(64 << 10),
+        ..CopyOptions::default()
+    };
+    for copy in [CopyOptions::default(), encoded] {
+        for to in [Version::V1_1, Version::V1_2] {
+            let mut sequential = Writer::new(Vec::new(), to).unwrap();
+            copy_all(&reader, &mut sequential, &copy).unwrap();
+            let expected = sequential.finish().unwrap().0;
+            assert!(expected.len() < file.len() + file.len() / 4, "{}", expected.len());
+            for threads in [1, 3] {
+                let par = ParOptions::with_threads(threads);
+                let mut parallel = Writer::new(Vec::new(), to).unwrap();
+                repack(&reader, &mut parallel, &copy, &par, &()).unwrap();
+                assert_eq!(parallel.finish().unwrap().0, expected, "threads {threads}");
+                let path = scratch_path();
+                let mut out = ztensor_io::FileWriter::create(&path, to).unwrap();
+                repack(&reader, out.writer_mut(), &copy, &par, &()).unwrap();
+                out.finish().unwrap();
+                let written = std::fs::read(&path).unwrap();
+                std::fs::remove_file(&path).unwrap();
+                assert_eq!(written, expected, "to a file, threads {threads}");
+            }
+            // Without the object the others alias, the next one carries the blob.
+            let without = ztensor_io::Excluding::new(&reader, |name| name == "a.0");
+            let mut sunk = Writer::new(Vec::new(), to).unwrap();
+            ztensor_par::ZtSink::new(
+                &mut sunk,
+                WriteOptions::raw(),
+                &ParOptions::with_threads(3),
+                &(),
+            )
+            .copying(copy.clone())
+            .write_all(&without)
+            .unwrap();
+            let mut one_by_one = Writer::new(Vec::new(), to).unwrap();
+            for object in reader.objects().filter(|o| o.name() != "a.0") {
+                ztensor_io::copy_object(object, &mut one_by_one, &copy).unwrap();
+            }
+            let one_by_one = one_by_one.finish().unwrap().0;
+            assert_eq!(sunk.finish().unwrap().0, one_by_one);
+            let back = Reader::new(&one_by_one[..], &Options::default()).unwrap();
+            assert_eq!(back.component("a.1", "data").unwrap().decoded_verified().unwrap(), data);
+            assert!(one_by_one.len() < file.len() + file.len() / 4);
+        }
+    }
+}

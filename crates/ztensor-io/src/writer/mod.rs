@@ -46,6 +46,9 @@ pub struct Writer<W: Write> {
     path: Option<Arc<Path>>,
     /// What has been added so far.
     tally: Tally,
+    /// What was copied from other files' blobs that several components share, so that each
+    /// is written once (see [`crate::copy`]).
+    pub(crate) copied: crate::copy::Memo,
 }
 
 /// What a [`Writer`] has been given so far, counted as each object is added: what a summary of
@@ -109,6 +112,7 @@ impl<W: Write> Writer<W> {
             positioned: None,
             path: None,
             tally: Tally::default(),
+            copied: crate::copy::Memo::default(),
         })
     }
 
@@ -126,6 +130,7 @@ impl<W: Write> Writer<W> {
             positioned: None,
             path: None,
             tally: Tally::default(),
+            copied: crate::copy::Memo::default(),
         })
     }
 
@@ -425,17 +430,7 @@ impl<W: Write> Writer<W> {
     /// # Errors
     /// As [`Writer::add_object`]; `invalid_input` when a component's length differs from its
     /// bytes.
-    pub fn add_stored(
-        &mut self,
-        mut object: Object,
-        components: &[StoredComponent<'_>],
-    ) -> Result<()> {
-        // The object as it will be, its blobs where the allocator will put them, checked
-        // (its name included) before any byte is written: a refused object leaves nothing in
-        // the file.
-        object.components.clear();
-        let mut alloc = self.alloc.clone();
-        let mut end = self.written;
+    pub fn add_stored(&mut self, object: Object, components: &[StoredComponent<'_>]) -> Result<()> {
         for c in components {
             if c.component.length != c.bytes.len() as u64 {
                 return Err(Error::broken(
@@ -443,17 +438,56 @@ impl<W: Write> Writer<W> {
                     "stored component length differs from its bytes",
                 ));
             }
-            let mut component = c.component.clone();
-            component.offset = alloc.reserve(component.length)?;
-            end = end.max(component.offset + component.length);
-            object.components.insert(c.role.to_owned(), component);
+        }
+        let placed: Vec<(&str, Component, Blob<'_>)> = components
+            .iter()
+            .map(|c| (c.role, c.component.clone(), Blob::Bytes(c.bytes)))
+            .collect();
+        self.add_placed(object, &placed).map(drop)
+    }
+
+    /// Adds an object whose components are stored bytes to write, blobs this writer already
+    /// holds, or the blob of an earlier component of the same object ([`Blob`]); each
+    /// component's offset is set to where its blob lies, its length must be that blob's.
+    /// Returns the offsets, in the order given.
+    ///
+    /// # Errors
+    /// As [`Writer::add_stored`].
+    pub(crate) fn add_placed(
+        &mut self,
+        mut object: Object,
+        components: &[(&str, Component, Blob<'_>)],
+    ) -> Result<Vec<u64>> {
+        // The object as it will be, its blobs where the allocator will put them, checked
+        // (its name included) before any byte is written: a refused object leaves nothing in
+        // the file.
+        object.components.clear();
+        let mut alloc = self.alloc.clone();
+        let mut end = self.written;
+        let mut offsets = Vec::with_capacity(components.len());
+        for (role, c, blob) in components {
+            let offset = match *blob {
+                Blob::Bytes(_) => alloc.reserve(c.length)?,
+                Blob::At(offset) => offset,
+                Blob::SameAs(k) => *offsets.get(k).ok_or_else(|| {
+                    Error::broken(Rule::InvalidInput, "a component's blob is not an earlier one")
+                })?,
+            };
+            let mut component = c.clone();
+            component.offset = offset;
+            end = end.max(offset.saturating_add(component.length));
+            object.components.insert((*role).to_owned(), component);
+            offsets.push(offset);
         }
         self.manifest.check(&object, end)?;
-        for c in components {
-            // At the offset reserved above: the allocator places blobs in order.
-            self.write_blob(c.bytes)?;
+        for (_, _, blob) in components {
+            if let Blob::Bytes(bytes) = blob {
+                // At the offset reserved above: the allocator places blobs in order.
+                self.write_blob(bytes)?;
+            }
         }
-        self.push(object)
+        self.push(object)?;
+        Ok(offsets)
     }
 
     /// Low-level streaming: starts a blob at the next aligned offset (writing the padding) and
@@ -699,6 +733,17 @@ impl<W: Write> Writer<W> {
         let file_len = self.written + len + container.trailer_len();
         Ok((self.sink, container.encode_trailer(len), file_len))
     }
+}
+
+/// Where a component given to [`Writer::add_placed`] lies.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Blob<'a> {
+    /// Its stored bytes, to be written now.
+    Bytes(&'a [u8]),
+    /// A blob of this length already in the file, at this offset.
+    At(u64),
+    /// The blob of the component at this position in the same call.
+    SameAs(usize),
 }
 
 fn unrepresentable(message: &str) -> FormatError {
