@@ -101,6 +101,8 @@ fn checked(entries: Vec<Entry>, index: &Path) -> Result<Vec<Entry>> {
     Ok(entries)
 }
 
+include!("indexes.rs");
+
 #[derive(Deserialize)]
 struct Index {
     #[serde(default)]
@@ -117,15 +119,15 @@ pub fn read_file(path: &Path) -> Result<Vec<Entry>> {
     checked(index.fixture, path)
 }
 
-/// Reads the index under `fixtures_root` and, when present, the index of the frozen files of
-/// other producers (`producers/index.toml`) and that of the reference's zTensor 2 corpus
-/// (`external/ztensor2/index.toml`), whose paths are relative to `fixtures_root` too.
+/// Reads the indexes under `fixtures_root` ([`INDEXES`]): `index.toml` and, when present, the
+/// index of the frozen files of other producers (`producers/index.toml`) and that of the
+/// reference's zTensor 2 corpus (`external/ztensor2/index.toml`).
 ///
 /// # Errors
 /// I/O and TOML errors, and an entry whose path is absolute or has a `..` component.
 pub fn read_all(fixtures_root: &Path) -> Result<Vec<Entry>> {
     let mut entries = read(fixtures_root)?;
-    for extra in ["producers/index.toml", "external/ztensor2/index.toml"] {
+    for extra in &INDEXES[1..] {
         let path = fixtures_root.join(extra);
         if path.exists() {
             entries.extend(read_file(&path)?);
@@ -139,5 +141,5 @@ pub fn read_all(fixtures_root: &Path) -> Result<Vec<Entry>> {
 /// # Errors
 /// I/O and TOML errors, and an entry whose path is absolute or has a `..` component.
 pub fn read(fixtures_root: &Path) -> Result<Vec<Entry>> {
-    read_file(&fixtures_root.join("index.toml"))
+    read_file(&fixtures_root.join(INDEXES[0]))
 }

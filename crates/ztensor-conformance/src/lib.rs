@@ -17,6 +17,7 @@
 
 pub mod child;
 pub mod difffuzz;
+pub mod embedded;
 pub mod fuzz;
 pub mod implementation;
 pub mod index;
@@ -119,9 +120,9 @@ pub fn golden_dump_tb(bytes: &[u8]) -> Result<String> {
     Ok(serde_json::to_string_pretty(&ztensor_dump::tensorbuffers(&reader))? + "\n")
 }
 
-/// The corpus this crate carries: `fixtures/` in the crate's own directory (the repository's
-/// `fixtures` links to it), packaged with the crate, so an installed `ztensor-conformance`
-/// grades an implementation from any directory.
+/// The corpus in the source tree: `fixtures/` in the crate's own directory (the repository's
+/// `fixtures` links to it), where `cargo xtask fixtures` writes it. The binary grades from the
+/// copy compiled into it ([`embedded`]), so it never reads this directory unless given it.
 pub fn corpus() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
