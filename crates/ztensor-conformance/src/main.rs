@@ -1,70 +1,18 @@
 //! `ztensor-conformance`: grades zTensor implementations, as readers (`run`) and as writers
 //! (`write-check`), and speaks both protocols for this project's own implementation (`dump`,
-//! `write`), so that it is graded through the same door as anyone else's.
+//! `write`), so that it is graded through the same door as anyone else's. `cli` defines the
+//! command line; this module dispatches it.
 
-use std::path::PathBuf;
+mod cli;
+
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
+use clap::Parser as _;
 use ztensor_conformance::writer_check::{self, Recipe};
 
-const USAGE: &str = "usage:
-  ztensor-conformance run --impl 'COMMAND' [--fixtures DIR] [--json] [--junit FILE] [--only PREFIX]
-  ztensor-conformance write-check --impl 'COMMAND' [--reader NAME='COMMAND']... [--dir DIR] [--json] [--only PREFIX]
-  ztensor-conformance recipes DIR
-  ztensor-conformance matrix DIR [--check] [--reference VERSION=PATH]...
-  ztensor-conformance matrix DIR --findings
-  ztensor-conformance freeze DIR --producer ID=NAME=PATH...
-  ztensor-conformance fuzz [--writer] --impl 'COMMAND' [--seconds N | --runs N] [--seed S] [--out DIR [--force]]
-                           [--version V]... [--timeout SECONDS] [--minimize-seconds N]
-                           [--process-per-file] [--json] [--junit FILE]
-  ztensor-conformance dump [--strict] FILE
-  ztensor-conformance dump [--strict] --serve
-  ztensor-conformance write RECIPE OUT
-
-run: runs COMMAND FILE on every fixture of DIR/index.toml (default: the corpus this crate carries,
-with the frozen files of other producers in fixtures/producers/) and grades it: a file expected
-to be accepted must exit 0 with a dump (reporting the content of the golden dump beside it); a
-file expected to be rejected must exit 1 with a dump whose error names a rule (a matching rule
-identifier is counted apart); implementation-defined files are reported as accepted or rejected
-(accepting one with other content is still a failure); any other exit status is a crash.
-Exit status 0 when nothing failed.
-
-write-check: runs COMMAND RECIPE.json OUT for every recipe (exit 0: written; exit 3: this
-recipe cannot be written by it) and grades what it wrote strictly: every rule, zero padding,
-digests, and the recipe's content. Each --reader (dump protocol) is then asked to read the file.
-Recipes and files are left in DIR (default: a new temporary directory). Exit status 0 when every
-recipe was written validly or declared unsupported.
-
-recipes: writes every recipe (ztensor-recipe/1 JSON) under DIR.
-matrix: grades this implementation (lenient and strict reader, writer) and each reference
-adapter given (VERSION 0.1.0, 1.1.1 or 1.2.3; PATH its binary), and writes DIR/matrix.json and
-DIR/MATRIX.md; with --check (no --reference), grades this implementation and fails when its
-cells differ from DIR/matrix.json or MATRIX.md is not the rendering of matrix.json. With
---findings, only the fuzz section is made again, from DIR/findings/<id>/summary.json (kept when
-the matrix is made again).
-freeze: runs each producer's writer (PATH --write, and PATH --append where it has one) on every
-recipe and adds what passes the writer check under DIR/v<version>/<ID>/, with golden dumps, to
-DIR/index.toml (with SHA-256); files already listed are never written again.
-fuzz: differential fuzzing. Makes files from a seed (generated models of every version, their
-manifests and bytes changed), has COMMAND read each (through `COMMAND --serve` when it speaks
-it and --process-per-file is not given, else `COMMAND FILE`) and compares its verdict and dump with this project's strict and
-lenient readers: crash (another exit, a signal, no dump), hang (no answer within --timeout,
-default 10 s; its process group is killed), accepts-invalid (both of ours reject), rejects-valid
-(our strict reader accepts), misreads (both accept, the content differs). What the specs leave
-to readers is never a divergence. Each distinct divergence is reduced (for at most
---minimize-seconds, default 60, each) and, with --out, written
-to DIR/<class>/<n>.zt with <n>.json (verdicts, recipe, the command that reproduces it), beside
-DIR/summary.json, summary.txt and junit.xml. Default: 60 s from seed 0. Exit status 0 when
-nothing diverged, 1 when something did, 2 on usage errors. With --writer, COMMAND is a writer
-(COMMAND RECIPE OUT): each case's content is given it as a recipe and what it writes graded by
-the writer check (writes-invalid, crash, hang; exit 3, cannot write this, is no divergence).
-dump: this project's reader in the dump protocol (lenient, or --strict); with --serve, the
-persistent form: one path a line on stdin, one dump a line on stdout (a rejected file's dump has
-a top-level `error`).
-write: this project's writer in the writer protocol.
-
-example: ztensor-conformance run --impl 'ztensor dump --json'";
+use crate::cli::{Cli, Command};
 
 /// The signal that is stopping the program (0: none).
 static SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
@@ -112,7 +60,9 @@ fn handle_signals() {
 
 fn main() -> ExitCode {
     handle_signals();
-    let result = run();
+    // Usage errors end here, with clap's message (naming the argument) and status 2.
+    let cli = Cli::parse();
+    let result = run(cli.command);
     // A command that finished by itself after a signal ends as the signal would have ended it.
     let signal = SIGNAL.load(std::sync::atomic::Ordering::SeqCst);
     if signal != 0 {
@@ -126,19 +76,21 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("ztensor-conformance: {e:#}\n\n{USAGE}");
+            eprintln!("ztensor-conformance: {e:#}");
             ExitCode::from(2)
         }
     }
 }
 
-fn run() -> Result<bool> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("run") => read_check(&args[1..]),
-        Some("write-check") => write_check(&args[1..]),
-        Some("recipes") => {
-            let dir = PathBuf::from(args.get(1).context("recipes needs a directory")?);
+fn run(command: Command) -> Result<bool> {
+    match command {
+        Command::Run { implementation, fixtures, json, junit, only } => {
+            read_check(&implementation, fixtures, json, junit.as_deref(), only.as_deref())
+        }
+        Command::WriteCheck { implementation, readers, dir, json, only } => {
+            write_check(&implementation, &readers, dir, json, only.as_deref())
+        }
+        Command::Recipes { dir } => {
             for recipe in writer_check::recipes() {
                 let path = dir.join(recipe.file_stem()).with_extension("json");
                 std::fs::create_dir_all(path.parent().unwrap_or(&dir))?;
@@ -146,42 +98,39 @@ fn run() -> Result<bool> {
             }
             Ok(true)
         }
-        Some("dump") => dump(&args[1..]),
-        Some("fuzz") => fuzz(&args[1..]),
-        Some("matrix") => matrix(&args[1..]),
-        Some("freeze") => freeze(&args[1..]),
-        Some("write") => {
-            let [recipe, out] = &args[1..] else { bail!("write needs RECIPE and OUT") };
-            let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(recipe)?)
-                .with_context(|| format!("reading {recipe}"))?;
+        Command::Dump { strict, serve: true, .. } => dump(strict, None),
+        Command::Dump { strict, file, .. } => dump(strict, file.as_deref()),
+        Command::Fuzz(args) => fuzz(&args),
+        Command::Matrix { dir, check, findings, references } => {
+            matrix(&dir, check, findings, &references)
+        }
+        Command::Freeze { dir, producers } => {
+            let index = ztensor_conformance::freeze(&dir, &producers)?;
+            println!("froze {index} new files under {}", dir.display());
+            Ok(true)
+        }
+        Command::Write { recipe, out } => {
+            let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&recipe)?)
+                .with_context(|| format!("reading {}", recipe.display()))?;
             let recipe = Recipe::from_json(&doc)?;
             // Exit 3 only for what the version cannot express; any other error is a failure
             // of the writer (status 2), which the writer check grades as a crash.
-            if !writer_check::write(&recipe, out.as_ref())? {
+            if !writer_check::write(&recipe, &out)? {
                 eprintln!("ztensor-conformance write: the recipe's version cannot express it");
                 std::process::exit(writer_check::UNSUPPORTED);
             }
             Ok(true)
         }
-        Some("-h" | "--help") => {
-            println!("{USAGE}");
-            Ok(true)
-        }
-        _ => bail!("commands: run, write-check, recipes, matrix, freeze, dump, write"),
     }
 }
 
-/// This project's reader, in the dump protocol.
-fn dump(args: &[String]) -> Result<bool> {
-    let strict = args.iter().any(|a| a == "--strict");
-    let read = |file: &std::path::Path| {
+/// This project's reader, in the dump protocol: of `file`, or (`None`) in the persistent form.
+fn dump(strict: bool, file: Option<&Path>) -> Result<bool> {
+    let read = |file: &Path| {
         if strict { ztensor_conformance::strict_dump(file) } else { Ok(ztensor_dump::file(file)?) }
     };
-    if args.iter().any(|a| a == "--serve") {
-        return serve(&read);
-    }
-    let Some(file) = args.iter().find(|a| !a.starts_with("--")) else { bail!("dump needs FILE") };
-    let (dump, accepted) = read(file.as_ref())?;
+    let Some(file) = file else { return serve(&read) };
+    let (dump, accepted) = read(file)?;
     println!("{dump}");
     if !accepted {
         std::process::exit(1);
@@ -192,7 +141,7 @@ fn dump(args: &[String]) -> Result<bool> {
 /// The persistent form of the reading protocol: a path a line in, a dump a line out (naming
 /// the path it answers), until stdin ends. A file that cannot be read at all (missing, unreadable) is answered with a
 /// rejection whose kind says so.
-fn serve(read: &dyn Fn(&std::path::Path) -> Result<(serde_json::Value, bool)>) -> Result<bool> {
+fn serve(read: &dyn Fn(&Path) -> Result<(serde_json::Value, bool)>) -> Result<bool> {
     use std::io::{BufRead as _, Write as _};
     let stdin = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();
@@ -213,37 +162,36 @@ fn serve(read: &dyn Fn(&std::path::Path) -> Result<(serde_json::Value, bool)>) -
     Ok(true)
 }
 
-fn fuzz(args: &[String]) -> Result<bool> {
+fn fuzz(args: &ztensor_conformance::difffuzz::FuzzArgs) -> Result<bool> {
     // This process runs implementations and nothing else: what escapes their process groups
     // becomes its child, and is killed.
     ztensor_conformance::child::become_subreaper();
     // On a signal, the findings so far are written before it exits.
     FINISHES.store(true, std::sync::atomic::Ordering::SeqCst);
-    ztensor_conformance::difffuzz::command_line(args, None)
+    ztensor_conformance::difffuzz::fuzz(args, None)
 }
 
-fn read_check(args: &[String]) -> Result<bool> {
-    let mut args = args.iter().cloned();
-    let (mut command, mut json, mut junit, mut only) = (None, false, None, None);
-    let mut fixtures = ztensor_conformance::corpus();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--impl" => command = args.next(),
-            "--fixtures" => {
-                fixtures = args.next().map(PathBuf::from).context("--fixtures needs DIR")?;
-            }
-            "--json" => json = true,
-            "--junit" => junit = args.next().map(PathBuf::from),
-            "--only" => only = args.next(),
-            other => bail!("unknown argument {other:?}"),
+fn read_check(
+    command: &str,
+    fixtures: Option<PathBuf>,
+    json: bool,
+    junit: Option<&Path>,
+    only: Option<&str>,
+) -> Result<bool> {
+    // The corpus compiled in, written to a private directory for the run (the implementation
+    // is given paths), unless another is named: the source tree is never read.
+    let (fixtures, _unpacked) = match fixtures {
+        Some(dir) => (dir, None),
+        None => {
+            let scratch = ztensor_conformance::embedded::unpack()?;
+            (scratch.path().to_owned(), Some(scratch))
         }
-    }
-    let Some(command) = command else { bail!("--impl is required") };
+    };
     let mut entries = ztensor_conformance::index::read_all(&fixtures)?;
-    if let Some(prefix) = &only {
-        entries.retain(|e| e.file.starts_with(prefix.as_str()));
+    if let Some(prefix) = only {
+        entries.retain(|e| e.file.starts_with(prefix));
     }
-    let results = ztensor_conformance::runner::run(&command, &fixtures, &entries)?;
+    let results = ztensor_conformance::runner::run(command, &fixtures, &entries)?;
     if json {
         println!(
             "{}",
@@ -253,31 +201,20 @@ fn read_check(args: &[String]) -> Result<bool> {
         print!("{}", ztensor_conformance::runner::table(&results));
     }
     if let Some(path) = junit {
-        std::fs::write(&path, ztensor_conformance::runner::to_junit(&results))?;
+        std::fs::write(path, ztensor_conformance::runner::to_junit(&results))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let (_, failed, crashed, _, _) = ztensor_conformance::runner::totals(&results);
     Ok(failed == 0 && crashed == 0)
 }
 
-fn write_check(args: &[String]) -> Result<bool> {
-    let mut args = args.iter().cloned();
-    let (mut command, mut json, mut only, mut dir) = (None, false, None, None);
-    let mut readers = Vec::new();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--impl" => command = args.next(),
-            "--reader" => {
-                let spec = args.next().context("--reader needs NAME=COMMAND")?;
-                let (name, reader) = spec.split_once('=').context("--reader needs NAME=COMMAND")?;
-                readers.push((name.to_owned(), reader.to_owned()));
-            }
-            "--dir" => dir = args.next().map(PathBuf::from),
-            "--json" => json = true,
-            "--only" => only = args.next(),
-            other => bail!("unknown argument {other:?}"),
-        }
-    }
-    let Some(command) = command else { bail!("--impl is required") };
+fn write_check(
+    command: &str,
+    readers: &[(String, String)],
+    dir: Option<PathBuf>,
+    json: bool,
+    only: Option<&str>,
+) -> Result<bool> {
     let dir = match dir {
         Some(d) => d,
         // A private directory of its own, kept for the reader of the report (a name that
@@ -285,10 +222,10 @@ fn write_check(args: &[String]) -> Result<bool> {
         None => ztensor_conformance::scratch::Scratch::new("write-check")?.keep(),
     };
     let mut recipes = writer_check::recipes();
-    if let Some(prefix) = &only {
-        recipes.retain(|r| r.file_stem().starts_with(prefix.as_str()));
+    if let Some(prefix) = only {
+        recipes.retain(|r| r.file_stem().starts_with(prefix));
     }
-    let results = writer_check::run(&command, &recipes, &dir, &readers)?;
+    let results = writer_check::run(command, &recipes, &dir, readers)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&writer_check::to_json(&results))?);
     } else {
@@ -383,25 +320,16 @@ fn reference(version: &str, path: &str) -> Result<ztensor_conformance::matrix::I
     })
 }
 
-fn matrix(args: &[String]) -> Result<bool> {
-    let mut args = args.iter().cloned();
-    let (mut dir, mut check, mut implementations) = (None, false, ours()?);
-    let mut findings = false;
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--check" => check = true,
-            "--findings" => findings = true,
-            "--reference" => {
-                let spec = args.next().context("--reference needs VERSION=PATH")?;
-                let (version, path) =
-                    spec.split_once('=').context("--reference needs VERSION=PATH")?;
-                implementations.push(reference(version, path)?);
-            }
-            other if dir.is_none() => dir = Some(PathBuf::from(other)),
-            other => bail!("unknown argument {other:?}"),
-        }
+fn matrix(
+    dir: &Path,
+    check: bool,
+    findings: bool,
+    references: &[(String, String)],
+) -> Result<bool> {
+    let mut implementations = ours()?;
+    for (version, path) in references {
+        implementations.push(reference(version, path)?);
     }
-    let dir = dir.context("matrix needs DIR")?;
     let json_path = dir.join("matrix.json");
     let md_path = dir.join("MATRIX.md");
     let committed = || -> Result<serde_json::Value> {
@@ -412,21 +340,23 @@ fn matrix(args: &[String]) -> Result<bool> {
     if findings {
         // The fuzz section, from the runs under DIR/findings, into the committed matrix.
         let mut matrix = committed()?;
-        matrix["fuzz"] = ztensor_conformance::matrix::fuzz_summary(&dir)?;
+        matrix["fuzz"] = ztensor_conformance::matrix::fuzz_summary(dir)?;
         std::fs::write(&json_path, serde_json::to_string_pretty(&matrix)? + "\n")?;
         std::fs::write(&md_path, ztensor_conformance::matrix::markdown(&matrix))?;
         println!("wrote the fuzz findings into {} and {}", json_path.display(), md_path.display());
         return Ok(true);
     }
-    if check && implementations.len() > 2 {
-        bail!("--check grades this implementation only: leave out --reference");
-    }
-    let fixtures = ztensor_conformance::corpus();
-    let entries = ztensor_conformance::index::read_all(&fixtures)?;
+    // The corpus compiled in, as `run` grades from it.
+    let corpus = ztensor_conformance::embedded::unpack()?;
+    let entries = ztensor_conformance::index::read_all(corpus.path())?;
     let scratch = ztensor_conformance::scratch::Scratch::new("matrix")?;
-    let built =
-        ztensor_conformance::matrix::build(&implementations, &fixtures, &entries, scratch.path());
-    drop(scratch);
+    let built = ztensor_conformance::matrix::build(
+        &implementations,
+        corpus.path(),
+        &entries,
+        scratch.path(),
+    );
+    drop((scratch, corpus));
     let mut built = built?;
     if check {
         let committed = committed()?;
@@ -464,29 +394,5 @@ fn matrix(args: &[String]) -> Result<bool> {
     std::fs::write(&json_path, serde_json::to_string_pretty(&built)? + "\n")?;
     std::fs::write(&md_path, ztensor_conformance::matrix::markdown(&built))?;
     println!("wrote {} and {}", json_path.display(), md_path.display());
-    Ok(true)
-}
-
-fn freeze(args: &[String]) -> Result<bool> {
-    let mut args = args.iter().cloned();
-    let (mut dir, mut producers) = (None, Vec::new());
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--producer" => {
-                let spec = args.next().context("--producer needs ID=NAME=PATH")?;
-                let mut parts = spec.splitn(3, '=');
-                let (Some(id), Some(name), Some(path)) = (parts.next(), parts.next(), parts.next())
-                else {
-                    bail!("--producer needs ID=NAME=PATH");
-                };
-                producers.push((id.to_owned(), name.to_owned(), path.to_owned()));
-            }
-            other if dir.is_none() => dir = Some(PathBuf::from(other)),
-            other => bail!("unknown argument {other:?}"),
-        }
-    }
-    let dir = dir.context("freeze needs DIR")?;
-    let index = ztensor_conformance::freeze(&dir, &producers)?;
-    println!("froze {index} new files under {}", dir.display());
     Ok(true)
 }
