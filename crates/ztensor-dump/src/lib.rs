@@ -278,7 +278,15 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
         // Its shards, if it has any, found as every command finds them.
         let resolvers = ztensor_v2::shards::Resolver::default_for(path);
         return Ok(match ztensor_v2::File::open_resolved(source, max, &resolvers) {
-            Ok(file) => Opened::Zt2(Box::new(file)),
+            // What checking every object would decode is held to the expansion budget, as
+            // every command holds its input (a shared blob counts once: it is checked once).
+            Ok(file) => match file.check_expansion(&options().limits) {
+                Ok(_) => Opened::Zt2(Box::new(file.with_limits(options().limits))),
+                Err(e) => {
+                    let kind = e.format_error().map_or("decoded_too_large", |f| f.kind().id());
+                    Opened::Done(rejected(kind, &one_line(&e.to_string())), false)
+                }
+            },
             Err(e) => match e.broken() {
                 Some(rule) => Opened::Done(rejected(rule.id(), &one_line(&e.to_string())), false),
                 None => return Err(std::io::Error::other(e.to_string())),
@@ -441,16 +449,11 @@ fn zt2_object<S: ReadAt>(
     } else {
         o.parts.iter().try_for_each(|(role, p)| {
             // Streamed: a few pieces held, whatever the part decodes to; its digest and
-            // data rules checked as they pass.
-            let mut hasher = sha256()?;
-            let mut len = 0u64;
-            file.read_part(name, role, 4 << 20, &mut |piece| {
-                hasher.update(piece);
-                len += piece.len() as u64;
-                Ok(())
-            })
-            .map_err(|e| e.to_string())?;
-            components.insert(role.to_string(), part_json(p, Some((len, hasher_hex(&hasher)))));
+            // data rules checked as they pass; a blob other parts share decoded once.
+            let check = file.check_part(name, role, true).map_err(|e| e.to_string())?;
+            let hash = check.sha256.map(|h| ztensor_format::to_hex(&h[..]));
+            let hash = hash.ok_or_else(|| "SHA-256 is not available".to_owned())?;
+            components.insert(role.to_string(), part_json(p, Some((check.decoded_len, hash))));
             Ok(())
         })
     };

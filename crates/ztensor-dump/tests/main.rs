@@ -99,3 +99,21 @@ fn a_1x_coo_with_a_coordinate_outside_the_shape_is_refused() {
     let bad = dump(&coo_1x(&[0, 1, 3, 0]));
     assert!(error(&bad).contains("[sparse_index_out_of_bounds]"), "{bad}");
 }
+
+/// Sixty-four objects aliasing one 16 MiB seekable blob (the hostile corpus's) dump with one
+/// length and hash each; the blob counts once in what checking the file costs.
+#[test]
+fn aliases_of_one_blob_dump_alike_and_the_budget_holds() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/external/ztensor2/hostile/aliases-64x16m.zt");
+    let (dump, ok) = ztensor_dump::file(&path).unwrap();
+    assert!(ok, "{dump}");
+    let objects = dump["objects"].as_array().unwrap();
+    assert_eq!(objects.len(), 64);
+    let first = &objects[0]["components"]["data"];
+    assert_eq!(first["decoded_length"], 16 << 20);
+    assert!(objects.iter().all(|o| o["components"]["data"] == *first && o["error"].is_null()));
+    let file =
+        ztensor_v2::File::open(std::fs::read(&path).unwrap(), ztensor_v2::MAX_MANIFEST).unwrap();
+    assert_eq!(file.check_cost(), 16 << 20, "the blob counts once");
+}

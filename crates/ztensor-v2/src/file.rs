@@ -1,8 +1,10 @@
 //! A valid file's data: a part's stored and decoded bytes, its digest and the data rules of
 //! its logical type and layout (`spec/ztensor-2.md` §3, §4.1, §5.2).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use ztensor_format::Limits;
 use ztensor_io::ReadAt;
 
 use crate::container::{Container, open};
@@ -20,6 +22,108 @@ pub struct File<S> {
     shards: BTreeMap<String, std::result::Result<S, String>>,
     /// Where the shards attached were found, when they were found by path.
     pub(crate) shard_paths: BTreeMap<String, std::path::PathBuf>,
+    /// What reading and checking the file may cost ([`File::with_limits`]).
+    limits: Limits,
+    /// The blobs more than one part points at, found once.
+    shared: OnceLock<HashSet<BlobKey>>,
+    /// What checking each shared blob found, by blob: decoded and hashed once however many
+    /// parts alias it. A slot is held while its blob is decoded, so aliases wait rather than
+    /// decode it again.
+    facts: Mutex<HashMap<BlobKey, Arc<Mutex<Option<Checked>>>>>,
+    /// The verdict of the expansion budget on the file's checks, found once.
+    budget: OnceLock<std::result::Result<u64, String>>,
+}
+
+/// A blob as parts point at it: the same key decodes to the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct BlobKey {
+    shard: Option<crate::manifest::Shared>,
+    blob: (u64, u64),
+    encoding: Option<crate::manifest::Shared>,
+    decoded_len: u64,
+}
+
+impl BlobKey {
+    pub(crate) fn of(p: &Part) -> BlobKey {
+        BlobKey {
+            shard: p.shard.clone(),
+            blob: p.blob,
+            encoding: p.encoding.clone(),
+            decoded_len: p.decoded_len(),
+        }
+    }
+}
+
+/// What decoding a shared blob found: its facts, or the rule its stream broke (with the
+/// message and the part that found it).
+type Checked = std::result::Result<Facts, (Rule, String)>;
+
+/// What the checks of a part need to know of its decoded bytes, gathered as they pass.
+#[derive(Debug, Clone)]
+struct Facts {
+    len: u64,
+    xxh3: u64,
+    sha256: Option<[u8; 32]>,
+    /// The first byte above 1 and where it is (the `bool` rule).
+    above_one: Option<(u64, u8)>,
+    /// The last byte (the `f4_e2m1` rule).
+    last: Option<u8>,
+}
+
+/// Gathers [`Facts`] from the decoded bytes, piece by piece.
+struct Gather {
+    xxh3: Option<Box<xxhash_rust::xxh3::Xxh3>>,
+    sha256: Option<sha2::Sha256>,
+    facts: Facts,
+}
+
+impl Gather {
+    fn new(xxh3: bool, sha256: bool) -> Gather {
+        use sha2::Digest as _;
+        Gather {
+            xxh3: xxh3.then(Box::default),
+            sha256: sha256.then(sha2::Sha256::new),
+            facts: Facts { len: 0, xxh3: 0, sha256: None, above_one: None, last: None },
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        use sha2::Digest as _;
+        let f = &mut self.facts;
+        if f.above_one.is_none()
+            && let Some(i) = bytes.iter().position(|&b| b > 1)
+        {
+            f.above_one = Some((f.len + i as u64, bytes[i]));
+        }
+        if let Some(h) = &mut self.xxh3 {
+            h.update(bytes);
+        }
+        if let Some(h) = &mut self.sha256 {
+            h.update(bytes);
+        }
+        f.len += bytes.len() as u64;
+        f.last = bytes.last().copied().or(f.last);
+    }
+
+    fn finish(self) -> Facts {
+        use sha2::Digest as _;
+        let mut facts = self.facts;
+        facts.xxh3 = self.xxh3.map_or(0, |h| h.digest());
+        facts.sha256 = self.sha256.map(|h| h.finalize().into());
+        facts
+    }
+}
+
+/// What [`File::check_part`] found: the part's decoded length, the SHA-256 of its decoded
+/// bytes when asked for, and what its digest check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartCheck {
+    /// How many bytes it decoded to.
+    pub decoded_len: u64,
+    /// The SHA-256 of the decoded bytes, when asked for.
+    pub sha256: Option<[u8; 32]>,
+    /// What the digest check found.
+    pub digest: DigestCheck,
 }
 
 /// What a resolver found for one shard of the table.
@@ -52,7 +156,117 @@ impl<S: ReadAt> File<S> {
     /// ([`File::open_sharded`] attaches them).
     pub fn open(source: S, max_manifest: u64) -> Result<File<S>> {
         let container = open(&source, max_manifest)?;
-        Ok(File { source, container, shards: BTreeMap::new(), shard_paths: BTreeMap::new() })
+        Ok(File {
+            source,
+            container,
+            shards: BTreeMap::new(),
+            shard_paths: BTreeMap::new(),
+            limits: ztensor_io::machine_limits(),
+            shared: OnceLock::new(),
+            facts: Mutex::new(HashMap::new()),
+            budget: OnceLock::new(),
+        })
+    }
+
+    /// The same file, read and checked within `limits` instead of the defaults (the format's
+    /// limits with the whole-decode limit fitted to this machine,
+    /// [`ztensor_io::machine_limits`]): the expansion budget of its checks
+    /// ([`File::check_expansion`]) and the largest part or CSR/COO object read whole.
+    pub fn with_limits(mut self, limits: Limits) -> File<S> {
+        self.limits = limits;
+        self.budget = OnceLock::new();
+        self
+    }
+
+    /// The limits it is read within ([`File::with_limits`]).
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The bytes its content lies in: the file's own, and those of the shards attached.
+    pub fn input_len(&self) -> u64 {
+        self.source.len().saturating_add(self.shards_len())
+    }
+
+    /// How many bytes checking every object ([`File::check_part`] on each part of a dense or
+    /// other object, a whole read of each CSR or COO object) decodes: a blob that several
+    /// parts share is decoded once, a CSR or COO object's parts each time, as its structure
+    /// is checked on them.
+    pub fn check_cost(&self) -> u64 {
+        let Some(manifest) = self.manifest() else { return 0 };
+        let mut seen = HashSet::new();
+        let mut total = 0u64;
+        for (_, o) in &manifest.objects {
+            let whole = matches!(&*o.layout, "zt.sparse_csr/1" | "zt.sparse_coo/1");
+            for (_, p) in &o.parts {
+                if whole || seen.insert(BlobKey::of(p)) {
+                    total = total.saturating_add(p.decoded_len());
+                }
+            }
+        }
+        total
+    }
+
+    /// Refuses the file when checking it ([`File::check_cost`]) decodes more than `limits`
+    /// allow for its [`File::input_len`]
+    /// ([`Limits::max_expanded_len`](ztensor_format::Limits::max_expanded_len)): counted on what
+    /// the manifest declares, before anything is decoded. Returns the cost.
+    ///
+    /// # Errors
+    /// [`ErrorKind::DecodedTooLarge`](ztensor_format::ErrorKind::DecodedTooLarge).
+    pub fn check_expansion(&self, limits: &Limits) -> ztensor_io::Result<u64> {
+        let (cost, input) = (self.check_cost(), self.input_len());
+        let allowed = limits.max_expanded_len(input);
+        if cost > allowed {
+            return Err(ztensor_format::Error::new(
+                ztensor_format::ErrorKind::DecodedTooLarge,
+                format!(
+                    "checking its objects decodes {cost} bytes, more than the {allowed} allowed \
+                     ({} times the input's {input} bytes): a crafted expansion, or a limit to \
+                     raise",
+                    limits.max_expansion
+                ),
+            )
+            .into());
+        }
+        Ok(cost)
+    }
+
+    /// [`File::check_expansion`] within its own limits, found once.
+    pub(crate) fn within_budget(&self) -> ztensor_io::Result<()> {
+        let verdict = self.budget.get_or_init(|| {
+            self.check_expansion(&self.limits).map_err(|e| match e.format_error() {
+                Some(f) => f.message().to_owned(),
+                None => e.to_string(),
+            })
+        });
+        match verdict {
+            Ok(_) => Ok(()),
+            Err(message) => Err(ztensor_format::Error::new(
+                ztensor_format::ErrorKind::DecodedTooLarge,
+                message.clone(),
+            )
+            .into()),
+        }
+    }
+
+    /// Whether more than one part points at the blob `key`.
+    fn is_shared(&self, key: &BlobKey) -> bool {
+        self.shared
+            .get_or_init(|| {
+                let mut seen = HashSet::new();
+                let mut shared = HashSet::new();
+                for (_, o) in self.manifest().map(|m| m.objects.iter()).into_iter().flatten() {
+                    for (_, p) in &o.parts {
+                        let key = BlobKey::of(p);
+                        if !seen.insert(key.clone()) {
+                            shared.insert(key);
+                        }
+                    }
+                }
+                shared
+            })
+            .contains(key)
     }
 
     /// Opens `source` as [`File::open`] does, then each shard its table lists, in name order:
@@ -232,7 +446,8 @@ impl<S: ReadAt> File<S> {
     pub fn decoded(&self, name: &str, part: &str) -> Result<Vec<u8>> {
         let (_, p) = self.part(name, part)?;
         self.before_whole(name, part, p)?;
-        let mut bytes = whole(name, part, p)?;
+        let mut bytes = ztensor_io::try_with_capacity(p.decoded_len(), "a decoded part")
+            .map_err(|e| Error::io("decoding a part", e))?;
         self.stream(name, part, 4 << 20, &mut |piece| {
             bytes.extend_from_slice(piece);
             Ok(())
@@ -253,7 +468,7 @@ impl<S: ReadAt> File<S> {
         match p.encoding.as_deref() {
             None => Ok(None),
             Some(crate::seekable::ID) => {
-                within_whole_limit(name, part, p)?;
+                self.within_whole_limit(name, part, p)?;
                 let (offset, len) = p.blob;
                 crate::seekable::seek_table(source, offset, len, p.decoded_len())
                     .map(Some)
@@ -316,7 +531,71 @@ impl<S: ReadAt> File<S> {
     /// # Errors
     /// `digest`, `layout_data`; as [`File::decoded`].
     pub fn verify(&self, name: &str, part: &str) -> Result<DigestCheck> {
-        self.read_part(name, part, 4 << 20, &mut |_| Ok(()))
+        self.check_part(name, part, false).map(|c| c.digest)
+    }
+
+    /// Checks the part as [`File::verify`] does, saying how many bytes it decoded to and, with
+    /// `sha256`, their SHA-256. A blob that several parts point at (the same shard, offset,
+    /// length and encoding) is decoded and hashed once: each alias gets its own verdict (its
+    /// digest, its logical type's rules) from what that one pass found.
+    ///
+    /// # Errors
+    /// As [`File::verify`].
+    pub fn check_part(&self, name: &str, part: &str, sha256: bool) -> Result<PartCheck> {
+        let (object, p) = self.part(name, part)?;
+        let sha256 = sha256 || p.digest.as_deref().is_some_and(|d| d.starts_with("sha256:"));
+        let key = BlobKey::of(p);
+        let facts = if self.is_shared(&key) {
+            self.shared_facts(name, part, key, sha256)?
+        } else {
+            self.gather(name, part, sha256)?
+        };
+        let digest = verdict(name, part, object, p, &facts)?;
+        Ok(PartCheck { decoded_len: facts.len, sha256: facts.sha256, digest })
+    }
+
+    /// The facts of the part's decoded bytes, streamed (a few pieces held).
+    fn gather(&self, name: &str, part: &str, sha256: bool) -> Result<Facts> {
+        let mut gather = Gather::new(true, sha256);
+        self.stream(name, part, 4 << 20, &mut |bytes| {
+            gather.update(bytes);
+            Ok(())
+        })?;
+        Ok(gather.finish())
+    }
+
+    /// The facts of shared blob `key` (that part `name`/`part` points at): found by the first
+    /// part that asks, kept for the others. A read that failed (I/O) is not kept.
+    fn shared_facts(&self, name: &str, part: &str, key: BlobKey, sha256: bool) -> Result<Facts> {
+        let slot = {
+            let mut facts = self.facts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            Arc::clone(facts.entry(key).or_default())
+        };
+        let mut slot = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*slot {
+            Some(Ok(facts)) if !sha256 || facts.sha256.is_some() => return Ok(facts.clone()),
+            Some(Err((rule, message))) => {
+                return Err(Error::rule(
+                    *rule,
+                    format!("{name:?}/{part}: its blob, shared with {message}"),
+                ));
+            }
+            _ => {}
+        }
+        match self.gather(name, part, sha256) {
+            Ok(facts) => {
+                *slot = Some(Ok(facts.clone()));
+                Ok(facts)
+            }
+            Err(e) => {
+                if let Some(rule) = e.broken() {
+                    let text = e.to_string();
+                    let text = text.strip_suffix(&format!(" [{rule}]")).unwrap_or(&text);
+                    *slot = Some(Err((rule, text.to_owned())));
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The part's decoded bytes once [`File::verify`] has checked them, with what the digest
@@ -383,53 +662,22 @@ impl<S: ReadAt> File<S> {
         part: &str,
         feed: &mut crate::write::Fill<'_>,
     ) -> Result<DigestCheck> {
-        use sha2::Digest as _;
         let (object, p) = self.part(name, part)?;
-        enum Hash {
-            Xxh3(Box<xxhash_rust::xxh3::Xxh3>),
-            Sha256(sha2::Sha256),
-            None,
-        }
-        let mut hash = match p.digest.as_deref().and_then(|d| d.split_once(':')).map(|d| d.0) {
-            Some("xxh3") => Hash::Xxh3(Box::default()),
-            Some("sha256") => Hash::Sha256(sha2::Sha256::new()),
-            _ => Hash::None,
-        };
+        let algorithm = p.digest.as_deref().and_then(|d| d.split_once(':')).map(|d| d.0);
+        let mut gather = Gather::new(algorithm == Some("xxh3"), algorithm == Some("sha256"));
         let bools = p.logical.as_deref() == Some("bool");
-        let (mut at, mut last) = (0u64, None);
         feed(&mut |bytes| {
-            if bools && let Some(i) = bytes.iter().position(|&b| b > 1) {
-                return Err(Error::rule(
+            gather.update(bytes);
+            // A `bool` byte above 1 stops the read at once.
+            match gather.facts.above_one {
+                Some((at, byte)) if bools => Err(Error::rule(
                     Rule::LayoutData,
-                    format!("{name:?}/{part}: bool byte {} is {:#04x}", at + i as u64, bytes[i]),
-                ));
+                    format!("{name:?}/{part}: bool byte {at} is {byte:#04x}"),
+                )),
+                _ => Ok(()),
             }
-            match &mut hash {
-                Hash::Xxh3(h) => h.update(bytes),
-                Hash::Sha256(h) => h.update(bytes),
-                Hash::None => {}
-            }
-            at += bytes.len() as u64;
-            last = bytes.last().copied().or(last);
-            Ok(())
         })?;
-        logical_rules(object, p, last).map_err(|e| e.within(&format!("{name:?}/{part}")))?;
-        let Some(digest) = &p.digest else { return Ok(DigestCheck::Absent) };
-        let actual = match hash {
-            Hash::Xxh3(h) => format!("xxh3:{:016x}", h.digest()),
-            Hash::Sha256(h) => {
-                let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-                format!("sha256:{hex}")
-            }
-            Hash::None => return Ok(DigestCheck::Unverifiable(digest.to_string())),
-        };
-        if *actual != **digest {
-            return Err(Error::rule(
-                Rule::Digest,
-                format!("{name:?}/{part}: the digest says {digest}, the bytes give {actual}"),
-            ));
-        }
-        Ok(DigestCheck::Verified)
+        verdict(name, part, object, p, &gather.finish())
     }
 
     /// A CSR object's data (`zt.sparse_csr/1`): its row pointers and column indices checked
@@ -485,25 +733,57 @@ impl<S: ReadAt> File<S> {
     }
 }
 
-/// A buffer for the whole of part `p` decoded: what an encoded part claims to decode to is
-/// held only within the default whole-decode limit (a seek table of a few hundred KiB can
-/// claim a terabyte; such a part is read in pieces instead).
-fn whole(name: &str, part: &str, p: &Part) -> Result<Vec<u8>> {
-    within_whole_limit(name, part, p)?;
-    ztensor_io::try_with_capacity(p.decoded_len(), "a decoded part")
-        .map_err(|e| Error::io("decoding a part", e))
+impl<S: ReadAt> File<S> {
+    /// Whether part `p` may be decoded whole: what an encoded part claims to decode to is held
+    /// only within the whole-decode limit (a seek table of a few hundred KiB can claim a
+    /// terabyte; such a part is read in pieces instead).
+    fn within_whole_limit(&self, name: &str, part: &str, p: &Part) -> Result<()> {
+        let limit = self.limits.whole_decode_limit();
+        if p.encoding.is_some() && p.decoded_len() > limit {
+            return Err(Error::unsupported(format!(
+                "{name:?}/{part}: {} decoded bytes is above the {limit} read whole; read it in \
+                 pieces",
+                p.decoded_len()
+            )));
+        }
+        Ok(())
+    }
 }
 
-/// Whether part `p` may be decoded whole (see [`whole`]).
-fn within_whole_limit(name: &str, part: &str, p: &Part) -> Result<()> {
-    let limit = ztensor_format::Limits::default().whole_decode_limit();
-    if p.encoding.is_some() && p.decoded_len() > limit {
-        return Err(Error::unsupported(format!(
-            "{name:?}/{part}: {} decoded bytes is above the {limit} read whole; read it in pieces",
-            p.decoded_len()
-        )));
+/// The verdict on part `p` (`name`/`part`, of `object`) from the facts of its decoded bytes:
+/// its logical type's rules, then its digest.
+fn verdict(
+    name: &str,
+    part: &str,
+    object: &Object,
+    p: &Part,
+    facts: &Facts,
+) -> Result<DigestCheck> {
+    if p.logical.as_deref() == Some("bool")
+        && let Some((at, byte)) = facts.above_one
+    {
+        return Err(Error::rule(
+            Rule::LayoutData,
+            format!("{name:?}/{part}: bool byte {at} is {byte:#04x}"),
+        ));
     }
-    Ok(())
+    logical_rules(object, p, facts.last).map_err(|e| e.within(&format!("{name:?}/{part}")))?;
+    let Some(digest) = &p.digest else { return Ok(DigestCheck::Absent) };
+    let actual = match digest.split_once(':').map(|d| d.0) {
+        Some("xxh3") => format!("xxh3:{:016x}", facts.xxh3),
+        Some("sha256") => match &facts.sha256 {
+            Some(h) => format!("sha256:{}", ztensor_format::to_hex(&h[..])),
+            None => return Ok(DigestCheck::Unverifiable(digest.to_string())),
+        },
+        _ => return Ok(DigestCheck::Unverifiable(digest.to_string())),
+    };
+    if *actual != **digest {
+        return Err(Error::rule(
+            Rule::Digest,
+            format!("{name:?}/{part}: the digest says {digest}, the bytes give {actual}"),
+        ));
+    }
+    Ok(DigestCheck::Verified)
 }
 
 /// The content rules of a part's logical type that need the whole part: an odd count of

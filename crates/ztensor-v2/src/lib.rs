@@ -48,7 +48,7 @@ mod write;
 
 pub use crate::container::{Container, FOOTER_LEN, Footer, MAGIC, MAX_MANIFEST, VERSION, open};
 pub use crate::error::{Error, ErrorKind, Result, Rule};
-pub use crate::file::{DigestCheck, File, Located};
+pub use crate::file::{DigestCheck, File, Located, PartCheck};
 pub use crate::identity::{CONTENT_TAG, IdAlgorithm, content_digest, manifest_digest};
 pub use crate::write::{
     CANONICAL_ALIGNMENT, Output, Progress, Summary, WriteOptions, Zt2Sink, write,

@@ -170,8 +170,12 @@ impl<S: ReadAt> TensorSource for File<S> {
     /// part by part, as [`File::verify`] checks them: digest, seek table and logical-type
     /// rules. Only what was truly not checked (an encoding not decoded here, a shard not
     /// found) comes back `Unsupported`, and only once every part that could be checked was.
+    /// A blob that several parts share is decoded once ([`File::check_part`]), and the file's
+    /// checks together are held to the expansion budget of its limits
+    /// ([`File::check_expansion`]): every object is refused when they would pass it.
     fn verify(&self, index: usize) -> ztensor_io::Result<Vec<ztensor_io::Decoded>> {
         let (name, o) = self.found(index)?;
+        self.within_budget().map_err(|e| in_object(name, e))?;
         let decoded = |role: &str, part: &crate::manifest::Part, len: u64| {
             let (dtype, logical_type) = types_1x(part);
             ztensor_io::Decoded { role: role.to_owned(), dtype, logical_type, len }
@@ -206,12 +210,8 @@ impl<S: ReadAt> TensorSource for File<S> {
         }
         let mut out = Vec::with_capacity(o.parts.len());
         for (role, p) in o.parts.iter() {
-            let mut len = 0u64;
-            TensorSource::read_part(self, index, role, 4 << 20, &mut |bytes| {
-                len += bytes.len() as u64;
-                Ok(())
-            })?;
-            out.push(decoded(role, p, len));
+            let check = self.check_part(name, role, false).map_err(|e| to_io(name, e))?;
+            out.push(decoded(role, p, check.decoded_len));
         }
         Ok(out)
     }
@@ -260,6 +260,24 @@ impl<S: ReadAt> TensorSource for File<S> {
         if let Some(reason) = unsupported(name, o, &|shard| self.shard_missing(shard)) {
             return Err(ztensor_io::Error::unsupported(reason));
         }
+        // A CSR or COO object is held whole to check its structure: refused, before anything
+        // is allocated, when its parts together pass the whole-decode limit.
+        if sparse(o) {
+            let total = o.parts.values().map(|p| p.decoded_len()).fold(0, u64::saturating_add);
+            let limit = self.limits().whole_decode_limit();
+            if total > limit {
+                return Err(ztensor_io::Error::from(
+                    ztensor_format::Error::new(
+                        Rule1::DecodedTooLarge,
+                        format!(
+                            "its parts decode to {total} bytes, held whole to check its \
+                             structure, above the limit of {limit}"
+                        ),
+                    )
+                    .in_object(name),
+                ));
+            }
+        }
         // Digests and the logical type's rules checked on the bytes that are returned.
         let mut components = BTreeMap::new();
         for (role, part) in &o.parts {
@@ -279,6 +297,16 @@ impl<S: ReadAt> TensorSource for File<S> {
         };
         check_sparse(&data, &o.layout)?;
         Ok(data)
+    }
+}
+
+/// A refusal of the file's (`e`) for object `name`.
+fn in_object(name: &str, e: ztensor_io::Error) -> ztensor_io::Error {
+    match e.format_error() {
+        Some(f) => {
+            ztensor_format::Error::new(f.kind(), f.message().to_owned()).in_object(name).into()
+        }
+        None => e,
     }
 }
 
