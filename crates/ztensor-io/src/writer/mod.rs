@@ -62,7 +62,8 @@ pub struct Tally {
     pub components: u64,
     /// Of those, the ones stored raw.
     pub raw_components: u64,
-    /// Their stored bytes (blobs, not counting padding or the manifest).
+    /// Their stored bytes (blobs, not counting padding or the manifest); a blob that several
+    /// components share, copied once, counts once.
     pub stored: u64,
     /// Their decoded bytes, where known without decoding ([`ztensor_format::decoded_len`]).
     pub decoded: u64,
@@ -487,6 +488,13 @@ impl<W: Write> Writer<W> {
             }
         }
         self.push(object)?;
+        // What was written: a blob already in the file is not stored again.
+        let reused = components
+            .iter()
+            .filter(|(_, _, blob)| !matches!(blob, Blob::Bytes(_)))
+            .map(|(_, c, _)| c.length)
+            .fold(0, u64::saturating_add);
+        self.tally.stored = self.tally.stored.saturating_sub(reused);
         Ok(offsets)
     }
 
