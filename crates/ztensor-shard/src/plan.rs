@@ -752,6 +752,10 @@ pub fn finalize(plan: &Plan, hash: bool) -> Result<PathBuf> {
 /// and index, byte for byte, as running the units anywhere and finalizing. No receipts are
 /// written. Returns the index's path.
 ///
+/// A failure part of the way, or [`interrupt`] from another thread, leaves the output
+/// directory as it was found: the shards written (at names nothing held before) are removed,
+/// and the directories created for the output too when nothing else was put in them.
+///
 /// # Errors
 /// As [`run_unit`].
 pub fn write_all(
@@ -763,9 +767,243 @@ pub fn write_all(
     let digest_of_plan = plan.digest();
     plan.check_inputs()?;
     plan.check_not_over_inputs()?;
-    let out = OutputDir::open(&plan.output)?;
-    let receipts = (0..plan.units.len())
-        .map(|unit| write_unit(plan, &out, unit, source, par, progress, &digest_of_plan))
-        .collect::<Result<Vec<_>>>()?;
-    write_index(plan, &out, &index_of(plan, &receipts))
+    // The outermost directory the output makes, to be removed again if the write fails.
+    let created = plan
+        .output
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
+        .last()
+        .map(Path::to_owned);
+    let undo = Undo::register(plan.output.clone(), created);
+    let written = (|| {
+        let out = OutputDir::open(&plan.output)?;
+        let mut receipts = Vec::with_capacity(plan.units.len());
+        for unit in 0..plan.units.len() {
+            undo.adding(&out, &plan.units[unit].shard)?;
+            receipts.push(write_unit(plan, &out, unit, source, par, progress, &digest_of_plan)?);
+        }
+        undo.adding(&out, &plan.index)?;
+        write_index(plan, &out, &index_of(plan, &receipts))
+    })();
+    match written {
+        Ok(_) => undo.keep(),
+        Err(_) => undo.run(),
+    }
+    written
+}
+
+/// What the [`write_all`] calls in progress have put in their output directories.
+static WRITING: std::sync::LazyLock<std::sync::Mutex<HashMap<u64, Pending>>> =
+    std::sync::LazyLock::new(Default::default);
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn writing() -> std::sync::MutexGuard<'static, HashMap<u64, Pending>> {
+    WRITING.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One output directory being written: its path, the entries put there at names nothing
+/// held before, and the outermost directory made for it.
+struct Pending {
+    dir: PathBuf,
+    names: Vec<String>,
+    created: Option<PathBuf>,
+}
+
+impl Pending {
+    fn undo(&self) {
+        for name in &self.names {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+        if let Some(top) = &self.created {
+            // From the output up to the outermost directory made; one that holds anything
+            // else is not removed (nor, then, those above it).
+            for dir in self.dir.ancestors() {
+                if std::fs::remove_dir(dir).is_err() || dir == top {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// A [`write_all`] call's registration.
+struct Undo(u64);
+
+impl Undo {
+    fn register(dir: PathBuf, created: Option<PathBuf>) -> Undo {
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        writing().insert(id, Pending { dir, names: Vec::new(), created });
+        Undo(id)
+    }
+
+    /// Records `name` before it is written, when nothing is there yet (what was there before
+    /// is never removed).
+    fn adding(&self, out: &OutputDir, name: &str) -> Result<()> {
+        if out.open_file(name)?.is_none()
+            && let Some(p) = writing().get_mut(&self.0)
+        {
+            p.names.push(name.to_owned());
+        }
+        Ok(())
+    }
+
+    fn keep(self) {
+        writing().remove(&self.0);
+    }
+
+    fn run(self) {
+        if let Some(p) = writing().remove(&self.0) {
+            p.undo();
+        }
+    }
+}
+
+/// Undoes every [`write_all`] in progress, for a signal handler about to exit: the shards and
+/// index written so far are removed, and the directories made for them when empty. Call it
+/// after [`ztensor_io::interrupt`], which stops the writes and removes their temporary files.
+pub fn interrupt() {
+    let pending: Vec<Pending> = writing().drain().map(|(_, p)| p).collect();
+    for p in pending {
+        p.undo();
+    }
+}
+
+/// What an output directory holds of sharded checkpoints that a [`write_all`] of a plan would
+/// mix its own with: found by [`Plan::occupied`], removed by [`Plan::clear`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Occupied {
+    /// Index files (`*.zt.index.json`), the plan's own name among them when it is there.
+    pub indexes: Vec<String>,
+    /// Shards an index or a receipt there names, and files at the plan's shard names.
+    pub shards: Vec<String>,
+    /// Receipts of `run` in [`RECEIPTS_DIR`].
+    pub receipts: Vec<String>,
+}
+
+impl Occupied {
+    /// Whether the directory holds none.
+    pub fn is_empty(&self) -> bool {
+        self.indexes.is_empty() && self.shards.is_empty() && self.receipts.is_empty()
+    }
+
+    /// Every entry, as a path relative to the directory: indexes, shards, then receipts.
+    pub fn names(&self) -> Vec<String> {
+        let receipts = self.receipts.iter().map(|r| format!("{RECEIPTS_DIR}/{r}"));
+        self.indexes.iter().chain(&self.shards).cloned().chain(receipts).collect()
+    }
+}
+
+impl Plan {
+    /// What the output directory holds of sharded checkpoints: every index there and the
+    /// shards it lists, every receipt there and the shard it names, and files at this plan's
+    /// own shard and index names (a run of the same conversion before). Other files are none
+    /// of its business. A link or special file at any of those names is refused, as writing
+    /// would refuse it.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] when one of them is a file this plan reads (clearing it would
+    /// remove an input); such entries, and I/O errors.
+    pub fn occupied(&self) -> Result<Occupied> {
+        let mut found = Occupied::default();
+        if FileId::of_path(&self.output)?.is_none() {
+            return Ok(found);
+        }
+        let out = OutputDir::open_existing(&self.output)?;
+        let names = std::fs::read_dir(&self.output)
+            .and_then(|entries| {
+                entries
+                    .map(|e| Ok(e?.file_name().into_string().ok()))
+                    .collect::<std::io::Result<Vec<_>>>()
+            })
+            .map_err(|e| Error::io("cannot list", &self.output, &e))?;
+        let mut names: Vec<String> = names.into_iter().flatten().collect();
+        names.sort();
+        let mut shards = std::collections::BTreeSet::new();
+        for name in names.iter().filter(|n| n.ends_with(INDEX_SUFFIX)) {
+            if out.open_file(name)?.is_none() {
+                continue;
+            }
+            found.indexes.push(name.clone());
+            // An index that does not read is still one; its shards are not known.
+            if let Ok(index) = ShardIndex::read(&out.join(name)) {
+                shards.extend(index.shards.into_keys());
+            }
+        }
+        if !found.indexes.contains(&self.index) && out.open_file(&self.index)?.is_some() {
+            found.indexes.push(self.index.clone());
+        }
+        if let Some(receipts) = out.subdir_if_present(RECEIPTS_DIR)? {
+            let listed = std::fs::read_dir(receipts.path())
+                .and_then(|entries| {
+                    entries
+                        .map(|e| Ok(e?.file_name().into_string().ok()))
+                        .collect::<std::io::Result<Vec<_>>>()
+                })
+                .map_err(|e| Error::io("cannot list", receipts.path(), &e))?;
+            let mut listed: Vec<String> = listed
+                .into_iter()
+                .flatten()
+                .filter(|n| n.starts_with("unit-") && n.ends_with(".json"))
+                .collect();
+            listed.sort();
+            for name in listed {
+                let Some(bytes) = receipts.read(&name, MAX_RECEIPT_LEN)? else { continue };
+                if let Ok(r) = serde_json::from_slice::<Receipt>(&bytes)
+                    && ztensor_io::weight_map::is_plain_name(&r.shard)
+                {
+                    shards.insert(r.shard);
+                }
+                found.receipts.push(name);
+            }
+        }
+        shards.extend(self.units.iter().map(|u| u.shard.clone()));
+        for shard in shards {
+            if ztensor_io::weight_map::is_plain_name(&shard) && out.open_file(&shard)?.is_some() {
+                found.shards.push(shard);
+            }
+        }
+        let mut inputs = HashMap::with_capacity(self.inputs.len());
+        for f in &self.inputs {
+            if let Some(id) = FileId::of_path(&f.path)? {
+                inputs.insert(id, &f.path);
+            }
+        }
+        for name in found.indexes.iter().chain(&found.shards) {
+            let path = out.join(name);
+            if let Some(input) = FileId::of_path(&path)?.and_then(|id| inputs.get(&id)) {
+                return Err(Error::new(
+                    ErrorKind::Malformed,
+                    format!(
+                        "{} belongs to a sharded checkpoint there and is also the input {}; \
+                         clearing the directory would remove it (choose another output \
+                         directory)",
+                        path.display(),
+                        input.display()
+                    ),
+                ));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Removes what [`Plan::occupied`] found: the indexes first (so that what is left is never
+    /// a checkpoint missing shards), then the shards, then the receipts and their directory
+    /// when that is left empty. Entries are removed themselves, never what a link names.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn clear(&self, occupied: &Occupied) -> Result<()> {
+        let out = OutputDir::open_existing(&self.output)?;
+        for name in occupied.indexes.iter().chain(&occupied.shards) {
+            out.remove(name)?;
+        }
+        if let Some(receipts) = out.subdir_if_present(RECEIPTS_DIR)? {
+            for name in &occupied.receipts {
+                receipts.remove(name)?;
+            }
+            // Left where it holds anything else.
+            let _ = std::fs::remove_dir(out.join(RECEIPTS_DIR));
+        }
+        Ok(())
+    }
 }

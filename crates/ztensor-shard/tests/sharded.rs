@@ -466,3 +466,60 @@ fn outputs_never_replace_inputs() {
     assert_eq!(std::fs::read(&index).unwrap(), before);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// What an output directory holds of checkpoints is found (indexes, the shards they list,
+/// receipts and their shards, the plan's own names) and cleared without touching other files;
+/// a `write_all` that fails part of the way takes back the shards and directories it made.
+#[test]
+fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
+    let d = scratch("occupied");
+    let path = input(&d, 12);
+    let reader = open(&path);
+    let par = ParOptions::with_threads(1);
+    let out = d.join("made").join("out");
+    let plan_of = |size: u64| {
+        ztensor_shard::plan(&path, &reader, &out, options(), Split::Size(size), &|_| false).unwrap()
+    };
+    let first = plan_of(6 << 10);
+    assert!(first.occupied().unwrap().is_empty(), "no directory yet");
+    ztensor_shard::write_all(&first, &reader, &par, &()).unwrap();
+    std::fs::write(out.join("notes.txt"), b"mine").unwrap();
+    // Another split: the first checkpoint is found through its index.
+    let second = plan_of(9 << 10);
+    let found = second.occupied().unwrap();
+    assert_eq!(found.indexes, std::slice::from_ref(&first.index));
+    let mut shards: Vec<String> = first.units.iter().map(|u| u.shard.clone()).collect();
+    shards.sort();
+    assert_eq!(found.shards, shards);
+    assert!(found.receipts.is_empty());
+    second.clear(&found).unwrap();
+    assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
+
+    // A unit run by `run`: its receipt and the shard it names.
+    ztensor_shard::run_unit(&first, 0, &reader, &par, &()).unwrap();
+    let found = second.occupied().unwrap();
+    assert_eq!(found.receipts, ["unit-00000.json"]);
+    assert_eq!(found.shards, std::slice::from_ref(&first.units[0].shard));
+    assert!(found.names().contains(&".ztensor-receipts/unit-00000.json".to_owned()));
+    second.clear(&found).unwrap();
+    assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
+    assert!(!out.join(ztensor_shard::RECEIPTS_DIR).exists());
+
+    // A source that lacks the last unit's objects: the write fails at that unit, after the
+    // others were written, and takes back what it made, directories included.
+    std::fs::remove_dir_all(d.join("made")).unwrap();
+    let failing = plan_of(6 << 10);
+    assert!(failing.units.len() >= 3);
+    let last = failing.units.last().unwrap().objects.clone();
+    let short = ztensor_io::Excluding::new(&reader, |n| last.iter().any(|o| o == n));
+    let e = ztensor_shard::write_all(&failing, &short, &par, &()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Stale);
+    assert!(!d.join("made").exists(), "the directories it made are removed");
+    // Into a directory that was there: it holds what it held.
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("notes.txt"), b"mine").unwrap();
+    ztensor_shard::write_all(&failing, &short, &par, &()).unwrap_err();
+    assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+    std::fs::remove_dir_all(&d).unwrap();
+}
