@@ -142,6 +142,9 @@ pub(crate) fn raise_open(py: Python<'_>, e: &ztensor_registry::OpenError) -> PyE
     match e {
         OpenError::Detect(d) => match (d.kind(), d.io()) {
             (K::Io, Some(io)) => raise_io(py, io),
+            // A directory where a file was asked for: `IsADirectoryError`, an `OSError` as
+            // for any path that cannot be read.
+            (K::Directory, _) => PyOSError::new_err((libc_errno::EISDIR, d.to_string())),
             (K::NotRead | K::Disabled, _) => {
                 exception(py, "FormatError", d.to_string(), None, None, None)
             }

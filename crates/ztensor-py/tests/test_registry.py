@@ -226,3 +226,18 @@ def test_a_leading_magic_decides_before_a_trailing_one(tmp_path):
         assert ztensor_rs.detect(path) == kind
         assert ztensor_rs.load_file(path)[key].tobytes() == value
         assert ztensor_rs.load(data)[key if kind != "npy" else "array"].tobytes() == value
+
+
+def test_a_directory_is_an_os_error_naming_what_to_pass(tmp_path):
+    # As the README promises for a path that cannot be read: an OSError (IsADirectoryError),
+    # whose message points at the index of the checkpoint inside, when there is one.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(IsADirectoryError):
+        ztensor_rs.load_file(empty)
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "model.zt.index.json").write_text("{}")
+    with pytest.raises(OSError, match="model.zt.index.json") as raised:
+        ztensor_rs.load_file(checkpoint)
+    assert isinstance(raised.value, IsADirectoryError)
