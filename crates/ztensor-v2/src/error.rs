@@ -189,6 +189,21 @@ impl Error {
         }
     }
 
+    /// A source's error reading object `name`: `reading object "NAME": …`, the object named
+    /// once (`reading object "NAME" component "ROLE": …` when the error names it already).
+    pub(crate) fn reading(name: &str, e: ztensor_io::Error) -> Error {
+        if e.format_error().and_then(ztensor_format::Error::object) == Some(name) {
+            Error {
+                message: format!("reading {e}"),
+                kind: ErrorKind::Source(e),
+                offset: None,
+                refused: None,
+            }
+        } else {
+            Error::source(&format!("reading object {name:?}"), e)
+        }
+    }
+
     pub(crate) fn source(what: &str, e: ztensor_io::Error) -> Error {
         Error {
             message: format!("{what}: {e}"),

@@ -132,7 +132,7 @@ pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Resu
             .info(index)
             .ok_or_else(|| Error::io("listing objects", std::io::Error::other("object gone")))?;
         let name = info.name.to_string();
-        let read = |e: ztensor_io::Error| Error::source(&format!("reading object {name:?}"), e);
+        let read = |e: ztensor_io::Error| Error::reading(&name, e);
         let whole = if source.reads_in_pieces(index) && listed_as_read(&info) {
             None
         } else {
