@@ -480,6 +480,15 @@ impl<S: ReadAt> File<S> {
         }
     }
 
+    /// Reads and checks the seek table of a `zt.zstd-seekable/1` part, and nothing else of it.
+    pub(crate) fn seek_table(&self, name: &str, part: &str) -> Result<crate::seekable::SeekTable> {
+        let (_, p) = self.part(name, part)?;
+        let source = self.bytes_of(name, part, p)?;
+        let (offset, len) = p.blob;
+        crate::seekable::seek_table(source, offset, len, p.decoded_len())
+            .map_err(|e| e.within(&format!("{name:?}/{part}")))
+    }
+
     /// The part's decoded bytes in pieces of at most `piece` bytes, unchecked: raw bytes read
     /// piece by piece, a `zt.zstd-seekable/1` stream frame by frame (its seek table checked
     /// first). A few pieces are held, whatever the part's size.

@@ -175,7 +175,19 @@ impl<S: ReadAt> TensorSource for File<S> {
     /// ([`File::check_expansion`]): every object is refused when they would pass it.
     fn verify(&self, index: usize) -> ztensor_io::Result<Vec<ztensor_io::Decoded>> {
         let (name, o) = self.found(index)?;
-        self.within_budget().map_err(|e| in_object(name, e))?;
+        if let Err(e) = self.within_budget() {
+            // A seek table that breaks its rules (claiming a terabyte, say) is the fault to
+            // name before the budget it would pass: it is found by reading the table alone.
+            for (role, p) in o.parts.iter() {
+                if p.encoding.as_deref() == Some(crate::seekable::ID)
+                    && let Err(broken) = self.seek_table(name, role)
+                    && broken.broken().is_some()
+                {
+                    return Err(to_io(name, broken));
+                }
+            }
+            return Err(in_object(name, e));
+        }
         let decoded = |role: &str, part: &crate::manifest::Part, len: u64| {
             let (dtype, logical_type) = types_1x(part);
             ztensor_io::Decoded { role: role.to_owned(), dtype, logical_type, len }

@@ -322,7 +322,8 @@ fn checks_past_the_expansion_budget_are_refused_before_decoding() {
     let kind = e.format_error().map(ztensor_format::Error::kind);
     assert_eq!(kind, Some(ztensor_format::ErrorKind::DecodedTooLarge), "{e}");
     assert!(e.to_string().contains("\"z0\""), "{e}");
-    assert_eq!(counted.read.load(Ordering::Relaxed), opened, "nothing decoded");
+    let read = counted.read.load(Ordering::Relaxed) - opened;
+    assert!(read < 4096, "{read} bytes read: only seek tables, nothing decoded");
     let mut limits = f.limits().clone();
     assert!(f.check_expansion(&limits).is_err());
     limits.max_expansion = 1 << 20;
@@ -354,5 +355,6 @@ fn a_csr_object_past_the_whole_decode_limit_is_refused_before_allocation() {
     assert!(too_large(&e) && e.to_string().contains("held whole"), "{e}");
     let e = TensorSource::read(&f, 0).unwrap_err();
     assert!(too_large(&e), "{e}");
-    assert_eq!(counted.read.load(Ordering::Relaxed), opened, "nothing decoded");
+    let read = counted.read.load(Ordering::Relaxed) - opened;
+    assert!(read < 4096, "{read} bytes read: only seek tables, nothing decoded");
 }
