@@ -12,6 +12,7 @@ mod hostile;
 mod outputs;
 mod sharded;
 mod stdin;
+mod threads;
 mod tools;
 mod unchecked;
 

@@ -127,7 +127,13 @@ impl ParOptions {
         }
     }
 
-    pub(crate) fn pool(&self) -> Result<rayon::ThreadPool> {
+    /// A pool of exactly [`ParOptions::threads`] workers (one per available core when 0),
+    /// named `zt-work-{i}`: the pool this engine runs on, for other writers to run on the same
+    /// terms.
+    ///
+    /// # Errors
+    /// When the threads cannot be started.
+    pub fn pool(&self) -> Result<rayon::ThreadPool> {
         let threads = if self.threads == 0 {
             std::thread::available_parallelism().map_or(1, usize::from)
         } else {

@@ -337,8 +337,9 @@ fn save<'py>(
 /// Converts the file at `input` (any format this package reads) to `output`, published
 /// atomically: zTensor `to` "2" (canonical form, or every part under `zt.zstd-seekable/1` with
 /// `zstd`), "0.1", "1.1" or "1.2" (each tensor zstd-compressed with `zstd`). Attributes the
-/// target cannot hold are refused unless `drop_attributes`. Returns how many objects were
-/// written. Runs with the GIL released.
+/// target cannot hold are refused unless `drop_attributes`. Compression runs on `threads`
+/// threads (0: one per core), whatever the target. Returns how many objects were written. Runs
+/// with the GIL released.
 #[pyfunction]
 #[pyo3(signature = (input, output, to = "2", zstd = None, drop_attributes = false, threads = 0))]
 fn convert(
@@ -365,10 +366,13 @@ fn convert(
     }
     let opened = ztensor_registry::open(&input, &open_options()).map_err(|e| raise_open(py, &e))?;
     let source = opened.source();
+    let par = ParOptions { threads, ..ParOptions::default() };
     match version {
         None => {
-            let options =
-                ztensor_v2::WriteOptions::default().drop_attributes(drop_attributes).zstd(zstd);
+            let options = ztensor_v2::WriteOptions::default()
+                .drop_attributes(drop_attributes)
+                .zstd(zstd)
+                .par(par);
             let mut sink = ztensor_v2::Zt2Sink::new(&output).with_options(options);
             py.detach(|| ztensor_io::TensorSink::write_all(&mut sink, source))
                 .map_err(|e| raise_open(py, &ztensor_registry::OpenError::Zt2(e)))
@@ -380,7 +384,6 @@ fn convert(
                 drop_attributes,
                 ..Default::default()
             };
-            let par = ParOptions { threads, ..ParOptions::default() };
             py.detach(|| -> ztensor_io::Result<usize> {
                 let mut w = FileWriter::create(&output, version)?;
                 let mut sink = ztensor_par::ZtSink::new(w.writer_mut(), fresh, &par, &())

@@ -86,3 +86,50 @@ def test_the_reference_identity_and_refusals(tmp: pathlib.Path) -> None:
     # A missing input is missing, whatever the output (neither path exists: not "the same").
     with pytest.raises(FileNotFoundError):
         ztensor_rs.convert(tmp / "nothing.zt", tmp / "nowhere.zt")
+
+
+def _workers() -> list[str]:
+    """The names of this process's threads that are the engine's workers (``zt-work-N``)."""
+    names = []
+    for task in pathlib.Path("/proc/self/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        if name.startswith("zt-work-"):
+            names.append(name)
+    return names
+
+
+@pytest.mark.skipif(
+    not pathlib.Path("/proc/self/task").is_dir(), reason="threads are read from /proc"
+)
+def test_convert_to_2_runs_on_the_threads_asked_for(tmp: pathlib.Path) -> None:
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    # 64 MiB in parts the writer compresses ahead and streams, on a thread of its own while
+    # this one reads the process's threads (the conversion runs without the GIL).
+    src = tmp / "big.zt"
+    ramp = np.arange(1 << 22, dtype=np.uint32) // 7
+    ztensor_rs.save_file({f"t{i}": ramp + i for i in range(4)}, src)
+    outputs = []
+    for threads in (1, 3):
+        # The pools of earlier calls end soon after them, though not with them.
+        deadline = time.monotonic() + 10
+        while _workers() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert _workers() == []
+        out = tmp / f"two-{threads}.zt"
+        peak, seen = 0, set()
+        with ThreadPoolExecutor(1) as background:
+            converting = background.submit(ztensor_rs.convert, src, out, zstd=3, threads=threads)
+            while not converting.done():
+                now = _workers()
+                peak = max(peak, len(now))
+                seen.update(now)
+            assert converting.result() == 4
+        assert peak == threads
+        assert seen == {f"zt-work-{i}" for i in range(threads)}
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]

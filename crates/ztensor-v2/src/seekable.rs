@@ -241,23 +241,39 @@ pub struct Encoder {
     frames: Vec<(u32, u32)>,
     /// The level, the compressors and the buffers of frames already handed over.
     spare: Spare,
+    /// The pool the frames are compressed on (`None`: the calling thread's).
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
 impl Encoder {
-    /// An encoder at zstd `level`.
+    /// An encoder at zstd `level`, compressing on the calling thread's rayon pool.
     pub fn new(level: i32) -> Encoder {
-        Encoder { pending: Vec::new(), frames: Vec::new(), spare: Spare::new(level, Self::batch()) }
+        Encoder::with_pool(level, None)
     }
 
-    /// How many whole frames are compressed together (and so held at once).
-    fn batch() -> usize {
-        rayon::current_num_threads().max(1) * 2
+    /// An encoder at zstd `level`, compressing on `pool` (`None`: the calling thread's).
+    pub(crate) fn with_pool(
+        level: i32,
+        pool: Option<std::sync::Arc<rayon::ThreadPool>>,
+    ) -> Encoder {
+        let spare = Spare::new(level, Self::batch(threads_of(pool.as_deref())));
+        Encoder { pending: Vec::new(), frames: Vec::new(), spare, pool }
     }
 
-    /// How many bytes a batch holds, on this thread's pool: pieces of this size are
+    /// How many whole frames are compressed together (and so held at once) on `threads`.
+    fn batch(threads: usize) -> usize {
+        threads.max(1) * 2
+    }
+
+    /// How many bytes a batch holds on a pool of `threads`: pieces of this size are
     /// compressed where they lie, never copied into the encoder.
-    pub(crate) fn batch_len() -> usize {
-        Self::batch() * FRAME
+    pub(crate) fn batch_len(threads: usize) -> usize {
+        Self::batch(threads) * FRAME
+    }
+
+    /// [`Encoder::batch_len`] on the pool this encoder compresses on.
+    fn whole(&self) -> usize {
+        Self::batch_len(threads_of(self.pool.as_deref()))
     }
 
     fn compress(
@@ -265,7 +281,12 @@ impl Encoder {
         chunks: &[&[u8]],
         out: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
-        for (frame, decoded) in compress_frames(chunks, &self.spare)? {
+        let spare = &self.spare;
+        let frames = match &self.pool {
+            Some(pool) => pool.install(|| compress_frames(chunks, spare))?,
+            None => compress_frames(chunks, spare)?,
+        };
+        for (frame, decoded) in frames {
             // Frames of at most 1 MiB compress to well under 4 GiB.
             #[allow(clippy::cast_possible_truncation)]
             self.frames.push((frame.len() as u32, decoded));
@@ -280,7 +301,7 @@ impl Encoder {
     /// # Errors
     /// Compression errors, `out`'s errors.
     pub fn push(&mut self, bytes: &[u8], out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        let whole = Self::batch_len();
+        let whole = self.whole();
         let mut bytes = bytes;
         // First the batch begun in `pending`, completed from `bytes`. `pending` holds more than
         // a batch only when a batch has become smaller since it began (this runs on fewer
@@ -329,6 +350,11 @@ impl Encoder {
         self.compress(&chunks, out)?;
         out(&table(&self.frames)?)
     }
+}
+
+/// The threads of `pool`, or of the calling thread's pool.
+fn threads_of(pool: Option<&rayon::ThreadPool>) -> usize {
+    pool.map_or_else(rayon::current_num_threads, rayon::ThreadPool::current_num_threads)
 }
 
 /// Each of `chunks` (at most [`FRAME`] bytes) compressed into one frame with a checksum and no

@@ -19,9 +19,11 @@
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ztensor_format::{DType, Format, LogicalType, Refused, StorageType};
 use ztensor_io::{ObjectData, ObjectInfo, TensorSource};
+use ztensor_par::ParOptions;
 
 use crate::cbor::{Value, encode};
 use crate::container::{FOOTER_LEN, MAGIC, MAX_MANIFEST, VERSION};
@@ -87,11 +89,13 @@ pub struct WriteOptions {
     pub zstd: Option<i32>,
     /// Told the decoded bytes of each part once it is written.
     pub progress: Option<Progress>,
-    /// With zstd, the most bytes held by parts compressed ahead of their turn (what was read
-    /// of them and what they compressed to; a part larger than half of it streams through
-    /// the encoder when its turn comes). 0 (the default) means 64 MiB per thread, at most
-    /// 512 MiB, as the engine's budget.
-    pub memory: u64,
+    /// With zstd, what the compression runs on, as the 1.x engine's: a pool of exactly
+    /// [`ParOptions::threads`] workers (named `zt-work-{i}`; 0: one per core), and
+    /// [`ParOptions::budget_for`] those threads as the most bytes held by parts compressed
+    /// ahead of their turn (what was read of them and what they compressed to; a part larger
+    /// than half of it streams through the encoder when its turn comes). A raw write runs on
+    /// the calling thread alone. Neither setting changes the bytes written.
+    pub par: ParOptions,
 }
 
 impl std::fmt::Debug for WriteOptions {
@@ -100,7 +104,7 @@ impl std::fmt::Debug for WriteOptions {
             .field("drop_attributes", &self.drop_attributes)
             .field("zstd", &self.zstd)
             .field("progress", &self.progress.is_some())
-            .field("memory", &self.memory)
+            .field("par", &self.par)
             .finish()
     }
 }
@@ -121,11 +125,11 @@ impl WriteOptions {
         self
     }
 
-    /// These options, holding at most `bytes` in parts compressed ahead (0: the default; see
-    /// [`WriteOptions::memory`]).
+    /// These options, compressing on `par`'s threads within its memory budget (see
+    /// [`WriteOptions::par`]).
     #[must_use]
-    pub fn memory(mut self, bytes: u64) -> WriteOptions {
-        self.memory = bytes;
+    pub fn par(mut self, par: ParOptions) -> WriteOptions {
+        self.par = par;
         self
     }
 
@@ -308,6 +312,8 @@ struct Placer<'o> {
     blobs: usize,
     /// The zstd level parts are encoded at (`zt.zstd-seekable/1`), if they are.
     zstd: Option<i32>,
+    /// The pool zstd parts are compressed on.
+    pool: Option<Arc<rayon::ThreadPool>>,
     /// Where the bytes not yet handed to [`Output::written`] start.
     unannounced: u64,
 }
@@ -353,7 +359,9 @@ impl Placer<'_> {
         let (mut decoded_len, mut len) = (0u64, 0u64);
         let out = &mut *self.out;
         let mut scratch = Vec::new();
-        let mut encoder = self.zstd.map(crate::seekable::Encoder::new);
+        let pool = &self.pool;
+        let mut encoder =
+            self.zstd.map(|level| crate::seekable::Encoder::with_pool(level, pool.clone()));
         // Raw parts are stored as they decode: one hash serves both.
         let encoded = encoder.is_some();
         let mut store = |bytes: &[u8]| -> Result<()> {
@@ -526,8 +534,8 @@ fn ahead_jobs(
     source: &dyn TensorSource,
     order: &[(String, usize)],
     options: &WriteOptions,
+    limit: u64,
 ) -> Result<Vec<Job>> {
-    let limit = ahead_limit(options);
     let mut jobs = Vec::new();
     for (_, index) in order {
         let Some(info) = source.info(*index) else { continue };
@@ -550,14 +558,11 @@ fn ahead_jobs(
 }
 
 /// The decoded bytes of parts compressed ahead and not yet written, at most: half the memory
-/// budget (each part is held as read and as compressed; by default enough that every core
-/// has parts to compress while the writer waits on the disk), and at least one frame.
-fn ahead_limit(options: &WriteOptions) -> u64 {
-    let budget = match options.memory {
-        0 => (rayon::current_num_threads().max(1) as u64 * (64 << 20)).clamp(64 << 20, 512 << 20),
-        set => set,
-    };
-    (budget / 2).max(crate::seekable::FRAME as u64)
+/// budget of a run on `threads` (each part is held as read and as compressed; by default
+/// enough that every worker has parts to compress while the writer waits on the disk), and at
+/// least one frame.
+fn ahead_limit(options: &WriteOptions, threads: usize) -> u64 {
+    (options.par.budget_for(threads) / 2).max(crate::seekable::FRAME as u64)
 }
 
 /// Bytes in flight between the compressors and the writer: taken before a part is started,
@@ -617,14 +622,13 @@ struct Ahead {
 }
 
 impl Ahead {
-    /// Starts compressing `jobs` (in writing order) on a pool of as many threads as the
-    /// caller's, fed by a thread of `scope`.
+    /// Starts compressing `jobs` (in writing order) on `pool`, fed by a thread of `scope`.
     fn start<'s>(
         scope: &'s std::thread::Scope<'s, '_>,
         source: &'s dyn TensorSource,
         jobs: Vec<Job>,
-        level: i32,
-        limit: u64,
+        (level, limit): (i32, u64),
+        pool: Option<Arc<rayon::ThreadPool>>,
     ) -> Ahead {
         let budget = std::sync::Arc::new(Budget {
             state: std::sync::Mutex::new((0, false)),
@@ -635,7 +639,8 @@ impl Ahead {
         // The frames of the parts in flight and of the one being written: as many buffers as
         // can be in use at once.
         let frames = usize::try_from(limit / crate::seekable::FRAME as u64).unwrap_or(usize::MAX);
-        let most = frames.saturating_mul(2).saturating_add(rayon::current_num_threads());
+        let threads = pool.as_ref().map_or(1, |p| p.current_num_threads());
+        let most = frames.saturating_mul(2).saturating_add(threads);
         let spare = std::sync::Arc::new(crate::seekable::Spare::new(level, most));
         let made = |done, order| Ahead {
             done,
@@ -645,14 +650,10 @@ impl Ahead {
             budget: budget.clone(),
             spare: spare.clone(),
         };
-        // A pool of its own: the writer waits for these parts, and had they been queued on
-        // the caller's pool, a writer running on that pool's only (or every) worker would
-        // wait for itself.
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(rayon::current_num_threads())
-            .thread_name(|i| format!("zt2-compress-{i}"))
-            .build();
-        let (false, Ok(pool)) = (jobs.is_empty(), pool) else { return made(None, Vec::new()) };
+        // The write's own pool, never the caller's: the writer waits for these parts, and had
+        // they been queued on the caller's pool, a writer running on that pool's only (or
+        // every) worker would wait for itself.
+        let (false, Some(pool)) = (jobs.is_empty(), pool) else { return made(None, Vec::new()) };
         let (tx, rx) = crossbeam_channel::unbounded();
         let feeder = budget.clone();
         let spare = spare.clone();
@@ -788,6 +789,18 @@ pub(crate) fn write_with(
         ));
     }
 
+    // With zstd, every part is compressed on one pool of the threads asked for: those
+    // compressed ahead of their turn and those streamed through the encoder when it comes.
+    let pool = match options.zstd {
+        Some(_) => Some(Arc::new(
+            options.par.pool().map_err(|e| Error::source("starting the compression threads", e))?,
+        )),
+        None => None,
+    };
+    let threads = pool.as_ref().map_or(1, |p| p.current_num_threads());
+    let batch = pool.as_ref().map(|_| crate::seekable::Encoder::batch_len(threads));
+    let limit = ahead_limit(options, threads);
+
     out.seek(SeekFrom::Start(0)).map_err(|e| Error::io("writing the magic", e))?;
     out.set_len(0).map_err(|e| Error::io("emptying the output", e))?;
     out.write_all(&MAGIC).map_err(|e| Error::io("writing the magic", e))?;
@@ -798,20 +811,20 @@ pub(crate) fn write_with(
         empty: None,
         blobs: 0,
         zstd: options.zstd,
+        pool: pool.clone(),
         unannounced: 0,
     };
     let mut summary = Summary::default();
     let text = |s: &str| Value::Text(s.to_owned());
     let mut objects = Vec::with_capacity(order.len());
-    // With zstd, parts are compressed ahead on every core while those before them are written.
+    // With zstd, parts are compressed ahead on every thread while those before them are written.
     let jobs = match options.zstd {
-        Some(_) => ahead_jobs(source, &order, options)?,
+        Some(_) => ahead_jobs(source, &order, options, limit)?,
         None => Vec::new(),
     };
-    let zstd = options.zstd.is_some();
     std::thread::scope(|scope| -> Result<()> {
-        let mut ahead =
-            Ahead::start(scope, source, jobs, options.zstd.unwrap_or(3), ahead_limit(options));
+        let level = options.zstd.unwrap_or(3);
+        let mut ahead = Ahead::start(scope, source, jobs, (level, limit), pool);
         for (name, index) in order {
             let info = source.info(index).ok_or_else(|| {
                 Error::io("listing objects", std::io::Error::other("an object went away"))
@@ -852,7 +865,7 @@ pub(crate) fn write_with(
                             read_error(&name, ztensor_io::Error::failed(&missing))
                         })?;
                         placer.part(p.bools, &mut |each| {
-                            bytes.chunks(piece_of(p.bools, zstd)).try_for_each(&mut *each)?;
+                            bytes.chunks(piece_of(p.bools, batch)).try_for_each(&mut *each)?;
                             // An empty part is one empty piece.
                             if bytes.is_empty() { each(&[]) } else { Ok(()) }
                         })?
@@ -868,7 +881,7 @@ pub(crate) fn write_with(
                         }
                         None => match in_memory(source, index, &p.role) {
                             Some(bytes) => placer.part(p.bools, &mut |each| {
-                                bytes.chunks(piece_of(p.bools, zstd)).try_for_each(&mut *each)?;
+                                bytes.chunks(piece_of(p.bools, batch)).try_for_each(&mut *each)?;
                                 if bytes.is_empty() { each(&[]) } else { Ok(()) }
                             })?,
                             None => placer.part(p.bools, &mut |each| {
@@ -973,11 +986,14 @@ pub(crate) fn write_with(
 
 /// The size of the pieces a part held in memory is handed over in: [`PIECE`] (small enough
 /// that the bytes hashed are still in cache when they are written: one piece of a 125 MiB part
-/// made the canonical write of 1 GiB 0.44 -> 0.56 s), or with zstd a batch of the encoder's
-/// frames, which it compresses where they lie instead of copying them in first. Bool bytes are
-/// copied as 0 or 1 first, in [`PIECE`]s.
-fn piece_of(bools: bool, zstd: bool) -> usize {
-    if zstd && !bools { crate::seekable::Encoder::batch_len() } else { PIECE }
+/// made the canonical write of 1 GiB 0.44 -> 0.56 s), or with zstd `batch`, a batch of the
+/// encoder's frames, which it compresses where they lie instead of copying them in first. Bool
+/// bytes are copied as 0 or 1 first, in [`PIECE`]s.
+fn piece_of(bools: bool, batch: Option<usize>) -> usize {
+    match batch {
+        Some(batch) if !bools => batch,
+        _ => PIECE,
+    }
 }
 
 /// The bytes of part `role` of object `index` when the source holds them raw in memory (a
@@ -1110,5 +1126,78 @@ impl<W: Output> ztensor_io::TensorSink for Zt2Sink<W> {
         let objects = summary.objects;
         self.summary = Some(summary);
         Ok(objects)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::io::Cursor;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use ztensor_format::{DType, Version};
+    use ztensor_io::TensorSink;
+
+    use super::*;
+
+    /// The names of this process's threads that are compression workers (`zt-work-{i}`), as
+    /// the kernel lists them now.
+    fn workers() -> Vec<String> {
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+        let comm = |t: std::fs::DirEntry| std::fs::read_to_string(t.path().join("comm")).ok();
+        let names = tasks.flatten().filter_map(comm).map(|c| c.trim_end().to_owned());
+        names.filter(|c| c.starts_with("zt-work-")).collect()
+    }
+
+    /// A zstd write runs on exactly the workers its `ParOptions` ask for, both the parts
+    /// compressed ahead and the one streamed through the encoder at its turn (none on the
+    /// caller's pool, none on a pool sized from it), and the bytes do not depend on how many.
+    /// No other test of this binary starts `zt-work-` threads.
+    #[test]
+    fn a_zstd_write_runs_on_exactly_the_threads_asked_for() {
+        let mut w = ztensor_io::Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let raw = ztensor_io::WriteOptions::raw();
+        // Four parts of 4 MiB, compressed ahead; one of 24 MiB, over the 8 MiB a budget of
+        // 16 MiB lets ahead, streamed when its turn comes.
+        for (name, mib) in [("a", 4u32), ("b", 4), ("c", 24), ("d", 4), ("e", 4)] {
+            let len = mib << 18;
+            let data: Vec<u8> = (0..len).flat_map(|i| (i / 7).to_le_bytes()).collect();
+            w.add_dense(name, &[u64::from(len)], DType::U32, &data, &raw).unwrap();
+        }
+        let source = ztensor_io::Reader::new(w.finish().unwrap().0, &Default::default()).unwrap();
+        let mut written = Vec::new();
+        for threads in [1, 3] {
+            let par = ParOptions { threads, memory_budget: 16 << 20 };
+            let options = WriteOptions::default().zstd(Some(1)).par(par);
+            let done = AtomicBool::new(false);
+            let (bytes, peak, seen) = std::thread::scope(|s| {
+                let writing = s.spawn(|| {
+                    let mut sink =
+                        Zt2Sink::to_output(Cursor::new(Vec::new())).with_options(options);
+                    let wrote = sink.write_all(&source);
+                    done.store(true, Ordering::SeqCst);
+                    wrote.unwrap();
+                    sink.into_inner().unwrap().into_inner()
+                });
+                let (mut peak, mut seen) = (0, BTreeSet::new());
+                while !done.load(Ordering::SeqCst) {
+                    let now = workers();
+                    peak = peak.max(now.len());
+                    seen.extend(now);
+                }
+                (writing.join().unwrap(), peak, seen)
+            });
+            let expected: BTreeSet<String> = (0..threads).map(|i| format!("zt-work-{i}")).collect();
+            assert_eq!(peak, threads, "workers at once, asked for {threads}");
+            assert_eq!(seen, expected, "asked for {threads}");
+            // A pool's threads end once it is dropped, though not before the drop returns.
+            let gone = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !workers().is_empty() && std::time::Instant::now() < gone {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            assert!(workers().is_empty(), "the workers end after the write");
+            written.push(bytes);
+        }
+        assert!(written[0] == written[1], "the file depends on the thread count");
     }
 }

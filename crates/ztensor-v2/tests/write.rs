@@ -304,14 +304,12 @@ fn parts_compressed_ahead_are_the_streamed_ones() {
         w.add_dense(&format!("s{i:02}"), &[4], ztensor_format::DType::U8, &[i; 4], &raw).unwrap();
     }
     let one = ztensor_io::Reader::new(w.finish().unwrap().0, &Default::default()).unwrap();
-    let write = |threads: usize, memory: u64| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-        pool.install(|| {
-            let mut sink = Zt2Sink::to_output(Cursor::new(Vec::new()))
-                .with_options(WriteOptions::default().zstd(Some(3)).memory(memory));
-            sink.write_all(&one).unwrap();
-            sink.into_inner().unwrap().into_inner()
-        })
+    let write = |threads: usize, memory_budget: u64| {
+        let par = ztensor_par::ParOptions { threads, memory_budget };
+        let mut sink = Zt2Sink::to_output(Cursor::new(Vec::new()))
+            .with_options(WriteOptions::default().zstd(Some(3)).par(par));
+        sink.write_all(&one).unwrap();
+        sink.into_inner().unwrap().into_inner()
     };
     let bytes = write(1, 0);
     assert!(write(3, 0) == bytes, "the file depends on the thread count");
@@ -389,9 +387,10 @@ fn a_part_failing_ahead_stops_the_write() {
     drop(reader);
     bytes[middle..middle + 16].fill(0x55);
     let damaged = ztensor_io::Reader::new(&bytes[..], &Default::default()).unwrap();
-    for memory in [0, 1] {
+    for memory_budget in [0, 1] {
+        let par = ztensor_par::ParOptions { memory_budget, ..Default::default() };
         let mut sink = Zt2Sink::to_output(Cursor::new(Vec::new()))
-            .with_options(ztensor_v2::WriteOptions::default().zstd(Some(3)).memory(memory));
+            .with_options(ztensor_v2::WriteOptions::default().zstd(Some(3)).par(par));
         let e = sink.write_all(&damaged).unwrap_err();
         assert!(e.to_string().contains("p03"), "{e}");
     }

@@ -264,7 +264,7 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
     let options = ztensor_v2::WriteOptions::default()
         .drop_attributes(r.drop_attributes)
         .zstd(r.encoding.zstd)
-        .memory(r.run.memory.unwrap_or(0))
+        .par(r.run.par())
         .progress(std::sync::Arc::new(move |n| ztensor_par::Progress::bytes_done(&*tick, n)));
     let summary = ztensor_v2::sharded::write_sharded(source, &root, &groups, &options);
     bar.finish();
@@ -327,7 +327,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             let options = ztensor_v2::WriteOptions::default()
                 .drop_attributes(r.drop_attributes)
                 .zstd(r.encoding.zstd)
-                .memory(r.run.memory.unwrap_or(0))
+                .par(r.run.par())
                 .progress(std::sync::Arc::new(move |n| {
                     ztensor_par::Progress::bytes_done(&*tick, n);
                 }));
