@@ -203,10 +203,18 @@ pub(crate) fn plan(
     let name = info.name.as_ref();
     let within = |e: Error| e.within(&format!("object {name:?}"));
     if let Some(reason) = &info.unsupported {
-        return Err(within(Error::unrepresentable(
-            Refused::Dtype,
-            format!("it cannot be decoded here, so it cannot be written: {reason}"),
-        )));
+        // The reason names the object already when its source put it there.
+        return Err(if reason.object() == Some(name) {
+            Error::unrepresentable(
+                Refused::Dtype,
+                format!("{reason}; it cannot be decoded here, so it cannot be written"),
+            )
+        } else {
+            within(Error::unrepresentable(
+                Refused::Dtype,
+                format!("it cannot be decoded here, so it cannot be written: {reason}"),
+            ))
+        });
     }
     if name.is_empty() || name.len() > crate::manifest::MAX_NAME || name.contains('\0') {
         return Err(within(Error::unrepresentable(
@@ -1026,7 +1034,7 @@ pub(crate) fn footer(at: u64, manifest: &[u8]) -> Vec<u8> {
 
 /// A source's read error, for object `name`.
 fn read_error(name: &str, e: ztensor_io::Error) -> Error {
-    Error::source(&format!("reading object {name:?}"), e)
+    Error::reading(name, e)
 }
 
 /// A [`TensorSink`](ztensor_io::TensorSink) writing canonical zTensor 2 ([`write()`]): to a path
