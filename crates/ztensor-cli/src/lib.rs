@@ -7,12 +7,10 @@
 /// The options every command reads with: [`ztensor_io::machine_limits`] (the default limits,
 /// the decode limit fitted to this machine's memory), strict rules when asked.
 pub fn options(strict: bool) -> ztensor_format::Options {
-    let mut options = ztensor_format::Options::default();
-    options.limits = ztensor_io::machine_limits();
+    let mut options = ztensor_io::machine_options(strict);
     if let Some(&ratio) = MAX_EXPANSION.get() {
         options.limits.max_expansion = ratio;
     }
-    options.strict = strict;
     options
 }
 

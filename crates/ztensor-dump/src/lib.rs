@@ -31,9 +31,7 @@ use ztensor_tensorbuffers::TbFile;
 /// machine ([`ztensor_io::machine_limits`]), and not strict (the dump reports what a lenient
 /// reader accepts; rejects name their rule).
 pub fn options() -> ztensor_format::Options {
-    let mut options = ztensor_format::Options::default();
-    options.limits = ztensor_io::machine_limits();
-    options
+    ztensor_io::machine_options(false)
 }
 
 /// The dump of an accepted zTensor file.

@@ -89,7 +89,9 @@ pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::handle::{Component, Object};
 pub use crate::input::{open_input, read_input};
 pub use crate::lock::{FileId, READER_PATIENCE, WriteLock, read_without_lock};
-pub use crate::machine::{OBJECT_COST, address_space_cap, machine_limits, physical_memory};
+pub use crate::machine::{
+    OBJECT_COST, address_space_cap, machine_limits, machine_options, physical_memory,
+};
 #[cfg(feature = "mmap")]
 pub use crate::mmap::Mapped;
 pub use crate::publish::{AtomicFile, check_output, interrupt, remove_stale_temporaries};

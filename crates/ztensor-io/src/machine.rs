@@ -1,6 +1,6 @@
 //! What the machine can hold, for limits that fit it.
 
-use ztensor_format::Limits;
+use ztensor_format::{Limits, Options};
 
 /// The machine's physical memory in bytes, where the platform says (Linux: `MemTotal` of
 /// `/proc/meminfo`).
@@ -23,6 +23,16 @@ pub fn address_space_cap() -> Option<u64> {
 /// the reader's and the writer's models, the name index, the output manifest (about 3.4 KiB for
 /// a million empty objects repacked), rounded up.
 pub const OBJECT_COST: u64 = 4 << 10;
+
+/// The options every front end reads inputs with (the command-line tool, the Python package,
+/// the conformance dump, the format registry's default): [`Options::default`] with
+/// [`machine_limits`], lenient unless `strict`.
+pub fn machine_options(strict: bool) -> Options {
+    let mut options = Options::default();
+    options.limits = machine_limits();
+    options.strict = strict;
+    options
+}
 
 /// [`Limits::default`], lowered to fit the machine (its physical memory, or the process's
 /// address-space cap, where that is less): the limit of whole decodes to half of it, the manifest's

@@ -2,19 +2,10 @@
 
 use std::path::Path;
 
-use ztensor_format::Options;
-
 use pyo3::prelude::*;
 
 use crate::errors::{PyResultR, Raised, raise_open};
 use crate::memory::Opened;
-
-/// Limits fitted to this machine, as the command-line tool reads with.
-pub(crate) fn options() -> Options {
-    let mut options = Options::default();
-    options.limits = ztensor_io::machine_limits();
-    options
-}
 
 /// What the registry opens, kept with where its bytes lie in memory.
 pub(crate) fn opened(
@@ -27,7 +18,7 @@ pub(crate) fn opened(
 }
 
 pub(crate) fn open_options() -> ztensor_registry::OpenOptions {
-    ztensor_registry::OpenOptions { options: options(), carry_unknown_dtypes: false }
+    ztensor_registry::OpenOptions::default()
 }
 
 /// Opens the file at `path` through the format registry: mapped (zTensor, safetensors and

@@ -10,14 +10,21 @@ use ztensor_io::{FileSource, ReadAt, Reader, TensorSource};
 use crate::detect::{Error, ErrorKind, detect, detect_bytes, enabled};
 use crate::table::Kind;
 
-/// How [`open`] opens a file.
-#[derive(Debug, Clone, Default)]
+/// How [`open`] opens a file. The default reads leniently within the limits fitted to this
+/// machine ([`ztensor_io::machine_options`]), as every front end does.
+#[derive(Debug, Clone)]
 pub struct OpenOptions {
     /// Limits and strictness for zTensor files (and for shards of a sharded zTensor
     /// checkpoint); TensorBuffers files are read strictly when `options.strict` is set.
     pub options: Options,
     /// Carry safetensors tensors of dtypes zTensor lacks as bytes.
     pub carry_unknown_dtypes: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions { options: ztensor_io::machine_options(false), carry_unknown_dtypes: false }
+    }
 }
 
 /// Why a file could not be opened: not recognised, or refused by its format's reader (each
@@ -355,7 +362,9 @@ pub fn open_zt2(
 ) -> Result<ztensor_v2::File<FileSource>, OpenError> {
     let max = options.options.limits.max_manifest_len;
     let resolvers = ztensor_v2::shards::Resolver::default_for(path);
-    ztensor_v2::File::open_resolved(file_source(path)?, max, &resolvers).map_err(OpenError::Zt2)
+    ztensor_v2::File::open_resolved(file_source(path)?, max, &resolvers)
+        .map(|file| file.with_limits(options.options.limits.clone()))
+        .map_err(OpenError::Zt2)
 }
 
 /// The file at `path`, opened as ztensor-io opens inputs, for positional reads.
@@ -490,7 +499,9 @@ fn zt2_from_bytes(
     options: &OpenOptions,
 ) -> Result<ztensor_v2::File<Vec<u8>>, OpenError> {
     let max = options.options.limits.max_manifest_len;
-    let file = ztensor_v2::File::open(bytes, max).map_err(OpenError::Zt2)?;
+    let file = ztensor_v2::File::open(bytes, max)
+        .map_err(OpenError::Zt2)?
+        .with_limits(options.options.limits.clone());
     let shards: Vec<&str> =
         file.manifest().map(|m| m.shards.keys().map(String::as_str).collect()).unwrap_or_default();
     if let Some(first) = shards.first() {
