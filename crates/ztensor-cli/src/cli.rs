@@ -54,9 +54,11 @@ pub(crate) struct Cli {
     /// (`83.1 MB`, decimal, as disks count).
     #[arg(long, global = true)]
     pub(crate) bytes: bool,
-    /// The most bytes an input given as `-` may hold, e.g. 512M or 64G: standard input is
+    /// The most bytes an input given as `-` may hold, e.g. 512MB or 64GiB: standard input is
     /// copied to a private temporary file first, and a longer one is refused (default: the
-    /// machine's physical memory).
+    /// machine's physical memory). Sizes here and in every SIZE option: a byte count, or K/KB,
+    /// M/MB, G/GB, T/TB for powers of 1000 (as sizes are reported), KiB, MiB, GiB, TiB for
+    /// powers of 1024.
     #[arg(long, global = true, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
     pub(crate) max_input: Option<u64>,
 }
@@ -165,10 +167,18 @@ pub(crate) enum Command {
         input: PathBuf,
         /// The output file, or a directory (ending in `/`) for a sharded checkpoint.
         output: PathBuf,
-        /// Split a sharded output into shards of at most SIZE decoded bytes (e.g. 5G; an
-        /// object larger than that gets a shard of its own), also for single-file inputs.
+        /// Split a sharded output into shards of at most SIZE decoded bytes (e.g. 5GB, 5
+        /// billion bytes, or 4GiB, 4 × 2^30; an object larger than that gets a shard of its
+        /// own), also for single-file inputs.
         #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
         shard_size: Option<u64>,
+        /// With an output directory that holds a sharded checkpoint already (an index
+        /// `*.zt.index.json`, the shards it lists, receipts of `run`, or files at the names
+        /// this conversion writes, as running it again finds), remove those first (they are
+        /// named in the summary; other files are left alone). Without it such a directory is
+        /// refused.
+        #[arg(long)]
+        force: bool,
         /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, 2 (zTensor 2: canonical form, or
         /// with --zstd every part under zt.zstd-seekable/1), safetensors or tensorbuffers.
         #[arg(long, value_parser = parse_target)]
@@ -192,10 +202,12 @@ pub(crate) enum Command {
         run: Run,
     },
     /// Print the content identity of any input: the zTensor 2 content digest (`zt.content/1`)
-    /// of its objects (names, shapes, layouts, types, attributes and each part's digest),
-    /// whatever the file's placement, encoding, sharing or format. A zTensor 2 file's comes from
-    /// its manifest; any other input's is the one its `convert --to 2` output has, so a 1.x file
-    /// and its zTensor 2 conversion print the same line.
+    /// of its objects (names, shapes, layouts, types, object attributes and each part's
+    /// digest), whatever the file's placement, encoding, sharing or format. A zTensor 2 file's
+    /// comes from its manifest; any other input's is the one its `convert --to 2` output has,
+    /// so a 1.x file and its zTensor 2 conversion print the same line. File attributes are left
+    /// out, as zTensor 2 defines the digest (§5.4): files that differ only in them print the
+    /// same line. `ztensor diff` compares those too, and is what shows that nothing changed.
     ///
     /// Example: ztensor id model.zt
     ///
@@ -227,7 +239,8 @@ pub(crate) enum Command {
         /// The version to write.
         #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
         to: Version,
-        /// Shards of at most SIZE decoded bytes instead of one per input shard.
+        /// Shards of at most SIZE decoded bytes instead of one per input shard (e.g. 5GB, 5
+        /// billion bytes, or 4GiB, 4 × 2^30).
         #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
         shard_size: Option<u64>,
         /// Discard attributes the target cannot hold.
@@ -274,7 +287,7 @@ pub(crate) enum Command {
     /// computed in parallel. The output is byte-identical to what `convert` with the same
     /// settings writes, whatever the thread count.
     ///
-    /// Example: ztensor repack model.zt model-z.zt --zstd 3 --digest sha256 --threads 8 --memory 2G
+    /// Example: ztensor repack model.zt model-z.zt --zstd 3 --digest sha256 --threads 8 --memory 2GiB
     Repack {
         /// The zTensor file to read, any version (`-` reads standard input); other formats
         /// go through `convert`.
@@ -288,9 +301,9 @@ pub(crate) enum Command {
         encoding: Encoding,
         #[command(flatten)]
         run: Run,
-        /// zstd frame size for large components, e.g. 4M (fixed, so output never depends on
-        /// the thread count).
-        #[arg(long, value_parser = cmd::repack::parse_chunk, default_value = "4M")]
+        /// zstd frame size for large components, from 4KiB to 1GiB (fixed, so output never
+        /// depends on the thread count).
+        #[arg(long, value_parser = cmd::repack::parse_chunk, default_value = "4MiB")]
         chunk: u64,
         /// Leave out the file attributes and every object's attributes (zTensor 0.1 has no
         /// file attributes).
@@ -363,24 +376,34 @@ pub(crate) enum Command {
         /// The .npy file to write.
         #[arg(short, long)]
         output: PathBuf,
-        /// Refuse to densify sparse objects larger than this, e.g. 4G.
-        #[arg(long, value_parser = cmd::repack::parse_size, default_value = "1G")]
+        /// Refuse to densify sparse objects larger than this many bytes, e.g. 4GB or 4GiB.
+        #[arg(long, value_parser = cmd::repack::parse_size, default_value = "1GiB")]
         max_dense: u64,
     },
-    /// Compare two files object by object: added, removed, and changed in format, shape,
-    /// dtype or content (decoded bytes, whatever the encoding). Exit status 1 when they differ.
+    /// Compare everything two files hold: file attributes (keys removed, added and changed),
+    /// then objects by name: removed, added, and changed in format, shape, dtype, content
+    /// (decoded bytes, whatever the encoding) or attributes. Exit status 1 when anything
+    /// differs; encodings, digests and placement are no difference.
     ///
     /// Example: ztensor diff before.zt after.zt
     ///
     /// Example: ztensor diff model.safetensors.index.json model.zt
+    ///
+    /// Example: ztensor diff model.zt model.safetensors --ignore-attributes
     Diff {
         #[arg(help = READS)]
         a: PathBuf,
         #[arg(help = READS)]
         b: PathBuf,
-        /// Print JSON: {"added", "removed", "changed", "same"}.
+        /// Print JSON: {"a", "b", "attributes" (file attribute keys that differ, each
+        /// {"key", "a", "b"}, a side null where the key is missing), "attributes_compared",
+        /// "added", "removed", "changed" (each {"name", "changes", "attributes"}), "same"}.
         #[arg(long)]
         json: bool,
+        /// Leave attributes, the file's and each object's, out of the comparison: only names,
+        /// formats, shapes, types and content count.
+        #[arg(long)]
+        ignore_attributes: bool,
     },
     /// List the rules files are checked against: identifier, layer, whether only --strict
     /// enforces it, and what it says. Errors name the rule they break by its identifier.
@@ -434,7 +457,8 @@ pub(crate) struct Run {
     /// Worker threads (0, the default: one per core).
     #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub(crate) threads: usize,
-    /// Most bytes held in flight, e.g. 512M or 2G (default: 64M per thread, at most 512M).
+    /// Most bytes held in flight, e.g. 512MiB or 2GB (default: 64 MiB per thread, at most
+    /// 512 MiB; at least 8 MiB).
     #[arg(long, value_parser = cmd::repack::parse_size)]
     pub(crate) memory: Option<u64>,
     /// No progress bar and no summary line (errors are still reported).
@@ -451,10 +475,10 @@ impl Run {
     pub(crate) fn check_memory(&self, piece: u64) -> Result<()> {
         let least = ztensor_par::ParOptions::least_budget(piece);
         match self.memory {
-            // In the binary units --memory is given in (`8M` is 8 MiB).
+            // In binary units, which the budget is a multiple of (`8MiB`).
             Some(memory) if memory < least => bail!(
                 "--memory of {memory} bytes is less than one piece needs in flight ({} MiB: a \
-                 {} MiB piece and its encoded output); give at least --memory {}M",
+                 {} MiB piece and its encoded output); give at least --memory {}MiB",
                 least >> 20,
                 least >> 21,
                 least.div_ceil(1 << 20)

@@ -41,6 +41,7 @@ fn handle_signals() {
     let _ = std::thread::Builder::new().name("zt-signals".into()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
             ztensor_io::interrupt();
+            ztensor_shard::interrupt();
             cmd::stdin::remove();
             cmd::stdout::remove();
             std::process::exit(128 + signal);
@@ -90,7 +91,8 @@ fn options(strict: bool) -> Options {
 
 /// The lines `convert` and `repack` end with (unless --quiet): what was written, in the
 /// vocabulary of `info` (objects, decoded and stored bytes, the file's size), how long it took
-/// and, for outputs of the parallel engine, the most bytes it held in flight; and how many
+/// and, for outputs of the parallel engine, the most bytes it held in flight (left out when it
+/// held none: a zTensor input whose stored bytes were copied as they are); and how many
 /// components went raw because zstd would not make them smaller.
 fn wrote(
     out: &mut impl Write,
@@ -102,7 +104,11 @@ fn wrote(
     zstd: bool,
 ) -> std::io::Result<()> {
     use cmd::text::{plural, size};
-    let peak = converted.peak.map(|p| format!(", peak {} in flight", size(p))).unwrap_or_default();
+    let peak = converted
+        .peak
+        .filter(|&p| p > 0)
+        .map(|p| format!(", peak {} in flight", size(p)))
+        .unwrap_or_default();
     let what = match converted.tally {
         Some(t) if t.decoded_unknown == 0 => {
             format!("{} decoded, {} stored", size(t.decoded), size(t.stored))
@@ -332,6 +338,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             input,
             output,
             shard_size,
+            force,
             to,
             drop_attributes,
             exclude,
@@ -366,6 +373,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 encoding: &encoding,
                 run: &run,
                 sharded,
+                force,
             };
             let started = std::time::Instant::now();
             let converted = cmd::convert::run(&request)?;
@@ -453,6 +461,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 encoding: &encoding,
                 run: &run,
                 sharded: Some(split),
+                force: false,
             };
             let source = open_source_with(&input, carry_unknown_dtypes)?;
             let made = cmd::convert::plan_of(&request, split, &*source)?;
@@ -591,9 +600,11 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             cmd::look::extract(&mut out, &file, &*source, &name, &output, max_dense)?;
             ExitCode::SUCCESS
         }
-        Command::Diff { a, b, json } => {
+        Command::Diff { a, b, json, ignore_attributes } => {
             let (sa, sb) = (open_source(&a)?, open_source(&b)?);
-            cmd::look::diff(&mut out, (&a, &*sa), (&b, &*sb), json)?
+            let report = cmd::diff::compare((&a, &*sa), (&b, &*sb), !ignore_attributes)?;
+            cmd::diff::print(&mut out, &report, json)?;
+            if report.differ() { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
         Command::Rules { json } => {
             cmd::info::rules(&mut out, json)?;

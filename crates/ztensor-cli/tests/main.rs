@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 mod budgets;
 mod durability;
 mod hostile;
+mod looking;
 mod outputs;
 mod sharded;
 mod stdin;
@@ -560,9 +561,9 @@ fn repack_equals_convert_for_any_thread_count_and_fails_cleanly() {
             threads,
             // The least budget the engine takes: one 4 MiB raw piece and its output.
             "--memory",
-            "8M",
+            "8MiB",
             "--chunk",
-            "4K",
+            "4KiB",
         ]);
         assert!(out.status.success(), "{}", stderr(&out));
         assert!(stdout(&out).contains("peak"), "{}", stdout(&out));

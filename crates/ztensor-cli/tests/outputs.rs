@@ -90,7 +90,7 @@ fn a_dash_as_output_writes_the_file_to_standard_output() {
     let e = stderr(&r);
     assert!(e.contains("<stdout>") && !e.contains("ztensor-stdout-"), "{e}");
     // A sharded output cannot go to standard output.
-    let r = ztensor(&["convert", input, "-", "--to", "1.2", "--shard-size", "1M"]);
+    let r = ztensor(&["convert", input, "-", "--to", "1.2", "--shard-size", "1MiB"]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -103,8 +103,8 @@ fn a_memory_budget_below_one_piece_is_refused() {
     let out = out.to_str().unwrap();
     for args in [
         &["convert", input, out, "--memory", "1K"][..],
-        &["convert", input, out, "--memory", "7M"],
-        &["repack", input, out, "--memory", "8M", "--chunk", "16M"],
+        &["convert", input, out, "--memory", "7MiB"],
+        &["repack", input, out, "--memory", "8MiB", "--chunk", "16MiB"],
     ] {
         let r = ztensor(args);
         assert_eq!(r.status.code(), Some(2), "{args:?}: {}", stderr(&r));
@@ -115,11 +115,47 @@ fn a_memory_budget_below_one_piece_is_refused() {
     // The floor itself is a budget that holds one piece: 8 MiB for the engine's 4 MiB pieces,
     // twice a larger --chunk.
     for args in [
-        &["convert", input, out, "--memory", "8M", "-q"][..],
-        &["repack", input, out, "--memory", "32M", "--chunk", "16M", "-q"],
+        &["convert", input, out, "--memory", "8MiB", "-q"][..],
+        &["repack", input, out, "--memory", "32MiB", "--chunk", "16MiB", "-q"],
     ] {
         let r = ztensor(args);
         assert!(r.status.success(), "{args:?}: {}", stderr(&r));
     }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// The summary of a zTensor input copied as it is stored says no peak (the engine held
+/// nothing, and "peak 0 B" would be a figure of nothing); an error reading an object while
+/// writing zTensor 2 names the object once.
+#[test]
+fn summaries_and_errors_say_each_thing_once() {
+    let d = scratch("said-once");
+    let input = "fixtures/examples/tiny-v1.2.zt";
+    let copied = d.join("copied.zt");
+    let r = ztensor(&["convert", input, copied.to_str().unwrap(), "--digest", "sha256"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let said = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert!(said.starts_with("wrote ") && said.contains("4 objects"), "{said}");
+    let again = d.join("again.zt");
+    let r = ztensor(&["convert", copied.to_str().unwrap(), again.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert!(r.status.success() && !said.contains("peak 0"), "{said}");
+    // Re-encoded, the engine holds what it compresses: the peak is given.
+    let r = ztensor(&["convert", copied.to_str().unwrap(), again.to_str().unwrap(), "--zstd", "1"]);
+    let said = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert!(said.contains(", peak ") && !said.contains("peak 0"), "{said}");
+
+    // A byte of a digested component changed: the digest check names the object and component.
+    let mut bytes = std::fs::read(&copied).unwrap();
+    bytes[64] ^= 0x10;
+    let broken = d.join("broken.zt");
+    std::fs::write(&broken, &bytes).unwrap();
+    let out = d.join("v2.zt");
+    let r = ztensor(&["convert", broken.to_str().unwrap(), out.to_str().unwrap(), "--to", "2"]);
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    let e = stderr(&r);
+    assert!(e.contains("digest_mismatch"), "{e}");
+    let named = e.matches("object \"").count();
+    assert_eq!(named, 1, "the object is named once: {e}");
     std::fs::remove_dir_all(&d).unwrap();
 }

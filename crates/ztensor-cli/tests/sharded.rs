@@ -67,7 +67,7 @@ fn units_as_processes_killed_and_rerun_equal_one_process() {
     let d = scratch("units");
     let model = input(&d);
     let s = |p: &Path| p.to_str().unwrap().to_owned();
-    let options = ["--zstd", "3", "--digest", "sha256", "--shard-size", "2M"];
+    let options = ["--zstd", "3", "--digest", "sha256", "--shard-size", "2MiB"];
 
     // One process.
     let one = format!("{}/", s(&d.join("one")));
@@ -145,7 +145,8 @@ fn units_as_processes_killed_and_rerun_equal_one_process() {
 
 #[test]
 fn sharded_output_needs_a_directory_and_a_ztensor_target() {
-    let out = ztensor(&["convert", "fixtures/examples/tiny-v1.2.zt", "x.zt", "--shard-size", "1M"]);
+    let out =
+        ztensor(&["convert", "fixtures/examples/tiny-v1.2.zt", "x.zt", "--shard-size", "1MiB"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("give an output directory"), "{}", stderr(&out));
     let d = scratch("refused").join("t");
@@ -177,7 +178,7 @@ fn planted_links_are_refused_and_victims_untouched() {
     std::fs::create_dir(&out).unwrap();
     symlink(&victim, out.join("model-00001-of-00002.zt")).unwrap();
     let o = format!("{}/", out.display());
-    let r = ztensor(&["convert", m, &o, "--shard-size", "9M"]);
+    let r = ztensor(&["convert", m, &o, "--shard-size", "9MiB"]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     assert!(
         stderr(&r).contains("symbolic link") && stderr(&r).contains("model-00001"),
@@ -190,7 +191,7 @@ fn planted_links_are_refused_and_victims_untouched() {
     let p = plan.to_str().unwrap();
     let out2 = d.join("out2");
     let o2 = format!("{}/", out2.display());
-    assert!(ztensor(&["plan", m, &o2, "--shard-size", "9M", "-o", p]).status.success());
+    assert!(ztensor(&["plan", m, &o2, "--shard-size", "9MiB", "-o", p]).status.success());
     std::fs::create_dir(&out2).unwrap();
     symlink(&elsewhere, out2.join(".ztensor-receipts")).unwrap();
     let r = ztensor(&["run", p, "--unit", "0"]);
@@ -217,7 +218,7 @@ fn outputs_never_replace_inputs_and_the_summary_names_the_index_written() {
     let model = input(&d);
     let src = d.join("src");
     let s = format!("{}/", src.display());
-    let r = ztensor(&["convert", model.to_str().unwrap(), &s, "--shard-size", "9M"]);
+    let r = ztensor(&["convert", model.to_str().unwrap(), &s, "--shard-size", "9MiB"]);
     assert!(r.status.success(), "{}", stderr(&r));
     let index = src.join("model.zt.index.json");
     assert!(stdout(&r).contains("model.zt.index.json"), "{}", stdout(&r));
@@ -239,15 +240,23 @@ fn outputs_never_replace_inputs_and_the_summary_names_the_index_written() {
     assert!(stderr(&r).contains("would replace it"), "{}", stderr(&r));
     assert_eq!(contents(&src), before);
 
-    // Another index sorts after the one written: the summary still names the right one.
+    // Another index sorts after the one written (one that does not even read): it is a
+    // checkpoint's, so the directory is refused, and with --force removed; the summary line
+    // names the index written, and the note the one removed.
     let out = d.join("out");
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("zzz.zt.index.json"), b"{}").unwrap();
     let o = format!("{}/", out.display());
-    let r = ztensor(&["convert", model.to_str().unwrap(), &o, "--shard-size", "9M"]);
+    let r = ztensor(&["convert", model.to_str().unwrap(), &o, "--shard-size", "9MiB"]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("zzz.zt.index.json"), "{}", stderr(&r));
+    let r = ztensor(&["convert", model.to_str().unwrap(), &o, "--shard-size", "9MiB", "--force"]);
     assert!(r.status.success(), "{}", stderr(&r));
-    assert!(stdout(&r).contains("model.zt.index.json"), "{}", stdout(&r));
-    assert!(!stdout(&r).contains("zzz"), "{}", stdout(&r));
+    let said = stdout(&r);
+    let wrote = said.lines().find(|l| l.starts_with("wrote")).expect(&said);
+    assert!(wrote.contains("model.zt.index.json") && !wrote.contains("zzz"), "{said}");
+    assert!(said.contains("--force removed the checkpoint") && said.contains("zzz"), "{said}");
+    assert!(!out.join("zzz.zt.index.json").exists());
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -284,7 +293,7 @@ fn special_files_on_the_read_side_are_refused_at_once() {
     let src = d.join("src");
     let s = format!("{}/", src.display());
     assert!(
-        ztensor(&["convert", model.to_str().unwrap(), &s, "--shard-size", "9M"]).status.success()
+        ztensor(&["convert", model.to_str().unwrap(), &s, "--shard-size", "9MiB"]).status.success()
     );
     let shard = src.join("model-00002-of-00002.zt");
     std::fs::remove_file(&shard).unwrap();
@@ -292,5 +301,156 @@ fn special_files_on_the_read_side_are_refused_at_once() {
     let r = ztensor(&["info", src.join("model.zt.index.json").to_str().unwrap()]);
     assert_ne!(r.status.code(), Some(0));
     assert!(stderr(&r).contains("a FIFO"), "{}", stderr(&r));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A directory that holds a sharded checkpoint is refused (status 2, naming what is there,
+/// nothing changed), the very same conversion run again too; `--force` removes that checkpoint,
+/// named in the summary, and nothing else.
+#[test]
+fn a_directory_holding_a_checkpoint_is_refused_unless_forced() {
+    let d = scratch("occupied");
+    let model = input(&d);
+    let m = model.to_str().unwrap();
+    let out = d.join("out");
+    let o = format!("{}/", out.display());
+    let r = ztensor(&["convert", m, &o, "--shard-size", "9MiB"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    std::fs::write(out.join("README.txt"), b"mine").unwrap();
+    let before = contents(&out);
+    for size in ["9MiB", "4MiB"] {
+        let r = ztensor(&["convert", m, &o, "--shard-size", size]);
+        assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+        let e = stderr(&r);
+        assert!(e.contains("holds a sharded checkpoint already"), "{e}");
+        assert!(e.contains("model.zt.index.json") && e.contains("model-00002-of-00002.zt"), "{e}");
+        assert!(e.contains("--force"), "{e}");
+        assert_eq!(contents(&out), before, "nothing changed");
+    }
+    // Forced, with another split: the old shards are gone and named, the new ones there.
+    let r = ztensor(&["convert", m, &o, "--shard-size", "4MiB", "--force"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let said = stdout(&r);
+    let note = said.lines().find(|l| l.starts_with("--force removed")).expect(&said);
+    for old in ["model.zt.index.json", "model-00001-of-00002.zt", "model-00002-of-00002.zt"] {
+        assert!(note.contains(old), "{note}");
+    }
+    let names: Vec<String> = contents(&out).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "README.txt",
+            "model-00001-of-00004.zt",
+            "model-00002-of-00004.zt",
+            "model-00003-of-00004.zt",
+            "model-00004-of-00004.zt",
+            "model.zt.index.json"
+        ]
+    );
+    assert_eq!(std::fs::read(out.join("README.txt")).unwrap(), b"mine");
+    let index = out.join("model.zt.index.json");
+    assert!(ztensor(&["verify", index.to_str().unwrap()]).status.success());
+
+    // Receipts of `run` are a checkpoint in the making: refused, and cleared with the shard
+    // they name.
+    let plan = d.join("plan.json");
+    let p = plan.to_str().unwrap();
+    let planned = d.join("planned");
+    let pd = format!("{}/", planned.display());
+    assert!(ztensor(&["plan", m, &pd, "--shard-size", "9MiB", "-o", p]).status.success());
+    assert!(ztensor(&["run", "-q", p, "--unit", "0"]).status.success());
+    let r = ztensor(&["convert", m, &pd]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains(".ztensor-receipts/unit-00000.json"), "{}", stderr(&r));
+    let r = ztensor(&["convert", m, &pd, "--force"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let names: Vec<String> = contents(&planned).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["model.zt", "model.zt.index.json"]);
+    assert!(!planned.join(".ztensor-receipts").exists());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A sharded conversion stopped by SIGTERM with a shard in place, or failing part of the way,
+/// leaves the directory as it found it: a directory it made is gone, one that was there holds
+/// what it held.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_or_failed_sharded_conversion_leaves_the_directory_as_it_was() {
+    let d = scratch("interrupted");
+    let model = input(&d);
+    let m = model.to_str().unwrap();
+    let fresh = d.join("made/deeper");
+    let there = d.join("there");
+    std::fs::create_dir(&there).unwrap();
+    std::fs::write(there.join("README.txt"), b"mine").unwrap();
+    for out in [&fresh, &there] {
+        let o = format!("{}/", out.display());
+        let args = ["convert", m, &o, "--shard-size", "2MiB", "-q"];
+        let mut child = crate::durability::paused(&args, ztensor_io::pause::at::PUBLISH_RENAMED);
+        // The first shard is in place.
+        assert!(out.join("model-00001-of-00008.zt").is_file());
+        let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        assert!(term.unwrap().success());
+        let status = child.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), None);
+        assert_eq!(status.code(), Some(128 + 15));
+    }
+    assert!(!d.join("made").exists(), "the directories it made are removed");
+    assert_eq!(contents(&there), [("README.txt".to_owned(), b"mine".to_vec())]);
+    assert_eq!(std::fs::read_dir(&there).unwrap().count(), 1, "no temporary file left");
+
+    // A read that fails in the last unit (a digest that does not match its bytes), after
+    // seven shards were written.
+    let bad = d.join("bad.zt");
+    let mut w = FileWriter::create(&bad, Version::V1_2).unwrap();
+    let digest = WriteOptions::raw().with_digest(ztensor_format::DigestAlgorithm::Sha256);
+    for i in 0..16 {
+        let data = vec![i as u8; 1 << 20];
+        w.add_dense(&format!("t.{i:02}"), &[1 << 18], DType::F32, &data, &digest).unwrap();
+    }
+    w.finish().unwrap();
+    let mut bytes = std::fs::read(&bad).unwrap();
+    let at = bytes.windows(64).position(|w| w.iter().all(|&b| b == 15)).unwrap();
+    bytes[at + 1000] ^= 0xff;
+    std::fs::write(&bad, &bytes).unwrap();
+    for out in [&fresh, &there] {
+        let o = format!("{}/", out.display());
+        let r = ztensor(&["convert", bad.to_str().unwrap(), &o, "--shard-size", "2MiB", "-q"]);
+        assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+        assert!(stderr(&r).contains("t.15"), "{}", stderr(&r));
+    }
+    assert!(!d.join("made").exists(), "the directories it made are removed");
+    assert_eq!(contents(&there), [("README.txt".to_owned(), b"mine".to_vec())]);
+    assert_eq!(std::fs::read_dir(&there).unwrap().count(), 1);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Sizes take decimal (`20M`, `20MB`) and binary (`20MiB`) units: they split differently, and
+/// the note on objects past the limit gives it back in both families.
+#[test]
+fn shard_sizes_in_decimal_and_binary_units_split_differently() {
+    let d = scratch("units-of-size");
+    let model = input(&d);
+    let m = model.to_str().unwrap();
+    // 16 tensors of 1 MiB (1,048,576 bytes): 19 fit in 20 MiB but 19 do not fit in 20 MB;
+    // 2 fit in 2 MiB but not in 2 MB (2,000,000 bytes), where each is a shard of its own.
+    let shards = |size: &str| {
+        let out = d.join(format!("out-{size}"));
+        let r = ztensor(&["convert", m, &format!("{}/", out.display()), "--shard-size", size]);
+        assert!(r.status.success(), "{}", stderr(&r));
+        (contents(&out).len() - 1, stdout(&r))
+    };
+    let (binary, _) = shards("2MiB");
+    let (decimal, said) = shards("2M");
+    assert_eq!(binary, 8);
+    assert_eq!(decimal, 16);
+    assert_eq!(shards("2MB").0, 16);
+    let (_, said_binary) = shards("1MiB");
+    assert!(!said_binary.contains("larger than"), "{said_binary}");
+    assert!(!said.contains("larger than"), "{said}");
+    let (_, said) = shards("1M");
+    assert!(said.contains("16 objects are larger than --shard-size 1.00 MB (977 KiB)"), "{said}");
+    let (_, said) = shards("1000KiB");
+    assert!(said.contains("larger than --shard-size 1.02 MB (1000 KiB)"), "{said}");
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -129,7 +129,7 @@ fn max_input_caps_standard_input() {
     assert!(entries(&tmp).is_empty(), "left behind: {:?}", entries(&tmp));
 
     // Three megabytes against a one-megabyte cap, with units.
-    let out = run(&tmp, &["--max-input", "1M", "verify", "-"], vec![0; 3 << 20]);
+    let out = run(&tmp, &["--max-input", "1MiB", "verify", "-"], vec![0; 3 << 20]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("(1048576 bytes)"), "{}", stderr(&out));
     assert!(entries(&tmp).is_empty(), "left behind: {:?}", entries(&tmp));

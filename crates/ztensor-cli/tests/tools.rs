@@ -728,8 +728,17 @@ fn drop_attributes_downgrades_a_1x_file_with_attributes() {
         let info = json(&ztensor(&["info", "--json", arg(&old)]));
         assert_eq!(info["version"], "0.1", "{command}");
         assert!(info["attributes"].is_null(), "{command}: {info}");
-        // The data is all there.
-        assert!(ok(&["diff", arg(&plain), arg(&old)]).ends_with("0 changed, 3 the same\n"));
+        // The data is all there; the dropped attributes are named.
+        let out = ztensor(&["diff", arg(&plain), arg(&old)]);
+        assert_eq!(out.status.code(), Some(1), "{command}");
+        assert_eq!(
+            stdout(&out),
+            "- file attribute license: \"CC0-1.0\"\n- file attribute framework: \"example\"\n\
+             0 removed, 0 added, 0 changed, 3 the same; file attributes: 2 removed, 0 added, 0 \
+             changed\n"
+        );
+        let same = ok(&["diff", "--ignore-attributes", arg(&plain), arg(&old)]);
+        assert!(same.ends_with("0 changed, 3 the same (attributes not compared)\n"), "{same}");
         std::fs::remove_file(&old).unwrap();
     }
     // One hint, in the flag's words, whichever library refused: safetensors metadata holds only

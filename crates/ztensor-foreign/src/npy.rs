@@ -97,8 +97,13 @@ fn widen(bytes: &[u8], f: impl Fn(&[u8]) -> f32, width: usize) -> Vec<u8> {
 }
 
 /// The NumPy form of a dense component: type, bytes (the component's own when they need no
-/// widening), and how they were changed.
-fn dense(c: ComponentData<'_>) -> Result<(&'static str, Vec<u8>, Option<String>)> {
+/// widening), and how they were changed. Element by element, so it takes a component in pieces
+/// too, each a whole number of elements of both types (a multiple of
+/// `lcm(dtype.size(), width(descr))` bytes): a printer widens a huge tensor a piece at a time.
+///
+/// # Errors
+/// [`ErrorKind::Unrepresentable`] for a type NumPy lacks.
+pub fn dense(c: ComponentData<'_>) -> Result<(&'static str, Vec<u8>, Option<String>)> {
     let unrepresentable = |what: String| Error::new(ErrorKind::Unrepresentable, what);
     let bytes = &c.bytes;
     Ok(match (&c.logical_type, c.dtype) {
@@ -155,7 +160,7 @@ fn array_of<T: TensorSource + ?Sized>(source: &T, name: &str, max_dense: u64) ->
                 .remove("values")
                 .ok_or_else(|| unrepresentable("a sparse object without values".into()))?;
             let (descr, bytes, note) = dense(values)?;
-            let width = descr_width(descr);
+            let width = width(descr);
             let nnz = bytes.len() / width;
             let count = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
             let total = count.and_then(|n| n.checked_mul(width as u64)).filter(|&b| b <= max_dense);
@@ -216,7 +221,7 @@ fn array_of<T: TensorSource + ?Sized>(source: &T, name: &str, max_dense: u64) ->
 }
 
 /// The bytes of one element of a NumPy type this module writes.
-fn descr_width(descr: &str) -> usize {
+pub fn width(descr: &str) -> usize {
     match descr {
         "|b1" | "|u1" | "|i1" => 1,
         "<u2" | "<i2" | "<f2" => 2,
@@ -266,7 +271,7 @@ pub fn write_header(out: &mut impl Write, descr: &str, shape: &[u64]) -> std::io
 
 /// The values of an array as text, C order, at most `limit` of them.
 pub fn values(array: &Array, limit: usize) -> Vec<String> {
-    let width = descr_width(array.descr);
+    let width = width(array.descr);
     let word = |c: &[u8]| -> [u8; 8] {
         let mut w = [0u8; 8];
         w[..c.len().min(8)].copy_from_slice(&c[..c.len().min(8)]);

@@ -28,6 +28,8 @@ pub struct Request<'a> {
     pub run: &'a Run,
     /// Write a sharded checkpoint into the output directory, split so.
     pub sharded: Option<ztensor_shard::Split>,
+    /// Remove the sharded checkpoint the output directory holds first, instead of refusing.
+    pub force: bool,
 }
 
 /// The plan of a sharded conversion of `r` (the output a directory).
@@ -93,7 +95,7 @@ pub fn oversized(plan: &ztensor_shard::Plan, split: ztensor_shard::Split) -> Opt
         } else {
             format!("{} objects are", big.len())
         },
-        super::text::size(limit),
+        super::text::size_given(limit),
         listed(&big)
     ))
 }
@@ -174,13 +176,14 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
     }
     let source = crate::open_source_with(r.input, r.carry_unknown)?;
     let plan = plan_of(r, split, &*source)?;
+    let cleared = clear(r, &plan)?;
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
     let done = ztensor_shard::write_all(&plan, &*source, &r.run.par(), &bar);
     bar.finish();
     let index = done.map_err(|e| crate::refusal(context, &e))?;
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
     let decoded = plan.units.iter().map(|u| u.bytes).sum();
-    let notes = oversized(&plan, split).into_iter().collect();
+    let notes = cleared.into_iter().chain(oversized(&plan, split)).collect();
     Ok(Converted {
         objects,
         peak: None,
@@ -190,6 +193,28 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
         decoded: Some(decoded),
         notes,
     })
+}
+
+/// Refuses an output directory that holds a sharded checkpoint already (mixing a second one
+/// into it would leave the first's shards beside the new index, or replace some of them),
+/// unless `--force`, which removes that checkpoint's files (nothing else) and returns a note
+/// naming them.
+fn clear(r: &Request<'_>, plan: &ztensor_shard::Plan) -> Result<Option<String>> {
+    let occupied = plan.occupied().map_err(|e| crate::reported("", &e))?;
+    if occupied.is_empty() {
+        return Ok(None);
+    }
+    let dir = super::text::shown(&r.output.display().to_string()).into_owned();
+    let names = listed(&occupied.names());
+    if !r.force {
+        anyhow::bail!(
+            "{dir} holds a sharded checkpoint already ({names}); --force removes those files \
+             (and no others) before writing, even for a conversion run again into its own \
+             output; or choose another directory"
+        );
+    }
+    plan.clear(&occupied).map_err(|e| crate::reported(&format!("cannot clear {dir}"), &e))?;
+    Ok(Some(format!("--force removed the checkpoint {dir} held: {names}")))
 }
 
 /// A sharded zTensor 2 output: in the output directory, a root named after the input

@@ -1,6 +1,7 @@
 //! The subcommands.
 
 pub mod convert;
+pub mod diff;
 pub mod edit;
 pub mod info;
 pub mod look;

@@ -96,7 +96,7 @@ pub fn resolve(path: &mut PathBuf, spool: &mut Option<Spooled>, max: u64) -> Res
     if copied > max {
         bail!(
             "standard input is longer than --max-input allows ({max} bytes): give a larger \
-             --max-input SIZE (e.g. 64G), or the file's path instead of `-`"
+             --max-input SIZE (e.g. 64GB), or the file's path instead of `-`"
         );
     }
     drop(file);

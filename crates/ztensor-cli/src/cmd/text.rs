@@ -386,6 +386,30 @@ pub fn size(n: u64) -> String {
     size_cell(n)
 }
 
+/// A number of bytes given on the command line, given back in both unit families, as it may
+/// have been given in either: `21.0 MB (20.0 MiB)`; `200 B` below a kibibyte; exact with
+/// `--bytes`.
+pub fn size_given(n: u64) -> String {
+    if exact() || n < 1024 {
+        return size(n);
+    }
+    let mut unit = 0;
+    let mut v = n as f64;
+    while v >= 1023.5 && unit < 6 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    let text = if v < 9.995 {
+        format!("{v:.2}")
+    } else if v < 99.95 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    };
+    let binary = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"][unit];
+    format!("{} ({text} {binary})", size(n))
+}
+
 /// A number of bytes for a table cell: `83.1 MB`, or `83135045` with `--bytes`.
 pub fn size_cell(n: u64) -> String {
     if exact() {
@@ -405,14 +429,49 @@ pub fn count(n: u64) -> String {
     format!("{text}{}", ["", "k", "M", "B", "T", "P", "E"][unit])
 }
 
-/// `n thing` or `n things`.
+/// `n thing` or `n things`, by the English rules for the nouns messages use: `entry` →
+/// `entries` (a consonant and `y`), `index` → `indexes` and `match` → `matches` (a hissing
+/// end), else an `s`.
 pub fn plural(n: usize, thing: &str) -> String {
-    if n == 1 { format!("1 {thing}") } else { format!("{n} {thing}s") }
+    if n == 1 {
+        return format!("1 {thing}");
+    }
+    let consonant_y = thing.strip_suffix('y').filter(|stem| {
+        stem.chars().last().is_some_and(|c| c.is_ascii_alphabetic() && !"aeiou".contains(c))
+    });
+    if let Some(stem) = consonant_y {
+        format!("{n} {stem}ies")
+    } else if ["s", "x", "z", "ch", "sh"].iter().any(|end| thing.ends_with(end)) {
+        format!("{n} {thing}es")
+    } else {
+        format!("{n} {thing}s")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_given_back_name_both_unit_families() {
+        assert_eq!(size_given(200), "200 B");
+        assert_eq!(size_given(20_000_000), "20.0 MB (19.1 MiB)");
+        assert_eq!(size_given(20 << 20), "21.0 MB (20.0 MiB)");
+        assert_eq!(size_given(4 << 30), "4.29 GB (4.00 GiB)");
+        assert_eq!(size_given(5_000_000_000), "5.00 GB (4.66 GiB)");
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(plural(1, "entry"), "1 entry");
+        assert_eq!(plural(983, "entry"), "983 entries");
+        assert_eq!(plural(0, "key"), "0 keys");
+        assert_eq!(plural(2, "day"), "2 days");
+        assert_eq!(plural(2, "index"), "2 indexes");
+        assert_eq!(plural(2, "match"), "2 matches");
+        assert_eq!(plural(3, "object"), "3 objects");
+        assert_eq!(plural(2, "byte"), "2 bytes");
+    }
 
     #[test]
     fn cells_wider_than_the_format_limit_print() {
