@@ -292,7 +292,8 @@ def test_torch_tensors_when_torch_is_installed(tmp):
 def test_errors_say_what_and_where(tmp):
     with pytest.raises(FileNotFoundError):
         ztensor_rs.safe_open(tmp / "missing.zt")
-    with pytest.raises(ztensor_rs.ZTensorError):
+    # A directory is an I/O failure, an OSError as the README says, not a format error.
+    with pytest.raises(IsADirectoryError):
         ztensor_rs.safe_open(tmp)
     (tmp / "text.txt").write_text("hello")
     with pytest.raises(ztensor_rs.FormatError) as caught:
