@@ -19,7 +19,7 @@ static SUBREAPER: AtomicBool = AtomicBool::new(false);
 
 /// Makes this process a child subreaper: a descendant orphaned by its parent (a process that
 /// left its group with `setsid` and whose parent exited) becomes its child, for
-/// [`kill_strays`] to kill. For a program that runs implementations and nothing else it must
+/// `kill_strays` to kill. For a program that runs implementations and nothing else it must
 /// keep (the fuzzer): every child that is not one of its registered implementations is then
 /// killed. Returns whether it is one.
 pub fn become_subreaper() -> bool {

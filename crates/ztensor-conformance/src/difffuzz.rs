@@ -1755,7 +1755,7 @@ pub struct FuzzArgs {
     /// Case i is made from seed S + i, so `--seed S+i --runs 1` makes it again.
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub seed: u64,
-    /// Write each distinct divergence, reduced, to DIR/<class>/<n>.zt with <n>.json, beside
+    /// Write each distinct divergence, reduced, to DIR/CLASS/N.zt with N.json, beside
     /// DIR/summary.json, summary.txt and junit.xml. DIR is created.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

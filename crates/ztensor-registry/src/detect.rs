@@ -40,7 +40,7 @@ pub enum ErrorKind {
     /// A format read only by builds with a feature this one lacks.
     Disabled,
     /// Bytes of a format that is read from files, not bytes: a sharded checkpoint, or a
-    /// zTensor 2 root whose parts lie in shard files beside it ([`open_bytes`]).
+    /// zTensor 2 root whose parts lie in shard files beside it ([`open_bytes`](crate::open_bytes)).
     NeedsFiles,
 }
 

@@ -1,13 +1,13 @@
 //! One table of the tensor formats ztensor reads, and the two things every program that takes
 //! "a file of tensors" does with it: tell what a file (or a buffer) is by its content, and open
-//! it as a [`TensorSource`].
+//! it as a [`TensorSource`](ztensor_io::TensorSource).
 //!
 //! The command-line tool, the Python package and the conformance dump all go through
 //! [`detect`] and [`open`]; none of them looks at magic numbers itself. [`FORMATS`] lists
 //! every format read, with the rule that recognises it, its name, the cargo feature that
 //! enables it and its usual extensions; [`NOT_READ`] lists the formats people bring that are
 //! recognised and named but not read. Adding a format is: implement
-//! [`TensorSource`] for it, add a [`Kind`], and add its row (and its arm in `open_kind`).
+//! [`TensorSource`](ztensor_io::TensorSource) for it, add a [`Kind`], and add its row (and its arm in `open_kind`).
 //!
 //! ```
 //! use ztensor_registry::{Kind, detect_bytes};

@@ -1,6 +1,6 @@
 //! `ztensor diff`: everything two inputs hold, compared. [`compare`] finds the differences —
 //! file attributes key by key, then objects by name (format, shape, types, decoded bytes and
-//! their own attributes) — and returns them as a [`Report`]; [`print`] writes it as text or
+//! their own attributes) — and returns them as a [`Report`]; [`print()`] writes it as text or
 //! JSON.
 
 use std::borrow::Cow;
