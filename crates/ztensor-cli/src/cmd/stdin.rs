@@ -167,13 +167,19 @@ pub fn name(path: &Path) -> String {
 /// `message` with the spool's path (as written, and as escaped for the terminal) replaced by
 /// [`STDIN`]: for errors, whose text the libraries wrote with the path they were given.
 pub fn unspooled(message: &str) -> Cow<'_, str> {
-    let Some(spool) = SPOOLED.get() else { return Cow::Borrowed(message) };
-    let raw = spool.display().to_string();
+    renamed(message, SPOOLED.get().map(PathBuf::as_path), STDIN)
+}
+
+/// `message` with `path` (as written, and as escaped for the terminal) replaced by `name`:
+/// how a temporary file standing for a stream is kept out of what users read.
+pub(crate) fn renamed<'m>(message: &'m str, path: Option<&Path>, name: &str) -> Cow<'m, str> {
+    let Some(path) = path else { return Cow::Borrowed(message) };
+    let raw = path.display().to_string();
     let escaped = super::text::shown(&raw).into_owned();
     if !message.contains(&raw) && !message.contains(&escaped) {
         return Cow::Borrowed(message);
     }
-    Cow::Owned(message.replace(&raw, STDIN).replace(&escaped, STDIN))
+    Cow::Owned(message.replace(&raw, name).replace(&escaped, name))
 }
 
 /// Removes the spool and its directory, if any (from the signal handler, before the process

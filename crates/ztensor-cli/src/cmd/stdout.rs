@@ -108,11 +108,5 @@ pub fn remove() {
 /// `message` with the staged file's path (as written, and as escaped for the terminal)
 /// replaced by [`STDOUT`].
 pub fn unstaged(message: &str) -> Cow<'_, str> {
-    let Some(staged) = STAGED.get() else { return Cow::Borrowed(message) };
-    let raw = staged.display().to_string();
-    let escaped = super::text::shown(&raw).into_owned();
-    if !message.contains(&raw) && !message.contains(&escaped) {
-        return Cow::Borrowed(message);
-    }
-    Cow::Owned(message.replace(&raw, STDOUT).replace(&escaped, STDOUT))
+    super::stdin::renamed(message, STAGED.get().map(PathBuf::as_path), STDOUT)
 }
