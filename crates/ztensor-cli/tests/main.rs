@@ -94,6 +94,34 @@ fn info_rejects_a_corrupt_file_naming_the_rule() {
 }
 
 #[test]
+fn a_file_cut_short_is_named_with_its_likely_cause() {
+    let dir = scratch("cut-short");
+    let examples = root().join("fixtures/examples");
+    let v2 = root().join("fixtures/external/ztensor2/valid/canonical-basic.zt");
+    for source in [examples.join("tiny-v0.1.zt"), examples.join("tiny-v1.2.zt"), v2] {
+        let whole = std::fs::read(&source).unwrap();
+        let cut = dir.join(source.file_name().unwrap());
+        std::fs::write(&cut, &whole[..whole.len() - 5]).unwrap();
+        let cut = cut.to_str().unwrap();
+        let mut commands = vec![vec!["info", cut], vec!["verify", cut]];
+        if !source.starts_with(root().join("fixtures/external")) {
+            commands.push(vec!["repair", "--scan", cut]);
+        }
+        for args in commands {
+            let out = ztensor(&args);
+            let said = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+            assert!(said.contains(cut), "{args:?}: {said}");
+            assert!(
+                said.contains("cut short (an incomplete download or copy?)"),
+                "{args:?}: {said}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn info_on_a_missing_file_is_a_usage_error() {
     let out = ztensor(&["info", "no/such/file.zt"]);
     assert_eq!(out.status.code(), Some(2));

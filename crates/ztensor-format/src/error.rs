@@ -195,6 +195,7 @@ struct Inner {
     expected: Option<String>,
     found: Option<String>,
     refused: Option<Refused>,
+    hint: Option<&'static str>,
 }
 
 /// What content a target format could not hold, when that is why an error refused it: what a
@@ -272,6 +273,7 @@ impl Error {
             expected: None,
             found: None,
             refused: None,
+            hint: None,
         }))
     }
 
@@ -285,6 +287,19 @@ impl Error {
     /// What content the target could not hold, when that is why this error refused it.
     pub fn refused(&self) -> Option<Refused> {
         self.0.refused
+    }
+
+    /// Adds the likely cause, for people, shown after the rule (such as
+    /// [`CUT_SHORT_HINT`](crate::CUT_SHORT_HINT) for a file whose end is missing).
+    #[must_use]
+    pub fn hint(mut self, hint: &'static str) -> Error {
+        self.0.hint = Some(hint);
+        self
+    }
+
+    /// The likely cause, when one is known.
+    pub fn likely_cause(&self) -> Option<&'static str> {
+        self.0.hint
     }
 
     /// Sets the absolute byte offset in the file where the fault lies.
@@ -409,7 +424,11 @@ impl fmt::Display for Error {
         if let Some(offset) = i.offset {
             write!(f, " at byte {offset}")?;
         }
-        write!(f, " [{}]", i.kind.id())
+        write!(f, " [{}]", i.kind.id())?;
+        if let Some(hint) = i.hint {
+            write!(f, "; {hint}")?;
+        }
+        Ok(())
     }
 }
 

@@ -11,6 +11,10 @@ pub const MAGIC_V1: [u8; 8] = *b"ZTEN1000";
 /// Length of the header magic.
 pub const HEADER_LEN: u64 = 8;
 
+/// What a message adds when a file's end does not hold what its start promises: the most
+/// common cause is a file cut short, by an interrupted download or copy.
+pub const CUT_SHORT_HINT: &str = "the file may be cut short (an incomplete download or copy?)";
+
 /// The container generation, told apart by the magic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Container {
@@ -81,7 +85,8 @@ impl Container {
                 ErrorKind::FileTooSmall,
                 "file is shorter than the smallest valid file",
             )
-            .expected_found(format!(">= {} bytes", self.min_file_len()), file_len));
+            .expected_found(format!(">= {} bytes", self.min_file_len()), file_len)
+            .hint(CUT_SHORT_HINT));
         }
         let (Ok(size_bytes), footer) =
             (<[u8; 8]>::try_from(tail.get(..8).unwrap_or_default()), tail.get(8..))
@@ -101,25 +106,33 @@ impl Container {
         if self == Container::V1 && footer != Some(&MAGIC_V1[..]) {
             return Err(Error::new(ErrorKind::FooterMagic, "v1.x file does not end with ZTEN1000")
                 .expected_found("ZTEN1000", format!("{:02x?}", footer.unwrap_or_default()))
-                .at(trailer_at + 8));
+                .at(trailer_at + 8)
+                .hint(CUT_SHORT_HINT));
         }
         let len = u64::from_le_bytes(size_bytes);
-        if len > limits.max_manifest_len {
-            return Err(Error::new(
-                ErrorKind::ManifestTooLarge,
-                "declared manifest size is above the limit",
-            )
-            .expected_found(format!("<= {}", limits.max_manifest_len), len)
-            .at(trailer_at));
-        }
         let room = trailer_at - HEADER_LEN;
+        // A size that does not fit is what the last bytes of a file cut short read as (v0.1
+        // has no footer magic to tell it sooner): said whichever rule reports it.
+        let hinted = |e: Error| if len > room { e.hint(CUT_SHORT_HINT) } else { e };
+        if len > limits.max_manifest_len {
+            return Err(hinted(
+                Error::new(
+                    ErrorKind::ManifestTooLarge,
+                    "declared manifest size is above the limit",
+                )
+                .expected_found(format!("<= {}", limits.max_manifest_len), len)
+                .at(trailer_at),
+            ));
+        }
         if len > room {
-            return Err(Error::new(
-                ErrorKind::ManifestOutOfBounds,
-                "declared manifest size does not fit in the file",
-            )
-            .expected_found(format!("<= {room}"), len)
-            .at(trailer_at));
+            return Err(hinted(
+                Error::new(
+                    ErrorKind::ManifestOutOfBounds,
+                    "declared manifest size does not fit in the file",
+                )
+                .expected_found(format!("<= {room}"), len)
+                .at(trailer_at),
+            ));
         }
         Ok(ManifestLocation { container: self, offset: trailer_at - len, len, file_len })
     }
@@ -167,5 +180,43 @@ mod tests {
             Container::V1.locate_manifest(25, &tail[..8], &limits).unwrap_err().kind(),
             ErrorKind::InvalidInput
         );
+    }
+
+    #[test]
+    fn a_file_cut_short_is_said_to_be() {
+        let limits = Limits::default();
+        // A v1.x file that lost its last bytes ends in data, not in the footer magic.
+        let e = Container::V1.locate_manifest(4096, &[7; 16], &limits).unwrap_err();
+        assert_eq!((e.kind(), e.likely_cause()), (ErrorKind::FooterMagic, Some(CUT_SHORT_HINT)));
+        assert!(
+            e.to_string().ends_with(
+                "[footer_magic]; the file may be cut short (an incomplete download or copy?)"
+            ),
+            "{e}"
+        );
+        // v0.1 has no footer magic: data read as a size fits nothing, whichever rule says so.
+        let huge = Container::V0_1.locate_manifest(4096, &u64::MAX.to_le_bytes(), &limits);
+        let huge = huge.unwrap_err();
+        assert_eq!(
+            (huge.kind(), huge.likely_cause()),
+            (ErrorKind::ManifestTooLarge, Some(CUT_SHORT_HINT))
+        );
+        let over = Container::V0_1.locate_manifest(4096, &5000u64.to_le_bytes(), &limits);
+        let over = over.unwrap_err();
+        assert_eq!(
+            (over.kind(), over.likely_cause()),
+            (ErrorKind::ManifestOutOfBounds, Some(CUT_SHORT_HINT))
+        );
+        let short = Container::V1.locate_manifest(20, &[0; 16], &limits).unwrap_err();
+        assert_eq!(
+            (short.kind(), short.likely_cause()),
+            (ErrorKind::FileTooSmall, Some(CUT_SHORT_HINT))
+        );
+        // A manifest that fits the file but not the limit is no sign of a cut.
+        let tight = Limits { max_manifest_len: 100, ..Limits::default() };
+        let big = Container::V1.locate_manifest(4096, &Container::V1.encode_trailer(1000), &tight);
+        let big = big.unwrap_err();
+        assert_eq!((big.kind(), big.likely_cause()), (ErrorKind::ManifestTooLarge, None));
+        assert!(!big.to_string().contains("cut short"), "{big}");
     }
 }

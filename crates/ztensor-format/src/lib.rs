@@ -82,7 +82,9 @@ pub use crate::builder::ManifestBuilder;
 pub use crate::digest::{Digest, DigestAlgorithm, to_hex};
 pub use crate::dtype::{DType, LogicalType, StorageType};
 pub use crate::error::{Error, ErrorKind, Layer, Refused, Result, Verdict};
-pub use crate::framing::{Container, HEADER_LEN, MAGIC_V0_1, MAGIC_V1, ManifestLocation};
+pub use crate::framing::{
+    CUT_SHORT_HINT, Container, HEADER_LEN, MAGIC_V0_1, MAGIC_V1, ManifestLocation,
+};
 pub use crate::layout::{ALIGNMENT, OffsetAllocator, align_up};
 pub use crate::limits::{Limits, Options};
 pub use crate::manifest::{

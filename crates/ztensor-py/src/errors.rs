@@ -45,6 +45,32 @@ pub(crate) fn exception(
     made.unwrap_or_else(|e| e)
 }
 
+/// `e` with the file it concerns: a `ZTensorError` gets `filename` and a message that starts
+/// with the path (unless it names it already); an `OSError` gets `filename`, which its text then
+/// shows, as Python's own file errors do.
+pub(crate) fn naming(py: Python<'_>, e: PyErr, path: Option<&std::path::Path>) -> PyErr {
+    let Some(path) = path else { return e };
+    let value = e.value(py);
+    let shown = path.display().to_string();
+    let named = (|| -> PyResult<()> {
+        let ours = py.import("ztensor_rs._errors")?.getattr("ZTensorError")?;
+        if value.is_instance(&ours)? {
+            let message: String = value.str()?.extract()?;
+            if !message.contains(&shown) {
+                value.setattr("args", (format!("{shown}: {message}"),))?;
+            }
+            value.setattr("filename", &shown)?;
+        } else if value.is_instance_of::<PyOSError>() && value.getattr("filename")?.is_none() {
+            value.setattr("filename", &shown)?;
+        }
+        Ok(())
+    })();
+    match named {
+        Ok(()) => e,
+        Err(failed) => failed,
+    }
+}
+
 /// An `OSError` with the operating system's errno: the one the system gave, or for a refusal
 /// of our own (a FIFO given as input, a file over a cap) the errno that says the same. An I/O
 /// failure with no such errno is a `ZTensorError`, never an `OSError` with errno 0.

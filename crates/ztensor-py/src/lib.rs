@@ -73,6 +73,11 @@ impl File {
         )
     }
 
+    /// `e` naming the file this was opened from.
+    fn named(&self, py: Python<'_>, e: PyErr) -> PyErr {
+        naming(py, e, self.opened.path.as_deref())
+    }
+
     fn parts_to_python<'py>(
         &self,
         py: Python<'py>,
@@ -110,7 +115,8 @@ impl File {
 
     /// The file attributes as Python data, or `None`.
     fn attributes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let attributes = self.opened.source.try_attributes().map_err(|e| raise_io(py, &e))?;
+        let attributes =
+            self.opened.source.try_attributes().map_err(|e| self.named(py, raise_io(py, &e)))?;
         attributes.map(|a| to_python(py, a.root())).transpose()
     }
 
@@ -152,7 +158,8 @@ impl File {
     fn read<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let index = self.index(py, name)?;
         let opened = Arc::clone(&self.opened);
-        let parts = py.detach(move || opened.read(index)).map_err(|e| raise_io(py, &e))?;
+        let parts =
+            py.detach(move || opened.read(index)).map_err(|e| self.named(py, raise_io(py, &e)))?;
         self.parts_to_python(py, parts)
     }
 
@@ -161,7 +168,8 @@ impl File {
     fn object<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyTuple>> {
         let index = self.index(py, name)?;
         let opened = Arc::clone(&self.opened);
-        let parts = py.detach(move || opened.read(index)).map_err(|e| raise_io(py, &e))?;
+        let parts =
+            py.detach(move || opened.read(index)).map_err(|e| self.named(py, raise_io(py, &e)))?;
         self.described(py, index, parts)
     }
 
@@ -183,7 +191,7 @@ impl File {
         let results = results.map_err(|e| exception(py, "ZTensorError", e, None, None, None))?;
         let out = PyList::empty(py);
         for (i, parts) in results.into_iter().enumerate() {
-            let parts = parts.map_err(|e| raise_io(py, &e))?;
+            let parts = parts.map_err(|e| self.named(py, raise_io(py, &e)))?;
             out.append(self.described(py, i, parts)?)?;
         }
         Ok(out)
@@ -214,9 +222,9 @@ fn open(py: Python<'_>, path: PathBuf, mmap: bool) -> PyResult<File> {
 /// `npy`, `npz`, `gguf`, `pytorch`), as the command-line tool tells it.
 #[pyfunction]
 fn detect(py: Python<'_>, path: PathBuf) -> PyResult<&'static str> {
-    ztensor_registry::detect(&path)
-        .map(|kind| kind.format().id)
-        .map_err(|e| raise_open(py, &ztensor_registry::OpenError::Detect(e)))
+    ztensor_registry::detect(&path).map(|kind| kind.format().id).map_err(|e| {
+        naming(py, raise_open(py, &ztensor_registry::OpenError::Detect(e)), Some(&path))
+    })
 }
 
 /// Reads a file of tensors held in `data` (copied once; arrays then borrow from that copy).
@@ -364,7 +372,8 @@ fn convert(
             output.display()
         )));
     }
-    let opened = ztensor_registry::open(&input, &open_options()).map_err(|e| raise_open(py, &e))?;
+    let opened = ztensor_registry::open(&input, &open_options())
+        .map_err(|e| naming(py, raise_open(py, &e), Some(&input)))?;
     let source = opened.source();
     let par = ParOptions { threads, ..ParOptions::default() };
     match version {
@@ -409,7 +418,7 @@ fn content_id(py: Python<'_>, path: PathBuf, algorithm: &str) -> PyResult<String
     })?;
     let options = open_options();
     py.detach(|| ztensor_registry::content_id(&path, &options, algorithm))
-        .map_err(|e| raise_open(py, &e))
+        .map_err(|e| naming(py, raise_open(py, &e), Some(&path)))
 }
 
 /// The extension module.

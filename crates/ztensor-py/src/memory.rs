@@ -17,6 +17,8 @@ pub(crate) struct Opened {
     pub(crate) source: Box<dyn TensorSource + Send + Sync>,
     /// Start and length of the memory the source reads from, when it is in memory.
     pub(crate) base: Option<(*const u8, usize)>,
+    /// The file it was opened from (`None` for bytes given).
+    pub(crate) path: Option<std::path::PathBuf>,
 }
 
 // SAFETY: `base` points into memory that `source` owns (a read-only map, or a byte vector it

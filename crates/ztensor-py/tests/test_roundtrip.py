@@ -91,6 +91,33 @@ def test_digest_is_recorded_and_checked(tmp):
         ztensor_rs.safe_open(path).get_tensor("w")
     assert caught.value.rule == "digest_mismatch"
     assert caught.value.object == "w"
+    assert caught.value.filename == str(path)
+    assert str(caught.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize("version", ["0.1", "1.2", "2"])
+def test_a_file_cut_short_is_named_with_its_likely_cause(tmp, version):
+    path = tmp / "cut.zt"
+    tensors = {"w": np.arange(1000, dtype=np.float32)}
+    if version == "2":
+        ztensor_rs.save_file(tensors, tmp / "one.zt")
+        ztensor_rs.convert(tmp / "one.zt", path, to="2")
+    else:
+        ztensor_rs.save_file(tensors, path, version=version)
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) - 5])
+    for opening in (ztensor_rs.load_file, ztensor_rs.safe_open):
+        with pytest.raises(ztensor_rs.FormatError) as caught:
+            opening(path)
+        said = str(caught.value)
+        assert caught.value.filename == str(path)
+        assert said.startswith(f"{path}: "), said
+        assert "cut short (an incomplete download or copy?)" in said, said
+    # Bytes given have no file to name, and the cause is still said.
+    with pytest.raises(ztensor_rs.FormatError) as caught:
+        ztensor_rs.load(whole[: len(whole) - 5])
+    assert caught.value.filename is None
+    assert "cut short" in str(caught.value)
 
 
 def test_zero_copy_arrays_borrow_the_map_and_outlive_the_file(tmp):

@@ -72,7 +72,10 @@ pub fn open(source: &dyn ReadAt, max_manifest: u64) -> Result<Container> {
     if len < 8 + FOOTER_LEN {
         return Err(Error::rule(
             Rule::FileTooSmall,
-            format!("{len} bytes is shorter than the magic and the footer (48)"),
+            format!(
+                "{len} bytes is shorter than the magic and the footer (48); {}",
+                ztensor_format::CUT_SHORT_HINT
+            ),
         ));
     }
     let read = |offset: u64, buf: &mut [u8]| {
@@ -92,7 +95,10 @@ pub fn open(source: &dyn ReadAt, max_manifest: u64) -> Result<Container> {
     if tail[32..] != MAGIC {
         return Err(Error::rule(
             Rule::FooterMagic,
-            "the file does not end with the zTensor 2 magic",
+            format!(
+                "the file does not end with the zTensor 2 magic; {}",
+                ztensor_format::CUT_SHORT_HINT
+            ),
         )
         .at(len - 8));
     }

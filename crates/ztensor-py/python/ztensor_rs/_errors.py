@@ -17,11 +17,14 @@ class ZTensorError(Exception):
             ``"digest_mismatch"``; ``"tb_…"`` for TensorBuffers), or ``None``.
         object: the object (tensor) concerned, or ``None``.
         offset: the byte offset in the file where the fault lies, or ``None``.
+        filename: the file concerned, as given (its message then starts with it), or ``None``
+            for bytes given to :func:`load` / :func:`open_bytes`.
     """
 
     rule: Optional[str] = None
     object: Optional[str] = None
     offset: Optional[int] = None
+    filename: Optional[str] = None
 
 
 class FormatError(ZTensorError, ValueError):
