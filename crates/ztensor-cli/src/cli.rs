@@ -173,10 +173,11 @@ pub(crate) enum Command {
         #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
         shard_size: Option<u64>,
         /// With an output directory that holds a sharded checkpoint already (an index
-        /// `*.zt.index.json`, the shards it lists, receipts of `run`, or files at the names
-        /// this conversion writes, as running it again finds), remove those first (they are
-        /// named in the summary; other files are left alone). Without it such a directory is
-        /// refused.
+        /// `*.zt.index.json`, the shards it lists, receipts of `run`, zTensor 2 roots and
+        /// shards, or files at the names this conversion writes, as running it again finds),
+        /// remove those before writing anything: the old checkpoint is gone even if the new
+        /// one then fails. They are named in the summary; other files are left alone. Without
+        /// it such a directory is refused.
         #[arg(long)]
         force: bool,
         /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, 2 (zTensor 2: canonical form, or

@@ -370,6 +370,66 @@ fn a_directory_holding_a_checkpoint_is_refused_unless_forced() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// The same for sharded zTensor 2 outputs (`--to 2`): an earlier one is refused unless
+/// `--force` (its root and shards named, then removed), and so is a 1.x checkpoint there;
+/// a 1.x sharded conversion into a directory holding a zTensor 2 one is refused too.
+#[test]
+fn a_directory_holding_a_zten2_checkpoint_is_refused_unless_forced() {
+    let d = scratch("occupied-2");
+    let model = input(&d);
+    let m = model.to_str().unwrap();
+    let out = d.join("out");
+    let o = format!("{}/", out.display());
+    let r = ztensor(&["convert", m, &o, "--to", "2", "--shard-size", "9MiB"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let first: Vec<String> = contents(&out).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(first, ["model-00001-of-00002.zt", "model-00002-of-00002.zt", "model.zt"]);
+    std::fs::write(out.join("README.txt"), b"mine").unwrap();
+    let before = contents(&out);
+    for args in [&["--to", "2", "--shard-size", "4MiB"][..], &["--shard-size", "4MiB"][..]] {
+        let mut all = vec!["convert", m, &o];
+        all.extend_from_slice(args);
+        let r = ztensor(&all);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", stderr(&r));
+        let e = stderr(&r);
+        assert!(e.contains("holds a sharded checkpoint already"), "{e}");
+        assert!(e.contains("model.zt") && e.contains("model-00002-of-00002.zt"), "{e}");
+        assert_eq!(contents(&out), before, "nothing changed");
+    }
+    let r = ztensor(&["convert", m, &o, "--to", "2", "--shard-size", "4MiB", "--force"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let said = stdout(&r);
+    let note = said.lines().find(|l| l.starts_with("--force removed")).expect(&said);
+    assert!(note.contains("model-00001-of-00002.zt") && note.contains("model.zt"), "{note}");
+    let names: Vec<String> = contents(&out).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "README.txt",
+            "model-00001-of-00004.zt",
+            "model-00002-of-00004.zt",
+            "model-00003-of-00004.zt",
+            "model-00004-of-00004.zt",
+            "model.zt"
+        ]
+    );
+    assert!(ztensor(&["verify", out.join("model.zt").to_str().unwrap()]).status.success());
+    // A 1.x sharded checkpoint there is refused by a `--to 2` conversion, and cleared by one
+    // with --force, index and shards.
+    let one = d.join("one");
+    let od = format!("{}/", one.display());
+    assert!(ztensor(&["convert", m, &od, "--shard-size", "9MiB"]).status.success());
+    let r = ztensor(&["convert", m, &od, "--to", "2"]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("model.zt.index.json"), "{}", stderr(&r));
+    let r = ztensor(&["convert", m, &od, "--to", "2", "--force"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let names: Vec<String> = contents(&one).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["model-00001-of-00001.zt", "model.zt"]);
+    assert_eq!(&std::fs::read(one.join("model.zt")).unwrap()[..8], ztensor_v2::MAGIC);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 /// A sharded conversion stopped by SIGTERM with a shard in place, or failing part of the way,
 /// leaves the directory as it found it: a directory it made is gone, one that was there holds
 /// what it held.
