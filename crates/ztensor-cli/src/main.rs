@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
 use ztensor_format::Options;
 
@@ -348,6 +348,13 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
         } => {
             run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
             let sharded = sharding(&output, shard_size)?;
+            if force && sharded.is_none() {
+                bail!(
+                    "--force clears an output directory that holds a checkpoint: a file output \
+                     ({}) is replaced whole, atomically, without it",
+                    output.display()
+                );
+            }
             let target = convert_target(&output, to, sharded.is_some(), &encoding)?;
             // `-`: the file is made in a private directory, then copied to standard output.
             let staged = match cmd::stdout::is_stdout(&output) {

@@ -95,6 +95,25 @@ fn a_dash_as_output_writes_the_file_to_standard_output() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// Options that do nothing for a file output are refused, not ignored.
+#[test]
+fn options_for_a_sharded_output_are_refused_for_a_file() {
+    let d = scratch("file-options");
+    let input = "fixtures/examples/tiny-v1.2.zt";
+    let out = d.join("x.zt");
+    let out = out.to_str().unwrap();
+    for (args, says) in [
+        (&["convert", input, out, "--force"][..], "--force clears an output directory"),
+        (&["convert", input, out, "--shard-size", "1MiB"], "give an output directory"),
+    ] {
+        let r = ztensor(args);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", stderr(&r));
+        assert!(stderr(&r).contains(says), "{args:?}: {}", stderr(&r));
+        assert!(!std::path::Path::new(out).exists(), "{args:?}: nothing written");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 #[test]
 fn a_memory_budget_below_one_piece_is_refused() {
     let d = scratch("memory-floor");
