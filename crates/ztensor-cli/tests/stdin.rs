@@ -81,7 +81,11 @@ fn the_spool_is_private_and_removed_on_every_exit() {
     let meta = std::fs::symlink_metadata(&dir).unwrap();
     assert!(meta.is_dir());
     assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{name}");
-    assert_eq!(entries(&dir), [dir.join("stdin")], "the spool is alone in its directory");
+    assert_eq!(
+        entries(&dir),
+        [dir.join(".owner"), dir.join("stdin")],
+        "the spool is alone in its directory, with the lock that says it is in use"
+    );
     stdin.write_all(&bytes[100..]).unwrap();
     drop(stdin);
     let out = child.wait_with_output().unwrap();
@@ -101,6 +105,64 @@ fn the_spool_is_private_and_removed_on_every_exit() {
     drop(stdin);
     assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
     assert!(entries(&tmp).is_empty(), "left behind: {:?}", entries(&tmp));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A run killed with SIGKILL (no chance to clean up) leaves its directory behind; the next
+/// run that spools removes it, by the lock the killed run no longer holds. A live run's
+/// directory, another prefix's, or one without the lock file is left alone.
+#[cfg(unix)]
+#[test]
+fn a_spool_orphaned_by_sigkill_is_removed_by_the_next_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = scratch("stdin-orphan");
+    let tmp = d.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let bytes = std::fs::read(root().join("fixtures/examples/tiny-v1.2.zt")).unwrap();
+    let mut killed = spawn(&tmp, &["info", "-"]);
+    let mut stdin = killed.stdin.take().unwrap();
+    stdin.write_all(&bytes[..100]).unwrap();
+    let orphan = spool_dir(&tmp);
+    assert!(
+        Command::new("kill").args(["-KILL", &killed.id().to_string()]).status().unwrap().success()
+    );
+    killed.wait().unwrap();
+    drop(stdin);
+    assert!(orphan.join("stdin").exists(), "SIGKILL leaves the spool");
+    // Beside it: a run still reading, and two directories that are not orphans of ours.
+    let mut live = spawn(&tmp, &["info", "-"]);
+    let mut live_in = live.stdin.take().unwrap();
+    live_in.write_all(&bytes[..100]).unwrap();
+    let started = Instant::now();
+    let live_dir = loop {
+        let found: Vec<PathBuf> = entries(&tmp)
+            .into_iter()
+            .filter(|p| *p != orphan && p.join("stdin").exists())
+            .collect();
+        if let [one] = &found[..] {
+            break one.clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no second spool");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let unlocked = tmp.join("ztensor-stdin-nolock");
+    std::fs::create_dir(&unlocked).unwrap();
+    std::fs::set_permissions(&unlocked, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let other = tmp.join("something-else");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join(".owner"), b"").unwrap();
+    // The next run removes the orphan, and only it.
+    let out = run(&tmp, &["info", "-"], bytes.clone());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!orphan.exists(), "the orphan is gone");
+    assert!(live_dir.join("stdin").exists(), "a live run's spool stays");
+    assert!(unlocked.exists() && other.exists());
+    live_in.write_all(&bytes[100..]).unwrap();
+    drop(live_in);
+    assert!(live.wait_with_output().unwrap().status.success());
+    let mut left = entries(&tmp);
+    left.sort();
+    assert_eq!(left, [other, unlocked]);
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -6,8 +6,9 @@
 //! put a file beside it or read it. It holds at most `--max-input` bytes (by default the
 //! machine's physical memory, see [`default_max`]), and is removed with its directory on every
 //! exit the process sees: success, error, SIGINT, SIGTERM, SIGHUP. A SIGKILL leaves the
-//! directory behind (`ztensor-stdin-XXXXXX`, readable by this user only); no later run removes
-//! it, as none removes files it did not make.
+//! directory behind (`ztensor-stdin-XXXXXX`, readable by this user only) until the next run
+//! that spools: the directory holds a lock the killed run no longer holds, by which that run
+//! knows it for an orphan and removes it ([`private_dir`]).
 //!
 //! The spool stays linked while it is read: readers reopen inputs by path (to detect their
 //! format, take a read lock, look for an append's journal beside them), which an unlinked file
@@ -36,7 +37,7 @@ static SPOOLED: OnceLock<PathBuf> = OnceLock::new();
 /// a signal).
 #[derive(Debug)]
 pub struct Spooled {
-    dir: tempfile::TempDir,
+    dir: PrivateDir,
 }
 
 impl Drop for Spooled {
@@ -109,12 +110,83 @@ pub fn resolve(path: &mut PathBuf, spool: &mut Option<Spooled>, max: u64) -> Res
 /// A directory of this run's own in the temporary directory (`TMPDIR`): made fresh, with an
 /// unpredictable name after `prefix` and mode 0700, so nobody else can read it or put a file
 /// in it; removed with its contents when the value drops.
-pub(crate) fn private_dir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+///
+/// It holds a lock file (`.owner`, an exclusive `flock` kept for the run), which the kernel
+/// releases however the run ends, SIGKILL included: a later run with the same `prefix` that
+/// finds such a directory of this user's whose lock nobody holds removes it
+/// ([`sweep`]). Directories of other users, or without the lock file, are left alone.
+pub(crate) fn private_dir(prefix: &str) -> std::io::Result<PrivateDir> {
     let mut builder = tempfile::Builder::new();
     builder.prefix(prefix);
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
-    builder.tempdir_in(std::env::temp_dir())
+    let dir = builder.tempdir_in(std::env::temp_dir())?;
+    // Locked under a name no sweep looks at, then renamed: the lock belongs to the open file,
+    // so no sweep ever finds `.owner` unlocked while this run lives.
+    let fresh = dir.path().join(".owner.new");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let lock = options.open(&fresh)?;
+    // A file system without locks leaves the directory for SIGKILL to orphan, as before.
+    let locked = lock.try_lock().is_ok();
+    std::fs::rename(&fresh, dir.path().join(OWNER))?;
+    if locked {
+        sweep(prefix, dir.path());
+    }
+    Ok(PrivateDir { dir, _lock: lock })
+}
+
+/// The lock file of a [`private_dir`].
+const OWNER: &str = ".owner";
+
+/// A [`private_dir`]: the directory and the lock that marks it in use.
+#[derive(Debug)]
+pub(crate) struct PrivateDir {
+    dir: tempfile::TempDir,
+    _lock: std::fs::File,
+}
+
+impl PrivateDir {
+    /// Where it is.
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Removes the directories `prefix…` in the temporary directory that earlier runs killed with
+/// no chance to clean up left behind: owned by the same user as `mine` (this run's own), mode
+/// 0700, holding a lock file `.owner` that nobody holds locked.
+fn sweep(prefix: &str, mine: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let Ok(own) = std::fs::symlink_metadata(mine) else { return };
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let named = entry.file_name().to_str().is_some_and(|n| n.starts_with(prefix));
+            if !named || path == mine {
+                continue;
+            }
+            let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| {
+                m.file_type().is_dir()
+                    && m.uid() == own.uid()
+                    && m.permissions().mode() & 0o777 == 0o700
+            });
+            let owner = path.join(OWNER);
+            if !ours || !std::fs::symlink_metadata(&owner).is_ok_and(|m| m.file_type().is_file()) {
+                continue;
+            }
+            let Ok(lock) = std::fs::File::open(&owner) else { continue };
+            if lock.try_lock().is_ok() {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (prefix, mine);
 }
 
 /// Refuses a zTensor 2 root that lists shards: they are files beside the root, and standard

@@ -7,7 +7,7 @@
 //! exactly as for a named file, in a directory of this run's own (fresh, mode 0700, an
 //! unpredictable name in `TMPDIR`), and copied to standard output once it is published there.
 //! The directory is removed on every exit the process sees (success, error, SIGINT, SIGTERM,
-//! SIGHUP). Standard output that is a terminal is refused: the bytes would only garble it.
+//! SIGHUP), and after a SIGKILL by the next run that stages one. Standard output that is a terminal is refused: the bytes would only garble it.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ pub fn is_stdout(output: &Path) -> bool {
 /// An output being written for standard output; removed (with its directory) when dropped.
 #[derive(Debug)]
 pub struct Staged {
-    dir: tempfile::TempDir,
+    dir: super::stdin::PrivateDir,
     path: PathBuf,
 }
 
