@@ -34,8 +34,9 @@ pub struct ShardedSafetensors<S> {
     /// How many tensors come before each shard, and after the last: object `i` is in the
     /// shard whose range holds it, found by binary search.
     starts: Vec<usize>,
-    /// Each tensor's shard (a position in `shards`).
-    shard_of: HashMap<String, usize>,
+    /// Every tensor by name, as an object index (no second copy of the names: they are read
+    /// from the shards).
+    by_name: ztensor_format::NameIndex,
     metadata: BTreeMap<String, String>,
 }
 
@@ -80,38 +81,52 @@ impl<S: ReadAt> ShardedSafetensors<S> {
         let bytes = ztensor_io::read_input(path, MAX_INDEX_LEN)?;
         let index: Index =
             serde_json::from_slice(&bytes).map_err(|e| malformed(format!("index: {e}")))?;
-        // Tensor → shard, checking names.
-        let mut listed: HashMap<&str, &str> = HashMap::new();
-        for (tensor, shard) in &index.weight_map.0 {
-            if !is_plain_name(shard) {
-                return Err(malformed(format!(
-                    "shard {shard:?} of tensor {tensor:?} is not a plain file name beside the index"
-                )));
-            }
-            if listed.insert(tensor, shard).is_some() {
-                return Err(mismatch(format!("tensor {tensor:?} is listed twice")).with_path(path));
+        drop(bytes);
+        // Tensor → shard, checking names: each shard's name is kept once, and each listed
+        // tensor points at it (a million tensors name a handful of shards).
+        let mut shard_names: Vec<&str> = Vec::new();
+        let mut listed: HashMap<&str, u32> = HashMap::with_capacity(index.weight_map.0.len());
+        {
+            let mut interned: HashMap<&str, u32> = HashMap::new();
+            for (tensor, shard) in &index.weight_map.0 {
+                if !is_plain_name(shard) {
+                    return Err(malformed(format!(
+                        "shard {shard:?} of tensor {tensor:?} is not a plain file name beside \
+                         the index"
+                    )));
+                }
+                let id = *interned.entry(shard).or_insert_with(|| {
+                    shard_names.push(shard);
+                    u32::try_from(shard_names.len() - 1).unwrap_or(u32::MAX)
+                });
+                if listed.insert(tensor, id).is_some() {
+                    return Err(
+                        mismatch(format!("tensor {tensor:?} is listed twice")).with_path(path)
+                    );
+                }
             }
         }
-        let mut shard_names: Vec<&str> = listed.values().copied().collect();
-        shard_names.sort_unstable();
-        shard_names.dedup();
+        let listed_in = |tensor: &str| listed.get(tensor).map(|&id| shard_names[id as usize]);
+        let mut order: Vec<usize> = (0..shard_names.len()).collect();
+        order.sort_unstable_by_key(|&k| shard_names[k]);
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let mut shards = Vec::with_capacity(shard_names.len());
-        let mut seen: HashMap<String, &str> = HashMap::new();
-        let mut shard_of: HashMap<String, usize> = HashMap::new();
+        let mut shards: Vec<(PathBuf, SafetensorsFile<S>)> = Vec::with_capacity(order.len());
+        let mut by_name = ztensor_format::NameIndex::with_capacity(listed.len());
         let mut starts = vec![0usize];
+        let mut stored = 0usize;
         let mut metadata: BTreeMap<String, String> = BTreeMap::new();
-        for name in shard_names {
+        for name in order.into_iter().map(|k| shard_names[k]) {
             let shard_path = dir.join(name);
             let file = open_shard(&shard_path).map_err(|e| {
                 if e.kind() == ErrorKind::Io && !shard_path.exists() {
-                    let count = listed.values().filter(|s| **s == name).count();
+                    let count = listed.values().filter(|&&id| shard_names[id as usize] == name);
                     Error::new(
                         ErrorKind::Io,
                         format!(
-                            "cannot open: shard {name:?} is missing: the index {} lists {count} \
+                            "cannot open: shard {name:?} is missing: the index {} lists {} \
                              tensor(s) in it, and no such file is beside it",
-                            path.display()
+                            path.display(),
+                            count.count()
                         ),
                     )
                     .with_io_source(std::io::ErrorKind::NotFound.into())
@@ -121,22 +136,23 @@ impl<S: ReadAt> ShardedSafetensors<S> {
                 }
             })?;
             for t in file.tensors() {
-                shard_of.insert(t.name.clone(), shards.len());
-                if let Some(first) = seen.insert(t.name.clone(), name) {
-                    return Err(mismatch(format!(
-                        "tensor {:?} is in both {first} and {name}",
-                        t.name
-                    ))
-                    .with_path(path));
-                }
-                match listed.get(t.name.as_str()) {
-                    Some(&expected) if expected == name => {}
-                    Some(&expected) => {
-                        return Err(mismatch(format!(
-                            "tensor {:?} is listed in {expected} but stored in {name}",
-                            t.name
-                        ))
-                        .with_path(path));
+                match listed_in(&t.name) {
+                    Some(expected) if expected == name => {}
+                    Some(expected) => {
+                        // The shard it is listed in, when opened already, may hold it too.
+                        let twice = shards.iter().any(|(p, f): &(PathBuf, SafetensorsFile<S>)| {
+                            p.file_name().is_some_and(|n| n == expected)
+                                && f.find(&t.name).is_some()
+                        });
+                        let message = if twice {
+                            format!("tensor {:?} is in both {expected} and {name}", t.name)
+                        } else {
+                            format!(
+                                "tensor {:?} is listed in {expected} but stored in {name}",
+                                t.name
+                            )
+                        };
+                        return Err(mismatch(message).with_path(path));
                     }
                     None => {
                         return Err(mismatch(format!(
@@ -160,20 +176,47 @@ impl<S: ReadAt> ShardedSafetensors<S> {
                     }
                 }
             }
+            stored += file.tensors().len();
             starts.push(starts.last().copied().unwrap_or(0) + file.tensors().len());
             shards.push((shard_path, file));
         }
-        let mut missing: Vec<(&str, &str)> =
-            listed.iter().filter(|(t, _)| !seen.contains_key(**t)).map(|(t, s)| (*t, *s)).collect();
-        missing.sort_unstable();
-        if let Some((tensor, shard)) = missing.first() {
-            return Err(mismatch(format!(
-                "tensor {tensor:?} is listed in {shard} but not stored there ({} listed tensor(s) missing)",
-                missing.len()
-            ))
-            .with_path(path));
+        // Every tensor is in the shard the index lists it in, and a shard holds each name
+        // once: so no name is in two shards, and every listed one was stored unless fewer
+        // were stored than listed.
+        if stored < listed.len() {
+            let mut found: HashMap<&str, ()> = HashMap::with_capacity(stored);
+            for (_, file) in &shards {
+                found.extend(file.tensors().iter().map(|t| (t.name.as_str(), ())));
+            }
+            let mut missing: Vec<(&str, &str)> = listed
+                .iter()
+                .filter(|(t, _)| !found.contains_key(**t))
+                .map(|(t, &id)| (*t, shard_names[id as usize]))
+                .collect();
+            missing.sort_unstable();
+            if let Some((tensor, shard)) = missing.first() {
+                return Err(mismatch(format!(
+                    "tensor {tensor:?} is listed in {shard} but not stored there ({} listed \
+                     tensor(s) missing)",
+                    missing.len()
+                ))
+                .with_path(path));
+            }
         }
-        Ok(ShardedSafetensors { index: path.to_owned(), shards, starts, shard_of, metadata })
+        drop(listed);
+        drop(index);
+        let name_of = |i: usize| {
+            let at = starts.partition_point(|&s| s <= i) - 1;
+            shards[at].1.tensors()[i - starts[at]].name.as_str()
+        };
+        for i in 0..stored {
+            if by_name.insert(i, name_of).is_some() {
+                return Err(
+                    mismatch(format!("tensor {:?} is in two shards", name_of(i))).with_path(path)
+                );
+            }
+        }
+        Ok(ShardedSafetensors { index: path.to_owned(), shards, starts, by_name, metadata })
     }
 
     /// The index's path.
@@ -221,6 +264,11 @@ impl<S: ReadAt> ShardedSafetensors<S> {
 }
 
 impl<S: ReadAt> ShardedSafetensors<S> {
+    /// The name of object `index` (which exists).
+    fn name_at(&self, index: usize) -> &str {
+        self.locate(index).map_or("", |(_, file, i)| file.tensors()[i].name.as_str())
+    }
+
     /// The shard and the tensor of object `index`, counting shard by shard.
     fn locate(&self, index: usize) -> Option<(&Path, &SafetensorsFile<S>, usize)> {
         // The last shard whose first object is at or before `index`.
@@ -262,8 +310,7 @@ impl<S: ReadAt> TensorSource for ShardedSafetensors<S> {
     }
 
     fn find(&self, name: &str) -> Option<usize> {
-        let at = *self.shard_of.get(name)?;
-        Some(self.starts[at] + self.shards.get(at)?.1.find(name)?)
+        self.by_name.find(name, |i| self.name_at(i))
     }
 
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {

@@ -52,26 +52,11 @@ pub enum OpenError {
 
 /// Whether the file was read and breaks a rule of its format (a rejection, which the
 /// command-line tool reports with exit status 1), as opposed to a failed request: a file that
-/// cannot be read, a format not read.
+/// cannot be read, a format not read. Each reader's own error decides, so this never
+/// disagrees with the error it wraps; a file not recognised is no rejection.
 impl ztensor_format::Verdict for OpenError {
     fn is_rejection(&self) -> bool {
-        match self {
-            OpenError::Detect(_) => false,
-            OpenError::Zt(e) => e.rule().is_some(),
-            #[cfg(any(
-                feature = "safetensors",
-                feature = "numpy",
-                feature = "gguf",
-                feature = "torch"
-            ))]
-            OpenError::Foreign(e) => e.kind() != ztensor_foreign::ErrorKind::Io,
-            #[cfg(feature = "tensorbuffers")]
-            OpenError::TensorBuffers(e) => e.kind() != ztensor_tensorbuffers::ErrorKind::Io,
-            #[cfg(feature = "sharded")]
-            OpenError::Shard(e) => e.kind() != ztensor_shard::ErrorKind::Io,
-            #[cfg(feature = "v2")]
-            OpenError::Zt2(e) => ztensor_format::Verdict::is_rejection(e),
-        }
+        self.inner().is_some_and(ztensor_format::Verdict::is_rejection)
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
         self.inner().and_then(ztensor_format::Verdict::refused)

@@ -249,3 +249,42 @@ mod without_features {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Whether an open failed because the data said no is what the reader's own error says: a
+/// missing shard is a failed request, a broken file a rejection, whatever the format.
+#[cfg(all(feature = "safetensors", feature = "sharded"))]
+#[test]
+fn a_refusal_is_a_rejection_exactly_when_its_reader_says_so() {
+    use ztensor_format::Verdict;
+    let dir = scratch("verdict");
+    // A sharded safetensors checkpoint with a shard gone: I/O, not a rejection.
+    let checkpoint = dir.join("checkpoint");
+    std::fs::create_dir_all(&checkpoint).unwrap();
+    for entry in std::fs::read_dir(fixture("examples/checkpoint")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), checkpoint.join(entry.file_name())).unwrap();
+    }
+    std::fs::remove_file(checkpoint.join("model-00002-of-00002.safetensors")).unwrap();
+    // A zTensor file whose footer is broken, and a safetensors file cut short: rejections.
+    let mut zt = std::fs::read(fixture("examples/tiny-v1.2.zt")).unwrap();
+    *zt.last_mut().unwrap() ^= 0xff;
+    std::fs::write(dir.join("bad.zt"), &zt).unwrap();
+    let st = std::fs::read(checkpoint.join("model-00001-of-00002.safetensors")).unwrap();
+    std::fs::write(dir.join("cut.safetensors"), &st[..st.len() - 3]).unwrap();
+    let cases = [
+        (checkpoint.join("model.safetensors.index.json"), false),
+        (dir.join("bad.zt"), true),
+        (dir.join("cut.safetensors"), true),
+    ];
+    for (path, rejection) in cases {
+        let e = open(&path, &OpenOptions::default()).err().expect("refused");
+        let inner: &dyn Verdict = match &e {
+            OpenError::Zt(e) => e,
+            OpenError::Foreign(e) => e,
+            other => panic!("{}: {other}", path.display()),
+        };
+        assert_eq!(e.is_rejection(), inner.is_rejection(), "{}: {e}", path.display());
+        assert_eq!(e.is_rejection(), rejection, "{}: {e}", path.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
