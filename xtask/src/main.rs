@@ -683,10 +683,16 @@ fn hostile_measure(args: &[String]) -> Result<()> {
             project_root().join("target/release/ztensor")
         }
     };
-    let large = ["objects-1m.zt", "attribute-array-20m.zt", "aliases-16x1g.zt", "csr-v0.1-1g.zt"]
-        .into_iter()
-        .chain(["tensors-1m.safetensors"])
-        .map(str::to_owned);
+    let large = [
+        "objects-1m.zt",
+        "attribute-array-20m.zt",
+        "aliases-16x1g.zt",
+        "csr-v0.1-1g.zt",
+        "zstd-6g-v1.1.zt",
+    ]
+    .into_iter()
+    .chain(["tensors-1m.safetensors"])
+    .map(str::to_owned);
     let names: Vec<String> = if corpus {
         // The committed corpus, measured where it lies.
         dir = project_root().join("fixtures/hostile");

@@ -96,6 +96,19 @@ pub fn all() -> Result<Vec<Hostile>> {
         bytes,
     });
 
+    // 20,000 objects sharing one 16 MiB zstd blob: 320 GB if every alias were decoded, copied
+    // or written out on its own.
+    let data = vec![0u8; 16 << 20];
+    let blob = ztensor_io::codec::zstd_encode(&data, 3)?;
+    let bytes = aliases(&blob, data.len() as u64, 20_000)?;
+    out.push(Hostile {
+        name: "aliases-20k-x16m.zt",
+        tries: "20,000 objects sharing one 16 MiB zstd blob (copies keep it shared, reads \
+                decode it once, targets that cannot share it are refused by what they would \
+                write)",
+        bytes,
+    });
+
     // Many unknown keys in one object map: quadratic to check one by one.
     let mut w = writer()?;
     w.add_dense("w", &[1], DType::U8, &[1], &WriteOptions::raw())?;
@@ -270,6 +283,23 @@ pub fn large() -> Result<Vec<Hostile>> {
     out.push(Hostile {
         name: "csr-v0.1-1g.zt",
         tries: "a v0.1 CSR blob decoding to 1 GiB (read in pieces, each part where it lies)",
+        bytes: finish(w)?,
+    });
+
+    // A v1.1 zstd component of 6 GiB: 1.1 has no field for the decoded size, so only the
+    // shape says it.
+    let len: u64 = 6 << 30;
+    let blob = zstd_of_repeated(0, len, 3)?;
+    let mut c = Component::new(DType::U8, 0, blob.len() as u64);
+    c.encoding = Encoding::Zstd;
+    let mut w = Writer::new(Vec::new(), Version::V1_1)?;
+    w.add_stored(
+        Object::new("w", vec![len], Format::Dense),
+        &[StoredComponent { role: "data", component: c, bytes: &blob }],
+    )?;
+    out.push(Hostile {
+        name: "zstd-6g-v1.1.zt",
+        tries: "a zTensor 1.1 zstd component of 6 GiB, its decoded size said by the shape alone",
         bytes: finish(w)?,
     });
 

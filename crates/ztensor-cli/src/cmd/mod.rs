@@ -5,6 +5,7 @@ pub mod diff;
 pub mod edit;
 pub mod info;
 pub mod look;
+mod outdir;
 pub mod repack;
 pub mod stdin;
 pub mod stdout;

@@ -1,0 +1,153 @@
+//! A sharded output's directory: what it holds of earlier checkpoints (any version's index,
+//! shards and receipts, zTensor 2 roots and shards), refused unless `--force`, which removes
+//! exactly those files before anything is written.
+
+use std::path::Path;
+
+use anyhow::{Result, anyhow};
+
+use super::convert::{Request, listed};
+
+/// Refuses an output directory that holds a sharded checkpoint already (mixing a second one
+/// into it would leave the first's shards beside the new index, or replace some of them),
+/// unless `--force`, which removes that checkpoint's files (nothing else) and returns a note
+/// naming them. zTensor 2 files there (an earlier `--to 2` conversion) count as well.
+pub(super) fn clear(r: &Request<'_>, plan: &ztensor_shard::Plan) -> Result<Option<String>> {
+    let occupied = plan.occupied().map_err(|e| crate::reported("", &e))?;
+    let inputs: Vec<&Path> = plan.inputs.iter().map(|f| f.path.as_path()).collect();
+    let mut more = zt2_files(r.output, &inputs)?;
+    more.retain(|name| !occupied.shards.contains(name) && !occupied.indexes.contains(name));
+    if occupied.is_empty() && more.is_empty() {
+        return Ok(None);
+    }
+    let mut names = occupied.names();
+    names.extend(more.iter().cloned());
+    refuse_unless_forced(r, &names)?;
+    let dir = super::text::shown(&r.output.display().to_string()).into_owned();
+    plan.clear(&occupied).map_err(|e| crate::reported(&format!("cannot clear {dir}"), &e))?;
+    remove_in(r.output, &more)?;
+    Ok(Some(format!("--force removed the checkpoint {dir} held: {}", listed(&names))))
+}
+
+/// The refusal of an occupied output directory, unless `--force`.
+fn refuse_unless_forced(r: &Request<'_>, names: &[String]) -> Result<()> {
+    if r.force {
+        return Ok(());
+    }
+    let dir = super::text::shown(&r.output.display().to_string()).into_owned();
+    anyhow::bail!(
+        "{dir} holds a sharded checkpoint already ({}); --force removes those files (and no \
+         others) before writing, even for a conversion run again into its own output; or \
+         choose another directory",
+        listed(names)
+    )
+}
+
+/// Removes `names` from `dir`, each a regular file (as listed a moment before).
+fn remove_in(dir: &Path, names: &[String]) -> Result<()> {
+    for name in names {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                anyhow::bail!("cannot remove {}: {e}", path.display())
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The zTensor 2 files directly in `dir` (roots and data shards alike start with its magic),
+/// regular files only: links and special files are not looked into. One of `inputs` among
+/// them is refused, since clearing the directory would remove it.
+fn zt2_files(dir: &Path, inputs: &[&Path]) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => anyhow::bail!("cannot list {}: {e}", dir.display()),
+    };
+    let inputs: Vec<std::path::PathBuf> =
+        inputs.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect();
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| anyhow!("cannot list {}: {e}", dir.display()))?;
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        let path = entry.path();
+        let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+        if !regular || !name.ends_with(".zt") {
+            continue;
+        }
+        let mut head = [0u8; 8];
+        let read = ztensor_io::open_input(&path)
+            .ok()
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head).ok());
+        if read.is_none() || head != ztensor_v2::MAGIC {
+            continue;
+        }
+        if std::fs::canonicalize(&path).is_ok_and(|p| inputs.contains(&p)) {
+            anyhow::bail!(
+                "{} belongs to a checkpoint there and is also an input; clearing the directory \
+                 would remove it (choose another output directory)",
+                path.display()
+            );
+        }
+        found.push(name);
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// For a sharded zTensor 2 output: what the directory holds of checkpoints (zTensor 2 files,
+/// sharded zTensor 1.x indexes and the shards they list), refused unless `--force`, which
+/// removes those files (nothing else) and returns a note naming them.
+pub(super) fn clear_2(r: &Request<'_>, inputs: &[std::path::PathBuf]) -> Result<Option<String>> {
+    let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
+    let mut names = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(r.output) {
+        let mut indexes: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(ztensor_shard::INDEX_SUFFIX))
+            .collect();
+        indexes.sort();
+        let mut shards = std::collections::BTreeSet::new();
+        for name in &indexes {
+            let path = r.output.join(name);
+            if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
+                continue;
+            }
+            if let Ok(index) = ztensor_shard::ShardIndex::read(&path) {
+                shards.extend(index.shards.into_keys().filter(|s| {
+                    !s.contains('/')
+                        && std::fs::symlink_metadata(r.output.join(s))
+                            .is_ok_and(|m| m.file_type().is_file())
+                }));
+            }
+            names.push(name.clone());
+        }
+        let inputs: Vec<std::path::PathBuf> =
+            inputs.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect();
+        for shard in &shards {
+            let path = r.output.join(shard);
+            if std::fs::canonicalize(&path).is_ok_and(|p| inputs.contains(&p)) {
+                anyhow::bail!(
+                    "{} belongs to a checkpoint there and is also an input; clearing the \
+                     directory would remove it (choose another output directory)",
+                    path.display()
+                );
+            }
+        }
+        names.extend(shards);
+    }
+    for name in zt2_files(r.output, &inputs)? {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    if names.is_empty() {
+        return Ok(None);
+    }
+    refuse_unless_forced(r, &names)?;
+    remove_in(r.output, &names)?;
+    let dir = super::text::shown(&r.output.display().to_string()).into_owned();
+    Ok(Some(format!("--force removed the checkpoint {dir} held: {}", listed(&names))))
+}
