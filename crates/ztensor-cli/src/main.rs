@@ -55,6 +55,9 @@ fn handle_signals() {}
 
 fn main() -> ExitCode {
     handle_signals();
+    // A sharded checkpoint keeps each shard open while it is read: thousands of them pass the
+    // customary soft limit of 1024 open files long before the system's own.
+    ztensor_io::raise_open_file_limit();
     let cli = Cli::parse();
     ztensor_cli::set_max_expansion(cli.max_expansion);
     let result = run(cli);

@@ -514,3 +514,43 @@ fn shard_sizes_in_decimal_and_binary_units_split_differently() {
     assert!(said.contains("larger than --shard-size 1.02 MB (1000 KiB)"), "{said}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A checkpoint of more shards than the customary soft limit of open files (1024) is read:
+/// the tool raises its own soft limit to the hard one, as the system allows.
+#[test]
+fn more_shards_than_the_soft_limit_of_open_files_are_read() {
+    let d = scratch("open-files");
+    let shards = 1100;
+    let mut map = serde_json::Map::new();
+    for k in 0..shards {
+        let name = format!("model-{:05}-of-{shards:05}.safetensors", k + 1);
+        let header = format!(r#"{{"t{k:04}":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}}}"#);
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(header.as_bytes());
+        bytes.push(u8::try_from(k % 251).unwrap());
+        std::fs::write(d.join(&name), bytes).unwrap();
+        map.insert(format!("t{k:04}"), serde_json::Value::String(name));
+    }
+    let index = d.join("model.safetensors.index.json");
+    std::fs::write(&index, serde_json::json!({ "weight_map": map }).to_string()).unwrap();
+    let out = Command::new("prlimit")
+        .args(["--nofile=1024:", "--", env!("CARGO_BIN_EXE_ztensor"), "verify"])
+        .arg(&index)
+        .output()
+        .unwrap();
+    // The hard limit this machine sets (`Max open files` of /proc/self/limits).
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let hard = line.split_whitespace().nth(4).unwrap();
+    let hard: u64 = if hard == "unlimited" { u64::MAX } else { hard.parse().unwrap() };
+    if hard > shards as u64 + 64 {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("sound") && said.contains("1100 tensors"), "{said}");
+    } else {
+        // A machine whose hard limit is below the shard count: a clean refusal naming it.
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Too many open files"));
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -1,0 +1,43 @@
+//! The limit of open files, raised to what the system allows.
+
+/// Raises this process's limit of open files (`RLIMIT_NOFILE`) from its soft value to the hard
+/// one, returning the limit now in force: a checkpoint of thousands of shards keeps each open
+/// while it is read, and the customary soft limit (1024) is far below what the system allows
+/// (the hard limit, often a million). A program does this for itself, as build tools and
+/// servers do; it changes nothing for other processes. `None` where the platform has no such
+/// limit or will not say.
+pub fn raise_open_file_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: `getrlimit` writes one `rlimit` through a pointer to a live local.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            // SAFETY: `setrlimit` reads one `rlimit` through a pointer to a live local.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+                limit = raised;
+            }
+        }
+        #[allow(clippy::unnecessary_cast)] // `rlim_t` is not `u64` on every platform
+        Some(limit.rlim_cur as u64)
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    #[test]
+    fn the_soft_limit_rises_to_the_hard_one() {
+        let mut before = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: as in `raise_open_file_limit`.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut before) }, 0);
+        let now = super::raise_open_file_limit().expect("Linux says");
+        #[allow(clippy::unnecessary_cast)]
+        let hard = before.rlim_max as u64;
+        assert_eq!(now, hard);
+    }
+}
