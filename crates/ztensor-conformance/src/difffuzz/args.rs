@@ -6,6 +6,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use ztensor_format::Version;
 
+use crate::writer_check::Target;
+
 use super::ours::InProcess;
 use super::report::{table, to_json, to_junit};
 use super::run::{Budget, Config, run, run_in_process};
@@ -40,9 +42,11 @@ pub struct FuzzArgs {
     /// answered).
     #[arg(long, requires = "out")]
     pub force: bool,
-    /// Only cases of this version (0.1, 1.1 or 1.2; repeatable) [default: every version].
+    /// Only cases of this version: 0.1, 1.1, 1.2, or 2 (zTensor 2: its own files, changed as
+    /// zTensor 2, graded against this project's zTensor 2 reader); repeatable [default: 0.1,
+    /// 1.1 and 1.2].
     #[arg(long = "version", value_name = "V", value_parser = version)]
-    pub versions: Vec<Version>,
+    pub versions: Vec<Target>,
     /// Seconds the implementation has for one file before its process group is killed and
     /// the case is a hang [default: 10].
     #[arg(long, value_name = "SECONDS", value_parser = positive)]
@@ -77,12 +81,13 @@ fn positive(text: &str) -> std::result::Result<f64, String> {
 }
 
 /// A version cases may have.
-fn version(text: &str) -> std::result::Result<Version, String> {
+fn version(text: &str) -> std::result::Result<Target, String> {
     match text {
-        "0.1" => Ok(Version::V0_1),
-        "1.1" => Ok(Version::V1_1),
-        "1.2" => Ok(Version::V1_2),
-        _ => Err("0.1, 1.1 or 1.2".to_owned()),
+        "0.1" => Ok(Target::Zt(Version::V0_1)),
+        "1.1" => Ok(Target::Zt(Version::V1_1)),
+        "1.2" => Ok(Target::Zt(Version::V1_2)),
+        "2" => Ok(Target::Zt2),
+        _ => Err("0.1, 1.1, 1.2 or 2".to_owned()),
     }
 }
 

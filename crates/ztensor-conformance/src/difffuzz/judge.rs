@@ -117,13 +117,18 @@ impl Judge for InProcessReading<'_> {
 }
 
 /// The writer recipe (`ztensor-recipe/1`) of a case: the content of the model its generator
-/// input makes (its changes are for readers), for any writer to write.
+/// input makes (its changes are for readers), for any writer to write. For a zTensor 2 case,
+/// a recipe of version `2`: the model's objects zTensor 2 can hold, with no digest asked for
+/// (a zTensor 2 writer puts its own on every part), every one compressed or none.
 ///
 /// # Errors
 /// When the recipe's model hex is broken, or our writer refuses the generated model.
 pub fn writer_recipe(recipe: &Recipe) -> Result<crate::writer_check::Recipe> {
     use crate::writer_check::{RecipeComponent, RecipeObject, Target};
-    let model = Model::from_bytes(&unhex(&recipe.model)?);
+    let model = match &recipe.zt2 {
+        Some(_) => super::zt2::representable(&recipe.model)?,
+        None => Model::from_bytes(&unhex(&recipe.model)?),
+    };
     let (_, expect) = model.write().context("writing the generated model")?;
     let objects = model
         .objects
@@ -134,8 +139,11 @@ pub fn writer_recipe(recipe: &Recipe) -> Result<crate::writer_check::Recipe> {
             format: e.format.name().to_owned(),
             shape: e.shape,
             attributes: None,
-            zstd: !matches!(spec.options.compression, ztensor_io::Compression::Raw),
-            digest: e.digest,
+            zstd: match &recipe.zt2 {
+                Some(how) => how.zstd,
+                None => !matches!(spec.options.compression, ztensor_io::Compression::Raw),
+            },
+            digest: if recipe.zt2.is_some() { None } else { e.digest },
             components: e
                 .components
                 .into_iter()
@@ -150,7 +158,7 @@ pub fn writer_recipe(recipe: &Recipe) -> Result<crate::writer_check::Recipe> {
         .collect();
     Ok(crate::writer_check::Recipe {
         name: format!("fuzz-{}", recipe.seed),
-        version: Target::Zt(model.version),
+        version: if recipe.zt2.is_some() { Target::Zt2 } else { Target::Zt(model.version) },
         covers: "a generated model".to_owned(),
         attributes: None,
         objects,

@@ -8,6 +8,7 @@ use super::classify::Divergence;
 use super::judge::Judge;
 use super::mutate::Mutation;
 use super::recipe::{Recipe, hex, unhex};
+use super::zt2::Zt2;
 
 /// Reduces `recipe` while it keeps `divergence`: fewer mutations, fewer objects, generator
 /// bytes set to zero (smaller shapes and ranks, first choices), then byte changes made
@@ -44,9 +45,24 @@ pub(super) fn minimize(
             best = candidate;
         }
     }
+    // zTensor 2: raw parts rather than compressed ones, then the least alignment.
+    if let Some(how) = best.zt2.clone() {
+        let raw = Zt2 { zstd: false, ..how.clone() };
+        let least = Zt2 { alignment: 4096, ..raw.clone() };
+        for simpler in [raw, least] {
+            if best.zt2.as_ref() != Some(&simpler) {
+                let candidate = Recipe { zt2: Some(simpler), ..best.clone() };
+                if keeps(&candidate, &mut left)? {
+                    best = candidate;
+                }
+            }
+        }
+    }
+    // A zTensor 2 case that starts from a corpus file has no model to reduce.
+    let from_model = best.zt2.as_ref().is_none_or(|how| how.base.is_none());
     // Fewer objects: the generator's second byte is the count.
     let mut model = unhex(&best.model)?;
-    while model.get(1).is_some_and(|&c| c % 9 > 1) {
+    while from_model && model.get(1).is_some_and(|&c| c % 9 > 1) {
         let mut smaller = model.clone();
         smaller[1] = model[1] % 9 - 1;
         let candidate = Recipe { model: hex(&smaller), ..best.clone() };
@@ -58,7 +74,7 @@ pub(super) fn minimize(
     }
     // Each later byte zero (the first is the version).
     for at in 2..model.len() {
-        if model[at] == 0 {
+        if model[at] == 0 || !from_model {
             continue;
         }
         let mut smaller = model.clone();
@@ -71,16 +87,21 @@ pub(super) fn minimize(
     }
     // Byte changes: the lowest bit that keeps it.
     for i in 0..best.mutations.len() {
-        if let Mutation::Flip { region, at, xor } = best.mutations[i].clone()
-            && xor.count_ones() > 1
-        {
+        let (Mutation::Flip { xor, .. } | Mutation::Blob { xor, .. }) = best.mutations[i] else {
+            continue;
+        };
+        if xor.count_ones() > 1 {
             for bit in 0..8 {
                 let one = 1u8 << bit;
                 if xor & one == 0 {
                     continue;
                 }
                 let mut candidate = best.clone();
-                candidate.mutations[i] = Mutation::Flip { region, at, xor: one };
+                if let Mutation::Flip { xor, .. } | Mutation::Blob { xor, .. } =
+                    &mut candidate.mutations[i]
+                {
+                    *xor = one;
+                }
                 if keeps(&candidate, &mut left)? {
                     best = candidate;
                     break;

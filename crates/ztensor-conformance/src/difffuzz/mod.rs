@@ -27,6 +27,7 @@ mod rng;
 mod run;
 #[cfg(test)]
 mod tests;
+pub mod zt2;
 
 pub use args::{FuzzArgs, command_line, fuzz};
 pub use classify::{Class, Divergence, classify};
@@ -37,3 +38,4 @@ pub use recipe::{Recipe, VERSIONS};
 pub use report::{Finding, Report, rate, table, to_json, to_junit};
 pub use rng::Rng;
 pub use run::{Budget, Config, run, run_in_process};
+pub use zt2::Zt2;

@@ -124,6 +124,57 @@ pub enum Mutation {
         /// Added to the size.
         delta: i8,
     },
+    /// zTensor 2: replaces the text of a `dtype`, `type`, `layout`, `encoding`, `digest` or
+    /// `shard` field with a word of that field's vocabulary: registered, unknown, misspelt;
+    /// for a digest, the right SHA-256 or XXH3-64 of the part's stored bytes, a wrong one,
+    /// upper case, an unknown algorithm, malformed.
+    Vocab {
+        /// Which field (by its number among those fields, in that order of keys).
+        node: u32,
+        /// Which word.
+        pick: u8,
+    },
+    /// zTensor 2: moves or resizes a part's blob (`[offset, length]`): by the alignment, by a
+    /// byte, to 0, onto the first blob or the manifest, past the file.
+    Place {
+        /// Which part (by its number among the manifest's parts that have a blob).
+        node: u32,
+        /// Which change.
+        pick: u8,
+    },
+    /// zTensor 2: a shard table and parts in shards: a valid table whose shard is not there,
+    /// a part naming a shard the table lacks, badly named shards, a malformed entry.
+    Shard {
+        /// Which part (by its number among the manifest's parts).
+        node: u32,
+        /// Which change.
+        pick: u8,
+    },
+    /// zTensor 2: swaps two entries of a map once the manifest's keys are sorted (keys out of
+    /// deterministic order).
+    Reorder {
+        /// The value whose entry moves (by its number, as for the tree changes).
+        node: u32,
+        /// The entry it trades places with (modulo the map's length).
+        other: u32,
+    },
+    /// zTensor 2: writes one value in a form deterministic CBOR forbids: a longer head than
+    /// needed, an indefinite length, a tag, a float (or a float of the wrong width).
+    Head {
+        /// The value (by its number, as for the tree changes).
+        node: u32,
+        /// Which form (modulo 4).
+        pick: u8,
+    },
+    /// zTensor 2: changes a byte inside a blob.
+    Blob {
+        /// Which blob (by its number among the file's non-empty blobs, as placed).
+        node: u32,
+        /// The byte (modulo the blob's length).
+        at: u32,
+        /// The bits changed.
+        xor: u8,
+    },
 }
 
 /// Edge integers for [`Mutation::Int`].
@@ -204,7 +255,13 @@ impl Mutation {
 
     /// Whether it changes the manifest's value tree (applied before the byte changes).
     pub(super) fn on_tree(&self) -> bool {
-        !matches!(self, Mutation::Flip { .. } | Mutation::Truncate { .. } | Mutation::Size { .. })
+        !matches!(
+            self,
+            Mutation::Flip { .. }
+                | Mutation::Truncate { .. }
+                | Mutation::Size { .. }
+                | Mutation::Blob { .. }
+        )
     }
 }
 
@@ -241,7 +298,7 @@ pub(super) fn rewrite_manifest(file: &[u8], changes: &[&Mutation]) -> Result<Vec
 
 /// The paths of every value of a tree, in pre-order (the root's is empty); a map's children
 /// are its entries' values.
-fn paths(tree: &Cbor) -> Vec<Vec<usize>> {
+pub(super) fn paths(tree: &Cbor) -> Vec<Vec<usize>> {
     fn walk(value: &Cbor, path: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
         out.push(path.clone());
         let children: Vec<&Cbor> = match value {
@@ -260,7 +317,7 @@ fn paths(tree: &Cbor) -> Vec<Vec<usize>> {
     out
 }
 
-fn at_path<'t>(tree: &'t mut Cbor, path: &[usize]) -> Option<&'t mut Cbor> {
+pub(super) fn at_path<'t>(tree: &'t mut Cbor, path: &[usize]) -> Option<&'t mut Cbor> {
     let mut value = tree;
     for &i in path {
         value = match value {
@@ -272,7 +329,7 @@ fn at_path<'t>(tree: &'t mut Cbor, path: &[usize]) -> Option<&'t mut Cbor> {
     Some(value)
 }
 
-fn pick<T: Copy>(items: &[T], n: u32) -> T {
+pub(super) fn pick<T: Copy>(items: &[T], n: u32) -> T {
     items[usize::try_from(n).unwrap_or(0) % items.len()]
 }
 
@@ -306,7 +363,7 @@ fn attribute_value(rng: &mut Rng, depth: u32) -> Cbor {
     }
 }
 
-fn apply_tree(tree: &mut Cbor, change: &Mutation) {
+pub(super) fn apply_tree(tree: &mut Cbor, change: &Mutation) {
     let all = paths(tree);
     let node = match change {
         Mutation::Drop { node }
@@ -418,7 +475,7 @@ fn apply_tree(tree: &mut Cbor, change: &Mutation) {
 }
 
 /// The paths of the values of map entries keyed `key`.
-fn keyed(tree: &Cbor, key: &str) -> Vec<Vec<usize>> {
+pub(super) fn keyed(tree: &Cbor, key: &str) -> Vec<Vec<usize>> {
     paths(tree)
         .into_iter()
         .filter(|path| {

@@ -8,6 +8,7 @@ use serde_json::Value as Json;
 use ztensor_format::{DigestAlgorithm, Encoding, Version};
 
 use super::mutate::manifest_span;
+use super::zt2;
 use crate::implementation::Verdict;
 
 /// This project's verdicts on a file.
@@ -21,13 +22,23 @@ pub struct Ours {
     /// aliasing, nonzero padding, ...), if anything: accepting or rejecting it is no
     /// divergence.
     pub latitude: Option<String>,
+    /// Objects (by name) the spec lets readers read either way (zTensor 2: a part's digest of
+    /// an algorithm it does not name, which a reader may refuse to read unverified; a profile
+    /// the reference reads as an unknown layout): an accepting reader's dump of them is
+    /// compared on their name, format, shape, attributes and types, not on whether it could
+    /// read them nor on what it read.
+    pub loose: Vec<String>,
 }
 
-/// This project's readers on the file at `path` (holding `bytes`).
+/// This project's readers on the file at `path` (holding `bytes`); for a zTensor 2 file (one
+/// that starts with its magic), its zTensor 2 reader (see [`zt2`]).
 ///
 /// # Errors
 /// When the file cannot be read at all.
 pub fn ours(path: &Path, bytes: &[u8]) -> Result<Ours> {
+    if zt2::is_zt2(bytes) {
+        return zt2::ours(path, bytes);
+    }
     // The lenient dump exactly as `ztensor-conformance dump FILE` prints it.
     let lenient = ztensor_dump::file(path)?;
     let reader = ztensor_io::Reader::new(bytes, &ztensor_dump::options()).ok();
@@ -52,13 +63,15 @@ fn judged(
     }
     // An object this reader cannot read (an unknown type or layout, a digest that does not
     // match) leaves the file readable here; another reader may refuse the whole file.
-    let object_errors = lenient.0["objects"]
-        .as_array()
-        .is_some_and(|objects| objects.iter().any(|o| !o["error"].is_null()));
-    if latitude.is_none() && object_errors {
+    if latitude.is_none() && object_errors(&lenient.0) {
         latitude = Some("an object this reader reports as unreadable".to_owned());
     }
-    Ok(Ours { lenient, strict, latitude })
+    Ok(Ours { lenient, strict, latitude, loose: Vec::new() })
+}
+
+/// Whether an accepted file's dump reports an object it could not read.
+pub(super) fn object_errors(dump: &Json) -> bool {
+    dump["objects"].as_array().is_some_and(|objects| objects.iter().any(|o| !o["error"].is_null()))
 }
 
 /// What a file readable here (`reader`, over its `bytes`) has that the specs leave to each
@@ -113,7 +126,7 @@ pub trait InProcess {
 
 /// This project's lenient reader in the dump protocol, in this process, reading through a
 /// source that gives at most `chunk` bytes a read (`None`: the bytes as one slice): the dump
-/// `ztensor-conformance dump` prints for a zTensor file, reached another way.
+/// `ztensor-conformance dump` prints for a zTensor file (0.1, 1.x or 2), reached another way.
 #[derive(Debug, Clone, Copy)]
 pub struct OursInProcess {
     /// The most bytes one read of the source gives.
@@ -122,9 +135,11 @@ pub struct OursInProcess {
 
 impl InProcess for OursInProcess {
     fn read(&mut self, bytes: &[u8]) -> Verdict {
-        let opened = match self.chunk {
-            None => lenient_of(bytes),
-            Some(n) => lenient_of(ztensor_io::Chunked::new(bytes, n)),
+        let opened = match (self.chunk, zt2::is_zt2(bytes)) {
+            (None, false) => lenient_of(bytes),
+            (Some(n), false) => lenient_of(ztensor_io::Chunked::new(bytes, n)),
+            (None, true) => zt2::lenient_of(bytes),
+            (Some(n), true) => zt2::lenient_of(ztensor_io::Chunked::new(bytes, n)),
         };
         match opened {
             Some((dump, true)) => Verdict::Accepted(dump),
@@ -146,11 +161,14 @@ fn lenient_of<S: ztensor_io::ReadAt>(source: S) -> Option<(Json, bool)> {
 }
 
 /// This project's verdicts on `bytes`, in this process (no file): as [`ours`] for a zTensor
-/// file.
+/// file (a zTensor 2 file's shards are not looked for: it has no directory).
 ///
 /// # Errors
 /// When a reader fails with an error that is not a verdict (a bug, for bytes in memory).
 pub fn ours_in_process(bytes: &[u8]) -> Result<Ours> {
+    if zt2::is_zt2(bytes) {
+        return zt2::ours_in_process(bytes);
+    }
     match ztensor_io::Reader::new(bytes, &ztensor_dump::options()) {
         Ok(reader) => judged((ztensor_dump::accepted(&reader), true), Some(&reader), bytes),
         Err(e) => {

@@ -9,17 +9,24 @@ use ztensor_format::Version;
 
 use super::mutate::{Mutation, Region, apply_bytes, rewrite_manifest};
 use super::rng::Rng;
+use super::zt2::{self, Zt2};
 use crate::model::Model;
+use crate::writer_check::Target;
 
 /// A case: the generator's input bytes and the changes made to the file it writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recipe {
-    /// The seed the case was made from (`--seed SEED --runs 1` makes it again).
+    /// The seed the case was made from (`--seed SEED --runs 1` makes it again, with the same
+    /// `--version`s).
     pub seed: u64,
     /// The generator's input, hex ([`Model::from_bytes`]).
     pub model: String,
     /// The changes, in order.
     pub mutations: Vec<Mutation>,
+    /// For a zTensor 2 case, how its file is made before the changes ([`Zt2`]); absent for a
+    /// 0.1/1.x case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zt2: Option<Zt2>,
 }
 
 pub(super) fn hex(bytes: &[u8]) -> String {
@@ -39,15 +46,22 @@ pub(super) fn unhex(text: &str) -> Result<Vec<u8>> {
         .collect()
 }
 
-/// The versions cases may have.
+/// The versions cases have when none are asked for: zTensor 0.1, 1.1 and 1.2 (zTensor 2 only
+/// when asked for, [`Target::Zt2`]).
 pub const VERSIONS: [Version; 3] = [Version::V0_1, Version::V1_1, Version::V1_2];
 
+/// [`VERSIONS`] as targets.
+const DEFAULT: [Target; 3] =
+    [Target::Zt(Version::V0_1), Target::Zt(Version::V1_1), Target::Zt(Version::V1_2)];
+
 impl Recipe {
-    /// The case of `seed`, of one of `versions` (all when empty).
-    pub fn generate(seed: u64, versions: &[Version]) -> Recipe {
+    /// The case of `seed`, of one of `versions` ([`VERSIONS`] when empty). The cases of 0.1
+    /// and 1.x are those of the releases before zTensor 2 could be asked for.
+    pub fn generate(seed: u64, versions: &[Target]) -> Recipe {
         let mut rng = Rng::new(seed);
-        let versions = if versions.is_empty() { &VERSIONS[..] } else { versions };
+        let versions = if versions.is_empty() { &DEFAULT[..] } else { versions };
         let version = versions[usize::try_from(rng.below(versions.len() as u64)).unwrap_or(0)];
+        let Target::Zt(version) = version else { return zt2::generate(seed, rng) };
         let mut model = vec![0u8; 48];
         for b in &mut model {
             #[allow(clippy::cast_possible_truncation)]
@@ -82,15 +96,19 @@ impl Recipe {
                 mutations.push(Mutation::Attributes { node: 0, seed: rng.u32() });
             }
         }
-        Recipe { seed, model: hex(&model), mutations }
+        Recipe { seed, model: hex(&model), mutations, zt2: None }
     }
 
     /// The file the recipe makes.
     ///
     /// # Errors
     /// When the recipe's model hex is broken (a recipe read from a file), or the generator's
-    /// model is refused by the writer (a bug of this project).
+    /// model is refused by the writer (a bug of this project); for zTensor 2, a `base` that is
+    /// not in the embedded corpus.
     pub fn build(&self) -> Result<Vec<u8>> {
+        if let Some(how) = &self.zt2 {
+            return zt2::build(self, how);
+        }
         let model = Model::from_bytes(&unhex(&self.model)?);
         let (mut file, _) = model.write().context("writing the generated model")?;
         let (tree, bytes): (Vec<&Mutation>, Vec<&Mutation>) =
@@ -155,7 +173,7 @@ impl Recipe {
             .take(8)
             .map(|r| Mutation::from_record(r.try_into().unwrap_or(&[0; RECORD])))
             .collect();
-        Recipe { seed: 0, model: hex(&model), mutations }
+        Recipe { seed: 0, model: hex(&model), mutations, zt2: None }
     }
 
     /// A structure-aware change to fuzzer bytes (for libFuzzer's custom mutator): a record

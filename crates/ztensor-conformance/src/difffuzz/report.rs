@@ -11,6 +11,7 @@ use super::classify::{Class, Divergence};
 use super::judge::Judged;
 use super::recipe::Recipe;
 use super::run::Config;
+use crate::writer_check::Target;
 
 /// One reported divergence, reduced.
 #[derive(Debug, Clone)]
@@ -57,6 +58,8 @@ pub struct Report {
     pub command: String,
     /// Whether the implementation was fuzzed as a writer.
     pub writer: bool,
+    /// The versions asked for (none: 0.1, 1.1 and 1.2).
+    pub versions: Vec<Target>,
     /// Whether a signal stopped the run ([`crate::implementation::stop_all`]): the findings
     /// are those found so far, unreduced.
     pub interrupted: bool,
@@ -94,7 +97,12 @@ pub(super) fn prepare_out(out: &Path, force: bool) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))
 }
 
-fn finding_json(f: &Finding, command: &str, writer: bool) -> Json {
+/// ` --version V` for each version asked for: what makes a seed's case again.
+fn version_args(versions: &[Target]) -> String {
+    versions.iter().map(|v| format!(" --version {v}")).collect()
+}
+
+fn finding_json(f: &Finding, command: &str, writer: bool, versions: &[Target]) -> Json {
     let file = f.written.as_ref().map(|p| p.display().to_string());
     let recipe_file =
         f.written.as_ref().map(|p| p.with_extension("recipe.json").display().to_string());
@@ -118,8 +126,9 @@ fn finding_json(f: &Finding, command: &str, writer: bool) -> Json {
         "writer_recipe": if writer { recipe_file } else { None },
         "reproduce": reproduce,
         "regenerate": format!(
-            "ztensor-conformance fuzz{mode} --impl '{command}' --seed {} --runs 1",
-            f.recipe.seed
+            "ztensor-conformance fuzz{mode} --impl '{command}' --seed {} --runs 1{}",
+            f.recipe.seed,
+            version_args(versions)
         ),
     })
 }
@@ -139,8 +148,12 @@ pub(super) fn write_finding(out: &Path, n: usize, f: &Finding, config: &Config) 
     with_path.written = Some(file.clone());
     std::fs::write(
         dir.join(format!("{n}.json")),
-        serde_json::to_string_pretty(&finding_json(&with_path, &config.command, config.writer))?
-            + "\n",
+        serde_json::to_string_pretty(&finding_json(
+            &with_path,
+            &config.command,
+            config.writer,
+            &config.versions,
+        ))? + "\n",
     )?;
     Ok(file)
 }
@@ -182,7 +195,7 @@ pub fn table(report: &Report) -> String {
         writeln!(out, "\n{:<16}  {:>5}  {:>8}  {:<40}  DETAIL", "CLASS", "HITS", "FOUND S", "FILE");
     for f in &report.findings {
         let file = f.written.as_ref().map_or_else(
-            || format!("--seed {} --runs 1", f.recipe.seed),
+            || format!("--seed {} --runs 1{}", f.recipe.seed, version_args(&report.versions)),
             |p| p.display().to_string(),
         );
         let detail: String = f.detail.chars().take(100).collect();
@@ -228,11 +241,12 @@ pub fn to_json(report: &Report) -> Json {
         "in_process": report.in_process,
         "by_class": by_class,
         "writer": report.writer,
+        "versions": report.versions.iter().map(|v| v.name()).collect::<Vec<_>>(),
         "interrupted": report.interrupted,
         "findings": report
             .findings
             .iter()
-            .map(|f| finding_json(f, &report.command, report.writer))
+            .map(|f| finding_json(f, &report.command, report.writer, &report.versions))
             .collect::<Vec<_>>(),
     })
 }

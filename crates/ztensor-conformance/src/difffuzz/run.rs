@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use ztensor_format::Version;
 
 use super::classify::{Class, Divergence};
 use super::judge::{InProcessReading, Judge, Judged, Reading, Writing};
@@ -14,8 +13,10 @@ use super::recipe::{Recipe, VERSIONS};
 use super::report::{
     Finding, Report, check_out, prepare_out, table, to_json, to_junit, write_finding,
 };
+use super::zt2;
 use crate::implementation::Implementation;
 use crate::model::Model;
+use crate::writer_check::Target;
 
 /// How long or how many cases a run takes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,8 +36,9 @@ pub struct Config {
     pub budget: Budget,
     /// Case `i` is made from `seed + i`.
     pub seed: u64,
-    /// The versions cases may have (all when empty).
-    pub versions: Vec<Version>,
+    /// The versions cases may have ([`VERSIONS`], 0.1, 1.1 and 1.2, when empty; zTensor 2
+    /// only when asked for).
+    pub versions: Vec<Target>,
     /// How long one file may take.
     pub timeout: Duration,
     /// Where findings are written (`<class>/<n>.zt` and `.json`), if anywhere.
@@ -55,7 +57,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// The defaults: 60 s from seed 0, every version, 10 s a file, nothing written.
+    /// The defaults: 60 s from seed 0, zTensor 0.1, 1.1 and 1.2, 10 s a file, nothing
+    /// written.
     pub fn new(command: &str) -> Config {
         Config {
             command: command.to_owned(),
@@ -85,20 +88,29 @@ pub fn run(config: &Config, progress: impl FnMut(u64, usize)) -> Result<Report> 
         check_out(out, config.force)?;
     }
     let work = crate::scratch::Scratch::new("fuzz")?;
-    let versions = if config.versions.is_empty() { &VERSIONS[..] } else { &config.versions };
     let mut judge: Box<dyn Judge> = if config.writer {
         let mut writing = Writing::new(&config.command, config.timeout, work.path())?;
         // A command that cannot be started is told at once.
-        writing.judge(&Recipe::generate(config.seed, versions))?;
+        writing.judge(&writer_case(Recipe::generate(config.seed, &config.versions)))?;
         writing.started = 0;
         Box::new(writing)
     } else {
         // The probe: a small valid file of the first version asked for.
         let probe = work.path().join("probe.zt");
-        let index = VERSIONS.iter().position(|v| *v == versions[0]).unwrap_or(0);
-        #[allow(clippy::cast_possible_truncation)]
-        let probe_model = Model::from_bytes(&[index as u8, 1, 0, 0, 2, 3, 1, 1]);
-        std::fs::write(&probe, probe_model.write().context("writing the probe")?.0)?;
+        let bytes = match config.versions.first() {
+            Some(Target::Zt2) => zt2::probe().context("writing the probe")?,
+            first => {
+                let version = match first {
+                    Some(Target::Zt(v)) => *v,
+                    _ => VERSIONS[0],
+                };
+                let index = VERSIONS.iter().position(|v| *v == version).unwrap_or(0);
+                #[allow(clippy::cast_possible_truncation)]
+                let probe_model = Model::from_bytes(&[index as u8, 1, 0, 0, 2, 3, 1, 1]);
+                probe_model.write().context("writing the probe")?.0
+            }
+        };
+        std::fs::write(&probe, bytes)?;
         let implementation =
             Implementation::start(&config.command, config.timeout, &probe, config.serve)?;
         Box::new(Reading { implementation, dir: work.path().to_owned(), read: 0 })
@@ -124,13 +136,22 @@ pub fn run_in_process(
     fuzz_with(config, &mut InProcessReading { implementation }, progress)
 }
 
+/// A case as a writer is given it: its content, the generator's model (the changes are for
+/// readers, and so are the corpus's files a zTensor 2 case may start from).
+fn writer_case(mut recipe: Recipe) -> Recipe {
+    recipe.mutations.clear();
+    if let Some(how) = &mut recipe.zt2 {
+        how.base = None;
+    }
+    recipe
+}
+
 /// The fuzzing loop, the reduction of what diverged, and the report.
 fn fuzz_with(
     config: &Config,
     judge: &mut dyn Judge,
     mut progress: impl FnMut(u64, usize),
 ) -> Result<Report> {
-    let versions = if config.versions.is_empty() { &VERSIONS[..] } else { &config.versions };
     if let Some(out) = &config.out {
         prepare_out(out, config.force)?;
     }
@@ -147,10 +168,9 @@ fn fuzz_with(
             break;
         }
         let seed = config.seed.wrapping_add(cases);
-        let mut recipe = Recipe::generate(seed, versions);
+        let mut recipe = Recipe::generate(seed, &config.versions);
         if config.writer {
-            // A writer is given content; the changes are for readers.
-            recipe.mutations.clear();
+            recipe = writer_case(recipe);
         }
         let judged = judge.judge(&recipe);
         // A signal stopped the run (and killed the implementation): this case's verdict is
@@ -222,6 +242,7 @@ fn fuzz_with(
         seed: config.seed,
         command: config.command.clone(),
         writer: config.writer,
+        versions: config.versions.clone(),
         interrupted: stopping(),
     };
     if let Some(out) = &config.out {

@@ -4,6 +4,7 @@ use ztensor_format::Version;
 use super::classify::{first_difference, mask};
 use super::ours::latitude;
 use super::*;
+use crate::writer_check::Target;
 
 #[test]
 fn a_recipe_makes_the_same_file_again_and_goes_through_json() {
@@ -66,7 +67,7 @@ fn higher_ranks_stay_valid() {
     for seed in 0..100 {
         let recipe = Recipe {
             mutations: vec![Mutation::Rank { node: 0, rank: 8 }],
-            ..Recipe::generate(seed, &[Version::V1_2])
+            ..Recipe::generate(seed, &[Target::Zt(Version::V1_2)])
         };
         let file = recipe.build().unwrap();
         let mut options = ztensor_format::Options::default();
@@ -83,16 +84,17 @@ fn higher_ranks_stay_valid() {
 #[test]
 fn versions_are_kept_to_those_asked_for() {
     for seed in 0..50 {
-        let file = Recipe { mutations: vec![], ..Recipe::generate(seed, &[Version::V0_1]) }
-            .build()
-            .unwrap();
+        let file =
+            Recipe { mutations: vec![], ..Recipe::generate(seed, &[Target::Zt(Version::V0_1)]) }
+                .build()
+                .unwrap();
         assert_eq!(&file[..8], b"ZTEN0001");
     }
 }
 
 #[test]
 fn each_tree_change_changes_the_manifest() {
-    let base = Recipe { mutations: vec![], ..Recipe::generate(3, &[Version::V1_2]) };
+    let base = Recipe { mutations: vec![], ..Recipe::generate(3, &[Target::Zt(Version::V1_2)]) };
     let plain = base.build().unwrap();
     let changes = [
         Mutation::Drop { node: 1 },
