@@ -134,7 +134,11 @@ pub(crate) enum Command {
     /// Differential fuzzing: make files from a seed, have COMMAND read each and compare its
     /// verdict and dump with this project's strict and lenient readers.
     ///
-    /// Cases are generated models of every version, their manifests and bytes changed. COMMAND
+    /// Cases are generated models of zTensor 0.1, 1.1 and 1.2, their manifests and bytes
+    /// changed; with --version 2, zTensor 2 files (the generator's models written as zTensor
+    /// 2, and the corpus's zTensor 2 files), their manifests changed as zTensor 2 trees (types,
+    /// layouts, encodings, digests, blobs, shards, deterministic CBOR) and their blobs, padding
+    /// and footer as bytes, graded against this project's zTensor 2 reader. COMMAND
     /// reads them through `COMMAND --serve` when it speaks it and --process-per-file is not
     /// given, else as `COMMAND FILE`. Divergences: crash (another exit, a signal, no dump), hang
     /// (no answer within --timeout; its process group is killed), accepts-invalid (both of ours
@@ -146,6 +150,8 @@ pub(crate) enum Command {
     /// status 0 when nothing diverged, 1 when something did, 2 on usage errors.
     ///
     /// Example: ztensor-conformance fuzz --impl 'my-reader' --seconds 120 --junit fuzz.xml
+    ///
+    /// Example: ztensor-conformance fuzz --impl 'my-zt2-reader' --version 2 --seconds 120
     ///
     /// Example: ztensor-conformance fuzz --writer --impl 'my-writer' --runs 500 --out findings/
     Fuzz(FuzzArgs),

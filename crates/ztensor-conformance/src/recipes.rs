@@ -358,7 +358,7 @@ fn from_fuzzing(out: &mut Out) -> Result<()> {
         ),
     ];
     for (v, kind, variant, covers, model, mutations) in cases {
-        let recipe = Recipe { seed: 0, model: model.to_owned(), mutations };
+        let recipe = Recipe { seed: 0, model: model.to_owned(), mutations, zt2: None };
         out.reject(v, kind, variant, covers, recipe.build()?);
     }
     Ok(())
