@@ -225,6 +225,16 @@ fn ci() -> Result<()> {
         .arg(project_root().join("target/difffuzz-junit.xml"))
         .current_dir(project_root());
     run(&mut command, "ztensor-conformance fuzz")?;
+    // The same for zTensor 2, half as long.
+    let mut command = Command::new(&binary);
+    command
+        .args(["fuzz", "--version", "2", "--impl"])
+        .arg(format!("{binary} dump"))
+        .args(["--seconds", "30", "--seed", &((day << 20) + 1).to_string()])
+        .arg("--junit")
+        .arg(project_root().join("target/difffuzz-2-junit.xml"))
+        .current_dir(project_root());
+    run(&mut command, "ztensor-conformance fuzz --version 2")?;
     step("fuzz smoke");
     fuzz_smoke(15, &[])?;
     eprintln!("== ok");
@@ -466,10 +476,13 @@ fn fixtures(check: bool) -> Result<()> {
 fn fuzz_references(seconds: f64) -> Result<()> {
     let binary = conformance_binary()?;
     let crate_dir = project_root().join("crates/ztensor-conformance");
-    for (version, adapter) in reference_adapters()? {
+    let mut adapters = reference_adapters()?;
+    adapters.push(("2.1.1".to_owned(), oracle::v2_adapter(&project_root())?));
+    for (version, adapter) in adapters {
         let reads: &[&str] = match version.as_str() {
             "0.1.0" => &["0.1"],
             "1.1.1" => &["1.1"],
+            "2.1.1" => &["2"],
             _ => &["0.1", "1.1", "1.2"],
         };
         // Paths from the project's root, so the committed findings name no machine's.
@@ -494,6 +507,10 @@ fn fuzz_references(seconds: f64) -> Result<()> {
             .current_dir(&root);
         for v in reads {
             command.args(["--version", v]);
+        }
+        if version == "2.1.1" {
+            // Its adapter reads one file per process (no `--serve`).
+            command.arg("--process-per-file");
         }
         eprintln!("$ ztensor-conformance fuzz --impl {adapter} ({seconds} s)");
         // 1 is "something diverged": the findings are what this task is for.

@@ -218,7 +218,9 @@ enum Outcome {
     Disagreed(String),
 }
 
-pub fn v2_oracle(root: &Path, freeze: bool) -> Result<()> {
+/// Builds the zTensor 2 reference's adapter (crates.io `ztensor` 2.1.1) and returns its
+/// binary's path.
+pub fn v2_adapter(root: &Path) -> Result<String> {
     let adapter_dir = root.join("xtask/reference-adapter/v2");
     super::cargo(
         &[
@@ -230,8 +232,13 @@ pub fn v2_oracle(root: &Path, freeze: bool) -> Result<()> {
         ],
         &[],
     )?;
+    let binary = adapter_dir.join("target/release/reference-dump-v2");
+    Ok(binary.to_str().context("path")?.to_owned())
+}
+
+pub fn v2_oracle(root: &Path, freeze: bool) -> Result<()> {
+    let reference = std::path::PathBuf::from(v2_adapter(root)?);
     super::cargo(&["build", "-q", "-p", "ztensor-cli"], &[])?;
-    let reference = adapter_dir.join("target/release/reference-dump-v2");
     let ours = root.join("target/debug/ztensor");
     let fixtures = root.join("crates/ztensor-conformance/fixtures");
     let work = root.join("target/v2-oracle");
