@@ -277,7 +277,9 @@ fn a_refusal_is_a_rejection_exactly_when_its_reader_says_so() {
         (dir.join("cut.safetensors"), true),
     ];
     for (path, rejection) in cases {
-        let e = open(&path, &OpenOptions::default()).err().expect("refused");
+        let Err(e) = open(&path, &OpenOptions::default()) else {
+            panic!("{} opened", path.display())
+        };
         let inner: &dyn Verdict = match &e {
             OpenError::Zt(e) => e,
             OpenError::Foreign(e) => e,
