@@ -57,7 +57,7 @@ pub fn write_accepted<S: ReadAt>(reader: &Reader<S>, out: &mut impl Write) -> st
     let Json::Object(head) = header(reader) else { unreachable!("the header is an object") };
     let attributes = reader.manifest().manifest().attributes.as_ref();
     // The header's last member is `"objects"`: its array is written in place.
-    write_members(out, &head, AttributesFrom::Model(attributes), |out| {
+    write_members(out, &head, attributes, |out| {
         out.write_all(b"[")?;
         for (i, (object, attributes)) in objects(reader).enumerate() {
             if i > 0 {
@@ -66,26 +66,19 @@ pub fn write_accepted<S: ReadAt>(reader: &Reader<S>, out: &mut impl Write) -> st
             let Json::Object(object) = object else {
                 unreachable!("an object's dump is an object")
             };
-            write_members(out, &object, AttributesFrom::Model(attributes), |_| Ok(()))?;
+            write_members(out, &object, attributes, |_| Ok(()))?;
         }
         out.write_all(b"]")
     })
 }
 
-/// Where the `"attributes"` member written by [`write_members`] comes from.
-enum AttributesFrom<'a> {
-    /// Written straight from the manifest's values (never held as JSON too).
-    Model(Option<&'a Attributes>),
-    /// The member's JSON value, as it is.
-    Json,
-}
-
 /// Writes `members` as a JSON object, exactly as `serde_json` would, with `attributes` in place
-/// of the `"attributes"` member and `objects` writing the `"objects"` member's value.
+/// of the `"attributes"` member (written straight from the manifest's values, never held as
+/// JSON too) and `objects` writing the `"objects"` member's value.
 fn write_members<W: Write>(
     out: &mut W,
     members: &Map<String, Json>,
-    attributes: AttributesFrom<'_>,
+    attributes: Option<&Attributes>,
     objects: impl FnOnce(&mut W) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut objects = Some(objects);
@@ -96,11 +89,11 @@ fn write_members<W: Write>(
         }
         serde_json::to_writer(&mut *out, key)?;
         out.write_all(b":")?;
-        match (key.as_str(), &attributes, objects.take_if(|_| key == "objects")) {
-            ("attributes", AttributesFrom::Model(attributes), _) => {
+        match (key.as_str(), objects.take_if(|_| key == "objects")) {
+            ("attributes", _) => {
                 serde_json::to_writer(&mut *out, &attributes.map(|a| JsonOf(a.root())))?
             }
-            (_, _, Some(objects)) => objects(out)?,
+            (_, Some(objects)) => objects(out)?,
             _ => serde_json::to_writer(&mut *out, value)?,
         }
     }
@@ -354,8 +347,8 @@ pub fn write_file(path: &std::path::Path, out: &mut impl Write) -> std::io::Resu
 /// shard) or whose data breaks a rule (a digest, a `bool` byte, CSR or COO structure) carries
 /// the error, its parts without lengths or hashes. A data shard has no objects.
 pub fn zt2<S: ReadAt>(file: &ztensor_v2::File<S>) -> Json {
-    let mut dump = zt2_header(file);
-    dump["objects"] = Json::Array(zt2_objects(file).collect());
+    let mut dump = zt2_header(file, true);
+    dump["objects"] = Json::Array(zt2_objects(file, true).map(|(o, _)| o).collect());
     dump
 }
 
@@ -368,51 +361,64 @@ pub fn write_zt2<S: ReadAt>(
     file: &ztensor_v2::File<S>,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
-    let Json::Object(head) = zt2_header(file) else { unreachable!("the header is an object") };
-    write_members(out, &head, AttributesFrom::Json, |out| {
+    let Json::Object(head) = zt2_header(file, false) else {
+        unreachable!("the header is an object")
+    };
+    let attributes = file.manifest().and_then(|m| m.attributes.as_ref());
+    write_members(out, &head, attributes, |out| {
         out.write_all(b"[")?;
-        for (i, object) in zt2_objects(file).enumerate() {
+        for (i, (object, attributes)) in zt2_objects(file, false).enumerate() {
             if i > 0 {
                 out.write_all(b",")?;
             }
-            serde_json::to_writer(&mut *out, &object)?;
+            let Json::Object(object) = object else {
+                unreachable!("an object's dump is an object")
+            };
+            write_members(out, &object, attributes, |_| Ok(()))?;
         }
         out.write_all(b"]")
     })
 }
 
-/// A zTensor 2 dump's members before its objects, and `"objects": null` in their place.
-fn zt2_header<S: ReadAt>(file: &ztensor_v2::File<S>) -> Json {
+/// A zTensor 2 dump's members before its objects, and `"objects": null` in their place; its
+/// attributes as JSON `with_attributes`, else `null` in their place (to be written from the
+/// manifest, [`write_members`]).
+fn zt2_header<S: ReadAt>(file: &ztensor_v2::File<S>, with_attributes: bool) -> Json {
     let attributes = file.manifest().and_then(|m| m.attributes.as_ref());
     json!({
         "dump": "ztensor-dump/1",
         "container": "zt-2",
         "version": "2",
-        "attributes": zt2_value(attributes),
+        "attributes": zt2_value(attributes.filter(|_| with_attributes)),
         "objects": Json::Null,
     })
 }
 
-fn zt2_value(v: Option<&ztensor_v2::cbor::Value>) -> Json {
-    v.map_or(Json::Null, |v| cbor_to_json(&ztensor_v2::model::value_1x(v)))
+fn zt2_value(v: Option<&Attributes>) -> Json {
+    v.map_or(Json::Null, attributes_to_json)
 }
 
-/// Every object's dump, in manifest order (names in byte order).
-fn zt2_objects<S: ReadAt>(file: &ztensor_v2::File<S>) -> impl Iterator<Item = Json> + '_ {
+/// Every object's dump, in manifest order (names in byte order), with its attributes (as JSON
+/// in the dump `with_attributes`, else `null` there).
+fn zt2_objects<S: ReadAt>(
+    file: &ztensor_v2::File<S>,
+    with_attributes: bool,
+) -> impl Iterator<Item = (Json, Option<&Attributes>)> + '_ {
     let objects = file.manifest().map(|m| m.objects.iter());
-    objects
-        .into_iter()
-        .flatten()
-        .enumerate()
-        .map(|(index, (name, o))| zt2_object(file, index, name, o))
+    objects.into_iter().flatten().enumerate().map(move |(index, (name, o))| {
+        let attributes = o.attributes.as_deref();
+        (zt2_object(file, index, name, o, attributes.filter(|_| with_attributes)), attributes)
+    })
 }
 
-/// Object `index` (`name`, `o`) of a zTensor 2 file as the dump shows it.
+/// Object `index` (`name`, `o`) of a zTensor 2 file as the dump shows it, `attributes` its
+/// attributes' member.
 fn zt2_object<S: ReadAt>(
     file: &ztensor_v2::File<S>,
     index: usize,
     name: &str,
     o: &ztensor_v2::manifest::Object,
+    attributes: Option<&Attributes>,
 ) -> Json {
     let part_json = |p: &ztensor_v2::manifest::Part, decoded: Option<(u64, String)>| {
         let (len, hash) = decoded.unzip();
@@ -467,7 +473,7 @@ fn zt2_object<S: ReadAt>(
         "name": name,
         "format": &*o.layout,
         "shape": o.shape,
-        "attributes": zt2_value(o.attributes.as_deref()),
+        "attributes": zt2_value(attributes),
         "components": components,
         "error": error,
     })
@@ -520,9 +526,45 @@ impl serde::Serialize for JsonOf<'_> {
                 map.serialize_entry("value", &JsonOf(v))?;
                 map.end()
             }
-            // Scalars: small, the one conversion.
+            // Strings as they lie: a byte string of fifty megabytes is written a piece of its
+            // hex at a time, not copied, made hex whole and copied again.
+            Item::Text(text) => s.serialize_str(text),
+            Item::Bytes(bytes) => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("$bytes", &Hex(bytes))?;
+                map.end()
+            }
+            // Other scalars: small, the one conversion.
             _ => cbor_to_json(&self.0.to_value()).serialize(s),
         }
+    }
+}
+
+/// Bytes that serialize as the lowercase hex string [`ztensor_format::to_hex`] makes of them,
+/// written a piece at a time.
+struct Hex<'a>(&'a [u8]);
+
+impl serde::Serialize for Hex<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl std::fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut buf = [0u8; 8192];
+        for chunk in self.0.chunks(buf.len() / 2) {
+            for (pair, b) in buf.chunks_exact_mut(2).zip(chunk) {
+                pair[0] = DIGITS[usize::from(b >> 4)];
+                pair[1] = DIGITS[usize::from(b & 0xf)];
+            }
+            // Only ASCII digits were written.
+            f.write_str(
+                std::str::from_utf8(&buf[..2 * chunk.len()]).map_err(|_| std::fmt::Error)?,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -748,6 +790,43 @@ mod json_of_tests {
         assert!(streamed.contains(r#""shape":[2,1]"#), "{streamed}");
     }
 
+    /// A zTensor 2 dump written one object at a time (attributes straight from the manifest) is
+    /// the dump built whole, on every file of the corpus (but the hostile ones) that opens.
+    #[test]
+    fn a_streamed_zt2_dump_is_the_built_one() {
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../ztensor-conformance/fixtures");
+        let corpus = fixtures.join("external/ztensor2");
+        let dirs = ["valid", "reject"].map(|d| corpus.join(d));
+        let producers = fixtures.join("producers/v2/reference-2.1.1");
+        let (mut seen, mut with_attributes) = (0, 0);
+        for dir in dirs.iter().chain([&producers]) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|e| e != "zt") {
+                    continue;
+                }
+                let source = ztensor_io::FileSource::open(&path).unwrap();
+                let Ok(file) = ztensor_v2::File::open(source, ztensor_v2::MAX_MANIFEST) else {
+                    continue;
+                };
+                let mut streamed = Vec::new();
+                write_zt2(&file, &mut streamed).unwrap();
+                let built = serde_json::to_vec(&zt2(&file)).unwrap();
+                assert_eq!(String::from_utf8(streamed).unwrap(), String::from_utf8(built).unwrap());
+                let m = file.manifest();
+                let attributes = m.is_some_and(|m| {
+                    m.attributes.is_some() || m.objects.iter().any(|(_, o)| o.attributes.is_some())
+                });
+                (seen, with_attributes) = (seen + 1, with_attributes + usize::from(attributes));
+            }
+        }
+        assert!(
+            seen > 30 && with_attributes >= 5,
+            "{seen} files, {with_attributes} with attributes"
+        );
+    }
+
     #[test]
     fn streamed_json_is_the_built_json() {
         let t = |s: &str| Value::Text(s.to_owned());
@@ -761,12 +840,20 @@ mod json_of_tests {
             Value::Tag(64, Box::new(Value::Bytes(vec![1, 2, 3]))),
             Value::Float(f64::INFINITY),
             Value::Simple(16),
+            // Strings written as they lie: escapes, and hex across its pieces.
+            t("quote \" newline \n control \u{1} é"),
+            Value::Bytes(vec![]),
+            Value::Bytes((0..=255u8).cycle().skip(7).take(10_000).collect()),
         ];
         for v in values {
             let attributes = Attributes::try_from(text_map([("v", v)])).unwrap();
             let streamed = serde_json::to_string(&JsonOf(attributes.root())).unwrap();
             let built = cbor_to_json(&attributes.to_value()).to_string();
             assert_eq!(streamed, built, "{attributes:?}");
+            let streamed = serde_json::to_string_pretty(&JsonOf(attributes.root())).unwrap();
+            let built = serde_json::to_string_pretty(&cbor_to_json(&attributes.to_value()));
+            assert_eq!(streamed, built.unwrap(), "{attributes:?}");
+            assert_eq!(attributes_to_json(&attributes), cbor_to_json(&attributes.to_value()));
         }
     }
 

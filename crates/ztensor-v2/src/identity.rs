@@ -54,22 +54,28 @@ fn text(s: &str) -> Value {
     Value::Text(s.to_owned())
 }
 
-/// One object's entry of the content value.
-fn object_value(
+/// One object's entry of the content value, encoded: its attributes (a map in deterministic
+/// CBOR, as the manifest holds them) copied verbatim rather than decoded into a tree.
+fn object_entry(
     shape: &[u64],
     layout: &str,
-    attributes: Option<Value>,
+    attributes: Option<&[u8]>,
     parts: Vec<(Value, Value)>,
-) -> Value {
-    let mut entries = vec![
-        (text("shape"), Value::Array(shape.iter().map(|&d| Value::Uint(d)).collect())),
-        (text("layout"), text(layout)),
-        (text("parts"), Value::Map(parts)),
-    ];
+) -> Vec<u8> {
+    // The keys in their encoded order (§5.4): `parts` < `shape` < `layout` < `attributes`.
+    let mut entry = Vec::new();
+    crate::cbor::head(5, 3 + u64::from(attributes.is_some()), &mut entry);
+    entry.extend(encode(&text("parts")));
+    entry.extend(encode(&Value::Map(parts)));
+    entry.extend(encode(&text("shape")));
+    entry.extend(encode(&Value::Array(shape.iter().map(|&d| Value::Uint(d)).collect())));
+    entry.extend(encode(&text("layout")));
+    entry.extend(encode(&text(layout)));
     if let Some(a) = attributes {
-        entries.push((text("attributes"), a));
+        entry.extend(encode(&text("attributes")));
+        entry.extend_from_slice(a);
     }
-    Value::Map(entries)
+    entry
 }
 
 fn part_value(dtype: &str, logical: Option<&str>, digest: String) -> Value {
@@ -112,14 +118,35 @@ pub fn manifest_digest(manifest: &Manifest, algorithm: IdAlgorithm) -> Result<St
             })?;
             parts.push((text(role), part_value(p.dtype.name(), p.logical.as_deref(), digest)));
         }
-        let entry = object_value(&o.shape, &o.layout, o.attributes.as_deref().cloned(), parts);
-        objects.push((encode(&text(name)), encode(&entry)));
+        let attributes = o.attributes.as_deref().map(ztensor_format::Attributes::as_bytes);
+        objects.push((encode(&text(name)), object_entry(&o.shape, &o.layout, attributes, parts)));
     }
     Ok(digest_of(objects, algorithm))
 }
 
+/// A part of a zTensor 2 file as [`content_digest`] hashes it: the blob it points at in the file
+/// itself (offset, stored length, encoded or not, decoded length) and how its bytes are taken
+/// (storage and logical type, made 0 or 1 as `bool`s). Parts with the same key hash alike.
+#[derive(PartialEq, Eq, Hash)]
+struct BlobKey {
+    offset: u64,
+    stored_len: u64,
+    encoding: ztensor_format::Encoding,
+    decoded_len: Option<u64>,
+    dtype: ztensor_format::StorageType,
+    logical_type: Option<ztensor_format::LogicalType>,
+    bools: bool,
+}
+
 /// The content digest `source` would have once written as canonical zTensor 2 (each part's
 /// `xxh3` computed on its decoded bytes, streamed where the source reads in pieces).
+///
+/// For a zTensor 2 file (a [`crate::File`], or a view of one), each blob that several parts
+/// point at is decoded and hashed once, however many parts alias it: a small file of many
+/// aliases of one large blob costs one pass over it, not one per alias. Each alias still gets
+/// its own verdict (its digest, its logical type's rules) from the file's checks
+/// ([`TensorSource::verify`], which decode a shared blob once too and are held to the file's
+/// expansion budget, [`crate::File::check_expansion`]). A part in a shard is hashed each time.
 ///
 /// # Errors
 /// What keeps the source from being written as zTensor 2 (see [`crate::write()`]), and its read
@@ -127,6 +154,11 @@ pub fn manifest_digest(manifest: &Manifest, algorithm: IdAlgorithm) -> Result<St
 pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Result<String> {
     let options = WriteOptions::default();
     let mut objects = Vec::with_capacity(source.len());
+    // Only a zTensor 2 file's parts are known to decode to what their blob, encoding and
+    // decoded length say alone (a 1.x component's byte order and packing, a foreign tensor's
+    // strides, are not in what a source lists).
+    let zt2 = source.format_name() == crate::source::FORMAT_NAME;
+    let mut hashed: std::collections::HashMap<BlobKey, u64> = std::collections::HashMap::new();
     for index in 0..source.len() {
         let info = source
             .info(index)
@@ -139,10 +171,37 @@ pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Resu
             Some(source.read(index).map_err(read)?)
         };
         let planned = plan(&info, whole.as_ref().filter(|_| !listed_as_read(&info)), &options)?;
+        let keys: Vec<Option<BlobKey>> = planned
+            .parts
+            .iter()
+            .map(|p| {
+                let c = info.component(&p.role).filter(|_| zt2 && whole.is_none())?;
+                Some(BlobKey {
+                    offset: c.offset?,
+                    stored_len: c.stored_len,
+                    encoding: c.encoding.clone(),
+                    decoded_len: c.decoded_len,
+                    dtype: c.dtype.clone(),
+                    logical_type: c.logical_type.clone(),
+                    bools: p.bools,
+                })
+            })
+            .collect();
         drop(info);
         let mut digests = Vec::with_capacity(planned.parts.len());
         if whole.is_none() {
-            for p in &planned.parts {
+            let mut verified = false;
+            for (p, key) in planned.parts.iter().zip(keys) {
+                if let Some(&h) = key.as_ref().and_then(|k| hashed.get(k)) {
+                    // Its bytes were hashed for another part; its own checks are the file's
+                    // (which decode a shared blob once), made once for the object.
+                    if !verified {
+                        source.verify(index).map_err(read)?;
+                        verified = true;
+                    }
+                    digests.push(h);
+                    continue;
+                }
                 let mut hasher = xxhash_rust::xxh3::Xxh3::new();
                 let mut scratch = Vec::new();
                 source
@@ -155,7 +214,11 @@ pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Resu
                         Ok(())
                     })
                     .map_err(read)?;
-                digests.push(hasher.digest());
+                let h = hasher.digest();
+                if let Some(key) = key {
+                    hashed.insert(key, h);
+                }
+                digests.push(h);
             }
         } else {
             let data =
@@ -181,8 +244,9 @@ pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Resu
                 (text(&p.role), part_value(p.dtype.name(), p.logical.as_deref(), digest))
             })
             .collect();
-        let value = object_value(&planned.shape, &planned.layout, planned.attributes, parts);
-        objects.push((encode(&Value::Text(name)), encode(&value)));
+        let attributes = planned.attributes.as_ref().map(encode);
+        let entry = object_entry(&planned.shape, &planned.layout, attributes.as_deref(), parts);
+        objects.push((encode(&Value::Text(name)), entry));
     }
     let mut keys: Vec<&[u8]> = objects.iter().map(|(k, _)| k.as_slice()).collect();
     keys.sort_unstable();

@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use ztensor_format::Attributes;
+
 use crate::cbor::{MAX_VALUES, Value};
 use crate::error::{Error, Result, Rule};
 
@@ -251,8 +253,10 @@ pub struct Object {
     pub layout: Shared,
     /// The parts, by name.
     pub parts: Parts,
-    /// The object's attributes (a map), as stored.
-    pub attributes: Option<Box<Value>>,
+    /// The object's attributes (a map whose keys are names), held as the manifest stores them:
+    /// their deterministic CBOR, read in place (an attribute array of millions of items costs
+    /// what its bytes do, not a tree several times their size).
+    pub attributes: Option<Box<Attributes>>,
 }
 
 /// An entry of the shard table.
@@ -271,8 +275,9 @@ pub struct Manifest {
     pub objects: Named<Object>,
     /// The shard table.
     pub shards: BTreeMap<String, Shard>,
-    /// The file's attributes (a map), as stored.
-    pub attributes: Option<Value>,
+    /// The file's attributes (a map whose keys are names), held as the manifest stores them
+    /// (see [`Object::attributes`]).
+    pub attributes: Option<Attributes>,
 }
 
 fn schema(message: impl Into<String>) -> Error {
@@ -330,10 +335,10 @@ fn check_digest(digest: &str) -> Result<()> {
     if ok { Ok(()) } else { Err(schema(format!("digest {digest:?} is not ALGO:lowercase-hex"))) }
 }
 
-fn attributes(value: Option<&Value>, what: &str) -> Result<Option<Value>> {
+fn attributes(value: Option<&Value>, what: &str) -> Result<Option<Attributes>> {
     let Some(value) = value else { return Ok(None) };
     check_attributes(value, what)?;
-    Ok(Some(value.clone()))
+    attributes_of(&crate::cbor::encode(value), what).map(Some)
 }
 
 /// Attributes are a map whose keys are names.
@@ -342,6 +347,28 @@ fn check_attributes(value: &Value, what: &str) -> Result<()> {
         check_name(key, "an attribute key")?;
     }
     Ok(())
+}
+
+/// The attributes whose deterministic CBOR is `encoded` (one item, its rules checked: the
+/// manifest's decoder read it), checked as [`check_attributes`] checks a tree (`what` names
+/// them in messages) and kept as those bytes: the encoding zTensor 2 requires (§2.2, RFC 8949
+/// §4.2.1) is the one [`Attributes`] holds, so the bytes kept are the manifest's own.
+pub(crate) fn attributes_of(encoded: &[u8], what: &str) -> Result<Attributes> {
+    if encoded.first().map(|b| b >> 5) != Some(5) {
+        return Err(schema(format!("{what} is not a map")));
+    }
+    // Checked by the manifest's decoder: this copies the bytes, and only refuses what a tree
+    // made by hand (`parse`) may hold, a key given twice or nesting past the limit.
+    let attributes = Attributes::from_cbor(encoded, crate::cbor::MAX_DEPTH + 1)
+        .map_err(|e| schema(format!("{what}: {e}")))?;
+    debug_assert_eq!(attributes.as_bytes(), encoded, "deterministic CBOR is kept as it is");
+    if attributes.entries().any(|(k, _)| k.as_text().is_none()) {
+        return Err(schema(format!("a key of {what} is not text")));
+    }
+    for (key, _) in attributes.entries() {
+        check_name(key.as_text().unwrap_or_default(), "an attribute key")?;
+    }
+    Ok(attributes)
 }
 
 fn optional_text<'v>(entries: &'v [(Value, Value)], key: &str) -> Result<Option<&'v str>> {
@@ -466,8 +493,15 @@ pub fn parse(root: &Value) -> Result<Manifest> {
         named.push((name.to_owned(), object(value, &mut names)?));
     }
     let objects = Named::new(named);
+    let shards = shard_table(field(entries, "shards"))?;
+    let attributes = attributes(field(entries, "attributes"), "`attributes`")?;
+    Ok(Manifest { objects, shards, attributes })
+}
+
+/// The shard table (the value of `shards`, if the manifest has one).
+fn shard_table(table: Option<&Value>) -> Result<BTreeMap<String, Shard>> {
     let mut shards = BTreeMap::new();
-    if let Some(table) = field(entries, "shards") {
+    if let Some(table) = table {
         for (name, value) in text_map(table, "`shards`")? {
             check_shard_name(name)?;
             let Value::Map(e) = value else { return Err(schema("a shard entry is not a map")) };
@@ -480,8 +514,7 @@ pub fn parse(root: &Value) -> Result<Manifest> {
             shards.insert(name.to_owned(), Shard { size, digest: digest.to_owned() });
         }
     }
-    let attributes = attributes(field(entries, "attributes"), "`attributes`")?;
-    Ok(Manifest { objects, shards, attributes })
+    Ok(shards)
 }
 
 /// Checks the manifest's CBOR (§2.2) and parses it (§2.4–2.7) as [`crate::cbor::decode`] then
@@ -546,23 +579,44 @@ fn parse_in_steps(bytes: &[u8], max_values: u64) -> Result<Manifest> {
         // The name decoded with the key is kept, not copied.
         let Value::Text(name) = key else { return Err(schema("a key of `objects` is not text")) };
         check_name(&name, "object name")?;
-        let value = cbor::decode_at(bytes, range, 2)?;
-        named.push((name, object(&value, &mut names)?));
+        named.push((name, object_at(bytes, range, &mut names)?));
     }
     let objects = Named::new(named);
-    // The shard table and the attributes are decoded whole, with no objects; keys not known
+    // The shard table is decoded whole; the attributes are kept as their bytes; keys not known
     // (checked above) are left: nothing is built of them.
-    let mut rest = Vec::with_capacity(2);
-    for (key, range) in root {
-        if matches!(key.as_text(), Some("shards" | "attributes")) {
-            let value = cbor::decode_at(bytes, range, 1)?;
-            rest.push((key, value));
+    let range_of = |name: &str| root.iter().find(|(k, _)| k.as_text() == Some(name));
+    let table = range_of("shards").map(|(_, range)| cbor::decode_at(bytes, range.clone(), 1));
+    let shards = shard_table(table.transpose()?.as_ref())?;
+    let attributes = range_of("attributes")
+        .map(|(_, range)| attributes_of(&bytes[range.clone()], "`attributes`"))
+        .transpose()?;
+    Ok(Manifest { objects, shards, attributes })
+}
+
+/// The object at `range` of the checked manifest `bytes`, parsed as [`object`] parses its tree
+/// but for its attributes, kept as their bytes (never decoded into a tree).
+fn object_at(bytes: &[u8], range: std::ops::Range<usize>, names: &mut Interner) -> Result<Object> {
+    use crate::cbor;
+    let Some(entries) = cbor::entries_at(bytes, range.clone(), 2)? else {
+        // Not a map: the tree's parse says so.
+        return object(&cbor::decode_at(bytes, range, 2)?, names);
+    };
+    let mut tree = Vec::with_capacity(entries.len());
+    let mut encoded = None;
+    for (key, range) in entries {
+        if key.as_text() == Some("attributes") {
+            encoded = Some(range);
+        } else {
+            tree.push((key, cbor::decode_at(bytes, range, 3)?));
         }
     }
-    rest.push((Value::Text("objects".to_owned()), Value::Map(Vec::new())));
-    let mut manifest = parse(&Value::Map(rest))?;
-    manifest.objects = objects;
-    Ok(manifest)
+    // The attributes are the last thing `object` checks: their verdict comes in the same order.
+    let mut o = object(&Value::Map(tree), names)?;
+    if let Some(range) = encoded {
+        let attributes = attributes_of(&bytes[range], "an object's `attributes`")?;
+        o.attributes = Some(Box::new(attributes));
+    }
+    Ok(o)
 }
 
 /// The manifest read in one pass, objects built straight from the bytes with no tree between,
@@ -574,9 +628,11 @@ fn parse_in_steps(bytes: &[u8], max_values: u64) -> Result<Manifest> {
 mod direct {
     use xxhash_rust::xxh3::Xxh3;
 
+    use ztensor_format::Attributes;
+
     use super::{
-        Interner, Manifest, Named, Object, Part, PartFields, Parts, Shared, check_attributes,
-        check_name,
+        Interner, Manifest, Named, Object, Part, PartFields, Parts, Shared, attributes_of,
+        check_name, shard_table,
     };
     use crate::cbor::{Decoder, KeyOrder, Value};
     use crate::error::Result;
@@ -730,7 +786,7 @@ mod direct {
         let mut order = Order::default();
         let mut names = Interner::default();
         let mut objects = None;
-        let mut rest = Vec::new();
+        let (mut shards, mut attributes) = (None, None);
         for _ in 0..n {
             // The key, with the value unless it is `objects`. Only the shard table and the
             // attributes are kept; any other key and its value (text or not) are checked and
@@ -750,8 +806,13 @@ mod direct {
                 // `None`: the objects, read next; `Some(None)`: passed.
                 let kept = match key {
                     Some(key) if key == "objects" => None,
-                    Some(key) if key == "shards" || key == "attributes" => {
-                        Some(Some((key, d.value(1).ok()?)))
+                    Some(key) if key == "shards" => Some(Some(Kept::Shards(d.value(1).ok()?))),
+                    // Checked, then kept as their bytes: never a tree.
+                    Some(key) if key == "attributes" => {
+                        let start = d.at();
+                        d.skip(1).ok()?;
+                        let attributes = attributes_of(&d.bytes()[start..d.at()], "").ok()?;
+                        Some(Some(Kept::Attributes(attributes)))
                     }
                     _ => {
                         d.skip(1).ok()?;
@@ -763,7 +824,8 @@ mod direct {
             let Some((encoded, kept)) = entry else { return Ok(None) };
             order.set(&encoded);
             match kept {
-                Some(Some((key, value))) => rest.push((Value::Text(key), value)),
+                Some(Some(Kept::Shards(value))) => shards = Some(value),
+                Some(Some(Kept::Attributes(a))) => attributes = Some(a),
                 Some(None) => {}
                 None => match self::objects(&mut w, &mut names)? {
                     Some(o) => objects = Some(o),
@@ -775,12 +837,18 @@ mod direct {
         if !passed {
             return Ok(None);
         }
-        // The shard table, the attributes and keys not known are few: parsed from their tree.
-        rest.push((Value::Text("objects".to_owned()), Value::Map(Vec::new())));
-        let Ok(mut manifest) = super::parse(&Value::Map(rest)) else { return Ok(None) };
+        // The shard table is small: parsed from its tree.
+        let Ok(shards) = shard_table(shards.as_ref()) else { return Ok(None) };
         let Some(objects) = objects else { return Ok(None) };
-        manifest.objects = objects;
-        Ok(Some((manifest, hash)))
+        Ok(Some((Manifest { objects, shards, attributes }, hash)))
+    }
+
+    /// A value of the root that the one-pass parse keeps.
+    enum Kept {
+        /// The shard table's tree.
+        Shards(Value),
+        /// The file's attributes.
+        Attributes(Attributes),
     }
 
     fn objects(w: &mut Window<'_>, names: &mut Interner) -> Result<Option<Named<Object>>> {
@@ -825,9 +893,10 @@ mod direct {
                 "layout" => layout = Some(d.text(3).ok()??),
                 "parts" => parts = Some(self::parts(d, names)?),
                 "attributes" => {
-                    let value = d.value(3).ok()?;
-                    check_attributes(&value, "").ok()?;
-                    attributes = Some(Box::new(value));
+                    let start = d.at();
+                    d.skip(3).ok()?;
+                    let encoded = &d.bytes()[start..d.at()];
+                    attributes = Some(Box::new(attributes_of(encoded, "").ok()?));
                 }
                 _ => d.skip(3).ok()?,
             }

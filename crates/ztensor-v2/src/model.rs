@@ -18,7 +18,7 @@
 //! which zTensor 2 readers expose structurally (shape, attributes, parts) and this one turns
 //! back into `quantized_group`.
 
-use ztensor_format::{Attributes, DType, Format, LogicalType, Refused};
+use ztensor_format::{Attributes, DType, Format, LogicalType, Refused, ValueRef};
 
 use crate::cbor::{MAX_DEPTH, Value};
 use crate::error::{Error, Result};
@@ -166,12 +166,6 @@ pub fn value_1x(v: &Value) -> ztensor_format::Value {
     }
 }
 
-/// Attributes of a zTensor 2 manifest in the 1.2 model.
-pub fn attributes_1x(v: Option<&Value>) -> Option<Attributes> {
-    // The manifest's rules made it a map of the permitted items: it converts.
-    v.and_then(|v| Attributes::try_from(value_1x(v)).ok())
-}
-
 /// A 1.2 value as a zTensor 2 manifest value, `depth` levels below the manifest's root.
 ///
 /// # Errors
@@ -252,9 +246,71 @@ pub fn attributes_2(a: &Attributes, depth: usize, refused: Refused) -> Result<Op
     value_2(&value, depth - 1, refused).map(Some)
 }
 
+/// [`attributes_2`] without a tree: the attributes' own encoding, which is already the one a
+/// zTensor 2 manifest holds (deterministic CBOR, RFC 8949 §4.2.1, for both), once every item is
+/// checked to be one the manifest permits, in the order and with the refusals of
+/// [`attributes_2`]. A writer copies these bytes into the manifest: an attribute array of
+/// millions of items costs what its bytes do, not a tree several times their size.
+///
+/// # Errors
+/// As [`attributes_2`].
+pub fn attributes_2_encoded(
+    a: &Attributes,
+    depth: usize,
+    refused: Refused,
+) -> Result<Option<&[u8]>> {
+    if a.is_empty() {
+        return Ok(None);
+    }
+    for (k, _) in a.entries() {
+        let ok =
+            k.as_text().is_some_and(|k| !k.is_empty() && k.len() <= MAX_NAME && !k.contains('\0'));
+        if !ok {
+            return Err(Error::unrepresentable(
+                refused,
+                format!(
+                    "attribute key {k} is not a name zTensor 2 allows (text, 1 to {MAX_NAME} \
+                     bytes, no U+0000)"
+                ),
+            ));
+        }
+    }
+    permitted(a.root(), depth - 1, refused)?;
+    Ok(Some(a.as_bytes()))
+}
+
+/// Checks that the item `v`, `depth` levels below the manifest's root, and everything in it are
+/// what [`value_2`] converts (the same refusals, in the same order).
+fn permitted(v: ValueRef<'_>, depth: usize, refused: Refused) -> Result<()> {
+    use ztensor_format::attributes::Item;
+    let no = |what: &str| {
+        Err(Error::unrepresentable(refused, format!("{what} has no place in a zTensor 2 manifest")))
+    };
+    if depth > MAX_DEPTH {
+        return no(&format!("a value nested deeper than {MAX_DEPTH} levels"));
+    }
+    match v.item() {
+        // CBOR's range, which deterministic CBOR never leaves.
+        Item::Integer(i) if u64::try_from(i).is_err() && u64::try_from(-1 - i).is_err() => {
+            no(&format!("the integer {i}"))
+        }
+        Item::Array(items) => items.into_iter().try_for_each(|i| permitted(i, depth + 1, refused)),
+        // Attributes never repeat a key.
+        Item::Map(entries) => entries.into_iter().try_for_each(|(k, v)| {
+            permitted(k, depth + 1, refused)?;
+            permitted(v, depth + 1, refused)
+        }),
+        Item::Tag(tag, _) => no(&format!("a value with CBOR tag {tag}")),
+        Item::Undefined => no("`undefined`"),
+        Item::Simple(n) => no(&format!("the CBOR simple value {n}")),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cbor::encode;
 
     #[test]
     fn layouts_go_there_and_back() {
@@ -339,5 +395,51 @@ mod tests {
         };
         assert!(at(28).is_ok());
         assert!(at(29).is_err());
+    }
+
+    /// The attributes' own bytes are what the tree [`attributes_2`] makes encodes to, and the
+    /// same attributes are refused with the same words.
+    #[test]
+    fn attributes_go_into_zt2_as_their_bytes() {
+        use ztensor_format::Value as V;
+        let text = |s: &str| V::Text(s.to_owned());
+        let nested = |n: usize| (0..n).fold(V::Null, |v, _| V::Array(vec![v]));
+        let maps = [
+            V::Map(vec![]),
+            V::Map(vec![
+                (text("n"), V::Integer(-(1i128 << 64))),
+                (text("u"), V::Integer(i128::from(u64::MAX))),
+                (text("f"), V::Array(vec![V::Float(0.1), V::Float(1.5), V::Float(f64::NAN)])),
+                (text("b"), V::Bytes(vec![0, 255])),
+                (text("m"), V::Map(vec![(V::Integer(-3), V::Null), (V::Bool(true), text("t"))])),
+                (text("x"), V::Array((0..1000).map(|i| V::Integer(i * 1000)).collect())),
+            ]),
+            V::Map(vec![(V::Integer(1), V::Null)]),
+            V::Map(vec![(text(""), V::Null)]),
+            V::Map(vec![(text("a\0"), V::Null)]),
+            V::Map(vec![(text(&"k".repeat(MAX_NAME + 1)), V::Null)]),
+            V::Map(vec![(text("t"), V::Array(vec![V::Null, V::Tag(1, Box::new(V::Null))]))]),
+            V::Map(vec![(text("k"), V::Map(vec![(V::Tag(2, Box::new(V::Null)), V::Null)]))]),
+            V::Map(vec![(text("u"), V::Undefined), (text("v"), V::Simple(16))]),
+            V::Map(vec![(text("s"), V::Simple(16))]),
+            V::Map(vec![(text("d"), nested(28))]),
+            V::Map(vec![(text("d"), nested(29)), (text("e"), V::Undefined)]),
+        ];
+        for (i, map) in maps.into_iter().enumerate() {
+            let a = Attributes::try_from(map).unwrap();
+            for (depth, refused) in [(2, Refused::FileAttributes), (4, Refused::ObjectAttributes)] {
+                let tree = attributes_2(&a, depth, refused).map(|v| v.map(|v| encode(&v)));
+                let bytes = attributes_2_encoded(&a, depth, refused).map(|b| b.map(<[u8]>::to_vec));
+                match (tree, bytes) {
+                    (Ok(tree), Ok(bytes)) => assert_eq!(tree, bytes, "case {i}"),
+                    (Err(tree), Err(bytes)) => {
+                        assert_eq!(tree.to_string(), bytes.to_string(), "case {i}");
+                        let refusal = ztensor_format::Verdict::refused(&bytes);
+                        assert_eq!(refusal, Some(refused), "case {i}");
+                    }
+                    (tree, bytes) => panic!("case {i} at {depth}: {tree:?} / {bytes:?}"),
+                }
+            }
+        }
     }
 }

@@ -4,7 +4,9 @@
 //! a failure is `layout_rule`. Where the profile text contradicts itself, the reading this
 //! project takes is `spec/ztensor-2.md` §10's.
 
-use crate::cbor::Value;
+use ztensor_format::ValueRef;
+use ztensor_format::attributes::Item;
+
 use crate::error::{Error, Result, Rule};
 use crate::manifest::{Dtype, Object, Part, elements, logical};
 
@@ -29,15 +31,13 @@ fn size_of(part: &Part, n: u64) -> Option<u64> {
 }
 
 /// Object `o`'s attribute `key`.
-fn attribute<'o>(o: &'o Object, key: &str) -> Option<&'o Value> {
-    let Some(Value::Map(entries)) = o.attributes.as_deref() else { return None };
-    entries.iter().find(|(k, _)| k.as_text() == Some(key)).map(|(_, v)| v)
+fn attribute<'o>(o: &'o Object, key: &str) -> Option<ValueRef<'o>> {
+    o.attributes.as_deref()?.get(key)
 }
 
-/// A map's field `key`.
-fn field<'v>(map: &'v Value, key: &str) -> Option<&'v Value> {
-    let Value::Map(entries) = map else { return None };
-    entries.iter().find(|(k, _)| k.as_text() == Some(key)).map(|(_, v)| v)
+/// A map's field `key` (`None` when `map` is not a map).
+fn field<'v>(map: ValueRef<'v>, key: &str) -> Option<ValueRef<'v>> {
+    map.as_map()?.find(|(k, _)| k.as_text() == Some(key)).map(|(_, v)| v)
 }
 
 /// The parts of `o` are exactly `names` (sorted).
@@ -111,13 +111,13 @@ fn mx(o: &Object) -> Result<()> {
         }
     }
     let rank = o.shape.len() as u64;
-    let block = attribute(o, "block_size").and_then(Value::as_uint);
+    let block = attribute(o, "block_size").and_then(|v| v.as_u64());
     let Some(block) = block.filter(|&b| b >= 2) else {
         return Err(rule(layout, "attribute block_size is an integer of at least 2"));
     };
     let axis = match attribute(o, "axis") {
         None => rank.checked_sub(1),
-        Some(v) => v.as_uint().filter(|&a| a < rank),
+        Some(v) => v.as_u64().filter(|&a| a < rank),
     };
     let Some(axis) = axis else {
         return Err(rule(layout, "attribute axis is an integer below the rank"));
@@ -126,7 +126,7 @@ fn mx(o: &Object) -> Result<()> {
     if along % block != 0 {
         return Err(rule(layout, format!("block_size {block} does not divide dimension {along}")));
     }
-    if attribute(o, "scale_form").and_then(Value::as_text) != Some("e8m0_exponent") {
+    if attribute(o, "scale_form").and_then(|v| v.as_text()) != Some("e8m0_exponent") {
         return Err(rule(layout, "attribute scale_form is \"e8m0_exponent\""));
     }
     let n = elements(&o.shape).ok_or_else(|| Error::rule(Rule::Shape, "the shape overflows"))?;
@@ -149,7 +149,7 @@ fn gguf(o: &Object) -> Result<()> {
     if data.dtype != Dtype::U8 || data.logical.is_some() {
         return Err(rule(layout, "data is u8 with no logical type"));
     }
-    let uint = |key: &str| attribute(o, key).and_then(Value::as_uint).filter(|&n| n >= 1);
+    let uint = |key: &str| attribute(o, key).and_then(|v| v.as_u64()).filter(|&n| n >= 1);
     let (Some(per_block), Some(block_bytes)) = (uint("elems_per_block"), uint("block_bytes"))
     else {
         return Err(rule(
@@ -179,20 +179,21 @@ fn gguf(o: &Object) -> Result<()> {
 fn quant_group(o: &Object) -> Result<()> {
     let layout = "zt.quant_group/1";
     let bad = |m: &str| rule(layout, m);
-    let uint = |key: &str| attribute(o, key).and_then(Value::as_uint);
+    let uint = |key: &str| attribute(o, key).and_then(|v| v.as_u64());
     let zero_point =
         attribute(o, "zero_point").ok_or_else(|| bad("attribute zero_point is a map"))?;
-    let form = field(zero_point, "form").and_then(Value::as_text);
+    let form = field(zero_point, "form").and_then(|v| v.as_text());
     let tensor = match form {
         Some("none") => false,
         Some("implied") => {
-            if !matches!(field(zero_point, "value"), Some(Value::Uint(_) | Value::Nint(_))) {
+            let integer = field(zero_point, "value").map(|v| v.item());
+            if !matches!(integer, Some(Item::Integer(_))) {
                 return Err(bad("an implied zero point has an integer value"));
             }
             false
         }
         Some("tensor") => {
-            let packing = field(zero_point, "packing").and_then(Value::as_text);
+            let packing = field(zero_point, "packing").and_then(|v| v.as_text());
             if !matches!(packing, Some("same_as_data" | "plain")) {
                 return Err(bad("a zero-point tensor's packing is same_as_data or plain"));
             }
@@ -214,7 +215,7 @@ fn quant_group(o: &Object) -> Result<()> {
         return Err(bad("attribute axis is an integer below the rank"));
     };
     let packing = attribute(o, "packing").ok_or_else(|| bad("attribute packing is a map"))?;
-    let word = match field(packing, "word").and_then(Value::as_text) {
+    let word = match field(packing, "word").and_then(|v| v.as_text()) {
         Some("u8") => Dtype::U8,
         Some("u16") => Dtype::U16,
         Some("u32") => Dtype::U32,
@@ -234,7 +235,7 @@ fn quant_group(o: &Object) -> Result<()> {
             "data is of packing.word's type (or its signed twin), with no logical type",
         ));
     }
-    if !matches!(field(packing, "order").and_then(Value::as_text), Some("lsb_first" | "msb_first"))
+    if !matches!(field(packing, "order").and_then(|v| v.as_text()), Some("lsb_first" | "msb_first"))
     {
         return Err(bad("packing.order is lsb_first or msb_first"));
     }
@@ -243,11 +244,11 @@ fn quant_group(o: &Object) -> Result<()> {
         return Err(bad("bits divide the word's width"));
     }
     let per_word = word_bits / bits;
-    if field(packing, "per_word").and_then(Value::as_uint) != Some(per_word) {
+    if field(packing, "per_word").and_then(|v| v.as_u64()) != Some(per_word) {
         return Err(bad("packing.per_word is the word's width over bits"));
     }
     let scales = &o.parts["scales"];
-    let scales_ok = match attribute(o, "scale_form").and_then(Value::as_text) {
+    let scales_ok = match attribute(o, "scale_form").and_then(|v| v.as_text()) {
         Some("f32_factors") => {
             matches!(scales.dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::F64)
                 && scales.logical.is_none()
@@ -283,7 +284,7 @@ fn quant_group(o: &Object) -> Result<()> {
     }
     if tensor {
         let zeros = &o.parts["zeros"];
-        let same = field(zero_point, "packing").and_then(Value::as_text) == Some("same_as_data");
+        let same = field(zero_point, "packing").and_then(|v| v.as_text()) == Some("same_as_data");
         let size = if same {
             (scale_count % per_word == 0).then(|| scale_count / per_word * word.width())
         } else {

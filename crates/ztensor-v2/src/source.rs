@@ -16,7 +16,7 @@ use ztensor_io::{ComponentData, ComponentInfo, ObjectData, ObjectInfo, ReadAt, T
 use crate::error::ErrorKind;
 use crate::file::File;
 use crate::manifest::{Dtype, Object};
-use crate::model::{attributes_1x, format_of, types_1x};
+use crate::model::{format_of, types_1x};
 
 /// The 1.2 format object `o` is read as: [`format_of`] its layout, except that sparse layouts
 /// with 32-bit indices (1.x indices are 64-bit) are carried under their zTensor 2 id, read
@@ -104,13 +104,16 @@ impl<S: ReadAt> File<S> {
     }
 }
 
+/// What a zTensor 2 file calls its format ([`TensorSource::format_name`]).
+pub(crate) const FORMAT_NAME: &str = "zTensor 2";
+
 impl<S: ReadAt> TensorSource for File<S> {
     fn format_name(&self) -> Cow<'_, str> {
-        Cow::Borrowed("zTensor 2")
+        Cow::Borrowed(FORMAT_NAME)
     }
 
     fn attributes(&self) -> Option<Cow<'_, Attributes>> {
-        attributes_1x(self.manifest()?.attributes.as_ref()).map(Cow::Owned)
+        self.manifest()?.attributes.as_ref().map(Cow::Borrowed)
     }
 
     fn len(&self) -> usize {
@@ -144,7 +147,7 @@ impl<S: ReadAt> TensorSource for File<S> {
             name: Cow::Borrowed(name.as_str()),
             shape: Cow::Borrowed(o.shape.as_slice()),
             format: format(o),
-            attributes: attributes_1x(o.attributes.as_deref()).map(Cow::Owned),
+            attributes: o.attributes.as_deref().map(Cow::Borrowed),
             components,
             unsupported: unsupported(name, o, &|shard| self.shard_missing(shard)),
             location: None,
@@ -304,7 +307,7 @@ impl<S: ReadAt> TensorSource for File<S> {
             name: name.clone(),
             shape: o.shape.clone(),
             format: format(o),
-            attributes: attributes_1x(o.attributes.as_deref()).map(Cow::Owned),
+            attributes: o.attributes.as_deref().map(Cow::Borrowed),
             components,
         };
         check_sparse(&data, &o.layout)?;
