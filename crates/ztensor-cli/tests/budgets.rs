@@ -233,7 +233,66 @@ fn an_attribute_array_of_millions_of_items_stays_within_budget() {
         // safetensors has no place for object attributes: refused, within the budget too.
         check(&dir, &file, 1, &[&["convert", "FILE", "OUT.safetensors", "--quiet"]]);
     }
+    // zTensor 2: the same array in one object's attributes, the file written byte by byte
+    // (magic, a one-byte blob at 65536, the manifest at the next 64 KiB, the footer).
+    let mut manifest = vec![0xa1];
+    push_text(&mut manifest, "objects");
+    manifest.push(0xa1);
+    push_text(&mut manifest, "w");
+    manifest.push(0xa4);
+    push_text(&mut manifest, "parts");
+    manifest.push(0xa1);
+    push_text(&mut manifest, "data");
+    manifest.push(0xa3);
+    push_text(&mut manifest, "blob");
+    manifest.extend([0x82, 0x1a, 0, 1, 0, 0, 0x01]);
+    push_text(&mut manifest, "dtype");
+    push_text(&mut manifest, "u8");
+    push_text(&mut manifest, "digest");
+    push_text(&mut manifest, &format!("xxh3:{:016x}", xxhash_rust::xxh3::xxh3_64(&[7])));
+    push_text(&mut manifest, "shape");
+    manifest.extend([0x81, 0x01]);
+    push_text(&mut manifest, "layout");
+    push_text(&mut manifest, "dense");
+    push_text(&mut manifest, "attributes");
+    manifest.extend([0xa1, 0x63, b'b', b'i', b'g', 0x9a]);
+    manifest.extend_from_slice(&N.to_be_bytes());
+    manifest.resize(manifest.len() + N as usize, 0);
+    let mut file = ztensor_v2::MAGIC.to_vec();
+    file.resize(65536, 0);
+    file.push(7);
+    file.resize(2 * 65536, 0);
+    file.extend(&manifest);
+    file.extend((2u64 * 65536).to_le_bytes());
+    file.extend((manifest.len() as u64).to_le_bytes());
+    file.extend(xxhash_rust::xxh3::xxh3_64(&manifest).to_le_bytes());
+    file.extend(ztensor_v2::VERSION.to_le_bytes());
+    file.extend(0u32.to_le_bytes());
+    file.extend(ztensor_v2::MAGIC);
+    drop(manifest);
+    let path = dir.join("attributes-20m-2.zt");
+    std::fs::write(&path, file).unwrap();
+    check(
+        &dir,
+        &path,
+        0,
+        &[
+            &["info", "FILE"],
+            &["info", "--json", "FILE"],
+            &["verify", "FILE"],
+            &["dump", "--json", "FILE"],
+            &["id", "FILE"],
+            &["diff", "--json", "FILE", "FILE"],
+            &["convert", "FILE", "OUT.zt", "--quiet"],
+        ],
+    );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Appends the CBOR text string `s` (shorter than 24 bytes).
+fn push_text(out: &mut Vec<u8>, s: &str) {
+    out.push(0x60 | u8::try_from(s.len()).unwrap());
+    out.extend(s.as_bytes());
 }
 
 /// Half a million objects that all name one blob: each check or copy of it is done once.
