@@ -383,7 +383,7 @@ fn the_object_limit_fits_the_address_space() {
     let f = file.to_str().unwrap();
     let free = Command::new(env!("CARGO_BIN_EXE_ztensor")).args(["info", f]).output().unwrap();
     assert!(free.status.success(), "{}", String::from_utf8_lossy(&free.stderr));
-    let cap = 512u64 << 20;
+    let cap = 128u64 << 20;
     assert!(cap / 2 / ztensor_io::OBJECT_COST <= 1 << 16);
     let out = Command::new("prlimit")
         .arg(format!("--as={cap}"))

@@ -15,6 +15,7 @@
 //! two-space indentation, a final newline.
 
 use std::collections::{BTreeMap, HashSet};
+use std::io::Write as _;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -129,27 +130,68 @@ impl ShardIndex {
 
     /// The index as this crate writes it (see the module documentation).
     pub fn to_json(&self) -> String {
-        let shards: serde_json::Map<String, serde_json::Value> = self
-            .shards
-            .iter()
-            .map(|(name, s)| {
-                (name.clone(), serde_json::json!({"size": s.size, "digest": s.digest}))
-            })
-            .collect();
-        let weight_map: serde_json::Map<String, serde_json::Value> = self
-            .weight_map
-            .iter()
-            .map(|(t, s)| (t.clone(), serde_json::Value::from(s.as_str())))
-            .collect();
-        let value = serde_json::json!({
-            "metadata": {"total_size": self.total_size},
-            "shards": shards,
-            "weight_map": weight_map,
-        });
-        let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
-        text.push('\n');
-        text
+        let shards = self.shards.iter().map(|(n, s)| (n.as_str(), s.size, s.digest.as_str()));
+        let weight_map = self.weight_map.iter().map(|(t, s)| (t.as_str(), s.as_str()));
+        let mut text = Vec::new();
+        // Writing to memory fails only where serialization does: never for these types.
+        let _ = write_json(&mut text, self.total_size, shards, weight_map);
+        String::from_utf8(text).unwrap_or_default()
     }
+}
+
+/// Writes an index (see the module documentation) to `out` as it is serialized: `shards`
+/// (name, size, digest) and `weight_map` (tensor, shard) each given sorted by name, one entry
+/// per name. What [`ShardIndex::to_json`] gives for the same entries, byte for byte, without a
+/// tree of them (a checkpoint may have a million tensors).
+///
+/// # Errors
+/// Those of `out`.
+pub(crate) fn write_json<'a>(
+    out: &mut dyn std::io::Write,
+    total_size: u64,
+    shards: impl Iterator<Item = (&'a str, u64, &'a str)> + Clone,
+    weight_map: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+) -> std::io::Result<()> {
+    use serde::ser::{SerializeMap, Serializer};
+
+    /// A map serialized from its entries as they come.
+    struct Entries<I>(I);
+    impl<K: serde::Serialize, V: serde::Serialize, I: Iterator<Item = (K, V)> + Clone>
+        serde::Serialize for Entries<I>
+    {
+        fn serialize<S: Serializer>(&self, to: S) -> std::result::Result<S::Ok, S::Error> {
+            let mut map = to.serialize_map(Some(self.0.clone().count()))?;
+            for (k, v) in self.0.clone() {
+                map.serialize_entry(&k, &v)?;
+            }
+            map.end()
+        }
+    }
+    #[derive(serde::Serialize)]
+    struct Shard<'a> {
+        size: u64,
+        digest: &'a str,
+    }
+    #[derive(serde::Serialize)]
+    struct Metadata {
+        total_size: u64,
+    }
+    #[derive(serde::Serialize)]
+    #[serde(bound(serialize = "Entries<S>: serde::Serialize, Entries<W>: serde::Serialize"))]
+    struct Index<S, W> {
+        metadata: Metadata,
+        shards: Entries<S>,
+        weight_map: Entries<W>,
+    }
+    let index = Index {
+        metadata: Metadata { total_size },
+        shards: Entries(shards.map(|(name, size, digest)| (name, Shard { size, digest }))),
+        weight_map: Entries(weight_map),
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+    serde_json::to_writer_pretty(&mut out, &index).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 /// Whether `digest` is `sha256:` and 64 lowercase hex digits.

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -21,7 +22,7 @@ use ztensor_io::{
 use ztensor_par::{ParOptions, Progress, ZtSink};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::index::{INDEX_SUFFIX, ShardEntry, ShardIndex, is_sha256};
+use crate::index::{INDEX_SUFFIX, ShardIndex, is_sha256};
 
 /// The plan format this crate writes and reads.
 pub const PLAN_FORMAT: u32 = 1;
@@ -233,29 +234,40 @@ pub fn plan(
     let output = absolute(output)?;
     let stem = output_stem(&input);
     // Objects in order: name, decoded bytes, input shard.
-    let mut objects: Vec<(String, u64, Option<String>)> = Vec::with_capacity(source.len());
-    let mut names = HashSet::new();
+    let mut objects: Vec<(String, u64, Option<Rc<str>>)> = Vec::with_capacity(source.len());
     for i in 0..source.len() {
         let Some(info) = source.info(i) else { continue };
         if exclude(&info.name) {
             continue;
         }
-        if !names.insert(info.name.to_string()) {
-            return Err(Error::new(
-                ErrorKind::Malformed,
-                format!("two objects are called {:?}: a sharded checkpoint's index maps each name to one shard", info.name),
-            )
-            .with_path(&input));
-        }
         let bytes = info.components.iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)).sum();
-        objects.push((info.name.to_string(), bytes, info.location.map(|l| l.into_owned())));
+        // An input shard's name, shared by the objects in it (they come one shard after
+        // another): one allocation a shard, not one an object.
+        let location = match (info.location, objects.last()) {
+            (Some(l), Some((_, _, Some(last)))) if **last == *l => Some(Rc::clone(last)),
+            (l, _) => l.map(|l| Rc::from(&*l)),
+        };
+        objects.push((info.name.into_owned(), bytes, location));
     }
+    // A name given twice: the first object whose name an earlier one had, found by sorting
+    // (a set of the names would hold a copy of each).
+    let mut by_name: Vec<usize> = (0..objects.len()).collect();
+    by_name.sort_by(|&a, &b| objects[a].0.cmp(&objects[b].0));
+    let twice = by_name.windows(2).filter(|w| objects[w[0]].0 == objects[w[1]].0);
+    if let Some(second) = twice.map(|w| w[0].max(w[1])).min() {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            format!("two objects are called {:?}: a sharded checkpoint's index maps each name to one shard", objects[second].0),
+        )
+        .with_path(&input));
+    }
+    drop(by_name);
     if objects.is_empty() {
         return Err(Error::new(ErrorKind::Malformed, "no objects to write").with_path(&input));
     }
     // Output shards: the input shard they come from (when split like the input), and their
     // objects with their decoded bytes.
-    type Group = (Option<String>, Vec<(String, u64)>);
+    type Group = (Option<Rc<str>>, Vec<(String, u64)>);
     let mut groups: Vec<Group> = Vec::new();
     match split {
         Split::LikeInput => {
@@ -343,9 +355,26 @@ impl Plan {
         text
     }
 
-    /// `sha256:` and the SHA-256 of [`Plan::to_json`]: what receipts are tied to.
+    /// `sha256:` and the SHA-256 of [`Plan::to_json`]: what receipts are tied to (hashed as
+    /// it is serialized, not made first: a plan may name a million objects).
     pub fn digest(&self) -> String {
-        format!("sha256:{}", hex(&Sha256::digest(self.to_json().as_bytes())))
+        struct Hashing(Sha256);
+        impl Write for Hashing {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.update(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut hashing = Hashing(Sha256::new());
+        // As `to_json`, which gives an empty text where serialization fails (it cannot here).
+        if serde_json::to_writer_pretty(&mut hashing, self).is_err() {
+            return format!("sha256:{}", hex(&Sha256::digest(b"")));
+        }
+        hashing.0.update(b"\n");
+        format!("sha256:{}", hex(&hashing.0.finalize()))
     }
 
     /// Reads a plan file.
@@ -657,26 +686,45 @@ fn write_unit(
     })
 }
 
-/// The index of `plan`'s output from its units' receipts.
-fn index_of(plan: &Plan, receipts: &[Receipt]) -> ShardIndex {
-    // `Plan::read` and `plan` keep the sum within u64.
-    let mut index = ShardIndex {
-        total_size: plan.units.iter().fold(0u64, |t, u| t.saturating_add(u.bytes)),
-        ..ShardIndex::default()
-    };
-    for (u, r) in plan.units.iter().zip(receipts) {
-        index.shards.insert(u.shard.clone(), ShardEntry { size: r.size, digest: r.digest.clone() });
-        for o in &u.objects {
-            index.weight_map.insert(o.clone(), u.shard.clone());
-        }
-    }
-    index
-}
-
-fn write_index(plan: &Plan, out: &OutputDir, index: &ShardIndex) -> Result<PathBuf> {
+/// Writes the index of `plan`'s output from its units' receipts (as [`ShardIndex::to_json`]
+/// writes the index they make, byte for byte), straight from the plan: no map of every tensor
+/// name to its shard is built, nor a JSON tree of it.
+fn write_index(plan: &Plan, out: &OutputDir, receipts: &[Receipt]) -> Result<PathBuf> {
     let path = out.join(&plan.index);
+    // `Plan::read` and `plan` keep the sum within u64.
+    let total_size = plan.units.iter().fold(0u64, |t, u| t.saturating_add(u.bytes));
+    let units = || plan.units.iter().zip(receipts);
+    // Each sorted by name, as a map holds them: of a name given twice, the last.
+    let mut shards: Vec<(&str, u64, &str)> =
+        units().map(|(u, r)| (u.shard.as_str(), r.size, r.digest.as_str())).collect();
+    shards.sort_by(|a, b| a.0.cmp(b.0));
+    shards.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            *kept = *later;
+        }
+        same
+    });
+    let mut tensors: Vec<(usize, usize)> = units()
+        .enumerate()
+        .flat_map(|(i, (u, _))| (0..u.objects.len()).map(move |k| (i, k)))
+        .collect();
+    let name = |&(i, k): &(usize, usize)| plan.units[i].objects[k].as_str();
+    tensors.sort_by(|a, b| name(a).cmp(name(b)));
+    tensors.dedup_by(|later, kept| {
+        let same = name(later) == name(kept);
+        if same {
+            *kept = *later;
+        }
+        same
+    });
+    let weight_map = tensors.iter().map(|&(i, k)| {
+        let u = &plan.units[i];
+        (u.objects[k].as_str(), u.shard.as_str())
+    });
     let mut file = out.create(&plan.index)?;
-    file.write_all(index.to_json().as_bytes()).map_err(|e| Error::io("cannot write", &path, &e))?;
+    crate::index::write_json(&mut file, total_size, shards.iter().copied(), weight_map)
+        .map_err(|e| Error::io("cannot write", &path, &e))?;
     file.persist()?;
     Ok(path)
 }
@@ -745,7 +793,7 @@ pub fn finalize(plan: &Plan, hash: bool) -> Result<PathBuf> {
             .with_path(&path));
         }
     }
-    write_index(plan, &out, &index_of(plan, &receipts))
+    write_index(plan, &out, &receipts)
 }
 
 /// Writes every unit of `plan` in this process, in order, then the index: the same shards
@@ -783,7 +831,7 @@ pub fn write_all(
             receipts.push(write_unit(plan, &out, unit, source, par, progress, &digest_of_plan)?);
         }
         undo.adding(&out, &plan.index)?;
-        write_index(plan, &out, &index_of(plan, &receipts))
+        write_index(plan, &out, &receipts)
     })();
     match written {
         Ok(_) => undo.keep(),

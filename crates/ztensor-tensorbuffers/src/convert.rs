@@ -10,7 +10,7 @@
 use std::io::Write;
 
 use ztensor_format::{Encoding, Format, Value, text_map};
-use ztensor_io::{ObjectInfo, TensorSource, role};
+use ztensor_io::{TensorSource, role};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::{DataType, Operation};
@@ -114,41 +114,34 @@ fn copy_source<W: Write>(
         }
     }
     // File order: as recorded, else by where each object's data lies: source by source (the
-    // shards of a checkpoint, in the source's order), each by offset.
-    let mut objects: Vec<(usize, ObjectInfo<'_>)> =
-        (0..source.len()).filter_map(|i| source.info(i).map(|o| (i, o))).collect();
-    let recorded = order.filter(|o| {
-        let mut a: Vec<&str> = o.iter().map(String::as_str).collect();
-        let mut b: Vec<&str> = objects.iter().map(|(_, x)| x.name.as_ref()).collect();
-        a.sort_unstable();
-        b.sort_unstable();
-        a == b
-    });
-    match recorded {
-        Some(o) => {
-            let position: std::collections::HashMap<&str, usize> =
-                o.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
-            objects.sort_by_key(|(_, x)| position.get(x.name.as_ref()).copied());
-        }
+    // shards of a checkpoint, in the source's order), each by offset. Found as indices, the
+    // names in one buffer: no object's listing is held beyond its turn.
+    let names = Names::of(source);
+    let recorded = order.and_then(|o| names.positions(&o));
+    let objects: Vec<usize> = match recorded {
+        Some(o) => o,
         None => {
+            // Each source (a shard's file name; `None`: the one file) by first appearance.
             let mut groups: std::collections::HashMap<Option<String>, usize> =
                 std::collections::HashMap::new();
-            let mut keyed: Vec<((usize, u64), (usize, ObjectInfo<'_>))> = objects
-                .into_iter()
-                .map(|(i, o)| {
-                    let next = groups.len();
-                    let group =
-                        *groups.entry(o.location.as_ref().map(|l| l.to_string())).or_insert(next);
-                    let offset = o.components.iter().filter_map(|c| c.offset).min().unwrap_or(0);
-                    ((group, offset), (i, o))
-                })
-                .collect();
-            keyed
-                .sort_by(|(ka, (_, a)), (kb, (_, b))| ka.cmp(kb).then_with(|| a.name.cmp(&b.name)));
-            objects = keyed.into_iter().map(|(_, o)| o).collect();
+            let mut keyed: Vec<(usize, u64, usize)> = Vec::with_capacity(source.len());
+            for i in 0..source.len() {
+                let Some(o) = source.info(i) else { continue };
+                let location = o.location.as_deref().map(str::to_owned);
+                let next = groups.len();
+                let group = *groups.entry(location).or_insert(next);
+                let offset = o.components.iter().filter_map(|c| c.offset).min().unwrap_or(0);
+                keyed.push((group, offset, i));
+            }
+            keyed.sort_by(|a, b| {
+                (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| names.name(a.2).cmp(names.name(b.2)))
+            });
+            keyed.into_iter().map(|(_, _, i)| i).collect()
         }
-    }
-    for (index, o) in objects {
+    };
+    drop(names);
+    for index in objects {
+        let Some(o) = source.info(index) else { continue };
         let name = o.name.as_ref();
         if o.format != Format::Dense || o.components.len() != 1 {
             return Err(refuse(
@@ -194,6 +187,52 @@ fn copy_source<W: Write>(
         })?;
     }
     Ok(())
+}
+
+/// A source's object names, in one buffer (a few bytes an object besides the name).
+struct Names {
+    text: String,
+    /// Where each object's name starts in `text` and its length (`None`: not listed).
+    at: Vec<Option<(usize, usize)>>,
+}
+
+impl Names {
+    fn of(source: &dyn TensorSource) -> Names {
+        let mut names = Names { text: String::new(), at: Vec::with_capacity(source.len()) };
+        for i in 0..source.len() {
+            let name = source.name(i);
+            names.at.push(name.as_deref().map(|n| (names.text.len(), n.len())));
+            names.text.push_str(name.as_deref().unwrap_or_default());
+        }
+        names.text.shrink_to_fit();
+        names
+    }
+
+    /// Object `index`'s name (empty when not listed).
+    fn name(&self, index: usize) -> &str {
+        self.at[index].map_or("", |(start, len)| &self.text[start..][..len])
+    }
+
+    /// The indices of the objects named `order`, in its order, when it names every listed
+    /// object once and nothing else.
+    fn positions(&self, order: &[String]) -> Option<Vec<usize>> {
+        let mut listed: Vec<usize> = (0..self.at.len()).filter(|&i| self.at[i].is_some()).collect();
+        listed.sort_by(|&a, &b| self.name(a).cmp(self.name(b)));
+        let mut given: Vec<usize> = (0..order.len()).collect();
+        given.sort_by(|&a, &b| order[a].cmp(&order[b]));
+        if listed.len() != given.len()
+            || listed.iter().zip(&given).any(|(&i, &g)| self.name(i) != order[g])
+        {
+            return None;
+        }
+        // Sorted alike, the two lists pair each name given with the object of that name; a
+        // name given twice pairs with two objects of that name, or none at all.
+        let mut positions = vec![0; order.len()];
+        for (&i, &g) in listed.iter().zip(&given) {
+            positions[g] = i;
+        }
+        Some(positions)
+    }
 }
 
 /// The TensorBuffers output of the tensor-source interface: every object of any source (zTensor

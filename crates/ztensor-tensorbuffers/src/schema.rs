@@ -387,11 +387,42 @@ pub fn decode_metadata(buffer: &[u8], max_tables: usize) -> Result<Metadata> {
 /// Builds the metadata FlatBuffer with the `flatbuffers` builder, in the call order of the real
 /// writer, so equal metadata gives byte-identical buffers.
 pub fn encode_metadata(meta: &Metadata) -> Vec<u8> {
-    let mut fbb = FlatBufferBuilder::new();
-    let mut tables = Vec::with_capacity(meta.tensors.len());
-    for t in &meta.tensors {
-        let shape = fbb.create_vector(&t.shape);
-        let name = fbb.create_string(&t.name);
+    let tensors = meta.tensors.iter().map(|t| TensorRef {
+        name: &t.name,
+        id: t.id,
+        shape: &t.shape,
+        data_type: t.data_type,
+        data_offset: t.data_offset,
+        data_size: t.data_size,
+    });
+    encode_tables(meta, meta.tensors.len(), tensors, 0).finished_data().to_vec()
+}
+
+/// One entry of the `tensors` vector, borrowed, as [`encode_tables`] takes it.
+pub(crate) struct TensorRef<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) id: u64,
+    pub(crate) shape: &'a [u32],
+    pub(crate) data_type: DataType,
+    pub(crate) data_offset: u32,
+    pub(crate) data_size: u32,
+}
+
+/// As [`encode_metadata`], with the `count` tensors given by `tensors` instead of those of
+/// `meta` (whose version, model and operations are used), into a builder of `capacity` bytes to
+/// start with (it grows as needed; the bytes do not depend on it): the finished buffer is
+/// `finished_data()`, written from where it lies.
+pub(crate) fn encode_tables<'a>(
+    meta: &Metadata,
+    count: usize,
+    tensors: impl Iterator<Item = TensorRef<'a>>,
+    capacity: usize,
+) -> FlatBufferBuilder<'static> {
+    let mut fbb = FlatBufferBuilder::with_capacity(capacity);
+    let mut tables = Vec::with_capacity(count);
+    for t in tensors {
+        let shape = fbb.create_vector(t.shape);
+        let name = fbb.create_string(t.name);
         let start = fbb.start_table();
         fbb.push_slot::<u64>(T_ID, t.id, 0);
         fbb.push_slot::<u32>(T_DATA_SIZE, t.data_size, 0);
@@ -427,7 +458,7 @@ pub fn encode_metadata(meta: &Metadata) -> Vec<u8> {
     fbb.push_slot_always(R_VERSION, version);
     let root = fbb.end_table(start);
     fbb.finish_minimal(root);
-    fbb.finished_data().to_vec()
+    fbb
 }
 
 #[cfg(test)]

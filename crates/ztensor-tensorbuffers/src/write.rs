@@ -1,7 +1,7 @@
 //! The writer, byte-identical to the real writer for the same tensors in the same order, and a
 //! working append.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -9,17 +9,104 @@ use ztensor_io::{AtomicFile, FileSource};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::read::{MAGIC, ReadOptions, TbFile};
-use crate::schema::{DataType, Metadata, Operation, TensorEntry, encode_metadata, tensor_id};
+use crate::schema::{DataType, Metadata, Operation, TensorRef, encode_tables, tensor_id};
 
 /// Writes a TensorBuffers file: the magic, each tensor's bytes back to back as they are added (no
 /// padding), then the metadata, its size and the magic.
 #[derive(Debug)]
 pub struct TbWriter<W: Write> {
     sink: W,
+    /// The version, model and operations (the tensors are in `tensors`).
     metadata: Metadata,
+    tensors: Tables,
     /// File offset of the next tensor's data.
     end: u64,
-    names: HashSet<String>,
+}
+
+/// The tensors written, compactly: their names and shapes in one buffer each and a fixed-size
+/// entry a tensor (a few dozen bytes, not two allocations and a copy of the name in a set), and
+/// their ids (FNV-1a of the name, which the file stores) as the index that finds a name given
+/// twice.
+#[derive(Debug, Default)]
+struct Tables {
+    names: String,
+    shapes: Vec<u32>,
+    entries: Vec<Entry>,
+    /// The first entry of each id.
+    by_id: HashMap<u64, usize>,
+    /// Later entries whose names share an id with an earlier, different, name.
+    collided: HashMap<u64, Vec<usize>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    id: u64,
+    /// Where the name starts in `names`, and its length.
+    name: (usize, usize),
+    /// Where the shape starts in `shapes`, and its rank.
+    shape: (usize, usize),
+    data_type: DataType,
+    data_offset: u32,
+    data_size: u32,
+}
+
+impl Tables {
+    fn name(&self, e: &Entry) -> &str {
+        &self.names[e.name.0..][..e.name.1]
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        let id = tensor_id(name);
+        let Some(&first) = self.by_id.get(&id) else { return false };
+        let more = self.collided.get(&id).into_iter().flatten();
+        std::iter::once(&first).chain(more).any(|&i| self.name(&self.entries[i]) == name)
+    }
+
+    fn push(&mut self, name: &str, id: u64, shape: &[u32], table: (DataType, u32, u32)) {
+        let at = self.entries.len();
+        let (data_type, data_offset, data_size) = table;
+        let entry = Entry {
+            id,
+            name: (self.names.len(), name.len()),
+            shape: (self.shapes.len(), shape.len()),
+            data_type,
+            data_offset,
+            data_size,
+        };
+        self.names.push_str(name);
+        self.shapes.extend_from_slice(shape);
+        self.entries.push(entry);
+        // Indexed by the id of the name (what the entry stores may be another, in a file
+        // resumed).
+        let key = tensor_id(name);
+        match self.by_id.entry(key) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collided.entry(key).or_default().push(at);
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(at);
+            }
+        }
+    }
+
+    /// The entries as the encoder takes them, in order.
+    fn tables(&self) -> impl Iterator<Item = TensorRef<'_>> {
+        self.entries.iter().map(|e| TensorRef {
+            name: self.name(e),
+            id: e.id,
+            shape: &self.shapes[e.shape.0..][..e.shape.1],
+            data_type: e.data_type,
+            data_offset: e.data_offset,
+            data_size: e.data_size,
+        })
+    }
+
+    /// About the bytes of the encoded tables: each name and shape with their length words
+    /// and padding, a table and its vtable's share, and its place in the vector.
+    fn encoded_len(&self) -> usize {
+        let each = 4 + 3 + 4 + 40 + 4;
+        self.names.len() + 4 * self.shapes.len() + self.entries.len() * each + 1024
+    }
 }
 
 /// What [`TbWriter::add_from`] hands its `fill`: give it the tensor's bytes, piece by piece.
@@ -32,14 +119,17 @@ impl<W: Write> TbWriter<W> {
     /// I/O errors.
     pub fn new(mut sink: W) -> Result<TbWriter<W>> {
         sink.write_all(&MAGIC).map_err(|e| Error::io("writing the magic", e))?;
-        Ok(TbWriter { sink, metadata: Metadata::default(), end: 4, names: HashSet::new() })
+        Ok(TbWriter { sink, metadata: Metadata::default(), tensors: Tables::default(), end: 4 })
     }
 
     /// Continues a file whose first `end` bytes (magic and data of `metadata`'s tensors) are
     /// already on `sink`.
-    fn resume(sink: W, metadata: Metadata, end: u64) -> TbWriter<W> {
-        let names = metadata.tensors.iter().map(|t| t.name.clone()).collect();
-        TbWriter { sink, metadata, end, names }
+    fn resume(sink: W, mut metadata: Metadata, end: u64) -> TbWriter<W> {
+        let mut tensors = Tables::default();
+        for t in std::mem::take(&mut metadata.tensors) {
+            tensors.push(&t.name, t.id, &t.shape, (t.data_type, t.data_offset, t.data_size));
+        }
+        TbWriter { sink, metadata, tensors, end }
     }
 
     /// Sets the optional model name (real writers never set it).
@@ -73,7 +163,7 @@ impl<W: Write> TbWriter<W> {
     ) -> Result<()> {
         // Checked before anything is written, as a whole buffer allows.
         let expected = shape.iter().try_fold(data_type.size(), |acc, &d| acc.checked_mul(d));
-        if expected != Some(data.len() as u64) && !self.names.contains(name) {
+        if expected != Some(data.len() as u64) && !self.tensors.contains(name) {
             return Err(Error::new(
                 ErrorKind::SizeMismatch,
                 "data length disagrees with the shape and type",
@@ -98,7 +188,7 @@ impl<W: Write> TbWriter<W> {
         shape: &[u64],
         fill: &mut dyn FnMut(&mut Pieces<'_>) -> Result<()>,
     ) -> Result<()> {
-        if self.names.contains(name) {
+        if self.tensors.contains(name) {
             return Err(Error::new(
                 ErrorKind::DuplicateName,
                 "a tensor of this name was already written",
@@ -144,15 +234,7 @@ impl<W: Write> TbWriter<W> {
             return Err(mismatch());
         }
         self.end = end;
-        self.names.insert(name.to_owned());
-        self.metadata.tensors.push(TensorEntry {
-            name: name.to_owned(),
-            id: tensor_id(name),
-            shape: shape32,
-            data_type,
-            data_offset,
-            data_size,
-        });
+        self.tensors.push(name, tensor_id(name), &shape32, (data_type, data_offset, data_size));
         Ok(())
     }
 
@@ -161,11 +243,17 @@ impl<W: Write> TbWriter<W> {
     /// # Errors
     /// I/O errors.
     pub fn finish(mut self) -> Result<(W, u64)> {
-        let fb = encode_metadata(&self.metadata);
+        // The index of names is not needed to encode: gone before the buffer is built.
+        let mut tensors = std::mem::take(&mut self.tensors);
+        drop((std::mem::take(&mut tensors.by_id), std::mem::take(&mut tensors.collided)));
+        let count = tensors.entries.len();
+        let fbb = encode_tables(&self.metadata, count, tensors.tables(), tensors.encoded_len());
+        drop(tensors);
+        let fb = fbb.finished_data();
         let m = u32::try_from(fb.len())
             .map_err(|_| Error::new(ErrorKind::Unrepresentable, "metadata larger than 4 GiB"))?;
         let io = |e| Error::io("writing the metadata", e);
-        self.sink.write_all(&fb).map_err(io)?;
+        self.sink.write_all(fb).map_err(io)?;
         self.sink.write_all(&m.to_le_bytes()).map_err(io)?;
         self.sink.write_all(&MAGIC).map_err(io)?;
         self.sink.flush().map_err(io)?;
@@ -257,7 +345,7 @@ mod tests {
                 .add_from("w", DataType::Float32, &[40, 100], &mut |write| write(give))
                 .unwrap_err();
             assert_eq!(e.kind(), ErrorKind::SizeMismatch);
-            assert!(w.metadata.tensors.is_empty());
+            assert!(w.tensors.entries.is_empty());
         }
     }
 

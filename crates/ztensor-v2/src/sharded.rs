@@ -12,11 +12,14 @@ use std::path::{Path, PathBuf};
 
 use ztensor_io::{Excluding, FileSource, TensorSource};
 
-use crate::cbor::{Value, decode, encode};
-use crate::container::{MAGIC, MAX_MANIFEST};
+use crate::cbor::Value;
+use crate::container::MAGIC;
 use crate::error::{Error, Result};
 use crate::shards::{positional_path, whole_digest};
-use crate::write::{CANONICAL_ALIGNMENT, WriteOptions, file_attributes_2, footer, write_with};
+use crate::write::{
+    CANONICAL_ALIGNMENT, ManifestOut, WriteOptions, encoded_key, file_attributes_2, footer,
+    write_with,
+};
 
 /// What [`write_sharded`] wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,17 +42,20 @@ pub struct ShardedSummary {
 /// decoded bytes each; an object larger than `limit` is a group of its own. No object gives
 /// one empty group.
 pub fn split_by_size(source: &dyn TensorSource, limit: u64) -> Vec<Vec<usize>> {
-    let mut order: Vec<(String, usize, u64)> = (0..source.len())
-        .filter_map(|i| {
-            let info = source.info(i)?;
-            let bytes = info.components.iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)).sum();
-            Some((info.name.into_owned(), i, bytes))
-        })
-        .collect();
-    order.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    // Each object's name (in one buffer: where it starts, its length), index and bytes.
+    let mut names = String::new();
+    let mut order: Vec<(usize, usize, usize, u64)> = Vec::with_capacity(source.len());
+    for i in 0..source.len() {
+        let Some(info) = source.info(i) else { continue };
+        let bytes = info.components.iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)).sum();
+        order.push((names.len(), info.name.len(), i, bytes));
+        names.push_str(&info.name);
+    }
+    let name = |&(start, len, _, _): &(usize, usize, usize, u64)| &names.as_bytes()[start..][..len];
+    order.sort_by(|a, b| name(a).cmp(name(b)));
     let mut groups: Vec<Vec<usize>> = vec![Vec::new()];
     let mut filled = 0u64;
-    for (_, index, bytes) in order {
+    for (_, _, index, bytes) in order {
         let current = groups.last().map_or(0, Vec::len);
         if current > 0 && filled.saturating_add(bytes) > limit {
             groups.push(Vec::new());
@@ -104,69 +110,94 @@ pub fn write_sharded(
     if let Some(index) = seen.iter().position(|s| !s) {
         return Err(invalid(format!("object {index} is in no shard")));
     }
-    // The root's attributes are checked before any shard is written.
-    let attributes = file_attributes_2(source, options)?;
+    drop(seen);
+    // The root's attributes are checked before any shard is written, and held encoded.
+    let attributes = file_attributes_2(source, options)?.map(|a| crate::cbor::encode(&a));
     let publish = |path: &Path| {
         let path = path.to_path_buf();
         move |e: ztensor_io::Error| Error::source(&format!("writing {}", path.display()), e)
     };
     let mut summary = ShardedSummary { root: root.to_path_buf(), ..ShardedSummary::default() };
     let mut files = Vec::with_capacity(groups.len());
-    let mut entries = Vec::new();
+    // Each shard: its name, its objects (a view of the source) and what was placed in it,
+    // from which the root's entries are encoded when the root is written.
+    let mut shards = Vec::with_capacity(groups.len());
     let mut table = Vec::with_capacity(groups.len());
     for (name, group) in shard_names(groups.len()).into_iter().zip(groups) {
         let path = positional_path(root, &name);
         let view = Excluding::keeping(source, group.clone());
         let mut file = ztensor_io::AtomicFile::create(&path).map_err(publish(&path))?;
         let handle = file.file_mut().map_err(|e| Error::io("writing a shard", e))?;
-        let (written, objects) = write_with(&view, handle, options, false)
+        let (written, placed) = write_with(&view, handle, options, false)
             .map_err(|e| e.within(&format!("shard {name}")))?;
         let copy = handle.try_clone().map_err(|e| Error::io("reading a shard back", e))?;
         let bytes = FileSource::new(copy).map_err(|e| Error::io("reading a shard back", e))?;
         let digest = whole_digest(&bytes, "sha256")?.unwrap_or_default();
-        for (key, value) in objects {
-            entries.push((key, in_shard(&value, &name)?));
-        }
         summary.objects += written.objects;
         summary.parts += written.parts;
         summary.decoded += written.decoded;
         summary.shards.push((name.clone(), path, written.len));
-        table.push((name, written.len, digest));
+        table.push((name.clone(), written.len, digest));
+        shards.push((name, view, placed));
         files.push(file);
     }
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    if let Some(pair) = entries.windows(2).find(|p| p[0].0 == p[1].0) {
-        let name = decode(&pair[0].0).ok().and_then(|v| v.as_text().map(str::to_owned));
+    // The root's entries in the order deterministic CBOR gives their names (shorter first,
+    // then bytewise): each a shard and a place in it.
+    let many = || invalid("over 2^32 objects".to_owned());
+    let mut keys: Vec<(u32, u32)> = Vec::with_capacity(summary.objects);
+    for (s, (_, _, placed)) in shards.iter().enumerate() {
+        let s = u32::try_from(s).map_err(|_| many())?;
+        for k in 0..placed.order.len() {
+            keys.push((s, u32::try_from(k).map_err(|_| many())?));
+        }
+    }
+    let name = |&(s, k): &(u32, u32)| shards[s as usize].2.order.name(k as usize);
+    keys.sort_unstable_by(|a, b| {
+        let (a, b) = (name(a), name(b));
+        (a.len(), a.as_bytes()).cmp(&(b.len(), b.as_bytes()))
+    });
+    if let Some(pair) = keys.windows(2).find(|p| name(&p[0]) == name(&p[1])) {
         return Err(Error::unrepresentable(
             ztensor_format::Refused::Dtype,
-            format!("object {name:?} is given twice, and zTensor 2 names are unique"),
+            format!("object {:?} is given twice, and zTensor 2 names are unique", name(&pair[0])),
         ));
     }
-    let manifest = root_manifest(&table, &entries, attributes.as_ref())?;
-    drop(entries);
+    let shard_table = (!table.is_empty()).then(|| shard_table(&table));
 
     // The root holds no blob: the magic, zeros to the manifest at the first boundary, the
-    // manifest, the footer.
+    // manifest (each entry encoded as it is written, and read back a batch at a time, with
+    // the shard table: shard references and bounds too), the footer.
     let mut file = ztensor_io::AtomicFile::create(root).map_err(publish(root))?;
     let handle = file.file_mut().map_err(|e| Error::io("writing the root", e))?;
     let at = CANONICAL_ALIGNMENT;
-    let len = manifest.len() as u64;
     {
         use std::io::{Seek, SeekFrom, Write};
         let io = |e| Error::io("writing the root", e);
         handle.write_all(&MAGIC).map_err(io)?;
         handle.set_len(at).map_err(io)?;
         handle.seek(SeekFrom::Start(at)).map_err(io)?;
-        handle.write_all(&manifest).map_err(io)?;
-        handle.write_all(&footer(at, &manifest)).map_err(io)?;
+        let what = "the root written";
+        let mut manifest = ManifestOut::start(
+            &mut *handle,
+            at,
+            shard_table.as_ref(),
+            keys.len(),
+            attributes.as_deref(),
+            what,
+        )?;
+        for key in &keys {
+            let (shard, view, placed) = &shards[key.0 as usize];
+            let k = key.1 as usize;
+            let entry = placed.entry(view, k, options, Some(shard))?;
+            manifest.object(&encoded_key(placed.order.name(k)), &entry)?;
+        }
+        let (len, hash) = manifest.finish()?;
+        handle.write_all(&footer(at, len, hash)).map_err(io)?;
         handle.flush().map_err(io)?;
+        summary.root_len = at + len + crate::container::FOOTER_LEN;
     }
-    // What was written is what this crate reads as valid, shard references and bounds too.
-    let parsed =
-        crate::manifest::parse_bytes(&manifest).map_err(|e| e.within("the root written"))?;
-    crate::manifest::validate(&parsed, at + len, (at, len))
-        .map_err(|e| e.within("the root written"))?;
-    summary.root_len = at + len + crate::container::FOOTER_LEN;
+    drop(keys);
+    drop(shards);
 
     for (file, (_, path, _)) in files.into_iter().zip(&summary.shards) {
         file.persist().map_err(publish(path))?;
@@ -175,34 +206,10 @@ pub fn write_sharded(
     Ok(summary)
 }
 
-/// An object's encoded map with `shard` set to `shard` in each of its parts.
-fn in_shard(object: &[u8], shard: &str) -> Result<Vec<u8>> {
-    let mut value = decode(object).map_err(|e| e.within("an object written"))?;
-    if let Value::Map(entries) = &mut value {
-        for (key, parts) in entries.iter_mut() {
-            if key.as_text() != Some("parts") {
-                continue;
-            }
-            let Value::Map(parts) = parts else { continue };
-            for (_, part) in parts.iter_mut() {
-                if let Value::Map(fields) = part {
-                    fields.push((Value::Text("shard".to_owned()), Value::Text(shard.to_owned())));
-                }
-            }
-        }
-    }
-    Ok(encode(&value))
-}
-
-/// The root's manifest: `shards` (each name to its size and digest), `objects` (entries as
-/// given, sorted), then `attributes` (the order deterministic CBOR gives these keys).
-fn root_manifest(
-    table: &[(String, u64, String)],
-    objects: &[(Vec<u8>, Vec<u8>)],
-    attributes: Option<&Value>,
-) -> Result<Vec<u8>> {
+/// The root's shard table: each shard's name to its size and digest.
+fn shard_table(table: &[(String, u64, String)]) -> Value {
     let text = |s: &str| Value::Text(s.to_owned());
-    let shards = Value::Map(
+    Value::Map(
         table
             .iter()
             .map(|(name, size, digest)| {
@@ -211,29 +218,5 @@ fn root_manifest(
                 (text(name), Value::Map(entry))
             })
             .collect(),
-    );
-    let mut manifest = Vec::new();
-    let keys = 1 + u64::from(!table.is_empty()) + u64::from(attributes.is_some());
-    crate::cbor::head(5, keys, &mut manifest);
-    if !table.is_empty() {
-        manifest.extend(encode(&text("shards")));
-        manifest.extend(encode(&shards));
-    }
-    manifest.extend(encode(&text("objects")));
-    crate::cbor::head(5, objects.len() as u64, &mut manifest);
-    for (key, value) in objects {
-        manifest.extend(key);
-        manifest.extend(value);
-    }
-    if let Some(a) = attributes {
-        manifest.extend(encode(&text("attributes")));
-        manifest.extend(encode(a));
-    }
-    if manifest.len() as u64 > MAX_MANIFEST {
-        return Err(Error::unrepresentable(
-            ztensor_format::Refused::Dtype,
-            format!("a root manifest of {} bytes (zTensor 2 allows 1 GiB)", manifest.len()),
-        ));
-    }
-    Ok(manifest)
+    )
 }

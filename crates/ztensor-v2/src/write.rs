@@ -313,8 +313,12 @@ struct Placer<'o> {
     out: &'o mut dyn Output,
     /// Where the last blob ended.
     cursor: u64,
-    /// Blobs written, by (length, XXH3-64), to share identical ones.
-    by_content: HashMap<(u64, u64), Vec<u64>>,
+    /// Blobs written, by (length, XXH3-64), to share identical ones: the first of each key
+    /// (a few bytes a blob, not a list each).
+    by_content: HashMap<(u64, u64), u64>,
+    /// Blobs written after the first of their key (bytes of the same length and hash that
+    /// differ), in the order written: all but never any.
+    collided: HashMap<(u64, u64), Vec<u64>>,
     /// The empty blob, once one is placed.
     empty: Option<u64>,
     blobs: usize,
@@ -419,23 +423,27 @@ impl Placer<'_> {
         decoded_hash: u64,
         decoded_len: u64,
     ) -> Result<Placed> {
-        let digest = format!("xxh3:{decoded_hash:016x}");
-        let placed = |blob| Placed { blob, digest, decoded_len };
+        let placed = |blob| Placed { blob, digest: decoded_hash, decoded_len };
         if len == 0 {
             // One empty blob, where the next blob will start (it holds no byte, so it overlaps
             // nothing).
             let at = *self.empty.get_or_insert(offset);
             return Ok(placed((at, 0)));
         }
-        let candidates = self.by_content.get(&(len, hash)).cloned().unwrap_or_default();
-        for earlier in candidates {
-            if self.same(earlier, offset, len)? {
-                // Shared: what was just written goes again.
-                self.out.set_len(self.cursor).map_err(Self::io("sharing a blob"))?;
-                return Ok(placed((earlier, len)));
+        let key = (len, hash);
+        if let Some(&first) = self.by_content.get(&key) {
+            let more = self.collided.get(&key).cloned().unwrap_or_default();
+            for earlier in std::iter::once(first).chain(more) {
+                if self.same(earlier, offset, len)? {
+                    // Shared: what was just written goes again.
+                    self.out.set_len(self.cursor).map_err(Self::io("sharing a blob"))?;
+                    return Ok(placed((earlier, len)));
+                }
             }
+            self.collided.entry(key).or_default().push(offset);
+        } else {
+            self.by_content.insert(key, offset);
         }
-        self.by_content.entry((len, hash)).or_default().push(offset);
         self.blobs += 1;
         self.cursor = offset + len;
         // What lies before the cursor stays: a blob found again later is cut after it. The
@@ -535,34 +543,52 @@ fn compress_part(
     })
 }
 
-/// The parts to compress ahead, in writing order: those of objects read in pieces (not COO,
-/// not read whole), each of at most what may be in flight ([`ahead_limit`]; a larger one
-/// streams through the encoder when its turn comes).
+/// Whether object `index` of `source` (listed as `info`) is read in pieces: not COO (read
+/// whole, to find coordinates given twice), not planned from a read, and read so by its
+/// source. Its parts are compressed ahead of their turn when they are small enough.
+fn in_pieces(source: &dyn TensorSource, index: usize, info: &ObjectInfo<'_>) -> bool {
+    source.reads_in_pieces(index) && listed_as_read(info) && info.format != Format::SparseCoo
+}
+
+/// The decoded length of part `part` of an object read in pieces (listed as `info`) when it
+/// is compressed ahead of its turn: when its source states it (one that may decode to more
+/// than it is stored as streams when its turn comes) and it is at most `limit` (what may be in
+/// flight; a larger one streams through the encoder when its turn comes).
+fn ahead_len(info: &ObjectInfo<'_>, part: &PlannedPart, limit: u64) -> Option<u64> {
+    let c = info.components.iter().find(|c| c.role == part.role.as_str());
+    c.and_then(|c| c.decoded_len).filter(|&len| len <= limit)
+}
+
+/// The parts of object `index` to compress ahead, in writing order (see [`ahead_len`]).
 fn ahead_jobs(
     source: &dyn TensorSource,
-    order: &[(String, usize)],
+    index: usize,
     options: &WriteOptions,
     limit: u64,
 ) -> Result<Vec<Job>> {
-    let mut jobs = Vec::new();
-    for (_, index) in order {
-        let Some(info) = source.info(*index) else { continue };
-        let in_pieces = source.reads_in_pieces(*index)
-            && listed_as_read(&info)
-            && info.format != Format::SparseCoo;
-        if !in_pieces {
-            continue;
-        }
-        for p in plan(&info, None, options)?.parts {
-            // Only parts whose decoded length is known: one that may decode to more than it
-            // is stored as streams when its turn comes.
-            let c = info.components.iter().find(|c| c.role == p.role.as_str());
-            if let Some(len) = c.and_then(|c| c.decoded_len).filter(|&len| len <= limit) {
-                jobs.push(Job { index: *index, role: p.role, bools: p.bools, len });
-            }
-        }
+    let Some(info) = source.info(index) else { return Ok(Vec::new()) };
+    if !in_pieces(source, index, &info) {
+        return Ok(Vec::new());
     }
-    Ok(jobs)
+    let planned = plan(&info, None, options)?;
+    Ok(planned
+        .parts
+        .into_iter()
+        .filter_map(|p| {
+            let len = ahead_len(&info, &p, limit)?;
+            Some(Job { index, role: p.role, bools: p.bools, len })
+        })
+        .collect())
+}
+
+/// What a part compressed ahead counts against the bytes in flight: its decoded length, and
+/// at least this much, so that a run of small or empty parts is not compressed all at once
+/// and held, hundreds of thousands of them, until the writer takes them. Changes when parts
+/// are compressed, never what is written.
+const AHEAD_LEAST: u64 = 64 << 10;
+
+fn ahead_cost(len: u64) -> u64 {
+    len.max(AHEAD_LEAST)
 }
 
 /// The decoded bytes of parts compressed ahead and not yet written, at most: half the memory
@@ -614,14 +640,16 @@ impl Budget {
 /// Parts compressed ahead, each started as soon as the bytes in flight allow and taken by
 /// the writer in writing order. No part waits for another to finish (no batches with a tail
 /// of idle cores): a worker done with one part's frames takes the next part's.
+///
+/// Which parts go ahead is found as they are reached (object by object, by [`ahead_jobs`]),
+/// by the feeder and by the writer alike, so no list of them is held: the writer takes the
+/// `n`-th part it finds to be compressed ahead as the `n`-th the feeder started.
 struct Ahead {
-    /// Each compressed part as it finishes, with its place in `order`.
+    /// Each compressed part as it finishes, with its place among the parts compressed ahead.
     done: Option<crossbeam_channel::Receiver<(usize, Result<Compressed>)>>,
     /// Parts that finished before their turn.
     early: std::collections::BTreeMap<usize, Result<Compressed>>,
-    /// The parts compressed ahead in writing order: object, role, decoded length.
-    order: Vec<(usize, String, u64)>,
-    /// The place in `order` of the next part the writer takes.
+    /// The place of the next part the writer takes among the parts compressed ahead.
     next: usize,
     budget: std::sync::Arc<Budget>,
     /// The compressors of the parts, and the frame buffers the writer has written for their
@@ -630,11 +658,11 @@ struct Ahead {
 }
 
 impl Ahead {
-    /// Starts compressing `jobs` (in writing order) on `pool`, fed by a thread of `scope`.
+    /// Starts compressing the parts of the objects of `order` that go ahead ([`ahead_jobs`]),
+    /// in writing order, on `pool`, fed by a thread of `scope`.
     fn start<'s>(
         scope: &'s std::thread::Scope<'s, '_>,
-        source: &'s dyn TensorSource,
-        jobs: Vec<Job>,
+        (source, order, options): (&'s dyn TensorSource, &'s Order, &'s WriteOptions),
         (level, limit): (i32, u64),
         pool: Option<Arc<rayon::ThreadPool>>,
     ) -> Ahead {
@@ -643,17 +671,15 @@ impl Ahead {
             changed: std::sync::Condvar::new(),
             limit,
         });
-        let order = jobs.iter().map(|j| (j.index, j.role.clone(), j.len)).collect();
         // The frames of the parts in flight and of the one being written: as many buffers as
         // can be in use at once.
         let frames = usize::try_from(limit / crate::seekable::FRAME as u64).unwrap_or(usize::MAX);
         let threads = pool.as_ref().map_or(1, |p| p.current_num_threads());
         let most = frames.saturating_mul(2).saturating_add(threads);
         let spare = std::sync::Arc::new(crate::seekable::Spare::new(level, most));
-        let made = |done, order| Ahead {
+        let made = |done| Ahead {
             done,
             early: std::collections::BTreeMap::new(),
-            order,
             next: 0,
             budget: budget.clone(),
             spare: spare.clone(),
@@ -661,7 +687,7 @@ impl Ahead {
         // The write's own pool, never the caller's: the writer waits for these parts, and had
         // they been queued on the caller's pool, a writer running on that pool's only (or
         // every) worker would wait for itself.
-        let (false, Some(pool)) = (jobs.is_empty(), pool) else { return made(None, Vec::new()) };
+        let Some(pool) = pool else { return made(None) };
         let (tx, rx) = crossbeam_channel::unbounded();
         let feeder = budget.clone();
         let spare = spare.clone();
@@ -671,33 +697,40 @@ impl Ahead {
             // worker does), first come first taken; each part's frames then go to whichever
             // workers are free.
             pool.in_place_scope(|s| {
-                for (seq, job) in jobs.into_iter().enumerate() {
-                    if !feeder.take(job.len) {
+                let mut seq = 0;
+                for k in 0..order.len() {
+                    // An object that cannot be planned was refused before any part was
+                    // written; nothing more goes ahead (the writer streams what is left).
+                    let Ok(jobs) = ahead_jobs(source, order.index(k), options, limit) else {
                         return;
+                    };
+                    for job in jobs {
+                        if !feeder.take(ahead_cost(job.len)) {
+                            return;
+                        }
+                        let tx = tx.clone();
+                        let place = seq;
+                        seq += 1;
+                        s.spawn(move |_| {
+                            // The writer may have gone (an error): nothing to tell it.
+                            let _ = tx.send((place, compress_part(source, &job, spare)));
+                        });
                     }
-                    let tx = tx.clone();
-                    s.spawn(move |_| {
-                        // The writer may have gone (an error): nothing to tell it.
-                        let _ = tx.send((seq, compress_part(source, &job, spare)));
-                    });
                 }
             });
         });
-        made(Some(rx), order)
+        made(Some(rx))
     }
 
-    /// Part `role` of object `index` if it was compressed ahead (the parts come in writing
-    /// order; one not compressed ahead is not among them).
-    fn take(&mut self, index: usize, role: &str) -> Option<Result<Compressed>> {
-        let (i, r, len) = self.order.get(self.next)?;
-        if *i != index || r != role {
-            return None;
-        }
-        let len = *len;
+    /// The next part compressed ahead, of decoded length `len`: the writer asks for each part
+    /// [`ahead_len`] says goes ahead, in writing order. `None` when none was compressed
+    /// ahead (no pool, or the feeder stopped).
+    fn take(&mut self, len: u64) -> Option<Result<Compressed>> {
+        let done = self.done.as_ref()?;
         let compressed = match self.early.remove(&self.next) {
             Some(c) => c,
             None => loop {
-                let (seq, c) = self.done.as_ref()?.recv().ok()?;
+                let (seq, c) = done.recv().ok()?;
                 if seq == self.next {
                     break c;
                 }
@@ -705,7 +738,7 @@ impl Ahead {
             },
         };
         self.next += 1;
-        self.budget.give(len);
+        self.budget.give(ahead_cost(len));
         Some(compressed)
     }
 
@@ -722,10 +755,11 @@ impl Drop for Ahead {
     }
 }
 
-/// Where a part went: its blob, the digest of its decoded bytes and their length.
-struct Placed {
+/// Where a part went: its blob, the XXH3-64 of its decoded bytes and their length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placed {
     blob: (u64, u64),
-    digest: String,
+    digest: u64,
     decoded_len: u64,
 }
 
@@ -746,9 +780,6 @@ pub fn write(
     write_with(source, out, options, true).map(|(summary, _)| summary)
 }
 
-/// An object's entry of a manifest: its encoded name and encoded object map.
-pub(crate) type Encoded = (Vec<u8>, Vec<u8>);
-
 /// `source`'s file attributes as zTensor 2 holds them (`None` when `options` drop them).
 pub(crate) fn file_attributes_2(
     source: &dyn TensorSource,
@@ -766,36 +797,388 @@ pub(crate) fn file_attributes_2(
     }
 }
 
+/// A source's objects in the byte order of their names (the order their blobs are written
+/// in), the names held in one buffer: a few bytes an object besides its name, not a `String`
+/// and an allocation each.
+pub(crate) struct Order {
+    names: String,
+    /// Each object's name (where it starts in `names`, its length) and index in the source,
+    /// in the byte order of the names.
+    entries: Vec<(usize, u32, u32)>,
+}
+
+impl Order {
+    /// The objects of `source`, each checked to be writable (planned, from a read where its
+    /// listing is not what a read gives), in the byte order of their names.
+    ///
+    /// # Errors
+    /// What [`plan`] refuses, read errors, and names given twice.
+    fn of(source: &dyn TensorSource, options: &WriteOptions) -> Result<Order> {
+        let gone = || Error::io("listing objects", std::io::Error::other("object gone"));
+        let mut order = Order { names: String::new(), entries: Vec::with_capacity(source.len()) };
+        for index in 0..source.len() {
+            let info = source.info(index).ok_or_else(gone)?;
+            if listed_as_read(&info) {
+                plan(&info, None, options)?;
+            } else {
+                let data = source.read(index).map_err(|e| read_error(&info.name, e))?;
+                plan(&info, Some(&data), options)?;
+            }
+            // Names are at most 1024 bytes ([`plan`] refuses longer ones).
+            let many = || Error::io("listing objects", std::io::Error::other("over 2^32 objects"));
+            let len = u32::try_from(info.name.len()).map_err(|_| many())?;
+            let at = u32::try_from(index).map_err(|_| many())?;
+            order.entries.push((order.names.len(), len, at));
+            order.names.push_str(&info.name);
+        }
+        order.names.shrink_to_fit();
+        let Order { names, entries } = &mut order;
+        let name =
+            |&(start, len, _): &(usize, u32, u32)| &names.as_bytes()[start..][..len as usize];
+        entries.sort_by(|a, b| name(a).cmp(name(b)));
+        if let Some(k) = (1..order.len()).find(|&k| order.name(k - 1) == order.name(k)) {
+            return Err(Error::unrepresentable(
+                Refused::Dtype,
+                format!(
+                    "object {:?} is given twice, and zTensor 2 names are unique",
+                    order.name(k)
+                ),
+            ));
+        }
+        Ok(order)
+    }
+
+    /// How many objects.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The `k`-th name in byte order.
+    pub(crate) fn name(&self, k: usize) -> &str {
+        let (start, len, _) = self.entries[k];
+        &self.names[start..][..len as usize]
+    }
+
+    /// The source's index of the `k`-th object.
+    fn index(&self, k: usize) -> usize {
+        self.entries[k].2 as usize
+    }
+
+    /// The places (in this order) of the objects in the order deterministic CBOR gives their
+    /// names as map keys: shorter first, then bytewise (the byte order these are in already).
+    fn key_order(&self) -> Vec<u32> {
+        // The casts cannot truncate: there are at most 2^32 objects ([`Order::of`]).
+        #[allow(clippy::cast_possible_truncation)]
+        let mut keys: Vec<u32> = (0..self.len() as u32).collect();
+        // Stable: names of one length stay in byte order.
+        keys.sort_by_key(|&k| self.entries[k as usize].1);
+        keys
+    }
+}
+
+/// The CBOR of `name` as a map key.
+pub(crate) fn encoded_key(name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(name.len() + 3);
+    crate::cbor::head(3, name.len() as u64, &mut key);
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+/// What a write placed, kept compactly (a few words a part) until the manifest is written:
+/// each object's entry is encoded then from its source again ([`plan`] on its listing) and
+/// where its parts went, instead of being held encoded.
+pub(crate) struct Written {
+    /// The objects, in writing order.
+    pub(crate) order: Order,
+    /// Where the parts of each object (in writing order) start in `parts`, and a last entry
+    /// where they end.
+    starts: Vec<usize>,
+    parts: Vec<Placed>,
+    /// The plans of objects planned from a read (their parts known only from it), by place.
+    read: HashMap<usize, Planned>,
+    zstd: bool,
+}
+
+impl Written {
+    /// The encoded entry (object map) of the `k`-th object of `source` (the source written),
+    /// with `shard` in each part when given (a root's entry).
+    ///
+    /// # Errors
+    /// What [`plan`] refuses; a source whose listing changed since it was written.
+    pub(crate) fn entry(
+        &self,
+        source: &dyn TensorSource,
+        k: usize,
+        options: &WriteOptions,
+        shard: Option<&str>,
+    ) -> Result<Vec<u8>> {
+        let index = self.order.index(k);
+        let changed = || {
+            Error::io("writing the manifest", std::io::Error::other("an object's listing changed"))
+        };
+        let again;
+        let planned = match self.read.get(&k) {
+            Some(planned) => planned,
+            None => {
+                let info = source.info(index).ok_or_else(changed)?;
+                again = plan(&info, None, options)?;
+                &again
+            }
+        };
+        let placed = &self.parts[self.starts[k]..self.starts[k + 1]];
+        if placed.len() != planned.parts.len() {
+            return Err(changed());
+        }
+        Ok(encode(&object_value(planned, placed, self.zstd, shard)))
+    }
+
+    /// Checks that the blobs of different parts are the same or disjoint (checked within
+    /// each batch when the manifest is read back, and across them here).
+    fn check_overlaps(&self) -> Result<()> {
+        let mut blobs: Vec<(u64, u64)> =
+            self.parts.iter().map(|p| p.blob).filter(|&(_, len)| len > 0).collect();
+        blobs.sort_unstable();
+        blobs.dedup();
+        match blobs.windows(2).find(|w| w[0].0 + w[0].1 > w[1].0) {
+            Some(w) => Err(Error::rule(
+                crate::error::Rule::BlobOverlap,
+                format!("blobs at {} and {} overlap without being the same", w[0].0, w[1].0),
+            )
+            .within("the manifest written")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An object's manifest entry: `planned` with its parts placed at `placed` (in the same
+/// order), `shard` in each part when given.
+fn object_value(planned: &Planned, placed: &[Placed], zstd: bool, shard: Option<&str>) -> Value {
+    let text = |s: &str| Value::Text(s.to_owned());
+    let mut parts = Vec::with_capacity(planned.parts.len());
+    for (p, placed) in planned.parts.iter().zip(placed) {
+        let (offset, len) = placed.blob;
+        let mut entries = vec![
+            (text("dtype"), text(p.dtype.name())),
+            (text("blob"), Value::Array(vec![Value::Uint(offset), Value::Uint(len)])),
+            (text("digest"), Value::Text(format!("xxh3:{:016x}", placed.digest))),
+        ];
+        if zstd {
+            entries.push((text("encoding"), text(crate::seekable::ID)));
+            entries.push((text("decoded_length"), Value::Uint(placed.decoded_len)));
+        }
+        if let Some(t) = &p.logical {
+            entries.push((text("type"), text(t)));
+        }
+        if let Some(s) = shard {
+            entries.push((text("shard"), text(s)));
+        }
+        parts.push((text(&p.role), Value::Map(entries)));
+    }
+    let mut object = vec![
+        (text("shape"), Value::Array(planned.shape.iter().map(|&d| Value::Uint(d)).collect())),
+        (text("layout"), text(&planned.layout)),
+        (text("parts"), Value::Map(parts)),
+    ];
+    if let Some(a) = &planned.attributes {
+        object.push((text("attributes"), a.clone()));
+    }
+    Value::Map(object)
+}
+
+/// The bytes of manifest entries read back at a time through this crate's reader.
+const CHECK_BATCH: usize = 1 << 20;
+
+/// A manifest on its way out: written in pieces as it is made (its entries are never held
+/// all at once), hashed, and read back through this crate's own validation a batch of
+/// entries at a time, each batch as a manifest of its own (with the shard table); the file's
+/// attributes are checked apart, without a tree of them ([`check_file_attributes`]).
+pub(crate) struct ManifestOut<'o> {
+    out: &'o mut dyn Write,
+    pending: Vec<u8>,
+    hash: xxhash_rust::xxh3::Xxh3,
+    len: u64,
+    /// The shard table's key and value, encoded (a root's), which every batch holds too.
+    shards: Option<Vec<u8>>,
+    /// The file's attributes, encoded.
+    attributes: Option<&'o [u8]>,
+    batch: Vec<u8>,
+    batched: u64,
+    /// The last object key written, which the next must sort after.
+    last: Vec<u8>,
+    /// Where blobs of this file must end (the manifest's offset), and the manifest's offset.
+    at: u64,
+    what: &'static str,
+}
+
+impl<'o> ManifestOut<'o> {
+    /// Starts the manifest of `objects` objects at offset `at` of `out` (where it is
+    /// positioned): the shard table first when given, then the objects ([`Self::object`]
+    /// each, in key order), then the attributes ([`Self::finish`]). `what` names it in
+    /// errors (`the manifest written`).
+    pub(crate) fn start(
+        out: &'o mut dyn Write,
+        at: u64,
+        shards: Option<&Value>,
+        objects: usize,
+        attributes: Option<&'o [u8]>,
+        what: &'static str,
+    ) -> Result<ManifestOut<'o>> {
+        let shards = shards.map(|table| {
+            let mut entry = encode(&Value::Text("shards".to_owned()));
+            entry.extend(encode(table));
+            entry
+        });
+        let mut m = ManifestOut {
+            out,
+            pending: Vec::new(),
+            hash: xxhash_rust::xxh3::Xxh3::new(),
+            len: 0,
+            shards,
+            attributes,
+            batch: Vec::new(),
+            batched: 0,
+            last: Vec::new(),
+            at,
+            what,
+        };
+        // The root's keys in deterministic order: `shards`, `objects`, `attributes`.
+        let keys = 1 + u64::from(m.shards.is_some()) + u64::from(attributes.is_some());
+        let mut head = Vec::new();
+        crate::cbor::head(5, keys, &mut head);
+        if let Some(s) = &m.shards {
+            head.extend_from_slice(s);
+        }
+        head.extend(encode(&Value::Text("objects".to_owned())));
+        crate::cbor::head(5, objects as u64, &mut head);
+        m.put(&head)?;
+        Ok(m)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        self.hash.update(bytes);
+        self.len += bytes.len() as u64;
+        if self.len > MAX_MANIFEST {
+            return Err(Error::unrepresentable(
+                Refused::Dtype,
+                format!("a manifest of more than {MAX_MANIFEST} bytes (zTensor 2 allows 1 GiB)"),
+            ));
+        }
+        self.pending.extend_from_slice(bytes);
+        if self.pending.len() >= PIECE {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.out.write_all(&self.pending).map_err(|e| Error::io("writing the manifest", e))?;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// The next object's entry: its encoded key (after the last one's) and encoded map.
+    pub(crate) fn object(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        if !self.last.is_empty() && self.last.as_slice() >= key {
+            return Err(Error::rule(
+                crate::error::Rule::CborDeterminism,
+                "the objects' keys are not in deterministic order",
+            )
+            .within(self.what));
+        }
+        self.last.clear();
+        self.last.extend_from_slice(key);
+        self.put(key)?;
+        self.put(value)?;
+        self.batch.extend_from_slice(key);
+        self.batch.extend_from_slice(value);
+        self.batched += 1;
+        if self.batch.len() >= CHECK_BATCH {
+            self.check()?;
+        }
+        Ok(())
+    }
+
+    /// Reads the batch of entries back as a manifest of its own.
+    fn check(&mut self) -> Result<()> {
+        let keys = 1 + u64::from(self.shards.is_some());
+        let mut bytes = Vec::with_capacity(self.batch.len() + 64);
+        crate::cbor::head(5, keys, &mut bytes);
+        if let Some(s) = &self.shards {
+            bytes.extend_from_slice(s);
+        }
+        bytes.extend(encode(&Value::Text("objects".to_owned())));
+        crate::cbor::head(5, self.batched, &mut bytes);
+        bytes.extend_from_slice(&self.batch);
+        self.batch.clear();
+        self.batched = 0;
+        let parsed = crate::manifest::parse_bytes(&bytes).map_err(|e| e.within(self.what))?;
+        // Every blob of this file lies before the manifest (an empty one may be where it
+        // starts), which is held apart from them so.
+        crate::manifest::validate(&parsed, self.at, (self.at, 0)).map_err(|e| e.within(self.what))
+    }
+
+    /// Writes the attributes and checks the last batch; returns the manifest's length and
+    /// XXH3-64.
+    pub(crate) fn finish(mut self) -> Result<(u64, u64)> {
+        if let Some(a) = self.attributes {
+            self.put(&encode(&Value::Text("attributes".to_owned())))?;
+            self.put(a)?;
+            check_file_attributes(a).map_err(|e| e.within(self.what))?;
+        }
+        self.flush()?;
+        self.check()?;
+        Ok((self.len, self.hash.digest()))
+    }
+}
+
+/// Checks the file's attributes, `encoded`, as a reader reads them at their place in a
+/// manifest: one item of deterministic CBOR within the nesting and the items a manifest
+/// allows, a map whose keys are names (1 to 1024 bytes without U+0000). Only the keys are
+/// built: attributes of millions of values cost their bytes here, not a tree of them (twice,
+/// as a reader's copy of it).
+fn check_file_attributes(encoded: &[u8]) -> Result<()> {
+    let mut root = Vec::with_capacity(encoded.len() + 16);
+    crate::cbor::head(5, 1, &mut root);
+    root.extend(encode(&Value::Text("attributes".to_owned())));
+    root.extend_from_slice(encoded);
+    let schema = |m: &str| Error::rule(crate::error::Rule::Schema, m.to_owned());
+    let entries = crate::cbor::map_entries(&root)?.unwrap_or_default();
+    let range = entries.first().map(|(_, r)| r.clone()).ok_or_else(|| schema("no attributes"))?;
+    let keys = crate::cbor::entries_at(&root, range, 1)?
+        .ok_or_else(|| schema("the file's attributes are not a map"))?;
+    for (key, _) in keys {
+        let Some(key) = key.as_text() else {
+            return Err(schema("a key of the file's attributes is not text"));
+        };
+        if key.is_empty() || key.len() > crate::manifest::MAX_NAME || key.contains('\0') {
+            return Err(Error::rule(
+                crate::error::Rule::Name,
+                format!(
+                    "an attribute key {key:?} is empty, longer than {} bytes or holds U+0000",
+                    crate::manifest::MAX_NAME
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// As [`write()`], with the file's attributes left out when `file_attributes` is false (a
-/// shard's: they go in the root), returning the objects' manifest entries besides.
+/// shard's: they go in the root), returning what was placed besides (to write a root's
+/// entries from).
 pub(crate) fn write_with(
     source: &dyn TensorSource,
     out: &mut dyn Output,
     options: &WriteOptions,
     file_attributes: bool,
-) -> Result<(Summary, Vec<Encoded>)> {
-    // Everything that cannot be written is found before a byte is.
-    let file_attributes = if file_attributes { file_attributes_2(source, options)? } else { None };
-    let mut order: Vec<(String, usize)> = Vec::with_capacity(source.len());
-    for index in 0..source.len() {
-        let info = source
-            .info(index)
-            .ok_or_else(|| Error::io("listing objects", std::io::Error::other("object gone")))?;
-        if listed_as_read(&info) {
-            plan(&info, None, options)?;
-        } else {
-            let data = source.read(index).map_err(|e| read_error(&info.name, e))?;
-            plan(&info, Some(&data), options)?;
-        }
-        order.push((info.name.into_owned(), index));
-    }
-    order.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    if let Some(pair) = order.windows(2).find(|p| p[0].0 == p[1].0) {
-        return Err(Error::unrepresentable(
-            Refused::Dtype,
-            format!("object {:?} is given twice, and zTensor 2 names are unique", pair[0].0),
-        ));
-    }
+) -> Result<(Summary, Written)> {
+    // Everything that cannot be written is found before a byte is. The file's attributes are
+    // held encoded: a tree of them costs tens of bytes a value.
+    let file_attributes = match file_attributes {
+        true => file_attributes_2(source, options)?.map(|a| encode(&a)),
+        false => None,
+    };
+    let order = Order::of(source, options)?;
 
     // With zstd, every part is compressed on one pool of the threads asked for: those
     // compressed ahead of their turn and those streamed through the encoder when it comes.
@@ -816,6 +1199,7 @@ pub(crate) fn write_with(
         out,
         cursor: MAGIC.len() as u64,
         by_content: HashMap::new(),
+        collided: HashMap::new(),
         empty: None,
         blobs: 0,
         zstd: options.zstd,
@@ -823,34 +1207,33 @@ pub(crate) fn write_with(
         unannounced: 0,
     };
     let mut summary = Summary::default();
-    let text = |s: &str| Value::Text(s.to_owned());
-    let mut objects = Vec::with_capacity(order.len());
-    // With zstd, parts are compressed ahead on every thread while those before them are written.
-    let jobs = match options.zstd {
-        Some(_) => ahead_jobs(source, &order, options, limit)?,
-        None => Vec::new(),
-    };
+    let mut starts = Vec::with_capacity(order.len() + 1);
+    let mut placements = Vec::with_capacity(order.len());
+    let mut read = HashMap::new();
     std::thread::scope(|scope| -> Result<()> {
         let level = options.zstd.unwrap_or(3);
-        let mut ahead = Ahead::start(scope, source, jobs, (level, limit), pool);
-        for (name, index) in order {
+        // With zstd, parts are compressed ahead on every thread while those before them are
+        // written.
+        let mut ahead = Ahead::start(scope, (source, &order, options), (level, limit), pool);
+        for k in 0..order.len() {
+            let (name, index) = (order.name(k), order.index(k));
             let info = source.info(index).ok_or_else(|| {
                 Error::io("listing objects", std::io::Error::other("an object went away"))
             })?;
             // COO is read whole: zTensor 2 forbids a coordinate tuple given twice, which 1.x
             // allows.
             let coo = info.format == Format::SparseCoo;
-            let in_pieces = source.reads_in_pieces(index) && listed_as_read(&info) && !coo;
+            let in_pieces = in_pieces(source, index, &info);
             let whole = if in_pieces {
                 None
             } else {
-                Some(source.read(index).map_err(|e| read_error(&name, e))?)
+                Some(source.read(index).map_err(|e| read_error(name, e))?)
             };
             if let Some(data) = whole.as_ref().filter(|_| coo)
                 && let Some(coords) = data.components.get("coords")
             {
                 let coords = ztensor_format::data::indices_to_u64(coords.dtype, &coords.bytes)
-                    .map_err(|e| read_error(&name, e.into()))?;
+                    .map_err(|e| read_error(name, e.into()))?;
                 if let Some(tuple) = crate::profiles::duplicate_tuple(data.shape.len(), &coords) {
                     return Err(Error::unrepresentable(
                         Refused::Dtype,
@@ -861,16 +1244,25 @@ pub(crate) fn write_with(
                     ));
                 }
             }
-            let planned = plan(&info, whole.as_ref().filter(|_| !listed_as_read(&info)), options)?;
+            let listed = listed_as_read(&info);
+            let planned = plan(&info, whole.as_ref().filter(|_| !listed), options)?;
+            // Which parts were compressed ahead, as the feeder found them.
+            let ahead_lens: Vec<Option<u64>> = planned
+                .parts
+                .iter()
+                .map(|p| {
+                    if in_pieces && pool_used(options) { ahead_len(&info, p, limit) } else { None }
+                })
+                .collect();
             drop(info);
-            let mut parts = Vec::with_capacity(planned.parts.len());
-            for p in &planned.parts {
+            starts.push(placements.len());
+            for (p, ahead_len) in planned.parts.iter().zip(ahead_lens) {
                 let placed = match &whole {
                     Some(data) => {
                         let bytes = data.components.get(&p.role).map(|c| c.bytes.as_ref());
                         let bytes = bytes.ok_or_else(|| {
                             let missing = format!("component {:?} was not read", p.role);
-                            read_error(&name, ztensor_io::Error::failed(&missing))
+                            read_error(name, ztensor_io::Error::failed(&missing))
                         })?;
                         placer.part(p.bools, &mut |each| {
                             bytes.chunks(piece_of(p.bools, batch)).try_for_each(&mut *each)?;
@@ -880,7 +1272,7 @@ pub(crate) fn write_with(
                     }
                     // Raw bytes the source holds in memory (a map, a buffer) go out from where
                     // they lie, without a copy into pieces first.
-                    None => match ahead.take(index, &p.role) {
+                    None => match ahead_len.and_then(|len| ahead.take(len)) {
                         Some(compressed) => {
                             let compressed = compressed?;
                             let placed = placer.part_compressed(&compressed)?;
@@ -907,89 +1299,59 @@ pub(crate) fn write_with(
                                         })
                                     })
                                     .map_err(|e| {
-                                        failed.take().unwrap_or_else(|| read_error(&name, e))
+                                        failed.take().unwrap_or_else(|| read_error(name, e))
                                     })
                             })?,
                         },
                     },
                 };
-                let Placed { blob, digest, decoded_len } = placed;
                 if let Some(progress) = &options.progress {
-                    progress(decoded_len);
+                    progress(placed.decoded_len);
                 }
                 summary.parts += 1;
-                summary.decoded += decoded_len;
-                let mut entries = vec![
-                    (text("dtype"), text(p.dtype.name())),
-                    (text("blob"), Value::Array(vec![Value::Uint(blob.0), Value::Uint(blob.1)])),
-                    (text("digest"), Value::Text(digest)),
-                ];
-                if options.zstd.is_some() {
-                    entries.push((text("encoding"), text(crate::seekable::ID)));
-                    entries.push((text("decoded_length"), Value::Uint(decoded_len)));
-                }
-                if let Some(t) = &p.logical {
-                    entries.push((text("type"), text(t)));
-                }
-                parts.push((Value::Text(p.role.clone()), Value::Map(entries)));
+                summary.decoded += placed.decoded_len;
+                placements.push(placed);
             }
-            let mut object = vec![
-                (
-                    text("shape"),
-                    Value::Array(planned.shape.iter().map(|&d| Value::Uint(d)).collect()),
-                ),
-                (text("layout"), Value::Text(planned.layout)),
-                (text("parts"), Value::Map(parts)),
-            ];
-            if let Some(a) = planned.attributes {
-                object.push((text("attributes"), a));
+            if !listed {
+                read.insert(k, planned);
             }
-            // Each object is encoded as it is done: a manifest of a million objects is held as
-            // their bytes, not as a million trees.
-            objects.push((encode(&Value::Text(name)), encode(&Value::Map(object))));
             summary.objects += 1;
         }
         Ok(())
     })?;
-    // The manifest: `objects` (its entries in the order of their encoded names, as
-    // deterministic CBOR sorts a map), then `attributes` (a longer key sorts later).
-    objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut manifest = Vec::new();
-    crate::cbor::head(5, 1 + u64::from(file_attributes.is_some()), &mut manifest);
-    manifest.extend(encode(&text("objects")));
-    crate::cbor::head(5, objects.len() as u64, &mut manifest);
-    for (key, value) in &objects {
-        manifest.extend(key);
-        manifest.extend(value);
-    }
-    if let Some(a) = file_attributes {
-        manifest.extend(encode(&text("attributes")));
-        manifest.extend(encode(&a));
-    }
-    if manifest.len() as u64 > MAX_MANIFEST {
-        return Err(Error::unrepresentable(
-            Refused::Dtype,
-            format!("a manifest of {} bytes (zTensor 2 allows 1 GiB)", manifest.len()),
-        ));
-    }
+    starts.push(placements.len());
+    let written = Written { order, starts, parts: placements, read, zstd: options.zstd.is_some() };
     let at = align(placer.cursor)?;
-    let len = manifest.len() as u64;
-    let footer = footer(at, &manifest);
+    summary.blobs = placer.blobs + usize::from(placer.empty.is_some());
+    drop(placer.by_content);
+    drop(placer.collided);
     let out = placer.out;
-    let end = at + len + FOOTER_LEN;
     out.set_len(at).map_err(|e| Error::io("writing the manifest", e))?;
     out.seek(SeekFrom::Start(at)).map_err(|e| Error::io("writing the manifest", e))?;
-    out.write_all(&manifest).map_err(|e| Error::io("writing the manifest", e))?;
-    out.write_all(&footer).map_err(|e| Error::io("writing the footer", e))?;
+    // The manifest: `objects` (its entries in the order of their encoded names, as
+    // deterministic CBOR sorts a map), then `attributes` (a longer key sorts later); each
+    // entry encoded as it is written, and read back a batch at a time.
+    let keys = written.order.key_order();
+    let what = "the manifest written";
+    let mut manifest =
+        ManifestOut::start(&mut *out, at, None, keys.len(), file_attributes.as_deref(), what)?;
+    for &k in &keys {
+        let k = k as usize;
+        let entry = written.entry(source, k, options, None)?;
+        manifest.object(&encoded_key(written.order.name(k)), &entry)?;
+    }
+    let (len, hash) = manifest.finish()?;
+    drop(keys);
+    written.check_overlaps()?;
+    out.write_all(&footer(at, len, hash)).map_err(|e| Error::io("writing the footer", e))?;
     out.flush().map_err(|e| Error::io("writing the footer", e))?;
-    // What was written is what this crate reads as valid.
-    let parsed =
-        crate::manifest::parse_bytes(&manifest).map_err(|e| e.within("the manifest written"))?;
-    crate::manifest::validate(&parsed, at + len, (at, len))
-        .map_err(|e| e.within("the manifest written"))?;
-    summary.blobs = placer.blobs + usize::from(placer.empty.is_some());
-    summary.len = end;
-    Ok((summary, objects))
+    summary.len = at + len + FOOTER_LEN;
+    Ok((summary, written))
+}
+
+/// Whether parts are compressed ahead at all (with zstd, on the write's pool).
+fn pool_used(options: &WriteOptions) -> bool {
+    options.zstd.is_some()
 }
 
 /// The size of the pieces a part held in memory is handed over in: [`PIECE`] (small enough
@@ -1020,12 +1382,12 @@ fn in_place<'s>(raw: &ztensor_io::RawRange<'s>) -> Option<&'s [u8]> {
     raw.source.as_slice()?.get(start..end)
 }
 
-/// The footer of a file whose manifest `manifest` lies at `at`.
-pub(crate) fn footer(at: u64, manifest: &[u8]) -> Vec<u8> {
+/// The footer of a file whose manifest of `len` bytes (their XXH3-64 `hash`) lies at `at`.
+pub(crate) fn footer(at: u64, len: u64, hash: u64) -> Vec<u8> {
     let mut footer = Vec::with_capacity(40);
     footer.extend(at.to_le_bytes());
-    footer.extend((manifest.len() as u64).to_le_bytes());
-    footer.extend(xxhash_rust::xxh3::xxh3_64(manifest).to_le_bytes());
+    footer.extend(len.to_le_bytes());
+    footer.extend(hash.to_le_bytes());
     footer.extend(VERSION.to_le_bytes());
     footer.extend(0u32.to_le_bytes());
     footer.extend(MAGIC);

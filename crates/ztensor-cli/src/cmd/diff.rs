@@ -135,19 +135,41 @@ pub fn compare<'s>(
     } else {
         None
     };
-    let names = |s: &dyn TensorSource| -> std::collections::BTreeSet<String> {
-        (0..s.len()).filter_map(|i| s.name(i).map(Cow::into_owned)).collect()
-    };
-    let (in_a, in_b) = (names(a), names(b));
-    let removed = in_a.difference(&in_b).cloned().collect();
-    let added = in_b.difference(&in_a).cloned().collect();
+    // Each input's objects in the byte order of their names (a name given twice, the first of
+    // them), walked side by side: no set of names is built, and each object is found by its
+    // index, not looked up by name.
+    let (in_a, in_b) = (Names::of(a), Names::of(b));
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
     let mut changed = Vec::new();
     let mut same = 0usize;
-    for name in in_a.intersection(&in_b) {
+    let (mut i, mut j) = (0, 0);
+    while i < in_a.sorted.len() || j < in_b.sorted.len() {
+        let x = in_a.sorted.get(i).map(|&k| (k, in_a.name(k)));
+        let y = in_b.sorted.get(j).map(|&k| (k, in_b.name(k)));
+        let ((ia, name), ib) = match (x, y) {
+            (Some((_, n)), Some((_, m))) if n < m => {
+                removed.push(n.to_owned());
+                i += 1;
+                continue;
+            }
+            (Some((_, n)), None) => {
+                removed.push(n.to_owned());
+                i += 1;
+                continue;
+            }
+            (Some((ia, n)), Some((ib, m))) if n == m => ((ia, n), ib),
+            (_, Some((_, m))) => {
+                added.push(m.to_owned());
+                j += 1;
+                continue;
+            }
+            (None, None) => break,
+        };
+        (i, j) = (i + 1, j + 1);
         let context = |p: &Path| format!("{}: object {name:?}", p.display());
         // Context keeps a broken rule's status (1) under the added words.
-        let (fa, sa, ca) = describe(a, name).with_context(|| context(a_path))?;
-        let (fb, sb, cb) = describe(b, name).with_context(|| context(b_path))?;
+        let (fa, sa, ca) = describe(a, ia).with_context(|| context(a_path))?;
+        let (fb, sb, cb) = describe(b, ib).with_context(|| context(b_path))?;
         let mut what = Vec::new();
         if fa != fb {
             what.push(format!("format {fa} -> {fb}"));
@@ -166,14 +188,12 @@ pub fn compare<'s>(
                 ca.iter().zip(&cb).filter(|(x, y)| x.2 != y.2).map(|(x, _)| x.0.as_str()).collect();
             what.push(format!("content ({})", roles.join(", ")));
         }
-        let own = |s: &'s dyn TensorSource| {
-            s.find(name).and_then(|i| s.info(i)).and_then(|o| o.attributes)
-        };
-        let attributes = if attributes { AttributeDiff::new(own(a), own(b)) } else { None };
+        let own = |s: &'s dyn TensorSource, i: usize| s.info(i).and_then(|o| o.attributes);
+        let attributes = if attributes { AttributeDiff::new(own(a, ia), own(b, ib)) } else { None };
         if what.is_empty() && attributes.is_none() {
             same += 1;
         } else {
-            changed.push(Changed { name: name.clone(), what, attributes });
+            changed.push(Changed { name: name.to_owned(), what, attributes });
         }
     }
     Ok(Report {
@@ -330,10 +350,13 @@ fn print_json(out: &mut impl Write, report: &Report<'_>) -> Result<()> {
     Ok(())
 }
 
-/// One object's description for `diff`: format, shape, and per component dtype, logical type
-/// and a hash of the decoded bytes.
-fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, Components)> {
-    let index = source.find(name).ok_or_else(|| anyhow!("no object {name:?}"))?;
+/// One object's description for `diff` (object `index` of `source`): format, shape, and per
+/// component dtype, logical type and a hash of the decoded bytes.
+fn describe(source: &dyn TensorSource, index: usize) -> Result<(String, Vec<u64>, Components)> {
+    let gone = || anyhow!("object #{index} is not listed");
+    if source.info(index).is_none() {
+        return Err(gone());
+    }
     if let Some(info) = source.info(index).filter(|o| o.unsupported.is_some()) {
         // Not decodable here (a dtype zTensor lacks, an unknown encoding): compared by its
         // types and stored bytes.
@@ -420,6 +443,42 @@ fn describe(source: &dyn TensorSource, name: &str) -> Result<(String, Vec<u64>, 
         })
         .collect();
     Ok((data.format.to_string(), data.shape, components))
+}
+
+/// A source's object names, in one buffer (a few bytes an object besides the name, not a
+/// `String` and a tree node each), and its objects in the byte order of their names.
+struct Names {
+    text: String,
+    /// Where each object's name starts in `text`, and its length.
+    at: Vec<(usize, usize)>,
+    /// The objects by name (indices of the source; of a name given twice, the first).
+    sorted: Vec<usize>,
+}
+
+impl Names {
+    fn of(source: &dyn TensorSource) -> Names {
+        let mut names = Names { text: String::new(), at: Vec::new(), sorted: Vec::new() };
+        names.at.reserve(source.len());
+        for i in 0..source.len() {
+            let name = source.name(i);
+            names.at.push((names.text.len(), name.as_deref().map_or(0, str::len)));
+            if let Some(n) = &name {
+                names.text.push_str(n);
+                names.sorted.push(i);
+            }
+        }
+        names.text.shrink_to_fit();
+        let Names { text, at, sorted } = &mut names;
+        let name = |i: usize| &text[at[i].0..][..at[i].1];
+        // Stable: of the objects of one name, the first stays first, and is kept.
+        sorted.sort_by(|&x, &y| name(x).cmp(name(y)));
+        sorted.dedup_by(|x, y| name(*x) == name(*y));
+        names
+    }
+
+    fn name(&self, i: usize) -> &str {
+        &self.text[self.at[i].0..][..self.at[i].1]
+    }
 }
 
 /// BLAKE3 of the bytes of `range`, read in 4 MiB pieces.
