@@ -706,6 +706,7 @@ fn hostile_measure(args: &[String]) -> Result<()> {
         "aliases-16x1g.zt",
         "csr-v0.1-1g.zt",
         "zstd-6g-v1.1.zt",
+        "aliases-20k-x16m.zt",
     ]
     .into_iter()
     .chain(["tensors-1m.safetensors"])

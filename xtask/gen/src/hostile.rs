@@ -96,19 +96,6 @@ pub fn all() -> Result<Vec<Hostile>> {
         bytes,
     });
 
-    // 20,000 objects sharing one 16 MiB zstd blob: 320 GB if every alias were decoded, copied
-    // or written out on its own.
-    let data = vec![0u8; 16 << 20];
-    let blob = ztensor_io::codec::zstd_encode(&data, 3)?;
-    let bytes = aliases(&blob, data.len() as u64, 20_000)?;
-    out.push(Hostile {
-        name: "aliases-20k-x16m.zt",
-        tries: "20,000 objects sharing one 16 MiB zstd blob (copies keep it shared, reads \
-                decode it once, targets that cannot share it are refused by what they would \
-                write)",
-        bytes,
-    });
-
     // Many unknown keys in one object map: quadratic to check one by one.
     let mut w = writer()?;
     w.add_dense("w", &[1], DType::U8, &[1], &WriteOptions::raw())?;
@@ -284,6 +271,19 @@ pub fn large() -> Result<Vec<Hostile>> {
         name: "csr-v0.1-1g.zt",
         tries: "a v0.1 CSR blob decoding to 1 GiB (read in pieces, each part where it lies)",
         bytes: finish(w)?,
+    });
+
+    // 20,000 objects sharing one 16 MiB zstd blob: 320 GB if every alias were decoded, copied
+    // or written out on its own.
+    let data = vec![0u8; 16 << 20];
+    let blob = ztensor_io::codec::zstd_encode(&data, 3)?;
+    let bytes = aliases(&blob, data.len() as u64, 20_000)?;
+    out.push(Hostile {
+        name: "aliases-20k-x16m.zt",
+        tries: "20,000 objects sharing one 16 MiB zstd blob (copies keep it shared, reads \
+                decode it once, targets that cannot share it are refused by what they would \
+                write)",
+        bytes,
     });
 
     // A v1.1 zstd component of 6 GiB: 1.1 has no field for the decoded size, so only the
