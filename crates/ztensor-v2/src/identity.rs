@@ -244,8 +244,8 @@ pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Resu
                 (text(&p.role), part_value(p.dtype.name(), p.logical.as_deref(), digest))
             })
             .collect();
-        let attributes = planned.attributes.as_ref().map(encode);
-        let entry = object_entry(&planned.shape, &planned.layout, attributes.as_deref(), parts);
+        let attributes = planned.attributes.as_deref();
+        let entry = object_entry(&planned.shape, &planned.layout, attributes, parts);
         objects.push((encode(&Value::Text(name)), entry));
     }
     let mut keys: Vec<&[u8]> = objects.iter().map(|(k, _)| k.as_slice()).collect();

@@ -112,7 +112,7 @@ pub fn write_sharded(
     }
     drop(seen);
     // The root's attributes are checked before any shard is written, and held encoded.
-    let attributes = file_attributes_2(source, options)?.map(|a| crate::cbor::encode(&a));
+    let attributes = file_attributes_2(source, options)?;
     let publish = |path: &Path| {
         let path = path.to_path_buf();
         move |e: ztensor_io::Error| Error::source(&format!("writing {}", path.display()), e)

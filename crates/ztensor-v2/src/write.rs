@@ -29,7 +29,7 @@ use crate::cbor::{Value, encode};
 use crate::container::{FOOTER_LEN, MAGIC, MAX_MANIFEST, VERSION};
 use crate::error::{Error, Result};
 use crate::manifest::{Dtype, elements};
-use crate::model::{attributes_2, layout_of, stored_size, types_2};
+use crate::model::{attributes_2_encoded, layout_of, stored_size, types_2};
 
 /// Where canonical form places blobs: multiples of 64 KiB.
 pub const CANONICAL_ALIGNMENT: u64 = 1 << 16;
@@ -177,7 +177,7 @@ pub(crate) struct PlannedPart {
 pub(crate) struct Planned {
     pub(crate) layout: String,
     pub(crate) shape: Vec<u64>,
-    pub(crate) attributes: Option<Value>,
+    pub(crate) attributes: Option<Vec<u8>>,
     pub(crate) parts: Vec<PlannedPart>,
 }
 
@@ -287,7 +287,9 @@ pub(crate) fn plan(
     }
     parts.sort_by(|a, b| a.role.as_bytes().cmp(b.role.as_bytes()));
     let attributes = match (&info.attributes, options.drop_attributes) {
-        (Some(a), false) => attributes_2(a, 4, Refused::ObjectAttributes).map_err(within)?,
+        (Some(a), false) => attributes_2_encoded(a, 4, Refused::ObjectAttributes)
+            .map_err(within)?
+            .map(<[u8]>::to_vec),
         _ => None,
     };
     Ok(Planned { layout: layout_of(&info.format), shape: info.shape.to_vec(), attributes, parts })
@@ -780,18 +782,20 @@ pub fn write(
     write_with(source, out, options, true).map(|(summary, _)| summary)
 }
 
-/// `source`'s file attributes as zTensor 2 holds them (`None` when `options` drop them).
+/// `source`'s file attributes as zTensor 2 holds them, encoded (`None` when `options` drop
+/// them): their own bytes, checked, never a tree of them.
 pub(crate) fn file_attributes_2(
     source: &dyn TensorSource,
     options: &WriteOptions,
-) -> Result<Option<Value>> {
+) -> Result<Option<Vec<u8>>> {
     if options.drop_attributes {
         return Ok(None);
     }
     let attributes =
         source.try_attributes().map_err(|e| Error::source("reading the file's attributes", e))?;
     match attributes {
-        Some(a) => attributes_2(&a, 2, Refused::FileAttributes)
+        Some(a) => attributes_2_encoded(&a, 2, Refused::FileAttributes)
+            .map(|b| b.map(<[u8]>::to_vec))
             .map_err(|e| e.within("the file's attributes")),
         None => Ok(None),
     }
@@ -929,7 +933,7 @@ impl Written {
         if placed.len() != planned.parts.len() {
             return Err(changed());
         }
-        Ok(encode(&object_value(planned, placed, self.zstd, shard)))
+        Ok(object_entry(planned, placed, self.zstd, shard))
     }
 
     /// Checks that the blobs of different parts are the same or disjoint (checked within
@@ -950,9 +954,11 @@ impl Written {
     }
 }
 
-/// An object's manifest entry: `planned` with its parts placed at `placed` (in the same
-/// order), `shard` in each part when given.
-fn object_value(planned: &Planned, placed: &[Placed], zstd: bool, shard: Option<&str>) -> Value {
+/// An object's manifest entry, encoded: `planned` with its parts placed at `placed` (in the
+/// same order), `shard` in each part when given. The attributes go in as their own bytes,
+/// after the other keys (`attributes` is the longest key, so deterministic CBOR sorts it
+/// last).
+fn object_entry(planned: &Planned, placed: &[Placed], zstd: bool, shard: Option<&str>) -> Vec<u8> {
     let text = |s: &str| Value::Text(s.to_owned());
     let mut parts = Vec::with_capacity(planned.parts.len());
     for (p, placed) in planned.parts.iter().zip(placed) {
@@ -974,15 +980,25 @@ fn object_value(planned: &Planned, placed: &[Placed], zstd: bool, shard: Option<
         }
         parts.push((text(&p.role), Value::Map(entries)));
     }
-    let mut object = vec![
+    let object = vec![
         (text("shape"), Value::Array(planned.shape.iter().map(|&d| Value::Uint(d)).collect())),
         (text("layout"), text(&planned.layout)),
         (text("parts"), Value::Map(parts)),
     ];
-    if let Some(a) = &planned.attributes {
-        object.push((text("attributes"), a.clone()));
+    let Some(attributes) = &planned.attributes else {
+        return encode(&Value::Map(object));
+    };
+    let mut out = Vec::with_capacity(attributes.len() + 256);
+    crate::cbor::head(5, object.len() as u64 + 1, &mut out);
+    let mut entries: Vec<(Vec<u8>, &Value)> = object.iter().map(|(k, v)| (encode(k), v)).collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for (k, v) in entries {
+        out.extend(k);
+        out.extend(encode(v));
     }
-    Value::Map(object)
+    out.extend(encode(&text("attributes")));
+    out.extend_from_slice(attributes);
+    out
 }
 
 /// The bytes of manifest entries read back at a time through this crate's reader.
@@ -1175,7 +1191,7 @@ pub(crate) fn write_with(
     // Everything that cannot be written is found before a byte is. The file's attributes are
     // held encoded: a tree of them costs tens of bytes a value.
     let file_attributes = match file_attributes {
-        true => file_attributes_2(source, options)?.map(|a| encode(&a)),
+        true => file_attributes_2(source, options)?,
         false => None,
     };
     let order = Order::of(source, options)?;
