@@ -208,7 +208,7 @@ fn head_at(bytes: &[u8]) -> (u8, u64, usize) {
 }
 
 /// The length of the one deterministic item at the start of `bytes`.
-fn item_len(bytes: &[u8]) -> usize {
+pub(crate) fn item_len(bytes: &[u8]) -> usize {
     let mut pos = 0usize;
     // Items still to pass: each array item, map key and value, and tagged item adds to it.
     let mut pending = 1u64;
@@ -478,6 +478,55 @@ mod tests {
         assert_eq!(attributes.as_bytes(), crate::cbor::encode(&value).unwrap());
         assert_eq!(attributes, Attributes::try_from(value).unwrap());
         assert_eq!(attributes.to_string(), r#"{"a": 24, "b": [1, 2], "c": 1.0}"#);
+    }
+
+    /// Maps whose keys come in order, out of order at any place, repeated next to each other
+    /// or far apart, nested in each other: the encoding and the faults are the tree's.
+    #[test]
+    fn maps_in_any_order_become_the_tree_encoding() {
+        let uint = |n: u64| {
+            let mut b = Vec::new();
+            crate::cbor::head(&mut b, 0, n);
+            b
+        };
+        let map = |keys: &[u64], inner: Option<Vec<u8>>| {
+            let mut b = Vec::new();
+            crate::cbor::head(&mut b, 5, keys.len() as u64 + u64::from(inner.is_some()));
+            for &k in keys {
+                b.extend(uint(k));
+                b.extend(uint(k * 3));
+            }
+            if let Some(inner) = inner {
+                b.extend([0x61, b'z']);
+                b.extend(inner);
+            }
+            b
+        };
+        let ascending: Vec<u64> = (0..300).map(|i| i * 7).collect();
+        let mut last_out = ascending.clone();
+        last_out.push(5);
+        let mut first_out = ascending.clone();
+        first_out.insert(0, 5000);
+        let mut twice_adjacent = ascending.clone();
+        twice_adjacent.insert(100, twice_adjacent[99]);
+        let mut twice_apart = ascending.clone();
+        twice_apart.push(7);
+        let reversed: Vec<u64> = ascending.iter().rev().copied().collect();
+        for keys in [&ascending, &last_out, &first_out, &twice_adjacent, &twice_apart, &reversed] {
+            for inner in [None, Some(map(&reversed, None)), Some(map(&twice_apart, None))] {
+                let bytes = map(keys, inner);
+                match (crate::cbor::decode(&bytes, 8), Attributes::from_cbor(&bytes, 8)) {
+                    (Ok(tree), Ok(attributes)) => {
+                        assert_eq!(attributes.as_bytes(), crate::cbor::encode(&tree).unwrap());
+                    }
+                    (Err(tree), Err(encoded)) => assert_eq!(
+                        (tree.kind(), tree.offset(), tree.to_string()),
+                        (encoded.kind(), encoded.offset(), encoded.to_string())
+                    ),
+                    (tree, attributes) => panic!("{tree:?} / {attributes:?}"),
+                }
+            }
+        }
     }
 
     #[test]

@@ -344,20 +344,35 @@ impl<'a> Decoder<'a> {
                 self.enter(at, depth)?;
                 let declared = len.map(|n| self.count(at, n, 2)).transpose()?;
                 let start = out.len();
-                // Where each entry's key starts, where it ends, and where the value ends.
-                let mut spans: Vec<(usize, usize, usize)> =
-                    Vec::with_capacity(declared.unwrap_or(0));
+                // Keys that arrive in strictly increasing encoded order (what a deterministic
+                // writer sends) need neither sorting nor a duplicate check: only the previous
+                // key is remembered. The first key out of order makes the map be sorted at
+                // its end, from spans found again in `out`.
+                let mut entries = 0usize;
+                let mut previous: Option<(usize, usize)> = None;
+                let mut ordered = true;
                 loop {
-                    if declared == Some(spans.len()) || (declared.is_none() && self.at_break()?) {
+                    if declared == Some(entries) || (declared.is_none() && self.at_break()?) {
                         break;
                     }
                     let key = out.len();
                     self.canonical(depth + 1, out)?;
                     let value = out.len();
+                    if ordered {
+                        ordered = previous.is_none_or(|(k, v)| out[k..v] < out[key..value]);
+                        previous = Some((key, value));
+                    }
                     self.canonical(depth + 1, out)?;
-                    spans.push((key, value, out.len()));
+                    entries += 1;
                 }
-                self.sort_entries(at, depth, start, &spans, out)?;
+                if ordered {
+                    let mut h = Vec::with_capacity(9);
+                    head(&mut h, 5, entries as u64);
+                    out.splice(start..start, h);
+                } else {
+                    let spans = entry_spans(out, start, entries);
+                    self.sort_entries(at, depth, start, &spans, out)?;
+                }
             }
             Head::Tag(tag) => {
                 self.enter(at, depth)?;
@@ -383,7 +398,9 @@ impl<'a> Decoder<'a> {
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let key = |i: usize| &out[spans[i].0..spans[i].1];
-        let mut order: Vec<usize> = (0..spans.len()).collect();
+        #[allow(clippy::cast_possible_truncation, reason = "a map's entries each take a byte")]
+        let mut order: Vec<u32> = (0..spans.len() as u32).collect();
+        let key = |i: u32| key(i as usize);
         order.sort_by(|&a, &b| key(a).cmp(key(b)).then(a.cmp(&b)));
         // Equal keys sort together, by position: every one after the first of its run repeats
         // an earlier key, and the first such in the map is the one to report.
@@ -395,14 +412,15 @@ impl<'a> Decoder<'a> {
                 ErrorKind::CborDuplicateKey,
                 format!("map repeats the key {described}"),
             )
-            .at(self.key_offset(at, i, depth)? as u64));
+            .at(self.key_offset(at, i as usize, depth)? as u64));
         }
         let mut sorted = Vec::with_capacity(out.len() - start + 9);
         head(&mut sorted, 5, spans.len() as u64);
-        if order.iter().enumerate().all(|(n, &i)| n == i) {
+        if order.iter().enumerate().all(|(n, &i)| n == i as usize) {
             out.splice(start..start, sorted);
         } else {
             for &i in &order {
+                let i = i as usize;
                 sorted.extend_from_slice(&out[spans[i].0..spans[i].2]);
             }
             out.truncate(start);
@@ -447,6 +465,21 @@ impl<'a> Decoder<'a> {
         }
         Ok(())
     }
+}
+
+/// The spans (key start, key end, entry end) of the `entries` map entries that `canonical`
+/// wrote into `bytes` from `start`.
+fn entry_spans(bytes: &[u8], start: usize, entries: usize) -> Vec<(usize, usize, usize)> {
+    let mut spans = Vec::with_capacity(entries);
+    let mut pos = start;
+    for _ in 0..entries {
+        let key = pos;
+        pos += crate::attributes::item_len(&bytes[pos..]);
+        let value = pos;
+        pos += crate::attributes::item_len(&bytes[pos..]);
+        spans.push((key, value, pos));
+    }
+    spans
 }
 
 /// The index of the first key equal to an earlier one. Small maps compare directly; large ones
