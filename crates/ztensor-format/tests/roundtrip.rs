@@ -312,6 +312,12 @@ fn edit_map(tree: &mut Value, how: u8, map: usize, entry: usize, leaf: Value) {
 /// CBOR of `v` exactly as given: map entries in their order, repeats kept (the crate's encoder
 /// sorts and refuses repeats, as a writer must).
 fn encode_as_is(v: &Value, out: &mut Vec<u8>) {
+    encode_as_is_with(v, out, 0, &mut 0);
+}
+
+/// `v` encoded as it is (entries in their order, no checks), the maps and arrays whose bit in
+/// `indefinite` is set (counted in the order they open, modulo 8) with indefinite lengths.
+fn encode_as_is_with(v: &Value, out: &mut Vec<u8>, indefinite: u8, opened: &mut u32) {
     fn head(out: &mut Vec<u8>, major: u8, n: u64) {
         match n {
             0..=23 => out.push(major << 5 | n as u8),
@@ -322,21 +328,36 @@ fn encode_as_is(v: &Value, out: &mut Vec<u8>) {
             }
         }
     }
+    let mut open = |out: &mut Vec<u8>, major: u8, n: usize| {
+        let endless = indefinite >> (*opened % 8) & 1 == 1;
+        *opened += 1;
+        match endless {
+            true => out.push(major << 5 | 31),
+            false => head(out, major, n as u64),
+        }
+        endless
+    };
     match v {
         Value::Map(entries) => {
-            head(out, 5, entries.len() as u64);
+            let endless = open(out, 5, entries.len());
             for (k, v) in entries {
-                encode_as_is(k, out);
-                encode_as_is(v, out);
+                encode_as_is_with(k, out, indefinite, opened);
+                encode_as_is_with(v, out, indefinite, opened);
+            }
+            if endless {
+                out.push(0xff);
             }
         }
         Value::Array(items) => {
-            head(out, 4, items.len() as u64);
-            items.iter().for_each(|v| encode_as_is(v, out));
+            let endless = open(out, 4, items.len());
+            items.iter().for_each(|v| encode_as_is_with(v, out, indefinite, opened));
+            if endless {
+                out.push(0xff);
+            }
         }
         Value::Tag(tag, v) => {
             head(out, 6, *tag);
-            encode_as_is(v, out);
+            encode_as_is_with(v, out, indefinite, opened);
         }
         other => out.extend_from_slice(&cbor::encode(other).unwrap()),
     }
@@ -477,10 +498,12 @@ proptest! {
     /// v1.x manifests are decoded directly from their bytes when they have the common shape, and
     /// through the general value tree otherwise; the two agree on every input: valid manifests,
     /// and the same manifests with map entries repeated, removed or given other values, bytes
-    /// overwritten or cut short, under limits near the content's size.
+    /// overwritten or cut short, under limits near the content's size, with any of their maps
+    /// and arrays given indefinite lengths.
     #[test]
     fn direct_decoding_agrees_with_the_general_decoder(
         m in prop_oneof![v1_manifest(Version::V1_2), v1_manifest(Version::V1_1)],
+        indefinite in any::<u8>(),
         edits in proptest::collection::vec((0u8..3, any::<usize>(), any::<usize>(), leaf()), 0..3),
         bytes_edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..2),
         cut in proptest::option::of(any::<usize>()),
@@ -492,7 +515,7 @@ proptest! {
             proptest::option::of(0u64..60),
         ),
     ) {
-        direct_agrees(Container::V1, &m, edits, bytes_edits, cut, limits)?;
+        direct_agrees(Container::V1, &m, edits, indefinite, bytes_edits, cut, limits)?;
     }
 
     /// v0.1 manifests are decoded tensor map by tensor map when nothing is unusual, and through
@@ -501,6 +524,7 @@ proptest! {
     #[test]
     fn direct_v0_1_decoding_agrees_with_the_general_decoder(
         m in v0_manifest(),
+        indefinite in any::<u8>(),
         edits in proptest::collection::vec((0u8..3, any::<usize>(), any::<usize>(), leaf()), 0..3),
         bytes_edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..2),
         cut in proptest::option::of(any::<usize>()),
@@ -512,19 +536,21 @@ proptest! {
             proptest::option::of(0u64..60),
         ),
     ) {
-        direct_agrees(Container::V0_1, &m, edits, bytes_edits, cut, limits)?;
+        direct_agrees(Container::V0_1, &m, edits, indefinite, bytes_edits, cut, limits)?;
     }
 }
 
 type Edits = Vec<(u8, usize, usize, Value)>;
 type TightLimits = (Option<usize>, Option<usize>, Option<usize>, Option<usize>, Option<u64>);
 
-/// `m`'s manifest with its map entries `edits`-ed, bytes overwritten and `cut` short, decoded
-/// under `limits` directly and through the general value tree: both give the same result.
+/// `m`'s manifest with its map entries `edits`-ed, the maps and arrays `indefinite` picks
+/// given indefinite lengths, bytes overwritten and `cut` short, decoded under `limits`
+/// directly and through the general value tree: both give the same result.
 fn direct_agrees(
     container: Container,
     m: &Manifest,
     edits: Edits,
+    indefinite: u8,
     bytes_edits: Vec<(usize, u8)>,
     cut: Option<usize>,
     limits: TightLimits,
@@ -534,7 +560,7 @@ fn direct_agrees(
         edit_map(&mut tree, how, map, entry, leaf);
     }
     let mut bytes = Vec::new();
-    encode_as_is(&tree, &mut bytes);
+    encode_as_is_with(&tree, &mut bytes, indefinite, &mut 0);
     for (at, byte) in bytes_edits {
         let at = at % bytes.len();
         bytes[at] = byte;

@@ -266,24 +266,40 @@ impl Seen {
 }
 
 impl<'a> Direct<'a, '_> {
-    /// The entry count of a definite-length map that opens at nesting `depth`.
-    fn map(&mut self, depth: usize) -> Option<usize> {
+    /// The entry count of a map that opens at nesting `depth` (`None` inside for an
+    /// indefinite-length one, as real writers emit: its entries end at a break, [`Self::more`]).
+    fn map(&mut self, depth: usize) -> Option<Option<usize>> {
         if depth > self.cbor.max_depth() {
             return None;
         }
         let at = self.cbor.pos();
-        let Ok(Head::Map(Some(n))) = self.cbor.head() else { return None };
-        self.cbor.count(at, n, 2).ok()
+        match self.cbor.head().ok()? {
+            Head::Map(Some(n)) => self.cbor.count(at, n, 2).ok().map(Some),
+            Head::Map(None) => Some(None),
+            _ => None,
+        }
     }
 
-    /// The item count of a definite-length array that opens at nesting `depth`.
-    fn array(&mut self, depth: usize) -> Option<usize> {
+    /// The item count of an array that opens at nesting `depth`, as [`Self::map`].
+    fn array(&mut self, depth: usize) -> Option<Option<usize>> {
         if depth > self.cbor.max_depth() {
             return None;
         }
         let at = self.cbor.pos();
-        let Ok(Head::Array(Some(n))) = self.cbor.head() else { return None };
-        self.cbor.count(at, n, 1).ok()
+        match self.cbor.head().ok()? {
+            Head::Array(Some(n)) => self.cbor.count(at, n, 1).ok().map(Some),
+            Head::Array(None) => Some(None),
+            _ => None,
+        }
+    }
+
+    /// Whether a map or array of `len` entries (`None`: indefinite) has one after the `done`
+    /// already read; an indefinite one's break is consumed.
+    fn more(&mut self, len: Option<usize>, done: usize) -> Option<bool> {
+        match len {
+            Some(n) => Some(done < n),
+            None => self.cbor.at_break().ok().map(|at_break| !at_break),
+        }
     }
 
     fn text(&mut self) -> Option<&'a str> {
@@ -342,7 +358,9 @@ impl<'a> Direct<'a, '_> {
         let mut seen = Seen::default();
         let (mut version, mut attributes, mut objects) = (None, None, None);
         let mut extra = Vec::new();
-        for _ in 0..n {
+        let mut done = 0;
+        while self.more(n, done)? {
+            done += 1;
             match self.text()? {
                 "version" => {
                     seen.mark(0)?;
@@ -372,15 +390,18 @@ impl<'a> Direct<'a, '_> {
 
     fn objects(&mut self) -> Option<Vec<Object>> {
         let n = self.map(2)?;
-        if n > self.limits.max_objects {
+        if n.is_some_and(|n| n > self.limits.max_objects) {
             return None;
         }
-        let mut objects: Vec<Object> = Vec::with_capacity(n);
+        let mut objects: Vec<Object> = Vec::with_capacity(n.unwrap_or(0));
         // Names in strictly increasing order cannot repeat. Writers sort them, in bytewise
         // order (a sorted map) or in deterministic CBOR's (shorter first): while either holds,
         // no set of the names is needed, which at a million objects is tens of megabytes.
         let (mut bytewise, mut deterministic) = (true, true);
-        for _ in 0..n {
+        while self.more(n, objects.len())? {
+            if objects.len() == self.limits.max_objects {
+                return None;
+            }
             let name = self.text()?;
             if let Some(last) = objects.last() {
                 let last = last.name.as_str();
@@ -407,17 +428,22 @@ impl<'a> Direct<'a, '_> {
         let mut seen = Seen::default();
         let (mut shape, mut format, mut attributes, mut components) = (None, None, None, None);
         let mut extra = Vec::new();
-        for _ in 0..n {
+        let mut done = 0;
+        while self.more(n, done)? {
+            done += 1;
             match self.text()? {
                 "shape" => {
                     seen.mark(0)?;
                     let rank = self.array(4)?;
-                    if rank > self.limits.max_rank {
+                    if rank.is_some_and(|rank| rank > self.limits.max_rank) {
                         return None;
                     }
                     // Room for exactly the rank: a collected `Vec` would start at four.
-                    let mut dims = Vec::with_capacity(rank);
-                    for _ in 0..rank {
+                    let mut dims = Vec::with_capacity(rank.unwrap_or(0));
+                    while self.more(rank, dims.len())? {
+                        if dims.len() == self.limits.max_rank {
+                            return None;
+                        }
                         dims.push(self.uint()?);
                     }
                     shape = Some(dims);
@@ -434,8 +460,8 @@ impl<'a> Direct<'a, '_> {
                     seen.mark(3)?;
                     let count = self.map(4)?;
                     // The count is the file's claim: room for a few, more as they come.
-                    let mut entries = Vec::with_capacity(count.min(4));
-                    for _ in 0..count {
+                    let mut entries = Vec::with_capacity(count.unwrap_or(0).min(4));
+                    while self.more(count, entries.len())? {
                         let role = self.text()?.to_owned();
                         entries.push((role, self.component()?));
                     }
@@ -463,7 +489,9 @@ impl<'a> Direct<'a, '_> {
         let (mut dtype, mut logical_type, mut offset, mut length) = (None, None, None, None);
         let (mut uncompressed_length, mut encoding, mut digest) = (None, Encoding::Raw, None);
         let mut extra = Vec::new();
-        for _ in 0..n {
+        let mut done = 0;
+        while self.more(n, done)? {
+            done += 1;
             match self.text()? {
                 "dtype" => {
                     seen.mark(0)?;
@@ -761,6 +789,35 @@ mod tests {
             Manifest::decode_general(Container::V1, &bytes, &Limits::default()).unwrap()
         );
         assert_eq!(direct.objects[0].components["data"], Component::new(DType::U8, 0, 1));
+
+        // The same manifest with every map and array of indefinite length (each definite head
+        // of a map or an array becomes 0xbf / 0x9f, a break after its items), as real writers
+        // emit: served here too, not left to the tree.
+        fn endless(v: &Value, out: &mut Vec<u8>) {
+            match v {
+                Value::Map(entries) => {
+                    out.push(0xbf);
+                    for (k, v) in entries {
+                        endless(k, out);
+                        endless(v, out);
+                    }
+                    out.push(0xff);
+                }
+                Value::Array(items) => {
+                    out.push(0x9f);
+                    items.iter().for_each(|v| endless(v, out));
+                    out.push(0xff);
+                }
+                other => out.extend(crate::cbor::encode(other).unwrap()),
+            }
+        }
+        let mut open = Vec::new();
+        endless(&value, &mut open);
+        let direct = decode_direct(&open, &Limits::default()).expect("the direct path answers");
+        assert_eq!(
+            direct,
+            Manifest::decode_general(Container::V1, &open, &Limits::default()).unwrap()
+        );
 
         // A repeated object name is left to the general decoder, which names the rule.
         let enc = |v: &Value| crate::cbor::encode(v).unwrap();
