@@ -38,15 +38,73 @@ impl IdAlgorithm {
         }
     }
 
-    fn render(self, bytes: &[u8]) -> String {
+    /// The digest of what `feed` hands its argument, piece by piece.
+    fn render(self, feed: impl FnOnce(&mut dyn FnMut(&[u8]))) -> String {
         match self {
             IdAlgorithm::Sha256 => {
-                let hash = sha2::Sha256::digest(bytes);
-                let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+                let mut hasher = sha2::Sha256::new();
+                feed(&mut |bytes| hasher.update(bytes));
+                let hex: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
                 format!("sha256:{hex}")
             }
-            IdAlgorithm::Xxh3 => format!("xxh3:{:016x}", xxhash_rust::xxh3::xxh3_64(bytes)),
+            IdAlgorithm::Xxh3 => {
+                let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+                feed(&mut |bytes| hasher.update(bytes));
+                format!("xxh3:{:016x}", hasher.digest())
+            }
         }
+    }
+}
+
+/// The objects of a content value, each name and entry encoded, all in one buffer (a million
+/// objects cost their bytes and a few words each, not two allocations each).
+#[derive(Default)]
+struct Entries {
+    bytes: Vec<u8>,
+    /// Where each object starts in `bytes`, its name's length and its entry's.
+    spans: Vec<(usize, u32, u32)>,
+}
+
+impl Entries {
+    fn with_capacity(n: usize) -> Entries {
+        Entries { bytes: Vec::new(), spans: Vec::with_capacity(n) }
+    }
+
+    fn push(&mut self, key: &[u8], entry: &[u8]) -> Result<()> {
+        let long = || Error::unsupported("an object's entry of 4 GiB or more in the content value");
+        let k = u32::try_from(key.len()).map_err(|_| long())?;
+        let e = u32::try_from(entry.len()).map_err(|_| long())?;
+        self.spans.push((self.bytes.len(), k, e));
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(entry);
+        Ok(())
+    }
+
+    fn key(&self, span: (usize, u32, u32)) -> &[u8] {
+        &self.bytes[span.0..span.0 + span.1 as usize]
+    }
+
+    /// Sorts the objects by their encoded names; returns a name given twice, encoded.
+    fn sort(&mut self) -> Option<&[u8]> {
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.sort_unstable_by(|&a, &b| self.key(a).cmp(self.key(b)));
+        self.spans = spans;
+        let twice = self.spans.windows(2).find(|w| self.key(w[0]) == self.key(w[1]))?;
+        Some(self.key(twice[0]))
+    }
+
+    /// The digest of the content value of these objects, sorted.
+    fn digest(&self, algorithm: IdAlgorithm) -> String {
+        algorithm.render(|hash| {
+            let mut head = Vec::new();
+            crate::cbor::head(4, 2, &mut head);
+            head.extend(encode(&text(CONTENT_TAG)));
+            crate::cbor::head(5, self.spans.len() as u64, &mut head);
+            hash(&head);
+            for &(at, k, e) in &self.spans {
+                hash(&self.bytes[at..at + k as usize + e as usize]);
+            }
+        })
     }
 }
 
@@ -86,27 +144,12 @@ fn part_value(dtype: &str, logical: Option<&str>, digest: String) -> Value {
     Value::Map(entries)
 }
 
-/// The digest of the content value whose objects are `objects` (each name and entry already
-/// encoded, so that a million objects are held as bytes, not as trees).
-fn digest_of(mut objects: Vec<(Vec<u8>, Vec<u8>)>, algorithm: IdAlgorithm) -> String {
-    objects.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut value = Vec::new();
-    crate::cbor::head(4, 2, &mut value);
-    value.extend(encode(&text(CONTENT_TAG)));
-    crate::cbor::head(5, objects.len() as u64, &mut value);
-    for (key, entry) in objects {
-        value.extend(key);
-        value.extend(entry);
-    }
-    algorithm.render(&value)
-}
-
 /// The content digest of a zTensor 2 manifest, its part digests taken as they are.
 ///
 /// # Errors
 /// `Unsupported` when a part carries no digest (the identity is then undefined).
 pub fn manifest_digest(manifest: &Manifest, algorithm: IdAlgorithm) -> Result<String> {
-    let mut objects = Vec::with_capacity(manifest.objects.len());
+    let mut objects = Entries::with_capacity(manifest.objects.len());
     for (name, o) in &manifest.objects {
         let mut parts = Vec::with_capacity(o.parts.len());
         for (role, p) in &o.parts {
@@ -119,9 +162,12 @@ pub fn manifest_digest(manifest: &Manifest, algorithm: IdAlgorithm) -> Result<St
             parts.push((text(role), part_value(p.dtype.name(), p.logical.as_deref(), digest)));
         }
         let attributes = o.attributes.as_deref().map(ztensor_format::Attributes::as_bytes);
-        objects.push((encode(&text(name)), object_entry(&o.shape, &o.layout, attributes, parts)));
+        objects
+            .push(&encode(&text(name)), &object_entry(&o.shape, &o.layout, attributes, parts))?;
     }
-    Ok(digest_of(objects, algorithm))
+    // A manifest's names are distinct (a map's keys).
+    objects.sort();
+    Ok(objects.digest(algorithm))
 }
 
 /// A part of a zTensor 2 file as [`content_digest`] hashes it: the blob it points at in the file
@@ -153,7 +199,7 @@ struct BlobKey {
 /// errors.
 pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Result<String> {
     let options = WriteOptions::default();
-    let mut objects = Vec::with_capacity(source.len());
+    let mut objects = Entries::with_capacity(source.len());
     // Only a zTensor 2 file's parts are known to decode to what their blob, encoding and
     // decoded length say alone (a 1.x component's byte order and packing, a foreign tensor's
     // strides, are not in what a source lists).
@@ -246,12 +292,10 @@ pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Resu
             .collect();
         let attributes = planned.attributes.as_deref();
         let entry = object_entry(&planned.shape, &planned.layout, attributes, parts);
-        objects.push((encode(&Value::Text(name)), entry));
+        objects.push(&encode(&Value::Text(name)), &entry)?;
     }
-    let mut keys: Vec<&[u8]> = objects.iter().map(|(k, _)| k.as_slice()).collect();
-    keys.sort_unstable();
-    if let Some(pair) = keys.windows(2).find(|p| p[0] == p[1]) {
-        let name = match crate::cbor::decode(pair[0]) {
+    if let Some(twice) = objects.sort() {
+        let name = match crate::cbor::decode(twice) {
             Ok(Value::Text(name)) => name,
             _ => String::new(),
         };
@@ -260,7 +304,7 @@ pub fn content_digest(source: &dyn TensorSource, algorithm: IdAlgorithm) -> Resu
             format!("object {name:?} is given twice, so the input has no zTensor 2 identity"),
         ));
     }
-    Ok(digest_of(objects, algorithm))
+    Ok(objects.digest(algorithm))
 }
 
 impl<S: ztensor_io::ReadAt> crate::File<S> {
