@@ -54,8 +54,8 @@ fn run(args: &[&str]) -> Run {
     }
 }
 
-/// Runs each of `commands` on `file` (`FILE` in them stands for it, `OUT.zt` and
-/// `OUT.safetensors` for fresh output paths) and checks each ends with status `expect` within the
+/// Runs each of `commands` on `file` (`FILE` in them stands for it, `OUT.zt`, `OUT.tb`,
+/// `OUT.safetensors` and `OUTDIR/` for fresh output paths) and checks each ends with status `expect` within the
 /// budget of its inputs: a command given the file twice (`diff FILE FILE`) opens it twice, and
 /// has the budget of both.
 fn check(scratch: &Path, file: &Path, expect: i32, commands: &[&[&str]]) {
@@ -66,12 +66,15 @@ fn check(scratch: &Path, file: &Path, expect: i32, commands: &[&[&str]]) {
         let target = scratch.join(format!("out-{i}"));
         let t = target.to_str().unwrap();
         let (zt, st) = (format!("{t}.zt"), format!("{t}.safetensors"));
+        let (tb, outdir) = (format!("{t}.tb"), format!("{t}-dir/"));
         let args: Vec<&str> = command
             .iter()
             .map(|&a| match a {
                 "FILE" => f,
                 "OUT.zt" => &zt,
+                "OUT.tb" => &tb,
                 "OUT.safetensors" => &st,
+                "OUTDIR/" => &outdir,
                 a => a,
             })
             .collect();
@@ -89,6 +92,8 @@ fn check(scratch: &Path, file: &Path, expect: i32, commands: &[&[&str]]) {
         assert!(r.peak <= budget, "{what}: over the budget of {} MB", budget >> 20);
         let _ = std::fs::remove_file(&zt);
         let _ = std::fs::remove_file(&st);
+        let _ = std::fs::remove_file(&tb);
+        let _ = std::fs::remove_dir_all(&outdir);
     }
 }
 
@@ -152,6 +157,7 @@ fn a_million_objects_stay_within_budget() {
             &["diff", "--json", "FILE", "FILE"],
             &["repack", "FILE", "OUT.zt", "--quiet"],
             &["convert", "FILE", "OUT.zt", "--quiet"],
+            &["id", "FILE"],
         ],
     );
     // The same in 0.1, whose manifest is an array of tensor maps.
@@ -188,6 +194,39 @@ fn a_million_objects_stay_within_budget() {
             &["ls", "FILE"],
             &["verify", "FILE"],
             &["convert", "FILE", "OUT.zt", "--quiet"],
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Half a million empty tensors (a 38 MB zTensor 1.2 file) through every writer: zTensor 2
+/// (raw, zstd, sharded), sharded zTensor 1.2, TensorBuffers and safetensors. A writer holds a
+/// few words per object besides what reading the input holds.
+#[test]
+fn half_a_million_objects_through_every_writer_stay_within_budget() {
+    const N: usize = 500_000;
+    let dir = scratch("writers");
+    let mut manifest = Manifest::new(Version::V1_2);
+    manifest.objects = (0..N)
+        .map(|i| {
+            Object::new(format!("t{i:07}"), vec![0], Format::Dense)
+                .with_component("data", Component::new(DType::F32, 0, 0))
+        })
+        .collect();
+    let zt = dir.join("half-million.zt");
+    std::fs::write(&zt, assemble(&manifest, &[])).unwrap();
+    drop(manifest);
+    check(
+        &dir,
+        &zt,
+        0,
+        &[
+            &["convert", "FILE", "OUT.zt", "--to", "2", "--quiet"],
+            &["convert", "FILE", "OUT.zt", "--to", "2", "--zstd", "3", "--quiet"],
+            &["convert", "FILE", "OUTDIR/", "--to", "2", "--shard-size", "1M", "--quiet"],
+            &["convert", "FILE", "OUTDIR/", "--shard-size", "1M", "--quiet"],
+            &["convert", "FILE", "OUT.tb", "--quiet"],
+            &["convert", "FILE", "OUT.safetensors", "--quiet"],
         ],
     );
     std::fs::remove_dir_all(&dir).unwrap();
