@@ -80,7 +80,11 @@ pub(crate) fn open_error(
     match e {
         OpenError::Zt(e) if e.rule().is_some() => {
             let note = ztensor_cli::limit_note(e.rule());
-            anyhow!(Rejected(format!("{}: {e}{note}{}", path.display(), torn_hint(path, options))))
+            // The registry names the input in some refusals (the expansion budget's) already.
+            let said = e.to_string();
+            let named = format!("{}: ", path.display());
+            let said = if said.starts_with(&named) { said } else { format!("{named}{said}") };
+            anyhow!(Rejected(format!("{said}{note}{}", torn_hint(path, options))))
         }
         OpenError::Zt(e) => anyhow!("{e}"),
         OpenError::Foreign(e) => reported("", &e),

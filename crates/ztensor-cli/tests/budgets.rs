@@ -105,7 +105,7 @@ fn scratch(what: &str) -> PathBuf {
 }
 
 /// A file made of `blobs` (each at its offset, zeros between) and `manifest`.
-fn assemble(manifest: &Manifest, blobs: &[(u64, &[u8])]) -> Vec<u8> {
+pub(crate) fn assemble(manifest: &Manifest, blobs: &[(u64, &[u8])]) -> Vec<u8> {
     let container = manifest.version.container();
     let mut file = container.magic().to_vec();
     for &(offset, bytes) in blobs {

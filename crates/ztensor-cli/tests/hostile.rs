@@ -478,3 +478,63 @@ fn a_claimed_object_count_reserves_no_more_than_the_bytes_hold() {
     assert!(said.contains("manifest_hash"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Twenty thousand objects that each name one 16 MiB blob (a 17 MB file standing for 320 GB):
+/// commands that read check the blob once; zTensor-to-zTensor copies keep the sharing (the
+/// output is the input's size); and what would write or hash every alias in full (another
+/// format, zTensor 2, the content identity of a file other than zTensor 2, `diff`) is refused by
+/// the expansion budget, which counts what a command takes, before it starts.
+#[test]
+fn twenty_thousand_aliases_of_one_blob_are_read_once_and_refused_where_copied() {
+    use ztensor_format::{Component, DType, Format, Manifest, Object, Version};
+    const BLOB: u64 = 16 << 20;
+    let dir = std::env::temp_dir().join(format!("ztensor-aliases-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let blob: Vec<u8> = (0..BLOB).map(|i| (i % 251) as u8).collect();
+    let mut manifest = Manifest::new(Version::V1_2);
+    manifest.objects = (0..20_000)
+        .map(|i| {
+            Object::new(format!("a{i:05}"), vec![BLOB], Format::Dense)
+                .with_component("data", Component::new(DType::U8, 64, BLOB))
+        })
+        .collect();
+    let file = dir.join("aliases-20k-x16m.zt");
+    std::fs::write(&file, crate::budgets::assemble(&manifest, &[(64, &blob)])).unwrap();
+    drop((manifest, blob));
+    let len = std::fs::metadata(&file).unwrap().len();
+    let f = file.to_str().unwrap();
+    let out = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    for args in [
+        vec!["info", f],
+        vec!["verify", f],
+        vec!["dump", "--json", f],
+        vec!["convert", f, &out("c.zt")],
+        vec!["repack", f, &out("r.zt")],
+        vec!["remove", f, "a00001", "-o", &out("removed.zt")],
+    ] {
+        let (code, said, took) = capped_at(SMALL, &args);
+        assert_eq!(code, Some(0), "{args:?} ({:.1} s): {said}", took.as_secs_f64());
+    }
+    for copy in ["c.zt", "r.zt", "removed.zt"] {
+        let copied = std::fs::metadata(dir.join(copy)).unwrap().len();
+        assert!(copied <= len, "{copy}: {copied} bytes from {len}");
+        std::fs::remove_file(dir.join(copy)).unwrap();
+    }
+    for args in [
+        vec!["convert", f, &out("c2.zt"), "--to", "2"],
+        vec!["convert", f, &out("c.safetensors")],
+        vec!["convert", f, &out("c.tb")],
+        vec!["id", f],
+        vec!["diff", f, f],
+    ] {
+        let (code, said, took) = capped_at(SMALL, &args);
+        let what = format!("{args:?} ({:.1} s)", took.as_secs_f64());
+        assert_eq!(code, Some(1), "{what}: {said}");
+        assert!(said.contains("decoded_too_large"), "{what}: {said}");
+        assert_eq!(said.matches(f).count(), 1, "{what} names the file once: {said}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["aliases-20k-x16m.zt"], "refused writes leave nothing behind");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
