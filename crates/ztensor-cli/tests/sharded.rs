@@ -430,8 +430,8 @@ fn a_directory_holding_a_zten2_checkpoint_is_refused_unless_forced() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-/// A sharded conversion stopped by SIGTERM with a shard in place, or failing part of the way,
-/// leaves the directory as it found it: a directory it made is gone, one that was there holds
+/// A sharded conversion (zTensor 1.2 or 2) stopped by SIGTERM with a file in place, or failing
+/// part of the way, leaves the directory as it found it: a directory it made is gone, one that was there holds
 /// what it held.
 #[cfg(unix)]
 #[test]
@@ -443,12 +443,14 @@ fn an_interrupted_or_failed_sharded_conversion_leaves_the_directory_as_it_was() 
     let there = d.join("there");
     std::fs::create_dir(&there).unwrap();
     std::fs::write(there.join("README.txt"), b"mine").unwrap();
-    for out in [&fresh, &there] {
+    // Sharded zTensor 1.2 and zTensor 2 (whose root and shards are published together).
+    for (out, to) in [(&fresh, "1.2"), (&there, "1.2"), (&fresh, "2"), (&there, "2")] {
         let o = format!("{}/", out.display());
-        let args = ["convert", m, &o, "--shard-size", "2MiB", "-q"];
+        let args = ["convert", m, &o, "--shard-size", "2MiB", "--to", to, "-q"];
         let mut child = crate::durability::paused(&args, ztensor_io::pause::at::PUBLISH_RENAMED);
-        // The first shard is in place.
-        assert!(out.join("model-00001-of-00008.zt").is_file());
+        // The first file is in place.
+        let published = contents(out).into_iter().filter(|(n, _)| n.ends_with(".zt")).count();
+        assert_eq!(published, 1, "--to {to}");
         let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
         assert!(term.unwrap().success());
         let status = child.wait().unwrap();
@@ -473,9 +475,10 @@ fn an_interrupted_or_failed_sharded_conversion_leaves_the_directory_as_it_was() 
     let at = bytes.windows(64).position(|w| w.iter().all(|&b| b == 15)).unwrap();
     bytes[at + 1000] ^= 0xff;
     std::fs::write(&bad, &bytes).unwrap();
-    for out in [&fresh, &there] {
+    for (out, to) in [(&fresh, "1.2"), (&there, "1.2"), (&fresh, "2"), (&there, "2")] {
         let o = format!("{}/", out.display());
-        let r = ztensor(&["convert", bad.to_str().unwrap(), &o, "--shard-size", "2MiB", "-q"]);
+        let b = bad.to_str().unwrap();
+        let r = ztensor(&["convert", b, &o, "--shard-size", "2MiB", "--to", to, "-q"]);
         assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
         assert!(stderr(&r).contains("t.15"), "{}", stderr(&r));
     }

@@ -25,7 +25,8 @@ mod source;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::index::{INDEX_SUFFIX, ShardEntry, ShardIndex, is_index};
 pub use crate::plan::{
-    InputFile, Occupied, Outcome, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR, Receipt, Split,
-    Unit, finalize, interrupt, output_stem, plan, run_unit, size_and_digest, write_all,
+    InputFile, Occupied, Outcome, OutputGuard, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR,
+    Receipt, Split, Unit, finalize, interrupt, output_stem, plan, run_unit, size_and_digest,
+    write_all,
 };
 pub use crate::source::ShardedZtensor;

@@ -906,6 +906,61 @@ impl Undo {
     }
 }
 
+/// An output directory written by another writer than [`write_all`] (a sharded zTensor 2
+/// model): made when missing, and taken back as [`write_all`] takes back its own when the
+/// guard is dropped without [`OutputGuard::keep`] (a failure) or on [`interrupt`]: the files
+/// [`OutputGuard::adding`] recorded are removed, and the directories made for the output when
+/// nothing else was put in them.
+#[derive(Debug)]
+pub struct OutputGuard {
+    dir: PathBuf,
+    undo: Option<u64>,
+}
+
+impl OutputGuard {
+    /// Makes `dir` (and the directories above it that are missing) and starts the guard.
+    ///
+    /// # Errors
+    /// Those of creating the directories.
+    pub fn create(dir: &Path) -> std::io::Result<OutputGuard> {
+        let created = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
+            .last()
+            .map(Path::to_owned);
+        let undo = Undo::register(dir.to_path_buf(), created);
+        let guard = OutputGuard { dir: dir.to_path_buf(), undo: Some(undo.0) };
+        std::fs::create_dir_all(dir)?;
+        Ok(guard)
+    }
+
+    /// Records the file `name` in the directory as this output's, before it is written, when
+    /// nothing is there yet (what was there before is never removed).
+    pub fn adding(&self, name: &str) {
+        if std::fs::symlink_metadata(self.dir.join(name)).is_err()
+            && let Some(id) = self.undo
+            && let Some(p) = writing().get_mut(&id)
+        {
+            p.names.push(name.to_owned());
+        }
+    }
+
+    /// The output is complete: nothing is taken back.
+    pub fn keep(mut self) {
+        if let Some(id) = self.undo.take() {
+            Undo(id).keep();
+        }
+    }
+}
+
+impl Drop for OutputGuard {
+    fn drop(&mut self) {
+        if let Some(id) = self.undo.take() {
+            Undo(id).run();
+        }
+    }
+}
+
 /// Undoes every [`write_all`] in progress, for a signal handler about to exit: the shards and
 /// index written so far are removed, and the directories made for them when empty. Call it
 /// after [`ztensor_io::interrupt`], which stops the writes and removes their temporary files.

@@ -260,8 +260,14 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
         }
     }
     let cleared = super::outdir::clear_2(r, &inputs)?;
-    std::fs::create_dir_all(r.output)
+    // A failed or interrupted write takes back what it made: its files and the directory.
+    let guard = ztensor_shard::OutputGuard::create(r.output)
         .map_err(|e| anyhow!("cannot create {}: {e}", r.output.display()))?;
+    for path in ztensor_v2::sharded::sharded_paths(&root, groups.len()) {
+        if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+            guard.adding(name);
+        }
+    }
     let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
     let bar = std::sync::Arc::new(Bar::new(total.sum(), r.run.quiet));
     let tick = std::sync::Arc::clone(&bar);
@@ -273,6 +279,7 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
     let summary = ztensor_v2::sharded::write_sharded(source, &root, &groups, &options);
     bar.finish();
     let summary = summary.map_err(|e| crate::refusal(context, &e))?;
+    guard.keep();
     let mut notes: Vec<String> = cleared.into_iter().collect();
     if r.drop_attributes {
         notes.push(dropped(source, &root)?);
