@@ -984,41 +984,32 @@ pub struct Occupied {
 }
 
 impl Occupied {
-    /// Whether the directory holds none.
-    pub fn is_empty(&self) -> bool {
-        self.indexes.is_empty() && self.shards.is_empty() && self.receipts.is_empty()
-    }
-
-    /// Every entry, as a path relative to the directory: indexes, shards, then receipts.
-    pub fn names(&self) -> Vec<String> {
-        let receipts = self.receipts.iter().map(|r| format!("{RECEIPTS_DIR}/{r}"));
-        self.indexes.iter().chain(&self.shards).cloned().chain(receipts).collect()
-    }
-}
-
-impl Plan {
-    /// What the output directory holds of sharded checkpoints: every index there and the
-    /// shards it lists, every receipt there and the shard it names, and files at this plan's
-    /// own shard and index names (a run of the same conversion before). Other files are none
-    /// of its business. A link or special file at any of those names is refused, as writing
-    /// would refuse it.
+    /// What the directory `output` holds of sharded checkpoints: index files (`index`, the
+    /// output's own name, among them when it is there), the shards they and the receipts of
+    /// `run` name, files at `own_shards` (the output's shard names), and the receipts. A
+    /// missing directory holds none.
     ///
     /// # Errors
-    /// [`ErrorKind::Malformed`] when one of them is a file this plan reads (clearing it would
-    /// remove an input); such entries, and I/O errors.
-    pub fn occupied(&self) -> Result<Occupied> {
+    /// [`ErrorKind::Malformed`] when one of them is one of `inputs` (clearing it would remove
+    /// an input); I/O errors.
+    pub fn in_dir(
+        output: &Path,
+        index: Option<&str>,
+        own_shards: &[&str],
+        inputs: &[&Path],
+    ) -> Result<Occupied> {
         let mut found = Occupied::default();
-        if FileId::of_path(&self.output)?.is_none() {
+        if FileId::of_path(output)?.is_none() {
             return Ok(found);
         }
-        let out = OutputDir::open_existing(&self.output)?;
-        let names = std::fs::read_dir(&self.output)
+        let out = OutputDir::open_existing(output)?;
+        let names = std::fs::read_dir(output)
             .and_then(|entries| {
                 entries
                     .map(|e| Ok(e?.file_name().into_string().ok()))
                     .collect::<std::io::Result<Vec<_>>>()
             })
-            .map_err(|e| Error::io("cannot list", &self.output, &e))?;
+            .map_err(|e| Error::io("cannot list", output, &e))?;
         let mut names: Vec<String> = names.into_iter().flatten().collect();
         names.sort();
         let mut shards = std::collections::BTreeSet::new();
@@ -1032,8 +1023,11 @@ impl Plan {
                 shards.extend(index.shards.into_keys());
             }
         }
-        if !found.indexes.contains(&self.index) && out.open_file(&self.index)?.is_some() {
-            found.indexes.push(self.index.clone());
+        if let Some(index) = index
+            && !found.indexes.iter().any(|i| i == index)
+            && out.open_file(index)?.is_some()
+        {
+            found.indexes.push(index.to_owned());
         }
         if let Some(receipts) = out.subdir_if_present(RECEIPTS_DIR)? {
             let listed = std::fs::read_dir(receipts.path())
@@ -1059,18 +1053,21 @@ impl Plan {
                 found.receipts.push(name);
             }
         }
-        shards.extend(self.units.iter().map(|u| u.shard.clone()));
+        shards.extend(own_shards.iter().map(|&s| s.to_owned()));
         for shard in shards {
             if ztensor_io::weight_map::is_plain_name(&shard) && out.open_file(&shard)?.is_some() {
                 found.shards.push(shard);
             }
         }
-        let mut inputs = HashMap::with_capacity(self.inputs.len());
-        for f in &self.inputs {
-            if let Some(id) = FileId::of_path(&f.path)? {
-                inputs.insert(id, &f.path);
+        let inputs = {
+            let mut by_id = HashMap::with_capacity(inputs.len());
+            for &path in inputs {
+                if let Some(id) = FileId::of_path(path)? {
+                    by_id.insert(id, path);
+                }
             }
-        }
+            by_id
+        };
         for name in found.indexes.iter().chain(&found.shards) {
             let path = out.join(name);
             if let Some(input) = FileId::of_path(&path)?.and_then(|id| inputs.get(&id)) {
@@ -1089,6 +1086,56 @@ impl Plan {
         Ok(found)
     }
 
+    /// Removes what [`Occupied::in_dir`] found in `output`: the indexes first (so that what is
+    /// left is never a checkpoint missing shards), then the shards, then the receipts and
+    /// their directory when that is left empty. Entries are removed themselves, never what a
+    /// link names.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn clear(&self, output: &Path) -> Result<()> {
+        let out = OutputDir::open_existing(output)?;
+        for name in self.indexes.iter().chain(&self.shards) {
+            out.remove(name)?;
+        }
+        if let Some(receipts) = out.subdir_if_present(RECEIPTS_DIR)? {
+            for name in &self.receipts {
+                receipts.remove(name)?;
+            }
+            // Left where it holds anything else.
+            let _ = std::fs::remove_dir(out.join(RECEIPTS_DIR));
+        }
+        Ok(())
+    }
+
+    /// Whether the directory holds none.
+    pub fn is_empty(&self) -> bool {
+        self.indexes.is_empty() && self.shards.is_empty() && self.receipts.is_empty()
+    }
+
+    /// Every entry, as a path relative to the directory: indexes, shards, then receipts.
+    pub fn names(&self) -> Vec<String> {
+        let receipts = self.receipts.iter().map(|r| format!("{RECEIPTS_DIR}/{r}"));
+        self.indexes.iter().chain(&self.shards).cloned().chain(receipts).collect()
+    }
+}
+
+impl Plan {
+    /// What the output directory holds of sharded checkpoints: every index there and the
+    /// shards it lists, every receipt there and the shard it names, and files at this plan's
+    /// own shard and index names (a run of the same conversion before). Other files are none
+    /// of its business. A link or special file at any of those names is refused, as writing
+    /// would refuse it.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Malformed`] when one of them is a file this plan reads (clearing it would
+    /// remove an input); such entries, and I/O errors.
+    pub fn occupied(&self) -> Result<Occupied> {
+        let shards: Vec<&str> = self.units.iter().map(|u| u.shard.as_str()).collect();
+        let inputs: Vec<&Path> = self.inputs.iter().map(|f| f.path.as_path()).collect();
+        Occupied::in_dir(&self.output, Some(&self.index), &shards, &inputs)
+    }
+
     /// Removes what [`Plan::occupied`] found: the indexes first (so that what is left is never
     /// a checkpoint missing shards), then the shards, then the receipts and their directory
     /// when that is left empty. Entries are removed themselves, never what a link names.
@@ -1096,17 +1143,6 @@ impl Plan {
     /// # Errors
     /// I/O errors.
     pub fn clear(&self, occupied: &Occupied) -> Result<()> {
-        let out = OutputDir::open_existing(&self.output)?;
-        for name in occupied.indexes.iter().chain(&occupied.shards) {
-            out.remove(name)?;
-        }
-        if let Some(receipts) = out.subdir_if_present(RECEIPTS_DIR)? {
-            for name in &occupied.receipts {
-                receipts.remove(name)?;
-            }
-            // Left where it holds anything else.
-            let _ = std::fs::remove_dir(out.join(RECEIPTS_DIR));
-        }
-        Ok(())
+        occupied.clear(&self.output)
     }
 }

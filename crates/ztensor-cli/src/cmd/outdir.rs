@@ -15,7 +15,26 @@ use super::convert::{Request, listed};
 pub(super) fn clear(r: &Request<'_>, plan: &ztensor_shard::Plan) -> Result<Option<String>> {
     let occupied = plan.occupied().map_err(|e| crate::reported("", &e))?;
     let inputs: Vec<&Path> = plan.inputs.iter().map(|f| f.path.as_path()).collect();
-    let mut more = zt2_files(r.output, &inputs)?;
+    clear_occupied(r, occupied, &inputs)
+}
+
+/// For a sharded zTensor 2 output: as [`clear`], for a directory where no plan names the
+/// output's own index and shards (zTensor 2 files there count as a checkpoint).
+pub(super) fn clear_2(r: &Request<'_>, inputs: &[std::path::PathBuf]) -> Result<Option<String>> {
+    let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
+    let occupied = ztensor_shard::Occupied::in_dir(r.output, None, &[], &inputs)
+        .map_err(|e| crate::reported("", &e))?;
+    clear_occupied(r, occupied, &inputs)
+}
+
+/// `occupied` and the zTensor 2 files in the output directory: refused unless `--force`, which
+/// removes them and returns a note naming them.
+fn clear_occupied(
+    r: &Request<'_>,
+    occupied: ztensor_shard::Occupied,
+    inputs: &[&Path],
+) -> Result<Option<String>> {
+    let mut more = zt2_files(r.output, inputs)?;
     more.retain(|name| !occupied.shards.contains(name) && !occupied.indexes.contains(name));
     if occupied.is_empty() && more.is_empty() {
         return Ok(None);
@@ -24,7 +43,7 @@ pub(super) fn clear(r: &Request<'_>, plan: &ztensor_shard::Plan) -> Result<Optio
     names.extend(more.iter().cloned());
     refuse_unless_forced(r, &names)?;
     let dir = super::text::shown(&r.output.display().to_string()).into_owned();
-    plan.clear(&occupied).map_err(|e| crate::reported(&format!("cannot clear {dir}"), &e))?;
+    occupied.clear(r.output).map_err(|e| crate::reported(&format!("cannot clear {dir}"), &e))?;
     remove_in(r.output, &more)?;
     Ok(Some(format!("--force removed the checkpoint {dir} held: {}", listed(&names))))
 }
@@ -95,59 +114,4 @@ fn zt2_files(dir: &Path, inputs: &[&Path]) -> Result<Vec<String>> {
     }
     found.sort();
     Ok(found)
-}
-
-/// For a sharded zTensor 2 output: what the directory holds of checkpoints (zTensor 2 files,
-/// sharded zTensor 1.x indexes and the shards they list), refused unless `--force`, which
-/// removes those files (nothing else) and returns a note naming them.
-pub(super) fn clear_2(r: &Request<'_>, inputs: &[std::path::PathBuf]) -> Result<Option<String>> {
-    let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
-    let mut names = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(r.output) {
-        let mut indexes: Vec<String> = entries
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.ends_with(ztensor_shard::INDEX_SUFFIX))
-            .collect();
-        indexes.sort();
-        let mut shards = std::collections::BTreeSet::new();
-        for name in &indexes {
-            let path = r.output.join(name);
-            if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
-                continue;
-            }
-            if let Ok(index) = ztensor_shard::ShardIndex::read(&path) {
-                shards.extend(index.shards.into_keys().filter(|s| {
-                    !s.contains('/')
-                        && std::fs::symlink_metadata(r.output.join(s))
-                            .is_ok_and(|m| m.file_type().is_file())
-                }));
-            }
-            names.push(name.clone());
-        }
-        let inputs: Vec<std::path::PathBuf> =
-            inputs.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect();
-        for shard in &shards {
-            let path = r.output.join(shard);
-            if std::fs::canonicalize(&path).is_ok_and(|p| inputs.contains(&p)) {
-                anyhow::bail!(
-                    "{} belongs to a checkpoint there and is also an input; clearing the \
-                     directory would remove it (choose another output directory)",
-                    path.display()
-                );
-            }
-        }
-        names.extend(shards);
-    }
-    for name in zt2_files(r.output, &inputs)? {
-        if !names.contains(&name) {
-            names.push(name);
-        }
-    }
-    if names.is_empty() {
-        return Ok(None);
-    }
-    refuse_unless_forced(r, &names)?;
-    remove_in(r.output, &names)?;
-    let dir = super::text::shown(&r.output.display().to_string()).into_owned();
-    Ok(Some(format!("--force removed the checkpoint {dir} held: {}", listed(&names))))
 }
