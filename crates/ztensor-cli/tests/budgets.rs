@@ -266,6 +266,8 @@ fn an_attribute_array_of_millions_of_items_stays_within_budget() {
                 &["dump", "--json", "FILE"],
                 &["diff", "--json", "FILE", "FILE"],
                 &["convert", "FILE", "OUT.zt", "--quiet"],
+                &["convert", "FILE", "OUT.zt", "--to", "2", "--quiet"],
+                &["id", "FILE"],
                 &["repack", "FILE", "OUT.zt", "--quiet", "--zstd", "1"],
             ],
         );
@@ -323,6 +325,58 @@ fn an_attribute_array_of_millions_of_items_stays_within_budget() {
             &["id", "FILE"],
             &["diff", "--json", "FILE", "FILE"],
             &["convert", "FILE", "OUT.zt", "--quiet"],
+            &["convert", "FILE", "OUT.zt", "--to", "2", "--quiet"],
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An attribute map of 4,000,000 integer keys (a 24 MB zTensor 1.2 file): a map costs its
+/// encoding, not a sort table of its entries, on every path, zTensor 2 out included.
+#[test]
+fn an_attribute_map_of_millions_of_entries_stays_within_budget() {
+    const N: u32 = 4_000_000;
+    let dir = scratch("attribute-map");
+    // {"big": {0: 0, 1: 0, …}}, written as CBOR directly.
+    let mut cbor = vec![0xa1, 0x63, b'b', b'i', b'g', 0xba];
+    cbor.extend_from_slice(&N.to_be_bytes());
+    for k in 0..N {
+        match k {
+            0..=23 => cbor.push(k as u8),
+            24..=0xff => cbor.extend([0x18, k as u8]),
+            0x100..=0xffff => {
+                cbor.push(0x19);
+                cbor.extend((k as u16).to_be_bytes());
+            }
+            _ => {
+                cbor.push(0x1a);
+                cbor.extend(k.to_be_bytes());
+            }
+        }
+        cbor.push(0);
+    }
+    let attributes = ztensor_format::Attributes::from_cbor(&cbor, 8).unwrap();
+    drop(cbor);
+    let mut manifest = Manifest::new(Version::V1_2);
+    let blob = [1u8; 4];
+    let object = Object::new("w", vec![4], Format::Dense)
+        .with_component("data", Component::new(DType::U8, 64, 4))
+        .with_attributes(Some(attributes));
+    manifest.objects.push(object);
+    let file = dir.join("attribute-map-4m.zt");
+    std::fs::write(&file, assemble(&manifest, &[(64, &blob)])).unwrap();
+    drop(manifest);
+    check(
+        &dir,
+        &file,
+        0,
+        &[
+            &["info", "FILE"],
+            &["verify", "FILE"],
+            &["dump", "--json", "FILE"],
+            &["id", "FILE"],
+            &["convert", "FILE", "OUT.zt", "--quiet"],
+            &["convert", "FILE", "OUT.zt", "--to", "2", "--quiet"],
         ],
     );
     std::fs::remove_dir_all(&dir).unwrap();
