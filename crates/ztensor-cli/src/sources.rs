@@ -78,8 +78,8 @@ pub(crate) fn open_source(path: &Path) -> Result<Box<dyn ztensor_io::TensorSourc
 }
 
 /// As [`open_source_with`], for a command that writes `output` (as `what`): refused when
-/// `output` is the input, or one of the shards of a checkpoint given by its index (opened
-/// once, for both).
+/// `output` is the input, or one of the files its content lies in (a sharded checkpoint's
+/// shards, a zTensor 2 root's), the input opened once for both.
 pub(crate) fn open_source_for(
     path: &Path,
     output: &Path,
@@ -88,36 +88,15 @@ pub(crate) fn open_source_for(
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     cmd::not_over(path, output, what)?;
     let kind = cmd::detect(path)?;
-    match kind {
-        cmd::Kind::ZtIndex => {
-            let ckpt = ztensor_shard::ShardedZtensor::open(path, &ztensor_cli::options(false))
-                .map_err(|e| reported("", &e))?;
-            for (shard, _) in ckpt.shards() {
-                cmd::not_over(shard, output, what)?;
-            }
-            Ok(Box::new(ckpt))
-        }
-        cmd::Kind::SafetensorsIndex => {
-            let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(path)
-                .map_err(|e| reported("", &e))?;
-            for (shard, _) in ckpt.shards() {
-                cmd::not_over(shard, output, what)?;
-            }
-            Ok(Box::new(ckpt.carry_unknown_dtypes(carry_unknown)))
-        }
-        cmd::Kind::Zt2 => {
-            let (source, shards) = open_zt2(path)?;
-            for shard in &shards {
-                cmd::not_over(shard, output, what)?;
-            }
-            Ok(source)
-        }
-        _ => expansion_checked(path, kind, open_kind(path, kind, carry_unknown)?, 0),
+    let opened = open_kind(path, kind, carry_unknown)?;
+    for shard in opened.files() {
+        cmd::not_over(shard, output, what)?;
     }
+    expansion_checked(path, opened)
 }
 
 /// The zTensor 2 file at `path` with its shards ([`ztensor_registry::open_zt2`]), refused as
-/// every input is.
+/// every input is, for `verify`, which checks the shards whole.
 pub(crate) fn open_zt2_file(path: &Path) -> Result<ztensor_v2::File<FileSource>> {
     let options = ztensor_registry::OpenOptions {
         options: ztensor_cli::options(false),
@@ -126,43 +105,27 @@ pub(crate) fn open_zt2_file(path: &Path) -> Result<ztensor_v2::File<FileSource>>
     ztensor_registry::open_zt2(path, &options).map_err(|e| open_error(path, &options.options, e))
 }
 
-/// A zTensor 2 file with its shards (found as [`ztensor_registry::open_zt2`] finds them), its
-/// expansion checked against its own size and its shards', and where its shards are.
-pub(crate) fn open_zt2(
-    path: &Path,
-) -> Result<(Box<dyn ztensor_io::TensorSource>, Vec<std::path::PathBuf>)> {
-    let file = open_zt2_file(path)?;
-    let shards = file.shard_paths().map(|(_, p)| p.to_path_buf()).collect();
-    let extra = file.shards_len();
-    Ok((expansion_checked(path, cmd::Kind::Zt2, Box::new(file), extra)?, shards))
-}
-
 /// As [`open_source`]; with `carry_unknown`, safetensors tensors of dtypes zTensor lacks are
 /// carried as bytes.
 pub(crate) fn open_source_with(
     path: &Path,
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
-    if cmd::detect(path)? == cmd::Kind::Zt2 {
-        return Ok(open_zt2(path)?.0);
-    }
-    let (kind, source) = open_any(path, carry_unknown)?;
-    expansion_checked(path, kind, source, 0)
+    let kind = cmd::detect(path)?;
+    expansion_checked(path, open_kind(path, kind, carry_unknown)?)
 }
 
-/// `source` (the input at `path`, of `kind`), refused when its objects decode to more than
-/// the expansion limit allows for a file of its size (plus `shards`, the size of the files a
-/// zTensor 2 root's parts lie in). A sharded checkpoint's shards are files of their own, each
-/// checked when read as one.
-fn expansion_checked(
+/// The source of `opened` (the input at `path`), refused when its objects decode to more than
+/// the expansion limit allows for the bytes its content lies in (a zTensor 2 root's shards
+/// included). A sharded checkpoint's shards are files of their own, each checked when read as
+/// one.
+pub(crate) fn expansion_checked(
     path: &Path,
-    kind: cmd::Kind,
-    source: Box<dyn ztensor_io::TensorSource>,
-    shards: u64,
+    opened: ztensor_registry::Opened,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
-    if !matches!(kind, cmd::Kind::SafetensorsIndex | cmd::Kind::ZtIndex) {
-        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0).saturating_add(shards);
-        ztensor_io::check_expansion(&*source, len, &options(false).limits).map_err(|e| {
+    if !matches!(opened.kind(), cmd::Kind::SafetensorsIndex | cmd::Kind::ZtIndex) {
+        let len = opened.input_len();
+        ztensor_io::check_expansion(opened.source(), len, &options(false).limits).map_err(|e| {
             let e = reported(&format!("{}", path.display()), &e);
             let hint = "(--max-expansion RATIO raises the limit)";
             if e.downcast_ref::<Rejected>().is_some() {
@@ -172,7 +135,7 @@ fn expansion_checked(
             }
         })?;
     }
-    Ok(source)
+    Ok(opened.into_source())
 }
 
 /// Opens any input as a tensor source, through the format registry, with what it was
@@ -183,21 +146,20 @@ pub(crate) fn open_any(
     carry_unknown: bool,
 ) -> Result<(cmd::Kind, Box<dyn ztensor_io::TensorSource>)> {
     let kind = cmd::detect(path)?;
-    Ok((kind, open_kind(path, kind, carry_unknown)?))
+    Ok((kind, open_kind(path, kind, carry_unknown)?.into_source()))
 }
 
-/// Opens the input at `path`, recognised as `kind`, through the format registry.
-fn open_kind(
+/// Opens the input at `path`, recognised as `kind`, through the format registry (its
+/// expansion left to the caller: [`expansion_checked`]).
+pub(crate) fn open_kind(
     path: &Path,
     kind: cmd::Kind,
     carry_unknown: bool,
-) -> Result<Box<dyn ztensor_io::TensorSource>> {
+) -> Result<ztensor_registry::Opened> {
     let options = ztensor_registry::OpenOptions {
         options: ztensor_cli::options(false),
         carry_unknown_dtypes: carry_unknown,
     };
-    match ztensor_registry::open_kind(kind, path, &options) {
-        Ok(opened) => Ok(opened.into_source()),
-        Err(e) => Err(open_error(path, &options.options, e)),
-    }
+    ztensor_registry::open_kind(kind, path, &options)
+        .map_err(|e| open_error(path, &options.options, e))
 }

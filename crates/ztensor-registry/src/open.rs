@@ -128,6 +128,8 @@ pub struct Opened {
     /// checkpoint's shards or a zTensor 2 root's shards added. What the expansion budget is
     /// measured against.
     input_len: u64,
+    /// The files its content lies in besides the one opened.
+    files: Vec<std::path::PathBuf>,
 }
 
 impl fmt::Debug for Opened {
@@ -138,7 +140,14 @@ impl fmt::Debug for Opened {
 
 impl Opened {
     fn new<T: TensorSource + Send + Sync + 'static>(kind: Kind, source: T) -> Opened {
-        Opened { kind, source: Box::new(source), memory: None, input_len: 0 }
+        Opened { kind, source: Box::new(source), memory: None, input_len: 0, files: Vec::new() }
+    }
+
+    /// The files its content lies in besides the one opened: a sharded checkpoint's shards, the
+    /// shards a zTensor 2 root's parts lie in (those found); none for a single file. What a
+    /// command writing an output must not replace, besides the input itself.
+    pub fn files(&self) -> &[std::path::PathBuf] {
+        &self.files
     }
 
     /// The bytes its content lies in: the file's, plus its shards' for a sharded checkpoint
@@ -245,8 +254,9 @@ pub fn content_id(
 /// The format reader's error; [`OpenError::Detect`] for a kind this build does not read.
 pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
     let strict = options.options.strict;
-    // What the content lies in besides the file itself: shards.
+    // What the content lies in besides the file itself: shards, and their bytes.
     let mut shards = 0u64;
+    let mut files = Vec::new();
     let opened = match kind {
         Kind::Zt => {
             Opened::new(kind, Reader::open_with(path, &options.options).map_err(OpenError::Zt)?)
@@ -257,6 +267,7 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
                 .map_err(OpenError::Shard)?;
             shards =
                 ckpt.shards().iter().map(|(_, r)| r.source().len()).fold(0, u64::saturating_add);
+            files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
             Opened::new(kind, ckpt)
         }
         #[cfg(feature = "safetensors")]
@@ -273,6 +284,7 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
                 .carry_unknown_dtypes(options.carry_unknown_dtypes);
             shards =
                 ckpt.shards().iter().map(|(_, f)| f.source().len()).fold(0, u64::saturating_add);
+            files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
             Opened::new(kind, ckpt)
         }
         #[cfg(feature = "tensorbuffers")]
@@ -301,12 +313,13 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
         Kind::Zt2 => {
             let file = open_zt2(path, options)?;
             shards = file.shards_len();
+            files = file.shard_paths().map(|(_, p)| p.to_path_buf()).collect();
             Opened::new(kind, file)
         }
         #[allow(unreachable_patterns)]
         other => return Err(not_opened(other, Some(path))),
     };
-    Ok(Opened { input_len: file_len(path)?.saturating_add(shards), ..opened })
+    Ok(Opened { input_len: file_len(path)?.saturating_add(shards), files, ..opened })
 }
 
 /// Why `kind` has no arm where it was to be opened: this build lacks its feature, or (for

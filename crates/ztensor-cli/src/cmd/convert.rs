@@ -202,39 +202,12 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
 /// are kept as they are, and any other input's objects (a zTensor 2 root's too) go in one
 /// shard.
 fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Result<Converted> {
-    // A sharded checkpoint's shards: their paths, and the names of the objects in each.
-    type Shards = Vec<(std::path::PathBuf, Vec<String>)>;
-    fn shards_of(list: &[(std::path::PathBuf, impl TensorSource)]) -> Shards {
-        list.iter()
-            .map(|(path, shard)| {
-                let names = (0..shard.len()).filter_map(|i| shard.name(i)).map(|n| n.into_owned());
-                (path.clone(), names.collect())
-            })
-            .collect()
-    }
     let kind = super::detect(r.input)?;
+    let opened = crate::sources::open_kind(r.input, kind, r.carry_unknown)?;
     // Every file the input is read from: none may be replaced by the output.
-    let (opened, shards): (Box<dyn TensorSource>, Shards) = match kind {
-        Kind::Zt2 => {
-            let (source, paths) = crate::sources::open_zt2(r.input)?;
-            (source, paths.into_iter().map(|p| (p, Vec::new())).collect())
-        }
-        Kind::ZtIndex => {
-            let ckpt = ztensor_shard::ShardedZtensor::open(r.input, &ztensor_cli::options(false))
-                .map_err(|e| crate::reported("", &e))?;
-            let shards = shards_of(ckpt.shards());
-            (Box::new(ckpt), shards)
-        }
-        Kind::SafetensorsIndex => {
-            let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(r.input)
-                .map_err(|e| crate::reported("", &e))?;
-            let shards = shards_of(ckpt.shards());
-            (Box::new(ckpt.carry_unknown_dtypes(r.carry_unknown)), shards)
-        }
-        _ => (crate::open_source_with(r.input, r.carry_unknown)?, Vec::new()),
-    };
-    let mut inputs: Vec<std::path::PathBuf> = shards.iter().map(|(p, _)| p.clone()).collect();
+    let mut inputs: Vec<std::path::PathBuf> = opened.files().to_vec();
     inputs.push(r.input.to_path_buf());
+    let opened = crate::sources::expansion_checked(r.input, opened)?;
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;
     let groups = match split {
@@ -245,10 +218,26 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
         ztensor_shard::Split::LikeInput
             if matches!(kind, Kind::ZtIndex | Kind::SafetensorsIndex) =>
         {
-            shards
+            // Each object's location is its shard's file name.
+            let shards = &inputs[..inputs.len() - 1];
+            let at: std::collections::HashMap<&str, usize> = shards
                 .iter()
-                .map(|(_, names)| names.iter().filter_map(|n| source.find(n)).collect())
-                .collect()
+                .enumerate()
+                .filter_map(|(k, p)| Some((p.file_name()?.to_str()?, k)))
+                .collect();
+            let mut groups = vec![Vec::new(); shards.len()];
+            for i in 0..source.len() {
+                let info = source.info(i);
+                let shard = info.as_ref().and_then(|o| at.get(o.location.as_deref()?));
+                let Some(&k) = shard else {
+                    anyhow::bail!(
+                        "{}: object {i} lies in no shard the index lists",
+                        r.input.display()
+                    )
+                };
+                groups[k].push(i);
+            }
+            groups
         }
         ztensor_shard::Split::LikeInput => vec![(0..source.len()).collect()],
     };
