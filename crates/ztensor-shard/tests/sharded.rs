@@ -8,11 +8,8 @@ use ztensor_io::{FileWriter, Reader, TensorSource, WriteOptions};
 use ztensor_par::ParOptions;
 use ztensor_shard::{ErrorKind, Outcome, Plan, PlanOptions, ShardIndex, ShardedZtensor, Split};
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ztensor-shard-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> ztensor_testkit::Scratch {
+    ztensor_testkit::scratch(&format!("shard-{name}"))
 }
 
 /// A zTensor file of `n` tensors of 1-4 KiB (sizes vary), and its path.
@@ -358,7 +355,6 @@ fn planted_links_in_the_output_directory_are_refused() {
 
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// A FIFO or device where a receipt, plan or index is read is refused without waiting on it
@@ -389,7 +385,6 @@ fn special_files_where_plans_indexes_and_receipts_are_read_are_refused() {
     assert!(Plan::read(&fifo).unwrap_err().to_string().contains("a FIFO"));
     assert!(Plan::read(Path::new("/dev/zero")).unwrap_err().to_string().contains("a device"));
     assert!(ShardIndex::read(Path::new("/dev/zero")).unwrap_err().to_string().contains("a device"));
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// `finalize` trusts nothing in the plan it reads: an object in two units, sizes past 2^63 or
@@ -435,7 +430,6 @@ fn plans_that_disagree_with_themselves_are_refused() {
     let mut same_shard = plan.clone();
     same_shard.units[1].shard = same_shard.units[0].shard.clone();
     assert_eq!(read_back(&same_shard).unwrap_err().kind(), ErrorKind::Malformed);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// Outputs are compared with inputs by file identity: an index or shard that would replace
@@ -464,7 +458,6 @@ fn outputs_never_replace_inputs() {
     assert_eq!(e.kind(), ErrorKind::Malformed);
     assert!(e.to_string().contains("is also the input"), "{e}");
     assert_eq!(std::fs::read(&index).unwrap(), before);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// What an output directory holds of checkpoints is found (indexes, the shards they list,
@@ -521,5 +514,4 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     ztensor_shard::write_all(&failing, &short, &par, &()).unwrap_err();
     assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
-    std::fs::remove_dir_all(&d).unwrap();
 }
