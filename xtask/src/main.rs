@@ -382,9 +382,10 @@ fn deps() -> Result<()> {
     Ok(())
 }
 
-/// The workspace members that are not published (tools, benchmarks, and the Python extension
-/// module, which maturin builds and publishes).
-const UNPUBLISHED: &[&str] = &["xtask", "xtask-gen", "ztensor-benches", "ztensor-py"];
+/// The workspace members that are not published (tools, test support, benchmarks, and the
+/// Python extension module, which maturin builds and publishes).
+const UNPUBLISHED: &[&str] =
+    &["xtask", "xtask-gen", "ztensor-testkit", "ztensor-benches", "ztensor-py"];
 
 /// `cargo package` of every publishable crate, in dependency order (unpublished workspace
 /// crates resolved locally); `verify` also builds each from its archive.

@@ -14,14 +14,12 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_ztensor")
 }
 
-struct Dir(PathBuf);
+/// A scratch directory that lists its names.
+struct Dir(ztensor_testkit::Scratch);
 
 impl Dir {
     fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("ztensor-durable-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
+        Dir(ztensor_testkit::scratch(&format!("durable-{name}")))
     }
 
     fn join(&self, name: &str) -> PathBuf {
@@ -36,12 +34,6 @@ impl Dir {
             .collect();
         v.sort();
         v
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -11,6 +11,7 @@ mod durability;
 mod hostile;
 mod looking;
 mod outputs;
+mod readme;
 mod sharded;
 mod stdin;
 mod threads;
@@ -78,8 +79,7 @@ fn info_on_every_bundled_example() {
 
 #[test]
 fn info_rejects_a_corrupt_file_naming_the_rule() {
-    let dir = std::env::temp_dir().join(format!("ztensor-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ztensor_testkit::scratch("cli-test");
     let path = dir.join("bad-footer.zt");
     let mut bytes = std::fs::read(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/examples/tiny-v1.2.zt"),
@@ -132,11 +132,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ztensor-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> ztensor_testkit::Scratch {
+    ztensor_testkit::scratch(&format!("cli-{name}"))
 }
 
 /// Every `.zt` file under `fixtures/`.

@@ -11,26 +11,18 @@ use ztensor_io::{FileWriter, WriteOptions};
 
 use crate::{stderr, stdout, ztensor};
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ztensor-cli-sharded-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> ztensor_testkit::Scratch {
+    ztensor_testkit::scratch(&format!("cli-sharded-{name}"))
 }
 
 /// 16 tensors of 1 MiB of weakly compressible f32 values.
 fn input(dir: &Path) -> PathBuf {
     let path = dir.join("model.zt");
     let mut w = FileWriter::create(&path, Version::V1_2).unwrap();
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut rng = ztensor_testkit::Rng::new(0x9e37_79b9_7f4a_7c15);
     for i in 0..16 {
         let data: Vec<u8> = (0..(1 << 18))
-            .flat_map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                ((state >> 40) as f32 * 1e-6).to_le_bytes()
-            })
+            .flat_map(|_| ((rng.next_u64() >> 40) as f32 * 1e-6).to_le_bytes())
             .collect();
         w.add_dense(
             &format!("layer.{i:02}.weight"),
@@ -149,7 +141,8 @@ fn sharded_output_needs_a_directory_and_a_ztensor_target() {
         ztensor(&["convert", "fixtures/examples/tiny-v1.2.zt", "x.zt", "--shard-size", "1MiB"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("give an output directory"), "{}", stderr(&out));
-    let d = scratch("refused").join("t");
+    let refused = scratch("refused");
+    let d = refused.join("t");
     let dir = format!("{}/", d.display());
     let out = ztensor(&["convert", "fixtures/examples/tiny-v1.2.zt", &dir, "--to", "safetensors"]);
     assert_ne!(out.status.code(), Some(0));

@@ -40,8 +40,7 @@ fn run_counting(args: &[&str]) -> (usize, BTreeSet<String>) {
 
 #[test]
 fn convert_runs_as_many_workers_as_threads_asked_for_to_every_version() {
-    let dir = std::env::temp_dir().join(format!("ztensor-threads-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ztensor_testkit::scratch("threads");
     // 64 MiB in thirteen parts, read in pieces: zTensor 2 compresses them ahead of their
     // turn, but for the 40 MiB one on one thread (over half the 64 MiB budget of one thread),
     // which streams through the encoder when its turn comes.

@@ -95,9 +95,9 @@ mod runner {
 
     /// A shell script that prints `stdout` and exits with `status`, whatever file it is given.
     fn fake(name: &str, stdout: &str, status: i32) -> String {
-        let dir =
-            std::env::temp_dir().join(format!("ztensor-conformance-fakes-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // One directory for the binary's fakes, kept while it runs (a static is never dropped).
+        static DIR: std::sync::OnceLock<ztensor_testkit::Scratch> = std::sync::OnceLock::new();
+        let dir = DIR.get_or_init(|| ztensor_testkit::scratch("conformance-fakes"));
         let path = dir.join(format!("{name}.sh"));
         std::fs::write(&path, format!("#!/bin/sh\ncat <<'JSON'\n{stdout}\nJSON\nexit {status}\n"))
             .unwrap();
@@ -254,8 +254,9 @@ mod properties {
     fn every_source(file: &[u8], expect: &[Expect]) -> Result<(), TestCaseError> {
         check_bytes(file, expect).map_err(TestCaseError::fail)?;
         check_bytes(Chunked::new(file, 1), expect).map_err(TestCaseError::fail)?;
-        let dir = std::env::temp_dir().join(format!("ztensor-conformance-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // One directory for every case (files named by content), kept while the binary runs.
+        static DIR: std::sync::OnceLock<ztensor_testkit::Scratch> = std::sync::OnceLock::new();
+        let dir = DIR.get_or_init(|| ztensor_testkit::scratch("conformance"));
         let path = dir.join(format!("{}.zt", &ztensor_io::codec::sha256_hex(file)[..16]));
         std::fs::write(&path, file).unwrap();
         let strict = Options::strict();
@@ -385,11 +386,8 @@ mod producers_and_writers {
         env!("CARGO_BIN_EXE_ztensor-conformance")
     }
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("ztensor-wc-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    fn scratch(name: &str) -> ztensor_testkit::Scratch {
+        ztensor_testkit::scratch(&format!("wc-{name}"))
     }
 
     #[test]
@@ -589,10 +587,12 @@ mod difffuzz {
         format!("python3 {} {} dump", script.display(), bin())
     }
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("zt-difffuzz-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    /// A path not yet made (the fuzzer makes its `--out`) in a fresh scratch directory, and the
+    /// directory, removed when dropped.
+    fn scratch(name: &str) -> (ztensor_testkit::Scratch, PathBuf) {
+        let dir = ztensor_testkit::scratch(&format!("difffuzz-{name}"));
+        let out = dir.join("out");
+        (dir, out)
     }
 
     /// Runs `fuzz` with `args`: (exit status, stdout, stderr).
@@ -614,7 +614,7 @@ mod difffuzz {
     /// not in the terminal's foreground group, so nothing else would.
     #[test]
     fn an_interrupted_fuzzer_leaves_no_implementation_running() {
-        let dir = scratch("interrupt");
+        let (_scratch, dir) = scratch("interrupt");
         std::fs::create_dir_all(&dir).unwrap();
         let pids = dir.join("pids");
         let script = dir.join("hang.sh");
@@ -736,7 +736,7 @@ mod difffuzz {
 
     #[test]
     fn every_planted_bug_is_found_and_reduced() {
-        let out = scratch("planted");
+        let (_scratch, out) = scratch("planted");
         let command = planted();
         let (status, stdout, stderr) = fuzz(&[
             "--impl",
@@ -794,7 +794,7 @@ mod difffuzz {
         for class in ["hang", "crash"] {
             let f = findings.iter().find(|f| f["class"] == class).unwrap();
             let seed = f["recipe"]["seed"].as_u64().unwrap().to_string();
-            let again = scratch(&format!("again-{class}"));
+            let (_again, again) = scratch(&format!("again-{class}"));
             let (status, stdout, _) = fuzz(&[
                 "--impl",
                 &command,
@@ -850,7 +850,7 @@ mod difffuzz {
     fn writers_are_fuzzed_too() {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/planted/planted_writer.py");
         let planted = format!("python3 {} {} write", script.display(), bin());
-        let out = scratch("writer");
+        let (_scratch, out) = scratch("writer");
         let dir = out.to_str().unwrap();
         // A process per case (Python and our writer, about 0.1 s here): few cases, short
         // reductions.
@@ -918,7 +918,7 @@ mod difffuzz {
             assert_eq!(report["cases"], runs.parse::<u64>().unwrap());
             assert_eq!(report["versions"], serde_json::json!(["2"]));
         }
-        let out = scratch("zt2-planted");
+        let (_scratch, out) = scratch("zt2-planted");
         let (status, stdout, stderr) = fuzz(&[
             "--impl",
             &planted(),
@@ -986,7 +986,7 @@ mod difffuzz {
         assert!(stderr.contains("does not speak the reading protocol"), "{stderr}");
         assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
         // An output directory that holds something is not overwritten without --force.
-        let out = scratch("taken");
+        let (_scratch, out) = scratch("taken");
         std::fs::create_dir_all(&out).unwrap();
         std::fs::write(out.join("keep"), b"mine").unwrap();
         let command = format!("{} dump", bin());

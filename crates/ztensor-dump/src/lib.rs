@@ -19,6 +19,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod shape;
+
 use std::io::Write;
 
 use serde_json::{Map, Value as Json, json};
@@ -103,14 +105,14 @@ fn write_members<W: Write>(
 /// The dump's members before its objects, and `"objects": null` in their place.
 fn header<S: ReadAt>(reader: &Reader<S>) -> Json {
     let manifest = reader.manifest().manifest();
-    json!({
-        "dump": "ztensor-dump/1",
-        "container": reader.version().label(),
-        "version": manifest.version_string,
-        // Filled in by the caller (written straight from the values when streaming).
-        "attributes": Json::Null,
-        "objects": Json::Null,
-    })
+    // Attributes and objects are filled in by the caller (written straight from the values
+    // when streaming).
+    shape::accepted(
+        reader.version().label(),
+        json!(manifest.version_string),
+        Json::Null,
+        Json::Null,
+    )
 }
 
 /// Every object's dump, sorted by name (bytewise).
@@ -146,22 +148,17 @@ fn objects<'r, S: ReadAt>(
             sound.remove(&class);
         }
         let model = o.model();
-        let dump = json!({
-            "name": o.name(),
-            // v0.1 layouts are reported by their 1.2 names (`sparsecsr` as `sparse_csr`).
-            "format": model.format.name(),
-            "shape": model.shape,
-            "attributes": Json::Null,
-            "components": components,
-            "error": error,
-        });
+        // v0.1 layouts are reported by their 1.2 names (`sparsecsr` as `sparse_csr`).
+        let format = model.format.name();
+        let dump =
+            shape::object(o.name(), format, json!(model.shape), Json::Null, components, error);
         (dump, model.attributes.as_deref())
     })
 }
 
 /// The dump of a rejected file.
 pub fn rejected(kind: &str, message: &str) -> Json {
-    json!({"dump": "ztensor-dump/1", "error": {"kind": kind, "message": message}})
+    shape::rejected(kind, message)
 }
 
 /// An object's components as the dump shows them, and its error (`null` when it has none).
@@ -199,15 +196,15 @@ fn object<S: ReadAt>(o: ztensor_io::Object<'_, S>) -> (Map<String, Json>, Json) 
                     || Encoding::Raw.name().to_owned(),
                     |c| c.encoding.name().to_owned(),
                 );
+                let logical_type = d.logical_type.as_ref().map(|t| t.name());
                 components.insert(
                     d.role.clone(),
-                    json!({
-                        "dtype": d.dtype.name(),
-                        "type": d.logical_type.as_ref().map(|t| t.name().to_owned()),
-                        "encoding": encoding,
-                        "decoded_length": d.len,
-                        "sha256": sha256,
-                    }),
+                    shape::component(
+                        d.dtype.name(),
+                        logical_type,
+                        &encoding,
+                        Some((d.len, sha256)),
+                    ),
                 );
             }
             Json::Null
@@ -232,13 +229,8 @@ fn hasher_hex(hasher: &ztensor_io::codec::Hasher) -> String {
 /// A component of an object that could not be decoded, as the dump shows it: its types and
 /// encoding, no length or hash.
 fn undecoded(c: &ztensor_format::Component) -> Json {
-    json!({
-        "dtype": c.dtype.to_string(),
-        "type": c.logical_type.as_ref().map(|t| t.name().to_owned()),
-        "encoding": c.encoding.name(),
-        "decoded_length": Json::Null,
-        "sha256": Json::Null,
-    })
+    let logical_type = c.logical_type.as_ref().map(|t| t.name());
+    shape::component(&c.dtype.to_string(), logical_type, c.encoding.name(), None)
 }
 
 fn one_line(s: &str) -> String {
@@ -385,13 +377,8 @@ pub fn write_zt2<S: ReadAt>(
 /// manifest, [`write_members`]).
 fn zt2_header<S: ReadAt>(file: &ztensor_v2::File<S>, with_attributes: bool) -> Json {
     let attributes = file.manifest().and_then(|m| m.attributes.as_ref());
-    json!({
-        "dump": "ztensor-dump/1",
-        "container": "zt-2",
-        "version": "2",
-        "attributes": zt2_value(attributes.filter(|_| with_attributes)),
-        "objects": Json::Null,
-    })
+    let attributes = zt2_value(attributes.filter(|_| with_attributes));
+    shape::accepted("zt-2", json!("2"), attributes, Json::Null)
 }
 
 fn zt2_value(v: Option<&Attributes>) -> Json {
@@ -421,14 +408,8 @@ fn zt2_object<S: ReadAt>(
     attributes: Option<&Attributes>,
 ) -> Json {
     let part_json = |p: &ztensor_v2::manifest::Part, decoded: Option<(u64, String)>| {
-        let (len, hash) = decoded.unzip();
-        json!({
-            "dtype": p.dtype.name(),
-            "type": p.logical.as_deref(),
-            "encoding": p.encoding.as_deref().unwrap_or("raw"),
-            "decoded_length": len,
-            "sha256": hash,
-        })
+        let encoding = p.encoding.as_deref().unwrap_or("raw");
+        shape::component(p.dtype.name(), p.logical.as_deref(), encoding, decoded)
     };
     let sha256 = || {
         ztensor_io::codec::Hasher::new(&ztensor_format::DigestAlgorithm::Sha256)
@@ -469,14 +450,7 @@ fn zt2_object<S: ReadAt>(
             Json::String(one_line(&e))
         }
     };
-    json!({
-        "name": name,
-        "format": &*o.layout,
-        "shape": o.shape,
-        "attributes": zt2_value(attributes),
-        "components": components,
-        "error": error,
-    })
+    shape::object(name, &o.layout, json!(o.shape), zt2_value(attributes), components, error)
 }
 
 /// An item of attributes that serializes as [`cbor_to_json`] gives its value, read in place
@@ -576,16 +550,8 @@ pub fn attributes_to_json(attributes: &Attributes) -> Json {
 /// CBOR to JSON, by the rules of the conformance dump.
 pub fn cbor_to_json(value: &Value) -> Json {
     match value {
-        &Value::Integer(i) => {
-            if let Ok(v) = i64::try_from(i) {
-                json!(v)
-            } else if let Ok(v) = u64::try_from(i) {
-                json!(v)
-            } else {
-                json!({"$int": i.to_string()})
-            }
-        }
-        Value::Bytes(b) => json!({"$bytes": ztensor_format::to_hex(b)}),
+        &Value::Integer(i) => shape::integer(i),
+        Value::Bytes(b) => shape::bytes(ztensor_format::to_hex(b)),
         Value::Text(s) => json!(s),
         Value::Array(items) => Json::Array(items.iter().map(cbor_to_json).collect()),
         Value::Map(entries) => {
@@ -596,23 +562,15 @@ pub fn cbor_to_json(value: &Value) -> Json {
                 }
                 Json::Object(m)
             } else {
-                let pairs: Vec<Json> = entries
-                    .iter()
-                    .map(|(k, v)| json!([cbor_to_json(k), cbor_to_json(v)]))
-                    .collect();
-                json!({"$map": pairs})
+                shape::pairs(entries.iter().map(|(k, v)| (cbor_to_json(k), cbor_to_json(v))))
             }
         }
-        Value::Tag(t, v) => json!({"$tag": t, "value": cbor_to_json(v)}),
+        Value::Tag(t, v) => shape::tag(*t, cbor_to_json(v)),
         Value::Bool(b) => json!(b),
         Value::Null => Json::Null,
-        Value::Undefined => json!({"$simple": 23}),
-        Value::Simple(n) => json!({"$simple": n}),
-        Value::Float(f) if f.is_nan() => json!({"$float": "NaN"}),
-        Value::Float(f) if f.is_infinite() => {
-            json!({"$float": if *f > 0.0 { "Infinity" } else { "-Infinity" }})
-        }
-        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
+        Value::Undefined => shape::simple(23),
+        Value::Simple(n) => shape::simple(*n),
+        &Value::Float(f) => shape::float(f),
     }
 }
 
@@ -683,7 +641,7 @@ impl<S: ReadAt> serde::Serialize for TbDump<'_, S> {
         }
         let m = self.0.metadata();
         Dump {
-            dump: "ztensor-dump/1",
+            dump: shape::TAG,
             container: "tensorbuffers",
             version: &m.version,
             attributes: m.model.as_ref().map_or(Json::Null, |model| json!({"model": model})),
@@ -702,19 +660,17 @@ pub fn tensorbuffers<S: ReadAt>(r: &TbFile<S>) -> Json {
         .into_iter()
         .map(|t| {
             let mut components = Map::new();
-            let (length, hash, error) = match r.data(&t.name) {
-                Ok(bytes) => (json!(bytes.len()), json!(sha256_hex(&bytes)), Json::Null),
-                Err(e) => (Json::Null, Json::Null, json!(e.to_string())),
+            let (decoded, error) = match r.data(&t.name) {
+                Ok(bytes) => (Some((bytes.len() as u64, sha256_hex(&bytes))), Json::Null),
+                Err(e) => (None, json!(e.to_string())),
             };
-            components.insert(
-                "data".into(),
-                json!({"dtype": t.data_type.dtype().name(), "type": null, "encoding": "raw", "decoded_length": length, "sha256": hash}),
-            );
-            json!({"name": t.name, "format": "dense", "shape": t.shape, "attributes": null, "components": components, "error": error})
+            let dtype = t.data_type.dtype().name();
+            components.insert("data".into(), shape::component(dtype, None, "raw", decoded));
+            shape::object(&t.name, "dense", json!(t.shape), Json::Null, components, error)
         })
         .collect();
     let attributes = m.model.as_ref().map_or(Json::Null, |model| json!({"model": model}));
-    json!({"dump": "ztensor-dump/1", "container": "tensorbuffers", "version": m.version, "attributes": attributes, "objects": objects})
+    shape::accepted("tensorbuffers", json!(m.version), attributes, Json::Array(objects))
 }
 
 #[cfg(test)]

@@ -1115,8 +1115,6 @@ impl<S: ReadAt> TorchFile<S> {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write as _;
-
     use super::*;
 
     /// The naive gather: each element read where its index puts it.
@@ -1171,52 +1169,12 @@ mod tests {
 
     /// A zip archive of `members` (name, bytes, deflated?), as any zip writer lays it out.
     fn zip(members: &[(&str, &[u8], bool)]) -> Vec<u8> {
-        let (mut out, mut central) = (Vec::new(), Vec::new());
-        for &(name, data, deflate) in members {
-            let stored = if deflate {
-                let mut e =
-                    flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
-                e.write_all(data).unwrap();
-                e.finish().unwrap()
-            } else {
-                data.to_vec()
-            };
-            let mut crc = flate2::Crc::new();
-            crc.update(data);
-            let at = u32::try_from(out.len()).unwrap();
-            let method: u16 = if deflate { 8 } else { 0 };
-            let sizes = |v: &mut Vec<u8>| {
-                v.extend(crc.sum().to_le_bytes());
-                v.extend(u32::try_from(stored.len()).unwrap().to_le_bytes());
-                v.extend(u32::try_from(data.len()).unwrap().to_le_bytes());
-                v.extend(u16::try_from(name.len()).unwrap().to_le_bytes());
-                v.extend(0u16.to_le_bytes());
-            };
-            out.extend(b"PK\x03\x04\x14\x00\x00\x00");
-            out.extend(method.to_le_bytes());
-            out.extend([0; 4]);
-            sizes(&mut out);
-            out.extend(name.as_bytes());
-            out.extend(&stored);
-            central.extend(b"PK\x01\x02\x14\x00\x14\x00\x00\x00");
-            central.extend(method.to_le_bytes());
-            central.extend([0; 4]);
-            sizes(&mut central);
-            // Comment length, disk, internal and external attributes.
-            central.extend([0; 10]);
-            central.extend(at.to_le_bytes());
-            central.extend(name.as_bytes());
-        }
-        let cd_at = u32::try_from(out.len()).unwrap();
-        let n = u16::try_from(members.len()).unwrap();
-        out.extend(&central);
-        out.extend(b"PK\x05\x06\x00\x00\x00\x00");
-        out.extend(n.to_le_bytes());
-        out.extend(n.to_le_bytes());
-        out.extend(u32::try_from(central.len()).unwrap().to_le_bytes());
-        out.extend(cd_at.to_le_bytes());
-        out.extend([0, 0]);
-        out
+        members
+            .iter()
+            .fold(ztensor_testkit::Zip::new(), |z, &(name, data, deflate)| {
+                z.member(name, data, deflate)
+            })
+            .finish()
     }
 
     fn int(v: u64) -> Vec<u8> {

@@ -21,11 +21,8 @@ type Spec = (String, Dtype, Vec<usize>, Vec<u8>);
 /// A case of a table: what, how to build the checkpoint, expected kind, expected message.
 type Case<'a> = (&'a str, Box<dyn Fn(&Path) -> PathBuf>, ErrorKind, &'a str);
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ztensor-foreign-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn dir(name: &str) -> ztensor_testkit::Scratch {
+    ztensor_testkit::scratch(&format!("foreign-{name}"))
 }
 
 fn bytes(n: usize, seed: u8) -> Vec<u8> {

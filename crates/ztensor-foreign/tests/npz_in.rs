@@ -122,7 +122,6 @@ fn entries_sharing_data_are_refused() {
 /// `ascontiguousarray` gives it (computed here by index), stored and deflated alike.
 #[test]
 fn fortran_arrays_stream_into_c_order() {
-    use std::io::Write as _;
     for (descr, size) in [("<u1", 1usize), ("<i2", 2), ("<f4", 4), (">f8", 8), ("<c16", 16)] {
         let shape = [3usize, 4, 5];
         let count: usize = shape.iter().product();
@@ -139,15 +138,7 @@ fn fortran_arrays_stream_into_c_order() {
         let header = format!("{{'descr': '{descr}', 'fortran_order': True, 'shape': (3, 4, 5), }}");
         let npy = super::numpy_in::npy_for_tests(&header, &data);
         for deflate in [false, true] {
-            let stored = if deflate {
-                let mut e =
-                    flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
-                e.write_all(&npy).unwrap();
-                e.finish().unwrap()
-            } else {
-                npy.clone()
-            };
-            let archive = one_member_zip("a.npy", &npy, &stored, deflate);
+            let archive = ztensor_testkit::Zip::new().member("a.npy", &npy, deflate).finish();
             let npz = NpzFile::new(archive, 1 << 30).unwrap();
             let got = npz.read(0).unwrap();
             let mut want: Vec<u8> = (0..count).flat_map(value).collect();
@@ -159,36 +150,4 @@ fn fortran_arrays_stream_into_c_order() {
             assert_eq!(&*got.components["data"].bytes, &want[..], "{descr} {deflate}");
         }
     }
-}
-
-/// A zip archive of one member.
-fn one_member_zip(name: &str, data: &[u8], stored: &[u8], deflate: bool) -> Vec<u8> {
-    let mut crc = flate2::Crc::new();
-    crc.update(data);
-    let method: u16 = if deflate { 8 } else { 0 };
-    let fields = |v: &mut Vec<u8>| {
-        v.extend(method.to_le_bytes());
-        v.extend([0; 4]);
-        v.extend(crc.sum().to_le_bytes());
-        v.extend((stored.len() as u32).to_le_bytes());
-        v.extend((data.len() as u32).to_le_bytes());
-        v.extend((name.len() as u16).to_le_bytes());
-        v.extend(0u16.to_le_bytes());
-    };
-    let mut out = b"PK\x03\x04\x14\x00\x00\x00".to_vec();
-    fields(&mut out);
-    out.extend(name.as_bytes());
-    out.extend(stored);
-    let cd_at = out.len() as u32;
-    let mut central = b"PK\x01\x02\x14\x00\x14\x00\x00\x00".to_vec();
-    fields(&mut central);
-    central.extend([0; 10]);
-    central.extend(0u32.to_le_bytes());
-    central.extend(name.as_bytes());
-    out.extend(&central);
-    out.extend(b"PK\x05\x06\x00\x00\x00\x00\x01\x00\x01\x00");
-    out.extend((central.len() as u32).to_le_bytes());
-    out.extend(cd_at.to_le_bytes());
-    out.extend([0, 0]);
-    out
 }

@@ -483,13 +483,8 @@ mod tests {
     /// disjoint or identical.
     #[test]
     fn overlaps_are_found_as_the_pairwise_rule_finds_them() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rng = ztensor_testkit::Rng::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |n: u64| rng.below(n);
         for round in 0..200 {
             let mut b = ManifestBuilder::new(Version::V1_2);
             let mut kept: Vec<(u64, u64)> = Vec::new();

@@ -484,17 +484,10 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn scratch(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("ztensor-io-dir-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     #[cfg(unix)]
     #[test]
     fn planted_links_are_refused_and_their_targets_untouched() {
-        let d = scratch("links");
+        let d = ztensor_testkit::scratch("io-dir-links");
         let victim = d.join("victim");
         std::fs::write(&victim, b"precious").unwrap();
         let out = OutputDir::open(d.join("out")).unwrap();
@@ -512,12 +505,11 @@ mod tests {
         // Removing the entry removes the link, not the file it names.
         out.remove("shard.zt").unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn files_are_written_replaced_and_read_within_the_directory() {
-        let d = scratch("files");
+        let d = ztensor_testkit::scratch("io-dir-files");
         let out = OutputDir::open(d.join("a/b")).unwrap();
         let sub = out.subdir("r").unwrap();
         for text in [&b"one"[..], b"two!"] {
@@ -532,6 +524,5 @@ mod tests {
         assert!(sub.read("x.json", 3).unwrap_err().to_string().contains("over"));
         assert!(sub.read("missing", 3).unwrap().is_none());
         assert!(out.create("../x").is_err());
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -101,9 +101,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn special_files_are_refused_without_waiting_or_reading() {
-        let d = std::env::temp_dir().join(format!("ztensor-io-input-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
+        let d = ztensor_testkit::scratch("io-input");
         let fifo = d.join("fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
         assert!(made.success());
@@ -117,6 +115,5 @@ mod tests {
         std::fs::write(d.join("f"), b"12345").unwrap();
         assert_eq!(read_input(d.join("f"), 5).unwrap(), b"12345");
         assert!(read_input(d.join("f"), 4).unwrap_err().to_string().contains("over the limit"));
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -265,8 +265,7 @@ mod tests {
         );
         assert_eq!(j.encode(), old, "re-encoded as it was written");
         // Its tail digest is BLAKE3 of the length and the bytes before it.
-        let dir = std::env::temp_dir().join(format!("zt-journal-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ztensor_testkit::scratch("journal");
         let path = dir.join("f");
         std::fs::write(&path, b"0123456789").unwrap();
         let file = File::open(&path).unwrap();
@@ -274,6 +273,5 @@ mod tests {
         h.update(&10u64.to_le_bytes());
         h.update(b"0123456789");
         assert_eq!(tail_digest(&file, 10, Algorithm::Blake3).unwrap(), *h.finalize().as_bytes());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -636,9 +636,7 @@ mod tests {
 
     #[test]
     fn bytes_skipped_last_still_count_as_zeros() {
-        let d = std::env::temp_dir().join(format!("ztensor-io-hole-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
+        let d = ztensor_testkit::scratch("io-hole");
         let target = d.join("t.bin");
         let mut f = AtomicFile::create(&target).unwrap();
         f.write_all(b"head").unwrap();
@@ -652,7 +650,6 @@ mod tests {
         f.skip(1 << 62).unwrap();
         assert!(f.skip(1 << 62).is_err());
         drop(f);
-        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

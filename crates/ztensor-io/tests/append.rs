@@ -4,13 +4,7 @@
 
 use ztensor_format::{DType, DigestAlgorithm, Options, Version};
 use ztensor_io::{FileWriter, Reader, Repair, WriteOptions, append, recover, repair};
-
-fn dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("ztensor-io-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use ztensor_testkit::scratch;
 
 fn base_file(path: &std::path::Path, version: Version) {
     let mut w = FileWriter::create(path, version).unwrap();
@@ -35,7 +29,7 @@ fn names<S: ztensor_io::ReadAt>(r: &Reader<S>) -> Vec<String> {
 #[test]
 fn append_adds_objects_and_keeps_old_blobs_in_place() {
     for version in [Version::V1_1, Version::V1_2] {
-        let d = dir(&format!("append-{version}"));
+        let d = scratch(&format!("io-append-{version}"));
         let path = d.join("m.zt");
         base_file(&path, version);
         let before = std::fs::read(&path).unwrap();
@@ -55,13 +49,12 @@ fn append_adds_objects_and_keeps_old_blobs_in_place() {
             r.manifest().manifest().version_string.as_deref(),
             version.default_version_string()
         );
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }
 
 #[test]
 fn a_dropped_appender_leaves_exactly_the_old_bytes_and_no_sidecar() {
-    let d = dir("dropped");
+    let d = scratch("io-dropped");
     let path = d.join("m.zt");
     base_file(&path, Version::V1_2);
     let before = std::fs::read(&path).unwrap();
@@ -76,12 +69,11 @@ fn a_dropped_appender_leaves_exactly_the_old_bytes_and_no_sidecar() {
         std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(leftovers, [std::ffi::OsString::from("m.zt")]);
     assert_eq!(repair(&path, &Options::default()).unwrap(), Repair::Sound);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn a_rewrite_in_place_keeps_what_an_append_committed() {
-    let d = dir("rewrite");
+    let d = scratch("io-rewrite");
     let path = d.join("m.zt");
     base_file(&path, Version::V1_2);
     let mut a = append(&path, &Options::default()).unwrap();
@@ -89,17 +81,15 @@ fn a_rewrite_in_place_keeps_what_an_append_committed() {
     a.finish().unwrap();
     ztensor_io::remove_objects(&path, &path, &["a"], &Options::default()).unwrap();
     assert_eq!(names(&Reader::open(&path).unwrap()), ["b", "c"]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn v0_1_files_cannot_be_appended_to() {
-    let d = dir("append-v0");
+    let d = scratch("io-append-v0");
     let path = d.join("m.zt");
     base_file(&path, Version::V0_1);
     let err = append(&path, &Options::default()).unwrap_err();
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::Unrepresentable));
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]

@@ -129,8 +129,7 @@ fn unrepresentable_content_is_refused_by_name() {
 
 #[test]
 fn remove_writes_a_new_file_without_the_named_objects() {
-    let d = std::env::temp_dir().join(format!("ztensor-io-remove-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = ztensor_testkit::scratch("io-remove");
     let input = d.join("in.zt");
     std::fs::write(&input, sample(Version::V1_2)).unwrap();
     let output = d.join("out.zt");
@@ -140,13 +139,11 @@ fn remove_writes_a_new_file_without_the_named_objects() {
     assert_eq!(names, ["coo", "dense"]);
     let err = remove_objects(&input, &output, &["nope"], &Options::default()).unwrap_err();
     assert!(matches!(err.kind(), ztensor_io::ErrorKind::NotFound { .. }));
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn replace_an_object_in_place() {
-    let d = std::env::temp_dir().join(format!("ztensor-io-replace-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = ztensor_testkit::scratch("io-replace");
     let path = d.join("m.zt");
     std::fs::write(&path, sample(Version::V1_2)).unwrap();
     // SAFETY: the file is replaced by rename, never modified, while this map is alive.
@@ -176,7 +173,6 @@ fn replace_an_object_in_place() {
     .unwrap_err();
     assert_eq!(err.rule(), Some(Rule::DuplicateName));
     assert_eq!(std::fs::read(&path).unwrap(), before);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]

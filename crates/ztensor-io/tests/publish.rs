@@ -2,13 +2,7 @@
 
 use ztensor_format::{DType, Version};
 use ztensor_io::{FileWriter, Reader, WriteOptions};
-
-fn dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("ztensor-io-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use ztensor_testkit::scratch;
 
 fn entries(d: &std::path::Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(d)
@@ -21,7 +15,7 @@ fn entries(d: &std::path::Path) -> Vec<String> {
 
 #[test]
 fn finish_publishes_and_drop_leaves_nothing() {
-    let d = dir("publish");
+    let d = scratch("io-publish");
     let target = d.join("model.zt");
     std::fs::write(&target, b"previous content").unwrap();
 
@@ -44,12 +38,11 @@ fn finish_publishes_and_drop_leaves_nothing() {
         [1, 2, 3, 4]
     );
     assert_eq!(entries(&d), ["model.zt"]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn a_failed_finish_leaves_the_target() {
-    let d = dir("failed");
+    let d = scratch("io-failed");
     let target = d.join("model.zt");
     std::fs::write(&target, b"previous content").unwrap();
     let mut w = FileWriter::create(&target, Version::V1_2).unwrap();
@@ -76,18 +69,16 @@ fn a_failed_finish_leaves_the_target() {
     assert!(err.to_string().contains("model.zt"), "{err}");
     assert_eq!(std::fs::read(&target).unwrap(), b"previous content");
     assert_eq!(entries(&d), ["model.zt"]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn duplicate_names_are_refused() {
-    let d = dir("dup");
+    let d = scratch("io-dup");
     let mut w = FileWriter::create(d.join("x.zt"), Version::V1_1).unwrap();
     w.add_dense("w", &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap();
     let err = w.add_dense("w", &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap_err();
     assert_eq!(err.rule(), Some(ztensor_format::ErrorKind::DuplicateName));
     drop(w);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
@@ -95,7 +86,7 @@ fn file_output_equals_memory_output_with_padding_left_as_holes() {
     // A file writer skips over the padding between blobs (a new file reads as zeros there)
     // instead of writing it: the bytes must be those an in-memory writer produces, zeros
     // included, over an existing file's old contents too.
-    let d = dir("holes");
+    let d = scratch("io-holes");
     let target = d.join("padded.zt");
     std::fs::write(&target, vec![0xff; 4096]).unwrap();
     for version in [Version::V0_1, Version::V1_1, Version::V1_2] {
@@ -122,7 +113,7 @@ fn file_output_equals_memory_output_with_padding_left_as_holes() {
 /// the lock. Only writers wait.
 #[test]
 fn a_reader_is_never_held_hostage_by_a_lock() {
-    let d = dir("hostage");
+    let d = scratch("io-hostage");
     let target = d.join("model.zt");
     let mut w = FileWriter::create(&target, Version::V1_2).unwrap();
     w.add_dense("w", &[4], DType::U8, &[1, 2, 3, 4], &WriteOptions::raw()).unwrap();
@@ -143,5 +134,4 @@ fn a_reader_is_never_held_hostage_by_a_lock() {
     holder.unlock().unwrap();
     Reader::open(&target).unwrap();
     assert!(ztensor_io::read_without_lock().is_empty());
-    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -33,8 +33,7 @@ fn zero_copy_views_on_maps_and_slices() {
     ));
     assert_eq!(reader.component("z", "data").and_then(|c| c.read_as::<f32>()).unwrap(), values);
     // A file source has no memory to borrow from.
-    let dir = std::env::temp_dir().join(format!("ztensor-io-view-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ztensor_testkit::scratch("io-view");
     let path = dir.join("v.zt");
     std::fs::write(&path, &file).unwrap();
     let reader = Reader::new(
@@ -47,7 +46,6 @@ fn zero_copy_views_on_maps_and_slices() {
         ztensor_io::ErrorKind::View(_)
     ));
     assert_eq!(reader.component("v", "data").and_then(|c| c.read_as::<f32>()).unwrap(), values);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -68,8 +66,7 @@ fn many_threads_read_one_reader() {
         expected.push(data);
     }
     let (file, _) = w.finish().unwrap();
-    let dir = std::env::temp_dir().join(format!("ztensor-io-threads-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ztensor_testkit::scratch("io-threads");
     let path = dir.join("t.zt");
     std::fs::write(&path, &file).unwrap();
     let reader = Reader::open(&path).unwrap();
@@ -97,5 +94,4 @@ fn many_threads_read_one_reader() {
             });
         }
     });
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -147,8 +147,7 @@ fn the_same_bytes_described_otherwise_are_not_taken_for_an_alias() {
 fn remove_keeps_the_blob_shared_and_drops_it_with_its_last_object() {
     const COUNT: usize = 2_000;
     let (file, data) = dense_aliases(Version::V1_2, COUNT, &WriteOptions::zstd(3));
-    let d = std::env::temp_dir().join(format!("ztensor-io-shared-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = ztensor_testkit::scratch("io-shared");
     let input = d.join("in.zt");
     let output = d.join("out.zt");
     std::fs::write(&input, &file).unwrap();
@@ -156,7 +155,6 @@ fn remove_keeps_the_blob_shared_and_drops_it_with_its_last_object() {
     // carries the blob.
     remove_objects(&input, &output, &["a.0"], &Options::default()).unwrap();
     let out = std::fs::read(&output).unwrap();
-    std::fs::remove_dir_all(&d).unwrap();
     assert!(out.len() <= file.len(), "{} -> {}", file.len(), out.len());
     all_read_as(&out, COUNT - 1, &data);
 }

@@ -7,26 +7,7 @@ use ztensor_format::{
 };
 use ztensor_io::codec::{Hasher, zstd_encode};
 use ztensor_io::{Reader, StoredComponent, Writer};
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, in_: u64) -> bool {
-        self.below(in_) == 0
-    }
-}
+use ztensor_testkit::Rng;
 
 /// A CSR structure: row pointers and column indices, sorted within rows.
 fn csr(rng: &mut Rng, rows: u64, cols: u64) -> (Vec<u64>, Vec<u64>) {
@@ -121,7 +102,7 @@ fn file(rng: &mut Rng, version: Version) -> Option<Vec<u8>> {
         b[0] = if value == DType::Bool {
             u8::from(rng.chance(2)) + u8::from(rng.chance(12)) * 7
         } else {
-            rng.next() as u8
+            rng.next_u64() as u8
         };
         b
     };
@@ -238,7 +219,7 @@ fn file(rng: &mut Rng, version: Version) -> Option<Vec<u8>> {
 
 #[test]
 fn generated_sparse_objects_stream_to_the_whole_verdict() {
-    let mut rng = Rng(0x5eed_cafe);
+    let mut rng = Rng::new(0x5eed_cafe);
     let (mut sound, mut faulty) = (0, 0);
     for round in 0..4500 {
         let version = [Version::V0_1, Version::V1_1, Version::V1_2][round % 3];
@@ -293,7 +274,7 @@ fn generated_sparse_objects_stream_to_the_whole_verdict() {
 #[test]
 fn objects_written_part_by_part_are_the_whole_writes() {
     use ztensor_io::{TensorSource, WriteOptions, write_data, write_source_object};
-    let mut rng = Rng(0xb1e55ed);
+    let mut rng = Rng::new(0xb1e55ed);
     let (mut same, mut refused, mut v0_csr) = (0, 0, 0);
     for round in 0..1500 {
         let version = [Version::V0_1, Version::V1_1, Version::V1_2][round % 3];

@@ -189,8 +189,7 @@ fn a_full_disk_stops_the_run_without_hanging() {
 
 #[test]
 fn a_failed_repack_leaves_no_target_file() {
-    let dir = std::env::temp_dir().join(format!("ztensor-par-fail-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ztensor_testkit::scratch("par-fail");
     let input = dir.join("in.zt");
     let output = dir.join("out.zt");
     // A file whose second tensor cannot be decoded: its zstd stream is cut short.
@@ -211,7 +210,6 @@ fn a_failed_repack_leaves_no_target_file() {
         .collect();
     names.sort();
     assert_eq!(names, ["in.zt"], "no output and no temporary file");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

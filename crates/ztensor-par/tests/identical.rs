@@ -9,13 +9,6 @@ use ztensor_io::{
 };
 use ztensor_par::{ParOptions, Tensor, repack, write_tensors};
 
-/// A fresh path in the temporary directory, for one file.
-fn scratch_path() -> std::path::PathBuf {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    std::env::temp_dir().join(format!("ztensor-identical-{}-{n}.zt", std::process::id()))
-}
-
 fn bytes(n: usize, seed: u64) -> Vec<u8> {
     // Compressible but not trivial: a slow ramp with noise.
     (0..n)
@@ -154,12 +147,12 @@ proptest! {
         // To a file, the workers write the pieces at their slots (positioned writes) while
         // the calling thread writes everything else: the same bytes.
         for threads in [1, 3] {
-            let path = scratch_path();
+            let dir = ztensor_testkit::scratch("identical");
+            let path = dir.join("out.zt");
             let mut file = ztensor_io::FileWriter::create(&path, to).unwrap();
             repack(&reader, file.writer_mut(), &copy, &ParOptions { threads, memory_budget: 1000 }, &()).unwrap();
             file.finish().unwrap();
             let written = std::fs::read(&path).unwrap();
-            std::fs::remove_file(&path).unwrap();
             prop_assert_eq!(&written, &expected, "to a file, threads {}", threads);
         }
         // The zTensor sink, copying, carries a zTensor source exactly as repack does, and a
@@ -352,12 +345,12 @@ fn shared_blobs_are_copied_once_identically() {
                 let mut parallel = Writer::new(Vec::new(), to).unwrap();
                 repack(&reader, &mut parallel, &copy, &par, &()).unwrap();
                 assert_eq!(parallel.finish().unwrap().0, expected, "threads {threads}");
-                let path = scratch_path();
+                let dir = ztensor_testkit::scratch("identical");
+                let path = dir.join("out.zt");
                 let mut out = ztensor_io::FileWriter::create(&path, to).unwrap();
                 repack(&reader, out.writer_mut(), &copy, &par, &()).unwrap();
                 out.finish().unwrap();
                 let written = std::fs::read(&path).unwrap();
-                std::fs::remove_file(&path).unwrap();
                 assert_eq!(written, expected, "to a file, threads {threads}");
             }
             // Without the object the others alias, the next one carries the blob.

@@ -3,15 +3,9 @@ use ztensor_io::Reader;
 use ztensor_par::ParOptions;
 use ztensor_par::simulate::{Simulation, Workload, run};
 
-fn dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("zt-sim-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[test]
 fn simulated_runs_write_the_same_file_at_every_worker_count() {
-    let d = dir("same");
+    let d = ztensor_testkit::scratch("sim-same");
     // Multi-piece tensors (a hash chain each) and a last piece shorter than the others.
     let work =
         Workload { tensors: 5, tensor_len: (9 << 20) + 100, digest: Some(DigestAlgorithm::Sha256) };
@@ -33,19 +27,17 @@ fn simulated_runs_write_the_same_file_at_every_worker_count() {
         assert_eq!(o.object().shape, [(9 << 20) + 100]);
         assert!(o.object().components["data"].digest.is_some());
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn many_simulated_workers_overlap_their_latencies() {
     // 64 pieces of 20 ms each: one worker needs 1.28 s, 64 workers ideally 20 ms. Asserting
     // only what holds on any loaded machine: far faster than one worker could be.
-    let d = dir("overlap");
+    let d = ztensor_testkit::scratch("sim-overlap");
     let work = Workload { tensors: 16, tensor_len: 16 << 20, digest: None };
     let ns = 20e6 / f64::from(4u32 << 20);
     let sim = Simulation { compress_ns_per_byte: ns, digest_ns_per_byte: 0.0 };
     let outcome = run(&work, sim, &ParOptions::with_threads(64), &d.join("o.zt")).unwrap();
     assert_eq!(outcome.pieces, 64);
     assert!(outcome.wall.as_millis() < 640, "{outcome:?}");
-    std::fs::remove_dir_all(&d).unwrap();
 }

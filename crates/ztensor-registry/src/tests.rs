@@ -77,12 +77,9 @@ fn fixture(path: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(path)
 }
 
-/// A scratch directory for this test, removed first if a run left it.
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("zt-registry-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A scratch directory for this test.
+fn scratch(name: &str) -> ztensor_testkit::Scratch {
+    ztensor_testkit::scratch(&format!("registry-{name}"))
 }
 
 /// An object's name and its decoded components by role.
@@ -160,7 +157,6 @@ fn a_leading_magic_decides_before_a_trailing_one() {
     let mut gzip = b"\x1f\x8b\x08\x00".to_vec();
     gzip.extend_from_slice(b"ZTEN1000");
     assert_eq!(detect_bytes(&gzip, None).unwrap_err().kind(), ErrorKind::NotRead);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// zTensor 2 bytes open as the file does; a root whose parts lie in shards is refused.
@@ -229,8 +225,7 @@ mod without_features {
     fn zip_formats_are_named_with_their_feature() {
         let external =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../ztensor-conformance/fixtures/external");
-        let dir = std::env::temp_dir().join(format!("zt-registry-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ztensor_testkit::scratch("registry");
         for (file, feature, what) in [
             ("pytorch/checkpoint.pt", "torch", Kind::Torch),
             ("numpy/arrays.npz", "numpy", Kind::Npz),
@@ -246,7 +241,6 @@ mod without_features {
                 assert!(message.contains(&what.to_string()), "{message}");
             }
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 
@@ -288,5 +282,4 @@ fn a_refusal_is_a_rejection_exactly_when_its_reader_says_so() {
         assert_eq!(e.is_rejection(), inner.is_rejection(), "{}: {e}", path.display());
         assert_eq!(e.is_rejection(), rejection, "{}: {e}", path.display());
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -8,11 +8,8 @@ use ztensor_io::{FileWriter, Reader, TensorSource, WriteOptions};
 use ztensor_par::ParOptions;
 use ztensor_shard::{ErrorKind, Outcome, Plan, PlanOptions, ShardIndex, ShardedZtensor, Split};
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ztensor-shard-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> ztensor_testkit::Scratch {
+    ztensor_testkit::scratch(&format!("shard-{name}"))
 }
 
 /// A zTensor file of `n` tensors of 1-4 KiB (sizes vary), and its path.
@@ -50,6 +47,12 @@ fn options() -> PlanOptions {
     )
 }
 
+/// The plan of `path`, open as `reader`, into `out`: shards of at most `size` bytes, every
+/// object kept, the options of [`options`].
+fn planned(path: &Path, reader: &dyn TensorSource, out: &Path, size: u64) -> Plan {
+    ztensor_shard::plan(path, reader, out, options(), Split::Size(size), &|_| false).unwrap()
+}
+
 fn open(path: &Path) -> Reader<ztensor_io::FileSource> {
     Reader::open(path).unwrap()
 }
@@ -73,27 +76,11 @@ fn units_run_in_any_order_equal_one_process() {
     let path = input(&d, 12);
     let reader = open(&path);
     let par = ParOptions::with_threads(2);
-    let one = ztensor_shard::plan(
-        &path,
-        &reader,
-        &d.join("one"),
-        options(),
-        Split::Size(6 << 10),
-        &|_| false,
-    )
-    .unwrap();
+    let one = planned(&path, &reader, &d.join("one"), 6 << 10);
     assert!(one.units.len() >= 3, "{}", one.units.len());
     ztensor_shard::write_all(&one, &reader, &par, &()).unwrap();
 
-    let plan = ztensor_shard::plan(
-        &path,
-        &reader,
-        &d.join("many"),
-        options(),
-        Split::Size(6 << 10),
-        &|_| false,
-    )
-    .unwrap();
+    let plan = planned(&path, &reader, &d.join("many"), 6 << 10);
     // Nothing written yet: finalize names every unit.
     let e = ztensor_shard::finalize(&plan, false).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Incomplete);
@@ -126,24 +113,8 @@ fn plans_are_deterministic_and_split_as_asked() {
     let d = scratch("plans");
     let path = input(&d, 9);
     let reader = open(&path);
-    let a = ztensor_shard::plan(
-        &path,
-        &reader,
-        &d.join("out/"),
-        options(),
-        Split::Size(4 << 10),
-        &|_| false,
-    )
-    .unwrap();
-    let b = ztensor_shard::plan(
-        &path,
-        &reader,
-        &d.join("out"),
-        options(),
-        Split::Size(4 << 10),
-        &|_| false,
-    )
-    .unwrap();
+    let a = planned(&path, &reader, &d.join("out/"), 4 << 10);
+    let b = planned(&path, &reader, &d.join("out"), 4 << 10);
     assert_eq!(a.to_json(), b.to_json());
     // Sizes 1, 2, 3, 4 KiB repeating: greedy shards of at most 4 KiB.
     let sizes: Vec<u64> = a.units.iter().map(|u| u.bytes).collect();
@@ -174,15 +145,7 @@ fn a_changed_input_or_another_plans_receipt_is_not_trusted() {
     let path = input(&d, 4);
     let reader = open(&path);
     let par = ParOptions::with_threads(1);
-    let plan = ztensor_shard::plan(
-        &path,
-        &reader,
-        &d.join("out"),
-        options(),
-        Split::Size(2 << 10),
-        &|_| false,
-    )
-    .unwrap();
+    let plan = planned(&path, &reader, &d.join("out"), 2 << 10);
     ztensor_shard::run_unit(&plan, 0, &reader, &par, &()).unwrap();
     // Another plan (another compression) finds unit 0's receipt foreign and runs it again.
     let mut other = plan.clone();
@@ -213,15 +176,7 @@ fn a_changed_input_or_another_plans_receipt_is_not_trusted() {
 fn sharded_checkpoint(d: &Path) -> PathBuf {
     let path = input(d, 6);
     let reader = open(&path);
-    let plan = ztensor_shard::plan(
-        &path,
-        &reader,
-        &d.join("ckpt"),
-        options(),
-        Split::Size(3 << 10),
-        &|_| false,
-    )
-    .unwrap();
+    let plan = planned(&path, &reader, &d.join("ckpt"), 3 << 10);
     ztensor_shard::write_all(&plan, &reader, &ParOptions::with_threads(1), &()).unwrap();
     d.join("ckpt").join(plan.index)
 }
@@ -310,12 +265,7 @@ fn planted_links_in_the_output_directory_are_refused() {
     std::fs::write(&victim, b"precious").unwrap();
     let elsewhere = d.join("elsewhere");
     std::fs::create_dir(&elsewhere).unwrap();
-    let plan_in = |out: &str| {
-        ztensor_shard::plan(&path, &reader, &d.join(out), options(), Split::Size(3 << 10), &|_| {
-            false
-        })
-        .unwrap()
-    };
+    let plan_in = |out: &str| planned(&path, &reader, &d.join(out), 3 << 10);
     let refused = |e: ztensor_shard::Error, name: &str| {
         let text = e.to_string();
         assert!(text.contains("symbolic link") && text.contains(name), "{text}");
@@ -358,7 +308,6 @@ fn planted_links_in_the_output_directory_are_refused() {
 
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// A FIFO or device where a receipt, plan or index is read is refused without waiting on it
@@ -369,15 +318,7 @@ fn special_files_where_plans_indexes_and_receipts_are_read_are_refused() {
     let d = scratch("special");
     let path = input(&d, 4);
     let reader = open(&path);
-    let plan = ztensor_shard::plan(
-        &path,
-        &reader,
-        &d.join("out"),
-        options(),
-        Split::Size(3 << 10),
-        &|_| false,
-    )
-    .unwrap();
+    let plan = planned(&path, &reader, &d.join("out"), 3 << 10);
     let receipt = plan.receipt_path(0);
     std::fs::create_dir_all(receipt.parent().unwrap()).unwrap();
     let made = std::process::Command::new("mkfifo").arg(&receipt).status().unwrap();
@@ -389,7 +330,6 @@ fn special_files_where_plans_indexes_and_receipts_are_read_are_refused() {
     assert!(Plan::read(&fifo).unwrap_err().to_string().contains("a FIFO"));
     assert!(Plan::read(Path::new("/dev/zero")).unwrap_err().to_string().contains("a device"));
     assert!(ShardIndex::read(Path::new("/dev/zero")).unwrap_err().to_string().contains("a device"));
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// `finalize` trusts nothing in the plan it reads: an object in two units, sizes past 2^63 or
@@ -399,15 +339,7 @@ fn plans_that_disagree_with_themselves_are_refused() {
     let d = scratch("selfcheck");
     let path = input(&d, 4);
     let reader = open(&path);
-    let plan = ztensor_shard::plan(
-        &path,
-        &reader,
-        &d.join("out"),
-        options(),
-        Split::Size(3 << 10),
-        &|_| false,
-    )
-    .unwrap();
+    let plan = planned(&path, &reader, &d.join("out"), 3 << 10);
     assert!(plan.units.len() >= 2);
     let file = d.join("plan.json");
     let read_back = |p: &Plan| {
@@ -435,7 +367,6 @@ fn plans_that_disagree_with_themselves_are_refused() {
     let mut same_shard = plan.clone();
     same_shard.units[1].shard = same_shard.units[0].shard.clone();
     assert_eq!(read_back(&same_shard).unwrap_err().kind(), ErrorKind::Malformed);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// Outputs are compared with inputs by file identity: an index or shard that would replace
@@ -449,9 +380,7 @@ fn outputs_never_replace_inputs() {
     // A sharded checkpoint in `src`, converted into its own directory without a tensor: the
     // index would be written over the input index.
     let src = d.join("src");
-    let plan =
-        ztensor_shard::plan(&path, &reader, &src, options(), Split::Size(3 << 10), &|_| false)
-            .unwrap();
+    let plan = planned(&path, &reader, &src, 3 << 10);
     let index = ztensor_shard::write_all(&plan, &reader, &par, &()).unwrap();
     let before = std::fs::read(&index).unwrap();
     let sharded = ShardedZtensor::open(&index, &Options::default()).unwrap();
@@ -464,7 +393,6 @@ fn outputs_never_replace_inputs() {
     assert_eq!(e.kind(), ErrorKind::Malformed);
     assert!(e.to_string().contains("is also the input"), "{e}");
     assert_eq!(std::fs::read(&index).unwrap(), before);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// What an output directory holds of checkpoints is found (indexes, the shards they list,
@@ -477,9 +405,7 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     let reader = open(&path);
     let par = ParOptions::with_threads(1);
     let out = d.join("made").join("out");
-    let plan_of = |size: u64| {
-        ztensor_shard::plan(&path, &reader, &out, options(), Split::Size(size), &|_| false).unwrap()
-    };
+    let plan_of = |size: u64| planned(&path, &reader, &out, size);
     let first = plan_of(6 << 10);
     assert!(first.occupied().unwrap().is_empty(), "no directory yet");
     ztensor_shard::write_all(&first, &reader, &par, &()).unwrap();
@@ -521,5 +447,4 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     ztensor_shard::write_all(&failing, &short, &par, &()).unwrap_err();
     assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
-    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -161,8 +161,7 @@ fn ztensor_content_tensorbuffers_cannot_hold_is_refused() {
 
 #[test]
 fn append_makes_one_container_identical_to_writing_everything_at_once() {
-    let dir = std::env::temp_dir().join(format!("ztensor-tb-append-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ztensor_testkit::scratch("tb-append");
     let path = dir.join("s.tb");
     std::fs::write(&path, sample()).unwrap();
     let extra = f32s(&[0.5, 0.25]);
@@ -185,7 +184,6 @@ fn append_makes_one_container_identical_to_writing_everything_at_once() {
     assert_eq!(err.kind(), ztensor_tensorbuffers::ErrorKind::DuplicateName);
     assert_eq!(std::fs::read(&path).unwrap(), appended);
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

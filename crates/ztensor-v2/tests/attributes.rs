@@ -75,8 +75,10 @@ fn manifest_with(objects: Value, attributes: Option<&[u8]>) -> Vec<u8> {
 
 /// `bytes` opened from memory, and from a file (its manifest read a window at a time).
 fn opened(bytes: &[u8]) -> [ztensor_v2::Result<File<&'static dyn ztensor_io::ReadAt>>; 2] {
-    let dir = std::env::temp_dir().join(format!("zt2-attributes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // One directory for the test binary: the sources are leaked, so is it (a static is never
+    // dropped), under a name of its own.
+    static DIR: std::sync::OnceLock<ztensor_testkit::Scratch> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| ztensor_testkit::scratch("v2-attributes"));
     let path = dir.join(format!("{:016x}.zt", xxhash_rust::xxh3::xxh3_64(bytes)));
     std::fs::write(&path, bytes).unwrap();
     let source = ztensor_io::FileSource::open(&path).unwrap();

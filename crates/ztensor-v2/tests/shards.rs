@@ -2,7 +2,7 @@
 //! names, a content-addressed store, a directory scanned by identity), and refused or limited
 //! when a shard is not the file the root's table names.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ztensor_format::{DType, Version};
 use ztensor_io::{Reader, TensorSource, WriteOptions as Zt1Options, Writer};
@@ -10,11 +10,8 @@ use ztensor_v2::sharded::{split_by_size, write_sharded};
 use ztensor_v2::shards::Resolver;
 use ztensor_v2::{DigestCheck, ErrorKind, File, IdAlgorithm, MAX_MANIFEST, Rule, WriteOptions};
 
-fn scratch(what: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ztensor-v2-shards-{what}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(what: &str) -> ztensor_testkit::Scratch {
+    ztensor_testkit::scratch(&format!("v2-shards-{what}"))
 }
 
 /// A 1.2 file of five objects: 4 KiB, 8 KiB, 4 KiB, an empty one and 2 bytes of `bool`, with
@@ -110,7 +107,6 @@ fn a_sharded_write_reads_back_by_positional_names() {
             whole.content_digest(algorithm).unwrap()
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -147,7 +143,6 @@ fn renamed_shards_are_found_by_identity_and_in_a_store() {
     let stored = open(&root, &[Resolver::content_addressed(&store)]).unwrap();
     assert_eq!(stored.verify_shards().unwrap().len(), 3);
     assert_eq!(stored.read(4).unwrap().components["data"].bytes.as_ref(), [0, 1]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -200,7 +195,6 @@ fn a_shard_that_is_not_the_one_named_is_refused_or_caught() {
     assert!(fifo.success());
     let e = open(&root, &resolvers).unwrap_err();
     assert!(e.to_string().contains("FIFO"), "{e}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The root's table is what the shards are: the reader's own table checks hold (a shard name
@@ -223,7 +217,6 @@ fn groups_must_be_a_partition() {
     assert_eq!(summary.shards.len(), 5);
     let two = open(&root, &Resolver::default_for(&root)).unwrap();
     assert_eq!(TensorSource::len(&two), 5);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A root whose table lists `k` shards, none present, each with the root's own size and a
@@ -279,5 +272,4 @@ fn many_missing_shards_of_distinct_algorithms_are_each_one_look() {
     // The directory's answer is about the algorithm, found without a candidate opened.
     assert!(e.to_string().contains("does not compute"), "{e}");
     eprintln!("{k} missing shards opened in {took:?}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -409,8 +409,7 @@ fn parts_read_from_a_file_are_the_ones_from_memory() {
             .unwrap();
     }
     let bytes = w.finish().unwrap().0;
-    let dir = std::env::temp_dir().join(format!("zt2-direct-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ztensor_testkit::scratch("v2-direct");
     let path = dir.join("in.zt");
     std::fs::write(&path, &bytes).unwrap();
     let write = |source: &dyn TensorSource| {
@@ -422,7 +421,6 @@ fn parts_read_from_a_file_are_the_ones_from_memory() {
     let from_file = write(&ztensor_io::Reader::open(&path).unwrap());
     let from_memory = write(&ztensor_io::Reader::new(&bytes[..], &Default::default()).unwrap());
     assert!(from_file == from_memory, "the file's conversion differs from memory's");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// An output that records the ranges the writer calls final ([`ztensor_v2::Output::written`])

@@ -9,23 +9,6 @@ use ztensor_format::{DType, DigestAlgorithm, Options, Value, Version};
 use super::*;
 use crate::{FileWriter, WriteOptions};
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("ztensor-io-unit-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn base_file(path: &Path) -> Vec<u8> {
     let mut w = FileWriter::create(path, Version::V1_2).unwrap();
     w.set_attributes(
@@ -97,8 +80,8 @@ fn assert_old(path: &Path, base: &[u8], context: &str) {
 fn the_forged_payload_would_be_adopted_without_the_journal() {
     // The honest check that the payload is dangerous: the torn file that ends with it opens,
     // as someone else's file, when nothing says where the append began.
-    let d = Dir::new("forged");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-forged");
+    let path = d.join("m.zt");
     let base = base_file(&path);
     let payload = forged_tail(&base);
     run_append(&path, &payload, None).unwrap();
@@ -112,8 +95,8 @@ fn the_forged_payload_would_be_adopted_without_the_journal() {
 
 #[test]
 fn a_death_at_every_byte_leaves_the_old_file_and_repair_restores_its_bytes() {
-    let d = Dir::new("death");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-death");
+    let path = d.join("m.zt");
     let base = base_file(&path);
     let payload = forged_tail(&base);
     run_append(&path, &payload, None).unwrap();
@@ -163,8 +146,8 @@ fn a_death_at_every_byte_leaves_the_old_file_and_repair_restores_its_bytes() {
 
 #[test]
 fn a_full_disk_at_every_byte_leaves_exactly_the_old_bytes() {
-    let d = Dir::new("nospace");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-nospace");
+    let path = d.join("m.zt");
     let base = base_file(&path);
     let payload = forged_tail(&base);
     run_append(&path, &payload, None).unwrap();
@@ -187,8 +170,8 @@ fn a_full_disk_at_every_byte_leaves_exactly_the_old_bytes() {
 #[test]
 fn a_large_append_cut_at_every_page_boundary() {
     // Full disks and deaths come at block boundaries too: a 40 KiB payload, every 4 KiB.
-    let d = Dir::new("pages");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-pages");
+    let path = d.join("m.zt");
     let base = base_file(&path);
     let mut payload: Vec<u8> = (0..40_000u32).map(|i| (i * 7 % 251) as u8).collect();
     payload.extend(forged_tail(&base));
@@ -215,8 +198,8 @@ fn a_large_append_cut_at_every_page_boundary() {
 fn abandoning_rolls_back_an_append_and_stops_its_writes() {
     // What `interrupt` does to every append of the process (tested on real signals by the
     // tool's tests; calling it here would reach the appends of tests running beside this one).
-    let d = Dir::new("interrupt");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-interrupt");
+    let path = d.join("m.zt");
     let base = base_file(&path);
     let mut a = append(&path, &Options::default()).unwrap();
     a.add_dense("c", &[2_000_000], DType::U8, &vec![1; 2_000_000], &WriteOptions::raw()).unwrap();
@@ -232,8 +215,8 @@ fn abandoning_rolls_back_an_append_and_stops_its_writes() {
 
 #[test]
 fn a_reader_in_the_appending_process_sees_the_old_file_until_the_commit() {
-    let d = Dir::new("same-process");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-same-process");
+    let path = d.join("m.zt");
     let base = base_file(&path);
     let mut a = append(&path, &Options::default()).unwrap();
     a.add_dense("c", &[2_000_000], DType::U8, &vec![1; 2_000_000], &WriteOptions::raw()).unwrap();
@@ -244,8 +227,8 @@ fn a_reader_in_the_appending_process_sees_the_old_file_until_the_commit() {
 
 #[test]
 fn a_second_append_in_the_same_process_is_refused_while_the_first_runs() {
-    let d = Dir::new("twice");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-twice");
+    let path = d.join("m.zt");
     base_file(&path);
     let a = append(&path, &Options::default()).unwrap();
     let err = try_append(&path, &Options::default()).unwrap_err();
@@ -258,8 +241,8 @@ fn a_second_append_in_the_same_process_is_refused_while_the_first_runs() {
 
 #[test]
 fn a_torn_file_without_a_journal_is_refused_and_salvaged_only_on_request() {
-    let d = Dir::new("scan");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-scan");
+    let path = d.join("m.zt");
     let base = base_file(&path);
     run_append(&path, b"plain bytes", None).unwrap();
     let full = std::fs::read(&path).unwrap();
@@ -274,8 +257,8 @@ fn a_torn_file_without_a_journal_is_refused_and_salvaged_only_on_request() {
 
 #[test]
 fn a_rewrite_in_place_after_a_killed_append_reads_the_old_file_not_the_forged_one() {
-    let d = Dir::new("rewrite-after-death");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-rewrite-after-death");
+    let path = d.join("m.zt");
     let base = base_file(&path);
     let payload = forged_tail(&base);
     run_append(&path, &payload, None).unwrap();
@@ -296,8 +279,8 @@ fn a_rewrite_in_place_after_a_killed_append_reads_the_old_file_not_the_forged_on
 
 #[test]
 fn publishing_over_a_file_this_process_appends_to_is_refused() {
-    let d = Dir::new("publish-over-append");
-    let path = d.0.join("m.zt");
+    let d = ztensor_testkit::scratch("io-unit-publish-over-append");
+    let path = d.join("m.zt");
     let base = base_file(&path);
     let mut a = append(&path, &Options::default()).unwrap();
     a.add_dense("c", &[1], DType::U8, &[1], &WriteOptions::raw()).unwrap();

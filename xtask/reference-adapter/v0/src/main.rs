@@ -11,10 +11,16 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn part(dtype: &str, encoding: &str, bytes: &[u8]) -> Json {
-    json!({"dtype": dtype, "type": null, "encoding": encoding, "decoded_length": bytes.len(), "sha256": hex(&Sha256::digest(bytes))})
+    shape::component(dtype, None, encoding, Some((bytes.len() as u64, hex(&Sha256::digest(bytes)))))
 }
 
 mod write;
+
+// The dump's JSON shape, the one definition `ztensor-dump` builds with (a file of std and
+// serde_json only, so this project includes it rather than depending on the workspace).
+#[allow(dead_code)]
+#[path = "../../../../crates/ztensor-dump/src/shape.rs"]
+mod shape;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -37,7 +43,7 @@ fn dump(path: &str) -> Json {
     let mut reader = match ztensor::ZTensorReader::open(&path) {
         Ok(r) => r,
         Err(e) => {
-            return json!({"dump": "ztensor-dump/1", "error": {"kind": "reference_error", "message": e.to_string()}});
+            return shape::rejected("reference_error", &e.to_string());
         }
     };
     let metas = reader.list_tensors().clone();
@@ -87,10 +93,10 @@ fn dump(path: &str) -> Json {
             },
         }
         if !error.is_null() && components.is_empty() {
-            components.insert("data".into(), json!({"dtype": short, "type": null, "encoding": encoding, "decoded_length": null, "sha256": null}));
+            components.insert("data".into(), shape::component(short, None, &encoding, None));
         }
         let attributes = if m.custom_fields.is_empty() { Json::Null } else { serde_json::to_value(&m.custom_fields).unwrap_or(Json::Null) };
-        objects.push(json!({"name": m.name, "format": format, "shape": m.shape, "attributes": attributes, "components": components, "error": error}));
+        objects.push(shape::object(&m.name, format, json!(m.shape), attributes, components, error));
     }
-    json!({"dump": "ztensor-dump/1", "container": "zt-0.1", "version": null, "attributes": null, "objects": objects})
+    shape::accepted("zt-0.1", Json::Null, Json::Null, Json::Array(objects))
 }

@@ -12,24 +12,13 @@ fn hex(b: &[u8]) -> String {
 fn cbor(v: &ciborium::Value) -> Json {
     use ciborium::Value as C;
     match v {
-        C::Integer(i) => {
-            let i: i128 = (*i).into();
-            if let Ok(v) = i64::try_from(i) {
-                json!(v)
-            } else if let Ok(v) = u64::try_from(i) {
-                json!(v)
-            } else {
-                json!({"$int": i.to_string()})
-            }
-        }
-        C::Bytes(b) => json!({"$bytes": hex(b)}),
-        C::Float(f) if f.is_nan() => json!({"$float": "NaN"}),
-        C::Float(f) if f.is_infinite() => json!({"$float": if *f > 0.0 { "Infinity" } else { "-Infinity" }}),
-        C::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).unwrap_or(Json::Null),
+        C::Integer(i) => shape::integer((*i).into()),
+        C::Bytes(b) => shape::bytes(hex(b)),
+        C::Float(f) => shape::float(*f),
         C::Text(s) => json!(s),
         C::Bool(b) => json!(b),
         C::Null => Json::Null,
-        C::Tag(t, v) => json!({"$tag": t, "value": cbor(v)}),
+        C::Tag(t, v) => shape::tag(*t, cbor(v)),
         C::Array(a) => Json::Array(a.iter().map(cbor).collect()),
         C::Map(m) => {
             if m.iter().all(|(k, _)| matches!(k, C::Text(_))) {
@@ -41,7 +30,7 @@ fn cbor(v: &ciborium::Value) -> Json {
                 }
                 Json::Object(o)
             } else {
-                json!({"$map": m.iter().map(|(k, v)| json!([cbor(k), cbor(v)])).collect::<Vec<_>>()})
+                shape::pairs(m.iter().map(|(k, v)| (cbor(k), cbor(v))))
             }
         }
         _ => Json::Null,
@@ -140,6 +129,12 @@ fn main() {
 // The reading protocol, the same for every adapter.
 include!("../../read_protocol.rs");
 
+// The dump's JSON shape, the one definition `ztensor-dump` builds with (a file of std and
+// serde_json only, so this project includes it rather than depending on the workspace).
+#[allow(dead_code)]
+#[path = "../../../../crates/ztensor-dump/src/shape.rs"]
+mod shape;
+
 /// The versions this reference reads, for `--fuzz-in-process`.
 #[allow(dead_code)]
 const FUZZ_VERSIONS: &[&str] = &["0.1", "1.1", "1.2"];
@@ -150,7 +145,7 @@ fn dump(path: &str) -> Json {
     let reader = match ztensor::Reader::open_any_path(&path) {
         Ok(r) => r,
         Err(e) => {
-            return json!({"dump": "ztensor-dump/1", "error": {"kind": "reference_error", "message": e.to_string()}});
+            return shape::rejected("reference_error", &e.to_string());
         }
     };
     let manifest = reader.manifest();
@@ -162,18 +157,18 @@ fn dump(path: &str) -> Json {
         let mut components = Map::new();
         let mut error = Json::Null;
         for (role, c) in &obj.components {
-            let (len, sha) = match reader.read_component(c) {
-                Ok(d) => (json!(d.len()), json!(hex(&Sha256::digest(&d)))),
+            let decoded = match reader.read_component(c) {
+                Ok(d) => Some((d.len() as u64, hex(&Sha256::digest(&d)))),
                 Err(e) => {
                     error = json!(e.to_string());
-                    (Json::Null, Json::Null)
+                    None
                 }
             };
             let encoding = match c.encoding {
                 ztensor::Encoding::Raw => "raw",
                 ztensor::Encoding::Zstd => "zstd",
             };
-            components.insert(role.clone(), json!({"dtype": c.dtype.as_str(), "type": c.r#type, "encoding": encoding, "decoded_length": len, "sha256": sha}));
+            components.insert(role.clone(), shape::component(c.dtype.as_str(), c.r#type.as_deref(), encoding, decoded));
         }
         if !error.is_null() {
             for c in components.values_mut() {
@@ -182,9 +177,10 @@ fn dump(path: &str) -> Json {
             }
         }
         let attributes = obj.attributes.as_ref().map(|a| Json::Object(a.iter().map(|(k, v)| (k.clone(), cbor(v))).collect()));
-        objects.push(json!({"name": name, "format": obj.format.as_str(), "shape": obj.shape, "attributes": attributes, "components": components, "error": error}));
+        let attributes = attributes.unwrap_or(Json::Null);
+        objects.push(shape::object(name, obj.format.as_str(), json!(obj.shape), attributes, components, error));
     }
     let attributes = manifest.attributes.as_ref().map(|a| Json::Object(a.iter().map(|(k, v)| (k.clone(), cbor(v))).collect()));
     let version = if legacy { Json::Null } else { json!(manifest.version) };
-    json!({"dump": "ztensor-dump/1", "container": container, "version": version, "attributes": attributes, "objects": objects})
+    shape::accepted(container, version, attributes.unwrap_or(Json::Null), Json::Array(objects))
 }

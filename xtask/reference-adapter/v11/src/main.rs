@@ -20,23 +20,13 @@ fn unhex(text: &str) -> Vec<u8> {
 fn cbor(v: &serde_cbor::Value) -> Json {
     use serde_cbor::Value as C;
     match v {
-        C::Integer(i) => {
-            if let Ok(v) = i64::try_from(*i) {
-                json!(v)
-            } else if let Ok(v) = u64::try_from(*i) {
-                json!(v)
-            } else {
-                json!({"$int": i.to_string()})
-            }
-        }
-        C::Bytes(b) => json!({"$bytes": hex(b)}),
-        C::Float(f) if f.is_nan() => json!({"$float": "NaN"}),
-        C::Float(f) if f.is_infinite() => json!({"$float": if *f > 0.0 { "Infinity" } else { "-Infinity" }}),
-        C::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).unwrap_or(Json::Null),
+        C::Integer(i) => shape::integer(*i),
+        C::Bytes(b) => shape::bytes(hex(b)),
+        C::Float(f) => shape::float(*f),
         C::Text(s) => json!(s),
         C::Bool(b) => json!(b),
         C::Null => Json::Null,
-        C::Tag(t, v) => json!({"$tag": t, "value": cbor(v)}),
+        C::Tag(t, v) => shape::tag(*t, cbor(v)),
         C::Array(a) => Json::Array(a.iter().map(cbor).collect()),
         C::Map(m) => {
             if m.keys().all(|k| matches!(k, C::Text(_))) {
@@ -48,7 +38,7 @@ fn cbor(v: &serde_cbor::Value) -> Json {
                 }
                 Json::Object(o)
             } else {
-                json!({"$map": m.iter().map(|(k, v)| json!([cbor(k), cbor(v)])).collect::<Vec<_>>()})
+                shape::pairs(m.iter().map(|(k, v)| (cbor(k), cbor(v))))
             }
         }
         _ => Json::Null,
@@ -141,6 +131,12 @@ fn main() {
 // The reading protocol, the same for every adapter.
 include!("../../read_protocol.rs");
 
+// The dump's JSON shape, the one definition `ztensor-dump` builds with (a file of std and
+// serde_json only, so this project includes it rather than depending on the workspace).
+#[allow(dead_code)]
+#[path = "../../../../crates/ztensor-dump/src/shape.rs"]
+mod shape;
+
 /// The versions this reference reads, for `--fuzz-in-process`.
 #[allow(dead_code)]
 const FUZZ_VERSIONS: &[&str] = &["1.1"];
@@ -150,7 +146,7 @@ fn dump(path: &str) -> Json {
     let mut reader = match ztensor::ZTensorReader::open(path) {
         Ok(r) => r,
         Err(e) => {
-            return json!({"dump": "ztensor-dump/1", "error": {"kind": "reference_error", "message": e.to_string()}});
+            return shape::rejected("reference_error", &e.to_string());
         }
     };
     let listed = reader.list_objects().clone();
@@ -159,11 +155,11 @@ fn dump(path: &str) -> Json {
         let mut components = Map::new();
         let mut error = Json::Null;
         for (role, c) in &obj.components {
-            let (len, sha) = match reader.read_component(c) {
-                Ok(d) => (json!(d.len()), json!(hex(&Sha256::digest(&d)))),
+            let decoded = match reader.read_component(c) {
+                Ok(d) => Some((d.len() as u64, hex(&Sha256::digest(&d)))),
                 Err(e) => {
                     error = json!(e.to_string());
-                    (Json::Null, Json::Null)
+                    None
                 }
             };
             let encoding = match c.encoding {
@@ -171,7 +167,7 @@ fn dump(path: &str) -> Json {
                 ztensor::Encoding::Zstd => "zstd",
             };
             let dtype = serde_json::to_value(c.dtype).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-            components.insert(role.clone(), json!({"dtype": dtype, "type": null, "encoding": encoding, "decoded_length": len, "sha256": sha}));
+            components.insert(role.clone(), shape::component(&dtype, None, encoding, decoded));
         }
         if !error.is_null() {
             for c in components.values_mut() {
@@ -180,7 +176,8 @@ fn dump(path: &str) -> Json {
             }
         }
         let attributes = obj.attributes.as_ref().map(|a| Json::Object(a.iter().map(|(k, v)| (k.clone(), cbor(v))).collect()));
-        objects.push(json!({"name": name, "format": obj.format, "shape": obj.shape, "attributes": attributes, "components": components, "error": error}));
+        let attributes = attributes.unwrap_or(Json::Null);
+        objects.push(shape::object(name, &obj.format, json!(obj.shape), attributes, components, error));
     }
     // The manifest itself: its version string and text attributes, read back the way the
     // reference exposes them (it has no accessor; the file's manifest is decoded again).
@@ -190,5 +187,6 @@ fn dump(path: &str) -> Json {
     let minor: u32 = manifest.version.split('.').nth(1).and_then(|m| m.parse().ok()).unwrap_or(1);
     let container = if minor >= 2 { "zt-1.2" } else { "zt-1.1" };
     let attributes = manifest.attributes.as_ref().map(|a| Json::Object(a.iter().map(|(k, v)| (k.clone(), json!(v))).collect()));
-    json!({"dump": "ztensor-dump/1", "container": container, "version": manifest.version, "attributes": attributes, "objects": objects})
+    let attributes = attributes.unwrap_or(Json::Null);
+    shape::accepted(container, json!(manifest.version), attributes, Json::Array(objects))
 }

@@ -20,18 +20,21 @@ use sha2::{Digest, Sha256};
 use ztensor::format::cbor::Value;
 use ztensor::{Source, Writer};
 
+// The dump's JSON shape, the one definition `ztensor-dump` builds with (a file of std and
+// serde_json only, so this project includes it rather than depending on the workspace).
+#[allow(dead_code)]
+#[path = "../../../../crates/ztensor-dump/src/shape.rs"]
+mod shape;
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn to_json(v: &Value) -> Json {
     match v {
-        Value::Uint(n) => json!(n),
-        Value::Nint(n) => match i64::try_from(*n) {
-            Ok(n) => json!(-1 - n),
-            Err(_) => json!({"$int": (-1 - i128::from(*n)).to_string()}),
-        },
-        Value::Bytes(b) => json!({"$bytes": hex(b)}),
+        Value::Uint(n) => shape::integer(i128::from(*n)),
+        Value::Nint(n) => shape::integer(-1 - i128::from(*n)),
+        Value::Bytes(b) => shape::bytes(hex(b)),
         Value::Text(s) => json!(s),
         Value::Array(a) => Json::Array(a.iter().map(to_json).collect()),
         Value::Map(m) => {
@@ -44,16 +47,12 @@ fn to_json(v: &Value) -> Json {
                 }
                 Json::Object(o)
             } else {
-                json!({"$map": m.iter().map(|(k, v)| json!([to_json(k), to_json(v)])).collect::<Vec<_>>()})
+                shape::pairs(m.iter().map(|(k, v)| (to_json(k), to_json(v))))
             }
         }
         Value::Bool(b) => json!(b),
         Value::Null => Json::Null,
-        Value::Float(f) if f.is_nan() => json!({"$float": "NaN"}),
-        Value::Float(f) if f.is_infinite() => {
-            json!({"$float": if *f > 0.0 { "Infinity" } else { "-Infinity" }})
-        }
-        Value::Float(f) => serde_json::Number::from_f64(*f).map(Json::Number).unwrap_or(Json::Null),
+        Value::Float(f) => shape::float(*f),
     }
 }
 
@@ -79,7 +78,7 @@ fn one_line(s: &str) -> String {
 
 fn rejected(e: &ztensor::Error) -> Json {
     let kind = e.rule().map_or_else(|| "reference_error".to_owned(), |r| snake(&format!("{r:?}")));
-    json!({"dump": "ztensor-dump/1", "error": {"kind": kind, "message": one_line(&e.to_string())}})
+    shape::rejected(&kind, &one_line(&e.to_string()))
 }
 
 fn dump(path: &str) -> (Json, bool) {
@@ -99,13 +98,8 @@ fn dump(path: &str) -> (Json, bool) {
                 ztensor::provide::Payload::Encoded { encoding, .. } => encoding.clone(),
                 _ => "raw".to_owned(),
             };
-            json!({
-                "dtype": p.dtype().as_str(),
-                "type": p.logical(),
-                "encoding": encoding,
-                "decoded_length": bytes.map(<[u8]>::len),
-                "sha256": bytes.map(|b| hex(&Sha256::digest(b))),
-            })
+            let decoded = bytes.map(|b| (b.len() as u64, hex(&Sha256::digest(b))));
+            shape::component(p.dtype().as_str(), p.logical(), &encoding, decoded)
         };
         if let Err(e) = t.verify() {
             error = json!(one_line(&e.to_string()));
@@ -137,21 +131,11 @@ fn dump(path: &str) -> (Json, bool) {
                 c["sha256"] = Json::Null;
             }
         }
-        objects.push(json!({
-            "name": name,
-            "format": t.layout(),
-            "shape": t.shape(),
-            "attributes": t.attributes().map_or(Json::Null, to_json),
-            "components": components,
-            "error": error,
-        }));
+        let attributes = t.attributes().map_or(Json::Null, to_json);
+        objects.push(shape::object(name, t.layout(), json!(t.shape()), attributes, components, error));
     }
     let attributes = src.attributes().map_or(Json::Null, to_json);
-    (
-        json!({"dump": "ztensor-dump/1", "container": "zt-2", "version": "2",
-               "attributes": attributes, "objects": objects}),
-        true,
-    )
+    (shape::accepted("zt-2", json!("2"), attributes, Json::Array(objects)), true)
 }
 
 fn main() {
