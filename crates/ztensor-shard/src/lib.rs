@@ -19,14 +19,15 @@
 
 mod error;
 pub mod index;
+mod outdir;
 mod plan;
 mod source;
 
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::index::{INDEX_SUFFIX, ShardEntry, ShardIndex, is_index};
+pub use crate::outdir::{Occupied, OutputGuard, interrupt};
 pub use crate::plan::{
-    InputFile, Occupied, Outcome, OutputGuard, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR,
-    Receipt, Split, Unit, finalize, interrupt, output_stem, plan, run_unit, size_and_digest,
-    write_all,
+    InputFile, Outcome, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR, Receipt, Split, Unit,
+    finalize, output_stem, plan, run_unit, size_and_digest, write_all,
 };
 pub use crate::source::ShardedZtensor;
