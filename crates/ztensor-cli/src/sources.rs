@@ -13,7 +13,8 @@ use crate::options;
 /// Opens a zTensor file; a file that breaks a rule becomes `Rejected`, other failures stay
 /// errors.
 pub(crate) fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
-    Reader::open_with(path, options).map_err(|e| match e.rule() {
+    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
+    ztensor_registry::open_zt(path, &opening).map_err(|e| match e.rule() {
         Some(_) => {
             let note = ztensor_cli::limit_note(e.rule());
             anyhow!(Rejected(format!("{}: {e}{note}{}", path.display(), torn_hint(path, options))))

@@ -247,42 +247,38 @@ enum Opened {
 }
 
 fn open(path: &std::path::Path) -> std::io::Result<Opened> {
-    // As complete: never the bytes of an append that has not committed.
-    let source = ztensor_io::FileSource::open(path).map_err(std::io::Error::other)?;
-    // What the registry recognises as TensorBuffers is dumped as such; everything else is
-    // judged as zTensor, so a file of no format gets the rule it breaks.
-    let is_tb = matches!(
-        ztensor_registry::detect_source(&source, Some(path)),
-        Ok(ztensor_registry::Kind::TensorBuffers)
-    );
-    let kind = ztensor_registry::detect_source(&source, Some(path));
+    // Opened through the format registry, as every command opens its inputs: what it
+    // recognises as zTensor 2 or TensorBuffers is dumped as such; everything else is judged as
+    // zTensor, so a file of no format gets the rule it breaks.
+    let opening = ztensor_registry::OpenOptions { options: options(), ..Default::default() };
+    let kind = ztensor_registry::detect(path);
     if matches!(kind, Ok(ztensor_registry::Kind::Zt2)) {
-        let max = options().limits.max_manifest_len;
         // Its shards, if it has any, found as every command finds them.
-        let resolvers = ztensor_v2::shards::Resolver::default_for(path);
-        return Ok(match ztensor_v2::File::open_resolved(source, max, &resolvers) {
+        return Ok(match ztensor_registry::open_zt2(path, &opening) {
             // What checking every object would decode is held to the expansion budget, as
             // every command holds its input (a shared blob counts once: it is checked once).
             Ok(file) => match file.check_expansion(&options().limits) {
-                Ok(_) => Opened::Zt2(Box::new(file.with_limits(options().limits))),
+                Ok(_) => Opened::Zt2(Box::new(file)),
                 Err(e) => {
                     let kind = e.format_error().map_or("decoded_too_large", |f| f.kind().id());
                     Opened::Done(rejected(kind, &one_line(&e.to_string())), false)
                 }
             },
-            Err(e) => match e.broken() {
+            Err(ztensor_registry::OpenError::Zt2(e)) => match e.broken() {
                 Some(rule) => Opened::Done(rejected(rule.id(), &one_line(&e.to_string())), false),
                 None => return Err(std::io::Error::other(e.to_string())),
             },
+            Err(e) => return Err(std::io::Error::other(e.to_string())),
         });
     }
-    if is_tb {
-        return Ok(match TbFile::new(source, &ztensor_tensorbuffers::ReadOptions::default()) {
-            Ok(reader) => Opened::Tb(Box::new(reader)),
-            Err(e) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
+    if matches!(kind, Ok(ztensor_registry::Kind::TensorBuffers)) {
+        return Ok(match ztensor_registry::open_tb(path, &opening) {
+            Ok(Ok(reader)) => Opened::Tb(Box::new(reader)),
+            Ok(Err(e)) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
+            Err(e) => return Err(std::io::Error::other(e.to_string())),
         });
     }
-    match Reader::new(source, &options()) {
+    match ztensor_registry::open_zt(path, &opening) {
         Ok(reader) => Ok(Opened::Zt(Box::new(reader))),
         Err(e) => match e.format_error() {
             Some(f) => Ok(Opened::Done(rejected(f.kind().id(), &f.to_string()), false)),

@@ -44,7 +44,11 @@ mod open;
 mod table;
 
 pub use detect::{Error, ErrorKind, detect, detect_bytes, detect_source};
-pub use open::{OpenError, OpenOptions, Opened, open, open_bytes, open_kind, open_mapped};
+#[cfg(feature = "tensorbuffers")]
+pub use open::open_tb;
+#[cfg(feature = "sharded")]
+pub use open::open_zt_index;
+pub use open::{OpenError, OpenOptions, Opened, open, open_bytes, open_kind, open_mapped, open_zt};
 #[cfg(feature = "v2")]
 pub use open::{content_id, open_zt2};
 pub use table::{FORMATS, Format, Kind, NOT_READ, accepted};

@@ -263,8 +263,7 @@ pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opene
         }
         #[cfg(feature = "sharded")]
         Kind::ZtIndex => {
-            let ckpt = ztensor_shard::ShardedZtensor::open(path, &options.options)
-                .map_err(OpenError::Shard)?;
+            let ckpt = open_zt_index(path, options)?;
             shards =
                 ckpt.shards().iter().map(|(_, r)| r.source().len()).fold(0, u64::saturating_add);
             files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
@@ -343,6 +342,54 @@ fn file_len(path: &Path) -> Result<u64, OpenError> {
     std::fs::metadata(path).map(|m| m.len()).map_err(|e| {
         OpenError::Zt(ztensor_io::Error::io("reading the size of", Some(path.to_path_buf()), e))
     })
+}
+
+/// The zTensor file (0.1, 1.x) at `path` as its own reader, for what needs the reader itself
+/// rather than a tensor source (a repack of its stored bytes, its verification report).
+/// Read with positional reads under `options`; the expansion budget is the caller's
+/// ([`Opened::check_expansion`] on a source).
+///
+/// # Errors
+/// The reader's error: a broken rule (a cut-short file says so), an I/O failure.
+pub fn open_zt(
+    path: &Path,
+    options: &OpenOptions,
+) -> Result<Reader<FileSource>, ztensor_io::Error> {
+    Reader::open_with(path, &options.options)
+}
+
+/// The sharded zTensor checkpoint whose index is at `path`, as its own reader (for what needs
+/// the checkpoint itself, such as checking every shard's digest).
+///
+/// # Errors
+/// [`OpenError::Shard`]: the index or a shard cannot be read, or breaks a rule.
+#[cfg(feature = "sharded")]
+pub fn open_zt_index(
+    path: &Path,
+    options: &OpenOptions,
+) -> Result<ztensor_shard::ShardedZtensor, OpenError> {
+    ztensor_shard::ShardedZtensor::open(path, &options.options).map_err(OpenError::Shard)
+}
+
+/// The TensorBuffers file at `path` as its own reader, strict when `options` say so: the
+/// outer error is I/O, the inner one a broken rule.
+///
+/// # Errors
+/// [`OpenError::Zt`] when the file cannot be opened.
+#[cfg(feature = "tensorbuffers")]
+pub fn open_tb(
+    path: &Path,
+    options: &OpenOptions,
+) -> Result<
+    Result<ztensor_tensorbuffers::TbFile<FileSource>, ztensor_tensorbuffers::Error>,
+    OpenError,
+> {
+    let options = if options.options.strict {
+        ztensor_tensorbuffers::ReadOptions::strict()
+    } else {
+        ztensor_tensorbuffers::ReadOptions::default()
+    };
+    Ok(ztensor_tensorbuffers::TbFile::new(file_source(path)?, &options))
 }
 
 /// The zTensor 2 file at `path` with its shards, if it has any, found by their positional

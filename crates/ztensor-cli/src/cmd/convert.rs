@@ -568,8 +568,12 @@ pub fn foreign_verify(
                 .map_err(|e| crate::reported(&crate::shown_path(path), &e))?,
         ),
         Kind::ZtIndex => {
-            let ckpt = ztensor_shard::ShardedZtensor::open(path, &ztensor_cli::options(strict))
-                .map_err(|e| crate::reported("", &e))?;
+            let options = ztensor_registry::OpenOptions {
+                options: ztensor_cli::options(strict),
+                ..Default::default()
+            };
+            let ckpt = ztensor_registry::open_zt_index(path, &options)
+                .map_err(|e| crate::open_error(path, &options.options, e))?;
             shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
             Box::new(ckpt)
         }

@@ -256,7 +256,8 @@ pub fn verify(
     quiet: bool,
 ) -> Result<std::process::ExitCode> {
     let options = ztensor_cli::options(strict);
-    let reader = match Reader::open_with(file, &options) {
+    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
+    let reader = match ztensor_registry::open_zt(file, &opening) {
         Ok(r) => r,
         Err(e) if json && e.rule().is_some() => {
             let report = serde_json::json!({

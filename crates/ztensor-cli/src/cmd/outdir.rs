@@ -96,11 +96,7 @@ fn zt2_files(dir: &Path, inputs: &[&Path]) -> Result<Vec<String>> {
         if !regular || !name.ends_with(".zt") {
             continue;
         }
-        let mut head = [0u8; 8];
-        let read = ztensor_io::open_input(&path)
-            .ok()
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head).ok());
-        if read.is_none() || head != ztensor_v2::MAGIC {
+        if ztensor_registry::detect(&path).ok() != Some(ztensor_registry::Kind::Zt2) {
             continue;
         }
         if std::fs::canonicalize(&path).is_ok_and(|p| inputs.contains(&p)) {

@@ -111,7 +111,11 @@ pub fn run(
     par: &ztensor_par::ParOptions,
     quiet: bool,
 ) -> Result<super::convert::Converted, ztensor_io::Error> {
-    let reader = Reader::open_with(input, &ztensor_cli::options(false))?;
+    let options = ztensor_registry::OpenOptions {
+        options: ztensor_cli::options(false),
+        ..Default::default()
+    };
+    let reader = ztensor_registry::open_zt(input, &options)?;
     let bar = Bar::new(total_input(&reader), quiet);
     let mut writer = ztensor_io::FileWriter::create(output, version)?;
     let stats = ztensor_par::repack(&reader, writer.writer_mut(), copy, par, &bar);

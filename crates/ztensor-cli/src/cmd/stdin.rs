@@ -197,14 +197,9 @@ fn refuse_shards(spool: &Path) -> Result<()> {
     if ztensor_registry::detect(spool).ok() != Some(super::Kind::Zt2) {
         return Ok(());
     }
-    let Ok(source) = ztensor_io::open_input(spool).and_then(|f| {
-        ztensor_io::FileSource::new(f)
-            .map_err(|e| ztensor_io::Error::io("opening", Some(spool.to_path_buf()), e))
-    }) else {
-        return Ok(());
-    };
-    let max = crate::options(false).limits.max_manifest_len;
-    let Ok(file) = ztensor_v2::File::open(source, max) else { return Ok(()) };
+    let options =
+        ztensor_registry::OpenOptions { options: crate::options(false), ..Default::default() };
+    let Ok(file) = ztensor_registry::open_zt2(spool, &options) else { return Ok(()) };
     let shards = file.manifest().map_or(0, |m| m.shards.len());
     if shards > 0 {
         bail!(

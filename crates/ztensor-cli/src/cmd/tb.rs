@@ -4,16 +4,18 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use ztensor_io::FileSource;
-use ztensor_tensorbuffers::{ReadOptions, TbFile};
+use ztensor_tensorbuffers::TbFile;
 
-/// Opens a TensorBuffers file: the outer error is I/O, the inner one a broken rule.
+/// Opens a TensorBuffers file (through the format registry): the outer error is I/O, the
+/// inner one a broken rule.
 pub fn open(
     path: &Path,
     strict: bool,
 ) -> Result<Result<TbFile<FileSource>, ztensor_tensorbuffers::Error>> {
-    let context = || format!("cannot open {}", path.display());
-    let file = ztensor_io::open_input(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let source = FileSource::new(file).with_context(context)?;
-    let options = if strict { ReadOptions::strict() } else { ReadOptions::default() };
-    Ok(TbFile::new(source, &options))
+    let options = ztensor_registry::OpenOptions {
+        options: ztensor_cli::options(strict),
+        ..Default::default()
+    };
+    ztensor_registry::open_tb(path, &options)
+        .with_context(|| format!("cannot open {}", path.display()))
 }
