@@ -538,6 +538,30 @@ pub fn check_expansion(
     Ok(total)
 }
 
+/// Splits items of `sizes` bytes, in the order given, into consecutive groups of at most
+/// `limit` bytes each: an item starts a new group when it would take the current one past
+/// `limit`, so an item larger than `limit` is a group of its own. Returns each group's range
+/// of item indices; no items give one empty group. The one rule every sharded writer splits
+/// by (zTensor 1.x shards in input order, zTensor 2 shards in the order of the names).
+pub fn split_by_size(
+    sizes: impl IntoIterator<Item = u64>,
+    limit: u64,
+) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let (mut start, mut filled, mut count) = (0usize, 0u64, 0usize);
+    for (i, bytes) in sizes.into_iter().enumerate() {
+        if i > start && filled.saturating_add(bytes) > limit {
+            groups.push(start..i);
+            start = i;
+            filled = 0;
+        }
+        filled = filled.saturating_add(bytes);
+        count = i + 1;
+    }
+    groups.push(start..count);
+    groups
+}
+
 /// A source without some of its objects: those `exclude` names are not there. Indices are the
 /// kept objects', in the inner source's order.
 pub struct Excluding<'a> {
@@ -730,5 +754,19 @@ mod close_names_tests {
         );
         assert_eq!(close_names(&reader, "heads"), ["head"]);
         assert!(close_names(&reader, "something else").is_empty());
+    }
+
+    /// Greedy groups: filled up to the limit exactly, a larger item alone, and one empty group
+    /// for nothing.
+    #[test]
+    fn splits_greedily_by_size() {
+        let split = |sizes: &[u64], limit| split_by_size(sizes.iter().copied(), limit);
+        assert_eq!(split(&[], 10), [0..0]);
+        assert_eq!(split(&[4, 6, 1], 10), [0..2, 2..3]);
+        assert_eq!(split(&[4, 7, 3], 10), [0..1, 1..3]);
+        // A group past the limit (one large item) takes nothing more, not even an empty one.
+        assert_eq!(split(&[25, 1, 30, 0, 0], 10), [0..1, 1..2, 2..3, 3..5]);
+        assert_eq!(split(&[0, 0, 10, 0], 10), [0..4]);
+        assert_eq!(split(&[u64::MAX, 1], u64::MAX - 1), [0..1, 1..2]);
     }
 }

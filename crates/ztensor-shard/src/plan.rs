@@ -280,17 +280,12 @@ pub fn plan(
             }
         }
         Split::Size(limit) => {
-            let mut current: Vec<(String, u64)> = Vec::new();
-            let mut size = 0u64;
-            for (name, bytes, _) in objects {
-                if !current.is_empty() && size.saturating_add(bytes) > limit {
-                    groups.push((None, std::mem::take(&mut current)));
-                    size = 0;
-                }
-                size = size.saturating_add(bytes);
-                current.push((name, bytes));
+            let ranges = ztensor_io::split_by_size(objects.iter().map(|&(_, b, _)| b), limit);
+            let mut objects = objects.into_iter();
+            for range in ranges {
+                let members = objects.by_ref().take(range.len()).map(|(n, b, _)| (n, b));
+                groups.push((None, members.collect()));
             }
-            groups.push((None, current));
         }
     }
     let count = groups.len();

@@ -53,20 +53,10 @@ pub fn split_by_size(source: &dyn TensorSource, limit: u64) -> Vec<Vec<usize>> {
     }
     let name = |&(start, len, _, _): &(usize, usize, usize, u64)| &names.as_bytes()[start..][..len];
     order.sort_by(|a, b| name(a).cmp(name(b)));
-    let mut groups: Vec<Vec<usize>> = vec![Vec::new()];
-    let mut filled = 0u64;
-    for (_, _, index, bytes) in order {
-        let current = groups.last().map_or(0, Vec::len);
-        if current > 0 && filled.saturating_add(bytes) > limit {
-            groups.push(Vec::new());
-            filled = 0;
-        }
-        filled = filled.saturating_add(bytes);
-        if let Some(group) = groups.last_mut() {
-            group.push(index);
-        }
-    }
-    groups
+    ztensor_io::split_by_size(order.iter().map(|&(_, _, _, bytes)| bytes), limit)
+        .into_iter()
+        .map(|range| order[range].iter().map(|&(_, _, index, _)| index).collect())
+        .collect()
 }
 
 /// The names of `count` shards: `00001-of-00003` and so on (wider past 99999).
