@@ -6,6 +6,7 @@
 mod cli;
 mod cmd;
 mod errors;
+mod remote;
 mod sources;
 
 use std::io::Write;
@@ -60,7 +61,13 @@ fn main() -> ExitCode {
     ztensor_io::raise_open_file_limit();
     let cli = Cli::parse();
     ztensor_cli::set_max_expansion(cli.max_expansion);
+    remote::configure(ztensor_remote::RemoteOptions {
+        unsigned: cli.no_sign_request,
+        timeout: std::time::Duration::from_secs(cli.remote_timeout.max(1)),
+        ..Default::default()
+    });
     let result = run(cli);
+    remote::report();
     // Readers never wait on a lock held by someone who is not writing; they say so.
     for path in ztensor_io::read_without_lock() {
         eprintln!(
@@ -222,7 +229,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
     let code = match cli.command {
         Command::Info { file, strict, json, attributes } => {
             match cmd::detect(&file)? {
-                cmd::Kind::Zt => {
+                cmd::Kind::Zt if remote::url_of(&file).is_none() => {
                     let reader = open(&file, &options(strict))?;
                     let pending = reader.source().uncommitted();
                     let shadowed: Vec<&str> =
@@ -260,7 +267,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 // Every other format, through the tensor-source interface.
                 other => {
                     let source: Box<dyn ztensor_io::TensorSource> = match other {
-                        cmd::Kind::TensorBuffers => Box::new(
+                        cmd::Kind::TensorBuffers if remote::url_of(&file).is_none() => Box::new(
                             cmd::tb::open(&file, strict)?
                                 .map_err(|e| reported(&shown_path(&file), &e))?,
                         ),
@@ -295,7 +302,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
         Command::Verify { file, strict, threads, json, quiet } => match cmd::detect(&file)? {
-            cmd::Kind::Zt => {
+            cmd::Kind::Zt if remote::url_of(&file).is_none() => {
                 cmd::info::verify(&mut out, &file, strict, self::threads(threads), json, quiet)?
             }
             other => cmd::convert::foreign_verify(

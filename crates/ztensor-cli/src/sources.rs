@@ -9,6 +9,7 @@ use ztensor_io::{FileSource, Reader};
 use crate::cmd;
 use crate::errors::{Rejected, open_error, reported, torn_hint};
 use crate::options;
+use crate::remote;
 
 /// Opens a zTensor file; a file that breaks a rule becomes `Rejected`, other failures stay
 /// errors.
@@ -105,7 +106,7 @@ pub(crate) fn open_source_for(
             }
             Ok(Box::new(ckpt.carry_unknown_dtypes(carry_unknown)))
         }
-        cmd::Kind::Zt2 => {
+        cmd::Kind::Zt2 if remote::url_of(path).is_none() => {
             let (source, shards) = open_zt2(path)?;
             for shard in &shards {
                 cmd::not_over(shard, output, what)?;
@@ -143,7 +144,7 @@ pub(crate) fn open_source_with(
     path: &Path,
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
-    if cmd::detect(path)? == cmd::Kind::Zt2 {
+    if cmd::detect(path)? == cmd::Kind::Zt2 && remote::url_of(path).is_none() {
         return Ok(open_zt2(path)?.0);
     }
     let (kind, source) = open_any(path, carry_unknown)?;
@@ -161,7 +162,11 @@ fn expansion_checked(
     shards: u64,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     if !matches!(kind, cmd::Kind::SafetensorsIndex | cmd::Kind::ZtIndex) {
-        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0).saturating_add(shards);
+        let len = match remote::url_of(path) {
+            Some(url) => ztensor_io::ReadAt::len(&remote::object(url)?),
+            None => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+        }
+        .saturating_add(shards);
         ztensor_io::check_expansion(&*source, len, &options(false).limits).map_err(|e| {
             let e = reported(&format!("{}", path.display()), &e);
             let hint = "(--max-expansion RATIO raises the limit)";
@@ -196,7 +201,12 @@ fn open_kind(
         options: ztensor_cli::options(false),
         carry_unknown_dtypes: carry_unknown,
     };
-    match ztensor_registry::open_kind(kind, path, &options) {
+    let opened = match remote::url_of(path) {
+        // The object the kind was recognised in, through the registry's one door.
+        Some(url) => ztensor_registry::open_remote(remote::object(url)?, &options),
+        None => ztensor_registry::open_kind(kind, path, &options),
+    };
+    match opened {
         Ok(opened) => Ok(opened.into_source()),
         Err(e) => Err(open_error(path, &options.options, e)),
     }

@@ -566,8 +566,9 @@ pub fn foreign_verify(
 ) -> Result<std::process::ExitCode> {
     // A sharded zTensor checkpoint's index records each shard's digest: every byte is checked.
     let mut shard_problem = None;
+    let local = crate::remote::url_of(path).is_none();
     let source: Box<dyn TensorSource> = match kind {
-        Kind::TensorBuffers => Box::new(
+        Kind::TensorBuffers if local => Box::new(
             super::tb::open(path, strict)?
                 .map_err(|e| crate::reported(&crate::shown_path(path), &e))?,
         ),
@@ -579,7 +580,7 @@ pub fn foreign_verify(
         }
         // A zTensor 2 root's table records each shard's size and digest: every byte of each
         // shard is checked, not only the parts the root points at.
-        Kind::Zt2 => {
+        Kind::Zt2 if local => {
             let file = crate::sources::open_zt2_file(path)?;
             shard_problem = file.verify_shards().err().map(|e| e.to_string());
             Box::new(file)
