@@ -376,8 +376,17 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 false => None,
             };
             let output = staged.as_ref().map_or(output, |s| s.path().to_path_buf());
+            if remote::url_of(&output).is_some() && sharded.is_some() {
+                bail!(
+                    "{}: a sharded output is not written to object storage yet; write one \
+                     object (no trailing /) or a local directory",
+                    output.display()
+                );
+            }
             let _lock = match sharded {
                 Some(_) => None,
+                // An object is published whole by its upload's completion: no lock file.
+                None if remote::url_of(&output).is_some() => None,
                 None => output_lock(&input, &output, run.no_wait, run.quiet)?,
             };
             let request = cmd::convert::Request {
@@ -436,7 +445,10 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+            let len = match remote::url_of(&output) {
+                Some(url) => remote::uploaded(url).unwrap_or(0),
+                None => std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0),
+            };
             let zstd = encoding.zstd.is_some();
             if let Some(staged) = staged {
                 // Standard output holds the file: the summary goes to standard error.

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use anyhow::{Result, anyhow};
-use ztensor_remote::{Location, RemoteObject, RemoteOptions};
+use ztensor_remote::{Location, RemoteObject, RemoteOptions, RemoteUpload};
 
 static OPTIONS: OnceLock<RemoteOptions> = OnceLock::new();
 
@@ -63,4 +63,38 @@ pub(crate) fn report() {
         let t = opened[url].transfer();
         eprintln!("ztensor: {url}: {} requests, {} bytes received", t.requests, t.bytes);
     }
+}
+
+/// The bytes each output in object storage received, by URL.
+static UPLOADED: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
+
+/// An upload of the object at `url`: nothing appears there before [`publish`]; dropped
+/// unpublished (on an error), it is aborted.
+///
+/// # Errors
+/// A malformed URL, `http(s)://` (read only), the client's configuration.
+pub(crate) fn upload(url: &str) -> Result<RemoteUpload> {
+    let location = Location::parse(url).map_err(|e| anyhow!("{e}"))?;
+    let options = OPTIONS.get().cloned().unwrap_or_default();
+    RemoteUpload::create(&location, &options).map_err(|e| anyhow!("{e}"))
+}
+
+/// Completes `upload` of `url`: the object appears whole.
+///
+/// # Errors
+/// The completion's error, naming the URL (the upload is then aborted).
+pub(crate) fn publish(url: &str, upload: RemoteUpload) -> Result<()> {
+    let len = upload.written();
+    upload.finish().map_err(|e| anyhow!("{e}"))?;
+    UPLOADED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(url.to_owned(), len);
+    Ok(())
+}
+
+/// The length of the object this process published at `url`.
+pub(crate) fn uploaded(url: &str) -> Option<u64> {
+    UPLOADED.get()?.lock().unwrap_or_else(PoisonError::into_inner).get(url).copied()
 }

@@ -79,6 +79,11 @@ impl RemoteUpload {
         })
     }
 
+    /// The bytes written to it so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
     /// The requests sent so far.
     pub fn transfer(&self) -> Transfer {
         self.counters.get()
