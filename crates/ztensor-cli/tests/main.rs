@@ -10,7 +10,10 @@ mod budgets;
 mod durability;
 mod hostile;
 mod looking;
+#[path = "../../ztensor-remote/tests/support/moto.rs"]
+mod moto;
 mod outputs;
+mod remote;
 mod sharded;
 mod stdin;
 mod threads;

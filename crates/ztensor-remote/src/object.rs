@@ -202,6 +202,54 @@ impl RemoteObject {
     }
 }
 
+impl RemoteObject {
+    /// A large read (tensor data): what the suffix or a cached block already holds at its ends
+    /// is copied, the rest fetched in one request into `buf`, uncached, so a convert fetches
+    /// each byte of its input about once.
+    fn read_large(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let inner = &*self.inner;
+        let (mut lo, mut hi) = (offset, offset + buf.len() as u64);
+        let suffix_start = inner.len - inner.suffix.len() as u64;
+        if hi > suffix_start {
+            let from = lo.max(suffix_start);
+            let held = inner.suffix.get(to_usize(from - suffix_start)..);
+            let at = to_usize(from - offset);
+            if let (Some(held), Some(dest)) = (held, buf.get_mut(at..)) {
+                let n = dest.len().min(held.len());
+                dest[..n].copy_from_slice(&held[..n]);
+                hi = from;
+            }
+        }
+        {
+            let blocks = inner.blocks.lock().unwrap_or_else(PoisonError::into_inner);
+            let covering = blocks
+                .iter()
+                .filter(|(start, bytes)| *start <= lo && lo < start + bytes.len() as u64)
+                .max_by_key(|(start, bytes)| start + bytes.len() as u64);
+            if let Some((start, bytes)) = covering {
+                let stop = (start + bytes.len() as u64).min(hi);
+                let held = bytes.get(to_usize(lo - start)..to_usize(stop - start));
+                let dest = buf.get_mut(to_usize(lo - offset)..to_usize(stop - offset));
+                if let (Some(held), Some(dest)) = (held, dest) {
+                    dest.copy_from_slice(held);
+                    lo = stop;
+                }
+            }
+        }
+        if lo < hi {
+            let bytes = self.fetch(lo..hi)?;
+            let dest = buf.get_mut(to_usize(lo - offset)..to_usize(hi - offset));
+            dest.ok_or(std::io::ErrorKind::UnexpectedEof)?.copy_from_slice(&bytes);
+        }
+        Ok(())
+    }
+}
+
+/// An offset within a buffer in memory (so it fits; `usize::MAX`, refused by `get`, if not).
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
 impl ReadAt for RemoteObject {
     fn len(&self) -> u64 {
         self.inner.len
@@ -215,9 +263,7 @@ impl ReadAt for RemoteObject {
             return Ok(());
         }
         if buf.len() >= DIRECT_LEN {
-            let bytes = self.fetch(offset..end)?;
-            buf.copy_from_slice(&bytes);
-            return Ok(());
+            return self.read_large(offset, buf);
         }
         // A small read that missed: fetch a block from here (up to the suffix, which is held).
         let suffix_start = len - self.inner.suffix.len() as u64;

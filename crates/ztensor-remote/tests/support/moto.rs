@@ -42,9 +42,15 @@ fn candidates() -> Vec<PathBuf> {
 /// Starts moto, or says why not: `None` (the test is skipped, saying so) unless
 /// `ZTENSOR_REQUIRE_MOTO=1`, which makes it a failure.
 pub fn start(test: &str) -> Option<Moto> {
+    start_with(test, &[])
+}
+
+/// As [`start`], with `env` set for the server (`INITIAL_NO_AUTH_ACTION_COUNT=0` makes it
+/// check credentials).
+pub fn start_with(test: &str, env: &[(&str, &str)]) -> Option<Moto> {
     let mut why = Vec::new();
     for program in candidates() {
-        match try_start(&program) {
+        match try_start(&program, env) {
             Ok(moto) => return Some(moto),
             Err(e) => why.push(format!("{}: {e}", program.display())),
         }
@@ -57,13 +63,14 @@ pub fn start(test: &str) -> Option<Moto> {
     None
 }
 
-fn try_start(program: &PathBuf) -> Result<Moto, String> {
+fn try_start(program: &PathBuf, env: &[(&str, &str)]) -> Result<Moto, String> {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
         .port();
     let mut child = Command::new(program)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -110,6 +117,13 @@ impl Moto {
     /// Creates `bucket`.
     pub fn bucket(&self, bucket: &str) {
         let (status, body) = self.request("PUT", &format!("/{bucket}"), b"");
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
+
+    /// Puts `bytes` at `bucket/key`, a new object (moto lets no anonymous request replace
+    /// one).
+    pub fn put(&self, bucket: &str, key: &str, bytes: &[u8]) {
+        let (status, body) = self.request("PUT", &format!("/{bucket}/{key}"), bytes);
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     }
 
