@@ -23,7 +23,7 @@ pub(crate) use crate::errors::*;
 use crate::sources::*;
 
 /// SIGINT, SIGTERM and SIGHUP undo what is being written (temporary files removed, appends
-/// truncated back to their old end), then exit with 128 + the signal, as a shell reports a
+/// truncated back to their old end, uploads to object storage aborted), then exit with 128 + the signal, as a shell reports a
 /// process the signal killed.
 ///
 /// SIGXFSZ (a file grew past the process's file size limit) is caught too, so the write that
@@ -43,6 +43,10 @@ fn handle_signals() {
         if let Some(signal) = signals.forever().next() {
             ztensor_io::interrupt();
             ztensor_shard::interrupt();
+            // Uploads to object storage: aborted, no parts left behind.
+            for url in ztensor_remote::abort_unfinished() {
+                eprintln!("ztensor: {url}: the interrupted upload could not be aborted");
+            }
             cmd::stdin::remove();
             cmd::stdout::remove();
             std::process::exit(128 + signal);

@@ -192,3 +192,52 @@ fn wrong_credentials_give_the_servers_code_and_no_secret() {
     );
     assert!(!text.contains("s3cr3t-wr0ng"), "{text}");
 }
+
+#[test]
+fn sigint_and_sigterm_during_an_upload_abort_it() {
+    let Some(moto) = moto::start("sigint_and_sigterm_during_an_upload_abort_it") else { return };
+    moto.bucket("models");
+    // 128 MiB of f32: sixteen 8 MiB parts, long enough to be interrupted mid-way.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("large.safetensors");
+    let n: usize = 32 << 20;
+    let header =
+        format!("{{\"w\":{{\"dtype\":\"F32\",\"shape\":[{n}],\"data_offsets\":[0,{}]}}}}", n * 4);
+    let mut header = header.into_bytes();
+    while header.len() % 8 != 0 {
+        header.push(b' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&header);
+    file.extend((0..n).flat_map(|i| (i as u32).to_le_bytes()));
+    std::fs::write(&input, &file).unwrap();
+    for (signal, status) in [("INT", 130), ("TERM", 143)] {
+        let url = format!("s3://models/interrupted-{signal}.zt");
+        let child = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+            .args(["convert", &s(&input), &url, "--quiet"])
+            .env("AWS_ENDPOINT_URL", &moto.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Interrupted once the upload has begun (a part is up).
+        let started = std::time::Instant::now();
+        while !moto.uploads("models").contains("<UploadId>") {
+            assert!(started.elapsed().as_secs() < 60, "no upload began");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(status), "{}", stderr(&out));
+        assert!(!moto.uploads("models").contains("<UploadId>"), "{}", moto.uploads("models"));
+        let read = ztensor_s3(&moto, &["info", &url]);
+        assert_eq!(read.status.code(), Some(2), "{url} exists: {}", stdout(&read));
+    }
+}

@@ -64,7 +64,7 @@ impl RemoteObject {
     /// [`ErrorKind::Request`] for any other failure; each naming the URL.
     pub fn open(location: &Location, options: &RemoteOptions) -> Result<RemoteObject, Error> {
         let counters = Arc::new(Counters::default());
-        let store = store::store(location, options, &counters)?;
+        let store = store::store(location, options, &counters)?.object;
         let path = location.store_path()?;
         let shown = location.to_string();
         let opening = async {

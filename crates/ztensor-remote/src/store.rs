@@ -10,6 +10,7 @@ use std::time::Duration;
 use object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
 };
+use object_store::multipart::MultipartStore;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
 use crate::error::{Error, ErrorKind};
@@ -149,6 +150,25 @@ fn retry(options: &RemoteOptions) -> RetryConfig {
     }
 }
 
+/// A configured store: for reading and whole puts, and (every writable store) for multipart
+/// uploads by id, which a signal handler can abort.
+#[derive(Clone)]
+pub(crate) struct Stores {
+    pub(crate) object: Arc<dyn ObjectStore>,
+    pub(crate) multipart: Option<Arc<dyn MultipartStore>>,
+}
+
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores").field("object", &self.object).finish_non_exhaustive()
+    }
+}
+
+fn both<S: ObjectStore + MultipartStore>(store: S) -> Stores {
+    let store = Arc::new(store);
+    Stores { object: Arc::clone(&store) as Arc<dyn ObjectStore>, multipart: Some(store) }
+}
+
 /// The store `location` is in, configured from the environment, its requests counted in
 /// `counters`.
 ///
@@ -163,10 +183,10 @@ pub(crate) fn store(
     location: &Location,
     options: &RemoteOptions,
     counters: &Arc<Counters>,
-) -> Result<Arc<dyn ObjectStore>, Error> {
+) -> Result<Stores, Error> {
     let connector = Counting { counters: Arc::clone(counters) };
     let shown = location.to_string();
-    let built: object_store::Result<Arc<dyn ObjectStore>> = match location.scheme() {
+    let built: object_store::Result<Stores> = match location.scheme() {
         Scheme::S3 => {
             let mut builder = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(location.bucket())
@@ -182,7 +202,7 @@ pub(crate) fn store(
             if endpoint.is_some_and(|e| e.starts_with("http://")) {
                 builder = builder.with_allow_http(true);
             }
-            builder.build().map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+            builder.build().map(both)
         }
         Scheme::Gcs => settings(
             &shown,
@@ -194,7 +214,7 @@ pub(crate) fn store(
         .with_retry(retry(options))
         .with_http_connector(connector)
         .build()
-        .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+        .map(both),
         Scheme::Azure => settings(
             &shown,
             options,
@@ -206,14 +226,14 @@ pub(crate) fn store(
         .with_http_connector(connector)
         .with_skip_signature(options.unsigned)
         .build()
-        .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+        .map(both),
         Scheme::Http => object_store::http::HttpBuilder::new()
             .with_url(location.bucket())
             .with_retry(retry(options))
             .with_http_connector(connector)
             .with_client_options(ClientOptions::new().with_allow_http(true))
             .build()
-            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+            .map(|s| Stores { object: Arc::new(s), multipart: None }),
     };
     built.map_err(|e| Error::from_store("configuring the client", &shown, e))
 }

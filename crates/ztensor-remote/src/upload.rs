@@ -2,10 +2,13 @@
 //! and publishes the object only when [`RemoteUpload::finish`] completes it.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use bytes::Bytes;
-use object_store::{MultipartUpload, ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::multipart::{MultipartStore, PartId};
+use object_store::{MultipartId, ObjectStoreExt, PutPayload};
 use tokio::task::JoinSet;
 
 use crate::error::{Error, ErrorKind};
@@ -17,16 +20,19 @@ pub const PART_LEN: usize = 8 << 20;
 /// Parts in flight at once; with [`PART_LEN`], the memory an upload holds (64 MiB and the
 /// part being filled).
 pub const PARALLEL_PARTS: usize = 8;
+/// How long [`abort_unfinished`] waits for each abort.
+const ABORT_PATIENCE: Duration = Duration::from_secs(10);
 
 /// An object being written. Bytes are buffered into parts of [`PART_LEN`]; the first full part
 /// starts a multipart upload, and parts go up as they fill, at most [`PARALLEL_PARTS`] at once.
 /// An output smaller than one part goes up in one PUT at [`finish`](RemoteUpload::finish).
 /// Nothing is visible at the URL until `finish` succeeds; an upload dropped (or
-/// [`abort`](RemoteUpload::abort)ed) before it is aborted, its parts deleted.
+/// [`abort`](RemoteUpload::abort)ed) before it is aborted, its parts deleted, and a process
+/// that is stopped by a signal aborts the uploads it has running with [`abort_unfinished`].
 #[derive(Debug)]
 pub struct RemoteUpload {
     shown: String,
-    store: Arc<dyn ObjectStore>,
+    stores: store::Stores,
     path: object_store::path::Path,
     options: RemoteOptions,
     counters: Arc<Counters>,
@@ -35,18 +41,64 @@ pub struct RemoteUpload {
     written: u64,
 }
 
+/// A multipart upload under way.
 struct Multipart {
-    upload: Box<dyn MultipartUpload>,
+    store: Arc<dyn MultipartStore>,
+    id: MultipartId,
+    /// Its entry in [`LIVE`].
+    token: u64,
     /// The ETag of the object the URL held when the upload began, if any: a completion whose
     /// answer was lost is known to have succeeded when the object there is no longer that one.
     prior: Option<Option<String>>,
-    tasks: JoinSet<object_store::Result<()>>,
+    tasks: JoinSet<object_store::Result<(usize, PartId)>>,
+    parts: Vec<(usize, PartId)>,
+    next: usize,
 }
 
 impl std::fmt::Debug for Multipart {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Multipart").field("in_flight", &self.tasks.len()).finish_non_exhaustive()
+        f.debug_struct("Multipart")
+            .field("parts", &self.next)
+            .field("in_flight", &self.tasks.len())
+            .finish_non_exhaustive()
     }
+}
+
+/// A running upload, as [`abort_unfinished`] finds it.
+struct Live {
+    token: u64,
+    store: Arc<dyn MultipartStore>,
+    path: object_store::path::Path,
+    id: MultipartId,
+    shown: String,
+}
+
+/// Every multipart upload of this process begun and neither completed nor aborted.
+static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+static TOKENS: AtomicU64 = AtomicU64::new(0);
+
+fn forget(token: u64) {
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner).retain(|l| l.token != token);
+}
+
+/// Aborts every multipart upload this process has running (for a signal handler about to
+/// exit: SIGINT or SIGTERM must leave no parts behind), waiting up to 10 s for each; returns
+/// the URLs of those whose abort failed.
+pub fn abort_unfinished() -> Vec<String> {
+    let live: Vec<Live> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner));
+    let mut failed = Vec::new();
+    for l in live {
+        let aborted = store::block_on(&l.shown, "aborting the upload", ABORT_PATIENCE, async {
+            l.store
+                .abort_multipart(&l.path, &l.id)
+                .await
+                .map_err(|e| Error::from_store("aborting the upload", &l.shown, e))
+        });
+        if aborted.is_err() {
+            failed.push(l.shown);
+        }
+    }
+    failed
 }
 
 impl RemoteUpload {
@@ -65,11 +117,11 @@ impl RemoteUpload {
             ));
         }
         let counters = Arc::new(Counters::default());
-        let store = store::store(location, options, &counters)?;
+        let stores = store::store(location, options, &counters)?;
         let path = location.store_path()?;
         Ok(RemoteUpload {
             shown,
-            store,
+            stores,
             path,
             options: options.clone(),
             counters,
@@ -89,68 +141,87 @@ impl RemoteUpload {
         self.counters.get()
     }
 
-    /// Sends the full part in the buffer, starting the multipart upload first if needed, and
+    /// Starts the multipart upload.
+    fn start(&self) -> Result<Multipart, Error> {
+        let (shown, path) = (&self.shown, &self.path);
+        let Some(store) = self.stores.multipart.clone() else {
+            return Err(Error::new(ErrorKind::ReadOnly, shown, "writing: no multipart uploads"));
+        };
+        let object = &self.stores.object;
+        let (id, prior) =
+            store::block_on(shown, "starting the upload", self.options.timeout, async {
+                let prior = object.head(path).await.ok().map(|meta| meta.e_tag);
+                let id = store
+                    .create_multipart(path)
+                    .await
+                    .map_err(|e| Error::from_store("starting the upload", shown, e))?;
+                Ok((id, prior))
+            })?;
+        let token = TOKENS.fetch_add(1, Ordering::Relaxed);
+        LIVE.lock().unwrap_or_else(PoisonError::into_inner).push(Live {
+            token,
+            store: Arc::clone(&store),
+            path: path.clone(),
+            id: id.clone(),
+            shown: shown.clone(),
+        });
+        Ok(Multipart { store, id, token, prior, tasks: JoinSet::new(), parts: Vec::new(), next: 0 })
+    }
+
+    /// Sends the buffer as the next part (starting the multipart upload first if needed), and
     /// waits while [`PARALLEL_PARTS`] are in flight.
     fn send_part(&mut self) -> Result<(), Error> {
-        let part = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
-        let (store, path, shown) = (&self.store, &self.path, &self.shown);
         if self.multipart.is_none() {
-            let (upload, prior) =
-                store::block_on(shown, "starting the upload", self.options.timeout, async {
-                    let prior = store.head(path).await.ok().map(|meta| meta.e_tag);
-                    let upload = store
-                        .put_multipart(path)
-                        .await
-                        .map_err(|e| Error::from_store("starting the upload", shown, e))?;
-                    Ok((upload, prior))
-                })?;
-            self.multipart = Some(Multipart { upload, prior, tasks: JoinSet::new() });
+            self.multipart = Some(self.start()?);
         }
+        let part = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
         let Some(multipart) = self.multipart.as_mut() else { unreachable!("started above") };
-        {
-            let _runtime = store::enter();
-            multipart.tasks.spawn(multipart.upload.put_part(part));
-        }
-        let tasks = &mut multipart.tasks;
+        multipart.spawn(&self.path, part);
+        let shown = &self.shown;
         store::block_on(shown, "uploading a part", self.options.timeout, async {
-            while tasks.len() >= PARALLEL_PARTS {
-                joined(shown, tasks.join_next().await)?;
+            while multipart.tasks.len() >= PARALLEL_PARTS {
+                multipart.joined(shown).await?;
             }
             Ok(())
         })
     }
 
     /// Completes the upload: the object appears whole at its URL. When the answer to the
-    /// completing request is lost, the object is looked up: present with the bytes written,
-    /// the upload succeeded.
+    /// completing request is lost, the object is looked up: a new object there with the bytes
+    /// written means the upload succeeded.
     ///
     /// # Errors
     /// Any part's or the completion's error (the upload is then aborted).
     pub fn finish(mut self) -> Result<Transfer, Error> {
-        let (store, path, shown) = (Arc::clone(&self.store), self.path.clone(), self.shown.clone());
+        let (shown, path) = (self.shown.clone(), self.path.clone());
+        let object = Arc::clone(&self.stores.object);
         let Some(mut multipart) = self.multipart.take() else {
             let payload = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
             store::block_on(&shown, "writing", self.options.timeout, async {
-                store.put(&path, payload).await.map_err(|e| Error::from_store("writing", &shown, e))
+                object
+                    .put(&path, payload)
+                    .await
+                    .map_err(|e| Error::from_store("writing", &shown, e))
             })?;
             return Ok(self.counters.get());
         };
         if !self.buffer.is_empty() {
             let part = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
-            let _runtime = store::enter();
-            multipart.tasks.spawn(multipart.upload.put_part(part));
+            multipart.spawn(&path, part);
         }
         let written = self.written;
         let timeout = self.options.timeout;
         let completed = store::block_on(&shown, "completing the upload", timeout, async {
-            while let Some(done) = multipart.tasks.join_next().await {
-                joined(&shown, Some(done))?;
+            while !multipart.tasks.is_empty() {
+                multipart.joined(&shown).await?;
             }
-            match multipart.upload.complete().await {
+            multipart.parts.sort_by_key(|(i, _)| *i);
+            let parts = multipart.parts.iter().map(|(_, p)| p.clone()).collect();
+            match multipart.store.complete_multipart(&path, &multipart.id, parts).await {
                 Ok(_) => Ok(()),
-                Err(e) => match store.head(&path).await {
-                    // A new object is there, of the length written: the answer was lost, not the
-                    // completion.
+                Err(e) => match object.head(&path).await {
+                    // A new object is there, of the length written: the answer was lost, not
+                    // the completion.
                     Ok(meta)
                         if meta.size == written
                             && Some(&meta.e_tag) != multipart.prior.as_ref() =>
@@ -161,13 +232,18 @@ impl RemoteUpload {
                 },
             }
         });
-        if let Err(e) = completed {
-            // The completion's error is the one to report; a failed abort leaves parts for
-            // the bucket's lifecycle rule.
-            let _ = abort(&shown, multipart, timeout);
-            return Err(e);
+        match completed {
+            Ok(()) => {
+                forget(multipart.token);
+                Ok(self.counters.get())
+            }
+            Err(e) => {
+                // The completion's error is the one to report; a failed abort leaves parts for
+                // the bucket's lifecycle rule.
+                let _ = multipart.abort(&shown, &path, timeout);
+                Err(e)
+            }
         }
-        Ok(self.counters.get())
     }
 
     /// Gives the upload up: parts sent are deleted, nothing appears at the URL. What dropping
@@ -178,35 +254,54 @@ impl RemoteUpload {
     /// removes them).
     pub fn abort(mut self) -> Result<(), Error> {
         match self.multipart.take() {
-            Some(multipart) => abort(&self.shown, multipart, self.options.timeout),
+            Some(multipart) => multipart.abort(&self.shown, &self.path, self.options.timeout),
             None => Ok(()),
         }
     }
 }
 
-/// Stops the parts in flight and aborts the upload.
-fn abort(shown: &str, mut multipart: Multipart, timeout: std::time::Duration) -> Result<(), Error> {
-    store::block_on(shown, "aborting the upload", timeout, async {
-        multipart.tasks.shutdown().await;
-        multipart
-            .upload
-            .abort()
-            .await
-            .map_err(|e| Error::from_store("aborting the upload", shown, e))
-    })
-}
+impl Multipart {
+    /// Sends `part` as the next part, in a task of its own.
+    fn spawn(&mut self, path: &object_store::path::Path, part: PutPayload) {
+        let (store, path, id, index) =
+            (Arc::clone(&self.store), path.clone(), self.id.clone(), self.next);
+        self.next += 1;
+        let _runtime = store::enter();
+        self.tasks.spawn(async move {
+            store.put_part(&path, &id, index, part).await.map(|p| (index, p))
+        });
+    }
 
-/// A finished part task's outcome as ours.
-fn joined(
-    shown: &str,
-    done: Option<Result<object_store::Result<()>, tokio::task::JoinError>>,
-) -> Result<(), Error> {
-    match done {
-        None | Some(Ok(Ok(()))) => Ok(()),
-        Some(Ok(Err(e))) => Err(Error::from_store("uploading a part", shown, e)),
-        Some(Err(e)) => {
-            Err(Error::new(ErrorKind::Request, shown, format!("uploading a part: {e}")))
+    /// Waits for one part task to end, keeping its part.
+    async fn joined(&mut self, shown: &str) -> Result<(), Error> {
+        match self.tasks.join_next().await {
+            None => Ok(()),
+            Some(Ok(Ok(part))) => {
+                self.parts.push(part);
+                Ok(())
+            }
+            Some(Ok(Err(e))) => Err(Error::from_store("uploading a part", shown, e)),
+            Some(Err(e)) => {
+                Err(Error::new(ErrorKind::Request, shown, format!("uploading a part: {e}")))
+            }
         }
+    }
+
+    /// Stops the parts in flight and aborts the upload.
+    fn abort(
+        mut self,
+        shown: &str,
+        path: &object_store::path::Path,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        forget(self.token);
+        store::block_on(shown, "aborting the upload", timeout, async {
+            self.tasks.shutdown().await;
+            self.store
+                .abort_multipart(path, &self.id)
+                .await
+                .map_err(|e| Error::from_store("aborting the upload", shown, e))
+        })
     }
 }
 
@@ -238,7 +333,7 @@ impl Drop for RemoteUpload {
     fn drop(&mut self) {
         if let Some(multipart) = self.multipart.take() {
             // Best effort: an abort that fails leaves parts for the bucket's lifecycle rule.
-            let _ = abort(&self.shown, multipart, self.options.timeout);
+            let _ = multipart.abort(&self.shown, &self.path, self.options.timeout);
         }
     }
 }
