@@ -5,6 +5,8 @@
 
 #[path = "support/moto.rs"]
 mod moto;
+#[path = "support/proxy.rs"]
+mod proxy;
 
 use std::io::Write;
 
@@ -12,8 +14,12 @@ use ztensor_io::ReadAt;
 use ztensor_remote::{ErrorKind, Location, RemoteObject, RemoteOptions, RemoteUpload};
 
 fn options(moto: &moto::Moto) -> RemoteOptions {
+    options_at(&moto.endpoint)
+}
+
+fn options_at(endpoint: &str) -> RemoteOptions {
     let settings = [
-        ("aws_endpoint", moto.endpoint.as_str()),
+        ("aws_endpoint", endpoint),
         ("aws_access_key_id", "testing"),
         ("aws_secret_access_key", "testing"),
         ("aws_region", "us-east-1"),
@@ -164,4 +170,53 @@ fn http_is_read_only() {
     let at = Location::parse("http://127.0.0.1:9/m.zt").unwrap();
     let e = RemoteUpload::create(&at, &RemoteOptions::default()).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::ReadOnly);
+}
+
+#[test]
+fn slow_down_answers_are_retried_and_cut_bodies_resumed() {
+    let Some(moto) = moto::start("slow_down_answers_are_retried_and_cut_bodies_resumed") else {
+        return;
+    };
+    moto.bucket("faults");
+    let data = pattern(4 << 20, 11);
+    put(&moto, "s3://faults/f.bin", &data);
+    let proxy = proxy::start(moto.endpoint.trim_start_matches("http://"));
+    let at = Location::parse("s3://faults/f.bin").unwrap();
+    let object = RemoteObject::open(&at, &options_at(&proxy.endpoint)).unwrap();
+    let opened = object.transfer().requests;
+    // Two 503 SlowDown answers, then the read goes through: three requests for it.
+    proxy.inject(&[proxy::Fault::SlowDown, proxy::Fault::SlowDown]);
+    let mut buf = vec![0u8; 2 << 20];
+    object.read_exact_at(100, &mut buf).unwrap();
+    assert!(buf == data[100..100 + (2 << 20)]);
+    assert_eq!(object.transfer().requests - opened, 3);
+    // A body cut mid-way: resumed from where it stopped, the bytes exact, one request more.
+    proxy.inject(&[proxy::Fault::CutBody]);
+    let before = object.transfer();
+    object.read_exact_at(2 << 20, &mut buf[..1 << 20]).unwrap();
+    assert!(buf[..1 << 20] == data[2 << 20..3 << 20]);
+    let after = object.transfer();
+    assert_eq!(after.requests - before.requests, 2);
+    assert_eq!(
+        *proxy.applied.lock().unwrap(),
+        [proxy::Fault::SlowDown, proxy::Fault::SlowDown, proxy::Fault::CutBody]
+    );
+}
+
+#[test]
+fn a_lost_answer_to_the_completion_still_reports_success() {
+    let Some(moto) = moto::start("a_lost_answer_to_the_completion_still_reports_success") else {
+        return;
+    };
+    moto.bucket("lost");
+    let proxy = proxy::start(moto.endpoint.trim_start_matches("http://"));
+    let data = pattern(ztensor_remote::PART_LEN + 4321, 8);
+    let at = Location::parse("s3://lost/l.bin").unwrap();
+    let mut up = RemoteUpload::create(&at, &options_at(&proxy.endpoint)).unwrap();
+    up.write_all(&data).unwrap();
+    proxy.inject(&[proxy::Fault::DropCompletion]);
+    up.finish().unwrap();
+    assert_eq!(*proxy.applied.lock().unwrap(), [proxy::Fault::DropCompletion]);
+    assert!(read_back(&moto, "s3://lost/l.bin") == Ok(data));
+    assert!(!moto.uploads("lost").contains("<UploadId>"), "{}", moto.uploads("lost"));
 }
