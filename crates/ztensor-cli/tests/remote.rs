@@ -241,3 +241,23 @@ fn sigint_and_sigterm_during_an_upload_abort_it() {
         assert_eq!(read.status.code(), Some(2), "{url} exists: {}", stdout(&read));
     }
 }
+
+#[test]
+fn an_unreachable_endpoint_fails_within_the_time_bound() {
+    // A port nothing listens on: every connection is refused, and retried until the bound.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+        .args(["info", "s3://models/m.zt", "--remote-timeout", "3"])
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("s3://models/m.zt"), "{}", stderr(&out));
+    assert!(took.as_secs() < 20, "took {took:?}: {}", stderr(&out));
+    eprintln!("unreachable endpoint: {took:?}: {}", stderr(&out));
+}
