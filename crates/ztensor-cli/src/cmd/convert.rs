@@ -379,20 +379,22 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             bar.finish();
             done.map_err(|e| crate::refusal(&context, &e))?;
         }
-        Target::Safetensors if let Some(url) = remote_out => {
-            let mut sink = SafetensorsSink::to_writer(crate::remote::upload(url)?)
-                .drop_attributes(r.drop_attributes);
-            sink.write_all(source).map_err(|e| crate::refusal(&context, &e))?;
-            if let Some(upload) = sink.into_inner() {
-                crate::remote::publish(url, upload)?;
+        Target::Safetensors => match remote_out {
+            Some(url) => {
+                let mut sink = SafetensorsSink::to_writer(crate::remote::upload(url)?)
+                    .drop_attributes(r.drop_attributes);
+                sink.write_all(source).map_err(|e| crate::refusal(&context, &e))?;
+                if let Some(upload) = sink.into_inner() {
+                    crate::remote::publish(url, upload)?;
+                }
             }
-        }
-        Target::Safetensors => {
-            SafetensorsSink::new(r.output)
-                .drop_attributes(r.drop_attributes)
-                .write_all(source)
-                .map_err(|e| crate::refusal(&context, &e))?;
-        }
+            None => {
+                SafetensorsSink::new(r.output)
+                    .drop_attributes(r.drop_attributes)
+                    .write_all(source)
+                    .map_err(|e| crate::refusal(&context, &e))?;
+            }
+        },
         Target::TensorBuffers => {
             TbSink::new(r.output)
                 .drop_attributes(r.drop_attributes)
