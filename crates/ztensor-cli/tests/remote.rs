@@ -61,8 +61,8 @@ fn safetensors_fixture() -> Vec<u8> {
     file
 }
 
-/// A bucket `models` holding `big.safetensors` and its zTensor 1.2 conversion `big.zt`, and
-/// the local copies.
+/// A bucket `models` holding `big.safetensors`, its zTensor 1.2 conversion `big.zt` and its
+/// zTensor 2 conversion `big2.zt`, and the local copies.
 fn stocked(moto: &Moto, dir: &Path) {
     moto.bucket("models");
     let st = safetensors_fixture();
@@ -70,8 +70,12 @@ fn stocked(moto: &Moto, dir: &Path) {
     let zt = dir.join("big.zt");
     let made = crate::ztensor(&["convert", &s(&dir.join("big.safetensors")), &s(&zt)]);
     assert!(made.status.success(), "{}", stderr(&made));
+    let zt2 = dir.join("big2.zt");
+    let made = crate::ztensor(&["convert", &s(&zt), &s(&zt2), "--to", "2"]);
+    assert!(made.status.success(), "{}", stderr(&made));
     moto.put("models", "big.safetensors", &st);
     moto.put("models", "big.zt", &std::fs::read(&zt).unwrap());
+    moto.put("models", "big2.zt", &std::fs::read(&zt2).unwrap());
 }
 
 fn s(p: &Path) -> String {
@@ -83,9 +87,11 @@ fn info_of_an_object_takes_few_requests_and_bytes() {
     let Some(moto) = moto::start("info_of_an_object_takes_few_requests_and_bytes") else { return };
     let dir = tempfile::tempdir().unwrap();
     stocked(&moto, dir.path());
-    for (url, format) in
-        [("s3://models/big.zt", "zTensor 1.2"), ("s3://models/big.safetensors", "safetensors")]
-    {
+    for (url, format) in [
+        ("s3://models/big.zt", "zTensor 1.2"),
+        ("s3://models/big.safetensors", "safetensors"),
+        ("s3://models/big2.zt", "zTensor 2"),
+    ] {
         let out = ztensor_s3(&moto, &["info", url]);
         assert!(out.status.success(), "{url}: {}", stderr(&out));
         let text = stdout(&out);
