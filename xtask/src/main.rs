@@ -261,7 +261,7 @@ const FEATURES: &[(&str, &[&str])] = &[
     ("ztensor-foreign", &["safetensors", "numpy", "gguf", "torch"]),
     (
         "ztensor-registry",
-        &["safetensors", "numpy", "gguf", "torch", "tensorbuffers", "sharded", "v2"],
+        &["safetensors", "numpy", "gguf", "torch", "tensorbuffers", "sharded", "v2", "remote"],
     ),
 ];
 
@@ -404,15 +404,22 @@ fn clippy() -> Result<()> {
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])
 }
 
+/// The Rust tests, with moto's S3 server (installed into `target/py-venv` with the Python test
+/// requirements) required: the object-storage tests fail rather than skip without it.
 fn test() -> Result<()> {
-    cargo(&["test", "--workspace"], &[])?;
+    let venv = python_venv()?;
+    let moto = venv.join("bin/moto_server");
+    let moto = moto.to_str().context("a venv path that is UTF-8")?;
+    cargo(
+        &["test", "--workspace"],
+        &[("ZTENSOR_MOTO_SERVER", moto), ("ZTENSOR_REQUIRE_MOTO", "1")],
+    )?;
     python_test()
 }
 
-/// Builds the Python package (`crates/ztensor-py`) into a virtual environment,
-/// `target/py-venv` (made on first use, with `crates/ztensor-py/requirements-test.txt`), and
-/// runs its pytest suite. `PYTHON` names the interpreter to make it with (default `python3`).
-fn python_test() -> Result<()> {
+/// `target/py-venv`, made on first use, with `crates/ztensor-py/requirements-test.txt`
+/// installed. `PYTHON` names the interpreter to make it with (default `python3`).
+fn python_venv() -> Result<PathBuf> {
     let root = project_root();
     let venv = root.join("target/py-venv");
     let python = venv.join("bin/python");
@@ -427,6 +434,15 @@ fn python_test() -> Result<()> {
             .arg(&requirements),
         "installing the Python test requirements",
     )?;
+    Ok(venv)
+}
+
+/// Builds the Python package (`crates/ztensor-py`) into the virtual environment of
+/// [`python_venv`] and runs its pytest suite.
+fn python_test() -> Result<()> {
+    let root = project_root();
+    let venv = python_venv()?;
+    let python = venv.join("bin/python");
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut paths = vec![venv.join("bin")];
     paths.extend(std::env::split_paths(&path));

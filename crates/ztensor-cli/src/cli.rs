@@ -61,6 +61,14 @@ pub(crate) struct Cli {
     /// powers of 1024.
     #[arg(long, global = true, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
     pub(crate) max_input: Option<u64>,
+    /// For inputs in object storage (s3://, gs://, az://, http(s)://): send unsigned requests
+    /// (a public bucket), as `aws s3 --no-sign-request`.
+    #[arg(long, global = true)]
+    pub(crate) no_sign_request: bool,
+    /// The time one request to object storage may take, retries included, in seconds; past
+    /// it the command fails naming the URL and the last error.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 120)]
+    pub(crate) remote_timeout: u64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -6,6 +6,7 @@
 mod cli;
 mod cmd;
 mod errors;
+mod remote;
 mod sources;
 
 use std::io::Write;
@@ -22,7 +23,7 @@ pub(crate) use crate::errors::*;
 use crate::sources::*;
 
 /// SIGINT, SIGTERM and SIGHUP undo what is being written (temporary files removed, appends
-/// truncated back to their old end), then exit with 128 + the signal, as a shell reports a
+/// truncated back to their old end, uploads to object storage aborted), then exit with 128 + the signal, as a shell reports a
 /// process the signal killed.
 ///
 /// SIGXFSZ (a file grew past the process's file size limit) is caught too, so the write that
@@ -42,6 +43,10 @@ fn handle_signals() {
         if let Some(signal) = signals.forever().next() {
             ztensor_io::interrupt();
             ztensor_shard::interrupt();
+            // Uploads to object storage: aborted, no parts left behind.
+            for url in ztensor_remote::abort_unfinished() {
+                eprintln!("ztensor: {url}: the interrupted upload could not be aborted");
+            }
             cmd::stdin::remove();
             cmd::stdout::remove();
             std::process::exit(128 + signal);
@@ -60,7 +65,13 @@ fn main() -> ExitCode {
     ztensor_io::raise_open_file_limit();
     let cli = Cli::parse();
     ztensor_cli::set_max_expansion(cli.max_expansion);
+    remote::configure(ztensor_remote::RemoteOptions {
+        unsigned: cli.no_sign_request,
+        timeout: std::time::Duration::from_secs(cli.remote_timeout.max(1)),
+        ..Default::default()
+    });
     let result = run(cli);
+    remote::report();
     // Readers never wait on a lock held by someone who is not writing; they say so.
     for path in ztensor_io::read_without_lock() {
         eprintln!(
@@ -222,7 +233,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
     let code = match cli.command {
         Command::Info { file, strict, json, attributes } => {
             match cmd::detect(&file)? {
-                cmd::Kind::Zt => {
+                cmd::Kind::Zt if remote::url_of(&file).is_none() => {
                     let reader = open(&file, &options(strict))?;
                     let pending = reader.source().uncommitted();
                     let shadowed: Vec<&str> =
@@ -260,7 +271,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 // Every other format, through the tensor-source interface.
                 other => {
                     let source: Box<dyn ztensor_io::TensorSource> = match other {
-                        cmd::Kind::TensorBuffers => Box::new(
+                        cmd::Kind::TensorBuffers if remote::url_of(&file).is_none() => Box::new(
                             cmd::tb::open(&file, strict)?
                                 .map_err(|e| reported(&shown_path(&file), &e))?,
                         ),
@@ -295,7 +306,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
         Command::Verify { file, strict, threads, json, quiet } => match cmd::detect(&file)? {
-            cmd::Kind::Zt => {
+            cmd::Kind::Zt if remote::url_of(&file).is_none() => {
                 cmd::info::verify(&mut out, &file, strict, self::threads(threads), json, quiet)?
             }
             other => cmd::convert::foreign_verify(
@@ -369,8 +380,17 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 false => None,
             };
             let output = staged.as_ref().map_or(output, |s| s.path().to_path_buf());
+            if remote::url_of(&output).is_some() && sharded.is_some() {
+                bail!(
+                    "{}: a sharded output is not written to object storage yet; write one \
+                     object (no trailing /) or a local directory",
+                    output.display()
+                );
+            }
             let _lock = match sharded {
                 Some(_) => None,
+                // An object is published whole by its upload's completion: no lock file.
+                None if remote::url_of(&output).is_some() => None,
                 None => output_lock(&input, &output, run.no_wait, run.quiet)?,
             };
             let request = cmd::convert::Request {
@@ -429,7 +449,10 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let len = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+            let len = match remote::url_of(&output) {
+                Some(url) => remote::uploaded(url).unwrap_or(0),
+                None => std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0),
+            };
             let zstd = encoding.zstd.is_some();
             if let Some(staged) = staged {
                 // Standard output holds the file: the summary goes to standard error.

@@ -9,6 +9,7 @@ use ztensor_io::{FileSource, Reader};
 use crate::cmd;
 use crate::errors::{Rejected, open_error, reported, torn_hint};
 use crate::options;
+use crate::remote;
 
 /// Opens a zTensor file; a file that breaks a rule becomes `Rejected`, other failures stay
 /// errors.
@@ -161,6 +162,10 @@ pub(crate) fn open_kind(
         options: ztensor_cli::options(false),
         carry_unknown_dtypes: carry_unknown,
     };
-    ztensor_registry::open_kind(kind, path, &options)
-        .map_err(|e| open_error(path, &options.options, e))
+    match remote::url_of(path) {
+        // The object the kind was recognised in, through the registry's one door.
+        Some(url) => ztensor_registry::open_remote(remote::object(url)?, &options),
+        None => ztensor_registry::open_kind(kind, path, &options),
+    }
+    .map_err(|e| open_error(path, &options.options, e))
 }

@@ -10,8 +10,11 @@ mod budgets;
 mod durability;
 mod hostile;
 mod looking;
+#[path = "../../ztensor-remote/tests/support/moto.rs"]
+mod moto;
 mod outputs;
 mod readme;
+mod remote;
 mod sharded;
 mod stdin;
 mod threads;

@@ -195,6 +195,9 @@ pub(crate) fn raise_open(py: Python<'_>, e: &ztensor_registry::OpenError) -> PyE
             (None, ztensor_v2::ErrorKind::Io(io)) => io_error(io, e.to_string()),
             (None, _) => exception(py, "ZTensorError", e.to_string(), None, None, None),
         },
+        // A missing object is `FileNotFoundError`, refused credentials `PermissionError`, as
+        // for a local file.
+        OpenError::Remote(r) => io_error(&std::io::Error::from(r.clone()), r.to_string()),
         other => exception(py, "ZTensorError", other.to_string(), None, None, None),
     }
 }

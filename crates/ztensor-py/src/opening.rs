@@ -24,9 +24,18 @@ pub(crate) fn open_options() -> ztensor_registry::OpenOptions {
 }
 
 /// Opens the file at `path` through the format registry: mapped (zTensor, safetensors and
-/// GGUF tensors then borrowed from the map) when `mmap`, else read with positional reads.
+/// GGUF tensors then borrowed from the map) when `mmap`, else read with positional reads; a
+/// URL in object storage is read by ranged requests.
 pub(crate) fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Opened> {
     let options = open_options();
+    // A URL (s3://, gs://, az://, http(s)://): read by ranges, configured from the
+    // environment; there is nothing to map.
+    if let Some(url) = path.to_str().filter(|p| ztensor_remote::is_url(p)) {
+        let remote = ztensor_remote::RemoteOptions::default();
+        // The GIL released while the requests run.
+        let result = py.detach(|| ztensor_registry::open_url(url, &options, &remote));
+        return opened(py, result, Some(path));
+    }
     if mmap {
         // SAFETY: the file must not be truncated or changed while mapped. Files this package
         // writes are replaced by rename, never changed in place; for other writers the

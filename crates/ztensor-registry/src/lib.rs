@@ -22,7 +22,8 @@
 //!
 //! Features (all on by default): `safetensors`, `numpy`, `gguf`, `torch`, `tensorbuffers`,
 //! `sharded`, `v2` (zTensor 2). A file of a format whose feature is off is still recognised, and refused with
-//! the feature named.
+//! the feature named. Off by default: `remote`, which adds [`open_url`] (a file in object
+//! storage, `s3://`, `gs://`, `az://`, `http(s)://`, read by ranges through the same readers).
 
 #![deny(missing_docs)]
 // Arms and helpers for formats whose features are off go unused in such builds.
@@ -51,6 +52,8 @@ pub use open::open_zt_index;
 pub use open::{OpenError, OpenOptions, Opened, open, open_bytes, open_kind, open_mapped, open_zt};
 #[cfg(feature = "v2")]
 pub use open::{content_id, open_zt2};
+#[cfg(feature = "remote")]
+pub use open::{open_remote, open_url};
 pub use table::{FORMATS, Format, Kind, NOT_READ, accepted};
 
 #[cfg(test)]

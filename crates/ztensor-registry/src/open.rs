@@ -7,7 +7,7 @@ use std::path::Path;
 use ztensor_format::Options;
 use ztensor_io::{FileSource, ReadAt, Reader, TensorSource};
 
-use crate::detect::{Error, ErrorKind, detect, detect_bytes, enabled};
+use crate::detect::{Error, ErrorKind, detect, detect_source, enabled};
 use crate::table::Kind;
 
 /// How [`open`] opens a file. The default reads leniently within the limits fitted to this
@@ -48,6 +48,9 @@ pub enum OpenError {
     /// The zTensor 2 reader's error.
     #[cfg(feature = "v2")]
     Zt2(ztensor_v2::Error),
+    /// A malformed URL, or a request to the object store that failed.
+    #[cfg(feature = "remote")]
+    Remote(ztensor_remote::Error),
 }
 
 /// Whether the file was read and breaks a rule of its format (a rejection, which the
@@ -85,6 +88,8 @@ impl OpenError {
             OpenError::Shard(e) => Some(e),
             #[cfg(feature = "v2")]
             OpenError::Zt2(e) => Some(e),
+            #[cfg(feature = "remote")]
+            OpenError::Remote(_) => None,
         }
     }
 }
@@ -107,6 +112,8 @@ impl fmt::Display for OpenError {
             OpenError::Shard(e) => e.fmt(f),
             #[cfg(feature = "v2")]
             OpenError::Zt2(e) => e.fmt(f),
+            #[cfg(feature = "remote")]
+            OpenError::Remote(e) => e.fmt(f),
         }
     }
 }
@@ -331,7 +338,10 @@ pub(crate) fn not_opened(kind: Kind, name: Option<&Path>) -> OpenError {
             let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
             OpenError::Detect(Error::new(
                 ErrorKind::NeedsFiles,
-                format!("{shown}: this is {kind}, which is read from its files, not from bytes"),
+                format!(
+                    "{shown}: this is {kind}, which is read from its files, not from bytes \
+                     or a single remote object"
+                ),
             ))
         }
     }
@@ -483,7 +493,7 @@ pub unsafe fn open_mapped(path: &Path, options: &OpenOptions) -> Result<Opened, 
     Opened { input_len, ..opened }.within_budget(Some(path), options)
 }
 
-/// Opens `bytes` of any format [`detect_bytes`] recognises (not a sharded checkpoint, nor a
+/// Opens `bytes` of any format [`detect_bytes`](crate::detect_bytes) recognises (not a sharded checkpoint, nor a
 /// zTensor 2 root with shards: several files); every format's tensors can be borrowed from
 /// them ([`Opened::memory`]). Refused, as [`open`] refuses a file, when its objects decode to
 /// more than the expansion budget allows for that many bytes.
@@ -491,71 +501,126 @@ pub unsafe fn open_mapped(path: &Path, options: &OpenOptions) -> Result<Opened, 
 /// # Errors
 /// As [`open`]; [`ErrorKind::NeedsFiles`] for a zTensor 2 root with shards.
 pub fn open_bytes(bytes: Vec<u8>, options: &OpenOptions) -> Result<Opened, OpenError> {
-    let kind = detect_bytes(&bytes, None)?;
     // The vector's heap buffer does not move when the vector does.
     let memory = (bytes.as_ptr() as usize, bytes.len());
-    let input_len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    let opened = open_read_at(bytes, None, options)?;
+    Opened { memory: Some(memory), ..opened }.within_budget(None, options)
+}
+
+/// Opens the object at `url` (`s3://`, `gs://`, `az://`, `http(s)://`), of any format one
+/// file holds, by ranged reads ([`ztensor_remote::RemoteObject`]): the format's own reader,
+/// the one [`open_bytes`] uses, reads it, so every format read from bytes is read from a URL.
+/// Refused, as [`open`] refuses a file, over the expansion budget.
+///
+/// # Errors
+/// [`OpenError::Remote`] for a malformed URL or a failed request (a missing object, refused
+/// credentials, an object that changed while read); [`ErrorKind::NeedsFiles`] for a format of
+/// several files (a sharded checkpoint, a zTensor 2 root with shards); as [`open`] otherwise.
+#[cfg(feature = "remote")]
+pub fn open_url(
+    url: &str,
+    options: &OpenOptions,
+    remote: &ztensor_remote::RemoteOptions,
+) -> Result<Opened, OpenError> {
+    let location = ztensor_remote::Location::parse(url).map_err(OpenError::Remote)?;
+    let object =
+        ztensor_remote::RemoteObject::open(&location, remote).map_err(OpenError::Remote)?;
+    open_remote(object, options)
+}
+
+/// As [`open_url`], for an object already opened (a caller that keeps a clone sees its
+/// requests and bytes with [`RemoteObject::transfer`](ztensor_remote::RemoteObject::transfer)).
+///
+/// # Errors
+/// As [`open_url`].
+#[cfg(feature = "remote")]
+pub fn open_remote(
+    object: ztensor_remote::RemoteObject,
+    options: &OpenOptions,
+) -> Result<Opened, OpenError> {
+    let name = std::path::PathBuf::from(object.location().to_string());
+    open_read_at(object, Some(&name), options)?.within_budget(Some(&name), options)
+}
+
+/// Opens `source`, the bytes of one file (named `name` in messages, when it has one), with the
+/// reader of the format [`detect_source`] finds. The one opening path for bytes in memory and
+/// objects read by ranges; the expansion budget is left to the caller.
+fn open_read_at<S: ReadAt + Send + Sync + 'static>(
+    source: S,
+    name: Option<&Path>,
+    options: &OpenOptions,
+) -> Result<Opened, OpenError> {
+    let kind = detect_source(&source, name)?;
+    let input_len = source.len();
     let limit = options.options.limits.whole_decode_limit();
+    // What a single array or tensor is called: the file's stem, or the default for bytes.
+    let stem = name.and_then(Path::file_stem).and_then(|s| s.to_str());
     let opened = match kind {
-        Kind::Zt => Opened::new(kind, Reader::new(bytes, &options.options).map_err(OpenError::Zt)?),
+        Kind::Zt => {
+            Opened::new(kind, Reader::new(source, &options.options).map_err(OpenError::Zt)?)
+        }
         #[cfg(feature = "safetensors")]
         Kind::Safetensors => Opened::new(
             kind,
-            ztensor_foreign::safetensors::SafetensorsFile::new(bytes)
+            ztensor_foreign::safetensors::SafetensorsFile::new(source)
                 .map_err(OpenError::Foreign)?
                 .carry_unknown_dtypes(options.carry_unknown_dtypes),
         ),
         #[cfg(feature = "tensorbuffers")]
-        Kind::TensorBuffers => Opened::new(kind, tb_reader(bytes, options.options.strict)?),
+        Kind::TensorBuffers => Opened::new(kind, tb_reader(source, options.options.strict)?),
         #[cfg(feature = "numpy")]
         Kind::Npy => Opened::new(
             kind,
-            ztensor_foreign::npy_in::NpyFile::new(bytes, "array").map_err(OpenError::Foreign)?,
+            ztensor_foreign::npy_in::NpyFile::new(source, stem.unwrap_or("array"))
+                .map_err(OpenError::Foreign)?,
         ),
         #[cfg(feature = "numpy")]
         Kind::Npz => Opened::new(
             kind,
-            ztensor_foreign::npz::NpzFile::new(bytes, limit).map_err(OpenError::Foreign)?,
+            ztensor_foreign::npz::NpzFile::new(source, limit).map_err(OpenError::Foreign)?,
         ),
         #[cfg(feature = "gguf")]
         Kind::Gguf => Opened::new(
             kind,
-            ztensor_foreign::gguf::GgufFile::new(bytes).map_err(OpenError::Foreign)?,
+            ztensor_foreign::gguf::GgufFile::new(source).map_err(OpenError::Foreign)?,
         ),
         #[cfg(feature = "torch")]
         Kind::Torch => Opened::new(
             kind,
-            ztensor_foreign::torch::TorchFile::new(bytes, "tensor", limit)
+            ztensor_foreign::torch::TorchFile::new(source, stem.unwrap_or("tensor"), limit)
                 .map_err(OpenError::Foreign)?,
         ),
         #[cfg(feature = "v2")]
-        Kind::Zt2 => Opened::new(kind, zt2_from_bytes(bytes, options)?),
+        Kind::Zt2 => Opened::new(kind, zt2_whole(source, name, options)?),
         #[allow(unreachable_patterns)]
-        other => return Err(not_opened(other, None)),
+        other => return Err(not_opened(other, name)),
     };
-    Opened { memory: Some(memory), input_len, ..opened }.within_budget(None, options)
+    Ok(Opened { input_len, ..opened })
 }
 
-/// A zTensor 2 file held in `bytes`: refused when it is a root whose parts lie in shards,
-/// which bytes have no directory to find beside them.
+/// A zTensor 2 file held whole in `source` (bytes, or one remote object): refused when it is a
+/// root whose parts lie in shards, which have no directory to be found in.
 #[cfg(feature = "v2")]
-fn zt2_from_bytes(
-    bytes: Vec<u8>,
+fn zt2_whole<S: ReadAt>(
+    source: S,
+    name: Option<&Path>,
     options: &OpenOptions,
-) -> Result<ztensor_v2::File<Vec<u8>>, OpenError> {
+) -> Result<ztensor_v2::File<S>, OpenError> {
     let max = options.options.limits.max_manifest_len;
-    let file = ztensor_v2::File::open(bytes, max)
+    let file = ztensor_v2::File::open(source, max)
         .map_err(OpenError::Zt2)?
         .with_limits(options.options.limits.clone());
     let shards: Vec<&str> =
         file.manifest().map(|m| m.shards.keys().map(String::as_str).collect()).unwrap_or_default();
     if let Some(first) = shards.first() {
+        let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
+        let opened_as = if name.is_some() { "an object read alone" } else { "bytes" };
         return Err(OpenError::Detect(Error::new(
             ErrorKind::NeedsFiles,
             format!(
-                "the bytes: this is a zTensor 2 file whose parts lie in {} shard file(s) \
-                 beside it ({first:?}{}), which bytes have no directory to find; open it by its \
-                 path",
+                "{shown}: this is a zTensor 2 file whose parts lie in {} shard file(s) \
+                 beside it ({first:?}{}), which {opened_as} have no directory to find; open it \
+                 by its path",
                 shards.len(),
                 if shards.len() > 1 { ", ..." } else { "" }
             ),

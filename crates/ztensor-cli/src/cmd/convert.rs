@@ -284,6 +284,30 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
     })
 }
 
+/// Writes `source` through the engine into `writer` (a file's or an upload's), returning the
+/// writer, the most bytes held in flight and what the writer was given.
+fn zt_into<W: Write, M: std::borrow::BorrowMut<ztensor_io::Writer<W>>>(
+    r: &Request<'_>,
+    source: &dyn TensorSource,
+    mut writer: M,
+    context: &str,
+) -> Result<(M, (u64, ztensor_io::Tally))> {
+    let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
+    let bar = Bar::new(total.sum(), r.run.quiet);
+    let par = r.run.par();
+    let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
+    let mut sink = ZtSink::new(writer.borrow_mut(), r.encoding.fresh(), &par, &bar)
+        .drop_attributes(r.drop_attributes)
+        .copying(copy);
+    let done = sink.write_all(source);
+    bar.finish();
+    done.map_err(|e| crate::refusal(context, &e))?;
+    let peak = sink.stats().peak_in_flight;
+    drop(sink);
+    let tally = writer.borrow().tally();
+    Ok((writer, (peak, tally)))
+}
+
 /// Runs the conversion, returning what it wrote. Every input is read through the
 /// tensor-source interface and every output written through a sink; the zTensor sink carries
 /// the objects of a zTensor input as `repack` does (stored bytes copied as they are where the
@@ -304,23 +328,36 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
     let source: &dyn TensorSource = &filtered;
     let mut peak = None;
     let mut tally = None;
+    let remote_out = crate::remote::url_of(r.output);
+    if remote_out.is_some() && !matches!(r.target, Target::Zt(_) | Target::Safetensors) {
+        return Err(anyhow!(
+            "{}: {} is not written to object storage yet (zTensor 1.x and safetensors are); \
+             write a local file",
+            r.output.display(),
+            r.target
+        ));
+    }
     match r.target {
         Target::Zt(version) => {
-            let total =
-                (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
-            let bar = Bar::new(total.sum(), r.run.quiet);
-            let mut writer = FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
-            let par = r.run.par();
-            let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
-            let mut sink = ZtSink::new(writer.writer_mut(), r.encoding.fresh(), &par, &bar)
-                .drop_attributes(r.drop_attributes)
-                .copying(copy);
-            let done = sink.write_all(source);
-            bar.finish();
-            done.map_err(|e| crate::refusal(&context, &e))?;
-            peak = Some(sink.stats().peak_in_flight);
-            tally = Some(writer.writer().tally());
-            writer.finish().map_err(|e| anyhow!("{e}"))?;
+            let (made_peak, made_tally) = match remote_out {
+                Some(url) => {
+                    let writer = ztensor_io::Writer::new(crate::remote::upload(url)?, version)
+                        .map_err(|e| anyhow!("{e}"))?;
+                    let (writer, made) = zt_into(r, source, writer, &context)?;
+                    let (upload, _) = writer.finish().map_err(|e| anyhow!("{e}"))?;
+                    crate::remote::publish(url, upload)?;
+                    made
+                }
+                None => {
+                    let mut writer =
+                        FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
+                    let (_, made) = zt_into(r, source, writer.writer_mut(), &context)?;
+                    writer.finish().map_err(|e| anyhow!("{e}"))?;
+                    made
+                }
+            };
+            peak = Some(made_peak);
+            tally = Some(made_tally);
         }
         Target::Zt2 => {
             let total =
@@ -338,12 +375,22 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             bar.finish();
             done.map_err(|e| crate::refusal(&context, &e))?;
         }
-        Target::Safetensors => {
-            SafetensorsSink::new(r.output)
-                .drop_attributes(r.drop_attributes)
-                .write_all(source)
-                .map_err(|e| crate::refusal(&context, &e))?;
-        }
+        Target::Safetensors => match remote_out {
+            Some(url) => {
+                let mut sink = SafetensorsSink::to_writer(crate::remote::upload(url)?)
+                    .drop_attributes(r.drop_attributes);
+                sink.write_all(source).map_err(|e| crate::refusal(&context, &e))?;
+                if let Some(upload) = sink.into_inner() {
+                    crate::remote::publish(url, upload)?;
+                }
+            }
+            None => {
+                SafetensorsSink::new(r.output)
+                    .drop_attributes(r.drop_attributes)
+                    .write_all(source)
+                    .map_err(|e| crate::refusal(&context, &e))?;
+            }
+        },
         Target::TensorBuffers => {
             TbSink::new(r.output)
                 .drop_attributes(r.drop_attributes)
@@ -562,8 +609,9 @@ pub fn foreign_verify(
 ) -> Result<std::process::ExitCode> {
     // A sharded zTensor checkpoint's index records each shard's digest: every byte is checked.
     let mut shard_problem = None;
+    let local = crate::remote::url_of(path).is_none();
     let source: Box<dyn TensorSource> = match kind {
-        Kind::TensorBuffers => Box::new(
+        Kind::TensorBuffers if local => Box::new(
             super::tb::open(path, strict)?
                 .map_err(|e| crate::reported(&crate::shown_path(path), &e))?,
         ),
@@ -579,7 +627,7 @@ pub fn foreign_verify(
         }
         // A zTensor 2 root's table records each shard's size and digest: every byte of each
         // shard is checked, not only the parts the root points at.
-        Kind::Zt2 => {
+        Kind::Zt2 if local => {
             let file = crate::sources::open_zt2_file(path)?;
             shard_problem = file.verify_shards().err().map(|e| e.to_string());
             Box::new(file)

@@ -51,6 +51,9 @@ pub fn not_over(input: &Path, output: &Path, what: &str) -> Result<()> {
 /// a file it cannot serve (a directory, a format not read, one that cannot be opened) is a
 /// failed request, status 2.
 pub fn detect(path: &Path) -> Result<Kind> {
+    if let Some(url) = crate::remote::url_of(path) {
+        return crate::remote::detect(url);
+    }
     ztensor_registry::detect(path).map_err(|e| anyhow::anyhow!("{e}"))
 }
 

@@ -1,0 +1,100 @@
+//! Inputs in object storage: `s3://`, `gs://`, `az://` and `http(s)://` wherever a command
+//! reads a file, each object opened once per process (recognising it and opening it share the
+//! one open request and its cached ends) and read through the format registry's one door
+//! ([`ztensor_registry::open_remote`]).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use anyhow::{Result, anyhow};
+use ztensor_remote::{Location, RemoteObject, RemoteOptions, RemoteUpload};
+
+static OPTIONS: OnceLock<RemoteOptions> = OnceLock::new();
+
+/// Every object this process opened, by URL.
+static OPENED: OnceLock<Mutex<HashMap<String, RemoteObject>>> = OnceLock::new();
+
+/// Sets how remote objects are reached (`--no-sign-request`, `--remote-timeout`); the first
+/// call wins.
+pub(crate) fn configure(options: RemoteOptions) {
+    let _ = OPTIONS.set(options);
+}
+
+/// The URL `path` is, when it is one rather than a local path.
+pub(crate) fn url_of(path: &Path) -> Option<&str> {
+    path.to_str().filter(|s| ztensor_remote::is_url(s))
+}
+
+/// The object at `url`, opened on first use (one request: its size, version and last bytes).
+///
+/// # Errors
+/// A malformed URL, a missing object or bucket, refused credentials, a server that kept
+/// failing: each naming the URL (status 2).
+pub(crate) fn object(url: &str) -> Result<RemoteObject> {
+    let opened = OPENED.get_or_init(Mutex::default);
+    if let Some(object) = opened.lock().unwrap_or_else(PoisonError::into_inner).get(url) {
+        return Ok(object.clone());
+    }
+    let location = Location::parse(url).map_err(|e| anyhow!("{e}"))?;
+    let options = OPTIONS.get().cloned().unwrap_or_default();
+    let object = RemoteObject::open(&location, &options).map_err(|e| anyhow!("{e}"))?;
+    opened.lock().unwrap_or_else(PoisonError::into_inner).insert(url.to_owned(), object.clone());
+    Ok(object)
+}
+
+/// What the object at `url` is, by its content (as [`ztensor_registry::detect`] tells a file).
+pub(crate) fn detect(url: &str) -> Result<ztensor_registry::Kind> {
+    let object = object(url)?;
+    ztensor_registry::detect_source(&object, Some(Path::new(url))).map_err(|e| anyhow!("{e}"))
+}
+
+/// With `ZTENSOR_REMOTE_STATS` set, tells on standard error what each remote input cost:
+/// requests sent (retries counted) and bytes received.
+pub(crate) fn report() {
+    if std::env::var_os("ZTENSOR_REMOTE_STATS").is_none() {
+        return;
+    }
+    let Some(opened) = OPENED.get() else { return };
+    let opened = opened.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut urls: Vec<&String> = opened.keys().collect();
+    urls.sort();
+    for url in urls {
+        let t = opened[url].transfer();
+        eprintln!("ztensor: {url}: {} requests, {} bytes received", t.requests, t.bytes);
+    }
+}
+
+/// The bytes each output in object storage received, by URL.
+static UPLOADED: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
+
+/// An upload of the object at `url`: nothing appears there before [`publish`]; dropped
+/// unpublished (on an error), it is aborted.
+///
+/// # Errors
+/// A malformed URL, `http(s)://` (read only), the client's configuration.
+pub(crate) fn upload(url: &str) -> Result<RemoteUpload> {
+    let location = Location::parse(url).map_err(|e| anyhow!("{e}"))?;
+    let options = OPTIONS.get().cloned().unwrap_or_default();
+    RemoteUpload::create(&location, &options).map_err(|e| anyhow!("{e}"))
+}
+
+/// Completes `upload` of `url`: the object appears whole.
+///
+/// # Errors
+/// The completion's error, naming the URL (the upload is then aborted).
+pub(crate) fn publish(url: &str, upload: RemoteUpload) -> Result<()> {
+    let len = upload.written();
+    upload.finish().map_err(|e| anyhow!("{e}"))?;
+    UPLOADED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(url.to_owned(), len);
+    Ok(())
+}
+
+/// The length of the object this process published at `url`.
+pub(crate) fn uploaded(url: &str) -> Option<u64> {
+    UPLOADED.get()?.lock().unwrap_or_else(PoisonError::into_inner).get(url).copied()
+}

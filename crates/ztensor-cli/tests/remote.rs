@@ -1,0 +1,269 @@
+//! Inputs and outputs in object storage, against a real S3 server (moto's, started here; see
+//! `moto.rs` for when a test is skipped and when it fails without one).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::moto::{self, Moto};
+use crate::{stderr, stdout};
+
+/// Runs `ztensor args` against `moto`, configured the AWS way from the environment, with the
+/// transfer report on.
+fn ztensor_at(moto: &Moto, secret: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ztensor"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .env("AWS_ENDPOINT_URL", &moto.endpoint)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", secret)
+        .env("AWS_REGION", "us-east-1")
+        .env("ZTENSOR_REMOTE_STATS", "1")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SESSION_TOKEN")
+        .output()
+        .expect("the ztensor binary runs")
+}
+
+fn ztensor_s3(moto: &Moto, args: &[&str]) -> Output {
+    ztensor_at(moto, "testing", args)
+}
+
+/// The requests and bytes the report on standard error gives for `url`.
+fn transfer(out: &Output, url: &str) -> (u64, u64) {
+    let text = stderr(out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("ztensor: {url}: ")))
+        .unwrap_or_else(|| panic!("no transfer report for {url}: {text}"));
+    let numbers: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    (numbers[0], numbers[1])
+}
+
+/// A safetensors file of one 1 MiB f32 tensor and a few small ones: larger than the bytes an
+/// open fetches, so counting them means something.
+fn safetensors_fixture() -> Vec<u8> {
+    let big = 256 * 1024;
+    let header = format!(
+        "{{\"big\":{{\"dtype\":\"F32\",\"shape\":[{big}],\"data_offsets\":[0,{}]}},\
+         \"small\":{{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[{},{}]}}}}",
+        big * 4,
+        big * 4,
+        big * 4 + 16
+    );
+    let mut header = header.into_bytes();
+    while header.len() % 8 != 0 {
+        header.push(b' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&header);
+    file.extend((0..big).flat_map(|i| (i as f32 * 0.5).to_le_bytes()));
+    file.extend([1i32, 2, 3, 4].iter().flat_map(|v| v.to_le_bytes()));
+    file
+}
+
+/// A bucket `models` holding `big.safetensors`, its zTensor 1.2 conversion `big.zt` and its
+/// zTensor 2 conversion `big2.zt`, and the local copies.
+fn stocked(moto: &Moto, dir: &Path) {
+    moto.bucket("models");
+    let st = safetensors_fixture();
+    std::fs::write(dir.join("big.safetensors"), &st).unwrap();
+    let zt = dir.join("big.zt");
+    let made = crate::ztensor(&["convert", &s(&dir.join("big.safetensors")), &s(&zt)]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    let zt2 = dir.join("big2.zt");
+    let made = crate::ztensor(&["convert", &s(&zt), &s(&zt2), "--to", "2"]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    moto.put("models", "big.safetensors", &st);
+    moto.put("models", "big.zt", &std::fs::read(&zt).unwrap());
+    moto.put("models", "big2.zt", &std::fs::read(&zt2).unwrap());
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn info_of_an_object_takes_few_requests_and_bytes() {
+    let Some(moto) = moto::start("info_of_an_object_takes_few_requests_and_bytes") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    stocked(&moto, dir.path());
+    for (url, format) in [
+        ("s3://models/big.zt", "zTensor 1.2"),
+        ("s3://models/big.safetensors", "safetensors"),
+        ("s3://models/big2.zt", "zTensor 2"),
+    ] {
+        let out = ztensor_s3(&moto, &["info", url]);
+        assert!(out.status.success(), "{url}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains(format) && text.contains("big"), "{url}: {text}");
+        let (requests, bytes) = transfer(&out, url);
+        eprintln!("info {url}: {requests} requests, {bytes} bytes");
+        assert!(requests <= 3, "{url}: {requests} requests");
+        assert!(bytes <= 256 << 10, "{url}: {bytes} bytes");
+        // ls, verify and cat read it too.
+        let listed = ztensor_s3(&moto, &["ls", url]);
+        assert!(
+            listed.status.success() && stdout(&listed).contains("small"),
+            "{}",
+            stderr(&listed)
+        );
+        let verified = ztensor_s3(&moto, &["verify", url]);
+        assert!(verified.status.success(), "{}", stderr(&verified));
+        let cat = ztensor_s3(&moto, &["cat", url, "small"]);
+        assert!(cat.status.success(), "{}", stderr(&cat));
+        assert!(stdout(&cat).contains("1 2\n3 4"), "{}", stdout(&cat));
+    }
+}
+
+#[test]
+fn convert_from_and_to_s3_matches_the_local_conversion() {
+    let Some(moto) = moto::start("convert_from_and_to_s3_matches_the_local_conversion") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    stocked(&moto, dir.path());
+    let local = dir.path().join("local.zt");
+    let made = crate::ztensor(&["convert", &s(&dir.path().join("big.safetensors")), &s(&local)]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    // From s3://: the same bytes, the input read about once.
+    let fetched = dir.path().join("fetched.zt");
+    let out = ztensor_s3(&moto, &["convert", "s3://models/big.safetensors", &s(&fetched)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::read(&fetched).unwrap() == std::fs::read(&local).unwrap());
+    let (_, bytes) = transfer(&out, "s3://models/big.safetensors");
+    let input = safetensors_fixture().len() as u64;
+    assert!(bytes * 100 <= input * 105, "{bytes} bytes fetched for a {input}-byte input");
+    // To s3://, as zTensor and as safetensors, read back the same.
+    for (url, back) in
+        [("s3://models/out.zt", "back.zt"), ("s3://models/out.safetensors", "back.safetensors")]
+    {
+        let up = ztensor_s3(&moto, &["convert", &s(&dir.path().join("big.safetensors")), url]);
+        assert!(up.status.success(), "{url}: {}", stderr(&up));
+        assert!(stdout(&up).contains(url), "{}", stdout(&up));
+        let back = dir.path().join(back);
+        let down = ztensor_s3(&moto, &["convert", url, &s(&back)]);
+        assert!(down.status.success(), "{url}: {}", stderr(&down));
+        let expected =
+            if url.ends_with(".zt") { local.clone() } else { dir.path().join("big.safetensors") };
+        assert!(std::fs::read(&back).unwrap() == std::fs::read(&expected).unwrap(), "{url}");
+    }
+    assert!(!moto.uploads("models").contains("<UploadId>"), "{}", moto.uploads("models"));
+}
+
+#[test]
+fn missing_objects_and_read_only_urls_are_refused_with_status_2() {
+    let Some(moto) = moto::start("missing_objects_and_read_only_urls_are_refused_with_status_2")
+    else {
+        return;
+    };
+    moto.bucket("models");
+    for url in ["s3://models/absent.zt", "s3://no-such-bucket/model.zt"] {
+        for command in ["info", "ls", "verify"] {
+            let out = ztensor_s3(&moto, &[command, url]);
+            assert_eq!(out.status.code(), Some(2), "{command} {url}: {}", stderr(&out));
+            assert!(stderr(&out).contains(url), "{}", stderr(&out));
+            assert!(stderr(&out).contains("no such object or bucket"), "{}", stderr(&out));
+        }
+    }
+    let local = "fixtures/examples/tiny-v1.2.zt";
+    for (output, says) in [
+        ("https://127.0.0.1:9/out.zt", "read only"),
+        ("s3://models/", "not written to object storage yet"),
+        ("s3://models/out.tb", "not written to object storage"),
+    ] {
+        let out = ztensor_s3(&moto, &["convert", local, output]);
+        assert_eq!(out.status.code(), Some(2), "{output}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{output}: {}", stderr(&out));
+    }
+    let out = ztensor_s3(&moto, &["info", "s3://models/"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn wrong_credentials_give_the_servers_code_and_no_secret() {
+    // This server checks credentials: it knows no access key, so every signed request fails.
+    let Some(moto) = moto::start_with(
+        "wrong_credentials_give_the_servers_code_and_no_secret",
+        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
+    ) else {
+        return;
+    };
+    let out = ztensor_at(&moto, "s3cr3t-wr0ng", &["info", "s3://models/big.zt"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(text.contains("s3://models/big.zt"), "{text}");
+    assert!(
+        text.contains("InvalidAccessKeyId") || text.contains("SignatureDoesNotMatch"),
+        "{text}"
+    );
+    assert!(!text.contains("s3cr3t-wr0ng"), "{text}");
+}
+
+#[test]
+fn sigint_and_sigterm_during_an_upload_abort_it() {
+    let Some(moto) = moto::start("sigint_and_sigterm_during_an_upload_abort_it") else { return };
+    moto.bucket("models");
+    // 128 MiB of f32: sixteen 8 MiB parts, long enough to be interrupted mid-way.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("large.safetensors");
+    let n: usize = 32 << 20;
+    let header =
+        format!("{{\"w\":{{\"dtype\":\"F32\",\"shape\":[{n}],\"data_offsets\":[0,{}]}}}}", n * 4);
+    let mut header = header.into_bytes();
+    while header.len() % 8 != 0 {
+        header.push(b' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&header);
+    file.extend((0..n).flat_map(|i| (i as u32).to_le_bytes()));
+    std::fs::write(&input, &file).unwrap();
+    for (signal, status) in [("INT", 130), ("TERM", 143)] {
+        let url = format!("s3://models/interrupted-{signal}.zt");
+        let child = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+            .args(["convert", &s(&input), &url, "--quiet"])
+            .env("AWS_ENDPOINT_URL", &moto.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Interrupted once the upload has begun (a part is up).
+        let started = std::time::Instant::now();
+        while !moto.uploads("models").contains("<UploadId>") {
+            assert!(started.elapsed().as_secs() < 60, "no upload began");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(status), "{}", stderr(&out));
+        assert!(!moto.uploads("models").contains("<UploadId>"), "{}", moto.uploads("models"));
+        let read = ztensor_s3(&moto, &["info", &url]);
+        assert_eq!(read.status.code(), Some(2), "{url} exists: {}", stdout(&read));
+    }
+}
+
+#[test]
+fn an_unreachable_endpoint_fails_within_the_time_bound() {
+    // A port nothing listens on: every connection is refused, and retried until the bound.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+        .args(["info", "s3://models/m.zt", "--remote-timeout", "3"])
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("s3://models/m.zt"), "{}", stderr(&out));
+    assert!(took.as_secs() < 20, "took {took:?}: {}", stderr(&out));
+    eprintln!("unreachable endpoint: {took:?}: {}", stderr(&out));
+}

@@ -1,0 +1,321 @@
+//! A remote object read as a [`ReadAt`]: ranged GETs pinned to the version first seen, with a
+//! small cache so the many small reads a reader makes at the start and end of a file cost one
+//! request each end.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::{GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt};
+use ztensor_io::ReadAt;
+
+use crate::error::{Error, ErrorKind};
+use crate::location::Location;
+use crate::store::{self, Counters, RemoteOptions, Transfer};
+
+/// How much of the object's end the open fetches: a zTensor trailer and manifest (or a whole
+/// small file) in the same request that learns the size and version.
+pub const SUFFIX_LEN: u64 = 192 << 10;
+/// The least a read that misses the cache fetches (and keeps): the headers at a file's start
+/// and the small reads near them.
+pub const BLOCK_LEN: u64 = 64 << 10;
+/// Reads at least this long go straight to the server into the caller's buffer, uncached:
+/// tensor data, read once.
+const DIRECT_LEN: usize = 1 << 20;
+/// Cached blocks besides the suffix (each at most [`DIRECT_LEN`]).
+const MAX_BLOCKS: usize = 8;
+
+/// An object in a remote store, read by ranges. Opening it costs one request (a suffix range
+/// that returns the object's size, ETag and last bytes); each read that misses the cache costs
+/// one more. Every request after the first is pinned to the version first seen (`If-Match`
+/// its ETag, or `If-Unmodified-Since` its modification time when the store gives no ETag): an
+/// object replaced while it is read is refused with [`ErrorKind::Changed`], never mixed.
+/// Clones share the connection, the cache and the counters.
+#[derive(Debug, Clone)]
+pub struct RemoteObject {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    location: Location,
+    shown: String,
+    store: Arc<dyn ObjectStore>,
+    path: object_store::path::Path,
+    options: RemoteOptions,
+    len: u64,
+    e_tag: Option<String>,
+    last_modified: Option<chrono::DateTime<chrono::Utc>>,
+    counters: Arc<Counters>,
+    /// The object's last bytes, fetched by the open.
+    suffix: Bytes,
+    /// Blocks fetched by reads that missed, most recent last.
+    blocks: Mutex<Vec<(u64, Bytes)>>,
+}
+
+impl RemoteObject {
+    /// Opens the object at `location`: one GET of its last [`SUFFIX_LEN`] bytes (all of a
+    /// smaller object), which also says its size and version.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] for a missing object or bucket, [`ErrorKind::Denied`] with the
+    /// server's code for refused credentials, [`ErrorKind::TimedOut`] past the time bound,
+    /// [`ErrorKind::Request`] for any other failure; each naming the URL.
+    pub fn open(location: &Location, options: &RemoteOptions) -> Result<RemoteObject, Error> {
+        let counters = Arc::new(Counters::default());
+        let store = store::store(location, options, &counters)?.object;
+        let path = location.store_path()?;
+        let shown = location.to_string();
+        let opening = async {
+            let suffix =
+                GetOptions { range: Some(GetRange::Suffix(SUFFIX_LEN)), ..GetOptions::default() };
+            match store.get_opts(&path, suffix).await {
+                Ok(got) => {
+                    let meta = got.meta.clone();
+                    let range = got.range.clone();
+                    let bytes = body(&shown, "opening", got, &counters).await?;
+                    if range.end != meta.size || bytes.len() as u64 != range.end - range.start {
+                        return Err(Error::new(
+                            ErrorKind::Request,
+                            &shown,
+                            format!(
+                                "opening: the server answered bytes {range:?} of {}, not the object's end",
+                                meta.size
+                            ),
+                        ));
+                    }
+                    Ok((meta, bytes))
+                }
+                // An empty object has no suffix to give (416): its size comes from a HEAD.
+                Err(e) if !range_refused(&e) => Err(Error::from_store("opening", &shown, e)),
+                Err(_) => {
+                    let meta = store
+                        .head(&path)
+                        .await
+                        .map_err(|e| Error::from_store("opening", &shown, e))?;
+                    if meta.size != 0 {
+                        return Err(Error::new(
+                            ErrorKind::Request,
+                            &shown,
+                            "opening: the server refused a range request on a non-empty object",
+                        ));
+                    }
+                    Ok((meta, Bytes::new()))
+                }
+            }
+        };
+        let (meta, suffix) = store::block_on(&shown, "opening", options.timeout, opening)?;
+        Ok(RemoteObject {
+            inner: Arc::new(Inner {
+                location: location.clone(),
+                shown,
+                store,
+                path,
+                options: options.clone(),
+                len: meta.size,
+                e_tag: meta.e_tag.clone(),
+                last_modified: Some(meta.last_modified),
+                counters,
+                suffix,
+                blocks: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// Where it is.
+    pub fn location(&self) -> &Location {
+        &self.inner.location
+    }
+
+    /// The version it is read at (its ETag), when the store gives one.
+    pub fn e_tag(&self) -> Option<&str> {
+        self.inner.e_tag.as_deref()
+    }
+
+    /// The requests sent and bytes received for it so far (by it and its clones).
+    pub fn transfer(&self) -> Transfer {
+        self.inner.counters.get()
+    }
+
+    /// Bytes `range` of the object, fetched in one ranged GET pinned to its version.
+    fn fetch(&self, range: Range<u64>) -> Result<Bytes, Error> {
+        let inner = &*self.inner;
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match: inner.e_tag.clone(),
+            if_unmodified_since: if inner.e_tag.is_none() { inner.last_modified } else { None },
+            ..GetOptions::default()
+        };
+        let want = range.end - range.start;
+        let fetching = async {
+            let got = inner
+                .store
+                .get_opts(&inner.path, options)
+                .await
+                .map_err(|e| Error::from_store("reading", &inner.shown, e))?;
+            if got.meta.e_tag != inner.e_tag || got.meta.size != inner.len {
+                return Err(changed(&inner.shown));
+            }
+            body(&inner.shown, "reading", got, &inner.counters).await
+        };
+        let bytes = store::block_on(&inner.shown, "reading", inner.options.timeout, fetching)?;
+        if bytes.len() as u64 != want {
+            return Err(Error::new(
+                ErrorKind::Request,
+                &inner.shown,
+                format!(
+                    "reading bytes {range:?}: the server sent {} bytes, not {want}",
+                    bytes.len()
+                ),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// Copies `buf.len()` bytes at `offset` from the suffix or a cached block, when one holds
+    /// them all.
+    fn cached(&self, offset: u64, buf: &mut [u8]) -> bool {
+        let inner = &*self.inner;
+        let end = offset + buf.len() as u64;
+        let suffix_start = inner.len - inner.suffix.len() as u64;
+        if offset >= suffix_start {
+            // Within the suffix, which is in memory: the difference fits.
+            let at = usize::try_from(offset - suffix_start).unwrap_or(usize::MAX);
+            if let Some(held) = at.checked_add(buf.len()).and_then(|e| inner.suffix.get(at..e)) {
+                buf.copy_from_slice(held);
+                return true;
+            }
+            return false;
+        }
+        let blocks = inner.blocks.lock().unwrap_or_else(PoisonError::into_inner);
+        for (start, bytes) in blocks.iter().rev() {
+            if offset >= *start && end <= start + bytes.len() as u64 {
+                let at = usize::try_from(offset - start).unwrap_or(usize::MAX);
+                if let Some(held) = at.checked_add(buf.len()).and_then(|e| bytes.get(at..e)) {
+                    buf.copy_from_slice(held);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+impl RemoteObject {
+    /// A large read (tensor data): what the suffix or a cached block already holds at its ends
+    /// is copied, the rest fetched in one request into `buf`, uncached, so a convert fetches
+    /// each byte of its input about once.
+    fn read_large(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let inner = &*self.inner;
+        let (mut lo, mut hi) = (offset, offset + buf.len() as u64);
+        let suffix_start = inner.len - inner.suffix.len() as u64;
+        if hi > suffix_start {
+            let from = lo.max(suffix_start);
+            let held = inner.suffix.get(to_usize(from - suffix_start)..);
+            let at = to_usize(from - offset);
+            if let (Some(held), Some(dest)) = (held, buf.get_mut(at..)) {
+                let n = dest.len().min(held.len());
+                dest[..n].copy_from_slice(&held[..n]);
+                hi = from;
+            }
+        }
+        {
+            let blocks = inner.blocks.lock().unwrap_or_else(PoisonError::into_inner);
+            let covering = blocks
+                .iter()
+                .filter(|(start, bytes)| *start <= lo && lo < start + bytes.len() as u64)
+                .max_by_key(|(start, bytes)| start + bytes.len() as u64);
+            if let Some((start, bytes)) = covering {
+                let stop = (start + bytes.len() as u64).min(hi);
+                let held = bytes.get(to_usize(lo - start)..to_usize(stop - start));
+                let dest = buf.get_mut(to_usize(lo - offset)..to_usize(stop - offset));
+                if let (Some(held), Some(dest)) = (held, dest) {
+                    dest.copy_from_slice(held);
+                    lo = stop;
+                }
+            }
+        }
+        if lo < hi {
+            let bytes = self.fetch(lo..hi)?;
+            let dest = buf.get_mut(to_usize(lo - offset)..to_usize(hi - offset));
+            dest.ok_or(std::io::ErrorKind::UnexpectedEof)?.copy_from_slice(&bytes);
+        }
+        Ok(())
+    }
+}
+
+/// An offset within a buffer in memory (so it fits; `usize::MAX`, refused by `get`, if not).
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+impl ReadAt for RemoteObject {
+    fn len(&self) -> u64 {
+        self.inner.len
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let len = self.inner.len;
+        let end = offset.checked_add(buf.len() as u64).filter(|&e| e <= len);
+        let Some(end) = end else { return Err(std::io::ErrorKind::UnexpectedEof.into()) };
+        if buf.is_empty() || self.cached(offset, buf) {
+            return Ok(());
+        }
+        if buf.len() >= DIRECT_LEN {
+            return self.read_large(offset, buf);
+        }
+        // A small read that missed: fetch a block from here (up to the suffix, which is held).
+        let suffix_start = len - self.inner.suffix.len() as u64;
+        let block_end = offset.saturating_add(BLOCK_LEN).max(end).min(suffix_start.max(end));
+        let bytes = self.fetch(offset..block_end)?;
+        buf.copy_from_slice(&bytes[..buf.len()]);
+        let mut blocks = self.inner.blocks.lock().unwrap_or_else(PoisonError::into_inner);
+        if blocks.len() >= MAX_BLOCKS {
+            blocks.remove(0);
+        }
+        blocks.push((offset, bytes));
+        Ok(())
+    }
+}
+
+/// The body of `got`, read to its end (`object_store` resumes a body cut mid-way from the
+/// byte where it stopped, pinned to the same ETag), counted.
+async fn body(
+    shown: &str,
+    what: &str,
+    got: GetResult,
+    counters: &Counters,
+) -> Result<Bytes, Error> {
+    let len = got.range.end - got.range.start;
+    let mut stream = got.into_stream();
+    let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0).min(DIRECT_LEN * 64));
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Error::from_store(what, shown, e))?;
+        counters.add_bytes(chunk.len());
+        if out.len() as u64 + chunk.len() as u64 > len {
+            return Err(Error::new(
+                ErrorKind::Request,
+                shown,
+                format!("{what}: the server sent more than the {len} bytes asked"),
+            ));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(out))
+}
+
+fn changed(shown: &str) -> Error {
+    Error::new(
+        ErrorKind::Changed,
+        shown,
+        "reading: the object changed while it was read (its ETag or size moved); nothing read from it is used",
+    )
+}
+
+/// Whether a failed suffix request was the server refusing the range (an empty object answers
+/// one with 416), which a HEAD then explains.
+fn range_refused(e: &object_store::Error) -> bool {
+    let text = e.to_string();
+    text.contains("416") || text.contains("Range Not Satisfiable")
+}

@@ -1,0 +1,263 @@
+//! The client side: a private tokio runtime behind a blocking API, the store for a
+//! [`Location`] configured from the environment as each provider's own tools are, and a
+//! counter of the requests sent.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
+};
+use object_store::multipart::MultipartStore;
+use object_store::{ClientOptions, ObjectStore, RetryConfig};
+
+use crate::error::{Error, ErrorKind};
+use crate::location::{Location, Scheme};
+
+/// How remote objects are reached.
+#[derive(Debug, Clone)]
+pub struct RemoteOptions {
+    /// Send unsigned requests (a public bucket; as `aws s3 --no-sign-request`): no credentials
+    /// are looked for.
+    pub unsigned: bool,
+    /// The bound on one operation (an open, a read, a part upload, completing an upload),
+    /// retries included; past it the operation fails with [`ErrorKind::TimedOut`] and the
+    /// last error seen. Default: 2 minutes.
+    pub timeout: Duration,
+    /// Settings that override the environment, as `object_store`'s configuration keys for the
+    /// store (`aws_endpoint`, `aws_access_key_id`, `aws_region`, `google_service_account`,
+    /// `azure_storage_account_name`, ..), as a Python user's `storage_options`. An unknown key
+    /// is refused when the store is configured.
+    pub settings: Vec<(String, String)>,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> RemoteOptions {
+        RemoteOptions { unsigned: false, timeout: Duration::from_secs(120), settings: Vec::new() }
+    }
+}
+
+/// What a remote object or upload has cost so far: HTTP requests sent (retries included) and
+/// body bytes received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Transfer {
+    /// HTTP requests sent, every retry and resumption counted.
+    pub requests: u64,
+    /// Bytes of object data received.
+    pub bytes: u64,
+}
+
+/// The shared counters behind [`Transfer`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add_bytes(&self, n: usize) {
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> Transfer {
+        Transfer {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The runtime every remote operation runs on: two worker threads, started on first use. The
+/// rest of the workspace is synchronous; it blocks on this runtime's futures.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("zt-remote")
+            .enable_all()
+            .build()
+            .expect("the zt-remote runtime starts (threads and timers only)")
+    })
+}
+
+/// Runs `future` to its end on the private runtime, within `timeout`: past it,
+/// [`ErrorKind::TimedOut`] naming `url` and what was being done.
+pub(crate) fn block_on<T>(
+    url: &str,
+    what: &str,
+    timeout: Duration,
+    future: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let rt = runtime();
+    rt.block_on(async {
+        match tokio::time::timeout(timeout, future).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::new(
+                ErrorKind::TimedOut,
+                url,
+                format!(
+                    "{what}: no answer within {} s (the time bound; an option sets it)",
+                    timeout.as_secs()
+                ),
+            )),
+        }
+    })
+}
+
+/// Enters the runtime's context (for `object_store` calls that spawn tasks).
+pub(crate) fn enter() -> tokio::runtime::EnterGuard<'static> {
+    runtime().enter()
+}
+
+/// The reqwest client `object_store` would use, each request counted.
+#[derive(Debug)]
+struct Counting {
+    counters: Arc<Counters>,
+}
+
+#[derive(Debug)]
+struct CountingService {
+    inner: HttpClient,
+    counters: Arc<Counters>,
+}
+
+#[async_trait::async_trait]
+impl HttpService for CountingService {
+    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        self.inner.execute(req).await
+    }
+}
+
+impl HttpConnector for Counting {
+    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let inner = object_store::client::ReqwestConnector::default().connect(options)?;
+        Ok(HttpClient::new(CountingService { inner, counters: Arc::clone(&self.counters) }))
+    }
+}
+
+/// The retry policy: `object_store`'s (5xx, throttling, dropped connections and cut bodies
+/// retried with exponential backoff, a cut body resumed from the byte where it stopped),
+/// bounded by most of the operation's time bound so its last error is the one reported.
+fn retry(options: &RemoteOptions) -> RetryConfig {
+    RetryConfig {
+        max_retries: 10,
+        retry_timeout: options.timeout.mul_f64(0.9),
+        ..RetryConfig::default()
+    }
+}
+
+/// A configured store: for reading and whole puts, and (every writable store) for multipart
+/// uploads by id, which a signal handler can abort.
+#[derive(Clone)]
+pub(crate) struct Stores {
+    pub(crate) object: Arc<dyn ObjectStore>,
+    pub(crate) multipart: Option<Arc<dyn MultipartStore>>,
+}
+
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores").field("object", &self.object).finish_non_exhaustive()
+    }
+}
+
+fn both<S: ObjectStore + MultipartStore>(store: S) -> Stores {
+    let store = Arc::new(store);
+    Stores { object: Arc::clone(&store) as Arc<dyn ObjectStore>, multipart: Some(store) }
+}
+
+/// The store `location` is in, configured from the environment, its requests counted in
+/// `counters`.
+///
+/// S3: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION` or
+/// `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL` (an `http://` endpoint, for a local server, is used
+/// as given), and the other `AWS_*` variables `object_store` reads (web identity, container
+/// credentials, instance metadata). GCS: `GOOGLE_SERVICE_ACCOUNT` (a key file),
+/// `GOOGLE_SERVICE_ACCOUNT_KEY`, `GOOGLE_APPLICATION_CREDENTIALS`. Azure:
+/// `AZURE_STORAGE_ACCOUNT_NAME`, `AZURE_STORAGE_ACCOUNT_KEY`, `AZURE_STORAGE_SAS_TOKEN`, the
+/// `AZURE_*` client-secret variables.
+pub(crate) fn store(
+    location: &Location,
+    options: &RemoteOptions,
+    counters: &Arc<Counters>,
+) -> Result<Stores, Error> {
+    let connector = Counting { counters: Arc::clone(counters) };
+    let shown = location.to_string();
+    let built: object_store::Result<Stores> = match location.scheme() {
+        Scheme::S3 => {
+            let mut builder = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(location.bucket())
+                .with_retry(retry(options))
+                .with_http_connector(connector)
+                .with_skip_signature(options.unsigned);
+            for (key, value) in &options.settings {
+                builder = builder.with_config(setting(&shown, key)?, value);
+            }
+            // An `http://` endpoint (a local server) is used as given.
+            let endpoint =
+                builder.get_config_value(&object_store::aws::AmazonS3ConfigKey::Endpoint);
+            if endpoint.is_some_and(|e| e.starts_with("http://")) {
+                builder = builder.with_allow_http(true);
+            }
+            builder.build().map(both)
+        }
+        Scheme::Gcs => settings(
+            &shown,
+            options,
+            object_store::gcp::GoogleCloudStorageBuilder::from_env(),
+            |b, k, v| b.with_config(k, v),
+        )?
+        .with_bucket_name(location.bucket())
+        .with_retry(retry(options))
+        .with_http_connector(connector)
+        .build()
+        .map(both),
+        Scheme::Azure => settings(
+            &shown,
+            options,
+            object_store::azure::MicrosoftAzureBuilder::from_env(),
+            |b, k, v| b.with_config(k, v),
+        )?
+        .with_container_name(location.bucket())
+        .with_retry(retry(options))
+        .with_http_connector(connector)
+        .with_skip_signature(options.unsigned)
+        .build()
+        .map(both),
+        Scheme::Http => object_store::http::HttpBuilder::new()
+            .with_url(location.bucket())
+            .with_retry(retry(options))
+            .with_http_connector(connector)
+            .with_client_options(ClientOptions::new().with_allow_http(true))
+            .build()
+            .map(|s| Stores { object: Arc::new(s), multipart: None }),
+    };
+    built.map_err(|e| Error::from_store("configuring the client", &shown, e))
+}
+
+/// `key` as a configuration key of a store's builder.
+fn setting<K: std::str::FromStr>(shown: &str, key: &str) -> Result<K, Error> {
+    key.parse().map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidUrl,
+            shown,
+            format!("configuring the client: no setting {key:?} for this store"),
+        )
+    })
+}
+
+/// `builder` with the settings of `options` applied by `apply`.
+fn settings<B, K: std::str::FromStr>(
+    shown: &str,
+    options: &RemoteOptions,
+    mut builder: B,
+    apply: impl Fn(B, K, &str) -> B,
+) -> Result<B, Error> {
+    for (key, value) in &options.settings {
+        builder = apply(builder, setting(shown, key)?, value);
+    }
+    Ok(builder)
+}

@@ -1,0 +1,339 @@
+//! Writing an object as it is produced: a [`std::io::Write`] that streams a multipart upload
+//! and publishes the object only when [`RemoteUpload::finish`] completes it.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::multipart::{MultipartStore, PartId};
+use object_store::{MultipartId, ObjectStoreExt, PutPayload};
+use tokio::task::JoinSet;
+
+use crate::error::{Error, ErrorKind};
+use crate::location::Location;
+use crate::store::{self, Counters, RemoteOptions, Transfer};
+
+/// The size of each part but the last (S3 takes parts of 5 MiB to 5 GiB).
+pub const PART_LEN: usize = 8 << 20;
+/// Parts in flight at once; with [`PART_LEN`], the memory an upload holds (64 MiB and the
+/// part being filled).
+pub const PARALLEL_PARTS: usize = 8;
+/// How long [`abort_unfinished`] waits for each abort.
+const ABORT_PATIENCE: Duration = Duration::from_secs(10);
+
+/// An object being written. Bytes are buffered into parts of [`PART_LEN`]; the first full part
+/// starts a multipart upload, and parts go up as they fill, at most [`PARALLEL_PARTS`] at once.
+/// An output smaller than one part goes up in one PUT at [`finish`](RemoteUpload::finish).
+/// Nothing is visible at the URL until `finish` succeeds; an upload dropped (or
+/// [`abort`](RemoteUpload::abort)ed) before it is aborted, its parts deleted, and a process
+/// that is stopped by a signal aborts the uploads it has running with [`abort_unfinished`].
+#[derive(Debug)]
+pub struct RemoteUpload {
+    shown: String,
+    stores: store::Stores,
+    path: object_store::path::Path,
+    options: RemoteOptions,
+    counters: Arc<Counters>,
+    buffer: Vec<u8>,
+    multipart: Option<Multipart>,
+    written: u64,
+}
+
+/// A multipart upload under way.
+struct Multipart {
+    store: Arc<dyn MultipartStore>,
+    id: MultipartId,
+    /// Its entry in [`LIVE`].
+    token: u64,
+    /// The ETag of the object the URL held when the upload began, if any: a completion whose
+    /// answer was lost is known to have succeeded when the object there is no longer that one.
+    prior: Option<Option<String>>,
+    tasks: JoinSet<object_store::Result<(usize, PartId)>>,
+    parts: Vec<(usize, PartId)>,
+    next: usize,
+}
+
+impl std::fmt::Debug for Multipart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Multipart")
+            .field("parts", &self.next)
+            .field("in_flight", &self.tasks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running upload, as [`abort_unfinished`] finds it.
+struct Live {
+    token: u64,
+    store: Arc<dyn MultipartStore>,
+    path: object_store::path::Path,
+    id: MultipartId,
+    shown: String,
+}
+
+/// Every multipart upload of this process begun and neither completed nor aborted.
+static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+static TOKENS: AtomicU64 = AtomicU64::new(0);
+
+fn forget(token: u64) {
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner).retain(|l| l.token != token);
+}
+
+/// Aborts every multipart upload this process has running (for a signal handler about to
+/// exit: SIGINT or SIGTERM must leave no parts behind), waiting up to 10 s for each; returns
+/// the URLs of those whose abort failed.
+pub fn abort_unfinished() -> Vec<String> {
+    let live: Vec<Live> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner));
+    let mut failed = Vec::new();
+    for l in live {
+        let aborted = store::block_on(&l.shown, "aborting the upload", ABORT_PATIENCE, async {
+            l.store
+                .abort_multipart(&l.path, &l.id)
+                .await
+                .map_err(|e| Error::from_store("aborting the upload", &l.shown, e))
+        });
+        if aborted.is_err() {
+            failed.push(l.shown);
+        }
+    }
+    failed
+}
+
+impl RemoteUpload {
+    /// Begins writing the object at `location` (nothing is sent until a part fills or
+    /// [`finish`](RemoteUpload::finish)).
+    ///
+    /// # Errors
+    /// [`ErrorKind::ReadOnly`] for `http://` and `https://`; the client's configuration error.
+    pub fn create(location: &Location, options: &RemoteOptions) -> Result<RemoteUpload, Error> {
+        let shown = location.to_string();
+        if !location.scheme().writable() {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                shown,
+                "writing: http:// and https:// are read only; write to s3://, gs:// or az://",
+            ));
+        }
+        let counters = Arc::new(Counters::default());
+        let stores = store::store(location, options, &counters)?;
+        let path = location.store_path()?;
+        Ok(RemoteUpload {
+            shown,
+            stores,
+            path,
+            options: options.clone(),
+            counters,
+            buffer: Vec::new(),
+            multipart: None,
+            written: 0,
+        })
+    }
+
+    /// The bytes written to it so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The requests sent so far.
+    pub fn transfer(&self) -> Transfer {
+        self.counters.get()
+    }
+
+    /// Starts the multipart upload.
+    fn start(&self) -> Result<Multipart, Error> {
+        let (shown, path) = (&self.shown, &self.path);
+        let Some(store) = self.stores.multipart.clone() else {
+            return Err(Error::new(ErrorKind::ReadOnly, shown, "writing: no multipart uploads"));
+        };
+        let object = &self.stores.object;
+        let (id, prior) =
+            store::block_on(shown, "starting the upload", self.options.timeout, async {
+                let prior = object.head(path).await.ok().map(|meta| meta.e_tag);
+                let id = store
+                    .create_multipart(path)
+                    .await
+                    .map_err(|e| Error::from_store("starting the upload", shown, e))?;
+                Ok((id, prior))
+            })?;
+        let token = TOKENS.fetch_add(1, Ordering::Relaxed);
+        LIVE.lock().unwrap_or_else(PoisonError::into_inner).push(Live {
+            token,
+            store: Arc::clone(&store),
+            path: path.clone(),
+            id: id.clone(),
+            shown: shown.clone(),
+        });
+        Ok(Multipart { store, id, token, prior, tasks: JoinSet::new(), parts: Vec::new(), next: 0 })
+    }
+
+    /// Sends the buffer as the next part (starting the multipart upload first if needed), and
+    /// waits while [`PARALLEL_PARTS`] are in flight.
+    fn send_part(&mut self) -> Result<(), Error> {
+        if self.multipart.is_none() {
+            self.multipart = Some(self.start()?);
+        }
+        let part = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
+        let Some(multipart) = self.multipart.as_mut() else { unreachable!("started above") };
+        multipart.spawn(&self.path, part);
+        let shown = &self.shown;
+        store::block_on(shown, "uploading a part", self.options.timeout, async {
+            while multipart.tasks.len() >= PARALLEL_PARTS {
+                multipart.joined(shown).await?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Completes the upload: the object appears whole at its URL. When the answer to the
+    /// completing request is lost, the object is looked up: a new object there with the bytes
+    /// written means the upload succeeded.
+    ///
+    /// # Errors
+    /// Any part's or the completion's error (the upload is then aborted).
+    pub fn finish(mut self) -> Result<Transfer, Error> {
+        let (shown, path) = (self.shown.clone(), self.path.clone());
+        let object = Arc::clone(&self.stores.object);
+        let Some(mut multipart) = self.multipart.take() else {
+            let payload = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
+            store::block_on(&shown, "writing", self.options.timeout, async {
+                object
+                    .put(&path, payload)
+                    .await
+                    .map_err(|e| Error::from_store("writing", &shown, e))
+            })?;
+            return Ok(self.counters.get());
+        };
+        if !self.buffer.is_empty() {
+            let part = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
+            multipart.spawn(&path, part);
+        }
+        let written = self.written;
+        let timeout = self.options.timeout;
+        let completed = store::block_on(&shown, "completing the upload", timeout, async {
+            while !multipart.tasks.is_empty() {
+                multipart.joined(&shown).await?;
+            }
+            multipart.parts.sort_by_key(|(i, _)| *i);
+            let parts = multipart.parts.iter().map(|(_, p)| p.clone()).collect();
+            match multipart.store.complete_multipart(&path, &multipart.id, parts).await {
+                Ok(_) => Ok(()),
+                Err(e) => match object.head(&path).await {
+                    // A new object is there, of the length written: the answer was lost, not
+                    // the completion.
+                    Ok(meta)
+                        if meta.size == written
+                            && Some(&meta.e_tag) != multipart.prior.as_ref() =>
+                    {
+                        Ok(())
+                    }
+                    _ => Err(Error::from_store("completing the upload", &shown, e)),
+                },
+            }
+        });
+        match completed {
+            Ok(()) => {
+                forget(multipart.token);
+                Ok(self.counters.get())
+            }
+            Err(e) => {
+                // The completion's error is the one to report; a failed abort leaves parts for
+                // the bucket's lifecycle rule.
+                let _ = multipart.abort(&shown, &path, timeout);
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives the upload up: parts sent are deleted, nothing appears at the URL. What dropping
+    /// an unfinished upload does.
+    ///
+    /// # Errors
+    /// The abort request's error (parts may then remain until the bucket's lifecycle rule
+    /// removes them).
+    pub fn abort(mut self) -> Result<(), Error> {
+        match self.multipart.take() {
+            Some(multipart) => multipart.abort(&self.shown, &self.path, self.options.timeout),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Multipart {
+    /// Sends `part` as the next part, in a task of its own.
+    fn spawn(&mut self, path: &object_store::path::Path, part: PutPayload) {
+        let (store, path, id, index) =
+            (Arc::clone(&self.store), path.clone(), self.id.clone(), self.next);
+        self.next += 1;
+        let _runtime = store::enter();
+        self.tasks.spawn(async move {
+            store.put_part(&path, &id, index, part).await.map(|p| (index, p))
+        });
+    }
+
+    /// Waits for one part task to end, keeping its part.
+    async fn joined(&mut self, shown: &str) -> Result<(), Error> {
+        match self.tasks.join_next().await {
+            None => Ok(()),
+            Some(Ok(Ok(part))) => {
+                self.parts.push(part);
+                Ok(())
+            }
+            Some(Ok(Err(e))) => Err(Error::from_store("uploading a part", shown, e)),
+            Some(Err(e)) => {
+                Err(Error::new(ErrorKind::Request, shown, format!("uploading a part: {e}")))
+            }
+        }
+    }
+
+    /// Stops the parts in flight and aborts the upload.
+    fn abort(
+        mut self,
+        shown: &str,
+        path: &object_store::path::Path,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        forget(self.token);
+        store::block_on(shown, "aborting the upload", timeout, async {
+            self.tasks.shutdown().await;
+            self.store
+                .abort_multipart(path, &self.id)
+                .await
+                .map_err(|e| Error::from_store("aborting the upload", shown, e))
+        })
+    }
+}
+
+impl io::Write for RemoteUpload {
+    fn write(&mut self, mut buf: &[u8]) -> io::Result<usize> {
+        let n = buf.len();
+        while !buf.is_empty() {
+            if self.buffer.capacity() == 0 {
+                self.buffer.reserve_exact(PART_LEN);
+            }
+            let take = buf.len().min(PART_LEN - self.buffer.len());
+            self.buffer.extend_from_slice(&buf[..take]);
+            buf = &buf[take..];
+            if self.buffer.len() == PART_LEN {
+                self.send_part()?;
+            }
+        }
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    /// Nothing to do: parts go up as they fill, the rest at [`RemoteUpload::finish`].
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RemoteUpload {
+    fn drop(&mut self) {
+        if let Some(multipart) = self.multipart.take() {
+            // Best effort: an abort that fails leaves parts for the bucket's lifecycle rule.
+            let _ = multipart.abort(&self.shown, &self.path, self.options.timeout);
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Reads and writes against a real S3 server (moto's), started by the test.
+
+// Test objects are small; their offsets always fit.
+#![allow(clippy::cast_possible_truncation)]
+
+#[path = "support/moto.rs"]
+mod moto;
+#[path = "support/proxy.rs"]
+mod proxy;
+
+use std::io::Write;
+
+use ztensor_io::ReadAt;
+use ztensor_remote::{ErrorKind, Location, RemoteObject, RemoteOptions, RemoteUpload};
+
+fn options(moto: &moto::Moto) -> RemoteOptions {
+    options_at(&moto.endpoint)
+}
+
+fn options_at(endpoint: &str) -> RemoteOptions {
+    let settings = [
+        ("aws_endpoint", endpoint),
+        ("aws_access_key_id", "testing"),
+        ("aws_secret_access_key", "testing"),
+        ("aws_region", "us-east-1"),
+    ];
+    let settings = settings.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    RemoteOptions { settings, ..Default::default() }
+}
+
+/// Writes `bytes` at `url` (a signed PUT: moto lets no anonymous request replace an object).
+fn put(moto: &moto::Moto, url: &str, bytes: &[u8]) {
+    let mut up = RemoteUpload::create(&Location::parse(url).unwrap(), &options(moto)).unwrap();
+    up.write_all(bytes).unwrap();
+    up.finish().unwrap();
+}
+
+/// The object at `url` read whole, or the error's kind.
+fn read_back(moto: &moto::Moto, url: &str) -> Result<Vec<u8>, ErrorKind> {
+    let object = RemoteObject::open(&Location::parse(url).unwrap(), &options(moto))
+        .map_err(|e| e.kind().clone())?;
+    let mut all = vec![0u8; object.len() as usize];
+    object.read_exact_at(0, &mut all).unwrap();
+    Ok(all)
+}
+
+/// Bytes that differ at every offset, so a wrong range shows.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[1] ^ seed).collect()
+}
+
+#[test]
+fn ranged_reads_are_cached_at_both_ends_and_exact() {
+    let Some(moto) = moto::start("ranged_reads_are_cached_at_both_ends_and_exact") else { return };
+    moto.bucket("reads");
+    let data = pattern(3 << 20, 7);
+    put(&moto, "s3://reads/big.bin", &data);
+    let at = Location::parse("s3://reads/big.bin").unwrap();
+    let object = RemoteObject::open(&at, &options(&moto)).unwrap();
+    assert_eq!(object.len(), data.len() as u64);
+    assert!(object.e_tag().is_some());
+    // The open: one request for the size, version and the last bytes.
+    let opened = object.transfer();
+    assert_eq!((opened.requests, opened.bytes), (1, ztensor_remote::SUFFIX_LEN));
+    // Many small reads at the end cost nothing more; at the start, one block.
+    let mut buf = [0u8; 100];
+    for back in [8u64, 100, 4000, 150_000] {
+        let at = data.len() as u64 - back;
+        object.read_exact_at(at, &mut buf[..8]).unwrap();
+        assert_eq!(&buf[..8], &data[at as usize..at as usize + 8]);
+    }
+    assert_eq!(object.transfer().requests, 1);
+    for offset in [0u64, 8, 512, 60_000] {
+        object.read_exact_at(offset, &mut buf).unwrap();
+        assert_eq!(&buf[..], &data[offset as usize..offset as usize + 100]);
+    }
+    let small = object.transfer();
+    assert_eq!(small.requests, 2, "{small:?}");
+    assert!(small.bytes <= 256 << 10, "{small:?}");
+    // A large read goes straight to the server, exact.
+    let mut big = vec![0u8; 2 << 20];
+    object.read_exact_at(500_000, &mut big).unwrap();
+    assert!(big == data[500_000..500_000 + (2 << 20)]);
+    // Past the end: an error, no request.
+    let before = object.transfer().requests;
+    let e = object.read_exact_at(data.len() as u64 - 4, &mut buf).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+    assert_eq!(object.transfer().requests, before);
+}
+
+#[test]
+fn a_small_object_is_read_whole_by_the_open() {
+    let Some(moto) = moto::start("a_small_object_is_read_whole_by_the_open") else { return };
+    moto.bucket("small");
+    let data = pattern(10_000, 3);
+    put(&moto, "s3://small/s.bin", &data);
+    let object =
+        RemoteObject::open(&Location::parse("s3://small/s.bin").unwrap(), &options(&moto)).unwrap();
+    let mut all = vec![0u8; data.len()];
+    object.read_exact_at(0, &mut all).unwrap();
+    assert_eq!(all, data);
+    assert_eq!(object.transfer(), ztensor_remote::Transfer { requests: 1, bytes: 10_000 });
+}
+
+#[test]
+fn missing_objects_and_buckets_are_named() {
+    let Some(moto) = moto::start("missing_objects_and_buckets_are_named") else { return };
+    moto.bucket("present");
+    for url in ["s3://present/absent.zt", "s3://absent-bucket/model.zt"] {
+        let e = RemoteObject::open(&Location::parse(url).unwrap(), &options(&moto)).unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::NotFound, "{e}");
+        assert!(e.to_string().starts_with(url), "{e}");
+    }
+}
+
+#[test]
+fn an_object_replaced_while_read_is_refused() {
+    let Some(moto) = moto::start("an_object_replaced_while_read_is_refused") else { return };
+    moto.bucket("moving");
+    put(&moto, "s3://moving/m.bin", &pattern(1 << 20, 1));
+    let object =
+        RemoteObject::open(&Location::parse("s3://moving/m.bin").unwrap(), &options(&moto))
+            .unwrap();
+    put(&moto, "s3://moving/m.bin", &pattern(1 << 20, 2));
+    let mut buf = [0u8; 16];
+    let e = object.read_exact_at(0, &mut buf).unwrap_err();
+    let inner = e.get_ref().and_then(|e| e.downcast_ref::<ztensor_remote::Error>()).unwrap();
+    assert_eq!(inner.kind(), &ErrorKind::Changed, "{e}");
+    assert!(e.to_string().contains("s3://moving/m.bin"), "{e}");
+}
+
+#[test]
+fn uploads_publish_on_finish_and_abort_without_it() {
+    let Some(moto) = moto::start("uploads_publish_on_finish_and_abort_without_it") else { return };
+    moto.bucket("out");
+    // Small: one PUT at finish, nothing before.
+    let small = pattern(1000, 9);
+    let mut up =
+        RemoteUpload::create(&Location::parse("s3://out/small.bin").unwrap(), &options(&moto))
+            .unwrap();
+    up.write_all(&small).unwrap();
+    assert_eq!(up.transfer().requests, 0);
+    assert_eq!(read_back(&moto, "s3://out/small.bin"), Err(ErrorKind::NotFound));
+    assert_eq!(up.finish().unwrap().requests, 1);
+    assert_eq!(read_back(&moto, "s3://out/small.bin"), Ok(small));
+    // Large: a multipart upload of three parts, in writes that straddle them.
+    let large = pattern(2 * ztensor_remote::PART_LEN + 12_345, 4);
+    let mut up =
+        RemoteUpload::create(&Location::parse("s3://out/large.bin").unwrap(), &options(&moto))
+            .unwrap();
+    for piece in large.chunks(1_000_003) {
+        up.write_all(piece).unwrap();
+    }
+    assert_eq!(read_back(&moto, "s3://out/large.bin"), Err(ErrorKind::NotFound));
+    up.finish().unwrap();
+    assert!(read_back(&moto, "s3://out/large.bin") == Ok(large.clone()));
+    // Dropped unfinished: aborted, no object, no upload left.
+    let mut up =
+        RemoteUpload::create(&Location::parse("s3://out/dropped.bin").unwrap(), &options(&moto))
+            .unwrap();
+    up.write_all(&large).unwrap();
+    assert!(moto.uploads("out").contains("<UploadId>"), "{}", moto.uploads("out"));
+    drop(up);
+    assert_eq!(read_back(&moto, "s3://out/dropped.bin"), Err(ErrorKind::NotFound));
+    assert!(!moto.uploads("out").contains("<UploadId>"), "{}", moto.uploads("out"));
+}
+
+#[test]
+fn http_is_read_only() {
+    let at = Location::parse("http://127.0.0.1:9/m.zt").unwrap();
+    let e = RemoteUpload::create(&at, &RemoteOptions::default()).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::ReadOnly);
+}
+
+#[test]
+fn slow_down_answers_are_retried_and_cut_bodies_resumed() {
+    let Some(moto) = moto::start("slow_down_answers_are_retried_and_cut_bodies_resumed") else {
+        return;
+    };
+    moto.bucket("faults");
+    let data = pattern(4 << 20, 11);
+    put(&moto, "s3://faults/f.bin", &data);
+    let proxy = proxy::start(moto.endpoint.trim_start_matches("http://"));
+    let at = Location::parse("s3://faults/f.bin").unwrap();
+    let object = RemoteObject::open(&at, &options_at(&proxy.endpoint)).unwrap();
+    let opened = object.transfer().requests;
+    // Two 503 SlowDown answers, then the read goes through: three requests for it.
+    proxy.inject(&[proxy::Fault::SlowDown, proxy::Fault::SlowDown]);
+    let mut buf = vec![0u8; 2 << 20];
+    object.read_exact_at(100, &mut buf).unwrap();
+    assert!(buf == data[100..100 + (2 << 20)]);
+    assert_eq!(object.transfer().requests - opened, 3);
+    // A body cut mid-way: resumed from where it stopped, the bytes exact, one request more.
+    proxy.inject(&[proxy::Fault::CutBody]);
+    let before = object.transfer();
+    object.read_exact_at(2 << 20, &mut buf[..1 << 20]).unwrap();
+    assert!(buf[..1 << 20] == data[2 << 20..3 << 20]);
+    let after = object.transfer();
+    assert_eq!(after.requests - before.requests, 2);
+    assert_eq!(
+        *proxy.applied.lock().unwrap(),
+        [proxy::Fault::SlowDown, proxy::Fault::SlowDown, proxy::Fault::CutBody]
+    );
+}
+
+#[test]
+fn a_lost_answer_to_the_completion_still_reports_success() {
+    let Some(moto) = moto::start("a_lost_answer_to_the_completion_still_reports_success") else {
+        return;
+    };
+    moto.bucket("lost");
+    let proxy = proxy::start(moto.endpoint.trim_start_matches("http://"));
+    let data = pattern(ztensor_remote::PART_LEN + 4321, 8);
+    let at = Location::parse("s3://lost/l.bin").unwrap();
+    let mut up = RemoteUpload::create(&at, &options_at(&proxy.endpoint)).unwrap();
+    up.write_all(&data).unwrap();
+    proxy.inject(&[proxy::Fault::DropCompletion]);
+    up.finish().unwrap();
+    assert_eq!(*proxy.applied.lock().unwrap(), [proxy::Fault::DropCompletion]);
+    assert!(read_back(&moto, "s3://lost/l.bin") == Ok(data));
+    assert!(!moto.uploads("lost").contains("<UploadId>"), "{}", moto.uploads("lost"));
+}
