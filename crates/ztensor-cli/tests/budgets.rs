@@ -382,6 +382,54 @@ fn an_attribute_map_of_millions_of_entries_stays_within_budget() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A GGUF file whose metadata holds an array of 4,000,000 empty strings (32 MB: eight bytes
+/// of length each) and one tensor: its metadata costs what it holds whether listed, checked or
+/// converted to zTensor 1.2 or 2.
+#[test]
+fn a_gguf_array_of_millions_of_empty_strings_stays_within_budget() {
+    const N: u64 = 4_000_000;
+    let dir = scratch("gguf-strings");
+    let text = |s: &str, out: &mut Vec<u8>| {
+        out.extend((s.len() as u64).to_le_bytes());
+        out.extend(s.as_bytes());
+    };
+    // Version 3, one tensor, one key: "big.empty", an array (9) of strings (8).
+    let mut file = b"GGUF".to_vec();
+    file.extend(3u32.to_le_bytes());
+    file.extend(1u64.to_le_bytes());
+    file.extend(1u64.to_le_bytes());
+    text("big.empty", &mut file);
+    file.extend(9u32.to_le_bytes());
+    file.extend(8u32.to_le_bytes());
+    file.extend(N.to_le_bytes());
+    file.resize(file.len() + usize::try_from(N * 8).unwrap(), 0);
+    // The tensor "w": one dimension of 4, f32 (type 0), at offset 0 of the data.
+    text("w", &mut file);
+    file.extend(1u32.to_le_bytes());
+    file.extend(4u64.to_le_bytes());
+    file.extend(0u32.to_le_bytes());
+    file.extend(0u64.to_le_bytes());
+    // The data at the next multiple of the default alignment, 32.
+    file.resize(file.len().next_multiple_of(32), 0);
+    for v in [1.0f32, 2.0, 3.0, 4.0] {
+        file.extend(v.to_le_bytes());
+    }
+    let path = dir.join("strings-4m.gguf");
+    std::fs::write(&path, file).unwrap();
+    check(
+        &dir,
+        &path,
+        0,
+        &[
+            &["info", "FILE"],
+            &["verify", "FILE"],
+            &["convert", "FILE", "OUT.zt", "--quiet"],
+            &["convert", "FILE", "OUT.zt", "--to", "2", "--quiet"],
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Appends the CBOR text string `s` (shorter than 24 bytes).
 fn push_text(out: &mut Vec<u8>, s: &str) {
     out.push(0x60 | u8::try_from(s.len()).unwrap());
