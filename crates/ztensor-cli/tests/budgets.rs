@@ -382,6 +382,39 @@ fn an_attribute_map_of_millions_of_entries_stays_within_budget() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A 50 MB byte-string attribute (zTensor 1.2): shown as hex by `info --json` and the dump a
+/// piece at a time, copied as bytes into zTensor 2.
+#[test]
+fn a_50_mb_bytes_attribute_stays_within_budget() {
+    const N: u32 = 50_000_000;
+    let dir = scratch("bytes-attribute");
+    // {"b": h'…'}, written as CBOR directly.
+    let mut cbor = vec![0xa1, 0x61, b'b', 0x5a];
+    cbor.extend_from_slice(&N.to_be_bytes());
+    cbor.extend((0..N).map(|i| (i % 251) as u8));
+    let attributes = ztensor_format::Attributes::from_cbor(&cbor, 8).unwrap();
+    drop(cbor);
+    let mut manifest = Manifest::new(Version::V1_2);
+    let object = Object::new("w", vec![4], Format::Dense)
+        .with_component("data", Component::new(DType::U8, 64, 4))
+        .with_attributes(Some(attributes));
+    manifest.objects.push(object);
+    let file = dir.join("bytes-50m.zt");
+    std::fs::write(&file, assemble(&manifest, &[(64, &[1u8; 4])])).unwrap();
+    drop(manifest);
+    check(
+        &dir,
+        &file,
+        0,
+        &[
+            &["info", "--json", "FILE"],
+            &["dump", "--json", "FILE"],
+            &["convert", "FILE", "OUT.zt", "--to", "2", "--quiet"],
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A GGUF file whose metadata holds an array of 4,000,000 empty strings (32 MB: eight bytes
 /// of length each) and one tensor: its metadata costs what it holds whether listed, checked or
 /// converted to zTensor 1.2 or 2.

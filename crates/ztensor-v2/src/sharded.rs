@@ -179,7 +179,7 @@ pub fn write_sharded(
             let (shard, view, placed) = &shards[key.0 as usize];
             let k = key.1 as usize;
             let entry = placed.entry(view, k, options, Some(shard))?;
-            manifest.object(&encoded_key(placed.order.name(k)), &entry)?;
+            manifest.object(&encoded_key(placed.order.name(k)), &entry.pieces())?;
         }
         let (len, hash) = manifest.finish()?;
         handle.write_all(&footer(at, len, hash)).map_err(io)?;

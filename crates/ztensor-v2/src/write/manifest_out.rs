@@ -80,6 +80,11 @@ impl<'o> ManifestOut<'o> {
                 format!("a manifest of more than {MAX_MANIFEST} bytes (zTensor 2 allows 1 GiB)"),
             ));
         }
+        if bytes.len() >= PIECE {
+            // A large piece (an attribute of megabytes) goes out as it is, not copied first.
+            self.flush()?;
+            return self.out.write_all(bytes).map_err(|e| Error::io("writing the manifest", e));
+        }
         self.pending.extend_from_slice(bytes);
         if self.pending.len() >= PIECE {
             self.flush()?;
@@ -93,8 +98,10 @@ impl<'o> ManifestOut<'o> {
         Ok(())
     }
 
-    /// The next object's entry: its encoded key (after the last one's) and encoded map.
-    pub(crate) fn object(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+    /// The next object's entry: its encoded key (after the last one's) and encoded map, given
+    /// in pieces (an object's attributes apart from the rest, so they are not copied to join
+    /// them).
+    pub(crate) fn object(&mut self, key: &[u8], value: &[&[u8]]) -> Result<()> {
         if !self.last.is_empty() && self.last.as_slice() >= key {
             return Err(Error::rule(
                 crate::error::Rule::CborDeterminism,
@@ -105,9 +112,11 @@ impl<'o> ManifestOut<'o> {
         self.last.clear();
         self.last.extend_from_slice(key);
         self.put(key)?;
-        self.put(value)?;
         self.batch.extend_from_slice(key);
-        self.batch.extend_from_slice(value);
+        for piece in value {
+            self.put(piece)?;
+            self.batch.extend_from_slice(piece);
+        }
         self.batched += 1;
         if self.batch.len() >= CHECK_BATCH {
             self.check()?;
@@ -118,15 +127,18 @@ impl<'o> ManifestOut<'o> {
     /// Reads the batch of entries back as a manifest of its own.
     pub(super) fn check(&mut self) -> Result<()> {
         let keys = 1 + u64::from(self.shards.is_some());
-        let mut bytes = Vec::with_capacity(self.batch.len() + 64);
-        crate::cbor::head(5, keys, &mut bytes);
+        let mut head = Vec::new();
+        crate::cbor::head(5, keys, &mut head);
         if let Some(s) = &self.shards {
-            bytes.extend_from_slice(s);
+            head.extend_from_slice(s);
         }
-        bytes.extend(encode(&Value::Text("objects".to_owned())));
-        crate::cbor::head(5, self.batched, &mut bytes);
-        bytes.extend_from_slice(&self.batch);
-        self.batch.clear();
+        head.extend(encode(&Value::Text("objects".to_owned())));
+        crate::cbor::head(5, self.batched, &mut head);
+        // The head goes in front of the batch in place (room for it made exactly), so a batch
+        // of megabytes is not copied to be read back.
+        let mut bytes = std::mem::take(&mut self.batch);
+        bytes.reserve_exact(head.len());
+        bytes.splice(0..0, head);
         self.batched = 0;
         let parsed = crate::manifest::parse_bytes(&bytes).map_err(|e| e.within(self.what))?;
         // Every blob of this file lies before the manifest (an empty one may be where it

@@ -374,7 +374,7 @@ pub(crate) fn write_with(
     for &k in &keys {
         let k = k as usize;
         let entry = written.entry(source, k, options, None)?;
-        manifest.object(&encoded_key(written.order.name(k)), &entry)?;
+        manifest.object(&encoded_key(written.order.name(k)), &entry.pieces())?;
     }
     let (len, hash) = manifest.finish()?;
     drop(keys);

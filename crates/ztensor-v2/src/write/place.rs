@@ -189,25 +189,29 @@ impl Written {
         k: usize,
         options: &WriteOptions,
         shard: Option<&str>,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Entry<'_>> {
         let index = self.order.index(k);
         let changed = || {
             Error::io("writing the manifest", std::io::Error::other("an object's listing changed"))
         };
-        let again;
+        let mut again = None;
         let planned = match self.read.get(&k) {
             Some(planned) => planned,
             None => {
                 let info = source.info(index).ok_or_else(changed)?;
-                again = plan(&info, None, options)?;
-                &again
+                &*again.insert(plan(&info, None, options)?)
             }
         };
         let placed = &self.parts[self.starts[k]..self.starts[k + 1]];
         if placed.len() != planned.parts.len() {
             return Err(changed());
         }
-        Ok(object_entry(planned, placed, self.zstd, shard))
+        let head = object_entry(planned, placed, self.zstd, shard);
+        let attributes = match self.read.get(&k) {
+            Some(planned) => planned.attributes.as_deref().map(std::borrow::Cow::Borrowed),
+            None => again.and_then(|p| p.attributes).map(std::borrow::Cow::Owned),
+        };
+        Ok(Entry { head, attributes })
     }
 
     /// Checks that the blobs of different parts are the same or disjoint (checked within
@@ -264,10 +268,10 @@ pub(super) fn object_entry(
         (text("layout"), text(&planned.layout)),
         (text("parts"), Value::Map(parts)),
     ];
-    let Some(attributes) = &planned.attributes else {
+    if planned.attributes.is_none() {
         return encode(&Value::Map(object));
-    };
-    let mut out = Vec::with_capacity(attributes.len() + 256);
+    }
+    let mut out = Vec::with_capacity(256);
     crate::cbor::head(5, object.len() as u64 + 1, &mut out);
     let mut entries: Vec<(Vec<u8>, &Value)> = object.iter().map(|(k, v)| (encode(k), v)).collect();
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -276,6 +280,22 @@ pub(super) fn object_entry(
         out.extend(encode(v));
     }
     out.extend(encode(&text("attributes")));
-    out.extend_from_slice(attributes);
     out
+}
+
+/// An object's manifest entry, encoded in two pieces: the map up to its attributes' value,
+/// and the attributes (deterministic CBOR, as the source holds them), which are not copied to
+/// join the rest.
+pub(crate) struct Entry<'a> {
+    pub(super) head: Vec<u8>,
+    pub(super) attributes: Option<std::borrow::Cow<'a, [u8]>>,
+}
+
+impl Entry<'_> {
+    /// The entry's bytes, in order.
+    pub(crate) fn pieces(&self) -> Vec<&[u8]> {
+        let mut pieces = vec![self.head.as_slice()];
+        pieces.extend(self.attributes.as_deref());
+        pieces
+    }
 }
