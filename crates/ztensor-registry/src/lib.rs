@@ -22,7 +22,7 @@
 //!
 //! Features (all on by default): `safetensors`, `numpy`, `gguf`, `torch`, `tensorbuffers`,
 //! `sharded`, `v2` (zTensor 2). A file of a format whose feature is off is still recognised, and refused with
-//! the feature named. Off by default: `remote`, which adds [`open_url`] (a file in object
+//! the feature named. Off by default: `remote`, which adds `open_url` (a file in object
 //! storage, `s3://`, `gs://`, `az://`, `http(s)://`, read by ranges through the same readers).
 
 #![deny(missing_docs)]
