@@ -6,34 +6,16 @@
 
 #[path = "support/moto.rs"]
 mod moto;
+// Not every helper is used by this binary.
+#[allow(dead_code)]
+#[path = "support/remote.rs"]
+mod remote;
 
 use std::io::Write;
 
-use ztensor_io::ReadAt;
-use ztensor_remote::{ErrorKind, Location, RemoteObject, RemoteOptions, RemoteUpload};
+use remote::{options, pattern, read_back};
 
-fn options(moto: &moto::Moto) -> RemoteOptions {
-    let settings = [
-        ("aws_endpoint", moto.endpoint.as_str()),
-        ("aws_access_key_id", "testing"),
-        ("aws_secret_access_key", "testing"),
-        ("aws_region", "us-east-1"),
-    ];
-    let settings = settings.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    RemoteOptions { settings, ..Default::default() }
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[1] ^ seed).collect()
-}
-
-fn read_back(moto: &moto::Moto, url: &str) -> Result<Vec<u8>, ErrorKind> {
-    let object = RemoteObject::open(&Location::parse(url).unwrap(), &options(moto))
-        .map_err(|e| e.kind().clone())?;
-    let mut all = vec![0u8; object.len() as usize];
-    object.read_exact_at(0, &mut all).unwrap();
-    Ok(all)
-}
+use ztensor_remote::{ErrorKind, Location, RemoteUpload};
 
 #[test]
 fn a_signal_handler_aborts_every_running_upload() {

@@ -7,46 +7,21 @@
 mod moto;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/remote.rs"]
+mod remote;
 
 use std::io::Write;
 
+use remote::{options, options_at, pattern, read_back};
+
 use ztensor_io::ReadAt;
 use ztensor_remote::{ErrorKind, Location, RemoteObject, RemoteOptions, RemoteUpload};
-
-fn options(moto: &moto::Moto) -> RemoteOptions {
-    options_at(&moto.endpoint)
-}
-
-fn options_at(endpoint: &str) -> RemoteOptions {
-    let settings = [
-        ("aws_endpoint", endpoint),
-        ("aws_access_key_id", "testing"),
-        ("aws_secret_access_key", "testing"),
-        ("aws_region", "us-east-1"),
-    ];
-    let settings = settings.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    RemoteOptions { settings, ..Default::default() }
-}
 
 /// Writes `bytes` at `url` (a signed PUT: moto lets no anonymous request replace an object).
 fn put(moto: &moto::Moto, url: &str, bytes: &[u8]) {
     let mut up = RemoteUpload::create(&Location::parse(url).unwrap(), &options(moto)).unwrap();
     up.write_all(bytes).unwrap();
     up.finish().unwrap();
-}
-
-/// The object at `url` read whole, or the error's kind.
-fn read_back(moto: &moto::Moto, url: &str) -> Result<Vec<u8>, ErrorKind> {
-    let object = RemoteObject::open(&Location::parse(url).unwrap(), &options(moto))
-        .map_err(|e| e.kind().clone())?;
-    let mut all = vec![0u8; object.len() as usize];
-    object.read_exact_at(0, &mut all).unwrap();
-    Ok(all)
-}
-
-/// Bytes that differ at every offset, so a wrong range shows.
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[1] ^ seed).collect()
 }
 
 #[test]
