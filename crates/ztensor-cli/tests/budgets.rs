@@ -127,19 +127,25 @@ fn zstd_at_64(dtype: DType, stored: &[u8], decoded: Option<u64>) -> Component {
     c
 }
 
+/// A zTensor 1.2 manifest of `n` empty f32 tensors, `t0000000` on.
+fn empty_objects(n: usize) -> Manifest {
+    let mut manifest = Manifest::new(Version::V1_2);
+    manifest.objects = (0..n)
+        .map(|i| {
+            Object::new(format!("t{i:07}"), vec![0], Format::Dense)
+                .with_component("data", Component::new(DType::F32, 0, 0))
+        })
+        .collect();
+    manifest
+}
+
 /// A million empty tensors, in zTensor 1.2 and 0.1 and in safetensors: the manifest's cost per
 /// object.
 #[test]
 fn a_million_objects_stay_within_budget() {
     const N: usize = 1_000_000;
     let dir = scratch("million");
-    let mut manifest = Manifest::new(Version::V1_2);
-    manifest.objects = (0..N)
-        .map(|i| {
-            Object::new(format!("t{i:07}"), vec![0], Format::Dense)
-                .with_component("data", Component::new(DType::F32, 0, 0))
-        })
-        .collect();
+    let mut manifest = empty_objects(N);
     let zt = dir.join("million.zt");
     std::fs::write(&zt, assemble(&manifest, &[])).unwrap();
     check(
@@ -206,13 +212,7 @@ fn a_million_objects_stay_within_budget() {
 fn half_a_million_objects_through_every_writer_stay_within_budget() {
     const N: usize = 500_000;
     let dir = scratch("writers");
-    let mut manifest = Manifest::new(Version::V1_2);
-    manifest.objects = (0..N)
-        .map(|i| {
-            Object::new(format!("t{i:07}"), vec![0], Format::Dense)
-                .with_component("data", Component::new(DType::F32, 0, 0))
-        })
-        .collect();
+    let manifest = empty_objects(N);
     let zt = dir.join("half-million.zt");
     std::fs::write(&zt, assemble(&manifest, &[])).unwrap();
     drop(manifest);
