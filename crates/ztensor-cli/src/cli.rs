@@ -59,7 +59,7 @@ pub(crate) struct Cli {
     /// machine's physical memory). Sizes here and in every SIZE option: a byte count, or K/KB,
     /// M/MB, G/GB, T/TB for powers of 1000 (as sizes are reported), KiB, MiB, GiB, TiB for
     /// powers of 1024.
-    #[arg(long, global = true, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
+    #[arg(long, global = true, value_parser = cmd::text::parse_size, value_name = "SIZE")]
     pub(crate) max_input: Option<u64>,
     /// For inputs in object storage (s3://, gs://, az://, http(s)://): send unsigned requests
     /// (a public bucket), as `aws s3 --no-sign-request`.
@@ -170,46 +170,7 @@ pub(crate) enum Command {
     /// NAME.zt.index.json, byte-identical to what `plan`, `run` and `finalize` write.
     ///
     /// Example: ztensor convert model.safetensors.index.json out/ --zstd 3
-    Convert {
-        #[arg(help = READS)]
-        input: PathBuf,
-        /// The output file, or a directory (ending in `/`) for a sharded checkpoint.
-        output: PathBuf,
-        /// Split a sharded output into shards of at most SIZE decoded bytes (e.g. 5GB, 5
-        /// billion bytes, or 4GiB, 4 × 2^30; an object larger than that gets a shard of its
-        /// own), also for single-file inputs.
-        #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
-        shard_size: Option<u64>,
-        /// With an output directory that holds a sharded checkpoint already (an index
-        /// `*.zt.index.json`, the shards it lists, receipts of `run`, zTensor 2 roots and
-        /// shards, or files at the names this conversion writes, as running it again finds),
-        /// remove those before writing anything: the old checkpoint is gone even if the new
-        /// one then fails. They are named in the summary; other files are left alone. Without
-        /// it such a directory is refused.
-        #[arg(long)]
-        force: bool,
-        /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, 2 (zTensor 2: canonical form, or
-        /// with --zstd every part under zt.zstd-seekable/1), safetensors or tensorbuffers.
-        #[arg(long, value_parser = parse_target)]
-        to: Option<Target>,
-        /// Discard attributes the target cannot hold (TensorBuffers holds none; safetensors
-        /// only text → text file metadata; zTensor 0.1 no file attributes).
-        #[arg(long)]
-        drop_attributes: bool,
-        /// Leave out the objects whose names match this glob (repeatable).
-        #[arg(long, value_name = "GLOB")]
-        exclude: Vec<String>,
-        /// Carry safetensors tensors of dtypes zTensor has no type for (F4, F6_E2M3, F6_E3M2,
-        /// F8_E8M0) as u8 bytes, their dtype and shape kept in the object attributes
-        /// `safetensors.dtype` and `safetensors.shape`; converting back to safetensors restores
-        /// them. Without it such tensors are refused (or left out with --exclude).
-        #[arg(long)]
-        carry_unknown_dtypes: bool,
-        #[command(flatten)]
-        encoding: Encoding,
-        #[command(flatten)]
-        run: Run,
-    },
+    Convert(ConvertArgs),
     /// Print the content identity of any input: the zTensor 2 content digest (`zt.content/1`)
     /// of its objects (names, shapes, layouts, types, object attributes and each part's
     /// digest), whatever the file's placement, encoding, sharing or format. A zTensor 2 file's
@@ -237,33 +198,7 @@ pub(crate) enum Command {
     /// anywhere that sees the same paths, then `ztensor finalize`.
     ///
     /// Example: ztensor plan model.safetensors.index.json out/ --zstd 3 -o plan.json
-    Plan {
-        /// The input file (or sharded checkpoint index).
-        input: PathBuf,
-        /// The output directory.
-        output: PathBuf,
-        /// Where to write the plan.
-        #[arg(short = 'o', long = "plan", value_name = "PLAN")]
-        plan: PathBuf,
-        /// The version to write.
-        #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
-        to: Version,
-        /// Shards of at most SIZE decoded bytes instead of one per input shard (e.g. 5GB, 5
-        /// billion bytes, or 4GiB, 4 × 2^30).
-        #[arg(long, value_parser = cmd::repack::parse_size, value_name = "SIZE")]
-        shard_size: Option<u64>,
-        /// Discard attributes the target cannot hold.
-        #[arg(long)]
-        drop_attributes: bool,
-        /// Leave out the objects whose names match this glob (repeatable).
-        #[arg(long, value_name = "GLOB")]
-        exclude: Vec<String>,
-        /// Carry safetensors tensors of dtypes zTensor lacks as bytes (see `convert`).
-        #[arg(long)]
-        carry_unknown_dtypes: bool,
-        #[command(flatten)]
-        encoding: Encoding,
-    },
+    Plan(PlanArgs),
     /// Run one unit of a plan: write its shard (atomically) and a receipt. A unit already done
     /// is verified and skipped; two attempts of one unit may race safely.
     ///
@@ -297,28 +232,7 @@ pub(crate) enum Command {
     /// settings writes, whatever the thread count.
     ///
     /// Example: ztensor repack model.zt model-z.zt --zstd 3 --digest sha256 --threads 8 --memory 2GiB
-    Repack {
-        /// The zTensor file to read, any version (`-` reads standard input); other formats
-        /// go through `convert`.
-        input: PathBuf,
-        /// The output file.
-        output: PathBuf,
-        /// The version to write.
-        #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
-        to: Version,
-        #[command(flatten)]
-        encoding: Encoding,
-        #[command(flatten)]
-        run: Run,
-        /// zstd frame size for large components, from 4KiB to 1GiB (fixed, so output never
-        /// depends on the thread count).
-        #[arg(long, value_parser = cmd::repack::parse_chunk, default_value = "4MiB")]
-        chunk: u64,
-        /// Leave out the file attributes and every object's attributes (zTensor 0.1 has no
-        /// file attributes).
-        #[arg(long)]
-        drop_attributes: bool,
-    },
+    Repack(RepackArgs),
     /// Append every object of SOURCE (any input format: `ztensor --help` lists them) to TARGET, a zTensor 1.x file, in place: new bytes go after the old end and
     /// the old bytes are never rewritten. Names already in TARGET are refused before anything is written.
     ///
@@ -329,33 +243,12 @@ pub(crate) enum Command {
     /// or a convert/repack/remove onto TARGET, waits for this one (or, with --no-wait, fails).
     ///
     /// Example: ztensor append model.zt --from extra.safetensors --zstd 3
-    Append {
-        /// The zTensor 1.x file to add to.
-        target: PathBuf,
-        #[arg(long, help = READS)]
-        from: PathBuf,
-        #[command(flatten)]
-        encoding: Encoding,
-        #[command(flatten)]
-        run: Run,
-    },
+    Append(AppendArgs),
     /// Write OUT with every object of FILE except the named ones (OUT may be FILE itself; it
     /// is replaced atomically).
     ///
     /// Example: ztensor remove model.zt optimizer.state lm_head.bias -o trimmed.zt
-    Remove {
-        /// The zTensor file to copy from (`-` reads standard input).
-        file: PathBuf,
-        /// The objects to leave out.
-        #[arg(required = true)]
-        names: Vec<String>,
-        /// The file to write.
-        #[arg(short, long)]
-        output: PathBuf,
-        /// Fail at once, instead of waiting, when another process is writing OUT.
-        #[arg(long)]
-        no_wait: bool,
-    },
+    Remove(RemoveArgs),
     /// Restore a zTensor file whose last append did not finish (the process was killed, the
     /// machine lost power) to its last complete state: the bytes the append wrote are truncated
     /// away, as the append's journal records. Needs no free space; a sound file is left alone,
@@ -386,7 +279,7 @@ pub(crate) enum Command {
         #[arg(short, long)]
         output: PathBuf,
         /// Refuse to densify sparse objects larger than this many bytes, e.g. 4GB or 4GiB.
-        #[arg(long, value_parser = cmd::repack::parse_size, default_value = "1GiB")]
+        #[arg(long, value_parser = cmd::text::parse_size, default_value = "1GiB")]
         max_dense: u64,
     },
     /// Compare everything two files hold: file attributes (keys removed, added and changed),
@@ -440,6 +333,133 @@ pub(crate) enum Command {
     },
 }
 
+// The arguments of `convert`, given to its command as one value.
+#[derive(Debug, Args)]
+pub(crate) struct ConvertArgs {
+    #[arg(help = READS)]
+    pub(crate) input: PathBuf,
+    /// The output file, or a directory (ending in `/`) for a sharded checkpoint.
+    pub(crate) output: PathBuf,
+    /// Split a sharded output into shards of at most SIZE decoded bytes (e.g. 5GB, 5
+    /// billion bytes, or 4GiB, 4 × 2^30; an object larger than that gets a shard of its
+    /// own), also for single-file inputs.
+    #[arg(long, value_parser = cmd::text::parse_size, value_name = "SIZE")]
+    pub(crate) shard_size: Option<u64>,
+    /// With an output directory that holds a sharded checkpoint already (an index
+    /// `*.zt.index.json`, the shards it lists, receipts of `run`, zTensor 2 roots and
+    /// shards, or files at the names this conversion writes, as running it again finds),
+    /// remove those before writing anything: the old checkpoint is gone even if the new
+    /// one then fails. They are named in the summary; other files are left alone. Without
+    /// it such a directory is refused.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// What to write: zt (zTensor 1.2), 0.1, 1.1, 1.2, 2 (zTensor 2: canonical form, or
+    /// with --zstd every part under zt.zstd-seekable/1), safetensors or tensorbuffers.
+    #[arg(long, value_parser = parse_target)]
+    pub(crate) to: Option<Target>,
+    /// Discard attributes the target cannot hold (TensorBuffers holds none; safetensors
+    /// only text → text file metadata; zTensor 0.1 no file attributes).
+    #[arg(long)]
+    pub(crate) drop_attributes: bool,
+    /// Leave out the objects whose names match this glob (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    pub(crate) exclude: Vec<String>,
+    /// Carry safetensors tensors of dtypes zTensor has no type for (F4, F6_E2M3, F6_E3M2,
+    /// F8_E8M0) as u8 bytes, their dtype and shape kept in the object attributes
+    /// `safetensors.dtype` and `safetensors.shape`; converting back to safetensors restores
+    /// them. Without it such tensors are refused (or left out with --exclude).
+    #[arg(long)]
+    pub(crate) carry_unknown_dtypes: bool,
+    #[command(flatten)]
+    pub(crate) encoding: Encoding,
+    #[command(flatten)]
+    pub(crate) run: Run,
+}
+
+// The arguments of `plan`, given to its command as one value.
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    /// The input file (or sharded checkpoint index).
+    pub(crate) input: PathBuf,
+    /// The output directory.
+    pub(crate) output: PathBuf,
+    /// Where to write the plan.
+    #[arg(short = 'o', long = "plan", value_name = "PLAN")]
+    pub(crate) plan: PathBuf,
+    /// The version to write.
+    #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
+    pub(crate) to: Version,
+    /// Shards of at most SIZE decoded bytes instead of one per input shard (e.g. 5GB, 5
+    /// billion bytes, or 4GiB, 4 × 2^30).
+    #[arg(long, value_parser = cmd::text::parse_size, value_name = "SIZE")]
+    pub(crate) shard_size: Option<u64>,
+    /// Discard attributes the target cannot hold.
+    #[arg(long)]
+    pub(crate) drop_attributes: bool,
+    /// Leave out the objects whose names match this glob (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    pub(crate) exclude: Vec<String>,
+    /// Carry safetensors tensors of dtypes zTensor lacks as bytes (see `convert`).
+    #[arg(long)]
+    pub(crate) carry_unknown_dtypes: bool,
+    #[command(flatten)]
+    pub(crate) encoding: Encoding,
+}
+
+// The arguments of `repack`, given to its command as one value.
+#[derive(Debug, Args)]
+pub(crate) struct RepackArgs {
+    /// The zTensor file to read, any version (`-` reads standard input); other formats
+    /// go through `convert`.
+    pub(crate) input: PathBuf,
+    /// The output file.
+    pub(crate) output: PathBuf,
+    /// The version to write.
+    #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
+    pub(crate) to: Version,
+    #[command(flatten)]
+    pub(crate) encoding: Encoding,
+    #[command(flatten)]
+    pub(crate) run: Run,
+    /// zstd frame size for large components, from 4KiB to 1GiB (fixed, so output never
+    /// depends on the thread count).
+    #[arg(long, value_parser = cmd::text::parse_chunk, default_value = "4MiB")]
+    pub(crate) chunk: u64,
+    /// Leave out the file attributes and every object's attributes (zTensor 0.1 has no
+    /// file attributes).
+    #[arg(long)]
+    pub(crate) drop_attributes: bool,
+}
+
+// The arguments of `append`, given to its command as one value.
+#[derive(Debug, Args)]
+pub(crate) struct AppendArgs {
+    /// The zTensor 1.x file to add to.
+    pub(crate) target: PathBuf,
+    #[arg(long, help = READS)]
+    pub(crate) from: PathBuf,
+    #[command(flatten)]
+    pub(crate) encoding: Encoding,
+    #[command(flatten)]
+    pub(crate) run: Run,
+}
+
+// The arguments of `remove`, given to its command as one value.
+#[derive(Debug, Args)]
+pub(crate) struct RemoveArgs {
+    /// The zTensor file to copy from (`-` reads standard input).
+    pub(crate) file: PathBuf,
+    /// The objects to leave out.
+    #[arg(required = true)]
+    pub(crate) names: Vec<String>,
+    /// The file to write.
+    #[arg(short, long)]
+    pub(crate) output: PathBuf,
+    /// Fail at once, instead of waiting, when another process is writing OUT.
+    #[arg(long)]
+    pub(crate) no_wait: bool,
+}
+
 /// Output encoding flags shared by the writing commands.
 #[derive(Debug, Args)]
 pub(crate) struct Encoding {
@@ -468,7 +488,7 @@ pub(crate) struct Run {
     pub(crate) threads: usize,
     /// Most bytes held in flight, e.g. 512MiB or 2GB (default: 64 MiB per thread, at most
     /// 512 MiB; at least 8 MiB).
-    #[arg(long, value_parser = cmd::repack::parse_size)]
+    #[arg(long, value_parser = cmd::text::parse_size)]
     pub(crate) memory: Option<u64>,
     /// No progress bar and no summary line (errors are still reported).
     #[arg(long, short)]
@@ -566,6 +586,15 @@ impl Encoding {
 pub(crate) enum IdArg {
     Sha256,
     Xxh3,
+}
+
+impl From<IdArg> for ztensor_v2::IdAlgorithm {
+    fn from(arg: IdArg) -> ztensor_v2::IdAlgorithm {
+        match arg {
+            IdArg::Sha256 => ztensor_v2::IdAlgorithm::Sha256,
+            IdArg::Xxh3 => ztensor_v2::IdAlgorithm::Xxh3,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

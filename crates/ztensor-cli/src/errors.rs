@@ -40,12 +40,12 @@ pub(crate) fn reported(
 }
 
 /// As [`reported`], with the flag that gets past what the target could not hold
-/// ([`hinted`](cmd::convert::hinted), by the error's [`Verdict::refused`]).
+/// ([`hinted`], by the error's [`Verdict::refused`]).
 pub(crate) fn refusal(
     context: &str,
     e: &(impl Verdict + std::fmt::Display + ?Sized),
 ) -> anyhow::Error {
-    cmd::convert::hinted(reported(context, e), e.refused())
+    hinted(reported(context, e), e.refused())
 }
 
 /// For a file that does not end with a valid manifest but holds an earlier complete one: the
@@ -98,4 +98,26 @@ pub(crate) fn open_error(
 /// `path` as messages show it (escaped for the terminal).
 pub(crate) fn shown_path(path: &Path) -> String {
     cmd::text::shown(&path.display().to_string()).into_owned()
+}
+
+/// `error` with the flag that gets past what the target could not hold, by what the library
+/// said it refused (`refused`, from the error's type, never its text): `--drop-attributes` for
+/// attributes, `--carry-unknown-dtypes` and `--exclude` for tensors of dtypes zTensor lacks.
+pub fn hinted(error: anyhow::Error, refused: Option<ztensor_format::Refused>) -> anyhow::Error {
+    use ztensor_format::Refused;
+    let hint = match refused {
+        Some(Refused::FileAttributes | Refused::ObjectAttributes) => {
+            "(--drop-attributes discards them)"
+        }
+        Some(Refused::Dtype) => {
+            "(--carry-unknown-dtypes carries such tensors as bytes; --exclude NAME leaves one out)"
+        }
+        _ => return error,
+    };
+    let message = format!("{error:#} {hint}");
+    if error.downcast_ref::<Rejected>().is_some() {
+        anyhow!(Rejected(message))
+    } else {
+        anyhow!(message)
+    }
 }

@@ -11,8 +11,11 @@ use ztensor_par::ZtSink;
 use ztensor_tensorbuffers::TbSink;
 
 use super::Kind;
-use super::repack::Bar;
-use crate::{Encoding, Rejected, Run, Target};
+use super::text::listed;
+use crate::cli::{ConvertArgs, RepackArgs, convert_target};
+use crate::progress::Bar;
+use crate::report::{Converted, Done};
+use crate::{Encoding, Run, Target, output_lock};
 
 /// One conversion.
 pub struct Request<'a> {
@@ -30,6 +33,179 @@ pub struct Request<'a> {
     pub sharded: Option<ztensor_shard::Split>,
     /// Remove the sharded checkpoint the output directory holds first, instead of refusing.
     pub force: bool,
+    /// The zstd frame size for large components (`repack --chunk`); the engine's default
+    /// without.
+    pub chunk: Option<u64>,
+    /// `repack`: a zTensor file to zTensor, named so in messages.
+    pub repack: bool,
+}
+
+impl Request<'_> {
+    /// The output directory, for a sharded conversion.
+    fn dir(&self) -> super::outdir::Dir<'_> {
+        super::outdir::Dir { output: self.output, force: self.force }
+    }
+
+    /// What a failure is prefixed with.
+    fn context(&self) -> String {
+        match self.repack {
+            true => format!("cannot repack {}", self.input.display()),
+            false => format!("cannot convert {} to {}", self.input.display(), self.target),
+        }
+    }
+}
+
+/// `ztensor convert`: the request checked (the target by `--to` or the extension, a sharded
+/// output, `-`, object storage, the output's lock), the conversion run, and what it wrote.
+pub(crate) fn command(a: ConvertArgs) -> Result<Done> {
+    a.run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
+    let sharded = sharding(&a.output, a.shard_size)?;
+    if a.force && sharded.is_none() {
+        anyhow::bail!(
+            "--force clears an output directory that holds a checkpoint: a file output ({}) is \
+             replaced whole, atomically, without it",
+            a.output.display()
+        );
+    }
+    let target = convert_target(&a.output, a.to, sharded.is_some(), &a.encoding)?;
+    // `-`: the file is made in a private directory, then copied to standard output.
+    let staged = match super::stdout::is_stdout(&a.output) {
+        true => Some(super::stdout::Staged::new(match target {
+            Target::Safetensors => "stdout.safetensors",
+            Target::TensorBuffers => "stdout.tb",
+            Target::Zt(_) | Target::Zt2 => "stdout.zt",
+        })?),
+        false => None,
+    };
+    let output = staged.as_ref().map_or(a.output.as_path(), |s| s.path());
+    let remote_out = crate::remote::url_of(output);
+    if remote_out.is_some() && sharded.is_some() {
+        anyhow::bail!(
+            "{}: a sharded output is not written to object storage yet; write one object (no \
+             trailing /) or a local directory",
+            output.display()
+        );
+    }
+    let _lock = match sharded {
+        Some(_) => None,
+        // An object is published whole by its upload's completion: no lock file.
+        None if remote_out.is_some() => None,
+        None => output_lock(&a.input, output, a.run.no_wait, a.run.quiet)?,
+    };
+    let request = Request {
+        input: &a.input,
+        output,
+        target,
+        drop_attributes: a.drop_attributes,
+        exclude: &a.exclude,
+        carry_unknown: a.carry_unknown_dtypes,
+        encoding: &a.encoding,
+        run: &a.run,
+        sharded,
+        force: a.force,
+        chunk: None,
+        repack: false,
+    };
+    let started = std::time::Instant::now();
+    let converted = run(&request)?;
+    if let Some(written) = converted.sharded_2 {
+        return Ok(Done::Shards {
+            directory: output.to_path_buf(),
+            shards: written.shards.len(),
+            index: written.root.clone(),
+            format: "zTensor 2".to_owned(),
+            objects: converted.objects,
+            decoded: written.decoded,
+            bytes: written.shards.iter().map(|(_, _, len)| len).sum::<u64>() + written.root_len,
+            took: started.elapsed(),
+            notes: converted.notes,
+        });
+    }
+    if let Some(index_path) = converted.index {
+        let index =
+            ztensor_shard::ShardIndex::read(&index_path).map_err(|e| crate::reported("", &e))?;
+        return Ok(Done::Shards {
+            directory: output.to_path_buf(),
+            shards: index.shards.len(),
+            index: index_path,
+            format: target.to_string(),
+            objects: converted.objects,
+            decoded: converted.decoded.unwrap_or(0),
+            bytes: index.shards.values().map(|s| s.size).sum(),
+            took: started.elapsed(),
+            notes: converted.notes,
+        });
+    }
+    let file_len = match remote_out {
+        Some(url) => crate::remote::uploaded(url).unwrap_or(0),
+        None => std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
+    };
+    let took = started.elapsed();
+    if let Some(staged) = staged {
+        staged.deliver()?;
+    }
+    Ok(Done::Wrote {
+        output: a.output,
+        format: target.to_string(),
+        converted,
+        file_len,
+        took,
+        zstd: a.encoding.zstd.is_some(),
+    })
+}
+
+/// `ztensor repack`: [`command`]'s conversion of a zTensor file to zTensor, under its own name
+/// and with its own `--chunk`: one code path, so the bytes are those `convert` writes.
+pub(crate) fn repack(a: RepackArgs) -> Result<Done> {
+    let kind = super::detect(&a.input)?;
+    if kind != Kind::Zt {
+        anyhow::bail!("repack reads zTensor files; use `convert` for {kind}");
+    }
+    a.run.check_memory(a.chunk)?;
+    let _lock = output_lock(&a.input, &a.output, a.run.no_wait, a.run.quiet)?;
+    let request = Request {
+        input: &a.input,
+        output: &a.output,
+        target: Target::Zt(a.to),
+        drop_attributes: a.drop_attributes,
+        exclude: &[],
+        carry_unknown: false,
+        encoding: &a.encoding,
+        run: &a.run,
+        sharded: None,
+        force: false,
+        chunk: Some(a.chunk),
+        repack: true,
+    };
+    let started = std::time::Instant::now();
+    let converted = run(&request)?;
+    Ok(Done::Wrote {
+        file_len: std::fs::metadata(&a.output).map(|m| m.len()).unwrap_or(0),
+        took: started.elapsed(),
+        output: a.output,
+        format: Target::Zt(a.to).to_string(),
+        converted,
+        zstd: a.encoding.zstd.is_some(),
+    })
+}
+
+/// Whether `output` asks for a sharded checkpoint (it ends in `/` or is a directory), and
+/// how it is split; `--shard-size` is refused for a file output.
+pub(crate) fn sharding(
+    output: &Path,
+    shard_size: Option<u64>,
+) -> Result<Option<ztensor_shard::Split>> {
+    let directory = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
+    match (directory, shard_size) {
+        (true, Some(size)) => Ok(Some(ztensor_shard::Split::Size(size.max(1)))),
+        (true, None) => Ok(Some(ztensor_shard::Split::LikeInput)),
+        (false, Some(_)) => Err(anyhow!(
+            "--shard-size writes a sharded checkpoint: give an output directory (ending in /), \
+             not {}",
+            output.display()
+        )),
+        (false, None) => Ok(None),
+    }
 }
 
 /// The plan of a sharded conversion of `r` (the output a directory).
@@ -55,26 +231,6 @@ pub fn plan_of(
     Ok(plan)
 }
 
-/// What a conversion wrote.
-#[derive(Debug)]
-pub struct Converted {
-    /// How many objects.
-    pub objects: usize,
-    /// For zTensor targets, the most bytes the engine held in flight.
-    pub peak: Option<u64>,
-    /// For a sharded output, the index written.
-    pub index: Option<std::path::PathBuf>,
-    /// For a zTensor file, what its writer was given.
-    pub tally: Option<ztensor_io::Tally>,
-    /// The decoded bytes written, for outputs without a tally.
-    pub decoded: Option<u64>,
-    /// For a sharded zTensor 2 output, what was written (the root and its shards).
-    pub sharded_2: Option<ztensor_v2::sharded::ShardedSummary>,
-    /// What the user is to be told besides: objects larger than `--shard-size`, attributes
-    /// `--drop-attributes` dropped.
-    pub notes: Vec<String>,
-}
-
 /// The objects of `plan` larger than `split` allows, each in a shard of its own: a note, or
 /// none.
 pub fn oversized(plan: &ztensor_shard::Plan, split: ztensor_shard::Split) -> Option<String> {
@@ -96,17 +252,8 @@ pub fn oversized(plan: &ztensor_shard::Plan, split: ztensor_shard::Split) -> Opt
             format!("{} objects are", big.len())
         },
         super::text::size_given(limit),
-        listed(&big)
+        super::text::listed(&big)
     ))
-}
-
-/// `items` joined by commas, the first 10, then how many more.
-pub(super) fn listed(items: &[String]) -> String {
-    let mut text = items.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
-    if items.len() > 10 {
-        text.push_str(&format!(" and {} more", items.len() - 10));
-    }
-    text
 }
 
 /// What `--drop-attributes` says when the output holds every attribute the input had.
@@ -176,7 +323,7 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
     }
     let source = crate::open_source_with(r.input, r.carry_unknown)?;
     let plan = plan_of(r, split, &*source)?;
-    let cleared = super::outdir::clear(r, &plan)?;
+    let cleared = super::outdir::clear(&r.dir(), &plan)?;
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
     let done = ztensor_shard::write_all(&plan, &*source, &r.run.par(), &bar);
     bar.finish();
@@ -248,7 +395,7 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
             super::not_over(input, &path, "a zTensor 2 shard")?;
         }
     }
-    let cleared = super::outdir::clear_2(r, &inputs)?;
+    let cleared = super::outdir::clear_2(&r.dir(), &inputs)?;
     // A failed or interrupted write takes back what it made: its files and the directory.
     let guard = ztensor_shard::OutputGuard::create(r.output)
         .map_err(|e| anyhow!("cannot create {}: {e}", r.output.display()))?;
@@ -295,7 +442,10 @@ fn zt_into<W: Write, M: std::borrow::BorrowMut<ztensor_io::Writer<W>>>(
     let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
     let bar = Bar::new(total.sum(), r.run.quiet);
     let par = r.run.par();
-    let copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
+    let mut copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
+    if r.chunk.is_some() {
+        copy.chunk_size = r.chunk;
+    }
     let mut sink = ZtSink::new(writer.borrow_mut(), r.encoding.fresh(), &par, &bar)
         .drop_attributes(r.drop_attributes)
         .copying(copy);
@@ -313,7 +463,7 @@ fn zt_into<W: Write, M: std::borrow::BorrowMut<ztensor_io::Writer<W>>>(
 /// the objects of a zTensor input as `repack` does (stored bytes copied as they are where the
 /// target holds them and no re-encoding is asked for).
 pub fn run(r: &Request<'_>) -> Result<Converted> {
-    let context = format!("cannot convert {} to {}", r.input.display(), r.target);
+    let context = r.context();
     if let Some(split) = r.sharded {
         return sharded(r, split, &context);
     }
@@ -418,333 +568,4 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
 /// Whether `name` matches one of the `--exclude` globs.
 fn excluded(globs: &[String], name: &str) -> bool {
     globs.iter().any(|g| super::look::glob(g, name))
-}
-
-/// `error` with the flag that gets past what the target could not hold, by what the library
-/// said it refused (`refused`, from the error's type, never its text): `--drop-attributes` for
-/// attributes, `--carry-unknown-dtypes` and `--exclude` for tensors of dtypes zTensor lacks.
-pub fn hinted(error: anyhow::Error, refused: Option<ztensor_format::Refused>) -> anyhow::Error {
-    use ztensor_format::Refused;
-    let hint = match refused {
-        Some(Refused::FileAttributes | Refused::ObjectAttributes) => {
-            "(--drop-attributes discards them)"
-        }
-        Some(Refused::Dtype) => {
-            "(--carry-unknown-dtypes carries such tensors as bytes; --exclude NAME leaves one out)"
-        }
-        _ => return error,
-    };
-    let message = format!("{error:#} {hint}");
-    if error.downcast_ref::<Rejected>().is_some() {
-        anyhow!(Rejected(message))
-    } else {
-        anyhow!(message)
-    }
-}
-
-/// `info` on a file of another format (safetensors, a sharded checkpoint, TensorBuffers), read
-/// through the tensor-source interface: what it is, its attributes (safetensors `__metadata__`,
-/// the TensorBuffers metadata zTensor keeps as `tensorbuffers.*`), and a table of its tensors.
-pub fn source_info(
-    out: &mut impl Write,
-    path: &Path,
-    kind: Kind,
-    source: &dyn TensorSource,
-    json: bool,
-    full: bool,
-) -> Result<()> {
-    // The tensors by name, their names borrowed from the source where it can: each row is
-    // made from the source when it is shown, not held (a checkpoint may have a million).
-    let mut order: Vec<(std::borrow::Cow<'_, str>, usize)> =
-        (0..source.len()).filter_map(|i| source.info(i).map(|o| (o.name, i))).collect();
-    order.sort_by(|a, b| a.0.cmp(&b.0));
-    let dtype_of = tensor_dtype;
-    let infos = || order.iter().filter_map(|&(_, i)| source.info(i));
-    let attributes =
-        source.try_attributes().map_err(|e| crate::reported(&path.display().to_string(), &e))?;
-    if json {
-        // Each tensor's entry is made as it is written.
-        type Infos<'t, 'a> = Box<dyn Iterator<Item = ztensor_io::ObjectInfo<'a>> + 't>;
-        struct Tensors<'t, 'a>(&'t dyn Fn() -> Infos<'t, 'a>);
-        impl serde::Serialize for Tensors<'_, '_> {
-            fn serialize<Z: serde::Serializer>(&self, to: Z) -> Result<Z::Ok, Z::Error> {
-                #[derive(serde::Serialize)]
-                struct Entry<'e> {
-                    name: &'e str,
-                    dtype: String,
-                    shape: &'e [u64],
-                    elements: u64,
-                    bytes: u64,
-                    stored: u64,
-                    decoded: Option<u64>,
-                    shard: Option<&'e str>,
-                }
-                to.collect_seq((self.0)().map(|o| {
-                    serde_json::to_value(Entry {
-                        name: &o.name,
-                        dtype: tensor_dtype(&o),
-                        shape: &o.shape,
-                        elements: super::info::element_count(&o.shape),
-                        bytes: o.stored_len(),
-                        stored: o.stored_len(),
-                        decoded: o
-                            .components
-                            .iter()
-                            .try_fold(0u64, |sum, c| Some(sum + c.decoded_len?)),
-                        shard: o.location.as_deref(),
-                    })
-                    .unwrap_or_default()
-                }))
-            }
-        }
-        let boxed = || -> Infos<'_, '_> { Box::new(infos()) };
-        let tensors = Tensors(&boxed);
-        let format = kind.format().id;
-        // Written as it is serialized: attributes of millions of values are not copied into
-        // a JSON value first.
-        #[derive(serde::Serialize)]
-        struct Report<'a> {
-            file: String,
-            format: &'a str,
-            description: std::borrow::Cow<'a, str>,
-            attributes: Option<ztensor_dump::JsonOf<'a>>,
-            tensors: Tensors<'a, 'a>,
-        }
-        let report = Report {
-            file: super::stdin::name(path),
-            format,
-            description: source.format_name(),
-            attributes: attributes.as_deref().map(|a| ztensor_dump::JsonOf(a.root())),
-            tensors,
-        };
-        serde_json::to_writer_pretty(&mut *out, &report)?;
-        writeln!(out)?;
-        return Ok(());
-    }
-    use super::text::{count, shown, size, size_cell};
-    writeln!(out, "file:       {}", super::stdin::shown(path))?;
-    writeln!(out, "format:     {}", shown(&source.format_name()))?;
-    writeln!(out, "tensors:    {}", order.len())?;
-    super::text::attribute_lines(out, "attributes:", attributes.as_deref(), full)?;
-    let sharded = infos().any(|o| o.location.is_some());
-    let (mut stored, mut decoded, mut elements, mut with_attributes) = (0u64, 0u64, 0u64, 0usize);
-    let mut rows = |each: &mut super::text::RowSink<'_>| -> std::io::Result<()> {
-        (stored, decoded, elements, with_attributes) = (0, 0, 0, 0);
-        for o in infos() {
-            let n = super::info::element_count(&o.shape);
-            let decoded_len =
-                o.components.iter().try_fold(0u64, |sum, c| Some(sum + c.decoded_len?));
-            stored = stored.saturating_add(o.stored_len());
-            decoded = decoded.saturating_add(decoded_len.unwrap_or(0));
-            elements = elements.saturating_add(n);
-            with_attributes += usize::from(o.attributes.is_some());
-            let mut row = vec![
-                shown(&o.name).into_owned(),
-                dtype_of(&o),
-                format!("{:?}", o.shape),
-                n.to_string(),
-                size_cell(o.stored_len()),
-                decoded_len.map_or_else(|| "?".into(), size_cell),
-            ];
-            if sharded {
-                row.push(shown(o.location.as_deref().unwrap_or_default()).into_owned());
-            }
-            each(&row)?;
-        }
-        Ok(())
-    };
-    writeln!(out)?;
-    // DTYPE and SHAPE keep their customary widths (11 and 16) unless a cell needs more.
-    let mut header =
-        vec!["NAME", "DTYPE      ", "SHAPE           ", "ELEMENTS", "STORED", "DECODED"];
-    if sharded {
-        header.push("SHARD");
-    }
-    super::text::table_of(out, &header, &mut rows)?;
-    writeln!(out)?;
-    writeln!(
-        out,
-        "total: {}, {} elements, {} stored, {} decoded",
-        super::text::plural(order.len(), "tensor"),
-        count(elements),
-        size(stored),
-        size(decoded)
-    )?;
-    super::text::own_attributes(out, with_attributes, "tensor", full, &mut |each| {
-        for o in infos() {
-            if let Some(a) = o.attributes.as_deref() {
-                each(&o.name, a)?;
-            }
-        }
-        Ok(())
-    })?;
-    Ok(())
-}
-
-/// A tensor's dtype as `info` shows it: each component's, with its logical type.
-fn tensor_dtype(o: &ztensor_io::ObjectInfo<'_>) -> String {
-    o.components
-        .iter()
-        .map(|c| match &c.logical_type {
-            Some(t) => format!("{}:{t}", c.dtype),
-            None => c.dtype.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// `verify` on a file of another format (safetensors, a sharded checkpoint, TensorBuffers),
-/// through the tensor-source interface on all threads: the header (and the index, and its
-/// agreement with the shards) are validated on open, then every tensor is read. Tensors of
-/// dtypes zTensor has no type for are valid: they are named in a note, with the ways to convert
-/// such a file.
-pub fn foreign_verify(
-    out: &mut impl Write,
-    path: &Path,
-    kind: Kind,
-    strict: bool,
-    threads: usize,
-    json: bool,
-    quiet: bool,
-) -> Result<std::process::ExitCode> {
-    // A sharded zTensor checkpoint's index records each shard's digest: every byte is checked.
-    let mut shard_problem = None;
-    let local = crate::remote::url_of(path).is_none();
-    let source: Box<dyn TensorSource> = match kind {
-        Kind::TensorBuffers if local => Box::new(
-            super::tb::open(path, strict)?
-                .map_err(|e| crate::reported(&crate::shown_path(path), &e))?,
-        ),
-        Kind::ZtIndex => {
-            let options = ztensor_registry::OpenOptions {
-                options: ztensor_cli::options(strict),
-                ..Default::default()
-            };
-            let ckpt = ztensor_registry::open_zt_index(path, &options)
-                .map_err(|e| crate::open_error(path, &options.options, e))?;
-            shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
-            Box::new(ckpt)
-        }
-        // A zTensor 2 root's table records each shard's size and digest: every byte of each
-        // shard is checked, not only the parts the root points at.
-        Kind::Zt2 if local => {
-            let file = crate::sources::open_zt2_file(path)?;
-            shard_problem = file.verify_shards().err().map(|e| e.to_string());
-            Box::new(file)
-        }
-        _ => crate::open_source(path)?,
-    };
-    let source = &*source;
-    let bytes: u64 = (0..source.len()).filter_map(|i| source.info(i)).map(|o| o.stored_len()).sum();
-    let decoded: u64 = (0..source.len())
-        .filter_map(|i| source.info(i))
-        .flat_map(|o| o.components.into_iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)))
-        .sum();
-    let bar = Bar::new(bytes, quiet);
-    let par = ztensor_par::ParOptions::with_threads(threads);
-    let verdicts = ztensor_par::verify_source(source, &par, &bar);
-    bar.finish();
-    let verdicts = verdicts.map_err(|e| anyhow!("{e}"))?;
-    let mut problems: Vec<String> = shard_problem.into_iter().collect();
-    let mut unknown = Vec::new();
-    // Objects that cannot be read here for another reason (an encoding not known, a shard
-    // not found): the name and why.
-    let mut unreadable = Vec::new();
-    for (i, verdict) in verdicts.iter().enumerate() {
-        let name = || source.name(i).map_or_else(|| format!("#{i}"), std::borrow::Cow::into_owned);
-        match verdict {
-            Ok(()) => {}
-            Err(e)
-                if matches!(e.kind(), ztensor_io::ErrorKind::Unsupported(_))
-                    && e.format_error().map(ztensor_format::Error::kind)
-                        != Some(ztensor_format::ErrorKind::DtypeUnknown) =>
-            {
-                let why =
-                    e.format_error().map_or_else(|| e.to_string(), |f| f.message().to_owned());
-                unreadable.push(format!("{} ({why})", super::text::shown(&name())));
-            }
-            Err(e) if matches!(e.kind(), ztensor_io::ErrorKind::Unsupported(_)) => {
-                let dtype = source
-                    .info(i)
-                    .and_then(|o| o.components.first().map(|c| c.dtype.to_string()))
-                    .unwrap_or_default();
-                unknown.push(format!("{} ({dtype})", super::text::shown(&name())));
-            }
-            // A failed read is a failed request (status 2), not a problem of the file.
-            Err(e) if e.rule().is_none() => {
-                return Err(anyhow!(
-                    "{}: object {:?}: {e}",
-                    path.display(),
-                    super::text::shown(&name())
-                ));
-            }
-            // The error names its object already when the source put it there.
-            Err(e) if e.format_error().is_some_and(|f| f.object().is_some()) => {
-                problems.push(e.to_string());
-            }
-            Err(e) => problems.push(format!("object {:?}: {e}", super::text::shown(&name()))),
-        }
-    }
-    // What could not be checked is not called sound: its bytes were never looked at.
-    let sound = problems.is_empty() && unreadable.is_empty();
-    if json {
-        let report = serde_json::json!({
-            "file": super::stdin::name(path),
-            "format": source.format_name(),
-            "sound": sound,
-            "objects": verdicts.len(),
-            "decoded": decoded,
-            "problems": problems,
-            "unsupported": unknown,
-            "unreadable": unreadable,
-        });
-        writeln!(out, "{report:#}")?;
-    } else {
-        for p in &problems {
-            writeln!(out, "{p}")?;
-        }
-        let tensors = super::text::plural(verdicts.len(), "tensor");
-        let bytes = format!("{} decoded", super::text::size(decoded));
-        if sound {
-            writeln!(out, "{}: sound ({kind}: {tensors}, {bytes})", super::stdin::shown(path))?;
-        } else if problems.is_empty() {
-            writeln!(
-                out,
-                "{}: not verified, {} unchecked ({kind}: {tensors}, {bytes})",
-                super::stdin::shown(path),
-                super::text::plural(unreadable.len(), "tensor")
-            )?;
-        } else {
-            writeln!(
-                out,
-                "{}: {} ({kind}: {tensors}, {bytes})",
-                super::stdin::shown(path),
-                super::text::plural(problems.len(), "problem")
-            )?;
-        }
-        if !unknown.is_empty() {
-            writeln!(
-                out,
-                "note: {} of a dtype zTensor has no type for: {}. `convert \
-                 --carry-unknown-dtypes` carries them as bytes (their dtype and shape kept as \
-                 attributes, restored when converted back to safetensors); `convert --exclude \
-                 NAME` leaves them out",
-                if unknown.len() == 1 {
-                    "1 tensor is".to_owned()
-                } else {
-                    format!("{} tensors are", unknown.len())
-                },
-                listed(&unknown)
-            )?;
-        }
-        if !unreadable.is_empty() {
-            writeln!(
-                out,
-                "note: {} cannot be read here: {}",
-                super::text::plural(unreadable.len(), "tensor"),
-                listed(&unreadable)
-            )?;
-        }
-    }
-    Ok(if sound { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::from(1) })
 }

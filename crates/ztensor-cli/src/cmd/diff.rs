@@ -115,6 +115,25 @@ fn empty_map<'a>() -> Cow<'a, Attributes> {
 /// Role, dtype (with logical type) and content hash of each component.
 type Components = Vec<(String, String, String)>;
 
+/// `ztensor diff A B`: both inputs opened, compared and the report printed; status 1 when
+/// they differ.
+pub(crate) fn run(
+    out: &mut impl Write,
+    a: &Path,
+    b: &Path,
+    json: bool,
+    ignore_attributes: bool,
+) -> Result<std::process::ExitCode> {
+    let (sa, sb) = (crate::open_source(a)?, crate::open_source(b)?);
+    let report = compare((a, &*sa), (b, &*sb), !ignore_attributes)?;
+    print(out, &report, json)?;
+    Ok(if report.differ() {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
+}
+
 /// Compares `a` with `b`: file attributes and each object's attributes unless `attributes` is
 /// false, names, formats, shapes, types and decoded bytes (encodings and digests are no
 /// difference).

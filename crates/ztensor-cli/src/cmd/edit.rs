@@ -10,13 +10,45 @@ use ztensor_io::{Repair, TensorSink};
 use ztensor_par::ZtSink;
 
 use super::Kind;
-use super::repack::Bar;
-use crate::{Encoding, Rejected, Run, open, reported};
+use crate::cli::{AppendArgs, RemoveArgs};
+use crate::progress::Bar;
+use crate::report::Done;
+use crate::{Encoding, Rejected, Run, open, open_zt, output_lock, reported};
 
 type Writes<'a> = Box<dyn FnOnce(&mut ztensor_io::Appender) -> Result<()> + 'a>;
 
+/// `ztensor append`: every object of `--from` added to the target in place.
+pub(crate) fn append(a: &AppendArgs) -> Result<Done> {
+    a.run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
+    let (objects, len) = append_all(&a.target, &a.from, &a.encoding, &a.run)?;
+    Ok(Done::Appended { objects, from: a.from.clone(), target: a.target.clone(), len })
+}
+
+/// `ztensor remove`: the file written without the named objects (each found first; a name given
+/// twice is removed once).
+pub(crate) fn remove(a: &RemoveArgs) -> Result<Done> {
+    let _lock = output_lock(&a.file, &a.output, a.no_wait, false)?;
+    let mut names: Vec<&str> = a.names.iter().map(String::as_str).collect();
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(*n));
+    let reader = open_zt(&a.file, "remove")?;
+    for name in &names {
+        super::look::found(&a.file, &reader, name)?;
+    }
+    let before = reader.manifest().len();
+    drop(reader);
+    let len = ztensor_io::remove_objects(&a.file, &a.output, &names, &ztensor_cli::options(false))
+        .map_err(|e| reported(&format!("cannot remove from {}", a.file.display()), &e))?;
+    Ok(Done::Removed {
+        output: a.output.clone(),
+        objects: before.saturating_sub(names.len()),
+        len,
+        names: names.iter().map(|&n| n.to_owned()).collect(),
+    })
+}
+
 /// Appends every object of `from` to `target`; returns the count and the new length.
-pub fn append(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Result<(usize, u64)> {
+fn append_all(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Result<(usize, u64)> {
     if super::detect(target)? != Kind::Zt {
         return Err(anyhow!("{}: append adds to zTensor 1.x files only", target.display()));
     }

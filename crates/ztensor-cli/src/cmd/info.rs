@@ -5,7 +5,62 @@ use std::path::Path;
 
 use anyhow::Result;
 use ztensor_format::{ByteOrder, Encoding, Version};
-use ztensor_io::{ReadAt, Reader};
+use ztensor_io::{ReadAt, Reader, TensorSource};
+
+use super::Kind;
+
+/// `ztensor info FILE`: a zTensor 0.1/1.x file from its manifest (with what it shadows and what
+/// an unfinished append left), any other input through the tensor-source interface.
+pub(crate) fn run(
+    out: &mut impl Write,
+    file: &Path,
+    strict: bool,
+    json: bool,
+    full: bool,
+) -> Result<()> {
+    let kind = super::detect(file)?;
+    if kind != Kind::Zt || crate::remote::url_of(file).is_some() {
+        let source: Box<dyn ztensor_io::TensorSource> = match kind {
+            Kind::TensorBuffers if crate::remote::url_of(file).is_none() => Box::new(
+                super::tb::open(file, strict)?
+                    .map_err(|e| crate::reported(&crate::shown_path(file), &e))?,
+            ),
+            _ => crate::open_source(file)?,
+        };
+        return source_info(out, file, kind, &*source, json, full);
+    }
+    let reader = crate::open(file, &ztensor_cli::options(strict))?;
+    let pending = reader.source().uncommitted();
+    let shadowed: Vec<&str> = reader.manifest().shadowed().map(|o| o.name()).collect();
+    if json {
+        return Ok(write_json(out, file, &reader, pending, &shadowed)?);
+    }
+    print(out, file, &reader, full)?;
+    if !shadowed.is_empty() {
+        writeln!(
+            out,
+            "\nnote: {} object(s) share a name with an earlier one ({}), as the reference v0.1 \
+             writer allows; a NAME given to a command finds the first, and zTensor 1.x cannot \
+             hold both (--strict refuses the file)",
+            shadowed.len(),
+            shadowed
+                .iter()
+                .map(|n| format!("{:?}", super::text::shown(n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+    }
+    if pending > 0 {
+        writeln!(
+            out,
+            "\nnote: {pending} bytes after the end belong to an append that has not committed \
+             (still running, or interrupted: `ztensor repair {}` removes them); the file reads \
+             as it was before it",
+            super::stdin::shown(file)
+        )?;
+    }
+    Ok(())
+}
 
 /// `info` of a zTensor file: what it is, its attributes a key to a line, and a table of its
 /// objects and their components with element counts and stored and decoded sizes. `full`
@@ -246,112 +301,6 @@ pub fn write_json<S: ReadAt>(
     writeln!(out)
 }
 
-/// `verify`: the manifest (on open), then every object on all threads.
-pub fn verify(
-    out: &mut impl Write,
-    file: &Path,
-    strict: bool,
-    threads: usize,
-    json: bool,
-    quiet: bool,
-) -> Result<std::process::ExitCode> {
-    let options = ztensor_cli::options(strict);
-    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-    let reader = match ztensor_registry::open_zt(file, &opening) {
-        Ok(r) => r,
-        Err(e) if json && e.rule().is_some() => {
-            let report = serde_json::json!({
-                "file": super::stdin::name(file),
-                "sound": false,
-                "objects": null,
-                "problems": [e.to_string()],
-            });
-            writeln!(out, "{report:#}")?;
-            return Ok(std::process::ExitCode::from(1));
-        }
-        Err(e) => {
-            let hint =
-                if e.rule().is_some() { crate::torn_hint(file, &options) } else { String::new() };
-            let base = crate::reported(&file.display().to_string(), &e);
-            return Err(if base.downcast_ref::<crate::Rejected>().is_some() {
-                anyhow::anyhow!(crate::Rejected(format!("{base}{hint}")))
-            } else {
-                base
-            });
-        }
-    };
-    let stored = reader
-        .manifest()
-        .objects()
-        .flat_map(|o| o.object().components.values())
-        .map(|c| c.length)
-        .sum();
-    let bar = super::repack::Bar::new(stored, quiet);
-    let verdicts =
-        ztensor_par::verify_all(&reader, &ztensor_par::ParOptions::with_threads(threads), &bar);
-    bar.finish();
-    let verdicts = verdicts.map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut problems = Vec::new();
-    let (mut verified, mut unverifiable, mut absent) = (0usize, Vec::new(), 0usize);
-    for (object, (name, verdict)) in reader.manifest().objects().zip(verdicts) {
-        if let Err(e) = verdict {
-            problems.push(e.to_string());
-            continue;
-        }
-        // A sound object's known digests were all verified by `verify_all`.
-        for (role, c) in &object.object().components {
-            match &c.digest {
-                None => absent += 1,
-                Some(d) if d.bytes().is_none() => unverifiable.push(format!("{name}/{role}: {d}")),
-                Some(_) => verified += 1,
-            }
-        }
-    }
-    let n = reader.manifest().len();
-    let decoded: u64 = reader
-        .manifest()
-        .objects()
-        .flat_map(|o| o.decoded_lens().map(|(_, n)| n.unwrap_or(0)))
-        .sum();
-    let code = if problems.is_empty() {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::from(1)
-    };
-    if json {
-        let report = serde_json::json!({
-            "file": super::stdin::name(file),
-            "sound": problems.is_empty(),
-            "objects": n,
-            "decoded": decoded,
-            "problems": problems,
-            "digests": {"verified": verified, "absent": absent, "unverifiable": unverifiable},
-        });
-        writeln!(out, "{report:#}")?;
-        return Ok(code);
-    }
-    for p in &problems {
-        writeln!(out, "{p}")?;
-    }
-    for u in &unverifiable {
-        writeln!(out, "unverifiable digest (unknown algorithm): {u}")?;
-    }
-    let summary = format!(
-        "{}, {} decoded, {} verified, {absent} components without digest, {} unverifiable",
-        super::text::plural(n, "object"),
-        super::text::size(decoded),
-        super::text::plural(verified, "digest"),
-        unverifiable.len()
-    );
-    if problems.is_empty() {
-        writeln!(out, "{}: sound ({summary})", super::stdin::shown(file))?;
-    } else {
-        let file = super::stdin::shown(file);
-        writeln!(out, "{file}: {} problem(s) ({summary})", problems.len())?;
-    }
-    Ok(code)
-}
-
 /// `ztensor rules`: every rule of the zTensor formats (identifier, layer, strict-only,
 /// summary), then the TensorBuffers rule identifiers.
 pub fn rules(out: &mut impl Write, json: bool) -> Result<()> {
@@ -390,4 +339,155 @@ pub fn rules(out: &mut impl Write, json: bool) -> Result<()> {
          rules are enforced only with --strict."
     )?;
     Ok(())
+}
+
+/// `info` on a file of another format (safetensors, a sharded checkpoint, TensorBuffers), read
+/// through the tensor-source interface: what it is, its attributes (safetensors `__metadata__`,
+/// the TensorBuffers metadata zTensor keeps as `tensorbuffers.*`), and a table of its tensors.
+pub fn source_info(
+    out: &mut impl Write,
+    path: &Path,
+    kind: Kind,
+    source: &dyn TensorSource,
+    json: bool,
+    full: bool,
+) -> Result<()> {
+    // The tensors by name, their names borrowed from the source where it can: each row is
+    // made from the source when it is shown, not held (a checkpoint may have a million).
+    let mut order: Vec<(std::borrow::Cow<'_, str>, usize)> =
+        (0..source.len()).filter_map(|i| source.info(i).map(|o| (o.name, i))).collect();
+    order.sort_by(|a, b| a.0.cmp(&b.0));
+    let dtype_of = tensor_dtype;
+    let infos = || order.iter().filter_map(|&(_, i)| source.info(i));
+    let attributes =
+        source.try_attributes().map_err(|e| crate::reported(&path.display().to_string(), &e))?;
+    if json {
+        // Each tensor's entry is made as it is written.
+        type Infos<'t, 'a> = Box<dyn Iterator<Item = ztensor_io::ObjectInfo<'a>> + 't>;
+        struct Tensors<'t, 'a>(&'t dyn Fn() -> Infos<'t, 'a>);
+        impl serde::Serialize for Tensors<'_, '_> {
+            fn serialize<Z: serde::Serializer>(&self, to: Z) -> Result<Z::Ok, Z::Error> {
+                #[derive(serde::Serialize)]
+                struct Entry<'e> {
+                    name: &'e str,
+                    dtype: String,
+                    shape: &'e [u64],
+                    elements: u64,
+                    bytes: u64,
+                    stored: u64,
+                    decoded: Option<u64>,
+                    shard: Option<&'e str>,
+                }
+                to.collect_seq((self.0)().map(|o| {
+                    serde_json::to_value(Entry {
+                        name: &o.name,
+                        dtype: tensor_dtype(&o),
+                        shape: &o.shape,
+                        elements: super::info::element_count(&o.shape),
+                        bytes: o.stored_len(),
+                        stored: o.stored_len(),
+                        decoded: o
+                            .components
+                            .iter()
+                            .try_fold(0u64, |sum, c| Some(sum + c.decoded_len?)),
+                        shard: o.location.as_deref(),
+                    })
+                    .unwrap_or_default()
+                }))
+            }
+        }
+        let boxed = || -> Infos<'_, '_> { Box::new(infos()) };
+        let tensors = Tensors(&boxed);
+        let format = kind.format().id;
+        // Written as it is serialized: attributes of millions of values are not copied into
+        // a JSON value first.
+        #[derive(serde::Serialize)]
+        struct Report<'a> {
+            file: String,
+            format: &'a str,
+            description: std::borrow::Cow<'a, str>,
+            attributes: Option<ztensor_dump::JsonOf<'a>>,
+            tensors: Tensors<'a, 'a>,
+        }
+        let report = Report {
+            file: super::stdin::name(path),
+            format,
+            description: source.format_name(),
+            attributes: attributes.as_deref().map(|a| ztensor_dump::JsonOf(a.root())),
+            tensors,
+        };
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    use super::text::{count, shown, size, size_cell};
+    writeln!(out, "file:       {}", super::stdin::shown(path))?;
+    writeln!(out, "format:     {}", shown(&source.format_name()))?;
+    writeln!(out, "tensors:    {}", order.len())?;
+    super::text::attribute_lines(out, "attributes:", attributes.as_deref(), full)?;
+    let sharded = infos().any(|o| o.location.is_some());
+    let (mut stored, mut decoded, mut elements, mut with_attributes) = (0u64, 0u64, 0u64, 0usize);
+    let mut rows = |each: &mut super::text::RowSink<'_>| -> std::io::Result<()> {
+        (stored, decoded, elements, with_attributes) = (0, 0, 0, 0);
+        for o in infos() {
+            let n = super::info::element_count(&o.shape);
+            let decoded_len =
+                o.components.iter().try_fold(0u64, |sum, c| Some(sum + c.decoded_len?));
+            stored = stored.saturating_add(o.stored_len());
+            decoded = decoded.saturating_add(decoded_len.unwrap_or(0));
+            elements = elements.saturating_add(n);
+            with_attributes += usize::from(o.attributes.is_some());
+            let mut row = vec![
+                shown(&o.name).into_owned(),
+                dtype_of(&o),
+                format!("{:?}", o.shape),
+                n.to_string(),
+                size_cell(o.stored_len()),
+                decoded_len.map_or_else(|| "?".into(), size_cell),
+            ];
+            if sharded {
+                row.push(shown(o.location.as_deref().unwrap_or_default()).into_owned());
+            }
+            each(&row)?;
+        }
+        Ok(())
+    };
+    writeln!(out)?;
+    // DTYPE and SHAPE keep their customary widths (11 and 16) unless a cell needs more.
+    let mut header =
+        vec!["NAME", "DTYPE      ", "SHAPE           ", "ELEMENTS", "STORED", "DECODED"];
+    if sharded {
+        header.push("SHARD");
+    }
+    super::text::table_of(out, &header, &mut rows)?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "total: {}, {} elements, {} stored, {} decoded",
+        super::text::plural(order.len(), "tensor"),
+        count(elements),
+        size(stored),
+        size(decoded)
+    )?;
+    super::text::own_attributes(out, with_attributes, "tensor", full, &mut |each| {
+        for o in infos() {
+            if let Some(a) = o.attributes.as_deref() {
+                each(&o.name, a)?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// A tensor's dtype as `info` shows it: each component's, with its logical type.
+fn tensor_dtype(o: &ztensor_io::ObjectInfo<'_>) -> String {
+    o.components
+        .iter()
+        .map(|c| match &c.logical_type {
+            Some(t) => format!("{}:{t}", c.dtype),
+            None => c.dtype.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }

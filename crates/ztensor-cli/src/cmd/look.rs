@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use ztensor_foreign::npy;
 use ztensor_io::TensorSource;
 
@@ -420,7 +420,47 @@ fn lcm(a: usize, b: usize) -> usize {
 
 /// The content identity of the input at `path` (`ztensor id`): a zTensor 2 file's from its
 /// manifest, any other input's as its canonical zTensor 2 conversion would have it.
-pub fn id(path: &Path, algorithm: ztensor_v2::IdAlgorithm) -> Result<String> {
+/// `ztensor id FILE...`: each input's content identity, a line each (the digest alone for one
+/// input, the digest and the name for several).
+pub(crate) fn ids(
+    out: &mut impl Write,
+    files: &[std::path::PathBuf],
+    algorithm: ztensor_v2::IdAlgorithm,
+) -> Result<()> {
+    for file in files {
+        let id = id(file, algorithm)?;
+        if files.len() == 1 {
+            writeln!(out, "{id}")?;
+        } else {
+            writeln!(out, "{id}  {}", super::stdin::shown(file))?;
+        }
+    }
+    Ok(())
+}
+
+/// `ztensor dump FILE`: the conformance dump; status 1 for a file its reader rejects.
+pub(crate) fn dump(out: &mut impl Write, file: &Path) -> Result<ExitCode> {
+    let ok = ztensor_dump::write_file(file, out)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `ztensor extract FILE NAME -o OUT.npy`: never over the input, nor over a shard of a
+/// checkpoint given by its index.
+pub(crate) fn extract_file(
+    out: &mut impl Write,
+    file: &Path,
+    name: &str,
+    output: &Path,
+    max_dense: u64,
+) -> Result<()> {
+    ztensor_io::check_output(output).map_err(|e| anyhow!("{e}"))?;
+    let source = crate::open_source_for(file, output, "an extracted array", false)?;
+    extract(out, file, &*source, name, output, max_dense)
+}
+
+/// The content identity of the input at `path`.
+fn id(path: &Path, algorithm: ztensor_v2::IdAlgorithm) -> Result<String> {
     let options = ztensor_registry::OpenOptions {
         options: crate::options(false),
         carry_unknown_dtypes: false,

@@ -6,11 +6,12 @@ pub mod edit;
 pub mod info;
 pub mod look;
 mod outdir;
-pub mod repack;
+pub mod plan;
 pub mod stdin;
 pub mod stdout;
 pub mod tb;
 pub mod text;
+pub mod verify;
 
 use std::path::Path;
 

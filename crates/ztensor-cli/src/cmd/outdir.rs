@@ -6,13 +6,20 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow};
 
-use super::convert::{Request, listed};
+use super::text::listed;
+
+/// The output directory of a sharded conversion, and whether `--force` lets it clear what an
+/// earlier one left.
+pub(super) struct Dir<'a> {
+    pub(super) output: &'a std::path::Path,
+    pub(super) force: bool,
+}
 
 /// Refuses an output directory that holds a sharded checkpoint already (mixing a second one
 /// into it would leave the first's shards beside the new index, or replace some of them),
 /// unless `--force`, which removes that checkpoint's files (nothing else) and returns a note
 /// naming them. zTensor 2 files there (an earlier `--to 2` conversion) count as well.
-pub(super) fn clear(r: &Request<'_>, plan: &ztensor_shard::Plan) -> Result<Option<String>> {
+pub(super) fn clear(r: &Dir<'_>, plan: &ztensor_shard::Plan) -> Result<Option<String>> {
     let occupied = plan.occupied().map_err(|e| crate::reported("", &e))?;
     let inputs: Vec<&Path> = plan.inputs.iter().map(|f| f.path.as_path()).collect();
     clear_occupied(r, occupied, &inputs)
@@ -20,7 +27,7 @@ pub(super) fn clear(r: &Request<'_>, plan: &ztensor_shard::Plan) -> Result<Optio
 
 /// For a sharded zTensor 2 output: as [`clear`], for a directory where no plan names the
 /// output's own index and shards (zTensor 2 files there count as a checkpoint).
-pub(super) fn clear_2(r: &Request<'_>, inputs: &[std::path::PathBuf]) -> Result<Option<String>> {
+pub(super) fn clear_2(r: &Dir<'_>, inputs: &[std::path::PathBuf]) -> Result<Option<String>> {
     let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
     let occupied = ztensor_shard::Occupied::in_dir(r.output, None, &[], &inputs)
         .map_err(|e| crate::reported("", &e))?;
@@ -30,7 +37,7 @@ pub(super) fn clear_2(r: &Request<'_>, inputs: &[std::path::PathBuf]) -> Result<
 /// `occupied` and the zTensor 2 files in the output directory: refused unless `--force`, which
 /// removes them and returns a note naming them.
 fn clear_occupied(
-    r: &Request<'_>,
+    r: &Dir<'_>,
     occupied: ztensor_shard::Occupied,
     inputs: &[&Path],
 ) -> Result<Option<String>> {
@@ -49,7 +56,7 @@ fn clear_occupied(
 }
 
 /// The refusal of an occupied output directory, unless `--force`.
-fn refuse_unless_forced(r: &Request<'_>, names: &[String]) -> Result<()> {
+fn refuse_unless_forced(r: &Dir<'_>, names: &[String]) -> Result<()> {
     if r.force {
         return Ok(());
     }

@@ -448,6 +448,58 @@ pub fn plural(n: usize, thing: &str) -> String {
     }
 }
 
+/// `items` joined by commas, the first 10, then how many more.
+pub fn listed(items: &[String]) -> String {
+    let mut text = items.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > 10 {
+        text.push_str(&format!(" and {} more", items.len() - 10));
+    }
+    text
+}
+
+/// Parses a byte size: `65536`, `20M` or `20MB` (decimal: 20,000,000 bytes), `20MiB` (binary:
+/// 20 × 2^20), likewise K/KB/KiB, G/GB/GiB and T/TB/TiB, in any case. Decimal units are the
+/// ones sizes are reported in (`info`, the summaries), so a size given back reads as it was
+/// given.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let (prefix, binary) = match unit.strip_suffix("ib") {
+        Some(prefix) if !prefix.is_empty() => (prefix, true),
+        _ => (unit.strip_suffix('b').unwrap_or(&unit), false),
+    };
+    let power = match prefix {
+        "" if !binary => 0,
+        "k" => 1,
+        "m" => 2,
+        "g" => 3,
+        "t" => 4,
+        _ => {
+            return Err(format!(
+                "unknown size unit in {s:?} (use K, M, G or T for powers of 1000, KiB, MiB, GiB \
+                 or TiB for powers of 1024)"
+            ));
+        }
+    };
+    let base: u64 = if binary { 1024 } else { 1000 };
+    n.checked_mul(base.pow(power)).ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+/// Parses `--chunk`: a zstd frame size from 4 KiB to 1 GiB. Each frame is held in memory
+/// whole, so it must be neither zero (a whole component at once, however large the file says it
+/// is) nor huge; nor tiny, which would plan millions of pieces per large tensor.
+pub fn parse_chunk(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    if (4 << 10..=1 << 30).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("a chunk of {n} bytes is outside 4KiB..=1GiB (4096 to 1073741824 bytes)"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -558,5 +610,40 @@ mod tests {
         let mut out = Vec::new();
         attribute_lines(&mut out, "attributes:", Some(&long), true).unwrap();
         assert_eq!(out.len(), "attributes:\n  s: \"\"\n".len() + 20_402);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("65536B"), Ok(65536));
+        // Decimal: K, KB, M, MB, … as disks count and as sizes are reported.
+        assert_eq!(parse_size("20M"), Ok(20_000_000));
+        assert_eq!(parse_size("20MB"), Ok(20_000_000));
+        assert_eq!(parse_size("20mb"), Ok(20_000_000));
+        assert_eq!(parse_size("512k"), Ok(512_000));
+        assert_eq!(parse_size("1KB"), Ok(1000));
+        assert_eq!(parse_size("1G"), Ok(1_000_000_000));
+        assert_eq!(parse_size("1GB"), Ok(1_000_000_000));
+        assert_eq!(parse_size("2T"), Ok(2_000_000_000_000));
+        assert_eq!(parse_size("2TB"), Ok(2_000_000_000_000));
+        // Binary: KiB, MiB, GiB, TiB.
+        assert_eq!(parse_size("20MiB"), Ok(20 << 20));
+        assert_eq!(parse_size("20mib"), Ok(20 << 20));
+        assert_eq!(parse_size("4KiB"), Ok(4 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("2TiB"), Ok(2 << 40));
+        assert_eq!(parse_size(" 3 MiB "), Ok(3 << 20));
+        for bad in ["12X", "M", "MiB", "1iB", "1Mi", "1KiBB", "-1", "1.5G", ""] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert!(parse_size("99999999999T").is_err());
+        assert!(parse_size("99999999999TiB").is_err());
+        assert_eq!(parse_chunk("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_chunk("4KiB"), Ok(4096));
+        assert_eq!(parse_chunk("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_chunk("1G"), Ok(1_000_000_000));
+        for bad in ["0", "8", "1K", "4K", "2G", "1025MiB"] {
+            assert!(parse_chunk(bad).is_err(), "{bad}");
+        }
     }
 }

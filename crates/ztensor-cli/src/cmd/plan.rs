@@ -1,0 +1,127 @@
+//! `ztensor plan`, `run` and `finalize`: a sharded conversion as units of work for a
+//! scheduler, one unit run anywhere, and the index written once every unit is checked.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow};
+
+use super::convert::{Request, plan_of, sharding};
+use crate::cli::PlanArgs;
+use crate::progress::Bar;
+use crate::report::Done;
+use crate::{Run, Target, open_source_with, reported};
+
+/// `ztensor plan`: the plan of a sharded conversion written to its file, which may be none of
+/// the files it reads or writes.
+pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
+    let split = sharding(&a.output, a.shard_size)?.unwrap_or(match a.shard_size {
+        Some(size) => ztensor_shard::Split::Size(size),
+        None => ztensor_shard::Split::LikeInput,
+    });
+    let run = Run { threads: 0, memory: None, quiet: true, no_wait: false };
+    let request = Request {
+        input: &a.input,
+        output: &a.output,
+        target: Target::Zt(a.to),
+        drop_attributes: a.drop_attributes,
+        exclude: &a.exclude,
+        carry_unknown: a.carry_unknown_dtypes,
+        encoding: &a.encoding,
+        run: &run,
+        sharded: Some(split),
+        force: false,
+        chunk: None,
+        repack: false,
+    };
+    let source = open_source_with(&a.input, a.carry_unknown_dtypes)?;
+    let made = plan_of(&request, split, &*source)?;
+    // The plan file is neither a file the plan reads nor one it will write.
+    if let Some(id) = ztensor_io::FileId::of_path(&a.plan).map_err(|e| anyhow!("{e}"))? {
+        let named = made.inputs.iter().map(|f| f.path.clone()).chain(
+            made.units
+                .iter()
+                .map(|u| made.output.join(&u.shard))
+                .chain([made.output.join(&made.index)]),
+        );
+        for other in named {
+            if ztensor_io::FileId::of_path(&other).ok().flatten() == Some(id) {
+                return Err(anyhow!(
+                    "{} is also {} of the plan; writing the plan there would replace it (choose \
+                     another -o)",
+                    a.plan.display(),
+                    other.display()
+                ));
+            }
+        }
+    }
+    let mut file = ztensor_io::AtomicFile::create(&a.plan).map_err(|e| anyhow!("{e}"))?;
+    file.write_all(made.to_json().as_bytes())
+        .with_context(|| format!("cannot write {}", a.plan.display()))?;
+    file.persist().map_err(|e| anyhow!("{e}"))?;
+    Ok(Done::Planned {
+        units: made.units.len(),
+        objects: made.units.iter().map(|u| u.objects.len()).sum(),
+        decoded: made.units.iter().map(|u| u.bytes).sum(),
+        note: super::convert::oversized(&made, split),
+        plan: a.plan,
+    })
+}
+
+/// `ztensor run PLAN`: one unit (given, or the scheduler's) written, or found done and
+/// verified.
+pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Done> {
+    run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
+    let plan = ztensor_shard::Plan::read(path).map_err(|e| reported("", &e))?;
+    let unit = match unit {
+        Some(k) => k,
+        None => unit_from_environment()?,
+    };
+    let source = open_source_with(&plan.input, plan.options.carry_unknown_dtypes)?;
+    let total = plan.units.get(unit).map_or(0, |u| u.bytes);
+    let bar = Bar::new(total, run.quiet);
+    let started = std::time::Instant::now();
+    let done = ztensor_shard::run_unit(&plan, unit, &*source, &run.par(), &bar);
+    bar.finish();
+    let context = format!("unit {unit} of {}", path.display());
+    let outcome = done.map_err(|e| crate::refusal(&context, &e))?;
+    let r = outcome.receipt();
+    Ok(Done::Unit {
+        unit,
+        fresh: matches!(outcome, ztensor_shard::Outcome::Written(_)),
+        shard: plan.output.join(&r.shard),
+        objects: r.objects,
+        size: r.size,
+        digest: r.digest.clone(),
+        took: started.elapsed(),
+    })
+}
+
+/// `ztensor finalize PLAN`: every unit's receipt and shard checked, the index written.
+pub(crate) fn finalize(path: &Path, deep: bool) -> Result<Done> {
+    let plan = ztensor_shard::Plan::read(path).map_err(|e| reported("", &e))?;
+    let index = ztensor_shard::finalize(&plan, deep)
+        .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e))?;
+    Ok(Done::Finalized {
+        index,
+        shards: plan.units.len(),
+        objects: plan.units.iter().map(|u| u.objects.len()).sum(),
+    })
+}
+
+/// The unit a scheduler gave this process: `SLURM_ARRAY_TASK_ID`, else
+/// `JOB_COMPLETION_INDEX` (Kubernetes Indexed Jobs).
+fn unit_from_environment() -> Result<usize> {
+    for var in ["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"] {
+        if let Ok(value) = std::env::var(var) {
+            return value
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("{var}={value:?} is not a unit number"));
+        }
+    }
+    Err(anyhow!(
+        "which unit? give --unit K, or run under a Slurm array (SLURM_ARRAY_TASK_ID) or a \
+         Kubernetes Indexed Job (JOB_COMPLETION_INDEX)"
+    ))
+}
