@@ -69,6 +69,13 @@ pub(crate) struct Cli {
     /// it the command fails naming the URL and the last error.
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 120)]
     pub(crate) remote_timeout: u64,
+    /// For inputs in object storage: the most ranged GETs of one object in flight at once.
+    #[arg(long, global = true, value_name = "N", default_value_t = ztensor_remote::RemoteOptions::DEFAULT_CONCURRENCY)]
+    pub(crate) remote_concurrency: usize,
+    /// For inputs in object storage: the length of each ranged GET a large read is split
+    /// into (at least 64KiB).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = cmd::text::parse_size, default_value = "8MiB")]
+    pub(crate) remote_range_size: u64,
 }
 
 #[derive(Debug, Subcommand)]

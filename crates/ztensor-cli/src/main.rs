@@ -72,6 +72,8 @@ fn main() -> ExitCode {
     remote::configure(ztensor_remote::RemoteOptions {
         unsigned: cli.no_sign_request,
         timeout: std::time::Duration::from_secs(cli.remote_timeout.max(1)),
+        concurrency: cli.remote_concurrency.max(1),
+        range_len: cli.remote_range_size.max(ztensor_remote::RemoteOptions::MIN_RANGE_LEN),
         ..Default::default()
     });
     let result = run(cli);

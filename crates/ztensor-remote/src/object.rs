@@ -52,6 +52,9 @@ struct Inner {
     suffix: Bytes,
     /// Blocks fetched by reads that missed, most recent last.
     blocks: Mutex<Vec<(u64, Bytes)>>,
+    /// One permit per ranged GET in flight ([`RemoteOptions::concurrency`]), shared by every
+    /// thread reading the object.
+    gate: tokio::sync::Semaphore,
 }
 
 impl RemoteObject {
@@ -119,6 +122,7 @@ impl RemoteObject {
                 counters,
                 suffix,
                 blocks: Mutex::new(Vec::new()),
+                gate: tokio::sync::Semaphore::new(options.concurrency.max(1)),
             }),
         })
     }
@@ -138,25 +142,58 @@ impl RemoteObject {
         self.inner.counters.get()
     }
 
-    /// Bytes `range` of the object, fetched in one ranged GET pinned to its version.
-    fn fetch(&self, range: Range<u64>) -> Result<Bytes, Error> {
+    /// A ranged GET of `range` pinned to the version first seen, once a permit of the
+    /// object's [`RemoteOptions::concurrency`] is free.
+    async fn get(
+        &self,
+        range: Range<u64>,
+    ) -> Result<(GetResult, tokio::sync::SemaphorePermit<'_>), Error> {
         let inner = &*self.inner;
+        let permit = inner.gate.acquire().await.map_err(|_| {
+            Error::new(ErrorKind::Request, &inner.shown, "reading: the object was closed")
+        })?;
         let options = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
+            range: Some(GetRange::Bounded(range)),
             if_match: inner.e_tag.clone(),
             if_unmodified_since: if inner.e_tag.is_none() { inner.last_modified } else { None },
             ..GetOptions::default()
         };
+        let got = inner
+            .store
+            .get_opts(&inner.path, options)
+            .await
+            .map_err(|e| Error::from_store("reading", &inner.shown, e))?;
+        if got.meta.e_tag != inner.e_tag || got.meta.size != inner.len {
+            return Err(changed(&inner.shown));
+        }
+        Ok((got, permit))
+    }
+
+    /// Bytes `range` of the object into `dest` (as long as the range), fetched in ranged GETs
+    /// of [`RemoteOptions::range_len`] at most, up to [`RemoteOptions::concurrency`] at once,
+    /// each written where it belongs as it arrives and bounded by the time bound on its own.
+    fn fetch_into(&self, range: Range<u64>, dest: &mut [u8]) -> Result<(), Error> {
+        let inner = &*self.inner;
+        let step = inner.options.range_len.max(RemoteOptions::MIN_RANGE_LEN);
+        let step = usize::try_from(step).unwrap_or(usize::MAX);
+        let pieces = dest.chunks_mut(step).zip((range.start..range.end).step_by(step));
+        let requests = pieces.map(|(piece, start)| {
+            let end = start + piece.len() as u64;
+            let one = async move {
+                let (got, _permit) = self.get(start..end).await?;
+                body_into(&inner.shown, "reading", got, piece, &inner.counters).await
+            };
+            crate::store::timed(&inner.shown, "reading", inner.options.timeout, one)
+        });
+        store::block_on_all(futures_util::future::try_join_all(requests)).map(|_| ())
+    }
+
+    /// Bytes `range` of the object, fetched in one ranged GET pinned to its version.
+    fn fetch(&self, range: Range<u64>) -> Result<Bytes, Error> {
+        let inner = &*self.inner;
         let want = range.end - range.start;
         let fetching = async {
-            let got = inner
-                .store
-                .get_opts(&inner.path, options)
-                .await
-                .map_err(|e| Error::from_store("reading", &inner.shown, e))?;
-            if got.meta.e_tag != inner.e_tag || got.meta.size != inner.len {
-                return Err(changed(&inner.shown));
-            }
+            let (got, _permit) = self.get(range.clone()).await?;
             body(&inner.shown, "reading", got, &inner.counters).await
         };
         let bytes = store::block_on(&inner.shown, "reading", inner.options.timeout, fetching)?;
@@ -204,8 +241,8 @@ impl RemoteObject {
 
 impl RemoteObject {
     /// A large read (tensor data): what the suffix or a cached block already holds at its ends
-    /// is copied, the rest fetched in one request into `buf`, uncached, so a convert fetches
-    /// each byte of its input about once.
+    /// is copied, the rest fetched into `buf` in parallel ranged GETs ([`Self::fetch_into`]),
+    /// uncached, so a convert fetches each byte of its input about once.
     fn read_large(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         let inner = &*self.inner;
         let (mut lo, mut hi) = (offset, offset + buf.len() as u64);
@@ -237,9 +274,8 @@ impl RemoteObject {
             }
         }
         if lo < hi {
-            let bytes = self.fetch(lo..hi)?;
             let dest = buf.get_mut(to_usize(lo - offset)..to_usize(hi - offset));
-            dest.ok_or(std::io::ErrorKind::UnexpectedEof)?.copy_from_slice(&bytes);
+            self.fetch_into(lo..hi, dest.ok_or(std::io::ErrorKind::UnexpectedEof)?)?;
         }
         Ok(())
     }
@@ -303,6 +339,48 @@ async fn body(
         out.extend_from_slice(&chunk);
     }
     Ok(Bytes::from(out))
+}
+
+/// The body of `got` written into `dest`, which is exactly as long as the range asked for
+/// (resumed as [`body`] is), counted.
+async fn body_into(
+    shown: &str,
+    what: &str,
+    got: GetResult,
+    dest: &mut [u8],
+    counters: &Counters,
+) -> Result<(), Error> {
+    let want = dest.len();
+    let short = |n: usize| {
+        Error::new(
+            ErrorKind::Request,
+            shown,
+            format!("{what}: the server sent {n} bytes, not the {want} asked"),
+        )
+    };
+    if got.range.end - got.range.start != dest.len() as u64 {
+        let n = usize::try_from(got.range.end - got.range.start).unwrap_or(usize::MAX);
+        return Err(short(n));
+    }
+    let mut stream = got.into_stream();
+    let mut at = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Error::from_store(what, shown, e))?;
+        counters.add_bytes(chunk.len());
+        let Some(place) = at.checked_add(chunk.len()).and_then(|end| dest.get_mut(at..end)) else {
+            return Err(Error::new(
+                ErrorKind::Request,
+                shown,
+                format!("{what}: the server sent more than the {want} bytes asked"),
+            ));
+        };
+        place.copy_from_slice(&chunk);
+        at += chunk.len();
+    }
+    if at != dest.len() {
+        return Err(short(at));
+    }
+    Ok(())
 }
 
 fn changed(shown: &str) -> Error {

@@ -179,6 +179,52 @@ fn slow_down_answers_are_retried_and_cut_bodies_resumed() {
 }
 
 #[test]
+fn large_reads_go_as_parallel_ranges_within_the_concurrency() {
+    let Some(moto) = moto::start("large_reads_go_as_parallel_ranges_within_the_concurrency") else {
+        return;
+    };
+    moto.bucket("ranges");
+    let data = pattern((6 << 20) + 123, 5);
+    put(&moto, "s3://ranges/r.bin", &data);
+    let proxy = proxy::start(moto.endpoint.trim_start_matches("http://"));
+    // A slow server: each ranged GET waits 150 ms, so requests that may overlap do.
+    proxy.ranges.delay_ms.store(150, std::sync::atomic::Ordering::SeqCst);
+    let at = Location::parse("s3://ranges/r.bin").unwrap();
+    let options =
+        RemoteOptions { concurrency: 3, range_len: 1 << 20, ..options_at(&proxy.endpoint) };
+    let object = RemoteObject::open(&at, &options).unwrap();
+    let opened = object.transfer().requests;
+    // 5 MiB + 100 bytes: six ranges of at most 1 MiB, at most three at once, each byte exact.
+    let len = (5 << 20) + 100;
+    let mut buf = vec![0u8; len];
+    object.read_exact_at(10, &mut buf).unwrap();
+    assert!(buf == data[10..10 + len]);
+    assert_eq!(object.transfer().requests - opened, 6);
+    let most = proxy.ranges.most_in_flight.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(most, 3, "ranged GETs in flight at once");
+    // Two threads reading at once share the object's three: never more in flight.
+    proxy.ranges.most_in_flight.store(0, std::sync::atomic::Ordering::SeqCst);
+    std::thread::scope(|s| {
+        for offset in [0usize, 3 << 20] {
+            let (object, data) = (&object, &data);
+            s.spawn(move || {
+                let mut buf = vec![0u8; 3 << 20];
+                object.read_exact_at(offset as u64, &mut buf).unwrap();
+                assert!(buf == data[offset..offset + (3 << 20)]);
+            });
+        }
+    });
+    let most = proxy.ranges.most_in_flight.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(most, 3, "ranged GETs in flight at once, two readers");
+    // Each byte asked for went over the wire once: the open's suffix, the first read, and the
+    // two readers' (the second's end came from the suffix the open holds).
+    let suffix = ztensor_remote::SUFFIX_LEN;
+    let suffix_start = data.len() as u64 - suffix;
+    let expected = suffix + len as u64 + (3 << 20) + (suffix_start - (3 << 20));
+    assert_eq!(object.transfer().bytes, expected);
+}
+
+#[test]
 fn a_lost_answer_to_the_completion_still_reports_success() {
     let Some(moto) = moto::start("a_lost_answer_to_the_completion_still_reports_success") else {
         return;

@@ -6,6 +6,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What the proxy does to the next ranged GETs, in order.
@@ -27,6 +28,30 @@ pub struct Proxy {
     faults: Arc<Mutex<Vec<Fault>>>,
     /// Faults applied so far.
     pub applied: Arc<Mutex<Vec<Fault>>>,
+    /// How the proxy serves ranged GETs: a delay before each, and the counts of those in
+    /// flight.
+    pub ranges: Arc<Ranges>,
+}
+
+/// Ranged GETs through the proxy: each delayed by `delay_ms` (a slow server), those in flight
+/// counted and their most at once kept.
+#[derive(Debug, Default)]
+pub struct Ranges {
+    pub delay_ms: AtomicU64,
+    in_flight: AtomicUsize,
+    pub most_in_flight: AtomicUsize,
+}
+
+impl Ranges {
+    fn begin(&self) {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(self.delay_ms.load(Ordering::SeqCst)));
+    }
+
+    fn end(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Proxy {
@@ -42,17 +67,19 @@ pub fn start(upstream: &str) -> Proxy {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let faults: Arc<Mutex<Vec<Fault>>> = Arc::default();
     let applied: Arc<Mutex<Vec<Fault>>> = Arc::default();
+    let ranges: Arc<Ranges> = Arc::default();
     let (upstream, queued, done) = (upstream.to_owned(), Arc::clone(&faults), Arc::clone(&applied));
+    let served = Arc::clone(&ranges);
     std::thread::spawn(move || {
         for client in listener.incoming().flatten() {
-            let (upstream, queued, done) =
-                (upstream.clone(), Arc::clone(&queued), Arc::clone(&done));
+            let (upstream, queued, done, served) =
+                (upstream.clone(), Arc::clone(&queued), Arc::clone(&done), Arc::clone(&served));
             std::thread::spawn(move || {
-                let _ = serve(client, &upstream, &queued, &done);
+                let _ = serve(client, &upstream, &queued, &done, &served);
             });
         }
     });
-    Proxy { endpoint, faults, applied }
+    Proxy { endpoint, faults, applied, ranges }
 }
 
 /// A request or answer head (lines without the blank one) and its body.
@@ -96,9 +123,9 @@ fn serve(
     upstream: &str,
     queued: &Mutex<Vec<Fault>>,
     applied: &Mutex<Vec<Fault>>,
+    ranges: &Ranges,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(client.try_clone()?);
-    let mut client = client;
     // One request per connection: the answer says `Connection: close`.
     let Some((head, body)) = read_message(&mut reader)? else { return Ok(()) };
     let ranged_get = head[0].starts_with("GET ")
@@ -115,6 +142,24 @@ fn serve(
     if let Some(f) = fault {
         applied.lock().unwrap().push(f);
     }
+    if ranged_get {
+        ranges.begin();
+    }
+    let answered = answer(client, upstream, head, body, fault);
+    if ranged_get {
+        ranges.end();
+    }
+    answered
+}
+
+/// Answers one request: `fault` applied, else forwarded.
+fn answer(
+    mut client: TcpStream,
+    upstream: &str,
+    head: Vec<String>,
+    body: Vec<u8>,
+    fault: Option<Fault>,
+) -> std::io::Result<()> {
     if fault == Some(Fault::SlowDown) {
         let body = b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>";
         let head = vec![
