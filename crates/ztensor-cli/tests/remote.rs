@@ -267,3 +267,71 @@ fn an_unreachable_endpoint_fails_within_the_time_bound() {
     assert!(took.as_secs() < 20, "took {took:?}: {}", stderr(&out));
     eprintln!("unreachable endpoint: {took:?}: {}", stderr(&out));
 }
+
+/// `ztensor args` with no AWS variable but those in `env`: the configuration comes from the
+/// `~/.aws` files of `home`.
+fn ztensor_profiled(home: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ztensor"));
+    command.args(args).env("HOME", home);
+    for var in [
+        "AWS_ENDPOINT_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied()).output().expect("the ztensor binary runs")
+}
+
+#[test]
+fn an_aws_profile_configures_the_client_as_the_aws_tools_do() {
+    let Some(moto) = moto::start("an_aws_profile_configures_the_client_as_the_aws_tools_do") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    stocked(&moto, dir.path());
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    // Keys in the credentials file, region and endpoint in the config file, as `aws
+    // configure` writes them; the default profile points nowhere.
+    std::fs::write(
+        home.join(".aws/credentials"),
+        "[default]\naws_access_key_id = unused\naws_secret_access_key = unused\n\n\
+         [local]\naws_access_key_id = testing\naws_secret_access_key = testing\n",
+    )
+    .unwrap();
+    let config = format!(
+        "[default]\nregion = us-east-1\nendpoint_url = http://127.0.0.1:9\n\n\
+         [profile local]\nregion = us-east-1\nendpoint_url = {}\ns3 =\n  max_concurrent_requests = 4\n",
+        moto.endpoint
+    );
+    std::fs::write(home.join(".aws/config"), &config).unwrap();
+    let url = "s3://models/big.zt";
+    let out = ztensor_profiled(&home, &[("AWS_PROFILE", "local")], &["info", url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("zTensor 1.2"), "{}", stdout(&out));
+    // The files may live elsewhere, as the variables say.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::rename(home.join(".aws"), &elsewhere).unwrap();
+    let (credentials, config) = (s(&elsewhere.join("credentials")), s(&elsewhere.join("config")));
+    let env = [
+        ("AWS_PROFILE", "local"),
+        ("AWS_SHARED_CREDENTIALS_FILE", credentials.as_str()),
+        ("AWS_CONFIG_FILE", config.as_str()),
+    ];
+    let out = ztensor_profiled(&home, &env, &["ls", url]);
+    assert!(out.status.success() && stdout(&out).contains("small"), "{}", stderr(&out));
+    // A profile named and found nowhere: status 2, naming it and the files looked in.
+    let env = [("AWS_PROFILE", "nope"), ("AWS_CONFIG_FILE", config.as_str())];
+    let out = ztensor_profiled(&home, &env, &["info", url]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(text.contains("\"nope\"") && text.contains(&config) && text.contains(url), "{text}");
+}

@@ -13,6 +13,9 @@ pub enum ErrorKind {
     InvalidUrl,
     /// The object, bucket or container does not exist.
     NotFound,
+    /// The client cannot be configured as asked: a setting the store does not know, or an
+    /// AWS profile named (`AWS_PROFILE`) and found in neither `~/.aws` file.
+    Config,
     /// The server refused the credentials or the request (HTTP 401/403); `code` is the
     /// server's error code (`SignatureDoesNotMatch`, `InvalidAccessKeyId`, `AccessDenied`..).
     Denied {
@@ -111,7 +114,7 @@ impl From<Error> for io::Error {
             ErrorKind::NotFound => io::ErrorKind::NotFound,
             ErrorKind::Denied { .. } => io::ErrorKind::PermissionDenied,
             ErrorKind::TimedOut => io::ErrorKind::TimedOut,
-            ErrorKind::InvalidUrl => io::ErrorKind::InvalidInput,
+            ErrorKind::InvalidUrl | ErrorKind::Config => io::ErrorKind::InvalidInput,
             ErrorKind::ReadOnly => io::ErrorKind::Unsupported,
             ErrorKind::Changed | ErrorKind::Request => io::ErrorKind::Other,
         };

@@ -32,6 +32,7 @@
 mod error;
 mod location;
 mod object;
+mod profile;
 mod store;
 mod upload;
 

@@ -229,6 +229,7 @@ pub(crate) fn store(
                 .with_retry(retry(options))
                 .with_http_connector(connector)
                 .with_skip_signature(options.unsigned);
+            builder = with_profile(&shown, builder)?;
             for (key, value) in &options.settings {
                 builder = builder.with_config(setting(&shown, key)?, value);
             }
@@ -274,11 +275,62 @@ pub(crate) fn store(
     built.map_err(|e| Error::from_store("configuring the client", &shown, e))
 }
 
+/// `builder` with what the AWS profile gives and the environment does not, as the AWS tools
+/// resolve it: keys from the environment win over the profile's (and the profile's over the
+/// container and instance credentials `object_store` looks for last); `AWS_REGION` /
+/// `AWS_DEFAULT_REGION` over its `region`; `AWS_ENDPOINT_URL` over its `endpoint_url`. A
+/// profile `AWS_PROFILE` names must exist; the default one may not.
+fn with_profile(
+    shown: &str,
+    mut builder: object_store::aws::AmazonS3Builder,
+) -> Result<object_store::aws::AmazonS3Builder, Error> {
+    use object_store::aws::AmazonS3ConfigKey as Key;
+    let (name, named, credentials, config) = crate::profile::from_env();
+    let Some(profile) = crate::profile::read(&name, credentials.as_deref(), config.as_deref())
+    else {
+        if !named {
+            return Ok(builder);
+        }
+        let files = [credentials, config]
+            .iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" nor ");
+        return Err(Error::new(
+            ErrorKind::Config,
+            shown,
+            format!(
+                "configuring the client: the profile {name:?} (AWS_PROFILE) is in neither {files}"
+            ),
+        ));
+    };
+    if builder.get_config_value(&Key::AccessKeyId).is_none()
+        && let (Some(id), Some(secret)) = (profile.access_key_id, profile.secret_access_key)
+    {
+        builder = builder.with_access_key_id(id).with_secret_access_key(secret);
+        if let Some(token) = profile.session_token {
+            builder = builder.with_token(token);
+        }
+    }
+    let env_region =
+        ["AWS_REGION", "AWS_DEFAULT_REGION"].iter().any(|v| std::env::var_os(v).is_some());
+    if !env_region && let Some(region) = profile.region {
+        builder = builder.with_region(region);
+    }
+    if builder.get_config_value(&Key::Endpoint).is_none()
+        && let Some(endpoint) = profile.endpoint_url
+    {
+        builder = builder.with_endpoint(endpoint);
+    }
+    Ok(builder)
+}
+
 /// `key` as a configuration key of a store's builder.
 fn setting<K: std::str::FromStr>(shown: &str, key: &str) -> Result<K, Error> {
     key.parse().map_err(|_| {
         Error::new(
-            ErrorKind::InvalidUrl,
+            ErrorKind::Config,
             shown,
             format!("configuring the client: no setting {key:?} for this store"),
         )
