@@ -34,7 +34,8 @@ const TASKS: &[(&str, &str)] = &[
         "bench [NAME]",
         "the benchmark suite against safetensors and the machine's ceilings (table + \
          target/bench/report.json; ZT_BENCH_BYTES, ZT_BENCH_RUNS, ZT_BENCH_SMALL, ZT_BENCH_ONLY), \
-         or one bench of benches/ by name (scaling: per-role CPU of repack/convert runs, serial \
+         or one bench of benches/ by name (remote: object storage against a local S3 server, \
+         ours vs boto3, requests and bytes per command; scaling: per-role CPU of repack/convert runs, serial \
          share, projected and measured speed-up; target/bench/scaling.json; with --simulate, the \
          engine at 1..256 simulated workers)",
     ),
@@ -95,6 +96,14 @@ fn main() -> Result<()> {
             // The suite's repack row runs the release binary as a user would.
             cargo(&["build", "--release", "-p", "ztensor-cli"], &[])?;
             let name = args.get(1).map_or("suite", String::as_str);
+            if name == "remote" {
+                // Object storage against a local S3 server: the CLI as a user runs it, boto3
+                // as the peer, both from the test venv (`cargo xtask test` makes it).
+                let python = project_root().join("target/py-venv/bin/python");
+                let mut command = Command::new(&python);
+                command.arg(project_root().join("benches/remote.py")).current_dir(project_root());
+                return run(&mut command, "benches/remote.py");
+            }
             if name == "difffuzz" {
                 // The implementation it fuzzes: our own dump, as a user would run it.
                 cargo(&["build", "--release", "-p", "ztensor-conformance"], &[])?;

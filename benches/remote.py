@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Object storage, measured against a local S3 server (moto's), both sides in the same run.
+
+Rows (each the median of ZT_BENCH_RUNS runs, ours and the peer alternating):
+
+1. an object to a local file: `ztensor convert s3://B/model.zt model.zt` against boto3's
+   `download_file` of the same object (goal: ours/peer >= 1.0);
+2. an object to an object: `ztensor convert s3://B/model.safetensors s3://B/out.zt --zstd 3`
+   against boto3 download + `ztensor convert` on the local file + boto3 upload (goal: faster);
+3. requests and bytes an `info` costs, for zTensor 1.2, zTensor 2 and safetensors objects
+   (goal: <= 3 requests, <= 256 KiB);
+4. bytes fetched by the converts of rows 1 and 2, against the input's size (goal: <= 1.05x).
+
+Run by `cargo xtask bench remote` (which builds the release CLI and uses target/py-venv, made
+by `cargo xtask test`). Environment: ZT_BENCH_BYTES (checkpoint size, default 1 GiB),
+ZT_BENCH_RUNS (default 3), ZT_BENCH_CLI (the ztensor binary), ZTENSOR_MOTO_SERVER (the
+moto_server program). Writes a table and target/bench/remote.json.
+"""
+
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import boto3
+import numpy as np
+from safetensors.numpy import save_file
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = os.environ.get("ZT_BENCH_CLI", str(ROOT / "target/release/ztensor"))
+SIZE = int(os.environ.get("ZT_BENCH_BYTES", 1 << 30))
+RUNS = max(1, int(os.environ.get("ZT_BENCH_RUNS", 3)))
+BUCKET = "bench"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_moto():
+    program = os.environ.get("ZTENSOR_MOTO_SERVER") or shutil.which("moto_server")
+    if not program:
+        program = str(Path(sys.executable).parent / "moto_server")
+    port = free_port()
+    child = subprocess.Popen(
+        [program, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return child, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    child.kill()
+    sys.exit("moto_server did not listen within 30 s")
+
+
+def checkpoint(path):
+    """A safetensors file of SIZE bytes: bf16-like halves and f32 tensors of N(0, 0.02)."""
+    rng = np.random.default_rng(7)
+    tensors, left, i = {}, SIZE, 0
+    while left > 0:
+        n = min(left, 64 << 20) // 4
+        if n == 0:
+            break
+        tensors[f"layers.{i}.weight"] = rng.normal(0, 0.02, n).astype(np.float32)
+        left -= n * 4
+        i += 1
+    save_file(tensors, str(path))
+
+
+def timed(command, env):
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr}")
+    return took, done
+
+
+def transfer(stderr, url):
+    """The requests and bytes ZTENSOR_REMOTE_STATS reported for `url`."""
+    for line in stderr.splitlines():
+        if line.startswith(f"ztensor: {url}: "):
+            numbers = [int(w) for w in line.split() if w.isdigit()]
+            return numbers[0], numbers[1]
+    sys.exit(f"no transfer report for {url} in: {stderr}")
+
+
+def main():
+    moto, endpoint = start_moto()
+    env = dict(
+        os.environ,
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_REGION="us-east-1",
+        ZTENSOR_REMOTE_STATS="1",
+    )
+    env.pop("AWS_PROFILE", None)
+    os.environ.update({k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
+                                           "AWS_SECRET_ACCESS_KEY", "AWS_REGION")})
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    work = Path(tempfile.mkdtemp(prefix="zt-bench-remote-", dir=ROOT / "target"))
+    rows, checks = [], {}
+    try:
+        st, zt, zt2 = work / "model.safetensors", work / "model.zt", work / "model2.zt"
+        checkpoint(st)
+        for args in ([str(st), str(zt)], [str(st), str(zt2), "--to", "2"]):
+            timed([CLI, "convert", *args, "-q"], env)
+        for path in (st, zt, zt2):
+            s3.upload_file(str(path), BUCKET, path.name)
+        size_zt, size_st = zt.stat().st_size, st.stat().st_size
+        print(f"checkpoint: {size_st} bytes of safetensors, {size_zt} of zTensor 1.2; "
+              f"{os.cpu_count()} cores; {RUNS} runs; moto at {endpoint}")
+
+        # Row 1: an object to a local file.
+        ours, peer, fetched = [], [], []
+        for _ in range(RUNS):
+            out = work / "out.zt"
+            took, done = timed([CLI, "convert", f"s3://{BUCKET}/model.zt", str(out), "-q"], env)
+            ours.append(took)
+            fetched.append(transfer(done.stderr, f"s3://{BUCKET}/model.zt")[1] / size_zt)
+            assert out.read_bytes() == zt.read_bytes(), "the copy differs from the object"
+            out.unlink()
+            started = time.perf_counter()
+            s3.download_file(BUCKET, "model.zt", str(out))
+            peer.append(time.perf_counter() - started)
+            out.unlink()
+        rows.append(("s3:// -> local file (1.2 copy)", ours, peer,
+                     "boto3 download_file", 1.0))
+        checks["convert s3:// -> local: bytes fetched / object"] = (max(fetched), 1.05)
+
+        # Row 2: an object to an object, zstd on the way.
+        ours, peer, fetched = [], [], []
+        for _ in range(RUNS):
+            url = f"s3://{BUCKET}/model.safetensors"
+            took, done = timed(
+                [CLI, "convert", url, f"s3://{BUCKET}/out.zt", "--zstd", "3", "-q"], env)
+            ours.append(took)
+            fetched.append(transfer(done.stderr, url)[1] / size_st)
+            local_in, local_out = work / "in.safetensors", work / "out-local.zt"
+            started = time.perf_counter()
+            s3.download_file(BUCKET, "model.safetensors", str(local_in))
+            subprocess.run([CLI, "convert", str(local_in), str(local_out), "--zstd", "3", "-q"],
+                           check=True, env=env)
+            s3.upload_file(str(local_out), BUCKET, "out-local.zt")
+            peer.append(time.perf_counter() - started)
+            mine = s3.get_object(Bucket=BUCKET, Key="out.zt")["Body"].read()
+            assert mine == local_out.read_bytes(), "the object differs from the local conversion"
+            local_in.unlink()
+            local_out.unlink()
+        rows.append(("s3:// -> s3:// convert --zstd 3", ours, peer,
+                     "boto3 download + convert + boto3 upload", 1.0))
+        checks["convert s3:// -> s3://: bytes fetched / object"] = (max(fetched), 1.05)
+
+        # Row 3: what an info costs.
+        for name in ("model.zt", "model2.zt", "model.safetensors"):
+            url = f"s3://{BUCKET}/{name}"
+            _, done = timed([CLI, "info", url], env)
+            requests, received = transfer(done.stderr, url)
+            checks[f"info {name}: requests"] = (requests, 3)
+            checks[f"info {name}: KiB"] = (received / 1024, 256)
+    finally:
+        moto.terminate()
+        moto.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\n{'operation':<36} {'ours':>9} {'peer':>9} {'peer/ours':>9}  goal  peer")
+    report = {"bytes": SIZE, "runs": RUNS, "cores": os.cpu_count(), "rows": [], "checks": []}
+    for name, ours, peer, what, goal in rows:
+        # The median of the per-run ratios: each pair measured back to back.
+        ratio = statistics.median(p / o for o, p in zip(ours, peer))
+        verdict = "met" if ratio >= goal else "missed"
+        print(f"{name:<36} {statistics.median(ours):8.2f}s {statistics.median(peer):8.2f}s "
+              f"{ratio:8.2f}x  >= {goal} {verdict}  ({what})")
+        report["rows"].append({"operation": name, "ours_s": ours, "peer_s": peer, "peer": what,
+                               "ratio": ratio, "goal": goal, "met": ratio >= goal})
+    print()
+    for name, (value, bound) in checks.items():
+        verdict = "met" if value <= bound else "missed"
+        print(f"{name:<52} {value:10.3f} (<= {bound}) {verdict}")
+        report["checks"].append({"check": name, "value": value, "bound": bound,
+                                 "met": value <= bound})
+    out = ROOT / "target/bench/remote.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
