@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 mod budgets;
 mod durability;
 mod hostile;
+mod layout;
 mod looking;
 #[path = "../../ztensor-remote/tests/support/moto.rs"]
 mod moto;
