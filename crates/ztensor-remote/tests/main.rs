@@ -225,6 +225,36 @@ fn large_reads_go_as_parallel_ranges_within_the_concurrency() {
 }
 
 #[test]
+fn a_server_too_slow_for_the_time_bound_fails_naming_the_url() {
+    let Some(moto) = moto::start("a_server_too_slow_for_the_time_bound_fails_naming_the_url")
+    else {
+        return;
+    };
+    moto.bucket("slow");
+    let data = pattern(3 << 20, 9);
+    put(&moto, "s3://slow/s.bin", &data);
+    let proxy = proxy::start(moto.endpoint.trim_start_matches("http://"));
+    let at = Location::parse("s3://slow/s.bin").unwrap();
+    let bound = std::time::Duration::from_secs(1);
+    let options = RemoteOptions { timeout: bound, ..options_at(&proxy.endpoint) };
+    let object = RemoteObject::open(&at, &options).unwrap();
+    // Slower than the bound: each ranged GET waits 3 s before the server sees it.
+    proxy.ranges.delay_ms.store(3000, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let mut buf = vec![0u8; 2 << 20];
+    let e = object.read_exact_at(0, &mut buf).unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("s3://slow/s.bin") && text.contains("within 1 s"), "{text}");
+    assert!(took < bound * 3, "took {took:?}");
+    // A server slow but within the bound is waited for: the bytes exact.
+    proxy.ranges.delay_ms.store(300, std::sync::atomic::Ordering::SeqCst);
+    object.read_exact_at(0, &mut buf).unwrap();
+    assert!(buf == data[..2 << 20]);
+}
+
+#[test]
 fn a_lost_answer_to_the_completion_still_reports_success() {
     let Some(moto) = moto::start("a_lost_answer_to_the_completion_still_reports_success") else {
         return;
