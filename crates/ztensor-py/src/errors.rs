@@ -85,6 +85,7 @@ pub(crate) fn io_error(e: &std::io::Error, message: String) -> PyErr {
         K::NotADirectory => Some(libc_errno::ENOTDIR),
         K::FileTooLarge => Some(libc_errno::EFBIG),
         K::StorageFull => Some(libc_errno::ENOSPC),
+        K::ReadOnlyFilesystem => Some(libc_errno::EROFS),
         K::OutOfMemory => Some(libc_errno::ENOMEM),
         K::Interrupted => Some(libc_errno::EINTR),
         K::WouldBlock => Some(libc_errno::EAGAIN),
@@ -110,6 +111,7 @@ pub(crate) mod libc_errno {
     pub const EINVAL: i32 = 22;
     pub const EFBIG: i32 = 27;
     pub const ENOSPC: i32 = 28;
+    pub const EROFS: i32 = 30;
 }
 
 pub(crate) fn raise_io(py: Python<'_>, e: &ztensor_io::Error) -> PyErr {

@@ -317,6 +317,18 @@ fn save<'py>(
     let par = ParOptions { threads, ..ParOptions::default() };
     let written = py.detach(|| -> ztensor_io::Result<Option<Vec<u8>>> {
         match &path {
+            // An object in a bucket: a streamed multipart upload, published whole at the end
+            // (aborted on an error).
+            Some(path) if let Some(url) = url_of(path) => {
+                let mut w = Writer::new(upload(url)?, version)?;
+                if let Some(a) = attributes {
+                    w.set_attributes(a)?;
+                }
+                ztensor_par::write_tensors(&parsed, &mut w, &options, &par, &())?;
+                let (up, _) = w.finish()?;
+                up.finish().map_err(remote_error)?;
+                Ok(None)
+            }
             Some(path) => {
                 let mut w = FileWriter::create(path, version)?;
                 if let Some(a) = attributes {
@@ -340,6 +352,24 @@ fn save<'py>(
     drop(slices);
     let written = written.map_err(|e| raise_io(py, &e))?;
     Ok(written.map(|bytes| PyBytes::new(py, &bytes)))
+}
+
+/// The URL `path` is (`s3://`, `gs://`, `az://`, `http(s)://`), when it is one.
+fn url_of(path: &std::path::Path) -> Option<&str> {
+    path.to_str().filter(|p| ztensor_remote::is_url(p))
+}
+
+/// A remote failure as an I/O error of the writer (its message naming the URL).
+fn remote_error(e: ztensor_remote::Error) -> ztensor_io::Error {
+    ztensor_io::Error::io("writing to object storage", None, std::io::Error::from(e))
+}
+
+/// An upload of the object at `url`, configured from the environment as reads are; nothing
+/// appears there until it is finished.
+fn upload(url: &str) -> ztensor_io::Result<ztensor_remote::RemoteUpload> {
+    let location = ztensor_remote::Location::parse(url).map_err(remote_error)?;
+    ztensor_remote::RemoteUpload::create(&location, &ztensor_remote::RemoteOptions::default())
+        .map_err(remote_error)
 }
 
 /// Converts the file at `input` (any format this package reads) to `output`, published
@@ -372,10 +402,36 @@ fn convert(
             output.display()
         )));
     }
-    let opened = ztensor_registry::open(&input, &open_options())
-        .map_err(|e| naming(py, raise_open(py, &e), Some(&input)))?;
-    let source = opened.source();
+    if let (Some(url), None) = (url_of(&output), version) {
+        return Err(PyValueError::new_err(format!(
+            "{url}: zTensor 2 is not written to object storage yet; write \"1.2\" there, or \
+             zTensor 2 to a local file"
+        )));
+    }
+    let opened = open_path(py, &input, false)?;
+    let source: &(dyn ztensor_io::TensorSource + Send + Sync) = &*opened.source;
     let par = ParOptions { threads, ..ParOptions::default() };
+    if let (Some(url), Some(version)) = (url_of(&output), version) {
+        let fresh = zstd.map_or_else(WriteOptions::raw, WriteOptions::zstd);
+        let copy = ztensor_io::CopyOptions {
+            compression: zstd.map(ztensor_io::Compression::Zstd),
+            drop_attributes,
+            ..Default::default()
+        };
+        return py
+            .detach(|| -> ztensor_io::Result<usize> {
+                let mut w = Writer::new(upload(url)?, version)?;
+                let mut sink = ztensor_par::ZtSink::new(&mut w, fresh, &par, &())
+                    .drop_attributes(drop_attributes)
+                    .copying(copy);
+                let written = ztensor_io::TensorSink::write_all(&mut sink, source)?;
+                drop(sink);
+                let (up, _) = w.finish()?;
+                up.finish().map_err(remote_error)?;
+                Ok(written)
+            })
+            .map_err(|e| raise_io(py, &e));
+    }
     match version {
         None => {
             let options = ztensor_v2::WriteOptions::default()

@@ -70,3 +70,46 @@ def test_load_file_and_safe_open_read_an_s3_url(s3, tmp):
 def test_a_missing_object_is_file_not_found_naming_the_url(s3):
     with pytest.raises(FileNotFoundError, match="s3://models/absent.zt"):
         ztensor_rs.load_file("s3://models/absent.zt")
+
+
+def test_save_file_and_convert_write_to_an_s3_url(s3, tmp):
+    tensors = {
+        "w": np.linspace(-1, 1, 200_000, dtype=np.float32).reshape(400, 500),
+        "i": np.array([7, -8, 9], dtype=np.int32),
+    }
+    # save_file: a streamed upload, the object as save_file writes a local file.
+    ztensor_rs.save_file(tensors, "s3://models/saved.zt", {"epoch": 3}, zstd=3)
+    ztensor_rs.save_file(tensors, tmp / "saved.zt", {"epoch": 3}, zstd=3)
+    body = s3.get_object(Bucket="models", Key="saved.zt")["Body"].read()
+    assert body == (tmp / "saved.zt").read_bytes()
+    # convert: from a URL, to a URL, and between the two, byte for byte the local conversion.
+    ztensor_rs.convert(tmp / "saved.zt", tmp / "local-11.zt", to="1.1")
+    ztensor_rs.convert("s3://models/saved.zt", "s3://models/converted.zt", to="1.1")
+    ztensor_rs.convert(tmp / "saved.zt", "s3://models/up.zt", to="1.1")
+    ztensor_rs.convert("s3://models/converted.zt", tmp / "down.zt", to="1.1")
+    expected = (tmp / "local-11.zt").read_bytes()
+    for key in ["converted.zt", "up.zt"]:
+        assert s3.get_object(Bucket="models", Key=key)["Body"].read() == expected, key
+    assert (tmp / "down.zt").read_bytes() == expected
+    loaded = ztensor_rs.load_file("s3://models/converted.zt")
+    for key, value in tensors.items():
+        np.testing.assert_array_equal(loaded[key], value)
+
+
+def test_writes_to_urls_that_cannot_hold_them_are_refused(s3, tmp):
+    tensors = {"x": np.zeros(4, dtype=np.float32)}
+    # A missing bucket: nothing published, the URL named.
+    with pytest.raises(FileNotFoundError, match="s3://no-such-bucket/x.zt"):
+        ztensor_rs.save_file(tensors, "s3://no-such-bucket/x.zt")
+    # http(s):// is read only: EROFS, as a read-only file system says.
+    with pytest.raises(OSError, match="http://127.0.0.1:9/x.zt") as refused:
+        ztensor_rs.save_file(tensors, "http://127.0.0.1:9/x.zt")
+    assert refused.value.errno == 30
+    # zTensor 2 is not written to object storage yet: said before anything is read.
+    ztensor_rs.save_file(tensors, tmp / "x.zt")
+    with pytest.raises(ValueError, match="zTensor 2 is not written to object storage"):
+        ztensor_rs.convert(tmp / "x.zt", "s3://models/x2.zt", to="2")
+    listed = s3.list_objects_v2(Bucket="models").get("Contents", [])
+    assert not [o for o in listed if o["Key"] == "x2.zt"]
+    uploads = s3.list_multipart_uploads(Bucket="models").get("Uploads", [])
+    assert uploads == []

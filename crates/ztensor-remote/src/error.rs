@@ -115,7 +115,7 @@ impl From<Error> for io::Error {
             ErrorKind::Denied { .. } => io::ErrorKind::PermissionDenied,
             ErrorKind::TimedOut => io::ErrorKind::TimedOut,
             ErrorKind::InvalidUrl | ErrorKind::Config => io::ErrorKind::InvalidInput,
-            ErrorKind::ReadOnly => io::ErrorKind::Unsupported,
+            ErrorKind::ReadOnly => io::ErrorKind::ReadOnlyFilesystem,
             ErrorKind::Changed | ErrorKind::Request => io::ErrorKind::Other,
         };
         io::Error::new(kind, e)

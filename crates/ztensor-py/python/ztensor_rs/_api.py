@@ -354,7 +354,10 @@ def convert(
     ``zt.zstd-seekable/1`` instead), ``"0.1"``, ``"1.1"`` or ``"1.2"`` (with ``zstd``, each
     tensor zstd-compressed). A zTensor file converted to ``"2"`` and back has the same content
     and the same :func:`content_id`. Attributes the target cannot hold raise
-    :class:`ZTensorError` unless ``drop_attributes``."""
+    :class:`ZTensorError` unless ``drop_attributes``. ``src`` may be an object URL (``s3://``,
+    ``gs://``, ``az://``, ``http(s)://``), read by ranges; ``dst`` an object URL (``s3://``,
+    ``gs://``, ``az://``) for zTensor 0.1/1.x, uploaded as it is written and published whole
+    (``to="2"`` there raises ``ValueError``: not written to object storage yet)."""
     return _native.convert(os.fspath(src), os.fspath(dst), to, zstd, drop_attributes, threads or 0)
 
 
@@ -461,7 +464,10 @@ def save_file(
 ) -> None:
     """Writes dense tensors (NumPy arrays, PyTorch tensors, or anything ``numpy.asarray``
     takes) to ``filename`` in zTensor ``version`` ("0.1", "1.1" or "1.2"), published atomically
-    (the old file, if any, is replaced only when the new one is complete).
+    (the old file, if any, is replaced only when the new one is complete). ``filename`` may be
+    an object URL (``s3://``, ``gs://``, ``az://``): the file goes up as a multipart upload
+    while it is written and the object appears only when it is complete (an error aborts the
+    upload), configured from the environment as reads are.
 
     Args:
         metadata: file attributes (str, int, float, bool, None, bytes, lists, dicts).
