@@ -494,7 +494,8 @@ pub(crate) struct Run {
     #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub(crate) threads: usize,
     /// Most bytes held in flight, e.g. 512MiB or 2GB (default: 64 MiB per thread, at most
-    /// 512 MiB; at least 8 MiB).
+    /// 512 MiB; at least 8 MiB). An output to object storage holds a quarter of it in parts
+    /// being uploaded (at least one 8 MiB part; 64 MiB without --memory).
     #[arg(long, value_parser = cmd::text::parse_size)]
     pub(crate) memory: Option<u64>,
     /// No progress bar and no summary line (errors are still reported).

@@ -69,13 +69,18 @@ pub(crate) fn report() {
 static UPLOADED: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
 
 /// An upload of the object at `url`: nothing appears there before [`publish`]; dropped
-/// unpublished (on an error), it is aborted.
+/// unpublished (on an error), it is aborted. With `memory` (`--memory`), its parts in flight
+/// hold at most a quarter of it (at least one part).
 ///
 /// # Errors
 /// A malformed URL, `http(s)://` (read only), the client's configuration.
-pub(crate) fn upload(url: &str) -> Result<RemoteUpload> {
+pub(crate) fn upload(url: &str, memory: Option<u64>) -> Result<RemoteUpload> {
     let location = Location::parse(url).map_err(|e| anyhow!("{e}"))?;
-    let options = OPTIONS.get().cloned().unwrap_or_default();
+    let mut options = OPTIONS.get().cloned().unwrap_or_default();
+    if let Some(memory) = memory {
+        let parts = memory / 4 / ztensor_remote::PART_LEN as u64;
+        options.upload_parts = usize::try_from(parts).unwrap_or(usize::MAX).max(1);
+    }
     RemoteUpload::create(&location, &options).map_err(|e| anyhow!("{e}"))
 }
 

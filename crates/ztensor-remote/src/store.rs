@@ -37,6 +37,10 @@ pub struct RemoteOptions {
     /// The length of each ranged GET a large read is split into (at least 64 KiB). Default
     /// [`RemoteOptions::DEFAULT_RANGE_LEN`].
     pub range_len: u64,
+    /// The most parts of one upload in flight at once (at least 1), each
+    /// [`PART_LEN`](crate::PART_LEN) bytes held until it is sent: the memory an upload takes.
+    /// Default [`PARALLEL_PARTS`](crate::PARALLEL_PARTS).
+    pub upload_parts: usize,
 }
 
 impl RemoteOptions {
@@ -57,6 +61,7 @@ impl Default for RemoteOptions {
             settings: Vec::new(),
             concurrency: RemoteOptions::DEFAULT_CONCURRENCY,
             range_len: RemoteOptions::DEFAULT_RANGE_LEN,
+            upload_parts: crate::PARALLEL_PARTS,
         }
     }
 }

@@ -17,14 +17,15 @@ use crate::store::{self, Counters, RemoteOptions, Transfer};
 
 /// The size of each part but the last (S3 takes parts of 5 MiB to 5 GiB).
 pub const PART_LEN: usize = 8 << 20;
-/// Parts in flight at once; with [`PART_LEN`], the memory an upload holds (64 MiB and the
-/// part being filled).
+/// Parts in flight at once by default ([`RemoteOptions::upload_parts`]); with [`PART_LEN`], the
+/// memory an upload holds (64 MiB and the part being filled).
 pub const PARALLEL_PARTS: usize = 8;
 /// How long [`abort_unfinished`] waits for each abort.
 const ABORT_PATIENCE: Duration = Duration::from_secs(10);
 
 /// An object being written. Bytes are buffered into parts of [`PART_LEN`]; the first full part
-/// starts a multipart upload, and parts go up as they fill, at most [`PARALLEL_PARTS`] at once.
+/// starts a multipart upload, and parts go up as they fill, at most
+/// [`RemoteOptions::upload_parts`] at once.
 /// An output smaller than one part goes up in one PUT at [`finish`](RemoteUpload::finish).
 /// Nothing is visible at the URL until `finish` succeeds; an upload dropped (or
 /// [`abort`](RemoteUpload::abort)ed) before it is aborted, its parts deleted, and a process
@@ -169,7 +170,7 @@ impl RemoteUpload {
     }
 
     /// Sends the buffer as the next part (starting the multipart upload first if needed), and
-    /// waits while [`PARALLEL_PARTS`] are in flight.
+    /// waits while [`RemoteOptions::upload_parts`] are in flight.
     fn send_part(&mut self) -> Result<(), Error> {
         if self.multipart.is_none() {
             self.multipart = Some(self.start()?);
@@ -178,8 +179,9 @@ impl RemoteUpload {
         let Some(multipart) = self.multipart.as_mut() else { unreachable!("started above") };
         multipart.spawn(&self.path, part);
         let shown = &self.shown;
+        let most = self.options.upload_parts.max(1);
         store::block_on(shown, "uploading a part", self.options.timeout, async {
-            while multipart.tasks.len() >= PARALLEL_PARTS {
+            while multipart.tasks.len() >= most {
                 multipart.joined(shown).await?;
             }
             Ok(())

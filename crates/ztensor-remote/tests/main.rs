@@ -255,6 +255,27 @@ fn a_server_too_slow_for_the_time_bound_fails_naming_the_url() {
 }
 
 #[test]
+fn an_upload_holds_at_most_its_parts_in_flight() {
+    let Some(moto) = moto::start("an_upload_holds_at_most_its_parts_in_flight") else { return };
+    moto.bucket("parts");
+    let proxy = proxy::start(moto.endpoint.trim_start_matches("http://"));
+    // Each part waits 200 ms at the proxy, so parts that may overlap do.
+    proxy.parts.delay_ms.store(200, std::sync::atomic::Ordering::SeqCst);
+    let data = pattern(7 * ztensor_remote::PART_LEN + 1000, 3);
+    for most in [1usize, 3] {
+        proxy.parts.most_in_flight.store(0, std::sync::atomic::Ordering::SeqCst);
+        let url = format!("s3://parts/p{most}.bin");
+        let options = RemoteOptions { upload_parts: most, ..options_at(&proxy.endpoint) };
+        let mut up = RemoteUpload::create(&Location::parse(&url).unwrap(), &options).unwrap();
+        up.write_all(&data).unwrap();
+        up.finish().unwrap();
+        let seen = proxy.parts.most_in_flight.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(seen, most, "parts in flight at once");
+        assert!(read_back(&moto, &url).unwrap() == data);
+    }
+}
+
+#[test]
 fn a_lost_answer_to_the_completion_still_reports_success() {
     let Some(moto) = moto::start("a_lost_answer_to_the_completion_still_reports_success") else {
         return;

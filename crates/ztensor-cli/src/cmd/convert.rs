@@ -491,8 +491,9 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         Target::Zt(version) => {
             let (made_peak, made_tally) = match remote_out {
                 Some(url) => {
-                    let writer = ztensor_io::Writer::new(crate::remote::upload(url)?, version)
-                        .map_err(|e| anyhow!("{e}"))?;
+                    let writer =
+                        ztensor_io::Writer::new(crate::remote::upload(url, r.run.memory)?, version)
+                            .map_err(|e| anyhow!("{e}"))?;
                     let (writer, made) = zt_into(r, source, writer, &context)?;
                     let (upload, _) = writer.finish().map_err(|e| anyhow!("{e}"))?;
                     crate::remote::publish(url, upload)?;
@@ -527,8 +528,9 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         }
         Target::Safetensors => match remote_out {
             Some(url) => {
-                let mut sink = SafetensorsSink::to_writer(crate::remote::upload(url)?)
-                    .drop_attributes(r.drop_attributes);
+                let mut sink =
+                    SafetensorsSink::to_writer(crate::remote::upload(url, r.run.memory)?)
+                        .drop_attributes(r.drop_attributes);
                 sink.write_all(source).map_err(|e| crate::refusal(&context, &e))?;
                 if let Some(upload) = sink.into_inner() {
                     crate::remote::publish(url, upload)?;

@@ -31,10 +31,12 @@ pub struct Proxy {
     /// How the proxy serves ranged GETs: a delay before each, and the counts of those in
     /// flight.
     pub ranges: Arc<Ranges>,
+    /// The same for the parts of multipart uploads.
+    pub parts: Arc<Ranges>,
 }
 
-/// Ranged GETs through the proxy: each delayed by `delay_ms` (a slow server), those in flight
-/// counted and their most at once kept.
+/// Requests of one kind through the proxy (ranged GETs, upload parts): each delayed by
+/// `delay_ms` (a slow server), those in flight counted and their most at once kept.
 #[derive(Debug, Default)]
 pub struct Ranges {
     pub delay_ms: AtomicU64,
@@ -67,19 +69,19 @@ pub fn start(upstream: &str) -> Proxy {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let faults: Arc<Mutex<Vec<Fault>>> = Arc::default();
     let applied: Arc<Mutex<Vec<Fault>>> = Arc::default();
-    let ranges: Arc<Ranges> = Arc::default();
+    let (ranges, parts): (Arc<Ranges>, Arc<Ranges>) = (Arc::default(), Arc::default());
     let (upstream, queued, done) = (upstream.to_owned(), Arc::clone(&faults), Arc::clone(&applied));
-    let served = Arc::clone(&ranges);
+    let served = [Arc::clone(&ranges), Arc::clone(&parts)];
     std::thread::spawn(move || {
         for client in listener.incoming().flatten() {
             let (upstream, queued, done, served) =
-                (upstream.clone(), Arc::clone(&queued), Arc::clone(&done), Arc::clone(&served));
+                (upstream.clone(), Arc::clone(&queued), Arc::clone(&done), served.clone());
             std::thread::spawn(move || {
                 let _ = serve(client, &upstream, &queued, &done, &served);
             });
         }
     });
-    Proxy { endpoint, faults, applied, ranges }
+    Proxy { endpoint, faults, applied, ranges, parts }
 }
 
 /// A request or answer head (lines without the blank one) and its body.
@@ -123,7 +125,7 @@ fn serve(
     upstream: &str,
     queued: &Mutex<Vec<Fault>>,
     applied: &Mutex<Vec<Fault>>,
-    ranges: &Ranges,
+    [ranges, parts]: &[Arc<Ranges>; 2],
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(client.try_clone()?);
     // One request per connection: the answer says `Connection: close`.
@@ -142,12 +144,20 @@ fn serve(
     if let Some(f) = fault {
         applied.lock().unwrap().push(f);
     }
-    if ranged_get {
-        ranges.begin();
+    let part = head[0].starts_with("PUT ") && head[0].contains("partNumber=");
+    let counted = if ranged_get {
+        Some(ranges)
+    } else if part {
+        Some(parts)
+    } else {
+        None
+    };
+    if let Some(c) = counted {
+        c.begin();
     }
     let answered = answer(client, upstream, head, body, fault);
-    if ranged_get {
-        ranges.end();
+    if let Some(c) = counted {
+        c.end();
     }
     answered
 }
