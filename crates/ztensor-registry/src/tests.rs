@@ -322,6 +322,10 @@ fn a_refusal_is_a_rejection_exactly_when_its_reader_says_so() {
             assert_eq!(e.refused(), inner.refused(), "{}: {e}", path.display());
         }
         assert_eq!(e.is_rejection(), rejection, "{}: {e}", path.display());
+        // Only the zTensor reader's rule errors name no file; only they may be a torn append.
+        let zt_rule = path.ends_with("bad.zt");
+        assert_eq!(e.is_ztensor_rule(), zt_rule, "{}: {e}", path.display());
+        assert_eq!(e.names_file(), !zt_rule, "{}: {e}", path.display());
     }
 }
 
