@@ -29,12 +29,21 @@ pub(crate) fn reported(
     context: &str,
     e: &(impl Verdict + std::fmt::Display + ?Sized),
 ) -> anyhow::Error {
+    reported_with(context, e, "")
+}
+
+/// As [`reported`], with `hint` (lines of our own, not escaped) after the message.
+fn reported_with(
+    context: &str,
+    e: &(impl Verdict + std::fmt::Display + ?Sized),
+    hint: &str,
+) -> anyhow::Error {
     let note = ztensor_cli::limit_note(e.rule());
     let text = cmd::text::shown(&e.to_string()).into_owned();
     let message = if context.is_empty() {
-        format!("{text}{note}")
+        format!("{text}{note}{hint}")
     } else {
-        format!("{context}: {text}{note}")
+        format!("{context}: {text}{note}{hint}")
     };
     if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
 }
@@ -70,29 +79,23 @@ pub(crate) fn torn_hint(path: &Path, options: &Options) -> String {
     }
 }
 
-/// A registry refusal as the CLI reports it, by the reader it came from.
+/// A registry refusal as the CLI reports it, decided by its [`Verdict`] as every error is:
+/// the input's path in front unless the message names its file already, and for a zTensor
+/// rule error the sign of an append cut short, if the file shows one.
 pub(crate) fn open_error(
     path: &Path,
     options: &Options,
     e: ztensor_registry::OpenError,
 ) -> anyhow::Error {
-    use ztensor_registry::OpenError;
-    match e {
-        OpenError::Zt(e) if e.rule().is_some() => {
-            let note = ztensor_cli::limit_note(e.rule());
-            // The registry names the input in some refusals (the expansion budget's) already.
-            let said = e.to_string();
-            let named = format!("{}: ", path.display());
-            let said = if said.starts_with(&named) { said } else { format!("{named}{said}") };
-            anyhow!(Rejected(format!("{said}{note}{}", torn_hint(path, options))))
-        }
-        OpenError::Zt(e) => anyhow!("{e}"),
-        OpenError::Foreign(e) => reported("", &e),
-        OpenError::TensorBuffers(e) => reported(&shown_path(path), &e),
-        OpenError::Shard(e) => reported("", &e),
-        OpenError::Zt2(e) => reported(&shown_path(path), &e),
-        other => anyhow!("{other}"),
-    }
+    // The registry names the input in some refusals (the expansion budget's) already.
+    let named = format!("{}: ", path.display());
+    let context = if e.names_file() || e.to_string().starts_with(&named) {
+        String::new()
+    } else {
+        shown_path(path)
+    };
+    let hint = if e.is_ztensor_rule() { torn_hint(path, options) } else { String::new() };
+    reported_with(&context, &e, &hint)
 }
 
 /// `path` as messages show it (escaped for the terminal).

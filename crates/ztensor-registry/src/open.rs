@@ -70,6 +70,38 @@ impl ztensor_format::Verdict for OpenError {
 }
 
 impl OpenError {
+    /// Whether the message names the file it is about (a reader's error that carries its
+    /// path, a file that cannot be read or is not recognised, a URL), so that a front end adds
+    /// the input's path to the others only. A zTensor rule error names no file; neither does
+    /// a TensorBuffers or zTensor 2 reader's error.
+    pub fn names_file(&self) -> bool {
+        match self {
+            OpenError::Detect(_) => true,
+            OpenError::Zt(e) => e.rule().is_none(),
+            #[cfg(any(
+                feature = "safetensors",
+                feature = "numpy",
+                feature = "gguf",
+                feature = "torch"
+            ))]
+            OpenError::Foreign(_) => true,
+            #[cfg(feature = "tensorbuffers")]
+            OpenError::TensorBuffers(_) => false,
+            #[cfg(feature = "sharded")]
+            OpenError::Shard(_) => true,
+            #[cfg(feature = "v2")]
+            OpenError::Zt2(_) => false,
+            #[cfg(feature = "remote")]
+            OpenError::Remote(_) => true,
+        }
+    }
+
+    /// Whether the zTensor reader refused the file for a rule of the format: the one refusal
+    /// that may be an append cut short, which a front end can look for.
+    pub fn is_ztensor_rule(&self) -> bool {
+        matches!(self, OpenError::Zt(e) if e.rule().is_some())
+    }
+
     /// The reader's own error, as a [`Verdict`](ztensor_format::Verdict).
     fn inner(&self) -> Option<&dyn ztensor_format::Verdict> {
         match self {

@@ -265,8 +265,42 @@ fn a_refusal_is_a_rejection_exactly_when_its_reader_says_so() {
     std::fs::write(dir.join("bad.zt"), &zt).unwrap();
     let st = std::fs::read(checkpoint.join("model-00001-of-00002.safetensors")).unwrap();
     std::fs::write(dir.join("cut.safetensors"), &st[..st.len() - 3]).unwrap();
+    // A sharded safetensors checkpoint whose first shard is the second one's bytes: the shard
+    // is not the one the index was written with, a rejection.
+    let stale = dir.join("stale");
+    std::fs::create_dir_all(&stale).unwrap();
+    for entry in std::fs::read_dir(fixture("examples/checkpoint")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), stale.join(entry.file_name())).unwrap();
+    }
+    std::fs::copy(
+        stale.join("model-00002-of-00002.safetensors"),
+        stale.join("model-00001-of-00002.safetensors"),
+    )
+    .unwrap();
+    // A sharded zTensor checkpoint whose index names a shard that is not there (a failed
+    // request), and one whose shard is not the size the index records (a rejection).
+    let tiny = fixture("examples/tiny-v1.2.zt");
+    let size = std::fs::metadata(&tiny).unwrap().len();
+    let index = |shard: &str, size: u64| {
+        let digest = "0".repeat(64);
+        format!(
+            "{{\"metadata\": {{\"total_size\": 0}}, \
+             \"shards\": {{\"{shard}\": {{\"size\": {size}, \"digest\": \"sha256:{digest}\"}}}}, \
+             \"weight_map\": {{\"x\": \"{shard}\"}}}}"
+        )
+    };
+    std::fs::write(dir.join("gone.zt.index.json"), index("gone-00001.zt", size)).unwrap();
+    std::fs::copy(&tiny, dir.join("stale-00001.zt")).unwrap();
+    std::fs::write(dir.join("stale.zt.index.json"), index("stale-00001.zt", size + 1)).unwrap();
     let cases = [
         (checkpoint.join("model.safetensors.index.json"), false),
+        (stale.join("model.safetensors.index.json"), true),
+        (dir.join("gone.zt.index.json"), false),
+        (dir.join("stale.zt.index.json"), true),
+        // Foreign files that are not there: a failed request, whoever reports it.
+        (dir.join("missing.safetensors"), false),
+        (dir.join("missing.npy"), false),
         (dir.join("bad.zt"), true),
         (dir.join("cut.safetensors"), true),
     ];
@@ -274,13 +308,24 @@ fn a_refusal_is_a_rejection_exactly_when_its_reader_says_so() {
         let Err(e) = open(&path, &OpenOptions::default()) else {
             panic!("{} opened", path.display())
         };
-        let inner: &dyn Verdict = match &e {
-            OpenError::Zt(e) => e,
-            OpenError::Foreign(e) => e,
+        let inner: Option<&dyn Verdict> = match &e {
+            OpenError::Zt(e) => Some(e),
+            OpenError::Foreign(e) => Some(e),
+            OpenError::Shard(e) => Some(e),
+            // Not recognised (a file that cannot be read): no reader's error to agree with.
+            OpenError::Detect(_) => None,
             other => panic!("{}: {other}", path.display()),
         };
-        assert_eq!(e.is_rejection(), inner.is_rejection(), "{}: {e}", path.display());
+        if let Some(inner) = inner {
+            assert_eq!(e.is_rejection(), inner.is_rejection(), "{}: {e}", path.display());
+            assert_eq!(e.rule(), inner.rule(), "{}: {e}", path.display());
+            assert_eq!(e.refused(), inner.refused(), "{}: {e}", path.display());
+        }
         assert_eq!(e.is_rejection(), rejection, "{}: {e}", path.display());
+        // Only the zTensor reader's rule errors name no file; only they may be a torn append.
+        let zt_rule = path.ends_with("bad.zt");
+        assert_eq!(e.is_ztensor_rule(), zt_rule, "{}: {e}", path.display());
+        assert_eq!(e.names_file(), !zt_rule, "{}: {e}", path.display());
     }
 }
 
