@@ -671,8 +671,9 @@ pub(crate) fn array_head(out: &mut Vec<u8>, len: u64) {
     head(out, 4, len);
 }
 
-/// Writes a header with the shortest argument encoding.
-pub(crate) fn head(out: &mut Vec<u8>, major: u8, arg: u64) {
+/// Appends the head of an item of major type `major` (0 to 7) and argument `arg`, in its
+/// shortest form (RFC 8949 §4.2.1): the one head encoder of the 1.x and zTensor 2 manifests.
+pub fn head(out: &mut Vec<u8>, major: u8, arg: u64) {
     let m = major << 5;
     #[allow(clippy::cast_possible_truncation, reason = "each arm checks the width")]
     match arg {
@@ -693,8 +694,10 @@ pub(crate) fn head(out: &mut Vec<u8>, major: u8, arg: u64) {
     }
 }
 
-/// Writes a float in the shortest of half, single and double precision that preserves its bits.
-pub(crate) fn float(out: &mut Vec<u8>, f: f64) {
+/// Appends a float in the shortest of half, single and double precision that preserves its
+/// bits (RFC 8949 §4.2.2). A NaN keeps its payload where a narrower width holds it; zTensor 2,
+/// which allows only `F9 7E00`, writes every NaN so before calling this.
+pub fn float(out: &mut Vec<u8>, f: f64) {
     #[allow(clippy::cast_possible_truncation, reason = "exactness is checked by the round trip")]
     let single = f as f32;
     if f64::from(single).to_bits() == f.to_bits() {

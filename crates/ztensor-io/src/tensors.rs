@@ -538,6 +538,15 @@ pub fn check_expansion(
     Ok(total)
 }
 
+/// The label of shard `index` (counted from 1) of `count`: `00001-of-00003`, both numbers
+/// zero-padded to five digits, or to the digits of `count` past 99999 so that every label of a
+/// checkpoint has one width and they sort as they number. The one naming rule of every sharded
+/// writer (zTensor 1.x `STEM-00001-of-00003.zt`, zTensor 2 the same label in the shard's path).
+pub fn shard_label(index: usize, count: usize) -> String {
+    let width = count.to_string().len().max(5);
+    format!("{index:0width$}-of-{count:0width$}")
+}
+
 /// Splits items of `sizes` bytes, in the order given, into consecutive groups of at most
 /// `limit` bytes each: an item starts a new group when it would take the current one past
 /// `limit`, so an item larger than `limit` is a group of its own. Returns each group's range
@@ -758,6 +767,16 @@ mod close_names_tests {
 
     /// Greedy groups: filled up to the limit exactly, a larger item alone, and one empty group
     /// for nothing.
+    #[test]
+    fn shard_labels_have_one_width() {
+        assert_eq!(shard_label(1, 1), "00001-of-00001");
+        assert_eq!(shard_label(2, 2), "00002-of-00002");
+        assert_eq!(shard_label(1, 99999), "00001-of-99999");
+        assert_eq!(shard_label(99999, 99999), "99999-of-99999");
+        assert_eq!(shard_label(1, 100_000), "000001-of-100000");
+        assert_eq!(shard_label(100_000, 100_000), "100000-of-100000");
+    }
+
     #[test]
     fn splits_greedily_by_size() {
         let split = |sizes: &[u64], limit| split_by_size(sizes.iter().copied(), limit);

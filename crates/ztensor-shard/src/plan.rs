@@ -296,7 +296,7 @@ pub fn plan(
             let shard = match (&location, split) {
                 (Some(l), Split::LikeInput) => shard_name(l),
                 (None, Split::LikeInput) => format!("{stem}.zt"),
-                _ => format!("{stem}-{:05}-of-{count:05}.zt", unit + 1),
+                _ => format!("{stem}-{}.zt", ztensor_io::shard_label(unit + 1, count)),
             };
             Unit {
                 unit,

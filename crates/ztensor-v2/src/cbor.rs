@@ -6,6 +6,7 @@
 //! and to say which rule each refusal breaks.
 
 use crate::error::{Error, Result, Rule};
+use ztensor_format::cbor::head;
 
 /// The deepest nesting allowed: the root is at depth 0, an item below it one deeper.
 pub const MAX_DEPTH: usize = 32;
@@ -86,43 +87,20 @@ pub fn encode(value: &Value) -> Vec<u8> {
     out
 }
 
-/// Appends the head of an item of major type `major` and argument `n`, in its shortest form.
-pub(crate) fn head(major: u8, n: u64, out: &mut Vec<u8>) {
-    let major = major << 5;
-    // The narrowing casts below are guarded by the ranges matched.
-    #[allow(clippy::cast_possible_truncation)]
-    match n {
-        0..=23 => out.push(major | n as u8),
-        24..=0xff => out.extend([major | 24, n as u8]),
-        0x100..=0xffff => {
-            out.push(major | 25);
-            out.extend((n as u16).to_be_bytes());
-        }
-        0x1_0000..=0xffff_ffff => {
-            out.push(major | 26);
-            out.extend((n as u32).to_be_bytes());
-        }
-        _ => {
-            out.push(major | 27);
-            out.extend(n.to_be_bytes());
-        }
-    }
-}
-
 fn encode_into(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Uint(n) => head(0, *n, out),
-        Value::Nint(n) => head(1, *n, out),
+        Value::Uint(n) => head(out, 0, *n),
+        Value::Nint(n) => head(out, 1, *n),
         Value::Bytes(b) => {
-            head(2, b.len() as u64, out);
+            head(out, 2, b.len() as u64);
             out.extend_from_slice(b);
         }
         Value::Text(t) => {
-            head(3, t.len() as u64, out);
+            head(out, 3, t.len() as u64);
             out.extend_from_slice(t.as_bytes());
         }
         Value::Array(items) => {
-            head(4, items.len() as u64, out);
+            head(out, 4, items.len() as u64);
             for item in items {
                 encode_into(item, out);
             }
@@ -131,7 +109,7 @@ fn encode_into(value: &Value, out: &mut Vec<u8>) {
             let mut encoded: Vec<(Vec<u8>, &Value)> =
                 entries.iter().map(|(k, v)| (encode(k), v)).collect();
             encoded.sort_by(|a, b| a.0.cmp(&b.0));
-            head(5, entries.len() as u64, out);
+            head(out, 5, entries.len() as u64);
             for (key, v) in encoded {
                 out.extend_from_slice(&key);
                 encode_into(v, out);
@@ -144,26 +122,13 @@ fn encode_into(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// A float in the narrowest of half, single and double that gives back exactly its bits.
+/// A float in the narrowest of half, single and double that gives back exactly its bits; every
+/// NaN as `F9 7E00`, the one NaN §2.2 allows.
 fn float(f: f64, out: &mut Vec<u8>) {
     if f.is_nan() {
         out.extend([0xf9, 0x7e, 0x00]);
-        return;
-    }
-    let half = half::f16::from_f64(f);
-    if f64::from(half.to_f32()).to_bits() == f.to_bits() {
-        out.push(0xf9);
-        out.extend(half.to_bits().to_be_bytes());
-        return;
-    }
-    #[allow(clippy::cast_possible_truncation)]
-    let single = f as f32;
-    if f64::from(single).to_bits() == f.to_bits() {
-        out.push(0xfa);
-        out.extend(single.to_be_bytes());
     } else {
-        out.push(0xfb);
-        out.extend(f.to_be_bytes());
+        ztensor_format::cbor::float(out, f);
     }
 }
 

@@ -97,9 +97,9 @@ impl Entries {
     fn digest(&self, algorithm: IdAlgorithm) -> String {
         algorithm.render(|hash| {
             let mut head = Vec::new();
-            crate::cbor::head(4, 2, &mut head);
+            ztensor_format::cbor::head(&mut head, 4, 2);
             head.extend(encode(&text(CONTENT_TAG)));
-            crate::cbor::head(5, self.spans.len() as u64, &mut head);
+            ztensor_format::cbor::head(&mut head, 5, self.spans.len() as u64);
             hash(&head);
             for &(at, k, e) in &self.spans {
                 hash(&self.bytes[at..at + k as usize + e as usize]);
@@ -122,7 +122,7 @@ fn object_entry(
 ) -> Vec<u8> {
     // The keys in their encoded order (§5.4): `parts` < `shape` < `layout` < `attributes`.
     let mut entry = Vec::new();
-    crate::cbor::head(5, 3 + u64::from(attributes.is_some()), &mut entry);
+    ztensor_format::cbor::head(&mut entry, 5, 3 + u64::from(attributes.is_some()));
     entry.extend(encode(&text("parts")));
     entry.extend(encode(&Value::Map(parts)));
     entry.extend(encode(&text("shape")));

@@ -773,7 +773,7 @@ mod direct {
         fn set_text(&mut self, key: &str) {
             let last = self.0.get_or_insert_with(Vec::new);
             last.clear();
-            crate::cbor::head(3, key.len() as u64, last);
+            ztensor_format::cbor::head(last, 3, key.len() as u64);
             last.extend_from_slice(key.as_bytes());
         }
     }
@@ -1134,7 +1134,8 @@ mod tests {
     /// given) and the root entries `root`, each `(key, encoded value)`; keys given in their
     /// deterministic order.
     fn manifest_of(root: &[(&str, Vec<u8>)], object_extra: &[(&str, Vec<u8>)]) -> Vec<u8> {
-        use crate::cbor::{encode, head};
+        use crate::cbor::encode;
+        use ztensor_format::cbor::head;
         let text = |s: &str| encode(&Value::Text(s.to_owned()));
         let mut object = Vec::new();
         let part = Value::Map(vec![
@@ -1148,20 +1149,20 @@ mod tests {
         ];
         fields.extend(object_extra.iter().cloned());
         fields.sort_by_key(|(k, _)| text(k));
-        head(5, fields.len() as u64, &mut object);
+        head(&mut object, 5, fields.len() as u64);
         for (k, v) in fields {
             object.extend(text(k));
             object.extend(v);
         }
         let mut objects = Vec::new();
-        head(5, 1, &mut objects);
+        head(&mut objects, 5, 1);
         objects.extend(text("t"));
         objects.extend(object);
         let mut entries: Vec<(&str, Vec<u8>)> = root.to_vec();
         entries.push(("objects", objects));
         entries.sort_by_key(|(k, _)| text(k));
         let mut out = Vec::new();
-        head(5, entries.len() as u64, &mut out);
+        head(&mut out, 5, entries.len() as u64);
         for (k, v) in entries {
             out.extend(text(k));
             out.extend(v);
@@ -1172,7 +1173,7 @@ mod tests {
     /// An array of `n` zeros, or a map `{"a": that}`.
     fn zeros(n: u64) -> Vec<u8> {
         let mut out = Vec::new();
-        crate::cbor::head(4, n, &mut out);
+        ztensor_format::cbor::head(&mut out, 4, n);
         out.resize(out.len() + usize::try_from(n).unwrap(), 0);
         out
     }
@@ -1186,7 +1187,7 @@ mod tests {
     /// A map of `n` entries `kNNNNNNN: 0`, keys in order.
     fn wide_map(n: u64) -> Vec<u8> {
         let mut out = Vec::new();
-        crate::cbor::head(5, n, &mut out);
+        ztensor_format::cbor::head(&mut out, 5, n);
         for i in 0..n {
             out.extend(crate::cbor::encode(&Value::Text(format!("k{i:08}"))));
             out.push(0);
@@ -1220,7 +1221,7 @@ mod tests {
     fn every_item_counts_against_the_value_budget() {
         let n = 50_000u64;
         let mut shard_table = Vec::new();
-        crate::cbor::head(5, n, &mut shard_table);
+        ztensor_format::cbor::head(&mut shard_table, 5, n);
         for i in 0..n {
             shard_table.extend(crate::cbor::encode(&Value::Text(format!("s{i:08}"))));
             shard_table.extend(crate::cbor::encode(&Value::Map(vec![

@@ -61,8 +61,7 @@ pub fn split_by_size(source: &dyn TensorSource, limit: u64) -> Vec<Vec<usize>> {
 
 /// The names of `count` shards: `00001-of-00003` and so on (wider past 99999).
 pub fn shard_names(count: usize) -> Vec<String> {
-    let width = count.to_string().len().max(5);
-    (1..=count).map(|i| format!("{i:0width$}-of-{count:0width$}")).collect()
+    (1..=count).map(|i| ztensor_io::shard_label(i, count)).collect()
 }
 
 /// The paths [`write_sharded`] writes for a root at `root` and `count` shards: the root, then

@@ -61,12 +61,12 @@ impl<'o> ManifestOut<'o> {
         // The root's keys in deterministic order: `shards`, `objects`, `attributes`.
         let keys = 1 + u64::from(m.shards.is_some()) + u64::from(attributes.is_some());
         let mut head = Vec::new();
-        crate::cbor::head(5, keys, &mut head);
+        ztensor_format::cbor::head(&mut head, 5, keys);
         if let Some(s) = &m.shards {
             head.extend_from_slice(s);
         }
         head.extend(encode(&Value::Text("objects".to_owned())));
-        crate::cbor::head(5, objects as u64, &mut head);
+        ztensor_format::cbor::head(&mut head, 5, objects as u64);
         m.put(&head)?;
         Ok(m)
     }
@@ -128,12 +128,12 @@ impl<'o> ManifestOut<'o> {
     pub(super) fn check(&mut self) -> Result<()> {
         let keys = 1 + u64::from(self.shards.is_some());
         let mut head = Vec::new();
-        crate::cbor::head(5, keys, &mut head);
+        ztensor_format::cbor::head(&mut head, 5, keys);
         if let Some(s) = &self.shards {
             head.extend_from_slice(s);
         }
         head.extend(encode(&Value::Text("objects".to_owned())));
-        crate::cbor::head(5, self.batched, &mut head);
+        ztensor_format::cbor::head(&mut head, 5, self.batched);
         // The head goes in front of the batch in place (room for it made exactly), so a batch
         // of megabytes is not copied to be read back.
         let mut bytes = std::mem::take(&mut self.batch);
@@ -167,7 +167,7 @@ impl<'o> ManifestOut<'o> {
 /// as a reader's copy of it).
 pub(super) fn check_file_attributes(encoded: &[u8]) -> Result<()> {
     let mut root = Vec::with_capacity(encoded.len() + 16);
-    crate::cbor::head(5, 1, &mut root);
+    ztensor_format::cbor::head(&mut root, 5, 1);
     root.extend(encode(&Value::Text("attributes".to_owned())));
     root.extend_from_slice(encoded);
     let schema = |m: &str| Error::rule(crate::error::Rule::Schema, m.to_owned());

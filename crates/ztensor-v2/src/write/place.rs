@@ -272,7 +272,7 @@ pub(super) fn object_entry(
         return encode(&Value::Map(object));
     }
     let mut out = Vec::with_capacity(256);
-    crate::cbor::head(5, object.len() as u64 + 1, &mut out);
+    ztensor_format::cbor::head(&mut out, 5, object.len() as u64 + 1);
     let mut entries: Vec<(Vec<u8>, &Value)> = object.iter().map(|(k, v)| (encode(k), v)).collect();
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     for (k, v) in entries {

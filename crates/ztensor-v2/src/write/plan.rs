@@ -250,7 +250,7 @@ impl Order {
 /// The CBOR of `name` as a map key.
 pub(crate) fn encoded_key(name: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(name.len() + 3);
-    crate::cbor::head(3, name.len() as u64, &mut key);
+    ztensor_format::cbor::head(&mut key, 3, name.len() as u64);
     key.extend_from_slice(name.as_bytes());
     key
 }
