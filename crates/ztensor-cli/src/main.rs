@@ -42,7 +42,7 @@ fn handle_signals() {
     let _ = std::thread::Builder::new().name("zt-signals".into()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
             ztensor_io::interrupt();
-            ztensor_shard::interrupt();
+            ztensor_shard_write::interrupt();
             // Uploads to object storage: aborted, no parts left behind.
             for url in ztensor_remote::abort_unfinished() {
                 eprintln!("ztensor: {url}: the interrupted upload could not be aborted");
@@ -154,11 +154,11 @@ fn wrote(
 
 /// Whether `output` asks for a sharded checkpoint (it ends in `/` or is a directory), and
 /// how it is split; `--shard-size` is refused for a file output.
-fn sharding(output: &Path, shard_size: Option<u64>) -> Result<Option<ztensor_shard::Split>> {
+fn sharding(output: &Path, shard_size: Option<u64>) -> Result<Option<ztensor_shard_write::Split>> {
     let directory = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
     match (directory, shard_size) {
-        (true, Some(size)) => Ok(Some(ztensor_shard::Split::Size(size.max(1)))),
-        (true, None) => Ok(Some(ztensor_shard::Split::LikeInput)),
+        (true, Some(size)) => Ok(Some(ztensor_shard_write::Split::Size(size.max(1)))),
+        (true, None) => Ok(Some(ztensor_shard_write::Split::LikeInput)),
         (false, Some(_)) => Err(anyhow!(
             "--shard-size writes a sharded checkpoint: give an output directory (ending in /), \
              not {}",
@@ -480,8 +480,8 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             encoding,
         } => {
             let split = sharding(&output, shard_size)?.unwrap_or(match shard_size {
-                Some(size) => ztensor_shard::Split::Size(size),
-                None => ztensor_shard::Split::LikeInput,
+                Some(size) => ztensor_shard_write::Split::Size(size),
+                None => ztensor_shard_write::Split::LikeInput,
             });
             let run = Run { threads: 0, memory: None, quiet: true, no_wait: false };
             let request = cmd::convert::Request {
@@ -541,7 +541,7 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
         }
         Command::RunUnit { plan: path, unit, run } => {
             run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
-            let plan = ztensor_shard::Plan::read(&path).map_err(|e| reported("", &e))?;
+            let plan = ztensor_shard_write::Plan::read(&path).map_err(|e| reported("", &e))?;
             let unit = match unit {
                 Some(k) => k,
                 None => unit_from_environment()?,
@@ -550,15 +550,15 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             let total = plan.units.get(unit).map_or(0, |u| u.bytes);
             let bar = cmd::repack::Bar::new(total, run.quiet);
             let started = std::time::Instant::now();
-            let done = ztensor_shard::run_unit(&plan, unit, &*source, &run.par(), &bar);
+            let done = ztensor_shard_write::run_unit(&plan, unit, &*source, &run.par(), &bar);
             bar.finish();
             let context = format!("unit {unit} of {}", path.display());
             let outcome = done.map_err(|e| crate::refusal(&context, &e))?;
             if !run.quiet {
                 let r = outcome.receipt();
                 let what = match outcome {
-                    ztensor_shard::Outcome::Written(_) => "wrote",
-                    ztensor_shard::Outcome::AlreadyDone(_) => "already done (verified):",
+                    ztensor_shard_write::Outcome::Written(_) => "wrote",
+                    ztensor_shard_write::Outcome::AlreadyDone(_) => "already done (verified):",
                 };
                 writeln!(
                     out,
@@ -573,8 +573,8 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             ExitCode::SUCCESS
         }
         Command::Finalize { plan: path, deep } => {
-            let plan = ztensor_shard::Plan::read(&path).map_err(|e| reported("", &e))?;
-            let index = ztensor_shard::finalize(&plan, deep)
+            let plan = ztensor_shard_write::Plan::read(&path).map_err(|e| reported("", &e))?;
+            let index = ztensor_shard_write::finalize(&plan, deep)
                 .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e))?;
             writeln!(
                 out,
