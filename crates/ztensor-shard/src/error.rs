@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// An index, plan or receipt that is not what this crate writes (bad JSON, a missing
+    /// An index, plan or receipt that is not what these crates write (bad JSON, a missing
     /// field, a shard name with a directory part).
     Malformed,
     /// An index and its shards disagree: a listed tensor missing, one not listed or listed
