@@ -370,6 +370,7 @@ fn deps() -> Result<()> {
         "ztensor-tensorbuffers",
         "ztensor-foreign",
         "ztensor-shard",
+        "ztensor-shard-write",
         "ztensor-registry",
         "ztensor-v2",
         "ztensor-dump",

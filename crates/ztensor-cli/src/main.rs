@@ -46,7 +46,7 @@ fn handle_signals() {
     let _ = std::thread::Builder::new().name("zt-signals".into()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
             ztensor_io::interrupt();
-            ztensor_shard::interrupt();
+            ztensor_shard_write::interrupt();
             // Uploads to object storage: aborted, no parts left behind.
             for url in ztensor_remote::abort_unfinished() {
                 eprintln!("ztensor: {url}: the interrupted upload could not be aborted");

@@ -1,4 +1,4 @@
-//! The error type of this crate.
+//! The error type of this crate, shared by `ztensor-shard-write` (planning and writing).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// An index, plan or receipt that is not what this crate writes (bad JSON, a missing
+    /// An index, plan or receipt that is not what these crates write (bad JSON, a missing
     /// field, a shard name with a directory part).
     Malformed,
     /// An index and its shards disagree: a listed tensor missing, one not listed or listed
@@ -38,11 +38,13 @@ pub struct Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+    /// An error of `kind` saying `message` (for `ztensor-shard-write`, which shares this type).
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error { kind, message: message.into(), path: None, ztensor: None }
     }
 
-    pub(crate) fn io(what: &str, path: &Path, e: &std::io::Error) -> Error {
+    /// An I/O error met doing `what` to `path`, keeping the system's error.
+    pub fn io(what: &str, path: &Path, e: &std::io::Error) -> Error {
         // The system's error is kept (as the zTensor crates' I/O error), errno and all.
         let kept = match e.raw_os_error() {
             Some(n) => std::io::Error::from_raw_os_error(n),
@@ -55,7 +57,9 @@ impl Error {
         }
     }
 
-    pub(crate) fn with_path(mut self, path: &Path) -> Error {
+    /// This error, about the file at `path`.
+    #[must_use]
+    pub fn with_path(mut self, path: &Path) -> Error {
         self.path = Some(path.to_owned());
         self
     }

@@ -146,7 +146,7 @@ impl ShardIndex {
 ///
 /// # Errors
 /// Those of `out`.
-pub(crate) fn write_json<'a>(
+pub fn write_json<'a>(
     out: &mut dyn std::io::Write,
     total_size: u64,
     shards: impl Iterator<Item = (&'a str, u64, &'a str)> + Clone,
@@ -195,7 +195,7 @@ pub(crate) fn write_json<'a>(
 }
 
 /// Whether `digest` is `sha256:` and 64 lowercase hex digits.
-pub(crate) fn is_sha256(digest: &str) -> bool {
+pub fn is_sha256(digest: &str) -> bool {
     digest.strip_prefix("sha256:").is_some_and(|h| {
         h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })

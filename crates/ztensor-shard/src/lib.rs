@@ -1,10 +1,9 @@
-//! Sharded zTensor checkpoints.
+//! Reading sharded zTensor checkpoints.
 //!
 //! zTensor 0.1 and 1.x files have no shard table, so a checkpoint past one file is a directory
 //! of zTensor files and an index in the Hugging Face shape ([`index`]), read as one tensor
-//! source by [`ShardedZtensor`]. Writing one is planned ([`plan()`]) into units, one per output
-//! shard, that run anywhere ([`run_unit`]) and are checked and indexed by [`finalize`];
-//! [`write_all`] does all of it in one process with byte-identical results.
+//! source by [`ShardedZtensor`]. Planning and writing one (plan, run, finalize) is
+//! `ztensor-shard-write`'s; this crate has no parallel write engine, so a reader pays for none.
 //!
 //! ```
 //! use ztensor_shard::{INDEX_SUFFIX, is_index};
@@ -17,17 +16,12 @@
 
 #![deny(missing_docs)]
 
+pub mod digest;
 mod error;
 pub mod index;
-mod outdir;
-mod plan;
 mod source;
 
+pub use crate::digest::size_and_digest;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::index::{INDEX_SUFFIX, ShardEntry, ShardIndex, is_index};
-pub use crate::outdir::{Occupied, OutputGuard, interrupt};
-pub use crate::plan::{
-    InputFile, Outcome, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR, Receipt, Split, Unit,
-    finalize, output_stem, plan, run_unit, size_and_digest, write_all,
-};
 pub use crate::source::ShardedZtensor;

@@ -143,7 +143,7 @@ impl ShardedZtensor {
     /// [`ErrorKind::IndexMismatch`] naming the first shard that differs, and I/O errors.
     pub fn verify_digests(&self) -> Result<()> {
         for ((path, _), (name, entry)) in self.shards.iter().zip(&self.index.shards) {
-            let (_, digest) = crate::plan::size_and_digest(path)?;
+            let (_, digest) = crate::digest::size_and_digest(path)?;
             if digest != entry.digest {
                 return Err(mismatch(
                     format!("shard {name} has digest {digest}; the index records {}", entry.digest),

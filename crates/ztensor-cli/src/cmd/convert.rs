@@ -30,7 +30,7 @@ pub struct Request<'a> {
     pub encoding: &'a Encoding,
     pub run: &'a Run,
     /// Write a sharded checkpoint into the output directory, split so.
-    pub sharded: Option<ztensor_shard::Split>,
+    pub sharded: Option<ztensor_shard_write::Split>,
     /// Remove the sharded checkpoint the output directory holds first, instead of refusing.
     pub force: bool,
     /// The zstd frame size for large components (`repack --chunk`); the engine's default
@@ -194,11 +194,11 @@ pub(crate) fn repack(a: RepackArgs) -> Result<Done> {
 pub(crate) fn sharding(
     output: &Path,
     shard_size: Option<u64>,
-) -> Result<Option<ztensor_shard::Split>> {
+) -> Result<Option<ztensor_shard_write::Split>> {
     let directory = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
     match (directory, shard_size) {
-        (true, Some(size)) => Ok(Some(ztensor_shard::Split::Size(size.max(1)))),
-        (true, None) => Ok(Some(ztensor_shard::Split::LikeInput)),
+        (true, Some(size)) => Ok(Some(ztensor_shard_write::Split::Size(size.max(1)))),
+        (true, None) => Ok(Some(ztensor_shard_write::Split::LikeInput)),
         (false, Some(_)) => Err(anyhow!(
             "--shard-size writes a sharded checkpoint: give an output directory (ending in /), \
              not {}",
@@ -211,19 +211,19 @@ pub(crate) fn sharding(
 /// The plan of a sharded conversion of `r` (the output a directory).
 pub fn plan_of(
     r: &Request<'_>,
-    split: ztensor_shard::Split,
+    split: ztensor_shard_write::Split,
     source: &dyn TensorSource,
-) -> Result<ztensor_shard::Plan> {
+) -> Result<ztensor_shard_write::Plan> {
     let Target::Zt(version) = r.target else {
         anyhow::bail!(
             "a directory output is a sharded zTensor checkpoint; {} is not zTensor",
             r.target
         )
     };
-    let mut options = ztensor_shard::PlanOptions::new(version, &r.encoding.fresh());
+    let mut options = ztensor_shard_write::PlanOptions::new(version, &r.encoding.fresh());
     options.drop_attributes = r.drop_attributes;
     options.carry_unknown_dtypes = r.carry_unknown;
-    let plan = ztensor_shard::plan(r.input, source, r.output, options, split, &|name| {
+    let plan = ztensor_shard_write::plan(r.input, source, r.output, options, split, &|name| {
         excluded(r.exclude, name)
     })
     // The plan refuses shards and an index that would replace a file it reads.
@@ -233,8 +233,11 @@ pub fn plan_of(
 
 /// The objects of `plan` larger than `split` allows, each in a shard of its own: a note, or
 /// none.
-pub fn oversized(plan: &ztensor_shard::Plan, split: ztensor_shard::Split) -> Option<String> {
-    let ztensor_shard::Split::Size(limit) = split else { return None };
+pub fn oversized(
+    plan: &ztensor_shard_write::Plan,
+    split: ztensor_shard_write::Split,
+) -> Option<String> {
+    let ztensor_shard_write::Split::Size(limit) = split else { return None };
     let big: Vec<String> = plan
         .units
         .iter()
@@ -317,7 +320,7 @@ pub fn dropped(input: &dyn TensorSource, output: &Path) -> Result<String> {
 }
 
 /// `convert IN OUTDIR/`: every shard and the index, in this process.
-fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Result<Converted> {
+fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) -> Result<Converted> {
     if r.target == Target::Zt2 {
         return sharded_2(r, split, context);
     }
@@ -325,7 +328,7 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
     let plan = plan_of(r, split, &*source)?;
     let cleared = super::outdir::clear(&r.dir(), &plan)?;
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
-    let done = ztensor_shard::write_all(&plan, &*source, &r.run.par(), &bar);
+    let done = ztensor_shard_write::write_all(&plan, &*source, &r.run.par(), &bar);
     bar.finish();
     let index = done.map_err(|e| crate::refusal(context, &e))?;
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
@@ -348,7 +351,11 @@ fn sharded(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Resul
 /// objects in name order; without it, a sharded zTensor or safetensors checkpoint's shards
 /// are kept as they are, and any other input's objects (a zTensor 2 root's too) go in one
 /// shard.
-fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Result<Converted> {
+fn sharded_2(
+    r: &Request<'_>,
+    split: ztensor_shard_write::Split,
+    context: &str,
+) -> Result<Converted> {
     let kind = super::detect(r.input)?;
     let opened = crate::sources::open_kind(r.input, kind, r.carry_unknown)?;
     // Every file the input is read from: none may be replaced by the output.
@@ -358,11 +365,13 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;
     let groups = match split {
-        ztensor_shard::Split::Size(limit) => ztensor_v2::sharded::split_by_size(source, limit),
+        ztensor_shard_write::Split::Size(limit) => {
+            ztensor_v2::sharded::split_by_size(source, limit)
+        }
         // A single file's objects, in one shard.
         // A sharded checkpoint's own shards, each one's objects (those not excluded) in one;
         // a single file's objects in one shard.
-        ztensor_shard::Split::LikeInput
+        ztensor_shard_write::Split::LikeInput
             if matches!(kind, Kind::ZtIndex | Kind::SafetensorsIndex) =>
         {
             // Each object's location is its shard's file name.
@@ -386,9 +395,9 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
             }
             groups
         }
-        ztensor_shard::Split::LikeInput => vec![(0..source.len()).collect()],
+        ztensor_shard_write::Split::LikeInput => vec![(0..source.len()).collect()],
     };
-    let stem = ztensor_shard::output_stem(r.input);
+    let stem = ztensor_shard_write::output_stem(r.input);
     let root = r.output.join(format!("{stem}.zt"));
     for path in ztensor_v2::sharded::sharded_paths(&root, groups.len()) {
         for input in &inputs {
@@ -397,7 +406,7 @@ fn sharded_2(r: &Request<'_>, split: ztensor_shard::Split, context: &str) -> Res
     }
     let cleared = super::outdir::clear_2(&r.dir(), &inputs)?;
     // A failed or interrupted write takes back what it made: its files and the directory.
-    let guard = ztensor_shard::OutputGuard::create(r.output)
+    let guard = ztensor_shard_write::OutputGuard::create(r.output)
         .map_err(|e| anyhow!("cannot create {}: {e}", r.output.display()))?;
     for path in ztensor_v2::sharded::sharded_paths(&root, groups.len()) {
         if let Some(name) = path.file_name().and_then(|n| n.to_str()) {

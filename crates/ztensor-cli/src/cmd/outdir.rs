@@ -19,7 +19,7 @@ pub(super) struct Dir<'a> {
 /// into it would leave the first's shards beside the new index, or replace some of them),
 /// unless `--force`, which removes that checkpoint's files (nothing else) and returns a note
 /// naming them. zTensor 2 files there (an earlier `--to 2` conversion) count as well.
-pub(super) fn clear(r: &Dir<'_>, plan: &ztensor_shard::Plan) -> Result<Option<String>> {
+pub(super) fn clear(r: &Dir<'_>, plan: &ztensor_shard_write::Plan) -> Result<Option<String>> {
     let occupied = plan.occupied().map_err(|e| crate::reported("", &e))?;
     let inputs: Vec<&Path> = plan.inputs.iter().map(|f| f.path.as_path()).collect();
     clear_occupied(r, occupied, &inputs)
@@ -29,7 +29,7 @@ pub(super) fn clear(r: &Dir<'_>, plan: &ztensor_shard::Plan) -> Result<Option<St
 /// output's own index and shards (zTensor 2 files there count as a checkpoint).
 pub(super) fn clear_2(r: &Dir<'_>, inputs: &[std::path::PathBuf]) -> Result<Option<String>> {
     let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
-    let occupied = ztensor_shard::Occupied::in_dir(r.output, None, &[], &inputs)
+    let occupied = ztensor_shard_write::Occupied::in_dir(r.output, None, &[], &inputs)
         .map_err(|e| crate::reported("", &e))?;
     clear_occupied(r, occupied, &inputs)
 }
@@ -38,7 +38,7 @@ pub(super) fn clear_2(r: &Dir<'_>, inputs: &[std::path::PathBuf]) -> Result<Opti
 /// removes them and returns a note naming them.
 fn clear_occupied(
     r: &Dir<'_>,
-    occupied: ztensor_shard::Occupied,
+    occupied: ztensor_shard_write::Occupied,
     inputs: &[&Path],
 ) -> Result<Option<String>> {
     let mut more = zt2_files(r.output, inputs)?;

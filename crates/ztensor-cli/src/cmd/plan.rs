@@ -16,8 +16,8 @@ use crate::{Run, Target, open_source_with, reported};
 /// the files it reads or writes.
 pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
     let split = sharding(&a.output, a.shard_size)?.unwrap_or(match a.shard_size {
-        Some(size) => ztensor_shard::Split::Size(size),
-        None => ztensor_shard::Split::LikeInput,
+        Some(size) => ztensor_shard_write::Split::Size(size),
+        None => ztensor_shard_write::Split::LikeInput,
     });
     let run = Run { threads: 0, memory: None, quiet: true, no_wait: false };
     let request = Request {
@@ -72,7 +72,7 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
 /// verified.
 pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Done> {
     run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
-    let plan = ztensor_shard::Plan::read(path).map_err(|e| reported("", &e))?;
+    let plan = ztensor_shard_write::Plan::read(path).map_err(|e| reported("", &e))?;
     let unit = match unit {
         Some(k) => k,
         None => unit_from_environment()?,
@@ -81,14 +81,14 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
     let total = plan.units.get(unit).map_or(0, |u| u.bytes);
     let bar = Bar::new(total, run.quiet);
     let started = std::time::Instant::now();
-    let done = ztensor_shard::run_unit(&plan, unit, &*source, &run.par(), &bar);
+    let done = ztensor_shard_write::run_unit(&plan, unit, &*source, &run.par(), &bar);
     bar.finish();
     let context = format!("unit {unit} of {}", path.display());
     let outcome = done.map_err(|e| crate::refusal(&context, &e))?;
     let r = outcome.receipt();
     Ok(Done::Unit {
         unit,
-        fresh: matches!(outcome, ztensor_shard::Outcome::Written(_)),
+        fresh: matches!(outcome, ztensor_shard_write::Outcome::Written(_)),
         shard: plan.output.join(&r.shard),
         objects: r.objects,
         size: r.size,
@@ -99,8 +99,8 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
 
 /// `ztensor finalize PLAN`: every unit's receipt and shard checked, the index written.
 pub(crate) fn finalize(path: &Path, deep: bool) -> Result<Done> {
-    let plan = ztensor_shard::Plan::read(path).map_err(|e| reported("", &e))?;
-    let index = ztensor_shard::finalize(&plan, deep)
+    let plan = ztensor_shard_write::Plan::read(path).map_err(|e| reported("", &e))?;
+    let index = ztensor_shard_write::finalize(&plan, deep)
         .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e))?;
     Ok(Done::Finalized {
         index,

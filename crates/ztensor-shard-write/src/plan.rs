@@ -7,8 +7,7 @@
 //! to a distributed run's.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -21,8 +20,10 @@ use ztensor_io::{
 };
 use ztensor_par::{ParOptions, Progress, ZtSink};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::index::{INDEX_SUFFIX, is_sha256};
+use ztensor_shard::digest::{digest_file, hex};
+use ztensor_shard::index::{INDEX_SUFFIX, MAX_INDEX_LEN, is_sha256, write_json};
+use ztensor_shard::{Error, ErrorKind, Result};
+
 use crate::outdir::{Occupied, Undo};
 
 /// The plan format this crate writes and reads.
@@ -381,10 +382,10 @@ impl Plan {
     pub fn read(path: &Path) -> Result<Plan> {
         let malformed = |m: String| Error::new(ErrorKind::Malformed, m).with_path(path);
         let len = std::fs::metadata(path).map_err(|e| Error::io("cannot open", path, &e))?.len();
-        if len > crate::index::MAX_INDEX_LEN {
+        if len > MAX_INDEX_LEN {
             return Err(malformed(format!("plan of {len} bytes, over the limit")));
         }
-        let bytes = ztensor_io::read_input(path, crate::index::MAX_INDEX_LEN)?;
+        let bytes = ztensor_io::read_input(path, MAX_INDEX_LEN)?;
         let plan: Plan =
             serde_json::from_slice(&bytes).map_err(|e| malformed(format!("plan: {e}")))?;
         if plan.plan != PLAN_FORMAT {
@@ -512,34 +513,6 @@ impl Plan {
 /// The file name of unit `unit`'s receipt in [`RECEIPTS_DIR`].
 fn receipt_name(unit: usize) -> String {
     format!("unit-{unit:05}.json")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The length and `sha256:` digest of the file at `path`.
-///
-/// # Errors
-/// I/O errors.
-pub fn size_and_digest(path: &Path) -> Result<(u64, String)> {
-    digest_file(ztensor_io::open_input(path)?, path)
-}
-
-/// The length and `sha256:` digest of the open `file` (at `path`, for messages).
-fn digest_file(mut file: File, path: &Path) -> Result<(u64, String)> {
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = file.read(&mut buf).map_err(|e| Error::io("cannot read", path, &e))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        size += n as u64;
-    }
-    Ok((size, format!("sha256:{}", hex(&hasher.finalize()))))
 }
 
 /// How a unit ended.
@@ -719,7 +692,7 @@ fn write_index(plan: &Plan, out: &OutputDir, receipts: &[Receipt]) -> Result<Pat
         (u.objects[k].as_str(), u.shard.as_str())
     });
     let mut file = out.create(&plan.index)?;
-    crate::index::write_json(&mut file, total_size, shards.iter().copied(), weight_map)
+    write_json(&mut file, total_size, shards.iter().copied(), weight_map)
         .map_err(|e| Error::io("cannot write", &path, &e))?;
     file.persist()?;
     Ok(path)

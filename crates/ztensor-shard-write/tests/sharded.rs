@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use ztensor_format::{DType, Options, Version};
 use ztensor_io::{FileWriter, Reader, TensorSource, WriteOptions};
 use ztensor_par::ParOptions;
-use ztensor_shard::{ErrorKind, Outcome, Plan, PlanOptions, ShardIndex, ShardedZtensor, Split};
+use ztensor_shard::{ShardIndex, ShardedZtensor};
+use ztensor_shard_write::{ErrorKind, Outcome, Plan, PlanOptions, Split};
 
 fn scratch(name: &str) -> ztensor_testkit::Scratch {
     ztensor_testkit::scratch(&format!("shard-{name}"))
@@ -50,7 +51,7 @@ fn options() -> PlanOptions {
 /// The plan of `path`, open as `reader`, into `out`: shards of at most `size` bytes, every
 /// object kept, the options of [`options`].
 fn planned(path: &Path, reader: &dyn TensorSource, out: &Path, size: u64) -> Plan {
-    ztensor_shard::plan(path, reader, out, options(), Split::Size(size), &|_| false).unwrap()
+    ztensor_shard_write::plan(path, reader, out, options(), Split::Size(size), &|_| false).unwrap()
 }
 
 fn open(path: &Path) -> Reader<ztensor_io::FileSource> {
@@ -78,21 +79,21 @@ fn units_run_in_any_order_equal_one_process() {
     let par = ParOptions::with_threads(2);
     let one = planned(&path, &reader, &d.join("one"), 6 << 10);
     assert!(one.units.len() >= 3, "{}", one.units.len());
-    ztensor_shard::write_all(&one, &reader, &par, &()).unwrap();
+    ztensor_shard_write::write_all(&one, &reader, &par, &()).unwrap();
 
     let plan = planned(&path, &reader, &d.join("many"), 6 << 10);
     // Nothing written yet: finalize names every unit.
-    let e = ztensor_shard::finalize(&plan, false).unwrap_err();
+    let e = ztensor_shard_write::finalize(&plan, false).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Incomplete);
     // Units in reverse order, one of them twice (the second is verified and skipped).
     for unit in (0..plan.units.len()).rev() {
-        let outcome = ztensor_shard::run_unit(&plan, unit, &reader, &par, &()).unwrap();
+        let outcome = ztensor_shard_write::run_unit(&plan, unit, &reader, &par, &()).unwrap();
         assert!(matches!(outcome, Outcome::Written(_)));
     }
-    let again =
-        ztensor_shard::run_unit(&plan, 0, &reader, &ParOptions::with_threads(1), &()).unwrap();
+    let again = ztensor_shard_write::run_unit(&plan, 0, &reader, &ParOptions::with_threads(1), &())
+        .unwrap();
     assert!(matches!(again, Outcome::AlreadyDone(_)));
-    ztensor_shard::finalize(&plan, true).unwrap();
+    ztensor_shard_write::finalize(&plan, true).unwrap();
     assert_eq!(files(&d.join("one")), files(&d.join("many")));
 
     // The result reads back as one source, with every object and the file attributes.
@@ -123,11 +124,15 @@ fn plans_are_deterministic_and_split_as_asked() {
     assert_eq!(a.units[0].shard, format!("model-00001-of-{:05}.zt", a.units.len()));
     assert_eq!(a.index, "model.zt.index.json");
     // One shard per input shard, and exclusions.
-    let whole =
-        ztensor_shard::plan(&path, &reader, &d.join("out"), options(), Split::LikeInput, &|n| {
-            n.starts_with("layer.00")
-        })
-        .unwrap();
+    let whole = ztensor_shard_write::plan(
+        &path,
+        &reader,
+        &d.join("out"),
+        options(),
+        Split::LikeInput,
+        &|n| n.starts_with("layer.00"),
+    )
+    .unwrap();
     assert_eq!(whole.units.len(), 1);
     assert_eq!(whole.units[0].shard, "model.zt");
     assert_eq!(whole.units[0].objects.len(), 8);
@@ -146,18 +151,18 @@ fn a_changed_input_or_another_plans_receipt_is_not_trusted() {
     let reader = open(&path);
     let par = ParOptions::with_threads(1);
     let plan = planned(&path, &reader, &d.join("out"), 2 << 10);
-    ztensor_shard::run_unit(&plan, 0, &reader, &par, &()).unwrap();
+    ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &()).unwrap();
     // Another plan (another compression) finds unit 0's receipt foreign and runs it again.
     let mut other = plan.clone();
     other.options.compression = "zstd-1".into();
     assert_ne!(other.digest(), plan.digest());
-    let outcome = ztensor_shard::run_unit(&other, 0, &reader, &par, &()).unwrap();
+    let outcome = ztensor_shard_write::run_unit(&other, 0, &reader, &par, &()).unwrap();
     assert!(matches!(outcome, Outcome::Written(_)));
     // Unit 0's shard now belongs to the other plan: the first plan's finalize refuses it.
     for u in 1..plan.units.len() {
-        ztensor_shard::run_unit(&plan, u, &reader, &par, &()).unwrap();
+        ztensor_shard_write::run_unit(&plan, u, &reader, &par, &()).unwrap();
     }
-    let e = ztensor_shard::finalize(&plan, false).unwrap_err();
+    let e = ztensor_shard_write::finalize(&plan, false).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Incomplete);
     assert!(e.message().contains(": 0"), "{e}");
     // The input grows: units refuse to run.
@@ -165,10 +170,10 @@ fn a_changed_input_or_another_plans_receipt_is_not_trusted() {
     bytes.extend_from_slice(&[0; 8]);
     std::fs::write(&path, bytes).unwrap();
     std::fs::remove_file(plan.receipt_path(1)).unwrap();
-    let e = ztensor_shard::run_unit(&plan, 1, &reader, &par, &()).unwrap_err();
+    let e = ztensor_shard_write::run_unit(&plan, 1, &reader, &par, &()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Stale);
     // A unit past the end is named.
-    let e = ztensor_shard::run_unit(&plan, 99, &reader, &par, &()).unwrap_err();
+    let e = ztensor_shard_write::run_unit(&plan, 99, &reader, &par, &()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NoSuchUnit);
     assert!(e.message().contains("no unit 99"), "{e}");
 }
@@ -177,7 +182,7 @@ fn sharded_checkpoint(d: &Path) -> PathBuf {
     let path = input(d, 6);
     let reader = open(&path);
     let plan = planned(&path, &reader, &d.join("ckpt"), 3 << 10);
-    ztensor_shard::write_all(&plan, &reader, &ParOptions::with_threads(1), &()).unwrap();
+    ztensor_shard_write::write_all(&plan, &reader, &ParOptions::with_threads(1), &()).unwrap();
     d.join("ckpt").join(plan.index)
 }
 
@@ -266,7 +271,7 @@ fn planted_links_in_the_output_directory_are_refused() {
     let elsewhere = d.join("elsewhere");
     std::fs::create_dir(&elsewhere).unwrap();
     let plan_in = |out: &str| planned(&path, &reader, &d.join(out), 3 << 10);
-    let refused = |e: ztensor_shard::Error, name: &str| {
+    let refused = |e: ztensor_shard_write::Error, name: &str| {
         let text = e.to_string();
         assert!(text.contains("symbolic link") && text.contains(name), "{text}");
     };
@@ -276,27 +281,30 @@ fn planted_links_in_the_output_directory_are_refused() {
     std::fs::create_dir_all(&plan.output).unwrap();
     let shard = plan.units[0].shard.clone();
     symlink(&victim, plan.output.join(&shard)).unwrap();
-    refused(ztensor_shard::write_all(&plan, &reader, &par, &()).unwrap_err(), &shard);
-    refused(ztensor_shard::run_unit(&plan, 0, &reader, &par, &()).unwrap_err(), &shard);
+    refused(ztensor_shard_write::write_all(&plan, &reader, &par, &()).unwrap_err(), &shard);
+    refused(ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &()).unwrap_err(), &shard);
 
     // The receipts directory.
     let plan = plan_in("b");
     std::fs::create_dir_all(&plan.output).unwrap();
-    symlink(&elsewhere, plan.output.join(ztensor_shard::RECEIPTS_DIR)).unwrap();
+    symlink(&elsewhere, plan.output.join(ztensor_shard_write::RECEIPTS_DIR)).unwrap();
     refused(
-        ztensor_shard::run_unit(&plan, 0, &reader, &par, &()).unwrap_err(),
-        ztensor_shard::RECEIPTS_DIR,
+        ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &()).unwrap_err(),
+        ztensor_shard_write::RECEIPTS_DIR,
     );
-    refused(ztensor_shard::finalize(&plan, false).unwrap_err(), ztensor_shard::RECEIPTS_DIR);
+    refused(
+        ztensor_shard_write::finalize(&plan, false).unwrap_err(),
+        ztensor_shard_write::RECEIPTS_DIR,
+    );
 
     // A receipt.
     let plan = plan_in("c");
     let receipt = plan.receipt_path(1);
     std::fs::create_dir_all(receipt.parent().unwrap()).unwrap();
     symlink(&victim, &receipt).unwrap();
-    ztensor_shard::run_unit(&plan, 0, &reader, &par, &()).unwrap();
-    refused(ztensor_shard::run_unit(&plan, 1, &reader, &par, &()).unwrap_err(), "unit-00001");
-    refused(ztensor_shard::finalize(&plan, false).unwrap_err(), "unit-00001");
+    ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &()).unwrap();
+    refused(ztensor_shard_write::run_unit(&plan, 1, &reader, &par, &()).unwrap_err(), "unit-00001");
+    refused(ztensor_shard_write::finalize(&plan, false).unwrap_err(), "unit-00001");
 
     // The index.
     let plan = plan_in("e");
@@ -304,7 +312,7 @@ fn planted_links_in_the_output_directory_are_refused() {
         std::fs::create_dir_all(&plan.output).unwrap();
         symlink(&victim, plan.output.join(&plan.index)).unwrap();
     });
-    refused(ztensor_shard::write_all(&plan, &reader, &par, &()).unwrap_err(), &plan.index);
+    refused(ztensor_shard_write::write_all(&plan, &reader, &par, &()).unwrap_err(), &plan.index);
 
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
@@ -323,7 +331,7 @@ fn special_files_where_plans_indexes_and_receipts_are_read_are_refused() {
     std::fs::create_dir_all(receipt.parent().unwrap()).unwrap();
     let made = std::process::Command::new("mkfifo").arg(&receipt).status().unwrap();
     assert!(made.success());
-    let e = ztensor_shard::finalize(&plan, false).unwrap_err().to_string();
+    let e = ztensor_shard_write::finalize(&plan, false).unwrap_err().to_string();
     assert!(e.contains("unit-00000") && e.contains("FIFO"), "{e}");
     let fifo = d.join("plan.json");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
@@ -381,15 +389,19 @@ fn outputs_never_replace_inputs() {
     // index would be written over the input index.
     let src = d.join("src");
     let plan = planned(&path, &reader, &src, 3 << 10);
-    let index = ztensor_shard::write_all(&plan, &reader, &par, &()).unwrap();
+    let index = ztensor_shard_write::write_all(&plan, &reader, &par, &()).unwrap();
     let before = std::fs::read(&index).unwrap();
     let sharded = ShardedZtensor::open(&index, &Options::default()).unwrap();
     let spelled = src.join(".").join("..").join("src");
-    let e =
-        ztensor_shard::plan(&index, &sharded, &spelled, options(), Split::Size(1 << 30), &|n| {
-            n.starts_with("layer.00")
-        })
-        .unwrap_err();
+    let e = ztensor_shard_write::plan(
+        &index,
+        &sharded,
+        &spelled,
+        options(),
+        Split::Size(1 << 30),
+        &|n| n.starts_with("layer.00"),
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Malformed);
     assert!(e.to_string().contains("is also the input"), "{e}");
     assert_eq!(std::fs::read(&index).unwrap(), before);
@@ -408,7 +420,7 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     let plan_of = |size: u64| planned(&path, &reader, &out, size);
     let first = plan_of(6 << 10);
     assert!(first.occupied().unwrap().is_empty(), "no directory yet");
-    ztensor_shard::write_all(&first, &reader, &par, &()).unwrap();
+    ztensor_shard_write::write_all(&first, &reader, &par, &()).unwrap();
     std::fs::write(out.join("notes.txt"), b"mine").unwrap();
     // Another split: the first checkpoint is found through its index.
     let second = plan_of(9 << 10);
@@ -422,14 +434,14 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
 
     // A unit run by `run`: its receipt and the shard it names.
-    ztensor_shard::run_unit(&first, 0, &reader, &par, &()).unwrap();
+    ztensor_shard_write::run_unit(&first, 0, &reader, &par, &()).unwrap();
     let found = second.occupied().unwrap();
     assert_eq!(found.receipts, ["unit-00000.json"]);
     assert_eq!(found.shards, std::slice::from_ref(&first.units[0].shard));
     assert!(found.names().contains(&".ztensor-receipts/unit-00000.json".to_owned()));
     second.clear(&found).unwrap();
     assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
-    assert!(!out.join(ztensor_shard::RECEIPTS_DIR).exists());
+    assert!(!out.join(ztensor_shard_write::RECEIPTS_DIR).exists());
 
     // A source that lacks the last unit's objects: the write fails at that unit, after the
     // others were written, and takes back what it made, directories included.
@@ -438,13 +450,13 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     assert!(failing.units.len() >= 3);
     let last = failing.units.last().unwrap().objects.clone();
     let short = ztensor_io::Excluding::new(&reader, |n| last.iter().any(|o| o == n));
-    let e = ztensor_shard::write_all(&failing, &short, &par, &()).unwrap_err();
+    let e = ztensor_shard_write::write_all(&failing, &short, &par, &()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Stale);
     assert!(!d.join("made").exists(), "the directories it made are removed");
     // Into a directory that was there: it holds what it held.
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("notes.txt"), b"mine").unwrap();
-    ztensor_shard::write_all(&failing, &short, &par, &()).unwrap_err();
+    ztensor_shard_write::write_all(&failing, &short, &par, &()).unwrap_err();
     assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
 }

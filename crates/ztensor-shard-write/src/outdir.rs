@@ -6,9 +6,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use ztensor_io::{FileId, OutputDir};
+use ztensor_shard::index::INDEX_SUFFIX;
+use ztensor_shard::{Error, ErrorKind, Result, ShardIndex};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::index::{INDEX_SUFFIX, ShardIndex};
 use crate::plan::{MAX_RECEIPT_LEN, RECEIPTS_DIR, Receipt};
 
 /// What the [`write_all`](crate::write_all) calls in progress have put in their output directories.
