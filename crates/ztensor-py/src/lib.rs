@@ -316,10 +316,11 @@ fn save<'py>(
     }
     let par = ParOptions { threads, ..ParOptions::default() };
     let written = py.detach(|| -> ztensor_io::Result<Option<Vec<u8>>> {
-        match &path {
-            // An object in a bucket: a streamed multipart upload, published whole at the end
-            // (aborted on an error).
-            Some(path) if let Some(url) = url_of(path) => {
+        // An object in a bucket: a streamed multipart upload, published whole at the end
+        // (aborted on an error). (A plain match: if-let guards are newer than the declared
+        // minimum Rust 1.89.)
+        match (&path, path.as_deref().and_then(url_of)) {
+            (Some(_), Some(url)) => {
                 let mut w = Writer::new(upload(url)?, version)?;
                 if let Some(a) = attributes {
                     w.set_attributes(a)?;
@@ -329,7 +330,7 @@ fn save<'py>(
                 up.finish().map_err(remote_error)?;
                 Ok(None)
             }
-            Some(path) => {
+            (Some(path), None) => {
                 let mut w = FileWriter::create(path, version)?;
                 if let Some(a) = attributes {
                     w.set_attributes(a)?;
@@ -338,7 +339,7 @@ fn save<'py>(
                 w.finish()?;
                 Ok(None)
             }
-            None => {
+            (None, _) => {
                 let mut w = Writer::new(Vec::new(), version)?;
                 if let Some(a) = attributes {
                     w.set_attributes(a)?;
