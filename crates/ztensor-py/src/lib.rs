@@ -355,6 +355,27 @@ fn save<'py>(
     Ok(written.map(|bytes| PyBytes::new(py, &bytes)))
 }
 
+/// `source` written through the engine into a zTensor 1.x writer (a file's or an upload's):
+/// stored bytes copied as they are where no re-encoding is asked, else each tensor zstd-compressed
+/// at `zstd`. Returns how many objects were written.
+fn into_1x<W: std::io::Write>(
+    w: &mut Writer<W>,
+    source: &dyn ztensor_io::TensorSource,
+    zstd: Option<i32>,
+    drop_attributes: bool,
+    par: &ParOptions,
+) -> ztensor_io::Result<usize> {
+    let fresh = zstd.map_or_else(WriteOptions::raw, WriteOptions::zstd);
+    let copy = ztensor_io::CopyOptions {
+        compression: zstd.map(ztensor_io::Compression::Zstd),
+        drop_attributes,
+        ..Default::default()
+    };
+    let mut sink =
+        ztensor_par::ZtSink::new(w, fresh, par, &()).drop_attributes(drop_attributes).copying(copy);
+    ztensor_io::TensorSink::write_all(&mut sink, source)
+}
+
 /// The URL `path` is (`s3://`, `gs://`, `az://`, `http(s)://`), when it is one.
 fn url_of(path: &std::path::Path) -> Option<&str> {
     path.to_str().filter(|p| ztensor_remote::is_url(p))
@@ -413,20 +434,10 @@ fn convert(
     let source: &(dyn ztensor_io::TensorSource + Send + Sync) = &*opened.source;
     let par = ParOptions { threads, ..ParOptions::default() };
     if let (Some(url), Some(version)) = (url_of(&output), version) {
-        let fresh = zstd.map_or_else(WriteOptions::raw, WriteOptions::zstd);
-        let copy = ztensor_io::CopyOptions {
-            compression: zstd.map(ztensor_io::Compression::Zstd),
-            drop_attributes,
-            ..Default::default()
-        };
         return py
             .detach(|| -> ztensor_io::Result<usize> {
                 let mut w = Writer::new(upload(url)?, version)?;
-                let mut sink = ztensor_par::ZtSink::new(&mut w, fresh, &par, &())
-                    .drop_attributes(drop_attributes)
-                    .copying(copy);
-                let written = ztensor_io::TensorSink::write_all(&mut sink, source)?;
-                drop(sink);
+                let written = into_1x(&mut w, source, zstd, drop_attributes, &par)?;
                 let (up, _) = w.finish()?;
                 up.finish().map_err(remote_error)?;
                 Ok(written)
@@ -443,24 +454,14 @@ fn convert(
             py.detach(|| ztensor_io::TensorSink::write_all(&mut sink, source))
                 .map_err(|e| raise_open(py, &ztensor_registry::OpenError::Zt2(e)))
         }
-        Some(version) => {
-            let fresh = zstd.map_or_else(WriteOptions::raw, WriteOptions::zstd);
-            let copy = ztensor_io::CopyOptions {
-                compression: zstd.map(ztensor_io::Compression::Zstd),
-                drop_attributes,
-                ..Default::default()
-            };
-            py.detach(|| -> ztensor_io::Result<usize> {
+        Some(version) => py
+            .detach(|| -> ztensor_io::Result<usize> {
                 let mut w = FileWriter::create(&output, version)?;
-                let mut sink = ztensor_par::ZtSink::new(w.writer_mut(), fresh, &par, &())
-                    .drop_attributes(drop_attributes)
-                    .copying(copy);
-                let written = ztensor_io::TensorSink::write_all(&mut sink, source)?;
+                let written = into_1x(w.writer_mut(), source, zstd, drop_attributes, &par)?;
                 w.finish()?;
                 Ok(written)
             })
-            .map_err(|e| raise_io(py, &e))
-        }
+            .map_err(|e| raise_io(py, &e)),
     }
 }
 
