@@ -176,4 +176,25 @@ impl ztensor_format::Verdict for Error {
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
         self.ztensor_error()?.rule()
     }
+    fn failure(&self) -> ztensor_format::Failure {
+        use ztensor_format::Failure;
+        if let Some(inner) = self.ztensor_error() {
+            return inner.failure();
+        }
+        match self.kind {
+            ErrorKind::Io => self.io_error().map_or(Failure::Other, Failure::io),
+            ErrorKind::NotFound => Failure::NotFound,
+            ErrorKind::Unrepresentable => Failure::Unsupported,
+            _ => Failure::Format,
+        }
+    }
+    fn object(&self) -> Option<&str> {
+        match self.ztensor_error() {
+            Some(inner) => ztensor_format::Verdict::object(inner),
+            None => Error::object(self),
+        }
+    }
+    fn offset(&self) -> Option<u64> {
+        ztensor_format::Verdict::offset(self.ztensor_error()?)
+    }
 }

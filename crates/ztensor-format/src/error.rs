@@ -246,6 +246,53 @@ pub trait Verdict {
     fn rule(&self) -> Option<ErrorKind> {
         None
     }
+
+    /// The identifier of the rule broken: [`rule`](Verdict::rule)'s, or one of a format with
+    /// rules of its own (`tb_…` for TensorBuffers, zTensor 2's).
+    fn rule_id(&self) -> Option<&'static str> {
+        self.rule().map(ErrorKind::id)
+    }
+
+    /// What sort of failure this is, for a front end with a class for each ([`Failure`]).
+    fn failure(&self) -> Failure {
+        if self.is_rejection() { Failure::Format } else { Failure::Other }
+    }
+
+    /// The object (tensor) the fault belongs to, when known.
+    fn object(&self) -> Option<&str> {
+        None
+    }
+
+    /// The absolute byte offset in the file where the fault lies, when known.
+    fn offset(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// What sort of failure an error is ([`Verdict::failure`]): what a front end with a class
+/// for each sort (Python's exceptions, say) maps it to, decided by the error's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The data or its format said no: a rule broken, content a target cannot hold, a format
+    /// recognised and not read.
+    Format,
+    /// Valid content this build does not decode (an encoding, dtype or layout it lacks).
+    Unsupported,
+    /// No object of the name asked for.
+    NotFound,
+    /// The operating system or a store said no: the nearest I/O kind, and the system's error
+    /// number when it gave one.
+    Io(std::io::ErrorKind, Option<i32>),
+    /// A request that failed otherwise.
+    Other,
+}
+
+impl Failure {
+    /// The I/O failure of `e`.
+    pub fn io(e: &std::io::Error) -> Failure {
+        Failure::Io(e.kind(), e.raw_os_error())
+    }
 }
 
 impl Verdict for Error {
@@ -257,6 +304,12 @@ impl Verdict for Error {
     }
     fn rule(&self) -> Option<ErrorKind> {
         Some(self.kind())
+    }
+    fn object(&self) -> Option<&str> {
+        Error::object(self)
+    }
+    fn offset(&self) -> Option<u64> {
+        Error::offset(self)
     }
 }
 

@@ -183,4 +183,23 @@ impl ztensor_format::Verdict for Error {
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
         Error::rule(self)
     }
+    fn failure(&self) -> ztensor_format::Failure {
+        use ztensor_format::Failure;
+        match &*self.0 {
+            ErrorKind::Io { source, .. } => Failure::io(source),
+            ErrorKind::Format(_) => Failure::Format,
+            ErrorKind::Unsupported(_) => Failure::Unsupported,
+            ErrorKind::NotFound { .. } => Failure::NotFound,
+            _ => Failure::Other,
+        }
+    }
+    fn object(&self) -> Option<&str> {
+        match &*self.0 {
+            ErrorKind::NotFound { object, .. } => Some(object),
+            _ => self.format_error()?.object(),
+        }
+    }
+    fn offset(&self) -> Option<u64> {
+        self.format_error()?.offset()
+    }
 }

@@ -74,9 +74,9 @@ pub(crate) fn naming(py: Python<'_>, e: PyErr, path: Option<&std::path::Path>) -
 /// An `OSError` with the operating system's errno: the one the system gave, or for a refusal
 /// of our own (a FIFO given as input, a file over a cap) the errno that says the same. An I/O
 /// failure with no such errno is a `ZTensorError`, never an `OSError` with errno 0.
-pub(crate) fn io_error(e: &std::io::Error, message: String) -> PyErr {
+pub(crate) fn io_error(kind: std::io::ErrorKind, raw: Option<i32>, message: String) -> PyErr {
     use std::io::ErrorKind as K;
-    let errno = e.raw_os_error().or(match e.kind() {
+    let errno = raw.or(match kind {
         K::NotFound => Some(libc_errno::ENOENT),
         K::PermissionDenied => Some(libc_errno::EACCES),
         K::AlreadyExists => Some(libc_errno::EEXIST),
@@ -114,94 +114,25 @@ pub(crate) mod libc_errno {
     pub const EROFS: i32 = 30;
 }
 
-pub(crate) fn raise_io(py: Python<'_>, e: &ztensor_io::Error) -> PyErr {
-    use ztensor_io::ErrorKind as K;
-    match e.kind() {
-        K::Io { source, .. } => io_error(source, e.to_string()),
-        K::Format(f) => {
-            exception(py, "FormatError", e.to_string(), Some(f.kind().id()), f.object(), f.offset())
-        }
-        K::Unsupported(f) => exception(
-            py,
-            "UnsupportedError",
-            e.to_string(),
-            Some(f.kind().id()),
-            f.object(),
-            f.offset(),
-        ),
-        K::NotFound { object, .. } => {
-            exception(py, "ObjectNotFoundError", e.to_string(), None, Some(object), None)
-        }
-        _ => exception(py, "ZTensorError", e.to_string(), None, None, None),
-    }
-}
-
-pub(crate) fn raise_foreign(py: Python<'_>, e: &ztensor_foreign::Error) -> PyErr {
-    use ztensor_foreign::ErrorKind as K;
-    if let Some(inner) = e.ztensor_error() {
-        return raise_io(py, inner);
-    }
-    match e.kind() {
-        K::Io => match e.io_error() {
-            Some(source) => io_error(source, e.to_string()),
-            None => exception(py, "ZTensorError", e.to_string(), None, e.object(), None),
-        },
-        K::NotFound => exception(py, "ObjectNotFoundError", e.to_string(), None, e.object(), None),
-        K::Unrepresentable => {
-            exception(py, "UnsupportedError", e.to_string(), None, e.object(), None)
-        }
-        _ => exception(py, "FormatError", e.to_string(), None, e.object(), None),
-    }
-}
-
-pub(crate) fn raise_tb(py: Python<'_>, e: &ztensor_tensorbuffers::Error) -> PyErr {
-    if e.kind() == ztensor_tensorbuffers::ErrorKind::Io {
-        return match e.io_error() {
-            Some(source) => io_error(source, e.to_string()),
-            None => exception(py, "ZTensorError", e.to_string(), None, e.object(), None),
-        };
-    }
-    exception(py, "FormatError", e.to_string(), Some(e.kind().id()), e.object(), e.offset())
-}
-
-/// A refusal of the format registry as the Python exception its reader's error maps to.
-pub(crate) fn raise_open(py: Python<'_>, e: &ztensor_registry::OpenError) -> PyErr {
-    use ztensor_registry::{ErrorKind as K, OpenError};
-    match e {
-        OpenError::Detect(d) => match (d.kind(), d.io()) {
-            (K::Io, Some(io)) => raise_io(py, io),
-            // A directory where a file was asked for: `IsADirectoryError`, an `OSError` as
-            // for any path that cannot be read.
-            (K::Directory, _) => PyOSError::new_err((libc_errno::EISDIR, d.to_string())),
-            (K::NotRead | K::Disabled, _) => {
-                exception(py, "FormatError", d.to_string(), None, None, None)
-            }
-            _ => exception(py, "ZTensorError", d.to_string(), None, None, None),
-        },
-        OpenError::Zt(e) => raise_io(py, e),
-        OpenError::Foreign(e) => raise_foreign(py, e),
-        OpenError::TensorBuffers(e) => raise_tb(py, e),
-        OpenError::Shard(e) => match e.ztensor_error() {
-            Some(z) => raise_io(py, z),
-            None if e.kind() == ztensor_shard::ErrorKind::Io => {
-                io_error(&std::io::Error::other(e.to_string()), e.to_string())
-            }
-            None => exception(py, "FormatError", e.to_string(), None, None, None),
-        },
-        OpenError::Zt2(e) => match (e.broken(), e.kind()) {
-            // The input failed while it was written or identified: its own error.
-            (None, ztensor_v2::ErrorKind::Source(source)) => raise_io(py, source),
-            (Some(rule), _) => {
-                exception(py, "FormatError", e.to_string(), Some(rule.id()), None, e.offset())
-            }
-            (None, ztensor_v2::ErrorKind::Io(io)) => io_error(io, e.to_string()),
-            (None, _) => exception(py, "ZTensorError", e.to_string(), None, None, None),
-        },
-        // A missing object is `FileNotFoundError`, refused credentials `PermissionError`, as
-        // for a local file.
-        OpenError::Remote(r) => io_error(&std::io::Error::from(r.clone()), r.to_string()),
-        other => exception(py, "ZTensorError", other.to_string(), None, None, None),
-    }
+/// The error of any crate as the Python exception for it, decided by its
+/// [`Verdict`](ztensor_format::Verdict) and nothing else: an I/O failure is the `OSError` of
+/// its errno, a broken rule a `FormatError`, valid content not decoded an `UnsupportedError`,
+/// a name not found an `ObjectNotFoundError`, anything else a `ZTensorError`; each with the
+/// rule, object and offset the error gives.
+pub(crate) fn raise<E>(py: Python<'_>, e: &E) -> PyErr
+where
+    E: ztensor_format::Verdict + std::fmt::Display + ?Sized,
+{
+    use ztensor_format::Failure;
+    let message = e.to_string();
+    let class = match e.failure() {
+        Failure::Io(kind, raw) => return io_error(kind, raw, message),
+        Failure::Format => "FormatError",
+        Failure::Unsupported => "UnsupportedError",
+        Failure::NotFound => "ObjectNotFoundError",
+        _ => "ZTensorError",
+    };
+    exception(py, class, message, e.rule_id(), e.object(), e.offset())
 }
 
 /// No object `name` in `source`: the error names it and, as the command-line tool does, the

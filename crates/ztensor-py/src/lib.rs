@@ -116,7 +116,7 @@ impl File {
     /// The file attributes as Python data, or `None`.
     fn attributes<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let attributes =
-            self.opened.source.try_attributes().map_err(|e| self.named(py, raise_io(py, &e)))?;
+            self.opened.source.try_attributes().map_err(|e| self.named(py, raise(py, &e)))?;
         attributes.map(|a| to_python(py, a.root())).transpose()
     }
 
@@ -159,7 +159,7 @@ impl File {
         let index = self.index(py, name)?;
         let opened = Arc::clone(&self.opened);
         let parts =
-            py.detach(move || opened.read(index)).map_err(|e| self.named(py, raise_io(py, &e)))?;
+            py.detach(move || opened.read(index)).map_err(|e| self.named(py, raise(py, &e)))?;
         self.parts_to_python(py, parts)
     }
 
@@ -169,7 +169,7 @@ impl File {
         let index = self.index(py, name)?;
         let opened = Arc::clone(&self.opened);
         let parts =
-            py.detach(move || opened.read(index)).map_err(|e| self.named(py, raise_io(py, &e)))?;
+            py.detach(move || opened.read(index)).map_err(|e| self.named(py, raise(py, &e)))?;
         self.described(py, index, parts)
     }
 
@@ -191,7 +191,7 @@ impl File {
         let results = results.map_err(|e| exception(py, "ZTensorError", e, None, None, None))?;
         let out = PyList::empty(py);
         for (i, parts) in results.into_iter().enumerate() {
-            let parts = parts.map_err(|e| self.named(py, raise_io(py, &e)))?;
+            let parts = parts.map_err(|e| self.named(py, raise(py, &e)))?;
             out.append(self.described(py, i, parts)?)?;
         }
         Ok(out)
@@ -222,9 +222,9 @@ fn open(py: Python<'_>, path: PathBuf, mmap: bool) -> PyResult<File> {
 /// `npy`, `npz`, `gguf`, `pytorch`), as the command-line tool tells it.
 #[pyfunction]
 fn detect(py: Python<'_>, path: PathBuf) -> PyResult<&'static str> {
-    ztensor_registry::detect(&path).map(|kind| kind.format().id).map_err(|e| {
-        naming(py, raise_open(py, &ztensor_registry::OpenError::Detect(e)), Some(&path))
-    })
+    ztensor_registry::detect(&path)
+        .map(|kind| kind.format().id)
+        .map_err(|e| naming(py, raise(py, &e), Some(&path)))
 }
 
 /// Reads a file of tensors held in `data` (copied once; arrays then borrow from that copy).
@@ -351,7 +351,7 @@ fn save<'py>(
     });
     drop(parsed);
     drop(slices);
-    let written = written.map_err(|e| raise_io(py, &e))?;
+    let written = written.map_err(|e| raise(py, &e))?;
     Ok(written.map(|bytes| PyBytes::new(py, &bytes)))
 }
 
@@ -442,7 +442,7 @@ fn convert(
                 up.finish().map_err(remote_error)?;
                 Ok(written)
             })
-            .map_err(|e| raise_io(py, &e));
+            .map_err(|e| raise(py, &e));
     }
     match version {
         None => {
@@ -452,7 +452,7 @@ fn convert(
                 .par(par);
             let mut sink = ztensor_v2::Zt2Sink::new(&output).with_options(options);
             py.detach(|| ztensor_io::TensorSink::write_all(&mut sink, source))
-                .map_err(|e| raise_open(py, &ztensor_registry::OpenError::Zt2(e)))
+                .map_err(|e| raise(py, &e))
         }
         Some(version) => py
             .detach(|| -> ztensor_io::Result<usize> {
@@ -461,7 +461,7 @@ fn convert(
                 w.finish()?;
                 Ok(written)
             })
-            .map_err(|e| raise_io(py, &e)),
+            .map_err(|e| raise(py, &e)),
     }
 }
 
@@ -476,7 +476,7 @@ fn content_id(py: Python<'_>, path: PathBuf, algorithm: &str) -> PyResult<String
     })?;
     let options = open_options();
     py.detach(|| ztensor_registry::content_id(&path, &options, algorithm))
-        .map_err(|e| naming(py, raise_open(py, &e), Some(&path)))
+        .map_err(|e| naming(py, raise(py, &e), Some(&path)))
 }
 
 /// The extension module.

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use pyo3::prelude::*;
 
-use crate::errors::{PyResultR, Raised, naming, raise_open};
+use crate::errors::{PyResultR, Raised, naming, raise};
 use crate::memory::Opened;
 
 /// What the registry opens, kept with where its bytes lie in memory and the file it came
@@ -14,7 +14,7 @@ pub(crate) fn opened(
     result: Result<ztensor_registry::Opened, ztensor_registry::OpenError>,
     path: Option<&Path>,
 ) -> PyResultR<Opened> {
-    let opened = result.map_err(|e| Raised(naming(py, raise_open(py, &e), path)))?;
+    let opened = result.map_err(|e| Raised(naming(py, raise(py, &e), path)))?;
     let base = opened.memory();
     Ok(Opened { source: opened.into_source(), base, path: path.map(Path::to_path_buf) })
 }

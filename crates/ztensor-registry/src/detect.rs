@@ -73,6 +73,24 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A file not recognised is no rejection (no rule of a format was broken): a format
+/// recognised and not read, or one this build lacks, is a [`Failure::Format`](ztensor_format::Failure::Format)
+/// all the same, a directory an I/O failure (`EISDIR`).
+impl ztensor_format::Verdict for Error {
+    fn is_rejection(&self) -> bool {
+        false
+    }
+    fn failure(&self) -> ztensor_format::Failure {
+        use ztensor_format::Failure;
+        match (self.kind, &self.io) {
+            (ErrorKind::Io, Some(io)) => io.failure(),
+            (ErrorKind::Directory, _) => Failure::Io(std::io::ErrorKind::IsADirectory, None),
+            (ErrorKind::NotRead | ErrorKind::Disabled, _) => Failure::Format,
+            _ => Failure::Other,
+        }
+    }
+}
+
 /// What the file at `path` is, by its content (and, for sharded checkpoints, its name: an
 /// index is JSON): a file recognised by no content rule is judged by its extension, so errors
 /// name the rules of the format the user meant.

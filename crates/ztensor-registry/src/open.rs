@@ -67,6 +67,18 @@ impl ztensor_format::Verdict for OpenError {
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
         self.inner().and_then(ztensor_format::Verdict::rule)
     }
+    fn rule_id(&self) -> Option<&'static str> {
+        self.inner().and_then(ztensor_format::Verdict::rule_id)
+    }
+    fn failure(&self) -> ztensor_format::Failure {
+        self.inner().map_or(ztensor_format::Failure::Other, ztensor_format::Verdict::failure)
+    }
+    fn object(&self) -> Option<&str> {
+        self.inner().and_then(ztensor_format::Verdict::object)
+    }
+    fn offset(&self) -> Option<u64> {
+        self.inner().and_then(ztensor_format::Verdict::offset)
+    }
 }
 
 impl OpenError {
@@ -105,7 +117,7 @@ impl OpenError {
     /// The reader's own error, as a [`Verdict`](ztensor_format::Verdict).
     fn inner(&self) -> Option<&dyn ztensor_format::Verdict> {
         match self {
-            OpenError::Detect(_) => None,
+            OpenError::Detect(e) => Some(e),
             OpenError::Zt(e) => Some(e),
             #[cfg(any(
                 feature = "safetensors",
@@ -121,7 +133,7 @@ impl OpenError {
             #[cfg(feature = "v2")]
             OpenError::Zt2(e) => Some(e),
             #[cfg(feature = "remote")]
-            OpenError::Remote(_) => None,
+            OpenError::Remote(e) => Some(e),
         }
     }
 }

@@ -329,6 +329,42 @@ fn a_refusal_is_a_rejection_exactly_when_its_reader_says_so() {
     }
 }
 
+/// What sort of failure each refusal is ([`Verdict::failure`], what Python's exception class
+/// and `errno` are made from): the system's error for a file that is not there, `EISDIR` for a
+/// directory, a format failure (with its rule's id) for a broken file and for a format not
+/// read.
+#[test]
+fn a_refusal_says_what_sort_of_failure_it_is() {
+    use std::io::ErrorKind as Io;
+    use ztensor_format::{Failure, Verdict};
+    let dir = scratch("failure");
+    let mut zt = std::fs::read(fixture("examples/tiny-v1.2.zt")).unwrap();
+    *zt.last_mut().unwrap() ^= 0xff;
+    std::fs::write(dir.join("bad.zt"), &zt).unwrap();
+    std::fs::write(dir.join("data.h5"), b"\x89HDF\r\n\x1a\n\0\0\0\0\0\0\0\0").unwrap();
+    std::fs::create_dir_all(dir.join("a-directory")).unwrap();
+    let v2 = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ztensor-conformance/fixtures/external/ztensor2/reject/manifest-hash-mismatch.zt");
+    let cases: Vec<(std::path::PathBuf, Failure, Option<&str>)> = vec![
+        (dir.join("missing.zt"), Failure::Io(Io::NotFound, Some(2)), None),
+        (dir.join("missing.safetensors"), Failure::Io(Io::NotFound, Some(2)), None),
+        (dir.join("a-directory"), Failure::Io(Io::IsADirectory, None), None),
+        (dir.join("data.h5"), Failure::Format, None),
+        (dir.join("bad.zt"), Failure::Format, Some("footer_magic")),
+        (v2, Failure::Format, Some("manifest_hash")),
+    ];
+    for (path, failure, rule) in cases {
+        let Err(e) = open(&path, &OpenOptions::default()) else {
+            panic!("{} opened", path.display())
+        };
+        assert_eq!(e.failure(), failure, "{}: {e}", path.display());
+        assert_eq!(e.rule_id(), rule, "{}: {e}", path.display());
+        if let Some(rule) = e.rule() {
+            assert_eq!(Some(rule.id()), e.rule_id(), "{}: {e}", path.display());
+        }
+    }
+}
+
 /// The registry is the one door: no front end (the command-line tool, the Python package, the
 /// conformance dump and runner) names a format reader's opening function; each opens its
 /// inputs through this crate. (Tests inside those crates may, and the conformance crate's

@@ -110,15 +110,31 @@ impl std::error::Error for Error {}
 /// the nearest I/O kind, this error inside.
 impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {
-        let kind = match e.kind {
-            ErrorKind::NotFound => io::ErrorKind::NotFound,
-            ErrorKind::Denied { .. } => io::ErrorKind::PermissionDenied,
-            ErrorKind::TimedOut => io::ErrorKind::TimedOut,
-            ErrorKind::InvalidUrl | ErrorKind::Config => io::ErrorKind::InvalidInput,
-            ErrorKind::ReadOnly => io::ErrorKind::ReadOnlyFilesystem,
-            ErrorKind::Changed | ErrorKind::Request => io::ErrorKind::Other,
-        };
-        io::Error::new(kind, e)
+        io::Error::new(io_kind(&e.kind), e)
+    }
+}
+
+/// A failed request is no rejection: the store said no, as a file system would
+/// ([`Failure::Io`](ztensor_format::Failure::Io) of the nearest I/O kind, as [`io::Error`]
+/// has it).
+impl ztensor_format::Verdict for Error {
+    fn is_rejection(&self) -> bool {
+        false
+    }
+    fn failure(&self) -> ztensor_format::Failure {
+        ztensor_format::Failure::Io(io_kind(&self.kind), None)
+    }
+}
+
+/// The nearest I/O kind of a remote failure.
+fn io_kind(kind: &ErrorKind) -> io::ErrorKind {
+    match kind {
+        ErrorKind::NotFound => io::ErrorKind::NotFound,
+        ErrorKind::Denied { .. } => io::ErrorKind::PermissionDenied,
+        ErrorKind::TimedOut => io::ErrorKind::TimedOut,
+        ErrorKind::InvalidUrl | ErrorKind::Config => io::ErrorKind::InvalidInput,
+        ErrorKind::ReadOnly => io::ErrorKind::ReadOnlyFilesystem,
+        ErrorKind::Changed | ErrorKind::Request => io::ErrorKind::Other,
     }
 }
 

@@ -130,4 +130,20 @@ impl ztensor_format::Verdict for Error {
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
         self.ztensor_error()?.rule()
     }
+    fn failure(&self) -> ztensor_format::Failure {
+        use ztensor_format::Failure;
+        match (self.ztensor_error(), self.kind) {
+            (Some(inner), _) => inner.failure(),
+            // An I/O failure here is told in the message (which file, what was done); the
+            // system's own error is not kept.
+            (None, ErrorKind::Io) => Failure::Other,
+            (None, _) => Failure::Format,
+        }
+    }
+    fn object(&self) -> Option<&str> {
+        ztensor_format::Verdict::object(self.ztensor_error()?)
+    }
+    fn offset(&self) -> Option<u64> {
+        ztensor_format::Verdict::offset(self.ztensor_error()?)
+    }
 }

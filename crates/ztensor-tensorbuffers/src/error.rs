@@ -187,4 +187,20 @@ impl ztensor_format::Verdict for Error {
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
         self.source.as_deref()?.downcast_ref::<ztensor_io::Error>()?.rule()
     }
+    fn rule_id(&self) -> Option<&'static str> {
+        (self.kind != ErrorKind::Io).then(|| self.kind.id())
+    }
+    fn failure(&self) -> ztensor_format::Failure {
+        use ztensor_format::Failure;
+        match self.kind {
+            ErrorKind::Io => self.io_error().map_or(Failure::Other, Failure::io),
+            _ => Failure::Format,
+        }
+    }
+    fn object(&self) -> Option<&str> {
+        Error::object(self)
+    }
+    fn offset(&self) -> Option<u64> {
+        Error::offset(self)
+    }
 }

@@ -280,6 +280,34 @@ impl ztensor_format::Verdict for Error {
             _ => None,
         }
     }
+    fn rule_id(&self) -> Option<&'static str> {
+        match &self.kind {
+            ErrorKind::Source(e) => e.rule_id(),
+            ErrorKind::Rule(rule) => Some(rule.id()),
+            _ => None,
+        }
+    }
+    fn failure(&self) -> ztensor_format::Failure {
+        use ztensor_format::Failure;
+        match &self.kind {
+            ErrorKind::Source(e) => e.failure(),
+            ErrorKind::Rule(_) => Failure::Format,
+            ErrorKind::Io(e) => Failure::io(e),
+            ErrorKind::Unsupported | ErrorKind::Unrepresentable => Failure::Unsupported,
+        }
+    }
+    fn object(&self) -> Option<&str> {
+        match &self.kind {
+            ErrorKind::Source(e) => ztensor_format::Verdict::object(e),
+            _ => None,
+        }
+    }
+    fn offset(&self) -> Option<u64> {
+        match &self.kind {
+            ErrorKind::Source(e) => ztensor_format::Verdict::offset(e),
+            _ => self.offset,
+        }
+    }
 }
 
 /// The result type of this crate.
