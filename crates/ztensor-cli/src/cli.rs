@@ -7,6 +7,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ztensor_format::{DigestAlgorithm, Version};
 use ztensor_io::DigestChoice;
+pub(crate) use ztensor_registry::Target;
 
 use crate::cmd;
 
@@ -613,102 +614,28 @@ pub(crate) enum DigestArg {
     Blake3,
 }
 
-/// What `convert` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Target {
-    Zt(Version),
-    /// zTensor 2, in canonical form.
-    Zt2,
-    TensorBuffers,
-    Safetensors,
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Target::Zt(v) => write!(f, "zTensor {v}"),
-            Target::Zt2 => f.write_str("zTensor 2"),
-            Target::TensorBuffers => f.write_str("TensorBuffers"),
-            Target::Safetensors => f.write_str("safetensors"),
-        }
-    }
-}
-
 pub(crate) fn parse_version_arg(s: &str) -> Result<Version, String> {
     Version::from_short(s)
         .ok_or_else(|| format!("unknown version {s:?} (expected 0.1, 1.1 or 1.2)"))
 }
 
 pub(crate) fn parse_target(s: &str) -> Result<Target, String> {
-    match s {
-        "tensorbuffers" | "tb" => Ok(Target::TensorBuffers),
-        "safetensors" | "st" => Ok(Target::Safetensors),
-        "2" | "zt2" | "ztensor2" => Ok(Target::Zt2),
-        // zTensor without a version: the current one, as for an output without --to.
-        "zt" | "ztensor" => Ok(Target::Zt(Version::V1_2)),
-        _ => Version::from_short(s).map(Target::Zt).ok_or_else(|| {
-            format!(
-                "unknown target {s:?} (expected zt (1.2), 0.1, 1.1, 1.2, 2, safetensors or \
-                 tensorbuffers)"
-            )
-        }),
-    }
+    Target::from_name(s).map_err(|e| e.to_string())
 }
 
-/// What `convert` writes to `output`: `to`, else what the output's extension names (`.zt`:
-/// zTensor 1.2; a sharded output directory, `sharded`, holds zTensor 1.2 shards). Any other
-/// extension, or none, is refused rather than given zTensor bytes under a name that says
-/// something else (`out.safetensor`, `out.txt`), and so are encoding options the target has no
-/// place for (usage errors, status 2).
+/// What `convert` writes to `output`: `to`, else what the output's extension names, by the
+/// registry's table ([`Target::for_output`]: any other extension, or none, is refused); a
+/// sharded output directory, `sharded`, holds zTensor 1.2 shards. Encoding options the target
+/// has no place for are refused too (usage errors, status 2).
 pub(crate) fn convert_target(
     output: &Path,
     to: Option<Target>,
     sharded: bool,
     encoding: &Encoding,
 ) -> Result<Target> {
-    let extension = output.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    let target = match (to, extension.as_deref()) {
-        (Some(to), _) => to,
-        (None, _) if sharded => Target::Zt(Version::V1_2),
-        (None, Some("zt")) => Target::Zt(Version::V1_2),
-        (None, Some("tb")) => Target::TensorBuffers,
-        (None, Some("safetensors")) => Target::Safetensors,
-        (None, Some(e @ ("bin" | "pt" | "pth" | "ckpt" | "npz" | "npy" | "gguf"))) => {
-            let extract = if e == "npy" {
-                "; `ztensor extract FILE NAME -o OUT.npy` writes one object as .npy"
-            } else {
-                ""
-            };
-            bail!(
-                "{} ends in .{e}, a format this tool reads but does not write: name a .zt, \
-                 .safetensors or .tb output, or say what to write with --to (zt, safetensors, \
-                 tensorbuffers){extract}",
-                output.display()
-            );
-        }
-        (None, Some(e)) => {
-            let near = match e {
-                "safetensor" | "st" | "sft" => " (did you mean .safetensors?)",
-                "ztensor" | "zten" | "z" => " (did you mean .zt?)",
-                "tensorbuffers" | "tbs" => " (did you mean .tb?)",
-                _ => "",
-            };
-            bail!(
-                "{} ends in .{e}, which names no format this tool writes{near}: name a .zt, \
-                 .safetensors or .tb output, or say what to write with --to (zt, 0.1, 1.1, 1.2, \
-                 2, safetensors, tensorbuffers)",
-                output.display()
-            );
-        }
-        (None, None) if output.as_os_str() == "-" => bail!(
-            "- writes to standard output, which has no name to tell the format by: say what to \
-             write with --to (zt, 0.1, 1.1, 1.2, 2, safetensors, tensorbuffers)"
-        ),
-        (None, None) => bail!(
-            "{} has no extension to tell what to write: name a .zt, .safetensors or .tb output, \
-             or say what to write with --to (zt, 0.1, 1.1, 1.2, 2, safetensors, tensorbuffers)",
-            output.display()
-        ),
+    let target = match to {
+        None if sharded => Target::Zt(Version::V1_2),
+        to => Target::for_output(output, to).map_err(|e| anyhow::anyhow!("{e}"))?,
     };
     if let Target::Safetensors | Target::TensorBuffers = target {
         let option = match (encoding.zstd, encoding.digest) {

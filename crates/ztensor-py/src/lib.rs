@@ -355,27 +355,6 @@ fn save<'py>(
     Ok(written.map(|bytes| PyBytes::new(py, &bytes)))
 }
 
-/// `source` written through the engine into a zTensor 1.x writer (a file's or an upload's):
-/// stored bytes copied as they are where no re-encoding is asked, else each tensor zstd-compressed
-/// at `zstd`. Returns how many objects were written.
-fn into_1x<W: std::io::Write>(
-    w: &mut Writer<W>,
-    source: &dyn ztensor_io::TensorSource,
-    zstd: Option<i32>,
-    drop_attributes: bool,
-    par: &ParOptions,
-) -> ztensor_io::Result<usize> {
-    let fresh = zstd.map_or_else(WriteOptions::raw, WriteOptions::zstd);
-    let copy = ztensor_io::CopyOptions {
-        compression: zstd.map(ztensor_io::Compression::Zstd),
-        drop_attributes,
-        ..Default::default()
-    };
-    let mut sink =
-        ztensor_par::ZtSink::new(w, fresh, par, &()).drop_attributes(drop_attributes).copying(copy);
-    ztensor_io::TensorSink::write_all(&mut sink, source)
-}
-
 /// The URL `path` is (`s3://`, `gs://`, `az://`, `http(s)://`), when it is one.
 fn url_of(path: &std::path::Path) -> Option<&str> {
     path.to_str().filter(|p| ztensor_remote::is_url(p))
@@ -395,11 +374,12 @@ fn upload(url: &str) -> ztensor_io::Result<ztensor_remote::RemoteUpload> {
 }
 
 /// Converts the file at `input` (any format this package reads) to `output`, published
-/// atomically: zTensor `to` "2" (canonical form, or every part under `zt.zstd-seekable/1` with
-/// `zstd`), "0.1", "1.1" or "1.2" (each tensor zstd-compressed with `zstd`). Attributes the
-/// target cannot hold are refused unless `drop_attributes`. Compression runs on `threads`
-/// threads (0: one per core), whatever the target. Returns how many objects were written. Runs
-/// with the GIL released.
+/// atomically, as `to` (a name of the registry's table of formats written: "2", "0.1", "1.1",
+/// "1.2", "zt", "safetensors", "tensorbuffers", …) through the registry's one conversion, the
+/// command-line tool's. `zstd`: zTensor 2's parts under `zt.zstd-seekable/1`, zTensor 1.x's
+/// tensors zstd-compressed. Attributes the target cannot hold are refused unless
+/// `drop_attributes`. Compression runs on `threads` threads (0: one per core), whatever the
+/// target. Returns how many objects were written. Runs with the GIL released.
 #[pyfunction]
 #[pyo3(signature = (input, output, to = "2", zstd = None, drop_attributes = false, threads = 0))]
 fn convert(
@@ -411,10 +391,16 @@ fn convert(
     drop_attributes: bool,
     threads: usize,
 ) -> PyResult<usize> {
+    use ztensor_registry::Target;
     if let Some(level) = zstd.filter(|l| !(1..=22).contains(l)) {
         return Err(PyValueError::new_err(format!("zstd level {level}: between 1 and 22")));
     }
-    let version = if to == "2" { None } else { Some(version_of(to)?) };
+    let target = Target::from_name(to).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if zstd.is_some() && matches!(target, Target::Safetensors | Target::TensorBuffers) {
+        return Err(PyValueError::new_err(format!(
+            "zstd does not apply to {target}, which stores raw bytes"
+        )));
+    }
     // (A missing input is the open's error, below.)
     if let (Ok(a), Ok(b)) = (std::fs::canonicalize(&input), std::fs::canonicalize(&output))
         && a == b
@@ -424,45 +410,29 @@ fn convert(
             output.display()
         )));
     }
-    if let (Some(url), None) = (url_of(&output), version) {
+    let url = url_of(&output);
+    if url.is_some() && !matches!(target, Target::Zt(_) | Target::Safetensors) {
         return Err(PyValueError::new_err(format!(
-            "{url}: zTensor 2 is not written to object storage yet; write \"1.2\" there, or \
-             zTensor 2 to a local file"
+            "{}: {target} is not written to object storage yet (zTensor 1.x and safetensors \
+             are); write it to a local file",
+            output.display()
         )));
     }
     let opened = open_path(py, &input, false)?;
     let source: &(dyn ztensor_io::TensorSource + Send + Sync) = &*opened.source;
-    let par = ParOptions { threads, ..ParOptions::default() };
-    if let (Some(url), Some(version)) = (url_of(&output), version) {
-        return py
-            .detach(|| -> ztensor_io::Result<usize> {
-                let mut w = Writer::new(upload(url)?, version)?;
-                let written = into_1x(&mut w, source, zstd, drop_attributes, &par)?;
-                let (up, _) = w.finish()?;
-                up.finish().map_err(remote_error)?;
-                Ok(written)
-            })
-            .map_err(|e| raise(py, &e));
-    }
-    match version {
-        None => {
-            let options = ztensor_v2::WriteOptions::default()
-                .drop_attributes(drop_attributes)
-                .zstd(zstd)
-                .par(par);
-            let mut sink = ztensor_v2::Zt2Sink::new(&output).with_options(options);
-            py.detach(|| ztensor_io::TensorSink::write_all(&mut sink, source))
-                .map_err(|e| raise(py, &e))
+    let options = ztensor_registry::WriteOptions::new(target, zstd)
+        .drop_attributes(drop_attributes)
+        .par(ParOptions { threads, ..ParOptions::default() });
+    let written = py.detach(|| match url {
+        Some(url) => {
+            let up = upload(url).map_err(ztensor_registry::WriteError::Zt)?;
+            let (up, written) = ztensor_registry::write_to(source, up, &options)?;
+            up.finish().map_err(|e| ztensor_registry::WriteError::Zt(remote_error(e)))?;
+            Ok(written)
         }
-        Some(version) => py
-            .detach(|| -> ztensor_io::Result<usize> {
-                let mut w = FileWriter::create(&output, version)?;
-                let written = into_1x(w.writer_mut(), source, zstd, drop_attributes, &par)?;
-                w.finish()?;
-                Ok(written)
-            })
-            .map_err(|e| raise(py, &e)),
-    }
+        None => ztensor_registry::write_file(source, &output, &options),
+    });
+    Ok(written.map_err(|e| raise(py, &e))?.objects)
 }
 
 /// The content identity of the file at `path` (any format this package reads): the zTensor 2

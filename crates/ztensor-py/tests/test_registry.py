@@ -241,3 +241,47 @@ def test_a_directory_is_an_os_error_naming_what_to_pass(tmp_path):
     with pytest.raises(OSError, match="model.zt.index.json") as raised:
         ztensor_rs.load_file(checkpoint)
     assert isinstance(raised.value, IsADirectoryError)
+
+
+@pytest.mark.parametrize(
+    "to, kind",
+    [("safetensors", "safetensors"), ("tb", "tensorbuffers"), ("1.1", "ztensor"), ("2", "ztensor2")],
+)
+def test_convert_is_the_command_line_conversion(tmp_path, to, kind):
+    """`convert` and `ztensor convert --to` run one conversion: every target the tool writes,
+    the same bytes."""
+    # Dense tensors of types every target holds, zstd-compressed (so zTensor targets encode).
+    src = tmp_path / "src.zt"
+    tensors = {
+        "a": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "b": np.array([1, -2, 3], dtype=np.int64),
+        "c": np.zeros(4096, dtype=np.uint8),
+    }
+    ztensor_rs.save_file(tensors, src, metadata={"note": "text"}, zstd=3)
+    original = ztensor_rs.load_file(src)
+    ours, theirs = tmp_path / "ours.out", tmp_path / "theirs.out"
+    # (A file attribute TensorBuffers has no place for.)
+    n = ztensor_rs.convert(src, ours, to=to, threads=2, drop_attributes=True)
+    assert n == len(original) > 0
+    out = subprocess.run(
+        [str(cli()), "convert", "-q", "--drop-attributes", "--to", to, "--threads", "2"]
+        + [str(src), str(theirs)],
+        capture_output=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert ztensor_rs.detect(ours) == kind
+    assert ours.read_bytes() == theirs.read_bytes()
+    copied = ztensor_rs.load_file(ours)
+    assert sorted(original) == sorted(copied)
+    for name in original:
+        assert original[name].tobytes() == copied[name].tobytes(), name
+
+
+def test_convert_names_the_targets_it_knows(tmp_path):
+    src = FIXTURES / "examples/tiny-v1.2.zt"
+    with pytest.raises(ValueError, match="safetensors or tensorbuffers"):
+        ztensor_rs.convert(src, tmp_path / "x", to="hdf5")
+    with pytest.raises(ValueError, match="zstd does not apply to safetensors"):
+        ztensor_rs.convert(src, tmp_path / "x", to="safetensors", zstd=3)
+    assert not (tmp_path / "x").exists()

@@ -20,8 +20,12 @@
 //! assert!(refused.to_string().contains("an HDF5 file"));
 //! ```
 //!
+//! Writing goes through here too: [`Target`] is the table of formats written (by name, as
+//! `--to` gives it, and by an output's extension), and [`write_file`] / [`write_to`] the one
+//! conversion the command-line tool and the Python package run.
+//!
 //! Features (all on by default): `safetensors`, `numpy`, `gguf`, `torch`, `tensorbuffers`,
-//! `sharded`, `v2` (zTensor 2). A file of a format whose feature is off is still recognised, and refused with
+//! `sharded`, `v2` (zTensor 2), `write` (the formats written, on ztensor-par's engine). A file of a format whose feature is off is still recognised, and refused with
 //! the feature named. Off by default: `remote`, which adds `open_url` (a file in object
 //! storage, `s3://`, `gs://`, `az://`, `http(s)://`, read by ranges through the same readers).
 
@@ -43,6 +47,8 @@
 mod detect;
 mod open;
 mod table;
+#[cfg(feature = "write")]
+mod write;
 
 pub use detect::{Error, ErrorKind, detect, detect_bytes, detect_source};
 #[cfg(feature = "tensorbuffers")]
@@ -55,6 +61,10 @@ pub use open::{content_id, open_zt2};
 #[cfg(feature = "remote")]
 pub use open::{open_remote, open_url};
 pub use table::{FORMATS, Format, Kind, NOT_READ, accepted};
+#[cfg(feature = "write")]
+pub use write::{
+    TARGET_NAMES, Target, TargetError, WriteError, WriteOptions, Written, write_file, write_to,
+};
 
 #[cfg(test)]
 mod tests;

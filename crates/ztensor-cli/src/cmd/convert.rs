@@ -1,14 +1,10 @@
 //! `ztensor convert`: zTensor (every version), safetensors (single and sharded) and
 //! TensorBuffers, in any direction we can represent.
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
-use ztensor_foreign::safetensors::SafetensorsSink;
-use ztensor_io::{CopyOptions, Excluding, FileWriter, TensorSink, TensorSource};
-use ztensor_par::ZtSink;
-use ztensor_tensorbuffers::TbSink;
+use ztensor_io::{CopyOptions, Excluding, TensorSource};
 
 use super::Kind;
 use super::text::listed;
@@ -70,11 +66,7 @@ pub(crate) fn command(a: ConvertArgs) -> Result<Done> {
     let target = convert_target(&a.output, a.to, sharded.is_some(), &a.encoding)?;
     // `-`: the file is made in a private directory, then copied to standard output.
     let staged = match super::stdout::is_stdout(&a.output) {
-        true => Some(super::stdout::Staged::new(match target {
-            Target::Safetensors => "stdout.safetensors",
-            Target::TensorBuffers => "stdout.tb",
-            Target::Zt(_) | Target::Zt2 => "stdout.zt",
-        })?),
+        true => Some(super::stdout::Staged::new(&format!("stdout.{}", target.extension()))?),
         false => None,
     };
     let output = staged.as_ref().map_or(a.output.as_path(), |s| s.path());
@@ -440,33 +432,6 @@ fn sharded_2(
     })
 }
 
-/// Writes `source` through the engine into `writer` (a file's or an upload's), returning the
-/// writer, the most bytes held in flight and what the writer was given.
-fn zt_into<W: Write, M: std::borrow::BorrowMut<ztensor_io::Writer<W>>>(
-    r: &Request<'_>,
-    source: &dyn TensorSource,
-    mut writer: M,
-    context: &str,
-) -> Result<(M, (u64, ztensor_io::Tally))> {
-    let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
-    let bar = Bar::new(total.sum(), r.run.quiet);
-    let par = r.run.par();
-    let mut copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
-    if r.chunk.is_some() {
-        copy.chunk_size = r.chunk;
-    }
-    let mut sink = ZtSink::new(writer.borrow_mut(), r.encoding.fresh(), &par, &bar)
-        .drop_attributes(r.drop_attributes)
-        .copying(copy);
-    let done = sink.write_all(source);
-    bar.finish();
-    done.map_err(|e| crate::refusal(context, &e))?;
-    let peak = sink.stats().peak_in_flight;
-    drop(sink);
-    let tally = writer.borrow().tally();
-    Ok((writer, (peak, tally)))
-}
-
 /// Runs the conversion, returning what it wrote. Every input is read through the
 /// tensor-source interface and every output written through a sink; the zTensor sink carries
 /// the objects of a zTensor input as `repack` does (stored bytes copied as they are where the
@@ -485,8 +450,6 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
     };
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;
-    let mut peak = None;
-    let mut tally = None;
     let remote_out = crate::remote::url_of(r.output);
     if remote_out.is_some() && !matches!(r.target, Target::Zt(_) | Target::Safetensors) {
         return Err(anyhow!(
@@ -496,69 +459,32 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
             r.target
         ));
     }
-    match r.target {
-        Target::Zt(version) => {
-            let (made_peak, made_tally) = match remote_out {
-                Some(url) => {
-                    let writer =
-                        ztensor_io::Writer::new(crate::remote::upload(url, r.run.memory)?, version)
-                            .map_err(|e| anyhow!("{e}"))?;
-                    let (writer, made) = zt_into(r, source, writer, &context)?;
-                    let (upload, _) = writer.finish().map_err(|e| anyhow!("{e}"))?;
-                    crate::remote::publish(url, upload)?;
-                    made
-                }
-                None => {
-                    let mut writer =
-                        FileWriter::create(r.output, version).map_err(|e| anyhow!("{e}"))?;
-                    let (_, made) = zt_into(r, source, writer.writer_mut(), &context)?;
-                    writer.finish().map_err(|e| anyhow!("{e}"))?;
-                    made
-                }
-            };
-            peak = Some(made_peak);
-            tally = Some(made_tally);
-        }
-        Target::Zt2 => {
-            let total =
-                (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
-            let bar = std::sync::Arc::new(Bar::new(total.sum(), r.run.quiet));
-            let tick = std::sync::Arc::clone(&bar);
-            let options = ztensor_v2::WriteOptions::default()
-                .drop_attributes(r.drop_attributes)
-                .zstd(r.encoding.zstd)
-                .par(r.run.par())
-                .progress(std::sync::Arc::new(move |n| {
-                    ztensor_par::Progress::bytes_done(&*tick, n);
-                }));
-            let done = ztensor_v2::Zt2Sink::new(r.output).with_options(options).write_all(source);
-            bar.finish();
-            done.map_err(|e| crate::refusal(&context, &e))?;
-        }
-        Target::Safetensors => match remote_out {
-            Some(url) => {
-                let mut sink =
-                    SafetensorsSink::to_writer(crate::remote::upload(url, r.run.memory)?)
-                        .drop_attributes(r.drop_attributes);
-                sink.write_all(source).map_err(|e| crate::refusal(&context, &e))?;
-                if let Some(upload) = sink.into_inner() {
-                    crate::remote::publish(url, upload)?;
-                }
-            }
-            None => {
-                SafetensorsSink::new(r.output)
-                    .drop_attributes(r.drop_attributes)
-                    .write_all(source)
-                    .map_err(|e| crate::refusal(&context, &e))?;
-            }
-        },
-        Target::TensorBuffers => {
-            TbSink::new(r.output)
-                .drop_attributes(r.drop_attributes)
-                .write_all(source)
-                .map_err(|e| crate::refusal(&context, &e))?;
-        }
+    let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
+    let bar = std::sync::Arc::new(Bar::new(total.sum(), r.run.quiet));
+    let mut options = ztensor_registry::WriteOptions::new(r.target, r.encoding.zstd)
+        .drop_attributes(r.drop_attributes)
+        .par(r.run.par());
+    options.fresh = r.encoding.fresh();
+    options.copy = CopyOptions { drop_attributes: r.drop_attributes, ..r.encoding.copy() };
+    if r.chunk.is_some() {
+        options.copy.chunk_size = r.chunk;
     }
+    options.progress = bar.clone();
+    let written = match remote_out {
+        Some(url) => {
+            let upload = crate::remote::upload(url, r.run.memory)?;
+            let made = ztensor_registry::write_to(source, upload, &options);
+            bar.finish();
+            let (upload, written) = made.map_err(|e| crate::refusal(&context, &e))?;
+            crate::remote::publish(url, upload)?;
+            written
+        }
+        None => {
+            let made = ztensor_registry::write_file(source, r.output, &options);
+            bar.finish();
+            made.map_err(|e| crate::refusal(&context, &e))?
+        }
+    };
     // safetensors and TensorBuffers hold tensors raw: what was read is what was written.
     let decoded = (0..source.len())
         .filter_map(|i| source.info(i))
@@ -567,10 +493,10 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
     let notes = if r.drop_attributes { vec![dropped(source, r.output)?] } else { Vec::new() };
     Ok(Converted {
         objects: source.len(),
-        peak,
+        peak: written.peak_in_flight,
         index: None,
         sharded_2: None,
-        tally,
+        tally: written.tally,
         decoded: Some(decoded),
         notes,
     })

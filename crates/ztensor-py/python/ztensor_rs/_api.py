@@ -349,15 +349,19 @@ def convert(
     threads: Optional[int] = None,
 ) -> int:
     """Converts ``src`` (any format :func:`detect` names) to ``dst``, published atomically, and
-    returns how many objects were written. ``to`` is the zTensor version: ``"2"`` (canonical
-    form: the same tensors give the same bytes; with ``zstd``, every part stored under
-    ``zt.zstd-seekable/1`` instead), ``"0.1"``, ``"1.1"`` or ``"1.2"`` (with ``zstd``, each
-    tensor zstd-compressed). A zTensor file converted to ``"2"`` and back has the same content
-    and the same :func:`content_id`. Attributes the target cannot hold raise
-    :class:`ZTensorError` unless ``drop_attributes``. ``src`` may be an object URL (``s3://``,
-    ``gs://``, ``az://``, ``http(s)://``), read by ranges; ``dst`` an object URL (``s3://``,
-    ``gs://``, ``az://``) for zTensor 0.1/1.x, uploaded as it is written and published whole
-    (``to="2"`` there raises ``ValueError``: not written to object storage yet)."""
+    returns how many objects were written: the command-line tool's conversion (``ztensor
+    convert --to``), byte for byte. ``to`` names the target as ``--to`` does: ``"2"`` (zTensor 2,
+    canonical form: the same tensors give the same bytes; with ``zstd``, every part stored under
+    ``zt.zstd-seekable/1`` instead), ``"0.1"``, ``"1.1"``, ``"1.2"`` or ``"zt"`` (with ``zstd``,
+    each tensor zstd-compressed), ``"safetensors"`` or ``"tensorbuffers"`` (raw bytes: ``zstd``
+    raises ``ValueError``). A zTensor file converted to ``"2"`` and back has the same content
+    and the same :func:`content_id`. Content the target cannot hold raises
+    :class:`ZTensorError` (attributes, unless ``drop_attributes``). ``threads`` compression
+    threads (default: one per core), whatever the target. ``src`` may be an object URL
+    (``s3://``, ``gs://``, ``az://``, ``http(s)://``), read by ranges; ``dst`` an object URL
+    (``s3://``, ``gs://``, ``az://``) for zTensor 0.1/1.x and safetensors, uploaded as it is
+    written and published whole (other targets there raise ``ValueError``: not written to
+    object storage yet)."""
     return _native.convert(os.fspath(src), os.fspath(dst), to, zstd, drop_attributes, threads or 0)
 
 
