@@ -270,7 +270,17 @@ const FEATURES: &[(&str, &[&str])] = &[
     ("ztensor-foreign", &["safetensors", "numpy", "gguf", "torch"]),
     (
         "ztensor-registry",
-        &["safetensors", "numpy", "gguf", "torch", "tensorbuffers", "sharded", "v2", "remote"],
+        &[
+            "safetensors",
+            "numpy",
+            "gguf",
+            "torch",
+            "tensorbuffers",
+            "sharded",
+            "v2",
+            "write",
+            "remote",
+        ],
     ),
 ];
 
