@@ -40,6 +40,7 @@ mod pipeline;
 pub mod simulate;
 mod sink;
 
+pub use crate::pipeline::Budget;
 pub use crate::sink::ZtSink;
 
 use std::borrow::Cow;
@@ -57,7 +58,7 @@ use ztensor_io::{
     WriteOptions, Writer, copy_object,
 };
 
-use crate::pipeline::{Budget, Input, Item};
+use crate::pipeline::{Input, Item};
 
 /// Progress hooks, called from the pipeline's threads. Every method has an empty default;
 /// `()` is the no-op implementation.

@@ -38,8 +38,21 @@ pub(super) fn add_since(counter: &AtomicU64, start: std::time::Instant) {
 
 /// A count of bytes in flight, with backpressure: taking blocks while the budget is used,
 /// except that one piece is always admitted when nothing is in flight (so a piece larger than
-/// the budget still makes progress, alone).
-pub(crate) struct Budget {
+/// the budget still makes progress, alone). The engine's, and zTensor 2's writer's for the
+/// parts it compresses ahead: one admission rule for every target.
+///
+/// ```
+/// use std::sync::atomic::AtomicBool;
+/// use ztensor_par::Budget;
+///
+/// let budget = Budget::new(10);
+/// let go = AtomicBool::new(false);
+/// assert!(budget.take(25, &go)); // alone, a piece larger than the budget is admitted
+/// budget.give(25);
+/// assert!(budget.take(4, &go) && budget.take(6, &go));
+/// assert_eq!(budget.peak(), 25);
+/// ```
+pub struct Budget {
     pub(super) limit: u64,
     pub(super) used: Mutex<u64>,
     pub(super) freed: Condvar,
@@ -52,8 +65,15 @@ pub(crate) struct Budget {
     pub(crate) waits: Waits,
 }
 
+impl std::fmt::Debug for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Budget").field("limit", &self.limit).finish_non_exhaustive()
+    }
+}
+
 impl Budget {
-    pub(crate) fn new(limit: u64) -> Budget {
+    /// A budget of `limit` bytes in flight.
+    pub fn new(limit: u64) -> Budget {
         Budget {
             limit,
             used: Mutex::new(0),
@@ -64,8 +84,9 @@ impl Budget {
         }
     }
 
-    /// Admits `n` bytes, waiting for room; `false` (nothing admitted) when the run is aborted.
-    pub(super) fn take(&self, n: u64, abort: &AtomicBool) -> bool {
+    /// Admits `n` bytes, waiting for room; `false` (nothing admitted) once `abort` is set
+    /// (whoever sets it calls [`Budget::wake`]).
+    pub fn take(&self, n: u64, abort: &AtomicBool) -> bool {
         let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut waited = None;
         loop {
@@ -89,7 +110,8 @@ impl Budget {
         true
     }
 
-    pub(super) fn give(&self, n: u64) {
+    /// Gives `n` admitted bytes back.
+    pub fn give(&self, n: u64) {
         let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         *used = used.saturating_sub(n);
         if self.waiting.load(Ordering::Relaxed) > 0 {
@@ -97,13 +119,14 @@ impl Budget {
         }
     }
 
-    pub(super) fn wake(&self) {
+    /// Wakes every waiting [`Budget::take`], to look at its `abort` again.
+    pub fn wake(&self) {
         let _guard = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.freed.notify_all();
     }
 
     /// The most bytes ever in flight at once.
-    pub(crate) fn peak(&self) -> u64 {
+    pub fn peak(&self) -> u64 {
         *self.peak.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

@@ -36,6 +36,7 @@ mod read;
 #[cfg(test)]
 mod tests;
 
+pub use budget::Budget;
 pub(crate) use budget::*;
 use chain::*;
 use consume::*;

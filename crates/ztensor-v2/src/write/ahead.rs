@@ -142,41 +142,27 @@ pub(super) fn ahead_limit(options: &WriteOptions, threads: usize) -> u64 {
     (options.par.budget_for(threads) / 2).max(crate::seekable::FRAME as u64)
 }
 
-/// Bytes in flight between the compressors and the writer: taken before a part is started,
-/// given back when the writer has it. Stopped when the writer goes (an error), so that
-/// nothing more starts.
+/// Bytes in flight between the compressors and the writer, on the engine's budget
+/// ([`ztensor_par::Budget`]): taken before a part is started, given back when the writer has
+/// it. Stopped when the writer goes (an error), so that nothing more starts.
 pub(super) struct Budget {
-    pub(super) state: std::sync::Mutex<(u64, bool)>,
-    pub(super) changed: std::sync::Condvar,
-    pub(super) limit: u64,
+    pub(super) bytes: ztensor_par::Budget,
+    pub(super) stopped: std::sync::atomic::AtomicBool,
 }
 
 impl Budget {
     /// Takes `n` bytes once they fit (at once when nothing is in flight); `false` once stopped.
     pub(super) fn take(&self, n: u64) -> bool {
-        let Ok(mut state) = self.state.lock() else { return false };
-        while !state.1 && state.0 > 0 && state.0.saturating_add(n) > self.limit {
-            match self.changed.wait(state) {
-                Ok(s) => state = s,
-                Err(_) => return false,
-            }
-        }
-        state.0 += n;
-        !state.1
+        self.bytes.take(n, &self.stopped)
     }
 
     pub(super) fn give(&self, n: u64) {
-        if let Ok(mut state) = self.state.lock() {
-            state.0 = state.0.saturating_sub(n);
-        }
-        self.changed.notify_all();
+        self.bytes.give(n);
     }
 
     pub(super) fn stop(&self) {
-        if let Ok(mut state) = self.state.lock() {
-            state.1 = true;
-        }
-        self.changed.notify_all();
+        self.stopped.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.bytes.wake();
     }
 }
 
@@ -210,9 +196,8 @@ impl Ahead {
         pool: Option<Arc<rayon::ThreadPool>>,
     ) -> Ahead {
         let budget = std::sync::Arc::new(Budget {
-            state: std::sync::Mutex::new((0, false)),
-            changed: std::sync::Condvar::new(),
-            limit,
+            bytes: ztensor_par::Budget::new(limit),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         });
         // The frames of the parts in flight and of the one being written: as many buffers as
         // can be in use at once.
