@@ -16,6 +16,10 @@ mod moto;
 mod outputs;
 mod readme;
 mod remote;
+// What the object-storage tests share (objects read back whole); not all of it is used here.
+#[allow(dead_code)]
+#[path = "../../ztensor-remote/tests/support/remote.rs"]
+mod remote_support;
 mod sharded;
 mod stdin;
 mod threads;

@@ -411,13 +411,6 @@ fn convert(
         )));
     }
     let url = url_of(&output);
-    if url.is_some() && !matches!(target, Target::Zt(_) | Target::Safetensors) {
-        return Err(PyValueError::new_err(format!(
-            "{}: {target} is not written to object storage yet (zTensor 1.x and safetensors \
-             are); write it to a local file",
-            output.display()
-        )));
-    }
     let opened = open_path(py, &input, false)?;
     let source: &(dyn ztensor_io::TensorSource + Send + Sync) = &*opened.source;
     let options = ztensor_registry::WriteOptions::new(target, zstd)

@@ -94,6 +94,16 @@ def test_save_file_and_convert_write_to_an_s3_url(s3, tmp):
     loaded = ztensor_rs.load_file("s3://models/converted.zt")
     for key, value in tensors.items():
         np.testing.assert_array_equal(loaded[key], value)
+    # Every other target too: zTensor 2 (placed by seeking, staged on the way), safetensors
+    # and TensorBuffers, each object the bytes of the local conversion.
+    for to, key in [("2", "two.zt"), ("safetensors", "st.safetensors"), ("tb", "tb.tb")]:
+        ztensor_rs.convert(tmp / "saved.zt", f"s3://models/{key}", to=to, drop_attributes=True)
+        ztensor_rs.convert(tmp / "saved.zt", tmp / key, to=to, drop_attributes=True)
+        body = s3.get_object(Bucket="models", Key=key)["Body"].read()
+        assert body == (tmp / key).read_bytes(), to
+        loaded = ztensor_rs.load_file(f"s3://models/{key}")
+        for name, value in tensors.items():
+            np.testing.assert_array_equal(loaded[name], value)
 
 
 def test_writes_to_urls_that_cannot_hold_them_are_refused(s3, tmp):
@@ -105,11 +115,12 @@ def test_writes_to_urls_that_cannot_hold_them_are_refused(s3, tmp):
     with pytest.raises(OSError, match="http://127.0.0.1:9/x.zt") as refused:
         ztensor_rs.save_file(tensors, "http://127.0.0.1:9/x.zt")
     assert refused.value.errno == 30
-    # zTensor 2 is not written to object storage yet: said before anything is read.
-    ztensor_rs.save_file(tensors, tmp / "x.zt")
-    with pytest.raises(ValueError, match="zTensor 2 is not written to object storage"):
-        ztensor_rs.convert(tmp / "x.zt", "s3://models/x2.zt", to="2")
+    # Content the target cannot hold (file attributes, in TensorBuffers): refused, the upload
+    # aborted, nothing published.
+    ztensor_rs.save_file(tensors, tmp / "x.zt", {"epoch": 3})
+    with pytest.raises(ztensor_rs.FormatError, match="no file attributes"):
+        ztensor_rs.convert(tmp / "x.zt", "s3://models/x2.tb", to="tb")
     listed = s3.list_objects_v2(Bucket="models").get("Contents", [])
-    assert not [o for o in listed if o["Key"] == "x2.zt"]
+    assert not [o for o in listed if o["Key"] == "x2.tb"]
     uploads = s3.list_multipart_uploads(Bucket="models").get("Uploads", [])
     assert uploads == []

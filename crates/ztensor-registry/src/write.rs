@@ -144,12 +144,6 @@ impl Target {
             Target::TensorBuffers => "tb",
         }
     }
-
-    /// Whether [`write_to`] writes it (a stream written front to back, as an upload is): all
-    /// but zTensor 2, whose canonical form is placed by seeking.
-    pub fn streams(self) -> bool {
-        !matches!(self, Target::Zt2)
-    }
 }
 
 impl fmt::Display for Target {
@@ -256,18 +250,15 @@ pub enum WriteError {
     TensorBuffers(ztensor_tensorbuffers::Error),
     /// The zTensor 2 writer's.
     Zt2(ztensor_v2::Error),
-    /// A target [`write_to`] cannot write to a stream (zTensor 2).
-    NotStreamed(Target),
 }
 
 impl WriteError {
-    fn inner(&self) -> Option<&dyn ztensor_format::Verdict> {
+    fn inner(&self) -> &dyn ztensor_format::Verdict {
         match self {
-            WriteError::Zt(e) => Some(e),
-            WriteError::Foreign(e) => Some(e),
-            WriteError::TensorBuffers(e) => Some(e),
-            WriteError::Zt2(e) => Some(e),
-            WriteError::NotStreamed(_) => None,
+            WriteError::Zt(e) => e,
+            WriteError::Foreign(e) => e,
+            WriteError::TensorBuffers(e) => e,
+            WriteError::Zt2(e) => e,
         }
     }
 }
@@ -279,9 +270,6 @@ impl fmt::Display for WriteError {
             WriteError::Foreign(e) => e.fmt(f),
             WriteError::TensorBuffers(e) => e.fmt(f),
             WriteError::Zt2(e) => e.fmt(f),
-            WriteError::NotStreamed(target) => {
-                write!(f, "{target} is placed by seeking, and is not written to a stream")
-            }
         }
     }
 }
@@ -291,25 +279,25 @@ impl std::error::Error for WriteError {}
 /// Each writer's own error decides.
 impl ztensor_format::Verdict for WriteError {
     fn is_rejection(&self) -> bool {
-        self.inner().is_some_and(ztensor_format::Verdict::is_rejection)
+        self.inner().is_rejection()
     }
     fn refused(&self) -> Option<ztensor_format::Refused> {
-        self.inner().and_then(ztensor_format::Verdict::refused)
+        self.inner().refused()
     }
     fn rule(&self) -> Option<ztensor_format::ErrorKind> {
-        self.inner().and_then(ztensor_format::Verdict::rule)
+        self.inner().rule()
     }
     fn rule_id(&self) -> Option<&'static str> {
-        self.inner().and_then(ztensor_format::Verdict::rule_id)
+        self.inner().rule_id()
     }
     fn failure(&self) -> ztensor_format::Failure {
-        self.inner().map_or(ztensor_format::Failure::Other, ztensor_format::Verdict::failure)
+        self.inner().failure()
     }
     fn object(&self) -> Option<&str> {
-        self.inner().and_then(ztensor_format::Verdict::object)
+        self.inner().object()
     }
     fn offset(&self) -> Option<u64> {
-        self.inner().and_then(ztensor_format::Verdict::offset)
+        self.inner().offset()
     }
 }
 
@@ -354,13 +342,15 @@ pub fn write_file(
 }
 
 /// Writes `source` into `out` (an upload, standard output) front to back as
-/// `options.target`, returning `out` for its owner to complete.
+/// `options.target`, returning `out` for its owner to complete. zTensor 2, whose canonical
+/// form is placed by seeking, is written into an unnamed temporary file first (gone with the
+/// process, however it ends) and copied into `out` from there.
 ///
 /// # Errors
-/// As [`write_file`]; [`WriteError::NotStreamed`] for zTensor 2.
+/// As [`write_file`].
 pub fn write_to<W: Write>(
     source: &dyn TensorSource,
-    out: W,
+    mut out: W,
     options: &WriteOptions,
 ) -> Result<(W, Written), WriteError> {
     match options.target {
@@ -384,7 +374,19 @@ pub fn write_to<W: Write>(
             let out = sink.into_inner().expect("a writer's sink gives its writer back");
             Ok((out, Written { objects, ..Written::default() }))
         }
-        target @ Target::Zt2 => Err(WriteError::NotStreamed(target)),
+        Target::Zt2 => {
+            let staging = |e| WriteError::Zt(ztensor_io::Error::io("staging zTensor 2", None, e));
+            let staged = tempfile::tempfile().map_err(staging)?;
+            let mut sink =
+                ztensor_v2::Zt2Sink::to_output(staged).with_options(zt2_options(options));
+            let objects = sink.write_all(source).map_err(WriteError::Zt2)?;
+            let mut staged = sink.into_inner().expect("an output's sink gives its output back");
+            std::io::Seek::rewind(&mut staged).map_err(staging)?;
+            std::io::copy(&mut staged, &mut out).map_err(|e| {
+                WriteError::Zt(ztensor_io::Error::io("writing zTensor 2 out", None, e))
+            })?;
+            Ok((out, Written { objects, ..Written::default() }))
+        }
     }
 }
 

@@ -451,14 +451,6 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;
     let remote_out = crate::remote::url_of(r.output);
-    if remote_out.is_some() && !matches!(r.target, Target::Zt(_) | Target::Safetensors) {
-        return Err(anyhow!(
-            "{}: {} is not written to object storage yet (zTensor 1.x and safetensors are); \
-             write a local file",
-            r.output.display(),
-            r.target
-        ));
-    }
     let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
     let bar = std::sync::Arc::new(Bar::new(total.sum(), r.run.quiet));
     let mut options = ztensor_registry::WriteOptions::new(r.target, r.encoding.zstd)

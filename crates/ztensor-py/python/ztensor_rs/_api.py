@@ -359,9 +359,8 @@ def convert(
     :class:`ZTensorError` (attributes, unless ``drop_attributes``). ``threads`` compression
     threads (default: one per core), whatever the target. ``src`` may be an object URL
     (``s3://``, ``gs://``, ``az://``, ``http(s)://``), read by ranges; ``dst`` an object URL
-    (``s3://``, ``gs://``, ``az://``) for zTensor 0.1/1.x and safetensors, uploaded as it is
-    written and published whole (other targets there raise ``ValueError``: not written to
-    object storage yet)."""
+    (``s3://``, ``gs://``, ``az://``), uploaded as it is written (zTensor 2 through an unnamed
+    temporary file first) and published whole, or not at all on an error."""
     return _native.convert(os.fspath(src), os.fspath(dst), to, zstd, drop_attributes, threads or 0)
 
 
