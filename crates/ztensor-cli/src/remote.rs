@@ -103,3 +103,64 @@ pub(crate) fn publish(url: &str, upload: RemoteUpload) -> Result<()> {
 pub(crate) fn uploaded(url: &str) -> Option<u64> {
     UPLOADED.get()?.lock().unwrap_or_else(PoisonError::into_inner).get(url).copied()
 }
+
+/// Objects under a prefix (`s3://bucket/dir/`), where a sharded output goes: each shard an
+/// upload published whole when it is written, removed again if the checkpoint fails.
+pub(crate) struct Prefix {
+    /// The prefix, without its trailing `/`.
+    base: String,
+    memory: Option<u64>,
+}
+
+impl Prefix {
+    /// The prefix `url` (`s3://bucket/dir/`), uploads holding at most a quarter of `memory`.
+    pub(crate) fn new(url: &str, memory: Option<u64>) -> Prefix {
+        Prefix { base: url.trim_end_matches('/').to_owned(), memory }
+    }
+
+    /// Refuses a prefix that holds a checkpoint's index at `index` already, unless `force`
+    /// (its objects are then replaced as the new ones are published: a note says so).
+    ///
+    /// # Errors
+    /// The index there, without `force`; a failed request other than "no such object".
+    pub(crate) fn check_free(&self, index: &str, force: bool) -> Result<Option<String>> {
+        use ztensor_shard_write::Destination;
+        let url = self.locate(index);
+        let location = Location::parse(&url).map_err(|e| anyhow!("{e}"))?;
+        let options = OPTIONS.get().cloned().unwrap_or_default();
+        match RemoteObject::open(&location, &options) {
+            Err(e) if *e.kind() == ztensor_remote::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(anyhow!("{e}")),
+            Ok(_) if force => Ok(Some(format!(
+                "--force: {url} and the shards of this conversion are replaced; objects of the \
+                 checkpoint there before under other names are left as they were"
+            ))),
+            Ok(_) => Err(anyhow!(
+                "{}/ holds a sharded checkpoint already ({url}); --force replaces it",
+                self.base
+            )),
+        }
+    }
+}
+
+impl ztensor_shard_write::Destination for Prefix {
+    type Object = RemoteUpload;
+
+    fn locate(&self, name: &str) -> String {
+        format!("{}/{name}", self.base)
+    }
+
+    fn create(&self, name: &str) -> std::io::Result<RemoteUpload> {
+        upload(&self.locate(name), self.memory).map_err(|e| std::io::Error::other(format!("{e:#}")))
+    }
+
+    fn publish(&self, name: &str, object: RemoteUpload) -> std::io::Result<()> {
+        publish(&self.locate(name), object).map_err(|e| std::io::Error::other(format!("{e:#}")))
+    }
+
+    fn remove(&self, name: &str) -> std::io::Result<()> {
+        let location = Location::parse(&self.locate(name)).map_err(std::io::Error::from)?;
+        let options = OPTIONS.get().cloned().unwrap_or_default();
+        ztensor_remote::delete(&location, &options).map_err(std::io::Error::from)
+    }
+}

@@ -204,6 +204,9 @@ pub(crate) struct Converted {
     pub peak: Option<u64>,
     /// For a sharded output, the index written.
     pub index: Option<std::path::PathBuf>,
+    /// For a sharded output into object storage, the shards published and their bytes (a
+    /// local one's are read from its index).
+    pub published: Option<(usize, u64)>,
     /// For a zTensor file, what its writer was given.
     pub tally: Option<ztensor_io::Tally>,
     /// The decoded bytes written, for outputs without a tally.

@@ -161,6 +161,57 @@ fn convert_from_and_to_s3_matches_the_local_conversion() {
 }
 
 #[test]
+fn a_sharded_output_into_a_prefix_is_the_local_checkpoint_object_for_file() {
+    let Some(moto) =
+        moto::start("a_sharded_output_into_a_prefix_is_the_local_checkpoint_object_for_file")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    stocked(&moto, dir.path());
+    let input = s(&dir.path().join("big.safetensors"));
+    let local = dir.path().join("local");
+    let args = ["--shard-size", "256KiB", "--zstd", "3"];
+    let made =
+        crate::ztensor(&[&["convert", &input, &format!("{}/", s(&local))][..], &args].concat());
+    assert!(made.status.success(), "{}", stderr(&made));
+    let up = ztensor_s3(&moto, &[&["convert", &input, "s3://models/ckpt/"][..], &args].concat());
+    assert!(up.status.success(), "{}", stderr(&up));
+    assert!(stdout(&up).contains("s3://models/ckpt"), "{}", stdout(&up));
+    // Every file of the local checkpoint is an object under the prefix, byte for byte.
+    let mut names: Vec<String> = std::fs::read_dir(&local)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 3, "{names:?}");
+    // From an object too: bucket to bucket, no local file.
+    let across = ztensor_s3(
+        &moto,
+        &[&["convert", "s3://models/big.safetensors", "s3://models/across/"][..], &args].concat(),
+    );
+    assert!(across.status.success(), "{}", stderr(&across));
+    for prefix in ["ckpt", "across"] {
+        for name in &names {
+            let url = format!("s3://models/{prefix}/{name}");
+            let object = crate::remote_support::read_back(&moto, &url)
+                .unwrap_or_else(|e| panic!("{url}: {e:?}"));
+            assert!(object == std::fs::read(local.join(name)).unwrap(), "{url}");
+        }
+    }
+    // A prefix that holds a checkpoint is refused (status 2), unless --force.
+    let again = ztensor_s3(&moto, &[&["convert", &input, "s3://models/ckpt/"][..], &args].concat());
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("--force"), "{}", stderr(&again));
+    let forced = ztensor_s3(
+        &moto,
+        &[&["convert", &input, "s3://models/ckpt/", "--force"][..], &args].concat(),
+    );
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    assert!(!moto.uploads("models").contains("<UploadId>"), "{}", moto.uploads("models"));
+}
+
+#[test]
 fn missing_objects_and_read_only_urls_are_refused_with_status_2() {
     let Some(moto) = moto::start("missing_objects_and_read_only_urls_are_refused_with_status_2")
     else {
@@ -178,9 +229,9 @@ fn missing_objects_and_read_only_urls_are_refused_with_status_2() {
     let local = "fixtures/examples/tiny-v1.2.zt";
     for (output, says) in [
         ("https://127.0.0.1:9/out.zt", "read only"),
-        ("s3://models/", "not written to object storage yet"),
+        ("s3://models/two/", "not written to object storage yet"),
     ] {
-        let out = ztensor_s3(&moto, &["convert", local, output]);
+        let out = ztensor_s3(&moto, &["convert", local, output, "--to", "2"]);
         assert_eq!(out.status.code(), Some(2), "{output}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{output}: {}", stderr(&out));
     }

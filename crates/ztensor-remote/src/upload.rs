@@ -339,3 +339,28 @@ impl Drop for RemoteUpload {
         }
     }
 }
+
+/// Deletes the object at `location` (a shard written before its checkpoint failed, say). An
+/// object that is not there is no error: what was asked holds.
+///
+/// # Errors
+/// [`ErrorKind::ReadOnly`] for `http://` and `https://`; the request's error.
+pub fn delete(location: &Location, options: &RemoteOptions) -> Result<(), Error> {
+    let shown = location.to_string();
+    if !location.scheme().writable() {
+        return Err(Error::new(
+            ErrorKind::ReadOnly,
+            shown,
+            "deleting: http:// and https:// are read only",
+        ));
+    }
+    let counters = Arc::new(Counters::default());
+    let stores = store::store(location, options, &counters)?;
+    let path = location.store_path()?;
+    store::block_on(&shown, "deleting", options.timeout, async {
+        match stores.object.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(Error::from_store("deleting", &shown, e)),
+        }
+    })
+}

@@ -3,7 +3,8 @@
 //! A sharded checkpoint (a directory of zTensor files and the index that `ztensor-shard` reads)
 //! is planned ([`plan()`]) into units, one per output shard, that run anywhere ([`run_unit`])
 //! and are checked and indexed by [`finalize`]; [`write_all`] does all of it in one process
-//! with byte-identical results, on the parallel engine of `ztensor-par`. [`OutputGuard`] and
+//! with byte-identical results, on the parallel engine of `ztensor-par`, and [`write_all_to`]
+//! the same into objects under a prefix in object storage (a [`Destination`]). [`OutputGuard`] and
 //! [`Occupied`] keep an output directory from mixing checkpoints and take back a failed write;
 //! [`interrupt`] undoes the writes in progress for a signal handler.
 //!
@@ -21,10 +22,12 @@
 
 mod outdir;
 mod plan;
+mod prefix;
 
 pub use crate::outdir::{Occupied, OutputGuard, interrupt};
 pub use crate::plan::{
     InputFile, Outcome, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR, Receipt, Split, Unit,
     finalize, output_stem, plan, run_unit, write_all,
 };
+pub use crate::prefix::{Destination, Published, write_all_to};
 pub use ztensor_shard::{Error, ErrorKind, Result, size_and_digest};

@@ -189,6 +189,14 @@ pub enum Split {
 }
 
 /// `path` made absolute, without a trailing separator (`out/` and `out` plan alike).
+/// Whether `path` is a URL (`s3://…`, `gs://…`) rather than a local path: outputs there are
+/// written through a [`Destination`](crate::Destination).
+pub(crate) fn is_url(path: &Path) -> bool {
+    path.to_str().and_then(|s| s.split_once("://")).is_some_and(|(scheme, _)| {
+        !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    })
+}
+
 fn absolute(path: &Path) -> Result<PathBuf> {
     let absolute = std::path::absolute(path).map_err(|e| Error::io("cannot resolve", path, &e))?;
     Ok(absolute.components().collect())
@@ -232,8 +240,9 @@ pub fn plan(
 ) -> Result<Plan> {
     options.version()?;
     options.write_options()?;
-    let input = absolute(input)?;
-    let output = absolute(output)?;
+    // An object in a bucket is kept as given (`s3://bucket/model.zt`), as is a prefix.
+    let input = if is_url(input) { input.to_path_buf() } else { absolute(input)? };
+    let output = if is_url(output) { output.to_path_buf() } else { absolute(output)? };
     let stem = output_stem(&input);
     // Objects in order: name, decoded bytes, input shard.
     let mut objects: Vec<(String, u64, Option<Rc<str>>)> = Vec::with_capacity(source.len());
@@ -323,8 +332,11 @@ pub fn plan(
     locations.sort();
     locations.dedup();
     inputs.extend(locations.into_iter().map(|l| dir.join(l)));
+    // Objects in a bucket are read pinned to the version first seen (a change while they are
+    // read is refused there): only local files are checked for staleness by size.
     let inputs = inputs
         .into_iter()
+        .filter(|path| !is_url(path))
         .map(|path| {
             let size =
                 std::fs::metadata(&path).map_err(|e| Error::io("cannot read", &path, &e))?.len();
@@ -440,6 +452,10 @@ impl Plan {
     /// # Errors
     /// [`ErrorKind::Malformed`] naming the output and the input it is; I/O errors.
     pub fn check_not_over_inputs(&self) -> Result<()> {
+        // Objects in a bucket are no local file's.
+        if is_url(&self.output) {
+            return Ok(());
+        }
         let mut inputs = HashMap::with_capacity(self.inputs.len());
         for f in &self.inputs {
             if let Some(id) = FileId::of_path(&f.path)? {
@@ -618,23 +634,7 @@ fn write_unit(
     digest_of_plan: &str,
 ) -> Result<Receipt> {
     let u = plan.unit(unit)?;
-    // The unit's objects found by name (one lookup each), not by a pass over every object of
-    // the input: a plan of many units stays linear.
-    let mut keep = Vec::with_capacity(u.objects.len());
-    for o in &u.objects {
-        match source.find(o) {
-            Some(i) => keep.push(i),
-            None => {
-                return Err(Error::new(
-                    ErrorKind::Stale,
-                    format!("unit {unit}: the input has no object {o:?} (make a new plan)"),
-                )
-                .with_path(&plan.input));
-            }
-        }
-    }
-    keep.sort_unstable();
-    let only = Excluding::keeping(source, keep);
+    let only = unit_objects(plan, unit, source)?;
     let target = out.join(&u.shard);
     let mut writer = FileWriter::create_in(out, &u.shard, plan.options.version()?)?;
     let mut sink = ZtSink::new(writer.writer_mut(), plan.options.write_options()?, par, progress)
@@ -655,11 +655,50 @@ fn write_unit(
     })
 }
 
+/// The objects of unit `unit` of `source`, found by name (one lookup each), not by a pass
+/// over every object of the input: a plan of many units stays linear.
+///
+/// # Errors
+/// [`ErrorKind::Stale`] for an object the input lacks.
+pub(crate) fn unit_objects<'s>(
+    plan: &Plan,
+    unit: usize,
+    source: &'s dyn TensorSource,
+) -> Result<Excluding<'s>> {
+    let u = plan.unit(unit)?;
+    let mut keep = Vec::with_capacity(u.objects.len());
+    for o in &u.objects {
+        match source.find(o) {
+            Some(i) => keep.push(i),
+            None => {
+                return Err(Error::new(
+                    ErrorKind::Stale,
+                    format!("unit {unit}: the input has no object {o:?} (make a new plan)"),
+                )
+                .with_path(&plan.input));
+            }
+        }
+    }
+    Ok(Excluding::keeping(source, keep))
+}
+
 /// Writes the index of `plan`'s output from its units' receipts (as [`ShardIndex::to_json`]
 /// writes the index they make, byte for byte), straight from the plan: no map of every tensor
 /// name to its shard is built, nor a JSON tree of it.
 fn write_index(plan: &Plan, out: &OutputDir, receipts: &[Receipt]) -> Result<PathBuf> {
     let path = out.join(&plan.index);
+    let mut file = out.create(&plan.index)?;
+    index_json(plan, receipts, &mut file).map_err(|e| Error::io("cannot write", &path, &e))?;
+    file.persist()?;
+    Ok(path)
+}
+
+/// The index of `plan`'s output, from its units' receipts, into `out`.
+pub(crate) fn index_json(
+    plan: &Plan,
+    receipts: &[Receipt],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     // `Plan::read` and `plan` keep the sum within u64.
     let total_size = plan.units.iter().fold(0u64, |t, u| t.saturating_add(u.bytes));
     let units = || plan.units.iter().zip(receipts);
@@ -691,11 +730,7 @@ fn write_index(plan: &Plan, out: &OutputDir, receipts: &[Receipt]) -> Result<Pat
         let u = &plan.units[i];
         (u.objects[k].as_str(), u.shard.as_str())
     });
-    let mut file = out.create(&plan.index)?;
-    write_json(&mut file, total_size, shards.iter().copied(), weight_map)
-        .map_err(|e| Error::io("cannot write", &path, &e))?;
-    file.persist()?;
-    Ok(path)
+    write_json(out, total_size, shards.iter().copied(), weight_map)
 }
 
 /// Checks every unit's receipt and shard (the receipt belongs to this plan, the shard has its

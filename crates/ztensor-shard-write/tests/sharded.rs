@@ -460,3 +460,68 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
 }
+
+/// Objects kept in memory, as a bucket keeps them: written, then published (or not); a
+/// publish may be made to fail, to see what a failed write leaves.
+#[derive(Default)]
+struct Bucket {
+    objects: std::cell::RefCell<std::collections::BTreeMap<String, Vec<u8>>>,
+    /// Publishing the object of this name fails.
+    refuse: Option<String>,
+}
+
+impl ztensor_shard_write::Destination for Bucket {
+    type Object = Vec<u8>;
+
+    fn locate(&self, name: &str) -> String {
+        format!("mem://bucket/ckpt/{name}")
+    }
+
+    fn create(&self, _name: &str) -> std::io::Result<Vec<u8>> {
+        Ok(Vec::new())
+    }
+
+    fn publish(&self, name: &str, object: Vec<u8>) -> std::io::Result<()> {
+        if self.refuse.as_deref() == Some(name) {
+            return Err(std::io::Error::other("the store said no"));
+        }
+        self.objects.borrow_mut().insert(name.to_owned(), object);
+        Ok(())
+    }
+
+    fn remove(&self, name: &str) -> std::io::Result<()> {
+        self.objects.borrow_mut().remove(name);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_prefix_in_a_bucket_gets_the_bytes_of_a_local_directory_or_nothing() {
+    let d = scratch("prefix");
+    let path = input(&d, 12);
+    let reader = open(&path);
+    let par = ParOptions::with_threads(2);
+    let local = planned(&path, &reader, &d.join("local"), 6 << 10);
+    ztensor_shard_write::write_all(&local, &reader, &par, &()).unwrap();
+    // The same conversion into objects under a prefix: the URL kept as given in the plan.
+    let url = Path::new("mem://bucket/ckpt");
+    let remote = planned(&path, &reader, url, 6 << 10);
+    assert_eq!(remote.output, url);
+    assert_eq!(remote.units.len(), local.units.len());
+    let bucket = Bucket::default();
+    let done = ztensor_shard_write::write_all_to(&remote, &reader, &par, &(), &bucket).unwrap();
+    assert_eq!(done.index, format!("mem://bucket/ckpt/{}", remote.index));
+    assert_eq!(done.shards, remote.units.len());
+    let objects: Vec<(String, Vec<u8>)> = bucket.objects.into_inner().into_iter().collect();
+    let shard_bytes: usize =
+        objects.iter().filter(|(n, _)| *n != remote.index).map(|(_, b)| b.len()).sum();
+    assert_eq!(done.bytes, shard_bytes as u64);
+    assert_eq!(objects, files(&d.join("local")));
+    // A publish that fails part of the way (the third shard): the shards already published
+    // are removed, and no index is written.
+    let third = remote.units[2].shard.clone();
+    let failing = Bucket { refuse: Some(third.clone()), ..Bucket::default() };
+    let e = ztensor_shard_write::write_all_to(&remote, &reader, &par, &(), &failing).unwrap_err();
+    assert!(e.to_string().contains(&third) && e.to_string().contains("the store said no"), "{e}");
+    assert!(failing.objects.borrow().is_empty(), "{:?}", failing.objects.borrow().keys());
+}

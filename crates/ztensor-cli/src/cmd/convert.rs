@@ -71,10 +71,10 @@ pub(crate) fn command(a: ConvertArgs) -> Result<Done> {
     };
     let output = staged.as_ref().map_or(a.output.as_path(), |s| s.path());
     let remote_out = crate::remote::url_of(output);
-    if remote_out.is_some() && sharded.is_some() {
+    if remote_out.is_some() && sharded.is_some() && target == Target::Zt2 {
         anyhow::bail!(
-            "{}: a sharded output is not written to object storage yet; write one object (no \
-             trailing /) or a local directory",
+            "{}: a sharded zTensor 2 output is not written to object storage yet; write zTensor \
+             1.x shards there (--to 1.2), or one zTensor 2 object (no trailing /)",
             output.display()
         );
     }
@@ -114,16 +114,22 @@ pub(crate) fn command(a: ConvertArgs) -> Result<Done> {
         });
     }
     if let Some(index_path) = converted.index {
-        let index =
-            ztensor_shard::ShardIndex::read(&index_path).map_err(|e| crate::reported("", &e))?;
+        let (shards, bytes) = match converted.published {
+            Some(published) => published,
+            None => {
+                let index = ztensor_shard::ShardIndex::read(&index_path)
+                    .map_err(|e| crate::reported("", &e))?;
+                (index.shards.len(), index.shards.values().map(|s| s.size).sum())
+            }
+        };
         return Ok(Done::Shards {
             directory: output.to_path_buf(),
-            shards: index.shards.len(),
+            shards,
             index: index_path,
             format: target.to_string(),
             objects: converted.objects,
             decoded: converted.decoded.unwrap_or(0),
-            bytes: index.shards.values().map(|s| s.size).sum(),
+            bytes,
             took: started.elapsed(),
             notes: converted.notes,
         });
@@ -318,11 +324,21 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
     }
     let source = crate::open_source_with(r.input, r.carry_unknown)?;
     let plan = plan_of(r, split, &*source)?;
-    let cleared = super::outdir::clear(&r.dir(), &plan)?;
+    let prefix =
+        crate::remote::url_of(r.output).map(|url| crate::remote::Prefix::new(url, r.run.memory));
+    let cleared = match &prefix {
+        Some(prefix) => prefix.check_free(&plan.index, r.force)?,
+        None => super::outdir::clear(&r.dir(), &plan)?,
+    };
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
-    let done = ztensor_shard_write::write_all(&plan, &*source, &r.run.par(), &bar);
+    let par = r.run.par();
+    let done = match &prefix {
+        Some(prefix) => ztensor_shard_write::write_all_to(&plan, &*source, &par, &bar, prefix)
+            .map(|p| (std::path::PathBuf::from(p.index), Some((p.shards, p.bytes)))),
+        None => ztensor_shard_write::write_all(&plan, &*source, &par, &bar).map(|i| (i, None)),
+    };
     bar.finish();
-    let index = done.map_err(|e| crate::refusal(context, &e))?;
+    let (index, published) = done.map_err(|e| crate::refusal(context, &e))?;
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
     let decoded = plan.units.iter().map(|u| u.bytes).sum();
     let notes = cleared.into_iter().chain(oversized(&plan, split)).collect();
@@ -330,6 +346,7 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
         objects,
         peak: None,
         index: Some(index),
+        published,
         sharded_2: None,
         tally: None,
         decoded: Some(decoded),
@@ -425,6 +442,7 @@ fn sharded_2(
         objects: summary.objects,
         peak: None,
         index: None,
+        published: None,
         decoded: Some(summary.decoded),
         sharded_2: Some(summary),
         tally: None,
@@ -487,6 +505,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         objects: source.len(),
         peak: written.peak_in_flight,
         index: None,
+        published: None,
         sharded_2: None,
         tally: written.tally,
         decoded: Some(decoded),
