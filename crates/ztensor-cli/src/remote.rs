@@ -163,4 +163,40 @@ impl ztensor_shard_write::Destination for Prefix {
         let options = OPTIONS.get().cloned().unwrap_or_default();
         ztensor_remote::delete(&location, &options).map_err(std::io::Error::from)
     }
+
+    fn open(&self, name: &str) -> std::io::Result<Option<Box<dyn ztensor_io::ReadAt>>> {
+        let location = Location::parse(&self.locate(name)).map_err(std::io::Error::from)?;
+        let options = OPTIONS.get().cloned().unwrap_or_default();
+        match RemoteObject::open(&location, &options) {
+            Ok(object) => Ok(Some(Box::new(object))),
+            Err(e) if *e.kind() == ztensor_remote::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(std::io::Error::from(e)),
+        }
+    }
+}
+
+/// The bytes of the object at `url`, at most `max` of them (a plan, say).
+///
+/// # Errors
+/// The object's, or one longer than `max`.
+pub(crate) fn read_small(url: &str, max: u64) -> Result<Vec<u8>> {
+    use ztensor_io::ReadAt;
+    let object = object(url)?;
+    if object.len() > max {
+        anyhow::bail!("{url}: {} bytes, over the {max} read for it", object.len());
+    }
+    let mut bytes = vec![0u8; usize::try_from(object.len())?];
+    object.read_exact_at(0, &mut bytes).map_err(|e| anyhow!("{url}: {e}"))?;
+    Ok(bytes)
+}
+
+/// Publishes `bytes` as the object at `url`.
+///
+/// # Errors
+/// The upload's.
+pub(crate) fn put(url: &str, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut up = upload(url, None)?;
+    up.write_all(bytes).map_err(|e| anyhow!("{url}: {e}"))?;
+    publish(url, up)
 }

@@ -28,6 +28,22 @@ fn ztensor_s3(moto: &Moto, args: &[&str]) -> Output {
     ztensor_at(moto, "testing", args)
 }
 
+/// As [`ztensor_s3`], from the working directory `cwd` (another machine's, as far as paths
+/// go).
+fn ztensor_s3_in(moto: &Moto, cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ztensor"))
+        .args(args)
+        .current_dir(cwd)
+        .env("AWS_ENDPOINT_URL", &moto.endpoint)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SESSION_TOKEN")
+        .output()
+        .expect("the ztensor binary runs")
+}
+
 /// The requests and bytes the report on standard error gives for `url`.
 fn transfer(out: &Output, url: &str) -> (u64, u64) {
     let text = stderr(out);
@@ -209,6 +225,125 @@ fn a_sharded_output_into_a_prefix_is_the_local_checkpoint_object_for_file() {
     );
     assert!(forced.status.success(), "{}", stderr(&forced));
     assert!(!moto.uploads("models").contains("<UploadId>"), "{}", moto.uploads("models"));
+}
+
+#[test]
+fn plan_run_and_finalize_through_a_bucket_with_no_shared_directory() {
+    let Some(moto) = moto::start("plan_run_and_finalize_through_a_bucket_with_no_shared_directory")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    stocked(&moto, dir.path());
+    let args = ["--shard-size", "256KiB", "--zstd", "3"];
+    // The one-process local conversion, to compare with.
+    let local = dir.path().join("local");
+    let input = s(&dir.path().join("big.safetensors"));
+    let made =
+        crate::ztensor(&[&["convert", &input, &format!("{}/", s(&local))][..], &args].concat());
+    assert!(made.status.success(), "{}", stderr(&made));
+    // Input, plan and output in the bucket; each step from a working directory of its own.
+    let plan = "s3://models/plans/big.json";
+    let home = |name: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let planned = ztensor_s3_in(
+        &moto,
+        &home("planner"),
+        &[&["plan", "s3://models/big.safetensors", "s3://models/dist/", "-o", plan][..], &args]
+            .concat(),
+    );
+    assert!(planned.status.success(), "{}", stderr(&planned));
+    let units: usize = stdout(&planned)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", stdout(&planned)));
+    assert!(units >= 2, "{}", stdout(&planned));
+    // Finalize before the units: refused, naming them, nothing written.
+    let early = ztensor_s3_in(&moto, &home("early"), &["finalize", plan]);
+    assert_eq!(early.status.code(), Some(2), "{}", stderr(&early));
+    assert!(stderr(&early).contains("not done"), "{}", stderr(&early));
+    for unit in (0..units).rev() {
+        let k = unit.to_string();
+        let ran =
+            ztensor_s3_in(&moto, &home(&format!("worker-{unit}")), &["run", plan, "--unit", &k]);
+        assert!(ran.status.success(), "unit {unit}: {}", stderr(&ran));
+    }
+    // A unit run again (a retried job) is verified and left alone.
+    let again = ztensor_s3_in(&moto, &home("retry"), &["run", plan, "--unit", "0", "-q"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let done = ztensor_s3_in(&moto, &home("finisher"), &["finalize", plan, "--deep"]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    // The bucket holds the local checkpoint, object for file, receipts beside it.
+    for entry in std::fs::read_dir(&local).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let url = format!("s3://models/dist/{name}");
+        let object = crate::remote_support::read_back(&moto, &url)
+            .unwrap_or_else(|e| panic!("{url}: {e:?}"));
+        assert!(object == std::fs::read(local.join(&name)).unwrap(), "{url}");
+    }
+    let receipt = "s3://models/dist/.ztensor-receipts/unit-00000.json";
+    assert!(crate::remote_support::read_back(&moto, receipt).is_ok(), "no {receipt}");
+    assert!(!moto.uploads("models").contains("<UploadId>"), "{}", moto.uploads("models"));
+}
+
+/// The bucket recipe for Kubernetes runs as written: its container's command, given each
+/// JOB_COMPLETION_INDEX, writes every unit of a plan it reads from the bucket.
+#[test]
+fn the_kubernetes_bucket_recipe_runs_every_unit() {
+    let Some(moto) = moto::start("the_kubernetes_bucket_recipe_runs_every_unit") else {
+        return;
+    };
+    let recipe = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/schedulers/k8s-indexed-job-bucket.yaml"),
+    )
+    .unwrap();
+    let line = recipe.lines().find(|l| l.trim_start().starts_with("command:")).unwrap();
+    let inner = line.split_once('[').unwrap().1.rsplit_once(']').unwrap().0;
+    let command: Vec<String> =
+        inner.split(',').map(|w| w.trim().trim_matches('"').to_owned()).collect();
+    assert_eq!(command[..2], ["ztensor", "run"], "{line}");
+    let plan = command[2].clone();
+    assert!(plan.starts_with("s3://checkpoints/"), "{plan}");
+    moto.bucket("checkpoints");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("model.safetensors"), safetensors_fixture()).unwrap();
+    let planned = ztensor_s3_in(
+        &moto,
+        dir.path(),
+        &["plan", "model.safetensors", "s3://checkpoints/llama-zt/", "--shard-size", "256KiB"]
+            .iter()
+            .copied()
+            .chain(["-o", &plan])
+            .collect::<Vec<_>>(),
+    );
+    assert!(planned.status.success(), "{}", stderr(&planned));
+    let units: usize = stdout(&planned).split_whitespace().nth(1).unwrap().parse().unwrap();
+    for unit in 0..units {
+        let pod = dir.path().join(format!("pod-{unit}"));
+        std::fs::create_dir_all(&pod).unwrap();
+        let ran = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+            .args(&command[1..])
+            .current_dir(&pod)
+            .env("JOB_COMPLETION_INDEX", unit.to_string())
+            .env("AWS_ENDPOINT_URL", &moto.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .env_remove("AWS_PROFILE")
+            .output()
+            .unwrap();
+        assert!(ran.status.success(), "pod {unit}: {}", stderr(&ran));
+    }
+    let done = ztensor_s3_in(&moto, dir.path(), &["finalize", &plan]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let index = "s3://checkpoints/llama-zt/model.zt.index.json";
+    let text = String::from_utf8(crate::remote_support::read_back(&moto, index).unwrap()).unwrap();
+    assert!(text.contains("model-00001-of-"), "{text}");
 }
 
 #[test]

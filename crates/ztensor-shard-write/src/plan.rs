@@ -398,8 +398,24 @@ impl Plan {
             return Err(malformed(format!("plan of {len} bytes, over the limit")));
         }
         let bytes = ztensor_io::read_input(path, MAX_INDEX_LEN)?;
+        Plan::from_json(&bytes, path)
+    }
+
+    /// The longest plan read, in bytes.
+    pub const MAX_LEN: u64 = MAX_INDEX_LEN;
+
+    /// A plan from the bytes of its file (read from `path`, which errors name: a local path
+    /// or a URL), checked as [`Plan::read`] checks one.
+    ///
+    /// # Errors
+    /// As [`Plan::read`].
+    pub fn from_json(bytes: &[u8], path: &Path) -> Result<Plan> {
+        let malformed = |m: String| Error::new(ErrorKind::Malformed, m).with_path(path);
+        if bytes.len() as u64 > MAX_INDEX_LEN {
+            return Err(malformed(format!("plan of {} bytes, over the limit", bytes.len())));
+        }
         let plan: Plan =
-            serde_json::from_slice(&bytes).map_err(|e| malformed(format!("plan: {e}")))?;
+            serde_json::from_slice(bytes).map_err(|e| malformed(format!("plan: {e}")))?;
         if plan.plan != PLAN_FORMAT {
             return Err(malformed(format!(
                 "plan format {}; this version reads {PLAN_FORMAT}",
@@ -527,7 +543,7 @@ impl Plan {
 }
 
 /// The file name of unit `unit`'s receipt in [`RECEIPTS_DIR`].
-fn receipt_name(unit: usize) -> String {
+pub(crate) fn receipt_name(unit: usize) -> String {
     format!("unit-{unit:05}.json")
 }
 

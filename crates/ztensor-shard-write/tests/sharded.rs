@@ -493,6 +493,11 @@ impl ztensor_shard_write::Destination for Bucket {
         self.objects.borrow_mut().remove(name);
         Ok(())
     }
+
+    fn open(&self, name: &str) -> std::io::Result<Option<Box<dyn ztensor_io::ReadAt>>> {
+        let object = self.objects.borrow().get(name).cloned();
+        Ok(object.map(|bytes| Box::new(bytes) as Box<dyn ztensor_io::ReadAt>))
+    }
 }
 
 #[test]
@@ -524,4 +529,46 @@ fn a_prefix_in_a_bucket_gets_the_bytes_of_a_local_directory_or_nothing() {
     let e = ztensor_shard_write::write_all_to(&remote, &reader, &par, &(), &failing).unwrap_err();
     assert!(e.to_string().contains(&third) && e.to_string().contains("the store said no"), "{e}");
     assert!(failing.objects.borrow().is_empty(), "{:?}", failing.objects.borrow().keys());
+}
+
+#[test]
+fn units_run_into_a_bucket_equal_one_process_and_finalize_checks_them() {
+    let d = scratch("bucket-units");
+    let path = input(&d, 12);
+    let reader = open(&path);
+    let par = ParOptions::with_threads(2);
+    let local = planned(&path, &reader, &d.join("local"), 6 << 10);
+    ztensor_shard_write::write_all(&local, &reader, &par, &()).unwrap();
+    let plan = planned(&path, &reader, Path::new("mem://bucket/ckpt"), 6 << 10);
+    let bucket = Bucket::default();
+    // Nothing run: finalize names every unit, and writes nothing.
+    let e = ztensor_shard_write::finalize_to(&plan, false, &bucket).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Incomplete);
+    assert!(bucket.objects.borrow().is_empty());
+    for unit in (0..plan.units.len()).rev() {
+        let outcome =
+            ztensor_shard_write::run_unit_to(&plan, unit, &reader, &par, &(), &bucket).unwrap();
+        assert!(matches!(outcome, Outcome::Written(_)));
+    }
+    // A unit run again is verified and left alone.
+    let again = ztensor_shard_write::run_unit_to(&plan, 0, &reader, &par, &(), &bucket).unwrap();
+    assert!(matches!(again, Outcome::AlreadyDone(_)));
+    let index = ztensor_shard_write::finalize_to(&plan, true, &bucket).unwrap();
+    assert_eq!(index, format!("mem://bucket/ckpt/{}", plan.index));
+    // Shards and index as the one-process local write; receipts beside them.
+    let objects = bucket.objects.borrow().clone();
+    let (receipts, rest): (Vec<_>, Vec<_>) =
+        objects.into_iter().partition(|(n, _)| n.starts_with(ztensor_shard_write::RECEIPTS_DIR));
+    assert_eq!(receipts.len(), plan.units.len());
+    assert_eq!(rest, files(&d.join("local")));
+    // A shard changed behind its receipt's back (same size): finalize names its unit, and
+    // running the unit again writes it anew.
+    let shard = plan.units[1].shard.clone();
+    bucket.objects.borrow_mut().get_mut(&shard).unwrap()[100] ^= 0xff;
+    let e = ztensor_shard_write::finalize_to(&plan, true, &bucket).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Incomplete);
+    assert!(e.to_string().ends_with(": 1"), "{e}");
+    let redone = ztensor_shard_write::run_unit_to(&plan, 1, &reader, &par, &(), &bucket).unwrap();
+    assert!(matches!(redone, Outcome::Written(_)));
+    ztensor_shard_write::finalize_to(&plan, true, &bucket).unwrap();
 }

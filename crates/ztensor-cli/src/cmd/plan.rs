@@ -2,7 +2,7 @@
 //! scheduler, one unit run anywhere, and the index written once every unit is checked.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 
@@ -36,6 +36,20 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
     };
     let source = open_source_with(&a.input, a.carry_unknown_dtypes)?;
     let made = plan_of(&request, split, &*source)?;
+    // A plan in a bucket: one object, which the plan's own names cannot be (they are under
+    // the output prefix, and objects are no files).
+    if let Some(url) = crate::remote::url_of(&a.plan) {
+        let named = made.output.join(&made.index);
+        let shards = made.units.iter().map(|u| made.output.join(&u.shard));
+        if let Some(other) = shards.chain([named]).find(|p| p.as_path() == a.plan.as_path()) {
+            return Err(anyhow!(
+                "{url} is also {} of the plan (choose another -o)",
+                other.display()
+            ));
+        }
+        crate::remote::put(url, made.to_json().as_bytes())?;
+        return Ok(planned(&made, split, a.plan));
+    }
     // The plan file is neither a file the plan reads nor one it will write.
     if let Some(id) = ztensor_io::FileId::of_path(&a.plan).map_err(|e| anyhow!("{e}"))? {
         let named = made.inputs.iter().map(|f| f.path.clone()).chain(
@@ -59,20 +73,46 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
     file.write_all(made.to_json().as_bytes())
         .with_context(|| format!("cannot write {}", a.plan.display()))?;
     file.persist().map_err(|e| anyhow!("{e}"))?;
-    Ok(Done::Planned {
+    Ok(planned(&made, split, a.plan))
+}
+
+/// What `plan` tells of the plan `made`, written to `plan`.
+fn planned(
+    made: &ztensor_shard_write::Plan,
+    split: ztensor_shard_write::Split,
+    plan: std::path::PathBuf,
+) -> Done {
+    Done::Planned {
         units: made.units.len(),
         objects: made.units.iter().map(|u| u.objects.len()).sum(),
         decoded: made.units.iter().map(|u| u.bytes).sum(),
-        note: super::convert::oversized(&made, split),
-        plan: a.plan,
-    })
+        note: super::convert::oversized(made, split),
+        plan,
+    }
+}
+
+/// The plan at `path`: a file, or an object in a bucket.
+fn read_plan(path: &Path) -> Result<ztensor_shard_write::Plan> {
+    match crate::remote::url_of(path) {
+        Some(url) => {
+            let bytes = crate::remote::read_small(url, ztensor_shard_write::Plan::MAX_LEN)?;
+            ztensor_shard_write::Plan::from_json(&bytes, path)
+        }
+        None => ztensor_shard_write::Plan::read(path),
+    }
+    .map_err(|e| reported("", &e))
+}
+
+/// The prefix a plan's output is in object storage, when it is.
+fn prefix_of(plan: &ztensor_shard_write::Plan, run: &Run) -> Option<crate::remote::Prefix> {
+    crate::remote::url_of(&plan.output).map(|url| crate::remote::Prefix::new(url, run.memory))
 }
 
 /// `ztensor run PLAN`: one unit (given, or the scheduler's) written, or found done and
 /// verified.
 pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Done> {
     run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
-    let plan = ztensor_shard_write::Plan::read(path).map_err(|e| reported("", &e))?;
+    let plan = read_plan(path)?;
     let unit = match unit {
         Some(k) => k,
         None => unit_from_environment()?,
@@ -81,7 +121,13 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
     let total = plan.units.get(unit).map_or(0, |u| u.bytes);
     let bar = Bar::new(total, run.quiet);
     let started = std::time::Instant::now();
-    let done = ztensor_shard_write::run_unit(&plan, unit, &*source, &run.par(), &bar);
+    let par = run.par();
+    let done = match prefix_of(&plan, run) {
+        Some(prefix) => {
+            ztensor_shard_write::run_unit_to(&plan, unit, &*source, &par, &bar, &prefix)
+        }
+        None => ztensor_shard_write::run_unit(&plan, unit, &*source, &par, &bar),
+    };
     bar.finish();
     let context = format!("unit {unit} of {}", path.display());
     let outcome = done.map_err(|e| crate::refusal(&context, &e))?;
@@ -99,9 +145,13 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
 
 /// `ztensor finalize PLAN`: every unit's receipt and shard checked, the index written.
 pub(crate) fn finalize(path: &Path, deep: bool) -> Result<Done> {
-    let plan = ztensor_shard_write::Plan::read(path).map_err(|e| reported("", &e))?;
-    let index = ztensor_shard_write::finalize(&plan, deep)
-        .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e))?;
+    let plan = read_plan(path)?;
+    let quiet = Run { threads: 0, memory: None, quiet: true, no_wait: false };
+    let index = match prefix_of(&plan, &quiet) {
+        Some(prefix) => ztensor_shard_write::finalize_to(&plan, deep, &prefix).map(PathBuf::from),
+        None => ztensor_shard_write::finalize(&plan, deep),
+    }
+    .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e))?;
     Ok(Done::Finalized {
         index,
         shards: plan.units.len(),
