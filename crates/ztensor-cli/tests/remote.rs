@@ -402,20 +402,30 @@ fn sigint_and_sigterm_during_an_upload_abort_it_and_sigkill_publishes_nothing() 
         return;
     };
     moto.bucket("models");
-    // 128 MiB of f32: sixteen 8 MiB parts, long enough to be interrupted mid-way.
+    // 1 GiB of f32: 128 parts of 8 MiB, interrupted mid-way (written in pieces, never held).
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("large.safetensors");
-    let n: usize = 32 << 20;
+    let n: usize = 256 << 20;
     let header =
         format!("{{\"w\":{{\"dtype\":\"F32\",\"shape\":[{n}],\"data_offsets\":[0,{}]}}}}", n * 4);
     let mut header = header.into_bytes();
     while header.len() % 8 != 0 {
         header.push(b' ');
     }
-    let mut file = (header.len() as u64).to_le_bytes().to_vec();
-    file.extend_from_slice(&header);
-    file.extend((0..n).flat_map(|i| (i as u32).to_le_bytes()));
-    std::fs::write(&input, &file).unwrap();
+    {
+        use std::io::Write;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&input).unwrap());
+        file.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+        file.write_all(&header).unwrap();
+        let mut piece = Vec::with_capacity(4 << 20);
+        for start in (0..n).step_by(1 << 20) {
+            piece.clear();
+            piece.extend((start..start + (1 << 20)).flat_map(|i| (i as u32).to_le_bytes()));
+            file.write_all(&piece).unwrap();
+        }
+        file.flush().unwrap();
+    }
+    assert_eq!(std::fs::metadata(&input).unwrap().len(), (1 << 30) + 8 + header.len() as u64);
     for (signal, status) in [("INT", Some(130)), ("TERM", Some(143)), ("KILL", None)] {
         let url = format!("s3://models/interrupted-{signal}.zt");
         let child = Command::new(env!("CARGO_BIN_EXE_ztensor"))
