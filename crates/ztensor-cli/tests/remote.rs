@@ -4,7 +4,10 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use ztensor_remote::{Location, RemoteUpload};
+
 use crate::moto::{self, Moto};
+use crate::remote_support;
 use crate::{stderr, stdout};
 
 /// Runs `ztensor args` against `moto`, configured the AWS way from the environment, with the
@@ -26,6 +29,16 @@ fn ztensor_at(moto: &Moto, secret: &str, args: &[&str]) -> Output {
 
 fn ztensor_s3(moto: &Moto, args: &[&str]) -> Output {
     ztensor_at(moto, "testing", args)
+}
+
+/// Replaces the object at `url` with `bytes`, signed as a user of the bucket (moto lets no
+/// anonymous request replace an object).
+fn put_signed(moto: &Moto, url: &str, bytes: &[u8]) {
+    use std::io::Write;
+    let location = Location::parse(url).unwrap();
+    let mut up = RemoteUpload::create(&location, &remote_support::options(moto)).unwrap();
+    up.write_all(bytes).unwrap();
+    up.finish().unwrap();
 }
 
 /// As [`ztensor_s3`], from the working directory `cwd` (another machine's, as far as paths
@@ -225,6 +238,49 @@ fn a_sharded_output_into_a_prefix_is_the_local_checkpoint_object_for_file() {
     );
     assert!(forced.status.success(), "{}", stderr(&forced));
     assert!(!moto.uploads("models").contains("<UploadId>"), "{}", moto.uploads("models"));
+    // The checkpoint in the bucket reads as the local one: info, verify (every shard's digest),
+    // and a conversion back to one file holding what the input holds.
+    let index = "s3://models/ckpt/big.zt.index.json";
+    let info = ztensor_s3(&moto, &["info", index]);
+    assert!(info.status.success(), "{}", stderr(&info));
+    assert!(stdout(&info).contains("sharded zTensor"), "{}", stdout(&info));
+    let verified = ztensor_s3(&moto, &["verify", index]);
+    assert!(verified.status.success(), "{}{}", stdout(&verified), stderr(&verified));
+    let whole = dir.path().join("whole.zt");
+    let back = ztensor_s3(&moto, &["convert", index, &s(&whole)]);
+    assert!(back.status.success(), "{}", stderr(&back));
+    let same = crate::ztensor(&["diff", &s(&whole), &input]);
+    assert!(same.status.success(), "{}{}", stdout(&same), stderr(&same));
+    // A shard changed in the bucket (same size): verify names it, status 1.
+    let first = names.iter().find(|n| n.ends_with(".zt") && *n != "big.zt.index.json").unwrap();
+    let mut bytes = std::fs::read(local.join(first)).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 0xff;
+    put_signed(&moto, &format!("s3://models/ckpt/{first}"), &bytes);
+    let broken = ztensor_s3(&moto, &["verify", index]);
+    assert_eq!(broken.status.code(), Some(1), "{}{}", stdout(&broken), stderr(&broken));
+    // A sharded safetensors checkpoint in a bucket, its shards beside its index.
+    let checkpoint =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/examples/checkpoint");
+    for entry in std::fs::read_dir(&checkpoint).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        moto.put("models", &format!("hf/{name}"), &std::fs::read(entry.path()).unwrap());
+    }
+    let hf = "s3://models/hf/model.safetensors.index.json";
+    let local_hf = s(&checkpoint.join("model.safetensors.index.json"));
+    let from_hf = dir.path().join("hf.zt");
+    let out = ztensor_s3(&moto, &["convert", hf, &s(&from_hf)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let same = crate::ztensor(&["diff", &s(&from_hf), &local_hf]);
+    assert!(same.status.success(), "{}{}", stdout(&same), stderr(&same));
+    // A shard missing from the bucket: status 2, naming it.
+    let shard = "s3://models/hf/model-00002-of-00002.safetensors";
+    ztensor_remote::delete(&Location::parse(shard).unwrap(), &remote_support::options(&moto))
+        .unwrap();
+    let gone = ztensor_s3(&moto, &["info", hf]);
+    assert_eq!(gone.status.code(), Some(2), "{}", stderr(&gone));
+    assert!(stderr(&gone).contains("model-00002-of-00002.safetensors"), "{}", stderr(&gone));
 }
 
 #[test]

@@ -69,7 +69,7 @@ impl<S: ReadAt> ShardedSafetensors<S> {
     /// As [`ShardedSafetensors::open`].
     pub fn open_with(
         path: &Path,
-        mut open_shard: impl FnMut(&Path) -> Result<SafetensorsFile<S>>,
+        open_shard: impl FnMut(&Path) -> Result<SafetensorsFile<S>>,
     ) -> Result<ShardedSafetensors<S>> {
         let malformed = |m: String| Error::new(ErrorKind::Malformed, m).with_path(path);
         let len = std::fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?.len();
@@ -79,9 +79,28 @@ impl<S: ReadAt> ShardedSafetensors<S> {
             )));
         }
         let bytes = ztensor_io::read_input(path, MAX_INDEX_LEN)?;
+        ShardedSafetensors::open_index(path, &bytes, open_shard)
+    }
+
+    /// The checkpoint whose index is `bytes` (read from `path`, which messages name: a file,
+    /// or an object's URL), each shard opened with `open_shard` at its path beside the index.
+    ///
+    /// # Errors
+    /// As [`ShardedSafetensors::open`].
+    pub fn open_index(
+        path: &Path,
+        bytes: &[u8],
+        mut open_shard: impl FnMut(&Path) -> Result<SafetensorsFile<S>>,
+    ) -> Result<ShardedSafetensors<S>> {
+        let malformed = |m: String| Error::new(ErrorKind::Malformed, m).with_path(path);
+        if bytes.len() as u64 > MAX_INDEX_LEN {
+            return Err(malformed(format!(
+                "index of {} bytes, over the {MAX_INDEX_LEN}-byte limit",
+                bytes.len()
+            )));
+        }
         let index: Index =
-            serde_json::from_slice(&bytes).map_err(|e| malformed(format!("index: {e}")))?;
-        drop(bytes);
+            serde_json::from_slice(bytes).map_err(|e| malformed(format!("index: {e}")))?;
         // Tensor → shard, checking names: each shard's name is kept once, and each listed
         // tensor points at it (a million tensors name a handful of shards).
         let mut shard_names: Vec<&str> = Vec::new();

@@ -124,3 +124,22 @@ def test_writes_to_urls_that_cannot_hold_them_are_refused(s3, tmp):
     assert not [o for o in listed if o["Key"] == "x2.tb"]
     uploads = s3.list_multipart_uploads(Bucket="models").get("Uploads", [])
     assert uploads == []
+
+
+def test_a_sharded_checkpoint_in_a_bucket_reads_as_the_local_one(s3, tmp):
+    """An index in a bucket, its shards the objects beside it: read by ranges, as files are."""
+    from pathlib import Path
+
+    checkpoint = Path(__file__).resolve().parents[3] / "fixtures" / "examples" / "checkpoint"
+    for path in checkpoint.iterdir():
+        s3.put_object(Bucket="models", Key=f"sharded/{path.name}", Body=path.read_bytes())
+    url = "s3://models/sharded/model.safetensors.index.json"
+    local = ztensor_rs.load_file(checkpoint / "model.safetensors.index.json")
+    remote = ztensor_rs.load_file(url)
+    assert sorted(remote) == sorted(local) and len(local) > 1
+    for name, value in local.items():
+        assert remote[name].tobytes() == value.tobytes(), name
+    # A shard gone: FileNotFoundError naming it.
+    s3.delete_object(Bucket="models", Key="sharded/model-00002-of-00002.safetensors")
+    with pytest.raises(FileNotFoundError, match="model-00002-of-00002.safetensors"):
+        ztensor_rs.load_file(url)

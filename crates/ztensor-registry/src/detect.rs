@@ -123,11 +123,16 @@ pub fn detect_bytes(bytes: &[u8], name: Option<&Path>) -> Result<Kind, Error> {
 }
 
 /// What `source` is, by its content, as [`detect`] tells a file; `name` (its path, when it
-/// has one) decides between formats when the content is damaged.
+/// has one) tells a sharded checkpoint's index, and decides between formats when the content
+/// is damaged.
 ///
 /// # Errors
 /// As [`detect`].
 pub fn detect_source<S: ReadAt>(source: &S, name: Option<&Path>) -> Result<Kind, Error> {
+    // A sharded checkpoint's index is JSON, told by its name (an object in a bucket too).
+    if let Some(kind) = name.and_then(by_name) {
+        return enabled(kind, name);
+    }
     let shown = name.map_or_else(|| "the bytes".to_owned(), |p| p.display().to_string());
     let io = |e: std::io::Error| {
         Error::from_io(ztensor_io::Error::io("reading", name.map(Path::to_path_buf), e))
@@ -213,7 +218,7 @@ pub(crate) fn enabled(kind: Kind, name: Option<&Path>) -> Result<Kind, Error> {
 }
 
 /// The sharded checkpoints, known by their index's name.
-fn by_name(path: &Path) -> Option<Kind> {
+pub(crate) fn by_name(path: &Path) -> Option<Kind> {
     let name = path.file_name()?.to_str()?;
     if name.ends_with(".safetensors.index.json") {
         Some(Kind::SafetensorsIndex)

@@ -51,6 +51,8 @@ mod table;
 mod write;
 
 pub use detect::{Error, ErrorKind, detect, detect_bytes, detect_source};
+#[cfg(all(feature = "remote", feature = "sharded"))]
+pub use open::open_remote_zt_index;
 #[cfg(feature = "tensorbuffers")]
 pub use open::open_tb;
 #[cfg(feature = "sharded")]

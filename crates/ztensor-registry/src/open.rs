@@ -583,7 +583,104 @@ pub fn open_remote(
     options: &OpenOptions,
 ) -> Result<Opened, OpenError> {
     let name = std::path::PathBuf::from(object.location().to_string());
+    if let Some(opened) = open_remote_index(&object, &name, options)? {
+        return Ok(opened);
+    }
     open_read_at(object, Some(&name), options)?.within_budget(Some(&name), options)
+}
+
+/// The longest index of a sharded checkpoint read from a bucket (the readers' own limit).
+#[cfg(feature = "remote")]
+const MAX_REMOTE_INDEX: u64 = 256 << 20;
+
+/// The bytes of the index object `index` (named `name`), within the readers' limit.
+#[cfg(feature = "remote")]
+fn remote_index_bytes(
+    index: &ztensor_remote::RemoteObject,
+    name: &Path,
+) -> Result<Vec<u8>, OpenError> {
+    let read_error = |e: std::io::Error| {
+        OpenError::Zt(ztensor_io::Error::io("reading the index", Some(name.to_owned()), e))
+    };
+    if index.len() > MAX_REMOTE_INDEX {
+        return Err(read_error(std::io::Error::other(format!(
+            "an index of {} bytes, over the {MAX_REMOTE_INDEX}-byte limit",
+            index.len()
+        ))));
+    }
+    let mut bytes = vec![0u8; usize::try_from(index.len()).unwrap_or(0)];
+    index.read_exact_at(0, &mut bytes).map_err(read_error)?;
+    Ok(bytes)
+}
+
+/// The object beside `index` that `shard` (a path a checkpoint reader made beside the index's)
+/// names.
+#[cfg(feature = "remote")]
+fn beside(
+    index: &ztensor_remote::RemoteObject,
+    shard: &Path,
+) -> ztensor_io::Result<ztensor_remote::RemoteObject> {
+    let plain = shard.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    index
+        .sibling(plain)
+        .map_err(|e| ztensor_io::Error::io("opening a shard", Some(shard.to_owned()), e.into()))
+}
+
+/// The sharded zTensor checkpoint whose index is the object `index`, its shards the objects
+/// beside it (read by ranges), as its own reader: for what needs more than a tensor source
+/// (checking every shard's digest).
+///
+/// # Errors
+/// The checkpoint reader's error; a failed request, as an I/O error naming the URL.
+#[cfg(all(feature = "remote", feature = "sharded"))]
+pub fn open_remote_zt_index(
+    index: ztensor_remote::RemoteObject,
+    options: &OpenOptions,
+) -> Result<ztensor_shard::ShardedZtensor<ztensor_remote::RemoteObject>, OpenError> {
+    let name = std::path::PathBuf::from(index.location().to_string());
+    let bytes = remote_index_bytes(&index, &name)?;
+    let parsed = ztensor_shard::ShardIndex::from_json(&bytes, &name).map_err(OpenError::Shard)?;
+    ztensor_shard::ShardedZtensor::open_with(&name, parsed, &options.options, |shard| {
+        beside(&index, shard).map_err(ztensor_shard::Error::from)
+    })
+    .map_err(OpenError::Shard)
+}
+
+/// A sharded checkpoint whose index is the object `index` (told by its name, as a file's is),
+/// its shards the objects beside it, read by ranges as any object is; `None` for an object
+/// that is no index.
+#[cfg(feature = "remote")]
+fn open_remote_index(
+    index: &ztensor_remote::RemoteObject,
+    name: &Path,
+    options: &OpenOptions,
+) -> Result<Option<Opened>, OpenError> {
+    let opened = match crate::detect::by_name(name) {
+        #[cfg(feature = "sharded")]
+        Some(Kind::ZtIndex) => {
+            let ckpt = open_remote_zt_index(index.clone(), options)?;
+            let files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
+            let shards =
+                ckpt.shards().iter().map(|(_, r)| r.source().len()).fold(0, u64::saturating_add);
+            Opened { input_len: shards, files, ..Opened::new(Kind::ZtIndex, ckpt) }
+        }
+        #[cfg(feature = "safetensors")]
+        Some(Kind::SafetensorsIndex) => {
+            let bytes = remote_index_bytes(index, name)?;
+            let ckpt =
+                ztensor_foreign::sharded::ShardedSafetensors::open_index(name, &bytes, |shard| {
+                    ztensor_foreign::safetensors::SafetensorsFile::new(beside(index, shard)?)
+                })
+                .map_err(OpenError::Foreign)?
+                .carry_unknown_dtypes(options.carry_unknown_dtypes);
+            let files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
+            let shards =
+                ckpt.shards().iter().map(|(_, f)| f.source().len()).fold(0, u64::saturating_add);
+            Opened { input_len: shards, files, ..Opened::new(Kind::SafetensorsIndex, ckpt) }
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(Opened { input_len: opened.input_len.saturating_add(index.len()), ..opened }))
 }
 
 /// Opens `source`, the bytes of one file (named `name` in messages, when it has one), with the

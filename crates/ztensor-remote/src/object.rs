@@ -132,6 +132,26 @@ impl RemoteObject {
         &self.inner.location
     }
 
+    /// Opens the object `name` beside this one (in the same "directory" of its bucket), with
+    /// the same options: a sharded checkpoint's shard beside its index, say. `name` is a plain
+    /// name (no `/`, not `.` or `..`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidUrl`] for a name that is not plain; as [`RemoteObject::open`].
+    pub fn sibling(&self, name: &str) -> Result<RemoteObject, Error> {
+        let shown = self.inner.location.to_string();
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\']) {
+            return Err(Error::new(
+                ErrorKind::InvalidUrl,
+                shown,
+                format!("{name:?} is not a plain name of an object beside this one"),
+            ));
+        }
+        let base = shown.rsplit_once('/').map_or(shown.as_str(), |(dir, _)| dir);
+        let location = Location::parse(&format!("{base}/{name}"))?;
+        RemoteObject::open(&location, &self.inner.options)
+    }
+
     /// The version it is read at (its ETag), when the store gives one.
     pub fn e_tag(&self) -> Option<&str> {
         self.inner.e_tag.as_deref()

@@ -10,7 +10,7 @@ use std::path::Path;
 use sha2::{Digest as _, Sha256};
 use ztensor_io::{ReadAt, TensorSink, TensorSource};
 use ztensor_par::{ParOptions, Progress, ZtSink};
-use ztensor_shard::digest::hex;
+use ztensor_shard::digest::{digest_source, hex};
 use ztensor_shard::index::is_sha256;
 use ztensor_shard::{Error, ErrorKind, Result};
 
@@ -182,20 +182,6 @@ fn receipt_object(unit: usize) -> String {
     format!("{RECEIPTS_DIR}/{}", receipt_name(unit))
 }
 
-/// Hashes all of `object` (SHA-256), a piece at a time.
-fn digest_of(object: &dyn ReadAt, shown: &Path) -> Result<String> {
-    let mut sha = Sha256::new();
-    let mut buf = vec![0u8; 4 << 20];
-    let mut at = 0u64;
-    while at < object.len() {
-        let n = usize::try_from((object.len() - at).min(buf.len() as u64)).unwrap_or(buf.len());
-        object.read_exact_at(at, &mut buf[..n]).map_err(|e| Error::io("cannot read", shown, &e))?;
-        sha.update(&buf[..n]);
-        at += n as u64;
-    }
-    Ok(format!("sha256:{}", hex(&sha.finalize())))
-}
-
 /// The receipt of `unit` in `to` when it is there, belongs to this plan, and its shard
 /// matches it (size, and with `hash` its digest); `None` otherwise.
 fn done_at<D: Destination>(
@@ -232,7 +218,7 @@ fn done_at<D: Destination>(
     if shard.len() != receipt.size {
         return Ok(None);
     }
-    if hash && digest_of(&*shard, Path::new(&shown))? != receipt.digest {
+    if hash && digest_source(&*shard, Path::new(&shown))? != receipt.digest {
         return Ok(None);
     }
     Ok(Some(receipt))

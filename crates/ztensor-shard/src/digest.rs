@@ -39,3 +39,21 @@ pub fn digest_file(mut file: File, path: &Path) -> Result<(u64, String)> {
     }
     Ok((size, format!("sha256:{}", hex(&hasher.finalize()))))
 }
+
+/// The `sha256:` digest of all of `source` (a shard open as a file, or an object in a
+/// bucket; `path` names it in messages), read a piece at a time.
+///
+/// # Errors
+/// I/O errors.
+pub fn digest_source(source: &dyn ztensor_io::ReadAt, path: &Path) -> Result<String> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut at = 0u64;
+    while at < source.len() {
+        let n = usize::try_from((source.len() - at).min(buf.len() as u64)).unwrap_or(buf.len());
+        source.read_exact_at(at, &mut buf[..n]).map_err(|e| Error::io("cannot read", path, &e))?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(format!("sha256:{}", hex(&hasher.finalize())))
+}

@@ -89,8 +89,24 @@ impl ShardIndex {
             )));
         }
         let bytes = ztensor_io::read_input(path, MAX_INDEX_LEN)?;
+        ShardIndex::from_json(&bytes, path)
+    }
+
+    /// The index in `bytes` (read from `path`, which errors name: a file, or an object's URL),
+    /// checked as [`ShardIndex::read`] checks one.
+    ///
+    /// # Errors
+    /// As [`ShardIndex::read`].
+    pub fn from_json(bytes: &[u8], path: &Path) -> Result<ShardIndex> {
+        let malformed = |m: String| Error::new(ErrorKind::Malformed, m).with_path(path);
+        if bytes.len() as u64 > MAX_INDEX_LEN {
+            return Err(malformed(format!(
+                "index of {} bytes, over the {MAX_INDEX_LEN}-byte limit",
+                bytes.len()
+            )));
+        }
         let raw: Raw =
-            serde_json::from_slice(&bytes).map_err(|e| malformed(format!("index: {e}")))?;
+            serde_json::from_slice(bytes).map_err(|e| malformed(format!("index: {e}")))?;
         let mut shards = BTreeMap::new();
         for (name, s) in raw.shards {
             if !is_plain_name(&name) {

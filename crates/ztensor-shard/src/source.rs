@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use ztensor_format::Options;
-use ztensor_io::{FileSource, ObjectData, ObjectInfo, RawRange, Reader, TensorSource};
+use ztensor_io::{FileSource, ObjectData, ObjectInfo, RawRange, ReadAt, Reader, TensorSource};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::index::ShardIndex;
@@ -13,11 +13,14 @@ use crate::index::ShardIndex;
 /// A sharded zTensor checkpoint whose index and shards agree: every shard has the size the
 /// index records, every object is in the shard the index names and in no other, every listed
 /// object is present, and the shards' file attributes are the same.
+///
+/// Its shards are files ([`ShardedZtensor::open`]), or any byte sources found beside the index
+/// ([`ShardedZtensor::open_with`]: objects in a bucket, say).
 #[derive(Debug)]
-pub struct ShardedZtensor {
+pub struct ShardedZtensor<S: ReadAt = FileSource> {
     index_path: PathBuf,
     index: ShardIndex,
-    shards: Vec<(PathBuf, Reader<FileSource>)>,
+    shards: Vec<(PathBuf, Reader<S>)>,
     /// The source index of each shard's first object.
     starts: Vec<usize>,
     len: usize,
@@ -36,6 +39,27 @@ impl ShardedZtensor {
     /// (naming it), and I/O errors.
     pub fn open(path: &Path, options: &Options) -> Result<ShardedZtensor> {
         let index = ShardIndex::read(path)?;
+        ShardedZtensor::open_with(path, index, options, |shard| {
+            // Opened as an input is (a FIFO or device refused, never waited on).
+            let file = ztensor_io::open_input(shard).map_err(Error::from)?;
+            FileSource::new(file).map_err(|e| Error::io("cannot stat", shard, &e))
+        })
+    }
+}
+
+impl<S: ReadAt> ShardedZtensor<S> {
+    /// The checkpoint of `index` (read from `path`), each shard opened by `open_shard` at its
+    /// path beside the index (for an index in a bucket, the object beside it) and checked as
+    /// [`ShardedZtensor::open`] checks files.
+    ///
+    /// # Errors
+    /// As [`ShardedZtensor::open`].
+    pub fn open_with(
+        path: &Path,
+        index: ShardIndex,
+        options: &Options,
+        mut open_shard: impl FnMut(&Path) -> Result<S>,
+    ) -> Result<ShardedZtensor<S>> {
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut shards = Vec::with_capacity(index.shards.len());
         let mut seen: HashMap<String, &str> = HashMap::new();
@@ -43,23 +67,19 @@ impl ShardedZtensor {
         let (mut starts, mut len) = (Vec::new(), 0usize);
         for (name, entry) in &index.shards {
             let shard = dir.join(name);
-            // Opened as an input is (a FIFO or device refused, never waited on) before its
-            // size is compared.
-            let size = ztensor_io::open_input(&shard)
-                .map_err(Error::from)
-                .and_then(|f| f.metadata().map_err(|e| Error::io("cannot stat", &shard, &e)))
-                .map_err(|e| {
-                    let listed = index.weight_map.values().filter(|s| *s == name).count();
-                    Error::new(
-                        e.kind(),
-                        format!(
-                            "shard {name:?} (the index lists {listed} tensor(s) in it): {}",
-                            e.message()
-                        ),
-                    )
-                    .with_path(&shard)
-                })?
-                .len();
+            // Opened before its size is compared.
+            let source = open_shard(&shard).map_err(|e| {
+                let listed = index.weight_map.values().filter(|s| *s == name).count();
+                Error::new(
+                    e.kind(),
+                    format!(
+                        "shard {name:?} (the index lists {listed} tensor(s) in it): {}",
+                        e.message()
+                    ),
+                )
+                .with_path(&shard)
+            })?;
+            let size = source.len();
             if size != entry.size {
                 return Err(mismatch(
                     format!(
@@ -70,7 +90,7 @@ impl ShardedZtensor {
                 ));
             }
             let reader =
-                Reader::open_with(&shard, options).map_err(|e| Error::from(e).with_path(&shard))?;
+                Reader::new(source, options).map_err(|e| Error::from(e).with_path(&shard))?;
             for object in reader.objects() {
                 let object_name = object.name();
                 if let Some(first) = seen.insert(object_name.to_owned(), name) {
@@ -133,7 +153,7 @@ impl ShardedZtensor {
     }
 
     /// The shards, in file-name order, with their paths.
-    pub fn shards(&self) -> &[(PathBuf, Reader<FileSource>)] {
+    pub fn shards(&self) -> &[(PathBuf, Reader<S>)] {
         &self.shards
     }
 
@@ -142,8 +162,8 @@ impl ShardedZtensor {
     /// # Errors
     /// [`ErrorKind::IndexMismatch`] naming the first shard that differs, and I/O errors.
     pub fn verify_digests(&self) -> Result<()> {
-        for ((path, _), (name, entry)) in self.shards.iter().zip(&self.index.shards) {
-            let (_, digest) = crate::digest::size_and_digest(path)?;
+        for ((path, reader), (name, entry)) in self.shards.iter().zip(&self.index.shards) {
+            let digest = crate::digest::digest_source(reader.source(), path)?;
             if digest != entry.digest {
                 return Err(mismatch(
                     format!("shard {name} has digest {digest}; the index records {}", entry.digest),
@@ -154,7 +174,7 @@ impl ShardedZtensor {
         Ok(())
     }
 
-    fn locate(&self, index: usize) -> Option<(&Path, &Reader<FileSource>, usize)> {
+    fn locate(&self, index: usize) -> Option<(&Path, &Reader<S>, usize)> {
         let shard = self.starts.partition_point(|&s| s <= index).checked_sub(1)?;
         let (path, reader) = self.shards.get(shard)?;
         let i = index - self.starts[shard];
@@ -164,7 +184,7 @@ impl ShardedZtensor {
 
 /// Every object of every shard, shard by shard in file-name order, each in its file's order;
 /// each object's location is its shard's file name.
-impl TensorSource for ShardedZtensor {
+impl<S: ReadAt> TensorSource for ShardedZtensor<S> {
     fn format_name(&self) -> Cow<'_, str> {
         let version = self.shards.first().map_or("".into(), |(_, r)| format!("{} ", r.version()));
         Cow::Owned(format!("sharded zTensor {version}({} shards)", self.shards.len()))

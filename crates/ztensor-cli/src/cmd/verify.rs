@@ -158,6 +158,18 @@ fn foreign_verify(
             super::tb::open(path, strict)?
                 .map_err(|e| crate::reported(&crate::shown_path(path), &e))?,
         ),
+        Kind::ZtIndex if !local => {
+            let options = ztensor_registry::OpenOptions {
+                options: ztensor_cli::options(strict),
+                ..Default::default()
+            };
+            let url = crate::remote::url_of(path).unwrap_or_default();
+            let ckpt =
+                ztensor_registry::open_remote_zt_index(crate::remote::object(url)?, &options)
+                    .map_err(|e| crate::open_error(path, &options.options, e))?;
+            shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
+            Box::new(ckpt)
+        }
         Kind::ZtIndex => {
             let options = ztensor_registry::OpenOptions {
                 options: ztensor_cli::options(strict),
