@@ -155,11 +155,27 @@ fn serve(
     if let Some(c) = counted {
         c.begin();
     }
-    let answered = answer(client, upstream, head, body, fault);
-    if let Some(c) = counted {
-        c.end();
+    let mut ending = Ending(counted.map(|c| &**c));
+    answer(client, upstream, head, body, fault, &mut ending)
+}
+
+/// A counted request's end: told before its answer's bytes reach the client (so a client that
+/// sends its next request once an answer is in is never counted twice at once), or when the
+/// request ends otherwise.
+struct Ending<'a>(Option<&'a Ranges>);
+
+impl Ending<'_> {
+    fn now(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.end();
+        }
     }
-    answered
+}
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        self.now();
+    }
 }
 
 /// Answers one request: `fault` applied, else forwarded.
@@ -169,6 +185,7 @@ fn answer(
     head: Vec<String>,
     body: Vec<u8>,
     fault: Option<Fault>,
+    ending: &mut Ending<'_>,
 ) -> std::io::Result<()> {
     if fault == Some(Fault::SlowDown) {
         let body = b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>";
@@ -177,6 +194,7 @@ fn answer(
             "Content-Type: application/xml".to_owned(),
             format!("Content-Length: {}", body.len()),
         ];
+        ending.now();
         return write_message(&mut client, &head, body);
     }
     let mut server = TcpStream::connect(upstream)?;
@@ -186,6 +204,7 @@ fn answer(
     if fault == Some(Fault::DropCompletion) {
         return client.shutdown(std::net::Shutdown::Both);
     }
+    ending.now();
     if fault == Some(Fault::CutBody) {
         // The full length announced, half the bytes sent, then the connection drops.
         write_message(&mut client, &reply, &reply_body[..reply_body.len() / 2])?;
