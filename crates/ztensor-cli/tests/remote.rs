@@ -259,6 +259,25 @@ fn a_sharded_output_into_a_prefix_is_the_local_checkpoint_object_for_file() {
     put_signed(&moto, &format!("s3://models/ckpt/{first}"), &bytes);
     let broken = ztensor_s3(&moto, &["verify", index]);
     assert_eq!(broken.status.code(), Some(1), "{}{}", stdout(&broken), stderr(&broken));
+    // A sharded zTensor 2 output into a prefix: the files a local directory gets.
+    let local_2 = dir.path().join("local-2");
+    let args_2 = ["--shard-size", "256KiB", "--to", "2"];
+    let made =
+        crate::ztensor(&[&["convert", &input, &format!("{}/", s(&local_2))][..], &args_2].concat());
+    assert!(made.status.success(), "{}", stderr(&made));
+    let up = ztensor_s3(&moto, &[&["convert", &input, "s3://models/two/"][..], &args_2].concat());
+    assert!(up.status.success(), "{}", stderr(&up));
+    assert!(stdout(&up).contains("s3://models/two/"), "{}", stdout(&up));
+    let mut files_2 = 0;
+    for entry in std::fs::read_dir(&local_2).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let url = format!("s3://models/two/{name}");
+        let object = crate::remote_support::read_back(&moto, &url)
+            .unwrap_or_else(|e| panic!("{url}: {e:?}"));
+        assert!(object == std::fs::read(local_2.join(&name)).unwrap(), "{url}");
+        files_2 += 1;
+    }
+    assert!(files_2 >= 3, "{files_2} files");
     // A sharded safetensors checkpoint in a bucket, its shards beside its index.
     let checkpoint =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/examples/checkpoint");
@@ -418,10 +437,7 @@ fn missing_objects_and_read_only_urls_are_refused_with_status_2() {
         }
     }
     let local = "fixtures/examples/tiny-v1.2.zt";
-    for (output, says) in [
-        ("https://127.0.0.1:9/out.zt", "read only"),
-        ("s3://models/two/", "not written to object storage yet"),
-    ] {
+    for (output, says) in [("https://127.0.0.1:9/out.zt", "read only")] {
         let out = ztensor_s3(&moto, &["convert", local, output, "--to", "2"]);
         assert_eq!(out.status.code(), Some(2), "{output}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{output}: {}", stderr(&out));

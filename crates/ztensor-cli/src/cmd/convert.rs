@@ -71,13 +71,6 @@ pub(crate) fn command(a: ConvertArgs) -> Result<Done> {
     };
     let output = staged.as_ref().map_or(a.output.as_path(), |s| s.path());
     let remote_out = crate::remote::url_of(output);
-    if remote_out.is_some() && sharded.is_some() && target == Target::Zt2 {
-        anyhow::bail!(
-            "{}: a sharded zTensor 2 output is not written to object storage yet; write zTensor \
-             1.x shards there (--to 1.2), or one zTensor 2 object (no trailing /)",
-            output.display()
-        );
-    }
     let _lock = match sharded {
         Some(_) => None,
         // An object is published whole by its upload's completion: no lock file.
@@ -407,6 +400,9 @@ fn sharded_2(
         ztensor_shard_write::Split::LikeInput => vec![(0..source.len()).collect()],
     };
     let stem = ztensor_shard_write::output_stem(r.input);
+    if let Some(url) = crate::remote::url_of(r.output) {
+        return sharded_2_to_prefix(r, (source, &groups), &stem, url, context);
+    }
     let root = r.output.join(format!("{stem}.zt"));
     for path in ztensor_v2::sharded::sharded_paths(&root, groups.len()) {
         for input in &inputs {
@@ -437,6 +433,80 @@ fn sharded_2(
     let mut notes: Vec<String> = cleared.into_iter().collect();
     if r.drop_attributes {
         notes.push(dropped(source, &root)?);
+    }
+    Ok(Converted {
+        objects: summary.objects,
+        peak: None,
+        index: None,
+        published: None,
+        decoded: Some(summary.decoded),
+        sharded_2: Some(summary),
+        tally: None,
+        notes,
+    })
+}
+
+/// A sharded zTensor 2 output into a prefix in object storage: written (placed by seeking)
+/// into a private temporary directory, then each shard uploaded and published, the root last;
+/// a failure removes the shards published. The objects are the files a local directory gets.
+fn sharded_2_to_prefix(
+    r: &Request<'_>,
+    (source, groups): (&dyn TensorSource, &[Vec<usize>]),
+    stem: &str,
+    url: &str,
+    context: &str,
+) -> Result<Converted> {
+    use ztensor_shard_write::Destination;
+    let prefix = crate::remote::Prefix::new(url, r.run.memory);
+    let root_name = format!("{stem}.zt");
+    let cleared = prefix.check_free(&root_name, r.force)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".ztensor-staging-")
+        .tempdir()
+        .map_err(|e| anyhow!("cannot make a staging directory: {e}"))?;
+    let root = staging.path().join(&root_name);
+    let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
+    let bar = std::sync::Arc::new(Bar::new(total.sum(), r.run.quiet));
+    let tick = std::sync::Arc::clone(&bar);
+    let options = ztensor_v2::WriteOptions::default()
+        .drop_attributes(r.drop_attributes)
+        .zstd(r.encoding.zstd)
+        .par(r.run.par())
+        .progress(std::sync::Arc::new(move |n| ztensor_par::Progress::bytes_done(&*tick, n)));
+    let summary = ztensor_v2::sharded::write_sharded(source, &root, groups, &options);
+    bar.finish();
+    let mut summary = summary.map_err(|e| crate::refusal(context, &e))?;
+    let mut notes: Vec<String> = cleared.into_iter().collect();
+    if r.drop_attributes {
+        notes.push(dropped(source, &root)?);
+    }
+    // The shards first, the root (which names them) last.
+    let mut files: Vec<(String, std::path::PathBuf)> = summary
+        .shards
+        .iter()
+        .filter_map(|(_, path, _)| Some((path.file_name()?.to_str()?.to_owned(), path.clone())))
+        .collect();
+    files.push((root_name.clone(), root.clone()));
+    let mut published: Vec<&str> = Vec::new();
+    let uploaded = (|| -> std::io::Result<()> {
+        for (name, path) in &files {
+            let mut object = prefix.create(name)?;
+            std::io::copy(&mut std::fs::File::open(path)?, &mut object)?;
+            prefix.publish(name, object)?;
+            published.push(name);
+        }
+        Ok(())
+    })();
+    if let Err(e) = uploaded {
+        for name in published {
+            let _ = prefix.remove(name);
+        }
+        return Err(anyhow!("{context}: {e}"));
+    }
+    summary.root = std::path::PathBuf::from(prefix.locate(&root_name));
+    for (_, path, _) in &mut summary.shards {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        *path = std::path::PathBuf::from(prefix.locate(&name));
     }
     Ok(Converted {
         objects: summary.objects,
