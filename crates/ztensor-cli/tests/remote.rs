@@ -437,7 +437,9 @@ fn missing_objects_and_read_only_urls_are_refused_with_status_2() {
         }
     }
     let local = "fixtures/examples/tiny-v1.2.zt";
-    for (output, says) in [("https://127.0.0.1:9/out.zt", "read only")] {
+    for (output, says) in
+        [("https://127.0.0.1:9/out.zt", "read only"), ("s3:///out.zt", "no bucket")]
+    {
         let out = ztensor_s3(&moto, &["convert", local, output, "--to", "2"]);
         assert_eq!(out.status.code(), Some(2), "{output}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{output}: {}", stderr(&out));
