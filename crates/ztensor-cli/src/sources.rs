@@ -90,6 +90,19 @@ pub(crate) fn open_source_for(
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     cmd::not_over(path, output, what)?;
     let kind = cmd::detect(path)?;
+    open_kind_for(path, kind, output, what, carry_unknown)
+}
+
+/// As [`open_source_for`], for an input already recognised as `kind` (detected once per
+/// command).
+pub(crate) fn open_kind_for(
+    path: &Path,
+    kind: cmd::Kind,
+    output: &Path,
+    what: &str,
+    carry_unknown: bool,
+) -> Result<Box<dyn ztensor_io::TensorSource>> {
+    cmd::not_over(path, output, what)?;
     let opened = open_kind(path, kind, carry_unknown)?;
     for shard in opened.files() {
         cmd::not_over(shard, output, what)?;
@@ -138,17 +151,6 @@ pub(crate) fn expansion_checked(
         })?;
     }
     Ok(opened.into_source())
-}
-
-/// Opens any input as a tensor source, through the format registry, with what it was
-/// recognised as; each reader's refusal reported as that reader's errors are (a broken rule
-/// is status 1, with its hints).
-pub(crate) fn open_any(
-    path: &Path,
-    carry_unknown: bool,
-) -> Result<(cmd::Kind, Box<dyn ztensor_io::TensorSource>)> {
-    let kind = cmd::detect(path)?;
-    Ok((kind, open_kind(path, kind, carry_unknown)?.into_source()))
 }
 
 /// Opens the input at `path`, recognised as `kind`, through the format registry (its

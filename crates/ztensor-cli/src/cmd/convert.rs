@@ -532,9 +532,18 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
     // zTensor to zTensor may rewrite a file in place (as `repack` and `remove` do: the output
     // is published by a rename, and nothing decodes more than the input holds); anything else
     // would replace the user's file (or a shard of it) with another format.
-    let opened = match (super::detect(r.input)?, r.target) {
-        (Kind::Zt, Target::Zt(_)) => crate::sources::open_any(r.input, r.carry_unknown)?.1,
-        _ => crate::open_source_for(r.input, r.output, &r.target.to_string(), r.carry_unknown)?,
+    let kind = super::detect(r.input)?;
+    let opened = match (kind, r.target) {
+        (Kind::Zt, Target::Zt(_)) => {
+            crate::sources::open_kind(r.input, kind, r.carry_unknown)?.into_source()
+        }
+        _ => crate::sources::open_kind_for(
+            r.input,
+            kind,
+            r.output,
+            &r.target.to_string(),
+            r.carry_unknown,
+        )?,
     };
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;
