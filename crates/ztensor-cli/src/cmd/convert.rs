@@ -460,11 +460,21 @@ fn sharded_2_to_prefix(
     let prefix = crate::remote::Prefix::new(url, r.run.memory);
     let root_name = format!("{stem}.zt");
     let cleared = prefix.check_free(&root_name, r.force)?;
+    // A private directory (0700, a name no one can guess), and in it the output's, which an
+    // interrupt takes back as it takes back a local output's files.
     let staging = tempfile::Builder::new()
         .prefix(".ztensor-staging-")
         .tempdir()
         .map_err(|e| anyhow!("cannot make a staging directory: {e}"))?;
-    let root = staging.path().join(&root_name);
+    let dir = staging.path().join("out");
+    let guard = ztensor_shard_write::OutputGuard::create(&dir)
+        .map_err(|e| anyhow!("cannot make a staging directory: {e}"))?;
+    let root = dir.join(&root_name);
+    for path in ztensor_v2::sharded::sharded_paths(&root, groups.len()) {
+        if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+            guard.adding(name);
+        }
+    }
     let total = (0..source.len()).filter_map(|i| source.info(i)).map(|o| super::decoded_of(&o));
     let bar = std::sync::Arc::new(Bar::new(total.sum(), r.run.quiet));
     let tick = std::sync::Arc::clone(&bar);
@@ -503,6 +513,8 @@ fn sharded_2_to_prefix(
         }
         return Err(anyhow!("{context}: {e}"));
     }
+    // The staged files go with the guard (never kept), the directory with `staging`.
+    drop(guard);
     summary.root = std::path::PathBuf::from(prefix.locate(&root_name));
     for (_, path, _) in &mut summary.shards {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
