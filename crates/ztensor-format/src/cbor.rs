@@ -44,6 +44,97 @@ pub fn decode_bounded(bytes: &[u8], max_depth: usize, max_values: u64) -> Result
     Ok(value)
 }
 
+/// The head of a CBOR item as written (RFC 8949 §3): what both of the workspace's decoders
+/// read first, this crate's for zTensor 0.1/1.x manifests (which take indefinite lengths and
+/// tags, as real writers emit them) and zTensor 2's strict one (which refuses all but the
+/// deterministic encoding); each judges the head by its own grammar.
+///
+/// ```
+/// use ztensor_format::cbor::{RawHead, read_head};
+///
+/// // 500 in a two-byte argument: the shortest form; 5 in a one-byte one is not.
+/// let h = read_head(&[0x19, 0x01, 0xf4], 0).unwrap();
+/// assert_eq!((h.major, h.argument, h.end, h.is_shortest()), (0, Some(500), 3, true));
+/// assert!(!read_head(&[0x18, 0x05], 0).unwrap().is_shortest());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawHead {
+    /// The major type, 0 to 7.
+    pub major: u8,
+    /// The additional information, the initial byte's low five bits.
+    pub info: u8,
+    /// The argument: an integer, a length, a tag number, a simple value or (major type 7,
+    /// information 25 to 27) a float's bits; `None` for an indefinite length or a break
+    /// (information 31).
+    pub argument: Option<u64>,
+    /// The offset just past the head.
+    pub end: usize,
+}
+
+impl RawHead {
+    /// Whether the argument is written in the fewest bytes that hold it, as deterministic
+    /// encoding requires of integers, lengths and tags (RFC 8949 §4.2.1). Major type 7 is
+    /// judged by other rules (simple values, float widths) and always passes here.
+    pub fn is_shortest(&self) -> bool {
+        let Some(v) = self.argument else { return true };
+        self.major == 7
+            || match self.info {
+                24 => v >= 24,
+                25 => v > 0xff,
+                26 => v > 0xffff,
+                27 => v > 0xffff_ffff,
+                _ => true,
+            }
+    }
+}
+
+/// Why [`read_head`] read no head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadFault {
+    /// The bytes end inside the head: `need` more were needed at `at`, `left` remain.
+    Truncated {
+        /// Where the missing bytes start.
+        at: usize,
+        /// How many the head needs there.
+        need: usize,
+        /// How many are left.
+        left: usize,
+    },
+    /// Additional information 28 to 30, reserved by RFC 8949.
+    Reserved(u8),
+}
+
+/// Reads the head of the item at `at` of `bytes`: its initial byte and the argument that
+/// follows (big-endian, 1, 2, 4 or 8 bytes).
+///
+/// # Errors
+/// [`HeadFault`]: the bytes end inside the head, or its information is reserved.
+pub fn read_head(bytes: &[u8], at: usize) -> std::result::Result<RawHead, HeadFault> {
+    let left = |from: usize| bytes.len().saturating_sub(from);
+    let Some(&initial) = bytes.get(at) else {
+        return Err(HeadFault::Truncated { at, need: 1, left: 0 });
+    };
+    let (major, info) = (initial >> 5, initial & 0x1f);
+    let width = match info {
+        0..=23 | 31 => 0,
+        24 => 1,
+        25 => 2,
+        26 => 4,
+        27 => 8,
+        _ => return Err(HeadFault::Reserved(info)),
+    };
+    let from = at + 1;
+    let Some(arg) = bytes.get(from..).and_then(|rest| rest.get(..width)) else {
+        return Err(HeadFault::Truncated { at: from, need: width, left: left(from) });
+    };
+    let argument = match info {
+        0..=23 => Some(u64::from(info)),
+        31 => None,
+        _ => Some(arg.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))),
+    };
+    Ok(RawHead { major, info, argument, end: from + width })
+}
+
 /// What a header announced.
 pub(crate) enum Head {
     Uint(u64),
@@ -119,10 +210,6 @@ impl<'a> Decoder<'a> {
         Ok(bytes)
     }
 
-    fn be(&mut self, n: usize) -> Result<u64> {
-        Ok(self.take(n)?.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
-    }
-
     /// Reads an item's head. Every head counts against the value budget, so the general and
     /// the direct manifest decoders spend it alike.
     pub(crate) fn head(&mut self) -> Result<Head> {
@@ -138,20 +225,16 @@ impl<'a> Decoder<'a> {
             .at(at as u64));
         }
         self.values_left -= 1;
-        let initial = self.take(1)?[0];
-        let major = initial >> 5;
-        let info = initial & 0x1f;
-        let arg = match info {
-            0..=23 => Some(u64::from(info)),
-            24 => Some(self.be(1)?),
-            25 => Some(self.be(2)?),
-            26 => Some(self.be(4)?),
-            27 => Some(self.be(8)?),
-            28..=30 => {
-                return Err(self.syntax(at, format!("reserved additional information {info}")));
+        let raw = read_head(self.input, at).map_err(|fault| match fault {
+            HeadFault::Truncated { at, need, left } => {
+                self.syntax(at, format!("item needs {need} byte(s), only {left} left"))
             }
-            _ => None,
-        };
+            HeadFault::Reserved(info) => {
+                self.syntax(at, format!("reserved additional information {info}"))
+            }
+        })?;
+        self.pos = raw.end;
+        let (major, info, arg) = (raw.major, raw.info, raw.argument);
         let head = match (major, arg) {
             (0, Some(v)) => Head::Uint(v),
             (1, Some(v)) => Head::Nint(v),

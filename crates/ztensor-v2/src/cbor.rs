@@ -6,7 +6,7 @@
 //! and to say which rule each refusal breaks.
 
 use crate::error::{Error, Result, Rule};
-use ztensor_format::cbor::head;
+use ztensor_format::cbor::{HeadFault, RawHead, head, read_head};
 
 /// The deepest nesting allowed: the root is at depth 0, an item below it one deeper.
 pub const MAX_DEPTH: usize = 32;
@@ -170,11 +170,13 @@ pub fn entries_at(
 ) -> Result<Option<Entries>> {
     let mut d = Decoder::within(&bytes[..range.end], MAX_VALUES);
     d.at = range.start;
-    let initial = d.take(1)?[0];
-    if initial >> 5 != 5 {
-        return Ok(None);
+    match d.major() {
+        Some(5) => {}
+        Some(_) => return Ok(None),
+        None => return Err(d.fail(Rule::CborSyntax, "the manifest ends inside an item")),
     }
-    let n = d.count(initial & 0x1f, 2)?;
+    let raw = d.raw()?;
+    let n = d.count(&raw, 2)?;
     let mut entries = Vec::with_capacity(n.min(1 << 16));
     for _ in 0..n {
         let key = d.item(depth + 1)?;
@@ -323,12 +325,12 @@ impl<'a> Decoder<'a> {
             return Ok(None);
         }
         self.spend()?;
-        let ai = self.take(1)?[0] & 0x1f;
+        let raw = self.raw()?;
         let beyond = self.beyond;
         Ok(Some(match major {
-            4 => self.count_within(ai, 1, beyond)? as u64,
-            5 => self.count_within(ai, 2, beyond)? as u64,
-            _ => self.argument(ai)?,
+            4 => self.count_within(&raw, 1, beyond)? as u64,
+            5 => self.count_within(&raw, 2, beyond)? as u64,
+            _ => self.argument(&raw)?,
         }))
     }
 
@@ -342,8 +344,8 @@ impl<'a> Decoder<'a> {
             return Ok(None);
         }
         self.spend()?;
-        let ai = self.take(1)?[0] & 0x1f;
-        let n = self.count(ai, 1)?;
+        let raw = self.raw()?;
+        let n = self.count(&raw, 1)?;
         let at = self.at;
         let text = std::str::from_utf8(self.take(n)?).map_err(|_| {
             Error::rule(Rule::CborSyntax, "a text string that is not UTF-8").at(at as u64)
@@ -369,51 +371,45 @@ impl<'a> Decoder<'a> {
         self.bytes.len() - self.at
     }
 
-    /// The argument of a head with additional information `ai`, in shortest form.
-    fn argument(&mut self, ai: u8) -> Result<u64> {
+    /// The head at the reader, read by the workspace's one head reader
+    /// ([`ztensor_format::cbor::read_head`]) and moved past.
+    fn raw(&mut self) -> Result<RawHead> {
         let start = self.at;
-        let (value, least) = match ai {
-            0..=23 => return Ok(u64::from(ai)),
-            24 => (u64::from(self.take(1)?[0]), 24),
-            25 => {
-                let b = self.take(2)?;
-                (u64::from(u16::from_be_bytes([b[0], b[1]])), 0x100)
+        let raw = read_head(self.bytes, start).map_err(|fault| match fault {
+            HeadFault::Truncated { at, .. } => {
+                Error::rule(Rule::CborSyntax, "the manifest ends inside an item").at(at as u64)
             }
-            26 => {
-                let b = self.take(4)?;
-                (u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])), 0x1_0000)
+            HeadFault::Reserved(_) => {
+                Error::rule(Rule::CborSyntax, "a reserved additional information").at(start as u64)
             }
-            27 => {
-                let b = self.take(8)?;
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                (u64::from_be_bytes(a), 0x1_0000_0000)
-            }
-            31 => {
-                self.at = start - 1;
-                return Err(self.fail(Rule::CborSyntax, "an indefinite length"));
-            }
-            _ => {
-                self.at = start - 1;
-                return Err(self.fail(Rule::CborSyntax, "a reserved additional information"));
-            }
+        })?;
+        self.at = raw.end;
+        Ok(raw)
+    }
+
+    /// The argument of `raw` (a head of major type 0 to 5 just read), in shortest form.
+    fn argument(&self, raw: &RawHead) -> Result<u64> {
+        let start = (raw.end - 1 - argument_width(raw.info)) as u64;
+        let Some(value) = raw.argument else {
+            return Err(Error::rule(Rule::CborSyntax, "an indefinite length").at(start));
         };
-        if value < least {
-            self.at = start - 1;
-            return Err(self.fail(Rule::CborDeterminism, "a head longer than its value needs"));
+        if !raw.is_shortest() {
+            return Err(
+                Error::rule(Rule::CborDeterminism, "a head longer than its value needs").at(start)
+            );
         }
         Ok(value)
     }
 
     /// A count of items of at least `each` bytes each, that the rest of the input can hold.
-    fn count(&mut self, ai: u8, each: usize) -> Result<usize> {
-        self.count_within(ai, each, 0)
+    fn count(&self, raw: &RawHead, each: usize) -> Result<usize> {
+        self.count_within(raw, each, 0)
     }
 
     /// As [`Decoder::count`], the items possibly reaching `beyond` bytes past the input.
-    fn count_within(&mut self, ai: u8, each: usize, beyond: usize) -> Result<usize> {
-        let start = self.at - 1;
-        let n = self.argument(ai)?;
+    fn count_within(&self, raw: &RawHead, each: usize, beyond: usize) -> Result<usize> {
+        let start = raw.end - 1 - argument_width(raw.info);
+        let n = self.argument(raw)?;
         let room = self.remaining().saturating_add(beyond);
         let fits =
             usize::try_from(n).ok().filter(|&n| n.checked_mul(each).is_some_and(|b| b <= room));
@@ -428,19 +424,32 @@ impl<'a> Decoder<'a> {
         }
         let start = self.at;
         self.spend()?;
-        let initial = self.take(1)?[0];
-        let (major, ai) = (initial >> 5, initial & 0x1f);
-        match major {
-            0 => Ok(Value::Uint(self.argument(ai)?)),
-            1 => Ok(Value::Nint(self.argument(ai)?)),
+        // Refused by their initial byte alone, whatever would follow: tags, and the simple
+        // values and widths deterministic encoding leaves out.
+        let Some(&initial) = self.bytes.get(start) else {
+            return Err(self.fail(Rule::CborSyntax, "the manifest ends inside an item"));
+        };
+        match (initial >> 5, initial & 0x1f) {
+            (6, _) => return Err(self.fail(Rule::CborSyntax, "a tag")),
+            (7, ai) if !matches!(ai, 20..=22 | 25..=27) => {
+                return Err(
+                    self.fail(Rule::CborSyntax, "a simple value other than false, true and null")
+                );
+            }
+            _ => {}
+        }
+        let raw = self.raw()?;
+        match raw.major {
+            0 => Ok(Value::Uint(self.argument(&raw)?)),
+            1 => Ok(Value::Nint(self.argument(&raw)?)),
             2 => {
-                let n = self.count(ai, 1)?;
+                let n = self.count(&raw, 1)?;
                 let build = self.build;
                 let bytes = self.take(n)?;
                 Ok(if build { Value::Bytes(bytes.to_vec()) } else { Value::Null })
             }
             3 => {
-                let n = self.count(ai, 1)?;
+                let n = self.count(&raw, 1)?;
                 let (at, build) = (self.at, self.build);
                 let text = std::str::from_utf8(self.take(n)?).map_err(|_| {
                     Error::rule(Rule::CborSyntax, "a text string that is not UTF-8").at(at as u64)
@@ -448,7 +457,7 @@ impl<'a> Decoder<'a> {
                 Ok(if build { Value::Text(text.to_owned()) } else { Value::Null })
             }
             4 => {
-                let n = self.count(ai, 1)?;
+                let n = self.count(&raw, 1)?;
                 // Grown as items arrive: a declared count reserves little by itself.
                 let mut items = Vec::with_capacity(if self.build { n.min(1024) } else { 0 });
                 for _ in 0..n {
@@ -460,7 +469,7 @@ impl<'a> Decoder<'a> {
                 Ok(if self.build { Value::Array(items) } else { Value::Null })
             }
             5 => {
-                let n = self.count(ai, 2)?;
+                let n = self.count(&raw, 2)?;
                 let mut entries = Vec::with_capacity(if self.build { n.min(1024) } else { 0 });
                 let mut order = KeyOrder::default();
                 for _ in 0..n {
@@ -474,37 +483,35 @@ impl<'a> Decoder<'a> {
                 }
                 Ok(if self.build { Value::Map(entries) } else { Value::Null })
             }
-            6 => {
-                self.at = start;
-                Err(self.fail(Rule::CborSyntax, "a tag"))
-            }
-            _ => self.simple(ai, start),
+            _ => self.simple(&raw, start),
         }
     }
 
-    fn simple(&mut self, ai: u8, start: usize) -> Result<Value> {
+    /// A value of major type 7 (`raw`, read from `start`): false, true, null or a float in
+    /// its narrowest exact width (the others were refused by their initial byte).
+    fn simple(&self, raw: &RawHead, start: usize) -> Result<Value> {
         let nan =
             || Error::rule(Rule::CborDeterminism, "a NaN other than F9 7E00").at(start as u64);
         let wide = || {
             Error::rule(Rule::CborDeterminism, "a float wider than its value needs")
                 .at(start as u64)
         };
-        match ai {
+        let bits = raw.argument.unwrap_or_default();
+        // The widths are what `read_head` read for information 25, 26 and 27.
+        #[allow(clippy::cast_possible_truncation)]
+        match raw.info {
             20 => Ok(Value::Bool(false)),
             21 => Ok(Value::Bool(true)),
             22 => Ok(Value::Null),
             25 => {
-                let b = self.take(2)?;
-                let bits = u16::from_be_bytes([b[0], b[1]]);
-                let value = half::f16::from_bits(bits);
+                let value = half::f16::from_bits(bits as u16);
                 if value.is_nan() && bits != 0x7e00 {
                     return Err(nan());
                 }
                 Ok(Value::Float(f64::from(value.to_f32())))
             }
             26 => {
-                let b = self.take(4)?;
-                let value = f32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+                let value = f32::from_bits(bits as u32);
                 if value.is_nan() {
                     return Err(nan());
                 }
@@ -514,14 +521,10 @@ impl<'a> Decoder<'a> {
                 Ok(Value::Float(f64::from(value)))
             }
             27 => {
-                let b = self.take(8)?;
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                let value = f64::from_be_bytes(a);
+                let value = f64::from_bits(bits);
                 if value.is_nan() {
                     return Err(nan());
                 }
-                #[allow(clippy::cast_possible_truncation)]
                 let narrow = value as f32;
                 if f64::from(narrow) == value {
                     return Err(wide());
@@ -529,10 +532,21 @@ impl<'a> Decoder<'a> {
                 Ok(Value::Float(value))
             }
             _ => {
-                self.at = start;
-                Err(self.fail(Rule::CborSyntax, "a simple value other than false, true and null"))
+                Err(Error::rule(Rule::CborSyntax, "a simple value other than false, true and null")
+                    .at(start as u64))
             }
         }
+    }
+}
+
+/// How many bytes follow a head's initial byte for additional information `info`.
+fn argument_width(info: u8) -> usize {
+    match info {
+        24 => 1,
+        25 => 2,
+        26 => 4,
+        27 => 8,
+        _ => 0,
     }
 }
 
