@@ -26,6 +26,36 @@ pub(crate) fn url_of(path: &Path) -> Option<&str> {
     path.to_str().filter(|s| ztensor_remote::is_url(s))
 }
 
+/// Whether the URLs `a` and `b` name the same object (as parsed: scheme, bucket and key; a
+/// URL that does not parse is compared as written).
+pub(crate) fn same_object(a: &str, b: &str) -> bool {
+    match (Location::parse(a), Location::parse(b)) {
+        (Ok(a), Ok(b)) => (a.scheme(), a.bucket(), a.key()) == (b.scheme(), b.bucket(), b.key()),
+        _ => a == b,
+    }
+}
+
+/// Refuses outputs (`outputs`, URLs) that are objects the command reads (`inputs`, paths or
+/// URLs): writing one would replace an input, as a local output over its input is refused.
+///
+/// # Errors
+/// The first output that is an input, naming both.
+pub(crate) fn not_over_inputs(
+    inputs: &[std::path::PathBuf],
+    outputs: impl IntoIterator<Item = String>,
+) -> Result<()> {
+    for output in outputs {
+        let hit = inputs.iter().filter_map(|p| url_of(p)).find(|i| same_object(i, &output));
+        if let Some(input) = hit {
+            anyhow::bail!(
+                "{output} is also the input {input}; writing there would replace it (choose \
+                 another output prefix)"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The object at `url`, opened on first use (one request: its size, version and last bytes).
 ///
 /// # Errors
@@ -118,8 +148,10 @@ impl Prefix {
         Prefix { base: url.trim_end_matches('/').to_owned(), memory }
     }
 
-    /// Refuses a prefix that holds a checkpoint's index at `index` already, unless `force`
-    /// (its objects are then replaced as the new ones are published: a note says so).
+    /// Refuses a prefix that holds a checkpoint's index at `index` already, unless `force`,
+    /// which removes that index first (so that what is left while the new shards are published,
+    /// or after a failure, is never an index naming shards that changed or went), and returns
+    /// a note saying so.
     ///
     /// # Errors
     /// The index there, without `force`; a failed request other than "no such object".
@@ -131,10 +163,13 @@ impl Prefix {
         match RemoteObject::open(&location, &options) {
             Err(e) if *e.kind() == ztensor_remote::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(anyhow!("{e}")),
-            Ok(_) if force => Ok(Some(format!(
-                "--force: {url} and the shards of this conversion are replaced; objects of the \
-                 checkpoint there before under other names are left as they were"
-            ))),
+            Ok(_) if force => {
+                ztensor_remote::delete(&location, &options).map_err(|e| anyhow!("{e}"))?;
+                Ok(Some(format!(
+                    "--force: removed {url} first; shards of the checkpoint there before under \
+                     other names than this one's are left as they were"
+                )))
+            }
             Ok(_) => Err(anyhow!(
                 "{}/ holds a sharded checkpoint already ({url}); --force replaces it",
                 self.base

@@ -251,6 +251,16 @@ fn a_sharded_output_into_a_prefix_is_the_local_checkpoint_object_for_file() {
     assert!(back.status.success(), "{}", stderr(&back));
     let same = crate::ztensor(&["diff", &s(&whole), &input]);
     assert!(same.status.success(), "{}{}", stdout(&same), stderr(&same));
+    // Writing over the input (its own prefix, even with --force), or a plan over it: refused,
+    // the checkpoint left whole.
+    let over = ztensor_s3(&moto, &["convert", index, "s3://models/ckpt/", "--force"]);
+    assert_eq!(over.status.code(), Some(2), "{}", stderr(&over));
+    assert!(stderr(&over).contains("is also the input"), "{}", stderr(&over));
+    let plan_over = ztensor_s3(&moto, &["plan", index, "s3://models/other/", "-o", index]);
+    assert_eq!(plan_over.status.code(), Some(2), "{}", stderr(&plan_over));
+    assert!(stderr(&plan_over).contains("is also the input"), "{}", stderr(&plan_over));
+    let still = ztensor_s3(&moto, &["verify", index]);
+    assert!(still.status.success(), "{}{}", stdout(&still), stderr(&still));
     // A shard changed in the bucket (same size): verify names it, status 1.
     let first = names.iter().find(|n| n.ends_with(".zt") && *n != "big.zt.index.json").unwrap();
     let mut bytes = std::fs::read(local.join(first)).unwrap();

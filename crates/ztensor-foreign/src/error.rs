@@ -185,7 +185,9 @@ impl ztensor_format::Verdict for Error {
             ErrorKind::Io => self.io_error().map_or(Failure::Other, Failure::io),
             ErrorKind::NotFound => Failure::NotFound,
             ErrorKind::Unrepresentable => Failure::Unsupported,
-            _ => Failure::Format,
+            ErrorKind::Malformed | ErrorKind::IndexMismatch => Failure::Format,
+            // A zTensor error not kept: no verdict to give but a failed request's.
+            _ => Failure::Other,
         }
     }
     fn object(&self) -> Option<&str> {

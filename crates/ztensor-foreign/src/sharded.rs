@@ -137,7 +137,9 @@ impl<S: ReadAt> ShardedSafetensors<S> {
         for name in order.into_iter().map(|k| shard_names[k]) {
             let shard_path = dir.join(name);
             let file = open_shard(&shard_path).map_err(|e| {
-                if e.kind() == ErrorKind::Io && !shard_path.exists() {
+                let not_found =
+                    e.io_error().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
+                if e.kind() == ErrorKind::Io && not_found {
                     let count = listed.values().filter(|&&id| shard_names[id as usize] == name);
                     Error::new(
                         ErrorKind::Io,

@@ -411,6 +411,18 @@ fn convert(
         )));
     }
     let url = url_of(&output);
+    // An object in a bucket written over itself (any spelling of its URL).
+    if let (Some(a), Some(b)) = (url_of(&input), url) {
+        let parsed = |u: &str| {
+            ztensor_remote::Location::parse(u)
+                .map(|l| (l.scheme(), l.bucket().to_owned(), l.key().to_owned()))
+        };
+        if matches!((parsed(a), parsed(b)), (Ok(x), Ok(y)) if x == y) {
+            return Err(PyValueError::new_err(format!(
+                "{b} is the input: write the conversion to another object"
+            )));
+        }
+    }
     let opened = open_path(py, &input, false)?;
     let source: &(dyn ztensor_io::TensorSource + Send + Sync) = &*opened.source;
     let options = ztensor_registry::WriteOptions::new(target, zstd)

@@ -244,10 +244,17 @@ def test_a_directory_is_an_os_error_naming_what_to_pass(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "to, kind",
-    [("safetensors", "safetensors"), ("tb", "tensorbuffers"), ("1.1", "ztensor"), ("2", "ztensor2")],
+    "to, kind, zstd",
+    [
+        ("safetensors", "safetensors", None),
+        ("tb", "tensorbuffers", None),
+        ("1.1", "ztensor", None),
+        ("2", "ztensor2", None),
+        ("1.2", "ztensor", 3),
+        ("2", "ztensor2", 3),
+    ],
 )
-def test_convert_is_the_command_line_conversion(tmp_path, to, kind):
+def test_convert_is_the_command_line_conversion(tmp_path, to, kind, zstd):
     """`convert` and `ztensor convert --to` run one conversion: every target the tool writes,
     the same bytes."""
     # Dense tensors of types every target holds, zstd-compressed (so zTensor targets encode).
@@ -256,15 +263,23 @@ def test_convert_is_the_command_line_conversion(tmp_path, to, kind):
         "a": np.arange(12, dtype=np.float32).reshape(3, 4),
         "b": np.array([1, -2, 3], dtype=np.int64),
         "c": np.zeros(4096, dtype=np.uint8),
+        # Bytes zstd cannot make smaller: stored raw by both, unless told otherwise.
+        "d": np.random.default_rng(7).integers(0, 256, 8192, dtype=np.uint8),
     }
     ztensor_rs.save_file(tensors, src, metadata={"note": "text"}, zstd=3)
+    if zstd:
+        # Content that arrives decoded (safetensors), so that it is encoded afresh.
+        ztensor_rs.convert(src, tmp_path / "src.safetensors", to="safetensors")
+        src = tmp_path / "src.safetensors"
     original = ztensor_rs.load_file(src)
     ours, theirs = tmp_path / "ours.out", tmp_path / "theirs.out"
     # (A file attribute TensorBuffers has no place for.)
-    n = ztensor_rs.convert(src, ours, to=to, threads=2, drop_attributes=True)
+    n = ztensor_rs.convert(src, ours, to=to, zstd=zstd, threads=2, drop_attributes=True)
     assert n == len(original) > 0
+    level = ["--zstd", str(zstd)] if zstd else []
     out = subprocess.run(
         [str(cli()), "convert", "-q", "--drop-attributes", "--to", to, "--threads", "2"]
+        + level
         + [str(src), str(theirs)],
         capture_output=True,
         timeout=60,

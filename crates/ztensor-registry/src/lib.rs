@@ -41,7 +41,7 @@
         feature = "sharded",
         feature = "v2"
     )),
-    allow(dead_code, unused_imports, unused_variables, unused_mut)
+    allow(dead_code, unused_imports, unused_variables, unused_mut, unreachable_code)
 )]
 
 mod detect;

@@ -551,15 +551,16 @@ pub fn open_bytes(bytes: Vec<u8>, options: &OpenOptions) -> Result<Opened, OpenE
     Opened { memory: Some(memory), ..opened }.within_budget(None, options)
 }
 
-/// Opens the object at `url` (`s3://`, `gs://`, `az://`, `http(s)://`), of any format one
-/// file holds, by ranged reads ([`ztensor_remote::RemoteObject`]): the format's own reader,
-/// the one [`open_bytes`] uses, reads it, so every format read from bytes is read from a URL.
-/// Refused, as [`open`] refuses a file, over the expansion budget.
+/// Opens the object at `url` (`s3://`, `gs://`, `az://`, `http(s)://`) by ranged reads
+/// ([`ztensor_remote::RemoteObject`]): the format's own reader, the one [`open_bytes`] uses,
+/// reads it, so every format read from bytes is read from a URL; a sharded checkpoint's index
+/// (told by its name) opens its shards as the objects beside it. Refused, as [`open`] refuses a
+/// file, over the expansion budget.
 ///
 /// # Errors
 /// [`OpenError::Remote`] for a malformed URL or a failed request (a missing object, refused
-/// credentials, an object that changed while read); [`ErrorKind::NeedsFiles`] for a format of
-/// several files (a sharded checkpoint, a zTensor 2 root with shards); as [`open`] otherwise.
+/// credentials, an object that changed while read); [`ErrorKind::NeedsFiles`] for a zTensor 2
+/// root with shards; as [`open`] otherwise.
 #[cfg(feature = "remote")]
 pub fn open_url(
     url: &str,
@@ -584,7 +585,7 @@ pub fn open_remote(
 ) -> Result<Opened, OpenError> {
     let name = std::path::PathBuf::from(object.location().to_string());
     if let Some(opened) = open_remote_index(&object, &name, options)? {
-        return Ok(opened);
+        return opened.within_budget(Some(&name), options);
     }
     open_read_at(object, Some(&name), options)?.within_budget(Some(&name), options)
 }
@@ -603,9 +604,14 @@ fn remote_index_bytes(
         OpenError::Zt(ztensor_io::Error::io("reading the index", Some(name.to_owned()), e))
     };
     if index.len() > MAX_REMOTE_INDEX {
-        return Err(read_error(std::io::Error::other(format!(
-            "an index of {} bytes, over the {MAX_REMOTE_INDEX}-byte limit",
-            index.len()
+        // As an index file that long is refused: malformed, a rejection.
+        return Err(OpenError::Zt(ztensor_io::Error::from(ztensor_format::Error::new(
+            ztensor_format::ErrorKind::ManifestTooLarge,
+            format!(
+                "{}: an index of {} bytes, over the {MAX_REMOTE_INDEX}-byte limit",
+                name.display(),
+                index.len()
+            ),
         ))));
     }
     let mut bytes = vec![0u8; usize::try_from(index.len()).unwrap_or(0)];
@@ -655,7 +661,7 @@ fn open_remote_index(
     name: &Path,
     options: &OpenOptions,
 ) -> Result<Option<Opened>, OpenError> {
-    let opened = match crate::detect::by_name(name) {
+    let opened: Opened = match crate::detect::by_name(name) {
         #[cfg(feature = "sharded")]
         Some(Kind::ZtIndex) => {
             let ckpt = open_remote_zt_index(index.clone(), options)?;

@@ -180,15 +180,18 @@ pub struct WriteOptions {
 }
 
 impl WriteOptions {
-    /// `target`, with attributes kept, zstd at `zstd` (raw without) and no digests added, on
-    /// every core.
+    /// `target`, with attributes kept, zstd at `zstd` (raw without; with it, a component zstd
+    /// does not make smaller is stored raw, as the command-line tool does unless told
+    /// `--zstd-always`) and no digests added, on every core.
     pub fn new(target: Target, zstd: Option<i32>) -> WriteOptions {
+        let fresh = zstd.map_or_else(ztensor_io::WriteOptions::raw, ztensor_io::WriteOptions::zstd);
         WriteOptions {
             target,
             drop_attributes: false,
-            fresh: zstd.map_or_else(ztensor_io::WriteOptions::raw, ztensor_io::WriteOptions::zstd),
+            fresh: ztensor_io::WriteOptions { raw_if_not_smaller: true, ..fresh },
             copy: CopyOptions {
                 compression: zstd.map(ztensor_io::Compression::Zstd),
+                raw_if_not_smaller: true,
                 ..CopyOptions::default()
             },
             zstd,

@@ -2,7 +2,7 @@
 //! and publishes the object only when [`RemoteUpload::finish`] completes it.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -77,6 +77,37 @@ struct Live {
 /// Every multipart upload of this process begun and neither completed nor aborted.
 static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
 static TOKENS: AtomicU64 = AtomicU64::new(0);
+/// Multipart uploads being started: asked of the server, not yet in [`LIVE`]. What
+/// [`abort_unfinished`] waits for, so that an upload the server made just as a signal came is
+/// aborted too.
+static STARTING: AtomicUsize = AtomicUsize::new(0);
+/// Set by [`abort_unfinished`]: no upload starts after it.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+/// Aborts under way outside [`abort_unfinished`] (an upload dropped on an error, which the
+/// signal may have caused): waited for too, so that the process does not exit in the middle of
+/// one.
+static ABORTING: AtomicUsize = AtomicUsize::new(0);
+
+/// One upload being started, counted in [`STARTING`] until it is dropped.
+struct Starting;
+
+impl Starting {
+    /// Counts an upload starting, or `None` once [`abort_unfinished`] has begun.
+    fn begin() -> Option<Starting> {
+        STARTING.fetch_add(1, Ordering::SeqCst);
+        if STOPPING.load(Ordering::SeqCst) {
+            STARTING.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Starting)
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        STARTING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 fn forget(token: u64) {
     LIVE.lock().unwrap_or_else(PoisonError::into_inner).retain(|l| l.token != token);
@@ -86,6 +117,14 @@ fn forget(token: u64) {
 /// exit: SIGINT or SIGTERM must leave no parts behind), waiting up to 10 s for each; returns
 /// the URLs of those whose abort failed.
 pub fn abort_unfinished() -> Vec<String> {
+    // No upload starts from now on; those being started are waited for (within the patience),
+    // so that one the server made just now is found and aborted.
+    STOPPING.store(true, Ordering::SeqCst);
+    let since = std::time::Instant::now();
+    let busy = || STARTING.load(Ordering::SeqCst) > 0 || ABORTING.load(Ordering::SeqCst) > 0;
+    while busy() && since.elapsed() < ABORT_PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let live: Vec<Live> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner));
     let mut failed = Vec::new();
     for l in live {
@@ -149,6 +188,9 @@ impl RemoteUpload {
             return Err(Error::new(ErrorKind::ReadOnly, shown, "writing: no multipart uploads"));
         };
         let object = &self.stores.object;
+        let Some(starting) = Starting::begin() else {
+            return Err(Error::new(ErrorKind::Request, shown, "writing: the process is stopping"));
+        };
         let (id, prior) =
             store::block_on(shown, "starting the upload", self.options.timeout, async {
                 let prior = object.head(path).await.ok().map(|meta| meta.e_tag);
@@ -166,6 +208,7 @@ impl RemoteUpload {
             id: id.clone(),
             shown: shown.clone(),
         });
+        drop(starting);
         Ok(Multipart { store, id, token, prior, tasks: JoinSet::new(), parts: Vec::new(), next: 0 })
     }
 
@@ -296,14 +339,19 @@ impl Multipart {
         path: &object_store::path::Path,
         timeout: Duration,
     ) -> Result<(), Error> {
+        // Counted before it leaves [`LIVE`], so that a signal's [`abort_unfinished`] always
+        // sees it one way or the other.
+        ABORTING.fetch_add(1, Ordering::SeqCst);
         forget(self.token);
-        store::block_on(shown, "aborting the upload", timeout, async {
+        let aborted = store::block_on(shown, "aborting the upload", timeout, async {
             self.tasks.shutdown().await;
             self.store
                 .abort_multipart(path, &self.id)
                 .await
                 .map_err(|e| Error::from_store("aborting the upload", shown, e))
-        })
+        });
+        ABORTING.fetch_sub(1, Ordering::SeqCst);
+        aborted
     }
 }
 

@@ -189,17 +189,21 @@ pub enum Split {
 }
 
 /// `path` made absolute, without a trailing separator (`out/` and `out` plan alike).
-/// Whether `path` is a URL (`s3://…`, `gs://…`) rather than a local path: outputs there are
-/// written through a [`Destination`](crate::Destination).
-pub(crate) fn is_url(path: &Path) -> bool {
-    path.to_str().and_then(|s| s.split_once("://")).is_some_and(|(scheme, _)| {
-        !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-    })
-}
-
 fn absolute(path: &Path) -> Result<PathBuf> {
     let absolute = std::path::absolute(path).map_err(|e| Error::io("cannot resolve", path, &e))?;
     Ok(absolute.components().collect())
+}
+
+/// Whether `path` is a URL (`s3://…`, `gs://…`) rather than a local path, by the rule the
+/// object-store client uses (a scheme of a letter, then letters, digits, `+`, `-` or `.`):
+/// outputs there are written through a [`Destination`](crate::Destination).
+pub(crate) fn is_url(path: &Path) -> bool {
+    let Some((scheme, _)) = path.to_str().and_then(|s| s.split_once("://")) else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
 }
 
 /// The name shards and index are called after: the input's file name without its format's
@@ -332,8 +336,8 @@ pub fn plan(
     locations.sort();
     locations.dedup();
     inputs.extend(locations.into_iter().map(|l| dir.join(l)));
-    // Objects in a bucket are read pinned to the version first seen (a change while they are
-    // read is refused there): only local files are checked for staleness by size.
+    // Objects in a bucket are sized by the caller, which reaches them ([`Plan::inputs`] takes
+    // them, and [`Plan::check_inputs`] leaves them to it); local files are sized here.
     let inputs = inputs
         .into_iter()
         .filter(|path| !is_url(path))
@@ -420,6 +424,14 @@ impl Plan {
             return Err(malformed(format!(
                 "plan format {}; this version reads {PLAN_FORMAT}",
                 plan.plan
+            )));
+        }
+        if !ztensor_io::weight_map::is_plain_name(&plan.index)
+            || !plan.index.ends_with(INDEX_SUFFIX)
+        {
+            return Err(malformed(format!(
+                "index {:?} is not a plain {INDEX_SUFFIX} file name",
+                plan.index
             )));
         }
         // A plan is checked as an index is: it becomes one.
@@ -523,7 +535,8 @@ impl Plan {
     /// # Errors
     /// [`ErrorKind::Stale`] naming the first that changed (or vanished).
     pub fn check_inputs(&self) -> Result<()> {
-        for f in &self.inputs {
+        // Objects in a bucket are checked by the caller, which reaches them.
+        for f in self.inputs.iter().filter(|f| !is_url(&f.path)) {
             let size = std::fs::metadata(&f.path).map(|m| m.len()).map_err(|e| {
                 Error::new(ErrorKind::Stale, format!("input of the plan: {e}")).with_path(&f.path)
             })?;

@@ -57,6 +57,14 @@ impl Error {
         }
     }
 
+    /// The same error (its kind, and the zTensor error it keeps, whose verdict and system
+    /// error stand), told with `message`.
+    #[must_use]
+    pub fn reworded(mut self, message: String) -> Error {
+        self.message = message;
+        self
+    }
+
     /// This error, about the file at `path`.
     #[must_use]
     pub fn with_path(mut self, path: &Path) -> Error {
@@ -137,7 +145,10 @@ impl ztensor_format::Verdict for Error {
             // An I/O failure here is told in the message (which file, what was done); the
             // system's own error is not kept.
             (None, ErrorKind::Io) => Failure::Other,
-            (None, _) => Failure::Format,
+            (None, ErrorKind::Malformed | ErrorKind::IndexMismatch) => Failure::Format,
+            // What a writer of plans meets (an input changed, units not done, no such unit):
+            // requests that failed, as `is_rejection` says.
+            (None, _) => Failure::Other,
         }
     }
     fn object(&self) -> Option<&str> {

@@ -70,14 +70,11 @@ impl<S: ReadAt> ShardedZtensor<S> {
             // Opened before its size is compared.
             let source = open_shard(&shard).map_err(|e| {
                 let listed = index.weight_map.values().filter(|s| *s == name).count();
-                Error::new(
-                    e.kind(),
-                    format!(
-                        "shard {name:?} (the index lists {listed} tensor(s) in it): {}",
-                        e.message()
-                    ),
-                )
-                .with_path(&shard)
+                let message = format!(
+                    "shard {name:?} (the index lists {listed} tensor(s) in it): {}",
+                    e.message()
+                );
+                e.reworded(message).with_path(&shard)
             })?;
             let size = source.len();
             if size != entry.size {

@@ -315,10 +315,20 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
     if r.target == Target::Zt2 {
         return sharded_2(r, split, context);
     }
-    let source = crate::open_source_with(r.input, r.carry_unknown)?;
+    let kind = super::detect(r.input)?;
+    let opened = crate::sources::open_kind(r.input, kind, r.carry_unknown)?;
+    // Every object the input is read from (a sharded checkpoint's shards too).
+    let mut inputs: Vec<std::path::PathBuf> = opened.files().to_vec();
+    inputs.push(r.input.to_path_buf());
+    let source = crate::sources::expansion_checked(r.input, opened)?;
     let plan = plan_of(r, split, &*source)?;
     let prefix =
         crate::remote::url_of(r.output).map(|url| crate::remote::Prefix::new(url, r.run.memory));
+    if let Some(prefix) = &prefix {
+        use ztensor_shard_write::Destination;
+        let names = plan.units.iter().map(|u| u.shard.as_str()).chain([plan.index.as_str()]);
+        crate::remote::not_over_inputs(&inputs, names.map(|n| prefix.locate(n)))?;
+    }
     let cleared = match &prefix {
         Some(prefix) => prefix.check_free(&plan.index, r.force)?,
         None => super::outdir::clear(&r.dir(), &plan)?,
@@ -401,7 +411,7 @@ fn sharded_2(
     };
     let stem = ztensor_shard_write::output_stem(r.input);
     if let Some(url) = crate::remote::url_of(r.output) {
-        return sharded_2_to_prefix(r, (source, &groups), &stem, url, context);
+        return sharded_2_to_prefix(r, (source, &groups, &inputs), &stem, url, context);
     }
     let root = r.output.join(format!("{stem}.zt"));
     for path in ztensor_v2::sharded::sharded_paths(&root, groups.len()) {
@@ -451,7 +461,7 @@ fn sharded_2(
 /// a failure removes the shards published. The objects are the files a local directory gets.
 fn sharded_2_to_prefix(
     r: &Request<'_>,
-    (source, groups): (&dyn TensorSource, &[Vec<usize>]),
+    (source, groups, inputs): (&dyn TensorSource, &[Vec<usize>], &[std::path::PathBuf]),
     stem: &str,
     url: &str,
     context: &str,
@@ -459,6 +469,12 @@ fn sharded_2_to_prefix(
     use ztensor_shard_write::Destination;
     let prefix = crate::remote::Prefix::new(url, r.run.memory);
     let root_name = format!("{stem}.zt");
+    let names: Vec<String> =
+        ztensor_v2::sharded::sharded_paths(Path::new(&root_name), groups.len())
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str().map(|n| prefix.locate(n)))
+            .collect();
+    crate::remote::not_over_inputs(inputs, names)?;
     let cleared = prefix.check_free(&root_name, r.force)?;
     // A private directory (0700, a name no one can guess), and in it the output's, which an
     // interrupt takes back as it takes back a local output's files.

@@ -22,6 +22,12 @@ pub use ztensor_registry::Kind;
 
 /// Whether `a` and `b` name the same existing file, whatever the spelling or link.
 pub fn same_file(a: &Path, b: &Path) -> bool {
+    // Objects in a bucket: the same when their URLs name the same object.
+    match (crate::remote::url_of(a), crate::remote::url_of(b)) {
+        (Some(a), Some(b)) => return crate::remote::same_object(a, b),
+        (None, None) => {}
+        _ => return false,
+    }
     let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else { return false };
     #[cfg(unix)]
     {

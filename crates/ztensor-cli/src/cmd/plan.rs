@@ -34,8 +34,30 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
         chunk: None,
         repack: false,
     };
-    let source = open_source_with(&a.input, a.carry_unknown_dtypes)?;
-    let made = plan_of(&request, split, &*source)?;
+    let kind = super::detect(&a.input)?;
+    let opened = crate::sources::open_kind(&a.input, kind, a.carry_unknown_dtypes)?;
+    // Every object the input is read from (a sharded checkpoint's shards too).
+    let mut inputs: Vec<PathBuf> = opened.files().to_vec();
+    inputs.push(a.input.clone());
+    let source = crate::sources::expansion_checked(&a.input, opened)?;
+    let mut made = plan_of(&request, split, &*source)?;
+    // Objects read from a bucket, with their sizes, which `run` checks as it checks files'.
+    for input in &inputs {
+        if let Some(url) = crate::remote::url_of(input) {
+            use ztensor_io::ReadAt;
+            let size = crate::remote::object(url)?.len();
+            made.inputs.push(ztensor_shard_write::InputFile { path: input.clone(), size });
+        }
+    }
+    // Outputs in a bucket (and a plan there) are no object the plan reads.
+    if let Some(prefix) = prefix_of(&made, &run) {
+        use ztensor_shard_write::Destination;
+        let names = made.units.iter().map(|u| u.shard.as_str()).chain([made.index.as_str()]);
+        crate::remote::not_over_inputs(&inputs, names.map(|n| prefix.locate(n)))?;
+    }
+    if let Some(url) = crate::remote::url_of(&a.plan) {
+        crate::remote::not_over_inputs(&inputs, [url.to_owned()])?;
+    }
     // A plan in a bucket: one object, which the plan's own names cannot be (they are under
     // the output prefix, and objects are no files).
     if let Some(url) = crate::remote::url_of(&a.plan) {
@@ -117,6 +139,20 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
         Some(k) => k,
         None => unit_from_environment()?,
     };
+    // Objects read from a bucket: the sizes they had when the plan was made (files are
+    // checked so by the unit writer).
+    for f in &plan.inputs {
+        if let Some(url) = crate::remote::url_of(&f.path) {
+            use ztensor_io::ReadAt;
+            let size = crate::remote::object(url)?.len();
+            if size != f.size {
+                return Err(anyhow!(
+                    "{url}: is {size} bytes; the plan was made when it was {} (make a new plan)",
+                    f.size
+                ));
+            }
+        }
+    }
     let source = open_source_with(&plan.input, plan.options.carry_unknown_dtypes)?;
     let total = plan.units.get(unit).map_or(0, |u| u.bytes);
     let bar = Bar::new(total, run.quiet);
