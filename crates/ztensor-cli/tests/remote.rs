@@ -288,6 +288,16 @@ fn a_sharded_output_into_a_prefix_is_the_local_checkpoint_object_for_file() {
         files_2 += 1;
     }
     assert!(files_2 >= 3, "{files_2} files");
+    // The sharded zTensor 2 root in the bucket reads with its shards beside it: verify checks
+    // every shard whole, and a conversion back holds what the input holds.
+    let root = "s3://models/two/big.zt";
+    let verified = ztensor_s3(&moto, &["verify", root]);
+    assert!(verified.status.success(), "{}{}", stdout(&verified), stderr(&verified));
+    let whole_2 = dir.path().join("whole-2.zt");
+    let back = ztensor_s3(&moto, &["convert", root, &s(&whole_2)]);
+    assert!(back.status.success(), "{}", stderr(&back));
+    let same = crate::ztensor(&["diff", &s(&whole_2), &input]);
+    assert!(same.status.success(), "{}{}", stdout(&same), stderr(&same));
     // A sharded safetensors checkpoint in a bucket, its shards beside its index.
     let checkpoint =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/examples/checkpoint");

@@ -53,6 +53,8 @@ mod write;
 pub use detect::{Error, ErrorKind, detect, detect_bytes, detect_source};
 #[cfg(all(feature = "remote", feature = "sharded"))]
 pub use open::open_remote_zt_index;
+#[cfg(all(feature = "remote", feature = "v2"))]
+pub use open::open_remote_zt2;
 #[cfg(feature = "tensorbuffers")]
 pub use open::open_tb;
 #[cfg(feature = "sharded")]

@@ -587,7 +587,48 @@ pub fn open_remote(
     if let Some(opened) = open_remote_index(&object, &name, options)? {
         return opened.within_budget(Some(&name), options);
     }
+    #[cfg(feature = "v2")]
+    if detect_source(&object, Some(&name)).ok() == Some(Kind::Zt2) {
+        let root_len = object.len();
+        let file = open_remote_zt2(object, options)?;
+        let files = file.shard_paths().map(|(_, p)| p.to_path_buf()).collect();
+        let input_len = root_len.saturating_add(file.shards_len());
+        let opened = Opened { input_len, files, ..Opened::new(Kind::Zt2, file) };
+        return opened.within_budget(Some(&name), options);
+    }
     open_read_at(object, Some(&name), options)?.within_budget(Some(&name), options)
+}
+
+/// The zTensor 2 file that is the object `root`, its shards (when its table lists any) the
+/// objects beside it at their positional names (`model-00001-of-00002.zt`), read by ranges; as
+/// its own reader, for what needs more than a tensor source (checking every shard's digest).
+/// A shard not there leaves its parts unreadable, saying where it was looked for, as a local
+/// one does.
+///
+/// # Errors
+/// [`OpenError::Zt2`]: the root or a shard breaks a rule.
+#[cfg(all(feature = "remote", feature = "v2"))]
+pub fn open_remote_zt2(
+    root: ztensor_remote::RemoteObject,
+    options: &OpenOptions,
+) -> Result<ztensor_v2::File<ztensor_remote::RemoteObject>, OpenError> {
+    let max = options.options.limits.max_manifest_len;
+    let shown = std::path::PathBuf::from(root.location().to_string());
+    let mut found = std::collections::BTreeMap::new();
+    let mut file = ztensor_v2::File::open_sharded(root.clone(), max, &mut |name, _| {
+        let at = ztensor_v2::shards::positional_path(&shown, name);
+        let plain = at.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        Ok(match root.sibling(plain) {
+            Ok(object) => {
+                found.insert(name.to_owned(), at.clone());
+                ztensor_v2::Located::At(object)
+            }
+            Err(e) => ztensor_v2::Located::Missing(format!("{e}")),
+        })
+    })
+    .map_err(OpenError::Zt2)?;
+    file.set_shard_paths(found);
+    Ok(file.with_limits(options.options.limits.clone()))
 }
 
 /// The longest index of a sharded checkpoint read from a bucket (the readers' own limit).

@@ -360,6 +360,13 @@ impl<S: ReadAt> File<S> {
         self.shard_paths.iter().map(|(n, p)| (n.as_str(), p.as_path()))
     }
 
+    /// Records where the shards a caller's locator found lie (for
+    /// [`File::open_sharded`], whose locator knows: objects beside a root in a bucket, say),
+    /// as [`File::shard_paths`] then tells them.
+    pub fn set_shard_paths(&mut self, paths: BTreeMap<String, std::path::PathBuf>) {
+        self.shard_paths = paths;
+    }
+
     /// The total size of the shards attached (what the file's content lies in besides its own
     /// bytes): only those found, whose sizes were checked, never what a table merely claims.
     pub fn shards_len(&self) -> u64 {

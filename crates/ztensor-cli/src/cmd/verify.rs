@@ -187,6 +187,17 @@ fn foreign_verify(
             shard_problem = file.verify_shards().err().map(|e| e.to_string());
             Box::new(file)
         }
+        Kind::Zt2 => {
+            let options = ztensor_registry::OpenOptions {
+                options: ztensor_cli::options(strict),
+                ..Default::default()
+            };
+            let url = crate::remote::url_of(path).unwrap_or_default();
+            let file = ztensor_registry::open_remote_zt2(crate::remote::object(url)?, &options)
+                .map_err(|e| crate::open_error(path, &options.options, e))?;
+            shard_problem = file.verify_shards().err().map(|e| e.to_string());
+            Box::new(file)
+        }
         _ => crate::open_source(path)?,
     };
     let source = &*source;
