@@ -475,13 +475,33 @@ fn python_test() -> Result<()> {
             .env("PATH", &path),
         "building the Python extension (maturin develop)",
     )?;
+    let azurite = azurite()?;
     run(
         Command::new(&python)
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
             .arg(root.join("crates/ztensor-py/tests"))
-            .current_dir(&root),
+            .current_dir(&root)
+            .env("ZTENSOR_AZURITE", &azurite)
+            .env("ZTENSOR_REQUIRE_AZURITE", "1"),
         "the Python tests",
     )
+}
+
+/// Azurite's blob server (Microsoft's Azure Storage emulator, from the npm registry), installed
+/// into `target/azurite` on first use: the Azure tests run against it, and fail without it.
+fn azurite() -> Result<PathBuf> {
+    let prefix = project_root().join("target/azurite");
+    let server = prefix.join("node_modules/.bin/azurite-blob");
+    if !server.exists() {
+        run(
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+                .arg(&prefix)
+                .arg("azurite@3"),
+            "installing Azurite (npm install azurite) for the Azure tests",
+        )?;
+    }
+    Ok(server)
 }
 
 /// Runs `command`, failing with `what` when it does not succeed.

@@ -90,6 +90,41 @@ impl RemoteObject {
                     }
                     Ok((meta, bytes))
                 }
+                // A store whose client takes no suffix ranges (Azure): its size from a HEAD,
+                // then the same last bytes by a bounded range, pinned to the version seen.
+                Err(object_store::Error::NotSupported { .. }) => {
+                    let meta = store
+                        .head(&path)
+                        .await
+                        .map_err(|e| Error::from_store("opening", &shown, e))?;
+                    if meta.size == 0 {
+                        return Ok((meta, Bytes::new()));
+                    }
+                    let start = meta.size.saturating_sub(SUFFIX_LEN);
+                    let bounded = GetOptions {
+                        range: Some(GetRange::Bounded(start..meta.size)),
+                        if_match: meta.e_tag.clone(),
+                        ..GetOptions::default()
+                    };
+                    let got = store
+                        .get_opts(&path, bounded)
+                        .await
+                        .map_err(|e| Error::from_store("opening", &shown, e))?;
+                    let bytes = body(&shown, "opening", got, &counters).await?;
+                    if bytes.len() as u64 != meta.size - start {
+                        return Err(Error::new(
+                            ErrorKind::Request,
+                            &shown,
+                            format!(
+                                "opening: the server answered {} bytes for the last {} of {}",
+                                bytes.len(),
+                                meta.size - start,
+                                meta.size
+                            ),
+                        ));
+                    }
+                    Ok((meta, bytes))
+                }
                 // An empty object has no suffix to give (416): its size comes from a HEAD.
                 Err(e) if !range_refused(&e) => Err(Error::from_store("opening", &shown, e)),
                 Err(_) => {
