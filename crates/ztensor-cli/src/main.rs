@@ -63,6 +63,8 @@ fn handle_signals() {
 fn handle_signals() {}
 
 fn main() -> ExitCode {
+    // Before any thread: under an address-space cap, threads share the allocator's one arena.
+    ztensor_io::fit_allocator_to_address_space();
     handle_signals();
     // A sharded checkpoint keeps each shard open while it is read: thousands of them pass the
     // customary soft limit of 1024 open files long before the system's own.

@@ -28,6 +28,27 @@ pub fn raise_open_file_limit() -> Option<u64> {
     None
 }
 
+/// Under a capped address space (`ulimit -v`, `prlimit --as`), keeps the allocator to one arena:
+/// glibc gives each thread that allocates an arena of its own, reserving 64 MiB of address
+/// space for it, so a few threads can take the room the limits of
+/// [`machine_limits`](crate::machine_limits) leave to the work, and the allocator aborts
+/// instead of a limit refusing. Call it first thing in `main`, before any thread is started;
+/// without a cap, or off glibc, it does nothing. Returns whether it changed the allocator.
+pub fn fit_allocator_to_address_space() -> bool {
+    if crate::address_space_cap().is_none() {
+        return false;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: `mallopt` takes two integers and changes a setting of glibc's allocator,
+        // which is safe to change while no other thread is allocating (the caller's contract:
+        // first thing in `main`); it returns 1 on success.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    false
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     #[test]
