@@ -1517,12 +1517,23 @@ mod command_line {
         let installed = bin_dir.join("ztensor-conformance");
         std::fs::copy(bin(), &installed).unwrap();
         let installed = installed.to_str().unwrap();
-        let out = Command::new(installed)
-            .args(["run", "--impl", &format!("{installed} dump"), "--json"])
-            .current_dir(&cwd)
-            .env("TMPDIR", &tmp)
-            .output()
-            .unwrap();
+        // A binary just written may be busy for a moment (ETXTBSY): a process another test
+        // forks meanwhile holds the copy's descriptor until it execs. Tried again then.
+        let mut tries = 0;
+        let out = loop {
+            let run = Command::new(installed)
+                .args(["run", "--impl", &format!("{installed} dump"), "--json"])
+                .current_dir(&cwd)
+                .env("TMPDIR", &tmp)
+                .output();
+            match run {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other.unwrap(),
+            }
+        };
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         // Every fixture the crate's indexes list was graded, and passed.
