@@ -12,6 +12,7 @@ mod progress;
 mod remote;
 mod report;
 mod sources;
+mod told;
 
 use std::io::Write;
 use std::process::ExitCode;

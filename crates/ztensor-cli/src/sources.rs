@@ -11,11 +11,23 @@ use crate::errors::{Rejected, open_error, reported, torn_hint};
 use crate::options;
 use crate::remote;
 
+/// The zTensor file (0.1, 1.x) at `path` as its own reader, through the descriptor it was
+/// told by where it was ([`told`](crate::told::told)).
+pub(crate) fn zt_reader(
+    path: &Path,
+    opening: &ztensor_registry::OpenOptions,
+) -> std::result::Result<Reader<FileSource>, ztensor_io::Error> {
+    match crate::told::told(path) {
+        Ok(mut detected) => detected.open_zt(opening),
+        Err(_) => ztensor_registry::open_zt(path, opening),
+    }
+}
+
 /// Opens a zTensor file; a file that breaks a rule becomes `Rejected`, other failures stay
 /// errors.
 pub(crate) fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
     let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-    ztensor_registry::open_zt(path, &opening).map_err(|e| match e.rule() {
+    zt_reader(path, &opening).map_err(|e| match e.rule() {
         Some(_) => {
             let note = ztensor_cli::limit_note(e.rule());
             anyhow!(Rejected(format!("{}: {e}{note}{}", path.display(), torn_hint(path, options))))
@@ -89,21 +101,20 @@ pub(crate) fn open_source_for(
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     cmd::not_over(path, output, what)?;
-    let kind = cmd::detect(path)?;
-    open_kind_for(path, kind, output, what, carry_unknown)
+    cmd::detect(path)?;
+    open_told_for(path, output, what, carry_unknown)
 }
 
 /// As [`open_source_for`], for an input already recognised as `kind` (detected once per
 /// command).
-pub(crate) fn open_kind_for(
+pub(crate) fn open_told_for(
     path: &Path,
-    kind: cmd::Kind,
     output: &Path,
     what: &str,
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     cmd::not_over(path, output, what)?;
-    let opened = open_kind(path, kind, carry_unknown)?;
+    let opened = open_told(path, carry_unknown)?;
     for shard in opened.files() {
         cmd::not_over(shard, output, what)?;
     }
@@ -117,7 +128,11 @@ pub(crate) fn open_zt2_file(path: &Path) -> Result<ztensor_v2::File<FileSource>>
         options: ztensor_cli::options(false),
         ..Default::default()
     };
-    ztensor_registry::open_zt2(path, &options).map_err(|e| open_error(path, &options.options, e))
+    match crate::told::told(path) {
+        Ok(mut told) => told.open_zt2(&options),
+        Err(_) => ztensor_registry::open_zt2(path, &options),
+    }
+    .map_err(|e| open_error(path, &options.options, e))
 }
 
 /// As [`open_source`]; with `carry_unknown`, safetensors tensors of dtypes zTensor lacks are
@@ -126,8 +141,8 @@ pub(crate) fn open_source_with(
     path: &Path,
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
-    let kind = cmd::detect(path)?;
-    expansion_checked(path, open_kind(path, kind, carry_unknown)?)
+    cmd::detect(path)?;
+    expansion_checked(path, open_told(path, carry_unknown)?)
 }
 
 /// The source of `opened` (the input at `path`), refused when its objects decode to more than
@@ -153,13 +168,10 @@ pub(crate) fn expansion_checked(
     Ok(opened.into_source())
 }
 
-/// Opens the input at `path`, recognised as `kind`, through the format registry (its
-/// expansion left to the caller: [`expansion_checked`]).
-pub(crate) fn open_kind(
-    path: &Path,
-    kind: cmd::Kind,
-    carry_unknown: bool,
-) -> Result<ztensor_registry::Opened> {
+/// Opens the input at `path` through the format registry, a local file through the
+/// descriptor it was told by ([`told`](crate::told::told)), a URL as the object it was told in (its expansion
+/// left to the caller: [`expansion_checked`]).
+pub(crate) fn open_told(path: &Path, carry_unknown: bool) -> Result<ztensor_registry::Opened> {
     let options = ztensor_registry::OpenOptions {
         options: ztensor_cli::options(false),
         carry_unknown_dtypes: carry_unknown,
@@ -167,7 +179,8 @@ pub(crate) fn open_kind(
     match remote::url_of(path) {
         // The object the kind was recognised in, through the registry's one door.
         Some(url) => ztensor_registry::open_remote(remote::object(url)?, &options),
-        None => ztensor_registry::open_kind(kind, path, &options),
+        // The file as it was told, opened as what it is.
+        None => crate::told::told(path).map_err(Into::into).and_then(|d| d.open(&options)),
     }
     .map_err(|e| open_error(path, &options.options, e))
 }

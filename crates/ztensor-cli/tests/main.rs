@@ -13,6 +13,7 @@ mod layout;
 mod looking;
 #[path = "../../ztensor-remote/tests/support/moto.rs"]
 mod moto;
+mod opens;
 mod outputs;
 mod readme;
 mod remote;

@@ -251,10 +251,12 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
     // recognises as zTensor 2 or TensorBuffers is dumped as such; everything else is judged as
     // zTensor, so a file of no format gets the rule it breaks.
     let opening = ztensor_registry::OpenOptions { options: options(), ..Default::default() };
-    let kind = ztensor_registry::detect(path);
-    if matches!(kind, Ok(ztensor_registry::Kind::Zt2)) {
+    // Told once; what it is read as is read through the same descriptor.
+    let mut detected = ztensor_registry::Detected::new(path);
+    let kind = detected.as_ref().ok().map(ztensor_registry::Detected::kind);
+    if let (Some(ztensor_registry::Kind::Zt2), Ok(detected)) = (kind, detected.as_mut()) {
         // Its shards, if it has any, found as every command finds them.
-        return Ok(match ztensor_registry::open_zt2(path, &opening) {
+        return Ok(match detected.open_zt2(&opening) {
             // What checking every object would decode is held to the expansion budget, as
             // every command holds its input (a shared blob counts once: it is checked once).
             Ok(file) => match file.check_expansion(&options().limits) {
@@ -271,14 +273,18 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
             Err(e) => return Err(std::io::Error::other(e.to_string())),
         });
     }
-    if matches!(kind, Ok(ztensor_registry::Kind::TensorBuffers)) {
-        return Ok(match ztensor_registry::open_tb(path, &opening) {
+    if let (Some(ztensor_registry::Kind::TensorBuffers), Ok(detected)) = (kind, detected.as_mut()) {
+        return Ok(match detected.open_tb(&opening) {
             Ok(Ok(reader)) => Opened::Tb(Box::new(reader)),
             Ok(Err(e)) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
             Err(e) => return Err(std::io::Error::other(e.to_string())),
         });
     }
-    match ztensor_registry::open_zt(path, &opening) {
+    let reader = match detected {
+        Ok(mut detected) => detected.open_zt(&opening),
+        Err(_) => ztensor_registry::open_zt(path, &opening),
+    };
+    match reader {
         Ok(reader) => Ok(Opened::Zt(Box::new(reader))),
         Err(e) => match e.format_error() {
             Some(f) => Ok(Opened::Done(rejected(f.kind().id(), &f.to_string()), false)),

@@ -76,7 +76,10 @@ impl Error {
         self
     }
 
-    pub(crate) fn with_path(mut self, path: &Path) -> Error {
+    /// Names `path` as the file the error is about, unless it names one already: for a
+    /// reader made with `new` over a file opened elsewhere.
+    #[must_use]
+    pub fn with_path(mut self, path: &Path) -> Error {
         self.path.get_or_insert_with(|| path.to_owned());
         self
     }

@@ -268,11 +268,17 @@ static UNLOCKED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// [`READER_PATIENCE`], while a writer of this or another process holds the file without a
 /// journal saying where its last complete state ends; then reads it as it stands.
 pub(crate) fn open_for_reading(path: &Path) -> Result<(File, u64)> {
+    let file = crate::input::open_input(path)?;
+    committed_end(file, path)
+}
+
+/// As [`open_for_reading`], for `file`, already opened (by [`open_input`](crate::input::open_input))
+/// from `path`.
+pub(crate) fn committed_end(file: File, path: &Path) -> Result<(File, u64)> {
     let io = |what: &'static str| {
         let path = path.to_owned();
         move |e| Error::io(what, Some(path), e)
     };
-    let file = crate::input::open_input(path)?;
     let deadline = std::time::Instant::now() + READER_PATIENCE;
     let len = |file: &File| file.metadata().map(|m| m.len()).map_err(io("cannot stat"));
     let id = FileId::of(&file.metadata().map_err(io("cannot stat"))?);

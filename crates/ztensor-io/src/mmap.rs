@@ -60,6 +60,24 @@ impl ReadAt for Mapped {
     }
 }
 
+impl crate::source::FileSource {
+    /// Maps the bytes this source reads (its file, up to the end it was opened with) read-only,
+    /// through the same descriptor: a file told by its first bytes and then mapped is opened
+    /// once.
+    ///
+    /// # Safety
+    /// As [`Mapped::map`].
+    ///
+    /// # Errors
+    /// When the file cannot be mapped, or is longer than the address space.
+    pub unsafe fn into_mapped(self) -> io::Result<Mapped> {
+        let len = usize::try_from(self.len())
+            .map_err(|_| io::Error::from(io::ErrorKind::FileTooLarge))?;
+        // SAFETY: forwarded to the caller.
+        unsafe { Mapped::map_first(self.file(), len) }
+    }
+}
+
 impl Reader<Mapped> {
     /// Opens a file through a read-only memory map: component reads of raw data are zero-copy.
     ///

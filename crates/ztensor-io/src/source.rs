@@ -139,6 +139,46 @@ impl FileSource {
         Ok(FileSource { file, len: end, uncommitted: len.saturating_sub(end) })
     }
 
+    /// As [`FileSource::open`], for a file already opened from `path` (by
+    /// [`open_input`](crate::open_input), and wrapped with [`FileSource::new`] to read its
+    /// first bytes): the same descriptor, ending where the file as it stands complete ends.
+    /// What opens a file once to tell its format and read it.
+    ///
+    /// # Errors
+    /// I/O errors, naming the path.
+    pub fn settle(self, path: impl AsRef<Path>) -> crate::Result<FileSource> {
+        let (file, end) = crate::lock::committed_end(self.file, path.as_ref())?;
+        let len = file
+            .metadata()
+            .map_err(|e| crate::Error::io("cannot stat", Some(path.as_ref().to_owned()), e))?
+            .len();
+        Ok(FileSource { file, len: end, uncommitted: len.saturating_sub(end) })
+    }
+
+    /// Whether the file at `path` is still the one this source reads (the same device and
+    /// inode; never, where the platform cannot tell): what a caller holding a source opened
+    /// earlier checks before reading it as the file now at that path.
+    pub fn is_at(&self, path: impl AsRef<Path>) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            match (self.file.metadata(), std::fs::metadata(path)) {
+                (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
+                _ => false,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            false
+        }
+    }
+
+    /// The file read.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Bytes past the end of this source that belong to an append that had not committed when
     /// the source was opened (one running, or one interrupted and not yet repaired).
     pub fn uncommitted(&self) -> u64 {

@@ -2,7 +2,7 @@
 //! trailing one, then the name.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ztensor_io::{FileSource, ReadAt};
 
@@ -101,17 +101,60 @@ impl ztensor_format::Verdict for Error {
 /// it); [`ErrorKind::NotRead`] for a format not read (named when known);
 /// [`ErrorKind::Disabled`] for one this build lacks the feature for.
 pub fn detect(path: &Path) -> Result<Kind, Error> {
-    if let Some(kind) = by_name(path) {
-        return enabled(kind, Some(path));
+    Detected::new(path).map(|d| d.kind)
+}
+
+/// A file recognised by [`detect`], held open: opening it ([`Detected::open`]) reads the same
+/// file through the same descriptor. So a command opens its input once, and a file replaced
+/// between being told and being read cannot be read as the format the other was.
+#[derive(Debug)]
+pub struct Detected {
+    pub(crate) kind: Kind,
+    pub(crate) path: PathBuf,
+    /// The file, read from its start for its first bytes; `None` for a sharded checkpoint's
+    /// index, told by its name and read with its shards.
+    pub(crate) source: Option<FileSource>,
+    /// The length of the file as read, once its reader has it.
+    pub(crate) len: Option<u64>,
+}
+
+impl Detected {
+    /// Opens the file at `path` and tells what it is, as [`detect`] does.
+    ///
+    /// # Errors
+    /// As [`detect`].
+    pub fn new(path: &Path) -> Result<Detected, Error> {
+        if let Some(kind) = by_name(path) {
+            let kind = enabled(kind, Some(path))?;
+            return Ok(Detected { kind, path: path.to_path_buf(), source: None, len: None });
+        }
+        if path.is_dir() {
+            return Err(Error::new(ErrorKind::Directory, directory_hint(path)));
+        }
+        let file = ztensor_io::open_input(path).map_err(Error::from_io)?;
+        let source = FileSource::new(file).map_err(|e| {
+            Error::from_io(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e))
+        })?;
+        let kind = detect_source(&source, Some(path))?;
+        Ok(Detected { kind, path: path.to_path_buf(), source: Some(source), len: None })
     }
-    if path.is_dir() {
-        return Err(Error::new(ErrorKind::Directory, directory_hint(path)));
+
+    /// What the file is.
+    pub fn kind(&self) -> Kind {
+        self.kind
     }
-    let file = ztensor_io::open_input(path).map_err(Error::from_io)?;
-    let source = FileSource::new(file).map_err(|e| {
-        Error::from_io(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e))
-    })?;
-    detect_source(&source, Some(path))
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the file at its path is still the one it holds open (an index, told by its
+    /// name, always is): a caller that tells a file early and opens it later checks this, so a
+    /// file replaced in between is told again rather than read as the one that was there.
+    pub fn is_current(&self) -> bool {
+        self.source.as_ref().is_none_or(|s| s.is_at(&self.path))
+    }
 }
 
 /// What `bytes` are, by their content, as [`detect`] tells a file.

@@ -7,7 +7,7 @@
 //! every format read, with the rule that recognises it, its name, the cargo feature that
 //! enables it and its usual extensions; [`NOT_READ`] lists the formats people bring that are
 //! recognised and named but not read. Adding a format is: implement
-//! [`TensorSource`](ztensor_io::TensorSource) for it, add a [`Kind`], and add its row (and its arm in `open_kind`).
+//! [`TensorSource`](ztensor_io::TensorSource) for it, add a [`Kind`], and add its row (and its arm in `Detected::open`).
 //!
 //! ```
 //! use ztensor_registry::{Kind, detect_bytes};
@@ -50,7 +50,7 @@ mod table;
 #[cfg(feature = "write")]
 mod write;
 
-pub use detect::{Error, ErrorKind, detect, detect_bytes, detect_source};
+pub use detect::{Detected, Error, ErrorKind, detect, detect_bytes, detect_source};
 #[cfg(all(feature = "remote", feature = "sharded"))]
 pub use open::open_remote_zt_index;
 #[cfg(all(feature = "remote", feature = "v2"))]
@@ -59,7 +59,7 @@ pub use open::open_remote_zt2;
 pub use open::open_tb;
 #[cfg(feature = "sharded")]
 pub use open::open_zt_index;
-pub use open::{OpenError, OpenOptions, Opened, open, open_bytes, open_kind, open_mapped, open_zt};
+pub use open::{OpenError, OpenOptions, Opened, open, open_bytes, open_mapped, open_zt};
 #[cfg(feature = "v2")]
 pub use open::{content_id, open_zt2};
 #[cfg(feature = "remote")]

@@ -7,7 +7,7 @@ use std::path::Path;
 use ztensor_format::Options;
 use ztensor_io::{FileSource, ReadAt, Reader, TensorSource};
 
-use crate::detect::{Error, ErrorKind, detect, detect_source, enabled};
+use crate::detect::{Detected, Error, ErrorKind, detect_source, enabled};
 use crate::table::Kind;
 
 /// How [`open`] opens a file. The default reads leniently within the limits fitted to this
@@ -213,7 +213,7 @@ impl Opened {
     /// and views that share bytes can make a small file decode to terabytes. Checked on what
     /// the objects declare, before anything is decoded; returns the total. [`open`],
     /// [`open_mapped`] and [`open_bytes`] check it with their options' limits;
-    /// [`open_kind`] leaves it to its caller.
+    /// [`Detected::open`] leaves it to its caller.
     ///
     /// # Errors
     /// [`OpenError::Zt`] with rule `decoded_too_large`.
@@ -267,8 +267,7 @@ impl Opened {
 /// [`OpenError::Detect`] when it is not recognised; [`OpenError::Zt`] with rule
 /// `decoded_too_large` over the budget; the format reader's error otherwise.
 pub fn open(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
-    let kind = detect(path)?;
-    open_kind(kind, path, options)?.within_budget(Some(path), options)
+    Detected::new(path)?.open(options)?.within_budget(Some(path), options)
 }
 
 /// The content identity of the file at `path`, whatever its format: the zTensor 2 content
@@ -287,89 +286,164 @@ pub fn content_id(
     options: &OpenOptions,
     algorithm: ztensor_v2::IdAlgorithm,
 ) -> Result<String, OpenError> {
-    let kind = detect(path)?;
-    if kind == Kind::Zt2 {
+    let mut detected = Detected::new(path)?;
+    if detected.kind == Kind::Zt2 {
         let max = options.options.limits.max_manifest_len;
-        let file = ztensor_v2::File::open(file_source(path)?, max).map_err(OpenError::Zt2)?;
+        let file = ztensor_v2::File::open(detected.take_source()?, max).map_err(OpenError::Zt2)?;
         return file.content_digest(algorithm).map_err(OpenError::Zt2);
     }
-    let opened = open_kind(kind, path, options)?.within_budget(Some(path), options)?;
+    let opened = detected.open(options)?.within_budget(Some(path), options)?;
     ztensor_v2::content_digest(opened.source(), algorithm).map_err(OpenError::Zt2)
 }
 
-/// Opens the file at `path` as `kind` (already [`detect`]ed), read with positional reads. The
-/// expansion budget is not checked: [`open`] checks it, a caller of this function does with
-/// [`Opened::check_expansion`].
-///
-/// # Errors
-/// The format reader's error; [`OpenError::Detect`] for a kind this build does not read.
-pub fn open_kind(kind: Kind, path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
-    let strict = options.options.strict;
-    // What the content lies in besides the file itself: shards, and their bytes.
-    let mut shards = 0u64;
-    let mut files = Vec::new();
-    let opened = match kind {
-        Kind::Zt => {
-            Opened::new(kind, Reader::open_with(path, &options.options).map_err(OpenError::Zt)?)
-        }
-        #[cfg(feature = "sharded")]
-        Kind::ZtIndex => {
-            let ckpt = open_zt_index(path, options)?;
-            shards =
-                ckpt.shards().iter().map(|(_, r)| r.source().len()).fold(0, u64::saturating_add);
-            files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
-            Opened::new(kind, ckpt)
-        }
-        #[cfg(feature = "safetensors")]
-        Kind::Safetensors => Opened::new(
-            kind,
-            ztensor_foreign::safetensors::SafetensorsFile::open(path)
-                .map_err(OpenError::Foreign)?
-                .carry_unknown_dtypes(options.carry_unknown_dtypes),
-        ),
-        #[cfg(feature = "safetensors")]
-        Kind::SafetensorsIndex => {
-            let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(path)
-                .map_err(OpenError::Foreign)?
-                .carry_unknown_dtypes(options.carry_unknown_dtypes);
-            shards =
-                ckpt.shards().iter().map(|(_, f)| f.source().len()).fold(0, u64::saturating_add);
-            files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
-            Opened::new(kind, ckpt)
-        }
-        #[cfg(feature = "tensorbuffers")]
-        Kind::TensorBuffers => Opened::new(kind, tb_reader(file_source(path)?, strict)?),
-        #[cfg(feature = "numpy")]
-        Kind::Npy => Opened::new(
-            kind,
-            ztensor_foreign::npy_in::NpyFile::open(path).map_err(OpenError::Foreign)?,
-        ),
-        #[cfg(feature = "numpy")]
-        Kind::Npz => Opened::new(
-            kind,
-            ztensor_foreign::npz::NpzFile::open(path).map_err(OpenError::Foreign)?,
-        ),
-        #[cfg(feature = "gguf")]
-        Kind::Gguf => Opened::new(
-            kind,
-            ztensor_foreign::gguf::GgufFile::open(path).map_err(OpenError::Foreign)?,
-        ),
-        #[cfg(feature = "torch")]
-        Kind::Torch => Opened::new(
-            kind,
-            ztensor_foreign::torch::TorchFile::open(path).map_err(OpenError::Foreign)?,
-        ),
-        #[cfg(feature = "v2")]
-        Kind::Zt2 => {
-            let file = open_zt2(path, options)?;
-            shards = file.shards_len();
-            files = file.shard_paths().map(|(_, p)| p.to_path_buf()).collect();
-            Opened::new(kind, file)
-        }
-        #[allow(unreachable_patterns)]
-        other => return Err(not_opened(other, Some(path))),
-    };
-    Ok(Opened { input_len: file_len(path)?.saturating_add(shards), files, ..opened })
+impl Detected {
+    /// Opens it as a tensor source, read with positional reads through the descriptor it was
+    /// told by. The expansion budget is not checked: [`open`] checks it, a caller of this
+    /// function does with [`Opened::check_expansion`].
+    ///
+    /// # Errors
+    /// The format reader's error; [`OpenError::Detect`] for a kind this build does not read.
+    pub fn open(mut self, options: &OpenOptions) -> Result<Opened, OpenError> {
+        let (kind, strict) = (self.kind, options.options.strict);
+        #[cfg(not(feature = "tensorbuffers"))]
+        let _ = strict;
+        let path = self.path.clone();
+        let path = path.as_path();
+        // What the content lies in besides the file itself: shards, and their bytes.
+        let mut shards = 0u64;
+        let mut files = Vec::new();
+        let opened = match kind {
+            Kind::Zt => Opened::new(kind, self.open_zt(options).map_err(OpenError::Zt)?),
+            #[cfg(feature = "sharded")]
+            Kind::ZtIndex => {
+                let ckpt = open_zt_index(path, options)?;
+                shards = ckpt
+                    .shards()
+                    .iter()
+                    .map(|(_, r)| r.source().len())
+                    .fold(0, u64::saturating_add);
+                files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
+                Opened::new(kind, ckpt)
+            }
+            #[cfg(feature = "safetensors")]
+            Kind::Safetensors => Opened::new(
+                kind,
+                ztensor_foreign::safetensors::SafetensorsFile::new(self.take_source()?)
+                    .map_err(|e| OpenError::Foreign(e.with_path(path)))?
+                    .carry_unknown_dtypes(options.carry_unknown_dtypes),
+            ),
+            #[cfg(feature = "safetensors")]
+            Kind::SafetensorsIndex => {
+                let ckpt = ztensor_foreign::sharded::ShardedSafetensors::open(path)
+                    .map_err(OpenError::Foreign)?
+                    .carry_unknown_dtypes(options.carry_unknown_dtypes);
+                shards = ckpt
+                    .shards()
+                    .iter()
+                    .map(|(_, f)| f.source().len())
+                    .fold(0, u64::saturating_add);
+                files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
+                Opened::new(kind, ckpt)
+            }
+            #[cfg(feature = "tensorbuffers")]
+            Kind::TensorBuffers => Opened::new(kind, tb_reader(self.take_source()?, strict)?),
+            #[cfg(feature = "numpy")]
+            Kind::Npy => {
+                let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("array");
+                let npy = ztensor_foreign::npy_in::NpyFile::new(self.take_source()?, name);
+                Opened::new(kind, npy.map_err(|e| OpenError::Foreign(e.with_path(path)))?)
+            }
+            #[cfg(feature = "numpy")]
+            Kind::Npz => {
+                let limit = ztensor_io::machine_limits().whole_decode_limit();
+                let npz = ztensor_foreign::npz::NpzFile::new(self.take_source()?, limit);
+                Opened::new(kind, npz.map_err(|e| OpenError::Foreign(e.with_path(path)))?)
+            }
+            #[cfg(feature = "gguf")]
+            Kind::Gguf => {
+                let gguf = ztensor_foreign::gguf::GgufFile::new(self.take_source()?);
+                Opened::new(kind, gguf.map_err(|e| OpenError::Foreign(e.with_path(path)))?)
+            }
+            #[cfg(feature = "torch")]
+            Kind::Torch => {
+                let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("tensor");
+                let limit = ztensor_io::machine_limits().whole_decode_limit();
+                let torch =
+                    ztensor_foreign::torch::TorchFile::new(self.take_source()?, name, limit);
+                Opened::new(kind, torch.map_err(|e| OpenError::Foreign(e.with_path(path)))?)
+            }
+            #[cfg(feature = "v2")]
+            Kind::Zt2 => {
+                let file = self.open_zt2(options)?;
+                shards = file.shards_len();
+                files = file.shard_paths().map(|(_, p)| p.to_path_buf()).collect();
+                Opened::new(kind, file)
+            }
+            #[allow(unreachable_patterns)]
+            other => return Err(not_opened(other, Some(path))),
+        };
+        let len = match self.len {
+            Some(len) => len,
+            None => file_len(path)?,
+        };
+        Ok(Opened { input_len: len.saturating_add(shards), files, ..opened })
+    }
+
+    /// The zTensor file (0.1, 1.x) as its own reader, as [`open_zt`] opens one: for a command
+    /// that reads zTensor only, after telling the file is one.
+    ///
+    /// # Errors
+    /// As [`open_zt`].
+    pub fn open_zt(
+        &mut self,
+        options: &OpenOptions,
+    ) -> Result<Reader<FileSource>, ztensor_io::Error> {
+        let source = match self.source.take() {
+            Some(source) => source.settle(&self.path)?,
+            None => FileSource::open(&self.path)?,
+        };
+        self.len = Some(source.len());
+        Reader::new(source, &options.options)
+    }
+
+    /// The zTensor 2 file as its own reader, with its shards, as [`open_zt2`] opens one.
+    ///
+    /// # Errors
+    /// As [`open_zt2`].
+    #[cfg(feature = "v2")]
+    pub fn open_zt2(
+        &mut self,
+        options: &OpenOptions,
+    ) -> Result<ztensor_v2::File<FileSource>, OpenError> {
+        let source = self.take_source()?;
+        zt2_of(source, &self.path, options)
+    }
+
+    /// The TensorBuffers file as its own reader, as [`open_tb`] opens one.
+    ///
+    /// # Errors
+    /// As [`open_tb`].
+    #[cfg(feature = "tensorbuffers")]
+    pub fn open_tb(
+        &mut self,
+        options: &OpenOptions,
+    ) -> Result<
+        Result<ztensor_tensorbuffers::TbFile<FileSource>, ztensor_tensorbuffers::Error>,
+        OpenError,
+    > {
+        let source = self.take_source()?;
+        Ok(ztensor_tensorbuffers::TbFile::new(source, &tb_options(options)))
+    }
+
+    /// The descriptor it was told by (opened now for an index, told by its name).
+    fn take_source(&mut self) -> Result<FileSource, OpenError> {
+        let source = match self.source.take() {
+            Some(source) => source,
+            None => file_source(&self.path)?,
+        };
+        self.len = Some(source.len());
+        Ok(source)
+    }
 }
 
 /// Why `kind` has no arm where it was to be opened: this build lacks its feature, or (for
@@ -438,12 +512,17 @@ pub fn open_tb(
     Result<ztensor_tensorbuffers::TbFile<FileSource>, ztensor_tensorbuffers::Error>,
     OpenError,
 > {
-    let options = if options.options.strict {
+    Ok(ztensor_tensorbuffers::TbFile::new(file_source(path)?, &tb_options(options)))
+}
+
+/// How `options` read a TensorBuffers file: strictly when they say so.
+#[cfg(feature = "tensorbuffers")]
+fn tb_options(options: &OpenOptions) -> ztensor_tensorbuffers::ReadOptions {
+    if options.options.strict {
         ztensor_tensorbuffers::ReadOptions::strict()
     } else {
         ztensor_tensorbuffers::ReadOptions::default()
-    };
-    Ok(ztensor_tensorbuffers::TbFile::new(file_source(path)?, &options))
+    }
 }
 
 /// The zTensor 2 file at `path` with its shards, if it has any, found by their positional
@@ -459,15 +538,24 @@ pub fn open_zt2(
     path: &Path,
     options: &OpenOptions,
 ) -> Result<ztensor_v2::File<FileSource>, OpenError> {
+    zt2_of(file_source(path)?, path, options)
+}
+
+/// The zTensor 2 file read from `source` (the file at `path`), with its shards.
+#[cfg(feature = "v2")]
+fn zt2_of(
+    source: FileSource,
+    path: &Path,
+    options: &OpenOptions,
+) -> Result<ztensor_v2::File<FileSource>, OpenError> {
     let max = options.options.limits.max_manifest_len;
     let resolvers = ztensor_v2::shards::Resolver::default_for(path);
-    ztensor_v2::File::open_resolved(file_source(path)?, max, &resolvers)
+    ztensor_v2::File::open_resolved(source, max, &resolvers)
         .map(|file| file.with_limits(options.options.limits.clone()))
         .map_err(OpenError::Zt2)
 }
 
 /// The file at `path`, opened as ztensor-io opens inputs, for positional reads.
-#[cfg(any(feature = "tensorbuffers", feature = "v2"))]
 fn file_source(path: &Path) -> Result<FileSource, OpenError> {
     let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
     FileSource::new(file)
@@ -499,36 +587,42 @@ fn tb_reader<S: ReadAt>(
 /// map): a change is undefined behaviour, not an error. Files written by ztensor are replaced by
 /// rename, never changed in place.
 pub unsafe fn open_mapped(path: &Path, options: &OpenOptions) -> Result<Opened, OpenError> {
-    let kind = detect(path)?;
+    let mut detected = Detected::new(path)?;
+    let kind = detected.kind;
+    let mapped = |source: FileSource| {
+        // SAFETY: forwarded to the caller.
+        unsafe { source.into_mapped() }.map_err(|e| {
+            OpenError::Zt(ztensor_io::Error::io("cannot map", Some(path.to_path_buf()), e))
+        })
+    };
     let opened = match kind {
         Kind::Zt => {
-            // SAFETY: forwarded to the caller.
-            let reader =
-                unsafe { Reader::open_mmap(path, &options.options) }.map_err(OpenError::Zt)?;
+            let source = match detected.source.take() {
+                Some(source) => source.settle(path).map_err(OpenError::Zt)?,
+                None => FileSource::open(path).map_err(OpenError::Zt)?,
+            };
+            let reader = Reader::new(mapped(source)?, &options.options).map_err(OpenError::Zt)?;
             let memory = reader.source().as_slice().map(|s| (s.as_ptr() as usize, s.len()));
             Opened { memory, ..Opened::new(kind, reader) }
         }
         #[cfg(feature = "safetensors")]
         Kind::Safetensors => {
-            // SAFETY: forwarded to the caller.
-            let file = unsafe { ztensor_foreign::safetensors::SafetensorsFile::open_mmap(path) }
-                .map_err(OpenError::Foreign)?
+            let map = mapped(detected.take_source()?)?;
+            let file = ztensor_foreign::safetensors::SafetensorsFile::new(map)
+                .map_err(|e| OpenError::Foreign(e.with_path(path)))?
                 .carry_unknown_dtypes(options.carry_unknown_dtypes);
             let memory = file.source().as_slice().map(|s| (s.as_ptr() as usize, s.len()));
             Opened { memory, ..Opened::new(kind, file) }
         }
         #[cfg(feature = "gguf")]
         Kind::Gguf => {
-            let file = ztensor_io::open_input(path).map_err(OpenError::Zt)?;
-            // SAFETY: forwarded to the caller.
-            let map = unsafe { ztensor_io::Mapped::map(&file) }.map_err(|e| {
-                OpenError::Zt(ztensor_io::Error::io("mapping", Some(path.to_path_buf()), e))
-            })?;
+            let map = mapped(detected.take_source()?)?;
             let memory = map.as_slice().map(|s| (s.as_ptr() as usize, s.len()));
-            let gguf = ztensor_foreign::gguf::GgufFile::new(map).map_err(OpenError::Foreign)?;
+            let gguf = ztensor_foreign::gguf::GgufFile::new(map)
+                .map_err(|e| OpenError::Foreign(e.with_path(path)))?;
             Opened { memory, ..Opened::new(kind, gguf) }
         }
-        _ => open_kind(kind, path, options)?,
+        _ => detected.open(options)?,
     };
     let input_len = match opened.memory {
         Some((_, len)) => u64::try_from(len).unwrap_or(u64::MAX),

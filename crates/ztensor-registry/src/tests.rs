@@ -202,8 +202,8 @@ fn the_expansion_budget_is_checked_where_files_open() {
     refused(unsafe { open_mapped(&path, &options) });
     let said = refused(open_bytes(std::fs::read(&path).unwrap(), &options));
     assert!(said.starts_with("the bytes: "), "{said}");
-    // open_kind leaves the check to its caller, who has the input's size.
-    let opened = open_kind(Kind::Zt, &path, &options).unwrap();
+    // Detected::open leaves the check to its caller, who has the input's size.
+    let opened = Detected::new(&path).unwrap().open(&options).unwrap();
     assert_eq!(opened.input_len(), std::fs::metadata(&path).unwrap().len());
     let e = opened.check_expansion(&options.options.limits).unwrap_err();
     assert_eq!(e.rule(), Some(Rule::DecodedTooLarge));
@@ -477,5 +477,56 @@ fn targets_by_name_and_by_extension() {
     // Each target's own extension says that target (zTensor: the current version).
     for target in [Target::Zt(Version::V1_2), Target::Safetensors, Target::TensorBuffers] {
         assert_eq!(said(&format!("m.{}", target.extension())), Ok(target));
+    }
+}
+
+/// The kernel's count of the opens of an input (inotify): detection and the format's reader
+/// share one descriptor, so [`open`], [`open_mapped`], [`Detected::open`] and [`content_id`]
+/// open a file once, whatever its format.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_file_is_opened_once() {
+    let dir = scratch("opened-once");
+    let mut inputs = vec!["producers/v1.2/reference-1.2.3/zstd.zt", "examples/tiny-v0.1.zt"];
+    if cfg!(feature = "tensorbuffers") {
+        inputs.push("external/tensorbuffers-sample.tb");
+    }
+    if cfg!(feature = "v2") {
+        inputs.push("producers/v2/reference-2.1.1/examples-tiny-v1.2.zt");
+    }
+    if cfg!(feature = "numpy") {
+        inputs.push("external/numpy/dense-f4.npy");
+        inputs.push("external/numpy/arrays.npz");
+    }
+    if cfg!(feature = "gguf") {
+        inputs.push("external/gguf/plain.gguf");
+    }
+    if cfg!(feature = "torch") {
+        inputs.push("external/pytorch/checkpoint.pt");
+    }
+    let options = OpenOptions::default();
+    for (i, input) in inputs.iter().enumerate() {
+        let name = Path::new(input).file_name().unwrap();
+        let path = dir.join(format!("{i}-{}", name.to_str().unwrap()));
+        std::fs::copy(fixture(input), &path).unwrap();
+        let watch = ztensor_testkit::Opens::watch(&path);
+        let opened = open(&path, &options).unwrap();
+        assert!(!opened.source().is_empty(), "{input}");
+        drop(opened);
+        assert_eq!(watch.take(), 1, "open: {input}");
+        // SAFETY: the file is this test's own copy, not changed while mapped.
+        let mapped = unsafe { open_mapped(&path, &options) }.unwrap();
+        drop(mapped);
+        assert_eq!(watch.take(), 1, "open_mapped: {input}");
+        let detected = Detected::new(&path).unwrap();
+        assert_eq!(detected.kind(), detect(&path).unwrap());
+        assert_eq!(watch.take(), 2, "detect and Detected::new: {input}");
+        drop(detected.open(&options).unwrap());
+        assert_eq!(watch.take(), 0, "Detected::open: {input}");
+        #[cfg(feature = "v2")]
+        {
+            content_id(&path, &options, ztensor_v2::IdAlgorithm::Sha256).unwrap();
+            assert_eq!(watch.take(), 1, "content_id: {input}");
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! What the workspace's tests share: [`Scratch`] directories, a seeded [`Rng`], and a
-//! [`Zip`] builder for archives laid out as any zip writer lays them out.
+//! What the workspace's tests share: [`Scratch`] directories, a seeded [`Rng`], a
+//! [`Zip`] builder for archives laid out as any zip writer lays them out, and (Linux) a count
+//! of a file's opens, `Opens`.
 //!
 //! A dev-dependency only (`publish = false`), and it imports no workspace crate, so every
 //! crate's tests can use it, `ztensor-format`'s unit tests included.
@@ -13,10 +14,14 @@
 //! assert!(zip.starts_with(b"PK\x03\x04"));
 //! ```
 
+#[cfg(target_os = "linux")]
+mod opens;
 mod rng;
 mod scratch;
 mod zip;
 
+#[cfg(target_os = "linux")]
+pub use opens::Opens;
 pub use rng::Rng;
 pub use scratch::{KEEP_VAR, Scratch, scratch};
 pub use zip::Zip;

@@ -315,8 +315,10 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
     if r.target == Target::Zt2 {
         return sharded_2(r, split, context);
     }
-    let kind = super::detect(r.input)?;
-    let opened = crate::sources::open_kind(r.input, kind, r.carry_unknown)?;
+    // Told once (a file it cannot read is worded as detection words it); the opener
+    // takes the handle.
+    super::detect(r.input)?;
+    let opened = crate::sources::open_told(r.input, r.carry_unknown)?;
     // Every object the input is read from (a sharded checkpoint's shards too).
     let mut inputs: Vec<std::path::PathBuf> = opened.files().to_vec();
     inputs.push(r.input.to_path_buf());
@@ -369,7 +371,7 @@ fn sharded_2(
     context: &str,
 ) -> Result<Converted> {
     let kind = super::detect(r.input)?;
-    let opened = crate::sources::open_kind(r.input, kind, r.carry_unknown)?;
+    let opened = crate::sources::open_told(r.input, r.carry_unknown)?;
     // Every file the input is read from: none may be replaced by the output.
     let mut inputs: Vec<std::path::PathBuf> = opened.files().to_vec();
     inputs.push(r.input.to_path_buf());
@@ -563,11 +565,10 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
     let kind = super::detect(r.input)?;
     let opened = match (kind, r.target) {
         (Kind::Zt, Target::Zt(_)) => {
-            crate::sources::open_kind(r.input, kind, r.carry_unknown)?.into_source()
+            crate::sources::open_told(r.input, r.carry_unknown)?.into_source()
         }
-        _ => crate::sources::open_kind_for(
+        _ => crate::sources::open_told_for(
             r.input,
-            kind,
             r.output,
             &r.target.to_string(),
             r.carry_unknown,

@@ -61,7 +61,7 @@ pub fn detect(path: &Path) -> Result<Kind> {
     if let Some(url) = crate::remote::url_of(path) {
         return crate::remote::detect(url);
     }
-    ztensor_registry::detect(path).map_err(|e| anyhow::anyhow!("{e}"))
+    crate::told::tell(path).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The decoded bytes of a tensor as its source describes it (its stored bytes where the

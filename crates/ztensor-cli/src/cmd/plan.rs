@@ -34,8 +34,10 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
         chunk: None,
         repack: false,
     };
-    let kind = super::detect(&a.input)?;
-    let opened = crate::sources::open_kind(&a.input, kind, a.carry_unknown_dtypes)?;
+    // Told once (a file it cannot read is worded as detection words it); the opener
+    // takes the handle.
+    super::detect(&a.input)?;
+    let opened = crate::sources::open_told(&a.input, a.carry_unknown_dtypes)?;
     // Every object the input is read from (a sharded checkpoint's shards too).
     let mut inputs: Vec<PathBuf> = opened.files().to_vec();
     inputs.push(a.input.clone());

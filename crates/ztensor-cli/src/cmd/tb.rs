@@ -16,6 +16,9 @@ pub fn open(
         options: ztensor_cli::options(strict),
         ..Default::default()
     };
-    ztensor_registry::open_tb(path, &options)
-        .with_context(|| format!("cannot open {}", path.display()))
+    let opened = match crate::told::told(path) {
+        Ok(mut told) => told.open_tb(&options),
+        Err(_) => ztensor_registry::open_tb(path, &options),
+    };
+    opened.with_context(|| format!("cannot open {}", path.display()))
 }

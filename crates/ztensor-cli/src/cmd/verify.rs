@@ -41,7 +41,7 @@ fn verify(
 ) -> Result<std::process::ExitCode> {
     let options = ztensor_cli::options(strict);
     let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-    let reader = match ztensor_registry::open_zt(file, &opening) {
+    let reader = match crate::sources::zt_reader(file, &opening) {
         Ok(r) => r,
         Err(e) if json && e.rule().is_some() => {
             let report = serde_json::json!({
