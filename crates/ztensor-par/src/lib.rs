@@ -36,10 +36,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod ahead;
 mod pipeline;
 pub mod simulate;
 mod sink;
 
+pub use crate::ahead::Ahead;
 pub use crate::pipeline::Budget;
 pub use crate::sink::ZtSink;
 

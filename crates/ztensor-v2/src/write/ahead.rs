@@ -142,45 +142,16 @@ pub(super) fn ahead_limit(options: &WriteOptions, threads: usize) -> u64 {
     (options.par.budget_for(threads) / 2).max(crate::seekable::FRAME as u64)
 }
 
-/// Bytes in flight between the compressors and the writer, on the engine's budget
-/// ([`ztensor_par::Budget`]): taken before a part is started, given back when the writer has
-/// it. Stopped when the writer goes (an error), so that nothing more starts.
-pub(super) struct Budget {
-    pub(super) bytes: ztensor_par::Budget,
-    pub(super) stopped: std::sync::atomic::AtomicBool,
-}
-
-impl Budget {
-    /// Takes `n` bytes once they fit (at once when nothing is in flight); `false` once stopped.
-    pub(super) fn take(&self, n: u64) -> bool {
-        self.bytes.take(n, &self.stopped)
-    }
-
-    pub(super) fn give(&self, n: u64) {
-        self.bytes.give(n);
-    }
-
-    pub(super) fn stop(&self) {
-        self.stopped.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.bytes.wake();
-    }
-}
-
-/// Parts compressed ahead, each started as soon as the bytes in flight allow and taken by
-/// the writer in writing order. No part waits for another to finish (no batches with a tail
-/// of idle cores): a worker done with one part's frames takes the next part's.
+/// Parts compressed ahead, on the engine's facility for work done ahead of its turn
+/// ([`ztensor_par::Ahead`]): each started as soon as the bytes in flight allow (the engine's
+/// budget and admission rule) and taken by the writer in writing order. No part waits for
+/// another to finish: a worker done with one part's frames takes the next part's.
 ///
 /// Which parts go ahead is found as they are reached (object by object, by [`ahead_jobs`]),
 /// by the feeder and by the writer alike, so no list of them is held: the writer takes the
 /// `n`-th part it finds to be compressed ahead as the `n`-th the feeder started.
 pub(super) struct Ahead {
-    /// Each compressed part as it finishes, with its place among the parts compressed ahead.
-    pub(super) done: Option<crossbeam_channel::Receiver<(usize, Result<Compressed>)>>,
-    /// Parts that finished before their turn.
-    pub(super) early: std::collections::BTreeMap<usize, Result<Compressed>>,
-    /// The place of the next part the writer takes among the parts compressed ahead.
-    pub(super) next: usize,
-    pub(super) budget: std::sync::Arc<Budget>,
+    parts: ztensor_par::Ahead<Result<Compressed>>,
     /// The compressors of the parts, and the frame buffers the writer has written for their
     /// next frames.
     pub(super) spare: std::sync::Arc<crate::seekable::Spare>,
@@ -195,90 +166,44 @@ impl Ahead {
         (level, limit): (i32, u64),
         pool: Option<Arc<rayon::ThreadPool>>,
     ) -> Ahead {
-        let budget = std::sync::Arc::new(Budget {
-            bytes: ztensor_par::Budget::new(limit),
-            stopped: std::sync::atomic::AtomicBool::new(false),
-        });
         // The frames of the parts in flight and of the one being written: as many buffers as
         // can be in use at once.
         let frames = usize::try_from(limit / crate::seekable::FRAME as u64).unwrap_or(usize::MAX);
         let threads = pool.as_ref().map_or(1, |p| p.current_num_threads());
         let most = frames.saturating_mul(2).saturating_add(threads);
         let spare = std::sync::Arc::new(crate::seekable::Spare::new(level, most));
-        let made = |done| Ahead {
-            done,
-            early: std::collections::BTreeMap::new(),
-            next: 0,
-            budget: budget.clone(),
-            spare: spare.clone(),
-        };
         // The write's own pool, never the caller's: the writer waits for these parts, and had
         // they been queued on the caller's pool, a writer running on that pool's only (or
         // every) worker would wait for itself.
-        let Some(pool) = pool else { return made(None) };
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let feeder = budget.clone();
-        let spare = spare.clone();
-        scope.spawn(move || {
-            let spare = &*spare;
-            // Parts are started from outside the pool (the feeder waits on the budget, no
-            // worker does), first come first taken; each part's frames then go to whichever
-            // workers are free.
-            pool.in_place_scope(|s| {
-                let mut seq = 0;
-                for k in 0..order.len() {
-                    // An object that cannot be planned was refused before any part was
-                    // written; nothing more goes ahead (the writer streams what is left).
-                    let Ok(jobs) = ahead_jobs(source, order.index(k), options, limit) else {
-                        return;
-                    };
-                    for job in jobs {
-                        if !feeder.take(ahead_cost(job.len)) {
-                            return;
-                        }
-                        let tx = tx.clone();
-                        let place = seq;
-                        seq += 1;
-                        s.spawn(move |_| {
-                            // The writer may have gone (an error): nothing to tell it.
-                            let _ = tx.send((place, compress_part(source, &job, spare)));
-                        });
-                    }
-                }
+        let Some(pool) = pool else {
+            return Ahead { parts: ztensor_par::Ahead::none(), spare };
+        };
+        // An object that cannot be planned was refused before any part was written; nothing
+        // more goes ahead (the writer streams what is left).
+        let jobs = (0..order.len())
+            .map(move |k| ahead_jobs(source, order.index(k), options, limit))
+            .map_while(Result::ok)
+            .flatten()
+            .map(|job| {
+                let cost = ahead_cost(job.len);
+                (job, cost)
             });
+        let compressors = spare.clone();
+        let parts = ztensor_par::Ahead::start(scope, pool, limit, jobs, move |job| {
+            compress_part(source, &job, &compressors)
         });
-        made(Some(rx))
+        Ahead { parts, spare }
     }
 
-    /// The next part compressed ahead, of decoded length `len`: the writer asks for each part
-    /// [`ahead_len`] says goes ahead, in writing order. `None` when none was compressed
-    /// ahead (no pool, or the feeder stopped).
-    pub(super) fn take(&mut self, len: u64) -> Option<Result<Compressed>> {
-        let done = self.done.as_ref()?;
-        let compressed = match self.early.remove(&self.next) {
-            Some(c) => c,
-            None => loop {
-                let (seq, c) = done.recv().ok()?;
-                if seq == self.next {
-                    break c;
-                }
-                self.early.insert(seq, c);
-            },
-        };
-        self.next += 1;
-        self.budget.give(ahead_cost(len));
-        Some(compressed)
+    /// The next part compressed ahead: the writer asks for each part [`ahead_len`] says goes
+    /// ahead, in writing order. `None` when none was compressed ahead (no pool, or the feeder
+    /// stopped).
+    pub(super) fn take(&mut self) -> Option<Result<Compressed>> {
+        self.parts.take()
     }
 
     /// Hands back the buffers of a part once it is written.
     pub(super) fn give_back(&self, part: Compressed) {
         self.spare.give(part.stream);
-    }
-}
-
-impl Drop for Ahead {
-    fn drop(&mut self) {
-        // Nothing more starts; what is running finishes and is dropped.
-        self.budget.stop();
     }
 }

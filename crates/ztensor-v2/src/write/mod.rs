@@ -308,7 +308,7 @@ pub(crate) fn write_with(
                     }
                     // Raw bytes the source holds in memory (a map, a buffer) go out from where
                     // they lie, without a copy into pieces first.
-                    None => match ahead_len.and_then(|len| ahead.take(len)) {
+                    None => match ahead_len.and_then(|_| ahead.take()) {
                         Some(compressed) => {
                             let compressed = compressed?;
                             let placed = placer.part_compressed(&compressed)?;
