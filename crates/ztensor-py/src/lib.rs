@@ -107,6 +107,14 @@ impl File {
         self.opened.base.is_some()
     }
 
+    /// The file whose memory map the borrowed component bytes lie in (at
+    /// [`Bytes::offset`](memory::Bytes)), or `None` (bytes given, or nothing mapped): where
+    /// another map of the same bytes (a torch storage) can be made.
+    #[getter]
+    fn mapped_path(&self) -> Option<std::path::PathBuf> {
+        self.opened.base.and(self.opened.path.clone())
+    }
+
     /// Object names in the file's order.
     fn names(&self) -> Vec<String> {
         let source = &self.opened.source;

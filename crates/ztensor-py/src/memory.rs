@@ -85,20 +85,51 @@ pub(crate) enum Data {
 #[pyclass(frozen, module = "ztensor_rs._native")]
 pub(crate) struct Bytes {
     pub(crate) owner: Owner,
+    /// Whether decoded bytes may be lent writable ([`Bytes::lend_writable`]): only to a
+    /// consumer that asked for them so (a torch tensor), so NumPy arrays stay read-only.
+    writable: std::sync::atomic::AtomicBool,
 }
 
 pub(crate) enum Owner {
     Shared { file: Arc<Opened>, start: usize, len: usize },
-    Owned(Box<[u8]>),
+    Owned(OwnedBytes),
 }
+
+/// Decoded bytes that belong to one `Bytes` alone, held by a raw pointer rather than a `Box`:
+/// they may be lent writable (a torch tensor takes them without a copy), and memory written
+/// through a buffer Python holds must not sit behind a Rust reference.
+pub(crate) struct OwnedBytes {
+    ptr: *mut [u8],
+}
+
+impl OwnedBytes {
+    fn new(bytes: Box<[u8]>) -> OwnedBytes {
+        OwnedBytes { ptr: Box::into_raw(bytes) }
+    }
+}
+
+impl Drop for OwnedBytes {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `Box::into_raw` and is freed once, here; every view Python
+        // took holds a reference to the `Bytes` that owns this, so none outlives it.
+        drop(unsafe { Box::from_raw(self.ptr) });
+    }
+}
+
+// SAFETY: the bytes are a heap allocation owned by this value alone; Rust never reads or
+// writes them after construction (only their address and length), so moving or sharing the
+// pointer between threads is as safe as the `Box` it came from.
+unsafe impl Send for OwnedBytes {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for OwnedBytes {}
 
 impl Bytes {
     pub(crate) fn new(file: &Arc<Opened>, data: Data) -> Bytes {
         let owner = match data {
             Data::Shared { start, len } => Owner::Shared { file: Arc::clone(file), start, len },
-            Data::Owned(b) => Owner::Owned(b),
+            Data::Owned(b) => Owner::Owned(OwnedBytes::new(b)),
         };
-        Bytes { owner }
+        Bytes { owner, writable: std::sync::atomic::AtomicBool::new(false) }
     }
 
     /// The first byte and the length.
@@ -109,7 +140,7 @@ impl Bytes {
                 Some((base, _)) => (base.wrapping_add(*start), *len),
                 None => (std::ptr::null(), 0),
             },
-            Owner::Owned(b) => (b.as_ptr(), b.len()),
+            Owner::Owned(b) => (b.ptr.cast::<u8>().cast_const(), b.ptr.len()),
         }
     }
 }
@@ -128,7 +159,12 @@ impl Bytes {
         if view.is_null() {
             return Err(PyBufferError::new_err("no buffer view to fill"));
         }
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+        // Bytes borrowed from the file's memory are read-only; decoded bytes are this object's
+        // own, lent writable once `lend_writable` allowed it (a torch tensor takes them without
+        // a copy), read-only otherwise (NumPy arrays of this package are read-only).
+        let writable = flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE;
+        let lent = slf.get().writable.load(std::sync::atomic::Ordering::Relaxed);
+        if writable && !(lent && matches!(slf.get().owner, Owner::Owned(_))) {
             return Err(PyBufferError::new_err(
                 "tensor data is read-only; copy it (numpy: .copy()) to change it",
             ));
@@ -138,14 +174,15 @@ impl Bytes {
         // SAFETY: `view` is a valid, writable `Py_buffer` (Python's contract for
         // `__getbuffer__`; null was refused above). `obj` takes a new reference to `slf`, which
         // owns the bytes (or the file whose memory holds them), so the pointer stays valid until
-        // Python releases the view; the memory is never written. `format` points to a static
+        // Python releases the view. Memory borrowed from the file is never written (a writable
+        // view was refused above); owned bytes lent writable are behind no Rust reference. `format` points to a static
         // C string that Python only reads; `shape` and `strides` point into the view itself,
         // as the protocol allows for one dimension.
         unsafe {
             (*view).obj = slf.into_any().into_ptr();
             (*view).buf = ptr.cast_mut().cast::<c_void>();
             (*view).len = len;
-            (*view).readonly = 1;
+            (*view).readonly = c_int::from(!writable);
             (*view).itemsize = 1;
             (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
                 c"B".as_ptr().cast_mut()
@@ -177,5 +214,24 @@ impl Bytes {
     #[getter]
     fn zero_copy(&self) -> bool {
         matches!(self.owner, Owner::Shared { .. })
+    }
+
+    /// Lets decoded bytes be lent writable from now on, and answers whether they can be: they
+    /// are this object's own (never the file's memory). For a consumer that takes them as its
+    /// own (a torch tensor, writable); NumPy arrays over them would then be writable too.
+    fn lend_writable(&self) -> bool {
+        let owned = matches!(self.owner, Owner::Owned(_));
+        self.writable.store(owned, std::sync::atomic::Ordering::Relaxed);
+        owned
+    }
+
+    /// Where borrowed bytes lie in the memory they are borrowed from (for a mapped file, the
+    /// offset in the file: see `File.mapped_path`); `None` for decoded bytes.
+    #[getter]
+    fn offset(&self) -> Option<usize> {
+        match self.owner {
+            Owner::Shared { start, .. } => Some(start),
+            Owner::Owned(_) => None,
+        }
     }
 }

@@ -28,7 +28,9 @@ def test_readme_python_example_runs(tmp, capsys):
 def test_the_namespace_is_the_documented_api():
     import ztensor_rs
 
-    public = {name for name in dir(ztensor_rs) if not name.startswith("_")}
+    # Submodules appear once imported (ztensor_rs.torch, by a test or another import).
+    submodules = {"torch"}
+    public = {name for name in dir(ztensor_rs) if not name.startswith("_")} - submodules
     assert public == set(ztensor_rs.__all__), public ^ set(ztensor_rs.__all__)
     assert len(ztensor_rs.__all__) == len(set(ztensor_rs.__all__))
     for name in ztensor_rs.__all__:
@@ -38,3 +40,15 @@ def test_the_namespace_is_the_documented_api():
     exec("from ztensor_rs import *", scope)
     assert set(scope) - {"__builtins__"} == set(ztensor_rs.__all__)
     assert isinstance(ztensor_rs.__version__, str)
+
+
+def test_the_torch_namespace_is_its_documented_api():
+    import ztensor_rs.torch as pt
+
+    public = {name for name in dir(pt) if not name.startswith("_")}
+    # What the module imports for itself: the modules and typing names.
+    imported = {"os", "warnings", "torch", "annotations", "Any", "Dict", "List", "Mapping", "Optional", "Tuple", "PathLike", "UnsupportedError"}
+    assert public - imported == set(pt.__all__), (public - imported) ^ set(pt.__all__)
+    assert set(pt.__all__) == {"load_file", "save_file", "load", "save", "safe_open"}
+    for name in pt.__all__:
+        assert getattr(pt, name).__doc__, name

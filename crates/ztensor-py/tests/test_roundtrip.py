@@ -302,20 +302,6 @@ def test_quantized_groups_are_objects_with_attributes():
         assert q.attributes is not None and "group_size" in q.attributes
 
 
-def test_torch_tensors_when_torch_is_installed(tmp):
-    torch = pytest.importorskip("torch")
-    data = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.tensor([1.0, 2.0], dtype=torch.bfloat16)}
-    path = tmp / "pt.zt"
-    ztensor_rs.save_file(data, path)
-    back = ztensor_rs.load_file(path, framework="pt")
-    for name, value in data.items():
-        assert back[name].dtype == value.dtype
-        assert torch.equal(back[name], value)
-    with ztensor_rs.safe_open(path, framework="pt") as f:
-        t = f.get_tensor("w")
-        t += 1  # writable: a copy, not the map
-
-
 def test_errors_say_what_and_where(tmp):
     with pytest.raises(FileNotFoundError):
         ztensor_rs.safe_open(tmp / "missing.zt")

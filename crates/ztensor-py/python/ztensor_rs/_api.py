@@ -154,32 +154,12 @@ def _object(name: str, format: str, shape: Tuple[int, ...], attributes: Any, par
     return Object(name, format, tuple(shape), attributes, components)
 
 
-def _to_framework(array: np.ndarray, framework: str) -> Any:
-    if framework == "numpy":
-        return array
-    import torch  # type: ignore[import-not-found]
-
-    name = array.dtype.name
-    views = {
-        "bfloat16": (np.uint16, "bfloat16"),
-        "float8_e4m3fn": (np.uint8, "float8_e4m3fn"),
-        "float8_e5m2": (np.uint8, "float8_e5m2"),
-        "float8_e4m3fnuz": (np.uint8, "float8_e4m3fnuz"),
-        "float8_e5m2fnuz": (np.uint8, "float8_e5m2fnuz"),
-    }
-    # A copy: torch tensors are writable, and mapped memory is not.
-    if name in views:
-        raw, torch_name = views[name]
-        return torch.from_numpy(np.array(array.view(raw))).view(getattr(torch, torch_name))
-    return torch.from_numpy(np.array(array))
-
-
 def _value(obj: Object, framework: str) -> Any:
     """What ``get_tensor`` gives for an object: the array of a dense tensor, a sparse array
     for CSR/COO, the object itself otherwise."""
     c = obj.components
     if obj.format == "dense" and "data" in c:
-        return _to_framework(c["data"].array, framework)
+        return c["data"].array
     if obj.format == "sparse_csr" and {"values", "indices", "indptr"} <= c.keys():
         record = SparseCSR(obj.shape, c["values"].array, c["indices"].array, c["indptr"].array)
         if len(obj.shape) == 2:
@@ -224,7 +204,7 @@ class TensorSlice:
         return self._dtype
 
     def __getitem__(self, key: Any) -> Any:
-        return _to_framework(np.array(self._array[key]), self._framework)
+        return np.array(self._array[key])
 
     def __len__(self) -> int:
         return len(self._array)
@@ -240,18 +220,26 @@ class safe_open:
     Args:
         filename: the file.
         framework: ``"numpy"`` (read-only arrays, zero-copy where possible) or ``"pt"``
-            (PyTorch tensors, copied).
-        device: only ``"cpu"``.
+            (``"torch"``; PyTorch tensors, zero-copy for raw data of a mapped file, as
+            :mod:`ztensor_rs.torch` gives them).
+        device: ``"cpu"``; with ``"pt"``, any torch device the tensors are moved to.
         mmap: read through a read-only memory map (the default). The file must then not be
             truncated or changed in place while it or arrays from it are in use (files this
             package writes are replaced by rename, never changed in place); ``mmap=False``
             reads with positional reads instead and copies every tensor.
     """
 
-    def __init__(self, filename: PathLike, framework: str = "numpy", device: str = "cpu", *, mmap: bool = True) -> None:
+    def __init__(self, filename: PathLike, framework: str = "numpy", device: Any = "cpu", *, mmap: bool = True) -> None:
         self._framework = _framework(framework)
+        self._device = device
+        self._map: Any = None
+        if self._framework == "pt":
+            from . import torch as pt
+
+            self._file, self._map = pt._opened(filename, mmap)
+            return
         if device != "cpu":
-            raise ValueError(f"device {device!r}: only 'cpu'")
+            raise ValueError(f"device {device!r}: NumPy arrays are on the CPU ('cpu'); framework='pt' gives tensors on any device")
         self._file: Optional[_native.File] = _native.open(os.fspath(filename), mmap)
 
     @classmethod
@@ -259,6 +247,8 @@ class safe_open:
         self = cls.__new__(cls)
         self._framework = _framework(framework)
         self._file = file
+        self._device = "cpu"
+        self._map = None
         return self
 
     def __enter__(self) -> "safe_open":
@@ -303,14 +293,22 @@ class safe_open:
         """Tensor ``name``: an array for dense tensors, a ``scipy.sparse`` array (or
         :class:`SparseCSR` / :class:`SparseCOO`) for sparse ones, an :class:`Object` for
         anything else."""
+        if self._framework == "pt":
+            from . import torch as pt
+
+            return pt._get_tensor(self._f, name, self._map, self._device)
         name, format, shape, attributes, parts = self._f.object(name)
         if format == "dense" and len(parts) == 1 and "data" in parts:
             dtype, logical, data = parts["data"]
-            return _to_framework(_array(dtype, logical, data, shape), self._framework)
+            return _array(dtype, logical, data, shape)
         return _value(_object(name, format, shape, attributes, parts), self._framework)
 
     def get_slice(self, name: str) -> TensorSlice:
         """A dense tensor to slice without reading all of it."""
+        if self._framework == "pt":
+            from . import torch as pt
+
+            return pt._get_slice(self._f, name, self._map)
         obj = self.get_object(name)
         if obj.format != "dense" or "data" not in obj.components:
             raise UnsupportedError(f"{name!r} is {obj.format}, not a dense tensor")
@@ -319,6 +317,10 @@ class safe_open:
 
 def _load(file: "_native.File", threads: Optional[int], framework: str) -> Dict[str, Any]:
     framework = _framework(framework)
+    if framework == "pt":
+        from . import torch as pt
+
+        return {d[0]: pt._value(*d, None) for d in file.read_all(threads or 0)}
     out: Dict[str, Any] = {}
     for name, format, shape, attributes, parts in file.read_all(threads or 0):
         out[name] = _value(_object(name, format, shape, attributes, parts), framework)
@@ -328,6 +330,10 @@ def _load(file: "_native.File", threads: Optional[int], framework: str) -> Dict[
 def load_file(filename: PathLike, *, threads: Optional[int] = None, framework: str = "numpy", mmap: bool = True) -> Dict[str, Any]:
     """Every tensor of a file, read on ``threads`` threads (default: one per core) with the GIL
     released. Values as :meth:`safe_open.get_tensor` gives them."""
+    if _framework(framework) == "pt":
+        from . import torch as pt
+
+        return pt.load_file(filename, threads=threads, mmap=mmap)
     return _load(_native.open(os.fspath(filename), mmap), threads, framework)
 
 
