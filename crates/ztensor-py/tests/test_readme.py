@@ -25,6 +25,28 @@ def test_readme_python_example_runs(tmp, capsys):
     assert out[2] == "f32"
 
 
+def test_readme_torch_example_runs(tmp):
+    text = (REPO / "README.md").read_text()
+    section = text.split("### PyTorch", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert blocks, "no python example in the README's PyTorch section"
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        import safetensors.torch
+        import torch
+
+        # The example reads a safetensors file beside its own output.
+        safetensors.torch.save_file({"w": torch.arange(16.0).reshape(4, 4)}, "model.safetensors")
+        scope: dict = {}
+        exec(compile(blocks[0], "README.md", "exec"), scope)
+        assert torch.equal(scope["top"], torch.arange(8.0).reshape(2, 4))
+        assert scope["tensors"]["w"].dtype == torch.bfloat16
+        assert scope["again"].keys() == scope["tensors"].keys()
+    finally:
+        os.chdir(cwd)
+
+
 def test_the_namespace_is_the_documented_api():
     import ztensor_rs
 
