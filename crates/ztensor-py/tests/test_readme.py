@@ -69,7 +69,7 @@ def test_the_torch_namespace_is_its_documented_api():
 
     public = {name for name in dir(pt) if not name.startswith("_")}
     # What the module imports for itself: the modules and typing names.
-    imported = {"os", "warnings", "torch", "annotations", "Any", "Dict", "List", "Mapping", "Optional", "Tuple", "PathLike", "UnsupportedError"}
+    imported = {"dcp", "os", "warnings", "torch", "annotations", "Any", "Dict", "List", "Mapping", "Optional", "Tuple", "PathLike", "UnsupportedError"}
     assert public - imported == set(pt.__all__), (public - imported) ^ set(pt.__all__)
     assert set(pt.__all__) == {"load_file", "save_file", "load", "save", "safe_open"}
     for name in pt.__all__:

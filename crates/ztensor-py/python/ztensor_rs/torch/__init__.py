@@ -32,9 +32,9 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
-from . import _api, _native
-from ._api import PathLike
-from ._errors import UnsupportedError
+from .. import _api, _native
+from .._api import PathLike
+from .._errors import UnsupportedError
 
 __all__ = ["load_file", "save_file", "load", "save", "safe_open"]
 

@@ -1,0 +1,122 @@
+"""One rank of a Distributed Checkpoint test, run by ``torchrun`` (gloo, CPU) or alone
+(``no_dist``): saves a state dict of DTensors sharded on different dimensions through
+``ZTensorWriter``, or loads one through ``ZTensorReader`` into other placements and checks
+every tensor against the full state dict, which every rank (and the test) builds the same way.
+
+Usage: dcp_worker.py save|load|load-alone CHECKPOINT_DIR PLACEMENT
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
+from ztensor_rs.torch.dcp import ZTensorReader, ZTensorWriter
+
+
+def full_state() -> dict:
+    g = torch.Generator().manual_seed(11)
+    return {
+        "model": {
+            "w0": torch.randn(12, 10, generator=g),
+            "w1": torch.randn(10, 12, generator=g).to(torch.bfloat16),
+            "emb": torch.randn(9, 5, generator=g).to(torch.float16),
+            "bias": torch.arange(7, dtype=torch.int64),
+            "mask": torch.randn(5, 3, generator=g) > 0,
+            "fp8": torch.randn(8, 4, generator=g).to(torch.float8_e4m3fn),
+            "scalar": torch.tensor(3.25),
+        },
+        "step": 11,
+        "opt": {"lr": 0.125, "betas": [0.9, 0.999]},
+    }
+
+
+# How each tensor is placed, by placement name: the dimension it is sharded on (None:
+# replicated). "a" and "b" differ for every sharded tensor.
+PLACEMENTS = {
+    "a": {"w0": 0, "w1": 1, "emb": None, "bias": 0, "mask": 1, "fp8": 0},
+    "b": {"w0": 1, "w1": 0, "emb": 0, "bias": None, "mask": 0, "fp8": 1},
+}
+
+
+def local_part(tensor: torch.Tensor, dim, rank: int, world: int) -> torch.Tensor:
+    """This rank's part of ``tensor`` sharded on ``dim`` (``None``: all of it), as DTensor's
+    ``Shard`` splits it (``torch.chunk``; ranks past the last chunk hold none)."""
+    if dim is None:
+        return tensor
+    chunks = torch.chunk(tensor, world, dim)
+    return chunks[rank] if rank < len(chunks) else tensor.narrow(dim, 0, 0)
+
+
+def distributed(state: dict, placement: str, mesh) -> dict:
+    """The state dict as DTensors, each rank making its own part (no collective carries
+    tensor data: gloo has no FP8 or bool scatter)."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = {"model": {}, "step": state["step"], "opt": dict(state["opt"])}
+    for name, tensor in state["model"].items():
+        dim = PLACEMENTS[placement].get(name)
+        spec = [Replicate()] if dim is None else [Shard(dim)]
+        local = local_part(tensor, dim, rank, world).clone()
+        out["model"][name] = DTensor.from_local(local, mesh, spec, run_check=False, shape=tensor.shape, stride=tensor.stride())
+    return out
+
+
+def emptied(state: dict) -> dict:
+    return {
+        "model": {k: torch.zeros_like(v) for k, v in state["model"].items()},
+        "step": 0,
+        "opt": {"lr": 0.0, "betas": [0.0, 0.0]},
+    }
+
+
+def check(loaded: dict, expected: dict, placement: str) -> None:
+    """Every tensor (this rank's part of it, for a DTensor) holds exactly the expected bytes."""
+    for name, want in expected["model"].items():
+        got = loaded["model"][name]
+        if hasattr(got, "to_local"):
+            want = local_part(want, PLACEMENTS[placement].get(name), dist.get_rank(), dist.get_world_size())
+            got = got.to_local()
+        assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, got.shape, want.shape)
+        if want.dtype == torch.bool:
+            assert torch.equal(got, want), name
+        else:
+            assert torch.equal(got.reshape(-1).view(torch.uint8), want.reshape(-1).view(torch.uint8)), name
+    assert loaded["step"] == expected["step"], loaded["step"]
+    assert loaded["opt"] == expected["opt"], loaded["opt"]
+
+
+def main() -> None:
+    mode, path, placement = sys.argv[1:4]
+    state = full_state()
+    if mode == "load-alone":
+        target = emptied(state)
+        dcp.load(target, storage_reader=ZTensorReader(path), no_dist=True)
+        check(target, state, placement)
+        print("checked 1 rank")
+        return
+    dist.init_process_group("gloo")
+    from torch.distributed.device_mesh import init_device_mesh
+
+    world = dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,))
+    if mode == "save":
+        dcp.save(distributed(state, placement, mesh), storage_writer=ZTensorWriter(path, zstd=3, threads=1))
+    else:
+        target = distributed(emptied(state), placement, mesh)
+        dcp.load(target, storage_reader=ZTensorReader(path))
+        check(target, state, placement)
+    dist.barrier()
+    if dist.get_rank() == 0:
+        print(f"{mode} at {world} ranks: checked")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
