@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod budgets;
+mod dcp;
 mod durability;
 mod hostile;
 mod layout;

@@ -307,6 +307,13 @@ pub trait TensorSource: Sync {
         None
     }
 
+    /// Entries of the input this source does not present as objects, by name: what a
+    /// Distributed Checkpoint saved that is not a tensor (a step count, a scheduler's state).
+    /// Commands name them, so nothing is dropped without a word. None for most formats.
+    fn left_out(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// When the source is a zTensor file (or a view of some of its objects): its reader and
     /// which of its objects the source presents, so that a zTensor sink can carry them as
     /// stored (copying the stored bytes where the target can hold them) instead of decoding
@@ -682,6 +689,9 @@ impl TensorSource for Excluding<'_> {
     }
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
         self.inner.raw(*self.keep.get(index)?)
+    }
+    fn left_out(&self) -> Vec<String> {
+        self.inner.left_out()
     }
     fn ztensor(&self) -> Option<ZtensorObjects<'_>> {
         let inner = self.inner.ztensor()?;

@@ -58,10 +58,11 @@ def test_the_directory_is_a_sharded_ztensor_checkpoint(saved):
     shards = sorted(p.name for p in path.glob("*.zt"))
     assert shards == ["model-00001-of-00003.zt", "model-00002-of-00003.zt", "model-00003-of-00003.zt"]
     assert sorted(index["shards"]) == shards
-    # Read as any sharded checkpoint is: each chunk is the slice of the full tensor its
-    # offsets say.
+    # Each chunk, read from its shard, is the slice of the full tensor its offsets say.
     full = dcp_worker.full_state()["model"]
-    chunks = ztensor_rs.torch.load_file(path / INDEX)
+    chunks = {}
+    for shard in shards:
+        chunks.update(ztensor_rs.torch.load_file(path / shard))
     entries = index["dcp"]["state_dict"]
     checked = 0
     for fqn, entry in entries.items():
@@ -99,3 +100,57 @@ def test_a_damaged_index_is_refused_not_followed(saved, tmp_path):
         ZTensorReader(copy).read_metadata()
     assert ZTensorReader.validate_checkpoint_id(saved[2])
     assert not ZTensorReader.validate_checkpoint_id(tmp_path)
+
+
+@pytest.mark.parametrize("saved_at", [2, 3])
+def test_the_checkpoint_reads_as_whole_tensors_and_consolidates(saved, saved_at, tmp_path):
+    """Through the format registry (what every ``ztensor`` command and ``convert`` read), the
+    directory is its whole tensors, chunks stitched by their offsets; consolidated into one
+    safetensors file, each tensor equals the full state dict's, as safetensors.torch reads it."""
+    import safetensors.torch
+
+    index = saved[saved_at] / INDEX
+    full = dcp_worker.full_state()["model"]
+    whole = ztensor_rs.torch.load_file(index)
+    assert sorted(whole) == sorted(f"model.{k}" for k in full)
+    out = tmp_path / "consolidated.safetensors"
+    assert ztensor_rs.convert(index, out, to="safetensors") == len(full)
+    for source in (whole, safetensors.torch.load_file(str(out))):
+        for name, want in full.items():
+            got = source[f"model.{name}"]
+            assert got.dtype == want.dtype and got.shape == want.shape, name
+            assert torch.equal(got.reshape(-1).view(torch.uint8), want.reshape(-1).view(torch.uint8)), name
+
+
+def damaged(saved: pathlib.Path, tmp_path: pathlib.Path, change) -> pathlib.Path:
+    """A copy of the checkpoint ``saved`` whose index ``change`` altered."""
+    copy = tmp_path / "damaged"
+    copy.mkdir(exist_ok=True)
+    for p in saved.iterdir():
+        (copy / p.name).write_bytes(p.read_bytes())
+    index = json.loads((copy / INDEX).read_text())
+    change(index["dcp"]["state_dict"])
+    (copy / INDEX).write_text(json.dumps(index))
+    return copy / INDEX
+
+
+def chunks_of(entries, name):
+    return entries[name]["chunks"]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        # Saved at 3 ranks, w0 (12x10) is in chunks of 4, 4 and 2 columns.
+        (lambda e: chunks_of(e, "model.w0")[1]["offsets"].__setitem__(1, 3), "overlap"),
+        (lambda e: chunks_of(e, "model.w0").pop(1), "hole"),
+        (lambda e: chunks_of(e, "model.w0")[2]["offsets"].__setitem__(1, 11), "past the tensor"),
+        (lambda e: e["model.w0"].__setitem__("dtype", "int32"), "where the tensor is i32"),
+        (lambda e: chunks_of(e, "model.w0")[0]["sizes"].__setitem__(1, 5), "shape"),
+    ],
+)
+def test_chunks_that_do_not_make_their_tensor_are_refused_naming_it(saved, tmp_path, change, said):
+    index = damaged(saved[3], tmp_path, change)
+    with pytest.raises(ztensor_rs.FormatError) as refused:
+        ztensor_rs.load_file(index)
+    assert "model.w0" in str(refused.value) and said in str(refused.value), str(refused.value)

@@ -323,7 +323,7 @@ impl Detected {
                     .map(|(_, r)| r.source().len())
                     .fold(0, u64::saturating_add);
                 files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
-                Opened::new(kind, ckpt)
+                chunked_or_not(kind, ckpt)?
             }
             #[cfg(feature = "safetensors")]
             Kind::Safetensors => Opened::new(
@@ -443,6 +443,22 @@ impl Detected {
         };
         self.len = Some(source.len());
         Ok(source)
+    }
+}
+
+/// A sharded zTensor checkpoint as its objects, or, for a Distributed Checkpoint saved as
+/// zTensor (its index has a `"dcp"` section), as the whole tensors its objects are chunks of.
+#[cfg(feature = "sharded")]
+fn chunked_or_not<S: ReadAt + Send + Sync + 'static>(
+    kind: Kind,
+    ckpt: ztensor_shard::ShardedZtensor<S>,
+) -> Result<Opened, OpenError> {
+    match ckpt.index().chunked.clone() {
+        Some(layout) => Ok(Opened::new(
+            kind,
+            ztensor_shard::Stitched::new(ckpt, &layout).map_err(OpenError::Shard)?,
+        )),
+        None => Ok(Opened::new(kind, ckpt)),
     }
 }
 
@@ -803,7 +819,7 @@ fn open_remote_index(
             let files = ckpt.shards().iter().map(|(p, _)| p.clone()).collect();
             let shards =
                 ckpt.shards().iter().map(|(_, r)| r.source().len()).fold(0, u64::saturating_add);
-            Opened { input_len: shards, files, ..Opened::new(Kind::ZtIndex, ckpt) }
+            Opened { input_len: shards, files, ..chunked_or_not(Kind::ZtIndex, ckpt)? }
         }
         #[cfg(feature = "safetensors")]
         Some(Kind::SafetensorsIndex) => {

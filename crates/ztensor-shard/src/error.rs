@@ -19,6 +19,9 @@ pub enum ErrorKind {
     Incomplete,
     /// A unit number the plan does not have (a mistake of the request, not of the plan).
     NoSuchUnit,
+    /// The chunks a tensor is saved in (a Distributed Checkpoint's) do not make it whole:
+    /// they overlap, leave a hole, disagree in dtype or shape, or lie past the tensor.
+    Chunks,
     /// A zTensor error reading the input or writing a shard.
     ZTensor,
     /// An I/O error.
@@ -127,7 +130,7 @@ impl std::error::Error for Error {
 impl ztensor_format::Verdict for Error {
     fn is_rejection(&self) -> bool {
         match self.kind {
-            ErrorKind::Malformed | ErrorKind::IndexMismatch => true,
+            ErrorKind::Malformed | ErrorKind::IndexMismatch | ErrorKind::Chunks => true,
             ErrorKind::ZTensor => self.ztensor_error().is_some_and(ztensor_io::Error::is_rejection),
             _ => false,
         }
@@ -145,7 +148,9 @@ impl ztensor_format::Verdict for Error {
             // An I/O failure here is told in the message (which file, what was done); the
             // system's own error is not kept.
             (None, ErrorKind::Io) => Failure::Other,
-            (None, ErrorKind::Malformed | ErrorKind::IndexMismatch) => Failure::Format,
+            (None, ErrorKind::Malformed | ErrorKind::IndexMismatch | ErrorKind::Chunks) => {
+                Failure::Format
+            }
             // What a writer of plans meets (an input changed, units not done, no such unit):
             // requests that failed, as `is_rejection` says.
             (None, _) => Failure::Other,

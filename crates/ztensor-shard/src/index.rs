@@ -52,6 +52,9 @@ pub struct ShardIndex {
     pub shards: BTreeMap<String, ShardEntry>,
     /// Every object's shard, by object name.
     pub weight_map: BTreeMap<String, String>,
+    /// For a Distributed Checkpoint saved as zTensor (`ztensor_rs.torch.dcp.ZTensorWriter`,
+    /// its `"dcp"` section): the whole tensors its objects are chunks of.
+    pub chunked: Option<crate::chunks::Chunked>,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +62,8 @@ struct Raw {
     metadata: RawMetadata,
     shards: BTreeMap<String, RawShard>,
     weight_map: WeightMap,
+    #[serde(default)]
+    dcp: Option<crate::chunks::RawDcp>,
 }
 
 #[derive(Deserialize)]
@@ -141,7 +146,11 @@ impl ShardIndex {
         if let Some(empty) = shards.keys().find(|s| !used.contains(s)) {
             return Err(malformed(format!("shard {empty:?} holds no tensor the index lists")));
         }
-        Ok(ShardIndex { total_size: raw.metadata.total_size, shards, weight_map })
+        let chunked = match raw.dcp {
+            Some(dcp) => Some(dcp.checked(&weight_map).map_err(|e| e.with_path(path))?),
+            None => None,
+        };
+        Ok(ShardIndex { total_size: raw.metadata.total_size, shards, weight_map, chunked })
     }
 
     /// The index as this crate writes it (see the module documentation).

@@ -16,11 +16,13 @@
 
 #![deny(missing_docs)]
 
+pub mod chunks;
 pub mod digest;
 mod error;
 pub mod index;
 mod source;
 
+pub use crate::chunks::{Chunk, Chunked, ChunkedTensor, Stitched};
 pub use crate::digest::size_and_digest;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::index::{INDEX_SUFFIX, ShardEntry, ShardIndex, is_index};

@@ -346,7 +346,8 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
     let (index, published) = done.map_err(|e| crate::refusal(context, &e))?;
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
     let decoded = plan.units.iter().map(|u| u.bytes).sum();
-    let notes = cleared.into_iter().chain(oversized(&plan, split)).collect();
+    let notes =
+        cleared.into_iter().chain(oversized(&plan, split)).chain(left_out(&*source)).collect();
     Ok(Converted {
         objects,
         peak: None,
@@ -608,7 +609,8 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         .filter_map(|i| source.info(i))
         .flat_map(|o| o.components.into_iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)))
         .sum();
-    let notes = if r.drop_attributes { vec![dropped(source, r.output)?] } else { Vec::new() };
+    let mut notes = if r.drop_attributes { vec![dropped(source, r.output)?] } else { Vec::new() };
+    notes.extend(left_out(source));
     Ok(Converted {
         objects: source.len(),
         peak: written.peak_in_flight,
@@ -619,6 +621,22 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
         decoded: Some(decoded),
         notes,
     })
+}
+
+/// What the input held that is not a tensor and so was not written (a Distributed
+/// Checkpoint's step count, a scheduler's state), named.
+fn left_out(source: &dyn TensorSource) -> Option<String> {
+    let names = source.left_out();
+    if names.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = names.iter().map(|n| format!("{:?}", super::text::shown(n))).collect();
+    Some(format!(
+        "note: left out {} of the input that {} not tensors: {}",
+        super::text::plural(names.len(), "entry"),
+        if names.len() == 1 { "is" } else { "are" },
+        shown.join(", ")
+    ))
 }
 
 /// Whether `name` matches one of the `--exclude` globs.

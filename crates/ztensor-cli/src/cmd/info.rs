@@ -408,6 +408,8 @@ pub fn source_info(
             description: std::borrow::Cow<'a, str>,
             attributes: Option<ztensor_dump::JsonOf<'a>>,
             tensors: Tensors<'a, 'a>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            left_out: Vec<String>,
         }
         let report = Report {
             file: super::stdin::name(path),
@@ -415,6 +417,7 @@ pub fn source_info(
             description: source.format_name(),
             attributes: attributes.as_deref().map(|a| ztensor_dump::JsonOf(a.root())),
             tensors,
+            left_out: source.left_out(),
         };
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
@@ -477,6 +480,17 @@ pub fn source_info(
         }
         Ok(())
     })?;
+    let left_out = source.left_out();
+    if !left_out.is_empty() {
+        let names: Vec<String> = left_out.iter().map(|n| format!("{:?}", shown(n))).collect();
+        writeln!(
+            out,
+            "left out: {} that {} not tensors: {}",
+            super::text::plural(left_out.len(), "entry"),
+            if left_out.len() == 1 { "is" } else { "are" },
+            names.join(", ")
+        )?;
+    }
     Ok(())
 }
 

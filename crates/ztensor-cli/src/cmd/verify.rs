@@ -178,7 +178,15 @@ fn foreign_verify(
             let ckpt = ztensor_registry::open_zt_index(path, &options)
                 .map_err(|e| crate::open_error(path, &options.options, e))?;
             shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
-            Box::new(ckpt)
+            // A Distributed Checkpoint's chunks are checked object by object, and to make
+            // their tensors whole.
+            match ckpt.index().chunked.clone() {
+                Some(layout) => Box::new(
+                    ztensor_shard::Stitched::new(ckpt, &layout)
+                        .map_err(|e| crate::reported(&path.display().to_string(), &e))?,
+                ),
+                None => Box::new(ckpt),
+            }
         }
         // A zTensor 2 root's table records each shard's size and digest: every byte of each
         // shard is checked, not only the parts the root points at.

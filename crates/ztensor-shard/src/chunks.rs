@@ -1,0 +1,518 @@
+//! Whole tensors from the chunks a Distributed Checkpoint saved them in: the `"dcp"` section
+//! of an index `ztensor_rs.torch.dcp.ZTensorWriter` wrote names, for each tensor, its global
+//! shape, its dtype and the objects holding its chunks at their offsets. [`Stitched`] presents
+//! the whole tensors (the chunks stitched by their offsets) as a tensor source, after checking
+//! that the chunks make each tensor exactly: in its bounds, of its shape, one dtype, tiling it
+//! as a grid (what every DTensor placement gives) with no overlap and no hole.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Deserialize;
+use ztensor_format::{Attributes, DType, Encoding, Format, LogicalType, StorageType};
+use ztensor_io::{ComponentData, ComponentInfo, ObjectData, ObjectInfo, TensorSource};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The version of the `"dcp"` section this crate reads.
+const FORMAT: u32 = 1;
+
+/// The most chunks one tensor may have (more than any world size in use).
+pub const MAX_CHUNKS: usize = 1 << 20;
+
+/// The whole tensors of a chunked checkpoint, and the entries that are not tensors.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Chunked {
+    /// Every tensor, by name order.
+    pub tensors: Vec<ChunkedTensor>,
+    /// Entries that are not tensors (values DCP serialized to bytes): their names.
+    pub other: Vec<String>,
+}
+
+/// One tensor of a chunked checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkedTensor {
+    /// Its name (the state dict's key).
+    pub name: String,
+    /// Its dtype as PyTorch names it (`bfloat16`, `float8_e4m3fn`).
+    pub dtype: String,
+    /// Its global shape.
+    pub shape: Vec<u64>,
+    /// Its chunks.
+    pub chunks: Vec<Chunk>,
+}
+
+/// One chunk of a tensor: the object holding it, and where it lies in the tensor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// The object's name.
+    pub object: String,
+    /// Its offset in each dimension.
+    pub offsets: Vec<u64>,
+    /// Its length in each dimension.
+    pub sizes: Vec<u64>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RawDcp {
+    format: u32,
+    state_dict: BTreeMap<String, RawEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum RawEntry {
+    Tensor { dtype: String, size: Vec<u64>, chunks: Vec<RawChunk> },
+    Bytes { object: String },
+}
+
+#[derive(Deserialize)]
+struct RawChunk {
+    offsets: Vec<u64>,
+    sizes: Vec<u64>,
+    object: String,
+}
+
+impl RawDcp {
+    /// The section, each chunk's object listed in `weight_map`.
+    pub(crate) fn checked(self, weight_map: &BTreeMap<String, String>) -> Result<Chunked> {
+        let malformed = |m: String| Error::new(ErrorKind::Malformed, m);
+        if self.format != FORMAT {
+            return Err(malformed(format!(
+                "\"dcp\" section of format {}, where this build reads format {FORMAT}",
+                self.format
+            )));
+        }
+        let mut chunked = Chunked::default();
+        for (name, entry) in self.state_dict {
+            match entry {
+                RawEntry::Bytes { object } => {
+                    if !weight_map.contains_key(&object) {
+                        return Err(mismatch(&name, &object));
+                    }
+                    chunked.other.push(name);
+                }
+                RawEntry::Tensor { dtype, size, chunks } => {
+                    if chunks.len() > MAX_CHUNKS {
+                        return Err(malformed(format!(
+                            "tensor {name:?} has {} chunks, over the {MAX_CHUNKS} read",
+                            chunks.len()
+                        )));
+                    }
+                    let chunks = chunks
+                        .into_iter()
+                        .map(|c| {
+                            if !weight_map.contains_key(&c.object) {
+                                return Err(mismatch(&name, &c.object));
+                            }
+                            Ok(Chunk { object: c.object, offsets: c.offsets, sizes: c.sizes })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    chunked.tensors.push(ChunkedTensor { name, dtype, shape: size, chunks });
+                }
+            }
+        }
+        Ok(chunked)
+    }
+}
+
+fn mismatch(name: &str, object: &str) -> Error {
+    Error::new(
+        ErrorKind::IndexMismatch,
+        format!("{name:?}: its chunk {object:?} is in no shard the index lists"),
+    )
+}
+
+/// The zTensor storage and logical types of a PyTorch dtype name.
+fn ztensor_type(torch: &str) -> Option<(DType, Option<LogicalType>)> {
+    Some(match torch {
+        "float64" => (DType::F64, None),
+        "float32" => (DType::F32, None),
+        "float16" => (DType::F16, None),
+        "bfloat16" => (DType::BF16, None),
+        "int64" => (DType::I64, None),
+        "int32" => (DType::I32, None),
+        "int16" => (DType::I16, None),
+        "int8" => (DType::I8, None),
+        "uint64" => (DType::U64, None),
+        "uint32" => (DType::U32, None),
+        "uint16" => (DType::U16, None),
+        "uint8" => (DType::U8, None),
+        "bool" => (DType::Bool, None),
+        "complex64" => (DType::F32, Some(LogicalType::Complex64)),
+        "complex128" => (DType::F64, Some(LogicalType::Complex128)),
+        "float8_e4m3fn" => (DType::U8, Some(LogicalType::F8E4M3Fn)),
+        "float8_e5m2" => (DType::U8, Some(LogicalType::F8E5M2)),
+        "float8_e4m3fnuz" => (DType::U8, Some(LogicalType::F8E4M3Fnuz)),
+        "float8_e5m2fnuz" => (DType::U8, Some(LogicalType::F8E5M2Fnuz)),
+        _ => return None,
+    })
+}
+
+/// A tensor as [`Stitched`] presents it.
+#[derive(Debug)]
+struct Whole {
+    name: String,
+    shape: Vec<u64>,
+    dtype: DType,
+    logical: Option<LogicalType>,
+    /// Its decoded length in bytes.
+    len: u64,
+    /// Each chunk: the inner source's object, its offsets and sizes.
+    chunks: Vec<(usize, Vec<u64>, Vec<u64>)>,
+}
+
+/// The whole tensors of a chunked checkpoint (`inner`, whose objects are the chunks), each
+/// chunk checked to lie where the index says and the chunks to make each tensor exactly.
+/// Reading a tensor reads its chunks (their digests checked as the inner source checks them)
+/// and places them.
+#[derive(Debug)]
+pub struct Stitched<S> {
+    inner: S,
+    wholes: Vec<Whole>,
+    other: Vec<String>,
+}
+
+impl<S: TensorSource> Stitched<S> {
+    /// The tensors of `layout` over `inner`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Chunks`], naming the tensor and what is wrong, for chunks that do not make
+    /// their tensor; [`ErrorKind::IndexMismatch`] for a chunk object `inner` does not hold.
+    pub fn new(inner: S, layout: &Chunked) -> Result<Stitched<S>> {
+        let mut wholes = Vec::with_capacity(layout.tensors.len());
+        for t in &layout.tensors {
+            wholes.push(whole(&inner, t)?);
+        }
+        Ok(Stitched { inner, wholes, other: layout.other.clone() })
+    }
+
+    /// The source of the chunks.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+fn chunks_error(name: &str, what: String) -> Error {
+    Error::new(ErrorKind::Chunks, format!("tensor {name:?}: {what}"))
+}
+
+/// Checks the chunks of `t` against `inner` and the tensor's bounds.
+fn whole<S: TensorSource>(inner: &S, t: &ChunkedTensor) -> Result<Whole> {
+    let name = &t.name;
+    let (dtype, logical) = ztensor_type(&t.dtype)
+        .ok_or_else(|| chunks_error(name, format!("dtype {:?} has no zTensor type", t.dtype)))?;
+    let rank = t.shape.len();
+    let mut chunks = Vec::with_capacity(t.chunks.len());
+    for c in &t.chunks {
+        let object = &c.object;
+        if c.offsets.len() != rank || c.sizes.len() != rank {
+            return Err(chunks_error(
+                name,
+                format!(
+                    "chunk {object:?} has {} offsets and {} sizes for {rank} dimensions",
+                    c.offsets.len(),
+                    c.sizes.len()
+                ),
+            ));
+        }
+        if let Some(d) = (0..rank)
+            .find(|&d| c.offsets[d].checked_add(c.sizes[d]).is_none_or(|end| end > t.shape[d]))
+        {
+            return Err(chunks_error(
+                name,
+                format!(
+                    "chunk {object:?} lies past the tensor: dimension {d} from {} for {} of {}",
+                    c.offsets[d], c.sizes[d], t.shape[d]
+                ),
+            ));
+        }
+        let index = inner.find(object).ok_or_else(|| mismatch(name, object))?;
+        let info = inner.info(index).ok_or_else(|| mismatch(name, object))?;
+        let data = info.component(ztensor_io::role::DATA);
+        let typed = data.and_then(|d| Some((d.known_dtype()?, d.logical_type.clone())));
+        if info.format != Format::Dense || info.components.len() != 1 || typed.is_none() {
+            return Err(chunks_error(
+                name,
+                format!("chunk {object:?} is not a dense tensor of a known type"),
+            ));
+        }
+        if typed != Some((dtype, logical.clone())) {
+            let (d, l) = typed.unwrap_or((dtype, None));
+            let shown = |d: DType, l: &Option<LogicalType>| match l {
+                Some(l) => format!("{} ({})", d.name(), l.name()),
+                None => d.name().to_owned(),
+            };
+            return Err(chunks_error(
+                name,
+                format!(
+                    "chunk {object:?} is {}, where the tensor is {} ({})",
+                    shown(d, &l),
+                    shown(dtype, &logical),
+                    t.dtype
+                ),
+            ));
+        }
+        if info.shape.as_ref() != c.sizes.as_slice() {
+            return Err(chunks_error(
+                name,
+                format!(
+                    "chunk {object:?} has shape {:?} where the index says {:?}",
+                    info.shape, c.sizes
+                ),
+            ));
+        }
+        chunks.push((index, c.offsets.clone(), c.sizes.clone()));
+    }
+    let elements = t.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+    let len = elements
+        .and_then(|n| n.checked_mul(dtype.size()))
+        .ok_or_else(|| chunks_error(name, format!("shape {:?} overflows", t.shape)))?;
+    if elements != Some(0) {
+        // A rank whose share of a dimension is nothing saves an empty chunk: it covers
+        // nothing, and is left out of the tiling.
+        let covering: Vec<Chunk> =
+            t.chunks.iter().filter(|c| c.sizes.iter().all(|&s| s > 0)).cloned().collect();
+        tiles(name, &t.shape, &covering)?;
+    }
+    chunks.retain(|(_, _, sizes)| sizes.iter().all(|&s| s > 0) || sizes.is_empty());
+    Ok(Whole { name: name.clone(), shape: t.shape.clone(), dtype, logical, len, chunks })
+}
+
+/// Checks that `chunks` tile a tensor of `shape` (no dimension of length 0) as a grid: in
+/// each dimension their ranges are the pieces of one partition of it, and each cell of the
+/// grid those partitions make is one chunk, once.
+fn tiles(name: &str, shape: &[u64], chunks: &[Chunk]) -> Result<()> {
+    let mut cells = 1u64;
+    for (d, &extent) in shape.iter().enumerate() {
+        let mut ranges: Vec<(u64, u64)> =
+            chunks.iter().map(|c| (c.offsets[d], c.offsets[d] + c.sizes[d])).collect();
+        ranges.sort_unstable();
+        ranges.dedup();
+        let mut at = 0;
+        for &(start, end) in &ranges {
+            if start < at {
+                return Err(chunks_error(
+                    name,
+                    format!(
+                        "chunks overlap in dimension {d}: one ends at {at}, another starts at {start}"
+                    ),
+                ));
+            }
+            if start > at {
+                return Err(chunks_error(
+                    name,
+                    format!("chunks leave a hole in dimension {d}: {at} to {start}"),
+                ));
+            }
+            if end == start {
+                return Err(chunks_error(
+                    name,
+                    format!("a chunk is empty in dimension {d} at {start}"),
+                ));
+            }
+            at = end;
+        }
+        if at != extent {
+            return Err(chunks_error(
+                name,
+                format!("chunks leave a hole in dimension {d}: {at} to {extent}"),
+            ));
+        }
+        cells = cells.saturating_mul(ranges.len() as u64);
+    }
+    let mut seen = HashSet::with_capacity(chunks.len());
+    for c in chunks {
+        if !seen.insert(&c.offsets) {
+            return Err(chunks_error(
+                name,
+                format!("two chunks start at {:?}: they overlap", c.offsets),
+            ));
+        }
+    }
+    if (seen.len() as u64) < cells {
+        return Err(chunks_error(
+            name,
+            format!("chunks leave a hole: {} chunks for a grid of {cells}", seen.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Copies `chunk` (of `sizes`, at `offsets`) into `out`, a tensor of `shape`, of elements of
+/// `width` bytes, in row-major order.
+fn place(
+    out: &mut [u8],
+    shape: &[u64],
+    width: usize,
+    offsets: &[u64],
+    sizes: &[u64],
+    chunk: &[u8],
+) {
+    let rank = shape.len();
+    if rank == 0 {
+        out[..width].copy_from_slice(&chunk[..width]);
+        return;
+    }
+    // Lengths fit: the tensor's length was checked to fit in memory before.
+    let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    let run = to_usize(sizes[rank - 1]) * width;
+    let mut strides = vec![width; rank];
+    for d in (0..rank - 1).rev() {
+        strides[d] = strides[d + 1] * to_usize(shape[d + 1]);
+    }
+    let rows: usize = sizes[..rank - 1].iter().map(|&s| to_usize(s)).product();
+    let mut index = vec![0usize; rank - 1];
+    for row in 0..rows {
+        let mut at = to_usize(offsets[rank - 1]) * width;
+        for d in 0..rank - 1 {
+            at += (to_usize(offsets[d]) + index[d]) * strides[d];
+        }
+        out[at..at + run].copy_from_slice(&chunk[row * run..(row + 1) * run]);
+        for d in (0..rank - 1).rev() {
+            index[d] += 1;
+            if index[d] < to_usize(sizes[d]) {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
+impl<S: TensorSource> TensorSource for Stitched<S> {
+    fn format_name(&self) -> Cow<'_, str> {
+        Cow::Owned(format!("Distributed Checkpoint ({})", self.inner.format_name()))
+    }
+
+    fn attributes(&self) -> Option<Cow<'_, Attributes>> {
+        self.inner.attributes()
+    }
+
+    fn len(&self) -> usize {
+        self.wholes.len()
+    }
+
+    fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
+        let w = self.wholes.get(index)?;
+        let parts: Vec<ObjectInfo<'_>> =
+            w.chunks.iter().filter_map(|(i, _, _)| self.inner.info(*i)).collect();
+        let stored: u64 = parts.iter().map(ObjectInfo::stored_len).sum();
+        let encoding = parts
+            .iter()
+            .flat_map(|p| p.components.iter().map(|c| c.encoding.clone()))
+            .find(|e| *e != Encoding::Raw)
+            .unwrap_or(Encoding::Raw);
+        Some(ObjectInfo {
+            name: Cow::Borrowed(&w.name),
+            shape: Cow::Borrowed(&w.shape),
+            format: Format::Dense,
+            attributes: None,
+            components: vec![ComponentInfo {
+                role: Cow::Borrowed(ztensor_io::role::DATA),
+                dtype: StorageType::Known(w.dtype),
+                logical_type: w.logical.clone(),
+                decoded_len: Some(w.len),
+                stored_len: stored,
+                offset: None,
+                encoding,
+                digest: None,
+            }],
+            unsupported: None,
+            location: None,
+        })
+    }
+
+    fn name(&self, index: usize) -> Option<Cow<'_, str>> {
+        self.wholes.get(index).map(|w| Cow::Borrowed(w.name.as_str()))
+    }
+
+    fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
+        let w = self
+            .wholes
+            .get(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
+        let mut out = ztensor_io::try_zeroed(w.len, "a tensor stitched from its chunks")
+            .map_err(|e| ztensor_io::Error::io("stitching a tensor", None, e))?;
+        let width = usize::try_from(w.dtype.size()).unwrap_or(usize::MAX);
+        for (i, offsets, sizes) in &w.chunks {
+            let chunk = self.inner.read(*i)?;
+            let data = chunk.components.get(ztensor_io::role::DATA).ok_or_else(|| {
+                ztensor_io::Error::not_found(&chunk.name, Some(ztensor_io::role::DATA))
+            })?;
+            let want: u64 = sizes.iter().product::<u64>() * width as u64;
+            if data.bytes.len() as u64 != want {
+                return Err(ztensor_io::Error::failed(format!(
+                    "tensor {:?}: chunk {:?} decoded to {} bytes, not {want}",
+                    w.name,
+                    chunk.name,
+                    data.bytes.len()
+                )));
+            }
+            place(&mut out, &w.shape, width, offsets, sizes, &data.bytes);
+        }
+        let data = ComponentData {
+            dtype: w.dtype,
+            logical_type: w.logical.clone(),
+            bytes: Cow::Owned(out),
+        };
+        Ok(ObjectData {
+            name: w.name.clone(),
+            shape: w.shape.clone(),
+            format: Format::Dense,
+            attributes: None,
+            components: BTreeMap::from([(ztensor_io::role::DATA.to_owned(), data)]),
+        })
+    }
+
+    fn left_out(&self) -> Vec<String> {
+        self.other.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(offsets: &[u64], sizes: &[u64]) -> Chunk {
+        Chunk { object: String::new(), offsets: offsets.to_vec(), sizes: sizes.to_vec() }
+    }
+
+    #[test]
+    fn a_grid_tiles_and_anything_else_is_named() {
+        let grid = [
+            chunk(&[0, 0], &[2, 3]),
+            chunk(&[0, 3], &[2, 1]),
+            chunk(&[2, 0], &[1, 3]),
+            chunk(&[2, 3], &[1, 1]),
+        ];
+        tiles("t", &[3, 4], &grid).unwrap();
+        let hole = &grid[..3];
+        assert!(tiles("t", &[3, 4], hole).unwrap_err().message().contains("hole"));
+        let overlap = [chunk(&[0, 0], &[2, 4]), chunk(&[1, 0], &[2, 4])];
+        assert!(tiles("t", &[3, 4], &overlap).unwrap_err().message().contains("overlap"));
+        let twice = [chunk(&[0, 0], &[3, 4]), chunk(&[0, 0], &[3, 4])];
+        assert!(tiles("t", &[3, 4], &twice).unwrap_err().message().contains("overlap"));
+        let short = [chunk(&[0], &[3])];
+        assert!(
+            tiles("t", &[4], &short).unwrap_err().message().contains("hole in dimension 0: 3 to 4")
+        );
+    }
+
+    #[test]
+    fn chunks_are_placed_where_their_offsets_say() {
+        // A 3x4 tensor of u8 0..12, in the four chunks of the grid above.
+        let full: Vec<u8> = (0..12).collect();
+        let cut = |r: std::ops::Range<usize>, c: std::ops::Range<usize>| -> Vec<u8> {
+            r.flat_map(|i| c.clone().map(move |j| u8::try_from(i * 4 + j).unwrap())).collect()
+        };
+        let mut out = vec![0u8; 12];
+        place(&mut out, &[3, 4], 1, &[0, 0], &[2, 3], &cut(0..2, 0..3));
+        place(&mut out, &[3, 4], 1, &[0, 3], &[2, 1], &cut(0..2, 3..4));
+        place(&mut out, &[3, 4], 1, &[2, 0], &[1, 3], &cut(2..3, 0..3));
+        place(&mut out, &[3, 4], 1, &[2, 3], &[1, 1], &cut(2..3, 3..4));
+        assert_eq!(out, full);
+        let mut scalar = vec![0u8; 4];
+        place(&mut scalar, &[], 4, &[], &[], &[1, 2, 3, 4]);
+        assert_eq!(scalar, [1, 2, 3, 4]);
+    }
+}
