@@ -13,8 +13,9 @@ use crate::cmd;
 
 /// What every reading command says of its input.
 pub(crate) const READS: &str = "The file to read: zTensor (0.1, 1.1, 1.2 and 2), a \
-     sharded zTensor or safetensors checkpoint (its index, or a zTensor 2 root), safetensors, TensorBuffers, NumPy .npy/.npz, GGUF, or a PyTorch \
-     checkpoint (.pt, .pth, .bin, .ckpt), recognised by content; `-` reads standard input";
+     sharded zTensor or safetensors checkpoint (its index, or a zTensor 2 root), safetensors, TensorBuffers, NumPy .npy/.npz, GGUF, a PyTorch \
+     checkpoint (.pt, .pth, .bin, .ckpt) or Distributed Checkpoint (its directory), recognised \
+     by content; `-` reads standard input";
 
 /// Inspect, verify, convert and repack tensor checkpoints on every core: zTensor 0.1, 1.1, 1.2
 /// and 2, safetensors, TensorBuffers, NumPy, GGUF and PyTorch.
@@ -24,7 +25,11 @@ pub(crate) const READS: &str = "The file to read: zTensor (0.1, 1.1, 1.2 and 2),
 /// safetensors files and Hugging Face sharded checkpoints (*.safetensors.index.json);
 /// TensorBuffers (.tb); NumPy .npy and .npz; GGUF (.gguf, quantized blocks kept exactly);
 /// PyTorch checkpoints (torch.save zip or legacy: .pt, .pth, .bin, .ckpt; the pickle is read
-/// by a machine that runs no code). `-` reads standard input.
+/// by a machine that runs no code); PyTorch Distributed Checkpoints (the directory DCP saves,
+/// or one ztensor_rs.torch.dcp saves: its whole tensors, chunks stitched). `-` reads standard
+/// input.
+///
+/// Example: ztensor convert checkpoint-dir/ model.safetensors
 ///
 /// Writes: zTensor 0.1/1.1/1.2 and 2 (one file, or a sharded checkpoint into a directory),
 /// safetensors and TensorBuffers (`convert`); one tensor as NumPy .npy (`extract`).

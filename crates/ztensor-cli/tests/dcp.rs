@@ -67,3 +67,74 @@ fn consolidating_gives_the_full_state_dict() {
         }
     }
 }
+
+/// The checkpoint DCP's own `FileSystemWriter` saved (`.metadata` and `__R_0.distcp`), read
+/// as its whole tensors: by its directory or its `.metadata`.
+fn native() -> String {
+    root().join("fixtures/external/dcp/native").display().to_string()
+}
+
+#[test]
+fn a_checkpoint_dcp_saved_itself_is_read_and_consolidated() {
+    for path in [native(), format!("{}/.metadata", native())] {
+        let out = ztensor(&["info", &path]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains("tensors:    4\n"), "{text}");
+        assert!(text.contains("left out: 2 entries that are not tensors"), "{text}");
+        let out = ztensor(&["verify", &path]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let dir = scratch("dcp-native");
+    let output = dir.join("model.safetensors");
+    let out = ztensor(&["convert", &native(), output.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let full = std::fs::read(root().join("fixtures/external/dcp/full.safetensors")).unwrap();
+    let full = SafeTensors::deserialize(&full).unwrap();
+    let bytes = std::fs::read(&output).unwrap();
+    let got = SafeTensors::deserialize(&bytes).unwrap();
+    assert_eq!(got.len(), full.len());
+    for (name, want) in full.tensors() {
+        let have = got.tensor(&name).unwrap();
+        assert_eq!(
+            (have.dtype(), have.shape(), have.data()),
+            (want.dtype(), want.shape(), want.data()),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_damaged_checkpoint_is_refused_naming_what_is_wrong() {
+    let dir = scratch("dcp-damaged");
+    let copy = |name: &str| {
+        let to = dir.join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(native()).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+        to
+    };
+    // A data file cut short: the chunks in its lost tail lie past its end.
+    let cut = copy("cut");
+    let data = cut.join("__1_0.distcp");
+    let bytes = std::fs::read(&data).unwrap();
+    std::fs::write(&data, &bytes[..bytes.len() / 2]).unwrap();
+    let out = ztensor(&["info", cut.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("lies past the end of __1_0.distcp"), "{}", stderr(&out));
+    // A .metadata whose pickle names a global outside DCP's records: refused, never run.
+    let evil = copy("evil");
+    let metadata = std::fs::read(evil.join(".metadata")).unwrap();
+    let from = b"torch.distributed.checkpoint.metadata\x94\x8c\x08Metadata";
+    let at = metadata.windows(from.len()).position(|w| w == from).expect("the Metadata global");
+    let mut changed = metadata.clone();
+    // Same lengths: `os.system` in place of the module, `Metadata` kept.
+    let module = b"os.system\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00";
+    changed[at..at + module.len()].copy_from_slice(module);
+    std::fs::write(evil.join(".metadata"), &changed).unwrap();
+    let out = ztensor(&["info", evil.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("executes nothing"), "{}", stderr(&out));
+}

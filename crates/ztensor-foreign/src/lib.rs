@@ -44,6 +44,8 @@
 #![deny(missing_docs)]
 
 mod archive;
+#[cfg(feature = "torch")]
+pub mod dcp;
 mod error;
 #[cfg(feature = "gguf")]
 pub mod gguf;

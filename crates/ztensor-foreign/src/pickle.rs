@@ -64,7 +64,26 @@ pub(crate) enum Global {
     /// `torch._utils._rebuild_sparse_tensor` (and the older `_rebuild_sparse_csr_tensor`):
     /// a sparse tensor from its layout and its index and value tensors.
     RebuildSparse,
+    /// A class of a Distributed Checkpoint's `.metadata` (`Metadata`, `TensorStorageMetadata`,
+    /// `_StorageInfo`, …): a record made empty (`NEWOBJ`) and given its fields (`BUILD`).
+    Record(&'static str),
+    /// `torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING`: an enum member by value.
+    MemoryFormat,
+    /// `pathlib.PosixPath` and its kin: a path from its parts (what a checkpoint id may be).
+    Path,
 }
+
+/// The classes of a Distributed Checkpoint's `.metadata` that are records of fields, by module.
+const RECORDS: [(&str, &str); 8] = [
+    ("torch.distributed.checkpoint.metadata", "Metadata"),
+    ("torch.distributed.checkpoint.metadata", "TensorStorageMetadata"),
+    ("torch.distributed.checkpoint.metadata", "ChunkStorageMetadata"),
+    ("torch.distributed.checkpoint.metadata", "TensorProperties"),
+    ("torch.distributed.checkpoint.metadata", "BytesStorageMetadata"),
+    ("torch.distributed.checkpoint.metadata", "MetadataIndex"),
+    ("torch.distributed.checkpoint.metadata", "StorageMeta"),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+];
 
 impl Global {
     /// What `module.name` stands for, or why it is refused.
@@ -72,8 +91,17 @@ impl Global {
         if let Some(dtype) = crate::torch::dtype_named(name).filter(|_| module == "torch") {
             return Ok(Global::Dtype(dtype));
         }
+        if let Some((_, class)) = RECORDS.iter().find(|(m, c)| *m == module && *c == name) {
+            return Ok(Global::Record(class));
+        }
         let global = match (module, name) {
             ("collections", "OrderedDict") => Global::OrderedDict,
+            ("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING") => {
+                Global::MemoryFormat
+            }
+            ("pathlib", "PosixPath" | "PurePosixPath" | "WindowsPath" | "PureWindowsPath") => {
+                Global::Path
+            }
             ("torch._utils", "_rebuild_tensor" | "_rebuild_tensor_v2") => Global::RebuildTensor,
             ("torch._utils", "_rebuild_tensor_v3") => Global::RebuildTensorV3,
             ("torch._utils", "_rebuild_parameter" | "_rebuild_parameter_with_state") => {
@@ -149,6 +177,9 @@ impl Global {
             Global::GetLayout => "torch.serialization._get_layout".into(),
             Global::Layout(layout) => format!("torch.{layout}"),
             Global::RebuildSparse => "torch._utils._rebuild_sparse_tensor".into(),
+            Global::Record(class) => format!("torch.distributed.checkpoint {class}"),
+            Global::MemoryFormat => "torch.distributed.checkpoint _MEM_FORMAT_ENCODING".into(),
+            Global::Path => "pathlib.PosixPath".into(),
         }
     }
 }
@@ -230,6 +261,9 @@ pub(crate) enum Node {
     Sparse(Box<SparseRef>),
     /// A NumPy dtype: its type string (`f8`, `i4`, …) and byte order (`<`, `>`, `|`, `=`).
     NumpyDtype(String, char),
+    /// A record of [`Global::Record`]'s class, and the state `BUILD` gave it (a dict of its
+    /// fields, or the tuple `TensorProperties` pickles itself as).
+    Record(&'static str, Option<Id>),
 }
 
 impl Node {
@@ -250,6 +284,7 @@ impl Node {
             Node::Tensor(_) => "a tensor",
             Node::Sparse(_) => "a sparse tensor",
             Node::NumpyDtype(..) => "a NumPy dtype",
+            Node::Record(..) => "a record",
         }
     }
 }
@@ -670,6 +705,8 @@ impl Machine<'_> {
                 match self.string(args[0])? {
                     "torch.sparse_coo" => Node::Global(Global::Layout("sparse_coo")),
                     "torch.sparse_csr" => Node::Global(Global::Layout("sparse_csr")),
+                    // A Distributed Checkpoint's tensor properties name the dense layout.
+                    "torch.strided" => Node::Global(Global::Layout("strided")),
                     other => {
                         let shown: String = other.chars().take(64).collect();
                         return Err(malformed(
@@ -721,7 +758,31 @@ impl Machine<'_> {
                 let shape = self.dims(size, "a sparse size")?;
                 Node::Sparse(Box::new(SparseRef { layout, shape, parts }))
             }
-            Global::TensorType | Global::Storage(_) | Global::Dtype(_) | Global::Layout(_) => {
+            Global::MemoryFormat => {
+                arity(1..=1)?;
+                match self.nodes[args[0]] {
+                    Node::Int(n) => Node::Int(n),
+                    ref other => {
+                        return Err(malformed(
+                            self.at,
+                            format!("a memory format of {}, not an int", other.kind()),
+                        ));
+                    }
+                }
+            }
+            Global::Path => {
+                let mut parts = Vec::with_capacity(args.len());
+                for &part in &args {
+                    parts.push(self.string(part)?.to_owned());
+                }
+                self.spend(parts.iter().map(String::len).sum())?;
+                Node::Str(parts.join("/").replacen("//", "/", 1))
+            }
+            Global::TensorType
+            | Global::Storage(_)
+            | Global::Dtype(_)
+            | Global::Layout(_)
+            | Global::Record(_) => {
                 return Err(malformed(self.at, format!("calling {}", global.describe())));
             }
         })
@@ -774,6 +835,11 @@ impl Machine<'_> {
     fn build(&mut self, obj: Id, state: Id) -> Result<()> {
         match &self.nodes[obj] {
             Node::Dict(_) | Node::Tensor(_) => Ok(()),
+            Node::Record(class, None) => {
+                let class = *class;
+                self.nodes[obj] = Node::Record(class, Some(state));
+                Ok(())
+            }
             Node::NumpyDtype(descr, _) => {
                 let descr = descr.clone();
                 let order = self
@@ -1035,14 +1101,23 @@ impl Machine<'_> {
                     }
                     self.pop()?; // the arguments, which __new__ ignores
                     let class = self.pop()?;
-                    if !matches!(self.nodes[class], Node::Global(Global::OrderedDict)) {
-                        return Err(malformed(
-                            at,
-                            "NEWOBJ of a class other than collections.OrderedDict",
-                        ));
+                    match self.nodes[class] {
+                        // `cls.__new__(cls, *args)` makes an empty dict whatever the arguments.
+                        Node::Global(Global::OrderedDict) => {
+                            self.push(Node::Dict(Box::default()))?;
+                        }
+                        // A record with no fields yet: `BUILD` gives them.
+                        Node::Global(Global::Record(class)) => {
+                            self.push(Node::Record(class, None))?;
+                        }
+                        _ => {
+                            return Err(malformed(
+                                at,
+                                "NEWOBJ of a class other than collections.OrderedDict or a \
+                                 Distributed Checkpoint record",
+                            ));
+                        }
                     }
-                    // `cls.__new__(cls, *args)` makes an empty dict whatever the arguments.
-                    self.push(Node::Dict(Box::default()))?;
                 }
                 b'b' => {
                     let state = self.pop()?;

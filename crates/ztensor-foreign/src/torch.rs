@@ -763,6 +763,7 @@ impl Walk<'_> {
                 ));
             }
             Node::NumpyDtype(descr, _) => Value::Text(format!("numpy.dtype({descr:?})")),
+            Node::Record(class, _) => Value::Text(format!("a Distributed Checkpoint {class}")),
         })
     }
 }

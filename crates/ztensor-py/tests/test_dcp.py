@@ -154,3 +154,33 @@ def test_chunks_that_do_not_make_their_tensor_are_refused_naming_it(saved, tmp_p
     with pytest.raises(ztensor_rs.FormatError) as refused:
         ztensor_rs.load_file(index)
     assert "model.w0" in str(refused.value) and said in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize(("ranks", "placement"), [(2, "a"), (3, "b")])
+def test_a_checkpoint_dcp_saved_itself_consolidates_tensor_by_tensor(tmp_path, ranks, placement):
+    """DCP's own FileSystemWriter at 2 and 3 ranks (`.metadata` and `__R_0.distcp`): read
+    through the format registry as its whole tensors, and consolidated into one safetensors
+    file equal, tensor by tensor, to the full state dict."""
+    import safetensors.torch
+
+    path = tmp_path / "native"
+    assert "save-native at" in run(ranks, "save-native", path, placement)
+    assert ztensor_rs.detect(path) == "pytorch-dcp"
+    full = dcp_worker.full_state()["model"]
+    out = tmp_path / "consolidated.safetensors"
+    assert ztensor_rs.convert(path, out, to="safetensors") == len(full)
+    consolidated = safetensors.torch.load_file(str(out))
+    assert sorted(consolidated) == sorted(f"model.{k}" for k in full)
+    for name, want in full.items():
+        got = consolidated[f"model.{name}"]
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert torch.equal(got.reshape(-1).view(torch.uint8), want.reshape(-1).view(torch.uint8)), name
+    # As PyTorch's own consolidation gives it (dcp_to_torch_save), for every tensor.
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    theirs_path = tmp_path / "theirs.pt"
+    dcp_to_torch_save(str(path), str(theirs_path))
+    theirs = torch.load(theirs_path, weights_only=False)["model"]
+    for name, tensor in theirs.items():
+        got = consolidated[f"model.{name}"]
+        assert torch.equal(got.reshape(-1).view(torch.uint8), tensor.reshape(-1).view(torch.uint8)), name

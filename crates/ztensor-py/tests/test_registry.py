@@ -110,6 +110,15 @@ def corpus(tmp: Path) -> list:
     shutil.copy(originals["safetensors"], directory / "model.safetensors")
     files.append((directory, "a directory"))
     files.append((tmp / "missing.zt", "missing"))
+    # A Distributed Checkpoint torch saved: its directory, its .metadata, and one whose data
+    # file was cut short.
+    dcp = FIXTURES / "external/dcp/native"
+    files += [(dcp, "dcp directory"), (dcp / ".metadata", "dcp .metadata")]
+    cut = tmp / "dcp-cut"
+    shutil.copytree(dcp, cut)
+    data = cut / "__1_0.distcp"
+    data.write_bytes(data.read_bytes()[:-100])
+    files.append((cut, "dcp with a data file cut short"))
     return files
 
 

@@ -16,6 +16,8 @@ const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
 /// An empty zip archive starts with its end-of-central-directory record.
 const EMPTY_ZIP_MAGIC: &[u8] = b"PK\x05\x06";
 const TB_MAGIC: &[u8] = b"TBS1";
+/// The file that makes a directory a PyTorch Distributed Checkpoint.
+pub(crate) const DCP_METADATA: &str = ".metadata";
 /// The bytes read from the start of a file to recognise it.
 const HEAD: u64 = 512;
 
@@ -129,6 +131,11 @@ impl Detected {
             return Ok(Detected { kind, path: path.to_path_buf(), source: None, len: None });
         }
         if path.is_dir() {
+            // A Distributed Checkpoint is a directory: its `.metadata` tells it.
+            if path.join(DCP_METADATA).is_file() {
+                let kind = enabled(Kind::Dcp, Some(path))?;
+                return Ok(Detected { kind, path: path.to_path_buf(), source: None, len: None });
+            }
             return Err(Error::new(ErrorKind::Directory, directory_hint(path)));
         }
         let file = ztensor_io::open_input(path).map_err(Error::from_io)?;
@@ -265,6 +272,8 @@ pub(crate) fn by_name(path: &Path) -> Option<Kind> {
     let name = path.file_name()?.to_str()?;
     if name.ends_with(".safetensors.index.json") {
         Some(Kind::SafetensorsIndex)
+    } else if name == DCP_METADATA {
+        Some(Kind::Dcp)
     } else if name.ends_with(".zt.index.json") {
         Some(Kind::ZtIndex)
     } else {

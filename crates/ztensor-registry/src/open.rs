@@ -372,6 +372,13 @@ impl Detected {
                     ztensor_foreign::torch::TorchFile::new(self.take_source()?, name, limit);
                 Opened::new(kind, torch.map_err(|e| OpenError::Foreign(e.with_path(path)))?)
             }
+            #[cfg(all(feature = "torch", feature = "sharded"))]
+            Kind::Dcp => {
+                let (opened, len, data) = open_dcp(path)?;
+                shards = len;
+                files = data;
+                opened
+            }
             #[cfg(feature = "v2")]
             Kind::Zt2 => {
                 let file = self.open_zt2(options)?;
@@ -460,6 +467,55 @@ fn chunked_or_not<S: ReadAt + Send + Sync + 'static>(
         )),
         None => Ok(Opened::new(kind, ckpt)),
     }
+}
+
+/// The PyTorch Distributed Checkpoint at `path` (its directory, or its `.metadata`) as its
+/// whole tensors: its chunks (each a `torch.save` archive in a data file) stitched by their
+/// offsets. With the bytes of its data files and their paths.
+#[cfg(all(feature = "torch", feature = "sharded"))]
+fn open_dcp(path: &Path) -> Result<(Opened, u64, Vec<std::path::PathBuf>), OpenError> {
+    use ztensor_foreign::dcp::{DcpChunks, read_dir_layout};
+    let dir = if path.is_dir() {
+        path
+    } else {
+        path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+    };
+    let layout = read_dir_layout(dir).map_err(OpenError::Foreign)?;
+    let chunks = DcpChunks::<FileSource>::open_dir(&layout, dir)
+        .map_err(|e| OpenError::Foreign(e.with_path(dir)))?;
+    let mut data: Vec<std::path::PathBuf> = Vec::new();
+    let mut stitched = ztensor_shard::Chunked { tensors: Vec::new(), other: layout.other.clone() };
+    for t in &layout.tensors {
+        let chunks = t
+            .chunks
+            .iter()
+            .map(|c| {
+                let file = dir.join(&c.file);
+                if !data.contains(&file) {
+                    data.push(file);
+                }
+                ztensor_shard::Chunk {
+                    object: c.object_name(t),
+                    offsets: c.offsets.clone(),
+                    sizes: c.sizes.clone(),
+                }
+            })
+            .collect();
+        stitched.tensors.push(ztensor_shard::ChunkedTensor {
+            name: t.name.clone(),
+            dtype: t.dtype.clone(),
+            shape: t.shape.clone(),
+            chunks,
+        });
+    }
+    let bytes = data
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .fold(0, u64::saturating_add);
+    let whole = ztensor_shard::Stitched::new(chunks, &stitched)
+        .map_err(|e| OpenError::Shard(e.with_path(dir)))?;
+    Ok((Opened::new(Kind::Dcp, whole), bytes, data))
 }
 
 /// Why `kind` has no arm where it was to be opened: this build lacks its feature, or (for

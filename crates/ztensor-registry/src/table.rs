@@ -28,6 +28,9 @@ pub enum Kind {
     Torch,
     /// A zTensor 2 file (the reference implementation's current generation, "Draft 4").
     Zt2,
+    /// A PyTorch Distributed Checkpoint as DCP's `FileSystemWriter` saves it: a directory of
+    /// `.metadata` and `*.distcp` data files, read as its whole tensors.
+    Dcp,
 }
 
 /// A row of [`FORMATS`].
@@ -153,6 +156,16 @@ pub const FORMATS: &[Format] = &[
         feature: "torch",
         extensions: &["pt", "pth", "bin", "ckpt"],
         enabled: cfg!(feature = "torch"),
+    },
+    Format {
+        kind: Kind::Dcp,
+        id: "pytorch-dcp",
+        description: "a PyTorch Distributed Checkpoint",
+        plural: "PyTorch Distributed Checkpoints (the directory DCP's FileSystemWriter saves)",
+        rule: "a directory holding .metadata (or that file named)",
+        feature: "torch",
+        extensions: &[],
+        enabled: cfg!(all(feature = "torch", feature = "sharded")),
     },
 ];
 

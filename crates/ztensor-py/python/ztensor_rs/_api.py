@@ -340,7 +340,7 @@ def load_file(filename: PathLike, *, threads: Optional[int] = None, framework: s
 def detect(filename: PathLike) -> str:
     """What the file is, by its content, as the ``ztensor`` tool tells it: ``ztensor``,
     ``ztensor2``, ``safetensors``, ``safetensors-sharded``, ``ztensor-sharded``,
-    ``tensorbuffers``, ``npy``, ``npz``, ``gguf`` or ``pytorch``. Raises :class:`FormatError` for a file of a format not
+    ``tensorbuffers``, ``npy``, ``npz``, ``gguf``, ``pytorch`` or ``pytorch-dcp`` (a Distributed Checkpoint's directory). Raises :class:`FormatError` for a file of a format not
     read (naming it when known) and ``OSError`` when it cannot be read."""
     return _native.detect(os.fspath(filename))
 

@@ -3,7 +3,9 @@
 ``ZTensorWriter``, or loads one through ``ZTensorReader`` into other placements and checks
 every tensor against the full state dict, which every rank (and the test) builds the same way.
 
-Usage: dcp_worker.py save|load|load-alone CHECKPOINT_DIR PLACEMENT
+Usage: dcp_worker.py save|save-native|load|load-alone CHECKPOINT_DIR PLACEMENT
+
+``save-native`` saves through DCP's own ``FileSystemWriter`` instead.
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ def main() -> None:
     mesh = init_device_mesh("cpu", (world,))
     if mode == "save":
         dcp.save(distributed(state, placement, mesh), storage_writer=ZTensorWriter(path, zstd=3, threads=1))
+    elif mode == "save-native":
+        dcp.save(distributed(state, placement, mesh), storage_writer=dcp.FileSystemWriter(path))
     else:
         target = distributed(emptied(state), placement, mesh)
         dcp.load(target, storage_reader=ZTensorReader(path))
