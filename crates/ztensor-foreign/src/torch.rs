@@ -94,30 +94,12 @@ fn element_size(dtype: &str) -> u64 {
 
 /// The zTensor types of a PyTorch dtype, or why there are none.
 fn types_of(dtype: &str) -> std::result::Result<(DType, Option<LogicalType>), String> {
-    Ok(match dtype {
-        "float64" => (DType::F64, None),
-        "float32" => (DType::F32, None),
-        "float16" => (DType::F16, None),
-        "bfloat16" => (DType::BF16, None),
-        "int64" => (DType::I64, None),
-        "int32" => (DType::I32, None),
-        "int16" => (DType::I16, None),
-        "int8" => (DType::I8, None),
-        "uint8" => (DType::U8, None),
-        "uint16" => (DType::U16, None),
-        "uint32" => (DType::U32, None),
-        "uint64" => (DType::U64, None),
-        "bool" => (DType::Bool, None),
-        "complex64" => (DType::F32, Some(LogicalType::Complex64)),
-        "complex128" => (DType::F64, Some(LogicalType::Complex128)),
-        "float8_e4m3fn" => (DType::U8, Some(LogicalType::F8E4M3Fn)),
-        "float8_e5m2" => (DType::U8, Some(LogicalType::F8E5M2)),
-        "float8_e4m3fnuz" => (DType::U8, Some(LogicalType::F8E4M3Fnuz)),
-        "float8_e5m2fnuz" => (DType::U8, Some(LogicalType::F8E5M2Fnuz)),
-        q if q.starts_with("qint") || q.starts_with("quint") => {
-            return Err(format!("torch.{q}: a quantized dtype, which zTensor does not hold"));
+    ztensor_format::torch_dtype(dtype).ok_or_else(|| {
+        if dtype.starts_with("qint") || dtype.starts_with("quint") {
+            format!("torch.{dtype}: a quantized dtype, which zTensor does not hold")
+        } else {
+            format!("torch.{dtype} has no zTensor type")
         }
-        other => return Err(format!("torch.{other} has no zTensor type")),
     })
 }
 

@@ -265,6 +265,42 @@ impl fmt::Display for LogicalType {
     }
 }
 
+/// The zTensor storage and logical types of a PyTorch dtype, by the name torch gives it
+/// (`bfloat16`, `float8_e4m3fn`): the one table every reader of PyTorch's files (checkpoints,
+/// Distributed Checkpoints) goes by. `None` for a dtype zTensor has no type for (`complex32`,
+/// the quantized ones, `float8_e8m0fnu`).
+///
+/// ```
+/// use ztensor_format::{DType, LogicalType, torch_dtype};
+/// assert_eq!(torch_dtype("bfloat16"), Some((DType::BF16, None)));
+/// assert_eq!(torch_dtype("float8_e5m2"), Some((DType::U8, Some(LogicalType::F8E5M2))));
+/// assert_eq!(torch_dtype("complex32"), None);
+/// ```
+pub fn torch_dtype(name: &str) -> Option<(DType, Option<LogicalType>)> {
+    Some(match name {
+        "float64" => (DType::F64, None),
+        "float32" => (DType::F32, None),
+        "float16" => (DType::F16, None),
+        "bfloat16" => (DType::BF16, None),
+        "int64" => (DType::I64, None),
+        "int32" => (DType::I32, None),
+        "int16" => (DType::I16, None),
+        "int8" => (DType::I8, None),
+        "uint8" => (DType::U8, None),
+        "uint16" => (DType::U16, None),
+        "uint32" => (DType::U32, None),
+        "uint64" => (DType::U64, None),
+        "bool" => (DType::Bool, None),
+        "complex64" => (DType::F32, Some(LogicalType::Complex64)),
+        "complex128" => (DType::F64, Some(LogicalType::Complex128)),
+        "float8_e4m3fn" => (DType::U8, Some(LogicalType::F8E4M3Fn)),
+        "float8_e5m2" => (DType::U8, Some(LogicalType::F8E5M2)),
+        "float8_e4m3fnuz" => (DType::U8, Some(LogicalType::F8E4M3Fnuz)),
+        "float8_e5m2fnuz" => (DType::U8, Some(LogicalType::F8E5M2Fnuz)),
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

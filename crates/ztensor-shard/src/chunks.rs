@@ -123,32 +123,6 @@ fn mismatch(name: &str, object: &str) -> Error {
     )
 }
 
-/// The zTensor storage and logical types of a PyTorch dtype name.
-fn ztensor_type(torch: &str) -> Option<(DType, Option<LogicalType>)> {
-    Some(match torch {
-        "float64" => (DType::F64, None),
-        "float32" => (DType::F32, None),
-        "float16" => (DType::F16, None),
-        "bfloat16" => (DType::BF16, None),
-        "int64" => (DType::I64, None),
-        "int32" => (DType::I32, None),
-        "int16" => (DType::I16, None),
-        "int8" => (DType::I8, None),
-        "uint64" => (DType::U64, None),
-        "uint32" => (DType::U32, None),
-        "uint16" => (DType::U16, None),
-        "uint8" => (DType::U8, None),
-        "bool" => (DType::Bool, None),
-        "complex64" => (DType::F32, Some(LogicalType::Complex64)),
-        "complex128" => (DType::F64, Some(LogicalType::Complex128)),
-        "float8_e4m3fn" => (DType::U8, Some(LogicalType::F8E4M3Fn)),
-        "float8_e5m2" => (DType::U8, Some(LogicalType::F8E5M2)),
-        "float8_e4m3fnuz" => (DType::U8, Some(LogicalType::F8E4M3Fnuz)),
-        "float8_e5m2fnuz" => (DType::U8, Some(LogicalType::F8E5M2Fnuz)),
-        _ => return None,
-    })
-}
-
 /// A tensor as [`Stitched`] presents it.
 #[derive(Debug)]
 struct Whole {
@@ -200,7 +174,7 @@ fn chunks_error(name: &str, what: String) -> Error {
 /// Checks the chunks of `t` against `inner` and the tensor's bounds.
 fn whole<S: TensorSource>(inner: &S, t: &ChunkedTensor) -> Result<Whole> {
     let name = &t.name;
-    let (dtype, logical) = ztensor_type(&t.dtype)
+    let (dtype, logical) = ztensor_format::torch_dtype(&t.dtype)
         .ok_or_else(|| chunks_error(name, format!("dtype {:?} has no zTensor type", t.dtype)))?;
     let rank = t.shape.len();
     let mut chunks = Vec::with_capacity(t.chunks.len());
