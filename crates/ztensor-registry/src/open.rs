@@ -32,7 +32,7 @@ impl Default for OpenOptions {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// Not recognised ([`detect`]).
+    /// Not recognised ([`detect`](crate::detect)).
     Detect(Error),
     /// The zTensor reader's error.
     Zt(ztensor_io::Error),
@@ -259,7 +259,7 @@ impl Opened {
     }
 }
 
-/// Opens the file at `path`, of any format [`detect`] recognises, read with positional reads;
+/// Opens the file at `path`, of any format [`detect`](crate::detect) recognises, read with positional reads;
 /// refused when its objects decode to more than the expansion budget allows
 /// ([`Opened::check_expansion`]).
 ///
