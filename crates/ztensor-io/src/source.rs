@@ -175,6 +175,7 @@ impl FileSource {
     }
 
     /// The file read.
+    #[cfg(feature = "mmap")]
     pub(crate) fn file(&self) -> &File {
         &self.file
     }

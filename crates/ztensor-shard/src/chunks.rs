@@ -253,10 +253,54 @@ fn whole<S: TensorSource>(inner: &S, t: &ChunkedTensor) -> Result<Whole> {
     Ok(Whole { name: name.clone(), shape: t.shape.clone(), dtype, logical, len, chunks })
 }
 
+/// Checks that `chunks` make a tensor of `shape` (no dimension of length 0) exactly: as a grid
+/// (what every DTensor placement gives), else as any other partition.
+fn tiles(name: &str, shape: &[u64], chunks: &[Chunk]) -> Result<()> {
+    match grid(name, shape, chunks) {
+        Ok(()) => Ok(()),
+        // Not a grid: any other partition is as good (each element in one chunk), told by
+        // volume and by pairs, for as many chunks as that stays quick.
+        Err(e) if chunks.len() <= MAX_PAIRWISE => partition(name, shape, chunks).map_err(|_| e),
+        Err(e) => Err(e),
+    }
+}
+
+/// The most chunks of one tensor checked pair by pair when they are not a grid.
+const MAX_PAIRWISE: usize = 4096;
+
+/// Checks that `chunks` partition a tensor of `shape`: no two overlap, and together they hold
+/// as many elements as it does.
+fn partition(name: &str, shape: &[u64], chunks: &[Chunk]) -> Result<()> {
+    for (i, a) in chunks.iter().enumerate() {
+        for b in &chunks[i + 1..] {
+            let apart = (0..shape.len()).any(|d| {
+                a.offsets[d] + a.sizes[d] <= b.offsets[d]
+                    || b.offsets[d] + b.sizes[d] <= a.offsets[d]
+            });
+            if !apart {
+                return Err(chunks_error(
+                    name,
+                    format!("chunks at {:?} and {:?} overlap", a.offsets, b.offsets),
+                ));
+            }
+        }
+    }
+    let held =
+        chunks.iter().map(|c| c.sizes.iter().product::<u64>()).fold(0u64, u64::saturating_add);
+    let total = shape.iter().product::<u64>();
+    if held != total {
+        return Err(chunks_error(
+            name,
+            format!("chunks leave a hole: they hold {held} of {total} elements"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that `chunks` tile a tensor of `shape` (no dimension of length 0) as a grid: in
 /// each dimension their ranges are the pieces of one partition of it, and each cell of the
 /// grid those partitions make is one chunk, once.
-fn tiles(name: &str, shape: &[u64], chunks: &[Chunk]) -> Result<()> {
+fn grid(name: &str, shape: &[u64], chunks: &[Chunk]) -> Result<()> {
     let mut cells = 1u64;
     for (d, &extent) in shape.iter().enumerate() {
         let mut ranges: Vec<(u64, u64)> =
@@ -353,6 +397,69 @@ fn place(
     }
 }
 
+impl<S: TensorSource> Stitched<S> {
+    fn whole(&self, index: usize) -> ztensor_io::Result<&Whole> {
+        self.wholes
+            .get(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))
+    }
+
+    /// The bytes of `w`'s rows `rows` (of its first dimension; all of it for `None`), its
+    /// chunks there read (their digests checked by the inner source) and placed.
+    fn slab(&self, w: &Whole, rows: Option<(u64, u64)>) -> ztensor_io::Result<Vec<u8>> {
+        let width = usize::try_from(w.dtype.size()).unwrap_or(usize::MAX);
+        let mut shape = w.shape.clone();
+        let first = rows.map_or(0, |(start, _)| start);
+        if let Some((_, len)) = rows {
+            shape[0] = len;
+        }
+        let len = shape.iter().product::<u64>() * width as u64;
+        let mut out = ztensor_io::try_zeroed(len, "a tensor stitched from its chunks")
+            .map_err(|e| ztensor_io::Error::io("stitching a tensor", None, e))?;
+        for (i, offsets, sizes) in &w.chunks {
+            if rows.is_some() && offsets[0] != first {
+                continue;
+            }
+            let chunk = self.inner.read(*i)?;
+            let data = chunk.components.get(ztensor_io::role::DATA).ok_or_else(|| {
+                ztensor_io::Error::not_found(&chunk.name, Some(ztensor_io::role::DATA))
+            })?;
+            let want: u64 = sizes.iter().product::<u64>() * width as u64;
+            if data.bytes.len() as u64 != want {
+                return Err(ztensor_io::Error::failed(format!(
+                    "tensor {:?}: chunk {:?} decoded to {} bytes, not {want}",
+                    w.name,
+                    chunk.name,
+                    data.bytes.len()
+                )));
+            }
+            let mut at = offsets.clone();
+            if let Some(o) = at.first_mut() {
+                *o -= first;
+            }
+            place(&mut out, &shape, width, &at, sizes, &data.bytes);
+        }
+        Ok(out)
+    }
+}
+
+/// The slabs `w` is read in: its first dimension's ranges as the chunks split it (the grid's
+/// rows, in order), or one slab of all of it.
+fn slabs(w: &Whole) -> Vec<Option<(u64, u64)>> {
+    if w.shape.is_empty() {
+        return vec![None];
+    }
+    let mut rows: Vec<(u64, u64)> = w.chunks.iter().map(|(_, o, s)| (o[0], s[0])).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    // Slabs are the rows' ranges when they do not overlap (every grid, and most partitions).
+    let disjoint = rows.windows(2).all(|p| p[0].0 + p[0].1 <= p[1].0);
+    if rows.len() <= 1 || !disjoint {
+        return vec![None];
+    }
+    rows.into_iter().map(Some).collect()
+}
+
 impl<S: TensorSource> TensorSource for Stitched<S> {
     fn format_name(&self) -> Cow<'_, str> {
         Cow::Owned(format!("Distributed Checkpoint ({})", self.inner.format_name()))
@@ -401,29 +508,8 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
     }
 
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
-        let w = self
-            .wholes
-            .get(index)
-            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
-        let mut out = ztensor_io::try_zeroed(w.len, "a tensor stitched from its chunks")
-            .map_err(|e| ztensor_io::Error::io("stitching a tensor", None, e))?;
-        let width = usize::try_from(w.dtype.size()).unwrap_or(usize::MAX);
-        for (i, offsets, sizes) in &w.chunks {
-            let chunk = self.inner.read(*i)?;
-            let data = chunk.components.get(ztensor_io::role::DATA).ok_or_else(|| {
-                ztensor_io::Error::not_found(&chunk.name, Some(ztensor_io::role::DATA))
-            })?;
-            let want: u64 = sizes.iter().product::<u64>() * width as u64;
-            if data.bytes.len() as u64 != want {
-                return Err(ztensor_io::Error::failed(format!(
-                    "tensor {:?}: chunk {:?} decoded to {} bytes, not {want}",
-                    w.name,
-                    chunk.name,
-                    data.bytes.len()
-                )));
-            }
-            place(&mut out, &w.shape, width, offsets, sizes, &data.bytes);
-        }
+        let w = self.whole(index)?;
+        let out = self.slab(w, None)?;
         let data = ComponentData {
             dtype: w.dtype,
             logical_type: w.logical.clone(),
@@ -440,6 +526,28 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
 
     fn left_out(&self) -> Vec<String> {
         self.other.clone()
+    }
+
+    /// A tensor whose chunks split its first dimension is read slab by slab (the rows one
+    /// grid row of chunks covers): a few chunks held at a time, not the whole tensor.
+    fn reads_in_pieces(&self, index: usize) -> bool {
+        self.wholes.get(index).is_some_and(|w| slabs(w).len() > 1)
+    }
+
+    fn read_pieces(
+        &self,
+        index: usize,
+        piece: usize,
+        each: &mut dyn FnMut(&str, &[u8]) -> ztensor_io::Result<()>,
+    ) -> ztensor_io::Result<()> {
+        let w = self.whole(index)?;
+        for rows in slabs(w) {
+            let slab = self.slab(w, rows)?;
+            for part in slab.chunks(piece.max(1)) {
+                each(ztensor_io::role::DATA, part)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -466,10 +574,105 @@ mod tests {
         assert!(tiles("t", &[3, 4], &overlap).unwrap_err().message().contains("overlap"));
         let twice = [chunk(&[0, 0], &[3, 4]), chunk(&[0, 0], &[3, 4])];
         assert!(tiles("t", &[3, 4], &twice).unwrap_err().message().contains("overlap"));
+        // Not a grid, but a partition: accepted; the same with an overlap is not.
+        let rows = [chunk(&[0, 0], &[2, 4]), chunk(&[2, 0], &[1, 1]), chunk(&[2, 1], &[1, 3])];
+        tiles("t", &[3, 4], &rows).unwrap();
+        let crossed = [chunk(&[0, 0], &[2, 4]), chunk(&[1, 0], &[2, 1]), chunk(&[2, 1], &[1, 3])];
+        assert!(tiles("t", &[3, 4], &crossed).unwrap_err().message().contains("overlap"));
         let short = [chunk(&[0], &[3])];
         assert!(
             tiles("t", &[4], &short).unwrap_err().message().contains("hole in dimension 0: 3 to 4")
         );
+    }
+
+    /// Chunks in memory, as a tensor source: each a dense u8 tensor.
+    struct Chunks(Vec<(String, Vec<u64>, Vec<u8>)>);
+
+    impl TensorSource for Chunks {
+        fn format_name(&self) -> Cow<'_, str> {
+            Cow::Borrowed("chunks")
+        }
+        fn attributes(&self) -> Option<Cow<'_, Attributes>> {
+            None
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
+            let (name, shape, bytes) = self.0.get(index)?;
+            Some(ObjectInfo {
+                name: Cow::Borrowed(name),
+                shape: Cow::Borrowed(shape),
+                format: Format::Dense,
+                attributes: None,
+                components: vec![ComponentInfo {
+                    role: Cow::Borrowed(ztensor_io::role::DATA),
+                    dtype: StorageType::Known(DType::U8),
+                    logical_type: None,
+                    decoded_len: Some(bytes.len() as u64),
+                    stored_len: bytes.len() as u64,
+                    offset: None,
+                    encoding: Encoding::Raw,
+                    digest: None,
+                }],
+                unsupported: None,
+                location: None,
+            })
+        }
+        fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
+            let (name, shape, bytes) = &self.0[index];
+            let data =
+                ComponentData { dtype: DType::U8, logical_type: None, bytes: Cow::Borrowed(bytes) };
+            Ok(ObjectData {
+                name: name.clone(),
+                shape: shape.clone(),
+                format: Format::Dense,
+                attributes: None,
+                components: BTreeMap::from([(ztensor_io::role::DATA.to_owned(), data)]),
+            })
+        }
+    }
+
+    #[test]
+    fn a_tensor_split_by_rows_is_read_a_grid_row_at_a_time() {
+        // A 4x3 tensor of u8 0..12: rows 0-1 in one chunk, rows 2-3 split by columns (no
+        // grid: a partition all the same).
+        let cut = |r: std::ops::Range<u64>, c: std::ops::Range<u64>| -> Vec<u8> {
+            r.flat_map(|i| c.clone().map(move |j| u8::try_from(i * 3 + j).unwrap())).collect()
+        };
+        let inner = Chunks(vec![
+            ("t@0,0".into(), vec![2, 3], cut(0..2, 0..3)),
+            ("t@2,0".into(), vec![2, 2], cut(2..4, 0..2)),
+            ("t@2,2".into(), vec![2, 1], cut(2..4, 2..3)),
+        ]);
+        let layout = Chunked {
+            tensors: vec![ChunkedTensor {
+                name: "t".into(),
+                dtype: "uint8".into(),
+                shape: vec![4, 3],
+                chunks: vec![
+                    Chunk { object: "t@0,0".into(), offsets: vec![0, 0], sizes: vec![2, 3] },
+                    Chunk { object: "t@2,0".into(), offsets: vec![2, 0], sizes: vec![2, 2] },
+                    Chunk { object: "t@2,2".into(), offsets: vec![2, 2], sizes: vec![2, 1] },
+                ],
+            }],
+            other: vec!["step".into()],
+        };
+        let whole = Stitched::new(inner, &layout).unwrap();
+        let full: Vec<u8> = (0..12).collect();
+        assert_eq!(whole.read(0).unwrap().components["data"].bytes.as_ref(), full.as_slice());
+        assert!(whole.reads_in_pieces(0));
+        // Handed over a grid row at a time: never more than half the tensor at once.
+        let mut pieces = Vec::new();
+        whole
+            .read_pieces(0, usize::MAX, &mut |_, piece| {
+                pieces.push(piece.to_vec());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(pieces.iter().map(Vec::len).collect::<Vec<_>>(), [6, 6]);
+        assert_eq!(pieces.concat(), full);
+        assert_eq!(whole.left_out(), ["step"]);
     }
 
     #[test]
