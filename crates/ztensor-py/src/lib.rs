@@ -27,6 +27,7 @@ use ztensor_format::{DType, DigestAlgorithm, Version};
 use ztensor_io::{FileWriter, WriteOptions, Writer};
 use ztensor_par::{ParOptions, Tensor};
 
+mod dlpack;
 mod errors;
 mod memory;
 mod opening;

@@ -132,6 +132,24 @@ impl Bytes {
         Bytes { owner, writable: std::sync::atomic::AtomicBool::new(false) }
     }
 
+    /// A new `Bytes` holding a copy of these, its own (decoded bytes, so they may be lent
+    /// writable).
+    pub(crate) fn copied<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Bytes>> {
+        let (ptr, len) = self.raw();
+        let bytes: &[u8] = if len == 0 {
+            &[]
+        } else {
+            // SAFETY: `raw` gives memory this object keeps alive, and nothing frees it while
+            // `self` is borrowed; only length 0 comes with a null pointer, handled above.
+            unsafe { std::slice::from_raw_parts(ptr, len) }
+        };
+        let copy = Bytes {
+            owner: Owner::Owned(OwnedBytes::new(bytes.to_vec().into_boxed_slice())),
+            writable: std::sync::atomic::AtomicBool::new(false),
+        };
+        Bound::new(py, copy)
+    }
+
     /// The first byte and the length.
     pub(crate) fn raw(&self) -> (*const u8, usize) {
         match &self.owner {
@@ -219,10 +237,33 @@ impl Bytes {
     /// Lets decoded bytes be lent writable from now on, and answers whether they can be: they
     /// are this object's own (never the file's memory). For a consumer that takes them as its
     /// own (a torch tensor, writable); NumPy arrays over them would then be writable too.
-    fn lend_writable(&self) -> bool {
+    pub(crate) fn lend_writable(&self) -> bool {
         let owned = matches!(self.owner, Owner::Owned(_));
         self.writable.store(owned, std::sync::atomic::Ordering::Relaxed);
         owned
+    }
+
+    /// A DLPack capsule of these bytes as a tensor of `dtype` (a storage type: `f32`, `bf16`,
+    /// ...) and `logical` type (`f8_e4m3fn`, `complex64`, ...), shaped `shape`: what a
+    /// component's `__dlpack__` answers. Bytes of the file's map are exported read-only.
+    #[pyo3(signature = (dtype, logical, shape, *, stream=None, max_version=None, dl_device=None, copy=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn dlpack<'py>(
+        slf: Bound<'py, Self>,
+        dtype: &str,
+        logical: Option<&str>,
+        shape: Vec<u64>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(u32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        crate::dlpack::export(slf, dtype, logical, shape, stream, max_version, dl_device, copy)
+    }
+
+    /// Where a DLPack consumer finds the bytes: `(1, 0)`, the CPU.
+    fn dlpack_device(&self) -> (u32, i32) {
+        (1, 0)
     }
 
     /// Where borrowed bytes lie in the memory they are borrowed from (for a mapped file, the

@@ -47,6 +47,30 @@ def test_readme_torch_example_runs(tmp):
         os.chdir(cwd)
 
 
+def test_readme_dlpack_example_runs(tmp):
+    text = (REPO / "README.md").read_text()
+    section = text.split("### PyTorch", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) >= 2 and "from_dlpack" in blocks[1], "no DLPack example in the README"
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        import torch
+
+        import ztensor_rs.torch
+
+        w = torch.randn(4, 4).to(torch.bfloat16)
+        fp8 = torch.tensor([0.5, -2.0]).to(torch.float8_e4m3fn)
+        ztensor_rs.torch.save_file({"w": w, "fp8": fp8}, "model.zt")
+        scope: dict = {}
+        exec(compile(blocks[1], "README.md", "exec"), scope)
+        assert scope["w"].dtype == torch.bfloat16 and torch.equal(scope["w"], w)
+        assert str(scope["fp8"].dtype) == "float8_e4m3fn"
+        assert torch.equal(scope["mine"], w) and scope["mine"].data_ptr() != scope["w"].data_ptr()
+    finally:
+        os.chdir(cwd)
+
+
 def test_the_namespace_is_the_documented_api():
     import ztensor_rs
 

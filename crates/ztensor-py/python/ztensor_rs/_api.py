@@ -89,13 +89,46 @@ def _array(dtype: str, logical: Optional[str], data: Any, shape: Tuple[int, ...]
 
 @dataclass(frozen=True)
 class Component:
-    """One component of an object: its storage type, logical type, and decoded data."""
+    """One component of an object: its storage type, logical type, and decoded data.
+
+    A component is a DLPack producer: ``torch.from_dlpack(c)``, ``np.from_dlpack(c)`` and
+    ``jax.dlpack.from_dlpack(c)`` take its bytes without a copy, with the element type it has
+    in the file, bfloat16 and FP8 included (which NumPy's own DLPack export refuses). Bytes
+    borrowed from the file's map are exported read-only (a DLPack 1.0 flag: NumPy honours it,
+    torch ignores it, and writing into such a tensor then faults, as the map is read-only);
+    ask with ``copy=True`` for a private, writable copy. A consumer asking for DLPack before
+    1.0, which cannot say read-only (JAX does), gets such a copy of mapped bytes. Decoded bytes
+    are exported writable, and the component's ``array`` sees what a consumer writes."""
 
     role: str
     dtype: str
     type: Optional[str]
     array: np.ndarray
     zero_copy: bool = False
+    _bytes: Any = field(default=None, repr=False, compare=False)
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        if self._bytes is None:
+            raise BufferError(f"component {self.role!r} was made by hand; it has no bytes to export")
+        return self._bytes.dlpack(
+            self.dtype,
+            self.type,
+            list(self.array.shape),
+            stream=stream,
+            max_version=max_version,
+            dl_device=dl_device,
+            copy=copy,
+        )
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (1, 0)
 
 
 @dataclass(frozen=True)
@@ -108,6 +141,28 @@ class Object:
     shape: Tuple[int, ...]
     attributes: Optional[Dict[Any, Any]]
     components: Dict[str, Component] = field(default_factory=dict)
+
+    def _dense(self) -> Component:
+        if self.format != "dense" or "data" not in self.components:
+            raise BufferError(
+                f"{self.name!r} is {self.format}, not one dense array: export its components "
+                f"({', '.join(self.components)}) one by one"
+            )
+        return self.components["data"]
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        """A dense object's data as a DLPack capsule (see :class:`Component`)."""
+        return self._dense().__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return self._dense().__dlpack_device__()
 
 
 @dataclass(frozen=True)
@@ -150,7 +205,7 @@ def _object(name: str, format: str, shape: Tuple[int, ...], attributes: Any, par
             array = flat.reshape(len(shape), -1) if flat.size % len(shape) == 0 else flat
         else:
             array = _array(dtype, logical, data, (-1,))
-        components[role] = Component(role, dtype, logical, array, bool(data.zero_copy))
+        components[role] = Component(role, dtype, logical, array, bool(data.zero_copy), data)
     return Object(name, format, tuple(shape), attributes, components)
 
 

@@ -1,0 +1,191 @@
+//! DLPack export of a component's bytes (`__dlpack__`), so `torch.from_dlpack`,
+//! `numpy.from_dlpack` and JAX take them without a copy, bfloat16 and FP8 included (NumPy itself
+//! cannot export those: its arrays of them are `ml_dtypes` extension types).
+//!
+//! The DLPack structures, capsules and the request's rules (ABI version, device, `copy`) come
+//! from `dlpark`; this module says what the bytes are (element type, shape) and who keeps them
+//! alive (the `Bytes` object, held by the capsule's context until the consumer lets go).
+
+use std::ffi::c_void;
+
+use dlpark::ffi::{
+    DLDataType, DLDataTypeCode, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
+};
+use dlpark::metadata::Dynamic;
+use dlpark::python::{DlpackExporter, ExportAbi, ExportRequest, export_dlpack};
+use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::prelude::*;
+use ztensor_format::{DType, LogicalType};
+
+use crate::memory::{Bytes, Owner};
+
+/// The DLPack element type of a storage type, or of a logical type where DLPack has one.
+fn element(dtype: DType, logical: Option<&LogicalType>) -> (DLDataType, u64) {
+    use DLDataTypeCode as C;
+    let scalar = |code, bits: u8| (DLDataType::scalar(code, bits), u64::from(bits) / 8);
+    match logical {
+        Some(LogicalType::F8E4M3Fn) => return scalar(C::FLOAT8_E4M3FN, 8),
+        Some(LogicalType::F8E5M2) => return scalar(C::FLOAT8_E5M2, 8),
+        Some(LogicalType::F8E4M3Fnuz) => return scalar(C::FLOAT8_E4M3FNUZ, 8),
+        Some(LogicalType::F8E5M2Fnuz) => return scalar(C::FLOAT8_E5M2FNUZ, 8),
+        Some(LogicalType::Complex64) => return scalar(C::COMPLEX, 64),
+        Some(LogicalType::Complex128) => return scalar(C::COMPLEX, 128),
+        // A logical type this package does not know is read as its storage type, as the
+        // format allows.
+        Some(LogicalType::Unknown(_)) | None => {}
+    }
+    let bits = u8::try_from(dtype.size() * 8).unwrap_or(u8::MAX);
+    let code = match dtype {
+        DType::F64 | DType::F32 | DType::F16 => C::FLOAT,
+        DType::BF16 => C::BFLOAT,
+        DType::I64 | DType::I32 | DType::I16 | DType::I8 => C::INT,
+        DType::U64 | DType::U32 | DType::U16 | DType::U8 => C::UINT,
+        DType::Bool => C::BOOL,
+    };
+    scalar(code, bits)
+}
+
+/// The reference a capsule's context holds, given back when the deleter drops it, on whatever
+/// thread that is: with the interpreter attached there and then (a capsule's destructor runs
+/// with the GIL held but outside pyo3, which would otherwise defer the release to its next
+/// call).
+struct Held(Option<Py<Bytes>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(owner) = self.0.take() {
+            // Where the interpreter cannot be attached (it is shutting down), the closure is
+            // dropped uncalled, and pyo3 defers the release.
+            let _ = Python::try_attach(move |_| drop(owner));
+        }
+    }
+}
+
+/// One export: the `Bytes` that keep the memory alive, where the elements are, their type and
+/// shape, and whether a consumer may write them.
+struct Export {
+    owner: Py<Bytes>,
+    data: *mut c_void,
+    dtype: DLDataType,
+    shape: Vec<i64>,
+    read_only: bool,
+}
+
+impl Export {
+    fn managed<M: ManagedTensorBase>(&self, py: Python<'_>) -> PyResult<Managed<M>> {
+        // The context holds a reference to the `Bytes` (so to the map or the decoded buffer)
+        // until the consumer calls the deleter.
+        let context = Box::new(Held(Some(self.owner.clone_ref(py))));
+        let mut tensor = Dynamic::compact(self.shape.clone())
+            .initialize_as::<M>(context)
+            .map_err(|e| PyValueError::new_err(format!("cannot describe the tensor: {e}")))?;
+        tensor.set_data(self.data).set_device(DLDevice::CPU).set_dtype(self.dtype);
+        if self.read_only {
+            tensor
+                .set_flags(DlpackFlags::READ_ONLY)
+                .map_err(|e| PyBufferError::new_err(e.to_string()))?;
+        }
+        // SAFETY: `data` points at `product(shape)` elements of `dtype` (checked in `export`)
+        // that the context's `Bytes` keeps alive until the deleter runs; the strides are the
+        // compact ones `Dynamic::compact` wrote; `READ_ONLY` is set for memory that must not be
+        // written (a read-only map), and decoded bytes exported writable belong to the `Bytes`
+        // alone and sit behind no Rust reference.
+        Ok(unsafe { tensor.finish() })
+    }
+}
+
+impl DlpackExporter for Export {
+    fn device(&self) -> DLDevice {
+        DLDevice::CPU
+    }
+
+    fn flags(&self) -> DlpackFlags {
+        if self.read_only { DlpackFlags::READ_ONLY } else { DlpackFlags::empty() }
+    }
+
+    fn prepare_export(&self, _py: Python<'_>, _request: &ExportRequest<'_>) -> PyResult<()> {
+        // CPU memory, already in place: no stream to wait on.
+        Ok(())
+    }
+
+    fn export_legacy(&self, py: Python<'_>) -> PyResult<Managed<DLManagedTensor>> {
+        self.managed(py)
+    }
+
+    fn export_versioned(&self, py: Python<'_>) -> PyResult<Managed<DLManagedTensorVersioned>> {
+        self.managed(py)
+    }
+}
+
+/// What `__dlpack__` answers for `bytes` holding elements of `dtype` (and `logical`), shaped
+/// `shape`. `copy=True` exports a private copy (writable); otherwise the bytes themselves:
+/// read-only when they are the file's map, except to a consumer asking for the DLPack ABI
+/// before 1.0 (which cannot say read-only), which gets a copy, or is refused with `copy=False`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn export<'py>(
+    bytes: Bound<'py, Bytes>,
+    dtype: &str,
+    logical: Option<&str>,
+    shape: Vec<u64>,
+    stream: Option<&Bound<'py, PyAny>>,
+    max_version: Option<(u32, u32)>,
+    dl_device: Option<(u32, i32)>,
+    copy: Option<bool>,
+) -> PyResult<Py<PyAny>> {
+    let py = bytes.py();
+    let storage = DType::from_name(dtype)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown storage type {dtype:?}")))?;
+    let logical = logical.map(LogicalType::from_name);
+    let len = bytes.get().raw().1 as u64;
+    let count = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+    // Elements of the logical type when the shape counts those, else of the storage type (a
+    // shape that counts storage elements, as some writers give for complex data).
+    let (dtype, size) = [element(storage, logical.as_ref()), element(storage, None)]
+        .into_iter()
+        .find(|(_, size)| count.and_then(|n| n.checked_mul(*size)) == Some(len))
+        .ok_or_else(|| {
+            PyBufferError::new_err(format!(
+                "{len} bytes do not hold a tensor of shape {shape:?} and type {}",
+                logical.as_ref().map_or(dtype, |l| l.name())
+            ))
+        })?;
+    debug_assert!(size > 0);
+    let shape = shape
+        .iter()
+        .map(|&d| i64::try_from(d))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| PyBufferError::new_err("a dimension past DLPack's range"))?;
+
+    let mapped = matches!(bytes.get().owner, Owner::Shared { .. });
+    let legacy = max_version.is_none_or(|(major, _)| major < 1);
+    // The file's map is read-only, which the DLPack ABI before 1.0 cannot say: a consumer
+    // asking for it (JAX does) gets a copy unless it said `copy=False`, as the protocol lets a
+    // producer do when it cannot share.
+    let copied = match copy {
+        Some(true) => true,
+        None => mapped && legacy,
+        Some(false) if mapped && legacy => {
+            return Err(PyBufferError::new_err(
+                "tensor data is read-only (borrowed from the file's map), which DLPack before \
+                 1.0 cannot say: ask with max_version=(1, 0), or allow a copy",
+            ));
+        }
+        Some(false) => false,
+    };
+    let bytes = if copied { bytes.get().copied(py)? } else { bytes };
+    let read_only = matches!(bytes.get().owner, Owner::Shared { .. });
+    // A copy made here is the consumer's to write; what `dlpark` is asked for is then the
+    // zero-copy export of that copy.
+    let request =
+        ExportRequest::parse(stream, max_version, dl_device, if copied { None } else { copy })?;
+    debug_assert!(!(read_only && request.abi() == ExportAbi::Legacy));
+    if !read_only {
+        // Decoded bytes are this object's own: a consumer may write them (the component's
+        // NumPy array sees the change, as a torch tensor made from NumPy would).
+        bytes.get().lend_writable();
+    }
+    let data = bytes.get().raw().0.cast_mut().cast::<c_void>();
+    let export = Export { owner: bytes.unbind(), data, dtype, shape, read_only };
+    export_dlpack(&export, py, request)
+}
