@@ -138,3 +138,97 @@ fn a_damaged_checkpoint_is_refused_naming_what_is_wrong() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("executes nothing"), "{}", stderr(&out));
 }
+
+/// Columns `cols` of a `rows` × `width` tensor of bytes (element (i, j) is `(i * width + j) %
+/// 251`), as a `.npy` file.
+fn npy_columns(path: &std::path::Path, rows: usize, width: usize, cols: std::ops::Range<usize>) {
+    let dict =
+        format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({rows}, {}), }}", cols.len());
+    let total = (10 + dict.len() + 1).next_multiple_of(64);
+    let mut header = dict.into_bytes();
+    header.resize(total - 10 - 1, b' ');
+    header.push(b'\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&u16::try_from(header.len()).unwrap().to_le_bytes());
+    bytes.extend_from_slice(&header);
+    for i in 0..rows {
+        bytes.extend(cols.clone().map(|j| u8::try_from((i * width + j) % 251).unwrap()));
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_tensor_split_by_columns_consolidates_within_an_address_space_smaller_than_it() {
+    // A 192 MiB tensor in two chunks of half its columns each (what a DTensor sharded on
+    // dimension 1 saves), each in its own compressed, digested shard. Consolidated under an
+    // address-space cap of 160 MiB, it cannot be held whole: it is handed over a few rows at a
+    // time, each chunk read as a stream.
+    let dir = scratch("dcp-columns");
+    let (rows, width) = (8192usize, 24576usize);
+    let half = width / 2;
+    let mut weight_map = Vec::new();
+    let mut chunks = Vec::new();
+    let mut shards = Vec::new();
+    for (k, cols) in [0..half, half..width].into_iter().enumerate() {
+        let npy = dir.join(format!("w{k}.npy"));
+        npy_columns(&npy, rows, width, cols.clone());
+        let shard = format!("model-0000{}-of-00002.zt", k + 1);
+        let out = ztensor(&[
+            "convert",
+            npy.to_str().unwrap(),
+            dir.join(&shard).to_str().unwrap(),
+            "--zstd",
+            "1",
+            "--digest",
+            "sha256",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        std::fs::remove_file(&npy).unwrap();
+        let object =
+            stdout(&ztensor(&["ls", dir.join(&shard).to_str().unwrap()])).trim().to_owned();
+        let size = std::fs::metadata(dir.join(&shard)).unwrap().len();
+        weight_map.push(format!("\"{object}\": \"{shard}\""));
+        shards.push(format!(
+            "\"{shard}\": {{\"size\": {size}, \"digest\": \"sha256:{}\"}}",
+            "0".repeat(64)
+        ));
+        chunks.push(format!(
+            "{{\"offsets\": [0, {}], \"sizes\": [{rows}, {half}], \"object\": \"{object}\"}}",
+            cols.start
+        ));
+    }
+    let index = format!(
+        "{{\"metadata\": {{\"total_size\": {}}}, \"shards\": {{{}}}, \"weight_map\": {{{}}}, \
+         \"dcp\": {{\"format\": 1, \"state_dict\": {{\"w\": {{\"kind\": \"tensor\", \
+         \"dtype\": \"uint8\", \"size\": [{rows}, {width}], \"chunks\": [{}]}}}}}}}}",
+        rows * width,
+        shards.join(", "),
+        weight_map.join(", "),
+        chunks.join(", ")
+    );
+    let index_path = dir.join("model.zt.index.json");
+    std::fs::write(&index_path, index).unwrap();
+    let out_path = dir.join("whole.safetensors");
+    let out = std::process::Command::new("prlimit")
+        .arg(format!("--as={}", 160u64 << 20))
+        .args(["--", env!("CARGO_BIN_EXE_ztensor"), "convert"])
+        .args([&index_path, &out_path])
+        .args(["--memory", "64MiB", "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&out_path).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let w = st.tensor("w").unwrap();
+    assert_eq!(w.shape(), [rows, width]);
+    let data = w.data();
+    assert_eq!(data.len(), rows * width);
+    for (i, row) in data.chunks(width).enumerate() {
+        let want = (i * width) % 251;
+        assert_eq!(usize::from(row[0]), want, "row {i}");
+        assert!(
+            row.iter().enumerate().all(|(j, &b)| usize::from(b) == (i * width + j) % 251),
+            "row {i}"
+        );
+    }
+}

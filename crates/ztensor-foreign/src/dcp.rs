@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ztensor_format::Attributes;
-use ztensor_io::{ObjectData, ObjectInfo, ReadAt, TensorSource};
+use ztensor_io::{ObjectData, ObjectInfo, RawRange, ReadAt, TensorSource};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pickle::{self, Id, Node, Pickle};
@@ -381,5 +381,8 @@ impl<S: ReadAt> TensorSource for DcpChunks<S> {
             Some(chunk) => chunk.read(0),
             None => Err(ztensor_io::Error::not_found(&format!("#{index}"), None)),
         }
+    }
+    fn raw(&self, index: usize) -> Option<RawRange<'_>> {
+        self.chunks.get(index)?.raw(0)
     }
 }

@@ -35,7 +35,8 @@ use std::sync::OnceLock;
 
 use ztensor_format::{DType, Encoding, Format, LogicalType, StorageType, Value};
 use ztensor_io::{
-    ComponentData, ComponentInfo, FileSource, ObjectData, ObjectInfo, ReadAt, TensorSource,
+    ComponentData, ComponentInfo, FileSource, ObjectData, ObjectInfo, RawRange, ReadAt,
+    TensorSource,
 };
 
 use crate::archive::{Member, Method, members, top_level_pickle};
@@ -929,6 +930,25 @@ impl<S: ReadAt> TensorSource for TorchFile<S> {
                 .find_map(|(_, t)| t.types.as_ref().err())
                 .map(|reason| crate::error::unknown_dtype(reason.as_str(), &e.name)),
             location: None,
+        })
+    }
+
+    /// A dense tensor whose elements lie in order in a stored (not deflated) little-endian
+    /// storage, once that storage's CRC-32 was checked (a mismatch gives `None`, so the read
+    /// that follows reports it): readers then take it in pieces at their own offsets.
+    fn raw(&self, index: usize) -> Option<RawRange<'_>> {
+        let e = self.tensors.get(index)?;
+        let [(role, t)] = e.parts.as_slice() else { return None };
+        let storage = &self.storages[t.storage];
+        let plain = e.format == Format::Dense && !is_index(role) && t.types.is_ok();
+        if !plain || !t.contiguous || storage.deflated.is_some() || self.big_endian {
+            return None;
+        }
+        self.verify(t.storage).ok()?;
+        Some(RawRange {
+            source: &self.source,
+            offset: storage.offset + t.offset * t.size,
+            len: t.numel * t.size,
         })
     }
 

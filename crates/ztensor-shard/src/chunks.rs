@@ -530,8 +530,10 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
 
     /// A tensor whose chunks split its first dimension is read slab by slab (the rows one
     /// grid row of chunks covers): a few chunks held at a time, not the whole tensor.
+    /// So is a tensor split by its other dimensions only (say by columns): a few rows at a
+    /// time, each of its chunks read as a stream.
     fn reads_in_pieces(&self, index: usize) -> bool {
-        self.wholes.get(index).is_some_and(|w| slabs(w).len() > 1)
+        self.wholes.get(index).is_some_and(|w| slabs(w).len() > 1 || band(w, None).is_some())
     }
 
     fn read_pieces(
@@ -541,14 +543,197 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
         each: &mut dyn FnMut(&str, &[u8]) -> ztensor_io::Result<()>,
     ) -> ztensor_io::Result<()> {
         let w = self.whole(index)?;
+        let piece = piece.max(1);
         for rows in slabs(w) {
+            if let Some(band) = band(w, rows).filter(|b| b.len > piece as u64) {
+                self.stream_band(w, &band, piece, each)?;
+                continue;
+            }
             let slab = self.slab(w, rows)?;
-            for part in slab.chunks(piece.max(1)) {
+            for part in slab.chunks(piece) {
                 each(ztensor_io::role::DATA, part)?;
             }
         }
         Ok(())
     }
+}
+
+/// The most chunks of one band read as streams at once (a thread each).
+const MAX_STREAMS: usize = 256;
+
+/// Rows of a tensor that several chunks split by its other dimensions only (each spans all
+/// of those rows): they can be handed over a few rows at a time, each chunk read as a stream.
+struct Band<'a> {
+    /// How many rows.
+    rows: u64,
+    /// The band's bytes.
+    len: u64,
+    chunks: Vec<&'a (usize, Vec<u64>, Vec<u64>)>,
+}
+
+/// The band of `w`'s rows `rows` (all of them for `None`), when more than one chunk covers it
+/// and each spans all of its rows.
+fn band(w: &Whole, rows: Option<(u64, u64)>) -> Option<Band<'_>> {
+    let (first, count) = rows.or_else(|| Some((0, *w.shape.first()?)))?;
+    if w.shape.len() < 2 {
+        return None;
+    }
+    let chunks: Vec<_> = w.chunks.iter().filter(|(_, o, _)| o[0] == first).collect();
+    let spans = chunks.iter().all(|(_, o, s)| o[0] == first && s[0] == count);
+    let all = chunks.len()
+        == w.chunks.iter().filter(|(_, o, s)| o[0] < first + count && o[0] + s[0] > first).count();
+    // Each chunk of a band streams on a thread of its own: past `MAX_STREAMS` chunks, the
+    // band is stitched whole instead (within the decode limit).
+    if chunks.len() < 2 || chunks.len() > MAX_STREAMS || !spans || !all {
+        return None;
+    }
+    let row: u64 = w.shape[1..].iter().product::<u64>() * w.dtype.size();
+    Some(Band { rows: count, len: row * count, chunks })
+}
+
+/// One chunk read as a stream, on a thread of its own: its pieces, and what has come of
+/// them so far.
+struct Feed {
+    pieces: std::sync::mpsc::Receiver<Vec<u8>>,
+    pending: Vec<u8>,
+}
+
+impl Feed {
+    /// The chunk's next `n` bytes, or `None` when it ended first.
+    fn take(&mut self, n: usize) -> Option<Vec<u8>> {
+        while self.pending.len() < n {
+            let piece = self.pieces.recv().ok()?;
+            self.pending.extend_from_slice(&piece);
+        }
+        let rest = self.pending.split_off(n);
+        Some(std::mem::replace(&mut self.pending, rest))
+    }
+}
+
+impl<S: TensorSource> Stitched<S> {
+    /// Hands `band` over a few rows at a time (as many as fit in `piece`, at least one): each
+    /// of its chunks is read as a stream on a thread of its own, through the inner source's
+    /// `read_part` (digests checked as it returns), a few pieces ahead, and each group of rows
+    /// is placed from the chunks' next bytes. Memory: a few pieces per chunk, not the band.
+    fn stream_band(
+        &self,
+        w: &Whole,
+        band: &Band<'_>,
+        piece: usize,
+        each: &mut dyn FnMut(&str, &[u8]) -> ztensor_io::Result<()>,
+    ) -> ztensor_io::Result<()> {
+        let width = w.dtype.size();
+        let row = w.shape[1..].iter().product::<u64>() * width;
+        let group = (piece as u64 / row.max(1)).clamp(1, band.rows.max(1));
+        let chunk_row = |sizes: &[u64]| sizes[1..].iter().product::<u64>() * width;
+        std::thread::scope(|scope| {
+            let mut feeds = Vec::with_capacity(band.chunks.len());
+            let mut readers = Vec::with_capacity(band.chunks.len());
+            for &&(i, _, ref sizes) in &band.chunks {
+                let (send, pieces) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+                let inner = &self.inner;
+                let chunk_piece = usize::try_from(group * chunk_row(sizes)).unwrap_or(piece).max(1);
+                readers.push(scope.spawn(move || {
+                    // `Err(None)`: the consumer stopped taking pieces (it failed, or the chunk
+                    // held more than its shape says); `Err(Some(e))`: reading it failed.
+                    let mut stopped = false;
+                    let read = inner.read_part(i, ztensor_io::role::DATA, chunk_piece, &mut |b| {
+                        send.send(b.to_vec()).map_err(|_| {
+                            stopped = true;
+                            ztensor_io::Error::failed("stopped")
+                        })
+                    });
+                    match read {
+                        Ok(()) => Ok(()),
+                        Err(_) if stopped => Err(None),
+                        Err(e) => Err(Some(e)),
+                    }
+                }));
+                feeds.push(Feed { pieces, pending: Vec::new() });
+            }
+            let mut shape = w.shape.clone();
+            let mut handed = (|| {
+                let mut done = 0;
+                while done < band.rows {
+                    let n = group.min(band.rows - done);
+                    shape[0] = n;
+                    let mut out = ztensor_io::try_zeroed(n * row, "rows of a stitched tensor")
+                        .map_err(|e| {
+                            Stop::Failed(ztensor_io::Error::io("stitching a tensor", None, e))
+                        })?;
+                    for (k, (feed, (_, offsets, sizes))) in
+                        feeds.iter_mut().zip(&band.chunks).enumerate()
+                    {
+                        let want = usize::try_from(n * chunk_row(sizes)).unwrap_or(usize::MAX);
+                        let bytes = feed.take(want).ok_or(Stop::Ended(k))?;
+                        let mut at = offsets.clone();
+                        at[0] = 0;
+                        let mut part = sizes.clone();
+                        part[0] = n;
+                        place(
+                            &mut out,
+                            &shape,
+                            usize::try_from(width).unwrap_or(usize::MAX),
+                            &at,
+                            &part,
+                            &bytes,
+                        );
+                    }
+                    for part in out.chunks(piece) {
+                        each(ztensor_io::role::DATA, part).map_err(Stop::Failed)?;
+                    }
+                    done += n;
+                }
+                Ok(())
+            })();
+            // Every chunk must end where its shape says: nothing pending, nothing more sent
+            // (`recv` waits for its reader to finish, or to send what it should not).
+            if handed.is_ok()
+                && let Some(k) =
+                    feeds.iter_mut().position(|f| !f.pending.is_empty() || f.pieces.recv().is_ok())
+            {
+                handed = Err(Stop::Long(k));
+            }
+            drop(feeds);
+            let mut failed = None;
+            for reader in readers {
+                match reader.join() {
+                    Ok(Ok(())) | Ok(Err(None)) => {}
+                    Ok(Err(Some(e))) => {
+                        failed.get_or_insert(e);
+                    }
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            let chunk = |k: usize| {
+                let name = self.inner.name(band.chunks[k].0);
+                format!("tensor {:?}: chunk {:?}", w.name, name.as_deref().unwrap_or("?"))
+            };
+            // A reader's own failure first: it is why a chunk ended early, if one did.
+            match (handed, failed) {
+                (Err(Stop::Failed(e)), _) | (_, Some(e)) => Err(e),
+                (Err(Stop::Ended(k)), None) => Err(ztensor_io::Error::failed(format!(
+                    "{} ended before the bytes of its shape",
+                    chunk(k)
+                ))),
+                (Err(Stop::Long(k)), None) => Err(ztensor_io::Error::failed(format!(
+                    "{} holds more than the bytes of its shape",
+                    chunk(k)
+                ))),
+                (Ok(()), None) => Ok(()),
+            }
+        })
+    }
+}
+
+/// Why handing a band over stopped.
+enum Stop {
+    /// Handing over (or making room) failed.
+    Failed(ztensor_io::Error),
+    /// The band's `k`th chunk ended before its shape's bytes.
+    Ended(usize),
+    /// It held more.
+    Long(usize),
 }
 
 #[cfg(test)]
@@ -673,6 +858,77 @@ mod tests {
         assert_eq!(pieces.iter().map(Vec::len).collect::<Vec<_>>(), [6, 6]);
         assert_eq!(pieces.concat(), full);
         assert_eq!(whole.left_out(), ["step"]);
+    }
+
+    /// A 4x6 tensor of u8 0..24 in two chunks of three columns each, the second chunk's bytes
+    /// given as `second` (its shape says 4x3).
+    fn by_columns(second: Vec<u8>) -> Stitched<Chunks> {
+        let cut = |c: std::ops::Range<u64>| -> Vec<u8> {
+            (0..4u64)
+                .flat_map(|i| c.clone().map(move |j| u8::try_from(i * 6 + j).unwrap()))
+                .collect()
+        };
+        let inner = Chunks(vec![
+            ("t@0,0".into(), vec![4, 3], cut(0..3)),
+            ("t@0,3".into(), vec![4, 3], second),
+        ]);
+        let layout = Chunked {
+            tensors: vec![ChunkedTensor {
+                name: "t".into(),
+                dtype: "uint8".into(),
+                shape: vec![4, 6],
+                chunks: vec![
+                    Chunk { object: "t@0,0".into(), offsets: vec![0, 0], sizes: vec![4, 3] },
+                    Chunk { object: "t@0,3".into(), offsets: vec![0, 3], sizes: vec![4, 3] },
+                ],
+            }],
+            other: vec![],
+        };
+        Stitched::new(inner, &layout).unwrap()
+    }
+
+    fn pieces(whole: &Stitched<Chunks>, piece: usize) -> ztensor_io::Result<Vec<Vec<u8>>> {
+        let mut pieces = Vec::new();
+        whole.read_pieces(0, piece, &mut |_, p| {
+            pieces.push(p.to_vec());
+            Ok(())
+        })?;
+        Ok(pieces)
+    }
+
+    #[test]
+    fn a_tensor_split_by_columns_is_handed_over_a_few_rows_at_a_time() {
+        let second: Vec<u8> = (0..4u8).flat_map(|i| (3..6u8).map(move |j| i * 6 + j)).collect();
+        let whole = by_columns(second);
+        let full: Vec<u8> = (0..24).collect();
+        assert_eq!(whole.read(0).unwrap().components["data"].bytes.as_ref(), full.as_slice());
+        assert!(whole.reads_in_pieces(0));
+        // A row (6 bytes) at a time, then two rows (12 bytes) at a time: never the tensor.
+        let rows = pieces(&whole, 6).unwrap();
+        assert_eq!(rows.iter().map(Vec::len).collect::<Vec<_>>(), [6, 6, 6, 6]);
+        assert_eq!(rows.concat(), full);
+        let pairs = pieces(&whole, 13).unwrap();
+        assert_eq!(pairs.iter().map(Vec::len).collect::<Vec<_>>(), [12, 12]);
+        assert_eq!(pairs.concat(), full);
+        // A piece larger than the tensor: one piece, stitched as before.
+        assert_eq!(pieces(&whole, 1 << 20).unwrap(), [full]);
+        // A failing consumer stops the readers and gives its own error.
+        let mut taken = 0;
+        let stopped = whole.read_pieces(0, 6, &mut |_, _| {
+            taken += 1;
+            if taken == 2 { Err(ztensor_io::Error::failed("full disk")) } else { Ok(()) }
+        });
+        assert!(stopped.unwrap_err().to_string().contains("full disk"));
+    }
+
+    #[test]
+    fn a_streamed_chunk_of_other_than_its_shape_is_named() {
+        let short = by_columns(vec![0; 9]);
+        let e = pieces(&short, 6).unwrap_err().to_string();
+        assert!(e.contains("\"t@0,3\" ended before the bytes of its shape"), "{e}");
+        let long = by_columns(vec![0; 15]);
+        let e = pieces(&long, 6).unwrap_err().to_string();
+        assert!(e.contains("\"t@0,3\" holds more than the bytes of its shape"), "{e}");
     }
 
     #[test]
