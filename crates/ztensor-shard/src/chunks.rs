@@ -134,6 +134,9 @@ struct Whole {
     len: u64,
     /// Each chunk: the inner source's object, its offsets and sizes.
     chunks: Vec<(usize, Vec<u64>, Vec<u64>)>,
+    /// The chunks' stored bytes, and their encoding when any is not raw (for `info`).
+    stored: u64,
+    encoding: Encoding,
 }
 
 /// The whole tensors of a chunked checkpoint (`inner`, whose objects are the chunks), each
@@ -250,7 +253,23 @@ fn whole<S: TensorSource>(inner: &S, t: &ChunkedTensor) -> Result<Whole> {
         tiles(name, &t.shape, &covering)?;
     }
     chunks.retain(|(_, _, sizes)| sizes.iter().all(|&s| s > 0) || sizes.is_empty());
-    Ok(Whole { name: name.clone(), shape: t.shape.clone(), dtype, logical, len, chunks })
+    let parts: Vec<ObjectInfo<'_>> = chunks.iter().filter_map(|(i, _, _)| inner.info(*i)).collect();
+    let stored = parts.iter().map(ObjectInfo::stored_len).fold(0, u64::saturating_add);
+    let encoding = parts
+        .iter()
+        .flat_map(|p| p.components.iter().map(|c| c.encoding.clone()))
+        .find(|e| *e != Encoding::Raw)
+        .unwrap_or(Encoding::Raw);
+    Ok(Whole {
+        name: name.clone(),
+        shape: t.shape.clone(),
+        dtype,
+        logical,
+        len,
+        chunks,
+        stored,
+        encoding,
+    })
 }
 
 /// Checks that `chunks` make a tensor of `shape` (no dimension of length 0) exactly: as a grid
@@ -475,14 +494,6 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
 
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
         let w = self.wholes.get(index)?;
-        let parts: Vec<ObjectInfo<'_>> =
-            w.chunks.iter().filter_map(|(i, _, _)| self.inner.info(*i)).collect();
-        let stored: u64 = parts.iter().map(ObjectInfo::stored_len).sum();
-        let encoding = parts
-            .iter()
-            .flat_map(|p| p.components.iter().map(|c| c.encoding.clone()))
-            .find(|e| *e != Encoding::Raw)
-            .unwrap_or(Encoding::Raw);
         Some(ObjectInfo {
             name: Cow::Borrowed(&w.name),
             shape: Cow::Borrowed(&w.shape),
@@ -493,9 +504,9 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
                 dtype: StorageType::Known(w.dtype),
                 logical_type: w.logical.clone(),
                 decoded_len: Some(w.len),
-                stored_len: stored,
+                stored_len: w.stored,
                 offset: None,
-                encoding,
+                encoding: w.encoding.clone(),
                 digest: None,
             }],
             unsupported: None,
