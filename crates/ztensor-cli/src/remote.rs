@@ -121,12 +121,17 @@ pub(crate) fn upload(url: &str, memory: Option<u64>) -> Result<RemoteUpload> {
 pub(crate) fn publish(url: &str, upload: RemoteUpload) -> Result<()> {
     let len = upload.written();
     upload.finish().map_err(|e| anyhow!("{e}"))?;
+    published(url, len);
+    Ok(())
+}
+
+/// Records that this process published `len` bytes at `url`.
+fn published(url: &str, len: u64) {
     UPLOADED
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(url.to_owned(), len);
-    Ok(())
 }
 
 /// The length of the object this process published at `url`.
@@ -205,6 +210,37 @@ impl ztensor_shard_write::Destination for Prefix {
         match RemoteObject::open(&location, &options) {
             Ok(object) => Ok(Some(Box::new(object))),
             Err(e) if *e.kind() == ztensor_remote::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(std::io::Error::from(e)),
+        }
+    }
+
+    fn seen(&self, name: &str) -> std::io::Result<ztensor_shard_write::Seen> {
+        let location = Location::parse(&self.locate(name)).map_err(std::io::Error::from)?;
+        let options = OPTIONS.get().cloned().unwrap_or_default();
+        Ok(match ztensor_remote::seen(&location, &options).map_err(std::io::Error::from)? {
+            ztensor_remote::Expected::Object(tag) => ztensor_shard_write::Seen::Object(tag),
+            _ => ztensor_shard_write::Seen::Nothing,
+        })
+    }
+
+    fn publish_if(
+        &self,
+        name: &str,
+        object: RemoteUpload,
+        seen: &ztensor_shard_write::Seen,
+    ) -> std::io::Result<bool> {
+        let expected = match seen {
+            ztensor_shard_write::Seen::Nothing => ztensor_remote::Expected::Nothing,
+            ztensor_shard_write::Seen::Object(tag) => ztensor_remote::Expected::Object(tag.clone()),
+            _ => return self.publish(name, object).map(|()| true),
+        };
+        let len = object.written();
+        match object.finish_if(expected) {
+            Ok(_) => {
+                published(&self.locate(name), len);
+                Ok(true)
+            }
+            Err(e) if *e.kind() == ztensor_remote::ErrorKind::Changed => Ok(false),
             Err(e) => Err(std::io::Error::from(e)),
         }
     }

@@ -370,6 +370,39 @@ fn plan_run_and_finalize_through_a_bucket_with_no_shared_directory() {
     // A unit run again (a retried job) is verified and left alone.
     let again = ztensor_s3_in(&moto, &home("retry"), &["run", plan, "--unit", "0", "-q"]);
     assert!(again.status.success(), "{}", stderr(&again));
+    // Two attempts of one unit at once (a job the scheduler started twice), its receipt
+    // removed first: both write the shard's bytes, and the receipt goes up on condition
+    // (nothing there), so exactly one says it wrote it; the other finds the first's receipt.
+    let receipt = "s3://models/dist/.ztensor-receipts/unit-00001.json";
+    crate::remote_support::delete(&moto, receipt);
+    let racers: Vec<_> = (0..2)
+        .map(|k| {
+            Command::new(env!("CARGO_BIN_EXE_ztensor"))
+                .args(["run", plan, "--unit", "1"])
+                .current_dir(home(&format!("racer-{k}")))
+                .env("AWS_ENDPOINT_URL", &moto.endpoint)
+                .env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing")
+                .env("AWS_REGION", "us-east-1")
+                .env_remove("AWS_PROFILE")
+                .env_remove("AWS_SESSION_TOKEN")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let said: Vec<String> = racers
+        .into_iter()
+        .map(|racer| {
+            let out = racer.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            stdout(&out)
+        })
+        .collect();
+    let wrote = said.iter().filter(|s| s.contains("wrote")).count();
+    let found = said.iter().filter(|s| s.contains("already done")).count();
+    assert_eq!((wrote, found), (1, 1), "{said:?}");
     let done = ztensor_s3_in(&moto, &home("finisher"), &["finalize", plan, "--deep"]);
     assert!(done.status.success(), "{}", stderr(&done));
     // The bucket holds the local checkpoint, object for file, receipts beside it.

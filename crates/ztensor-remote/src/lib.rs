@@ -40,4 +40,6 @@ pub use error::{Error, ErrorKind};
 pub use location::{Location, Scheme, is_url};
 pub use object::{BLOCK_LEN, RemoteObject, SUFFIX_LEN};
 pub use store::{RemoteOptions, Transfer};
-pub use upload::{PARALLEL_PARTS, PART_LEN, RemoteUpload, abort_unfinished, delete};
+pub use upload::{
+    Expected, PARALLEL_PARTS, PART_LEN, RemoteUpload, abort_unfinished, delete, seen,
+};

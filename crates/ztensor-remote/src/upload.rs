@@ -237,9 +237,69 @@ impl RemoteUpload {
     ///
     /// # Errors
     /// Any part's or the completion's error (the upload is then aborted).
-    pub fn finish(mut self) -> Result<Transfer, Error> {
+    pub fn finish(self) -> Result<Transfer, Error> {
+        self.finish_when(None)
+    }
+
+    /// Publishes the object as [`finish`](RemoteUpload::finish) does, only when the URL still
+    /// holds what `expected` says (nothing, or the object of an ETag seen before): a
+    /// conditional PUT (`If-None-Match: *` or `If-Match` on S3 and Azure, a generation match on
+    /// GCS), so that of two writers racing to one URL, the second learns it lost rather than
+    /// replacing the first's object. For objects of one part (a receipt, an index): at most
+    /// [`PART_LEN`] bytes.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Changed`] when the URL holds something else (nothing is published then);
+    /// [`ErrorKind::Config`] for an object past one part, or a store that has no conditional
+    /// writes; the request's error.
+    pub fn finish_if(self, expected: Expected) -> Result<Transfer, Error> {
+        self.finish_when(Some(expected))
+    }
+
+    fn finish_when(mut self, expected: Option<Expected>) -> Result<Transfer, Error> {
         let (shown, path) = (self.shown.clone(), self.path.clone());
         let object = Arc::clone(&self.stores.object);
+        if expected.is_some() && self.multipart.is_some() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                shown,
+                format!("publishing: a conditional write is of one part, at most {PART_LEN} bytes"),
+            ));
+        }
+        if let Some(expected) = expected {
+            let payload = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
+            let mode = match expected {
+                Expected::Nothing => object_store::PutMode::Create,
+                Expected::Object(e_tag) => {
+                    object_store::PutMode::Update(object_store::UpdateVersion {
+                        e_tag: Some(e_tag),
+                        version: None,
+                    })
+                }
+            };
+            store::block_on(&shown, "writing", self.options.timeout, async {
+                match object.put_opts(&path, payload, mode.into()).await {
+                    Ok(_) => Ok(()),
+                    Err(
+                        object_store::Error::AlreadyExists { .. }
+                        | object_store::Error::Precondition { .. }
+                        | object_store::Error::NotModified { .. },
+                    ) => Err(Error::new(
+                        ErrorKind::Changed,
+                        &shown,
+                        "publishing: another writer published there first (the object is not \
+                         the one this write expected); nothing was written",
+                    )),
+                    Err(e @ object_store::Error::NotImplemented { .. }) => Err(Error::new(
+                        ErrorKind::Config,
+                        &shown,
+                        format!("publishing: this store has no conditional writes ({e})"),
+                    )),
+                    Err(e) => Err(Error::from_store("writing", &shown, e)),
+                }
+            })?;
+            return Ok(self.counters.get());
+        }
         let Some(mut multipart) = self.multipart.take() else {
             let payload = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
             store::block_on(&shown, "writing", self.options.timeout, async {
@@ -386,6 +446,42 @@ impl Drop for RemoteUpload {
             let _ = multipart.abort(&self.shown, &self.path, self.options.timeout);
         }
     }
+}
+
+/// What [`RemoteUpload::finish_if`] expects at the URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Expected {
+    /// Nothing: the object is created, never put over another.
+    Nothing,
+    /// The object of this ETag ([`seen`] gives it): replaced only while it is still there.
+    Object(String),
+}
+
+/// What the URL at `location` holds now, for a later [`RemoteUpload::finish_if`]: the ETag of
+/// its object, or [`Expected::Nothing`]. One HEAD request.
+///
+/// # Errors
+/// The request's error, other than the object not being there.
+pub fn seen(location: &Location, options: &RemoteOptions) -> Result<Expected, Error> {
+    let shown = location.to_string();
+    let counters = Arc::new(Counters::default());
+    let stores = store::store(location, options, &counters)?;
+    let path = location.store_path()?;
+    store::block_on(&shown, "looking", options.timeout, async {
+        match stores.object.head(&path).await {
+            Ok(meta) => match meta.e_tag {
+                Some(e_tag) => Ok(Expected::Object(e_tag)),
+                None => Err(Error::new(
+                    ErrorKind::Config,
+                    &shown,
+                    "looking: the store gave no ETag, so nothing can be written on condition",
+                )),
+            },
+            Err(object_store::Error::NotFound { .. }) => Ok(Expected::Nothing),
+            Err(e) => Err(Error::from_store("looking", &shown, e)),
+        }
+    })
 }
 
 /// Deletes the object at `location` (a shard written before its checkpoint failed, say). An

@@ -15,7 +15,7 @@ use std::io::Write;
 use remote::{options, options_at, pattern, read_back};
 
 use ztensor_io::ReadAt;
-use ztensor_remote::{ErrorKind, Location, RemoteObject, RemoteOptions, RemoteUpload};
+use ztensor_remote::{ErrorKind, Expected, Location, RemoteObject, RemoteOptions, RemoteUpload};
 
 /// Writes `bytes` at `url` (a signed PUT: moto lets no anonymous request replace an object).
 fn put(moto: &moto::Moto, url: &str, bytes: &[u8]) {
@@ -138,6 +138,44 @@ fn uploads_publish_on_finish_and_abort_without_it() {
     drop(up);
     assert_eq!(read_back(&moto, "s3://out/dropped.bin"), Err(ErrorKind::NotFound));
     assert!(!moto.uploads("out").contains("<UploadId>"), "{}", moto.uploads("out"));
+}
+
+#[test]
+fn a_conditional_publish_never_replaces_what_another_writer_put() {
+    let Some(moto) = moto::start("a_conditional_publish_never_replaces_what_another_writer_put")
+    else {
+        return;
+    };
+    moto.bucket("race");
+    let at = Location::parse("s3://race/receipt.json").unwrap();
+    let opts = options(&moto);
+    let upload = |bytes: &[u8]| {
+        let mut up = RemoteUpload::create(&at, &opts).unwrap();
+        up.write_all(bytes).unwrap();
+        up
+    };
+    // Nothing there: created.
+    assert_eq!(ztensor_remote::seen(&at, &opts).unwrap(), Expected::Nothing);
+    upload(b"first").finish_if(Expected::Nothing).unwrap();
+    // A second writer that also saw nothing loses, and says so; the first's object stays.
+    let e = upload(b"second").finish_if(Expected::Nothing).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Changed, "{e}");
+    assert!(e.to_string().contains("another writer published there first"), "{e}");
+    assert_eq!(read_back(&moto, "s3://race/receipt.json"), Ok(b"first".to_vec()));
+    // Replacing what was seen works while it is still there, and not after it moved.
+    let Expected::Object(first) = ztensor_remote::seen(&at, &opts).unwrap() else {
+        panic!("no ETag")
+    };
+    upload(b"third").finish_if(Expected::Object(first.clone())).unwrap();
+    assert_eq!(read_back(&moto, "s3://race/receipt.json"), Ok(b"third".to_vec()));
+    let e = upload(b"fourth").finish_if(Expected::Object(first)).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Changed, "{e}");
+    assert_eq!(read_back(&moto, "s3://race/receipt.json"), Ok(b"third".to_vec()));
+    // A conditional write is of one part.
+    let big = pattern(ztensor_remote::PART_LEN + 1, 3);
+    let e = upload(&big).finish_if(Expected::Nothing).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Config, "{e}");
+    assert!(!moto.uploads("race").contains("<UploadId>"), "{}", moto.uploads("race"));
 }
 
 #[test]

@@ -29,5 +29,5 @@ pub use crate::plan::{
     InputFile, Outcome, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR, Receipt, Split, Unit,
     finalize, output_stem, plan, run_unit, write_all,
 };
-pub use crate::prefix::{Destination, Published, finalize_to, run_unit_to, write_all_to};
+pub use crate::prefix::{Destination, Published, Seen, finalize_to, run_unit_to, write_all_to};
 pub use ztensor_shard::{Error, ErrorKind, Result, size_and_digest};

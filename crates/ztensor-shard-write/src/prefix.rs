@@ -51,6 +51,40 @@ pub trait Destination {
     /// # Errors
     /// The destination's own, other than the object not being there.
     fn open(&self, name: &str) -> std::io::Result<Option<Box<dyn ReadAt>>>;
+
+    /// What is at `name` now, for [`Destination::publish_if`]. Destinations without
+    /// conditional writes keep the default, [`Seen::Unknown`].
+    ///
+    /// # Errors
+    /// The destination's own, other than the object not being there.
+    fn seen(&self, name: &str) -> std::io::Result<Seen> {
+        let _ = name;
+        Ok(Seen::Unknown)
+    }
+
+    /// Publishes `object` at `name` only when what is there is still what `seen` says
+    /// (a conditional write), and answers `false`, publishing nothing, when another writer
+    /// changed it first. The default, for [`Seen::Unknown`] and destinations without
+    /// conditional writes, publishes as [`Destination::publish`] does.
+    ///
+    /// # Errors
+    /// The destination's own; nothing appears then.
+    fn publish_if(&self, name: &str, object: Self::Object, seen: &Seen) -> std::io::Result<bool> {
+        let _ = seen;
+        self.publish(name, object).map(|()| true)
+    }
+}
+
+/// What was at a name of a [`Destination`] when it was looked at ([`Destination::seen`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Seen {
+    /// Nothing.
+    Nothing,
+    /// An object, by a tag the destination gives it (an ETag).
+    Object(String),
+    /// Not known: the destination has no conditional writes.
+    Unknown,
 }
 
 /// What [`write_all_to`] published.
@@ -227,7 +261,10 @@ fn done_at<D: Destination>(
 /// Writes unit `unit` of `plan` from `source` into `to`: its shard, then its receipt (an
 /// object under [`RECEIPTS_DIR`]), as [`run_unit`](crate::run_unit) does in a local
 /// directory. A unit whose receipt and shard are there and match is verified (hashed) and left
-/// alone; two attempts of one unit racing each other publish the same bytes.
+/// alone. Two attempts of one unit racing each other write the same shard bytes; the receipt
+/// is published on condition where the destination has conditional writes (nothing there, or
+/// still the stale receipt seen at the start), so the attempt that comes second learns it, and
+/// answers [`Outcome::AlreadyDone`] with the first one's receipt once it checks.
 ///
 /// # Errors
 /// As [`run_unit`](crate::run_unit); the destination's errors, naming the object.
@@ -241,6 +278,10 @@ pub fn run_unit_to<D: Destination>(
 ) -> Result<Outcome> {
     plan.unit(unit)?;
     let digest_of_plan = plan.digest();
+    let name = receipt_object(unit);
+    // Looked at before the receipt is read: whatever replaces it from now on is another
+    // attempt's.
+    let seen = to.seen(&name).map_err(|e| failed(to, "cannot read", &name, &e))?;
     if let Some(receipt) = done_at(plan, to, unit, &digest_of_plan, true)? {
         return Ok(Outcome::AlreadyDone(receipt));
     }
@@ -248,8 +289,23 @@ pub fn run_unit_to<D: Destination>(
     let receipt = write_unit_to(plan, unit, source, (par, progress), to, &digest_of_plan)?;
     let mut text = serde_json::to_string_pretty(&receipt).unwrap_or_default();
     text.push('\n');
-    put(to, &receipt_object(unit), |out| out.write_all(text.as_bytes()))?;
-    Ok(Outcome::Written(receipt))
+    let mut object = to.create(&name).map_err(|e| failed(to, "cannot write", &name, &e))?;
+    object.write_all(text.as_bytes()).map_err(|e| failed(to, "cannot write", &name, &e))?;
+    let first =
+        to.publish_if(&name, object, &seen).map_err(|e| failed(to, "cannot publish", &name, &e))?;
+    if first {
+        return Ok(Outcome::Written(receipt));
+    }
+    // Another attempt published a receipt first: the unit is done when it checks (its shard is
+    // this attempt's bytes, which the plan determines).
+    done_at(plan, to, unit, &digest_of_plan, true)?.map(Outcome::AlreadyDone).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Stale,
+            "another attempt of this unit published a receipt while this one ran, and it does \
+             not match its shard: run the unit again",
+        )
+        .with_path(Path::new(&to.locate(&name)))
+    })
 }
 
 /// Checks every unit's receipt and shard in `to` (the receipt belongs to this plan, the shard

@@ -7,7 +7,7 @@ use ztensor_format::{DType, Options, Version};
 use ztensor_io::{FileWriter, Reader, TensorSource, WriteOptions};
 use ztensor_par::ParOptions;
 use ztensor_shard::{ShardIndex, ShardedZtensor};
-use ztensor_shard_write::{ErrorKind, Outcome, Plan, PlanOptions, Split};
+use ztensor_shard_write::{ErrorKind, Outcome, Plan, PlanOptions, Seen, Split};
 
 fn scratch(name: &str) -> ztensor_testkit::Scratch {
     ztensor_testkit::scratch(&format!("shard-{name}"))
@@ -468,6 +468,20 @@ struct Bucket {
     objects: std::cell::RefCell<std::collections::BTreeMap<String, Vec<u8>>>,
     /// Publishing the object of this name fails.
     refuse: Option<String>,
+    /// When the object of this name is begun, these objects appear first: another writer
+    /// finishing meanwhile.
+    meanwhile: std::cell::RefCell<Option<(String, Objects)>>,
+}
+
+/// Objects by name, with their bytes.
+type Objects = Vec<(String, Vec<u8>)>;
+
+/// A bucket's tag of an object's bytes (as an ETag is).
+fn tag(bytes: &[u8]) -> String {
+    let sum = bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    format!("{}-{sum:016x}", bytes.len())
 }
 
 impl ztensor_shard_write::Destination for Bucket {
@@ -477,8 +491,23 @@ impl ztensor_shard_write::Destination for Bucket {
         format!("mem://bucket/ckpt/{name}")
     }
 
-    fn create(&self, _name: &str) -> std::io::Result<Vec<u8>> {
+    fn create(&self, name: &str) -> std::io::Result<Vec<u8>> {
+        let arrived = self.meanwhile.borrow_mut().take_if(|(at, _)| at == name);
+        if let Some((_, objects)) = arrived {
+            self.objects.borrow_mut().extend(objects);
+        }
         Ok(Vec::new())
+    }
+
+    fn seen(&self, name: &str) -> std::io::Result<Seen> {
+        Ok(self.objects.borrow().get(name).map_or(Seen::Nothing, |b| Seen::Object(tag(b))))
+    }
+
+    fn publish_if(&self, name: &str, object: Vec<u8>, seen: &Seen) -> std::io::Result<bool> {
+        if *seen != self.seen(name)? {
+            return Ok(false);
+        }
+        self.publish(name, object).map(|()| true)
     }
 
     fn publish(&self, name: &str, object: Vec<u8>) -> std::io::Result<()> {
@@ -498,6 +527,39 @@ impl ztensor_shard_write::Destination for Bucket {
         let object = self.objects.borrow().get(name).cloned();
         Ok(object.map(|bytes| Box::new(bytes) as Box<dyn ztensor_io::ReadAt>))
     }
+}
+
+#[test]
+fn of_two_attempts_of_a_unit_racing_the_second_finds_the_first_ones_receipt() {
+    let d = scratch("bucket-race");
+    let path = input(&d, 12);
+    let reader = open(&path);
+    let par = ParOptions::with_threads(2);
+    let plan = planned(&path, &reader, Path::new("mem://bucket/ckpt"), 6 << 10);
+    // The first attempt, alone.
+    let first = Bucket::default();
+    let outcome = ztensor_shard_write::run_unit_to(&plan, 0, &reader, &par, &(), &first).unwrap();
+    assert!(matches!(outcome, Outcome::Written(_)));
+    let theirs: Vec<(String, Vec<u8>)> = first.objects.borrow().clone().into_iter().collect();
+    let receipt = ".ztensor-receipts/unit-00000.json".to_owned();
+    assert!(theirs.iter().any(|(n, _)| *n == receipt), "{theirs:?}");
+    // The second looked before the first finished, and the first publishes its shard and
+    // receipt while the second writes: the second's receipt is refused on condition, and it
+    // answers with the first's receipt, which it checked against the shard.
+    let second = Bucket::default();
+    *second.meanwhile.borrow_mut() = Some((receipt.clone(), theirs.clone()));
+    let outcome = ztensor_shard_write::run_unit_to(&plan, 0, &reader, &par, &(), &second).unwrap();
+    let Outcome::AlreadyDone(found) = outcome else { panic!("{outcome:?}") };
+    assert_eq!(found.unit, 0);
+    let held: Vec<(String, Vec<u8>)> = second.objects.borrow().clone().into_iter().collect();
+    assert_eq!(held, theirs, "the same shard bytes, and the first attempt's receipt");
+    // A receipt of another plan there before: replaced on condition that it is still that one.
+    let stale = Bucket::default();
+    stale.objects.borrow_mut().insert(receipt.clone(), b"{\"plan\": \"another\"}".to_vec());
+    let outcome = ztensor_shard_write::run_unit_to(&plan, 0, &reader, &par, &(), &stale).unwrap();
+    assert!(matches!(outcome, Outcome::Written(_)));
+    let held: Vec<(String, Vec<u8>)> = stale.objects.borrow().clone().into_iter().collect();
+    assert_eq!(held, theirs);
 }
 
 #[test]

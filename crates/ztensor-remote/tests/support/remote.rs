@@ -36,3 +36,9 @@ pub fn read_back(moto: &moto::Moto, url: &str) -> Result<Vec<u8>, ErrorKind> {
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[1] ^ seed).collect()
 }
+
+/// Deletes the object at `url`.
+#[allow(dead_code)]
+pub fn delete(moto: &moto::Moto, url: &str) {
+    ztensor_remote::delete(&Location::parse(url).unwrap(), &options(moto)).unwrap();
+}
