@@ -48,9 +48,10 @@ fn handle_signals() {
         if let Some(signal) = signals.forever().next() {
             ztensor_io::interrupt();
             ztensor_shard_write::interrupt();
-            // Uploads to object storage: aborted, no parts left behind.
+            // Uploads to object storage: aborted, no parts left behind; the shards a sharded
+            // output published before its index: deleted.
             for url in ztensor_remote::abort_unfinished() {
-                eprintln!("ztensor: {url}: the interrupted upload could not be aborted");
+                eprintln!("ztensor: {url}: what the interrupted write left could not be removed");
             }
             cmd::stdin::remove();
             cmd::stdout::remove();

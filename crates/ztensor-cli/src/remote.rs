@@ -145,12 +145,23 @@ pub(crate) struct Prefix {
     /// The prefix, without its trailing `/`.
     base: String,
     memory: Option<u64>,
+    /// For a write whose objects stand only together (a checkpoint's shards and index in
+    /// one `convert`): what it published, deleted if a signal stops the process first.
+    provisional: Option<ztensor_remote::Provisional>,
 }
 
 impl Prefix {
     /// The prefix `url` (`s3://bucket/dir/`), uploads holding at most a quarter of `memory`.
     pub(crate) fn new(url: &str, memory: Option<u64>) -> Prefix {
-        Prefix { base: url.trim_end_matches('/').to_owned(), memory }
+        Prefix { base: url.trim_end_matches('/').to_owned(), memory, provisional: None }
+    }
+
+    /// Every object published through this prefix (each shard, then the index) stands only
+    /// once the write is done: a signal before deletes them all (see
+    /// [`ztensor_remote::Provisional`]).
+    pub(crate) fn all_or_nothing(mut self) -> Prefix {
+        self.provisional = Some(ztensor_remote::Provisional::new());
+        self
     }
 
     /// Refuses a prefix that holds a checkpoint's index at `index` already, unless `force`,
@@ -195,7 +206,12 @@ impl ztensor_shard_write::Destination for Prefix {
     }
 
     fn publish(&self, name: &str, object: RemoteUpload) -> std::io::Result<()> {
-        publish(&self.locate(name), object).map_err(|e| std::io::Error::other(format!("{e:#}")))
+        let url = self.locate(name);
+        if let Some(held) = &self.provisional {
+            let location = Location::parse(&url).map_err(std::io::Error::from)?;
+            held.hold(&location, &OPTIONS.get().cloned().unwrap_or_default());
+        }
+        publish(&url, object).map_err(|e| std::io::Error::other(format!("{e:#}")))
     }
 
     fn remove(&self, name: &str) -> std::io::Result<()> {

@@ -592,6 +592,80 @@ fn sigint_and_sigterm_during_an_upload_abort_it_and_sigkill_publishes_nothing() 
 }
 
 #[test]
+fn an_interrupted_sharded_output_into_a_prefix_leaves_no_object() {
+    let Some(moto) = moto::start("an_interrupted_sharded_output_into_a_prefix_leaves_no_object")
+    else {
+        return;
+    };
+    moto.bucket("models");
+    // 12 tensors of 24 MiB: a shard each at 32 MiB a shard, published one by one.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("many.safetensors");
+    let (count, n) = (12usize, 6usize << 20);
+    let entries: Vec<String> = (0..count)
+        .map(|k| {
+            let (start, end) = (k * n * 4, (k + 1) * n * 4);
+            format!(
+                "\"t{k:02}\":{{\"dtype\":\"F32\",\"shape\":[{n}],\"data_offsets\":[{start},{end}]}}"
+            )
+        })
+        .collect();
+    let mut header = format!("{{{}}}", entries.join(",")).into_bytes();
+    while header.len() % 8 != 0 {
+        header.push(b' ');
+    }
+    {
+        use std::io::Write;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&input).unwrap());
+        file.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+        file.write_all(&header).unwrap();
+        for i in 0..count * n {
+            file.write_all(&(i as u32).to_le_bytes()).unwrap();
+        }
+        file.flush().unwrap();
+    }
+    for (signal, status) in [("INT", 130), ("TERM", 143)] {
+        let prefix = format!("sharded-{signal}/");
+        let child = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+            .args(["convert", &s(&input), &format!("s3://models/{prefix}")])
+            .args(["--shard-size", "32MiB", "--quiet"])
+            .env("AWS_ENDPOINT_URL", &moto.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Interrupted once a shard is published, before the index.
+        let started = std::time::Instant::now();
+        while moto.keys("models", &prefix).is_empty() {
+            assert!(started.elapsed().as_secs() < 60, "no shard was published");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(status), "{}", stderr(&out));
+        let left = moto.keys("models", &prefix);
+        assert!(left.is_empty(), "{left:?}\nztensor said: {}", stderr(&out));
+        assert!(!moto.uploads("models").contains("<UploadId>"), "{}", moto.uploads("models"));
+    }
+    // Not interrupted: the whole checkpoint stands, index and every shard.
+    let out = ztensor_s3(
+        &moto,
+        &["convert", &s(&input), "s3://models/sharded-whole/", "--shard-size", "32MiB", "-q"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let keys = moto.keys("models", "sharded-whole/");
+    assert_eq!(keys.len(), count + 1, "{keys:?}");
+    assert!(keys.iter().any(|k| k.ends_with(".index.json")), "{keys:?}");
+}
+
+#[test]
 fn an_unreachable_endpoint_fails_within_the_time_bound() {
     // A port nothing listens on: every connection is refused, and retried until the bound.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

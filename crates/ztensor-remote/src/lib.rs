@@ -41,5 +41,5 @@ pub use location::{Location, Scheme, is_url};
 pub use object::{BLOCK_LEN, RemoteObject, SUFFIX_LEN};
 pub use store::{RemoteOptions, Transfer};
 pub use upload::{
-    Expected, PARALLEL_PARTS, PART_LEN, RemoteUpload, abort_unfinished, delete, seen,
+    Expected, PARALLEL_PARTS, PART_LEN, Provisional, RemoteUpload, abort_unfinished, delete, seen,
 };

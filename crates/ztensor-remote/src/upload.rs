@@ -88,6 +88,58 @@ static STOPPING: AtomicBool = AtomicBool::new(false);
 /// one.
 static ABORTING: AtomicUsize = AtomicUsize::new(0);
 
+/// Objects published on probation ([`Provisional`]): what [`abort_unfinished`] deletes.
+static PROVISIONAL: Mutex<Vec<Held>> = Mutex::new(Vec::new());
+
+/// An object held by a [`Provisional`].
+struct Held {
+    token: u64,
+    location: Location,
+    options: RemoteOptions,
+}
+
+/// Objects a write publishes one by one and that stand only together: the shards of a sharded
+/// checkpoint and its index. Each is held (before it is published) until the write is done
+/// and this is dropped; a process stopped by a signal first deletes every object still held
+/// ([`abort_unfinished`]), so an interrupted write leaves none of them behind. (A write that
+/// fails without a signal removes what it published itself.)
+#[derive(Debug)]
+pub struct Provisional {
+    token: u64,
+}
+
+impl Provisional {
+    /// A new, empty set.
+    pub fn new() -> Provisional {
+        Provisional { token: TOKENS.fetch_add(1, Ordering::SeqCst) }
+    }
+
+    /// Holds the object at `location`, about to be published.
+    pub fn hold(&self, location: &Location, options: &RemoteOptions) {
+        PROVISIONAL.lock().unwrap_or_else(PoisonError::into_inner).push(Held {
+            token: self.token,
+            location: location.clone(),
+            options: options.clone(),
+        });
+    }
+}
+
+impl Default for Provisional {
+    fn default() -> Provisional {
+        Provisional::new()
+    }
+}
+
+/// The write is over: its objects are no longer deleted by a signal.
+impl Drop for Provisional {
+    fn drop(&mut self) {
+        PROVISIONAL
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|h| h.token != self.token);
+    }
+}
+
 /// One upload being started, counted in [`STARTING`] until it is dropped.
 struct Starting;
 
@@ -114,8 +166,10 @@ fn forget(token: u64) {
 }
 
 /// Aborts every multipart upload this process has running (for a signal handler about to
-/// exit: SIGINT or SIGTERM must leave no parts behind), waiting up to 10 s for each; returns
-/// the URLs of those whose abort failed.
+/// exit: SIGINT or SIGTERM must leave no parts behind), waiting up to 10 s for each, and
+/// deletes the objects [`Provisional`] sets still hold (once the uploads in flight ended, so
+/// none appears after); returns the URLs of the uploads whose abort and the objects whose
+/// deletion failed.
 pub fn abort_unfinished() -> Vec<String> {
     // No upload starts from now on; those being started are waited for (within the patience),
     // so that one the server made just now is found and aborted.
@@ -136,6 +190,13 @@ pub fn abort_unfinished() -> Vec<String> {
         });
         if aborted.is_err() {
             failed.push(l.shown);
+        }
+    }
+    let held: Vec<Held> =
+        std::mem::take(&mut *PROVISIONAL.lock().unwrap_or_else(PoisonError::into_inner));
+    for h in held {
+        if delete_within(&h.location, &h.options, ABORT_PATIENCE).is_err() {
+            failed.push(h.location.to_string());
         }
     }
     failed
@@ -266,49 +327,13 @@ impl RemoteUpload {
                 format!("publishing: a conditional write is of one part, at most {PART_LEN} bytes"),
             ));
         }
-        if let Some(expected) = expected {
-            let payload = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
-            let mode = match expected {
-                Expected::Nothing => object_store::PutMode::Create,
-                Expected::Object(e_tag) => {
-                    object_store::PutMode::Update(object_store::UpdateVersion {
-                        e_tag: Some(e_tag),
-                        version: None,
-                    })
-                }
-            };
-            store::block_on(&shown, "writing", self.options.timeout, async {
-                match object.put_opts(&path, payload, mode.into()).await {
-                    Ok(_) => Ok(()),
-                    Err(
-                        object_store::Error::AlreadyExists { .. }
-                        | object_store::Error::Precondition { .. }
-                        | object_store::Error::NotModified { .. },
-                    ) => Err(Error::new(
-                        ErrorKind::Changed,
-                        &shown,
-                        "publishing: another writer published there first (the object is not \
-                         the one this write expected); nothing was written",
-                    )),
-                    Err(e @ object_store::Error::NotImplemented { .. }) => Err(Error::new(
-                        ErrorKind::Config,
-                        &shown,
-                        format!("publishing: this store has no conditional writes ({e})"),
-                    )),
-                    Err(e) => Err(Error::from_store("writing", &shown, e)),
-                }
-            })?;
-            return Ok(self.counters.get());
-        }
         let Some(mut multipart) = self.multipart.take() else {
-            let payload = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
-            store::block_on(&shown, "writing", self.options.timeout, async {
-                object
-                    .put(&path, payload)
-                    .await
-                    .map_err(|e| Error::from_store("writing", &shown, e))
-            })?;
-            return Ok(self.counters.get());
+            // A single PUT: counted while it runs, so a signal's [`abort_unfinished`] waits for
+            // it before deleting what it holds; none starts after.
+            let Some(_starting) = Starting::begin() else {
+                return Err(Error::new(ErrorKind::Request, shown, "writing: interrupted"));
+            };
+            return self.put_whole(&object, &path, expected);
         };
         if !self.buffer.is_empty() {
             let part = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
@@ -349,6 +374,49 @@ impl RemoteUpload {
                 Err(e)
             }
         }
+    }
+
+    /// The object in one PUT (all of it is in the buffer), on condition when `expected` says.
+    fn put_whole(
+        &mut self,
+        object: &Arc<dyn object_store::ObjectStore>,
+        path: &object_store::path::Path,
+        expected: Option<Expected>,
+    ) -> Result<Transfer, Error> {
+        let shown = &self.shown;
+        let payload = PutPayload::from(Bytes::from(std::mem::take(&mut self.buffer)));
+        let mode = match expected {
+            None => object_store::PutMode::Overwrite,
+            Some(Expected::Nothing) => object_store::PutMode::Create,
+            Some(Expected::Object(e_tag)) => {
+                object_store::PutMode::Update(object_store::UpdateVersion {
+                    e_tag: Some(e_tag),
+                    version: None,
+                })
+            }
+        };
+        store::block_on(shown, "writing", self.options.timeout, async {
+            match object.put_opts(path, payload, mode.into()).await {
+                Ok(_) => Ok(()),
+                Err(
+                    object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. }
+                    | object_store::Error::NotModified { .. },
+                ) => Err(Error::new(
+                    ErrorKind::Changed,
+                    shown,
+                    "publishing: another writer published there first (the object is not the \
+                     one this write expected); nothing was written",
+                )),
+                Err(e @ object_store::Error::NotImplemented { .. }) => Err(Error::new(
+                    ErrorKind::Config,
+                    shown,
+                    format!("publishing: this store has no conditional writes ({e})"),
+                )),
+                Err(e) => Err(Error::from_store("writing", shown, e)),
+            }
+        })?;
+        Ok(self.counters.get())
     }
 
     /// Gives the upload up: parts sent are deleted, nothing appears at the URL. What dropping
@@ -490,6 +558,15 @@ pub fn seen(location: &Location, options: &RemoteOptions) -> Result<Expected, Er
 /// # Errors
 /// [`ErrorKind::ReadOnly`] for `http://` and `https://`; the request's error.
 pub fn delete(location: &Location, options: &RemoteOptions) -> Result<(), Error> {
+    delete_within(location, options, options.timeout)
+}
+
+/// [`delete`], within `patience`.
+fn delete_within(
+    location: &Location,
+    options: &RemoteOptions,
+    patience: Duration,
+) -> Result<(), Error> {
     let shown = location.to_string();
     if !location.scheme().writable() {
         return Err(Error::new(
@@ -501,7 +578,7 @@ pub fn delete(location: &Location, options: &RemoteOptions) -> Result<(), Error>
     let counters = Arc::new(Counters::default());
     let stores = store::store(location, options, &counters)?;
     let path = location.store_path()?;
-    store::block_on(&shown, "deleting", options.timeout, async {
+    store::block_on(&shown, "deleting", patience, async {
         match stores.object.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(Error::from_store("deleting", &shown, e)),

@@ -324,8 +324,8 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
     inputs.push(r.input.to_path_buf());
     let source = crate::sources::expansion_checked(r.input, opened)?;
     let plan = plan_of(r, split, &*source)?;
-    let prefix =
-        crate::remote::url_of(r.output).map(|url| crate::remote::Prefix::new(url, r.run.memory));
+    let prefix = crate::remote::url_of(r.output)
+        .map(|url| crate::remote::Prefix::new(url, r.run.memory).all_or_nothing());
     if let Some(prefix) = &prefix {
         use ztensor_shard_write::Destination;
         let names = plan.units.iter().map(|u| u.shard.as_str()).chain([plan.index.as_str()]);

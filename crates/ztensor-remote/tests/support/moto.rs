@@ -127,6 +127,19 @@ impl Moto {
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     }
 
+    /// The keys of the objects in `bucket` under `prefix` (from moto's XML listing).
+    #[allow(dead_code)]
+    pub fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let (status, body) = self.request("GET", &format!("/{bucket}?prefix={prefix}"), b"");
+        assert_eq!(status, 200);
+        let text = String::from_utf8_lossy(&body);
+        text.split("<Key>")
+            .skip(1)
+            .filter_map(|k| k.split("</Key>").next())
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The multipart uploads in progress in `bucket` (moto's XML listing).
     pub fn uploads(&self, bucket: &str) -> String {
         let (status, body) = self.request("GET", &format!("/{bucket}?uploads"), b"");
