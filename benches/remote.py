@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Object storage, measured against a local S3 server (moto's), both sides in the same run.
+"""Object storage, measured against local S3 servers (moto's, and s3s-fs when installed),
+both sides in the same run.
 
 Rows (each the median of ZT_BENCH_RUNS runs, ours and the peer alternating):
 
@@ -65,6 +66,28 @@ def start_moto():
     sys.exit("moto_server did not listen within 30 s")
 
 
+def start_s3s(program):
+    """s3s-fs (an S3 server in Rust, from crates.io: `cargo install s3s-fs --features
+    binary`), on a fresh directory."""
+    port = free_port()
+    data = tempfile.mkdtemp(prefix="zt-bench-s3s-", dir=ROOT / "target")
+    child = subprocess.Popen(
+        [program, "--host", "127.0.0.1", "--port", str(port), "--access-key", "testing",
+         "--secret-key", "testing", data],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            child.data = data
+            return child, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    child.kill()
+    sys.exit("s3s-fs did not listen within 30 s")
+
+
 def checkpoint(path):
     """A safetensors file of SIZE bytes: bf16-like halves and f32 tensors of N(0, 0.02)."""
     rng = np.random.default_rng(7)
@@ -97,34 +120,31 @@ def transfer(stderr, url):
     sys.exit(f"no transfer report for {url} in: {stderr}")
 
 
-def main():
-    moto, endpoint = start_moto()
+def measure(server, start, work):
+    """The rows and checks against one server (started by `start`, stopped at the end)."""
+    child, endpoint = start()
+    key = "testing"
     env = dict(
         os.environ,
         AWS_ENDPOINT_URL=endpoint,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_ACCESS_KEY_ID=key,
+        AWS_SECRET_ACCESS_KEY=key,
         AWS_REGION="us-east-1",
         ZTENSOR_REMOTE_STATS="1",
     )
     env.pop("AWS_PROFILE", None)
-    os.environ.update({k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
-                                           "AWS_SECRET_ACCESS_KEY", "AWS_REGION")})
-    s3 = boto3.client("s3")
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
+                      aws_secret_access_key=key, region_name="us-east-1")
     s3.create_bucket(Bucket=BUCKET)
-    work = Path(tempfile.mkdtemp(prefix="zt-bench-remote-", dir=ROOT / "target"))
     rows, checks = [], {}
     try:
         st, zt, zt2 = work / "model.safetensors", work / "model.zt", work / "model2.zt"
-        checkpoint(st)
         copy = work / "copy.zt"
-        for args in ([str(st), str(zt)], [str(st), str(zt2), "--to", "2"], [str(zt), str(copy)]):
-            timed([CLI, "convert", *args, "-q"], env)
         for path in (st, zt, zt2):
             s3.upload_file(str(path), BUCKET, path.name)
         size_zt, size_st = zt.stat().st_size, st.stat().st_size
-        print(f"checkpoint: {size_st} bytes of safetensors, {size_zt} of zTensor 1.2; "
-              f"{os.cpu_count()} cores; {RUNS} runs; moto at {endpoint}")
+        print(f"{server} at {endpoint}: checkpoint of {size_st} bytes of safetensors, "
+              f"{size_zt} of zTensor 1.2; {os.cpu_count()} cores; {RUNS} runs")
 
         # Row 1: an object to a local file.
         ours, peer, fetched = [], [], []
@@ -174,26 +194,60 @@ def main():
             checks[f"info {name}: requests"] = (requests, 3)
             checks[f"info {name}: KiB"] = (received / 1024, 256)
     finally:
-        moto.terminate()
-        moto.wait()
+        child.terminate()
+        child.wait()
+        if hasattr(child, "data"):
+            shutil.rmtree(child.data, ignore_errors=True)
+    return rows, checks
+
+
+def servers():
+    """The servers measured: moto's (what the tests start) always; s3s-fs when installed
+    (ZTENSOR_S3S_FS, or target/s3s/bin/s3s-fs, which `cargo xtask bench remote` installs from
+    crates.io): a server in Rust on all cores, not itself the bound as moto (one Python
+    process) is, so its rows show what the transfer does."""
+    out = [("moto", start_moto)]
+    program = os.environ.get("ZTENSOR_S3S_FS") or str(ROOT / "target/s3s/bin/s3s-fs")
+    if Path(program).exists():
+        out.append(("s3s-fs", lambda: start_s3s(program)))
+    elif os.environ.get("ZTENSOR_REQUIRE_S3S_FS"):
+        sys.exit(f"no s3s-fs at {program}")
+    return out
+
+
+def main():
+    work = Path(tempfile.mkdtemp(prefix="zt-bench-remote-", dir=ROOT / "target"))
+    report = {"bytes": SIZE, "runs": RUNS, "cores": os.cpu_count(), "servers": {}}
+    try:
+        st, zt, zt2 = work / "model.safetensors", work / "model.zt", work / "model2.zt"
+        checkpoint(st)
+        copy = work / "copy.zt"
+        env = dict(os.environ)
+        for args in ([str(st), str(zt)], [str(st), str(zt2), "--to", "2"], [str(zt), str(copy)]):
+            timed([CLI, "convert", *args, "-q"], env)
+        measured = [(name, *measure(name, start, work)) for name, start in servers()]
+    finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\n{'operation':<36} {'ours':>9} {'peer':>9} {'peer/ours':>9}  goal  peer")
-    report = {"bytes": SIZE, "runs": RUNS, "cores": os.cpu_count(), "rows": [], "checks": []}
-    for name, ours, peer, what, goal in rows:
-        # The median of the per-run ratios: each pair measured back to back.
-        ratio = statistics.median(p / o for o, p in zip(ours, peer))
-        verdict = "met" if ratio >= goal else "missed"
-        print(f"{name:<36} {statistics.median(ours):8.2f}s {statistics.median(peer):8.2f}s "
-              f"{ratio:8.2f}x  >= {goal} {verdict}  ({what})")
-        report["rows"].append({"operation": name, "ours_s": ours, "peer_s": peer, "peer": what,
-                               "ratio": ratio, "goal": goal, "met": ratio >= goal})
-    print()
-    for name, (value, bound) in checks.items():
-        verdict = "met" if value <= bound else "missed"
-        print(f"{name:<52} {value:10.3f} (<= {bound}) {verdict}")
-        report["checks"].append({"check": name, "value": value, "bound": bound,
-                                 "met": value <= bound})
+    for server, rows, checks in measured:
+        print(f"\n{server}")
+        print(f"{'operation':<36} {'ours':>9} {'peer':>9} {'peer/ours':>9}  goal  peer")
+        entry = {"rows": [], "checks": []}
+        for name, ours, peer, what, goal in rows:
+            # The median of the per-run ratios: each pair measured back to back.
+            ratio = statistics.median(p / o for o, p in zip(ours, peer))
+            verdict = "met" if ratio >= goal else "missed"
+            print(f"{name:<36} {statistics.median(ours):8.2f}s {statistics.median(peer):8.2f}s "
+                  f"{ratio:8.2f}x  >= {goal} {verdict}  ({what})")
+            entry["rows"].append({"operation": name, "ours_s": ours, "peer_s": peer, "peer": what,
+                                  "ratio": ratio, "goal": goal, "met": ratio >= goal})
+        print()
+        for name, (value, bound) in checks.items():
+            verdict = "met" if value <= bound else "missed"
+            print(f"{name:<52} {value:10.3f} (<= {bound}) {verdict}")
+            entry["checks"].append({"check": name, "value": value, "bound": bound,
+                                    "met": value <= bound})
+        report["servers"][server] = entry
     out = ROOT / "target/bench/remote.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))

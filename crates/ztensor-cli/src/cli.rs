@@ -493,6 +493,19 @@ pub(crate) struct Encoding {
     pub(crate) digest: Option<DigestArg>,
 }
 
+impl Cli {
+    /// The command's `--memory`, when it has one and it was given.
+    pub(crate) fn memory(&self) -> Option<u64> {
+        match &self.command {
+            Command::Convert(a) => a.run.memory,
+            Command::RunUnit { run, .. } => run.memory,
+            Command::Repack(a) => a.run.memory,
+            Command::Append(a) => a.run.memory,
+            _ => None,
+        }
+    }
+}
+
 /// Parallelism and progress flags shared by the long-running commands.
 #[derive(Debug, Args)]
 pub(crate) struct Run {
@@ -501,7 +514,8 @@ pub(crate) struct Run {
     pub(crate) threads: usize,
     /// Most bytes held in flight, e.g. 512MiB or 2GB (default: 64 MiB per thread, at most
     /// 512 MiB; at least 8 MiB). An output to object storage holds a quarter of it in parts
-    /// being uploaded (at least one 8 MiB part; 64 MiB without --memory).
+    /// being uploaded (at least one 8 MiB part; 64 MiB without --memory), and an input there
+    /// a quarter in ranges fetched ahead of the reads (64 MiB at most).
     #[arg(long, value_parser = cmd::text::parse_size)]
     pub(crate) memory: Option<u64>,
     /// No progress bar and no summary line (errors are still reported).

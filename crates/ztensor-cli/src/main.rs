@@ -78,6 +78,10 @@ fn main() -> ExitCode {
         timeout: std::time::Duration::from_secs(cli.remote_timeout.max(1)),
         concurrency: cli.remote_concurrency.max(1),
         range_len: cli.remote_range_size.max(ztensor_remote::RemoteOptions::MIN_RANGE_LEN),
+        // Ranges fetched ahead of in-order reads: a quarter of --memory, as uploads hold.
+        read_ahead: cli.memory().map_or(ztensor_remote::RemoteOptions::DEFAULT_READ_AHEAD, |m| {
+            (m / 4).min(ztensor_remote::RemoteOptions::DEFAULT_READ_AHEAD)
+        }),
         ..Default::default()
     });
     let result = run(cli);

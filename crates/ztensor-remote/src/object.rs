@@ -55,6 +55,115 @@ struct Inner {
     /// One permit per ranged GET in flight ([`RemoteOptions::concurrency`]), shared by every
     /// thread reading the object.
     gate: tokio::sync::Semaphore,
+    /// Ranges fetched ahead of in-order readers.
+    ahead: Mutex<Ahead>,
+}
+
+/// A range fetched ahead: its bytes, or why they could not be had, once they are there.
+type Pending =
+    futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<Bytes, Error>>>;
+
+/// Read-ahead. Large reads are grouped into streams of reads in order (each starting about
+/// where the stream's furthest read ended, as a reader taking tensors one after another, or a
+/// few threads taking one tensor's pieces, reads); for each stream, the ranges after its
+/// furthest read are fetched before they are asked for, one range at first and twice as many
+/// with each read in order, within [`RemoteOptions::read_ahead`] bytes fetched and not yet
+/// read in all. A read that belongs to no stream starts one (the least recently used of
+/// [`STREAMS`] gives way, what it fetched dropped), so reading one tensor of many, or
+/// skipping some, fetches little that is not used; the read-ahead stops at the suffix the
+/// open holds, so a whole read fetches each byte once.
+#[derive(Default)]
+struct Ahead {
+    /// Ranges fetched or being fetched, by start: aligned to [`RemoteOptions::range_len`] and
+    /// that long (the last may be shorter), with the stream that asked.
+    ranges: std::collections::BTreeMap<u64, (u64, Pending, u64)>,
+    streams: Vec<Stream>,
+    /// Counts reads, to tell the least recently used stream.
+    tick: u64,
+}
+
+/// Reads in order.
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    id: u64,
+    /// Where its first read started.
+    start: u64,
+    /// The end of its furthest read.
+    frontier: u64,
+    /// How many ranges to keep fetched ahead of it.
+    depth: u64,
+    /// The read it last had.
+    used: u64,
+}
+
+/// The most streams of in-order reads followed at once.
+const STREAMS: usize = 4;
+
+impl std::fmt::Debug for Ahead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ahead")
+            .field("ranges", &self.ranges.len())
+            .field("streams", &self.streams)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ahead {
+    /// The stream `range` continues (or a new one), and the ranges fetched ahead it overlaps.
+    fn enter(
+        &mut self,
+        range: &Range<u64>,
+        step: u64,
+        budget: u64,
+    ) -> (u64, Vec<(u64, u64, Pending)>) {
+        self.tick += 1;
+        let tick = self.tick;
+        let max_depth = (budget / step).max(1);
+        let found = self
+            .streams
+            .iter_mut()
+            .filter(|s| {
+                range.start <= s.frontier.saturating_add(step)
+                    && range.start.saturating_add(budget) >= s.frontier
+            })
+            .min_by_key(|s| s.frontier.abs_diff(range.start));
+        let id = match found {
+            Some(s) => {
+                // At least as far ahead as this read was long: the next is likely as long.
+                let read = (range.end - range.start).div_ceil(step);
+                s.depth = (s.depth * 2).max(read).clamp(1, max_depth);
+                s.frontier = s.frontier.max(range.end);
+                s.used = tick;
+                s.id
+            }
+            None => {
+                if self.streams.len() >= STREAMS
+                    && let Some(gone) = self.streams.iter().min_by_key(|s| s.used).map(|s| s.id)
+                {
+                    self.streams.retain(|s| s.id != gone);
+                    self.ranges.retain(|_, (_, _, by)| *by != gone);
+                }
+                self.streams.push(Stream {
+                    id: tick,
+                    start: range.start,
+                    frontier: range.end,
+                    depth: 0,
+                    used: tick,
+                });
+                tick
+            }
+        };
+        let first = range.start - range.start % step;
+        let taken = self
+            .ranges
+            .range(first..range.end)
+            .map(|(&start, (len, pending, _))| (start, *len, pending.clone()))
+            .collect();
+        // What lies a whole range before this read is not read again: readers in order (a
+        // few threads taking one tensor's pieces) read at most a range behind one another.
+        self.ranges.retain(|&start, (len, _, by)| *by != id || start + *len + step > range.start);
+        (id, taken)
+    }
 }
 
 impl RemoteObject {
@@ -158,6 +267,7 @@ impl RemoteObject {
                 suffix,
                 blocks: Mutex::new(Vec::new()),
                 gate: tokio::sync::Semaphore::new(options.concurrency.max(1)),
+                ahead: Mutex::new(Ahead::default()),
             }),
         })
     }
@@ -330,9 +440,115 @@ impl RemoteObject {
         }
         if lo < hi {
             let dest = buf.get_mut(to_usize(lo - offset)..to_usize(hi - offset));
-            self.fetch_into(lo..hi, dest.ok_or(std::io::ErrorKind::UnexpectedEof)?)?;
+            self.read_through(lo..hi, dest.ok_or(std::io::ErrorKind::UnexpectedEof)?)?;
         }
         Ok(())
+    }
+
+    /// Bytes `range` into `dest`: what was fetched ahead taken from there, the rest fetched
+    /// now ([`Self::fetch_into`]); then, for a read in order, the ranges after it asked for.
+    fn read_through(&self, range: Range<u64>, dest: &mut [u8]) -> Result<(), Error> {
+        let inner = &*self.inner;
+        let step = inner.options.range_len.max(RemoteOptions::MIN_RANGE_LEN);
+        let budget = inner.options.read_ahead;
+        if budget == 0 {
+            return self.fetch_into(range, dest);
+        }
+        let (stream, taken) =
+            inner.ahead.lock().unwrap_or_else(PoisonError::into_inner).enter(&range, step, budget);
+        // Copy what was fetched ahead; fetch the gaps between.
+        let mut at = range.start;
+        for (start, len, pending) in taken {
+            let (lo, hi) = (start.max(range.start), (start + len).min(range.end));
+            if lo >= hi {
+                continue;
+            }
+            if at < lo {
+                let gap = &mut dest[to_usize(at - range.start)..to_usize(lo - range.start)];
+                self.fetch_into(at..lo, gap)?;
+            }
+            let bytes = store::block_on_all(pending)?;
+            let from = bytes.get(to_usize(lo - start)..to_usize(hi - start)).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Request,
+                    &inner.shown,
+                    "reading: a range fetched ahead is short",
+                )
+            })?;
+            dest[to_usize(lo - range.start)..to_usize(hi - range.start)].copy_from_slice(from);
+            at = hi;
+        }
+        if at < range.end {
+            self.fetch_into(at..range.end, &mut dest[to_usize(at - range.start)..])?;
+        }
+        self.fetch_ahead(stream, step, budget);
+        Ok(())
+    }
+
+    /// Asks for the ranges after `stream`'s furthest read, as many as its depth allows, within
+    /// the read-ahead budget, up to the object's suffix (which the open holds).
+    fn fetch_ahead(&self, stream: u64, step: u64, budget: u64) {
+        let inner = &*self.inner;
+        let end = inner.len - inner.suffix.len() as u64;
+        let mut ahead = inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(&Stream { frontier, depth, .. }) = ahead.streams.iter().find(|s| s.id == stream)
+        else {
+            return;
+        };
+        // From the first whole range past the furthest read: bytes before it are read by the
+        // readers themselves.
+        let mut start = frontier.div_ceil(step) * step;
+        // Not into bytes another stream began at further on: that one reads them (as threads
+        // that each take some of a file's tensors do).
+        let theirs = ahead.streams.iter().filter(|s| s.id != stream && s.start >= frontier);
+        let end = theirs.map(|s| s.start).fold(end, u64::min);
+        let last = start.saturating_add(depth * step).min(end);
+        let mut held: u64 = ahead.ranges.values().map(|(len, _, _)| *len).sum();
+        while start < last {
+            let len = step.min(end - start);
+            if held + len > budget || start + len > end {
+                break;
+            }
+            if let std::collections::btree_map::Entry::Vacant(slot) = ahead.ranges.entry(start) {
+                slot.insert((len, self.fetch_one_ahead(start..start + len), stream));
+                held += len;
+            }
+            start += len;
+        }
+    }
+}
+
+impl RemoteObject {
+    /// Starts fetching `range` on the runtime, to be had from the handle when it is needed.
+    fn fetch_one_ahead(&self, range: Range<u64>) -> Pending {
+        let me = self.clone();
+        let len = range.end - range.start;
+        let task = store::spawn(async move {
+            let timeout = me.inner.options.timeout;
+            let shown = me.inner.shown.clone();
+            store::timed(&shown, "reading ahead", timeout, async {
+                let (got, _permit) = me.get(range).await?;
+                let bytes = body(&me.inner.shown, "reading", got, &me.inner.counters).await?;
+                if bytes.len() as u64 == len {
+                    Ok(bytes)
+                } else {
+                    Err(Error::new(
+                        ErrorKind::Request,
+                        &me.inner.shown,
+                        format!("reading ahead: the server sent {} bytes, not {len}", bytes.len()),
+                    ))
+                }
+            })
+            .await
+        });
+        let shown = self.inner.shown.clone();
+        let pending = async move {
+            task.await.unwrap_or_else(|_| {
+                Err(Error::new(ErrorKind::Request, shown, "reading ahead: the task stopped"))
+            })
+        };
+        let pending: futures_util::future::BoxFuture<'static, _> = Box::pin(pending);
+        futures_util::FutureExt::shared(pending)
     }
 }
 

@@ -41,6 +41,11 @@ pub struct RemoteOptions {
     /// [`PART_LEN`](crate::PART_LEN) bytes held until it is sent: the memory an upload takes.
     /// Default [`PARALLEL_PARTS`](crate::PARALLEL_PARTS).
     pub upload_parts: usize,
+    /// The most bytes of an object fetched ahead of a reader that reads it in order (its
+    /// tensors one after another), so the next ranges arrive while the last ones are used:
+    /// memory held beside the reader's own. 0 fetches nothing ahead. Default
+    /// [`RemoteOptions::DEFAULT_READ_AHEAD`].
+    pub read_ahead: u64,
 }
 
 impl RemoteOptions {
@@ -51,6 +56,8 @@ impl RemoteOptions {
     pub const DEFAULT_RANGE_LEN: u64 = 8 << 20;
     /// The least [`RemoteOptions::range_len`] used.
     pub const MIN_RANGE_LEN: u64 = 64 << 10;
+    /// Bytes fetched ahead of an in-order reader, by default: 64 MiB, eight ranges.
+    pub const DEFAULT_READ_AHEAD: u64 = 64 << 20;
 }
 
 impl Default for RemoteOptions {
@@ -62,6 +69,7 @@ impl Default for RemoteOptions {
             concurrency: RemoteOptions::DEFAULT_CONCURRENCY,
             range_len: RemoteOptions::DEFAULT_RANGE_LEN,
             upload_parts: crate::PARALLEL_PARTS,
+            read_ahead: RemoteOptions::DEFAULT_READ_AHEAD,
         }
     }
 }
@@ -119,6 +127,13 @@ pub(crate) fn block_on<T>(
     future: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
     runtime().block_on(timed(url, what, timeout, future))
+}
+
+/// Starts `future` on the private runtime, to run whether or not its handle is awaited.
+pub(crate) fn spawn<T: Send + 'static>(
+    future: impl Future<Output = T> + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    runtime().spawn(future)
 }
 
 /// Runs `future` to its end on the private runtime, with no bound of its own: each request

@@ -179,6 +179,66 @@ fn a_conditional_publish_never_replaces_what_another_writer_put() {
 }
 
 #[test]
+fn in_order_reads_are_fetched_ahead_and_no_byte_twice() {
+    let Some(moto) = moto::start("in_order_reads_are_fetched_ahead_and_no_byte_twice") else {
+        return;
+    };
+    moto.bucket("ahead");
+    // Twelve 2 MiB "tensors" (and the suffix the open holds), read in ranges of 1 MiB, at
+    // most 4 MiB ahead.
+    let piece = 2usize << 20;
+    let data = pattern(12 * piece, 3);
+    put(&moto, "s3://ahead/a.bin", &data);
+    let at = Location::parse("s3://ahead/a.bin").unwrap();
+    let opts = RemoteOptions { range_len: 1 << 20, read_ahead: 4 << 20, ..options(&moto) };
+    let suffix = ztensor_remote::SUFFIX_LEN;
+    let read = |object: &RemoteObject, k: usize| {
+        let mut buf = vec![0u8; piece];
+        object.read_exact_at((k * piece) as u64, &mut buf).unwrap();
+        assert!(buf == data[k * piece..(k + 1) * piece], "tensor {k}");
+    };
+    // Every tensor in order: each byte fetched once, and the next ranges fetched before they
+    // are asked for (the counters grow past what was read).
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    let mut ahead_seen = false;
+    for k in 0..12 {
+        read(&object, k);
+        let asked = ((k + 1) * piece) as u64 + suffix;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while (1..10).contains(&k)
+            && object.transfer().bytes <= asked
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        ahead_seen |= object.transfer().bytes > asked;
+        assert!(object.transfer().bytes <= asked + (4 << 20), "tensor {k}: past the read-ahead");
+    }
+    assert!(ahead_seen, "nothing was fetched ahead");
+    assert_eq!(object.transfer().bytes, data.len() as u64, "a byte fetched twice");
+    // One tensor alone: nothing fetched ahead of it.
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    read(&object, 5);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(object.transfer().bytes, piece as u64 + suffix);
+    // In order, then a jump: what was fetched ahead and not read is at most the read-ahead.
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    for k in [0, 1, 2, 9] {
+        read(&object, k);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(object.transfer().bytes <= (4 * piece) as u64 + suffix + (4 << 20));
+    // No read-ahead asked: the reads alone.
+    let none = RemoteOptions { read_ahead: 0, ..opts.clone() };
+    let object = RemoteObject::open(&at, &none).unwrap();
+    for k in 0..4 {
+        read(&object, k);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(object.transfer().bytes, (4 * piece) as u64 + suffix);
+}
+
+#[test]
 fn http_is_read_only() {
     let at = Location::parse("http://127.0.0.1:9/m.zt").unwrap();
     let e = RemoteUpload::create(&at, &RemoteOptions::default()).unwrap_err();
