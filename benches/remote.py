@@ -15,7 +15,9 @@ Rows (each the median of ZT_BENCH_RUNS runs, ours and the peer alternating):
 Run by `cargo xtask bench remote` (which builds the release CLI and uses target/py-venv, made
 by `cargo xtask test`). Environment: ZT_BENCH_BYTES (checkpoint size, default 1 GiB),
 ZT_BENCH_RUNS (default 3), ZT_BENCH_CLI (the ztensor binary), ZTENSOR_MOTO_SERVER (the
-moto_server program). Writes a table and target/bench/remote.json.
+moto_server program), ZTENSOR_S3S_FS (the s3s-fs program), ZT_BENCH_SERVERS (which servers,
+comma-separated: moto, s3s-fs; default both). Writes a table per server and
+target/bench/remote.json.
 """
 
 import json
@@ -212,6 +214,10 @@ def servers():
         out.append(("s3s-fs", lambda: start_s3s(program)))
     elif os.environ.get("ZTENSOR_REQUIRE_S3S_FS"):
         sys.exit(f"no s3s-fs at {program}")
+    # ZT_BENCH_SERVERS=s3s-fs (say) measures only those named.
+    chosen = os.environ.get("ZT_BENCH_SERVERS")
+    if chosen:
+        out = [(name, start) for name, start in out if name in chosen.split(",")]
     return out
 
 

@@ -34,8 +34,10 @@ const TASKS: &[(&str, &str)] = &[
         "bench [NAME]",
         "the benchmark suite against safetensors and the machine's ceilings (table + \
          target/bench/report.json; ZT_BENCH_BYTES, ZT_BENCH_RUNS, ZT_BENCH_SMALL, ZT_BENCH_ONLY), \
-         or one bench of benches/ by name (remote: object storage against a local S3 server, \
-         ours vs boto3, requests and bytes per command; scaling: per-role CPU of repack/convert runs, serial \
+         or one bench of benches/ by name (remote: object storage against local S3 servers, \
+         moto and s3s-fs, ours vs boto3, requests and bytes per command; torch: \
+         ztensor_rs.torch against safetensors.torch and PyTorch's DCP tools, arguments passed \
+         on (--mib 1024 --runs 3); scaling: per-role CPU of repack/convert runs, serial \
          share, projected and measured speed-up; target/bench/scaling.json; with --simulate, the \
          engine at 1..256 simulated workers)",
     ),
@@ -100,9 +102,37 @@ fn main() -> Result<()> {
                 // Object storage against a local S3 server: the CLI as a user runs it, boto3
                 // as the peer, both from the test venv (`cargo xtask test` makes it).
                 let python = project_root().join("target/py-venv/bin/python");
+                // A second server that is not itself the bound (moto is one Python process):
+                // s3s-fs, an S3 server in Rust from crates.io, installed under target/ once.
+                let s3s = project_root().join("target/s3s");
+                if !s3s.join("bin/s3s-fs").exists() {
+                    let root = s3s.display().to_string();
+                    let install = ["install", "s3s-fs@0.14.1", "--features", "binary", "--root"];
+                    cargo(&[&install[..], &[root.as_str()]].concat(), &[])?;
+                }
                 let mut command = Command::new(&python);
                 command.arg(project_root().join("benches/remote.py")).current_dir(project_root());
                 return run(&mut command, "benches/remote.py");
+            }
+            if name == "torch" {
+                // ztensor_rs.torch against PyTorch's own tools: the extension built in release
+                // into the test venv (`cargo xtask test` makes it; a later `test` builds it
+                // back in debug), then the bench script, which prints its table.
+                let python = project_root().join("target/py-venv/bin/python");
+                let manifest = project_root().join("crates/ztensor-py/Cargo.toml");
+                let mut build = Command::new(&python);
+                build
+                    .args(["-m", "maturin", "develop", "-q", "--release", "--manifest-path"])
+                    .arg(&manifest)
+                    .env("VIRTUAL_ENV", project_root().join("target/py-venv"))
+                    .current_dir(project_root());
+                run(&mut build, "building the Python extension in release (maturin develop)")?;
+                let mut command = Command::new(&python);
+                command
+                    .arg(project_root().join("crates/ztensor-py/bench/torch_bench.py"))
+                    .args(&args[2..])
+                    .current_dir(project_root());
+                return run(&mut command, "crates/ztensor-py/bench/torch_bench.py");
             }
             if name == "difffuzz" {
                 // The implementation it fuzzes: our own dump, as a user would run it.

@@ -1,8 +1,8 @@
 """ztensor_rs.torch against PyTorch's own tools, in the same run.
 
-Not a test: run it by hand on a release build (`maturin develop --release`), e.g.
-
-    python crates/ztensor-py/bench/torch_bench.py --mib 1024 --runs 3
+Not a test: `cargo xtask bench torch --mib 1024 --runs 3` builds the extension in release into
+target/py-venv and runs it (by hand: `maturin develop --release`, then
+`python crates/ztensor-py/bench/torch_bench.py --mib 1024 --runs 3`).
 
 Rows (median over the rounds, both sides back to back, alternating which goes first; page
 cache warm for both):
