@@ -104,6 +104,67 @@ fn a_checkpoint_dcp_saved_itself_is_read_and_consolidated() {
     }
 }
 
+/// The same checkpoint saved with DCP's `ZStandard` storage extension: each chunk's archive
+/// is one zstd stream, undone when it is read.
+#[test]
+fn a_checkpoint_dcp_compressed_with_its_zstd_extension_consolidates() {
+    let zstd = root().join("fixtures/external/dcp/native-zstd");
+    let metadata = std::fs::read(zstd.join(".metadata")).unwrap();
+    assert!(metadata.windows(13).any(|w| w == b"stream.zstd/1"), "not saved through the extension");
+    let dir = scratch("dcp-native-zstd");
+    let output = dir.join("model.safetensors");
+    let out = ztensor(&["convert", zstd.to_str().unwrap(), output.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ztensor(&[
+        "diff",
+        output.to_str().unwrap(),
+        &root().join("fixtures/external/dcp/full.safetensors").display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("0 changed, 4 the same"), "{}", stdout(&out));
+    let out = ztensor(&["info", zstd.to_str().unwrap()]);
+    assert!(out.status.success() && stdout(&out).contains("tensors:    4\n"), "{}", stdout(&out));
+    // Damaged: another extension is refused, named; a compressed chunk with a byte changed
+    // fails naming its tensor, as the archive's checks (zstd, then its CRC-32) see it.
+    let copy = |name: &str| {
+        let to = dir.join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(&zstd).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+        to
+    };
+    let other = copy("other");
+    let changed: Vec<u8> = {
+        let mut m = metadata.clone();
+        for at in 0..m.len() - 13 {
+            if &m[at..at + 13] == b"stream.zstd/1" {
+                m[at..at + 13].copy_from_slice(b"stream.lz4x/1");
+            }
+        }
+        m
+    };
+    std::fs::write(other.join(".metadata"), &changed).unwrap();
+    let out = ztensor(&["info", other.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("\"stream.lz4x/1\""), "{}", stderr(&out));
+    let flipped = copy("flipped");
+    let data = flipped.join("__1_0.distcp");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    std::fs::write(&data, &bytes).unwrap();
+    let out = ztensor(&[
+        "convert",
+        flipped.to_str().unwrap(),
+        dir.join("bad.safetensors").to_str().unwrap(),
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("model."), "{}", stderr(&out));
+    assert!(!dir.join("bad.safetensors").exists());
+}
+
 #[test]
 fn a_damaged_checkpoint_is_refused_naming_what_is_wrong() {
     let dir = scratch("dcp-damaged");

@@ -60,9 +60,15 @@ pub struct DcpChunk {
     pub file: String,
     /// Where its `torch.save` archive starts in that file.
     pub offset: u64,
-    /// The archive's length.
+    /// The archive's length (as stored: compressed when `zstd`).
     pub length: u64,
+    /// Whether it is stored through DCP's ZStandard extension (`stream.zstd/1`): the archive
+    /// compressed as one zstd stream.
+    pub zstd: bool,
 }
+
+/// The storage extension descriptor of DCP's ZStandard extension, without its version.
+const ZSTD_EXTENSION: &str = "stream.zstd";
 
 impl DcpChunk {
     /// The name its object has in [`DcpChunks`]: the tensor's, with the chunk's offsets when
@@ -86,7 +92,7 @@ fn malformed(message: impl Into<String>) -> Error {
 /// # Errors
 /// [`ErrorKind::Malformed`] for a pickle the machine refuses (a global outside DCP's records,
 /// named) or records not of the shape DCP writes; [`ErrorKind::Unrepresentable`] for chunks stored
-/// through a storage extension (compressed by DCP itself), which this reader does not undo.
+/// through a storage extension other than DCP's ZStandard one (which is undone when read).
 pub fn read_layout(bytes: &[u8]) -> Result<DcpLayout> {
     let (pickle, _) = pickle::load(bytes, &mut |_, _| {
         Err(malformed("a persistent id in a checkpoint's .metadata"))
@@ -95,8 +101,9 @@ pub fn read_layout(bytes: &[u8]) -> Result<DcpLayout> {
     let root = p.record(pickle.root, "Metadata")?;
     let entries = p.dict(p.field(root, "state_dict_metadata")?)?;
     let storage = p.dict(p.field(root, "storage_data")?)?;
-    // Where each (entry, chunk offsets) lies.
-    let mut stored: HashMap<(String, Vec<u64>), (String, u64, u64)> = HashMap::new();
+    // Where each (entry, chunk offsets) lies: file, offset, length, and whether compressed.
+    type Stored = (String, u64, u64, bool);
+    let mut stored: HashMap<(String, Vec<u64>), Stored> = HashMap::new();
     for (index, info) in storage {
         let index = p.record(index, "MetadataIndex")?;
         let fqn = p.text(p.field(index, "fqn")?)?;
@@ -105,22 +112,32 @@ pub fn read_layout(bytes: &[u8]) -> Result<DcpLayout> {
             _ => Vec::new(),
         };
         let info = p.record(info, "_StorageInfo")?;
+        // Storage extensions, applied in order when saved: DCP's ZStandard one (version 1, as
+        // DCP itself reads it) is undone; any other is refused, named.
+        let mut zstd = false;
         if let Ok(t) = p.field(info, "transform_descriptors")
             && !matches!(pickle.node(t), Node::None)
-            && !p.items(t).is_ok_and(<[Id]>::is_empty)
         {
-            return Err(Error::new(
-                ErrorKind::Unrepresentable,
-                format!(
-                    "{fqn:?} is stored through a DCP storage extension, which this reader does \
-                     not undo"
-                ),
-            ));
+            for &d in p.items(t)? {
+                let descriptor = p.text(d)?;
+                let (name, version) = descriptor.split_once('/').unwrap_or((&descriptor, ""));
+                if name == ZSTD_EXTENSION && version.split('.').next() == Some("1") && !zstd {
+                    zstd = true;
+                } else {
+                    return Err(Error::new(
+                        ErrorKind::Unrepresentable,
+                        format!(
+                            "{fqn:?} is stored through the DCP storage extension {descriptor:?}, \
+                             which this reader does not undo (it undoes {ZSTD_EXTENSION}/1)"
+                        ),
+                    ));
+                }
+            }
         }
         let file = p.text(p.field(info, "relative_path")?)?;
         let offset = p.int(p.field(info, "offset")?)?;
         let length = p.int(p.field(info, "length")?)?;
-        stored.insert((fqn, offsets), (file, offset, length));
+        stored.insert((fqn, offsets), (file, offset, length, zstd));
     }
     let mut layout = DcpLayout::default();
     for (name, entry) in entries {
@@ -142,13 +159,13 @@ pub fn read_layout(bytes: &[u8]) -> Result<DcpLayout> {
             let chunk = p.record(chunk, "ChunkStorageMetadata")?;
             let offsets = p.dims(p.field(chunk, "offsets")?)?;
             let sizes = p.dims(p.field(chunk, "sizes")?)?;
-            let (file, offset, length) =
+            let (file, offset, length, zstd) =
                 stored.get(&(name.clone(), offsets.clone())).cloned().ok_or_else(|| {
                     malformed(format!(
                         "tensor {name:?}: its chunk at {offsets:?} is stored nowhere"
                     ))
                 })?;
-            chunks.push(DcpChunk { offsets, sizes, file, offset, length });
+            chunks.push(DcpChunk { offsets, sizes, file, offset, length, zstd });
         }
         layout.tensors.push(DcpTensor { name, dtype, shape, chunks });
     }
@@ -255,8 +272,130 @@ impl<S: ReadAt> ReadAt for Part<S> {
 /// The chunks of a checkpoint as a tensor source: one dense object per chunk (named by
 /// [`DcpChunk::object_name`]), read from its `torch.save` archive in its data file.
 pub struct DcpChunks<S> {
-    chunks: Vec<TorchFile<Part<S>>>,
+    chunks: Vec<Chunk<S>>,
     names: HashMap<String, usize>,
+}
+
+/// One chunk's archive.
+enum Chunk<S> {
+    /// Stored as it is: read in place.
+    Stored(TorchFile<Part<S>>),
+    /// Compressed by DCP's ZStandard extension: described by the metadata, decompressed and
+    /// read when it is read.
+    Zstd(Box<Packed<S>>),
+}
+
+/// A chunk DCP compressed: where it lies, and what the metadata says it holds.
+struct Packed<S> {
+    part: Part<S>,
+    name: String,
+    dtype: ztensor_format::DType,
+    logical: Option<ztensor_format::LogicalType>,
+    shape: Vec<u64>,
+    /// The decompressed archive's most bytes.
+    limit: u64,
+}
+
+impl<S: ReadAt> Chunk<S> {
+    fn info(&self) -> Option<ObjectInfo<'_>> {
+        let p = match self {
+            Chunk::Stored(file) => return file.info(0),
+            Chunk::Zstd(p) => p,
+        };
+        let elements = p.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d))?;
+        Some(ObjectInfo {
+            name: Cow::Borrowed(&p.name),
+            shape: Cow::Borrowed(&p.shape),
+            format: ztensor_format::Format::Dense,
+            attributes: None,
+            components: vec![ztensor_io::ComponentInfo {
+                role: Cow::Borrowed(ztensor_io::role::DATA),
+                dtype: ztensor_format::StorageType::Known(p.dtype),
+                logical_type: p.logical.clone(),
+                decoded_len: elements.checked_mul(p.dtype.size()),
+                stored_len: p.part.len,
+                offset: None,
+                encoding: ztensor_format::Encoding::Zstd,
+                digest: None,
+            }],
+            unsupported: None,
+            location: None,
+        })
+    }
+
+    fn name(&self) -> Option<Cow<'_, str>> {
+        match self {
+            Chunk::Stored(file) => file.name(0),
+            Chunk::Zstd(p) => Some(Cow::Borrowed(&p.name)),
+        }
+    }
+
+    fn read(&self) -> ztensor_io::Result<ObjectData<'_>> {
+        let p = match self {
+            Chunk::Stored(file) => return file.read(0),
+            Chunk::Zstd(p) => p,
+        };
+        let failed = |what: String| -> ztensor_io::Error {
+            ztensor_format::Error::new(ztensor_format::ErrorKind::DecodeFailed, what)
+                .in_object(&p.name)
+                .into()
+        };
+        let mut stored = ztensor_io::try_with_capacity(p.part.len, &format!("chunk {:?}", p.name))
+            .map_err(|e| ztensor_io::Error::io("reading", None, e))?;
+        stored.resize(usize::try_from(p.part.len).unwrap_or(0), 0);
+        p.part
+            .read_exact_at(0, &mut stored)
+            .map_err(|e| ztensor_io::Error::io("reading a compressed chunk", None, e))?;
+        let archive = ztensor_io::codec::zstd_decode(&stored, None, p.limit)
+            .map_err(|e| ztensor_io::Error::from(e.in_object(&p.name)))?;
+        drop(stored);
+        let file = TorchFile::new(archive, &p.name, p.limit)
+            .map_err(|e| failed(format!("its decompressed archive: {e}")))?;
+        if file.len() != 1 {
+            return Err(failed(format!(
+                "its decompressed archive holds {} tensors, not one",
+                file.len()
+            )));
+        }
+        let data = file.read(0)?;
+        let owned = ObjectData {
+            name: p.name.clone(),
+            shape: data.shape.clone(),
+            format: data.format.clone(),
+            attributes: None,
+            components: data
+                .components
+                .into_iter()
+                .map(|(role, c)| {
+                    let c = ztensor_io::ComponentData {
+                        dtype: c.dtype,
+                        logical_type: c.logical_type,
+                        bytes: Cow::Owned(c.bytes.into_owned()),
+                    };
+                    (role, c)
+                })
+                .collect(),
+        };
+        let typed =
+            owned.components.get(ztensor_io::role::DATA).map(|c| (c.dtype, &c.logical_type));
+        if owned.shape != p.shape || typed != Some((p.dtype, &p.logical)) {
+            return Err(failed(format!(
+                "its decompressed archive holds a tensor of shape {:?}, not the {:?} of {} the \
+                 metadata says",
+                owned.shape,
+                p.shape,
+                p.dtype.name()
+            )));
+        }
+        Ok(owned)
+    }
+
+    fn raw(&self) -> Option<RawRange<'_>> {
+        match self {
+            Chunk::Stored(file) => file.raw(0),
+            Chunk::Zstd(_) => None,
+        }
+    }
 }
 
 impl<S> std::fmt::Debug for DcpChunks<S> {
@@ -313,17 +452,36 @@ impl<S: ReadAt> DcpChunks<S> {
                 }
                 let name = c.object_name(t);
                 let part = Part { file, start: c.offset, len: c.length };
-                let chunk = TorchFile::new(part, &name, limit).map_err(|e| {
-                    malformed(format!("tensor {:?}: its chunk at {:?}: {e}", t.name, c.offsets))
-                })?;
-                if chunk.len() != 1 {
-                    return Err(malformed(format!(
-                        "tensor {:?}: its chunk at {:?} holds {} tensors, not one",
-                        t.name,
-                        c.offsets,
-                        chunk.len()
-                    )));
-                }
+                let chunk = if c.zstd {
+                    let (dtype, logical) =
+                        ztensor_format::torch_dtype(&t.dtype).ok_or_else(|| {
+                            malformed(format!(
+                                "tensor {:?}: dtype {:?} has no zTensor type",
+                                t.name, t.dtype
+                            ))
+                        })?;
+                    Chunk::Zstd(Box::new(Packed {
+                        part,
+                        name: name.clone(),
+                        dtype,
+                        logical,
+                        shape: c.sizes.clone(),
+                        limit,
+                    }))
+                } else {
+                    let file = TorchFile::new(part, &name, limit).map_err(|e| {
+                        malformed(format!("tensor {:?}: its chunk at {:?}: {e}", t.name, c.offsets))
+                    })?;
+                    if file.len() != 1 {
+                        return Err(malformed(format!(
+                            "tensor {:?}: its chunk at {:?} holds {} tensors, not one",
+                            t.name,
+                            c.offsets,
+                            file.len()
+                        )));
+                    }
+                    Chunk::Stored(file)
+                };
                 if names.insert(name.clone(), chunks.len()).is_some() {
                     return Err(malformed(format!("two chunks are both {name:?}")));
                 }
@@ -368,21 +526,21 @@ impl<S: ReadAt> TensorSource for DcpChunks<S> {
         self.chunks.len()
     }
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
-        self.chunks.get(index)?.info(0)
+        self.chunks.get(index)?.info()
     }
     fn name(&self, index: usize) -> Option<Cow<'_, str>> {
-        self.chunks.get(index)?.name(0)
+        self.chunks.get(index)?.name()
     }
     fn find(&self, name: &str) -> Option<usize> {
         self.names.get(name).copied()
     }
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
         match self.chunks.get(index) {
-            Some(chunk) => chunk.read(0),
+            Some(chunk) => chunk.read(),
             None => Err(ztensor_io::Error::not_found(&format!("#{index}"), None)),
         }
     }
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
-        self.chunks.get(index)?.raw(0)
+        self.chunks.get(index)?.raw()
     }
 }

@@ -156,15 +156,18 @@ def test_chunks_that_do_not_make_their_tensor_are_refused_naming_it(saved, tmp_p
     assert "model.w0" in str(refused.value) and said in str(refused.value), str(refused.value)
 
 
-@pytest.mark.parametrize(("ranks", "placement"), [(2, "a"), (3, "b")])
-def test_a_checkpoint_dcp_saved_itself_consolidates_tensor_by_tensor(tmp_path, ranks, placement):
-    """DCP's own FileSystemWriter at 2 and 3 ranks (`.metadata` and `__R_0.distcp`): read
-    through the format registry as its whole tensors, and consolidated into one safetensors
-    file equal, tensor by tensor, to the full state dict."""
+@pytest.mark.parametrize(("ranks", "placement", "mode"), [(2, "a", "save-native"), (3, "b", "save-native"), (2, "b", "save-native-zstd")])
+def test_a_checkpoint_dcp_saved_itself_consolidates_tensor_by_tensor(tmp_path, ranks, placement, mode):
+    """DCP's own FileSystemWriter at 2 and 3 ranks (`.metadata` and `__R_0.distcp`), and with
+    its ZStandard storage extension: read through the format registry as its whole tensors,
+    and consolidated into one safetensors file equal, tensor by tensor, to the full state
+    dict."""
     import safetensors.torch
 
     path = tmp_path / "native"
-    assert "save-native at" in run(ranks, "save-native", path, placement)
+    assert f"{mode} at" in run(ranks, mode, path, placement)
+    if mode.endswith("zstd"):
+        assert b"stream.zstd/1" in (path / ".metadata").read_bytes()
     assert ztensor_rs.detect(path) == "pytorch-dcp"
     full = dcp_worker.full_state()["model"]
     out = tmp_path / "consolidated.safetensors"

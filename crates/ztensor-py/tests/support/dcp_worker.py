@@ -111,6 +111,11 @@ def main() -> None:
         dcp.save(distributed(state, placement, mesh), storage_writer=ZTensorWriter(path, zstd=3, threads=1))
     elif mode == "save-native":
         dcp.save(distributed(state, placement, mesh), storage_writer=dcp.FileSystemWriter(path))
+    elif mode == "save-native-zstd":
+        from torch.distributed.checkpoint._extension import ZStandard
+
+        writer = dcp.FileSystemWriter(path, _extensions=[ZStandard()])
+        dcp.save(distributed(state, placement, mesh), storage_writer=writer)
     else:
         target = distributed(emptied(state), placement, mesh)
         dcp.load(target, storage_reader=ZTensorReader(path))
