@@ -44,17 +44,24 @@ fn put_signed(moto: &Moto, url: &str, bytes: &[u8]) {
 /// As [`ztensor_s3`], from the working directory `cwd` (another machine's, as far as paths
 /// go).
 fn ztensor_s3_in(moto: &Moto, cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ztensor"))
+    s3_command(moto, args).current_dir(cwd).output().expect("the ztensor binary runs")
+}
+
+/// The ztensor command with `args`, configured for `moto` (its endpoint and test
+/// credentials, no profile), its output piped: for tests that start it and act meanwhile.
+fn s3_command(moto: &Moto, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ztensor"));
+    command
         .args(args)
-        .current_dir(cwd)
         .env("AWS_ENDPOINT_URL", &moto.endpoint)
         .env("AWS_ACCESS_KEY_ID", "testing")
         .env("AWS_SECRET_ACCESS_KEY", "testing")
         .env("AWS_REGION", "us-east-1")
         .env_remove("AWS_PROFILE")
         .env_remove("AWS_SESSION_TOKEN")
-        .output()
-        .expect("the ztensor binary runs")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    command
 }
 
 /// The requests and bytes the report on standard error gives for `url`.
@@ -377,17 +384,8 @@ fn plan_run_and_finalize_through_a_bucket_with_no_shared_directory() {
     crate::remote_support::delete(&moto, receipt);
     let racers: Vec<_> = (0..2)
         .map(|k| {
-            Command::new(env!("CARGO_BIN_EXE_ztensor"))
-                .args(["run", plan, "--unit", "1"])
+            s3_command(&moto, &["run", plan, "--unit", "1"])
                 .current_dir(home(&format!("racer-{k}")))
-                .env("AWS_ENDPOINT_URL", &moto.endpoint)
-                .env("AWS_ACCESS_KEY_ID", "testing")
-                .env("AWS_SECRET_ACCESS_KEY", "testing")
-                .env("AWS_REGION", "us-east-1")
-                .env_remove("AWS_PROFILE")
-                .env_remove("AWS_SESSION_TOKEN")
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
         })
@@ -555,14 +553,8 @@ fn sigint_and_sigterm_during_an_upload_abort_it_and_sigkill_publishes_nothing() 
     assert_eq!(std::fs::metadata(&input).unwrap().len(), (1 << 30) + 8 + header.len() as u64);
     for (signal, status) in [("INT", Some(130)), ("TERM", Some(143)), ("KILL", None)] {
         let url = format!("s3://models/interrupted-{signal}.zt");
-        let child = Command::new(env!("CARGO_BIN_EXE_ztensor"))
-            .args(["convert", &s(&input), &url, "--quiet"])
-            .env("AWS_ENDPOINT_URL", &moto.endpoint)
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_REGION", "us-east-1")
+        let child = s3_command(&moto, &["convert", &s(&input), &url, "--quiet"])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         // Interrupted once the upload has begun (a part is up).
@@ -626,17 +618,9 @@ fn an_interrupted_sharded_output_into_a_prefix_leaves_no_object() {
     }
     for (signal, status) in [("INT", 130), ("TERM", 143)] {
         let prefix = format!("sharded-{signal}/");
-        let child = Command::new(env!("CARGO_BIN_EXE_ztensor"))
-            .args(["convert", &s(&input), &format!("s3://models/{prefix}")])
-            .args(["--shard-size", "32MiB", "--quiet"])
-            .env("AWS_ENDPOINT_URL", &moto.endpoint)
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_REGION", "us-east-1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let output = format!("s3://models/{prefix}");
+        let args = ["convert", &s(&input), &output, "--shard-size", "32MiB", "--quiet"];
+        let child = s3_command(&moto, &args).stdout(std::process::Stdio::null()).spawn().unwrap();
         // Interrupted once a shard is published, before the index.
         let started = std::time::Instant::now();
         while moto.keys("models", &prefix).is_empty() {
