@@ -75,11 +75,21 @@ type Pending =
 #[derive(Default)]
 struct Ahead {
     /// Ranges fetched or being fetched, by start: aligned to [`RemoteOptions::range_len`] and
-    /// that long (the last may be shorter), with the stream that asked.
-    ranges: std::collections::BTreeMap<u64, (u64, Pending, u64)>,
+    /// that long (the last may be shorter).
+    ranges: std::collections::BTreeMap<u64, Fetched>,
     streams: Vec<Stream>,
     /// Counts reads, to tell the least recently used stream.
     tick: u64,
+}
+
+/// A range fetched ahead.
+struct Fetched {
+    len: u64,
+    bytes: Pending,
+    /// The stream that asked for it.
+    by: u64,
+    /// How many of its bytes reads have taken: once all, it is let go.
+    used: u64,
 }
 
 /// Reads in order.
@@ -141,7 +151,7 @@ impl Ahead {
                     && let Some(gone) = self.streams.iter().min_by_key(|s| s.used).map(|s| s.id)
                 {
                     self.streams.retain(|s| s.id != gone);
-                    self.ranges.retain(|_, (_, _, by)| *by != gone);
+                    self.ranges.retain(|_, f| f.by != gone);
                 }
                 self.streams.push(Stream {
                     id: tick,
@@ -157,11 +167,11 @@ impl Ahead {
         let taken = self
             .ranges
             .range(first..range.end)
-            .map(|(&start, (len, pending, _))| (start, *len, pending.clone()))
+            .map(|(&start, f)| (start, f.len, f.bytes.clone()))
             .collect();
         // What lies a whole range before this read is not read again: readers in order (a
         // few threads taking one tensor's pieces) read at most a range behind one another.
-        self.ranges.retain(|&start, (len, _, by)| *by != id || start + *len + step > range.start);
+        self.ranges.retain(|&start, f| f.by != id || start + f.len + step > range.start);
         (id, taken)
     }
 }
@@ -477,6 +487,15 @@ impl RemoteObject {
             })?;
             dest[to_usize(lo - range.start)..to_usize(hi - range.start)].copy_from_slice(from);
             at = hi;
+            // A range whose every byte was taken is let go at once, so the read-ahead budget
+            // holds only what is still to be read.
+            let mut ahead = inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+            if let std::collections::btree_map::Entry::Occupied(mut f) = ahead.ranges.entry(start) {
+                f.get_mut().used += hi - lo;
+                if f.get().used >= f.get().len {
+                    f.remove();
+                }
+            }
         }
         if at < range.end {
             self.fetch_into(at..range.end, &mut dest[to_usize(at - range.start)..])?;
@@ -503,14 +522,15 @@ impl RemoteObject {
         let theirs = ahead.streams.iter().filter(|s| s.id != stream && s.start >= frontier);
         let end = theirs.map(|s| s.start).fold(end, u64::min);
         let last = start.saturating_add(depth * step).min(end);
-        let mut held: u64 = ahead.ranges.values().map(|(len, _, _)| *len).sum();
+        let mut held: u64 = ahead.ranges.values().map(|f| f.len).sum();
         while start < last {
             let len = step.min(end - start);
             if held + len > budget || start + len > end {
                 break;
             }
             if let std::collections::btree_map::Entry::Vacant(slot) = ahead.ranges.entry(start) {
-                slot.insert((len, self.fetch_one_ahead(start..start + len), stream));
+                let bytes = self.fetch_one_ahead(start..start + len);
+                slot.insert(Fetched { len, bytes, by: stream, used: 0 });
                 held += len;
             }
             start += len;
