@@ -207,11 +207,23 @@ impl ztensor_shard_write::Destination for Prefix {
 
     fn publish(&self, name: &str, object: RemoteUpload) -> std::io::Result<()> {
         let url = self.locate(name);
-        if let Some(held) = &self.provisional {
-            let location = Location::parse(&url).map_err(std::io::Error::from)?;
-            held.hold(&location, &OPTIONS.get().cloned().unwrap_or_default());
+        let held = match &self.provisional {
+            Some(set) => {
+                let location = Location::parse(&url).map_err(std::io::Error::from)?;
+                set.hold(&location, &OPTIONS.get().cloned().unwrap_or_default());
+                Some((set, location))
+            }
+            None => None,
+        };
+        let published = publish(&url, object);
+        if published.is_err()
+            && let Some((set, location)) = held
+        {
+            // Nothing of this write's is there: what is (a user's own object at the name) is
+            // not deleted by a signal that comes later.
+            set.release(&location);
         }
-        publish(&url, object).map_err(|e| std::io::Error::other(format!("{e:#}")))
+        published.map_err(|e| std::io::Error::other(format!("{e:#}")))
     }
 
     fn remove(&self, name: &str) -> std::io::Result<()> {

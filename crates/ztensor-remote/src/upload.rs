@@ -122,6 +122,17 @@ impl Provisional {
             options: options.clone(),
         });
     }
+
+    /// Lets go of the object at `location` again: its publication failed, so whatever is
+    /// there is not this write's and a signal must not delete it.
+    pub fn release(&self, location: &Location) {
+        let mut held = PROVISIONAL.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) =
+            held.iter().rposition(|h| h.token == self.token && h.location == *location)
+        {
+            held.remove(at);
+        }
+    }
 }
 
 impl Default for Provisional {
@@ -584,4 +595,41 @@ fn delete_within(
             Err(e) => Err(Error::from_store("deleting", &shown, e)),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The locations `set` holds now.
+    fn holding(set: &Provisional) -> Vec<String> {
+        let held = PROVISIONAL.lock().unwrap_or_else(PoisonError::into_inner);
+        held.iter().filter(|h| h.token == set.token).map(|h| h.location.to_string()).collect()
+    }
+
+    #[test]
+    fn a_release_lets_go_of_that_object_alone() {
+        let options = RemoteOptions::default();
+        let (a, b) = (
+            Location::parse("s3://bucket/out/a.zt").unwrap(),
+            Location::parse("s3://bucket/out/b.zt").unwrap(),
+        );
+        let set = Provisional::new();
+        let other = Provisional::new();
+        set.hold(&a, &options);
+        set.hold(&b, &options);
+        other.hold(&a, &options);
+        set.release(&a);
+        assert_eq!(holding(&set), ["s3://bucket/out/b.zt"]);
+        // Another write's hold on the same name stays.
+        assert_eq!(holding(&other), ["s3://bucket/out/a.zt"]);
+        // Releasing what is not held changes nothing.
+        set.release(&a);
+        assert_eq!(holding(&set), ["s3://bucket/out/b.zt"]);
+        drop(set);
+        assert_eq!(holding(&other), ["s3://bucket/out/a.zt"]);
+        drop(other);
+        let left = PROVISIONAL.lock().unwrap_or_else(PoisonError::into_inner).len();
+        assert_eq!(left, 0);
+    }
 }
