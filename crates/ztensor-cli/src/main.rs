@@ -46,6 +46,7 @@ fn handle_signals() {
     };
     let _ = std::thread::Builder::new().name("zt-signals".into()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
+            SIGNALLED.store(true, std::sync::atomic::Ordering::SeqCst);
             ztensor_io::interrupt();
             ztensor_shard_write::interrupt();
             // Uploads to object storage: aborted, no parts left behind; the shards a sharded
@@ -58,6 +59,19 @@ fn handle_signals() {
             std::process::exit(128 + signal);
         }
     });
+}
+
+/// Set once a signal's cleanup has begun: the command's own end (most often a failure the
+/// cleanup caused, an upload it stopped) then waits for the cleanup, which exits with the
+/// signal's status.
+static SIGNALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Waits for a signal's cleanup to exit the process, when one has begun (within a minute: a
+/// cleanup waits at most seconds for each thing it undoes).
+fn await_signal_cleanup() {
+    if SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
 }
 
 /// Elsewhere the platform's default applies (no handler, no cleanup on Ctrl-C).
@@ -85,6 +99,7 @@ fn main() -> ExitCode {
         ..Default::default()
     });
     let result = run(cli);
+    await_signal_cleanup();
     remote::report();
     // Readers never wait on a lock held by someone who is not writing; they say so.
     for path in ztensor_io::read_without_lock() {

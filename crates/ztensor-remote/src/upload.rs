@@ -124,8 +124,13 @@ impl Provisional {
     }
 
     /// Lets go of the object at `location` again: its publication failed, so whatever is
-    /// there is not this write's and a signal must not delete it.
+    /// there is not this write's and a signal must not delete it. Once a signal's cleanup
+    /// has begun ([`abort_unfinished`]) the hold stays: the publication may have failed
+    /// because of the cleanup after its object landed, and the cleanup deletes it.
     pub fn release(&self, location: &Location) {
+        if STOPPING.load(Ordering::SeqCst) {
+            return;
+        }
         let mut held = PROVISIONAL.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(at) =
             held.iter().rposition(|h| h.token == self.token && h.location == *location)
