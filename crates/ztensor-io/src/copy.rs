@@ -328,9 +328,15 @@ fn copy_stored<S: ReadAt, W: Write>(
 ) -> Result<()> {
     enum From<'b> {
         Bytes(Cow<'b, [u8]>),
+        /// Read from the source at this offset as it is written (a source not in memory).
+        Read(u64),
         At(u64),
         SameAs(usize),
     }
+    // Stored bytes of a source in memory are written from there; any other's are read a piece
+    // at a time as they are written, so a large tensor is never held whole.
+    let source = handle.reader().source();
+    let in_memory = source.as_slice().is_some();
     let object = handle.model();
     let target = writer.version();
     let mut parts = Vec::with_capacity(object.components.len());
@@ -355,6 +361,7 @@ fn copy_stored<S: ReadAt, W: Write>(
         let from = match (earlier, key.and_then(|k| keys.iter().position(|&x| x == Some(k)))) {
             (Some(earlier), _) => From::At(earlier.offset),
             (None, Some(k)) => From::SameAs(k),
+            (None, None) if !in_memory => From::Read(part.model().offset),
             (None, None) => From::Bytes(part.stored()?),
         };
         keys.push(key);
@@ -365,6 +372,7 @@ fn copy_stored<S: ReadAt, W: Write>(
         .map(|(role, component, from)| {
             let blob = match from {
                 From::Bytes(bytes) => Blob::Bytes(bytes),
+                From::Read(offset) => Blob::Read { source, offset: *offset },
                 From::At(offset) => Blob::At(*offset),
                 From::SameAs(k) => Blob::SameAs(*k),
             };

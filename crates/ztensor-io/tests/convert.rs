@@ -221,3 +221,73 @@ fn sparse_objects_keep_their_attributes_through_every_conversion() {
         }
     }
 }
+
+/// A source that is not in memory: it records the longest read made of it, and fails reads
+/// that reach into `bad`.
+struct Longest<'a> {
+    bytes: &'a [u8],
+    longest: std::sync::atomic::AtomicUsize,
+    bad: std::ops::Range<u64>,
+}
+
+impl<'a> Longest<'a> {
+    fn new(bytes: &'a [u8], bad: std::ops::Range<u64>) -> Longest<'a> {
+        Longest { bytes, longest: Default::default(), bad }
+    }
+}
+
+impl ztensor_io::ReadAt for Longest<'_> {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.longest.fetch_max(buf.len(), std::sync::atomic::Ordering::Relaxed);
+        if offset < self.bad.end && self.bad.start < offset + buf.len() as u64 {
+            return Err(std::io::Error::other("a bad sector"));
+        }
+        ztensor_io::ReadAt::read_exact_at(&self.bytes, offset, buf)
+    }
+}
+
+#[test]
+fn stored_bytes_of_a_source_not_in_memory_are_copied_a_piece_at_a_time() {
+    // A 9 MiB raw tensor, a zstd one with a digest, and a small one.
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let big: Vec<u8> = (0..9u32 << 20).map(|i| (i % 251) as u8).collect();
+    w.add_dense("big", &[9 << 20], DType::U8, &big, &WriteOptions::raw()).unwrap();
+    let digested = WriteOptions::zstd(1).with_digest(DigestAlgorithm::Sha256);
+    w.add_dense("packed", &[9 << 20], DType::U8, &big, &digested).unwrap();
+    w.add_dense("small", &[3], DType::U8, &[1, 2, 3], &WriteOptions::raw()).unwrap();
+    let file = w.finish().unwrap().0;
+    let copy = CopyOptions::default();
+    // The same bytes as the copy from memory.
+    let mut expected = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    copy_all(&Reader::new(&file[..], &Options::default()).unwrap(), &mut expected, &copy).unwrap();
+    let expected = expected.finish().unwrap().0;
+    let source = Longest::new(&file, 0..0);
+    let reader = Reader::new(&source as &dyn ztensor_io::ReadAt, &Options::default()).unwrap();
+    let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    copy_all(&reader, &mut out, &copy).unwrap();
+    assert!(out.finish().unwrap().0 == expected, "differs from the copy from memory");
+    // No read was of a whole tensor: 4 MiB pieces.
+    let longest = source.longest.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(longest <= 4 << 20, "a read of {longest} bytes");
+    // Into a file (pieces written at their offsets): the same bytes.
+    let dir = std::env::temp_dir().join(format!("zt-io-pieces-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = dir.join("copy.zt");
+    let mut file_out = ztensor_io::FileWriter::create(&target, Version::V1_2).unwrap();
+    copy_all(&reader, file_out.writer_mut(), &copy).unwrap();
+    file_out.finish().unwrap();
+    let written = std::fs::read(&target).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(written == expected, "the file differs from the copy from memory");
+    // A read failing in the middle of a tensor fails the copy, naming where.
+    let at = reader.object("big").unwrap().model().components["data"].offset + (5 << 20);
+    let failing = Longest::new(&file, at..at + 1);
+    let reader = Reader::new(&failing as &dyn ztensor_io::ReadAt, &Options::default()).unwrap();
+    let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let e = copy_all(&reader, &mut out, &copy).unwrap_err();
+    assert!(e.to_string().contains("a bad sector"), "{e}");
+    assert!(e.to_string().contains("reading byte"), "{e}");
+}

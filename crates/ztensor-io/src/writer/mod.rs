@@ -24,6 +24,7 @@ use ztensor_format::{
 
 use crate::codec::{Hasher, zstd_encode};
 use crate::error::{Error, Result};
+use crate::source::ReadAt;
 
 /// Writes a zTensor file of a chosen version to any [`Write`] sink.
 ///
@@ -468,7 +469,7 @@ impl<W: Write> Writer<W> {
         let mut offsets = Vec::with_capacity(components.len());
         for (role, c, blob) in components {
             let offset = match *blob {
-                Blob::Bytes(_) => alloc.reserve(c.length)?,
+                Blob::Bytes(_) | Blob::Read { .. } => alloc.reserve(c.length)?,
                 Blob::At(offset) => offset,
                 Blob::SameAs(k) => *offsets.get(k).ok_or_else(|| {
                     Error::broken(Rule::InvalidInput, "a component's blob is not an earlier one")
@@ -481,17 +482,23 @@ impl<W: Write> Writer<W> {
             offsets.push(offset);
         }
         self.manifest.check(&object, end)?;
-        for (_, _, blob) in components {
-            if let Blob::Bytes(bytes) = blob {
-                // At the offset reserved above: the allocator places blobs in order.
-                self.write_blob(bytes)?;
+        for (_, c, blob) in components {
+            // At the offset reserved above: the allocator places blobs in order.
+            match *blob {
+                Blob::Bytes(bytes) => {
+                    self.write_blob(bytes)?;
+                }
+                Blob::Read { source, offset } => {
+                    self.write_blob_from(source, offset, c.length)?;
+                }
+                Blob::At(_) | Blob::SameAs(_) => {}
             }
         }
         self.push(object)?;
         // What was written: a blob already in the file is not stored again.
         let reused = components
             .iter()
-            .filter(|(_, _, blob)| !matches!(blob, Blob::Bytes(_)))
+            .filter(|(_, _, blob)| matches!(blob, Blob::At(_) | Blob::SameAs(_)))
             .map(|(_, c, _)| c.length)
             .fold(0, u64::saturating_add);
         self.tally.stored = self.tally.stored.saturating_sub(reused);
@@ -703,6 +710,55 @@ impl<W: Write> Writer<W> {
         Ok(offset)
     }
 
+    /// Writes `len` bytes of `source` from `offset` as the next blob, read and written a piece
+    /// at a time (memory: one piece, whatever the blob's size); returns its offset. Into a
+    /// file, each piece is a positioned write whose write-back starts at once, so the final
+    /// sync finds the blob on its way to the disk. On an error the writer must be discarded
+    /// (part of the blob may be written).
+    fn write_blob_from(&mut self, source: &dyn ReadAt, offset: u64, len: u64) -> Result<u64> {
+        let at = self.alloc.reserve(len)?;
+        let mut pad = at - self.written;
+        let positioned = self.positioned.as_ref().map(|p| (Arc::clone(&p.file), p.skip));
+        if let Some((_, skip)) = &positioned {
+            // A new file reads as zeros where nothing was written.
+            skip(&mut self.sink, pad).map_err(|e| self.io_error("writing padding into", e))?;
+            pad = 0;
+        }
+        while pad > 0 {
+            let n = pad.min(64);
+            self.sink
+                .write_all(&ZEROS[..n as usize])
+                .map_err(|e| self.io_error("writing padding into", e))?;
+            pad -= n;
+        }
+        self.written = at;
+        let piece = len.min(crate::reader::PIECE as u64);
+        let mut buf = crate::buffer::try_zeroed(piece, "a piece of a stored copy")
+            .map_err(|e| Error::io("reading a stored copy", None, e))?;
+        let mut done = 0u64;
+        while done < len {
+            let n = usize::try_from((len - done).min(piece)).unwrap_or(0);
+            let from = offset.saturating_add(done);
+            source
+                .read_exact_at(from, &mut buf[..n])
+                .map_err(|e| Error::io(format!("reading byte {from} of the source"), None, e))?;
+            let wrote = match &positioned {
+                Some((file, _)) => streaming::write_all_at(file, &buf[..n], at + done).map(|()| {
+                    crate::writeback::start(file, at + done, n as u64);
+                }),
+                None => self.sink.write_all(&buf[..n]),
+            };
+            wrote.map_err(|e| Error::io("writing a component into", self.path_buf(), e))?;
+            done += n as u64;
+        }
+        if let Some((_, skip)) = &positioned {
+            skip(&mut self.sink, len)
+                .map_err(|e| Error::io("writing a component into", self.path_buf(), e))?;
+        }
+        self.written = at + len;
+        Ok(at)
+    }
+
     /// Writes the manifest and the trailer, and returns the sink and the file length.
     ///
     /// # Errors
@@ -744,14 +800,28 @@ impl<W: Write> Writer<W> {
 }
 
 /// Where a component given to [`Writer::add_placed`] lies.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(crate) enum Blob<'a> {
     /// Its stored bytes, to be written now.
     Bytes(&'a [u8]),
+    /// Its stored bytes, read from `source` at `offset` (as long as the component says) and
+    /// written now, a piece at a time.
+    Read { source: &'a dyn ReadAt, offset: u64 },
     /// A blob of this length already in the file, at this offset.
     At(u64),
     /// The blob of the component at this position in the same call.
     SameAs(usize),
+}
+
+impl std::fmt::Debug for Blob<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blob::Bytes(bytes) => f.debug_tuple("Bytes").field(&bytes.len()).finish(),
+            Blob::Read { offset, .. } => f.debug_struct("Read").field("offset", offset).finish(),
+            Blob::At(offset) => f.debug_tuple("At").field(offset).finish(),
+            Blob::SameAs(k) => f.debug_tuple("SameAs").field(k).finish(),
+        }
+    }
 }
 
 fn unrepresentable(message: &str) -> FormatError {

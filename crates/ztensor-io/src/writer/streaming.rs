@@ -61,12 +61,12 @@ impl BlobSlot {
 }
 
 #[cfg(unix)]
-fn write_all_at(file: &File, bytes: &[u8], offset: u64) -> std::io::Result<()> {
+pub(super) fn write_all_at(file: &File, bytes: &[u8], offset: u64) -> std::io::Result<()> {
     std::os::unix::fs::FileExt::write_all_at(file, bytes, offset)
 }
 
 #[cfg(not(unix))]
-fn write_all_at(_: &File, _: &[u8], _: u64) -> std::io::Result<()> {
+pub(super) fn write_all_at(_: &File, _: &[u8], _: u64) -> std::io::Result<()> {
     Err(std::io::ErrorKind::Unsupported.into())
 }
 
