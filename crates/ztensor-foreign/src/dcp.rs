@@ -267,6 +267,13 @@ impl<S: ReadAt> ReadAt for Part<S> {
         }
         self.file.read_exact_at(self.start + offset, buf)
     }
+    fn will_need(&self, ranges: &[std::ops::Range<u64>]) {
+        let inside = ranges.iter().filter_map(|r| {
+            let end = r.end.min(self.len);
+            (r.start < end).then(|| self.start + r.start..self.start + end)
+        });
+        self.file.will_need(&inside.collect::<Vec<_>>());
+    }
 }
 
 /// The chunks of a checkpoint as a tensor source: one dense object per chunk (named by

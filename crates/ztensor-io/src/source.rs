@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io;
+use std::ops::Range;
 use std::path::Path;
 
 /// A random-access byte source of known length.
@@ -25,6 +26,15 @@ pub trait ReadAt: Send + Sync {
     /// it are then zero-copy.
     fn as_slice(&self) -> Option<&[u8]> {
         None
+    }
+
+    /// Advice: `ranges` are about to be read, about in this order (what a reader that plans
+    /// its reads, such as the parallel engine, knows before it reads). A source whose reads
+    /// are slow to start (a remote object) fetches them ahead, in that order, within its own
+    /// memory bound; the advice replaces any given before. Reads stay correct whatever is
+    /// advised. The default ignores it.
+    fn will_need(&self, ranges: &[Range<u64>]) {
+        let _ = ranges;
     }
 }
 
@@ -61,6 +71,9 @@ impl ReadAt for &dyn ReadAt {
     }
     fn as_slice(&self) -> Option<&[u8]> {
         (**self).as_slice()
+    }
+    fn will_need(&self, ranges: &[Range<u64>]) {
+        (**self).will_need(ranges);
     }
 }
 
@@ -226,5 +239,8 @@ impl<S: ReadAt> ReadAt for Chunked<S> {
             at += piece.len() as u64;
         }
         Ok(())
+    }
+    fn will_need(&self, ranges: &[Range<u64>]) {
+        self.inner.will_need(ranges);
     }
 }

@@ -328,10 +328,19 @@ pub(crate) fn repack_objects<S: ReadAt, W: Write>(
             Some(stream(template, dtype, c.logical_type.clone(), len, input, &options))
         })();
         streamed.unwrap_or_else(|| {
-            Item::Sequential(Box::new(move |w: &mut Writer<W>| {
-                copy_object(handle, w, copy)?;
-                Ok(handle.entry().decoded_lens().map(|(_, n)| n.unwrap_or(0)).sum())
-            }))
+            // It reads its components' stored bytes (copied as they are, or decoded).
+            let reads = o
+                .components
+                .values()
+                .filter_map(|c| Some(c.offset..c.offset.checked_add(c.length)?))
+                .collect();
+            Item::Sequential(
+                Box::new(move |w: &mut Writer<W>| {
+                    copy_object(handle, w, copy)?;
+                    Ok(handle.entry().decoded_lens().map(|(_, n)| n.unwrap_or(0)).sum())
+                }),
+                reads,
+            )
         })
     });
     run(Some(reader.source()), items, writer, par, progress)

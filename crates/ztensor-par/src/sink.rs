@@ -171,6 +171,9 @@ impl ReadAt for Dyn<'_> {
     fn as_slice(&self) -> Option<&[u8]> {
         self.0.as_slice()
     }
+    fn will_need(&self, ranges: &[std::ops::Range<u64>]) {
+        self.0.will_need(ranges);
+    }
 }
 
 impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
@@ -265,15 +268,21 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
                 info.components.iter().map(|c| c.decoded_len.unwrap_or(c.stored_len)).sum();
             Ok((
                 None,
-                Item::Sequential(Box::new(move |w: &mut Writer<W>| {
-                    // Part by part where the target allows (memory: a few pieces, whatever the
-                    // object's size), else whole.
-                    let attributes =
-                        if drop_attributes { None } else { info.attributes.as_deref().cloned() };
-                    let held = write_source_object(w, source, index, attributes, &options)?;
-                    decoded.fetch_max(held.peak, std::sync::atomic::Ordering::Relaxed);
-                    Ok(done)
-                })),
+                Item::Sequential(
+                    Box::new(move |w: &mut Writer<W>| {
+                        // Part by part where the target allows (memory: a few pieces, whatever the
+                        // object's size), else whole.
+                        let attributes = if drop_attributes {
+                            None
+                        } else {
+                            info.attributes.as_deref().cloned()
+                        };
+                        let held = write_source_object(w, source, index, attributes, &options)?;
+                        decoded.fetch_max(held.peak, std::sync::atomic::Ordering::Relaxed);
+                        Ok(done)
+                    }),
+                    Vec::new(),
+                ),
             ))
         };
         // Runs of tensors of one byte source go through one pipeline run (tensors written by

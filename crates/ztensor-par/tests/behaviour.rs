@@ -788,3 +788,83 @@ fn verify_source_reads_any_source_and_names_what_is_damaged() {
         specific.iter().map(|(n, r)| ((*n).to_owned(), r.is_ok())).collect();
     assert_eq!(general, specific);
 }
+
+/// A source that records what it is told it will need and the reads made of it.
+struct Recording<'a> {
+    bytes: &'a [u8],
+    needed: std::sync::Mutex<Vec<Vec<std::ops::Range<u64>>>>,
+    reads: std::sync::Mutex<Vec<std::ops::Range<u64>>>,
+    /// Whether it offers its bytes as one slice (as a map does).
+    in_memory: bool,
+}
+
+impl<'a> Recording<'a> {
+    fn new(bytes: &'a [u8], in_memory: bool) -> Recording<'a> {
+        Recording { bytes, needed: Default::default(), reads: Default::default(), in_memory }
+    }
+}
+
+impl ReadAt for Recording<'_> {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.reads.lock().unwrap().push(offset..offset + buf.len() as u64);
+        self.bytes.read_exact_at(offset, buf)
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        self.in_memory.then_some(self.bytes)
+    }
+    fn will_need(&self, ranges: &[std::ops::Range<u64>]) {
+        self.needed.lock().unwrap().push(ranges.to_vec());
+    }
+}
+
+#[test]
+fn the_engine_says_what_it_will_read_in_the_order_it_reads_it() {
+    // Written "b", "a", "c" (zstd); read in the file's object order ("a", "b", "c"), which is
+    // not the order of their bytes.
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    let raw = WriteOptions { compression: Compression::Raw, ..WriteOptions::default() };
+    let zstd = WriteOptions { compression: Compression::Zstd(1), ..WriteOptions::default() };
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    w.add_dense("b", &[300_000], DType::U8, &data, &raw).unwrap();
+    w.add_dense("a", &[300_000], DType::U8, &data, &raw).unwrap();
+    w.add_dense("c", &[300_000], DType::U8, &data, &zstd).unwrap();
+    let file = w.finish().unwrap().0;
+    let source = Recording::new(&file, false);
+    let reader = Reader::new(&source as &dyn ReadAt, &Options::default()).unwrap();
+    let stored: Vec<std::ops::Range<u64>> = reader
+        .objects()
+        .map(|o| {
+            let c = &o.model().components["data"];
+            c.offset..c.offset + c.length
+        })
+        .collect();
+    assert!(stored[0].start > stored[1].start, "not out of order: {stored:?}");
+    source.reads.lock().unwrap().clear();
+    for compression in [None, Some(Compression::Zstd(3))] {
+        source.needed.lock().unwrap().clear();
+        let copy = CopyOptions { compression, ..CopyOptions::default() };
+        let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        repack(&reader, &mut out, &copy, &ParOptions::with_threads(1), &()).unwrap();
+        // Told once, before reading, of each component's stored bytes in the order read.
+        assert_eq!(
+            *source.needed.lock().unwrap(),
+            std::slice::from_ref(&stored),
+            "{compression:?}"
+        );
+        // And every byte read of them was among what it was told.
+        let reads = std::mem::take(&mut *source.reads.lock().unwrap());
+        for r in reads.iter().filter(|r| stored.iter().any(|s| s.start < r.end && r.start < s.end))
+        {
+            assert!(stored.iter().any(|s| s.start <= r.start && r.end <= s.end), "{r:?}");
+        }
+    }
+    // A source in memory is read in place: told nothing.
+    let mapped = Recording::new(&file, true);
+    let reader = Reader::new(&mapped as &dyn ReadAt, &Options::default()).unwrap();
+    let mut out = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    repack(&reader, &mut out, &CopyOptions::default(), &ParOptions::with_threads(1), &()).unwrap();
+    assert!(mapped.needed.lock().unwrap().is_empty());
+}

@@ -72,25 +72,47 @@ type Pending =
 /// [`STREAMS`] gives way, what it fetched dropped), so reading one tensor of many, or
 /// skipping some, fetches little that is not used; the read-ahead stops at the suffix the
 /// open holds, so a whole read fetches each byte once.
+///
+/// A reader that says what it will read ([`ReadAt::will_need`], as the parallel engine does)
+/// is followed by that plan instead: its ranges are fetched ahead in its order from the start,
+/// within the same budget, whatever order they lie in in the object.
 #[derive(Default)]
 struct Ahead {
-    /// Ranges fetched or being fetched, by start: aligned to [`RemoteOptions::range_len`] and
-    /// that long (the last may be shorter).
+    /// Ranges fetched or being fetched, by start, none overlapping another and none crossing a
+    /// multiple of [`RemoteOptions::range_len`]: a stream's are aligned to it and that long (the
+    /// last may be shorter).
     ranges: std::collections::BTreeMap<u64, Fetched>,
     streams: Vec<Stream>,
     /// Counts reads, to tell the least recently used stream.
     tick: u64,
+    /// What the reader said it will read and was not fetched ahead yet, in its order: the
+    /// front's start is the next byte to fetch.
+    plan: std::collections::VecDeque<Range<u64>>,
 }
 
 /// A range fetched ahead.
 struct Fetched {
     len: u64,
     bytes: Pending,
-    /// The stream that asked for it.
+    /// The stream that asked for it ([`PLANNED`]: the plan).
     by: u64,
-    /// How many of its bytes reads have taken: once all, it is let go.
+    /// How many of its bytes reads have taken: once all it was fetched for, it is let go.
     used: u64,
+    /// How many of its bytes it was fetched for: all of a stream's; those of the plan's
+    /// ranges it covers (not the gaps between them).
+    need: u64,
 }
+
+/// The `by` of ranges fetched for a plan (streams are numbered from 1).
+const PLANNED: u64 = 0;
+/// The most ranges held for a plan at once (ranges of small tensors are small).
+const MAX_PLANNED: usize = 256;
+/// A plan's ranges that lie this close after one another are fetched together (the padding
+/// between a file's tensors is fetched with them).
+const PLAN_GAP: u64 = 4 << 10;
+/// How far into the plan a read is looked for, to learn that it read bytes of the plan
+/// before they were fetched ahead (so they are not fetched again).
+const PLAN_SEARCH: usize = 64;
 
 /// Reads in order.
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +141,42 @@ impl std::fmt::Debug for Ahead {
 }
 
 impl Ahead {
+    /// Whether a plan is being followed: ranges of it are still to fetch, or held.
+    fn planning(&self) -> bool {
+        !self.plan.is_empty() || self.ranges.values().any(|f| f.by == PLANNED)
+    }
+
+    /// Whether `range` is something the plan fetched or will fetch.
+    fn in_plan(&self, range: &Range<u64>) -> bool {
+        let overlaps = |r: &Range<u64>| r.start < range.end && range.start < r.end;
+        self.plan.iter().take(PLAN_SEARCH).any(overlaps)
+            || self
+                .ranges
+                .range(..range.end)
+                .next_back()
+                .is_some_and(|(&start, f)| f.by == PLANNED && start + f.len > range.start)
+    }
+
+    /// A read of `range` was made: when it reached bytes of the plan not fetched yet (the
+    /// reader is ahead of the read-ahead), those and the plan's ranges before them are read
+    /// by the readers themselves, never fetched ahead.
+    fn passed(&mut self, range: &Range<u64>) {
+        let at = self
+            .plan
+            .iter()
+            .take(PLAN_SEARCH)
+            .position(|r| r.start < range.end && range.start < r.end);
+        if let Some(at) = at {
+            self.plan.drain(..at);
+            if let Some(front) = self.plan.front_mut() {
+                front.start = front.start.max(range.end);
+                if front.start >= front.end {
+                    self.plan.pop_front();
+                }
+            }
+        }
+    }
+
     /// The stream `range` continues (or a new one), and the ranges fetched ahead it overlaps.
     fn enter(
         &mut self,
@@ -464,8 +522,11 @@ impl RemoteObject {
         if budget == 0 {
             return self.fetch_into(range, dest);
         }
-        let (stream, taken) =
-            inner.ahead.lock().unwrap_or_else(PoisonError::into_inner).enter(&range, step, budget);
+        let (stream, taken) = {
+            let mut ahead = inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+            ahead.passed(&range);
+            ahead.enter(&range, step, budget)
+        };
         // Copy what was fetched ahead; fetch the gaps between.
         let mut at = range.start;
         for (start, len, pending) in taken {
@@ -492,16 +553,86 @@ impl RemoteObject {
             let mut ahead = inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
             if let std::collections::btree_map::Entry::Occupied(mut f) = ahead.ranges.entry(start) {
                 f.get_mut().used += hi - lo;
-                if f.get().used >= f.get().len {
+                if f.get().used >= f.get().need {
                     f.remove();
+                    // Room for the plan's next range at once, not after the whole read.
+                    if ahead.planning() {
+                        self.fetch_planned(&mut ahead, step, budget);
+                    }
                 }
             }
         }
         if at < range.end {
             self.fetch_into(at..range.end, &mut dest[to_usize(at - range.start)..])?;
         }
-        self.fetch_ahead(stream, step, budget);
+        let mut ahead = inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+        if ahead.planning() {
+            self.fetch_planned(&mut ahead, step, budget);
+        } else {
+            drop(ahead);
+            self.fetch_ahead(stream, step, budget);
+        }
         Ok(())
+    }
+
+    /// Fetches the plan's next ranges ahead, in its order, within the read-ahead budget and
+    /// [`MAX_PLANNED`] ranges: each up to the next multiple of `step` (or shorter, so that
+    /// the budget keeps [`RemoteOptions::concurrency`] ranges in flight), joining the plan's
+    /// ranges that follow within [`PLAN_GAP`]; never bytes already held, nor the suffix.
+    fn fetch_planned(&self, ahead: &mut Ahead, step: u64, budget: u64) {
+        let end = self.inner.len - self.inner.suffix.len() as u64;
+        // A ranged GET's throughput is bounded on its own (by the server's pace for one
+        // request): what is fetched ahead is spread over as many as may run at once.
+        let spread = budget / self.inner.options.concurrency.max(1) as u64;
+        let step = step.min(spread.max(RemoteOptions::MIN_RANGE_LEN));
+        let mut held: u64 = ahead.ranges.values().map(|f| f.len).sum();
+        let mut count = ahead.ranges.values().filter(|f| f.by == PLANNED).count();
+        while count < MAX_PLANNED {
+            let Some(front) = ahead.plan.front_mut() else { break };
+            let start = front.start;
+            if start >= front.end.min(end) {
+                ahead.plan.pop_front();
+                continue;
+            }
+            // Bytes held already (the plan named them twice): skipped.
+            let before = ahead.ranges.range(..=start).next_back();
+            if let Some(covered) = before.map(|(&at, f)| at + f.len).filter(|&e| e > start) {
+                front.start = covered;
+                continue;
+            }
+            // Up to the next multiple of `step`, the next range held, and the suffix.
+            let next_held = ahead.ranges.range(start + 1..).next().map_or(u64::MAX, |(&at, _)| at);
+            let limit =
+                (start / step).saturating_add(1).saturating_mul(step).min(next_held).min(end);
+            // The ranges it covers: `whole` of them, and part of the next when `partly`.
+            let (mut stop, mut need, mut whole, mut partly) = (start, 0, 0, false);
+            for r in &ahead.plan {
+                let from = if whole == 0 { start } else { r.start };
+                if whole > 0 && (from < stop || from - stop > PLAN_GAP || from >= limit) {
+                    break;
+                }
+                let to = r.end.min(limit);
+                need += to - from;
+                stop = to;
+                if to < r.end {
+                    partly = true;
+                    break;
+                }
+                whole += 1;
+            }
+            if held + (stop - start) > budget {
+                break;
+            }
+            ahead.plan.drain(..whole);
+            if partly && let Some(front) = ahead.plan.front_mut() {
+                front.start = stop;
+            }
+            let bytes = self.fetch_one_ahead(start..stop);
+            let fetched = Fetched { len: stop - start, bytes, by: PLANNED, used: 0, need };
+            ahead.ranges.insert(start, fetched);
+            held += stop - start;
+            count += 1;
+        }
     }
 
     /// Asks for the ranges after `stream`'s furthest read, as many as its depth allows, within
@@ -530,7 +661,7 @@ impl RemoteObject {
             }
             if let std::collections::btree_map::Entry::Vacant(slot) = ahead.ranges.entry(start) {
                 let bytes = self.fetch_one_ahead(start..start + len);
-                slot.insert(Fetched { len, bytes, by: stream, used: 0 });
+                slot.insert(Fetched { len, bytes, by: stream, used: 0, need: len });
                 held += len;
             }
             start += len;
@@ -539,6 +670,13 @@ impl RemoteObject {
 }
 
 impl RemoteObject {
+    /// Whether the plan fetched, or will fetch, some of `range` (so a small read takes it from
+    /// there instead of fetching a block of its own).
+    fn planned(&self, range: Range<u64>) -> bool {
+        let ahead = self.inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+        ahead.planning() && ahead.in_plan(&range)
+    }
+
     /// Starts fetching `range` on the runtime, to be had from the handle when it is needed.
     fn fetch_one_ahead(&self, range: Range<u64>) -> Pending {
         let me = self.clone();
@@ -582,6 +720,43 @@ impl ReadAt for RemoteObject {
         self.inner.len
     }
 
+    /// Follows the plan from now on: what was fetched ahead before is let go, and the plan's
+    /// first ranges are asked for at once (see [`RemoteObject`]'s read-ahead). Nothing is
+    /// fetched ahead when [`RemoteOptions::read_ahead`] is 0.
+    fn will_need(&self, ranges: &[Range<u64>]) {
+        let inner = &*self.inner;
+        let budget = inner.options.read_ahead;
+        if budget == 0 {
+            return;
+        }
+        let step = inner.options.range_len.max(RemoteOptions::MIN_RANGE_LEN);
+        let end = inner.len - inner.suffix.len() as u64;
+        // Not what the open holds (the suffix), nor what a cached block holds where a range
+        // starts (a read takes that from the block: the headers' block, say, which the first
+        // tensor's bytes begin in).
+        let plan = {
+            let blocks = inner.blocks.lock().unwrap_or_else(PoisonError::into_inner);
+            ranges
+                .iter()
+                .map(|r| {
+                    let held = blocks
+                        .iter()
+                        .map(|(at, bytes)| (*at, at + bytes.len() as u64))
+                        .filter(|&(at, stop)| at <= r.start && r.start < stop)
+                        .map(|(_, stop)| stop)
+                        .max();
+                    held.unwrap_or(r.start)..r.end.min(end)
+                })
+                .filter(|r| !r.is_empty())
+                .collect()
+        };
+        let mut ahead = inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+        ahead.ranges.clear();
+        ahead.streams.clear();
+        ahead.plan = plan;
+        self.fetch_planned(&mut ahead, step, budget);
+    }
+
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         let len = self.inner.len;
         let end = offset.checked_add(buf.len() as u64).filter(|&e| e <= len);
@@ -589,7 +764,7 @@ impl ReadAt for RemoteObject {
         if buf.is_empty() || self.cached(offset, buf) {
             return Ok(());
         }
-        if buf.len() >= DIRECT_LEN {
+        if buf.len() >= DIRECT_LEN || self.planned(offset..end) {
             return self.read_large(offset, buf);
         }
         // A small read that missed: fetch a block from here (up to the suffix, which is held).

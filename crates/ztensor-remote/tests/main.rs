@@ -239,6 +239,80 @@ fn in_order_reads_are_fetched_ahead_and_no_byte_twice() {
 }
 
 #[test]
+fn a_plan_is_fetched_ahead_in_its_order_and_no_byte_twice() {
+    let Some(moto) = moto::start("a_plan_is_fetched_ahead_in_its_order_and_no_byte_twice") else {
+        return;
+    };
+    moto.bucket("plan");
+    // Twelve 2 MiB "tensors", planned out of the order they lie in, fetched in ranges of 1 MiB
+    // and at most 4 MiB ahead.
+    let piece = 2usize << 20;
+    let data = pattern(12 * piece, 5);
+    put(&moto, "s3://plan/p.bin", &data);
+    let at = Location::parse("s3://plan/p.bin").unwrap();
+    let opts = RemoteOptions { range_len: 1 << 20, read_ahead: 4 << 20, ..options(&moto) };
+    let suffix = ztensor_remote::SUFFIX_LEN;
+    let order = [5usize, 0, 9, 2, 11, 1, 7, 4, 10, 3, 8, 6];
+    let plan: Vec<_> =
+        order.iter().map(|&k| (k * piece) as u64..((k + 1) * piece) as u64).collect();
+    let read = |object: &RemoteObject, k: usize| {
+        let mut buf = vec![0u8; piece];
+        object.read_exact_at((k * piece) as u64, &mut buf).map(|()| buf)
+    };
+    let settled = |object: &RemoteObject, bytes: u64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while object.transfer().bytes < bytes && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        object.transfer().bytes
+    };
+
+    // Told the plan, the object fetches its first 4 MiB (tensors 5 and 0) before any read, and
+    // no more. They are held: read after the object is replaced on the server, they are the
+    // bytes first seen, while tensor 9, not fetched yet, is refused as changed.
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    object.will_need(&plan);
+    assert_eq!(settled(&object, suffix + (4 << 20)), suffix + (4 << 20));
+    put(&moto, "s3://plan/p.bin", &pattern(12 * piece, 6));
+    for k in [5, 0] {
+        let got = read(&object, k).unwrap();
+        assert!(got == data[k * piece..(k + 1) * piece], "tensor {k}");
+    }
+    let e = read(&object, 9).unwrap_err();
+    assert!(e.to_string().contains("changed"), "{e}");
+    put(&moto, "s3://plan/p.bin", &data);
+
+    // Read in the plan's order: right, and each byte fetched once.
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    object.will_need(&plan);
+    for &k in &order {
+        let got = read(&object, k).unwrap();
+        assert!(got == data[k * piece..(k + 1) * piece], "tensor {k}");
+    }
+    assert_eq!(settled(&object, data.len() as u64), data.len() as u64, "a byte fetched twice");
+
+    // A reader ahead of the read-ahead (tensors 6.. first) reads those itself; what the plan
+    // held before them is still used, and nothing is fetched twice.
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    let in_place: Vec<_> = (0..12).map(|k| (k * piece) as u64..((k + 1) * piece) as u64).collect();
+    object.will_need(&in_place);
+    settled(&object, suffix + (4 << 20));
+    for k in (6..12).chain(0..6) {
+        let got = read(&object, k).unwrap();
+        assert!(got == data[k * piece..(k + 1) * piece], "tensor {k}");
+    }
+    assert_eq!(settled(&object, data.len() as u64), data.len() as u64, "a byte fetched twice");
+
+    // No read-ahead asked: the plan fetches nothing.
+    let none = RemoteOptions { read_ahead: 0, ..opts.clone() };
+    let object = RemoteObject::open(&at, &none).unwrap();
+    object.will_need(&plan);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(object.transfer().bytes, suffix);
+}
+
+#[test]
 fn http_is_read_only() {
     let at = Location::parse("http://127.0.0.1:9/m.zt").unwrap();
     let e = RemoteUpload::create(&at, &RemoteOptions::default()).unwrap_err();

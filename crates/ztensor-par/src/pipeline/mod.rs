@@ -17,6 +17,7 @@
 
 use std::borrow::Cow;
 use std::io::Write;
+use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,8 +176,9 @@ pub(crate) enum Item<'a, W: Write> {
         input: Input<'a>,
         options: WriteOptions,
     },
-    /// Anything else, written by the sequential code on the writing thread, in order.
-    Sequential(SequentialWrite<'a, W>),
+    /// Anything else, written by the sequential code on the writing thread, in order, with the
+    /// ranges of the source it reads (what it can say before it runs; empty when nothing).
+    Sequential(SequentialWrite<'a, W>, Vec<Range<u64>>),
 }
 
 /// What the writing side does for each item.
@@ -217,6 +219,18 @@ pub(crate) fn run<'a, S: ReadAt, W: Write>(
     Ok(())
 }
 
+/// Notes that `range` of the source is read next, joined to the last range when it follows
+/// it directly. Empty ranges are left out.
+fn note_read(reads: &mut Vec<Range<u64>>, range: Range<u64>) {
+    if range.is_empty() {
+        return;
+    }
+    match reads.last_mut() {
+        Some(last) if last.end == range.start => last.end = range.end,
+        _ => reads.push(range),
+    }
+}
+
 /// Runs the pipeline over one window of items.
 fn run_window<'a, S: ReadAt, W: Write>(
     source: Option<&'a S>,
@@ -242,10 +256,15 @@ fn run_window<'a, S: ReadAt, W: Write>(
     let mut source_chains: Vec<MaybeChain<'_>> = Vec::with_capacity(n);
     let mut inputs: Vec<Option<(Input<'a>, WriteOptions)>> = Vec::with_capacity(n);
     let mut work = Vec::with_capacity(n);
+    // The source bytes this window reads, in the order it reads them.
+    let mut reads: Vec<Range<u64>> = Vec::new();
     for item in items {
         let (mut chain, mut source_chain) = (None, None);
         let Item::Stream { object, dtype, logical_type, len, input, options } = item else {
-            let Item::Sequential(write) = item else { unreachable!("matched Stream above") };
+            let Item::Sequential(write, read) = item else { unreachable!("matched Stream above") };
+            for range in read {
+                note_read(&mut reads, range);
+            }
             plan.push(None);
             chains.push(None);
             source_chains.push(None);
@@ -290,11 +309,27 @@ fn run_window<'a, S: ReadAt, W: Write>(
                 Chain::new(&d.algorithm(), count, size, exact, end, kernels).map(Box::new);
         }
         let checked = source_chain.is_some();
+        let read = match &input {
+            Input::Raw { offset, .. } => Some((*offset, len)),
+            Input::Zstd { offset, stored, .. } | Input::Frames { offset, stored, .. } => {
+                Some((*offset, *stored))
+            }
+            Input::Slice(_) => None,
+        };
+        // A range past the end of what offsets can say is not noted: its read fails in turn.
+        if let Some((start, end)) = read.and_then(|(at, n)| Some((at, at.checked_add(n)?))) {
+            note_read(&mut reads, start..end);
+        }
         chains.push(chain);
         source_chains.push(source_chain);
         inputs.push(Some((input, options.clone())));
         work.push(Work::Stream { object, dtype, logical_type, len, options, checked });
     }
+    // A source slow to start a read (a remote object) fetches them ahead.
+    if let Some(src) = source.filter(|s| s.as_slice().is_none() && !reads.is_empty()) {
+        src.will_need(&reads);
+    }
+    drop(reads);
     let abort = AtomicBool::new(false);
     // The producer owns the only sender (tasks hold clones): when it stops, for whatever
     // reason, the channel disconnects and the writing side stops waiting.
