@@ -61,7 +61,39 @@ struct Inner {
 
 /// A range fetched ahead: its bytes, or why they could not be had, once they are there.
 type Pending =
-    futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<Bytes, Error>>>;
+    futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<Chunks, Error>>>;
+
+/// A body as it arrived: its chunks, in order, never copied into one buffer (the bytes are
+/// copied once, into the reader's).
+#[derive(Debug, Clone)]
+struct Chunks(Arc<[Bytes]>);
+
+impl Chunks {
+    fn len(&self) -> u64 {
+        self.0.iter().map(|c| c.len() as u64).sum()
+    }
+
+    /// Fills `dest` with the bytes from `at`; false when they do not reach that far.
+    fn copy_to(&self, mut at: u64, dest: &mut [u8]) -> bool {
+        let mut filled = 0;
+        for chunk in self.0.iter() {
+            if filled == dest.len() {
+                break;
+            }
+            let n = chunk.len() as u64;
+            if at >= n {
+                at -= n;
+                continue;
+            }
+            let from = &chunk[to_usize(at)..];
+            let take = from.len().min(dest.len() - filled);
+            dest[filled..filled + take].copy_from_slice(&from[..take]);
+            filled += take;
+            at = 0;
+        }
+        filled == dest.len()
+    }
+}
 
 /// Read-ahead. Large reads are grouped into streams of reads in order (each starting about
 /// where the stream's furthest read ended, as a reader taking tensors one after another, or a
@@ -538,15 +570,15 @@ impl RemoteObject {
                 let gap = &mut dest[to_usize(at - range.start)..to_usize(lo - range.start)];
                 self.fetch_into(at..lo, gap)?;
             }
-            let bytes = store::block_on_all(pending)?;
-            let from = bytes.get(to_usize(lo - start)..to_usize(hi - start)).ok_or_else(|| {
-                Error::new(
+            let chunks = store::block_on_all(pending)?;
+            let into = &mut dest[to_usize(lo - range.start)..to_usize(hi - range.start)];
+            if !chunks.copy_to(lo - start, into) {
+                return Err(Error::new(
                     ErrorKind::Request,
                     &inner.shown,
                     "reading: a range fetched ahead is short",
-                )
-            })?;
-            dest[to_usize(lo - range.start)..to_usize(hi - range.start)].copy_from_slice(from);
+                ));
+            }
             at = hi;
             // A range whose every byte was taken is let go at once, so the read-ahead budget
             // holds only what is still to be read.
@@ -686,14 +718,14 @@ impl RemoteObject {
             let shown = me.inner.shown.clone();
             store::timed(&shown, "reading ahead", timeout, async {
                 let (got, _permit) = me.get(range).await?;
-                let bytes = body(&me.inner.shown, "reading", got, &me.inner.counters).await?;
-                if bytes.len() as u64 == len {
-                    Ok(bytes)
+                let chunks = body_chunks(&me.inner.shown, got, &me.inner.counters).await?;
+                if chunks.len() == len {
+                    Ok(chunks)
                 } else {
                     Err(Error::new(
                         ErrorKind::Request,
                         &me.inner.shown,
-                        format!("reading ahead: the server sent {} bytes, not {len}", bytes.len()),
+                        format!("reading ahead: the server sent {} bytes, not {len}", chunks.len()),
                     ))
                 }
             })
@@ -807,6 +839,28 @@ async fn body(
     Ok(Bytes::from(out))
 }
 
+/// The body of `got` as it arrives, its chunks kept as they are (resumed as [`body`] is),
+/// counted.
+async fn body_chunks(shown: &str, got: GetResult, counters: &Counters) -> Result<Chunks, Error> {
+    let len = got.range.end - got.range.start;
+    let mut stream = got.into_stream();
+    let (mut chunks, mut total) = (Vec::new(), 0u64);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Error::from_store("reading ahead", shown, e))?;
+        counters.add_bytes(chunk.len());
+        total += chunk.len() as u64;
+        if total > len {
+            return Err(Error::new(
+                ErrorKind::Request,
+                shown,
+                format!("reading ahead: the server sent more than the {len} bytes asked"),
+            ));
+        }
+        chunks.push(chunk);
+    }
+    Ok(Chunks(chunks.into()))
+}
+
 /// The body of `got` written into `dest`, which is exactly as long as the range asked for
 /// (resumed as [`body`] is), counted.
 async fn body_into(
@@ -862,4 +916,27 @@ fn changed(shown: &str) -> Error {
 fn range_refused(e: &object_store::Error) -> bool {
     let text = e.to_string();
     text.contains("416") || text.contains("Range Not Satisfiable")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_copy_any_range_across_their_seams() {
+        let whole: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        // Seams at uneven places, an empty chunk among them.
+        let cuts = [0, 7, 7, 300, 301, 999, 1000];
+        let chunks =
+            Chunks(cuts.windows(2).map(|w| Bytes::copy_from_slice(&whole[w[0]..w[1]])).collect());
+        assert_eq!(chunks.len(), 1000);
+        for (at, n) in [(0, 1000), (0, 7), (5, 10), (7, 294), (299, 3), (998, 2), (1000, 0)] {
+            let mut dest = vec![0u8; n];
+            assert!(chunks.copy_to(at as u64, &mut dest), "{at}+{n}");
+            assert_eq!(dest, whole[at..at + n], "{at}+{n}");
+        }
+        // Past the end: refused.
+        assert!(!chunks.copy_to(999, &mut [0u8; 2]));
+        assert!(!chunks.copy_to(2000, &mut [0u8; 1]));
+    }
 }
