@@ -608,15 +608,12 @@ impl RemoteObject {
     }
 
     /// Fetches the plan's next ranges ahead, in its order, within the read-ahead budget and
-    /// [`MAX_PLANNED`] ranges: each up to the next multiple of `step` (or shorter, so that
-    /// the budget keeps [`RemoteOptions::concurrency`] ranges in flight), joining the plan's
-    /// ranges that follow within [`PLAN_GAP`]; never bytes already held, nor the suffix.
+    /// [`MAX_PLANNED`] ranges: each up to the next multiple of `step` (a server may charge
+    /// each request for the whole object, as moto does: ranges are never cut shorter),
+    /// joining the plan's ranges that follow within [`PLAN_GAP`]; never bytes already held,
+    /// nor the suffix.
     fn fetch_planned(&self, ahead: &mut Ahead, step: u64, budget: u64) {
         let end = self.inner.len - self.inner.suffix.len() as u64;
-        // A ranged GET's throughput is bounded on its own (by the server's pace for one
-        // request): what is fetched ahead is spread over as many as may run at once.
-        let spread = budget / self.inner.options.concurrency.max(1) as u64;
-        let step = step.min(spread.max(RemoteOptions::MIN_RANGE_LEN));
         let mut held: u64 = ahead.ranges.values().map(|f| f.len).sum();
         let mut count = ahead.ranges.values().filter(|f| f.by == PLANNED).count();
         while count < MAX_PLANNED {
@@ -753,12 +750,13 @@ impl ReadAt for RemoteObject {
     }
 
     /// Follows the plan from now on: what was fetched ahead before is let go, and the plan's
-    /// first ranges are asked for at once (see [`RemoteObject`]'s read-ahead). Nothing is
-    /// fetched ahead when [`RemoteOptions::read_ahead`] is 0.
+    /// first ranges are asked for at once (see [`RemoteObject`]'s read-ahead). The plan is
+    /// ignored when [`RemoteOptions::read_ahead`] holds less than one range (0, say).
     fn will_need(&self, ranges: &[Range<u64>]) {
         let inner = &*self.inner;
         let budget = inner.options.read_ahead;
-        if budget == 0 {
+        if budget < RemoteOptions::MIN_RANGE_LEN {
+            // Not one range would fit: reads go as they would without a plan.
             return;
         }
         let step = inner.options.range_len.max(RemoteOptions::MIN_RANGE_LEN);

@@ -304,6 +304,22 @@ fn a_plan_is_fetched_ahead_in_its_order_and_no_byte_twice() {
     }
     assert_eq!(settled(&object, data.len() as u64), data.len() as u64, "a byte fetched twice");
 
+    // Small tensors with padding between them, read one by one: the plan fetches them
+    // together, in a few requests (not one per read), each byte of them once.
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    let small: Vec<_> = (0..200u64).map(|k| k * 10_304..k * 10_304 + 10_240).collect();
+    let opened = object.transfer();
+    object.will_need(&small);
+    for r in &small {
+        let mut buf = vec![0u8; 10_240];
+        object.read_exact_at(r.start, &mut buf).unwrap();
+        assert!(buf == data[r.start as usize..r.end as usize], "{r:?}");
+    }
+    let spent = object.transfer();
+    let span = small.last().unwrap().end;
+    assert!(spent.requests - opened.requests <= 40, "{} requests", spent.requests);
+    assert!(spent.bytes - suffix <= span, "{} bytes for a span of {span}", spent.bytes);
+
     // No read-ahead asked: the plan fetches nothing.
     let none = RemoteOptions { read_ahead: 0, ..opts.clone() };
     let object = RemoteObject::open(&at, &none).unwrap();
