@@ -763,11 +763,22 @@ impl ReadAt for RemoteObject {
         let end = inner.len - inner.suffix.len() as u64;
         // Not what the open holds (the suffix), nor what a cached block holds where a range
         // starts (a read takes that from the block: the headers' block, say, which the first
-        // tensor's bytes begin in).
+        // tensor's bytes begin in), nor a range the plan named before (objects sharing a
+        // blob: a copy reads it once).
+        let mut named = std::collections::BTreeMap::<u64, u64>::new();
         let plan = {
             let blocks = inner.blocks.lock().unwrap_or_else(PoisonError::into_inner);
             ranges
                 .iter()
+                .filter(|r| {
+                    let before = named.range(..=r.start).next_back();
+                    if before.is_some_and(|(_, &stop)| r.end <= stop) {
+                        return false;
+                    }
+                    let stop = named.entry(r.start).or_insert(r.end);
+                    *stop = (*stop).max(r.end);
+                    true
+                })
                 .map(|r| {
                     let held = blocks
                         .iter()

@@ -304,6 +304,24 @@ fn a_plan_is_fetched_ahead_in_its_order_and_no_byte_twice() {
     }
     assert_eq!(settled(&object, data.len() as u64), data.len() as u64, "a byte fetched twice");
 
+    // A range named twice (objects sharing a blob, which a copy reads once): the plan keeps
+    // its first place only. Read there, it does not make the plan skip what lies between
+    // (tensor 9, fetched ahead once tensors 0 and 5 are read, then tensor 2).
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    let twice = [&plan[1], &plan[0], &plan[2], &plan[1], &plan[3]];
+    object.will_need(&twice.map(Clone::clone));
+    settled(&object, suffix + (4 << 20));
+    for k in [0, 5] {
+        let got = read(&object, k).unwrap();
+        assert!(got == data[k * piece..(k + 1) * piece], "tensor {k}");
+    }
+    assert_eq!(settled(&object, suffix + (8 << 20)), suffix + (8 << 20));
+    for k in [9, 2] {
+        let got = read(&object, k).unwrap();
+        assert!(got == data[k * piece..(k + 1) * piece], "tensor {k}");
+    }
+    assert_eq!(settled(&object, suffix + (8 << 20)), suffix + (8 << 20), "a byte fetched twice");
+
     // Small tensors with padding between them, read one by one: the plan fetches them
     // together, in a few requests (not one per read), each byte of them once.
     let object = RemoteObject::open(&at, &opts).unwrap();
