@@ -514,10 +514,17 @@ impl<W: Write> Writer<W> {
     /// I/O errors.
     pub(crate) fn begin_blob(&mut self) -> Result<u64> {
         let offset = self.alloc.start()?;
+        self.pad_to(offset)?;
+        Ok(offset)
+    }
+
+    /// Moves the sink from where it is written to `offset` (a blob's aligned start): zeros
+    /// written, or, into a file whose blobs are written in place, a skip (a new file reads as
+    /// zeros where nothing was written, so the writing thread makes no system call between
+    /// the slots that workers fill).
+    fn pad_to(&mut self, offset: u64) -> Result<()> {
         let mut pad = offset - self.written;
         if let Some(positioned) = &self.positioned {
-            // A new file reads as zeros where nothing was written: the padding is a skip, so
-            // the writing thread makes no system call between the slots that workers fill.
             (positioned.skip)(&mut self.sink, pad)
                 .map_err(|e| self.io_error("writing padding into", e))?;
             pad = 0;
@@ -530,7 +537,7 @@ impl<W: Write> Writer<W> {
             pad -= n;
         }
         self.written = offset;
-        Ok(offset)
+        Ok(())
     }
 
     /// Low-level streaming: appends bytes to the blob begun by [`Writer::begin_blob`].
@@ -717,21 +724,8 @@ impl<W: Write> Writer<W> {
     /// (part of the blob may be written).
     fn write_blob_from(&mut self, source: &dyn ReadAt, offset: u64, len: u64) -> Result<u64> {
         let at = self.alloc.reserve(len)?;
-        let mut pad = at - self.written;
+        self.pad_to(at)?;
         let positioned = self.positioned.as_ref().map(|p| (Arc::clone(&p.file), p.skip));
-        if let Some((_, skip)) = &positioned {
-            // A new file reads as zeros where nothing was written.
-            skip(&mut self.sink, pad).map_err(|e| self.io_error("writing padding into", e))?;
-            pad = 0;
-        }
-        while pad > 0 {
-            let n = pad.min(64);
-            self.sink
-                .write_all(&ZEROS[..n as usize])
-                .map_err(|e| self.io_error("writing padding into", e))?;
-            pad -= n;
-        }
-        self.written = at;
         let piece = len.min(crate::reader::PIECE as u64);
         let mut buf = crate::buffer::try_zeroed(piece, "a piece of a stored copy")
             .map_err(|e| Error::io("reading a stored copy", None, e))?;
