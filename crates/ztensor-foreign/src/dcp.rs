@@ -274,6 +274,18 @@ impl<S: ReadAt> ReadAt for Part<S> {
         });
         self.file.will_need(&inside.collect::<Vec<_>>());
     }
+    fn read_each_at(
+        &self,
+        offset: u64,
+        len: u64,
+        scratch: &mut [u8],
+        each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        self.file.read_each_at(self.start + offset, len, scratch, each)
+    }
 }
 
 /// The chunks of a checkpoint as a tensor source: one dense object per chunk (named by

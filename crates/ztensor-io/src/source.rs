@@ -36,6 +36,50 @@ pub trait ReadAt: Send + Sync {
     fn will_need(&self, ranges: &[Range<u64>]) {
         let _ = ranges;
     }
+
+    /// Hands the `len` bytes at `offset` to `each`, in order, as one or more slices that
+    /// together are those bytes: what a copy reads to write somewhere else. A source that
+    /// holds the bytes already (in memory, or fetched ahead) hands out its own, uncopied;
+    /// what it must read it reads into `scratch`, at most `scratch.len()` bytes at a time.
+    /// The default slices a source in memory (in pieces as long as `scratch`) and reads any
+    /// other through `scratch`.
+    ///
+    /// # Errors
+    /// What [`read_exact_at`](Self::read_exact_at) gives (`UnexpectedEof` when the range
+    /// passes the end; `InvalidInput` for an empty `scratch`), and the first error `each`
+    /// returns, as it returned it: nothing more is handed on after either.
+    fn read_each_at(
+        &self,
+        offset: u64,
+        len: u64,
+        scratch: &mut [u8],
+        each: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let end = offset.checked_add(len).filter(|&end| end <= self.len());
+        let end = end.ok_or(io::ErrorKind::UnexpectedEof)?;
+        if len == 0 {
+            return Ok(());
+        }
+        if scratch.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no room to read into"));
+        }
+        if let Some(all) = self.as_slice() {
+            let range = usize::try_from(offset).ok().zip(usize::try_from(end).ok());
+            let bytes = range.and_then(|(from, to)| all.get(from..to));
+            for piece in bytes.ok_or(io::ErrorKind::UnexpectedEof)?.chunks(scratch.len()) {
+                each(piece)?;
+            }
+            return Ok(());
+        }
+        let mut at = offset;
+        while at < end {
+            let n = usize::try_from(end - at).map_or(scratch.len(), |left| left.min(scratch.len()));
+            self.read_exact_at(at, &mut scratch[..n])?;
+            each(&scratch[..n])?;
+            at += n as u64;
+        }
+        Ok(())
+    }
 }
 
 fn slice_read(bytes: &[u8], offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -74,6 +118,15 @@ impl ReadAt for &dyn ReadAt {
     }
     fn will_need(&self, ranges: &[Range<u64>]) {
         (**self).will_need(ranges);
+    }
+    fn read_each_at(
+        &self,
+        offset: u64,
+        len: u64,
+        scratch: &mut [u8],
+        each: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        (**self).read_each_at(offset, len, scratch, each)
     }
 }
 

@@ -291,3 +291,88 @@ fn stored_bytes_of_a_source_not_in_memory_are_copied_a_piece_at_a_time() {
     assert!(e.to_string().contains("a bad sector"), "{e}");
     assert!(e.to_string().contains("reading byte"), "{e}");
 }
+
+/// What `read_each_at` handed on: the bytes, and the slices' lengths.
+fn handed(
+    source: &dyn ztensor_io::ReadAt,
+    offset: u64,
+    len: u64,
+    scratch: usize,
+) -> std::io::Result<(Vec<u8>, Vec<usize>)> {
+    let (mut bytes, mut lens) = (Vec::new(), Vec::new());
+    let mut scratch = vec![0u8; scratch];
+    source.read_each_at(offset, len, &mut scratch, &mut |slice| {
+        bytes.extend_from_slice(slice);
+        lens.push(slice.len());
+        Ok(())
+    })?;
+    Ok((bytes, lens))
+}
+
+#[test]
+fn read_each_at_hands_on_the_bytes_in_order_a_piece_at_a_time() {
+    use ztensor_io::ReadAt;
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 253) as u8).collect();
+    // A source not in memory: read through the scratch, at most its length at a time.
+    let source = Longest::new(&data, 0..0);
+    let (bytes, lens) = handed(&source, 123, 5_000, 1_024).unwrap();
+    assert!(bytes == data[123..5_123]);
+    assert_eq!(lens, [1_024, 1_024, 1_024, 1_024, 904]);
+    assert!(source.longest.load(std::sync::atomic::Ordering::Relaxed) <= 1_024);
+    // A source in memory: its own bytes, uncopied, in pieces as long as the scratch.
+    let slice: &[u8] = &data;
+    let mut scratch = [0u8; 4_096];
+    let mut inside = 0;
+    slice
+        .read_each_at(1_000, 9_000, &mut scratch, &mut |piece| {
+            let ours = data.as_ptr_range();
+            assert!(ours.contains(&piece.as_ptr()), "a copy was handed on");
+            assert!(piece.len() <= 4_096);
+            inside += piece.len();
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(inside, 9_000);
+    // Nothing at all: no call.
+    assert_eq!(handed(&source, 10_000, 0, 16).unwrap().1.len(), 0);
+    // Past the end, or overflowing: UnexpectedEof, nothing handed on.
+    for (offset, len) in [(9_999, 2), (u64::MAX, 2), (0, 10_001)] {
+        for s in [&source as &dyn ztensor_io::ReadAt, &slice] {
+            let mut calls = 0;
+            let e = s
+                .read_each_at(offset, len, &mut [0u8; 64], &mut |_| {
+                    calls += 1;
+                    Ok(())
+                })
+                .unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{offset} {len}");
+            assert_eq!(calls, 0);
+        }
+    }
+    // An empty scratch is refused for a read that needs one.
+    let e = handed(&source, 0, 10, 0).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    // The first error `each` returns comes back as it is, and nothing is handed on after it.
+    for s in [&source as &dyn ztensor_io::ReadAt, &slice] {
+        let mut calls = 0;
+        let e = s
+            .read_each_at(0, 10_000, &mut [0u8; 1_000], &mut |_| {
+                calls += 1;
+                if calls == 3 { Err(std::io::Error::other("the disk is full")) } else { Ok(()) }
+            })
+            .unwrap_err();
+        assert_eq!(e.to_string(), "the disk is full");
+        assert_eq!(calls, 3);
+    }
+    // A read failing part-way stops there: what came before was handed on.
+    let failing = Longest::new(&data, 2_500..2_501);
+    let mut got = Vec::new();
+    let e = failing
+        .read_each_at(0, 10_000, &mut [0u8; 1_000], &mut |piece| {
+            got.extend_from_slice(piece);
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("a bad sector"), "{e}");
+    assert!(got == data[..2_000]);
+}

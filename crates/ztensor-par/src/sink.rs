@@ -174,6 +174,15 @@ impl ReadAt for Dyn<'_> {
     fn will_need(&self, ranges: &[std::ops::Range<u64>]) {
         self.0.will_need(ranges);
     }
+    fn read_each_at(
+        &self,
+        offset: u64,
+        len: u64,
+        scratch: &mut [u8],
+        each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        self.0.read_each_at(offset, len, scratch, each)
+    }
 }
 
 impl<W: Write> TensorSink for ZtSink<'_, '_, W> {

@@ -73,25 +73,74 @@ impl Chunks {
         self.0.iter().map(|c| c.len() as u64).sum()
     }
 
-    /// Fills `dest` with the bytes from `at`; false when they do not reach that far.
-    fn copy_to(&self, mut at: u64, dest: &mut [u8]) -> bool {
-        let mut filled = 0;
-        for chunk in self.0.iter() {
-            if filled == dest.len() {
-                break;
-            }
+    /// The slices that hold `len` bytes from `at`, in order (fewer bytes when the chunks end
+    /// first).
+    fn slices(&self, mut at: u64, len: u64) -> impl Iterator<Item = &[u8]> {
+        let mut left = len;
+        self.0.iter().filter_map(move |chunk| {
             let n = chunk.len() as u64;
-            if at >= n {
-                at -= n;
-                continue;
+            if left == 0 || at >= n {
+                at = at.saturating_sub(n);
+                return None;
             }
-            let from = &chunk[to_usize(at)..];
-            let take = from.len().min(dest.len() - filled);
-            dest[filled..filled + take].copy_from_slice(&from[..take]);
-            filled += take;
-            at = 0;
+            let take = (n - at).min(left);
+            let slice = &chunk[to_usize(at)..to_usize(at + take)];
+            (at, left) = (0, left - take);
+            Some(slice)
+        })
+    }
+
+    /// Fills `dest` with the bytes from `at`; false when they do not reach that far.
+    #[cfg(test)]
+    fn copy_to(&self, at: u64, dest: &mut [u8]) -> bool {
+        let mut filled = 0;
+        for slice in self.slices(at, dest.len() as u64) {
+            dest[filled..filled + slice.len()].copy_from_slice(slice);
+            filled += slice.len();
         }
         filled == dest.len()
+    }
+}
+
+/// Where a large read's bytes go.
+enum Out<'a> {
+    /// Into a buffer as long as the read.
+    Into(&'a mut [u8]),
+    /// Handed on in order ([`ReadAt::read_each_at`]): what is held (fetched ahead, the
+    /// suffix, a cached block) as it is; what must be fetched now, into `scratch` a piece at
+    /// a time.
+    Each { scratch: &'a mut [u8], each: &'a mut dyn FnMut(&[u8]) -> std::io::Result<()> },
+}
+
+impl Out<'_> {
+    /// `bytes`, which lie `at` bytes into the read.
+    fn held(&mut self, at: u64, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Out::Into(buf) => {
+                let dest = buf.get_mut(to_usize(at)..).and_then(|d| d.get_mut(..bytes.len()));
+                dest.ok_or(std::io::ErrorKind::UnexpectedEof)?.copy_from_slice(bytes);
+                Ok(())
+            }
+            Out::Each { each, .. } => each(bytes),
+        }
+    }
+
+    /// `len` bytes of `chunks` from `from`, which lie `at` bytes into the read; false when the
+    /// chunks end first.
+    fn chunks(
+        &mut self,
+        mut at: u64,
+        chunks: &Chunks,
+        from: u64,
+        len: u64,
+    ) -> std::io::Result<bool> {
+        let mut given = 0;
+        for slice in chunks.slices(from, len) {
+            self.held(at, slice)?;
+            at += slice.len() as u64;
+            given += slice.len() as u64;
+        }
+        Ok(given == len)
     }
 }
 
@@ -505,61 +554,80 @@ impl RemoteObject {
 }
 
 impl RemoteObject {
-    /// A large read (tensor data): what the suffix or a cached block already holds at its ends
-    /// is copied, the rest fetched into `buf` in parallel ranged GETs ([`Self::fetch_into`]),
-    /// uncached, so a convert fetches each byte of its input about once.
-    fn read_large(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    /// A large read (tensor data) of `len` bytes at `offset`: what a cached block holds at its
+    /// start and the suffix at its end are taken from there, the rest fetched in parallel
+    /// ranged GETs ([`Self::read_through`]), uncached, so a convert fetches each byte of its
+    /// input about once. The bytes go to `out` in order.
+    fn read_large(&self, offset: u64, len: u64, out: &mut Out<'_>) -> std::io::Result<()> {
         let inner = &*self.inner;
-        let (mut lo, mut hi) = (offset, offset + buf.len() as u64);
+        let end = offset + len;
         let suffix_start = inner.len - inner.suffix.len() as u64;
-        if hi > suffix_start {
-            let from = lo.max(suffix_start);
-            let held = inner.suffix.get(to_usize(from - suffix_start)..);
-            let at = to_usize(from - offset);
-            if let (Some(held), Some(dest)) = (held, buf.get_mut(at..)) {
-                let n = dest.len().min(held.len());
-                dest[..n].copy_from_slice(&held[..n]);
-                hi = from;
-            }
-        }
-        {
-            let blocks = inner.blocks.lock().unwrap_or_else(PoisonError::into_inner);
-            let covering = blocks
-                .iter()
-                .filter(|(start, bytes)| *start <= lo && lo < start + bytes.len() as u64)
-                .max_by_key(|(start, bytes)| start + bytes.len() as u64);
+        let (mut lo, hi) = (offset, end.min(suffix_start).max(offset));
+        if lo < hi {
+            let covering = {
+                let blocks = inner.blocks.lock().unwrap_or_else(PoisonError::into_inner);
+                blocks
+                    .iter()
+                    .filter(|(start, bytes)| *start <= lo && lo < start + bytes.len() as u64)
+                    .max_by_key(|(start, bytes)| start + bytes.len() as u64)
+                    .cloned()
+            };
             if let Some((start, bytes)) = covering {
                 let stop = (start + bytes.len() as u64).min(hi);
                 let held = bytes.get(to_usize(lo - start)..to_usize(stop - start));
-                let dest = buf.get_mut(to_usize(lo - offset)..to_usize(stop - offset));
-                if let (Some(held), Some(dest)) = (held, dest) {
-                    dest.copy_from_slice(held);
-                    lo = stop;
-                }
+                out.held(0, held.ok_or(std::io::ErrorKind::UnexpectedEof)?)?;
+                lo = stop;
             }
         }
         if lo < hi {
-            let dest = buf.get_mut(to_usize(lo - offset)..to_usize(hi - offset));
-            self.read_through(lo..hi, dest.ok_or(std::io::ErrorKind::UnexpectedEof)?)?;
+            self.read_through(lo..hi, offset, out)?;
+        }
+        if end > suffix_start {
+            let from = offset.max(suffix_start);
+            let held =
+                inner.suffix.get(to_usize(from - suffix_start)..to_usize(end - suffix_start));
+            out.held(from - offset, held.ok_or(std::io::ErrorKind::UnexpectedEof)?)?;
         }
         Ok(())
     }
 
-    /// Bytes `range` into `dest`: what was fetched ahead taken from there, the rest fetched
-    /// now ([`Self::fetch_into`]); then, for a read in order, the ranges after it asked for.
-    fn read_through(&self, range: Range<u64>, dest: &mut [u8]) -> Result<(), Error> {
+    /// Bytes `range` of the object, which lie `range.start - base` bytes into a read, fetched
+    /// now ([`Self::fetch_into`]) into `out`.
+    fn fetch_out(&self, range: Range<u64>, base: u64, out: &mut Out<'_>) -> std::io::Result<()> {
+        match out {
+            Out::Into(buf) => {
+                let dest = buf.get_mut(to_usize(range.start - base)..to_usize(range.end - base));
+                Ok(self.fetch_into(range, dest.ok_or(std::io::ErrorKind::UnexpectedEof)?)?)
+            }
+            Out::Each { scratch, each } => {
+                let mut at = range.start;
+                while at < range.end {
+                    let n = to_usize(range.end - at).min(scratch.len());
+                    self.fetch_into(at..at + n as u64, &mut scratch[..n])?;
+                    each(&scratch[..n])?;
+                    at += n as u64;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Bytes `range`, which lie `range.start - base` bytes into a read, into `out`: what was
+    /// fetched ahead taken from there, the rest fetched now ([`Self::fetch_out`]); then, for a
+    /// read in order, the ranges after it asked for.
+    fn read_through(&self, range: Range<u64>, base: u64, out: &mut Out<'_>) -> std::io::Result<()> {
         let inner = &*self.inner;
         let step = inner.options.range_len.max(RemoteOptions::MIN_RANGE_LEN);
         let budget = inner.options.read_ahead;
         if budget == 0 {
-            return self.fetch_into(range, dest);
+            return self.fetch_out(range, base, out);
         }
         let (stream, taken) = {
             let mut ahead = inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
             ahead.passed(&range);
             ahead.enter(&range, step, budget)
         };
-        // Copy what was fetched ahead; fetch the gaps between.
+        // What was fetched ahead, as it is; the gaps between fetched now.
         let mut at = range.start;
         for (start, len, pending) in taken {
             let (lo, hi) = (start.max(range.start), (start + len).min(range.end));
@@ -567,17 +635,16 @@ impl RemoteObject {
                 continue;
             }
             if at < lo {
-                let gap = &mut dest[to_usize(at - range.start)..to_usize(lo - range.start)];
-                self.fetch_into(at..lo, gap)?;
+                self.fetch_out(at..lo, base, out)?;
             }
             let chunks = store::block_on_all(pending)?;
-            let into = &mut dest[to_usize(lo - range.start)..to_usize(hi - range.start)];
-            if !chunks.copy_to(lo - start, into) {
+            if !out.chunks(lo - base, &chunks, lo - start, hi - lo)? {
                 return Err(Error::new(
                     ErrorKind::Request,
                     &inner.shown,
                     "reading: a range fetched ahead is short",
-                ));
+                )
+                .into());
             }
             at = hi;
             // A range whose every byte was taken is let go at once, so the read-ahead budget
@@ -595,7 +662,7 @@ impl RemoteObject {
             }
         }
         if at < range.end {
-            self.fetch_into(at..range.end, &mut dest[to_usize(at - range.start)..])?;
+            self.fetch_out(at..range.end, base, out)?;
         }
         let mut ahead = inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
         if ahead.planning() {
@@ -806,7 +873,7 @@ impl ReadAt for RemoteObject {
             return Ok(());
         }
         if buf.len() >= DIRECT_LEN || self.planned(offset..end) {
-            return self.read_large(offset, buf);
+            return self.read_large(offset, buf.len() as u64, &mut Out::Into(buf));
         }
         // A small read that missed: fetch a block from here (up to the suffix, which is held).
         let suffix_start = len - self.inner.suffix.len() as u64;
@@ -818,6 +885,43 @@ impl ReadAt for RemoteObject {
             blocks.remove(0);
         }
         blocks.push((offset, bytes));
+        Ok(())
+    }
+
+    /// Read a piece as long as `scratch` at a time: a large piece, or one the plan holds, hands
+    /// on what was fetched ahead (and the suffix) as the chunks it arrived in, uncopied; a
+    /// small one is read through `scratch`.
+    fn read_each_at(
+        &self,
+        offset: u64,
+        len: u64,
+        scratch: &mut [u8],
+        each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let end = offset.checked_add(len).filter(|&e| e <= self.inner.len);
+        let end = end.ok_or(std::io::ErrorKind::UnexpectedEof)?;
+        if len == 0 {
+            return Ok(());
+        }
+        if scratch.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no room to read into",
+            ));
+        }
+        // A piece at a time, as long as `scratch`, as reads into it would go: each piece
+        // takes what the read-ahead holds by then.
+        let mut at = offset;
+        while at < end {
+            let n = to_usize(end - at).min(scratch.len());
+            if n >= DIRECT_LEN || self.planned(at..at + n as u64) {
+                self.read_large(at, n as u64, &mut Out::Each { scratch, each })?;
+            } else {
+                self.read_exact_at(at, &mut scratch[..n])?;
+                each(&scratch[..n])?;
+            }
+            at += n as u64;
+        }
         Ok(())
     }
 }

@@ -347,6 +347,76 @@ fn a_plan_is_fetched_ahead_in_its_order_and_no_byte_twice() {
 }
 
 #[test]
+fn bytes_fetched_ahead_are_handed_on_as_they_arrived() {
+    let Some(moto) = moto::start("bytes_fetched_ahead_are_handed_on_as_they_arrived") else {
+        return;
+    };
+    moto.bucket("each");
+    let data = pattern(12 << 20, 8);
+    put(&moto, "s3://each/e.bin", &data);
+    let at = Location::parse("s3://each/e.bin").unwrap();
+    let opts = RemoteOptions { range_len: 1 << 20, read_ahead: 4 << 20, ..options(&moto) };
+    let len = data.len() as u64;
+    // Twelve 1 MiB tensors, in the order they lie in.
+    let plan: Vec<_> = (0..12u64).map(|k| k << 20..(k + 1) << 20).collect();
+    // Handed on by `read_each_at`: the bytes, and how many of them came through the scratch
+    // (copied) rather than from what the object holds.
+    let each = |object: &RemoteObject, offset: u64, n: u64| {
+        let mut scratch = vec![0u8; 256 << 10];
+        let ours = scratch.as_ptr_range();
+        let ours = ours.start as usize..ours.end as usize;
+        let (mut bytes, mut copied) = (Vec::new(), 0);
+        object
+            .read_each_at(offset, n, &mut scratch, &mut |slice| {
+                if ours.contains(&(slice.as_ptr() as usize)) {
+                    copied += slice.len();
+                }
+                bytes.extend_from_slice(slice);
+                Ok(())
+            })
+            .unwrap();
+        (bytes, copied)
+    };
+
+    // The whole object read as planned: every byte right, none copied through the scratch
+    // (the plan's ranges are fetched ahead, the suffix is held), each fetched once.
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    object.will_need(&plan);
+    let (bytes, copied) = each(&object, 0, len);
+    assert!(bytes == data, "the bytes handed on differ");
+    assert_eq!(copied, 0, "bytes fetched ahead were copied");
+    assert_eq!(object.transfer().bytes, len, "a byte fetched twice");
+
+    // A small read with no plan: read through the scratch, right.
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    let (bytes, copied) = each(&object, 5_000_000, 1_000);
+    assert!(bytes == data[5_000_000..5_001_000]);
+    assert_eq!(copied, 1_000);
+    // A read in order with no plan: right, whatever the stream read-ahead hands on.
+    let (bytes, _) = each(&object, 1 << 20, 6 << 20);
+    assert!(bytes == data[1 << 20..7 << 20]);
+
+    // Past the end: refused, nothing handed on. An error of `each` stops the read.
+    let mut calls = 0;
+    let e = object
+        .read_each_at(len - 1, 2, &mut [0u8; 64], &mut |_| {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!((e.kind(), calls), (std::io::ErrorKind::UnexpectedEof, 0));
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    object.will_need(&plan);
+    let e = object
+        .read_each_at(0, len, &mut vec![0u8; 256 << 10], &mut |_| {
+            calls += 1;
+            if calls == 2 { Err(std::io::Error::other("the disk is full")) } else { Ok(()) }
+        })
+        .unwrap_err();
+    assert_eq!((e.to_string().as_str(), calls), ("the disk is full", 2));
+}
+
+#[test]
 fn http_is_read_only() {
     let at = Location::parse("http://127.0.0.1:9/m.zt").unwrap();
     let e = RemoteUpload::create(&at, &RemoteOptions::default()).unwrap_err();

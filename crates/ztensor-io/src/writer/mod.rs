@@ -717,33 +717,57 @@ impl<W: Write> Writer<W> {
         Ok(offset)
     }
 
-    /// Writes `len` bytes of `source` from `offset` as the next blob, read and written a piece
-    /// at a time (memory: one piece, whatever the blob's size); returns its offset. Into a
-    /// file, each piece is a positioned write whose write-back starts at once, so the final
-    /// sync finds the blob on its way to the disk. On an error the writer must be discarded
-    /// (part of the blob may be written).
+    /// Writes `len` bytes of `source` from `offset` as the next blob, a piece at a time
+    /// (memory: one piece, whatever the blob's size; none when the source hands out bytes it
+    /// holds, see [`ReadAt::read_each_at`]); returns its offset. Into a file, each piece is a
+    /// positioned write, and write-back starts every piece's length, so the final sync finds
+    /// the blob on its way to the disk. On an error the writer must be discarded (part of the
+    /// blob may be written).
     fn write_blob_from(&mut self, source: &dyn ReadAt, offset: u64, len: u64) -> Result<u64> {
         let at = self.alloc.reserve(len)?;
         self.pad_to(at)?;
         let positioned = self.positioned.as_ref().map(|p| (Arc::clone(&p.file), p.skip));
         let piece = len.min(crate::reader::PIECE as u64);
-        let mut buf = crate::buffer::try_zeroed(piece, "a piece of a stored copy")
+        let mut scratch = crate::buffer::try_zeroed(piece, "a piece of a stored copy")
             .map_err(|e| Error::io("reading a stored copy", None, e))?;
-        let mut done = 0u64;
-        while done < len {
-            let n = usize::try_from((len - done).min(piece)).unwrap_or(0);
-            let from = offset.saturating_add(done);
-            source
-                .read_exact_at(from, &mut buf[..n])
-                .map_err(|e| Error::io(format!("reading byte {from} of the source"), None, e))?;
+        // Bytes handed on and written so far, and how far write-back was started.
+        let (mut done, mut started) = (0u64, 0u64);
+        let mut failed_write = None;
+        let sink = &mut self.sink;
+        let read = source.read_each_at(offset, len, &mut scratch, &mut |bytes| {
+            if done + bytes.len() as u64 > len {
+                return Err(std::io::Error::other("the source handed on more bytes than asked"));
+            }
             let wrote = match &positioned {
-                Some((file, _)) => streaming::write_all_at(file, &buf[..n], at + done).map(|()| {
-                    crate::writeback::start(file, at + done, n as u64);
-                }),
-                None => self.sink.write_all(&buf[..n]),
+                Some((file, _)) => streaming::write_all_at(file, bytes, at + done),
+                None => sink.write_all(bytes),
             };
-            wrote.map_err(|e| Error::io("writing a component into", self.path_buf(), e))?;
-            done += n as u64;
+            if let Err(e) = wrote {
+                failed_write = Some(e);
+                return Err(std::io::Error::other("the write failed"));
+            }
+            done += bytes.len() as u64;
+            if let Some((file, _)) = &positioned
+                && (done - started >= piece || done == len)
+            {
+                crate::writeback::start(file, at + started, done - started);
+                started = done;
+            }
+            Ok(())
+        });
+        if let Some(e) = failed_write {
+            return Err(Error::io("writing a component into", self.path_buf(), e));
+        }
+        if let Err(e) = read {
+            let from = offset.saturating_add(done);
+            return Err(Error::io(format!("reading byte {from} of the source"), None, e));
+        }
+        if done != len {
+            let e = std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the source handed on {done} bytes, not {len}"),
+            );
+            return Err(Error::io("reading a stored copy", None, e));
         }
         if let Some((_, skip)) = &positioned {
             skip(&mut self.sink, len)
