@@ -16,12 +16,19 @@ Run by `cargo xtask bench remote` (which builds the release CLI and uses target/
 by `cargo xtask test`). Environment: ZT_BENCH_BYTES (checkpoint size, default 1 GiB),
 ZT_BENCH_RUNS (default 3), ZT_BENCH_CLI (the ztensor binary), ZTENSOR_MOTO_SERVER (the
 moto_server program), ZTENSOR_S3S_FS (the s3s-fs program), ZT_BENCH_SERVERS (which servers,
-comma-separated: moto, s3s-fs; default both). Writes a table per server and
-target/bench/remote.json.
+comma-separated: moto, s3s-fs; default both), ZT_BENCH_PIN (0: servers and clients share
+every core). Writes a table per server and target/bench/remote.json.
+
+Where the machine has two cores or more, the server runs on the upper half of them and the
+clients (ours and the peer) on the lower half, as a server elsewhere would take no CPU from
+them: on two cores, sharing both made the server's own CPU vary with the client's (4.5-6 s for
+the same 1 GiB) and the rows with it. Beside each row's wall time, the CPU time the client
+spent (user + system, all threads): what a machine reading many checkpoints at once runs out of.
 """
 
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -41,6 +48,24 @@ SIZE = int(os.environ.get("ZT_BENCH_BYTES", 1 << 30))
 RUNS = max(1, int(os.environ.get("ZT_BENCH_RUNS", 3)))
 BUCKET = "bench"
 
+# The cores the servers get, and those the clients keep (None: no pinning).
+_CPUS = sorted(os.sched_getaffinity(0))
+PIN = (None if len(_CPUS) < 2 or os.environ.get("ZT_BENCH_PIN") == "0"
+       else (set(_CPUS[len(_CPUS) // 2:]), set(_CPUS[:len(_CPUS) // 2])))
+
+
+def server_cores():
+    """For a server's Popen: its process, and every thread it starts, on the servers' cores."""
+    if PIN:
+        os.sched_setaffinity(0, PIN[0])
+
+
+def cpu_time():
+    """User + system seconds of this process and of its children waited for."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
 
 def free_port():
     with socket.socket() as s:
@@ -57,6 +82,7 @@ def start_moto():
         [program, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=server_cores,
     )
     for _ in range(300):
         try:
@@ -78,6 +104,7 @@ def start_s3s(program):
          "--secret-key", "testing", data],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=server_cores,
     )
     for _ in range(300):
         try:
@@ -104,10 +131,13 @@ def checkpoint(path):
     save_file(tensors, str(path))
 
 
-def timed(command, env):
-    started = time.perf_counter()
+def timed(command, env, cpu=None):
+    """Runs `command`: its wall time, and its CPU time appended to `cpu` when given."""
+    started, spent = time.perf_counter(), cpu_time()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     took = time.perf_counter() - started
+    if cpu is not None:
+        cpu.append(cpu_time() - spent)
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr}")
     return took, done
@@ -145,47 +175,52 @@ def measure(server, start, work):
         for path in (st, zt, zt2):
             s3.upload_file(str(path), BUCKET, path.name)
         size_zt, size_st = zt.stat().st_size, st.stat().st_size
+        pinned = (f"server on cores {sorted(PIN[0])}, clients on {sorted(PIN[1])}" if PIN
+                  else "server and clients on every core")
         print(f"{server} at {endpoint}: checkpoint of {size_st} bytes of safetensors, "
-              f"{size_zt} of zTensor 1.2; {os.cpu_count()} cores; {RUNS} runs")
+              f"{size_zt} of zTensor 1.2; {os.cpu_count()} cores, {pinned}; {RUNS} runs")
 
         # Row 1: an object to a local file.
-        ours, peer, fetched = [], [], []
+        ours, peer, fetched, cpu = [], [], [], ([], [])
         for _ in range(RUNS):
             out = work / "out.zt"
-            took, done = timed([CLI, "convert", f"s3://{BUCKET}/model.zt", str(out), "-q"], env)
+            took, done = timed([CLI, "convert", f"s3://{BUCKET}/model.zt", str(out), "-q"], env,
+                               cpu[0])
             ours.append(took)
             fetched.append(transfer(done.stderr, f"s3://{BUCKET}/model.zt")[1] / size_zt)
             assert out.read_bytes() == copy.read_bytes(), "differs from the local conversion"
             out.unlink()
-            started = time.perf_counter()
+            started, spent = time.perf_counter(), cpu_time()
             s3.download_file(BUCKET, "model.zt", str(out))
             peer.append(time.perf_counter() - started)
+            cpu[1].append(cpu_time() - spent)
             out.unlink()
         rows.append(("s3:// -> local file (1.2 copy)", ours, peer,
-                     "boto3 download_file", 1.0))
+                     "boto3 download_file", 1.0, cpu))
         checks["convert s3:// -> local: bytes fetched / object"] = (max(fetched), 1.05)
 
         # Row 2: an object to an object, zstd on the way.
-        ours, peer, fetched = [], [], []
+        ours, peer, fetched, cpu = [], [], [], ([], [])
         for _ in range(RUNS):
             url = f"s3://{BUCKET}/model.safetensors"
             took, done = timed(
-                [CLI, "convert", url, f"s3://{BUCKET}/out.zt", "--zstd", "3", "-q"], env)
+                [CLI, "convert", url, f"s3://{BUCKET}/out.zt", "--zstd", "3", "-q"], env, cpu[0])
             ours.append(took)
             fetched.append(transfer(done.stderr, url)[1] / size_st)
             local_in, local_out = work / "in.safetensors", work / "out-local.zt"
-            started = time.perf_counter()
+            started, spent = time.perf_counter(), cpu_time()
             s3.download_file(BUCKET, "model.safetensors", str(local_in))
             subprocess.run([CLI, "convert", str(local_in), str(local_out), "--zstd", "3", "-q"],
                            check=True, env=env)
             s3.upload_file(str(local_out), BUCKET, "out-local.zt")
             peer.append(time.perf_counter() - started)
+            cpu[1].append(cpu_time() - spent)
             mine = s3.get_object(Bucket=BUCKET, Key="out.zt")["Body"].read()
             assert mine == local_out.read_bytes(), "the object differs from the local conversion"
             local_in.unlink()
             local_out.unlink()
         rows.append(("s3:// -> s3:// convert --zstd 3", ours, peer,
-                     "boto3 download + convert + boto3 upload", 1.0))
+                     "boto3 download + convert + boto3 upload", 1.0, cpu))
         checks["convert s3:// -> s3://: bytes fetched / object"] = (max(fetched), 1.05)
 
         # Row 3: what an info costs.
@@ -223,7 +258,11 @@ def servers():
 
 def main():
     work = Path(tempfile.mkdtemp(prefix="zt-bench-remote-", dir=ROOT / "target"))
-    report = {"bytes": SIZE, "runs": RUNS, "cores": os.cpu_count(), "servers": {}}
+    report = {"bytes": SIZE, "runs": RUNS, "cores": os.cpu_count(), "servers": {},
+              "pinned": {"server": sorted(PIN[0]), "clients": sorted(PIN[1])} if PIN else None}
+    if PIN:
+        # The clients (this process, boto3's threads, the CLI it starts) on their half.
+        os.sched_setaffinity(0, PIN[1])
     try:
         st, zt, zt2 = work / "model.safetensors", work / "model.zt", work / "model2.zt"
         checkpoint(st)
@@ -237,16 +276,19 @@ def main():
 
     for server, rows, checks in measured:
         print(f"\n{server}")
-        print(f"{'operation':<36} {'ours':>9} {'peer':>9} {'peer/ours':>9}  goal  peer")
+        print(f"{'operation':<36} {'ours':>9} {'peer':>9} {'peer/ours':>9}  goal         "
+              f"{'CPU ours':>9} {'CPU peer':>9}  peer")
         entry = {"rows": [], "checks": []}
-        for name, ours, peer, what, goal in rows:
+        for name, ours, peer, what, goal, cpu in rows:
             # The median of the per-run ratios: each pair measured back to back.
             ratio = statistics.median(p / o for o, p in zip(ours, peer))
             verdict = "met" if ratio >= goal else "missed"
             print(f"{name:<36} {statistics.median(ours):8.2f}s {statistics.median(peer):8.2f}s "
-                  f"{ratio:8.2f}x  >= {goal} {verdict}  ({what})")
+                  f"{ratio:8.2f}x  >= {goal} {verdict:<6} "
+                  f"{statistics.median(cpu[0]):8.2f}s {statistics.median(cpu[1]):8.2f}s  ({what})")
             entry["rows"].append({"operation": name, "ours_s": ours, "peer_s": peer, "peer": what,
-                                  "ratio": ratio, "goal": goal, "met": ratio >= goal})
+                                  "ratio": ratio, "goal": goal, "met": ratio >= goal,
+                                  "ours_cpu_s": cpu[0], "peer_cpu_s": cpu[1]})
         print()
         for name, (value, bound) in checks.items():
             verdict = "met" if value <= bound else "missed"
