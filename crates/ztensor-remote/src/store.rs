@@ -270,6 +270,7 @@ pub(crate) fn store(
         .with_bucket_name(location.bucket())
         .with_retry(retry(options))
         .with_http_connector(connector)
+        .with_skip_signature(options.unsigned)
         .build()
         .map(both),
         Scheme::Azure => settings(

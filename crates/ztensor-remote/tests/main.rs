@@ -417,6 +417,33 @@ fn bytes_fetched_ahead_are_handed_on_as_they_arrived() {
 }
 
 #[test]
+fn gs_urls_are_read_unsigned_when_asked() {
+    // `unsigned` (the CLI's --no-sign-request) reaches the GCS client too: without it the
+    // client looks for credentials (Google's metadata server) and the open fails. moto stands
+    // in for the server: a ranged read in GCS's XML API is a plain GET, as in S3's.
+    let Some(moto) = moto::start("gs_urls_are_read_unsigned_when_asked") else {
+        return;
+    };
+    moto.bucket("gcs");
+    let data = pattern(700 << 10, 3);
+    // Readable by anyone, as a public bucket's objects are.
+    let public = [("x-amz-acl", "public-read")];
+    let (status, body) = moto.request_with("PUT", "/gcs/m.bin", &public, &data);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let at = Location::parse("gs://gcs/m.bin").unwrap();
+    let opts = RemoteOptions {
+        unsigned: true,
+        settings: vec![("google_base_url".into(), moto.endpoint.clone())],
+        ..RemoteOptions::default()
+    };
+    let object = RemoteObject::open(&at, &opts).unwrap();
+    let mut all = vec![0u8; data.len()];
+    object.read_exact_at(0, &mut all).unwrap();
+    assert!(all == data, "the object read differs");
+    assert!(object.e_tag().is_some(), "reads are pinned to the version first seen");
+}
+
+#[test]
 fn http_is_read_only() {
     let at = Location::parse("http://127.0.0.1:9/m.zt").unwrap();
     let e = RemoteUpload::create(&at, &RemoteOptions::default()).unwrap_err();

@@ -95,12 +95,24 @@ impl Moto {
     /// One plain HTTP request (moto does not check signatures unless told to): the status
     /// and the body.
     pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        self.request_with(method, path, &[], body)
+    }
+
+    /// [`Moto::request`] with more headers.
+    pub fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, Vec<u8>) {
+        let more: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("moto answers");
         stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         stream.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n",
+             {more}Connection: close\r\n\r\n",
             self.port,
             body.len()
         );
