@@ -72,6 +72,9 @@ struct Live {
     path: object_store::path::Path,
     id: MultipartId,
     shown: String,
+    /// Its completing request is sent (or about to be): [`abort_unfinished`] waits for its
+    /// answer rather than abort an upload that may have landed.
+    completing: bool,
 }
 
 /// Every multipart upload of this process begun and neither completed nor aborted.
@@ -181,17 +184,38 @@ fn forget(token: u64) {
     LIVE.lock().unwrap_or_else(PoisonError::into_inner).retain(|l| l.token != token);
 }
 
+/// Marks the upload of `token` as completing, or says no (false) once [`abort_unfinished`] has
+/// begun: then it must not complete. One lock decides both, so a signal's cleanup either sees
+/// the completion under way and waits for it, or the completion sees the cleanup and stops.
+fn begin_completing(token: u64) -> bool {
+    let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+    if STOPPING.load(Ordering::SeqCst) {
+        return false;
+    }
+    for l in live.iter_mut().filter(|l| l.token == token) {
+        l.completing = true;
+    }
+    true
+}
+
 /// Aborts every multipart upload this process has running (for a signal handler about to
 /// exit: SIGINT or SIGTERM must leave no parts behind), waiting up to 10 s for each, and
 /// deletes the objects [`Provisional`] sets still hold (once the uploads in flight ended, so
 /// none appears after); returns the URLs of the uploads whose abort and the objects whose
-/// deletion failed.
+/// deletion failed. An upload whose completing request was sent before the signal is not
+/// aborted: its answer is waited for (within the same patience), so what it says is what
+/// happened (the object landed, or the upload was aborted after its completion failed).
 pub fn abort_unfinished() -> Vec<String> {
-    // No upload starts from now on; those being started are waited for (within the patience),
-    // so that one the server made just now is found and aborted.
+    // No upload starts or completes from now on; those being started or completed are waited
+    // for (within the patience), so that one the server made just now is found and aborted,
+    // and one that landed just now is not reported as an abort that failed.
     STOPPING.store(true, Ordering::SeqCst);
     let since = std::time::Instant::now();
-    let busy = || STARTING.load(Ordering::SeqCst) > 0 || ABORTING.load(Ordering::SeqCst) > 0;
+    let busy = || {
+        STARTING.load(Ordering::SeqCst) > 0
+            || ABORTING.load(Ordering::SeqCst) > 0
+            || LIVE.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|l| l.completing)
+    };
     while busy() && since.elapsed() < ABORT_PATIENCE {
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -284,6 +308,7 @@ impl RemoteUpload {
             path: path.clone(),
             id: id.clone(),
             shown: shown.clone(),
+            completing: false,
         });
         drop(starting);
         Ok(Multipart { store, id, token, prior, tasks: JoinSet::new(), parts: Vec::new(), next: 0 })
@@ -363,6 +388,9 @@ impl RemoteUpload {
             }
             multipart.parts.sort_by_key(|(i, _)| *i);
             let parts = multipart.parts.iter().map(|(_, p)| p.clone()).collect();
+            if !begin_completing(multipart.token) {
+                return Err(Error::new(ErrorKind::Request, &shown, "writing: interrupted"));
+            }
             match multipart.store.complete_multipart(&path, &multipart.id, parts).await {
                 Ok(_) => Ok(()),
                 Err(e) => match object.head(&path).await {

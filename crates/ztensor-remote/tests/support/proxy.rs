@@ -1,6 +1,7 @@
 //! A fault-injecting HTTP proxy on loopback, in front of a test server: it forwards each
 //! request (one per connection) and, while faults are queued, answers ranged GETs with
-//! `503 SlowDown` or cuts their body mid-way, or drops the answer to an upload's completion.
+//! `503 SlowDown` or cuts their body mid-way, or drops or holds the answer to an upload's
+//! completion.
 
 #![allow(dead_code)]
 
@@ -19,7 +20,13 @@ pub enum Fault {
     /// For the request completing a multipart upload: forward it, then close without
     /// answering (the upload completed; the client never hears so).
     DropCompletion,
+    /// For the request completing a multipart upload: forward it, then hold the answer for
+    /// [`SLOW_COMPLETION_MS`] (the upload completed; the client hears so late).
+    SlowCompletion,
 }
+
+/// How long [`Fault::SlowCompletion`] holds the answer.
+pub const SLOW_COMPLETION_MS: u64 = 1_500;
 
 /// The running proxy (its thread ends with the test process).
 pub struct Proxy {
@@ -136,7 +143,7 @@ fn serve(
     let fault = {
         let mut q = queued.lock().unwrap();
         match q.first() {
-            Some(Fault::DropCompletion) if completion => Some(q.remove(0)),
+            Some(Fault::DropCompletion | Fault::SlowCompletion) if completion => Some(q.remove(0)),
             Some(Fault::SlowDown | Fault::CutBody) if ranged_get => Some(q.remove(0)),
             _ => None,
         }
@@ -203,6 +210,9 @@ fn answer(
     let Some((reply, reply_body)) = read_message(&mut answer)? else { return Ok(()) };
     if fault == Some(Fault::DropCompletion) {
         return client.shutdown(std::net::Shutdown::Both);
+    }
+    if fault == Some(Fault::SlowCompletion) {
+        std::thread::sleep(std::time::Duration::from_millis(SLOW_COMPLETION_MS));
     }
     ending.now();
     if fault == Some(Fault::CutBody) {
