@@ -62,40 +62,126 @@ impl Error {
         &self.url
     }
 
-    /// `object_store`'s error as ours, for an operation (`what`) on `url`.
+    /// `object_store`'s error as ours, for an operation (`what`) on `url`. The message is
+    /// built from our words, the HTTP status and the server's error code: never from
+    /// `object_store`'s text (which names the request's URL, user and password included, and
+    /// quotes the server's answer, which may quote the request's credentials).
     pub(crate) fn from_store(what: &str, url: &str, e: object_store::Error) -> Error {
         use object_store::Error as E;
-        let text = e.to_string();
-        let kind = match &e {
-            E::NotFound { .. } => ErrorKind::NotFound,
-            E::Precondition { .. } | E::NotModified { .. } => ErrorKind::Changed,
-            E::PermissionDenied { .. } | E::Unauthenticated { .. } => {
-                ErrorKind::Denied { code: server_code(&text) }
+        let found = Found::in_chain(&e);
+        let status = found.status;
+        let kind = match (&e, status) {
+            (E::NotFound { .. }, _) | (_, Some(404)) => ErrorKind::NotFound,
+            (E::Precondition { .. } | E::NotModified { .. }, _) | (_, Some(412 | 304)) => {
+                ErrorKind::Changed
             }
-            _ if status_in(&text, &["403 Forbidden", "401 Unauthorized"]) => {
-                ErrorKind::Denied { code: server_code(&text) }
+            (E::PermissionDenied { .. } | E::Unauthenticated { .. }, _) | (_, Some(401 | 403)) => {
+                ErrorKind::Denied { code: found.code.clone() }
             }
-            _ if status_in(&text, &["404 Not Found"]) => ErrorKind::NotFound,
-            _ if status_in(&text, &["412 Precondition Failed"]) => ErrorKind::Changed,
             _ => ErrorKind::Request,
         };
         let message = match &kind {
             ErrorKind::NotFound => format!("{what}: no such object or bucket"),
-            ErrorKind::Denied { code: Some(code) } => {
-                format!("{what}: refused by the server ({code})")
+            ErrorKind::Denied { code } => {
+                let status = status.map_or_else(String::new, |s| format!("HTTP {s}"));
+                let code = code.as_deref().map_or_else(String::new, |c| format!(", {c}"));
+                format!("{what}: refused by the server ({status}{code})")
             }
-            ErrorKind::Denied { code: None } => {
-                format!("{what}: refused by the server: {}", scrub(&text))
-            }
-            ErrorKind::Changed => {
-                format!(
-                    "{what}: the object changed while it was read (its ETag moved); nothing read from it is used"
-                )
-            }
-            _ => format!("{what}: {}", scrub(&text)),
+            ErrorKind::Changed => format!(
+                "{what}: the object changed while it was read (its ETag moved); nothing read from it is used"
+            ),
+            _ => format!("{what}: {}", found.describe(&e)),
         };
         Error::new(kind, url, message)
     }
+}
+
+/// What an `object_store` error's source chain tells, by type.
+#[derive(Debug, Default)]
+struct Found {
+    /// The HTTP status of the answer that failed the request.
+    status: Option<u16>,
+    /// The server's error code, parsed from its answer.
+    code: Option<String>,
+    /// A refusal of ours (an oversized answer, a redirect not followed).
+    refused: Option<String>,
+    /// A transport failure: its kind, and the innermost cause (an operating system error).
+    transport: Option<(object_store::client::HttpErrorKind, String)>,
+    /// The server redirected without saying where.
+    bare_redirect: bool,
+}
+
+impl Found {
+    fn in_chain(e: &object_store::Error) -> Found {
+        // `object_store` does not export the type that carries a failed answer's status
+        // (its `RetryError` lives in a private module), so the status is read from its text:
+        // "status code: 403 Forbidden". The body in that text is the one our client let
+        // through (`crate::http`), an error document holding only the server's code.
+        let text = e.to_string();
+        let mut found = Found {
+            status: status_in_text(&text),
+            code: server_code(&text),
+            bare_redirect: text.contains("redirect without LOCATION"),
+            ..Found::default()
+        };
+        let mut link: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(at) = link {
+            if let Some(refused) = at.downcast_ref::<crate::http::Refused>() {
+                found.refused.get_or_insert_with(|| refused.to_string());
+            }
+            if let Some(http) = at.downcast_ref::<object_store::client::HttpError>()
+                && found.transport.is_none()
+            {
+                let mut innermost: &(dyn std::error::Error + 'static) = http;
+                while let Some(next) = innermost.source() {
+                    innermost = next;
+                }
+                found.transport = Some((http.kind(), scrub(&innermost.to_string())));
+            }
+            link = at.source();
+        }
+        found
+    }
+
+    /// The failure in our words.
+    fn describe(&self, e: &object_store::Error) -> String {
+        use object_store::client::HttpErrorKind as K;
+        if let Some(refused) = &self.refused {
+            return refused.clone();
+        }
+        if let Some(status) = self.status {
+            let reason = http_reason(status);
+            return match &self.code {
+                Some(code) => format!("the server answered HTTP {status}{reason} ({code})"),
+                None => format!("the server answered HTTP {status}{reason}"),
+            };
+        }
+        if self.bare_redirect {
+            return "the server redirected without saying where (often a bucket in another region than the one configured)".to_owned();
+        }
+        if let Some((kind, cause)) = &self.transport {
+            let what = match kind {
+                K::Connect => "could not connect",
+                K::Request => "the request could not be sent",
+                K::Timeout => "no answer in time",
+                K::Interrupted => "the connection was cut",
+                K::Decode => "the answer could not be read",
+                _ => "the request failed",
+            };
+            return format!("{what}: {cause}");
+        }
+        // A failure before any request (a configuration `object_store` refused): its text
+        // names no request, but may quote a value given, so it is redacted too.
+        scrub(&e.to_string())
+    }
+}
+
+/// `" Forbidden"` for 403: the standard reason of an HTTP status, with its space.
+fn http_reason(status: u16) -> String {
+    reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .map_or_else(String::new, |r| format!(" {r}"))
 }
 
 impl fmt::Display for Error {
@@ -138,14 +224,16 @@ fn io_kind(kind: &ErrorKind) -> io::ErrorKind {
     }
 }
 
-/// Whether `text` carries one of the HTTP `statuses`.
-fn status_in(text: &str, statuses: &[&str]) -> bool {
-    statuses.iter().any(|s| text.contains(s))
+/// The HTTP status `object_store` quotes in `text` (`status code: 403 Forbidden`).
+fn status_in_text(text: &str) -> Option<u16> {
+    let at = text.find("status code: ")? + "status code: ".len();
+    let digits = text.get(at..at + 3)?;
+    digits.bytes().all(|b| b.is_ascii_digit()).then(|| digits.parse().ok()).flatten()
 }
 
 /// The server's error code from an S3/GCS/Azure XML answer quoted in `text`
 /// (`<Code>SignatureDoesNotMatch</Code>`), when there is one.
-fn server_code(text: &str) -> Option<String> {
+pub(crate) fn server_code(text: &str) -> Option<String> {
     let start = text.find("<Code>")? + "<Code>".len();
     let len = text.get(start..)?.find("</Code>")?;
     let code = text.get(start..start + len)?;
@@ -156,15 +244,83 @@ fn server_code(text: &str) -> Option<String> {
 }
 
 /// `text` without what may carry a secret: a server's XML answer may quote the string it
-/// signed and the access key id; query strings may carry presigned signatures. Everything from
-/// the first `<` (the quoted answer) or `?` (a query) on is cut, and the length bounded.
+/// signed and the access key id; query strings may carry presigned signatures; a URL's user
+/// information its password; and the credentials this process was given are cut wherever
+/// they appear. Everything from the first `<` (the quoted answer) or `?` (a query) on is
+/// cut, and the length bounded.
 pub(crate) fn scrub(text: &str) -> String {
     let cut = text.find(['<', '?']).unwrap_or(text.len());
-    let mut shown: String = text[..cut].chars().take(400).collect();
-    if shown.len() < text.len() {
+    let redacted = redact(&text[..cut]);
+    let mut shown: String = redacted.chars().take(400).collect();
+    if shown.len() < redacted.len() || cut < text.len() {
         shown.push_str(" [..]");
     }
     shown.trim_end().to_owned()
+}
+
+/// `text` with every URL's user information (`user:password@`) removed and every credential
+/// this process was given ([`secrets`]) replaced by `[redacted]`.
+pub(crate) fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let authority_end = tail.find(['/', ' ', ')', '"', '\'', '\n']).unwrap_or(tail.len());
+        let authority = &tail[..authority_end];
+        match authority.rfind('@') {
+            Some(user_end) => out.push_str(&authority[user_end + 1..]),
+            None => out.push_str(authority),
+        }
+        rest = &tail[authority_end..];
+    }
+    out.push_str(rest);
+    for secret in secrets() {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), "[redacted]");
+        }
+    }
+    out
+}
+
+/// The credentials this process was given in its environment, as the stores read them, and
+/// the passwords in their endpoint URLs: the strings no message may hold.
+pub(crate) fn secrets() -> Vec<String> {
+    const SECRET: [&str; 12] = [
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_STORAGE_ACCESS_KEY",
+        "AZURE_STORAGE_SAS_TOKEN",
+        "AZURE_STORAGE_TOKEN",
+        "AZURE_CLIENT_SECRET",
+        "GOOGLE_SERVICE_ACCOUNT_KEY",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AZURE_FEDERATED_TOKEN",
+    ];
+    const URLS: [&str; 5] = [
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT",
+        "AWS_ENDPOINT_URL_S3",
+        "GOOGLE_STORAGE_ENDPOINT",
+        "AZURE_STORAGE_ENDPOINT",
+    ];
+    let mut found: Vec<String> = SECRET.iter().filter_map(|v| std::env::var(v).ok()).collect();
+    for var in URLS {
+        if let Ok(endpoint) = std::env::var(var)
+            && let Ok(url) = url::Url::parse(&endpoint)
+        {
+            found.extend(url.password().map(str::to_owned));
+            if !url.username().is_empty() {
+                found.push(url.username().to_owned());
+            }
+        }
+    }
+    // Short values would redact ordinary words; no real credential is this short.
+    found.retain(|s| s.len() >= 6);
+    found
 }
 
 #[cfg(test)]
@@ -182,6 +338,9 @@ mod tests {
         assert!(!shown.contains("secret"), "{shown}");
         assert!(shown.contains("403 Forbidden"), "{shown}");
         assert!(!scrub("GET http://h/b/k?X-Amz-Signature=abc").contains("abc"));
+        let shown = scrub("Error performing GET http://user:hunter2secret@host:9000/b/k in 1s");
+        assert!(!shown.contains("hunter2secret") && !shown.contains("user"), "{shown}");
+        assert!(shown.contains("http://host:9000/b/k"), "{shown}");
     }
 
     #[test]

@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod http;
 mod location;
 mod object;
 mod profile;
@@ -37,6 +38,7 @@ mod store;
 mod upload;
 
 pub use error::{Error, ErrorKind};
+pub use http::{ANSWER_LEN, ERROR_BODY_LEN, MAX_REDIRECTS};
 pub use location::{Location, Scheme, is_url};
 pub use object::{BLOCK_LEN, RemoteObject, SUFFIX_LEN};
 pub use store::{RemoteOptions, Transfer};

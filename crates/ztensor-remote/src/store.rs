@@ -7,13 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use object_store::client::{
-    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
-};
 use object_store::multipart::MultipartStore;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
 use crate::error::{Error, ErrorKind};
+use crate::http::{Connector, Redirects};
 use crate::location::{Location, Scheme};
 
 /// How remote objects are reached.
@@ -87,7 +85,7 @@ pub struct Transfer {
 /// The shared counters behind [`Transfer`].
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    requests: AtomicU64,
+    pub(crate) requests: AtomicU64,
     bytes: AtomicU64,
 }
 
@@ -168,33 +166,6 @@ pub(crate) fn enter() -> tokio::runtime::EnterGuard<'static> {
     runtime().enter()
 }
 
-/// The reqwest client `object_store` would use, each request counted.
-#[derive(Debug)]
-struct Counting {
-    counters: Arc<Counters>,
-}
-
-#[derive(Debug)]
-struct CountingService {
-    inner: HttpClient,
-    counters: Arc<Counters>,
-}
-
-#[async_trait::async_trait]
-impl HttpService for CountingService {
-    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
-        self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        self.inner.execute(req).await
-    }
-}
-
-impl HttpConnector for Counting {
-    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
-        let inner = object_store::client::ReqwestConnector::default().connect(options)?;
-        Ok(HttpClient::new(CountingService { inner, counters: Arc::clone(&self.counters) }))
-    }
-}
-
 /// The retry policy: `object_store`'s (5xx, throttling, dropped connections and cut bodies
 /// retried with exponential backoff, a cut body resumed from the byte where it stopped),
 /// bounded by most of the operation's time bound so its last error is the one reported.
@@ -240,7 +211,11 @@ pub(crate) fn store(
     options: &RemoteOptions,
     counters: &Arc<Counters>,
 ) -> Result<Stores, Error> {
-    let connector = Counting { counters: Arc::clone(counters) };
+    let redirects = match location.scheme() {
+        Scheme::Http => Redirects::Public,
+        Scheme::S3 | Scheme::Gcs | Scheme::Azure => Redirects::SameOrigin,
+    };
+    let connector = Connector { counters: Arc::clone(counters), redirects };
     let shown = location.to_string();
     let built: object_store::Result<Stores> = match location.scheme() {
         Scheme::S3 => {

@@ -3,6 +3,9 @@
 // Test objects are small; their offsets always fit.
 #![allow(clippy::cast_possible_truncation)]
 
+mod hostile;
+#[path = "support/liar.rs"]
+mod liar;
 #[path = "support/moto.rs"]
 mod moto;
 #[path = "support/proxy.rs"]
