@@ -102,18 +102,37 @@ impl Counters {
     }
 }
 
-/// The runtime every remote operation runs on: two worker threads, started on first use. The
-/// rest of the workspace is synchronous; it blocks on this runtime's futures.
+/// The runtime every remote operation runs on: two worker threads, started by the first
+/// store configured ([`started`]). The rest of the workspace is synchronous; it blocks on this
+/// runtime's futures.
+static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+
+/// Starts the runtime if it is not running: an error naming `url` when its threads cannot be
+/// started (an address-space or thread limit), never a panic.
+fn started(url: &str) -> Result<&'static tokio::runtime::Runtime, Error> {
+    if let Some(runtime) = RUNTIME.get() {
+        return Ok(runtime);
+    }
+    let built = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("zt-remote")
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Request,
+                url,
+                format!("starting the client's threads: {e} (a thread or memory limit?)"),
+            )
+        })?;
+    // Two threads racing here: one runtime is kept, the other dropped unused.
+    Ok(RUNTIME.get_or_init(|| built))
+}
+
+/// The running runtime. Every operation configures its store first, which starts it
+/// ([`store`]), so it is running by the time anything is run on it.
 fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("zt-remote")
-            .enable_all()
-            .build()
-            .expect("the zt-remote runtime starts (threads and timers only)")
-    })
+    RUNTIME.get().expect("the runtime is started when the first store is configured")
 }
 
 /// Runs `future` to its end on the private runtime, within `timeout`: past it,
@@ -211,6 +230,7 @@ pub(crate) fn store(
     options: &RemoteOptions,
     counters: &Arc<Counters>,
 ) -> Result<Stores, Error> {
+    started(&location.to_string())?;
     let redirects = match location.scheme() {
         Scheme::Http => Redirects::Public,
         Scheme::S3 | Scheme::Gcs | Scheme::Azure => Redirects::SameOrigin,
