@@ -143,7 +143,7 @@ pub fn read_layout(bytes: &[u8]) -> Result<DcpLayout> {
     for (name, entry) in entries {
         let name = p.text(name)?;
         let class = match pickle.node(entry) {
-            Node::Record(class, _) => *class,
+            Node::Record(class, _) => class.name(),
             other => return Err(malformed(format!("entry {name:?} is {}", other.kind()))),
         };
         if class == "BytesStorageMetadata" {
@@ -159,12 +159,15 @@ pub fn read_layout(bytes: &[u8]) -> Result<DcpLayout> {
             let chunk = p.record(chunk, "ChunkStorageMetadata")?;
             let offsets = p.dims(p.field(chunk, "offsets")?)?;
             let sizes = p.dims(p.field(chunk, "sizes")?)?;
+            // The name is copied to look the chunk up and its file's name kept with it.
+            p.spend(2 * name.len() + 64)?;
             let (file, offset, length, zstd) =
                 stored.get(&(name.clone(), offsets.clone())).cloned().ok_or_else(|| {
                     malformed(format!(
                         "tensor {name:?}: its chunk at {offsets:?} is stored nowhere"
                     ))
                 })?;
+            p.spend(file.len())?;
             chunks.push(DcpChunk { offsets, sizes, file, offset, length, zstd });
         }
         layout.tensors.push(DcpTensor { name, dtype, shape, chunks });
@@ -181,28 +184,37 @@ impl Records<'_> {
     /// The state of record `id`, which must be of `class`.
     fn record(&self, id: Id, class: &str) -> Result<Id> {
         match self.pickle.node(id) {
-            Node::Record(c, Some(state)) if *c == class => Ok(*state),
+            Node::Record(c, Some(state)) if c.name() == class => Ok(*state),
             other => Err(malformed(format!("a {} where DCP writes a {class}", other.kind()))),
         }
     }
 
-    /// Field `name` of a record's state (a dict of fields).
+    /// Field `name` of a record's state (a dict of fields), found through the dict's index:
+    /// records sharing one huge state dict cost a lookup each, not a scan.
     fn field(&self, state: Id, name: &str) -> Result<Id> {
         let Node::Dict(d) = self.pickle.node(state) else {
             return Err(malformed(format!(
                 "a record whose state is not a dict (looking for {name:?})"
             )));
         };
-        d.items
-            .iter()
-            .find(|(k, _)| matches!(self.pickle.node(*k), Node::Str(s) if s == name))
-            .map(|&(_, v)| v)
+        self.pickle
+            .get_str(d, name)
             .ok_or_else(|| malformed(format!("a record without its field {name:?}")))
+    }
+
+    /// Charges `n` bytes of what is copied out of the pickle to its memory budget: a value
+    /// shared by many records is paid for at each copy, so sharing cannot multiply memory
+    /// past what the pickle's length allows.
+    fn spend(&self, n: usize) -> Result<()> {
+        self.pickle.budget.spend(n, "records, copied out")
     }
 
     fn dict(&self, id: Id) -> Result<Vec<(Id, Id)>> {
         match self.pickle.node(id) {
-            Node::Dict(d) => Ok(d.items.clone()),
+            Node::Dict(d) => {
+                self.spend(16 * d.items.len())?;
+                Ok(d.items.clone())
+            }
             other => Err(malformed(format!("{} where DCP writes a dict", other.kind()))),
         }
     }
@@ -216,7 +228,10 @@ impl Records<'_> {
 
     fn text(&self, id: Id) -> Result<String> {
         match self.pickle.node(id) {
-            Node::Str(s) => Ok(s.clone()),
+            Node::Str(s) => {
+                self.spend(24 + s.len())?;
+                Ok(s.clone())
+            }
             other => Err(malformed(format!("{} where DCP writes a str", other.kind()))),
         }
     }
@@ -230,8 +245,15 @@ impl Records<'_> {
         }
     }
 
+    /// A tuple of offsets or sizes: one per dimension, so no longer than a tensor's rank may
+    /// be.
     fn dims(&self, id: Id) -> Result<Vec<u64>> {
-        self.items(id)?.iter().map(|&d| self.int(d)).collect()
+        let items = self.items(id)?;
+        if items.len() > ztensor_format::Limits::default().max_rank {
+            return Err(malformed(format!("offsets or sizes of {} dimensions", items.len())));
+        }
+        self.spend(24 + 8 * items.len())?;
+        items.iter().map(|&d| self.int(d)).collect()
     }
 
     /// The dtype of a `TensorProperties` state: a tuple whose first item is the dtype (how
@@ -561,5 +583,222 @@ impl<S: ReadAt> TensorSource for DcpChunks<S> {
     }
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
         self.chunks.get(index)?.raw()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes pickles of DCP's records opcode by opcode (protocol 2), as DCP's own would be
+    /// built, so a test can share values between records as a hostile writer would.
+    struct Writer(Vec<u8>);
+
+    const MD: &str = "torch.distributed.checkpoint.metadata";
+    const FS: &str = "torch.distributed.checkpoint.filesystem";
+
+    impl Writer {
+        fn new() -> Writer {
+            Writer(vec![0x80, 2])
+        }
+        fn str(&mut self, s: &str) -> &mut Writer {
+            self.0.push(b'X');
+            self.0.extend(u32::try_from(s.len()).unwrap().to_le_bytes());
+            self.0.extend(s.as_bytes());
+            self
+        }
+        fn int(&mut self, v: i32) -> &mut Writer {
+            self.0.push(b'J');
+            self.0.extend(v.to_le_bytes());
+            self
+        }
+        fn op(&mut self, ops: &[u8]) -> &mut Writer {
+            self.0.extend_from_slice(ops);
+            self
+        }
+        /// `PUT key` of the top of the stack.
+        fn put(&mut self, key: u32) -> &mut Writer {
+            self.0.push(b'r');
+            self.0.extend(key.to_le_bytes());
+            self
+        }
+        /// `GET key`.
+        fn get(&mut self, key: u32) -> &mut Writer {
+            self.0.push(b'j');
+            self.0.extend(key.to_le_bytes());
+            self
+        }
+        /// An empty record of `module.class` on the stack (its state follows, then `BUILD`).
+        fn record(&mut self, module: &str, class: &str) -> &mut Writer {
+            self.0.push(b'c');
+            self.0.extend(format!("{module}\n{class}\n").as_bytes());
+            self.op(b")\x81")
+        }
+    }
+
+    /// A `.metadata` of one tensor entry per name in `entries` (each written by `entry`) and
+    /// one storage record per chunk (each written by `storage`).
+    fn metadata(
+        prelude: impl FnOnce(&mut Writer),
+        entries: usize,
+        mut entry: impl FnMut(&mut Writer, usize),
+        storages: usize,
+        mut storage: impl FnMut(&mut Writer, usize),
+    ) -> Vec<u8> {
+        let mut w = Writer::new();
+        prelude(&mut w);
+        w.record(MD, "Metadata").op(b"}(").str("state_dict_metadata").op(b"}");
+        for i in 0..entries {
+            w.op(b"(").str(&format!("t{i}"));
+            entry(&mut w, i);
+            w.op(b"u");
+        }
+        w.str("storage_data").op(b"}");
+        for i in 0..storages {
+            w.op(b"(");
+            storage(&mut w, i);
+            w.op(b"u");
+        }
+        w.op(b"ub.");
+        w.0
+    }
+
+    /// A `TensorStorageMetadata` of a float32 `[4]` tensor whose one chunk's offsets are
+    /// written by `offsets`.
+    fn tensor(w: &mut Writer, offsets: impl FnOnce(&mut Writer)) {
+        w.record(MD, "TensorStorageMetadata").op(b"}(").str("properties");
+        w.record(MD, "TensorProperties").op(b"ctorch\nfloat32\n\x85b");
+        w.str("size").op(b"(").int(4).op(b"t").str("chunks").op(b"(");
+        w.record(MD, "ChunkStorageMetadata").op(b"}(").str("offsets");
+        offsets(w);
+        w.str("sizes").op(b"(").int(4).op(b"tub");
+        w.op(b"lub");
+    }
+
+    /// A `MetadataIndex` → `_StorageInfo` pair for tensor `i`, its file name written by `file`.
+    fn stored(w: &mut Writer, i: usize, file: impl FnOnce(&mut Writer)) {
+        w.record(MD, "MetadataIndex").op(b"}(").str("fqn").str(&format!("t{i}"));
+        w.str("offset").op(b"(").int(0).op(b"t").str("index").int(0).op(b"ub");
+        w.record(FS, "_StorageInfo").op(b"}(").str("relative_path");
+        file(w);
+        w.str("offset").int(0).str("length").int(16).op(b"ub");
+    }
+
+    #[test]
+    fn written_records_read_as_dcp_writes_them() {
+        // The writer above is right: a checkpoint of three plain tensors reads back.
+        let bytes = metadata(
+            |_| {},
+            3,
+            |w, _| {
+                tensor(w, |w| {
+                    w.op(b"(").int(0).op(b"t");
+                })
+            },
+            3,
+            |w, i| {
+                stored(w, i, |w| {
+                    w.str("__0_0.distcp");
+                })
+            },
+        );
+        let layout = read_layout(&bytes).unwrap();
+        assert_eq!(layout.tensors.len(), 3);
+        assert_eq!(layout.tensors[2].chunks[0].file, "__0_0.distcp");
+        assert_eq!(layout.tensors[2].shape, [4]);
+    }
+
+    #[test]
+    fn a_shared_tuple_is_not_copied_into_every_record() {
+        // One 100,000-int tuple, memoized, as the offsets of 20,000 chunks: 2 billion ints if
+        // each record copied it. Offsets are one per dimension, so it is refused at once.
+        let prelude = |w: &mut Writer| {
+            w.op(b"(");
+            for i in 0..100_000 {
+                w.int(i);
+            }
+            w.op(b"t").put(0).op(b"0");
+        };
+        let bytes = metadata(
+            prelude,
+            20_000,
+            |w, _| {
+                tensor(w, |w| {
+                    w.get(0);
+                })
+            },
+            20_000,
+            |w, i| {
+                stored(w, i, |w| {
+                    w.str("f");
+                })
+            },
+        );
+        let started = std::time::Instant::now();
+        let e = read_layout(&bytes).unwrap_err().to_string();
+        assert!(e.contains("of 100000 dimensions"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_shared_path_is_paid_for_at_each_copy() {
+        // A 1 MiB file name, memoized, named by 20,000 storage records: 20 GB if each record
+        // copied it freely. Each copy is charged to the pickle's budget, which refuses.
+        let long = "p".repeat(1 << 20);
+        let prelude = |w: &mut Writer| {
+            w.str(&long).put(0).op(b"0");
+        };
+        let bytes = metadata(
+            prelude,
+            20_000,
+            |w, _| {
+                tensor(w, |w| {
+                    w.op(b"(").int(0).op(b"t");
+                })
+            },
+            20_000,
+            |w, i| {
+                stored(w, i, |w| {
+                    w.get(0);
+                })
+            },
+        );
+        let e = read_layout(&bytes).unwrap_err().to_string();
+        assert!(e.contains("far more than its size explains"), "{e}");
+    }
+
+    #[test]
+    fn fields_of_a_large_shared_state_are_found_without_a_scan() {
+        // 100,000 records whose state is one memoized dict of 200,000 keys, the fields DCP
+        // reads last: a scan per field per record would compare 60 billion keys.
+        let prelude = |w: &mut Writer| {
+            w.op(b"}").put(0).op(b"(");
+            for i in 0..200_000 {
+                w.str(&format!("k{i}")).op(b"N");
+            }
+            w.str("properties");
+            w.record(MD, "TensorProperties").op(b"ctorch\nfloat32\n\x85b");
+            w.str("size").op(b")").str("chunks").op(b"]").op(b"u0");
+        };
+        let entry = |w: &mut Writer, _| {
+            w.record(MD, "TensorStorageMetadata").get(0).op(b"b");
+        };
+        let bytes = metadata(prelude, 100_000, entry, 0, |_, _| {});
+        let started = std::time::Instant::now();
+        let layout = read_layout(&bytes).unwrap();
+        assert_eq!(layout.tensors.len(), 100_000);
+        assert!(layout.tensors.iter().all(|t| t.chunks.is_empty() && t.shape.is_empty()));
+        // Linear: well under a second in a release build; the bound only catches a scan.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_flood_of_containers_is_refused_by_its_bytes() {
+        // 12 MB of EMPTY_DICT: ~860 MB of values if counted by items; refused by bytes.
+        let mut bytes = vec![0x80, 2];
+        bytes.resize(12_000_000, b'}');
+        bytes.push(b'.');
+        let e = read_layout(&bytes).unwrap_err().to_string();
+        assert!(e.contains("far more than its size explains"), "{e}");
     }
 }

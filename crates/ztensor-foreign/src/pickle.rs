@@ -10,9 +10,13 @@
 //! in the memo and appended to later is the same list wherever it was fetched from, as in
 //! Python. Everything is bounded by the pickle: one opcode makes at most one value, every
 //! length is checked against the bytes left before anything is allocated, and the arena is
-//! capped at [`MAX_VALUES`]. What a pickle can make the machine copy or hash by referring to a
-//! value again (a shared string as a key of many dicts, a shared list passed to many calls)
-//! is charged to a budget of work proportional to the pickle's length.
+//! capped at [`MAX_VALUES`]. Memory is counted in bytes, not values: every value built, every
+//! slot of the stack, memo and dict index is charged to a [`Budget`] proportional to the
+//! pickle's length ([`Budget::for_pickle`]), which the pickle's readers (torch.save's walk,
+//! DCP's records) go on drawing from when they copy shared values out, so what a pickle costs
+//! in all is bounded by its length, however often it refers to a value. `None`, the bools and
+//! small ints are made once and shared, as CPython shares them. What a pickle can make the
+//! machine copy or hash by referring to a value again is also charged to a budget of work.
 
 use std::collections::HashMap;
 
@@ -66,7 +70,7 @@ pub(crate) enum Global {
     RebuildSparse,
     /// A class of a Distributed Checkpoint's `.metadata` (`Metadata`, `TensorStorageMetadata`,
     /// `_StorageInfo`, …): a record made empty (`NEWOBJ`) and given its fields (`BUILD`).
-    Record(&'static str),
+    Record(Class),
     /// `torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING`: an enum member by value.
     MemoryFormat,
     /// `pathlib.PosixPath` and its kin: a path from its parts (what a checkpoint id may be).
@@ -85,14 +89,32 @@ const RECORDS: [(&str, &str); 8] = [
     ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
 ];
 
+/// A class of [`RECORDS`], by its place there: a byte, so a record's node is no larger than
+/// an int's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Class(u8);
+
+impl Class {
+    /// The class's name (`TensorStorageMetadata`).
+    pub(crate) fn name(self) -> &'static str {
+        RECORDS.get(usize::from(self.0)).map_or("?", |(_, c)| c)
+    }
+}
+
+impl std::fmt::Display for Class {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Global {
     /// What `module.name` stands for, or why it is refused.
     fn resolve(module: &str, name: &str) -> Result<Global> {
         if let Some(dtype) = crate::torch::dtype_named(name).filter(|_| module == "torch") {
             return Ok(Global::Dtype(dtype));
         }
-        if let Some((_, class)) = RECORDS.iter().find(|(m, c)| *m == module && *c == name) {
-            return Ok(Global::Record(class));
+        if let Some(at) = RECORDS.iter().position(|(m, c)| *m == module && *c == name) {
+            return Ok(Global::Record(Class(u8::try_from(at).unwrap_or(u8::MAX))));
         }
         let global = match (module, name) {
             ("collections", "OrderedDict") => Global::OrderedDict,
@@ -223,6 +245,75 @@ pub(crate) struct SparseRef {
     pub(crate) parts: Vec<(&'static str, TensorRef)>,
 }
 
+/// The bytes a pickle and what is made from it may take: [`Budget::PER_BYTE`] for each byte
+/// of the pickle and [`Budget::BASE`] beside. Shared by the machine that builds the values and
+/// the readers that copy them out.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    left: std::cell::Cell<usize>,
+    limit: usize,
+}
+
+impl Budget {
+    /// Bytes of memory per byte of pickle. A Distributed Checkpoint's `.metadata` of 20,000
+    /// tensors (4.3 MB, protocol 4, as DCP writes it) takes 12 per byte here, values and what
+    /// its reader copies out together; a flood of one-byte opcodes each making an empty dict
+    /// would take 72.
+    pub(crate) const PER_BYTE: usize = 16;
+    /// Bytes of memory any pickle may take, however short.
+    pub(crate) const BASE: usize = 64 << 20;
+
+    /// The budget of a pickle of `len` bytes.
+    pub(crate) fn for_pickle(len: usize) -> Budget {
+        let limit = len.saturating_mul(Budget::PER_BYTE).saturating_add(Budget::BASE);
+        Budget { left: std::cell::Cell::new(limit), limit }
+    }
+
+    /// Charges `n` bytes for `what`; past the budget, an error saying so.
+    pub(crate) fn spend(&self, n: usize, what: &str) -> Result<()> {
+        match self.left.get().checked_sub(n) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => Err(Error::new(
+                ErrorKind::Malformed,
+                format!(
+                    "the pickle's {what} would take more than {} bytes of memory, {} per byte \
+                     of the pickle and {} MiB beside: far more than its size explains",
+                    self.limit,
+                    Budget::PER_BYTE,
+                    Budget::BASE >> 20
+                ),
+            )),
+        }
+    }
+}
+
+/// Bytes charged for each value in the arena (its node), each slot of the stack or a
+/// container, each memo entry and each dict entry (its item and its index entry).
+const NODE_COST: usize = std::mem::size_of::<Node>();
+const SLOT_COST: usize = std::mem::size_of::<Id>();
+const MEMO_COST: usize = 32;
+const ITEM_COST: usize = 2 * std::mem::size_of::<Id>();
+const INDEX_COST: usize = std::mem::size_of::<Key>() + std::mem::size_of::<usize>() + 16;
+/// Dicts of at most this many keys are scanned; larger ones are indexed.
+const SMALL_DICT: usize = 8;
+
+/// The bytes a key copies into a dict's index.
+fn key_bytes(key: &Key) -> usize {
+    match key {
+        Key::Str(s) => s.len(),
+        Key::Bytes(b) => b.len(),
+        _ => 0,
+    }
+}
+/// A dict's own allocation beside its node.
+const DICT_COST: usize = std::mem::size_of::<Dict>();
+
+/// The ints made once and shared: every value a one- or two-byte int opcode can give.
+const SMALL_INTS: std::ops::RangeInclusive<i128> = -1..=0xFFFF;
+
 /// A key of a dict, as Python compares them (for plain keys).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
@@ -235,11 +326,30 @@ enum Key {
     Other(Id),
 }
 
-/// A dict, in insertion order.
+/// A dict, in insertion order. One of more than [`SMALL_DICT`] keys has an index of them all;
+/// a smaller one (a record's fields) is scanned.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Dict {
     pub(crate) items: Vec<(Id, Id)>,
-    index: HashMap<Key, usize>,
+    /// Boxed so an unindexed dict (most of them) is 32 bytes, not 72: a flood of empty
+    /// dicts is what a hostile pickle makes most cheaply.
+    #[allow(clippy::box_collection)]
+    index: Option<Box<HashMap<Key, usize>>>,
+}
+
+impl Pickle {
+    /// The value of the str key `name` in `dict`: found through its index when it has one,
+    /// else among its few keys, so reading many fields of a large shared dict stays linear.
+    pub(crate) fn get_str(&self, dict: &Dict, name: &str) -> Option<Id> {
+        if dict.items.len() > SMALL_DICT {
+            let index = dict.index.as_ref()?;
+            return index.get(&Key::Str(name.to_owned())).map(|&i| dict.items[i].1);
+        }
+        dict.items
+            .iter()
+            .find(|&&(k, _)| matches!(self.node(k), Node::Str(s) if s == name))
+            .map(|&(_, v)| v)
+    }
 }
 
 /// One value the pickle built.
@@ -263,7 +373,7 @@ pub(crate) enum Node {
     NumpyDtype(String, char),
     /// A record of [`Global::Record`]'s class, and the state `BUILD` gave it (a dict of its
     /// fields, or the tuple `TensorProperties` pickles itself as).
-    Record(&'static str, Option<Id>),
+    Record(Class, Option<Id>),
 }
 
 impl Node {
@@ -296,6 +406,8 @@ pub(crate) struct Pickle {
     pub(crate) root: Id,
     /// The protocol its `PROTO` opcode named (0 without one).
     pub(crate) protocol: u8,
+    /// What is left of the pickle's memory budget: readers copying values out charge it.
+    pub(crate) budget: Budget,
 }
 
 impl Pickle {
@@ -316,13 +428,61 @@ pub(crate) fn load(
         nodes: Vec::new(),
         stack: Vec::new(),
         marks: Vec::new(),
-        memo: HashMap::new(),
+        memo: Memo::default(),
         protocol: 0,
         budget: bytes.len().saturating_mul(8).saturating_add(64 << 20),
+        memory: Budget::for_pickle(bytes.len()),
+        shared: HashMap::new(),
     };
     let root = m.run(persistent)?;
     let end = m.at;
-    Ok((Pickle { nodes: m.nodes, root, protocol: m.protocol }, end))
+    Ok((Pickle { nodes: m.nodes, root, protocol: m.protocol, budget: m.memory }, end))
+}
+
+/// The memo: keys given in order (what `MEMOIZE` and picklers' `PUT`s give) in a vector,
+/// any other key in a map.
+#[derive(Debug, Default)]
+struct Memo {
+    dense: Vec<Id>,
+    sparse: HashMap<u64, Id>,
+}
+
+impl Memo {
+    /// Puts `id` at `key`; the bytes a new entry takes, or 0 when it replaced one.
+    fn put(&mut self, key: u64, id: Id) -> usize {
+        let dense = self.dense.len() as u64;
+        if key < dense {
+            self.dense[usize::try_from(key).unwrap_or(usize::MAX)] = id;
+            0
+        } else if key == dense {
+            self.dense.push(id);
+            if self.sparse.remove(&key).is_some() { 0 } else { SLOT_COST }
+        } else if self.sparse.insert(key, id).is_none() {
+            MEMO_COST
+        } else {
+            0
+        }
+    }
+
+    fn get(&self, key: u64) -> Option<Id> {
+        match usize::try_from(key).ok().and_then(|k| self.dense.get(k)) {
+            Some(&id) => Some(id),
+            None => self.sparse.get(&key).copied(),
+        }
+    }
+
+    /// The count of keys, as Python's `len(memo)` (what `MEMOIZE` puts at).
+    fn len(&self) -> usize {
+        self.dense.len() + self.sparse.len()
+    }
+}
+
+/// A scalar made once and shared: `None`, a bool, a small int.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Shared {
+    None,
+    Bool(bool),
+    Int(i128),
 }
 
 /// The machine's state while it runs.
@@ -332,10 +492,14 @@ pub(crate) struct Machine<'a> {
     nodes: Vec<Node>,
     stack: Vec<Id>,
     marks: Vec<usize>,
-    memo: HashMap<u64, Id>,
+    memo: Memo,
     protocol: u8,
     /// Bytes and items still to copy or hash for values referred to again.
     budget: usize,
+    /// Bytes of memory still to take.
+    memory: Budget,
+    /// The scalars made so far that are shared.
+    shared: HashMap<Shared, Id>,
 }
 
 fn malformed(at: usize, message: impl std::fmt::Display) -> Error {
@@ -389,12 +553,47 @@ impl Machine<'_> {
             .map_err(|_| malformed(start, "a line that is not UTF-8"))
     }
 
+    /// Pushes a new value: a shared scalar is pushed as the one made before; anything else is
+    /// added to the arena, its bytes charged.
     fn push(&mut self, node: Node) -> Result<()> {
+        let shared = match node {
+            Node::None => Some(Shared::None),
+            Node::Bool(b) => Some(Shared::Bool(b)),
+            Node::Int(i) if SMALL_INTS.contains(&i) => Some(Shared::Int(i)),
+            _ => None,
+        };
+        if let Some(id) = shared.and_then(|s| self.shared.get(&s)) {
+            let id = *id;
+            return self.push_id(id);
+        }
         if self.nodes.len() >= MAX_VALUES {
             return Err(malformed(self.at, format!("more than {MAX_VALUES} values")));
         }
+        let heap = match &node {
+            Node::Str(s) => s.len(),
+            Node::Bytes(b) => b.len(),
+            Node::NumpyDtype(d, _) => d.len(),
+            Node::Dict(_) => DICT_COST,
+            Node::Storage(_) => std::mem::size_of::<StorageRef>(),
+            Node::Tensor(t) => std::mem::size_of::<TensorRef>() + 16 * t.shape.len(),
+            Node::Sparse(t) => std::mem::size_of::<SparseRef>() + 16 * t.shape.len(),
+            _ => 0,
+        };
+        self.memory.spend(NODE_COST + heap, "values")?;
         self.nodes.push(node);
-        self.stack.push(self.nodes.len() - 1);
+        let id = self.nodes.len() - 1;
+        if let Some(s) = shared {
+            self.memory.spend(MEMO_COST, "values")?;
+            self.shared.insert(s, id);
+        }
+        self.push_id(id)
+    }
+
+    /// Pushes a value already made (a memo entry, a duplicate, a shared scalar): a slot of
+    /// the stack, and later of the container it goes into.
+    fn push_id(&mut self, id: Id) -> Result<()> {
+        self.memory.spend(SLOT_COST, "stack")?;
+        self.stack.push(id);
         Ok(())
     }
 
@@ -493,23 +692,58 @@ impl Machine<'_> {
             Node::Bytes(b) => b.len(),
             _ => 1,
         };
-        self.spend(cost)?;
-        let k = self.key(key);
-        match &mut self.nodes[dict] {
-            Node::Dict(d) => {
-                match d.index.get(&k) {
-                    Some(&i) => d.items[i].1 = value,
-                    None => {
-                        d.index.insert(k, d.items.len());
-                        d.items.push((key, value));
-                    }
-                }
-                Ok(())
-            }
+        let len = match &self.nodes[dict] {
+            Node::Dict(d) => d.items.len(),
             other => {
-                Err(malformed(self.at, format!("setting an item of {}, not a dict", other.kind())))
+                let kind = other.kind();
+                return Err(malformed(self.at, format!("setting an item of {kind}, not a dict")));
+            }
+        };
+        // A small dict is scanned (at most SMALL_DICT keys compared); a larger one has an
+        // index, built when it grows past that.
+        let small = len <= SMALL_DICT;
+        self.spend(if small { cost.saturating_mul(len.max(1)) } else { cost })?;
+        let k = self.key(key);
+        let Node::Dict(d) = &self.nodes[dict] else { unreachable!("a dict above") };
+        let found = if small {
+            d.items.iter().position(|&(old, _)| self.key(old) == k)
+        } else {
+            d.index.as_ref().and_then(|index| index.get(&k).copied())
+        };
+        let copied = key_bytes(&k);
+        if found.is_none() {
+            // The item; its index entry (the key copied) once the dict is indexed, and every
+            // earlier item's entry when this item makes it so.
+            let mut bytes = ITEM_COST;
+            if len == SMALL_DICT {
+                let earlier: usize =
+                    d.items.iter().map(|&(old, _)| key_bytes(&self.key(old))).sum();
+                bytes += (len + 1) * INDEX_COST + earlier + copied;
+            } else if len > SMALL_DICT {
+                bytes += INDEX_COST + copied;
+            }
+            self.memory.spend(bytes, "dicts")?;
+        }
+        let earlier: Vec<Key> = if found.is_none() && len == SMALL_DICT {
+            d.items.iter().map(|&(old, _)| self.key(old)).collect()
+        } else {
+            Vec::new()
+        };
+        let Node::Dict(d) = &mut self.nodes[dict] else { unreachable!("a dict above") };
+        match found {
+            Some(i) => d.items[i].1 = value,
+            None => {
+                if len >= SMALL_DICT {
+                    let index = d.index.get_or_insert_default();
+                    for (i, old) in earlier.into_iter().enumerate() {
+                        index.entry(old).or_insert(i);
+                    }
+                    index.insert(k, len);
+                }
+                d.items.push((key, value));
             }
         }
+        Ok(())
     }
 
     /// APPEND(S) to a list, or ADDITEMS to a set (`set`), as CPython pairs them.
@@ -895,7 +1129,7 @@ impl Machine<'_> {
                 }
                 b'2' => {
                     let top = self.top()?;
-                    self.stack.push(top);
+                    self.push_id(top)?;
                 }
                 // Constants and numbers.
                 b'N' => self.push(Node::None)?,
@@ -1056,7 +1290,8 @@ impl Machine<'_> {
                         _ => self.memo.len() as u64,
                     };
                     let top = self.top()?;
-                    self.memo.insert(key, top);
+                    let bytes = self.memo.put(key, top);
+                    self.memory.spend(bytes, "memo")?;
                 }
                 b'h' | b'j' | b'g' => {
                     let key = match op {
@@ -1067,11 +1302,11 @@ impl Machine<'_> {
                             line.parse().map_err(|_| malformed(at, "a GET key"))?
                         }
                     };
-                    let id = *self
+                    let id = self
                         .memo
-                        .get(&key)
+                        .get(key)
                         .ok_or_else(|| malformed(at, format!("memo entry {key} was never put")))?;
-                    self.stack.push(id);
+                    self.push_id(id)?;
                 }
                 // Globals and calls.
                 b'c' => {
@@ -1276,7 +1511,49 @@ mod tests {
         }
         p.extend(b"N.");
         let e = run(&p).unwrap_err().to_string();
-        assert!(e.contains("far more copying"), "{e}");
+        assert!(e.contains("far more"), "{e}");
+    }
+
+    /// A pickle of `n` copies of `op` on a protocol 2 header, left on the stack (STOP is
+    /// never reached: the budget must refuse first).
+    fn flood(op: &[u8], n: usize) -> Vec<u8> {
+        let mut p = vec![0x80, 2];
+        for _ in 0..n {
+            p.extend_from_slice(op);
+        }
+        p.push(b'.');
+        p
+    }
+
+    #[test]
+    fn memory_is_counted_in_bytes_not_values() {
+        // One-byte opcodes that each make a container (an empty dict is ~100 bytes in the
+        // arena): refused once their memory passes the budget, whatever the count of values.
+        let n = Budget::BASE / 16;
+        for op in [&b"}"[..], b"]", b")", b"\x8f"] {
+            let p = flood(op, n);
+            let e = run(&p).unwrap_err().to_string();
+            assert!(e.contains("far more than its size explains"), "{op:?}: {e}");
+        }
+        // Shared scalars cost a slot each, not a value: a tuple of a million small ints and
+        // Nones is within the budget and built with few values.
+        let mut p = vec![0x80, 2, b'('];
+        for i in 0..1_000_000u32 {
+            if i % 2 == 0 {
+                p.push(b'M');
+                p.extend_from_slice(&(i % 0x1_0000).to_le_bytes()[..2]);
+            } else {
+                p.push(b'N');
+            }
+        }
+        p.extend(b"t.");
+        let pickle = run(&p).unwrap();
+        assert!(matches!(pickle.node(pickle.root), Node::Tuple(t) if t.len() == 1_000_000));
+        assert!(pickle.nodes.len() < 70_000, "{} values", pickle.nodes.len());
+        // What readers copy out draws from the same budget.
+        let before = pickle.budget.left.get();
+        pickle.budget.spend(before, "a test").unwrap();
+        assert!(pickle.budget.spend(1, "a test").is_err());
     }
 
     #[test]

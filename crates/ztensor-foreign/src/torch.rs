@@ -207,7 +207,6 @@ impl<S: ReadAt> TorchFile<S> {
         let mut walk = Walk {
             pickle: &pickle,
             budget: pickle.nodes.len().saturating_mul(4).saturating_add(1024),
-            bytes: pickle.nodes.len().saturating_mul(64).saturating_add(64 << 20),
             tensors: Vec::new(),
             attributes: Vec::new(),
             has_tensor: HashMap::new(),
@@ -585,9 +584,6 @@ struct Walk<'p> {
     /// Values still to visit: shared values are visited once per path, so a pickle that
     /// shares one list everywhere cannot make the walk exponential.
     budget: usize,
-    /// Bytes of names and copied text still to make: a long string shared by many values
-    /// cannot make the names and attributes grow without bound.
-    bytes: usize,
     tensors: Vec<(String, Found)>,
     attributes: Vec<(Value, Value)>,
     has_tensor: HashMap<Id, bool>,
@@ -616,12 +612,11 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// Charges `n` bytes of names or copied text.
+    /// Charges `n` bytes of names or copied text to the pickle's memory budget: a long string
+    /// shared by many values cannot make the names and attributes grow past what the pickle's
+    /// length allows.
     fn spend_bytes(&mut self, n: usize) -> Result<()> {
-        self.bytes = self.bytes.checked_sub(n).ok_or_else(|| {
-            malformed("the checkpoint's names and values would grow far past its own size")
-        })?;
-        Ok(())
+        self.pickle.budget.spend(n, "names and copied values")
     }
 
     fn children(&self, id: Id) -> Vec<(Option<Id>, Id)> {
