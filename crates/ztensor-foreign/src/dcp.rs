@@ -326,6 +326,23 @@ enum Chunk<S> {
     Zstd(Box<Packed<S>>),
 }
 
+/// The most bytes a compressed chunk's archive may decode to beyond the tensor's own: the
+/// `torch.save` archive's framing (its pickle, version and byte-order records, the zip's
+/// headers and alignment), a few KiB in what torch writes.
+pub const ARCHIVE_FRAMING: u64 = 64 << 10;
+
+/// The bytes of a tensor of `shape` and `dtype` (and `logical`'s elements of it each), or
+/// `None` past `u64`.
+fn declared_len(
+    shape: &[u64],
+    dtype: ztensor_format::DType,
+    logical: Option<&ztensor_format::LogicalType>,
+) -> Option<u64> {
+    let elements = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d))?;
+    let ratio = logical.map_or(1, ztensor_format::LogicalType::ratio);
+    elements.checked_mul(ratio)?.checked_mul(dtype.size())
+}
+
 /// A chunk DCP compressed: where it lies, and what the metadata says it holds.
 struct Packed<S> {
     part: Part<S>,
@@ -333,7 +350,8 @@ struct Packed<S> {
     dtype: ztensor_format::DType,
     logical: Option<ztensor_format::LogicalType>,
     shape: Vec<u64>,
-    /// The decompressed archive's most bytes.
+    /// The decompressed archive's most bytes: what the metadata declares the chunk holds and
+    /// [`ARCHIVE_FRAMING`], within the machine's limit.
     limit: u64,
 }
 
@@ -343,7 +361,6 @@ impl<S: ReadAt> Chunk<S> {
             Chunk::Stored(file) => return file.info(0),
             Chunk::Zstd(p) => p,
         };
-        let elements = p.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d))?;
         Some(ObjectInfo {
             name: Cow::Borrowed(&p.name),
             shape: Cow::Borrowed(&p.shape),
@@ -353,7 +370,7 @@ impl<S: ReadAt> Chunk<S> {
                 role: Cow::Borrowed(ztensor_io::role::DATA),
                 dtype: ztensor_format::StorageType::Known(p.dtype),
                 logical_type: p.logical.clone(),
-                decoded_len: elements.checked_mul(p.dtype.size()),
+                decoded_len: declared_len(&p.shape, p.dtype, p.logical.as_ref()),
                 stored_len: p.part.len,
                 offset: None,
                 encoding: ztensor_format::Encoding::Zstd,
@@ -501,13 +518,20 @@ impl<S: ReadAt> DcpChunks<S> {
                                 t.name, t.dtype
                             ))
                         })?;
+                    let declared = declared_len(&c.sizes, dtype, logical.as_ref())
+                        .ok_or_else(|| {
+                            malformed(format!(
+                                "tensor {:?}: its chunk at {:?} of sizes {:?} holds more bytes than a file can",
+                                t.name, c.offsets, c.sizes
+                            ))
+                        })?;
                     Chunk::Zstd(Box::new(Packed {
                         part,
                         name: name.clone(),
                         dtype,
                         logical,
                         shape: c.sizes.clone(),
-                        limit,
+                        limit: limit.min(declared.saturating_add(ARCHIVE_FRAMING)),
                     }))
                 } else {
                     let file = TorchFile::new(part, &name, limit).map_err(|e| {
@@ -790,6 +814,43 @@ mod tests {
         assert!(layout.tensors.iter().all(|t| t.chunks.is_empty() && t.shape.is_empty()));
         // Linear: well under a second in a release build; the bound only catches a scan.
         assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_compressed_chunk_decodes_no_further_than_it_declares() {
+        // A chunk declared float32 [4] (16 bytes) whose archive decodes to 64 MiB: refused once
+        // past its declared size and the archive's framing, not at the machine's limit.
+        let bomb = ztensor_io::codec::zstd_encode(&vec![0u8; 64 << 20], 3).unwrap();
+        let chunk = DcpChunk {
+            offsets: vec![0],
+            sizes: vec![4],
+            file: "__0_0.distcp".into(),
+            offset: 0,
+            length: bomb.len() as u64,
+            zstd: true,
+        };
+        let layout = DcpLayout {
+            tensors: vec![DcpTensor {
+                name: "w".into(),
+                dtype: "float32".into(),
+                shape: vec![4],
+                chunks: vec![chunk],
+            }],
+            other: Vec::new(),
+        };
+        let chunks = DcpChunks::open(&layout, |_| Ok(bomb.clone())).unwrap();
+        assert_eq!(chunks.info(0).unwrap().components[0].decoded_len, Some(16));
+        let Err(e) = chunks.read(0) else { panic!("a 64 MiB archive read for 16 bytes") };
+        let text = e.to_string();
+        assert!(text.contains(&format!("{}", 16 + ARCHIVE_FRAMING)), "{text}");
+        // Complex chunks declare twice their storage dtype's elements.
+        let complex = declared_len(
+            &[3],
+            ztensor_format::DType::F32,
+            Some(&ztensor_format::LogicalType::Complex64),
+        );
+        assert_eq!(complex, Some(24));
+        assert_eq!(declared_len(&[u64::MAX, 2], ztensor_format::DType::U8, None), None);
     }
 
     #[test]
