@@ -190,8 +190,10 @@ fn max_input_caps_standard_input() {
     assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     assert!(entries(&tmp).is_empty(), "left behind: {:?}", entries(&tmp));
 
-    // Three megabytes against a one-megabyte cap, with units.
-    let out = run(&tmp, &["--max-input", "1MiB", "verify", "-"], vec![0; 3 << 20]);
+    // Three megabytes (a zTensor header, then zeros) against a one-megabyte cap, with units.
+    let mut big = b"ZTEN0001".to_vec();
+    big.resize(3 << 20, 0);
+    let out = run(&tmp, &["--max-input", "1MiB", "verify", "-"], big);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("(1048576 bytes)"), "{}", stderr(&out));
     assert!(entries(&tmp).is_empty(), "left behind: {:?}", entries(&tmp));
@@ -306,5 +308,39 @@ fn standard_input_is_named_stdin() {
     // The same bytes have the same identity, by whatever name.
     assert_eq!(lines[0].0, lines[1].0, "{text}");
     assert!(entries(&tmp).is_empty(), "left behind: {:?}", entries(&tmp));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A stream that starts like no format is refused from its first bytes, not spooled to its
+/// end: `/dev/zero` has none. Text and pickles are named, with the status, as for files.
+#[test]
+fn a_stream_is_judged_by_its_head() {
+    let d = scratch("stdin-head");
+    let tmp = d.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+        .args(["info", "-"])
+        .env("TMPDIR", &tmp)
+        .stdin(std::fs::File::open("/dev/zero").unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("<stdin>: this is a file in no format"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(entries(&tmp).is_empty(), "left behind: {:?}", entries(&tmp));
+    for (input, said) in [
+        (b"{\"a\": 1}\n".to_vec(), "JSON text"),
+        (b"\x80\x04\x95".to_vec(), "a Python pickle"),
+        (Vec::new(), "a file in no format"),
+    ] {
+        let out = run(&tmp, &["info", "-"], input);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{said}: {}", stderr(&out));
+    }
+    // A real file's stream still reads.
+    let bytes = std::fs::read(root().join("fixtures/examples/tiny-v1.2.zt")).unwrap();
+    let out = run(&tmp, &["info", "-"], bytes);
+    assert!(out.status.success(), "{}", stderr(&out));
     std::fs::remove_dir_all(&d).unwrap();
 }

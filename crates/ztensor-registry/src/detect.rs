@@ -244,6 +244,35 @@ pub fn detect_source<S: ReadAt>(source: &S, name: Option<&Path>) -> Result<Kind,
     Err(refused(&shown, known.unwrap_or("a file in no format ztensor knows")))
 }
 
+/// Whether a stream that starts with `head` (its first bytes, [`HEAD_LEN`] of them or all of
+/// a shorter stream) may be a format this build knows, judged by its leading bytes alone: for
+/// an input read once (standard input), which cannot be spooled to its end first to look for
+/// a trailing magic. Every format read starts with its magic or header (a zip archive with a
+/// local file header, or an empty one's end record); a stream that starts like none of them
+/// is refused here, naming what it looks like, as [`detect`] names it.
+///
+/// # Errors
+/// [`ErrorKind::NotRead`] when the head is no format's start; `name` is how the stream is
+/// shown.
+pub fn detect_head(head: &[u8], name: &str) -> Result<(), Error> {
+    let starts = head.starts_with(ZT_MAGIC)
+        || head.starts_with(ZT2_MAGIC)
+        || head.starts_with(NPY_MAGIC)
+        || head.starts_with(GGUF_MAGIC)
+        || head.starts_with(ZIP_MAGIC)
+        || head.starts_with(EMPTY_ZIP_MAGIC)
+        || head.starts_with(TB_MAGIC)
+        || is_legacy_torch(head)
+        || is_safetensors(head, u64::MAX);
+    if starts {
+        return Ok(());
+    }
+    Err(refused(name, not_read(head).unwrap_or("a file in no format ztensor knows")))
+}
+
+/// The bytes [`detect_head`] judges a stream by.
+pub const HEAD_LEN: usize = HEAD as usize;
+
 fn refused(shown: &str, what: &str) -> Error {
     Error::new(
         ErrorKind::NotRead,

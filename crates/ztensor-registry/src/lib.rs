@@ -50,7 +50,9 @@ mod table;
 #[cfg(feature = "write")]
 mod write;
 
-pub use detect::{Detected, Error, ErrorKind, detect, detect_bytes, detect_source};
+pub use detect::{
+    Detected, Error, ErrorKind, HEAD_LEN, detect, detect_bytes, detect_head, detect_source,
+};
 #[cfg(all(feature = "remote", feature = "sharded"))]
 pub use open::open_remote_zt_index;
 #[cfg(all(feature = "remote", feature = "v2"))]

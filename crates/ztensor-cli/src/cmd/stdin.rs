@@ -17,7 +17,7 @@
 //! Messages name it `<stdin>` ([`STDIN`], [`unspooled`]), never the temporary path.
 
 use std::borrow::Cow;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -91,9 +91,23 @@ pub fn resolve(path: &mut PathBuf, spool: &mut Option<Spooled>, max: u64) -> Res
     let mut file = options
         .open(&file_path)
         .with_context(|| format!("cannot spool standard input into {}", temp.display()))?;
-    // One byte past the cap tells a longer input from one of exactly `max` bytes.
-    let copied = std::io::copy(&mut stdin.lock().take(max.saturating_add(1)), &mut file)
+    // The stream is judged by its first bytes before the rest is spooled: one that starts
+    // like no format is refused at once, not after reading it to its end (it may not have
+    // one: `/dev/zero`).
+    let mut input = stdin.lock();
+    let mut head = Vec::with_capacity(ztensor_registry::HEAD_LEN);
+    (&mut input)
+        .take(ztensor_registry::HEAD_LEN as u64)
+        .read_to_end(&mut head)
+        .with_context(|| "cannot read standard input".to_owned())?;
+    ztensor_registry::detect_head(&head, "<stdin>").map_err(|e| crate::errors::reported("", &e))?;
+    file.write_all(&head)
         .with_context(|| format!("cannot copy standard input to {}", temp.display()))?;
+    // One byte past the cap tells a longer input from one of exactly `max` bytes.
+    let rest = max.saturating_add(1).saturating_sub(head.len() as u64);
+    let copied = head.len() as u64
+        + std::io::copy(&mut input.take(rest), &mut file)
+            .with_context(|| format!("cannot copy standard input to {}", temp.display()))?;
     if copied > max {
         bail!(
             "standard input is longer than --max-input allows ({max} bytes): give a larger \
