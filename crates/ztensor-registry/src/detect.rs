@@ -19,7 +19,7 @@ const TB_MAGIC: &[u8] = b"TBS1";
 /// The file that makes a directory a PyTorch Distributed Checkpoint.
 pub(crate) const DCP_METADATA: &str = ".metadata";
 /// The bytes read from the start of a file to recognise it.
-const HEAD: u64 = 512;
+const HEAD: u64 = HEAD_LEN as u64;
 
 /// Why a file was not recognised as a format this build reads.
 #[derive(Debug)]
@@ -271,7 +271,7 @@ pub fn detect_head(head: &[u8], name: &str) -> Result<(), Error> {
 }
 
 /// The bytes [`detect_head`] judges a stream by.
-pub const HEAD_LEN: usize = HEAD as usize;
+pub const HEAD_LEN: usize = 512;
 
 fn refused(shown: &str, what: &str) -> Error {
     Error::new(
