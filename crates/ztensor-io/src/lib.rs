@@ -95,7 +95,7 @@ pub use crate::machine::{
     OBJECT_COST, address_space_cap, machine_limits, machine_options, physical_memory,
 };
 #[cfg(feature = "mmap")]
-pub use crate::mmap::Mapped;
+pub use crate::mmap::{Mapped, PrivateMap};
 pub use crate::open_files::{fit_allocator_to_address_space, raise_open_file_limit};
 pub use crate::publish::{AtomicFile, check_output, interrupt, remove_stale_temporaries};
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader, check_sparse};

@@ -48,6 +48,64 @@ impl Mapped {
     }
 }
 
+/// A private, writable, copy-on-write map of part of a file: its pages read the file until
+/// they are written, and what is written stays in this map alone. What a consumer that may
+/// ignore a read-only flag is given, so its writes neither fault nor reach the file.
+#[derive(Debug)]
+pub struct PrivateMap {
+    map: memmap2::MmapMut,
+    /// Where the bytes asked for begin in `map` (the map starts at a page boundary).
+    skip: usize,
+    len: usize,
+}
+
+impl PrivateMap {
+    /// Maps `len` bytes of `file` from `offset`, private and writable.
+    ///
+    /// # Safety
+    /// As [`Mapped::map`] for those bytes: the file must not be truncated or modified while
+    /// the map lives (pages not yet written read the file).
+    ///
+    /// # Errors
+    /// When the range lies past the file's end or cannot be mapped.
+    pub unsafe fn map(file: &File, offset: u64, len: usize) -> io::Result<PrivateMap> {
+        let end = offset.checked_add(len as u64).ok_or(io::ErrorKind::InvalidInput)?;
+        if end > file.metadata()?.len() {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let start = offset - offset % MAP_ALIGN;
+        let skip = usize::try_from(offset - start).map_err(|_| io::ErrorKind::InvalidInput)?;
+        let span = skip.checked_add(len).ok_or(io::ErrorKind::InvalidInput)?;
+        if span == 0 {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: the caller upholds that the mapped bytes are neither truncated nor modified
+        // while the map lives, which is memmap2's requirement; a private map's own writes
+        // never reach the file.
+        let map = unsafe { memmap2::MmapOptions::new().offset(start).len(span).map_copy(file)? };
+        Ok(PrivateMap { map, skip, len })
+    }
+
+    /// The first byte asked for, writable.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.map[self.skip..].as_mut_ptr()
+    }
+
+    /// The bytes asked for.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no bytes were asked for (never: [`PrivateMap::map`] refuses an empty map).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// What a map's start is aligned to: a multiple of every page size Linux and macOS use (4, 16
+/// and 64 KiB) and Windows' allocation granularity.
+const MAP_ALIGN: u64 = 64 << 10;
+
 impl ReadAt for Mapped {
     fn len(&self) -> u64 {
         self.map.len() as u64

@@ -12,7 +12,7 @@ use dlpark::ffi::{
     DLDataType, DLDataTypeCode, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
 };
 use dlpark::metadata::Dynamic;
-use dlpark::python::{DlpackExporter, ExportAbi, ExportRequest, export_dlpack};
+use dlpark::python::{DlpackExporter, ExportRequest, export_dlpack};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
@@ -119,9 +119,11 @@ impl DlpackExporter for Export {
 }
 
 /// What `__dlpack__` answers for `bytes` holding elements of `dtype` (and `logical`), shaped
-/// `shape`. `copy=True` exports a private copy (writable); otherwise the bytes themselves:
-/// read-only when they are the file's map, except to a consumer asking for the DLPack ABI
-/// before 1.0 (which cannot say read-only), which gets a copy, or is refused with `copy=False`.
+/// `shape`. `copy=True` exports a private copy (writable); otherwise decoded bytes themselves,
+/// and bytes of the file's map as a private copy-on-write map of them: zero-copy until
+/// written, flagged read-only to a consumer of DLPack 1.0 or later, and written in pages of
+/// its own by any that writes anyway (a copy where no such map can be made, refused with
+/// `copy=False`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn export<'py>(
     bytes: Bound<'py, Bytes>,
@@ -157,32 +159,43 @@ pub(crate) fn export<'py>(
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| PyBufferError::new_err("a dimension past DLPack's range"))?;
 
+    // The file's map is shared and read-only; consumers do not all honour DLPack's read-only
+    // flag (torch writes through it), and a write there faults. Mapped bytes are exported as
+    // a private copy-on-write map of them instead: zero-copy until written, and what is
+    // written stays the consumer's. Where none can be made (bytes given, a file replaced since
+    // it was opened), a copy.
     let mapped = matches!(bytes.get().owner, Owner::Shared { .. });
-    let legacy = max_version.is_none_or(|(major, _)| major < 1);
-    // The file's map is read-only, which the DLPack ABI before 1.0 cannot say: a consumer
-    // asking for it (JAX does) gets a copy unless it said `copy=False`, as the protocol lets a
-    // producer do when it cannot share.
-    let copied = match copy {
-        Some(true) => true,
-        None => mapped && legacy,
-        Some(false) if mapped && legacy => {
-            return Err(PyBufferError::new_err(
-                "tensor data is read-only (borrowed from the file's map), which DLPack before \
-                 1.0 cannot say: ask with max_version=(1, 0), or allow a copy",
-            ));
+    let copied = copy == Some(true);
+    let bytes = if copied {
+        bytes.get().copied(py)?
+    } else if mapped {
+        match bytes.get().private(py)? {
+            Some(private) => private,
+            None if copy == Some(false) => {
+                return Err(PyBufferError::new_err(
+                    "tensor data lies in the file's read-only map, of which no private map can \
+                     be made (the file was replaced since it was opened, or is not a file): \
+                     allow a copy",
+                ));
+            }
+            None => bytes.get().copied(py)?,
         }
-        Some(false) => false,
+    } else {
+        bytes
     };
-    let bytes = if copied { bytes.get().copied(py)? } else { bytes };
-    let read_only = matches!(bytes.get().owner, Owner::Shared { .. });
-    // A copy made here is the consumer's to write; what `dlpark` is asked for is then the
-    // zero-copy export of that copy.
+    // A private map of the file is flagged read-only to a consumer that can be told (NumPy
+    // then makes read-only arrays of it, as of the file); one that cannot (DLPack before 1.0:
+    // JAX) or does not listen (torch) writes to pages of its own.
+    let legacy = max_version.is_none_or(|(major, _)| major < 1);
+    let read_only = mapped && !copied && !legacy;
+    // What was made here is what `dlpark` is asked to export, without a copy of its own.
+    let made = copied || mapped;
     let request =
-        ExportRequest::parse(stream, max_version, dl_device, if copied { None } else { copy })?;
-    debug_assert!(!(read_only && request.abi() == ExportAbi::Legacy));
+        ExportRequest::parse(stream, max_version, dl_device, if made { None } else { copy })?;
     if !read_only {
-        // Decoded bytes are this object's own: a consumer may write them (the component's
-        // NumPy array sees the change, as a torch tensor made from NumPy would).
+        // Decoded bytes (or a private map) are this object's own: a consumer may write them
+        // (the component's NumPy array sees a change to decoded bytes, as a torch tensor made
+        // from NumPy would).
         bytes.get().lend_writable();
     }
     let data = bytes.get().raw().0.cast_mut().cast::<c_void>();

@@ -19,6 +19,33 @@ pub(crate) struct Opened {
     pub(crate) base: Option<(*const u8, usize)>,
     /// The file it was opened from (`None` for bytes given).
     pub(crate) path: Option<std::path::PathBuf>,
+    /// The mapped file's identity, taken before and after it was opened and the same both
+    /// times (`None` when it was not mapped, or changed meanwhile): a private map of it
+    /// ([`Opened::private`]) is made only of that same file.
+    pub(crate) identity: Option<Identity>,
+}
+
+/// What tells one file from another, or from itself changed: device, inode, size and
+/// modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Identity {
+    device: u64,
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Identity {
+    pub(crate) fn of(metadata: &std::fs::Metadata) -> Identity {
+        #[cfg(unix)]
+        let (device, inode) = {
+            use std::os::unix::fs::MetadataExt;
+            (metadata.dev(), metadata.ino())
+        };
+        #[cfg(not(unix))]
+        let (device, inode) = (0, 0);
+        Identity { device, inode, len: metadata.len(), modified: metadata.modified().ok() }
+    }
 }
 
 // SAFETY: `base` points into memory that `source` owns (a read-only map, or a byte vector it
@@ -30,6 +57,22 @@ unsafe impl Send for Opened {}
 unsafe impl Sync for Opened {}
 
 impl Opened {
+    /// A private, writable, copy-on-write map of `len` bytes at `start` of the mapped file
+    /// (the source's memory is the whole file from its first byte), when the file at its path
+    /// is still the one opened: what a consumer that may write is given instead of the shared
+    /// read-only map, so its writes reach neither the file nor other views of it.
+    pub(crate) fn private(&self, start: usize, len: usize) -> Option<ztensor_io::PrivateMap> {
+        let (path, seen) = (self.path.as_ref()?, self.identity?);
+        let file = std::fs::File::open(path).ok()?;
+        if Identity::of(&file.metadata().ok()?) != seen {
+            return None;
+        }
+        // SAFETY: the same contract the shared map was made under (see `open_path`): files
+        // are replaced by rename, not changed in place, while mapped; the identity check
+        // above makes sure this is the file that was opened, not one put in its place.
+        unsafe { ztensor_io::PrivateMap::map(&file, start as u64, len) }.ok()
+    }
+
     /// Where `bytes` lie in the source's memory, when they were borrowed from it.
     pub(crate) fn shared(&self, bytes: &[u8]) -> Option<usize> {
         let (base, len) = self.base?;
@@ -91,9 +134,38 @@ pub(crate) struct Bytes {
 }
 
 pub(crate) enum Owner {
-    Shared { file: Arc<Opened>, start: usize, len: usize },
+    Shared {
+        file: Arc<Opened>,
+        start: usize,
+        len: usize,
+    },
     Owned(OwnedBytes),
+    /// A private copy-on-write map of bytes of the file: pages written become this object's
+    /// own; the file and every other view stay as they were.
+    Private(PrivateBytes),
 }
+
+/// A private map's bytes, held with the address of their first byte (taken once, so reading it
+/// needs no mutable access).
+pub(crate) struct PrivateBytes {
+    _map: ztensor_io::PrivateMap,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl PrivateBytes {
+    fn new(mut map: ztensor_io::PrivateMap) -> PrivateBytes {
+        let (ptr, len) = (map.as_mut_ptr(), map.len());
+        PrivateBytes { _map: map, ptr, len }
+    }
+}
+
+// SAFETY: the map is owned by this value alone and unmapped only when it drops; Rust never
+// reads or writes the bytes through it after construction (only their address and length), so
+// moving or sharing the pointer is as safe as the map itself.
+unsafe impl Send for PrivateBytes {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for PrivateBytes {}
 
 /// Decoded bytes that belong to one `Bytes` alone, held by a raw pointer rather than a `Box`:
 /// they may be lent writable (a torch tensor takes them without a copy), and memory written
@@ -150,6 +222,22 @@ impl Bytes {
         Bound::new(py, copy)
     }
 
+    /// A new `Bytes` over a private copy-on-write map of these bytes of the file, writable
+    /// (see [`Opened::private`]); `None` for bytes not borrowed from a mapped file, none at
+    /// all, or a file no longer the one opened.
+    pub(crate) fn private<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, Bytes>>> {
+        let Owner::Shared { file, start, len } = &self.owner else { return Ok(None) };
+        if *len == 0 {
+            return Ok(None);
+        }
+        let Some(map) = py.detach(|| file.private(*start, *len)) else { return Ok(None) };
+        let private = Bytes {
+            owner: Owner::Private(PrivateBytes::new(map)),
+            writable: std::sync::atomic::AtomicBool::new(false),
+        };
+        Bound::new(py, private).map(Some)
+    }
+
     /// The first byte and the length.
     pub(crate) fn raw(&self) -> (*const u8, usize) {
         match &self.owner {
@@ -159,6 +247,7 @@ impl Bytes {
                 None => (std::ptr::null(), 0),
             },
             Owner::Owned(b) => (b.ptr.cast::<u8>().cast_const(), b.ptr.len()),
+            Owner::Private(p) => (p.ptr.cast_const(), p.len),
         }
     }
 }
@@ -182,7 +271,7 @@ impl Bytes {
         // a copy), read-only otherwise (NumPy arrays of this package are read-only).
         let writable = flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE;
         let lent = slf.get().writable.load(std::sync::atomic::Ordering::Relaxed);
-        if writable && !(lent && matches!(slf.get().owner, Owner::Owned(_))) {
+        if writable && !(lent && matches!(slf.get().owner, Owner::Owned(_) | Owner::Private(_))) {
             return Err(PyBufferError::new_err(
                 "tensor data is read-only; copy it (numpy: .copy()) to change it",
             ));
@@ -231,21 +320,22 @@ impl Bytes {
     /// Whether the bytes are borrowed from the file's memory map (no copy was made).
     #[getter]
     fn zero_copy(&self) -> bool {
-        matches!(self.owner, Owner::Shared { .. })
+        matches!(self.owner, Owner::Shared { .. } | Owner::Private(_))
     }
 
     /// Lets decoded bytes be lent writable from now on, and answers whether they can be: they
     /// are this object's own (never the file's memory). For a consumer that takes them as its
     /// own (a torch tensor, writable); NumPy arrays over them would then be writable too.
     pub(crate) fn lend_writable(&self) -> bool {
-        let owned = matches!(self.owner, Owner::Owned(_));
+        let owned = matches!(self.owner, Owner::Owned(_) | Owner::Private(_));
         self.writable.store(owned, std::sync::atomic::Ordering::Relaxed);
         owned
     }
 
     /// A DLPack capsule of these bytes as a tensor of `dtype` (a storage type: `f32`, `bf16`,
     /// ...) and `logical` type (`f8_e4m3fn`, `complex64`, ...), shaped `shape`: what a
-    /// component's `__dlpack__` answers. Bytes of the file's map are exported read-only.
+    /// component's `__dlpack__` answers. Bytes of the file's map are exported as a private
+    /// copy-on-write map of them (writable: a consumer's writes stay its own).
     #[pyo3(signature = (dtype, logical, shape, *, stream=None, max_version=None, dl_device=None, copy=None))]
     #[allow(clippy::too_many_arguments)]
     fn dlpack<'py>(
@@ -272,7 +362,7 @@ impl Bytes {
     fn offset(&self) -> Option<usize> {
         match self.owner {
             Owner::Shared { start, .. } => Some(start),
-            Owner::Owned(_) => None,
+            Owner::Owned(_) | Owner::Private(_) => None,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use pyo3::prelude::*;
 
 use crate::errors::{PyResultR, Raised, naming, raise};
-use crate::memory::Opened;
+use crate::memory::{Identity, Opened};
 
 /// What the registry opens, kept with where its bytes lie in memory and the file it came
 /// from (named in every error raised about it).
@@ -16,7 +16,12 @@ pub(crate) fn opened(
 ) -> PyResultR<Opened> {
     let opened = result.map_err(|e| Raised(naming(py, raise(py, &e), path)))?;
     let base = opened.memory();
-    Ok(Opened { source: opened.into_source(), base, path: path.map(Path::to_path_buf) })
+    Ok(Opened {
+        source: opened.into_source(),
+        base,
+        path: path.map(Path::to_path_buf),
+        identity: None,
+    })
 }
 
 pub(crate) fn open_options() -> ztensor_registry::OpenOptions {
@@ -37,11 +42,18 @@ pub(crate) fn open_path(py: Python<'_>, path: &Path, mmap: bool) -> PyResultR<Op
         return opened(py, result, Some(path));
     }
     if mmap {
+        let before = std::fs::metadata(path).ok().map(|m| Identity::of(&m));
         // SAFETY: the file must not be truncated or changed while mapped. Files this package
         // writes are replaced by rename, never changed in place; for other writers the
         // documentation of `safe_open` states the rule (and `mmap=False` reads without a
         // map), as for any memory-mapped reader.
-        opened(py, unsafe { ztensor_registry::open_mapped(path, &options) }, Some(path))
+        let mapped = unsafe { ztensor_registry::open_mapped(path, &options) };
+        let mut file = opened(py, mapped, Some(path))?;
+        let after = std::fs::metadata(path).ok().map(|m| Identity::of(&m));
+        // The identity a private map of the file is checked against: only when the file did
+        // not change while it was opened.
+        file.identity = before.filter(|_| before == after);
+        Ok(file)
     } else {
         opened(py, ztensor_registry::open(path, &options), Some(path))
     }

@@ -26,6 +26,10 @@ def address(component: ztensor_rs.Component) -> int:
     return component.array.ctypes.data
 
 
+# Every page size a map's address is a multiple of.
+PAGE = 4096
+
+
 @pytest.mark.parametrize("zstd", [None, 3])
 def test_torch_takes_every_dtype_without_a_copy(tmp, zstd):
     """Every dtype torch and zTensor share (bfloat16 and all four FP8 included) comes through
@@ -41,15 +45,20 @@ def test_torch_takes_every_dtype_without_a_copy(tmp, zstd):
             assert component.zero_copy == (zstd is None), name
             taken = torch.from_dlpack(obj)
             assert same(taken, expected), name
-            if expected.numel():
+            if expected.numel() and zstd is None:
+                # A private map of the file: other pages than the shared map's, the same bytes
+                # at the same place in their page (a copy would lie anywhere).
+                assert taken.data_ptr() != address(component), name
+                assert taken.data_ptr() % PAGE == address(component) % PAGE, name
+            elif expected.numel():
                 assert taken.data_ptr() == address(component), name
             # The component itself is a producer too (what sparse objects' parts are).
             assert same(torch.from_dlpack(component), expected), name
 
 
 def test_numpy_takes_what_it_can_hold_read_only_from_a_map(tmp):
-    """NumPy honours DLPack 1.0's read-only flag: arrays over the file's map are read-only and
-    share its memory; arrays over decoded bytes are writable, and so are copies asked for."""
+    """NumPy honours DLPack 1.0's read-only flag: arrays over a private map of the file are
+    read-only; arrays over decoded bytes are writable, and so are copies asked for."""
     tensors = every_dtype()
     raw, packed = tmp / "raw.zt", tmp / "packed.zt"
     zt.save_file(tensors, raw)
@@ -61,7 +70,7 @@ def test_numpy_takes_what_it_can_hold_read_only_from_a_map(tmp):
             a = np.from_dlpack(mapped)
             assert a.dtype == expected.dtype and np.array_equal(a, expected), name
             assert not a.flags.writeable, name
-            assert a.ctypes.data == address(mapped.components["data"]), name
+            assert a.ctypes.data % PAGE == address(mapped.components["data"]) % PAGE, name
             b = np.from_dlpack(decoded)
             assert np.array_equal(b, expected) and b.flags.writeable, name
             c = np.from_dlpack(mapped, copy=True)
@@ -74,8 +83,9 @@ def test_numpy_takes_what_it_can_hold_read_only_from_a_map(tmp):
 
 def test_jax_takes_every_type_it_has(tmp):
     """JAX asks for DLPack before 1.0, which cannot say read-only: bytes of the map come as a
-    copy, decoded bytes as they are; values and dtypes are exact, bfloat16 and FP8 included
-    (64-bit types are left out: JAX narrows them unless told otherwise, process-wide)."""
+    private map of the file, decoded bytes as they are; values and dtypes are exact, bfloat16
+    and FP8 included (64-bit types are left out: JAX narrows them unless told otherwise,
+    process-wide)."""
     tensors = every_dtype()
     for zstd in (None, 3):
         path = tmp / f"jax-{zstd}.zt"
@@ -148,16 +158,17 @@ def test_the_bytes_live_as_long_as_a_consumer_holds_them(tmp):
 
 
 def test_requests_the_bytes_cannot_meet_are_refused_by_name(tmp):
-    """Sparse objects name their components; a legacy consumer that refuses a copy of read-only
-    bytes, and another device, are refused; a copy is writable and the file is unchanged."""
+    """Sparse objects name their components; another device is refused; a copy is writable and
+    the file is unchanged; a legacy consumer refusing a copy gets the private map."""
     tensors = every_dtype()
     path = tmp / "refuse.zt"
     zt.save_file(tensors, path)
     original = path.read_bytes()
     with ztensor_rs.safe_open(path) as f:
         obj = f.get_object("f32")
-        with pytest.raises(BufferError, match="read-only"):
-            obj.__dlpack__(copy=False)
+        # A legacy consumer refusing a copy gets the private map: no copy is made.
+        legacy = torch.from_dlpack(obj.__dlpack__(copy=False))
+        assert same(legacy, tensors["f32"])
         with pytest.raises(BufferError, match="device"):
             obj.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
         assert obj.__dlpack_device__() == (1, 0)
@@ -175,3 +186,55 @@ def test_requests_the_bytes_cannot_meet_are_refused_by_name(tmp):
                 torch.from_dlpack(obj)
             for component in obj.components.values():
                 assert torch.from_dlpack(component).numel() == component.array.size
+
+
+def test_writes_through_dlpack_stay_the_consumers(tmp):
+    """A consumer that writes a tensor taken from the file's map (torch ignores DLPack's
+    read-only flag) writes pages of its own: no fault, and neither the file, another tensor
+    taken from the same handle, a NumPy view, a JAX array nor a new load sees the change."""
+    tensors = every_dtype()
+    path = tmp / "written.zt"
+    zt.save_file(tensors, path)
+    original = path.read_bytes()
+    with ztensor_rs.safe_open(path) as f:
+        view = f.get_object("f32").components["data"].array
+        before = jnp.from_dlpack(f.get_object("f32"))
+        t = torch.from_dlpack(f.get_object("f32"))
+        t.add_(1)
+        u = torch.from_dlpack(f.get_object("f32"))
+        u.mul_(-1)
+        assert same(t - 1, tensors["f32"])
+        assert same(-u, tensors["f32"])
+        assert same(torch.from_dlpack(f.get_object("f32")), tensors["f32"])
+        assert np.array_equal(view, tensors["f32"].numpy())
+        assert np.array_equal(np.asarray(before), tensors["f32"].numpy())
+        # NumPy keeps to the read-only flag: its array of the same export refuses a write.
+        a = np.from_dlpack(f.get_object("f32"))
+        with pytest.raises(ValueError):
+            a[...] = 0
+        # A whole bfloat16 and FP8 tensor written by torch, in place.
+        for name in ["bf16", "e4m3", "4d"]:
+            w = torch.from_dlpack(f.get_object(name))
+            w.zero_()
+            assert not w.to(torch.float32).any(), name
+            assert same(torch.from_dlpack(f.get_object(name)), tensors[name]), name
+    assert path.read_bytes() == original
+    assert same(zt.load_file(path)["f32"], tensors["f32"])
+
+
+def test_a_replaced_file_is_exported_as_a_copy(tmp):
+    """A file replaced since it was opened (renamed over, as writers publish) has no private
+    map of the file that was opened: its tensors are exported as copies, with the values of
+    the file that was opened; refusing a copy is refused, naming why."""
+    tensors = every_dtype()
+    path, other = tmp / "first.zt", tmp / "second.zt"
+    zt.save_file(tensors, path)
+    zt.save_file({k: v + 1 if v.dtype == torch.float32 else v for k, v in tensors.items()}, other)
+    with ztensor_rs.safe_open(path) as f:
+        other.replace(path)
+        t = torch.from_dlpack(f.get_object("f32"))
+        assert same(t, tensors["f32"])
+        t.add_(1)
+        assert same(torch.from_dlpack(f.get_object("f32")), tensors["f32"])
+        with pytest.raises(BufferError, match="replaced"):
+            f.get_object("f32").__dlpack__(max_version=(1, 0), copy=False)
