@@ -321,11 +321,43 @@ fn violation(what: &str) -> Verdict {
 /// The least time a freshly started implementation gets to answer the probe file.
 const PROBE_PATIENCE: Duration = Duration::from_secs(15);
 
+/// How a server's answers are pinned to the files asked, so that a line too many or too few
+/// is told as a violation of the protocol, never taken for another file's answer.
+#[derive(Debug, Clone)]
+enum Pin {
+    /// Not known yet (the probe): answers are taken in order, checked by a path they name.
+    Unknown,
+    /// Its answers name their path (`"path"`), and one that names another is out of step; an
+    /// answer that names none is checked by the fence.
+    Named(Fence),
+    /// Its answers name no path: every answer is checked by the fence.
+    Fenced(Fence),
+}
+
+/// A file asked after an answer that names no path: a copy of the probe under a name of its
+/// own, which must be answered with the probe's dump. A file answered twice puts its second
+/// answer there.
+#[derive(Debug, Clone)]
+struct Fence {
+    file: std::path::PathBuf,
+    dump: Json,
+}
+
+/// A dump without the `"path"` it names (what is compared when a fence is answered).
+fn without_path(mut dump: Json) -> Json {
+    if let Some(map) = dump.as_object_mut() {
+        map.remove("path");
+    }
+    dump
+}
+
 /// A running `COMMAND --serve`.
 #[derive(Debug)]
 struct Server {
     child: Child,
     stdin: ChildStdin,
+    /// How its answers are pinned to their files.
+    pin: Pin,
     /// Its answers, a line each; `Err` when a line passed the limit (and reading stopped).
     lines: Receiver<std::result::Result<String, usize>>,
     /// The most bytes the answer to the file asked may take ([`dump_limit`]).
@@ -397,12 +429,51 @@ impl Server {
                 }
             }
         });
-        Ok(Server { child, stdin, lines, limit, said, reading })
+        Ok(Server { child, stdin, lines, limit, said, reading, pin: Pin::Unknown })
     }
 
-    /// Asks for one file; `Err` with the verdict when the server is to be dropped (it died, hung
-    /// or spoke out of turn).
+    /// Asks for one file, its answer pinned to it ([`Pin`]); `Err` with the verdict when the
+    /// server is to be dropped (it died, hung or spoke out of turn).
     fn ask(&mut self, file: &Path, timeout: Duration) -> std::result::Result<Verdict, Verdict> {
+        let verdict = self.ask_one(file, timeout)?;
+        let named = matches!(&verdict, Verdict::Accepted(d) | Verdict::Rejected(d) if d["path"].is_string());
+        let fence = match &self.pin {
+            Pin::Fenced(fence) => Some(fence.clone()),
+            Pin::Named(fence) if !named => Some(fence.clone()),
+            _ => None,
+        };
+        if let Some(Fence { file: fence, dump }) = fence {
+            // The fence's answer must be the probe's: anything else is a line of the file
+            // just answered (answered twice), or its answer came late.
+            match self.ask_one(&fence, timeout) {
+                Ok(Verdict::Accepted(answer)) if without_path(answer.clone()) == dump => {}
+                Ok(other) => {
+                    let said = match other {
+                        Verdict::Accepted(d) | Verdict::Rejected(d) => {
+                            d.to_string().chars().take(120).collect()
+                        }
+                        other => format!("{other:?}"),
+                    };
+                    return Err(violation(&format!(
+                        "after {}, the file asked next was answered with another dump (a file \
+                         answered twice, or late?): {said}",
+                        file.display()
+                    )));
+                }
+                Err(Verdict::Hang) => {
+                    return Err(violation(&format!(
+                        "after {}, the file asked next got no answer",
+                        file.display()
+                    )));
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(verdict)
+    }
+
+    /// Asks for one file and takes the line that answers it.
+    fn ask_one(&mut self, file: &Path, timeout: Duration) -> std::result::Result<Verdict, Verdict> {
         let Some(path) = file.to_str().filter(|p| !p.contains('\n')) else {
             return Err(Verdict::Crash("a path that is not one line of UTF-8".to_owned()));
         };
@@ -499,8 +570,13 @@ pub struct Implementation {
     /// Whether it speaks `--serve`.
     persistent: bool,
     server: Option<Server>,
+    /// How a new server's answers are pinned (learned from the probe).
+    pin: Pin,
     /// Processes started (a persistent one counts each restart).
     started: u64,
+    /// Each time the server broke the protocol (answered out of step, or not for the file
+    /// asked): the file asked was then read by a process of its own.
+    violations: Vec<String>,
 }
 
 impl Implementation {
@@ -521,8 +597,16 @@ impl Implementation {
         let mut words = command.split_whitespace().map(str::to_owned);
         let Some(program) = words.next() else { bail!("empty --impl command") };
         let args: Vec<String> = words.collect();
-        let mut this =
-            Implementation { program, args, timeout, persistent: false, server: None, started: 0 };
+        let mut this = Implementation {
+            program,
+            args,
+            timeout,
+            persistent: false,
+            server: None,
+            pin: Pin::Unknown,
+            started: 0,
+            violations: Vec::new(),
+        };
         // The probe is answered by a process that has just started (an interpreter, a cold
         // cache, a loaded CI machine): it gets at least `PROBE_PATIENCE`, whatever the per-file
         // timeout. An implementation that does not know --serve usually exits at once, or
@@ -534,6 +618,8 @@ impl Implementation {
             // Two copies of the probe, under two names (an answer that names its file must
             // name the right one), and a moment for a stray third answer.
             let mut twice = true;
+            let mut named = true;
+            let mut probe_dump = None;
             for n in 1..=2 {
                 let copy = probe.with_file_name(format!("probe-{n}.zt"));
                 std::fs::copy(probe, &copy)
@@ -541,7 +627,11 @@ impl Implementation {
                 let verdict = server.ask(&copy, patience);
                 let _ = std::fs::remove_file(&copy);
                 match verdict {
-                    Ok(v) if v.is_answer() => {}
+                    Ok(Verdict::Accepted(dump)) => {
+                        named &= dump["path"].as_str() == copy.to_str();
+                        probe_dump = Some(without_path(dump));
+                    }
+                    Ok(v) if v.is_answer() => named = false,
                     // Out of turn after a first answer: a server that answers twice. Before
                     // any (n == 1) it is a line printed at start, unasked (`echo hello`, a
                     // banner): not a server at all, judged below as one process per file;
@@ -570,6 +660,19 @@ impl Implementation {
                 }
             }
             if twice {
+                // Answers that name their files are pinned by the name; others by a fence
+                // asked after each file (the probe again, under a name of its own).
+                this.pin = match probe_dump {
+                    Some(dump) => {
+                        let file = probe.with_file_name("probe-fence.zt");
+                        std::fs::copy(probe, &file)
+                            .with_context(|| format!("copying the probe to {}", file.display()))?;
+                        let fence = Fence { file, dump };
+                        if named { Pin::Named(fence) } else { Pin::Fenced(fence) }
+                    }
+                    None => Pin::Unknown,
+                };
+                server.pin = this.pin.clone();
                 this.persistent = true;
                 this.started = 1;
                 this.server = Some(server);
@@ -603,6 +706,12 @@ impl Implementation {
         self.started
     }
 
+    /// Each violation of the `--serve` protocol so far (answers out of step, or for another
+    /// file): the implementation's fault, not a finding about a file.
+    pub fn violations(&self) -> &[String] {
+        &self.violations
+    }
+
     /// The implementation's verdict on `file`.
     pub fn read(&mut self, file: &Path) -> Verdict {
         if !self.persistent {
@@ -612,7 +721,8 @@ impl Implementation {
         }
         if self.server.is_none() {
             match Server::start(&self.program, &self.args) {
-                Ok(server) => {
+                Ok(mut server) => {
+                    server.pin = self.pin.clone();
                     self.started += 1;
                     self.server = Some(server);
                 }
@@ -624,12 +734,30 @@ impl Implementation {
         };
         match server.ask(file, self.timeout) {
             Ok(verdict) => verdict,
-            // The file it died, hung or babbled on is the one it is charged with; the next
-            // file gets a fresh process.
+            // Out of step: no answer read from it can be pinned on this file. The violation is
+            // the implementation's, recorded as such; the file is read again by a process of
+            // its own, and the next file gets a fresh server.
+            Err(Verdict::Crash(why)) if why.starts_with(VIOLATION) => {
+                self.server = None;
+                self.violations.push(why);
+                self.started += 1;
+                one_shot(&self.program, &self.args, file, self.timeout)
+                    .unwrap_or_else(|e| Verdict::Crash(format!("cannot be started again: {e}")))
+            }
+            // The file it died or hung on is the one it is charged with; the next file gets a
+            // fresh process.
             Err(verdict) => {
                 self.server = None;
                 verdict
             }
+        }
+    }
+}
+
+impl Drop for Implementation {
+    fn drop(&mut self) {
+        if let Pin::Named(fence) | Pin::Fenced(fence) = &self.pin {
+            let _ = std::fs::remove_file(&fence.file);
         }
     }
 }

@@ -1213,21 +1213,30 @@ mod hostile {
 
     /// A `--serve` implementation that answers each file twice: its answers would be taken
     /// for the next file's, and every one after pinned on the wrong file. Caught at the probe
-    /// (a usage error: it breaks the protocol), or, when it starts later, as a crash of the
-    /// file being asked (the server started again) and never as a disagreement.
+    /// (a usage error: it breaks the protocol), or, when it starts later, as a violation of
+    /// the protocol, pinned to the file that was answered twice: whether its answers name
+    /// their path (pinned by it) or not (pinned by a fence asked after each file). The file
+    /// is read again by a process of its own, so no finding is made of the violation, and the
+    /// run ends with a usage error naming it.
     #[test]
     fn answers_out_of_step_are_a_protocol_violation() {
         let tmp = tempfile::tempdir().unwrap();
         let bin = bin();
-        let double = |name: &str, pattern: &str| {
+        // `strip` removes the path an answer names (an implementation that names none).
+        let double = |name: &str, pattern: &str, strip: bool| {
+            let print = if strip {
+                "printf '%s\\n' \"$l\" | sed -e 's/\"path\":\"[^\"]*\",//' -e 's/,\"path\":\"[^\"]*\"//'"
+            } else {
+                "printf '%s\\n' \"$l\""
+            };
             script(
                 tmp.path(),
                 name,
                 &format!(
                     "if [ \"$1\" = --serve ]; then\n\
                        {bin} dump --serve | while IFS= read -r l; do\n\
-                         printf '%s\\n' \"$l\"\n\
-                         case \"$l\" in *{pattern}*) printf '%s\\n' \"$l\";; esac\n\
+                         {print}\n\
+                         case \"$l\" in *{pattern}*) {print};; esac\n\
                        done\n\
                      else\n\
                        exec {bin} dump \"$1\"\n\
@@ -1235,21 +1244,31 @@ mod hostile {
                 ),
             )
         };
-        let always = double("always.sh", "ztensor-dump/1");
+        let always = double("always.sh", "ztensor-dump/1", false);
         let (status, _, stderr, _) = fuzz(&["--impl", &always, "--runs", "5"]);
         assert_eq!(status, Some(2), "{stderr}");
         assert!(stderr.contains("broke the --serve protocol"), "{stderr}");
-        let later = double("later.sh", "/case-");
-        let args = ["--impl", &later, "--runs", "12", "--minimize-seconds", "2"];
-        let (status, report, stderr, _) = fuzz(&args);
-        assert_eq!(status, Some(1), "{stderr}");
-        assert_eq!(report["persistent"], true, "{report}");
-        for class in ["hang", "accepts-invalid", "rejects-valid", "misreads"] {
-            assert_eq!(report["by_class"][class], 0, "{class}: {report}");
+        for (name, strip) in [("later.sh", false), ("later-unnamed.sh", true)] {
+            let later = double(name, "/case-", strip);
+            let args = ["--impl", &later, "--runs", "12", "--minimize-seconds", "2"];
+            let (status, report, stderr, _) = fuzz(&args);
+            assert_eq!(status, Some(2), "{name}: {stderr}");
+            assert!(stderr.contains("broke the --serve protocol"), "{name}: {stderr}");
+            assert_eq!(report["persistent"], true, "{name}: {report}");
+            // Every case was answered twice: a violation is seen at least every other case
+            // (a fresh server answers its first file before its duplicate is seen), and none
+            // is a finding.
+            let violations = report["protocol_violations"].as_array().unwrap();
+            assert!((6..=12).contains(&violations.len()), "{name}: {report}");
+            assert_eq!(report["findings"], serde_json::json!([]), "{name}: {report}");
         }
-        let crash = &report["findings"][0];
-        let why = crash["theirs"]["why"].as_str().unwrap_or_default();
-        assert!(why.contains("broke the --serve protocol"), "{crash}");
+        // The same implementation, answering once, names no path and is fenced: no violation,
+        // no finding.
+        let once = double("once-unnamed.sh", "no-file-is-named-this", true);
+        let (status, report, stderr, _) = fuzz(&["--impl", &once, "--runs", "12"]);
+        assert_eq!(status, Some(0), "{stderr}");
+        assert_eq!(report["protocol_violations"], serde_json::json!([]), "{report}");
+        assert_eq!(report["persistent"], true, "{report}");
     }
 
     /// Processes whose command line holds `marker`.

@@ -187,5 +187,15 @@ pub fn fuzz(args: &FuzzArgs, in_process: Option<&mut dyn InProcess>) -> Result<b
         std::fs::write(path, to_junit(&report))
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    // An implementation that breaks the protocol is a usage error (status 2), as at its
+    // start: its findings were read again one process a file, and stand.
+    if let Some(first) = report.protocol_violations.first() {
+        bail!(
+            "{:?} {first} ({} time{} in all): fix it, or use --process-per-file",
+            report.command,
+            report.protocol_violations.len(),
+            if report.protocol_violations.len() == 1 { "" } else { "s" }
+        );
+    }
     Ok(report.findings.is_empty())
 }

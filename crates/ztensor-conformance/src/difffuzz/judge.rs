@@ -39,6 +39,10 @@ pub(super) trait Judge {
     fn in_process(&self) -> bool {
         false
     }
+    /// The implementation's violations of the `--serve` protocol so far.
+    fn violations(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The implementation as a reader: each case's file is read by it and by ours.
@@ -72,6 +76,10 @@ impl Judge for Reading {
 
     fn processes(&self) -> (bool, u64) {
         (self.implementation.persistent(), self.implementation.processes())
+    }
+
+    fn violations(&self) -> Vec<String> {
+        self.implementation.violations().to_vec()
     }
 }
 

@@ -63,6 +63,10 @@ pub struct Report {
     /// Whether a signal stopped the run ([`crate::implementation::stop_all`]): the findings
     /// are those found so far, unreduced.
     pub interrupted: bool,
+    /// Each time the implementation broke the `--serve` protocol (a file answered twice,
+    /// an answer for another file): its fault, not a finding; the file asked was read again
+    /// by a process of its own.
+    pub protocol_violations: Vec<String>,
 }
 
 /// Whether `out` can take the findings: missing, empty, or (with `force`) to be replaced.
@@ -187,6 +191,15 @@ pub fn table(report: &Report) -> String {
     if report.interrupted {
         let _ = writeln!(out, "stopped by a signal: the findings so far, not reduced");
     }
+    if let Some(first) = report.protocol_violations.first() {
+        let _ = writeln!(
+            out,
+            "the implementation {first} ({} time{} in all; each file was read again by a \
+             process of its own)",
+            report.protocol_violations.len(),
+            if report.protocol_violations.len() == 1 { "" } else { "s" }
+        );
+    }
     if report.findings.is_empty() {
         let _ = writeln!(out, "no divergence");
         return out;
@@ -243,6 +256,7 @@ pub fn to_json(report: &Report) -> Json {
         "writer": report.writer,
         "versions": report.versions.iter().map(|v| v.name()).collect::<Vec<_>>(),
         "interrupted": report.interrupted,
+        "protocol_violations": report.protocol_violations,
         "findings": report
             .findings
             .iter()

@@ -244,6 +244,7 @@ fn fuzz_with(
         writer: config.writer,
         versions: config.versions.clone(),
         interrupted: stopping(),
+        protocol_violations: judge.violations(),
     };
     if let Some(out) = &config.out {
         std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&to_json(&report))?)?;
