@@ -11,6 +11,9 @@ mod dcp;
 mod durability;
 mod hostile;
 mod layout;
+#[allow(dead_code)]
+#[path = "../../ztensor-remote/tests/support/liar.rs"]
+mod liar;
 mod looking;
 #[path = "../../ztensor-remote/tests/support/moto.rs"]
 mod moto;

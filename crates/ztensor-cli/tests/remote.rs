@@ -8,7 +8,7 @@ use ztensor_remote::{Location, RemoteUpload};
 
 use crate::moto::{self, Moto};
 use crate::remote_support;
-use crate::{stderr, stdout};
+use crate::{root, scratch, stderr, stdout};
 
 /// Runs `ztensor args` against `moto`, configured the AWS way from the environment, with the
 /// transfer report on.
@@ -735,4 +735,63 @@ fn an_aws_profile_configures_the_client_as_the_aws_tools_do() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let text = stderr(&out);
     assert!(text.contains("\"nope\"") && text.contains(&config) && text.contains(url), "{text}");
+}
+
+/// Every remote failure the command line meets, with credentials in the environment (a
+/// session token, a password in the endpoint) and a server that echoes whatever it was sent
+/// in its errors, redirects elsewhere, or answers without end: no output line (stdout, stderr,
+/// the request statistics) holds a credential, and each command ends with an error.
+#[test]
+fn no_output_holds_a_credential_whatever_the_server_does() {
+    use crate::liar::{self, Answer};
+    const SECRET: &str = "envsecret-0123456789abcdef";
+    const TOKEN: &str = "envtoken-abcdefghijklmnopqrstuv";
+    const PASSWORD: &str = "envpassword-987654321";
+    let echo = liar::start(|req| {
+        let body = format!(
+            "<Error><Code>AccessDenied</Code><Message>{:?} {SECRET} {TOKEN} {PASSWORD}</Message></Error>",
+            req.headers
+        );
+        Answer::Full(403, Vec::new(), body.into_bytes())
+    });
+    let elsewhere = liar::start(|_| Answer::Full(200, Vec::new(), Vec::new()));
+    let to = format!("{}/b/x.zt", elsewhere.endpoint);
+    let redirect =
+        liar::start(move |_| Answer::Full(307, vec![format!("Location: {to}")], Vec::new()));
+    let endless =
+        liar::start(|_| Answer::Endless(500, Vec::new(), format!("{TOKEN} ").into_bytes()));
+    let dir = scratch("remote-secrets");
+    let local = dir.join("m.zt");
+    std::fs::copy(root().join("fixtures/examples/tiny-v1.2.zt"), &local).unwrap();
+    let local = local.to_str().unwrap().to_owned();
+    for server in [&echo, &redirect, &endless] {
+        let port = server.endpoint.rsplit(':').next().unwrap();
+        let endpoint = format!("http://user:{PASSWORD}@127.0.0.1:{port}");
+        for args in [
+            vec!["info", "s3://b/x.zt"],
+            vec!["verify", "s3://b/x.zt"],
+            vec!["convert", &local, "s3://b/y.zt"],
+            vec!["info", "--json", "s3://b/x.zt"],
+        ] {
+            let out = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+                .args(&args)
+                .env("AWS_ENDPOINT_URL", &endpoint)
+                .env("AWS_ACCESS_KEY_ID", "AKIAENVTESTKEY00001")
+                .env("AWS_SECRET_ACCESS_KEY", SECRET)
+                .env("AWS_SESSION_TOKEN", TOKEN)
+                .env("AWS_REGION", "us-east-1")
+                .env("ZTENSOR_REMOTE_STATS", "1")
+                .env_remove("AWS_PROFILE")
+                .output()
+                .unwrap();
+            let said = format!("{}{}", stdout(&out), stderr(&out));
+            assert!(!out.status.success(), "{args:?}: {said}");
+            for secret in [SECRET, TOKEN, PASSWORD] {
+                assert!(!said.contains(secret), "{args:?} printed {secret}: {said}");
+            }
+            assert!(said.contains("s3://b/"), "{args:?}: {said}");
+        }
+    }
+    assert!(elsewhere.seen.lock().unwrap().is_empty(), "a redirect was followed off the endpoint");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
