@@ -258,10 +258,10 @@ impl Budget {
     /// Bytes of memory per byte of pickle. A Distributed Checkpoint's `.metadata` of 20,000
     /// tensors (4.3 MB, protocol 4, as DCP writes it) takes 12 per byte here, values and what
     /// its reader copies out together; a flood of one-byte opcodes each making an empty dict
-    /// would take 72.
+    /// would take 88.
     pub(crate) const PER_BYTE: usize = 16;
     /// Bytes of memory any pickle may take, however short.
-    pub(crate) const BASE: usize = 64 << 20;
+    pub(crate) const BASE: usize = 32 << 20;
 
     /// The budget of a pickle of `len` bytes.
     pub(crate) fn for_pickle(len: usize) -> Budget {
@@ -310,6 +310,8 @@ fn key_bytes(key: &Key) -> usize {
 }
 /// A dict's own allocation beside its node.
 const DICT_COST: usize = std::mem::size_of::<Dict>();
+/// What the allocator adds to each allocation (its header, and rounding).
+const HEAP_COST: usize = 16;
 
 /// The ints made once and shared: every value a one- or two-byte int opcode can give.
 const SMALL_INTS: std::ops::RangeInclusive<i128> = -1..=0xFFFF;
@@ -569,14 +571,15 @@ impl Machine<'_> {
         if self.nodes.len() >= MAX_VALUES {
             return Err(malformed(self.at, format!("more than {MAX_VALUES} values")));
         }
+        // What the node's own allocation takes, with the allocator's header.
         let heap = match &node {
-            Node::Str(s) => s.len(),
-            Node::Bytes(b) => b.len(),
-            Node::NumpyDtype(d, _) => d.len(),
-            Node::Dict(_) => DICT_COST,
-            Node::Storage(_) => std::mem::size_of::<StorageRef>(),
-            Node::Tensor(t) => std::mem::size_of::<TensorRef>() + 16 * t.shape.len(),
-            Node::Sparse(t) => std::mem::size_of::<SparseRef>() + 16 * t.shape.len(),
+            Node::Str(s) if !s.is_empty() => s.len() + HEAP_COST,
+            Node::Bytes(b) if !b.is_empty() => b.len() + HEAP_COST,
+            Node::NumpyDtype(d, _) => d.len() + HEAP_COST,
+            Node::Dict(_) => DICT_COST + HEAP_COST,
+            Node::Storage(_) => std::mem::size_of::<StorageRef>() + HEAP_COST,
+            Node::Tensor(t) => std::mem::size_of::<TensorRef>() + 16 * t.shape.len() + HEAP_COST,
+            Node::Sparse(t) => std::mem::size_of::<SparseRef>() + 16 * t.shape.len() + HEAP_COST,
             _ => 0,
         };
         self.memory.spend(NODE_COST + heap, "values")?;
