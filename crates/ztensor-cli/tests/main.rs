@@ -11,7 +11,6 @@ mod dcp;
 mod durability;
 mod hostile;
 mod layout;
-#[allow(dead_code)]
 #[path = "../../ztensor-remote/tests/support/liar.rs"]
 mod liar;
 mod looking;
