@@ -721,6 +721,8 @@ fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
             "external/gguf/hostile",
             "external/ztensor2/valid",
             "external/ztensor2/reject",
+            "external/dcp/native",
+            "external/dcp/native-zstd",
         ] {
             for entry in
                 std::fs::read_dir(root.join("fixtures").join(dir)).into_iter().flatten().flatten()

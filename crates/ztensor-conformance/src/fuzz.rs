@@ -158,8 +158,29 @@ pub fn differential(data: &[u8]) {
     }
 }
 
+/// The most heap bytes the `dcp` target's reader may hold for an input of `len` bytes: twice
+/// what the pickle machine's budget allows (16 bytes a byte and 32 MiB), room for what the
+/// allocator rounds and vectors hold spare. More is memory the budget does not see.
+pub fn dcp_allowed(len: usize) -> usize {
+    len.saturating_mul(32).saturating_add(64 << 20)
+}
+
+/// A PyTorch Distributed Checkpoint's `.metadata`: its pickle run and its records read as DCP
+/// writes them ([`ztensor_foreign::dcp::read_layout`]). No input may make it run anything,
+/// loop, allocate by a claim, or hold more than [`dcp_allowed`] (the amplification oracle:
+/// the target counts live heap bytes, [`crate::heap`]).
+pub fn dcp(data: &[u8]) {
+    let (_, peak) = crate::heap::peak_during(|| ztensor_foreign::dcp::read_layout(data));
+    let allowed = dcp_allowed(data.len());
+    assert!(
+        peak <= allowed,
+        "{} bytes of .metadata held {peak} bytes of heap, more than the {allowed} allowed",
+        data.len()
+    );
+}
+
 /// The names of the fuzz targets, each a wrapper around the body of the same name.
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "parse_file",
     "manifest",
     "read_any",
@@ -168,6 +189,7 @@ pub const TARGETS: [&str; 8] = [
     "foreign",
     "ztensor2",
     "differential",
+    "dcp",
 ];
 
 /// The body of the target called `name`.
@@ -181,6 +203,7 @@ pub fn body(name: &str) -> Option<fn(&[u8])> {
         "foreign" => Some(foreign),
         "ztensor2" => Some(ztensor2),
         "differential" => Some(differential),
+        "dcp" => Some(dcp),
         _ => None,
     }
 }

@@ -19,6 +19,7 @@ pub mod child;
 pub mod difffuzz;
 pub mod embedded;
 pub mod fuzz;
+pub mod heap;
 pub mod implementation;
 pub mod index;
 pub mod matrix;

@@ -1,5 +1,10 @@
 //! Integration tests of ztensor-conformance.
 
+/// Live heap bytes counted, so the fuzz bodies' amplification oracle runs here as in the fuzz
+/// targets.
+#[global_allocator]
+static HEAP: ztensor_conformance::heap::Counting = ztensor_conformance::heap::Counting;
+
 /// Our own implementation against every fixture of the index.
 mod fixtures {
     use std::path::PathBuf;
@@ -221,6 +226,28 @@ mod fuzz_regressions {
                 (ztensor_conformance::fuzz::body(name).unwrap())(&bytes);
             }
         }
+        // The DCP checkpoints seed the `dcp` target: their `.metadata` reads, within what the
+        // oracle allows, and the oracle sees this binary's heap (it counts here too).
+        assert!(ztensor_conformance::heap::counting(), "the test binary counts its heap");
+        for dir in ["native", "native-zstd"] {
+            let bytes =
+                std::fs::read(root.join("external/dcp").join(dir).join(".metadata")).unwrap();
+            ztensor_conformance::fuzz::dcp(&bytes);
+            assert!(ztensor_foreign::dcp::read_layout(&bytes).is_ok(), "{dir}");
+        }
+        let (_, held) = ztensor_conformance::heap::peak_during(|| {
+            std::hint::black_box(vec![1u8; 8 << 20]).len()
+        });
+        assert!(held >= 8 << 20, "{held}");
+        // A flood of empty dicts as large as the oracle's allowance would take is refused by
+        // the machine's budget before it holds more.
+        let mut flood = vec![0x80, 2];
+        flood.resize(4 << 20, b'}');
+        flood.push(b'.');
+        let (refused, held) = ztensor_conformance::heap::peak_during(|| {
+            ztensor_foreign::dcp::read_layout(&flood).is_err()
+        });
+        assert!(refused && held <= ztensor_conformance::fuzz::dcp_allowed(flood.len()), "{held}");
         // The zTensor 2 corpus seeds the `ztensor2` target.
         for dir in ["valid", "reject"] {
             for entry in std::fs::read_dir(root.join("external/ztensor2").join(dir)).unwrap() {
