@@ -524,14 +524,20 @@ fn gigabytes_from_kilobytes_stay_within_budget() {
         0,
         &[
             &["verify", "FILE"],
-            &["dump", "--json", "FILE"],
-            // Copied in pieces within the budget when the ratio is raised to admit it.
+            // Dumped (every decoded byte hashed) and copied in pieces within the budget when
+            // the ratio is raised to admit it.
+            &["dump", "--json", "FILE", "--max-expansion", "1000000"],
             &["repack", "FILE", "OUT.zt", "--quiet", "--zstd", "1", "--max-expansion", "1000000"],
         ],
     );
     // At the default ratio (4,096 times the file), a copy that would decode 4 GiB from this
     // file is refused before it writes anything, as the stream's length is learned.
-    check(&dir, &file, 1, &[&["repack", "FILE", "OUT.zt", "--quiet", "--zstd", "1"]]);
+    check(
+        &dir,
+        &file,
+        1,
+        &[&["repack", "FILE", "OUT.zt", "--quiet", "--zstd", "1"], &["dump", "--json", "FILE"]],
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -298,7 +298,12 @@ fn the_3_gib_stream_is_streamed_and_only_whole_reads_are_refused() {
     let b = bomb.to_str().unwrap();
     let (code, said, _) = capped_at(SMALL, &["verify", b]);
     assert_eq!(code, Some(0), "{said}");
+    // The dump hashes every decoded byte: held to the expansion budget as other commands,
+    // it refuses the bomb at the default ratio, and streams it when the ratio admits it.
     let (code, said, _) = capped_at(SMALL, &["dump", "--json", b]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("\"kind\":\"decoded_too_large\""), "{said}");
+    let (code, said, _) = capped_at(SMALL, &["dump", "--json", b, "--max-expansion", "100000"]);
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("\"decoded_length\":3221225472"), "{said}");
     let mut options = ztensor_format::Options::default();

@@ -246,11 +246,11 @@ enum Opened {
     Done(Json, bool),
 }
 
-fn open(path: &std::path::Path) -> std::io::Result<Opened> {
+fn open(path: &std::path::Path, options: &ztensor_format::Options) -> std::io::Result<Opened> {
     // Opened through the format registry, as every command opens its inputs: what it
     // recognises as zTensor 2 or TensorBuffers is dumped as such; everything else is judged as
     // zTensor, so a file of no format gets the rule it breaks.
-    let opening = ztensor_registry::OpenOptions { options: options(), ..Default::default() };
+    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
     // Told once; what it is read as is read through the same descriptor.
     let mut detected = ztensor_registry::Detected::new(path);
     let kind = detected.as_ref().ok().map(ztensor_registry::Detected::kind);
@@ -259,7 +259,7 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
         return Ok(match detected.open_zt2(&opening) {
             // What checking every object would decode is held to the expansion budget, as
             // every command holds its input (a shared blob counts once: it is checked once).
-            Ok(file) => match file.check_expansion(&options().limits) {
+            Ok(file) => match file.check_expansion(&options.limits) {
                 Ok(_) => Opened::Zt2(Box::new(file)),
                 Err(e) => {
                     let kind = e.format_error().map_or("decoded_too_large", |f| f.kind().id());
@@ -285,7 +285,20 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
         Err(_) => ztensor_registry::open_zt(path, &opening),
     };
     match reader {
-        Ok(reader) => Ok(Opened::Zt(Box::new(reader))),
+        // Held to the expansion budget as every command holds its input: a file whose objects
+        // decode to far more than its size explains is refused by that rule (`--max-expansion`
+        // raises it) rather than decoded and hashed for minutes. A blob many objects share is
+        // decoded once here, and counts once.
+        Ok(reader) => {
+            let len = reader.source().len();
+            Ok(match ztensor_io::check_read_expansion(&reader, len, &options.limits) {
+                Ok(_) => Opened::Zt(Box::new(reader)),
+                Err(e) => {
+                    let kind = e.format_error().map_or("decoded_too_large", |f| f.kind().id());
+                    Opened::Done(rejected(kind, &one_line(&e.to_string())), false)
+                }
+            })
+        }
         Err(e) => match e.format_error() {
             Some(f) => Ok(Opened::Done(rejected(f.kind().id(), &f.to_string()), false)),
             None => Err(std::io::Error::other(e.to_string())),
@@ -298,7 +311,18 @@ fn open(path: &std::path::Path) -> std::io::Result<Opened> {
 /// # Errors
 /// When the file cannot be read at all (an I/O error, not a verdict).
 pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
-    Ok(match open(path)? {
+    file_with(path, &options())
+}
+
+/// As [`file`], read with `options` (their limits: the expansion budget among them).
+///
+/// # Errors
+/// When the file cannot be read at all (an I/O error, not a verdict).
+pub fn file_with(
+    path: &std::path::Path,
+    options: &ztensor_format::Options,
+) -> std::io::Result<(Json, bool)> {
+    Ok(match open(path, options)? {
         Opened::Zt(reader) => (accepted(&reader), true),
         Opened::Zt2(file) => (zt2(&file), true),
         Opened::Tb(reader) => (tensorbuffers(&reader), true),
@@ -312,7 +336,19 @@ pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
 /// # Errors
 /// When the file cannot be read at all, and errors writing to `out`.
 pub fn write_file(path: &std::path::Path, out: &mut impl Write) -> std::io::Result<bool> {
-    let accepted = match open(path)? {
+    write_file_with(path, &options(), out)
+}
+
+/// As [`write_file`], read with `options` (their limits: the expansion budget among them).
+///
+/// # Errors
+/// When the file cannot be read at all, and errors writing to `out`.
+pub fn write_file_with(
+    path: &std::path::Path,
+    options: &ztensor_format::Options,
+    out: &mut impl Write,
+) -> std::io::Result<bool> {
+    let accepted = match open(path, options)? {
         Opened::Zt(reader) => {
             write_accepted(&reader, out)?;
             true

@@ -103,7 +103,7 @@ pub use crate::rewrite::{remove_objects, rewrite};
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::tensors::{
     ComponentInfo, Decoded, Excluding, ObjectInfo, RawRange, TensorSink, TensorSource,
-    ZtensorObjects, check_expansion, close_names, shard_label, split_by_size,
+    ZtensorObjects, check_expansion, check_read_expansion, close_names, shard_label, split_by_size,
 };
 pub use crate::write_data::write_data;
 pub use crate::write_stream::{Held, write_source_object};

@@ -514,7 +514,9 @@ fn hand_over(
 
 /// Refuses `source` (an input of `input_len` bytes) when its objects together decode to more
 /// than [`Limits::max_expanded_len`](ztensor_format::Limits::max_expanded_len): checked on
-/// what the objects declare, before anything is read or written. Returns the total.
+/// what the objects declare, before anything is read or written. Each component counts, so a
+/// blob shared by many objects counts once for each: what a copy or conversion, which writes
+/// each of them, produces. Returns the total.
 ///
 /// # Errors
 /// [`ErrorKind::Format`](crate::ErrorKind::Format) with rule `decoded_too_large`.
@@ -523,12 +525,48 @@ pub fn check_expansion(
     input_len: u64,
     limits: &ztensor_format::Limits,
 ) -> Result<u64> {
+    expansion(source, input_len, limits, false)
+}
+
+/// As [`check_expansion`], for a command that decodes each stored range once however many
+/// components share it (a dump, a verification): a blob shared by many objects counts once.
+///
+/// # Errors
+/// [`ErrorKind::Format`](crate::ErrorKind::Format) with rule `decoded_too_large`.
+pub fn check_read_expansion(
+    source: &dyn TensorSource,
+    input_len: u64,
+    limits: &ztensor_format::Limits,
+) -> Result<u64> {
+    expansion(source, input_len, limits, true)
+}
+
+fn expansion(
+    source: &dyn TensorSource,
+    input_len: u64,
+    limits: &ztensor_format::Limits,
+    shared_once: bool,
+) -> Result<u64> {
     let allowed = limits.max_expanded_len(input_len);
     let mut total = 0u64;
+    // Stored ranges counted so far (when shared ones count once), with the most any of their
+    // components declares.
+    let mut counted: std::collections::HashMap<(u64, u64, Encoding), u64> =
+        std::collections::HashMap::new();
     for i in 0..source.len() {
         let Some(info) = source.info(i) else { continue };
         for c in &info.components {
-            total = total.saturating_add(c.decoded_len.unwrap_or(c.stored_len));
+            let decoded = c.decoded_len.unwrap_or(c.stored_len);
+            let shared = c.offset.filter(|_| shared_once && c.stored_len > 0);
+            let Some(offset) = shared else {
+                total = total.saturating_add(decoded);
+                continue;
+            };
+            let before = counted.entry((offset, c.stored_len, c.encoding.clone())).or_insert(0);
+            if decoded > *before {
+                total = total.saturating_add(decoded - *before);
+                *before = decoded;
+            }
         }
         if total > allowed {
             return Err(ztensor_format::Error::new(

@@ -440,7 +440,8 @@ pub(crate) fn ids(
 
 /// `ztensor dump FILE`: the conformance dump; status 1 for a file its reader rejects.
 pub(crate) fn dump(out: &mut impl Write, file: &Path) -> Result<ExitCode> {
-    let ok = ztensor_dump::write_file(file, out)
+    // With the command line's limits (`--max-expansion`).
+    let ok = ztensor_dump::write_file_with(file, &ztensor_cli::options(false), out)
         .with_context(|| format!("cannot read {}", file.display()))?;
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
