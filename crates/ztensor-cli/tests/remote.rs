@@ -795,3 +795,35 @@ fn no_output_holds_a_credential_whatever_the_server_does() {
     assert!(elsewhere.seen.lock().unwrap().is_empty(), "a redirect was followed off the endpoint");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// No credentials anywhere and the instance metadata service off (`AWS_EC2_METADATA_DISABLED`,
+/// as the AWS tools honour it): said so at once, naming where they were looked for and the
+/// flag for a public bucket, instead of asking the metadata address anyway.
+#[test]
+fn missing_credentials_are_named_as_missing() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+        .args(["info", "s3://bucket/x.zt"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent-home")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("no AWS credentials found"), "{said}");
+    assert!(said.contains("AWS_ACCESS_KEY_ID") && said.contains("--no-sign-request"), "{said}");
+    assert!(said.contains("/nonexistent-home/.aws/credentials"), "{said}");
+    // Unsigned, nothing is looked for: the same command goes on to the (absent) server.
+    let out = Command::new(env!("CARGO_BIN_EXE_ztensor"))
+        .args(["info", "s3://bucket/x.zt", "--no-sign-request"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent-home")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap();
+    assert!(!stderr(&out).contains("no AWS credentials found"), "{}", stderr(&out));
+}

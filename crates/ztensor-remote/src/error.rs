@@ -69,6 +69,21 @@ impl Error {
     pub(crate) fn from_store(what: &str, url: &str, e: object_store::Error) -> Error {
         use object_store::Error as E;
         let found = Found::in_chain(&e);
+        // Credentials looked for last at the instance metadata service, and not found there
+        // (no such service here, or it refused): that no credentials were found is what to
+        // say, not the service's answer. `object_store`'s error names the address it asked.
+        if found.metadata {
+            return Error::new(
+                ErrorKind::Config,
+                url,
+                format!(
+                    "{what}: no AWS credentials found (the instance metadata service at \
+                     169.254.169.254 gave none: {}); looked for {}",
+                    found.describe(&e),
+                    crate::store::where_credentials_are_looked_for()
+                ),
+            );
+        }
         let status = found.status;
         let kind = match (&e, status) {
             (E::NotFound { .. }, _) | (_, Some(404)) => ErrorKind::NotFound,
@@ -109,6 +124,8 @@ struct Found {
     transport: Option<(object_store::client::HttpErrorKind, String)>,
     /// The server redirected without saying where.
     bare_redirect: bool,
+    /// The failure was the instance metadata service's (credentials looked for there).
+    metadata: bool,
 }
 
 impl Found {
@@ -122,6 +139,7 @@ impl Found {
             status: status_in_text(&text),
             code: server_code(&text),
             bare_redirect: text.contains("redirect without LOCATION"),
+            metadata: text.contains("169.254.169.254"),
             ..Found::default()
         };
         let mut link: Option<&(dyn std::error::Error + 'static)> = Some(e);
@@ -140,6 +158,8 @@ impl Found {
             }
             link = at.source();
         }
+        // A refusal of ours that names the address (a redirect to it) is not the service's.
+        found.metadata &= found.refused.is_none();
         found
     }
 
@@ -341,6 +361,33 @@ mod tests {
         let shown = scrub("Error performing GET http://user:hunter2secret@host:9000/b/k in 1s");
         assert!(!shown.contains("hunter2secret") && !shown.contains("user"), "{shown}");
         assert!(shown.contains("http://host:9000/b/k"), "{shown}");
+    }
+
+    #[test]
+    fn a_failure_of_the_instance_metadata_service_says_no_credentials_were_found() {
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: "Error performing PUT http://169.254.169.254/latest/api/token in 1ms - \
+                     Server returned non-2xx status code: 403 Forbidden: "
+                .into(),
+        };
+        let e = Error::from_store("opening", "s3://b/k", e);
+        assert_eq!(e.kind(), &ErrorKind::Config);
+        let text = e.to_string();
+        assert!(text.contains("no AWS credentials found"), "{text}");
+        assert!(text.contains("HTTP 403") && text.contains("--no-sign-request"), "{text}");
+        // Our refusal of a redirect to that address is not the service's answer.
+        let refused = object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(crate::http::Refused::Redirect {
+                from: "http://127.0.0.1:9".into(),
+                to: "http://169.254.169.254".into(),
+                why: "a signed request never leaves its endpoint",
+            }),
+        };
+        let e = Error::from_store("opening", "s3://b/k", refused);
+        assert_eq!(e.kind(), &ErrorKind::Request, "{e}");
+        assert!(e.to_string().contains("never leaves"), "{e}");
     }
 
     #[test]

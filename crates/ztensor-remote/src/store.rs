@@ -248,6 +248,9 @@ pub(crate) fn store(
             for (key, value) in &options.settings {
                 builder = builder.with_config(setting(&shown, key)?, value);
             }
+            if !options.unsigned {
+                no_credentials(&shown, &builder)?;
+            }
             // An `http://` endpoint (a local server) is used as given.
             let endpoint =
                 builder.get_config_value(&object_store::aws::AmazonS3ConfigKey::Endpoint);
@@ -340,6 +343,52 @@ fn with_profile(
         builder = builder.with_endpoint(endpoint);
     }
     Ok(builder)
+}
+
+/// Where AWS credentials were looked for, in the order the AWS tools look: for a message
+/// saying none was found.
+pub(crate) fn where_credentials_are_looked_for() -> String {
+    let (name, _, credentials, config) = crate::profile::from_env();
+    let files = [credentials, config]
+        .iter()
+        .flatten()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    format!(
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, the profile {name:?} in {files}, a web \
+         identity (AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN), container credentials \
+         (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI) and the instance metadata \
+         service; a public bucket is read with unsigned requests (the command line's \
+         --no-sign-request)"
+    )
+}
+
+/// Refuses a signed S3 store that would look for credentials only in the instance metadata
+/// service when `AWS_EC2_METADATA_DISABLED` says not to (as the AWS tools honour it): no
+/// credentials were found, and saying so beats a refusal from an address nobody meant to ask.
+fn no_credentials(shown: &str, builder: &object_store::aws::AmazonS3Builder) -> Result<(), Error> {
+    use object_store::aws::AmazonS3ConfigKey as Key;
+    let has = |key: Key| builder.get_config_value(&key).is_some_and(|v| !v.is_empty());
+    let elsewhere = has(Key::AccessKeyId)
+        || has(Key::SecretAccessKey)
+        || (has(Key::WebIdentityTokenFile) && has(Key::RoleArn))
+        || has(Key::ContainerCredentialsRelativeUri)
+        || has(Key::ContainerCredentialsFullUri);
+    let disabled = std::env::var("AWS_EC2_METADATA_DISABLED")
+        .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if elsewhere || !disabled {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::Config,
+        shown,
+        format!(
+            "no AWS credentials found (the instance metadata service is off: \
+             AWS_EC2_METADATA_DISABLED); looked for {}",
+            where_credentials_are_looked_for()
+        ),
+    ))
 }
 
 /// `key` as a configuration key of a store's builder.
