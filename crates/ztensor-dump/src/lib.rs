@@ -314,7 +314,7 @@ pub fn file(path: &std::path::Path) -> std::io::Result<(Json, bool)> {
     file_with(path, &options())
 }
 
-/// As [`file`], read with `options` (their limits: the expansion budget among them).
+/// As [`file()`], read with `options` (their limits: the expansion budget among them).
 ///
 /// # Errors
 /// When the file cannot be read at all (an I/O error, not a verdict).
