@@ -1,7 +1,7 @@
 //! The command line: clap's definitions of the commands and their flags, and what the flags
 //! mean for the libraries (write options, targets).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -640,37 +640,4 @@ pub(crate) fn parse_version_arg(s: &str) -> Result<Version, String> {
 
 pub(crate) fn parse_target(s: &str) -> Result<Target, String> {
     Target::from_name(s).map_err(|e| e.to_string())
-}
-
-/// What `convert` writes to `output`: `to`, else what the output's extension names, by the
-/// registry's table ([`Target::for_output`]: any other extension, or none, is refused); a
-/// sharded output directory, `sharded`, holds zTensor 1.2 shards. Encoding options the target
-/// has no place for are refused too (usage errors, status 2).
-pub(crate) fn convert_target(
-    output: &Path,
-    to: Option<Target>,
-    sharded: bool,
-    encoding: &Encoding,
-) -> Result<Target> {
-    let target = match to {
-        None if sharded => Target::Zt(Version::V1_2),
-        to => Target::for_output(output, to).map_err(|e| anyhow::anyhow!("{e}"))?,
-    };
-    if let Target::Safetensors | Target::TensorBuffers = target {
-        let option = match (encoding.zstd, encoding.digest) {
-            (Some(_), _) => Some("--zstd"),
-            (None, Some(_)) => Some("--digest"),
-            (None, None) => None,
-        };
-        if let Some(option) = option {
-            bail!("{option} does not apply to {target}, which stores raw bytes and no digests");
-        }
-    }
-    if target == Target::Zt2 && encoding.digest.is_some() {
-        bail!(
-            "--digest does not apply to zTensor 2, whose parts each carry an xxh3 digest (what \
-             its canonical form requires)"
-        );
-    }
-    Ok(target)
 }

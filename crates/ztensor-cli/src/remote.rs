@@ -29,10 +29,7 @@ pub(crate) fn url_of(path: &Path) -> Option<&str> {
 /// Whether the URLs `a` and `b` name the same object (as parsed: scheme, bucket and key; a
 /// URL that does not parse is compared as written).
 pub(crate) fn same_object(a: &str, b: &str) -> bool {
-    match (Location::parse(a), Location::parse(b)) {
-        (Ok(a), Ok(b)) => (a.scheme(), a.bucket(), a.key()) == (b.scheme(), b.bucket(), b.key()),
-        _ => a == b,
-    }
+    ztensor_registry::same_file(std::path::Path::new(a), std::path::Path::new(b))
 }
 
 /// Refuses outputs (`outputs`, URLs) that are objects the command reads (`inputs`, paths or

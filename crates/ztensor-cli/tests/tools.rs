@@ -306,14 +306,27 @@ fn outputs_that_are_an_input_are_refused() {
     let zt = d.join("m.zt");
     ok(&["convert", arg(&st), arg(&zt)]);
     let zt_bytes = std::fs::read(&zt).unwrap();
+    // The same file under a name of no format written, and by a hard link.
+    let unnamed = d.join("m.data");
+    std::fs::copy(&zt, &unnamed).unwrap();
+    let linked = d.join("linked.zt");
+    std::fs::hard_link(&zt, &linked).unwrap();
     for args in [
-        vec!["convert", arg(&zt), arg(&zt), "--to", "safetensors"],
-        vec!["convert", arg(&zt), arg(&zt), "--to", "tensorbuffers"],
+        vec!["convert", arg(&unnamed), arg(&unnamed), "--to", "safetensors"],
+        vec!["convert", arg(&unnamed), arg(&unnamed), "--to", "tensorbuffers"],
+        vec!["convert", arg(&zt), arg(&zt), "--to", "2"],
+        vec!["convert", arg(&zt), arg(&linked), "--to", "2"],
         vec!["extract", arg(&zt), "w.f32", "-o", arg(&zt)],
     ] {
         let err = fails(&args, 2);
         assert!(err.contains("is also the input"), "{args:?}: {err}");
     }
+    // A name that says zTensor is not given safetensors, over the input or not.
+    for to in ["safetensors", "tensorbuffers"] {
+        let err = fails(&["convert", arg(&zt), arg(&zt), "--to", to], 2);
+        assert!(err.contains("is named as a zTensor file, but --to"), "{to}: {err}");
+    }
+    assert_eq!(std::fs::read(&unnamed).unwrap(), zt_bytes);
     assert_eq!(std::fs::read(&st).unwrap(), before);
     assert_eq!(std::fs::read(&zt).unwrap(), zt_bytes);
     ok(&["convert", arg(&zt), arg(&zt), "--to", "1.1"]);

@@ -37,11 +37,13 @@
 #![deny(missing_docs)]
 
 mod ahead;
+mod memory;
 mod pipeline;
 pub mod simulate;
 mod sink;
 
 pub use crate::ahead::Ahead;
+pub use crate::memory::InMemory;
 pub use crate::pipeline::Budget;
 pub use crate::sink::ZtSink;
 

@@ -243,18 +243,6 @@ fn open_from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<File> {
     Ok(File { opened: Arc::new(open_bytes(py, data.to_vec())?) })
 }
 
-fn version_of(v: &str) -> PyResult<Version> {
-    match v {
-        "0.1" => Ok(Version::V0_1),
-        "1.1" => Ok(Version::V1_1),
-        "1.2" => Ok(Version::V1_2),
-        other => Err(PyValueError::new_err(format!(
-            "version {other:?}: this package writes \"0.1\", \"1.1\", \"1.2\" and (with \
-             convert) \"2\""
-        ))),
-    }
-}
-
 fn digest_of(d: Option<&str>) -> PyResult<Option<DigestAlgorithm>> {
     Ok(match d {
         None | Some("none") => None,
@@ -274,30 +262,47 @@ type Item<'py> = (String, String, Option<String>, Vec<u64>, PyBuffer<u8>);
 
 /// Writes dense tensors `[(name, dtype, logical type, shape, bytes)]` (little-endian, C order,
 /// `bytes` any contiguous buffer) to `path`, published atomically, or returns the file's bytes
-/// when `path` is `None`. Compression and digests run on `threads` threads (0: one per core)
-/// with the GIL released; the output does not depend on the thread count.
+/// when `path` is `None`. What is written is `version` (a target name: "0.1", "1.1", "1.2",
+/// "2", "safetensors", "tensorbuffers", …) or what `path`'s extension names (`.safetensors`,
+/// `.tb`, `.zt`: zTensor 1.2), zTensor 1.2 for a name of no format, by the registry's rules for
+/// a conversion ([`ztensor_registry::Conversion::check`]). Compression and digests run on
+/// `threads` threads (0: one per core) with the GIL released; the output does not depend on
+/// the thread count.
 #[pyfunction]
-#[pyo3(signature = (tensors, path = None, attributes = None, version = "1.2", zstd = None, digest = None, threads = 0))]
+#[pyo3(signature = (tensors, path = None, attributes = None, version = None, zstd = None, digest = None, threads = 0))]
 #[allow(clippy::too_many_arguments)]
 fn save<'py>(
     py: Python<'py>,
     tensors: Vec<Item<'py>>,
     path: Option<PathBuf>,
     attributes: Option<Bound<'py, PyAny>>,
-    version: &str,
+    version: Option<&str>,
     zstd: Option<i32>,
     digest: Option<&str>,
     threads: usize,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let version = version_of(version)?;
+    use ztensor_registry::{Conversion, Request, Spelling, Target};
+    let digest = digest_of(digest)?;
+    let named = path.as_deref().unwrap_or(std::path::Path::new(""));
+    let checked = Conversion::check(&Request {
+        to: target_named(version)?,
+        unnamed: Some(Target::Zt(Version::V1_2)),
+        zstd,
+        digest: digest.is_some(),
+        ..Request::new(std::path::Path::new(""), named, Spelling::PythonSave)
+    })
+    .map_err(refused)?;
+    if checked.sharding.is_some() {
+        return Err(PyValueError::new_err(format!(
+            "{} is a directory: save_file writes one file",
+            named.display()
+        )));
+    }
     let mut options = match zstd {
-        Some(level) if (1..=22).contains(&level) => WriteOptions::zstd(level),
-        Some(level) => {
-            return Err(PyValueError::new_err(format!("zstd level {level}: between 1 and 22")));
-        }
+        Some(level) => WriteOptions::zstd(level),
         None => WriteOptions::raw(),
     };
-    if let Some(d) = digest_of(digest)? {
+    if let Some(d) = digest {
         options = options.with_digest(d);
     }
     let attributes =
@@ -324,44 +329,106 @@ fn save<'py>(
         parsed.push(tensor);
     }
     let par = ParOptions { threads, ..ParOptions::default() };
-    let written = py.detach(|| -> ztensor_io::Result<Option<Vec<u8>>> {
-        // An object in a bucket: a streamed multipart upload, published whole at the end
-        // (aborted on an error). (A plain match: if-let guards are newer than the declared
-        // minimum Rust 1.89.)
-        match (&path, path.as_deref().and_then(url_of)) {
-            (Some(_), Some(url)) => {
-                let mut w = Writer::new(upload(url)?, version)?;
-                if let Some(a) = attributes {
-                    w.set_attributes(a)?;
-                }
-                ztensor_par::write_tensors(&parsed, &mut w, &options, &par, &())?;
-                let (up, _) = w.finish()?;
-                up.finish().map_err(remote_error)?;
-                Ok(None)
-            }
-            (Some(path), None) => {
-                let mut w = FileWriter::create(path, version)?;
-                if let Some(a) = attributes {
-                    w.set_attributes(a)?;
-                }
-                ztensor_par::write_tensors(&parsed, w.writer_mut(), &options, &par, &())?;
-                w.finish()?;
-                Ok(None)
-            }
-            (None, _) => {
-                let mut w = Writer::new(Vec::new(), version)?;
-                if let Some(a) = attributes {
-                    w.set_attributes(a)?;
-                }
-                ztensor_par::write_tensors(&parsed, &mut w, &options, &par, &())?;
-                Ok(Some(w.finish()?.0))
-            }
+    let written = py.detach(|| match checked.target {
+        Target::Zt(version) => {
+            write_zt(&parsed, path.as_deref(), attributes, version, &options, &par)
+                .map_err(ztensor_registry::WriteError::Zt)
+        }
+        // Any other format through the conversion's sink, the tensors as its source.
+        target => {
+            let source = ztensor_par::InMemory::new(&parsed, attributes)
+                .map_err(ztensor_registry::WriteError::Zt)?;
+            let options = ztensor_registry::WriteOptions::new(target, zstd).par(par);
+            write_converted(&source, path.as_deref(), &options).map(|(bytes, _)| bytes)
         }
     });
     drop(parsed);
     drop(slices);
     let written = written.map_err(|e| raise(py, &e))?;
     Ok(written.map(|bytes| PyBytes::new(py, &bytes)))
+}
+
+/// Writes `tensors` as zTensor `version` on the engine: to the object or file `path` names
+/// (published whole), or to memory, returned.
+fn write_zt(
+    tensors: &[Tensor<'_>],
+    path: Option<&std::path::Path>,
+    attributes: Option<ztensor_format::Attributes>,
+    version: Version,
+    options: &WriteOptions,
+    par: &ParOptions,
+) -> ztensor_io::Result<Option<Vec<u8>>> {
+    // An object in a bucket: a streamed multipart upload, published whole at the end
+    // (aborted on an error). (A plain match: if-let guards are newer than the declared
+    // minimum Rust 1.89.)
+    match (path, path.and_then(url_of)) {
+        (Some(_), Some(url)) => {
+            let mut w = Writer::new(upload(url)?, version)?;
+            if let Some(a) = attributes {
+                w.set_attributes(a)?;
+            }
+            ztensor_par::write_tensors(tensors, &mut w, options, par, &())?;
+            let (up, _) = w.finish()?;
+            up.finish().map_err(remote_error)?;
+            Ok(None)
+        }
+        (Some(path), None) => {
+            let mut w = FileWriter::create(path, version)?;
+            if let Some(a) = attributes {
+                w.set_attributes(a)?;
+            }
+            ztensor_par::write_tensors(tensors, w.writer_mut(), options, par, &())?;
+            w.finish()?;
+            Ok(None)
+        }
+        (None, _) => {
+            let mut w = Writer::new(Vec::new(), version)?;
+            if let Some(a) = attributes {
+                w.set_attributes(a)?;
+            }
+            ztensor_par::write_tensors(tensors, &mut w, options, par, &())?;
+            Ok(Some(w.finish()?.0))
+        }
+    }
+}
+
+/// Writes `source` through the registry's conversion: to the object or file `path` names
+/// (published whole), or to memory, returned.
+fn write_converted(
+    source: &(dyn ztensor_io::TensorSource + Send + Sync),
+    path: Option<&std::path::Path>,
+    options: &ztensor_registry::WriteOptions,
+) -> Result<(Option<Vec<u8>>, usize), ztensor_registry::WriteError> {
+    use ztensor_registry::WriteError;
+    match (path, path.and_then(url_of)) {
+        (Some(_), Some(url)) => {
+            let up = upload(url).map_err(WriteError::Zt)?;
+            let (up, written) = ztensor_registry::write_to(source, up, options)?;
+            up.finish().map_err(|e| WriteError::Zt(remote_error(e)))?;
+            Ok((None, written.objects))
+        }
+        (Some(path), None) => {
+            ztensor_registry::write_file(source, path, options).map(|w| (None, w.objects))
+        }
+        (None, _) => {
+            let (bytes, written) = ztensor_registry::write_to(source, Vec::new(), options)?;
+            Ok((Some(bytes), written.objects))
+        }
+    }
+}
+
+/// The target a `to=` or `version=` name asks for, if any.
+fn target_named(name: Option<&str>) -> PyResult<Option<ztensor_registry::Target>> {
+    name.map(|n| {
+        ztensor_registry::Target::from_name(n).map_err(|e| PyValueError::new_err(e.to_string()))
+    })
+    .transpose()
+}
+
+/// A request the registry's rules refuse: `ValueError`, as the command-line tool's usage
+/// errors are.
+fn refused(e: ztensor_registry::Refusal) -> PyErr {
+    PyValueError::new_err(e.to_string())
 }
 
 /// The URL `path` is (`s3://`, `gs://`, `az://`, `http(s)://`), when it is one.
@@ -384,69 +451,66 @@ fn upload(url: &str) -> ztensor_io::Result<ztensor_remote::RemoteUpload> {
 
 /// Converts the file at `input` (any format this package reads) to `output`, published
 /// atomically, as `to` (a name of the registry's table of formats written: "2", "0.1", "1.1",
-/// "1.2", "zt", "safetensors", "tensorbuffers", …) through the registry's one conversion, the
-/// command-line tool's. `zstd`: zTensor 2's parts under `zt.zstd-seekable/1`, zTensor 1.x's
-/// tensors zstd-compressed. Attributes the target cannot hold are refused unless
-/// `drop_attributes`. Compression runs on `threads` threads (0: one per core), whatever the
-/// target. Returns how many objects were written. Runs with the GIL released.
+/// "1.2", "zt", "safetensors", "tensorbuffers", …) or, without it, what `output`'s extension
+/// names, through the registry's one conversion and its rules, the command-line tool's
+/// (`Conversion::check`: the same request gets the same refusal). `zstd`: zTensor 2's parts
+/// under `zt.zstd-seekable/1`, zTensor 1.x's tensors zstd-compressed. Attributes the target
+/// cannot hold are refused unless `drop_attributes`. Compression runs on `threads` threads
+/// (0: one per core), whatever the target. Returns how many objects were written. Runs with
+/// the GIL released.
 #[pyfunction]
-#[pyo3(signature = (input, output, to = "2", zstd = None, drop_attributes = false, threads = 0))]
+#[pyo3(signature = (input, output, to = None, zstd = None, drop_attributes = false, threads = 0))]
 fn convert(
     py: Python<'_>,
     input: PathBuf,
     output: PathBuf,
-    to: &str,
+    to: Option<&str>,
     zstd: Option<i32>,
     drop_attributes: bool,
     threads: usize,
 ) -> PyResult<usize> {
-    use ztensor_registry::Target;
-    if let Some(level) = zstd.filter(|l| !(1..=22).contains(l)) {
-        return Err(PyValueError::new_err(format!("zstd level {level}: between 1 and 22")));
-    }
-    let target = Target::from_name(to).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    if zstd.is_some() && matches!(target, Target::Safetensors | Target::TensorBuffers) {
+    use ztensor_registry::{Conversion, Request, Spelling};
+    let checked = Conversion::check(&Request {
+        to: target_named(to)?,
+        zstd,
+        ..Request::new(&input, &output, Spelling::Python)
+    })
+    .map_err(refused)?;
+    if checked.sharding.is_some() {
         return Err(PyValueError::new_err(format!(
-            "zstd does not apply to {target}, which stores raw bytes"
-        )));
-    }
-    // (A missing input is the open's error, below.)
-    if let (Ok(a), Ok(b)) = (std::fs::canonicalize(&input), std::fs::canonicalize(&output))
-        && a == b
-    {
-        return Err(PyValueError::new_err(format!(
-            "{} is the input: write the conversion to another path",
+            "{} is a directory: convert() writes one file (a sharded checkpoint is written by \
+             `ztensor convert {} {}`)",
+            output.display(),
+            input.display(),
             output.display()
         )));
     }
-    let url = url_of(&output);
-    // An object in a bucket written over itself (any spelling of its URL).
-    if let (Some(a), Some(b)) = (url_of(&input), url) {
-        let parsed = |u: &str| {
-            ztensor_remote::Location::parse(u)
-                .map(|l| (l.scheme(), l.bucket().to_owned(), l.key().to_owned()))
-        };
-        if matches!((parsed(a), parsed(b)), (Ok(x), Ok(y)) if x == y) {
-            return Err(PyValueError::new_err(format!(
-                "{b} is the input: write the conversion to another object"
-            )));
+    let options = open_options();
+    let opened = match url_of(&input) {
+        Some(url) => {
+            let remote = ztensor_remote::RemoteOptions::default();
+            py.detach(|| ztensor_registry::open_url(url, &options, &remote))
         }
+        None => ztensor_registry::open(&input, &options),
     }
-    let opened = open_path(py, &input, false)?;
-    let source: &(dyn ztensor_io::TensorSource + Send + Sync) = &*opened.source;
-    let options = ztensor_registry::WriteOptions::new(target, zstd)
+    .map_err(|e| naming(py, raise(py, &e), Some(&input)))?;
+    // Neither the input nor a file its content lies in is replaced, unless it is a zTensor
+    // file rewritten as zTensor in place, whose lock is then held from the read to the rename.
+    checked.check_input(opened.kind(), opened.files()).map_err(refused)?;
+    let _lock = match checked.in_place(opened.kind()) {
+        true => {
+            Some(py.detach(|| ztensor_io::WriteLock::acquire(&output)).map_err(|e| raise(py, &e))?)
+        }
+        false => None,
+    };
+    let source = opened.into_source();
+    let options = ztensor_registry::WriteOptions::new(checked.target, zstd)
         .drop_attributes(drop_attributes)
         .par(ParOptions { threads, ..ParOptions::default() });
-    let written = py.detach(|| match url {
-        Some(url) => {
-            let up = upload(url).map_err(ztensor_registry::WriteError::Zt)?;
-            let (up, written) = ztensor_registry::write_to(source, up, &options)?;
-            up.finish().map_err(|e| ztensor_registry::WriteError::Zt(remote_error(e)))?;
-            Ok(written)
-        }
-        None => ztensor_registry::write_file(source, &output, &options),
-    });
-    Ok(written.map_err(|e| raise(py, &e))?.objects)
+    let (_, objects) = py
+        .detach(|| write_converted(&*source, Some(&output), &options))
+        .map_err(|e| raise(py, &e))?;
+    Ok(objects)
 }
 
 /// The content identity of the file at `path` (any format this package reads): the zTensor 2

@@ -309,3 +309,132 @@ def test_convert_names_the_targets_it_knows(tmp_path):
     with pytest.raises(ValueError, match="zstd does not apply to safetensors"):
         ztensor_rs.convert(src, tmp_path / "x", to="safetensors", zstd=3)
     assert not (tmp_path / "x").exists()
+
+
+def _both_refuse(src: Path, dst: Path, cli_args: list, kwargs: dict) -> tuple:
+    """The command-line tool's refusal (status 2, its message) and Python's (ValueError) of
+    the same conversion request; neither leaves anything at ``dst`` it did not find there."""
+    existed = dst.exists()
+    before = dst.read_bytes() if existed and dst.is_file() else None
+    out = subprocess.run(
+        [str(cli()), "convert", "-q", str(src), str(dst)] + cli_args, capture_output=True, timeout=60
+    )
+    assert out.returncode == 2, (cli_args, out.stderr)
+    told = out.stderr.decode().strip()
+    assert told.startswith("ztensor: "), told
+    with pytest.raises(ValueError) as raised:
+        ztensor_rs.convert(src, dst, **kwargs)
+    if before is not None:
+        assert dst.read_bytes() == before
+    elif not existed:
+        assert not dst.exists()
+    return told[len("ztensor: "):], str(raised.value)
+
+
+def test_python_and_the_tool_refuse_the_same_conversions(tmp_path):
+    """One set of rules (the registry's) for a conversion request, whichever front end asks:
+    the same refusal, word for word, each naming the option as its user wrote it."""
+    src = tmp_path / "m.safetensors"
+    ztensor_rs.save_file({"w": np.arange(6, dtype=np.float32)}, src)
+    assert ztensor_rs.detect(src) == "safetensors"
+    zt = tmp_path / "m.zt"
+    ztensor_rs.convert(src, zt)
+    assert ztensor_rs.detect(zt) == "ztensor"
+    unnamed = tmp_path / "m.data"
+    shutil.copy(zt, unnamed)
+    linked = tmp_path / "linked.zt"
+    os.link(zt, linked)
+    # (input, output, CLI arguments, Python arguments, what both say); messages that name no
+    # option are the same word for word.
+    same = [
+        (src, tmp_path / "c", [], {}, "has no extension"),
+        (src, tmp_path / "c.safetensor", [], {}, "did you mean .safetensors?"),
+        (src, tmp_path / "c.pt", [], {}, "reads but does not write"),
+        (src, src, [], {}, "is also the input"),
+        (unnamed, unnamed, ["--to", "safetensors"], {"to": "safetensors"}, "is also the input"),
+        (zt, zt, ["--to", "2"], {"to": "2"}, "is also the input"),
+        (zt, linked, ["--to", "2"], {"to": "2"}, "is also the input"),
+    ]
+    for source, dst, cli_args, kwargs, says in same:
+        told, raised = _both_refuse(source, dst, cli_args, kwargs)
+        assert says in told, (dst, told)
+        assert told.replace("--to", "to=") == raised or told == raised, (told, raised)
+    # Messages that name an option: the same sentence, in each front end's spelling.
+    spelt = [
+        (src, tmp_path / "c.safetensors", ["--zstd", "3"], {"zstd": 3},
+         "--zstd does not apply to safetensors", "zstd does not apply to safetensors"),
+        (src, tmp_path / "c.tb", ["--zstd", "3"], {"zstd": 3},
+         "--zstd does not apply to TensorBuffers", "zstd does not apply to TensorBuffers"),
+        (zt, tmp_path / "c.safetensors", ["--to", "2"], {"to": "2"},
+         "is named as a safetensors file, but --to 2 asks for zTensor 2",
+         'is named as a safetensors file, but to="2" asks for zTensor 2'),
+        (src, tmp_path / "c.zt", ["--to", "safetensors"], {"to": "safetensors"},
+         "but --to safetensors asks for safetensors", 'but to="safetensors" asks for safetensors'),
+    ]
+    for source, dst, cli_args, kwargs, cli_says, python_says in spelt:
+        told, raised = _both_refuse(source, dst, cli_args, kwargs)
+        assert cli_says in told, told
+        assert python_says in raised, raised
+        for option in ("--to 2", "--to safetensors", "--zstd"):
+            told = told.replace(option, "OPTION")
+        for option in ('to="2"', 'to="safetensors"', "zstd"):
+            raised = raised.replace(option, "OPTION")
+        assert told == raised, (told, raised)
+    # What both write without `to`: what the name says; the same bytes.
+    for name in ["o.safetensors", "o.zt", "o.tb"]:
+        theirs, ours = tmp_path / ("cli-" + name), tmp_path / ("py-" + name)
+        out = subprocess.run([str(cli()), "convert", "-q", str(src), str(theirs)], capture_output=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert ztensor_rs.convert(src, ours) == 1
+        assert ours.read_bytes() == theirs.read_bytes(), name
+    assert ztensor_rs.detect(tmp_path / "py-o.safetensors") == "safetensors"
+    # zTensor rewritten as zTensor in place: allowed by both.
+    assert ztensor_rs.convert(zt, zt, to="1.1") == 1
+    with ztensor_rs.safe_open(zt) as f:
+        assert f.format == "zTensor 1.1"
+
+
+def test_save_file_writes_what_the_name_says(tmp_path):
+    """``save_file("x.safetensors")`` writes safetensors (read by safetensors itself), ``.tb``
+    TensorBuffers, ``.zt`` and names of no format zTensor 1.2; a name of a format read but not
+    written, or a version the name contradicts, is refused before anything is written."""
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    tensors = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.arange(3, dtype=np.int64)}
+    st = tmp_path / "x.safetensors"
+    ztensor_rs.save_file(tensors, st, metadata={"note": "text"})
+    theirs = safetensors_numpy.load_file(str(st))
+    assert sorted(theirs) == ["a", "b"]
+    for name in tensors:
+        assert theirs[name].dtype == tensors[name].dtype
+        assert np.array_equal(theirs[name], tensors[name])
+    # The same file safetensors writes from the same tensors and metadata.
+    reference = tmp_path / "ref.safetensors"
+    safetensors_numpy.save_file(tensors, str(reference), metadata={"note": "text"})
+    assert ztensor_rs.load_file(reference).keys() == ztensor_rs.load_file(st).keys()
+    with ztensor_rs.safe_open(st) as f:
+        assert f.metadata() == {"note": "text"}
+    tb = tmp_path / "x.tb"
+    ztensor_rs.save_file(tensors, tb)
+    assert ztensor_rs.detect(tb) == "tensorbuffers"
+    for name in ["x.zt", "weights"]:
+        ztensor_rs.save_file(tensors, tmp_path / name)
+        assert ztensor_rs.detect(tmp_path / name) == "ztensor"
+    ztensor_rs.save_file(tensors, tmp_path / "two.zt", version="2")
+    assert ztensor_rs.detect(tmp_path / "two.zt") == "ztensor2"
+    for name, kwargs, says in [
+        ("x.pt", {}, "reads but does not write"),
+        ("y.safetensors", {"version": "2"}, 'but version="2" asks for zTensor 2'),
+        ("y.safetensors", {"zstd": 3}, "zstd does not apply to safetensors"),
+        ("y.safetensors", {"digest": "sha256"}, "digest does not apply to safetensors"),
+        ("y.zt", {"version": "2", "digest": "sha256"}, "digest does not apply to zTensor 2"),
+    ]:
+        with pytest.raises(ValueError, match=says.replace("(", r"\(")):
+            ztensor_rs.save_file(tensors, tmp_path / name, **kwargs)
+        assert not (tmp_path / name).exists()
+    # safetensors holds text metadata only: anything else is refused, and nothing written.
+    with pytest.raises(ztensor_rs.ZTensorError):
+        ztensor_rs.save_file(tensors, tmp_path / "z.safetensors", metadata={"n": 1})
+    assert not (tmp_path / "z.safetensors").exists()
+    # To bytes: zTensor 1.2, or the format asked for.
+    as_bytes = ztensor_rs.open_bytes(ztensor_rs.save(tensors, version="safetensors"))
+    assert (as_bytes.format, as_bytes.keys()) == ("safetensors", ["a", "b"])

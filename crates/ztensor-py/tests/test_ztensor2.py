@@ -31,7 +31,7 @@ def _same(a: dict, b: dict) -> None:
 def test_to_2_and_back(tmp: pathlib.Path, fixture: str) -> None:
     src = FIXTURES / fixture
     two, back = tmp / "two.zt", tmp / "back.zt"
-    assert ztensor_rs.convert(src, two) == 4
+    assert ztensor_rs.convert(src, two, to="2") == 4
     assert ztensor_rs.detect(two) == "ztensor2"
     assert ztensor_rs.convert(two, back, to="1.2") == 4
     assert ztensor_rs.detect(back) == "ztensor"
@@ -43,11 +43,11 @@ def test_to_2_and_back(tmp: pathlib.Path, fixture: str) -> None:
     assert ztensor_rs.content_id(two) == identity == ztensor_rs.content_id(back)
     # Canonical: the way back converted again gives the same bytes.
     again = tmp / "again.zt"
-    ztensor_rs.convert(back, again)
+    ztensor_rs.convert(back, again, to="2")
     assert again.read_bytes() == two.read_bytes()
     # With zstd: every part encoded, the same content and identity.
     packed = tmp / "packed.zt"
-    ztensor_rs.convert(src, packed, zstd=3)
+    ztensor_rs.convert(src, packed, to="2", zstd=3)
     _same(original, ztensor_rs.load_file(packed))
     assert ztensor_rs.content_id(packed) == identity
 
@@ -75,12 +75,13 @@ def test_the_reference_identity_and_refusals(tmp: pathlib.Path) -> None:
     tagged = FIXTURES / "v1.2" / "valid" / "attributes-every-kind.zt"
     out = tmp / "t.zt"
     with pytest.raises(ztensor_rs.ZTensorError):
-        ztensor_rs.convert(tagged, out)
+        ztensor_rs.convert(tagged, out, to="2")
     assert not out.exists()
-    ztensor_rs.convert(tagged, out, drop_attributes=True)
+    ztensor_rs.convert(tagged, out, to="2", drop_attributes=True)
     assert ztensor_rs.detect(out) == "ztensor2"
-    with pytest.raises(ValueError):
-        ztensor_rs.convert(out, out)
+    # zTensor 2 over itself: not a zTensor 1.x rewritten in place.
+    with pytest.raises(ValueError, match="is also the input"):
+        ztensor_rs.convert(out, out, to="2")
     with pytest.raises(ValueError):
         ztensor_rs.convert(tagged, tmp / "u.zt", to="3")
     # A missing input is missing, whatever the output (neither path exists: not "the same").

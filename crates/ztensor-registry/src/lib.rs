@@ -22,7 +22,8 @@
 //!
 //! Writing goes through here too: [`Target`] is the table of formats written (by name, as
 //! `--to` gives it, and by an output's extension), and [`write_file`] / [`write_to`] the one
-//! conversion the command-line tool and the Python package run.
+//! conversion the command-line tool and the Python package run, after [`Conversion::check`]
+//! has held their request to the same rules.
 //!
 //! Features (all on by default): `safetensors`, `numpy`, `gguf`, `torch`, `tensorbuffers`,
 //! `sharded`, `v2` (zTensor 2), `write` (the formats written, on ztensor-par's engine). A file of a format whose feature is off is still recognised, and refused with
@@ -44,12 +45,16 @@
     allow(dead_code, unused_imports, unused_variables, unused_mut, unreachable_code)
 )]
 
+#[cfg(feature = "write")]
+mod conversion;
 mod detect;
 mod open;
 mod table;
 #[cfg(feature = "write")]
 mod write;
 
+#[cfg(feature = "write")]
+pub use conversion::{Conversion, Refusal, Request, Rule, Sharding, Spelling, not_over, same_file};
 pub use detect::{
     Detected, Error, ErrorKind, HEAD_LEN, detect, detect_bytes, detect_head, detect_source,
 };

@@ -48,7 +48,7 @@ const EXTENSIONS: &[(&str, Target)] = &[
     ("safetensors", Target::Safetensors),
     ("tb", Target::TensorBuffers),
 ];
-const READ_NOT_WRITTEN: &[&str] = &["bin", "pt", "pth", "ckpt", "npz", "npy", "gguf"];
+pub(crate) const READ_NOT_WRITTEN: &[&str] = &["bin", "pt", "pth", "ckpt", "npz", "npy", "gguf"];
 const NEAR: &[(&[&str], &str)] = &[
     (&["safetensor", "st", "sft"], "safetensors"),
     (&["ztensor", "zten", "z"], "zt"),

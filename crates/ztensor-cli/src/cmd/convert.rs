@@ -8,7 +8,7 @@ use ztensor_io::{CopyOptions, Excluding, TensorSource};
 
 use super::Kind;
 use super::text::listed;
-use crate::cli::{ConvertArgs, RepackArgs, convert_target};
+use crate::cli::{ConvertArgs, RepackArgs};
 use crate::progress::Bar;
 use crate::report::{Converted, Done};
 use crate::{Encoding, Run, Target, output_lock};
@@ -34,6 +34,9 @@ pub struct Request<'a> {
     pub chunk: Option<u64>,
     /// `repack`: a zTensor file to zTensor, named so in messages.
     pub repack: bool,
+    /// The request as the registry checked it, whose rules the opened input is held to (what
+    /// it may not be written over); `None` for a plan, whose outputs are checked as planned.
+    pub checked: Option<&'a ztensor_registry::Conversion>,
 }
 
 impl Request<'_> {
@@ -55,15 +58,18 @@ impl Request<'_> {
 /// output, `-`, object storage, the output's lock), the conversion run, and what it wrote.
 pub(crate) fn command(a: ConvertArgs) -> Result<Done> {
     a.run.check_memory(ztensor_io::codec::DEFAULT_ZSTD_CHUNK)?;
-    let sharded = sharding(&a.output, a.shard_size)?;
-    if a.force && sharded.is_none() {
-        anyhow::bail!(
-            "--force clears an output directory that holds a checkpoint: a file output ({}) is \
-             replaced whole, atomically, without it",
-            a.output.display()
-        );
-    }
-    let target = convert_target(&a.output, a.to, sharded.is_some(), &a.encoding)?;
+    // The registry's rules, which Python's `convert` is held to as well.
+    let checked = ztensor_registry::Conversion::check(&ztensor_registry::Request {
+        to: a.to,
+        zstd: a.encoding.zstd,
+        digest: a.encoding.digest.is_some(),
+        shard_size: a.shard_size,
+        force: a.force,
+        ..ztensor_registry::Request::new(&a.input, &a.output, ztensor_registry::Spelling::Cli)
+    })
+    .map_err(|e| anyhow!("{e}"))?;
+    let sharded = checked.sharding.map(split_of);
+    let target = checked.target;
     // `-`: the file is made in a private directory, then copied to standard output.
     let staged = match super::stdout::is_stdout(&a.output) {
         true => Some(super::stdout::Staged::new(&format!("stdout.{}", target.extension()))?),
@@ -90,6 +96,7 @@ pub(crate) fn command(a: ConvertArgs) -> Result<Done> {
         force: a.force,
         chunk: None,
         repack: false,
+        checked: Some(&checked),
     };
     let started = std::time::Instant::now();
     let converted = run(&request)?;
@@ -153,6 +160,13 @@ pub(crate) fn repack(a: RepackArgs) -> Result<Done> {
         anyhow::bail!("repack reads zTensor files; use `convert` for {kind}");
     }
     a.run.check_memory(a.chunk)?;
+    let checked = ztensor_registry::Conversion::check(&ztensor_registry::Request {
+        to: Some(Target::Zt(a.to)),
+        zstd: a.encoding.zstd,
+        digest: a.encoding.digest.is_some(),
+        ..ztensor_registry::Request::new(&a.input, &a.output, ztensor_registry::Spelling::Cli)
+    })
+    .map_err(|e| anyhow!("{e}"))?;
     let _lock = output_lock(&a.input, &a.output, a.run.no_wait, a.run.quiet)?;
     let request = Request {
         input: &a.input,
@@ -167,6 +181,7 @@ pub(crate) fn repack(a: RepackArgs) -> Result<Done> {
         force: false,
         chunk: Some(a.chunk),
         repack: true,
+        checked: Some(&checked),
     };
     let started = std::time::Instant::now();
     let converted = run(&request)?;
@@ -196,6 +211,14 @@ pub(crate) fn sharding(
             output.display()
         )),
         (false, None) => Ok(None),
+    }
+}
+
+/// The split the registry's [`Sharding`](ztensor_registry::Sharding) names.
+fn split_of(sharding: ztensor_registry::Sharding) -> ztensor_shard_write::Split {
+    match sharding {
+        ztensor_registry::Sharding::LikeInput => ztensor_shard_write::Split::LikeInput,
+        ztensor_registry::Sharding::Size(size) => ztensor_shard_write::Split::Size(size),
     }
 }
 
@@ -564,16 +587,13 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
     // is published by a rename, and nothing decodes more than the input holds); anything else
     // would replace the user's file (or a shard of it) with another format.
     let kind = super::detect(r.input)?;
+    let opened = crate::sources::open_told(r.input, r.carry_unknown)?;
+    if let Some(checked) = r.checked {
+        checked.check_input(kind, opened.files()).map_err(|e| anyhow!("{e}"))?;
+    }
     let opened = match (kind, r.target) {
-        (Kind::Zt, Target::Zt(_)) => {
-            crate::sources::open_told(r.input, r.carry_unknown)?.into_source()
-        }
-        _ => crate::sources::open_told_for(
-            r.input,
-            r.output,
-            &r.target.to_string(),
-            r.carry_unknown,
-        )?,
+        (Kind::Zt, Target::Zt(_)) => opened.into_source(),
+        _ => crate::sources::expansion_checked(r.input, opened)?,
     };
     let filtered = Excluding::new(&*opened, |name| excluded(r.exclude, name));
     let source: &dyn TensorSource = &filtered;

@@ -20,38 +20,16 @@ use anyhow::Result;
 /// What kind of file an input is: the registry's kinds.
 pub use ztensor_registry::Kind;
 
-/// Whether `a` and `b` name the same existing file, whatever the spelling or link.
+/// Whether `a` and `b` are the same file or object ([`ztensor_registry::same_file`]).
 pub fn same_file(a: &Path, b: &Path) -> bool {
-    // Objects in a bucket: the same when their URLs name the same object.
-    match (crate::remote::url_of(a), crate::remote::url_of(b)) {
-        (Some(a), Some(b)) => return crate::remote::same_object(a, b),
-        (None, None) => {}
-        _ => return false,
-    }
-    let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else { return false };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        ma.dev() == mb.dev() && ma.ino() == mb.ino()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (ma, mb);
-        matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
-    }
+    ztensor_registry::same_file(a, b)
 }
 
 /// Refuses to write `output` over `input` (a request that would replace the user's file with
-/// something else: another format, an extracted array).
+/// something else: another format, an extracted array), by the registry's rule
+/// ([`ztensor_registry::not_over`]).
 pub fn not_over(input: &Path, output: &Path, what: &str) -> Result<()> {
-    if same_file(input, output) {
-        anyhow::bail!(
-            "{} is also the input {}; writing {what} there would replace it (choose another output)",
-            output.display(),
-            input.display()
-        );
-    }
-    Ok(())
+    ztensor_registry::not_over(input, output, what).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Recognises a file by content, through the format registry ([`ztensor_registry::detect`]):

@@ -33,6 +33,7 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
         force: false,
         chunk: None,
         repack: false,
+        checked: None,
     };
     // Told once (a file it cannot read is worded as detection words it); the opener
     // takes the handle.

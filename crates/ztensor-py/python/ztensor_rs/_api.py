@@ -404,14 +404,18 @@ def convert(
     src: PathLike,
     dst: PathLike,
     *,
-    to: str = "2",
+    to: Optional[str] = None,
     zstd: Optional[int] = None,
     drop_attributes: bool = False,
     threads: Optional[int] = None,
 ) -> int:
     """Converts ``src`` (any format :func:`detect` names) to ``dst``, published atomically, and
     returns how many objects were written: the command-line tool's conversion (``ztensor
-    convert --to``), byte for byte. ``to`` names the target as ``--to`` does: ``"2"`` (zTensor 2,
+    convert``), byte for byte, held to the same rules (the same request raises ``ValueError``
+    where the tool refuses it with status 2). Without ``to``, what is written is what ``dst``'s
+    extension names, as for the tool: ``.zt`` zTensor 1.2, ``.safetensors``, ``.tb``
+    TensorBuffers; any other name raises ``ValueError``. ``to`` names the target as ``--to``
+    does, and may not contradict the name (``"2"`` for ``x.safetensors`` raises): ``"2"`` (zTensor 2,
     canonical form: the same tensors give the same bytes; with ``zstd``, every part stored under
     ``zt.zstd-seekable/1`` instead), ``"0.1"``, ``"1.1"``, ``"1.2"`` or ``"zt"`` (with ``zstd``,
     each tensor zstd-compressed), ``"safetensors"`` or ``"tensorbuffers"`` (raw bytes: ``zstd``
@@ -421,7 +425,10 @@ def convert(
     threads (default: one per core), whatever the target. ``src`` may be an object URL
     (``s3://``, ``gs://``, ``az://``, ``http(s)://``), read by ranges; ``dst`` an object URL
     (``s3://``, ``gs://``, ``az://``), uploaded as it is written (zTensor 2 through an unnamed
-    temporary file first) and published whole, or not at all on an error."""
+    temporary file first) and published whole, or not at all on an error. ``dst`` may not be
+    ``src`` (a hard link to it included) or a file ``src``'s content lies in (a shard), except
+    a zTensor file rewritten as zTensor 0.1/1.x in place; a directory (a sharded checkpoint) is
+    written by ``ztensor convert``."""
     return _native.convert(os.fspath(src), os.fspath(dst), to, zstd, drop_attributes, threads or 0)
 
 
@@ -521,22 +528,30 @@ def save_file(
     filename: PathLike,
     metadata: Optional[Mapping[Any, Any]] = None,
     *,
-    version: str = "1.2",
+    version: Optional[str] = None,
     zstd: Optional[int] = None,
     digest: Optional[str] = None,
     threads: Optional[int] = None,
 ) -> None:
     """Writes dense tensors (NumPy arrays, PyTorch tensors, or anything ``numpy.asarray``
-    takes) to ``filename`` in zTensor ``version`` ("0.1", "1.1" or "1.2"), published atomically
-    (the old file, if any, is replaced only when the new one is complete). ``filename`` may be
-    an object URL (``s3://``, ``gs://``, ``az://``): the file goes up as a multipart upload
-    while it is written and the object appears only when it is complete (an error aborts the
-    upload), configured from the environment as reads are.
+    takes) to ``filename``, published atomically (the old file, if any, is replaced only when
+    the new one is complete), in the format its name says, as ``ztensor convert`` picks it:
+    ``.safetensors`` a safetensors file (which ``safetensors`` itself reads), ``.tb``
+    TensorBuffers, ``.zt`` or a name of no format zTensor 1.2. ``version`` asks for one
+    (``"0.1"``, ``"1.1"``, ``"1.2"``, ``"2"``, ``"safetensors"``, ``"tensorbuffers"``); one the
+    name contradicts (``"2"`` for ``x.safetensors``), or a name of a format read but not written
+    (``.pt``, ``.bin``, ``.npz``), raises ``ValueError``. ``filename`` may be an object URL
+    (``s3://``, ``gs://``, ``az://``): the file goes up as a multipart upload while it is
+    written and the object appears only when it is complete (an error aborts the upload),
+    configured from the environment as reads are.
 
     Args:
-        metadata: file attributes (str, int, float, bool, None, bytes, lists, dicts).
-        zstd: compress every tensor with zstd at this level (1-22); raw when ``None``.
-        digest: ``"crc32c"``, ``"sha256"`` or ``"blake3"`` per tensor, or ``None``.
+        metadata: file attributes (str, int, float, bool, None, bytes, lists, dicts; a
+            safetensors file holds text values only).
+        zstd: compress every tensor with zstd at this level (1-22); raw when ``None``. zTensor
+            only (``ValueError`` for safetensors and TensorBuffers, which store raw bytes).
+        digest: ``"crc32c"``, ``"sha256"`` or ``"blake3"`` per tensor, or ``None``. zTensor
+            1.x only.
         threads: compression and digest threads (default: one per core). The file's bytes do
             not depend on it.
     """
@@ -547,12 +562,13 @@ def save(
     tensors: Mapping[str, Any],
     metadata: Optional[Mapping[Any, Any]] = None,
     *,
-    version: str = "1.2",
+    version: Optional[str] = None,
     zstd: Optional[int] = None,
     digest: Optional[str] = None,
     threads: Optional[int] = None,
 ) -> bytes:
-    """As :func:`save_file`, returning the file's bytes."""
+    """As :func:`save_file`, returning the file's bytes (zTensor 1.2 unless ``version`` asks
+    for another format)."""
     out = _native.save(_items(tensors), None, metadata, version, zstd, digest, threads or 0)
     assert out is not None
     return out

@@ -51,7 +51,7 @@ def detect(path: Union[str, PathLike[str]]) -> str: ...
 def convert(
     input: Union[str, PathLike[str]],
     output: Union[str, PathLike[str]],
-    to: str = "2",
+    to: Optional[str] = None,
     zstd: Optional[int] = None,
     drop_attributes: bool = False,
     threads: int = 0,
@@ -61,7 +61,7 @@ def save(
     tensors: Sequence[Tuple[str, str, Optional[str], Sequence[int], memoryview]],
     path: Optional[Union[str, PathLike[str]]] = None,
     attributes: Any = None,
-    version: str = "1.2",
+    version: Optional[str] = None,
     zstd: Optional[int] = None,
     digest: Optional[str] = None,
     threads: int = 0,

@@ -279,14 +279,16 @@ def save_file(
     filename: PathLike,
     metadata: Optional[Mapping[Any, Any]] = None,
     *,
-    version: str = "1.2",
+    version: Optional[str] = None,
     zstd: Optional[int] = None,
     digest: Optional[str] = None,
     threads: Optional[int] = None,
 ) -> None:
     """Writes ``tensors`` to ``filename`` as :func:`ztensor_rs.save_file` does (published
-    atomically; ``zstd``, ``digest``, ``threads``, ``version`` as there; ``metadata`` any
-    attributes, safetensors' ``Dict[str, str]`` included). Tensors on any device are saved
+    atomically; the format its name says, so ``x.safetensors`` is a safetensors file that
+    ``safetensors.torch.load_file`` reads, and ``x.zt`` zTensor 1.2; ``zstd``, ``digest``,
+    ``threads``, ``version`` as there; ``metadata`` any attributes for zTensor, safetensors'
+    ``Dict[str, str]`` for safetensors). Tensors on any device are saved
     from their CPU values; a view, transposed or sliced tensor saves as its values (its own
     shape, contiguous); tensors sharing storage are saved once each. Refuses (``TypeError``)
     anything that is not a tensor, and (:class:`~ztensor_rs.UnsupportedError`) a dtype zTensor
@@ -298,7 +300,7 @@ def save(
     tensors: Mapping[str, torch.Tensor],
     metadata: Optional[Mapping[Any, Any]] = None,
     *,
-    version: str = "1.2",
+    version: Optional[str] = None,
     zstd: Optional[int] = None,
     digest: Optional[str] = None,
     threads: Optional[int] = None,
