@@ -47,15 +47,13 @@ fn handle_signals() {
     let _ = std::thread::Builder::new().name("zt-signals".into()).spawn(move || {
         if let Some(signal) = signals.forever().next() {
             SIGNALLED.store(true, std::sync::atomic::Ordering::SeqCst);
-            ztensor_io::interrupt();
-            ztensor_shard_write::interrupt();
-            // Uploads to object storage: aborted, no parts left behind; the shards a sharded
-            // output published before its index: deleted.
-            for url in ztensor_remote::abort_unfinished() {
+            // One registry undoes every writer's work: temporary files and appends, then each
+            // layer that added itself (shards of a sharded output; uploads to object storage
+            // aborted, no parts left behind, and the objects a sharded output published
+            // before its index deleted; the spools of standard input and output).
+            for url in ztensor_io::interrupt() {
                 eprintln!("ztensor: {url}: what the interrupted write left could not be removed");
             }
-            cmd::stdin::remove();
-            cmd::stdout::remove();
             std::process::exit(128 + signal);
         }
     });

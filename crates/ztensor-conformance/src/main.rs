@@ -42,7 +42,7 @@ fn handle_signals() {
             let first = SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
             if first.is_ok() {
                 ztensor_conformance::implementation::stop_all();
-                ztensor_io::interrupt();
+                let _ = ztensor_io::interrupt();
                 if FINISHES.load(Ordering::SeqCst) {
                     let _ = std::thread::Builder::new().name("zt-grace".into()).spawn(move || {
                         std::thread::sleep(GRACE);

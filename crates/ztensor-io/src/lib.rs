@@ -97,7 +97,9 @@ pub use crate::machine::{
 #[cfg(feature = "mmap")]
 pub use crate::mmap::{Mapped, PrivateMap};
 pub use crate::open_files::{fit_allocator_to_address_space, raise_open_file_limit};
-pub use crate::publish::{AtomicFile, check_output, interrupt, remove_stale_temporaries};
+pub use crate::publish::{
+    AtomicFile, Undo, check_output, interrupt, on_interrupt, remove_stale_temporaries,
+};
 pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader, check_sparse};
 pub use crate::rewrite::{remove_objects, rewrite};
 pub use crate::source::{Chunked, FileSource, ReadAt};

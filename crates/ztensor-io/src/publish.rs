@@ -186,13 +186,34 @@ pub(crate) fn unregister_work(id: u64) {
     live().work.remove(&id);
 }
 
+/// What a layer above this crate undoes when the process is told to stop (the shards of a
+/// sharded output, multipart uploads, a spooled standard input): run by [`interrupt`] after
+/// this crate's own undoing, returning what it could not undo (for a message).
+pub type Undo = fn() -> Vec<String>;
+
+/// The layers' undoing, by name, in the order they were added.
+static UNDO: Mutex<Vec<(&'static str, Undo)>> = Mutex::new(Vec::new());
+
+/// Adds a layer's `undo` to what [`interrupt`] runs: once per `name`, however often it is
+/// called, so a layer calls this as each of its writes begins (before anything it would
+/// undo exists). The one registry every writer of the process undoes through, so a signal
+/// handler has one call to make.
+pub fn on_interrupt(name: &'static str, undo: Undo) {
+    let mut hooks = UNDO.lock().unwrap_or_else(PoisonError::into_inner);
+    if !hooks.iter().any(|(n, _)| *n == name) {
+        hooks.push((name, undo));
+    }
+}
+
 /// Stops this process's writing, for a signal handler about to exit: every append in progress
 /// is rolled back (its file truncated to its old length, its journal removed), every temporary
-/// file is removed, and writes through them fail from then on. Targets are left as they were.
+/// file is removed, and writes through them fail from then on; then each layer added with
+/// [`on_interrupt`] undoes its own, in the order they were added. Targets are left as they
+/// were. Returns what could not be undone (an object whose upload could not be aborted, …).
 ///
 /// A library installs no signal handlers; a program that wants Ctrl-C to leave nothing behind
 /// calls this from its handler (the `ztensor` tool does, then exits with 128 + the signal).
-pub fn interrupt() {
+pub fn interrupt() -> Vec<String> {
     let (temps, work) = {
         let live = live();
         // Under the table's lock: whatever registers after this sees the flag and stops.
@@ -208,6 +229,8 @@ pub fn interrupt() {
     for t in temps {
         let _ = fs::remove_file(t);
     }
+    let hooks = UNDO.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    hooks.into_iter().flat_map(|(_, undo)| undo()).collect()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -119,6 +119,7 @@ impl Provisional {
 
     /// Holds the object at `location`, about to be published.
     pub fn hold(&self, location: &Location, options: &RemoteOptions) {
+        undone_on_interrupt();
         PROVISIONAL.lock().unwrap_or_else(PoisonError::into_inner).push(Held {
             token: self.token,
             location: location.clone(),
@@ -165,6 +166,7 @@ struct Starting;
 impl Starting {
     /// Counts an upload starting, or `None` once [`abort_unfinished`] has begun.
     fn begin() -> Option<Starting> {
+        undone_on_interrupt();
         STARTING.fetch_add(1, Ordering::SeqCst);
         if STOPPING.load(Ordering::SeqCst) {
             STARTING.fetch_sub(1, Ordering::SeqCst);
@@ -196,6 +198,12 @@ fn begin_completing(token: u64) -> bool {
         l.completing = true;
     }
     true
+}
+
+/// Adds [`abort_unfinished`] to what [`ztensor_io::interrupt`] undoes: before an upload
+/// starts or an object is held, so a signal's cleanup never misses one.
+fn undone_on_interrupt() {
+    ztensor_io::on_interrupt("uploads to object storage", abort_unfinished);
 }
 
 /// Aborts every multipart upload this process has running (for a signal handler about to

@@ -50,6 +50,10 @@ pub(crate) struct Undo(u64);
 
 impl Undo {
     pub(crate) fn register(dir: PathBuf, created: Option<PathBuf>) -> Undo {
+        ztensor_io::on_interrupt("sharded outputs", || {
+            interrupt();
+            Vec::new()
+        });
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         writing().insert(id, Pending { dir, names: Vec::new(), created });
         Undo(id)
@@ -132,9 +136,10 @@ impl Drop for OutputGuard {
     }
 }
 
-/// Undoes every [`write_all`](crate::write_all) in progress, for a signal handler about to exit: the shards and
-/// index written so far are removed, and the directories made for them when empty. Call it
-/// after [`ztensor_io::interrupt`], which stops the writes and removes their temporary files.
+/// Undoes every [`write_all`](crate::write_all) in progress, for a signal handler about to
+/// exit: the shards and index written so far are removed, and the directories made for them
+/// when empty. [`ztensor_io::interrupt`] calls it (each write adds it there as it begins),
+/// after stopping the writes and removing their temporary files.
 pub fn interrupt() {
     let pending: Vec<Pending> = writing().drain().map(|(_, p)| p).collect();
     for p in pending {

@@ -78,6 +78,10 @@ pub fn resolve(path: &mut PathBuf, spool: &mut Option<Spooled>, max: u64) -> Res
         .with_context(|| format!("cannot spool standard input into {}", temp.display()))?;
     // Registered (and owned) before a byte is copied, so neither an error nor a signal leaves
     // it behind.
+    ztensor_io::on_interrupt("the spool of standard input", || {
+        remove();
+        Vec::new()
+    });
     if let Ok(mut spool) = SPOOL.lock() {
         *spool = Some(dir.path().to_path_buf());
     }
@@ -263,9 +267,9 @@ pub(crate) fn renamed<'m>(message: &'m str, path: Option<&Path>, name: &str) -> 
     Cow::Owned(message.replace(&raw, name).replace(&escaped, name))
 }
 
-/// Removes the spool and its directory, if any (from the signal handler, before the process
-/// exits).
-pub fn remove() {
+/// Removes the spool and its directory, if any (from [`ztensor_io::interrupt`], before the
+/// process exits).
+fn remove() {
     if let Ok(mut spool) = SPOOL.lock()
         && let Some(dir) = spool.take()
     {

@@ -57,6 +57,10 @@ impl Staged {
                 std::env::temp_dir().display()
             )
         })?;
+        ztensor_io::on_interrupt("the staged standard output", || {
+            remove();
+            Vec::new()
+        });
         if let Ok(mut staging) = STAGING.lock() {
             *staging = Some(dir.path().to_path_buf());
         }
@@ -96,8 +100,9 @@ impl Drop for Staged {
     }
 }
 
-/// Removes the staging directory, if any (from the signal handler, before the process exits).
-pub fn remove() {
+/// Removes the staging directory, if any (from [`ztensor_io::interrupt`], before the process
+/// exits).
+fn remove() {
     if let Ok(mut staging) = STAGING.lock()
         && let Some(dir) = staging.take()
     {
