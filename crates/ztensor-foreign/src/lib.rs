@@ -63,6 +63,8 @@ pub mod safetensors;
 pub mod sharded;
 #[cfg(feature = "torch")]
 pub mod torch;
+#[cfg(feature = "torch")]
+mod torch_dtypes;
 
 pub use crate::archive::{ZipContent, zip_content};
 pub use crate::error::{Error, ErrorKind, Result};

@@ -110,7 +110,7 @@ impl std::fmt::Display for Class {
 impl Global {
     /// What `module.name` stands for, or why it is refused.
     fn resolve(module: &str, name: &str) -> Result<Global> {
-        if let Some(dtype) = crate::torch::dtype_named(name).filter(|_| module == "torch") {
+        if let Some(dtype) = crate::torch_dtypes::dtype_named(name).filter(|_| module == "torch") {
             return Ok(Global::Dtype(dtype));
         }
         if let Some(at) = RECORDS.iter().position(|(m, c)| *m == module && *c == name) {
@@ -149,7 +149,7 @@ impl Global {
                 Global::RebuildSparse
             }
             ("torch", storage) if storage.ends_with("Storage") => {
-                match crate::torch::dtype_of_storage(storage) {
+                match crate::torch_dtypes::dtype_of_storage(storage) {
                     Some(dtype) => Global::Storage(dtype),
                     None => return Err(refused(module, name, "an unknown storage type")),
                 }

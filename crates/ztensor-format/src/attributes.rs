@@ -9,6 +9,7 @@
 
 use std::fmt;
 
+use crate::cbor::{head_at, item_len};
 use crate::error::{Error, ErrorKind, Result};
 use crate::value::Value;
 
@@ -187,44 +188,6 @@ pub enum Item<'a> {
     Simple(u8),
     /// A floating-point number.
     Float(f64),
-}
-
-/// The major type, argument and head length at the start of well-formed deterministic CBOR.
-/// Bytes that end early read as zero: they never do, as only this crate's encoders make them.
-fn head_at(bytes: &[u8]) -> (u8, u64, usize) {
-    let initial = bytes.first().copied().unwrap_or(0);
-    let (major, info) = (initial >> 5, initial & 0x1f);
-    let wide = |n: usize| {
-        let arg = bytes.get(1..=n).unwrap_or_default();
-        arg.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
-    };
-    match info {
-        0..=23 => (major, u64::from(info), 1),
-        24 => (major, wide(1), 2),
-        25 => (major, wide(2), 3),
-        26 => (major, wide(4), 5),
-        _ => (major, wide(8), 9),
-    }
-}
-
-/// The length of the one deterministic item at the start of `bytes`.
-pub(crate) fn item_len(bytes: &[u8]) -> usize {
-    let mut pos = 0usize;
-    // Items still to pass: each array item, map key and value, and tagged item adds to it.
-    let mut pending = 1u64;
-    while pending > 0 && pos < bytes.len() {
-        pending -= 1;
-        let (major, arg, len) = head_at(&bytes[pos..]);
-        pos += len;
-        match major {
-            2 | 3 => pos = pos.saturating_add(usize::try_from(arg).unwrap_or(usize::MAX)),
-            4 => pending += arg,
-            5 => pending += arg.saturating_mul(2),
-            6 => pending += 1,
-            _ => {}
-        }
-    }
-    pos.min(bytes.len())
 }
 
 impl<'a> ValueRef<'a> {

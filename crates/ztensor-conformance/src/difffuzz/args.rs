@@ -8,9 +8,10 @@ use ztensor_format::Version;
 
 use crate::writer_check::Target;
 
+use super::config::{Budget, Config};
 use super::ours::InProcess;
 use super::report::{table, to_json, to_junit};
-use super::run::{Budget, Config, run, run_in_process};
+use super::run::{run, run_in_process};
 
 /// The options of `ztensor-conformance fuzz`, as the command line gives them.
 #[derive(Debug, Clone, clap::Args)]

@@ -12,11 +12,13 @@
 //!
 //! The parts: [`Rng`] (`rng`), the changes (`mutate`), the cases as data (`recipe`), our
 //! verdicts (`ours`), how a verdict is told from ours (`classify`), asking an implementation
-//! (`judge`), reducing a case (`minimize`), the run (`run`), its report (`report`), and the
+//! (`judge`), reducing a case (`minimize`), the run (`config`, `run`), its report (`report`), and the
 //! command's options (`args`).
 
 mod args;
 mod classify;
+mod config;
+mod hex;
 mod judge;
 mod minimize;
 mod mutate;
@@ -27,15 +29,17 @@ mod rng;
 mod run;
 #[cfg(test)]
 mod tests;
+mod verdicts;
 pub mod zt2;
 
 pub use args::{FuzzArgs, command_line, fuzz};
 pub use classify::{Class, Divergence, classify};
+pub use config::{Budget, Config};
 pub use judge::{Judged, writer_recipe};
 pub use mutate::{Mutation, Region};
 pub use ours::{InProcess, Ours, OursInProcess, ours, ours_in_process};
 pub use recipe::{Recipe, VERSIONS};
 pub use report::{Finding, Report, rate, table, to_json, to_junit};
 pub use rng::Rng;
-pub use run::{Budget, Config, run, run_in_process};
+pub use run::{run, run_in_process};
 pub use zt2::Zt2;

@@ -1,12 +1,11 @@
 //! A case as data ([`Recipe`]): the generator's input and the changes, from which the file is
 //! made again byte for byte; and the form the `differential` fuzz target gives it.
 
-use std::fmt::Write as _;
-
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 use ztensor_format::Version;
 
+pub(super) use super::hex::{hex, unhex};
 use super::mutate::{Mutation, Region, apply_bytes, rewrite_manifest};
 use super::rng::Rng;
 use super::zt2::{self, Zt2};
@@ -29,23 +28,6 @@ pub struct Recipe {
     pub zt2: Option<Zt2>,
 }
 
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
-pub(super) fn unhex(text: &str) -> Result<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        bail!("not an even number of hex digits: {text:?}");
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).context("not hex"))
-        .collect()
-}
-
 /// The versions cases have when none are asked for: zTensor 0.1, 1.1 and 1.2 (zTensor 2 only
 /// when asked for, [`Target::Zt2`]).
 pub const VERSIONS: [Version; 3] = [Version::V0_1, Version::V1_1, Version::V1_2];
@@ -61,7 +43,10 @@ impl Recipe {
         let mut rng = Rng::new(seed);
         let versions = if versions.is_empty() { &DEFAULT[..] } else { versions };
         let version = versions[usize::try_from(rng.below(versions.len() as u64)).unwrap_or(0)];
-        let Target::Zt(version) = version else { return zt2::generate(seed, rng) };
+        let Target::Zt(version) = version else {
+            let (model, mutations, how) = zt2::generate(rng);
+            return Recipe { seed, model, mutations, zt2: Some(how) };
+        };
         let mut model = vec![0u8; 48];
         for b in &mut model {
             #[allow(clippy::cast_possible_truncation)]
@@ -107,7 +92,7 @@ impl Recipe {
     /// not in the embedded corpus.
     pub fn build(&self) -> Result<Vec<u8>> {
         if let Some(how) = &self.zt2 {
-            return zt2::build(self, how);
+            return zt2::build(&self.model, &self.mutations, how);
         }
         let model = Model::from_bytes(&unhex(&self.model)?);
         let (mut file, _) = model.write().context("writing the generated model")?;

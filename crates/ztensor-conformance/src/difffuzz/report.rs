@@ -8,9 +8,9 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::{Value as Json, json};
 
 use super::classify::{Class, Divergence};
+use super::config::Config;
 use super::judge::Judged;
 use super::recipe::Recipe;
-use super::run::Config;
 use crate::writer_check::Target;
 
 /// One reported divergence, reduced.

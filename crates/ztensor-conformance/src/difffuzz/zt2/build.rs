@@ -5,37 +5,25 @@ use anyhow::{Context as _, Result, bail};
 use ciborium::Value as Cbor;
 use ztensor_format::Version;
 
+use super::super::hex::unhex;
 use super::super::mutate::{Mutation, Region, apply_tree};
-use super::super::recipe::{Recipe, unhex};
 use super::Zt2;
+pub(super) use super::layout::Layout;
 use super::{cbor, tree};
 use crate::model::Model;
 
-/// A file taken apart: everything before the manifest, laid out again.
-#[derive(Debug, Clone)]
-pub(super) struct Layout {
-    /// The magic, then each blob at its offset with zero padding between, up to where the
-    /// manifest goes (a multiple of the alignment).
-    pub(super) data: Vec<u8>,
-    /// Where the non-empty blobs lie (offset, length), in the order they were placed.
-    pub(super) blobs: Vec<(u64, u64)>,
-    /// The alignment blobs and the manifest are placed at.
-    pub(super) alignment: u64,
-    /// The footer's reserved field, as the starting file had it.
-    reserved: u32,
-}
-
-/// The file `recipe` makes, whose zTensor 2 settings are `how`.
-pub(in super::super) fn build(recipe: &Recipe, how: &Zt2) -> Result<Vec<u8>> {
+/// The file a zTensor 2 case makes: its model (`model`, hex) or `how`'s base, changed by
+/// `mutations`.
+pub(in super::super) fn build(model: &str, mutations: &[Mutation], how: &Zt2) -> Result<Vec<u8>> {
     let start = match &how.base {
         Some(name) => base(name)?.to_vec(),
-        None => written(&representable(&recipe.model)?)?
+        None => written(&representable(model)?)?
             .context("the writer refused what it said it can hold")?,
     };
     // 4096 × 2^k, up to 1 MiB.
     let alignment = (how.alignment.clamp(4096, 1 << 20) / 4096).next_power_of_two() * 4096;
     let (changes, bytes): (Vec<&Mutation>, Vec<&Mutation>) =
-        recipe.mutations.iter().partition(|m| m.on_tree());
+        mutations.iter().partition(|m| m.on_tree());
     let Some((mut value, layout)) = take_apart(&start, alignment, how.zstd)? else {
         // A data shard: no manifest to change.
         let mut file = start;

@@ -29,6 +29,7 @@
 
 mod build;
 mod cbor;
+mod layout;
 mod ours;
 #[cfg(test)]
 mod tests;
@@ -36,8 +37,8 @@ mod tree;
 
 use serde::{Deserialize, Serialize};
 
+use super::hex::hex;
 use super::mutate::{Mutation, Region};
-use super::recipe::{Recipe, hex};
 use super::rng::Rng;
 
 pub(super) use build::{build, representable};
@@ -89,8 +90,9 @@ pub const BASES: [&str; 23] = [
     "external/ztensor2/reject/verify-digest-mismatch.zt",
 ];
 
-/// The zTensor 2 case of `seed`, from its generator once the version is drawn.
-pub(super) fn generate(seed: u64, mut rng: Rng) -> Recipe {
+/// A zTensor 2 case drawn from `rng` once its version is: its model (hex), its changes and
+/// how its file is made.
+pub(super) fn generate(mut rng: Rng) -> (String, Vec<Mutation>, Zt2) {
     let mut model = vec![0u8; 48];
     for b in &mut model {
         #[allow(clippy::cast_possible_truncation)]
@@ -129,7 +131,7 @@ pub(super) fn generate(seed: u64, mut rng: Rng) -> Recipe {
             mutations.push(Mutation::Attributes { node: 0, seed: rng.u32() });
         }
     }
-    Recipe { seed, model: hex(&model), mutations, zt2: Some(Zt2 { base, zstd, alignment }) }
+    (hex(&model), mutations, Zt2 { base, zstd, alignment })
 }
 
 /// A random change to a zTensor 2 file: two in five are those of 1.x cases, the others
@@ -163,5 +165,5 @@ pub(super) fn random(rng: &mut Rng) -> Mutation {
 pub(super) fn probe() -> anyhow::Result<Vec<u8>> {
     let model = [2u8, 1, 0, 0, 2, 3, 1, 1];
     let how = Zt2 { base: None, zstd: false, alignment: 4096 };
-    Recipe { seed: 0, model: hex(&model), mutations: Vec::new(), zt2: Some(how) }.build()
+    build(&hex(&model), &[], &how)
 }

@@ -31,7 +31,7 @@ use serde_json::Value as Json;
 use ztensor_io::ReadAt;
 use ztensor_v2::cbor::Value;
 
-use super::super::ours::{Ours, object_errors};
+use super::super::verdicts::{Ours, object_errors};
 
 /// Whether `bytes` are judged as zTensor 2: they start with its magic (as the format registry
 /// tells them, and so as the dump does).

@@ -4,7 +4,7 @@
 use ciborium::Value as Cbor;
 
 use super::super::mutate::{at_path, keyed, paths, pick};
-use super::build::Layout;
+use super::layout::Layout;
 
 /// The value at `path` (positions in arrays and maps, as [`paths`] gives them).
 pub(super) fn at<'t>(tree: &'t Cbor, path: &[usize]) -> Option<&'t Cbor> {
