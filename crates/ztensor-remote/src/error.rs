@@ -80,7 +80,7 @@ impl Error {
                     "{what}: no AWS credentials found (the instance metadata service at \
                      169.254.169.254 gave none: {}); looked for {}",
                     found.describe(&e),
-                    crate::store::where_credentials_are_looked_for()
+                    crate::profile::where_credentials_are_looked_for()
                 ),
             );
         }
@@ -144,7 +144,7 @@ impl Found {
         };
         let mut link: Option<&(dyn std::error::Error + 'static)> = Some(e);
         while let Some(at) = link {
-            if let Some(refused) = at.downcast_ref::<crate::http::Refused>() {
+            if let Some(refused) = at.downcast_ref::<Refused>() {
                 found.refused.get_or_insert_with(|| refused.to_string());
             }
             if let Some(http) = at.downcast_ref::<object_store::client::HttpError>()
@@ -343,6 +343,43 @@ pub(crate) fn secrets() -> Vec<String> {
     found
 }
 
+/// A request the client refused to complete, for a reason of ours rather than the server's
+/// or the transport's. Found in an error's source chain, it gives the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// A success answer longer than what was asked.
+    Oversized {
+        /// What was asked for.
+        bound: u64,
+        /// What the request asked (a range, an answer).
+        what: &'static str,
+    },
+    /// A redirect this client does not follow.
+    Redirect {
+        /// The origin the request was sent to.
+        from: String,
+        /// The origin (or URL without credentials and query) it was sent on to.
+        to: String,
+        /// Why not.
+        why: &'static str,
+    },
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::Oversized { bound, what } => {
+                write!(f, "the server's answer is longer than the {bound} bytes {what}")
+            }
+            Refused::Redirect { from, to, why } => {
+                write!(f, "the server at {from} redirected to {to}: not followed ({why})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,7 +416,7 @@ mod tests {
         // Our refusal of a redirect to that address is not the service's answer.
         let refused = object_store::Error::Generic {
             store: "S3",
-            source: Box::new(crate::http::Refused::Redirect {
+            source: Box::new(Refused::Redirect {
                 from: "http://127.0.0.1:9".into(),
                 to: "http://169.254.169.254".into(),
                 why: "a signed request never leaves its endpoint",

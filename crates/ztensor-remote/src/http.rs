@@ -31,7 +31,8 @@ use object_store::client::{
     HttpResponse, HttpResponseBody, HttpService,
 };
 
-use crate::store::Counters;
+use crate::counters::Counters;
+use crate::error::Refused;
 
 /// The most bytes of an error answer read (the rest is not read): enough for any store's XML
 /// or JSON error document, of which only the error code is used.
@@ -54,43 +55,6 @@ pub(crate) enum Redirects {
     /// A plain web server's: a few, to public addresses, never to plain `http` from `https`.
     Public,
 }
-
-/// A request the client refused to complete, for a reason of ours rather than the server's
-/// or the transport's. Found in an error's source chain, it gives the message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// A success answer longer than what was asked.
-    Oversized {
-        /// What was asked for.
-        bound: u64,
-        /// What the request asked (a range, an answer).
-        what: &'static str,
-    },
-    /// A redirect this client does not follow.
-    Redirect {
-        /// The origin the request was sent to.
-        from: String,
-        /// The origin (or URL without credentials and query) it was sent on to.
-        to: String,
-        /// Why not.
-        why: &'static str,
-    },
-}
-
-impl fmt::Display for Refused {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Refused::Oversized { bound, what } => {
-                write!(f, "the server's answer is longer than the {bound} bytes {what}")
-            }
-            Refused::Redirect { from, to, why } => {
-                write!(f, "the server at {from} redirected to {to}: not followed ({why})")
-            }
-        }
-    }
-}
-
-impl StdError for Refused {}
 
 /// The connector each store is built with: its own reqwest client (the options
 /// `object_store` was given, our redirect rule), each request counted, every body bounded.

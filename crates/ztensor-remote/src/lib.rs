@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod counters;
 mod error;
 mod http;
 mod location;
@@ -37,11 +38,12 @@ mod profile;
 mod store;
 mod upload;
 
+pub use counters::Transfer;
 pub use error::{Error, ErrorKind};
 pub use http::{ANSWER_LEN, ERROR_BODY_LEN, MAX_REDIRECTS};
 pub use location::{Location, Scheme, is_url};
 pub use object::{BLOCK_LEN, RemoteObject, SUFFIX_LEN};
-pub use store::{RemoteOptions, Transfer};
+pub use store::RemoteOptions;
 pub use upload::{
     Expected, PARALLEL_PARTS, PART_LEN, Provisional, RemoteUpload, abort_unfinished, delete, seen,
 };

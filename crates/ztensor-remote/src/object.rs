@@ -10,9 +10,10 @@ use futures_util::StreamExt;
 use object_store::{GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt};
 use ztensor_io::ReadAt;
 
+use crate::counters::{Counters, Transfer};
 use crate::error::{Error, ErrorKind};
 use crate::location::Location;
-use crate::store::{self, Counters, RemoteOptions, Transfer};
+use crate::store::{self, RemoteOptions};
 
 /// How much of the object's end the open fetches: a zTensor trailer and manifest (or a whole
 /// small file) in the same request that learns the size and version.

@@ -117,6 +117,25 @@ fn section(text: &str, wanted: impl Fn(&str) -> bool) -> Option<Vec<(String, Str
     pairs
 }
 
+/// Where AWS credentials were looked for, in the order the AWS tools look: for a message
+/// saying none was found.
+pub(crate) fn where_credentials_are_looked_for() -> String {
+    let (name, _, credentials, config) = from_env();
+    let files = [credentials, config]
+        .iter()
+        .flatten()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    format!(
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, the profile {name:?} in {files}, a web \
+         identity (AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN), container credentials \
+         (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI) and the instance metadata \
+         service; a public bucket is read with unsigned requests (the command line's \
+         --no-sign-request)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

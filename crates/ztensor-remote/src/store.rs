@@ -3,13 +3,13 @@
 //! counter of the requests sent.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use object_store::multipart::MultipartStore;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
+use crate::counters::Counters;
 use crate::error::{Error, ErrorKind};
 use crate::http::{Connector, Redirects};
 use crate::location::{Location, Scheme};
@@ -68,36 +68,6 @@ impl Default for RemoteOptions {
             range_len: RemoteOptions::DEFAULT_RANGE_LEN,
             upload_parts: crate::PARALLEL_PARTS,
             read_ahead: RemoteOptions::DEFAULT_READ_AHEAD,
-        }
-    }
-}
-
-/// What a remote object or upload has cost so far: HTTP requests sent (retries included) and
-/// body bytes received.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Transfer {
-    /// HTTP requests sent, every retry and resumption counted.
-    pub requests: u64,
-    /// Bytes of object data received.
-    pub bytes: u64,
-}
-
-/// The shared counters behind [`Transfer`].
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) requests: AtomicU64,
-    bytes: AtomicU64,
-}
-
-impl Counters {
-    pub(crate) fn add_bytes(&self, n: usize) {
-        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
-    }
-
-    pub(crate) fn get(&self) -> Transfer {
-        Transfer {
-            requests: self.requests.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
         }
     }
 }
@@ -345,25 +315,6 @@ fn with_profile(
     Ok(builder)
 }
 
-/// Where AWS credentials were looked for, in the order the AWS tools look: for a message
-/// saying none was found.
-pub(crate) fn where_credentials_are_looked_for() -> String {
-    let (name, _, credentials, config) = crate::profile::from_env();
-    let files = [credentials, config]
-        .iter()
-        .flatten()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" and ");
-    format!(
-        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, the profile {name:?} in {files}, a web \
-         identity (AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN), container credentials \
-         (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI) and the instance metadata \
-         service; a public bucket is read with unsigned requests (the command line's \
-         --no-sign-request)"
-    )
-}
-
 /// Refuses a signed S3 store that would look for credentials only in the instance metadata
 /// service when `AWS_EC2_METADATA_DISABLED` says not to (as the AWS tools honour it): no
 /// credentials were found, and saying so beats a refusal from an address nobody meant to ask.
@@ -386,7 +337,7 @@ fn no_credentials(shown: &str, builder: &object_store::aws::AmazonS3Builder) -> 
         format!(
             "no AWS credentials found (the instance metadata service is off: \
              AWS_EC2_METADATA_DISABLED); looked for {}",
-            where_credentials_are_looked_for()
+            crate::profile::where_credentials_are_looked_for()
         ),
     ))
 }

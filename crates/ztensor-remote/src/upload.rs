@@ -11,9 +11,10 @@ use object_store::multipart::{MultipartStore, PartId};
 use object_store::{MultipartId, ObjectStoreExt, PutPayload};
 use tokio::task::JoinSet;
 
+use crate::counters::{Counters, Transfer};
 use crate::error::{Error, ErrorKind};
 use crate::location::Location;
-use crate::store::{self, Counters, RemoteOptions, Transfer};
+use crate::store::{self, RemoteOptions};
 
 /// The size of each part but the last (S3 takes parts of 5 MiB to 5 GiB).
 pub const PART_LEN: usize = 8 << 20;

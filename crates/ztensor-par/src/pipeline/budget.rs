@@ -11,14 +11,14 @@ use ztensor_io::WriteOptions;
 pub(crate) enum Kernels {
     #[default]
     Real,
-    Simulated(crate::simulate::Simulation),
+    Simulated(super::simulated::Simulation),
 }
 
 impl Kernels {
     /// Spends what digesting the output of `input_len` input bytes would, when simulated.
     pub(super) fn digest_latency(&self, input_len: u64) {
         if let Kernels::Simulated(s) = self {
-            crate::simulate::spend(s.digest_ns_per_byte, input_len);
+            super::simulated::spend(s.digest_ns_per_byte, input_len);
         }
     }
 }

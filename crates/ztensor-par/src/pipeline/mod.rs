@@ -34,10 +34,12 @@ mod chain;
 mod consume;
 mod produce;
 mod read;
+mod simulated;
 #[cfg(test)]
 mod tests;
 
 pub use budget::Budget;
+pub use simulated::Simulation;
 pub(crate) use budget::*;
 use chain::*;
 use consume::*;

@@ -328,8 +328,8 @@ pub(super) fn prepare<'b>(
     let mut raw = false;
     let bytes = match (options.compression, kernels) {
         (Compression::Zstd(_), Kernels::Simulated(s)) => {
-            crate::simulate::spend(s.compress_ns_per_byte, input_len);
-            let out = crate::simulate::output_len(input_len);
+            super::simulated::spend(s.compress_ns_per_byte, input_len);
+            let out = super::simulated::output_len(input_len);
             drop(input);
             Arc::new(Tracked { bytes: Cow::Owned(vec![0; out]), cost: out_cost, budget })
         }
