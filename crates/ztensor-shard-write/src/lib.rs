@@ -23,11 +23,12 @@
 mod outdir;
 mod plan;
 mod prefix;
+mod receipt;
+mod run;
 
 pub use crate::outdir::{Occupied, OutputGuard, interrupt};
-pub use crate::plan::{
-    InputFile, Outcome, PLAN_FORMAT, Plan, PlanOptions, RECEIPTS_DIR, Receipt, Split, Unit,
-    finalize, output_stem, plan, run_unit, write_all,
-};
+pub use crate::plan::{InputFile, PLAN_FORMAT, Plan, PlanOptions, Split, Unit, output_stem, plan};
 pub use crate::prefix::{Destination, Published, Seen, finalize_to, run_unit_to, write_all_to};
+pub use crate::receipt::{RECEIPTS_DIR, Receipt};
+pub use crate::run::{Outcome, finalize, run_unit, write_all};
 pub use ztensor_shard::{Error, ErrorKind, Result, size_and_digest};

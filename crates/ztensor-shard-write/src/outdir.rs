@@ -9,7 +9,7 @@ use ztensor_io::{FileId, OutputDir};
 use ztensor_shard::index::INDEX_SUFFIX;
 use ztensor_shard::{Error, ErrorKind, Result, ShardIndex};
 
-use crate::plan::{MAX_RECEIPT_LEN, RECEIPTS_DIR, Receipt};
+use crate::receipt::{MAX_RECEIPT_LEN, RECEIPTS_DIR, Receipt};
 
 /// What the [`write_all`](crate::write_all) calls in progress have put in their output directories.
 static WRITING: std::sync::LazyLock<std::sync::Mutex<HashMap<u64, Pending>>> =

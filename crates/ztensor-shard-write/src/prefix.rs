@@ -14,9 +14,9 @@ use ztensor_shard::digest::{digest_source, hex};
 use ztensor_shard::index::is_sha256;
 use ztensor_shard::{Error, ErrorKind, Result};
 
-use crate::plan::{
-    MAX_RECEIPT_LEN, Outcome, Plan, RECEIPTS_DIR, Receipt, index_json, receipt_name, unit_objects,
-};
+use crate::plan::Plan;
+use crate::receipt::{MAX_RECEIPT_LEN, RECEIPTS_DIR, Receipt, receipt_name};
+use crate::run::{Outcome, index_json, unit_objects};
 
 /// Where the objects of a sharded output go when it is not a local directory: a prefix in a
 /// bucket, say, each object made by an upload that makes nothing appear until it is

@@ -27,6 +27,7 @@
 
 mod convert;
 mod error;
+mod metadata;
 mod read;
 mod schema;
 mod write;

@@ -221,7 +221,7 @@ impl<S: ReadAt> ztensor_io::TensorSource for TbFile<S> {
     }
 
     fn try_attributes(&self) -> ztensor_io::Result<Option<Cow<'_, ztensor_format::Attributes>>> {
-        let kept = crate::convert::kept_metadata(&self.metadata);
+        let kept = crate::metadata::kept_metadata(&self.metadata);
         if kept.is_empty() {
             return Ok(None);
         }

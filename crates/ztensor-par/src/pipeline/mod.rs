@@ -39,12 +39,12 @@ mod simulated;
 mod tests;
 
 pub use budget::Budget;
-pub use simulated::Simulation;
 pub(crate) use budget::*;
 use chain::*;
 use consume::*;
 use produce::*;
 pub(crate) use read::*;
+pub use simulated::Simulation;
 
 /// Where a streamed component's decoded bytes come from.
 pub(crate) enum Input<'a> {
