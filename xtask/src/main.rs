@@ -296,6 +296,7 @@ fn fmt() -> Result<()> {
 
 /// The crates whose formats are features, and those features.
 const FEATURES: &[(&str, &[&str])] = &[
+    ("ztensor-source", &["blake3", "mmap"]),
     ("ztensor-io", &["zstd", "blake3", "mmap"]),
     ("ztensor-foreign", &["safetensors", "numpy", "gguf", "torch"]),
     (
@@ -405,6 +406,7 @@ fn deps() -> Result<()> {
     let publishable = [
         "ztensor-conformance",
         "ztensor-format",
+        "ztensor-source",
         "ztensor-io",
         "ztensor-par",
         "ztensor-tensorbuffers",

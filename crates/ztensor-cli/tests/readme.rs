@@ -75,3 +75,53 @@ fn the_cli_crate_row_names_every_command() {
         );
     }
 }
+
+/// ARCHITECTURE.md's crate graph is `cargo metadata`'s: each workspace crate's normal
+/// dependencies on workspace crates, no more and no fewer (a new arrow is a change to the map).
+#[test]
+fn the_architecture_graph_is_the_workspace_graph() {
+    let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let block = map
+        .split("## Crate graph")
+        .nth(1)
+        .and_then(|rest| rest.split("```text\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("a text block under ## Crate graph");
+    let mut drawn = std::collections::BTreeMap::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let (from, to) = line.split_once("->").expect("`A -> B, C` lines");
+        let to: BTreeSet<String> =
+            to.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
+        drawn.insert(from.trim().to_owned(), to);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = metadata["packages"].as_array().unwrap();
+    let ours: BTreeSet<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    let short = |name: &str| name.trim_start_matches("ztensor-").to_owned();
+    let mut actual = std::collections::BTreeMap::new();
+    for p in packages {
+        let name = p["name"].as_str().unwrap();
+        // The crates the map draws: the published ones and Python's.
+        if !name.starts_with("ztensor-") || name == "ztensor-testkit" {
+            continue;
+        }
+        let deps: BTreeSet<String> = p["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .filter_map(|d| d["name"].as_str())
+            .filter(|d| ours.contains(d))
+            .map(short)
+            .collect();
+        actual.insert(short(name), deps);
+    }
+    assert_eq!(drawn, actual, "ARCHITECTURE.md's crate graph against cargo metadata");
+}

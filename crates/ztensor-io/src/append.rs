@@ -23,13 +23,13 @@ use ztensor_format::{
     Container, Error as FormatError, ErrorKind as Rule, MAGIC_V1, Options, Version,
 };
 
-use crate::error::{Error, Result};
-use crate::journal::{self, Journal};
-use crate::lock::{FileId, WriteLock};
-use crate::publish::{self, Abandon};
 use crate::reader::{Reader, load_manifest, read_vec};
-use crate::source::{FileSource, ReadAt};
 use crate::writer::Writer;
+use ztensor_source::Abandon;
+use ztensor_source::journal::{self, Journal};
+use ztensor_source::{Error, Result};
+use ztensor_source::{FileId, WriteLock};
+use ztensor_source::{FileSource, ReadAt};
 
 /// Bytes an [`AppendSink`] gathers before writing them out.
 const BUFFER: usize = 1 << 20;
@@ -265,7 +265,7 @@ impl Appender {
         let file = open_locked(&lock)?;
         let journal_path = Journal::path_for(&real)?;
         undo_leftover(&file, &lock, &journal_path)?;
-        let _ = publish::remove_stale_temporaries(&real);
+        let _ = ztensor_source::remove_stale_temporaries(&real);
 
         let source = FileSource::new(
             file.try_clone().map_err(|e| Error::io("cannot open", Some(real.clone()), e))?,
@@ -299,7 +299,7 @@ impl Appender {
             Arc::new(Shared { gate: Mutex::new(gate), path: real, journal_path, journal, lock });
         // Registered before the journal exists, and the journal written under the gate: a
         // signal either comes first (and nothing is written) or undoes the journal too.
-        let Some(registration) = publish::register_work(Arc::downgrade(&shared) as _) else {
+        let Some(registration) = ztensor_source::register_work(Arc::downgrade(&shared) as _) else {
             shared.lock.release_append();
             return Err(Error::io(
                 "cannot append to",
@@ -322,7 +322,7 @@ impl Appender {
             appender.shared.lock.set_appending(Some(len));
         }
         // Outside the gate, so that a signal's undoing can proceed while a test holds it here.
-        crate::pause::point(crate::pause::at::APPEND_JOURNAL);
+        ztensor_source::pause::point(ztensor_source::pause::at::APPEND_JOURNAL);
         let sink =
             AppendSink { shared: Arc::clone(&appender.shared), buffer: Vec::new(), pos: len };
         appender.inner = Some(Writer::resume(sink, base, len)?);
@@ -354,17 +354,17 @@ impl Appender {
         sink.flush().map_err(io("writing", &path))?;
         let mut gate = self.shared.gate();
         gate.file.sync_data().map_err(io("syncing", &path))?;
-        crate::pause::point(crate::pause::at::APPEND_MANIFEST);
+        ztensor_source::pause::point(ztensor_source::pause::at::APPEND_MANIFEST);
         gate.write_at(&trailer, sink.pos).map_err(io("writing the trailer of", &path))?;
         gate.file.sync_all().map_err(io("syncing", &path))?;
-        crate::pause::point(crate::pause::at::APPEND_TRAILER);
+        ztensor_source::pause::point(ztensor_source::pause::at::APPEND_TRAILER);
         #[cfg(test)]
         if gate.fault == Some(Fault::Death(len)) {
             gate.dead = true;
             return Err(io("committing", &path)(io::ErrorKind::Interrupted.into()));
         }
         journal::remove(&self.shared.journal_path)?;
-        crate::pause::point(crate::pause::at::APPEND_COMMITTED);
+        ztensor_source::pause::point(ztensor_source::pause::at::APPEND_COMMITTED);
         gate.state = State::Committed;
         drop(gate);
         self.shared.lock.set_appending(None);
@@ -375,7 +375,7 @@ impl Appender {
 impl Drop for Appender {
     fn drop(&mut self) {
         self.shared.abandon();
-        publish::unregister_work(self.registration);
+        ztensor_source::unregister_work(self.registration);
         self.shared.lock.release_append();
     }
 }

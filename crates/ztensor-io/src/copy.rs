@@ -19,11 +19,11 @@ use ztensor_format::{
     ByteOrder, Component, DType, Digest, DigestAlgorithm, Encoding, Format, Packing, Version,
 };
 
-use crate::error::{Error, Result};
 use crate::handle::Object;
 use crate::reader::Reader;
-use crate::source::ReadAt;
 use crate::writer::{Blob, Compression, WriteOptions, Writer};
+use ztensor_source::ReadAt;
+use ztensor_source::{Error, Result};
 
 /// Which blobs of a file several components share (the same offset and length, as the 1.x
 /// format allows across objects), found once per reader, when a copy first asks. Each reader

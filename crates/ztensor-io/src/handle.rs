@@ -10,9 +10,9 @@ use ztensor_format::{
     ObjectRef, Packing, StorageType,
 };
 
-use crate::error::{Error, Result};
-use crate::reader::{DigestCheck, Element, ObjectData, Reader, check_digest, unsupported_dtype};
-use crate::source::ReadAt;
+use crate::reader::{DigestCheck, Element, ObjectData, Reader, check_digest};
+use ztensor_source::ReadAt;
+use ztensor_source::{Error, Result};
 
 /// One object of an open file: from [`Reader::object`], [`Reader::objects`] or
 /// [`Reader::shadowed`]. Cheap to copy; it borrows the reader.
@@ -406,7 +406,8 @@ impl<'r, S: ReadAt> Component<'r, S> {
 
     /// The known dtype, when `T` can represent it.
     fn typed<T: Element>(&self, how: &str) -> Result<DType> {
-        let dtype = self.dtype().ok_or_else(|| unsupported_dtype(self.object.name(), self.role))?;
+        let dtype =
+            self.dtype().ok_or_else(|| Error::dtype_unknown(self.object.name(), self.role))?;
         if !T::DTYPES.contains(&dtype) {
             return Err(Error::view(format!(
                 "{dtype} data cannot be {how} as {}",

@@ -8,9 +8,10 @@
 //! in the 1.2 object model. [`Writer`] writes any version one component at a time;
 //! [`FileWriter`] publishes through a temporary file and a rename.
 //!
-//! This is the only crate of the workspace that touches files, and the only one with `unsafe`
-//! (the memory map, the system calls std lacks: directory handles, write-back hints, and
-//! allocator-zeroed buffers).
+//! The format-neutral interface it reads and writes through (byte sources, tensor sources and
+//! sinks, the error type, publishing and locking files, and the workspace's `unsafe`: the
+//! memory map, the system calls std lacks, allocator-zeroed buffers) is `ztensor-source`,
+//! re-exported here under the names it always had.
 //!
 //! # Features
 //!
@@ -51,68 +52,42 @@
 #![deny(missing_docs)]
 
 mod append;
-#[allow(unsafe_code)]
-mod buffer;
 pub mod codec;
 mod copy;
-#[allow(unsafe_code)]
-mod dir;
-mod error;
 mod handle;
-mod input;
-mod journal;
-mod lock;
-mod machine;
-#[cfg(feature = "mmap")]
-#[allow(unsafe_code)]
-mod mmap;
-#[allow(unsafe_code)]
-mod open_files;
-pub mod pause;
-mod publish;
 mod reader;
 mod rewrite;
-mod source;
-mod tensors;
 pub mod weight_map;
 mod write_data;
 mod write_stream;
-#[allow(unsafe_code)]
-mod writeback;
 mod writer;
 
 pub use crate::append::{
     AppendSink, Appender, Recovered, Repair, append, recover, repair, repair_by_scan, try_append,
 };
-pub use crate::buffer::{try_with_capacity, try_zeroed};
 pub use crate::copy::{CopyOptions, DigestChoice, copy_all, copy_object};
-pub use crate::dir::OutputDir;
-pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::handle::{Component, Object};
-pub use crate::input::{open_input, read_input};
-pub use crate::lock::{FileId, READER_PATIENCE, WriteLock, read_without_lock};
-pub use crate::machine::{
-    OBJECT_COST, address_space_cap, machine_limits, machine_options, physical_memory,
-};
-#[cfg(feature = "mmap")]
-pub use crate::mmap::{Mapped, PrivateMap};
-pub use crate::open_files::{fit_allocator_to_address_space, raise_open_file_limit};
-pub use crate::publish::{
-    AtomicFile, Undo, check_output, interrupt, on_interrupt, remove_stale_temporaries,
-};
-pub use crate::reader::{ComponentData, DigestCheck, Element, ObjectData, Reader, check_sparse};
+pub use crate::reader::{DigestCheck, Element, Reader, ZtensorObjects, check_sparse};
 pub use crate::rewrite::{remove_objects, rewrite};
-pub use crate::source::{Chunked, FileSource, ReadAt};
-pub use crate::tensors::{
-    ComponentInfo, Decoded, Excluding, ObjectInfo, RawRange, TensorSink, TensorSource,
-    ZtensorObjects, check_expansion, check_read_expansion, close_names, shard_label, split_by_size,
-};
 pub use crate::write_data::write_data;
 pub use crate::write_stream::{Held, write_source_object};
 pub use crate::writer::{
     ComponentSpec, Compression, Coo, Csr, FileWriter, StoredComponent, Tally, WriteOptions, Writer,
 };
 pub use ztensor_format::role;
+/// The format-neutral interface ([`ztensor_source`]), under the names it has always had here:
+/// byte sources, tensor sources and sinks, the error type, publishing and locking files.
+pub use ztensor_source::{
+    AtomicFile, Chunked, ComponentData, ComponentInfo, Decoded, Error, ErrorKind, Excluding,
+    FileId, FileSource, OBJECT_COST, ObjectData, ObjectInfo, OutputDir, READER_PATIENCE, RawRange,
+    ReadAt, Result, Stored, TensorSink, TensorSource, Undo, WriteLock, address_space_cap,
+    check_expansion, check_output, check_read_expansion, close_names,
+    fit_allocator_to_address_space, interrupt, machine_limits, machine_options, on_interrupt,
+    open_input, pause, physical_memory, raise_open_file_limit, read_input, read_without_lock,
+    remove_stale_temporaries, shard_label, split_by_size, try_with_capacity, try_zeroed,
+};
+#[cfg(feature = "mmap")]
+pub use ztensor_source::{Mapped, PrivateMap};
 
 /// The writer's streaming protocol, for code that places blobs itself (the parallel engine of
 /// `ztensor-par`): [`Streaming`](low_level::Streaming) on a [`Writer`] checks an object, gives a
@@ -131,8 +106,8 @@ pub use ztensor_format::role;
 /// ([`start_writeback`](low_level::start_writeback)).
 pub mod low_level {
     pub use crate::copy::{check_copy, copies_stored, shares_blob, write_options_for};
-    pub use crate::writeback::start as start_writeback;
     pub use crate::writer::{BlobSlot, BlobWriter, PlacedBlob, Streaming};
+    pub use ztensor_source::start_writeback;
 }
 
 /// The library example of the workspace's README, compiled and run as a doctest so that it

@@ -8,18 +8,21 @@ use ztensor_format::data::{
     check_bool, check_coo, check_csr, indices_to_u64, swap_bytes, unpack_v0_coo, unpack_v0_csr,
 };
 use ztensor_format::{
-    Attributes, ByteOrder, Component, Container, DType, Digest, DigestAlgorithm, Encoding,
-    ErrorKind as Rule, Format, LogicalType, Manifest, ObjectRef, Options, Packing,
-    ValidatedManifest, Version, role, validate,
+    ByteOrder, Component, Container, DType, Digest, DigestAlgorithm, Encoding, ErrorKind as Rule,
+    Format, LogicalType, Manifest, ObjectRef, Options, Packing, ValidatedManifest, Version, role,
+    validate,
 };
 
 use crate::codec::{digest_of, zstd_decode};
-use crate::error::{Error, Result};
 use crate::handle::{Object, unknown_encoding};
-use crate::source::{FileSource, ReadAt};
+pub use ztensor_source::{ComponentData, ObjectData};
+use ztensor_source::{Error, Result};
+use ztensor_source::{FileSource, ReadAt};
 
 mod stream;
+mod tensor_source;
 pub(crate) use stream::{Elements, PIECE, convertible};
+pub use tensor_source::ZtensorObjects;
 
 /// Reads a zTensor file of any version from any [`ReadAt`] source.
 ///
@@ -34,54 +37,6 @@ pub struct Reader<S> {
     options: Options,
     /// Which blobs several components share, for the copy paths; shared like the manifest.
     sharing: std::sync::Arc<crate::copy::Sharing>,
-}
-
-/// A component decoded into the 1.2 object model: little-endian elements of `dtype`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ComponentData<'a> {
-    /// The storage type.
-    pub dtype: DType,
-    /// The logical type, if any.
-    pub logical_type: Option<LogicalType>,
-    /// The decoded bytes (borrowed from a map or slice when no decoding was needed).
-    pub bytes: Cow<'a, [u8]>,
-}
-
-/// An object decoded into the 1.2 object model (v0.1 sparse tensors unpacked into separate
-/// components, big-endian data swapped).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ObjectData<'a> {
-    /// The object's name.
-    pub name: String,
-    /// Its shape.
-    pub shape: Vec<u64>,
-    /// Its format.
-    pub format: Format,
-    /// Its attributes, borrowed from the manifest (a decoded manifest's attributes can be
-    /// large; reading an object does not copy them).
-    pub attributes: Option<Cow<'a, Attributes>>,
-    /// The decoded components by role.
-    pub components: BTreeMap<String, ComponentData<'a>>,
-}
-
-impl ObjectData<'_> {
-    /// Copies borrowed bytes so the data outlives the reader.
-    pub fn into_owned(self) -> ObjectData<'static> {
-        ObjectData {
-            name: self.name,
-            shape: self.shape,
-            format: self.format,
-            attributes: self.attributes.map(|a| Cow::Owned(a.into_owned())),
-            components: self
-                .components
-                .into_iter()
-                .map(|(role, c)| {
-                    let bytes = Cow::Owned(c.bytes.into_owned());
-                    (role, ComponentData { dtype: c.dtype, logical_type: c.logical_type, bytes })
-                })
-                .collect(),
-        }
-    }
 }
 
 /// The outcome of checking one component's digest.
@@ -220,7 +175,7 @@ pub(crate) fn read_vec<S: ReadAt>(
     usize::try_from(len).map_err(|_| {
         Error::broken(Rule::BlobOutOfBounds, format!("{what} does not fit in memory"))
     })?;
-    let mut buf = crate::buffer::try_zeroed(len, what)
+    let mut buf = ztensor_source::try_zeroed(len, what)
         .map_err(|e| Error::io(format!("reading {what}"), None, e))?;
     source
         .read_exact_at(offset, &mut buf)
@@ -448,7 +403,7 @@ impl<S: ReadAt> Reader<S> {
         let piece = piece.min(usize::try_from(most).unwrap_or(usize::MAX)).max(1);
         // Whole elements per piece, so a byte-order swap never splits one.
         let piece = swap.map_or(piece, |w| (piece / w).max(1) * w);
-        let mut buf = crate::buffer::try_zeroed(piece as u64, "a decoding piece")
+        let mut buf = ztensor_source::try_zeroed(piece as u64, "a decoding piece")
             .map_err(|e| Error::io("decoding", None, e))?;
         let io_error = |e: std::io::Error| Error::io(format!("reading {name:?}/{role}"), None, e);
         // The decoding, as the whole-component path does it, in its order of checks.
@@ -577,7 +532,7 @@ impl<S: ReadAt> Reader<S> {
         match o.packing {
             Packing::Split => {
                 for (role, c) in o.components.iter() {
-                    let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
+                    let dtype = c.dtype.known().ok_or_else(|| Error::dtype_unknown(name, role))?;
                     let bytes = self.decode_component(object, role, c, verify)?;
                     components.insert(
                         role.to_owned(),
@@ -587,7 +542,8 @@ impl<S: ReadAt> Reader<S> {
             }
             Packing::V0Single => {
                 let c = &o.components[role::DATA];
-                let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role::DATA))?;
+                let dtype =
+                    c.dtype.known().ok_or_else(|| Error::dtype_unknown(name, role::DATA))?;
                 let blob = self.decode_component(object, role::DATA, c, verify)?;
                 let big = *c.byte_order() == ByteOrder::Big;
                 let context =
@@ -728,12 +684,4 @@ fn fill(r: &mut dyn std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(filled)
-}
-
-pub(crate) fn unsupported_dtype(name: &str, role: &str) -> Error {
-    Error::unsupported(
-        ztensor_format::Error::new(Rule::DtypeUnknown, "unknown dtype")
-            .in_object(name)
-            .in_component(role),
-    )
 }

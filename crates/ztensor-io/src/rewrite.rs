@@ -6,9 +6,9 @@ use std::path::Path;
 use ztensor_format::Options;
 
 use crate::copy::{CopyOptions, check_copy, copy_object};
-use crate::error::Result;
 use crate::reader::Reader;
 use crate::writer::Writer;
+use ztensor_source::Result;
 
 /// Writes `output` (atomically) with every object of `input` except those named in `remove`,
 /// then whatever `add` writes: replacing an object is removing it and adding it again. `output`
@@ -29,7 +29,7 @@ pub fn rewrite(
 ) -> Result<u64> {
     // In place, the lock is held from before the read to after the rename. Otherwise it is
     // taken only around the rename: nothing reads a file while holding another's lock.
-    let _lock = if crate::lock::same_file(input, output) {
+    let _lock = if ztensor_source::same_file(input, output) {
         crate::WriteLock::acquire(output)?
     } else {
         None

@@ -5,9 +5,9 @@ use std::io::Write;
 use ztensor_format::data::indices_to_u64;
 use ztensor_format::{DType, Error as FormatError, ErrorKind as Rule, Format, Version};
 
-use crate::error::{Error, Result};
 use crate::reader::ObjectData;
 use crate::writer::{ComponentSpec, Coo, Csr, WriteOptions, Writer};
+use ztensor_source::{Error, Result};
 
 fn u64_component(c: &crate::reader::ComponentData<'_>) -> Result<Vec<u64>> {
     Ok(indices_to_u64(c.dtype, &c.bytes)?)

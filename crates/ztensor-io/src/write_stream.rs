@@ -18,9 +18,9 @@ use ztensor_format::{
 };
 
 use crate::codec::{Hasher, zstd_encode};
-use crate::error::{Error, Result};
-use crate::tensors::{Decoded, TensorSource};
 use crate::writer::{Compression, SpecInfo, WriteOptions, Writer};
+use ztensor_source::{Decoded, TensorSource};
+use ztensor_source::{Error, Result};
 
 /// The piece size parts are read in.
 const PIECE: usize = 4 << 20;
@@ -75,7 +75,7 @@ impl Parts for SourceParts<'_> {
 /// its own).
 pub(crate) struct ObjectParts<'a, 'r, S>(pub(crate) &'a crate::Object<'r, S>);
 
-impl<S: crate::source::ReadAt> Parts for ObjectParts<'_, '_, S> {
+impl<S: ztensor_source::ReadAt> Parts for ObjectParts<'_, '_, S> {
     fn verify(&self) -> Result<Vec<Decoded>> {
         self.0.reader().stream_object(self.0.entry(), PIECE, true, None, None)
     }

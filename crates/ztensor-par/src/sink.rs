@@ -88,7 +88,7 @@ impl<'w, 'p, W: Write> ZtSink<'w, 'p, W> {
         self
     }
 
-    /// How the objects of a zTensor source ([`TensorSource::ztensor`]) are carried: as
+    /// How the objects of a zTensor source ([`TensorSource::stored`]) are carried: as
     /// [`repack`](crate::repack) carries them with `copy`, stored bytes copied as they are
     /// where the target can hold them and `copy` asks for no re-encoding, decoded (digests
     /// checked) and encoded again otherwise, on all threads. Without it, a zTensor source is
@@ -194,7 +194,7 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
 
     fn write_all(&mut self, source: &dyn TensorSource) -> Result<usize> {
         if let Some(copy) = &self.copy
-            && let Some(file) = source.ztensor()
+            && let Some(file) = source.stored().and_then(ztensor_io::ZtensorObjects::of)
         {
             let copy = CopyOptions {
                 drop_attributes: copy.drop_attributes || self.drop_attributes,

@@ -212,7 +212,7 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// As an I/O error (what [`ReadAt`](ztensor_io::ReadAt) and [`std::io::Write`] return), of
+/// As an I/O error (what [`ReadAt`](ztensor_source::ReadAt) and [`std::io::Write`] return), of
 /// the nearest I/O kind, this error inside.
 impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {

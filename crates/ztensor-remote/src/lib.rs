@@ -3,7 +3,7 @@
 //! runtime runs the requests).
 //!
 //! - [`Location`] parses a URL ([`is_url`] tells one from a local path).
-//! - [`RemoteObject`] is a [`ReadAt`](ztensor_io::ReadAt): every reader that takes one reads a
+//! - [`RemoteObject`] is a [`ReadAt`](ztensor_source::ReadAt): every reader that takes one reads a
 //!   remote object, by ranged GETs pinned to the version first seen, with the file's two ends
 //!   cached so an open costs a request or two.
 //! - [`RemoteUpload`] is a [`std::io::Write`] streaming a multipart upload; the object appears

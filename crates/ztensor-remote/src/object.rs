@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::{GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt};
-use ztensor_io::ReadAt;
+use ztensor_source::ReadAt;
 
 use crate::counters::{Counters, Transfer};
 use crate::error::{Error, ErrorKind};

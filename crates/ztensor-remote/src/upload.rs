@@ -201,10 +201,10 @@ fn begin_completing(token: u64) -> bool {
     true
 }
 
-/// Adds [`abort_unfinished`] to what [`ztensor_io::interrupt`] undoes: before an upload
+/// Adds [`abort_unfinished`] to what [`ztensor_source::interrupt`] undoes: before an upload
 /// starts or an object is held, so a signal's cleanup never misses one.
 fn undone_on_interrupt() {
-    ztensor_io::on_interrupt("uploads to object storage", abort_unfinished);
+    ztensor_source::on_interrupt("uploads to object storage", abort_unfinished);
 }
 
 /// Aborts every multipart upload this process has running (for a signal handler about to

@@ -17,8 +17,8 @@ use std::io::Write;
 
 use remote::{options, options_at, pattern, read_back};
 
-use ztensor_io::ReadAt;
 use ztensor_remote::{ErrorKind, Expected, Location, RemoteObject, RemoteOptions, RemoteUpload};
+use ztensor_source::ReadAt;
 
 /// Writes `bytes` at `url` (a signed PUT: moto lets no anonymous request replace an object).
 fn put(moto: &moto::Moto, url: &str, bytes: &[u8]) {

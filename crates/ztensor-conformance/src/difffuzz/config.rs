@@ -23,7 +23,7 @@ pub struct Config {
     pub budget: Budget,
     /// Case `i` is made from `seed + i`.
     pub seed: u64,
-    /// The versions cases may have ([`VERSIONS`], 0.1, 1.1 and 1.2, when empty; zTensor 2
+    /// The versions cases may have ([`VERSIONS`](super::VERSIONS), 0.1, 1.1 and 1.2, when empty; zTensor 2
     /// only when asked for).
     pub versions: Vec<Target>,
     /// How long one file may take.

@@ -23,11 +23,11 @@ use ztensor_format::{
     Packing, Version, role,
 };
 
-use super::{Reader, StoredReader, unsupported_dtype};
-use crate::error::{Error, Result};
+use super::{Reader, StoredReader};
 use crate::handle::unknown_encoding;
-use crate::source::ReadAt;
-use crate::tensors::Decoded;
+use ztensor_source::Decoded;
+use ztensor_source::ReadAt;
+use ztensor_source::{Error, Result};
 
 /// Where streamed pieces go: `(role, bytes)`, component after component in role order.
 pub(crate) type Each<'e> = &'e mut dyn FnMut(&str, &[u8]) -> Result<()>;
@@ -227,10 +227,10 @@ struct Want<'a> {
 }
 
 /// Each component as decoded, in role order.
-pub(crate) type Lengths = Vec<crate::tensors::Decoded>;
+pub(crate) type Lengths = Vec<ztensor_source::Decoded>;
 
 /// The piece size of streamed checks.
-pub(crate) const PIECE: usize = 4 << 20;
+pub(crate) use ztensor_source::PIECE;
 
 impl<S: ReadAt> Reader<S> {
     /// The decoded bytes of `c`, unchecked and in the stored byte order, as a stream: for
@@ -330,7 +330,7 @@ impl<S: ReadAt> Reader<S> {
             if only.is_some_and(|r| r != role) {
                 continue;
             }
-            let dtype = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role))?;
+            let dtype = c.dtype.known().ok_or_else(|| Error::dtype_unknown(name, role))?;
             let bools = bools_apply && dtype == DType::Bool && bool_fault.is_none();
             let index = rules && index_roles.contains(&role);
             let width = usize::try_from(dtype.size()).unwrap_or(8);
@@ -470,7 +470,7 @@ impl<S: ReadAt> Reader<S> {
         let name = object.name();
         let o = object.object();
         let c = &o.components[role::DATA];
-        let value = c.dtype.known().ok_or_else(|| unsupported_dtype(name, role::DATA))?;
+        let value = c.dtype.known().ok_or_else(|| Error::dtype_unknown(name, role::DATA))?;
         let big = *c.byte_order() == ByteOrder::Big;
         let value_size = value.size();
         let limit = self.options.limits.max_decoded_len;
@@ -546,7 +546,7 @@ impl<S: ReadAt> Reader<S> {
             }
             let Some(each) = each else { return Ok(()) };
             let mut buf =
-                crate::buffer::try_zeroed(piece.clamp(64, PIECE) as u64, "a decoding piece")
+                ztensor_source::try_zeroed(piece.clamp(64, PIECE) as u64, "a decoding piece")
                     .map_err(|e| Error::io("decoding", None, e))?;
             let parts = [
                 (role::INDICES, indptr_len, nnz * 8, 8),
@@ -628,7 +628,7 @@ impl<S: ReadAt> Reader<S> {
         let cap = piece.clamp(64, PIECE);
         let mut rec = vec![0u8; record_len];
         // Coordinates as structure of arrays: one pass over the records per dimension.
-        let mut out = crate::buffer::try_with_capacity(cap as u64, "a decoding piece")
+        let mut out = ztensor_source::try_with_capacity(cap as u64, "a decoding piece")
             .map_err(|e| Error::io("decoding", None, e))?;
         let (coords, values) = (only != Some(role::VALUES), only != Some(role::COORDS));
         for d in (0..rank).filter(|_| coords) {

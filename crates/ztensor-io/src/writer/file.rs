@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use ztensor_format::Version;
 
-use crate::error::{Error, Result};
-use crate::publish::AtomicFile;
+use ztensor_source::AtomicFile;
+use ztensor_source::{Error, Result};
 
 use super::{Positioned, Writer};
 

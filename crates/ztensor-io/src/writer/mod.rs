@@ -23,8 +23,8 @@ use ztensor_format::{
 };
 
 use crate::codec::{Hasher, zstd_encode};
-use crate::error::{Error, Result};
-use crate::source::ReadAt;
+use ztensor_source::ReadAt;
+use ztensor_source::{Error, Result};
 
 /// Writes a zTensor file of a chosen version to any [`Write`] sink.
 ///
@@ -728,7 +728,7 @@ impl<W: Write> Writer<W> {
         self.pad_to(at)?;
         let positioned = self.positioned.as_ref().map(|p| (Arc::clone(&p.file), p.skip));
         let piece = len.min(crate::reader::PIECE as u64);
-        let mut scratch = crate::buffer::try_zeroed(piece, "a piece of a stored copy")
+        let mut scratch = ztensor_source::try_zeroed(piece, "a piece of a stored copy")
             .map_err(|e| Error::io("reading a stored copy", None, e))?;
         // Bytes handed on and written so far, and how far write-back was started.
         let (mut done, mut started) = (0u64, 0u64);
@@ -750,7 +750,7 @@ impl<W: Write> Writer<W> {
             if let Some((file, _)) = &positioned
                 && (done - started >= piece || done == len)
             {
-                crate::writeback::start(file, at + started, done - started);
+                ztensor_source::start_writeback(file, at + started, done - started);
                 started = done;
             }
             Ok(())

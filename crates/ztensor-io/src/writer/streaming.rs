@@ -11,7 +11,7 @@ use ztensor_format::{
     Object, Version,
 };
 
-use crate::error::{Error, Result};
+use ztensor_source::{Error, Result};
 
 use super::{SpecInfo, Writer};
 
@@ -55,7 +55,7 @@ impl BlobSlot {
         write_all_at(&self.file, bytes, self.offset).map_err(|e| {
             Error::io("writing a component into", self.path.as_deref().map(Path::to_owned), e)
         })?;
-        crate::writeback::start(&self.file, self.offset, self.len);
+        ztensor_source::start_writeback(&self.file, self.offset, self.len);
         Ok(())
     }
 }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::liar::{self, Answer, Request};
 
-use ztensor_io::ReadAt;
 use ztensor_remote::{ErrorKind, Location, RemoteObject, RemoteOptions, RemoteUpload};
+use ztensor_source::ReadAt;
 
 /// Credentials no message may hold.
 const KEY_ID: &str = "AKIALIARTESTKEYID0001";

@@ -1,8 +1,8 @@
 //! What the object-storage tests share: a client for the moto server under test, objects read
 //! back whole, and data that shows a wrong range.
 
-use ztensor_io::ReadAt;
 use ztensor_remote::{ErrorKind, Location, RemoteObject, RemoteOptions};
+use ztensor_source::ReadAt;
 
 use super::moto;
 

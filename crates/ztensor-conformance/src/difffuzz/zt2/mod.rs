@@ -44,7 +44,7 @@ use super::rng::Rng;
 pub(super) use build::{build, representable};
 pub(super) use ours::{is_zt2, lenient_of, ours, ours_in_process};
 
-/// How a zTensor 2 case's file is made, before its changes ([`Recipe::zt2`]).
+/// How a zTensor 2 case's file is made, before its changes ([`Recipe::zt2`](super::Recipe::zt2)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Zt2 {
     /// A file of the embedded corpus the case starts from (one of [`BASES`]), instead of the

@@ -5,10 +5,7 @@ use std::io;
 
 use std::path::Path;
 
-use ztensor_format::Options;
-
 use crate::error::{Error, Result};
-use crate::reader::Reader;
 use crate::source::ReadAt;
 
 /// A read-only shared memory map of a whole file.
@@ -118,6 +115,28 @@ impl ReadAt for Mapped {
     }
 }
 
+impl Mapped {
+    /// Maps the complete part of the file at `path` read-only: never the bytes an unfinished
+    /// append wrote past its journaled end (as [`FileSource::open`](crate::FileSource::open)
+    /// reads it).
+    ///
+    /// # Safety
+    /// As [`Mapped::map`].
+    ///
+    /// # Errors
+    /// When the file cannot be opened or mapped, or is longer than the address space.
+    pub unsafe fn open(path: impl AsRef<Path>) -> Result<Mapped> {
+        let path = path.as_ref();
+        let (file, end) = crate::lock::open_for_reading(path)?;
+        let end = usize::try_from(end).map_err(|_| {
+            Error::io("cannot map", Some(path.to_owned()), io::ErrorKind::FileTooLarge.into())
+        })?;
+        // SAFETY: forwarded to our caller, who upholds it.
+        unsafe { Mapped::map_first(&file, end) }
+            .map_err(|e| Error::io("cannot map", Some(path.to_owned()), e))
+    }
+}
+
 impl crate::source::FileSource {
     /// Maps the bytes this source reads (its file, up to the end it was opened with) read-only,
     /// through the same descriptor: a file told by its first bytes and then mapped is opened
@@ -133,28 +152,5 @@ impl crate::source::FileSource {
             .map_err(|_| io::Error::from(io::ErrorKind::FileTooLarge))?;
         // SAFETY: forwarded to the caller.
         unsafe { Mapped::map_first(self.file(), len) }
-    }
-}
-
-impl Reader<Mapped> {
-    /// Opens a file through a read-only memory map: component reads of raw data are zero-copy.
-    ///
-    /// # Safety
-    /// The file must not be truncated or modified while the reader (or any slice it returned)
-    /// is alive; see [`Mapped::map`].
-    ///
-    /// # Errors
-    /// As [`Reader::open`].
-    pub unsafe fn open_mmap(path: impl AsRef<Path>, options: &Options) -> Result<Reader<Mapped>> {
-        let path = path.as_ref();
-        // Only the complete part: never bytes an unfinished append wrote (see `FileSource::open`).
-        let (file, end) = crate::lock::open_for_reading(path)?;
-        let end = usize::try_from(end).map_err(|_| {
-            Error::io("cannot map", Some(path.to_owned()), io::ErrorKind::FileTooLarge.into())
-        })?;
-        // SAFETY: forwarded to our caller, who upholds it.
-        let map = unsafe { Mapped::map_first(&file, end) }
-            .map_err(|e| Error::io("cannot map", Some(path.to_owned()), e))?;
-        Reader::new(map, options)
     }
 }

@@ -121,7 +121,7 @@ fn try_lock_briefly(file: &File) -> Result<(), std::fs::TryLockError> {
 
 /// The exclusive write lock on an existing file, held until dropped.
 ///
-/// Taken by [`append`](crate::append), [`rewrite`](crate::rewrite) and the rename of every
+/// Taken by the zTensor appender and rewriter (`ztensor_io::append`, `ztensor_io::rewrite`) and the rename of every
 /// [`AtomicFile`](crate::AtomicFile) over an existing file; take one yourself around a
 /// read-modify-write of a file (reading it, then replacing it) so that no append slips in
 /// between. A second lock on the same file by the same process shares the first.
@@ -154,7 +154,8 @@ impl WriteLock {
         &self.held.path
     }
 
-    pub(crate) fn id(&self) -> FileId {
+    /// The identity (device and inode) of the locked file.
+    pub fn id(&self) -> FileId {
         self.held.id
     }
 
@@ -216,31 +217,31 @@ impl WriteLock {
     }
 
     /// Claims the file for an appender of this process: false when one already has it.
-    pub(crate) fn claim_append(&self) -> bool {
+    pub fn claim_append(&self) -> bool {
         let mut state = self.held.state.lock().unwrap_or_else(PoisonError::into_inner);
         !std::mem::replace(&mut state.appender, true)
     }
 
     /// Whether an appender of this process holds the file.
-    pub(crate) fn appender_active(&self) -> bool {
+    pub fn appender_active(&self) -> bool {
         self.held.state.lock().unwrap_or_else(PoisonError::into_inner).appender
     }
 
     /// Gives up the claim of [`WriteLock::claim_append`].
-    pub(crate) fn release_append(&self) {
+    pub fn release_append(&self) {
         let mut state = self.held.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.appender = false;
     }
 
     /// Records that an append is writing past `old_end` (`Some`) or has finished (`None`), for
     /// this process's readers of the same file.
-    pub(crate) fn set_appending(&self, old_end: Option<u64>) {
+    pub fn set_appending(&self, old_end: Option<u64>) {
         self.held.state.lock().unwrap_or_else(PoisonError::into_inner).appending_from = old_end;
     }
 }
 
 /// Whether `a` and `b` name the same existing file (links followed).
-pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(a), Ok(b)) => FileId::of(&a) == FileId::of(&b),
         _ => false,

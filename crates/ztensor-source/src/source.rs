@@ -185,7 +185,7 @@ impl FileSource {
     }
 
     /// Opens the file at `path` as it stands complete. While another process appends to it,
-    /// or after an append was interrupted and before [`repair`](crate::repair), that is the file
+    /// or after an append was interrupted and before it is repaired (`ztensor_io::repair`), that is the file
     /// as it was before the append: the source ends where the append's journal says the old
     /// file ended, and [`FileSource::uncommitted`] counts the bytes after it. When a writer
     /// holds the file without such a record (it is about to append, or replaces the file), the

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use ztensor_io::AtomicFile;
+use ztensor_source::AtomicFile;
 
 /// The layers' undoing, in the order it ran.
 static RAN: Mutex<Vec<&str>> = Mutex::new(Vec::new());
@@ -20,20 +20,20 @@ fn temporaries_go_then_each_layer_undoes_once_in_the_order_added() {
     std::fs::write(&target, b"the user's file").unwrap();
     let mut half = AtomicFile::create(&target).unwrap();
     half.write_all(b"half a new file").unwrap();
-    ztensor_io::on_interrupt("shards", || {
+    ztensor_source::on_interrupt("shards", || {
         ran("shards");
         Vec::new()
     });
-    ztensor_io::on_interrupt("uploads", || {
+    ztensor_source::on_interrupt("uploads", || {
         ran("uploads");
         vec!["s3://bucket/x.zt".to_owned()]
     });
     // The same layer added again (each of its writes adds it as it begins): once.
-    ztensor_io::on_interrupt("shards", || {
+    ztensor_source::on_interrupt("shards", || {
         ran("shards again");
         Vec::new()
     });
-    assert_eq!(ztensor_io::interrupt(), ["s3://bucket/x.zt"]);
+    assert_eq!(ztensor_source::interrupt(), ["s3://bucket/x.zt"]);
     assert_eq!(*RAN.lock().unwrap(), ["shards", "uploads"]);
     // The temporary file is gone, the target as it was; no write starts or finishes after.
     let names: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();

@@ -29,9 +29,11 @@ const TAIL: u64 = 4096;
 
 /// One record: which file, its old length, and a digest of the bytes just before that length.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Journal {
-    pub(crate) id: FileId,
-    pub(crate) old_len: u64,
+pub struct Journal {
+    /// The file it is the journal of.
+    pub id: FileId,
+    /// The file's length before the append: what rolling back truncates it to.
+    pub old_len: u64,
     tail_digest: [u8; 32],
     pid: u32,
     /// The digest of the record's two digests.
@@ -78,13 +80,13 @@ fn tail_digest(file: &File, old_len: u64, algorithm: Algorithm) -> io::Result<[u
 impl Journal {
     /// The journal path of the file at `target` (symbolic links resolved: the journal lies
     /// beside the file itself).
-    pub(crate) fn path_for(target: &Path) -> Result<PathBuf> {
+    pub fn path_for(target: &Path) -> Result<PathBuf> {
         let real = crate::publish::resolve_links(target)?;
         Ok(crate::publish::sidecar(&real, "zt-journal"))
     }
 
     /// A record of `file` as it is now, `old_len` bytes long.
-    pub(crate) fn of(file: &File, id: FileId, old_len: u64) -> io::Result<Journal> {
+    pub fn of(file: &File, id: FileId, old_len: u64) -> io::Result<Journal> {
         Ok(Journal {
             id,
             old_len,
@@ -140,7 +142,7 @@ impl Journal {
 
     /// Writes the record to `path` and makes it durable, file and directory entry both, before
     /// returning.
-    pub(crate) fn write(&self, path: &Path) -> Result<()> {
+    pub fn write(&self, path: &Path) -> Result<()> {
         let io = |what: &'static str| {
             let path = path.to_owned();
             move |e| Error::io(what, Some(path), e)
@@ -161,7 +163,7 @@ impl Journal {
     /// `id`): the same file, at least as long as its recorded old length, and with the same bytes
     /// before it. A torn or foreign record is no journal: a torn one was never followed by
     /// writes to the file, which happen only once the record is durable.
-    pub(crate) fn read_matching(path: &Path, id: FileId, file: &File) -> Result<Option<Journal>> {
+    pub fn read_matching(path: &Path, id: FileId, file: &File) -> Result<Option<Journal>> {
         let mut bytes = Vec::with_capacity(RECORD_LEN);
         match File::open(path) {
             Ok(f) => {
@@ -191,13 +193,13 @@ impl Journal {
     }
 
     /// The process that wrote the record.
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.pid
     }
 }
 
 /// Removes the journal at `path`, durably; a missing one is already removed.
-pub(crate) fn remove(path: &Path) -> Result<()> {
+pub fn remove(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -211,7 +213,7 @@ pub(crate) fn remove(path: &Path) -> Result<()> {
 
 /// Undoes an unfinished append: truncates `file` back to the journal's old length and syncs it,
 /// then removes the journal. Needs no free space.
-pub(crate) fn roll_back(file: &File, journal: &Journal, journal_path: &Path) -> Result<()> {
+pub fn roll_back(file: &File, journal: &Journal, journal_path: &Path) -> Result<()> {
     let io = |what: &'static str| {
         let path = journal_path.to_owned();
         move |e| Error::io(what, Some(path), e)

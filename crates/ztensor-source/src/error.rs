@@ -103,11 +103,13 @@ impl Error {
         }))
     }
 
-    pub(crate) fn busy(path: PathBuf) -> Error {
+    /// Another process holds the write lock of the file at `path` ([`ErrorKind::Busy`]).
+    pub fn busy(path: PathBuf) -> Error {
         Error(Box::new(ErrorKind::Busy { path }))
     }
 
-    pub(crate) fn view(message: impl Into<String>) -> Error {
+    /// A typed view of bytes that cannot be had (misaligned, of another type).
+    pub fn view(message: impl Into<String>) -> Error {
         Error(Box::new(ErrorKind::View(message.into())))
     }
 
@@ -123,7 +125,18 @@ impl Error {
         Error(Box::new(ErrorKind::Unsupported(e)))
     }
 
-    pub(crate) fn broken(rule: Rule, message: impl Into<String>) -> Error {
+    /// Object `object`'s component `role` has a storage type this implementation does not
+    /// know (rule `dtype_unknown`): unsupported, not broken.
+    pub fn dtype_unknown(object: &str, role: &str) -> Error {
+        Error::unsupported(
+            ztensor_format::Error::new(Rule::DtypeUnknown, "unknown dtype")
+                .in_object(object)
+                .in_component(role),
+        )
+    }
+
+    /// Data that breaks `rule` of the format, saying how.
+    pub fn broken(rule: Rule, message: impl Into<String>) -> Error {
         Error::from(ztensor_format::Error::new(rule, message))
     }
 }

@@ -1,18 +1,23 @@
 //! One interface over every input format: a [`TensorSource`] lists objects (names, shapes,
 //! types, attributes) and gives their decoded bytes, checked against the digests the format has;
-//! a [`TensorSink`] writes everything a source holds. Each format implements them once —
-//! zTensor here (for [`Reader`]), safetensors and TensorBuffers in their own crates — and the
-//! commands that look at files or convert them are written once, against these traits.
+//! a [`TensorSink`] writes everything a source holds. Each format implements them once, in its
+//! own crate (zTensor 0.1/1.x in `ztensor-io`, zTensor 2, safetensors, TensorBuffers, …), and
+//! the commands that look at files or convert them are written once, against these traits.
 
 use std::borrow::Cow;
 
-use ztensor_format::{
-    Attributes, DType, Digest, Encoding, Format, LogicalType, Packing, StorageType,
-};
+use ztensor_format::{Attributes, DType, Digest, Encoding, Format, LogicalType, StorageType};
 
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::data::ObjectData;
 use crate::error::Result;
-use crate::reader::{ObjectData, Reader};
 use crate::source::ReadAt;
+
+/// The piece size objects are read and checked in when no caller says otherwise (4 MiB): what
+/// a reader holds of a huge object at once.
+pub const PIECE: usize = 4 << 20;
 
 /// What an object of a tensor source is, whatever format it comes from: the 1.2 object model.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,7 +68,7 @@ pub struct Decoded {
 
 impl Decoded {
     /// A component of `dtype` with no logical type.
-    pub(crate) fn plain(role: &str, dtype: DType, len: u64) -> Decoded {
+    pub fn plain(role: &str, dtype: DType, len: u64) -> Decoded {
         Decoded { role: role.to_owned(), dtype, logical_type: None, len }
     }
 }
@@ -278,7 +283,7 @@ pub trait TensorSource: Sync {
                 let dtype = c
                     .dtype
                     .known()
-                    .ok_or_else(|| crate::reader::unsupported_dtype(&info.name, &c.role))?;
+                    .ok_or_else(|| crate::Error::dtype_unknown(&info.name, &c.role))?;
                 let len = lengths.iter().find(|(r, _)| *r == *c.role).map_or(0, |(_, n)| *n);
                 Ok(Decoded {
                     role: c.role.clone().into_owned(),
@@ -314,48 +319,44 @@ pub trait TensorSource: Sync {
         Vec::new()
     }
 
-    /// When the source is a zTensor file (or a view of some of its objects): its reader and
-    /// which of its objects the source presents, so that a zTensor sink can carry them as
-    /// stored (copying the stored bytes where the target can hold them) instead of decoding
-    /// and encoding them again. `None` for every other source.
-    fn ztensor(&self) -> Option<ZtensorObjects<'_>> {
+    /// The container the source's objects lie in as stored, and which of its objects it
+    /// presents, so that a sink of that container's own format can carry them as stored
+    /// (copying stored bytes, encodings and digests where the target can hold them) instead of
+    /// decoding and encoding them again. The zTensor 0.1/1.x reader gives its file (a view of
+    /// some of its objects, that file and their positions); `None` for sources whose objects a
+    /// sink can only read decoded.
+    fn stored(&self) -> Option<Stored<'_>> {
         None
     }
 }
 
-/// A zTensor file behind a [`TensorSource`] ([`TensorSource::ztensor`]).
-pub struct ZtensorObjects<'a> {
-    /// The file's reader, over the source's own bytes.
-    pub reader: Reader<&'a dyn ReadAt>,
-    /// The positions, in the reader's object order ([`Reader::objects`]), of the objects the
-    /// source presents, ascending; `None` when it presents them all.
+/// The container behind a [`TensorSource`] ([`TensorSource::stored`]): its bytes, the
+/// container as its format's crate parsed it, and which of its objects the source presents.
+pub struct Stored<'a> {
+    /// The container's bytes.
+    pub bytes: &'a dyn ReadAt,
+    /// The container as the crate of its format parsed it, shared: opaque here, downcast by
+    /// that crate (`ztensor_io::ZtensorObjects::of`), so a sink of the same format reopens it
+    /// without parsing it again.
+    pub parsed: Arc<dyn Any + Send + Sync>,
+    /// The positions, in the container's object order, of the objects the source presents,
+    /// ascending; `None` when it presents them all.
     pub positions: Option<Vec<usize>>,
 }
 
-impl std::fmt::Debug for ZtensorObjects<'_> {
+impl std::fmt::Debug for Stored<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZtensorObjects")
-            .field("version", &self.reader.version())
-            .field("objects", &self.reader.manifest().len())
+        f.debug_struct("Stored")
+            .field("len", &self.bytes.len())
             .field("positions", &self.positions.as_ref().map(Vec::len))
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
-impl ZtensorObjects<'_> {
-    /// Whether the object at `position` of the reader's order is one the source presents.
+impl Stored<'_> {
+    /// Whether the object at `position` of the container's order is one the source presents.
     pub fn presents(&self, position: usize) -> bool {
         self.positions.as_ref().is_none_or(|p| p.binary_search(&position).is_ok())
-    }
-
-    /// How many objects the source presents.
-    pub fn len(&self) -> usize {
-        self.positions.as_ref().map_or_else(|| self.reader.manifest().len(), Vec::len)
-    }
-
-    /// Whether the source presents no object.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -376,126 +377,6 @@ pub trait TensorSink {
     /// What the target cannot represent (naming the object), the source's read errors and the
     /// sink's write errors; the output must then be discarded.
     fn write_all(&mut self, source: &dyn TensorSource) -> std::result::Result<usize, Self::Error>;
-}
-
-impl<S: ReadAt> Reader<S> {
-    /// Object `index` of the manifest, or `NotFound`.
-    fn entry_at(&self, index: usize) -> Result<ztensor_format::ObjectRef<'_>> {
-        self.manifest()
-            .object_at(index)
-            .ok_or_else(|| crate::Error::not_found(&format!("#{index}"), None))
-    }
-}
-
-impl<S: ReadAt> TensorSource for Reader<S> {
-    fn format_name(&self) -> Cow<'_, str> {
-        Cow::Owned(format!("zTensor {}", self.version()))
-    }
-
-    fn attributes(&self) -> Option<Cow<'_, Attributes>> {
-        self.manifest().manifest().attributes.as_ref().map(Cow::Borrowed)
-    }
-
-    fn len(&self) -> usize {
-        self.manifest().len()
-    }
-
-    fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
-        let entry = self.manifest().object_at(index)?;
-        let o = entry.object();
-        let components = o
-            .components
-            .iter()
-            .zip(entry.decoded_lens())
-            .map(|((role, c), (_, decoded_len))| ComponentInfo {
-                role: Cow::Borrowed(role),
-                dtype: c.dtype.clone(),
-                logical_type: c.logical_type.clone(),
-                decoded_len,
-                stored_len: c.length,
-                offset: Some(c.offset),
-                encoding: c.encoding.clone(),
-                digest: c.digest.clone(),
-            })
-            .collect();
-        Some(ObjectInfo {
-            name: Cow::Borrowed(&o.name),
-            shape: Cow::Borrowed(&o.shape),
-            format: o.format.clone(),
-            attributes: o.attributes.as_deref().map(Cow::Borrowed),
-            components,
-            unsupported: entry.unsupported().cloned(),
-            location: None,
-        })
-    }
-
-    fn name(&self, index: usize) -> Option<Cow<'_, str>> {
-        self.manifest().object_at(index).map(|o| Cow::Borrowed(o.name()))
-    }
-
-    fn find(&self, name: &str) -> Option<usize> {
-        self.manifest().index_of(name)
-    }
-
-    fn read(&self, index: usize) -> Result<ObjectData<'_>> {
-        self.read_checked(self.entry_at(index)?, true)
-    }
-
-    fn check(&self, _index: usize, data: &ObjectData<'_>) -> Result<()> {
-        self.check_decoded(data, self.options().strict)
-    }
-
-    fn read_pieces(
-        &self,
-        index: usize,
-        piece: usize,
-        each: &mut dyn FnMut(&str, &[u8]) -> Result<()>,
-    ) -> Result<()> {
-        let entry = self.entry_at(index)?;
-        // Every layout streams: a few pieces in memory whatever the object's size. As `read`,
-        // digests are checked and the data rules are left to `check`.
-        self.stream_object(entry, piece, false, Some(each), None).map(drop)
-    }
-
-    fn reads_in_pieces(&self, index: usize) -> bool {
-        self.manifest().object_at(index).is_some_and(|o| o.unsupported().is_none())
-    }
-
-    fn read_part(
-        &self,
-        index: usize,
-        role: &str,
-        piece: usize,
-        each: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<()> {
-        let entry = self.entry_at(index)?;
-        let mut each = |_: &str, bytes: &[u8]| each(bytes);
-        self.stream_object(entry, piece, false, Some(&mut each), Some(role)).map(drop)
-    }
-
-    fn verify(&self, index: usize) -> Result<Vec<Decoded>> {
-        let entry = self.entry_at(index)?;
-        self.stream_object(entry, crate::reader::PIECE, true, None, None)
-    }
-
-    fn raw(&self, index: usize) -> Option<RawRange<'_>> {
-        let entry = self.manifest().object_at(index)?;
-        let o = entry.object();
-        let c = o.components.get(crate::role::DATA)?;
-        let plain = entry.unsupported().is_none()
-            && o.format == Format::Dense
-            && o.packing == Packing::Split
-            && o.components.len() == 1
-            && c.encoding == Encoding::Raw
-            && c.digest.is_none()
-            && (*c.byte_order() == ztensor_format::ByteOrder::Little
-                || c.dtype.known().is_some_and(|d| d.size() == 1));
-        plain.then_some(RawRange { source: self.source(), offset: c.offset, len: c.length })
-    }
-
-    fn ztensor(&self) -> Option<ZtensorObjects<'_>> {
-        Some(ZtensorObjects { reader: self.as_dyn(), positions: None })
-    }
 }
 
 /// Hands the components of `data`, decoded whole, to `each` in pieces of `piece` bytes.
@@ -731,13 +612,13 @@ impl TensorSource for Excluding<'_> {
     fn left_out(&self) -> Vec<String> {
         self.inner.left_out()
     }
-    fn ztensor(&self) -> Option<ZtensorObjects<'_>> {
-        let inner = self.inner.ztensor()?;
+    fn stored(&self) -> Option<Stored<'_>> {
+        let inner = self.inner.stored()?;
         let positions = match &inner.positions {
             None => self.keep.clone(),
             Some(p) => self.keep.iter().filter_map(|&i| p.get(i).copied()).collect(),
         };
-        Some(ZtensorObjects { reader: inner.reader, positions: Some(positions) })
+        Some(Stored { positions: Some(positions), ..inner })
     }
 }
 
@@ -793,24 +674,6 @@ mod close_names_tests {
             assert_eq!(edit_distance(a, b), d, "{a} {b}");
             assert_eq!(edit_distance(b, a), d, "{b} {a}");
         }
-    }
-
-    #[test]
-    fn the_closest_names_come_first() {
-        let mut w = crate::Writer::new(Vec::new(), ztensor_format::Version::V1_2).unwrap();
-        for name in ["layers.0.weight", "layers.1.weight", "layers.0.bias", "embed", "head"] {
-            w.add_dense(name, &[1], ztensor_format::DType::U8, &[1], &crate::WriteOptions::raw())
-                .unwrap();
-        }
-        let file = w.finish().unwrap().0;
-        let reader = crate::Reader::new(&file[..], &ztensor_format::Options::default()).unwrap();
-        // Two edits, three, and five (within a third of fifteen characters).
-        assert_eq!(
-            close_names(&reader, "layers.0.weigth"),
-            ["layers.0.weight", "layers.1.weight", "layers.0.bias"]
-        );
-        assert_eq!(close_names(&reader, "heads"), ["head"]);
-        assert!(close_names(&reader, "something else").is_empty());
     }
 
     /// Greedy groups: filled up to the limit exactly, a larger item alone, and one empty group

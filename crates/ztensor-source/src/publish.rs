@@ -144,7 +144,8 @@ fn keep_mode_and_owner(file: &File, like: &Metadata) -> io::Result<()> {
 // What this process is writing, for `interrupt`.
 
 /// Work that can be abandoned from another thread: its writes fail afterwards.
-pub(crate) trait Abandon: Send + Sync {
+pub trait Abandon: Send + Sync {
+    /// Stops the work: its writes fail from now on, and what it changed is rolled back.
     fn abandon(&self);
 }
 
@@ -172,7 +173,7 @@ fn live() -> std::sync::MutexGuard<'static, Live> {
 }
 
 /// Registers work for [`interrupt`]; `None` once the process was told to stop.
-pub(crate) fn register_work(work: Weak<dyn Abandon>) -> Option<u64> {
+pub fn register_work(work: Weak<dyn Abandon>) -> Option<u64> {
     let mut live = live();
     if INTERRUPTED.load(Ordering::SeqCst) {
         return None;
@@ -182,7 +183,8 @@ pub(crate) fn register_work(work: Weak<dyn Abandon>) -> Option<u64> {
     Some(id)
 }
 
-pub(crate) fn unregister_work(id: u64) {
+/// Forgets work [`register_work`] registered, once it ended.
+pub fn unregister_work(id: u64) {
     live().work.remove(&id);
 }
 
@@ -570,15 +572,21 @@ fn abandoned() -> io::Error {
 }
 
 impl AtomicFile {
-    /// A second handle on the temporary file, for positioned writes from other threads
-    /// ([`crate::BlobSlot`]).
-    pub(crate) fn positioned_handle(&self) -> io::Result<File> {
+    /// A second handle on the temporary file, for positioned writes from other threads (the
+    /// zTensor writer's blob slots).
+    ///
+    /// # Errors
+    /// The write was abandoned; the handle cannot be duplicated.
+    pub fn positioned_handle(&self) -> io::Result<File> {
         self.file.as_ref().ok_or_else(abandoned)?.get_ref().try_clone()
     }
 
     /// Moves past `n` bytes that positioned writes fill (or that stay zero: the file is new).
     /// No system call: the position moves when the next bytes are written.
-    pub(crate) fn skip(&mut self, n: u64) -> io::Result<()> {
+    ///
+    /// # Errors
+    /// A hole past 2^63 bytes.
+    pub fn skip(&mut self, n: u64) -> io::Result<()> {
         self.hole = self
             .hole
             .checked_add(n)
