@@ -1,5 +1,7 @@
-//! How errors reach the user: `Rejected` (the data said no, status 1) or a failed request
-//! (status 2), decided by each library error's `is_rejection`, with the file and context named.
+//! How errors reach the user: a [`Failure`] says its status (the data said no, 1, or the
+//! request failed, 2), decided once from each library error's [`Verdict`], its message with the
+//! file and context named, and the hints that say what to do; any other error is a failed
+//! request.
 
 use std::path::Path;
 
@@ -9,17 +11,69 @@ use ztensor_io::FileSource;
 
 use crate::cmd;
 
-/// The data said no (a broken file, unrepresentable content, a difference): exit status 1.
-#[derive(Debug)]
-pub(crate) struct Rejected(pub(crate) String);
+/// How a command ended when it did not succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// The data said no (a broken file, unrepresentable content, a difference): exit status 1.
+    Rejected,
+    /// The request failed (I/O, a name not found, a usage the tool refuses): exit status 2.
+    Failed,
+}
 
-impl std::fmt::Display for Rejected {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl Status {
+    /// The exit status.
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Status::Rejected => 1,
+            Status::Failed => 2,
+        }
     }
 }
 
-impl std::error::Error for Rejected {}
+/// A command's failure: its status, its message, and the hints after it (each with its own
+/// separator: `" (--drop-attributes …)"`, `"\nhint: …"`).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    status: Status,
+    message: String,
+    hints: Vec<String>,
+}
+
+impl Failure {
+    /// A failure of `status` saying `message`.
+    pub(crate) fn new(status: Status, message: impl Into<String>) -> Failure {
+        Failure { status, message: message.into(), hints: Vec::new() }
+    }
+
+    /// The data said no: status 1.
+    pub(crate) fn rejected(message: impl Into<String>) -> Failure {
+        Failure::new(Status::Rejected, message)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)?;
+        self.hints.iter().try_for_each(|h| f.write_str(h))
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// The status `err` ends the command with: a [`Failure`]'s own, wherever it is in the chain;
+/// a failed request for any other error.
+pub(crate) fn status_of(err: &anyhow::Error) -> Status {
+    err.downcast_ref::<Failure>().map_or(Status::Failed, |f| f.status)
+}
+
+/// `err` (its whole chain, as `{:#}` prints it) followed by `hint`, keeping its status.
+pub(crate) fn with_hint(err: anyhow::Error, hint: &str) -> anyhow::Error {
+    let mut failure = Failure::new(status_of(&err), format!("{err:#}"));
+    if !hint.is_empty() {
+        failure.hints.push(hint.to_owned());
+    }
+    anyhow!(failure)
+}
 
 /// Any library error as the CLI reports it, decided by its type ([`Verdict`]): `Rejected`
 /// (status 1) when the data said no, a plain error (status 2) for a request that failed (I/O,
@@ -40,12 +94,11 @@ fn reported_with(
 ) -> anyhow::Error {
     let note = ztensor_cli::limit_note(e.rule());
     let text = cmd::text::shown(&e.to_string()).into_owned();
-    let message = if context.is_empty() {
-        format!("{text}{note}{hint}")
-    } else {
-        format!("{context}: {text}{note}{hint}")
-    };
-    if e.is_rejection() { anyhow!(Rejected(message)) } else { anyhow!(message) }
+    let message = if context.is_empty() { text } else { format!("{context}: {text}") };
+    let status = if e.is_rejection() { Status::Rejected } else { Status::Failed };
+    let mut failure = Failure::new(status, message);
+    failure.hints.extend([note, hint.to_owned()].into_iter().filter(|h| !h.is_empty()));
+    anyhow!(failure)
 }
 
 /// As [`reported`], with the flag that gets past what the target could not hold
@@ -117,10 +170,5 @@ pub fn hinted(error: anyhow::Error, refused: Option<ztensor_format::Refused>) ->
         }
         _ => return error,
     };
-    let message = format!("{error:#} {hint}");
-    if error.downcast_ref::<Rejected>().is_some() {
-        anyhow!(Rejected(message))
-    } else {
-        anyhow!(message)
-    }
+    with_hint(error, &format!(" {hint}"))
 }

@@ -116,7 +116,7 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            let code = if err.downcast_ref::<Rejected>().is_some() { 1 } else { 2 };
+            let code = errors::status_of(&err).code();
             let message = format!("{err:#}");
             let message = cmd::text::shown_message(&message);
             let message = cmd::stdin::unspooled(&message);

@@ -7,7 +7,7 @@ use ztensor_format::Options;
 use ztensor_io::{FileSource, Reader};
 
 use crate::cmd;
-use crate::errors::{Rejected, open_error, reported, torn_hint};
+use crate::errors::{Failure, open_error, reported, torn_hint, with_hint};
 use crate::options;
 use crate::remote;
 
@@ -23,14 +23,18 @@ pub(crate) fn zt_reader(
     }
 }
 
-/// Opens a zTensor file; a file that breaks a rule becomes `Rejected`, other failures stay
+/// Opens a zTensor file; a file that breaks a rule is a rejection (status 1), other failures stay
 /// errors.
 pub(crate) fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
     let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
     zt_reader(path, &opening).map_err(|e| match e.rule() {
         Some(_) => {
             let note = ztensor_cli::limit_note(e.rule());
-            anyhow!(Rejected(format!("{}: {e}{note}{}", path.display(), torn_hint(path, options))))
+            anyhow!(Failure::rejected(format!(
+                "{}: {e}{note}{}",
+                path.display(),
+                torn_hint(path, options)
+            )))
         }
         None => anyhow!("{e}"),
     })
@@ -158,11 +162,7 @@ pub(crate) fn expansion_checked(
         ztensor_io::check_expansion(opened.source(), len, &options(false).limits).map_err(|e| {
             let e = reported(&format!("{}", path.display()), &e);
             let hint = "(--max-expansion RATIO raises the limit)";
-            if e.downcast_ref::<Rejected>().is_some() {
-                anyhow!(Rejected(format!("{e:#} {hint}")))
-            } else {
-                anyhow!("{e:#} {hint}")
-            }
+            with_hint(e, &format!(" {hint}"))
         })?;
     }
     Ok(opened.into_source())

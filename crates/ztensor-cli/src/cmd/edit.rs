@@ -11,9 +11,10 @@ use ztensor_par::ZtSink;
 
 use super::Kind;
 use crate::cli::{AppendArgs, RemoveArgs};
+use crate::errors::{Failure, status_of, with_hint};
 use crate::progress::Bar;
 use crate::report::Done;
-use crate::{Encoding, Rejected, Run, open, open_zt, output_lock, reported};
+use crate::{Encoding, Run, open, open_zt, output_lock, reported};
 
 type Writes<'a> = Box<dyn FnOnce(&mut ztensor_io::Appender) -> Result<()> + 'a>;
 
@@ -59,7 +60,7 @@ fn append_all(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
         if clashes.is_empty() {
             Ok(())
         } else {
-            Err(anyhow!(Rejected(format!(
+            Err(anyhow!(Failure::rejected(format!(
                 "cannot append {} to {}: {} already holds {} (remove them first)",
                 from.display(),
                 target.display(),
@@ -78,7 +79,7 @@ fn append_all(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
         taken(&mut source.objects().map(|o| o.name()))?;
         let repeated: Vec<String> = source.shadowed().map(|o| format!("{:?}", o.name())).collect();
         if !repeated.is_empty() {
-            return Err(anyhow!(Rejected(format!(
+            return Err(anyhow!(Failure::rejected(format!(
                 "{context}: {} repeats {} (a v0.1 file may; a 1.x file holds one object per \
                  name)",
                 from.display(),
@@ -108,7 +109,7 @@ fn append_all(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
             if let Some(o) = source.info(i)
                 && let Some(why) = &o.unsupported
             {
-                return Err(anyhow!(Rejected(format!(
+                return Err(anyhow!(Failure::rejected(format!(
                     "{context}: object {:?}: {}",
                     super::text::shown(&o.name),
                     why.message()
@@ -167,11 +168,7 @@ fn append_all(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
                 format!("{} holds exactly its old bytes", target.display())
             };
             let message = format!("{context}: {e:#}; {note}");
-            if e.downcast_ref::<Rejected>().is_some() {
-                Err(anyhow!(Rejected(message)))
-            } else {
-                Err(anyhow!(message))
-            }
+            Err(anyhow!(Failure::new(status_of(&e), message)))
         }
     }
 }
@@ -191,11 +188,7 @@ pub fn repair(out: &mut impl Write, path: &Path, scan: bool) -> Result<ExitCode>
             String::new()
         };
         let base = reported(&format!("cannot repair {}", path.display()), &e);
-        if base.downcast_ref::<Rejected>().is_some() {
-            anyhow!(Rejected(format!("{base}{hint}")))
-        } else {
-            anyhow!("{base}{hint}")
-        }
+        with_hint(base, &hint)
     })?;
     let objects = open(path, &options)?.manifest().len();
     match outcome {

@@ -57,10 +57,9 @@ fn verify(
             let hint =
                 if e.rule().is_some() { crate::torn_hint(file, &options) } else { String::new() };
             let base = crate::reported(&file.display().to_string(), &e);
-            return Err(if base.downcast_ref::<crate::Rejected>().is_some() {
-                anyhow::anyhow!(crate::Rejected(format!("{base}{hint}")))
-            } else {
-                base
+            return Err(match crate::errors::status_of(&base) {
+                crate::errors::Status::Rejected => crate::errors::with_hint(base, &hint),
+                crate::errors::Status::Failed => base,
             });
         }
     };
