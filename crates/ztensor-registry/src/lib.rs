@@ -49,6 +49,9 @@
 mod conversion;
 mod detect;
 mod open;
+mod opened;
+#[cfg(feature = "remote")]
+mod remote;
 mod table;
 #[cfg(feature = "write")]
 mod write;
@@ -58,19 +61,20 @@ pub use conversion::{Conversion, Refusal, Request, Rule, Sharding, Spelling, not
 pub use detect::{
     Detected, Error, ErrorKind, HEAD_LEN, detect, detect_bytes, detect_head, detect_source,
 };
-#[cfg(all(feature = "remote", feature = "sharded"))]
-pub use open::open_remote_zt_index;
-#[cfg(all(feature = "remote", feature = "v2"))]
-pub use open::open_remote_zt2;
 #[cfg(feature = "tensorbuffers")]
 pub use open::open_tb;
 #[cfg(feature = "sharded")]
 pub use open::open_zt_index;
-pub use open::{OpenError, OpenOptions, Opened, open, open_bytes, open_mapped, open_zt};
 #[cfg(feature = "v2")]
 pub use open::{content_id, open_zt2};
+pub use open::{open, open_bytes, open_mapped, open_zt};
+pub use opened::{OpenError, OpenOptions, Opened};
+#[cfg(all(feature = "remote", feature = "sharded"))]
+pub use remote::open_remote_zt_index;
+#[cfg(all(feature = "remote", feature = "v2"))]
+pub use remote::open_remote_zt2;
 #[cfg(feature = "remote")]
-pub use open::{open_remote, open_url};
+pub use remote::{open_remote, open_url};
 pub use table::{FORMATS, Format, Kind, NOT_READ, accepted};
 #[cfg(feature = "write")]
 pub use write::{
