@@ -31,6 +31,11 @@ const TASKS: &[(&str, &str)] = &[
     ("test-python", "only the Python part of `test`"),
     ("doc", "build the docs with warnings as errors"),
     (
+        "man [DIR]",
+        "build the CLI and write its manual pages (ztensor.1, ztensor-COMMAND.1) into DIR \
+         (default: ~/.local/share/man/man1, where `man ztensor` finds them)",
+    ),
+    (
         "bench [NAME]",
         "the benchmark suite against safetensors and the machine's ceilings (table + \
          target/bench/report.json; ZT_BENCH_BYTES, ZT_BENCH_RUNS, ZT_BENCH_SMALL, ZT_BENCH_ONLY), \
@@ -151,6 +156,7 @@ fn main() -> Result<()> {
         "fmt" => fmt(),
         "clippy" => clippy(),
         "features" => features(),
+        "man" => man(args.get(1).map(PathBuf::from)),
         "msrv" => msrv(),
         "deps" => deps(),
         "package" => package(args.iter().any(|a| a == "--verify")),
@@ -452,6 +458,23 @@ fn package(verify: bool) -> Result<()> {
         args.push("--no-verify");
     }
     cargo(&args, &[])
+}
+
+/// Builds the CLI and has it write its manual pages into `dir` (default
+/// `~/.local/share/man/man1`, on `man`'s path for the user).
+fn man(dir: Option<PathBuf>) -> Result<()> {
+    let dir = match dir {
+        Some(dir) => dir,
+        None => {
+            let home = std::env::var_os("HOME").context("HOME is not set: name a directory")?;
+            PathBuf::from(home).join(".local/share/man/man1")
+        }
+    };
+    cargo(&["build", "-q", "--locked", "-p", "ztensor-cli"], &[])?;
+    let binary = project_root().join("target/debug/ztensor");
+    run(Command::new(binary).arg("manual").arg(&dir), "ztensor manual")?;
+    eprintln!("manual pages written to {} (`man ztensor`, `man ztensor-convert`)", dir.display());
+    Ok(())
 }
 
 fn clippy() -> Result<()> {

@@ -183,6 +183,20 @@ pub(crate) enum Command {
     /// NAME.zt.index.json, byte-identical to what `plan`, `run` and `finalize` write.
     ///
     /// Example: ztensor convert model.safetensors.index.json out/ --zstd 3
+    ///
+    /// IN and OUT may be objects in a bucket: s3://BUCKET/KEY, gs://BUCKET/KEY,
+    /// az://CONTAINER/KEY (and IN https://HOST/PATH, read only); an OUT URL ending in `/` is a
+    /// prefix that receives a sharded checkpoint. An object is read by ranges and written by a
+    /// multipart upload that publishes nothing until it is complete. Credentials come from the
+    /// environment as the clouds' own tools take them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    /// AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL, AWS_PROFILE (~/.aws/credentials and
+    /// ~/.aws/config), AWS_EC2_METADATA_DISABLED; GOOGLE_APPLICATION_CREDENTIALS;
+    /// AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN. A
+    /// public bucket: --no-sign-request.
+    ///
+    /// Example: ztensor convert s3://models/llama/model.safetensors model.zt
+    ///
+    /// Example: ztensor convert model.safetensors s3://models/llama/model.zt --zstd 3
     Convert(ConvertArgs),
     /// Print the content identity of any input: the zTensor 2 content digest (`zt.content/1`)
     /// of its objects (names, shapes, layouts, types, object attributes and each part's
@@ -319,6 +333,25 @@ pub(crate) enum Command {
         /// formats, shapes, types and content count.
         #[arg(long)]
         ignore_attributes: bool,
+    },
+    /// Print the completion script of SHELL for this tool: its commands, options and, where an
+    /// option takes one of a few values, those values. Load it from the shell's startup file.
+    ///
+    /// Example: ztensor completions bash > ~/.local/share/bash-completion/completions/ztensor
+    ///
+    /// Example: ztensor completions zsh > ~/.zfunc/_ztensor
+    ///
+    /// Example: ztensor completions fish > ~/.config/fish/completions/ztensor.fish
+    Completions {
+        /// The shell: bash, zsh, fish, powershell or elvish.
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages (`ztensor.1` and one `ztensor-COMMAND.1` per command) into DIR,
+    /// made from the same definitions as `--help` (`cargo xtask man` installs them).
+    #[command(hide = true)]
+    Manual {
+        /// The directory to write them into (made if missing).
+        dir: PathBuf,
     },
     /// List the rules files are checked against: identifier, layer, whether only --strict
     /// enforces it, and what it says. Errors name the rule they break by its identifier.

@@ -211,6 +211,15 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             cmd::info::rules(&mut out, json)?;
             return finish(out, ExitCode::SUCCESS);
         }
+        Command::Completions { shell } => {
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cli, "ztensor", &mut out);
+            return finish(out, ExitCode::SUCCESS);
+        }
+        Command::Manual { dir } => {
+            cmd::manual::write(&dir, <Cli as clap::CommandFactory>::command())?;
+            return finish(out, ExitCode::SUCCESS);
+        }
         Command::Cat { file, name, limit } => {
             cmd::look::cat(&mut out, &file, &*open_source(&file)?, &name, limit)?;
             return finish(out, ExitCode::SUCCESS);

@@ -25,6 +25,7 @@ mod remote;
 #[path = "../../ztensor-remote/tests/support/remote.rs"]
 mod remote_support;
 mod sharded;
+mod shell;
 mod stdin;
 mod threads;
 mod tools;

@@ -5,6 +5,7 @@ pub mod diff;
 pub mod edit;
 pub mod info;
 pub mod look;
+pub mod manual;
 mod outdir;
 pub mod plan;
 pub mod stdin;
