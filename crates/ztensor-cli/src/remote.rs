@@ -77,18 +77,32 @@ pub(crate) fn detect(url: &str) -> Result<ztensor_registry::Kind> {
 }
 
 /// With `ZTENSOR_REMOTE_STATS` set, tells on standard error what each remote input cost:
-/// requests sent (retries counted) and bytes received.
+/// requests sent (retries counted) and bytes received, for every object read (the shards a
+/// reader opened beside an index or a zTensor 2 root too), and their sum.
 pub(crate) fn report() {
     if std::env::var_os("ZTENSOR_REMOTE_STATS").is_none() {
         return;
     }
-    let Some(opened) = OPENED.get() else { return };
-    let opened = opened.lock().unwrap_or_else(PoisonError::into_inner);
-    let mut urls: Vec<&String> = opened.keys().collect();
-    urls.sort();
-    for url in urls {
-        let t = opened[url].transfer();
-        eprintln!("ztensor: {url}: {} requests, {} bytes received", t.requests, t.bytes);
+    let count =
+        |n: u64, what| crate::cmd::text::plural(usize::try_from(n).unwrap_or(usize::MAX), what);
+    // Every object read, the shards a reader opened beside an index or a root included.
+    let transfers = ztensor_remote::transfers();
+    for (url, t) in &transfers {
+        eprintln!(
+            "ztensor: {url}: {}, {} received",
+            count(t.requests, "request"),
+            count(t.bytes, "byte")
+        );
+    }
+    if transfers.len() > 1 {
+        let (requests, bytes) =
+            transfers.iter().fold((0, 0), |(r, b), (_, t)| (r + t.requests, b + t.bytes));
+        eprintln!(
+            "ztensor: {} read: {}, {} received",
+            count(transfers.len() as u64, "object"),
+            count(requests, "request"),
+            count(bytes, "byte")
+        );
     }
 }
 

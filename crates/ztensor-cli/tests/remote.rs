@@ -320,6 +320,26 @@ fn a_sharded_output_into_a_prefix_is_the_local_checkpoint_object_for_file() {
     assert!(out.status.success(), "{}", stderr(&out));
     let same = crate::ztensor(&["diff", &s(&from_hf), &local_hf]);
     assert!(same.status.success(), "{}{}", stdout(&same), stderr(&same));
+    // Request statistics count every object read: the index and each shard the reader opened
+    // beside it, and their sum, which is at least every shard's bytes (all were converted).
+    let mut shard_bytes = 0;
+    for entry in std::fs::read_dir(&checkpoint).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        let url = format!("s3://models/hf/{name}");
+        let (requests, bytes) = transfer(&out, &url);
+        assert!(requests >= 1 && bytes >= 1, "{url}: {requests} {bytes}");
+        if name.ends_with(".safetensors") {
+            shard_bytes += entry.metadata().unwrap().len();
+        }
+    }
+    let total = stderr(&out)
+        .lines()
+        .find(|l| l.starts_with("ztensor: 3 objects read: "))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no total: {}", stderr(&out)));
+    let numbers: Vec<u64> = total.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert!(numbers[2] >= shard_bytes, "{total}: fewer than {shard_bytes} bytes");
     // A shard missing from the bucket: status 2, naming it.
     let shard = "s3://models/hf/model-00002-of-00002.safetensors";
     ztensor_remote::delete(&Location::parse(shard).unwrap(), &remote_support::options(&moto))

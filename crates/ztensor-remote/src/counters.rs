@@ -1,6 +1,7 @@
 //! What the requests of an object or upload cost, counted as they are made.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// What a remote object or upload has cost so far: HTTP requests sent (retries included) and
 /// body bytes received.
@@ -30,4 +31,31 @@ impl Counters {
             bytes: self.bytes.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Every object this process opened for reading, by URL, with its counters: what
+/// [`transfers`] sums.
+static OPENED: Mutex<Vec<(String, Arc<Counters>)>> = Mutex::new(Vec::new());
+
+/// Counts the object at `url` (its reads, through `counters`) in [`transfers`].
+pub(crate) fn opened(url: &str, counters: &Arc<Counters>) {
+    OPENED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((url.to_owned(), Arc::clone(counters)));
+}
+
+/// What reading objects has cost this process so far, by URL (an object opened more than once
+/// summed): every object opened, those a reader opened itself (the shards beside an index or a
+/// zTensor 2 root) included.
+pub fn transfers() -> Vec<(String, Transfer)> {
+    let opened = OPENED.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut by_url: std::collections::BTreeMap<&str, Transfer> = std::collections::BTreeMap::new();
+    for (url, counters) in opened.iter() {
+        let t = counters.get();
+        let sum = by_url.entry(url).or_default();
+        sum.requests += t.requests;
+        sum.bytes += t.bytes;
+    }
+    by_url.into_iter().map(|(url, t)| (url.to_owned(), t)).collect()
 }

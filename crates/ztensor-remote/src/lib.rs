@@ -38,7 +38,7 @@ mod profile;
 mod store;
 mod upload;
 
-pub use counters::Transfer;
+pub use counters::{Transfer, transfers};
 pub use error::{Error, ErrorKind};
 pub use http::{ANSWER_LEN, ERROR_BODY_LEN, MAX_REDIRECTS};
 pub use location::{Location, Scheme, is_url};

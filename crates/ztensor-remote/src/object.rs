@@ -326,6 +326,7 @@ impl RemoteObject {
     /// [`ErrorKind::Request`] for any other failure; each naming the URL.
     pub fn open(location: &Location, options: &RemoteOptions) -> Result<RemoteObject, Error> {
         let counters = Arc::new(Counters::default());
+        crate::counters::opened(&location.to_string(), &counters);
         let store = store::store(location, options, &counters)?.object;
         let path = location.store_path()?;
         let shown = location.to_string();

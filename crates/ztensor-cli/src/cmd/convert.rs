@@ -652,9 +652,9 @@ fn left_out(source: &dyn TensorSource) -> Option<String> {
     }
     let shown: Vec<String> = names.iter().map(|n| format!("{:?}", super::text::shown(n))).collect();
     Some(format!(
-        "note: left out {} of the input that {} not tensors: {}",
+        "note: left out {} of the input that {}: {}",
         super::text::plural(names.len(), "entry"),
-        if names.len() == 1 { "is" } else { "are" },
+        if names.len() == 1 { "is not a tensor" } else { "are not tensors" },
         shown.join(", ")
     ))
 }

@@ -485,9 +485,9 @@ pub fn source_info(
         let names: Vec<String> = left_out.iter().map(|n| format!("{:?}", shown(n))).collect();
         writeln!(
             out,
-            "left out: {} that {} not tensors: {}",
+            "left out: {} that {}: {}",
             super::text::plural(left_out.len(), "entry"),
-            if left_out.len() == 1 { "is" } else { "are" },
+            if left_out.len() == 1 { "is not a tensor" } else { "are not tensors" },
             names.join(", ")
         )?;
     }
