@@ -27,6 +27,7 @@ mod remote_support;
 mod sharded;
 mod shell;
 mod stdin;
+mod strict;
 mod threads;
 mod tools;
 mod unchecked;

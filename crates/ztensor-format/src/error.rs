@@ -141,6 +141,8 @@ kinds! {
     ComponentLengthNotMultiple = "component_length_not_multiple", File, false, "component decoded size not a multiple of its element size";
     /// A v1.2 zstd component without `uncompressed_length`.
     UncompressedLengthMissing = "uncompressed_length_missing", File, true, "v1.2 zstd component without uncompressed_length";
+    /// A 1.1 or 1.2 file's padding is not zero.
+    PaddingNonzero = "padding_nonzero", File, true, "a 1.x file's padding (bytes of the data area no component covers) is not all zero";
     /// A raw component whose `uncompressed_length` differs from `length`.
     UncompressedLengthMismatch = "uncompressed_length_mismatch", File, false, "raw component whose uncompressed_length differs from its length";
     /// A sparse object of the wrong rank.

@@ -93,7 +93,8 @@ pub use crate::manifest::{
 };
 pub use crate::names::{NameIndex, Spelling};
 pub use crate::validate::{
-    ObjectRef, ValidatedManifest, check_object, decoded_len, element_count, element_size, validate,
+    ObjectRef, ValidatedManifest, check_object, check_padding, decoded_len, element_count,
+    element_size, validate,
 };
 pub use crate::value::{CBOR_INT_MAX, CBOR_INT_MIN, Value, text_map};
 

@@ -98,6 +98,36 @@ impl ValidatedManifest {
         self.manifest.version
     }
 
+    /// The padding of the file: the ranges of its data area (from the end of the header to the
+    /// manifest) that no component's stored bytes cover, in file order. Writers of 1.1 and 1.2
+    /// must zero them (rule `padding_nonzero`, enforced in strict mode by readers that read
+    /// them: [`check_padding`]); 0.1 leaves their value undefined, so none is given for it.
+    pub fn padding(&self) -> Vec<std::ops::Range<u64>> {
+        if self.manifest.version == Version::V0_1 {
+            return Vec::new();
+        }
+        let mut spans: Vec<(u64, u64)> = self
+            .manifest
+            .objects
+            .iter()
+            .flat_map(|o| o.components.iter().map(|(_, c)| c))
+            .filter(|c| c.length > 0)
+            .map(|c| (c.offset, c.offset.saturating_add(c.length)))
+            .collect();
+        spans.sort_unstable();
+        let mut gaps = Vec::new();
+        let mut at = HEADER_LEN;
+        for (start, end) in spans.into_iter().chain([(self.location.offset, self.location.offset)])
+        {
+            if start > at {
+                gaps.push(at..start.min(self.location.offset));
+            }
+            at = at.max(end);
+        }
+        gaps.retain(|g| g.start < g.end);
+        gaps
+    }
+
     /// Every object, in manifest order.
     pub fn objects(&self) -> impl ExactSizeIterator<Item = ObjectRef<'_>> + '_ {
         (0..self.manifest.objects.len()).map(|i| self.object_ref(i))
@@ -754,6 +784,25 @@ fn overflow(shape: &[u64]) -> Error {
     Error::new(ErrorKind::ShapeOverflow, "shape × element size overflows 64 bits")
         .field("shape")
         .expected_found("a byte size below 2^64", format!("{shape:?}"))
+}
+
+/// Checks `bytes`, the bytes at offset `at` of a padding range ([`ValidatedManifest::padding`]),
+/// for zeros.
+///
+/// # Errors
+/// [`ErrorKind::PaddingNonzero`] naming the offset of the first byte that is not zero.
+pub fn check_padding(at: u64, bytes: &[u8]) -> Result<()> {
+    match bytes.iter().position(|&b| b != 0) {
+        None => Ok(()),
+        Some(i) => {
+            let offset = at.saturating_add(i as u64);
+            Err(Error::new(
+                ErrorKind::PaddingNonzero,
+                "padding (bytes of the data area no component covers) is not zero",
+            )
+            .at(offset))
+        }
+    }
 }
 
 #[cfg(test)]

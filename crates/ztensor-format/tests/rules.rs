@@ -548,7 +548,28 @@ fn cases() -> Vec<Case> {
                 m.encode().map(drop)
             },
         ),
+        // Padding is read only by who checks it: the file opens either way.
+        calls(K::PaddingNonzero, || padding_of(&base()), || padding_of(&dirty_padding())),
     ]
+}
+
+/// The padding of `file` checked for zeros, as `verify --strict` reads it.
+fn padding_of(file: &[u8]) -> ztensor_format::Result<()> {
+    let manifest = parse_file(file, &Options::strict())?;
+    let gaps = manifest.padding();
+    assert!(!gaps.is_empty(), "a file with padding");
+    for gap in gaps {
+        let bytes = &file[usize::try_from(gap.start).unwrap()..usize::try_from(gap.end).unwrap()];
+        ztensor_format::check_padding(gap.start, bytes)?;
+    }
+    Ok(())
+}
+
+/// The base file with one byte of the padding between its blob and its manifest not zero.
+fn dirty_padding() -> Vec<u8> {
+    let mut file = base();
+    file[100] = 0x5a;
+    file
 }
 
 /// The smallest valid file of any version: 17 bytes, the zero-tensor v0.1 file of seed 000 §7.

@@ -184,6 +184,31 @@ pub(crate) fn read_vec<S: ReadAt>(
 }
 
 impl<S: ReadAt> Reader<S> {
+    /// Checks the file's padding for zeros (rule `padding_nonzero`, which 1.1 and 1.2 writers
+    /// must keep): reads every range of the data area that no component covers
+    /// ([`ValidatedManifest::padding`]), 64 KiB at a time. 0.1 leaves padding undefined, so a
+    /// 0.1 file has nothing to check.
+    ///
+    /// # Errors
+    /// `padding_nonzero` naming the first byte that is not zero; the source's read errors.
+    pub fn check_padding(&self) -> Result<()> {
+        const PIECE: u64 = 64 << 10;
+        let mut buf = Vec::new();
+        for gap in self.manifest.padding() {
+            let mut at = gap.start;
+            while at < gap.end {
+                let n = (gap.end - at).min(PIECE);
+                buf.resize(usize::try_from(n).unwrap_or(0), 0);
+                self.source
+                    .read_exact_at(at, &mut buf)
+                    .map_err(|e| Error::io(format!("reading the padding at byte {at}"), None, e))?;
+                ztensor_format::check_padding(at, &buf)?;
+                at += n;
+            }
+        }
+        Ok(())
+    }
+
     /// Reads and validates the manifest of `source`.
     ///
     /// # Errors

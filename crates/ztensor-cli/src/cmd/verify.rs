@@ -90,6 +90,13 @@ fn verify(
             }
         }
     }
+    // What only strict mode asks of writers and only reading the file can tell: zeroed padding.
+    if strict && let Err(e) = reader.check_padding() {
+        if e.rule().is_none() {
+            return Err(crate::reported(&file.display().to_string(), &e));
+        }
+        problems.push(e.to_string());
+    }
     let n = reader.manifest().len();
     let decoded: u64 = reader
         .manifest()
