@@ -216,6 +216,9 @@ pub(crate) enum Command {
         /// several, each line is the digest, two spaces and the file.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Print JSON: [{"file", "id"}], one entry per input.
+        #[arg(long)]
+        json: bool,
         /// The hash of the content value: sha256 (as the zTensor 2 reference prints) or xxh3.
         #[arg(long, value_enum, default_value = "sha256")]
         algorithm: IdArg,
@@ -554,6 +557,10 @@ pub(crate) struct Run {
     /// No progress bar and no summary line (errors are still reported).
     #[arg(long, short)]
     pub(crate) quiet: bool,
+    /// Print the summary as JSON (one object: what was written, its objects and sizes in
+    /// bytes, the seconds taken, notes) instead of a line; no progress bar.
+    #[arg(long)]
+    pub(crate) json: bool,
     /// Fail at once, instead of waiting, when another process is writing the output.
     #[arg(long)]
     pub(crate) no_wait: bool,

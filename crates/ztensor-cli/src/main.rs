@@ -173,13 +173,13 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
     } else {
         Box::new(std::io::BufWriter::with_capacity(64 << 10, stdout))
     };
-    let (done, quiet) = match cli.command {
+    let (done, quiet, json) = match cli.command {
         Command::Info { file, strict, json, attributes } => {
             cmd::info::run(&mut out, &file, strict, json, attributes)?;
             return finish(out, ExitCode::SUCCESS);
         }
-        Command::Id { files, algorithm } => {
-            cmd::look::ids(&mut out, &files, algorithm.into())?;
+        Command::Id { files, algorithm, json } => {
+            cmd::look::ids(&mut out, &files, algorithm.into(), json)?;
             return finish(out, ExitCode::SUCCESS);
         }
         Command::Ls { file, patterns, json } => {
@@ -224,23 +224,39 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             cmd::look::cat(&mut out, &file, &*open_source(&file)?, &name, limit)?;
             return finish(out, ExitCode::SUCCESS);
         }
-        Command::Convert(a) => {
-            let quiet = a.run.quiet;
-            (cmd::convert::command(a)?, quiet)
+        // `--json`: the summary as JSON, and no progress bar.
+        Command::Convert(mut a) => {
+            let (quiet, json) = (a.run.quiet, a.run.json);
+            a.run.quiet |= json;
+            (cmd::convert::command(a)?, quiet, json)
         }
-        Command::Repack(a) => {
-            let quiet = a.run.quiet;
-            (cmd::convert::repack(a)?, quiet)
+        Command::Repack(mut a) => {
+            let (quiet, json) = (a.run.quiet, a.run.json);
+            a.run.quiet |= json;
+            (cmd::convert::repack(a)?, quiet, json)
         }
-        Command::Plan(a) => (cmd::plan::plan(a)?, false),
-        Command::RunUnit { plan, unit, run } => {
-            (cmd::plan::run_unit(&plan, unit, &run)?, run.quiet)
+        Command::Plan(a) => (cmd::plan::plan(a)?, false, false),
+        Command::RunUnit { plan, unit, mut run } => {
+            let (quiet, json) = (run.quiet, run.json);
+            run.quiet |= json;
+            (cmd::plan::run_unit(&plan, unit, &run)?, quiet, json)
         }
-        Command::Finalize { plan, deep } => (cmd::plan::finalize(&plan, deep)?, false),
-        Command::Append(a) => (cmd::edit::append(&a)?, a.run.quiet),
-        Command::Remove(a) => (cmd::edit::remove(&a)?, false),
+        Command::Finalize { plan, deep } => (cmd::plan::finalize(&plan, deep)?, false, false),
+        Command::Append(mut a) => {
+            let (quiet, json) = (a.run.quiet, a.run.json);
+            a.run.quiet |= json;
+            (cmd::edit::append(&a)?, quiet, json)
+        }
+        Command::Remove(a) => (cmd::edit::remove(&a)?, false, false),
     };
-    if !quiet {
+    if json && !quiet {
+        let report = format!("{:#}\n", report::json(&done));
+        if done.on_stderr() {
+            std::io::stderr().lock().write_all(report.as_bytes())?;
+        } else {
+            out.write_all(report.as_bytes())?;
+        }
+    } else if !quiet {
         if done.on_stderr() {
             report::print(&mut std::io::stderr().lock(), &done)?;
         } else {

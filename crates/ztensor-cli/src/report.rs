@@ -150,6 +150,83 @@ pub(crate) fn print(out: &mut dyn Write, done: &Done) -> io::Result<()> {
     }
 }
 
+/// What `done` says happened, as one JSON object (`--json`): sizes in bytes, paths as given
+/// (`-` for standard output), durations in seconds.
+pub(crate) fn json(done: &Done) -> serde_json::Value {
+    use serde_json::json;
+    let path = |p: &Path| crate::cmd::stdin::name(p);
+    match done {
+        Done::Wrote { output, format, converted, file_len, took, .. } => {
+            let (decoded, stored, raw) = match converted.tally {
+                Some(t) => (
+                    (t.decoded_unknown == 0).then_some(t.decoded),
+                    Some(t.stored),
+                    Some(t.raw_components),
+                ),
+                None => (converted.decoded, None, None),
+            };
+            json!({
+                "wrote": path(output),
+                "format": format,
+                "objects": converted.objects,
+                "decoded": decoded,
+                "stored": stored,
+                "file_len": file_len,
+                "seconds": took.as_secs_f64(),
+                "peak_in_flight": converted.peak,
+                "components_left_raw": raw,
+                "notes": converted.notes,
+            })
+        }
+        Done::Shards { directory, shards, index, format, objects, decoded, bytes, took, notes } => {
+            json!({
+                "wrote": path(directory),
+                "format": format,
+                "shards": shards,
+                "index": path(index),
+                "objects": objects,
+                "decoded": decoded,
+                "file_len": bytes,
+                "seconds": took.as_secs_f64(),
+                "notes": notes,
+            })
+        }
+        Done::Planned { plan, units, objects, decoded, note } => json!({
+            "plan": path(plan),
+            "units": units,
+            "objects": objects,
+            "decoded": decoded,
+            "notes": note.iter().collect::<Vec<_>>(),
+        }),
+        Done::Unit { unit, fresh, shard, objects, size, digest, took } => json!({
+            "unit": unit,
+            "wrote": fresh,
+            "shard": path(shard),
+            "objects": objects,
+            "file_len": size,
+            "digest": digest,
+            "seconds": took.as_secs_f64(),
+        }),
+        Done::Finalized { index, shards, objects } => json!({
+            "wrote": path(index),
+            "shards": shards,
+            "objects": objects,
+        }),
+        Done::Appended { objects, from, target, len } => json!({
+            "appended": objects,
+            "from": path(from),
+            "to": path(target),
+            "file_len": len,
+        }),
+        Done::Removed { output, objects, len, names } => json!({
+            "wrote": path(output),
+            "objects": objects,
+            "file_len": len,
+            "removed": names,
+        }),
+    }
+}
+
 /// The lines `convert` and `repack` end with: what was written, in the vocabulary of `info`
 /// (objects, decoded and stored bytes, the file's size), how long it took and, for outputs of
 /// the parallel engine, the most bytes it held in flight (left out when it held none: a

@@ -178,3 +178,46 @@ fn summaries_and_errors_say_each_thing_once() {
     assert_eq!(named, 1, "the object is named once: {e}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// `--json` on the commands that write: the summary as one JSON object, its figures those of
+/// the file written (its length on disk, its objects as `info` counts them); `id --json` one
+/// entry per input; with `-` the JSON goes to standard error, standard output holding the file.
+#[test]
+fn writing_commands_and_id_report_as_json() {
+    let d = scratch("json-reports");
+    let input = root().join("fixtures/examples/tiny-v1.2.zt");
+    let input = input.to_str().unwrap();
+    let out = d.join("o.zt");
+    let r = ztensor(&["convert", "--json", input, out.to_str().unwrap(), "--zstd", "3"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let report: serde_json::Value = serde_json::from_slice(&r.stdout).expect("one JSON object");
+    assert_eq!(report["wrote"], out.to_str().unwrap());
+    assert_eq!(report["format"], "zTensor 1.2");
+    assert_eq!(report["file_len"], std::fs::metadata(&out).unwrap().len());
+    let info: serde_json::Value =
+        serde_json::from_slice(&ztensor(&["info", "--json", out.to_str().unwrap()]).stdout)
+            .unwrap();
+    assert_eq!(report["objects"].as_u64(), info["objects"].as_array().map(|a| a.len() as u64));
+    assert!(report["seconds"].as_f64().is_some() && report["notes"].is_array(), "{report}");
+    // Nothing else on standard error: no bar, no line.
+    assert!(r.stderr.is_empty(), "{}", stderr(&r));
+    // `-`: the file on standard output, the report on standard error.
+    let r = ztensor(&["convert", "--json", input, "-", "--to", "1.1"]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(r.stdout.starts_with(b"ZTEN1000"));
+    let report: serde_json::Value = serde_json::from_slice(&r.stderr).expect("JSON on stderr");
+    assert_eq!(report["wrote"], "-");
+    assert_eq!(report["file_len"], r.stdout.len() as u64);
+    // --quiet wins: nothing printed.
+    let r = ztensor(&["convert", "--json", "-q", input, out.to_str().unwrap()]);
+    assert!(r.status.success() && r.stdout.is_empty(), "{}", stderr(&r));
+    // id: one entry per input, the same id `id` prints.
+    let plain = ztensor(&["id", input]);
+    let r = ztensor(&["id", "--json", input, out.to_str().unwrap()]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let ids: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(ids.as_array().map(Vec::len), Some(2));
+    assert_eq!(ids[0]["file"], input);
+    assert_eq!(ids[0]["id"].as_str(), Some(String::from_utf8_lossy(&plain.stdout).trim()));
+    assert_eq!(ids[0]["id"], ids[1]["id"], "the same content");
+}

@@ -426,7 +426,17 @@ pub(crate) fn ids(
     out: &mut impl Write,
     files: &[std::path::PathBuf],
     algorithm: ztensor_v2::IdAlgorithm,
+    json: bool,
 ) -> Result<()> {
+    if json {
+        let mut found = Vec::with_capacity(files.len());
+        for file in files {
+            let id = id(file, algorithm)?;
+            found.push(serde_json::json!({"file": super::stdin::name(file), "id": id}));
+        }
+        writeln!(out, "{:#}", serde_json::Value::Array(found))?;
+        return Ok(());
+    }
     for file in files {
         let id = id(file, algorithm)?;
         if files.len() == 1 {

@@ -19,7 +19,7 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
         Some(size) => ztensor_shard_write::Split::Size(size),
         None => ztensor_shard_write::Split::LikeInput,
     });
-    let run = Run { threads: 0, memory: None, quiet: true, no_wait: false };
+    let run = Run { threads: 0, memory: None, quiet: true, json: false, no_wait: false };
     let request = Request {
         input: &a.input,
         output: &a.output,
@@ -185,7 +185,7 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
 /// `ztensor finalize PLAN`: every unit's receipt and shard checked, the index written.
 pub(crate) fn finalize(path: &Path, deep: bool) -> Result<Done> {
     let plan = read_plan(path)?;
-    let quiet = Run { threads: 0, memory: None, quiet: true, no_wait: false };
+    let quiet = Run { threads: 0, memory: None, quiet: true, json: false, no_wait: false };
     let index = match prefix_of(&plan, &quiet) {
         Some(prefix) => ztensor_shard_write::finalize_to(&plan, deep, &prefix).map(PathBuf::from),
         None => ztensor_shard_write::finalize(&plan, deep),
