@@ -65,11 +65,27 @@ def test_readme_dlpack_example_runs(tmp):
 
         import ztensor_rs.torch
 
+        import numpy as np
+
         w = torch.randn(4, 4).to(torch.bfloat16)
         fp8 = torch.tensor([0.5, -2.0]).to(torch.float8_e4m3fn)
-        ztensor_rs.torch.save_file({"w": w, "fp8": fp8}, "model.zt")
+        scale = torch.tensor([0.25, 4.0])
+        ztensor_rs.torch.save_file({"w": w, "fp8": fp8, "scale": scale}, "model.zt")
         scope: dict = {}
         exec(compile(blocks[1], "README.md", "exec"), scope)
+        # NumPy: its own types by DLPack, bfloat16 as ml_dtypes through get_tensor; what the
+        # README says NumPy refuses, it refuses.
+        assert scope["scale"].dtype == np.float32 and scope["scale"].tolist() == [0.25, 4.0]
+        assert str(scope["w_np"].dtype) == "bfloat16"
+        assert scope["w_np"].view(np.uint16).tolist() == w.view(torch.int16).numpy().view(np.uint16).tolist()
+        with ztensor_rs.safe_open("model.zt") as f:
+            for name in ["w", "fp8"]:
+                try:
+                    np.from_dlpack(f.get_object(name))
+                except RuntimeError as e:
+                    assert "Unsupported dtype" in str(e), e
+                else:
+                    raise AssertionError(f"NumPy took {name} by DLPack; the README says it does not")
         assert scope["w"].dtype == torch.bfloat16 and torch.equal(scope["w"], w)
         assert str(scope["fp8"].dtype) == "float8_e4m3fn"
         assert torch.equal(scope["mine"], w) and scope["mine"].data_ptr() != scope["w"].data_ptr()
