@@ -83,8 +83,9 @@ pub(crate) fn report() {
     if std::env::var_os("ZTENSOR_REMOTE_STATS").is_none() {
         return;
     }
-    let count =
-        |n: u64, what| crate::cmd::text::plural(usize::try_from(n).unwrap_or(usize::MAX), what);
+    // (`request`, `byte` and `object` take an s: no import of the commands' vocabulary, which
+    // imports this module.)
+    let count = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     // Every object read, the shards a reader opened beside an index or a root included.
     let transfers = ztensor_remote::transfers();
     for (url, t) in &transfers {
