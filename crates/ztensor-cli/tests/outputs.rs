@@ -221,3 +221,38 @@ fn writing_commands_and_id_report_as_json() {
     assert_eq!(ids[0]["id"].as_str(), Some(String::from_utf8_lossy(&plain.stdout).trim()));
     assert_eq!(ids[0]["id"], ids[1]["id"], "the same content");
 }
+
+/// A file output that exists is replaced whole, and never silently: the summary names what it
+/// held, and what of that the new file no longer has (compression, digests) with the option
+/// that keeps it. A new file gets no such note.
+#[test]
+fn replacing_a_file_says_what_it_held_and_what_is_lost() {
+    let d = scratch("over-a-file");
+    let input = root().join("fixtures/examples/tiny-v1.2.zt");
+    let input = input.to_str().unwrap();
+    let out = d.join("o.zt");
+    let out = out.to_str().unwrap();
+    let said = |args: &[&str]| {
+        let r = ztensor(args);
+        assert!(r.status.success(), "{}", stderr(&r));
+        String::from_utf8_lossy(&r.stdout).into_owned()
+    };
+    let first =
+        said(&["convert", input, out, "--zstd", "3", "--zstd-always", "--digest", "sha256"]);
+    assert!(!first.contains("note: replaced"), "{first}");
+    let raw = said(&["convert", input, out]);
+    assert!(raw.contains("note: replaced "), "{raw}");
+    assert!(raw.contains("(zTensor 1.2, compressed, with sha256 digests)"), "{raw}");
+    assert!(raw.contains("does not have its compression (--zstd LEVEL keeps it)"), "{raw}");
+    assert!(raw.contains("its sha256 digests (--digest keeps them)"), "{raw}");
+    let same = said(&["convert", input, out]);
+    assert!(same.contains("note: replaced ") && !same.contains("does not have"), "{same}");
+    // Something that is not a file of tensors is named as such.
+    std::fs::write(out, b"a shopping list").unwrap();
+    let over = said(&["convert", input, out]);
+    assert!(over.contains("(not a file of tensors this tool reads)"), "{over}");
+    // In the JSON summary too.
+    let r = ztensor(&["convert", "--json", input, out]);
+    let report: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(report["notes"][0].as_str().unwrap().starts_with("note: replaced "), "{report}");
+}
