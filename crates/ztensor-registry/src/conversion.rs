@@ -189,7 +189,6 @@ pub struct Conversion {
     pub target: Target,
     /// How a sharded output is split; `None` for one file.
     pub sharding: Option<Sharding>,
-    spelling: Spelling,
 }
 
 impl Conversion {
@@ -292,7 +291,6 @@ impl Conversion {
             output: output.to_path_buf(),
             target,
             sharding,
-            spelling: words,
         })
     }
 
@@ -322,11 +320,6 @@ impl Conversion {
             not_over(read, &self.output, &what)?;
         }
         Ok(())
-    }
-
-    /// How the front end that asked names its options.
-    pub fn spelling(&self) -> Spelling {
-        self.spelling
     }
 }
 

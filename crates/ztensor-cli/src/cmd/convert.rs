@@ -274,25 +274,6 @@ fn replaced(output: &Path, before: &Held, after: Option<&Held>) -> String {
     format!("note: replaced {} ({what}){lost}", super::text::shown(&output.display().to_string()))
 }
 
-/// Whether `output` asks for a sharded checkpoint (it ends in `/` or is a directory), and
-/// how it is split; `--shard-size` is refused for a file output.
-pub(crate) fn sharding(
-    output: &Path,
-    shard_size: Option<u64>,
-) -> Result<Option<ztensor_shard_write::Split>> {
-    let directory = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
-    match (directory, shard_size) {
-        (true, Some(size)) => Ok(Some(ztensor_shard_write::Split::Size(size.max(1)))),
-        (true, None) => Ok(Some(ztensor_shard_write::Split::LikeInput)),
-        (false, Some(_)) => Err(anyhow!(
-            "--shard-size writes a sharded checkpoint: give an output directory (ending in /), \
-             not {}",
-            output.display()
-        )),
-        (false, None) => Ok(None),
-    }
-}
-
 /// The split the registry's [`Sharding`](ztensor_registry::Sharding) names.
 fn split_of(sharding: ztensor_registry::Sharding) -> ztensor_shard_write::Split {
     match sharding {

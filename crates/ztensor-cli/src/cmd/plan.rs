@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 
-use super::convert::{Request, plan_of, sharding};
+use super::convert::{Request, plan_of};
 use crate::cli::PlanArgs;
 use crate::progress::Bar;
 use crate::report::Done;
@@ -15,10 +15,20 @@ use crate::{Run, Target, open_source_with, reported};
 /// `ztensor plan`: the plan of a sharded conversion written to its file, which may be none of
 /// the files it reads or writes.
 pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
-    let split = sharding(&a.output, a.shard_size)?.unwrap_or(match a.shard_size {
-        Some(size) => ztensor_shard_write::Split::Size(size),
+    // The registry's rules for the conversion the plan is of; its output is a directory to be,
+    // which need not exist yet (nor end in `/`).
+    ztensor_registry::Conversion::check(&ztensor_registry::Request {
+        to: Some(Target::Zt(a.to)),
+        zstd: a.encoding.zstd,
+        digest: a.encoding.digest.is_some(),
+        shard_size: a.shard_size,
+        ..ztensor_registry::Request::new(&a.input, &a.output, ztensor_registry::Spelling::Cli)
+    })
+    .map_err(|e| anyhow!("{e}"))?;
+    let split = match a.shard_size {
+        Some(size) => ztensor_shard_write::Split::Size(size.max(1)),
         None => ztensor_shard_write::Split::LikeInput,
-    });
+    };
     let run = Run { threads: 0, memory: None, quiet: true, json: false, no_wait: false };
     let request = Request {
         input: &a.input,
