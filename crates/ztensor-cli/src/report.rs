@@ -174,6 +174,7 @@ pub(crate) fn json(done: &Done) -> serde_json::Value {
                 "file_len": file_len,
                 "seconds": took.as_secs_f64(),
                 "peak_in_flight": converted.peak,
+                "peak_memory": ztensor_io::peak_resident(),
                 "components_left_raw": raw,
                 "notes": converted.notes,
             })
@@ -228,10 +229,9 @@ pub(crate) fn json(done: &Done) -> serde_json::Value {
 }
 
 /// The lines `convert` and `repack` end with: what was written, in the vocabulary of `info`
-/// (objects, decoded and stored bytes, the file's size), how long it took and, for outputs of
-/// the parallel engine, the most bytes it held in flight (left out when it held none: a
-/// zTensor input whose stored bytes were copied as they are); and how many components went raw
-/// because zstd would not make them smaller.
+/// (objects, decoded and stored bytes, the file's size), how long it took and the process's
+/// peak memory as measured; and how many components went raw because zstd would not make them
+/// smaller.
 fn wrote(
     out: &mut dyn Write,
     output: &str,
@@ -241,10 +241,10 @@ fn wrote(
     took: Duration,
     zstd: bool,
 ) -> io::Result<()> {
-    let peak = converted
-        .peak
-        .filter(|&p| p > 0)
-        .map(|p| format!(", peak {} in flight", size(p)))
+    // Measured (the process's most resident memory), not the engine's accounting of what it
+    // held: a figure a user can hold against `time -v` and the machine.
+    let peak = ztensor_io::peak_resident()
+        .map(|p| format!(", peak memory {}", size(p)))
         .unwrap_or_default();
     let what = match converted.tally {
         Some(t) if t.decoded_unknown == 0 => {

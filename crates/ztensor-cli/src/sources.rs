@@ -5,6 +5,7 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use ztensor_format::Options;
 use ztensor_io::{FileSource, Reader};
+use ztensor_registry::Place;
 
 use crate::cmd;
 use crate::errors::{Failure, open_error, reported, torn_hint, with_hint};
@@ -13,21 +14,33 @@ use crate::remote;
 
 /// The zTensor file (0.1, 1.x) at `path` as its own reader, through the descriptor it was
 /// told by where it was ([`told`](crate::told::told)).
-pub(crate) fn zt_reader(
+pub(crate) fn zt_reader<S: ztensor_io::ReadAt + From<FileSource>>(
     path: &Path,
     opening: &ztensor_registry::OpenOptions,
-) -> std::result::Result<Reader<FileSource>, ztensor_io::Error> {
+) -> std::result::Result<Reader<S>, ztensor_io::Error> {
     match crate::told::told(path) {
         Ok(mut detected) => detected.open_zt(opening),
-        Err(_) => ztensor_registry::open_zt(path, opening),
+        Err(_) => ztensor_registry::open_zt_at(S::from(FileSource::open(path)?), opening),
     }
 }
 
-/// Opens a zTensor file; a file that breaks a rule is a rejection (status 1), other failures stay
-/// errors.
-pub(crate) fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
+/// The zTensor file (0.1, 1.x) at `path`, a local path or a URL, as its own reader over
+/// where its bytes are: one reader, so a command prints the same report for an object as for
+/// the same bytes on disk. A file that breaks a rule is a rejection (status 1), with the hint
+/// for a torn append where it applies.
+pub(crate) fn open_place(path: &Path, options: &Options) -> Result<Reader<Place>> {
     let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-    zt_reader(path, &opening).map_err(|e| match e.rule() {
+    let reader = match remote::url_of(path) {
+        Some(url) => ztensor_registry::open_zt_at(Place::from(remote::object(url)?), &opening),
+        None => zt_reader(path, &opening),
+    };
+    reader.map_err(|e| rejected_or_failed(path, options, &e))
+}
+
+/// A zTensor reader's error at `path`: a broken rule is a rejection (status 1), naming the
+/// limit that was passed and the way to repair a torn append; other failures stay errors.
+fn rejected_or_failed(path: &Path, options: &Options, e: &ztensor_io::Error) -> anyhow::Error {
+    match e.rule() {
         Some(_) => {
             let note = ztensor_cli::limit_note(e.rule());
             anyhow!(Failure::rejected(format!(
@@ -37,7 +50,14 @@ pub(crate) fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>>
             )))
         }
         None => anyhow!("{e}"),
-    })
+    }
+}
+
+/// Opens a zTensor file; a file that breaks a rule is a rejection (status 1), other failures stay
+/// errors.
+pub(crate) fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
+    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
+    zt_reader(path, &opening).map_err(|e| rejected_or_failed(path, options, &e))
 }
 
 /// Takes the write lock on an existing `output`: waiting (and saying so) while another process

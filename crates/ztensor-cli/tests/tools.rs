@@ -494,8 +494,8 @@ fn help_names_every_format_the_tool_reads_and_writes() {
     }
 }
 
-/// A line of the tool's output with what changes from run to run (seconds, the peak in flight,
-/// which depends on scheduling) made constant.
+/// A line of the tool's output with what changes from run to run (seconds, the peak memory
+/// measured) made constant.
 fn steady(line: &str) -> String {
     let mut out = line.to_owned();
     if let Some(i) = out.find(" in ")
@@ -504,36 +504,42 @@ fn steady(line: &str) -> String {
     {
         out.replace_range(i + 4..j, "T");
     }
-    if let Some(i) = out.find(", peak ")
-        && let Some(j) = out[i..].find(" in flight").map(|j| i + j)
-    {
-        out.replace_range(i + 7..j, "P");
+    if let Some(i) = out.find(", peak memory ") {
+        let from = i + ", peak memory ".len();
+        let len = out[from..].find([',', '\n']).unwrap_or(out.len() - from);
+        out.replace_range(from..from + len, "P");
     }
     out
 }
 
 #[test]
 fn the_readme_quick_start_and_tour_print_what_the_readme_shows() {
-    // Every `$ ` command of README.md's console blocks, in order, in one directory holding a
-    // copy of the bundled checkpoint (as the quick start makes), with the built `ztensor` first
-    // on PATH: each prints what the README shows under it. ZT_README_BLESS=1 writes what they
+    // Every `$ ` command of README.md's console blocks, in order, each block in a directory of
+    // its own holding a copy of the bundled checkpoint (as the quick start and the tour make),
+    // with the built `ztensor` first on PATH: each prints what the README shows under it. ZT_README_BLESS=1 writes what they
     // print into the README instead.
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
     let readme = std::fs::read_to_string(&path).unwrap();
-    let d = scratch("readme");
-    let copy = std::process::Command::new("cp")
-        .args(["-r", "fixtures/examples/checkpoint"])
-        .arg(&d)
-        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .status()
-        .unwrap();
-    assert!(copy.success());
+    // Each console block follows `cd "$(mktemp -d)" && cp -r …/checkpoint .`: a directory of
+    // its own holding a copy of the bundled checkpoint.
+    let fresh = |n: usize| {
+        let d = scratch(&format!("readme-{n}"));
+        let copy = std::process::Command::new("cp")
+            .args(["-r", "fixtures/examples/checkpoint"])
+            .arg(&d)
+            .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
+            .status()
+            .unwrap();
+        assert!(copy.success());
+        d
+    };
+    let mut d = fresh(0);
     let bin = Path::new(env!("CARGO_BIN_EXE_ztensor")).parent().unwrap().to_owned();
     let search = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    let run = |command: &str| -> String {
+    let run = |dir: &Path, command: &str| -> String {
         let out = std::process::Command::new("sh")
             .args(["-c", command])
-            .current_dir(&d)
+            .current_dir(dir)
             .env("PATH", &search)
             .output()
             .unwrap();
@@ -541,13 +547,15 @@ fn the_readme_quick_start_and_tour_print_what_the_readme_shows() {
     };
     let bless = std::env::var_os("ZT_README_BLESS").is_some();
     let mut blessed = String::new();
-    let (mut in_console, mut commands) = (false, 0);
+    let (mut in_console, mut commands, mut blocks) = (false, 0, 0);
     let mut lines = readme.lines().peekable();
     while let Some(line) = lines.next() {
         blessed.push_str(line);
         blessed.push('\n');
         if line == "```console" {
             in_console = true;
+            blocks += 1;
+            d = fresh(blocks);
             continue;
         }
         if !in_console {
@@ -573,7 +581,7 @@ fn the_readme_quick_start_and_tour_print_what_the_readme_shows() {
         if blank_after {
             shown.pop();
         }
-        let printed = run(command);
+        let printed = run(&d, command);
         if bless {
             blessed.push_str(&printed);
             if blank_after {
@@ -1076,9 +1084,11 @@ fn pytorch_checkpoints_are_read_like_any_other_input() {
     ok(&["verify", arg(&checkpoint)]);
     // Converted with its plain values as file attributes; the same tensors either way.
     let zt = d.join("checkpoint.zt");
-    let said = ok(&["convert", arg(&checkpoint), arg(&zt), "--zstd", "3", "--digest", "sha256"]);
+    let said =
+        ok(&["convert", arg(&checkpoint), arg(&zt), "--zstd", "3", "--digest", "sha256", "--json"]);
     // Tensors the source decodes whole are held whole: that is what is in flight.
-    assert!(said.contains("in flight") && !said.contains("peak 0 bytes"), "{said}");
+    let report: serde_json::Value = serde_json::from_str(&said).unwrap();
+    assert!(report["peak_in_flight"].as_u64().is_some_and(|p| p > 0), "{said}");
     let same = ok(&["diff", arg(&checkpoint), arg(&zt)]);
     assert!(same.contains("27 the same"), "{same}");
     let report = json(&ztensor(&["info", "--json", arg(&zt)]));
@@ -1451,13 +1461,9 @@ fn peak_in_flight_counts_what_foreign_sources_hold() {
             .map(|t| t["decoded"].as_u64().unwrap())
             .max()
             .unwrap();
-        let said = ok(&["convert", input, arg(&d.join("o.zt")), "--bytes"]);
-        let peak: u64 = said
-            .split(", peak ")
-            .nth(1)
-            .and_then(|p| p.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .expect(&said);
+        let said = ok(&["convert", input, arg(&d.join("o.zt")), "--json"]);
+        let report: serde_json::Value = serde_json::from_str(&said).unwrap();
+        let peak = report["peak_in_flight"].as_u64().expect(&said);
         assert!(peak >= largest && largest > 0, "{input}: peak {peak} < {largest}: {said}");
     }
 }

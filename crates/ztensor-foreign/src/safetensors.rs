@@ -592,6 +592,8 @@ fn export(source: &dyn TensorSource, out: &mut impl Write, options: &ExportOptio
         return Err(Error::new(ErrorKind::Io, "the header changed length while it was written"));
     }
     let mut written = 8 + header_len;
+    // The tensors are read in the order they are written: a remote input fetches them ahead.
+    ztensor_io::will_read(source, planned.iter().map(|t| t.index));
     for t in &planned {
         // safetensors keeps no digest: check the source's on the bytes exported (reading
         // checks every digest the source has), or damage is laundered.

@@ -345,4 +345,9 @@ impl<S: ReadAt> TensorSource for ShardedSafetensors<S> {
         let (_, file, i) = self.locate(index)?;
         file.raw(i)
     }
+
+    fn stored_ranges(&self, index: usize) -> Option<ztensor_io::StoredRanges<'_>> {
+        let (_, file, i) = self.locate(index)?;
+        file.stored_ranges(i)
+    }
 }

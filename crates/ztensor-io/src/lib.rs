@@ -80,11 +80,12 @@ pub use ztensor_format::role;
 pub use ztensor_source::{
     AtomicFile, Chunked, ComponentData, ComponentInfo, Decoded, Error, ErrorKind, Excluding,
     FileId, FileSource, OBJECT_COST, ObjectData, ObjectInfo, OutputDir, READER_PATIENCE, RawRange,
-    ReadAt, Result, Stored, TensorSink, TensorSource, Undo, WriteLock, address_space_cap,
-    check_expansion, check_output, check_read_expansion, close_names,
+    ReadAt, Result, Stored, StoredRanges, TensorSink, TensorSource, Undo, WriteLock,
+    address_space_cap, check_expansion, check_output, check_read_expansion, close_names,
     fit_allocator_to_address_space, interrupt, machine_limits, machine_options, on_interrupt,
-    open_input, pause, physical_memory, raise_open_file_limit, read_input, read_without_lock,
-    remove_stale_temporaries, shard_label, split_by_size, try_with_capacity, try_zeroed,
+    open_input, pause, peak_resident, physical_memory, raise_open_file_limit, read_input,
+    read_without_lock, remove_stale_temporaries, shard_label, split_by_size, try_with_capacity,
+    try_zeroed, will_read,
 };
 #[cfg(feature = "mmap")]
 pub use ztensor_source::{Mapped, PrivateMap};

@@ -41,11 +41,13 @@ mod memory;
 mod pipeline;
 pub mod simulate;
 mod sink;
+mod verify;
 
 pub use crate::ahead::Ahead;
 pub use crate::memory::InMemory;
 pub use crate::pipeline::Budget;
 pub use crate::sink::ZtSink;
+pub use crate::verify::{verify_all, verify_source};
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -380,7 +382,7 @@ fn run<'a, S: ReadAt, W: Write>(
 }
 
 /// The piece size of parallel reads of raw components.
-const RAW_PIECE: u64 = 4 << 20;
+pub(crate) const RAW_PIECE: u64 = 4 << 20;
 
 /// A component's decoded bytes, with the frames of a chunked zstd component (one that carries a
 /// seek table) decoded in parallel on the current rayon pool, and a large raw one read in
@@ -563,102 +565,4 @@ pub fn load_all<S: ReadAt>(
             })
             .collect()
     })
-}
-
-/// Verifies every object of any tensor source (safetensors, a sharded checkpoint,
-/// TensorBuffers, zTensor) on `par.threads` threads: each is read, with every digest its format
-/// keeps checked on the bytes read, and checked against the format's data rules. Returns each
-/// object's outcome, in the source's order (one slot each: at a million objects a name apiece
-/// would cost tens of megabytes; [`TensorSource::name`](ztensor_io::TensorSource::name) gives
-/// the names of those that failed); an object this implementation cannot
-/// decode has [`ErrorKind::Unsupported`](ztensor_io::ErrorKind::Unsupported), for the caller to
-/// tell from damage. `progress` hears of each object's stored bytes as it is done.
-///
-/// # Errors
-/// Only if the threads cannot be started; per-object failures are in the result.
-pub fn verify_source(
-    source: &dyn ztensor_io::TensorSource,
-    par: &ParOptions,
-    progress: &dyn Progress,
-) -> Result<Vec<Result<()>>> {
-    let pool = par.pool()?;
-    Ok(pool.install(|| {
-        (0..source.len())
-            .into_par_iter()
-            .map(|i| {
-                let name = source.name(i).map_or_else(|| format!("#{i}"), |n| n.into_owned());
-                let info = source.info(i);
-                // Raw bytes with no digest and no data rule (anything but bool) are only read,
-                // in pieces: a huge tensor does not cost its size in memory per thread.
-                let plain = info.as_ref().is_some_and(|o| {
-                    o.unsupported.is_none()
-                        && o.components.iter().all(|c| c.dtype.known() != Some(DType::Bool))
-                });
-                let outcome = match source.raw(i).filter(|_| plain) {
-                    Some(range) => range.read_pieces(RAW_PIECE, |_| {}),
-                    // Read through with digests and data rules checked: in pieces where the
-                    // source reads in pieces (zTensor shards), whole otherwise.
-                    None => source.verify(i).map(drop),
-                };
-                let stored = info.as_ref().map_or(0, |o| o.stored_len());
-                progress.bytes_in(stored);
-                progress.bytes_done(stored);
-                progress.object_done(&name);
-                outcome
-            })
-            .collect()
-    }))
-}
-
-/// Verifies every object on `par.threads` threads: every digest, and the data rules (the strict
-/// ones too when the reader was opened strict). Returns each object's outcome, in manifest order.
-/// `progress` hears of each object's stored bytes as it is done. Every object streams through
-/// in pieces ([`ztensor_io::Object::verify`]): memory is a few pieces per thread, whatever an
-/// object's size or layout.
-///
-/// # Errors
-/// Only if the threads cannot be started; per-object failures are in the result.
-pub fn verify_all<'r, S: ReadAt>(
-    reader: &'r Reader<S>,
-    par: &ParOptions,
-    progress: &dyn Progress,
-) -> Result<Vec<(&'r str, Result<()>)>> {
-    let pool = par.pool()?;
-    // Objects may legally share a blob. A dense object's verdict depends only on its one
-    // component and decoded length, so aliases of one already checked are not decoded again
-    // (a 35 KB file of 16 aliases of a 1 GiB blob would otherwise decode 16 GiB).
-    let first_alias = reader.manifest().aliases();
-    // Every object streams through in pieces: digests on the stored bytes, the data rules
-    // on the decoded ones as they pass, whatever its size or layout.
-    let check = |object: &ztensor_io::Object<'_, S>| -> Result<()> { object.verify() };
-    // One slot per object, filled in place: at a million objects, each per-object vector
-    // costs megabytes.
-    let mut verdicts: Vec<(&'r str, Result<()>)> =
-        reader.objects().map(|object| (object.name(), Ok(()))).collect();
-    let object = |i: usize| reader.object_at(i).expect("an index of the manifest");
-    pool.install(|| {
-        verdicts.par_iter_mut().enumerate().filter(|(i, _)| first_alias[*i] == *i).for_each(
-            |(i, (_, verdict))| {
-                let object = object(i);
-                *verdict = check(&object);
-                progress.bytes_in(object.stored_len());
-                progress.bytes_done(object.stored_len());
-                progress.object_done(object.name());
-            },
-        );
-    });
-    // The alias of a sound object is sound; of a faulty one, checked itself so that its error
-    // names it.
-    for (i, &first) in first_alias.iter().enumerate() {
-        if first != i {
-            let object = object(i);
-            if verdicts[first].1.is_err() {
-                verdicts[i].1 = check(&object);
-            }
-            progress.bytes_in(object.stored_len());
-            progress.bytes_done(object.stored_len());
-            progress.object_done(object.name());
-        }
-    }
-    Ok(verdicts)
 }

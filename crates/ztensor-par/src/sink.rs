@@ -317,6 +317,9 @@ impl<W: Write> TensorSink for ZtSink<'_, '_, W> {
                 (self.make)(self.index - 1).map_err(|e| self.failure = Some(e)).ok()
             }
         }
+        // Objects are written in the source's order: a remote input fetches them ahead in it
+        // (a run through the pipeline tells its own byte source its reads again, exactly).
+        ztensor_io::will_read(source, 0..count);
         let mut feed = Feed { make, index: 0, count, pending: None, failure: None };
         loop {
             let mut lead = Vec::new();

@@ -50,6 +50,7 @@ mod conversion;
 mod detect;
 mod open;
 mod opened;
+mod place;
 #[cfg(feature = "remote")]
 mod remote;
 mod table;
@@ -69,6 +70,7 @@ pub use open::open_zt_index;
 pub use open::{content_id, open_zt2};
 pub use open::{open, open_bytes, open_mapped, open_zt};
 pub use opened::{OpenError, OpenOptions, Opened};
+pub use place::{Place, open_zt_at};
 #[cfg(all(feature = "remote", feature = "sharded"))]
 pub use remote::open_remote_zt_index;
 #[cfg(all(feature = "remote", feature = "v2"))]

@@ -63,7 +63,9 @@ impl Detected {
         let mut shards = 0u64;
         let mut files = Vec::new();
         let opened = match kind {
-            Kind::Zt => Opened::new(kind, self.open_zt(options).map_err(OpenError::Zt)?),
+            Kind::Zt => {
+                Opened::new(kind, self.open_zt::<FileSource>(options).map_err(OpenError::Zt)?)
+            }
             #[cfg(feature = "sharded")]
             Kind::ZtIndex => {
                 let ckpt = open_zt_index(path, options)?;
@@ -151,16 +153,18 @@ impl Detected {
     ///
     /// # Errors
     /// As [`open_zt`].
-    pub fn open_zt(
+    /// The reader's source is the file's, or what holds it (a [`Place`](crate::Place), for
+    /// one code path over files and objects).
+    pub fn open_zt<S: ReadAt + From<FileSource>>(
         &mut self,
         options: &OpenOptions,
-    ) -> Result<Reader<FileSource>, ztensor_io::Error> {
+    ) -> Result<Reader<S>, ztensor_io::Error> {
         let source = match self.source.take() {
             Some(source) => source.settle(&self.path)?,
             None => FileSource::open(&self.path)?,
         };
         self.len = Some(source.len());
-        Reader::new(source, &options.options)
+        Reader::new(S::from(source), &options.options)
     }
 
     /// The zTensor 2 file as its own reader, with its shards, as [`open_zt2`] opens one.

@@ -835,7 +835,7 @@ impl ReadAt for RemoteObject {
         // tensor's bytes begin in), nor a range the plan named before (objects sharing a
         // blob: a copy reads it once).
         let mut named = std::collections::BTreeMap::<u64, u64>::new();
-        let plan = {
+        let plan: std::collections::VecDeque<Range<u64>> = {
             let blocks = inner.blocks.lock().unwrap_or_else(PoisonError::into_inner);
             ranges
                 .iter()
@@ -861,7 +861,16 @@ impl ReadAt for RemoteObject {
                 .collect()
         };
         let mut ahead = inner.ahead.lock().unwrap_or_else(PoisonError::into_inner);
-        ahead.ranges.clear();
+        // What an earlier plan fetched and this one names again is kept (advice given twice
+        // for the same reads, by a writer and then by the engine it runs, fetches them once);
+        // the rest is let go.
+        let named: std::collections::BTreeMap<u64, u64> =
+            plan.iter().map(|r| (r.start, r.end)).collect();
+        let wanted = |at: u64, len: u64| {
+            named.range(..at.saturating_add(len)).next_back().is_some_and(|(_, &end)| end > at)
+                || named.range(at..at.saturating_add(len)).next().is_some()
+        };
+        ahead.ranges.retain(|&at, f| f.by == PLANNED && wanted(at, f.len));
         ahead.streams.clear();
         ahead.plan = plan;
         self.fetch_planned(&mut ahead, step, budget);

@@ -271,4 +271,9 @@ impl<S: ReadAt> TensorSource for ShardedZtensor<S> {
         let (_, reader, i) = self.locate(index)?;
         reader.raw(i)
     }
+
+    fn stored_ranges(&self, index: usize) -> Option<ztensor_io::StoredRanges<'_>> {
+        let (_, reader, i) = self.locate(index)?;
+        reader.stored_ranges(i)
+    }
 }

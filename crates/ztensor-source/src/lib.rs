@@ -55,7 +55,7 @@ pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::input::{open_input, read_input};
 pub use crate::lock::{FileId, READER_PATIENCE, WriteLock, read_without_lock, same_file};
 pub use crate::machine::{
-    OBJECT_COST, address_space_cap, machine_limits, machine_options, physical_memory,
+    OBJECT_COST, address_space_cap, machine_limits, machine_options, peak_resident, physical_memory,
 };
 #[cfg(feature = "mmap")]
 pub use crate::mmap::{Mapped, PrivateMap};
@@ -66,8 +66,9 @@ pub use crate::publish::{
 };
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::tensors::{
-    ComponentInfo, Decoded, Excluding, ObjectInfo, PIECE, RawRange, Stored, TensorSink,
-    TensorSource, check_expansion, check_read_expansion, close_names, shard_label, split_by_size,
+    ComponentInfo, Decoded, Excluding, ObjectInfo, PIECE, RawRange, Stored, StoredRanges,
+    TensorSink, TensorSource, check_expansion, check_read_expansion, close_names, shard_label,
+    split_by_size, will_read,
 };
 pub use crate::writeback::start as start_writeback;
 pub use ztensor_format::role;

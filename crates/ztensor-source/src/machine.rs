@@ -11,6 +11,16 @@ pub fn physical_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
+/// The most memory this process has held resident so far, in bytes, where the platform says
+/// (Linux: `VmHWM` of `/proc/self/status`, what `time -v` reports as its maximum resident set):
+/// what a command's summary gives as its peak memory, measured rather than estimated.
+pub fn peak_resident() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// The address space this process may use, when capped (`ulimit -v`, `prlimit --as`; Linux:
 /// "Max address space" in `/proc/self/limits`).
 pub fn address_space_cap() -> Option<u64> {

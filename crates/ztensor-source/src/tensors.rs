@@ -101,6 +101,49 @@ impl ComponentInfo<'_> {
     }
 }
 
+/// Where the stored bytes of one object lie: the ranges of `source` that reading it reads, in
+/// the order it reads them ([`TensorSource::stored_ranges`]).
+pub struct StoredRanges<'a> {
+    /// The byte source they lie in.
+    pub source: &'a dyn ReadAt,
+    /// The ranges, in the order a read of the object reads them.
+    pub ranges: Vec<std::ops::Range<u64>>,
+}
+
+impl std::fmt::Debug for StoredRanges<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredRanges")
+            .field("source_len", &self.source.len())
+            .field("ranges", &self.ranges)
+            .finish()
+    }
+}
+
+/// Tells the byte sources of `source` that the stored bytes of its objects `order` are about
+/// to be read, in that order ([`ReadAt::will_need`]): a remote object then fetches them ahead
+/// in a few large requests instead of a request for each piece of each object. Each source an
+/// object lies in (a shard of a checkpoint) is told its own part of the order; a source in
+/// memory needs no telling. What a source cannot say the place of is left out. Every
+/// consumer that reads a source's objects in an order of its own calls this first.
+pub fn will_read(source: &dyn TensorSource, order: impl IntoIterator<Item = usize>) {
+    let mut by_source: Vec<(&dyn ReadAt, Vec<std::ops::Range<u64>>)> = Vec::new();
+    for index in order {
+        let Some(stored) = source.stored_ranges(index) else { continue };
+        if stored.source.as_slice().is_some() {
+            continue;
+        }
+        match by_source.iter_mut().find(|(s, _)| std::ptr::addr_eq(*s, stored.source)) {
+            Some((_, ranges)) => ranges.extend(stored.ranges),
+            None => by_source.push((stored.source, stored.ranges)),
+        }
+    }
+    for (bytes, ranges) in by_source {
+        if !ranges.is_empty() {
+            bytes.will_need(&ranges);
+        }
+    }
+}
+
 /// Where a dense object's raw little-endian bytes lie, so a reader (the parallel engine) can
 /// read them in pieces itself: `len` bytes of `source` at `offset`. Only offered for bytes
 /// with no digest to check and nothing to decode.
@@ -310,6 +353,19 @@ pub trait TensorSource: Sync {
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
         let _ = index;
         None
+    }
+
+    /// Where the stored bytes of object `index` lie, in the order reading it reads them: what
+    /// [`will_read`] tells the byte source before objects are read. The default gives the
+    /// raw range where there is one ([`TensorSource::raw`]); formats with digests, encodings
+    /// or several components say where theirs lie.
+    fn stored_ranges(&self, index: usize) -> Option<StoredRanges<'_>> {
+        let raw = self.raw(index)?;
+        let end = raw.offset.checked_add(raw.len)?;
+        Some(StoredRanges {
+            source: raw.source,
+            ranges: std::iter::once(raw.offset..end).collect(),
+        })
     }
 
     /// Entries of the input this source does not present as objects, by name: what a
@@ -608,6 +664,9 @@ impl TensorSource for Excluding<'_> {
     }
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
         self.inner.raw(*self.keep.get(index)?)
+    }
+    fn stored_ranges(&self, index: usize) -> Option<StoredRanges<'_>> {
+        self.inner.stored_ranges(*self.keep.get(index)?)
     }
     fn left_out(&self) -> Vec<String> {
         self.inner.left_out()

@@ -84,6 +84,8 @@ fn copy_source<W: Write>(
         }
     };
     drop(names);
+    // The objects are read in file order: a remote input fetches them ahead in that order.
+    ztensor_io::will_read(source, objects.iter().copied());
     for index in objects {
         let Some(o) = source.info(index) else { continue };
         let name = o.name.as_ref();

@@ -389,7 +389,7 @@ impl<S: ReadAt> File<S> {
     }
 
     /// The bytes part `p` (`name`/`part`) lies in: this file's, or its shard's.
-    fn bytes_of(&self, name: &str, part: &str, p: &Part) -> Result<&S> {
+    pub(crate) fn bytes_of(&self, name: &str, part: &str, p: &Part) -> Result<&S> {
         let Some(shard) = &p.shard else { return Ok(&self.source) };
         match self.shards.get(&**shard) {
             Some(Ok(bytes)) => Ok(bytes),

@@ -154,6 +154,21 @@ impl<S: ReadAt> TensorSource for File<S> {
         })
     }
 
+    /// The parts' blobs that lie where the first part's does (this file, or one shard), in
+    /// the order a read of the object takes them.
+    fn stored_ranges(&self, index: usize) -> Option<ztensor_io::StoredRanges<'_>> {
+        let (name, o) = self.object_at(index)?;
+        let (first_role, first) = o.parts.iter().next()?;
+        let source = self.bytes_of(name, first_role, first).ok()?;
+        let ranges = o
+            .parts
+            .iter()
+            .filter(|(_, p)| p.shard == first.shard)
+            .filter_map(|(_, p)| Some(p.blob.0..p.blob.0.checked_add(p.blob.1)?))
+            .collect();
+        Some(ztensor_io::StoredRanges { source, ranges })
+    }
+
     /// Dense and unknown layouts stream; CSR and COO objects are read whole, so that their
     /// structure is checked ([`TensorSource::check`]) before anything is made of them.
     fn reads_in_pieces(&self, index: usize) -> bool {

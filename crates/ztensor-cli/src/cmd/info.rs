@@ -19,7 +19,7 @@ pub(crate) fn run(
     full: bool,
 ) -> Result<()> {
     let kind = super::detect(file)?;
-    if kind != Kind::Zt || crate::remote::url_of(file).is_some() {
+    if kind != Kind::Zt {
         let source: Box<dyn ztensor_io::TensorSource> = match kind {
             Kind::TensorBuffers if crate::remote::url_of(file).is_none() => Box::new(
                 super::tb::open(file, strict)?
@@ -29,7 +29,8 @@ pub(crate) fn run(
         };
         return source_info(out, file, kind, &*source, json, full);
     }
-    let reader = crate::open(file, &ztensor_cli::options(strict))?;
+    // A file and an object of the same bytes open as one reader and print one report.
+    let reader = crate::sources::open_place(file, &ztensor_cli::options(strict))?;
     let pending = reader.source().uncommitted();
     let shadowed: Vec<&str> = reader.manifest().shadowed().map(|o| o.name()).collect();
     if json {

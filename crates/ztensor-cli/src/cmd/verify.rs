@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow};
 use ztensor_io::TensorSource;
+use ztensor_registry::Place;
 
 use super::Kind;
 use super::text::listed;
@@ -23,9 +24,7 @@ pub(crate) fn run(
     quiet: bool,
 ) -> Result<std::process::ExitCode> {
     match super::detect(file)? {
-        Kind::Zt if crate::remote::url_of(file).is_none() => {
-            verify(out, file, strict, threads, json, quiet)
-        }
+        Kind::Zt => verify(out, file, strict, threads, json, quiet),
         other => foreign_verify(out, file, other, strict, threads, json, quiet),
     }
 }
@@ -41,7 +40,14 @@ fn verify(
 ) -> Result<std::process::ExitCode> {
     let options = ztensor_cli::options(strict);
     let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-    let reader = match crate::sources::zt_reader(file, &opening) {
+    // A file and an object of the same bytes open as one reader and get one report.
+    let opened = match crate::remote::url_of(file) {
+        Some(url) => {
+            ztensor_registry::open_zt_at(Place::from(crate::remote::object(url)?), &opening)
+        }
+        None => crate::sources::zt_reader(file, &opening),
+    };
+    let reader = match opened {
         Ok(r) => r,
         Err(e) if json && e.rule().is_some() => {
             let report = serde_json::json!({

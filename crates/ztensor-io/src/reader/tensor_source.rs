@@ -182,6 +182,18 @@ impl<S: ReadAt> TensorSource for Reader<S> {
         plain.then_some(RawRange { source: self.source(), offset: c.offset, len: c.length })
     }
 
+    /// Every component's stored bytes, in the order a read of the object takes them.
+    fn stored_ranges(&self, index: usize) -> Option<ztensor_source::StoredRanges<'_>> {
+        let entry = self.manifest().object_at(index)?;
+        let ranges = entry
+            .object()
+            .components
+            .values()
+            .filter_map(|c| Some(c.offset..c.offset.checked_add(c.length)?))
+            .collect();
+        Some(ztensor_source::StoredRanges { source: self.source(), ranges })
+    }
+
     fn stored(&self) -> Option<Stored<'_>> {
         let parsed = Parsed {
             manifest: Arc::clone(&self.manifest),

@@ -215,6 +215,8 @@ pub(crate) fn write_with(
         false => None,
     };
     let order = Order::of(source, options)?;
+    // The objects are read in name order: a remote input fetches them ahead in that order.
+    ztensor_io::will_read(source, (0..order.len()).map(|k| order.index(k)));
 
     // With zstd, every part is compressed on one pool of the threads asked for: those
     // compressed ahead of their turn and those streamed through the encoder when it comes.

@@ -1,0 +1,109 @@
+//! Where an input's bytes are: a file on this machine or an object in a bucket, as one type,
+//! so a reader opened over either is the same reader and prints the same report.
+
+use std::io;
+use std::ops::Range;
+
+use ztensor_io::{FileSource, ReadAt, Reader};
+
+/// The bytes of one input, wherever they are. Readers are generic over [`ReadAt`]; a front end
+/// that takes both paths and URLs opens a `Reader<Place>` and has one code path for both.
+#[derive(Debug)]
+pub enum Place {
+    /// A file, read with positional reads through the descriptor it was opened by.
+    File(FileSource),
+    /// An object in a bucket, read by ranges pinned to the version first seen.
+    #[cfg(feature = "remote")]
+    Object(ztensor_remote::RemoteObject),
+}
+
+impl Place {
+    /// Bytes past the end of a file that belong to an append that had not committed when it
+    /// was opened ([`FileSource::uncommitted`]); none for an object, which is never appended
+    /// to in place.
+    pub fn uncommitted(&self) -> u64 {
+        match self {
+            Place::File(f) => f.uncommitted(),
+            #[cfg(feature = "remote")]
+            Place::Object(_) => 0,
+        }
+    }
+
+    /// Whether the bytes are an object in a bucket.
+    pub fn is_remote(&self) -> bool {
+        !matches!(self, Place::File(_))
+    }
+}
+
+impl ReadAt for Place {
+    fn len(&self) -> u64 {
+        match self {
+            Place::File(f) => f.len(),
+            #[cfg(feature = "remote")]
+            Place::Object(o) => o.len(),
+        }
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        match self {
+            Place::File(f) => f.read_exact_at(offset, buf),
+            #[cfg(feature = "remote")]
+            Place::Object(o) => o.read_exact_at(offset, buf),
+        }
+    }
+
+    fn as_slice(&self) -> Option<&[u8]> {
+        match self {
+            Place::File(f) => f.as_slice(),
+            #[cfg(feature = "remote")]
+            Place::Object(o) => o.as_slice(),
+        }
+    }
+
+    fn will_need(&self, ranges: &[Range<u64>]) {
+        match self {
+            Place::File(f) => f.will_need(ranges),
+            #[cfg(feature = "remote")]
+            Place::Object(o) => o.will_need(ranges),
+        }
+    }
+
+    fn read_each_at(
+        &self,
+        offset: u64,
+        len: u64,
+        scratch: &mut [u8],
+        each: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match self {
+            Place::File(f) => f.read_each_at(offset, len, scratch, each),
+            #[cfg(feature = "remote")]
+            Place::Object(o) => o.read_each_at(offset, len, scratch, each),
+        }
+    }
+}
+
+impl From<FileSource> for Place {
+    fn from(file: FileSource) -> Place {
+        Place::File(file)
+    }
+}
+
+#[cfg(feature = "remote")]
+impl From<ztensor_remote::RemoteObject> for Place {
+    fn from(object: ztensor_remote::RemoteObject) -> Place {
+        Place::Object(object)
+    }
+}
+
+/// The zTensor file (0.1, 1.x) whose bytes are `place` (a [`Place`], for one reader over a
+/// file or an object of the same bytes), as its own reader.
+///
+/// # Errors
+/// The reader's error: a broken rule (a cut-short file says so), a failed read.
+pub fn open_zt_at<S: ReadAt>(
+    place: S,
+    options: &crate::OpenOptions,
+) -> Result<Reader<S>, ztensor_io::Error> {
+    Reader::new(place, &options.options)
+}
