@@ -63,7 +63,14 @@ pub(crate) enum Done {
     /// Objects appended in place (`append`).
     Appended { objects: usize, from: PathBuf, target: PathBuf, len: u64 },
     /// A file written without the named objects (`remove`).
-    Removed { output: PathBuf, objects: usize, len: u64, names: Vec<String> },
+    Removed {
+        output: PathBuf,
+        objects: usize,
+        len: u64,
+        names: Vec<String>,
+        /// What the output held, replaced (said also when it is the input, rewritten).
+        note: Option<String>,
+    },
 }
 
 impl Done {
@@ -139,14 +146,17 @@ pub(crate) fn print(out: &mut dyn Write, done: &Done) -> io::Result<()> {
             shown(target),
             size(*len)
         ),
-        Done::Removed { output, objects, len, names } => writeln!(
-            out,
-            "wrote {} ({}, file {}; removed {})",
-            shown(output),
-            plural(*objects, "object"),
-            size(*len),
-            names.iter().map(|n| text::shown(n)).collect::<Vec<_>>().join(", ")
-        ),
+        Done::Removed { output, objects, len, names, note } => {
+            writeln!(
+                out,
+                "wrote {} ({}, file {}; removed {})",
+                shown(output),
+                plural(*objects, "object"),
+                size(*len),
+                names.iter().map(|n| text::shown(n)).collect::<Vec<_>>().join(", ")
+            )?;
+            note.iter().try_for_each(|note| writeln!(out, "{note}"))
+        }
     }
 }
 
@@ -219,11 +229,12 @@ pub(crate) fn json(done: &Done) -> serde_json::Value {
             "to": path(target),
             "file_len": len,
         }),
-        Done::Removed { output, objects, len, names } => json!({
+        Done::Removed { output, objects, len, names, note } => json!({
             "wrote": path(output),
             "objects": objects,
             "file_len": len,
             "removed": names,
+            "notes": note.iter().collect::<Vec<_>>(),
         }),
     }
 }

@@ -278,3 +278,45 @@ fn replacing_a_file_says_what_it_held_and_what_is_lost() {
     let report: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
     assert!(report["notes"][0].as_str().unwrap().starts_with("note: replaced "), "{report}");
 }
+
+/// One rule for every output: what a user names is replaced and the command says what it held
+/// (`remove -o`, `extract -o`, as `convert` and `repack`); what a user did not name (an earlier
+/// checkpoint's shards in an output directory) is refused, naming it, until `--force`.
+#[test]
+fn every_named_output_is_replaced_saying_so_and_unnamed_files_need_force() {
+    let d = scratch("one-rule");
+    let input = root().join("fixtures/examples/tiny-v1.2.zt");
+    let input = input.to_str().unwrap();
+    let run = |args: &[&str]| -> (bool, String) {
+        let r = ztensor(args);
+        let text = format!("{}{}", String::from_utf8_lossy(&r.stdout), stderr(&r));
+        (r.status.success(), text)
+    };
+    let small = d.join("small.zt");
+    let small = small.to_str().unwrap();
+    let names: Vec<String> = {
+        let (ok, listed) = run(&["ls", input]);
+        assert!(ok, "{listed}");
+        listed.lines().map(str::to_owned).collect()
+    };
+    let (ok, first) = run(&["remove", input, &names[0], "-o", small]);
+    assert!(ok && !first.contains("note: replaced"), "{first}");
+    let (ok, again) = run(&["remove", input, &names[1], "-o", small]);
+    assert!(ok && again.contains(&format!("note: replaced {small} (zTensor 1.2")), "{again}");
+    let npy = d.join("a.npy");
+    let npy = npy.to_str().unwrap();
+    let (ok, first) = run(&["extract", input, &names[0], "-o", npy]);
+    assert!(ok && !first.contains("note: replaced"), "{first}");
+    let (ok, again) = run(&["extract", input, &names[0], "-o", npy]);
+    assert!(ok && again.contains(&format!("note: replaced {npy} (NumPy")), "{again}");
+    // A directory's earlier checkpoint was not named: refused until --force, then named.
+    let out = format!("{}/", d.join("out").display());
+    let index = root().join("fixtures/examples/checkpoint/model.safetensors.index.json");
+    let index = index.to_str().unwrap();
+    let (ok, made) = run(&["convert", index, &out]);
+    assert!(ok, "{made}");
+    let (ok, refused) = run(&["convert", index, &out]);
+    assert!(!ok && refused.contains("holds a sharded checkpoint already"), "{refused}");
+    let (ok, forced) = run(&["convert", index, &out, "--force"]);
+    assert!(ok && forced.contains("--force removed the checkpoint"), "{forced}");
+}

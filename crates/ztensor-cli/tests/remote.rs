@@ -317,7 +317,11 @@ fn convert_from_and_to_s3_matches_the_local_conversion() {
     ] {
         let up = ztensor_s3(&moto, &["convert", &input, url, "--to", to]);
         assert!(up.status.success(), "{url}: {}", stderr(&up));
-        assert!(stdout(&up).contains(url), "{}", stdout(&up));
+        assert!(
+            stdout(&up).contains(url) && !stdout(&up).contains("note: replaced"),
+            "{}",
+            stdout(&up)
+        );
         let here = dir.path().join(format!("here-{to}"));
         let made = crate::ztensor(&["convert", &input, &s(&here), "--to", to]);
         assert!(made.status.success(), "{}", stderr(&made));
@@ -330,6 +334,11 @@ fn convert_from_and_to_s3_matches_the_local_conversion() {
         assert!(same.status.success(), "{url}: {}{}", stdout(&same), stderr(&same));
     }
     assert!(!moto.uploads("models").contains("<UploadId>"), "{}", moto.uploads("models"));
+    // An object replaced is named as a file replaced is (the first upload said nothing).
+    let again = ztensor_s3(&moto, &["convert", &input, "s3://models/out.zt", "--zstd", "3"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let said = stdout(&again);
+    assert!(said.contains("note: replaced s3://models/out.zt (zTensor 1.2"), "{said}");
 }
 
 #[test]

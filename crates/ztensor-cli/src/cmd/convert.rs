@@ -77,10 +77,9 @@ pub(crate) fn command(a: ConvertArgs) -> Result<Done> {
     };
     let output = staged.as_ref().map_or(a.output.as_path(), |s| s.path());
     let remote_out = crate::remote::url_of(output);
-    // A file output is replaced whole; what it held is said, never dropped silently.
-    let before = (staged.is_none() && remote_out.is_none() && sharded.is_none())
-        .then(|| held(output))
-        .flatten();
+    // A file or object output is replaced whole; what it held is said, never dropped silently.
+    let before = (staged.is_none() && sharded.is_none()).then(|| super::replace::held(output));
+    let before = before.flatten();
     let _lock = match sharded {
         Some(_) => None,
         // An object is published whole by its upload's completion: no lock file.
@@ -105,7 +104,10 @@ pub(crate) fn command(a: ConvertArgs) -> Result<Done> {
     let started = std::time::Instant::now();
     let mut converted = run(&request)?;
     if let Some(before) = before {
-        converted.notes.push(replaced(output, &before, held(output).as_ref()));
+        // What the new object lacks is not read back from the bucket (the object opened
+        // before is the one this process holds): the note names what was there.
+        let after = remote_out.is_none().then(|| super::replace::held(output)).flatten();
+        converted.notes.push(super::replace::replaced(output, &before, after.as_ref()));
     }
     if let Some(written) = converted.sharded_2 {
         return Ok(Done::Shards {
@@ -175,7 +177,7 @@ pub(crate) fn repack(a: RepackArgs) -> Result<Done> {
     })
     .map_err(|e| anyhow!("{e}"))?;
     // Read before the output's lock is taken: nothing reads a file while holding its lock.
-    let before = held(&a.output);
+    let before = super::replace::held(&a.output);
     let _lock = output_lock(&a.input, &a.output, a.run.no_wait, a.run.quiet)?;
     let request = Request {
         input: &a.input,
@@ -195,7 +197,11 @@ pub(crate) fn repack(a: RepackArgs) -> Result<Done> {
     let started = std::time::Instant::now();
     let mut converted = run(&request)?;
     if let Some(before) = before {
-        converted.notes.push(replaced(&a.output, &before, held(&a.output).as_ref()));
+        converted.notes.push(super::replace::replaced(
+            &a.output,
+            &before,
+            super::replace::held(&a.output).as_ref(),
+        ));
     }
     Ok(Done::Wrote {
         file_len: std::fs::metadata(&a.output).map(|m| m.len()).unwrap_or(0),
@@ -205,73 +211,6 @@ pub(crate) fn repack(a: RepackArgs) -> Result<Done> {
         converted,
         zstd: a.encoding.zstd.is_some(),
     })
-}
-
-/// What a file output held before it was replaced: its format, whether any component was
-/// compressed, and the algorithms of its digests. `None` when nothing readable is there.
-struct Held {
-    format: String,
-    compressed: bool,
-    digests: std::collections::BTreeSet<String>,
-}
-
-/// What the regular file at `path` holds, read through the registry (its manifest, not its
-/// data); `None` when there is none. A file that is not one of tensors is said to be so.
-fn held(path: &Path) -> Option<Held> {
-    if !std::fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let Ok(opened) = ztensor_registry::open(path, &ztensor_registry::OpenOptions::default()) else {
-        return Some(Held {
-            format: "not a file of tensors this tool reads".to_owned(),
-            compressed: false,
-            digests: std::collections::BTreeSet::new(),
-        });
-    };
-    let source = opened.source();
-    let mut held = Held {
-        format: source.format_name().into_owned(),
-        compressed: false,
-        digests: std::collections::BTreeSet::new(),
-    };
-    for o in (0..source.len()).filter_map(|i| source.info(i)) {
-        for c in &o.components {
-            held.compressed |= c.encoding != ztensor_format::Encoding::Raw;
-            if let Some(d) = &c.digest {
-                held.digests.insert(d.algorithm().name().to_owned());
-            }
-        }
-    }
-    Some(held)
-}
-
-/// The note that `output` replaced a file holding `before`: what it held, and what of that the
-/// new file (`after`) no longer has, with the option that keeps it.
-fn replaced(output: &Path, before: &Held, after: Option<&Held>) -> String {
-    let mut what = before.format.clone();
-    if before.compressed {
-        what.push_str(", compressed");
-    }
-    if !before.digests.is_empty() {
-        let names: Vec<&str> = before.digests.iter().map(String::as_str).collect();
-        what.push_str(&format!(", with {} digests", names.join(" and ")));
-    }
-    let mut lost = Vec::new();
-    if let Some(after) = after {
-        if before.compressed && !after.compressed {
-            lost.push("its compression (--zstd LEVEL keeps it)".to_owned());
-        }
-        let gone: Vec<&str> =
-            before.digests.difference(&after.digests).map(String::as_str).collect();
-        if !gone.is_empty() {
-            lost.push(format!("its {} digests (--digest keeps them)", gone.join(" and ")));
-        }
-    }
-    let lost = match lost.is_empty() {
-        true => String::new(),
-        false => format!("; the new file does not have {}", lost.join(" or ")),
-    };
-    format!("note: replaced {} ({what}){lost}", super::text::shown(&output.display().to_string()))
 }
 
 /// The split the registry's [`Sharding`](ztensor_registry::Sharding) names.

@@ -38,13 +38,17 @@ pub(crate) fn remove(a: &RemoveArgs) -> Result<Done> {
     }
     let before = reader.manifest().len();
     drop(reader);
+    let held = super::replace::held(&a.output);
     let len = ztensor_io::remove_objects(&a.file, &a.output, &names, &ztensor_cli::options(false))
         .map_err(|e| reported(&format!("cannot remove from {}", a.file.display()), &e))?;
+    let note = held
+        .map(|h| super::replace::replaced(&a.output, &h, super::replace::held(&a.output).as_ref()));
     Ok(Done::Removed {
         output: a.output.clone(),
         objects: before.saturating_sub(names.len()),
         len,
         names: names.iter().map(|&n| n.to_owned()).collect(),
+        note,
     })
 }
 

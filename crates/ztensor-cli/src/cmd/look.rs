@@ -467,7 +467,12 @@ pub(crate) fn extract_file(
 ) -> Result<()> {
     ztensor_io::check_output(output).map_err(|e| anyhow!("{e}"))?;
     let source = crate::open_source_for(file, output, "an extracted array", false)?;
-    extract(out, file, &*source, name, output, max_dense)
+    let before = super::replace::held(output);
+    extract(out, file, &*source, name, output, max_dense)?;
+    if let Some(before) = before {
+        writeln!(out, "{}", super::replace::replaced(output, &before, None))?;
+    }
+    Ok(())
 }
 
 /// The content identity of the input at `path`.

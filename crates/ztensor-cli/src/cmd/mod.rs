@@ -8,6 +8,7 @@ pub mod look;
 pub mod manual;
 mod outdir;
 pub mod plan;
+mod replace;
 pub mod stdin;
 pub mod stdout;
 pub mod tb;
