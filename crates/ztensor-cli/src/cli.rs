@@ -379,6 +379,11 @@ pub(crate) enum Command {
         /// The most values to print (0 for all).
         #[arg(long, short = 'n', default_value_t = 100)]
         limit: usize,
+        /// Print one JSON object: the name, NumPy dtype, shape, element count and how the
+        /// values were made (widened, densified), the values (numbers exactly, booleans, [re, im] for complex,
+        /// "NaN"/"inf" as strings) and how many were printed.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -220,8 +220,8 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             cmd::manual::write(&dir, <Cli as clap::CommandFactory>::command())?;
             return finish(out, ExitCode::SUCCESS);
         }
-        Command::Cat { file, name, limit } => {
-            cmd::look::cat(&mut out, &file, &*open_source(&file)?, &name, limit)?;
+        Command::Cat { file, name, limit, json } => {
+            cmd::look::cat(&mut out, &file, &*open_source(&file)?, &name, limit, json)?;
             return finish(out, ExitCode::SUCCESS);
         }
         // `--json`: the summary as JSON, and no progress bar.

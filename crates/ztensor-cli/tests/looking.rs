@@ -196,3 +196,42 @@ fn cat_prints_every_value_of_a_large_object_in_bounded_memory() {
     assert_eq!(lines[2].split(' ').count(), 500);
     assert_eq!(lines[3], format!("... ({} more; --limit 0 prints all)", rows * cols - 1500));
 }
+
+/// `cat --json` prints what `cat` prints, as one JSON object: the same values (each text value
+/// read back as a number equals the JSON number), the header's dtype, shape and count, and how
+/// many were printed of how many.
+#[test]
+fn cat_as_json_is_the_text_cat() {
+    for (file, names) in [
+        ("fixtures/examples/tiny-v1.2.zt", &["adjacency", "layer0.weight", "scales.fp8"][..]),
+        ("fixtures/examples/checkpoint/model.safetensors.index.json", &["embed.weight"][..]),
+    ] {
+        for name in names {
+            let text = ztensor(&["cat", file, name, "-n", "20"]);
+            assert!(text.status.success(), "{}", stderr(&text));
+            let text = stdout(&text);
+            let report = json(&ztensor(&["cat", file, name, "-n", "20", "--json"]));
+            let header = text.lines().next().unwrap();
+            assert!(header.starts_with(&format!("# {name}: ")), "{header}");
+            let dtype = report["dtype"].as_str().unwrap();
+            let shape: Vec<u64> =
+                report["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+            let elements = report["elements"].as_u64().unwrap();
+            assert!(
+                header.contains(&format!("{dtype} {shape:?}, {elements} elements")),
+                "{header}"
+            );
+            let values: Vec<f64> = text
+                .lines()
+                .skip(1)
+                .take_while(|l| !l.starts_with("..."))
+                .flat_map(|l| l.split_whitespace().map(|v| v.parse::<f64>().unwrap()))
+                .collect();
+            let listed: Vec<f64> =
+                report["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            assert_eq!(listed, values, "{file} {name}");
+            assert_eq!(report["printed"].as_u64(), Some(values.len() as u64));
+            assert_eq!(text.contains("more; --limit 0"), (values.len() as u64) < elements);
+        }
+    }
+}

@@ -209,17 +209,16 @@ pub fn cat(
     source: &dyn TensorSource,
     name: &str,
     limit: usize,
+    json: bool,
 ) -> Result<()> {
     let limit = if limit == 0 { u64::MAX } else { limit as u64 };
     let index = found(path, source, name)?;
-    let shown = super::text::shown(name);
     let failed = |e: &ztensor_io::Error| reported(&path.display().to_string(), e);
     // A dense tensor of one component streams: its bytes are read in pieces, each widened to
     // its NumPy type and formatted as it passes.
     if let Some((info, dtype, logical, descr, note)) = streamed(source, index) {
         let total = info.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).unwrap_or(u64::MAX);
-        let note = note.map(|n| format!(", {n}")).unwrap_or_default();
-        writeln!(out, "# {shown}: {descr} {:?}, {total} elements{note}", info.shape)?;
+        head(out, json, name, descr, &info.shape, total, note.as_deref())?;
         let size = usize::try_from(dtype.size()).unwrap_or(1).max(1);
         let unit = lcm(size, npy::width(descr));
         let read = |rows: &mut Rows<'_>| {
@@ -255,32 +254,62 @@ pub fn cat(
         if total.min(limit) <= HELD_VALUES {
             // Few values: held until the digests pass, in one read.
             let mut held: Vec<u8> = Vec::new();
-            let mut rows = Rows::new(&mut held, descr, row, limit);
+            let mut rows = Rows::new(&mut held, descr, row, limit, json);
             read(&mut rows)?;
             let printed = rows.finish()?;
             out.write_all(&held)?;
-            return more(out, printed, total);
+            return more(out, json, printed, total);
         }
         source.verify(index).map_err(|e| failed(&e))?;
-        let mut rows = Rows::new(&mut *out, descr, row, limit);
+        let mut rows = Rows::new(&mut *out, descr, row, limit, json);
         read(&mut rows)?;
         let printed = rows.finish()?;
-        return more(out, printed, total);
+        return more(out, json, printed, total);
     }
     // Anything else (sparse objects densified): its array whole, the values formatted from it
     // a piece at a time.
     let array = array(path, source, name, npy::DEFAULT_MAX_DENSE)?;
     let total = npy::len(&array);
-    let note = array.note.as_ref().map(|n| format!(", {n}")).unwrap_or_default();
-    writeln!(out, "# {shown}: {} {:?}, {total} elements{note}", array.descr, array.shape)?;
+    head(out, json, name, array.descr, &array.shape, total, array.note.as_deref())?;
     let row = array.shape.last().copied().filter(|&r| r > 0).unwrap_or(1);
-    let mut rows = Rows::new(&mut *out, array.descr, row, limit);
+    let mut rows = Rows::new(&mut *out, array.descr, row, limit, json);
     let step = FORMAT_PIECE - FORMAT_PIECE % npy::width(array.descr);
     for piece in array.data.chunks(step) {
         rows.values(piece)?;
     }
     let printed = rows.finish()?;
-    more(out, printed, total)
+    more(out, json, printed, total)
+}
+
+/// What `cat` prints before the values: a comment line naming the object, its NumPy type,
+/// shape, element count and how it was widened; with `json`, the opening of the report's
+/// object, up to its `values` array.
+fn head(
+    out: &mut impl Write,
+    json: bool,
+    name: &str,
+    descr: &str,
+    shape: &[u64],
+    total: u64,
+    note: Option<&str>,
+) -> Result<()> {
+    if json {
+        let fields = serde_json::json!({
+            "name": name,
+            "dtype": descr,
+            "shape": shape,
+            "elements": total,
+            "note": note,
+        });
+        // The fields, then the values array streamed after them (never held whole).
+        let fields = fields.to_string();
+        write!(out, "{},\"values\":[", &fields[..fields.len() - 1])?;
+        return Ok(());
+    }
+    let note = note.map(|n| format!(", {n}")).unwrap_or_default();
+    let shown = super::text::shown(name);
+    writeln!(out, "# {shown}: {descr} {shape:?}, {total} elements{note}")?;
+    Ok(())
 }
 
 /// What `cat` streams: object `index` when it is a dense tensor of one component of a type
@@ -346,13 +375,15 @@ struct Rows<'w> {
     row: u64,
     limit: u64,
     printed: u64,
+    /// Values as the items of a JSON array rather than rows of text.
+    json: bool,
     /// The write that failed, when one did.
     broken: Option<std::io::Error>,
 }
 
 impl<'w> Rows<'w> {
-    fn new(out: &'w mut dyn Write, descr: &'static str, row: u64, limit: u64) -> Self {
-        Rows { out, descr, row, limit, printed: 0, broken: None }
+    fn new(out: &'w mut dyn Write, descr: &'static str, row: u64, limit: u64, json: bool) -> Self {
+        Rows { out, descr, row, limit, printed: 0, json, broken: None }
     }
 
     /// Whether `limit` values have been written.
@@ -376,6 +407,14 @@ impl<'w> Rows<'w> {
             };
             let mut text = String::new();
             for value in npy::values(&array, left) {
+                if self.json {
+                    if self.printed > 0 {
+                        text.push(',');
+                    }
+                    text.push_str(&json_value(self.descr, &value).to_string());
+                    self.printed += 1;
+                    continue;
+                }
                 if !self.printed.is_multiple_of(self.row) {
                     text.push(' ');
                 }
@@ -392,15 +431,48 @@ impl<'w> Rows<'w> {
 
     /// Ends a row cut short; how many values were written.
     fn finish(self) -> std::io::Result<u64> {
-        if !self.printed.is_multiple_of(self.row) {
+        if !self.json && !self.printed.is_multiple_of(self.row) {
             self.out.write_all(b"\n")?;
         }
         Ok(self.printed)
     }
 }
 
-/// After `printed` values of `total`: how many were left out, if any.
-fn more(out: &mut impl Write, printed: u64, total: u64) -> Result<()> {
+/// A value `cat` prints as text (`npy::values`), as JSON: a number where JSON has one (exact:
+/// the text is the shortest that reads back as the value), a boolean, `[re, im]` for a complex
+/// value, and a string for what JSON has no number for (`NaN`, `inf`, `-inf`).
+fn json_value(descr: &str, text: &str) -> serde_json::Value {
+    let number = |t: &str| -> serde_json::Value {
+        match serde_json::from_str::<serde_json::Number>(t) {
+            Ok(n) => serde_json::Value::Number(n),
+            Err(_) => serde_json::Value::String(t.to_owned()),
+        }
+    };
+    match descr {
+        "|b1" => serde_json::Value::Bool(text == "true"),
+        "<c8" | "<c16" => {
+            // `{re}{im:+}i`: the imaginary part starts at the last sign past the first byte.
+            let body = text.strip_suffix('i').unwrap_or(text);
+            let at = body.char_indices().skip(1).filter(|(_, c)| matches!(c, '+' | '-')).last();
+            match at {
+                Some((at, _)) => {
+                    let im = body[at..].trim_start_matches('+');
+                    serde_json::json!([number(&body[..at]), number(im)])
+                }
+                None => serde_json::Value::String(text.to_owned()),
+            }
+        }
+        _ => number(text),
+    }
+}
+
+/// After `printed` values of `total`: how many were left out, if any; with `json`, the close of
+/// the report's object, with the count printed.
+fn more(out: &mut impl Write, json: bool, printed: u64, total: u64) -> Result<()> {
+    if json {
+        writeln!(out, "],\"printed\":{printed}}}")?;
+        return Ok(());
+    }
     if printed < total {
         writeln!(out, "... ({} more; --limit 0 prints all)", total - printed)?;
     }
@@ -487,7 +559,29 @@ fn id(path: &Path, algorithm: ztensor_v2::IdAlgorithm) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::glob;
+    use super::{glob, json_value};
+
+    #[test]
+    fn values_as_json() {
+        use serde_json::json;
+        let cases = [
+            ("<f4", "1.5", json!(1.5)),
+            ("<f4", "-0.1015625", json!(-0.1015625)),
+            ("<f4", "NaN", json!("NaN")),
+            ("<f8", "-inf", json!("-inf")),
+            ("<u8", "18446744073709551615", json!(18446744073709551615u64)),
+            ("<i8", "-9223372036854775808", json!(-9223372036854775808i64)),
+            ("|b1", "true", json!(true)),
+            ("|b1", "false", json!(false)),
+            ("<c8", "1.5-2i", json!([1.5, -2])),
+            ("<c16", "-1+0.25i", json!([-1, 0.25])),
+            ("<c8", "NaN+infi", json!(["NaN", "inf"])),
+            ("<c8", "-inf+NaNi", json!(["-inf", "NaN"])),
+        ];
+        for (descr, text, want) in cases {
+            assert_eq!(json_value(descr, text), want, "{descr} {text}");
+        }
+    }
 
     #[test]
     fn globs() {
