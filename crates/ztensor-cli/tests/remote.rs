@@ -180,8 +180,9 @@ fn many_tensors(count: usize, elements: usize) -> Vec<u8> {
     file
 }
 
-/// A URL is its file: `info`, `verify` and `ls` (text and JSON, `--strict` too) print the same
-/// report for an object as for the same bytes on disk, names aside; and `verify` reads the
+/// A URL is its file: `info`, `verify`, `ls`, `dump`, `id` and `cat` (text and JSON, `--strict`
+/// too) print the same report for an object as for the same bytes on disk, names aside, for
+/// zTensor 1.2 and zTensor 2; and `verify` reads the
 /// object's bytes once, in a few large requests (it read each piece of each object in one of
 /// its own, 714 requests for an 83 MB file).
 #[test]
@@ -205,27 +206,37 @@ fn a_url_reports_as_its_file() {
     assert!(made.status.success(), "{}", stderr(&made));
     let bytes = std::fs::read(&zt).unwrap();
     moto.put("models", "many.zt", &bytes);
-    let url = "s3://models/many.zt";
-    let local = s(&zt);
-    for args in [
-        &["info"][..],
-        &["info", "--json"],
-        &["info", "--strict"],
-        &["verify"],
-        &["verify", "--json"],
-        &["verify", "--strict"],
-        &["ls"],
-        &["ls", "--json"],
-    ] {
-        let here = crate::ztensor(&[args, &[local.as_str()]].concat());
-        let there = ztensor_s3(&moto, &[args, &[url]].concat());
-        assert!(here.status.success(), "{args:?}: {}", stderr(&here));
-        assert!(there.status.success(), "{args:?}: {}", stderr(&there));
-        let (here, there) =
-            (stdout(&here).replace(&local, "FILE"), stdout(&there).replace(url, "FILE"));
-        assert!(here.contains("FILE") || args[0] == "ls", "{args:?}: {here}");
-        assert_eq!(here, there, "{args:?}: the object's report is not the file's");
+    let zt2 = dir.path().join("many2.zt");
+    let made = crate::ztensor(&["convert", &s(&zt), &s(&zt2), "--to", "2", "--quiet"]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    moto.put("models", "many2.zt", &std::fs::read(&zt2).unwrap());
+    for (url, local) in [("s3://models/many.zt", s(&zt)), ("s3://models/many2.zt", s(&zt2))] {
+        for args in [
+            &["info"][..],
+            &["info", "--json"],
+            &["info", "--strict"],
+            &["verify"],
+            &["verify", "--json"],
+            &["verify", "--strict"],
+            &["ls"],
+            &["ls", "--json"],
+            &["dump"],
+            &["id"],
+            &["id", "--json"],
+            &["cat", "t0007", "-n", "5"],
+        ] {
+            let (path, rest) = args.split_at(1);
+            let here = crate::ztensor(&[path, &[local.as_str()], rest].concat());
+            let there = ztensor_s3(&moto, &[path, &[url], rest].concat());
+            assert!(here.status.success(), "{args:?}: {}", stderr(&here));
+            assert!(there.status.success(), "{args:?}: {}", stderr(&there));
+            let here = stdout(&here).replace(&local, "FILE");
+            let there = stdout(&there).replace(url, "FILE");
+            assert!(!here.is_empty(), "{args:?}");
+            assert_eq!(here, there, "{url} {args:?}: the object's report is not the file's");
+        }
     }
+    let url = "s3://models/many.zt";
     let verified = ztensor_s3(&moto, &["verify", url]);
     let (requests, fetched) = transfer(&verified, url);
     let len = bytes.len() as u64;

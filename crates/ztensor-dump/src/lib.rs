@@ -238,15 +238,18 @@ fn one_line(s: &str) -> String {
 }
 
 /// What a file is, for the dump: a zTensor file to dump, or a finished dump (TensorBuffers,
-/// rejected) and whether it was accepted.
-enum Opened {
-    Zt(Box<Reader<ztensor_io::FileSource>>),
-    Zt2(Box<ztensor_v2::File<ztensor_io::FileSource>>),
-    Tb(Box<TbFile<ztensor_io::FileSource>>),
+/// rejected) and whether it was accepted. `S` is where its bytes are.
+enum Opened<S: ReadAt> {
+    Zt(Box<Reader<S>>),
+    Zt2(Box<ztensor_v2::File<S>>),
+    Tb(Box<TbFile<S>>),
     Done(Json, bool),
 }
 
-fn open(path: &std::path::Path, options: &ztensor_format::Options) -> std::io::Result<Opened> {
+fn open(
+    path: &std::path::Path,
+    options: &ztensor_format::Options,
+) -> std::io::Result<Opened<ztensor_io::FileSource>> {
     // Opened through the format registry, as every command opens its inputs: what it
     // recognises as zTensor 2 or TensorBuffers is dumped as such; everything else is judged as
     // zTensor, so a file of no format gets the rule it breaks.
@@ -256,22 +259,7 @@ fn open(path: &std::path::Path, options: &ztensor_format::Options) -> std::io::R
     let kind = detected.as_ref().ok().map(ztensor_registry::Detected::kind);
     if let (Some(ztensor_registry::Kind::Zt2), Ok(detected)) = (kind, detected.as_mut()) {
         // Its shards, if it has any, found as every command finds them.
-        return Ok(match detected.open_zt2(&opening) {
-            // What checking every object would decode is held to the expansion budget, as
-            // every command holds its input (a shared blob counts once: it is checked once).
-            Ok(file) => match file.check_expansion(&options.limits) {
-                Ok(_) => Opened::Zt2(Box::new(file)),
-                Err(e) => {
-                    let kind = e.format_error().map_or("decoded_too_large", |f| f.kind().id());
-                    Opened::Done(rejected(kind, &one_line(&e.to_string())), false)
-                }
-            },
-            Err(ztensor_registry::OpenError::Zt2(e)) => match e.broken() {
-                Some(rule) => Opened::Done(rejected(rule.id(), &one_line(&e.to_string())), false),
-                None => return Err(std::io::Error::other(e.to_string())),
-            },
-            Err(e) => return Err(std::io::Error::other(e.to_string())),
-        });
+        return zt2_opened(detected.open_zt2(&opening), options);
     }
     if let (Some(ztensor_registry::Kind::TensorBuffers), Ok(detected)) = (kind, detected.as_mut()) {
         return Ok(match detected.open_tb(&opening) {
@@ -284,6 +272,66 @@ fn open(path: &std::path::Path, options: &ztensor_format::Options) -> std::io::R
         Ok(mut detected) => detected.open_zt(&opening),
         Err(_) => ztensor_registry::open_zt(path, &opening),
     };
+    zt_opened(reader, options)
+}
+
+/// As [`open`], for bytes wherever they are (`name` for messages and detection): a zTensor 2
+/// file is opened alone (a root's shards are not looked for: their parts are named
+/// unreadable).
+fn open_at<S: ReadAt>(
+    source: S,
+    name: &std::path::Path,
+    options: &ztensor_format::Options,
+) -> std::io::Result<Opened<S>> {
+    let tb_options = match options.strict {
+        true => ztensor_tensorbuffers::ReadOptions::strict(),
+        false => ztensor_tensorbuffers::ReadOptions::default(),
+    };
+    match ztensor_registry::detect_source(&source, Some(name)).ok() {
+        Some(ztensor_registry::Kind::Zt2) => {
+            let max = options.limits.max_manifest_len;
+            let file =
+                ztensor_v2::File::open(source, max).map_err(ztensor_registry::OpenError::Zt2);
+            zt2_opened(file.map(|f| f.with_limits(options.limits.clone())), options)
+        }
+        Some(ztensor_registry::Kind::TensorBuffers) => Ok(match TbFile::new(source, &tb_options) {
+            Ok(reader) => Opened::Tb(Box::new(reader)),
+            Err(e) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
+        }),
+        _ => zt_opened(Reader::new(source, options), options),
+    }
+}
+
+/// A zTensor 2 file as opened, for the dump: held to the expansion budget, a broken rule a
+/// rejection.
+fn zt2_opened<S: ReadAt>(
+    file: Result<ztensor_v2::File<S>, ztensor_registry::OpenError>,
+    options: &ztensor_format::Options,
+) -> std::io::Result<Opened<S>> {
+    Ok(match file {
+        // What checking every object would decode is held to the expansion budget, as every
+        // command holds its input (a shared blob counts once: it is checked once).
+        Ok(file) => match file.check_expansion(&options.limits) {
+            Ok(_) => Opened::Zt2(Box::new(file)),
+            Err(e) => {
+                let kind = e.format_error().map_or("decoded_too_large", |f| f.kind().id());
+                Opened::Done(rejected(kind, &one_line(&e.to_string())), false)
+            }
+        },
+        Err(ztensor_registry::OpenError::Zt2(e)) => match e.broken() {
+            Some(rule) => Opened::Done(rejected(rule.id(), &one_line(&e.to_string())), false),
+            None => return Err(std::io::Error::other(e.to_string())),
+        },
+        Err(e) => return Err(std::io::Error::other(e.to_string())),
+    })
+}
+
+/// A zTensor 0.1/1.x file as opened, for the dump: held to the expansion budget, a broken rule
+/// a rejection.
+fn zt_opened<S: ReadAt>(
+    reader: ztensor_io::Result<Reader<S>>,
+    options: &ztensor_format::Options,
+) -> std::io::Result<Opened<S>> {
     match reader {
         // Held to the expansion budget as every command holds its input: a file whose objects
         // decode to far more than its size explains is refused by that rule (`--max-expansion`
@@ -348,7 +396,26 @@ pub fn write_file_with(
     options: &ztensor_format::Options,
     out: &mut impl Write,
 ) -> std::io::Result<bool> {
-    let accepted = match open(path, options)? {
+    write_opened(open(path, options)?, out)
+}
+
+/// As [`write_file_with`], for bytes wherever they are (an object in a bucket, say), named
+/// `name` in messages: a zTensor 2 root's shards are not looked for.
+///
+/// # Errors
+/// When the bytes cannot be read at all, and errors writing to `out`.
+pub fn write_source_with<S: ReadAt>(
+    source: S,
+    name: &std::path::Path,
+    options: &ztensor_format::Options,
+    out: &mut impl Write,
+) -> std::io::Result<bool> {
+    write_opened(open_at(source, name, options)?, out)
+}
+
+/// Writes the dump of what was opened, and a newline; says whether it was accepted.
+fn write_opened<S: ReadAt>(opened: Opened<S>, out: &mut impl Write) -> std::io::Result<bool> {
+    let accepted = match opened {
         Opened::Zt(reader) => {
             write_accepted(&reader, out)?;
             true

@@ -523,8 +523,31 @@ pub(crate) fn ids(
 /// `ztensor dump FILE`: the conformance dump; status 1 for a file its reader rejects.
 pub(crate) fn dump(out: &mut impl Write, file: &Path) -> Result<ExitCode> {
     // With the command line's limits (`--max-expansion`).
-    let ok = ztensor_dump::write_file_with(file, &ztensor_cli::options(false), out)
-        .with_context(|| format!("cannot read {}", file.display()))?;
+    let options = ztensor_cli::options(false);
+    let context = || format!("cannot read {}", file.display());
+    let ok = match crate::remote::url_of(file) {
+        // An object is dumped as the same bytes on disk are: a zTensor 2 root with the shards
+        // beside it, anything else through the same reader as a file.
+        Some(url) if crate::remote::detect(url)? == super::Kind::Zt2 => {
+            let opening =
+                ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
+            let root = ztensor_registry::open_remote_zt2(crate::remote::object(url)?, &opening)
+                .map_err(|e| crate::open_error(file, &options, e))?;
+            match root.check_expansion(&options.limits) {
+                Ok(_) => {
+                    ztensor_dump::write_zt2(&root, out).with_context(context)?;
+                    out.write_all(b"\n")?;
+                    true
+                }
+                Err(e) => return Err(crate::reported(&file.display().to_string(), &e)),
+            }
+        }
+        Some(url) => {
+            let place = ztensor_registry::Place::from(crate::remote::object(url)?);
+            ztensor_dump::write_source_with(place, file, &options, out).with_context(context)?
+        }
+        None => ztensor_dump::write_file_with(file, &options, out).with_context(context)?,
+    };
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
@@ -553,8 +576,22 @@ fn id(path: &Path, algorithm: ztensor_v2::IdAlgorithm) -> Result<String> {
         options: crate::options(false),
         carry_unknown_dtypes: false,
     };
-    ztensor_registry::content_id(path, &options, algorithm)
-        .map_err(|e| crate::errors::open_error(path, &options.options, e))
+    let failed = |e| crate::errors::open_error(path, &options.options, e);
+    let Some(url) = crate::remote::url_of(path) else {
+        return ztensor_registry::content_id(path, &options, algorithm).map_err(failed);
+    };
+    // An object's identity is its bytes', as a file's is: a zTensor 2 root's from its
+    // manifest, any other input's from its canonical zTensor 2 conversion.
+    if crate::remote::detect(url)? == super::Kind::Zt2 {
+        let root = ztensor_registry::open_remote_zt2(crate::remote::object(url)?, &options)
+            .map_err(failed)?;
+        return root
+            .content_digest(algorithm)
+            .map_err(|e| failed(ztensor_registry::OpenError::Zt2(e)));
+    }
+    let source = crate::open_source(path)?;
+    ztensor_v2::content_digest(&*source, algorithm)
+        .map_err(|e| failed(ztensor_registry::OpenError::Zt2(e)))
 }
 
 #[cfg(test)]
