@@ -210,7 +210,17 @@ fn a_url_reports_as_its_file() {
     let made = crate::ztensor(&["convert", &s(&zt), &s(&zt2), "--to", "2", "--quiet"]);
     assert!(made.status.success(), "{}", stderr(&made));
     moto.put("models", "many2.zt", &std::fs::read(&zt2).unwrap());
-    for (url, local) in [("s3://models/many.zt", s(&zt)), ("s3://models/many2.zt", s(&zt2))] {
+    let tb = dir.path().join("many.tb");
+    let made = crate::ztensor(&["convert", &s(&st), &s(&tb), "--quiet"]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    moto.put("models", "many.tb", &std::fs::read(&tb).unwrap());
+    moto.put("models", "many.safetensors", &std::fs::read(&st).unwrap());
+    for (url, local) in [
+        ("s3://models/many.zt", s(&zt)),
+        ("s3://models/many2.zt", s(&zt2)),
+        ("s3://models/many.tb", s(&tb)),
+        ("s3://models/many.safetensors", s(&st)),
+    ] {
         for args in [
             &["info"][..],
             &["info", "--json"],
@@ -228,8 +238,11 @@ fn a_url_reports_as_its_file() {
             let (path, rest) = args.split_at(1);
             let here = crate::ztensor(&[path, &[local.as_str()], rest].concat());
             let there = ztensor_s3(&moto, &[path, &[url], rest].concat());
-            assert!(here.status.success(), "{args:?}: {}", stderr(&here));
-            assert!(there.status.success(), "{args:?}: {}", stderr(&there));
+            // The conformance dump judges a safetensors file as no zTensor container (status
+            // 1, a verdict), an object of the same bytes alike.
+            let judged = args[0] == "dump" && url.ends_with(".safetensors");
+            assert!(here.status.success() || judged, "{args:?}: {}", stderr(&here));
+            assert_eq!(here.status.code(), there.status.code(), "{url} {args:?}");
             let here = stdout(&here).replace(&local, "FILE");
             let there = stdout(&there).replace(url, "FILE");
             assert!(!here.is_empty(), "{args:?}");
