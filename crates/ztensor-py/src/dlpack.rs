@@ -4,7 +4,8 @@
 //!
 //! The DLPack structures, capsules and the request's rules (ABI version, device, `copy`) come
 //! from `dlpark`; this module says what the bytes are (element type, shape) and who keeps them
-//! alive (the `Bytes` object, held by the capsule's context until the consumer lets go).
+//! alive (the Python object that owns them, [`Exportable`], held by the capsule's context until
+//! the consumer lets go).
 
 use std::ffi::c_void;
 
@@ -18,7 +19,28 @@ use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use ztensor_format::{DType, LogicalType};
 
-use crate::memory::{Bytes, Owner};
+/// Bytes a Python object owns (or borrows from a file it keeps open), as DLPack exports them.
+pub(crate) trait Exportable:
+    pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync
+{
+    /// The first byte and the length.
+    fn raw(&self) -> (*const u8, usize);
+    /// Whether the bytes lie in a file's shared, read-only map.
+    fn mapped(&self) -> bool;
+    /// A new object holding a copy of the bytes, its own.
+    ///
+    /// # Errors
+    /// Python's, making the object.
+    fn copied<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Self>>;
+    /// A new object over a private copy-on-write map of mapped bytes; `None` where none can
+    /// be made.
+    ///
+    /// # Errors
+    /// Python's, making the object.
+    fn private<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, Self>>>;
+    /// Lets bytes of the object's own be lent writable from now on.
+    fn lend_writable(&self) -> bool;
+}
 
 /// The DLPack element type of a storage type, or of a logical type where DLPack has one.
 fn element(dtype: DType, logical: Option<&LogicalType>) -> (DLDataType, u64) {
@@ -50,7 +72,7 @@ fn element(dtype: DType, logical: Option<&LogicalType>) -> (DLDataType, u64) {
 /// thread that is: with the interpreter attached there and then (a capsule's destructor runs
 /// with the GIL held but outside pyo3, which would otherwise defer the release to its next
 /// call).
-struct Held(Option<Py<Bytes>>);
+struct Held(Option<Py<PyAny>>);
 
 impl Drop for Held {
     fn drop(&mut self) {
@@ -62,10 +84,10 @@ impl Drop for Held {
     }
 }
 
-/// One export: the `Bytes` that keep the memory alive, where the elements are, their type and
+/// One export: the object that keeps the memory alive, where the elements are, their type and
 /// shape, and whether a consumer may write them.
 struct Export {
-    owner: Py<Bytes>,
+    owner: Py<PyAny>,
     data: *mut c_void,
     dtype: DLDataType,
     shape: Vec<i64>,
@@ -125,8 +147,8 @@ impl DlpackExporter for Export {
 /// its own by any that writes anyway (a copy where no such map can be made, refused with
 /// `copy=False`).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn export<'py>(
-    bytes: Bound<'py, Bytes>,
+pub(crate) fn export<'py, B: Exportable>(
+    bytes: Bound<'py, B>,
     dtype: &str,
     logical: Option<&str>,
     shape: Vec<u64>,
@@ -164,7 +186,7 @@ pub(crate) fn export<'py>(
     // a private copy-on-write map of them instead: zero-copy until written, and what is
     // written stays the consumer's. Where none can be made (bytes given, a file replaced since
     // it was opened), a copy.
-    let mapped = matches!(bytes.get().owner, Owner::Shared { .. });
+    let mapped = bytes.get().mapped();
     let copied = copy == Some(true);
     let bytes = if copied {
         bytes.get().copied(py)?
@@ -199,6 +221,6 @@ pub(crate) fn export<'py>(
         bytes.get().lend_writable();
     }
     let data = bytes.get().raw().0.cast_mut().cast::<c_void>();
-    let export = Export { owner: bytes.unbind(), data, dtype, shape, read_only };
+    let export = Export { owner: bytes.into_any().unbind(), data, dtype, shape, read_only };
     export_dlpack(&export, py, request)
 }

@@ -252,6 +252,24 @@ impl Bytes {
     }
 }
 
+impl crate::dlpack::Exportable for Bytes {
+    fn raw(&self) -> (*const u8, usize) {
+        Bytes::raw(self)
+    }
+    fn mapped(&self) -> bool {
+        matches!(self.owner, Owner::Shared { .. })
+    }
+    fn copied<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Bytes>> {
+        Bytes::copied(self, py)
+    }
+    fn private<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, Bytes>>> {
+        Bytes::private(self, py)
+    }
+    fn lend_writable(&self) -> bool {
+        Bytes::lend_writable(self)
+    }
+}
+
 #[pymethods]
 impl Bytes {
     /// Fills `view` with the bytes, read-only, one-dimensional, format `B`.
