@@ -256,6 +256,9 @@ pub(crate) enum Command {
         /// Also hash every shard again and compare it with its receipt.
         #[arg(long)]
         deep: bool,
+        /// Print the summary as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Repack a zTensor file on every core: any version in, any version out, zstd and digests
     /// computed in parallel. The output is byte-identical to what `convert` with the same
@@ -293,6 +296,9 @@ pub(crate) enum Command {
         /// told from one carried inside the appended data; use this only on files you trust.
         #[arg(long)]
         scan: bool,
+        /// Print what was done as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Write one object as a NumPy .npy file. bf16 and FP8 are widened to f32 (exactly),
     /// complex types become complex64/complex128, sparse objects are written dense.
@@ -311,6 +317,9 @@ pub(crate) enum Command {
         /// Refuse to densify sparse objects larger than this many bytes, e.g. 4GB or 4GiB.
         #[arg(long, value_parser = cmd::text::parse_size, default_value = "1GiB")]
         max_dense: u64,
+        /// Print the summary as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Compare everything two files hold: file attributes (keys removed, added and changed),
     /// then objects by name: removed, added, and changed in format, shape, dtype, content
@@ -440,6 +449,9 @@ pub(crate) struct PlanArgs {
     /// Where to write the plan.
     #[arg(short = 'o', long = "plan", value_name = "PLAN")]
     pub(crate) plan: PathBuf,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
     /// The version to write.
     #[arg(long, value_parser = parse_version_arg, default_value = "1.2")]
     pub(crate) to: Version,
@@ -512,6 +524,9 @@ pub(crate) struct RemoveArgs {
     /// Fail at once, instead of waiting, when another process is writing OUT.
     #[arg(long)]
     pub(crate) no_wait: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// Output encoding flags shared by the writing commands.

@@ -195,12 +195,12 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
                 cmd::verify::run(&mut out, &file, strict, self::threads(threads), json, quiet)?;
             return finish(out, code);
         }
-        Command::Repair { file, scan } => {
-            let code = cmd::edit::repair(&mut out, &file, scan)?;
+        Command::Repair { file, scan, json } => {
+            let code = cmd::edit::repair(&mut out, &file, scan, json)?;
             return finish(out, code);
         }
-        Command::Extract { file, name, output, max_dense } => {
-            cmd::look::extract_file(&mut out, &file, &name, &output, max_dense)?;
+        Command::Extract { file, name, output, max_dense, json } => {
+            cmd::look::extract_file(&mut out, &file, &name, &output, max_dense, json)?;
             return finish(out, ExitCode::SUCCESS);
         }
         Command::Diff { a, b, json, ignore_attributes } => {
@@ -235,19 +235,22 @@ fn run(mut cli: Cli) -> Result<ExitCode> {
             a.run.quiet |= json;
             (cmd::convert::repack(a)?, quiet, json)
         }
-        Command::Plan(a) => (cmd::plan::plan(a)?, false, false),
+        Command::Plan(a) => {
+            let json = a.json;
+            (cmd::plan::plan(a)?, false, json)
+        }
         Command::RunUnit { plan, unit, mut run } => {
             let (quiet, json) = (run.quiet, run.json);
             run.quiet |= json;
             (cmd::plan::run_unit(&plan, unit, &run)?, quiet, json)
         }
-        Command::Finalize { plan, deep } => (cmd::plan::finalize(&plan, deep)?, false, false),
+        Command::Finalize { plan, deep, json } => (cmd::plan::finalize(&plan, deep)?, false, json),
         Command::Append(mut a) => {
             let (quiet, json) = (a.run.quiet, a.run.json);
             a.run.quiet |= json;
             (cmd::edit::append(&a)?, quiet, json)
         }
-        Command::Remove(a) => (cmd::edit::remove(&a)?, false, false),
+        Command::Remove(a) => (cmd::edit::remove(&a)?, false, a.json),
     };
     if json && !quiet {
         let report = format!("{:#}\n", report::json(&done));

@@ -320,3 +320,44 @@ fn every_named_output_is_replaced_saying_so_and_unnamed_files_need_force() {
     let (ok, forced) = run(&["convert", index, &out, "--force"]);
     assert!(ok && forced.contains("--force removed the checkpoint"), "{forced}");
 }
+
+/// Every command that reports takes `--json` and prints one JSON document on standard output.
+#[test]
+fn every_reporting_command_speaks_json() {
+    let d = scratch("all-json");
+    let p = |name: &str| d.join(name).to_str().unwrap().to_owned();
+    let tiny = root().join("fixtures/examples/tiny-v1.2.zt");
+    let tiny = tiny.to_str().unwrap();
+    let index = root().join("fixtures/examples/checkpoint/model.safetensors.index.json");
+    let index = index.to_str().unwrap();
+    let (a, plan, units) = (p("a.zt"), p("plan.json"), format!("{}/", p("units")));
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["info", tiny],
+        vec!["ls", tiny],
+        vec!["dump", tiny],
+        vec!["verify", tiny],
+        vec!["id", tiny],
+        vec!["cat", tiny, "layer0.bias"],
+        vec!["diff", tiny, tiny],
+        vec!["rules"],
+        vec!["convert", tiny, &a],
+        vec!["repack", tiny, &a],
+        vec!["remove", tiny, "layer0.bias", "-o", &a],
+        vec!["extract", tiny, "layer0.bias", "-o", "NPY"],
+        vec!["repair", &a],
+        vec!["plan", index, &units, "-o", &plan],
+        vec!["run", &plan, "--unit", "0"],
+        vec!["run", &plan, "--unit", "1"],
+        vec!["finalize", &plan],
+    ];
+    let npy = p("b.npy");
+    for command in commands {
+        let mut args: Vec<&str> =
+            command.iter().map(|a| if *a == "NPY" { npy.as_str() } else { a }).collect();
+        args.push("--json");
+        let r = ztensor(&args);
+        assert!(r.status.success(), "{args:?}: {}", stderr(&r));
+        let parsed: Result<serde_json::Value, _> = serde_json::from_slice(&r.stdout);
+        assert!(parsed.is_ok(), "{args:?}: not JSON: {}", String::from_utf8_lossy(&r.stdout));
+    }
+}

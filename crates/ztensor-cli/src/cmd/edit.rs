@@ -178,7 +178,7 @@ fn append_all(target: &Path, from: &Path, encoding: &Encoding, run: &Run) -> Res
 }
 
 /// `ztensor repair`: the last complete state of a file whose append did not finish.
-pub fn repair(out: &mut impl Write, path: &Path, scan: bool) -> Result<ExitCode> {
+pub fn repair(out: &mut impl Write, path: &Path, scan: bool, json: bool) -> Result<ExitCode> {
     let options = ztensor_cli::options(false);
     let outcome = if scan {
         ztensor_io::repair_by_scan(path, &options)
@@ -195,6 +195,22 @@ pub fn repair(out: &mut impl Write, path: &Path, scan: bool) -> Result<ExitCode>
         with_hint(base, &hint)
     })?;
     let objects = open(path, &options)?.manifest().len();
+    if json {
+        let (removed, by_process, end) = match &outcome {
+            Repair::Sound => (0, None, std::fs::metadata(path).ok().map(|m| m.len())),
+            Repair::Restored(r) => (r.discarded, r.pid, Some(r.end)),
+        };
+        let report = serde_json::json!({
+            "file": path.display().to_string(),
+            "repaired": matches!(outcome, Repair::Restored(_)),
+            "removed_bytes": removed,
+            "append_by_process": by_process,
+            "file_len": end,
+            "objects": objects,
+        });
+        writeln!(out, "{report:#}")?;
+        return Ok(ExitCode::SUCCESS);
+    }
     match outcome {
         Repair::Sound => {
             let objects = super::text::plural(objects, "object");

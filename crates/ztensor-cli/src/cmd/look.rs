@@ -145,14 +145,23 @@ fn native_dense(
     Some((info, dtype, descr))
 }
 
-pub fn extract(
-    out: &mut impl Write,
+/// What `extract` wrote: the array's NumPy type, shape and element count, and how it was made
+/// (widened, densified).
+struct Extracted {
+    descr: &'static str,
+    shape: Vec<u64>,
+    elements: u64,
+    note: Option<String>,
+}
+
+/// Writes object `name` of `source` (the input at `path`) to `output` as a `.npy` file.
+fn extract(
     path: &Path,
     source: &dyn TensorSource,
     name: &str,
     output: &Path,
     max_dense: u64,
-) -> Result<()> {
+) -> Result<Extracted> {
     super::not_over(path, output, "an extracted array")?;
     let index = found(path, source, name)?;
     // A dense tensor of a type NumPy holds as stored streams into the file in pieces: any
@@ -171,28 +180,14 @@ pub fn extract(
             .map_err(|e| reported(&path.display().to_string(), &e))?;
         file.persist().map_err(|e| anyhow!("{e}"))?;
         let elements = elements / dtype.size().max(1);
-        writeln!(
-            out,
-            "wrote {} ({descr} {:?}, {elements} elements)",
-            output.display(),
-            info.shape
-        )?;
-        return Ok(());
+        return Ok(Extracted { descr, shape: info.shape.into_owned(), elements, note: None });
     }
     let array = array(path, source, name, max_dense)?;
     let mut file = ztensor_io::AtomicFile::create(output).map_err(|e| anyhow!("{e}"))?;
     npy::write(&mut file, &array).map_err(|e| anyhow!("writing {}: {e}", output.display()))?;
     file.persist().map_err(|e| anyhow!("{e}"))?;
-    let note = array.note.as_ref().map(|n| format!("; {n}")).unwrap_or_default();
-    writeln!(
-        out,
-        "wrote {} ({} {:?}, {} elements{note})",
-        output.display(),
-        array.descr,
-        array.shape,
-        npy::len(&array)
-    )?;
-    Ok(())
+    let elements = npy::len(&array);
+    Ok(Extracted { descr: array.descr, shape: array.shape, elements, note: array.note })
 }
 
 /// Values `cat` holds back until the object's digests have been checked; past this many it
@@ -559,14 +554,37 @@ pub(crate) fn extract_file(
     name: &str,
     output: &Path,
     max_dense: u64,
+    json: bool,
 ) -> Result<()> {
     ztensor_io::check_output(output).map_err(|e| anyhow!("{e}"))?;
     let source = crate::open_source_for(file, output, "an extracted array", false)?;
     let before = super::replace::held(output);
-    extract(out, file, &*source, name, output, max_dense)?;
-    if let Some(before) = before {
-        writeln!(out, "{}", super::replace::replaced(output, &before, None))?;
+    let done = extract(file, &*source, name, output, max_dense)?;
+    let notes: Vec<String> =
+        before.iter().map(|b| super::replace::replaced(output, b, None)).collect();
+    if json {
+        let report = serde_json::json!({
+            "wrote": output.display().to_string(),
+            "name": name,
+            "dtype": done.descr,
+            "shape": done.shape,
+            "elements": done.elements,
+            "note": done.note,
+            "notes": notes,
+        });
+        writeln!(out, "{report:#}")?;
+        return Ok(());
     }
+    let note = done.note.map(|n| format!("; {n}")).unwrap_or_default();
+    writeln!(
+        out,
+        "wrote {} ({} {:?}, {} elements{note})",
+        output.display(),
+        done.descr,
+        done.shape,
+        done.elements
+    )?;
+    notes.iter().try_for_each(|n| writeln!(out, "{n}"))?;
     Ok(())
 }
 
