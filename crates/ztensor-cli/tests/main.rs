@@ -20,6 +20,8 @@ mod opens;
 mod outputs;
 mod readme;
 mod remote;
+mod remote_credentials;
+mod remote_reads;
 // What the object-storage tests share (objects read back whole); not all of it is used here.
 #[allow(dead_code)]
 #[path = "../../ztensor-remote/tests/support/remote.rs"]
