@@ -9,6 +9,8 @@ use std::process::{Command, Output};
 mod budgets;
 mod dcp;
 mod durability;
+mod formats;
+mod generations;
 mod hostile;
 mod layout;
 #[path = "../../ztensor-remote/tests/support/liar.rs"]
@@ -30,6 +32,7 @@ mod sharded;
 mod shell;
 mod stdin;
 mod strict;
+mod summaries;
 mod threads;
 mod tools;
 mod unchecked;

@@ -550,3 +550,48 @@ fn more_shards_than_the_soft_limit_of_open_files_are_read() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Runs the Slurm example with `env`, as a machine with Slurm would see it.
+fn slurm_example(env: &[(&str, &Path)]) -> std::process::Output {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/schedulers/slurm-e2e.sh");
+    let mut command = std::process::Command::new("bash");
+    command.arg(script).env("ZTENSOR", env!("CARGO_BIN_EXE_ztensor"));
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().unwrap()
+}
+
+#[test]
+fn the_slurm_example_leaves_a_machine_with_slurm_alone() {
+    let d = scratch("slurm");
+    // A system configuration: refused before anything is started, installed or written.
+    let conf = d.join("slurm.conf");
+    std::fs::write(&conf, "ClusterName=production\n").unwrap();
+    let out = slurm_example(&[("SLURM_E2E_SYSTEM_CONF", &conf)]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("slurm.conf exists"));
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), "ClusterName=production\n");
+    // A munge daemon already running (here a stand-in of that name): refused, and left
+    // running.
+    let munged = d.join("munged");
+    std::fs::copy("/bin/sleep", &munged).unwrap();
+    let mut daemon = std::process::Command::new(&munged).arg("60").spawn().unwrap();
+    let absent = d.join("absent.conf");
+    let out = slurm_example(&[("SLURM_E2E_SYSTEM_CONF", &absent)]);
+    let alive = daemon.try_wait().unwrap().is_none();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("munged is already running"));
+    assert!(alive, "the running daemon was stopped");
+    // Nothing in it stops processes by name or writes system paths.
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/schedulers/slurm-e2e.sh"),
+    )
+    .unwrap();
+    for risky in ["pkill", "killall", "/etc/slurm/slurm.conf\"", "/etc/munge", "/var/spool"] {
+        assert!(!text.contains(risky), "the example uses {risky}");
+    }
+}

@@ -1,7 +1,9 @@
 //! What a shell user expects of the tool: completion scripts and manual pages, both made from
-//! the parser's own definitions, so every command `--help` lists is in them.
+//! the parser's own definitions, so every command `--help` lists is in them; help with an
+//! example for every command, naming every format read and written.
 
 use super::readme::commands;
+use super::tools::ok;
 use super::{scratch, stderr, stdout, ztensor};
 
 #[test]
@@ -69,4 +71,60 @@ fn the_manual_has_a_page_for_the_tool_and_each_command() {
     }
     let convert = std::fs::read_to_string(dir.join("ztensor-convert.1")).unwrap();
     assert!(convert.contains("shard\\-size") && convert.contains("s3://"), "{convert}");
+}
+
+#[test]
+fn every_command_has_an_example_in_its_help() {
+    // The commands as the tool lists them, so a new one cannot be missed here; README's rows
+    // for them are checked in `readme.rs`.
+    for command in super::readme::commands() {
+        let help = ok(&[&command, "--help"]);
+        assert!(help.contains("Example: ztensor "), "{command}: {help}");
+    }
+    let help = ok(&["--help"]);
+    assert!(help.contains("Exit status: 0 on success; 1 when the data says no"), "{help}");
+}
+
+#[test]
+fn help_names_every_format_the_tool_reads_and_writes() {
+    let reads = [
+        "zTensor",
+        "zTensor 2",
+        "safetensors",
+        "TensorBuffers",
+        ".npy",
+        ".npz",
+        "GGUF",
+        "PyTorch",
+        ".pth",
+    ];
+    for command in [
+        &["--help"][..],
+        &["convert", "--help"],
+        &["info", "--help"],
+        &["ls", "--help"],
+        &["verify", "--help"],
+        &["extract", "--help"],
+        &["diff", "--help"],
+        &["cat", "--help"],
+        &["append", "--help"],
+    ] {
+        let help = ok(command);
+        for format in reads {
+            assert!(help.contains(format), "{command:?} does not name {format}");
+        }
+    }
+    // What is written, and an example for each family of input.
+    for command in [&["--help"][..], &["convert", "--help"]] {
+        let help = ok(command);
+        assert!(help.contains(".safetensors") && help.contains("TensorBuffers"), "{help}");
+        for example in [
+            "Example: ztensor convert model.safetensors.index.json model.zt",
+            "Example: ztensor convert model.pth model.zt",
+            "Example: ztensor convert model.gguf model.zt",
+            "Example: ztensor convert arrays.npz arrays.zt",
+        ] {
+            assert!(help.contains(example), "{command:?} lacks {example:?}");
+        }
+    }
 }

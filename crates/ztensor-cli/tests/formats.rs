@@ -1,0 +1,273 @@
+//! Every other format the tool reads (NumPy, GGUF, PyTorch, TensorBuffers) through the same
+//! commands as safetensors and zTensor, `append` from each, safetensors dtypes zTensor lacks,
+//! and a tensor that fails late while it streams.
+
+use std::path::Path;
+
+use safetensors::Dtype;
+
+use super::tools::{Spec, arg, fails, ok, read_back, write_safetensors};
+use super::{json, scratch, stdout, ztensor};
+
+#[test]
+fn info_describes_every_other_format_through_the_source_interface() {
+    let ops = "fixtures/tensorbuffers/valid/model-and-operations.tb";
+    let info = json(&ztensor(&["info", "--json", ops]));
+    assert_eq!(info["format"], "tensorbuffers");
+    assert_eq!(info["attributes"]["tensorbuffers.model"], "example", "{info}");
+    assert_eq!(info["tensors"].as_array().unwrap().len(), 1);
+    let index = "fixtures/examples/checkpoint/model.safetensors.index.json";
+    let text = ok(&["info", index]);
+    assert!(text.contains("SHARD") && text.contains("model-00002-of-00002.safetensors"), "{text}");
+    assert!(text.contains("u8:f8_e4m3fn"), "the zTensor types, as every command shows them");
+    let info = json(&ztensor(&["info", "--json", index]));
+    assert_eq!(info["format"], "safetensors-sharded");
+    let shards: Vec<&str> =
+        info["tensors"].as_array().unwrap().iter().map(|t| t["shard"].as_str().unwrap()).collect();
+    assert_eq!(shards.len(), 6);
+}
+
+#[test]
+fn numpy_files_are_read_like_any_other_input() {
+    let d = scratch("numpy-in");
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/external/numpy");
+    let npy = dir.join("fortran-f4.npy");
+    let info = ok(&["info", arg(&npy)]);
+    assert!(
+        info.contains("NumPy .npy") && info.contains("fortran-f4") && info.contains("[3, 4]"),
+        "{info}"
+    );
+    let zt = d.join("f.zt");
+    ok(&["convert", arg(&npy), arg(&zt), "--zstd", "3"]);
+    // The zTensor file holds the array in C order: the same values as NumPy's own C-order copy.
+    let same = ok(&["diff", arg(&npy), arg(&zt)]);
+    assert!(same.contains("1 the same"), "{same}");
+    ok(&["verify", arg(&npy)]);
+    let listed = ok(&["ls", arg(&dir.join("dense-c8.npy"))]);
+    assert!(listed.contains("dense-c8"), "{listed}");
+    // What NumPy itself cannot give as an array of numbers is refused by name.
+    let err = fails(&["convert", arg(&dir.join("object-array.npy")), arg(&d.join("o.zt"))], 1);
+    assert!(err.contains("never unpickled"), "{err}");
+    let err = fails(&["info", arg(&dir.join("structured.npy"))], 1);
+    assert!(err.contains("structured"), "{err}");
+    // Archives, stored and deflated: the same arrays.
+    let plain = dir.join("arrays.npz");
+    let deflated = dir.join("compressed.npz");
+    let info = ok(&["info", arg(&deflated)]);
+    assert!(info.contains("NumPy .npz (compressed)") && info.contains("fortran"), "{info}");
+    let same = ok(&["diff", arg(&plain), arg(&deflated)]);
+    assert!(same.contains("4 the same"), "{same}");
+    let npz_zt = d.join("npz.zt");
+    ok(&["convert", arg(&deflated), arg(&npz_zt)]);
+    let same = ok(&["diff", arg(&plain), arg(&npz_zt)]);
+    assert!(same.contains("4 the same"), "{same}");
+}
+
+#[test]
+fn gguf_files_are_read_like_any_other_input() {
+    let d = scratch("gguf-in");
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/external/gguf");
+    let gguf = dir.join("quantized.gguf");
+    let info = ok(&["info", arg(&gguf)]);
+    assert!(info.contains("GGUF version 3") && info.contains("q4_k"), "{info}");
+    let zt = d.join("q.zt");
+    ok(&["convert", arg(&gguf), arg(&zt), "--digest", "sha256"]);
+    let same = ok(&["diff", arg(&gguf), arg(&zt)]);
+    assert!(same.contains("0 changed"), "{same}");
+    // The GGUF metadata and each quantized tensor's type and shape travel as attributes.
+    let report = json(&ztensor(&["info", "--json", arg(&zt)]));
+    assert_eq!(report["attributes"]["test.string"], "zTensor ✓");
+    let q4 = report["objects"].as_array().unwrap().iter().find(|o| o["name"] == "q4_k").unwrap();
+    assert_eq!(q4["attributes"]["gguf.type"], "Q4_K", "{q4}");
+    assert_eq!(q4["attributes"]["gguf.shape"], serde_json::json!([2, 256]), "{q4}");
+    ok(&["verify", arg(&dir.join("plain.gguf"))]);
+    // A GGUF file cut short is refused with the offending tensor named.
+    let bytes = std::fs::read(&gguf).unwrap();
+    let cut = d.join("cut.gguf");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let err = fails(&["info", arg(&cut)], 1);
+    assert!(err.contains("run past its end") && err.contains("mxfp4"), "{err}");
+}
+
+#[test]
+fn pytorch_checkpoints_are_read_like_any_other_input() {
+    let d = scratch("torch-in");
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/external/pytorch");
+    let checkpoint = dir.join("checkpoint.pt");
+    let info = ok(&["info", arg(&checkpoint)]);
+    assert!(info.contains("PyTorch checkpoint (torch.save") && info.contains("27"), "{info}");
+    assert!(info.contains("optimizer_state_dict.state.0.exp_avg"), "{info}");
+    ok(&["verify", arg(&checkpoint)]);
+    // Converted with its plain values as file attributes; the same tensors either way.
+    let zt = d.join("checkpoint.zt");
+    let said =
+        ok(&["convert", arg(&checkpoint), arg(&zt), "--zstd", "3", "--digest", "sha256", "--json"]);
+    // Tensors the source decodes whole are held whole: that is what is in flight.
+    let report: serde_json::Value = serde_json::from_str(&said).unwrap();
+    assert!(report["peak_in_flight"].as_u64().is_some_and(|p| p > 0), "{said}");
+    let same = ok(&["diff", arg(&checkpoint), arg(&zt)]);
+    assert!(same.contains("27 the same"), "{same}");
+    let report = json(&ztensor(&["info", "--json", arg(&zt)]));
+    assert_eq!(report["attributes"]["epoch"], 7, "{report}");
+    assert_eq!(report["attributes"]["config"]["layers"], serde_json::json!([4, 3, 2]));
+    // Views come out as the contiguous tensors they show.
+    let views = dir.join("views.pt");
+    let shown = ok(&["cat", arg(&views), "transposed"]);
+    assert!(shown.contains("[6, 4]") && shown.contains("0 6 12 18"), "{shown}");
+    let npy = d.join("t.npy");
+    ok(&["extract", arg(&views), "every_other", "-o", arg(&npy)]);
+    let same = ok(&["diff", arg(&npy), arg(&d.join("t.npy"))]);
+    assert!(same.contains("1 the same"), "{same}");
+    // The legacy format, big-endian and deflated variants read as the originals.
+    let legacy = ok(&["info", arg(&dir.join("legacy.pt"))]);
+    assert!(legacy.contains("legacy torch.save"), "{legacy}");
+    let same = ok(&["diff", arg(&views), arg(&dir.join("variants/big-endian.pt"))]);
+    assert!(same.contains("8 the same"), "{same}");
+    let same = ok(&["diff", arg(&checkpoint), arg(&dir.join("variants/deflated.pt"))]);
+    assert!(same.contains("27 the same"), "{same}");
+    // Appended into a zTensor file like any other source.
+    let target = d.join("target.zt");
+    ok(&["convert", arg(&dir.join("parameter.pt")), arg(&target)]);
+    ok(&["append", arg(&target), "--from", arg(&dir.join("state_dict.pt"))]);
+    let listed = ok(&["ls", arg(&target)]);
+    assert!(listed.contains("parameter") && listed.contains("1.running_var"), "{listed}");
+    // A flipped storage byte is a problem of the file (status 1); code in a pickle is refused
+    // by name before anything runs.
+    let out = ztensor(&["verify", arg(&dir.join("hostile/crc-flipped.pt"))]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("CRC-32 mismatch [digest_mismatch]"), "{}", stdout(&out));
+    let err = fails(&["convert", arg(&dir.join("hostile/calls-os-system.pt")), arg(&zt)], 1);
+    assert!(err.contains("system") && err.contains("executes nothing"), "{err}");
+    let err = fails(&["info", arg(&dir.join("scripted.pt"))], 1);
+    assert!(err.contains("TorchScript"), "{err}");
+    // Sparse COO and CSR tensors become sparse objects, which pass zTensor's strict rules.
+    let sparse = d.join("sparse.zt");
+    ok(&["convert", arg(&dir.join("sparse.pt")), arg(&sparse)]);
+    let same = ok(&["diff", arg(&dir.join("sparse.pt")), arg(&sparse)]);
+    assert!(same.contains("3 the same"), "{same}");
+    ok(&["verify", "--strict", arg(&sparse)]);
+    let shown = ok(&["cat", arg(&sparse), "csr"]);
+    assert!(shown.contains("2 0 3"), "{shown}");
+}
+
+/// A tensor that streams through `extract`, `cat` and `diff`: a stream corrupt mid-way, or a
+/// digest that differs at the end, fails the command with the rule, and nothing is written.
+#[test]
+fn a_streamed_tensor_that_fails_late_leaves_no_output() {
+    use ztensor_format::{DType, DigestAlgorithm, Version};
+    use ztensor_io::WriteOptions;
+    let d = scratch("streamed-faults");
+    // 24 MiB of weakly compressible bytes: several pieces, a compressed stream of some length.
+    let mut rng = ztensor_testkit::Rng::new(0x2545_f491_4f6c_dd1d);
+    let data: Vec<u8> = (0..24 << 20).map(|_| (rng.next_u64() >> 59) as u8).collect();
+    for (digest, rule) in
+        [(None, "decode_failed"), (Some(DigestAlgorithm::Crc32c), "digest_mismatch")]
+    {
+        let mut w = ztensor_io::Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let mut options = WriteOptions::zstd(1);
+        if let Some(d) = digest {
+            options = options.with_digest(d);
+        }
+        w.add_dense("t", &[data.len() as u64], DType::U8, &data, &options).unwrap();
+        let mut file = w.finish().unwrap().0;
+        let reader = ztensor_io::Reader::new(&file[..], &Default::default()).unwrap();
+        let c = reader.object("t").unwrap().component("data").unwrap();
+        let (at, len) = (c.offset() as usize, c.stored_len() as usize);
+        // Mid-way through the stored stream: past the first pieces it decodes to.
+        for b in &mut file[at + len * 3 / 4..at + len * 3 / 4 + 64] {
+            *b ^= 0x5a;
+        }
+        let path = d.join("t.zt");
+        std::fs::write(&path, &file).unwrap();
+        let out = d.join("t.npy");
+        let err = fails(&["extract", arg(&path), "t", "-o", arg(&out)], 1);
+        assert!(err.contains(rule), "{err}");
+        assert!(!out.exists());
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "a temporary was left");
+        let err = fails(&["cat", arg(&path), "t"], 1);
+        assert!(err.contains(rule), "{err}");
+        let err = fails(&["diff", arg(&path), arg(&path)], 1);
+        assert!(err.contains(rule), "{err}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A safetensors file with tensors of the microscaling dtypes zTensor has no type for.
+pub(crate) fn microscaling(path: &Path) {
+    let specs: Vec<Spec> = vec![
+        ("scales".into(), Dtype::F8_E8M0, vec![4], vec![127, 128, 126, 130]),
+        ("w.f4".into(), Dtype::F4, vec![2, 4], vec![0x12, 0x34, 0x56, 0x78]),
+        (
+            "w".into(),
+            Dtype::F32,
+            vec![2],
+            [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+    ];
+    write_safetensors(path, &specs, None);
+}
+
+#[test]
+fn safetensors_dtypes_ztensor_lacks_are_valid_and_can_be_carried_or_left_out() {
+    let d = scratch("microscaling");
+    let st = d.join("mx.safetensors");
+    microscaling(&st);
+    // Valid safetensors: verify says so, and names the tensors zTensor has no type for.
+    let out = ok(&["verify", arg(&st)]);
+    assert!(out.contains("sound (a safetensors file: 3 tensors"), "{out}");
+    assert!(out.contains("2 tensors are of a dtype zTensor has no type for"), "{out}");
+    assert!(out.contains("scales (F8_E8M0)") && out.contains("w.f4 (F4)"), "{out}");
+    // As JSON too: sound, with the unsupported tensors listed apart from problems.
+    let report = json(&ztensor(&["verify", "--json", arg(&st)]));
+    assert_eq!(report["sound"], true, "{report}");
+    assert_eq!(report["objects"], 3);
+    assert_eq!(report["unsupported"].as_array().unwrap().len(), 2, "{report}");
+    // Converting is refused by name, with the two ways out.
+    let zt = d.join("mx.zt");
+    let err = fails(&["convert", arg(&st), arg(&zt)], 1);
+    assert!(err.contains("has no zTensor type"), "{err}");
+    assert!(err.contains("--carry-unknown-dtypes") && err.contains("--exclude"), "{err}");
+    assert!(!zt.exists());
+    // Left out by name.
+    let out = ok(&["convert", arg(&st), arg(&zt), "--exclude", "scales", "--exclude", "*.f4"]);
+    assert!(out.contains("(zTensor 1.2, 1 object:"), "{out}");
+    assert_eq!(ok(&["ls", arg(&zt)]), "w\n");
+    // Carried as bytes, with the dtype and shape recorded; back to safetensors, restored byte
+    // for byte (read back by the safetensors crate).
+    ok(&["convert", arg(&st), arg(&zt), "--carry-unknown-dtypes", "--zstd", "3"]);
+    let info = json(&ztensor(&["info", "--json", arg(&zt)]));
+    let text = info.to_string();
+    assert!(text.contains("safetensors.dtype") && text.contains("F8_E8M0"), "{text}");
+    let back = d.join("back.safetensors");
+    ok(&["convert", arg(&zt), arg(&back)]);
+    let (a, _) = read_back(&st);
+    let (b, _) = read_back(&back);
+    assert_eq!(a, b);
+    // And straight from safetensors to safetensors.
+    let direct = d.join("direct.safetensors");
+    ok(&["convert", arg(&st), arg(&direct), "--carry-unknown-dtypes"]);
+    assert_eq!(read_back(&direct).0, a);
+}
+
+#[test]
+fn append_takes_every_input_format() {
+    // TensorBuffers too, through the tensor-source interface (it was refused before).
+    let d = scratch("append-any");
+    let zt = d.join("t.zt");
+    ok(&["convert", "fixtures/examples/tiny-v1.2.zt", arg(&zt), "--exclude", "[!a]*"]);
+    let tb = "fixtures/tensorbuffers/valid/sample.tb";
+    let out = ok(&["append", arg(&zt), "--from", tb]);
+    assert!(out.contains("appended 2 objects"), "{out}");
+    let names = ok(&["ls", arg(&zt)]);
+    assert_eq!(names.lines().count(), 3, "{names}");
+    for name in ok(&["ls", tb]).lines() {
+        assert_eq!(ok(&["cat", tb, name]), ok(&["cat", arg(&zt), name]), "{name}");
+    }
+    // The target keeps its own file attributes.
+    let info = json(&ztensor(&["info", "--json", arg(&zt)]));
+    assert_eq!(info["attributes"]["license"], "CC0-1.0", "{info}");
+    ok(&["verify", arg(&zt)]);
+}
