@@ -283,22 +283,18 @@ fn open_at<S: ReadAt>(
     name: &std::path::Path,
     options: &ztensor_format::Options,
 ) -> std::io::Result<Opened<S>> {
-    let tb_options = match options.strict {
-        true => ztensor_tensorbuffers::ReadOptions::strict(),
-        false => ztensor_tensorbuffers::ReadOptions::default(),
-    };
+    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
     match ztensor_registry::detect_source(&source, Some(name)).ok() {
         Some(ztensor_registry::Kind::Zt2) => {
-            let max = options.limits.max_manifest_len;
-            let file =
-                ztensor_v2::File::open(source, max).map_err(ztensor_registry::OpenError::Zt2);
-            zt2_opened(file.map(|f| f.with_limits(options.limits.clone())), options)
+            zt2_opened(ztensor_registry::open_zt2_at(source, &opening), options)
         }
-        Some(ztensor_registry::Kind::TensorBuffers) => Ok(match TbFile::new(source, &tb_options) {
-            Ok(reader) => Opened::Tb(Box::new(reader)),
-            Err(e) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
-        }),
-        _ => zt_opened(Reader::new(source, options), options),
+        Some(ztensor_registry::Kind::TensorBuffers) => {
+            Ok(match ztensor_registry::open_tb_at(source, &opening) {
+                Ok(reader) => Opened::Tb(Box::new(reader)),
+                Err(e) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
+            })
+        }
+        _ => zt_opened(ztensor_registry::open_zt_at(source, &opening), options),
     }
 }
 

@@ -70,6 +70,10 @@ pub use open::open_zt_index;
 pub use open::{content_id, open_zt2};
 pub use open::{open, open_bytes, open_mapped, open_zt};
 pub use opened::{OpenError, OpenOptions, Opened};
+#[cfg(feature = "tensorbuffers")]
+pub use place::open_tb_at;
+#[cfg(feature = "v2")]
+pub use place::open_zt2_at;
 pub use place::{Place, open_zt_at};
 #[cfg(all(feature = "remote", feature = "sharded"))]
 pub use remote::open_remote_zt_index;

@@ -107,3 +107,37 @@ pub fn open_zt_at<S: ReadAt>(
 ) -> Result<Reader<S>, ztensor_io::Error> {
     Reader::new(place, &options.options)
 }
+
+/// The zTensor 2 file whose bytes are `place`, alone (a root's shards are not looked for:
+/// there is no directory to look in), held to the manifest limit and expansion limits of
+/// `options`.
+///
+/// # Errors
+/// [`OpenError::Zt2`](crate::OpenError::Zt2): the file breaks a rule or cannot be read.
+#[cfg(feature = "v2")]
+pub fn open_zt2_at<S: ReadAt>(
+    place: S,
+    options: &crate::OpenOptions,
+) -> Result<ztensor_v2::File<S>, crate::OpenError> {
+    let limits = &options.options.limits;
+    ztensor_v2::File::open(place, limits.max_manifest_len)
+        .map(|file| file.with_limits(limits.clone()))
+        .map_err(crate::OpenError::Zt2)
+}
+
+/// The TensorBuffers file whose bytes are `place`, strict when `options` say so.
+///
+/// # Errors
+/// The reader's error: a broken rule or a failed read.
+#[cfg(feature = "tensorbuffers")]
+pub fn open_tb_at<S: ReadAt>(
+    place: S,
+    options: &crate::OpenOptions,
+) -> Result<ztensor_tensorbuffers::TbFile<S>, ztensor_tensorbuffers::Error> {
+    let read = if options.options.strict {
+        ztensor_tensorbuffers::ReadOptions::strict()
+    } else {
+        ztensor_tensorbuffers::ReadOptions::default()
+    };
+    ztensor_tensorbuffers::TbFile::new(place, &read)
+}
