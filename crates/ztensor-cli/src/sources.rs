@@ -4,37 +4,21 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow};
 use ztensor_format::Options;
-use ztensor_io::{FileSource, Reader};
+use ztensor_io::Reader;
 use ztensor_registry::Place;
 
 use crate::cmd;
 use crate::errors::{Failure, open_error, reported, torn_hint, with_hint};
 use crate::options;
-use crate::remote;
-
-/// The zTensor file (0.1, 1.x) at `path` as its own reader, through the descriptor it was
-/// told by where it was ([`told`](crate::told::told)).
-pub(crate) fn zt_reader<S: ztensor_io::ReadAt + From<FileSource>>(
-    path: &Path,
-    opening: &ztensor_registry::OpenOptions,
-) -> std::result::Result<Reader<S>, ztensor_io::Error> {
-    match crate::told::told(path) {
-        Ok(mut detected) => detected.open_zt(opening),
-        Err(_) => ztensor_registry::open_zt_at(S::from(FileSource::open(path)?), opening),
-    }
-}
 
 /// The zTensor file (0.1, 1.x) at `path`, a local path or a URL, as its own reader over
-/// where its bytes are: one reader, so a command prints the same report for an object as for
-/// the same bytes on disk. A file that breaks a rule is a rejection (status 1), with the hint
-/// for a torn append where it applies.
-pub(crate) fn open_place(path: &Path, options: &Options) -> Result<Reader<Place>> {
+/// where its bytes are ([`told`](crate::told::told): a file through the descriptor it was told
+/// by): one reader, so a command prints the same report for an object as for the same bytes on
+/// disk. A file that breaks a rule is a rejection (status 1), with the hint for a torn append
+/// where it applies.
+pub(crate) fn open(path: &Path, options: &Options) -> Result<Reader<Place>> {
     let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-    let reader = match remote::url_of(path) {
-        Some(url) => ztensor_registry::open_zt_at(Place::from(remote::object(url)?), &opening),
-        None => zt_reader(path, &opening),
-    };
-    reader.map_err(|e| rejected_or_failed(path, options, &e))
+    crate::told::told(path)?.open_zt(&opening).map_err(|e| rejected_or_failed(path, options, &e))
 }
 
 /// A zTensor reader's error at `path`: a broken rule is a rejection (status 1), naming the
@@ -51,13 +35,6 @@ fn rejected_or_failed(path: &Path, options: &Options, e: &ztensor_io::Error) -> 
         }
         None => anyhow!("{e}"),
     }
-}
-
-/// Opens a zTensor file; a file that breaks a rule is a rejection (status 1), other failures stay
-/// errors.
-pub(crate) fn open(path: &Path, options: &Options) -> Result<Reader<FileSource>> {
-    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-    zt_reader(path, &opening).map_err(|e| rejected_or_failed(path, options, &e))
 }
 
 /// Takes the write lock on an existing `output`: waiting (and saying so) while another process
@@ -97,7 +74,7 @@ pub(crate) fn output_lock(
 
 /// Opens a zTensor file for a command that reads zTensor only, with a clear message for the
 /// foreign formats it recognises.
-pub(crate) fn open_zt(path: &Path, command: &str) -> Result<Reader<FileSource>> {
+pub(crate) fn open_zt(path: &Path, command: &str) -> Result<Reader<Place>> {
     match cmd::detect(path)? {
         cmd::Kind::Zt => open(path, &ztensor_cli::options(false)),
         other => Err(anyhow!(
@@ -145,18 +122,11 @@ pub(crate) fn open_told_for(
     expansion_checked(path, opened)
 }
 
-/// The zTensor 2 file at `path` with its shards ([`ztensor_registry::open_zt2`]), refused as
+/// The zTensor 2 file at `path` (a local path or a URL) with its shards beside it, refused as
 /// every input is, for `verify`, which checks the shards whole.
-pub(crate) fn open_zt2_file(path: &Path) -> Result<ztensor_v2::File<FileSource>> {
-    let options = ztensor_registry::OpenOptions {
-        options: ztensor_cli::options(false),
-        ..Default::default()
-    };
-    match crate::told::told(path) {
-        Ok(mut told) => told.open_zt2(&options),
-        Err(_) => ztensor_registry::open_zt2(path, &options),
-    }
-    .map_err(|e| open_error(path, &options.options, e))
+pub(crate) fn open_zt2_file(path: &Path, options: &Options) -> Result<ztensor_v2::File<Place>> {
+    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
+    crate::told::told(path)?.open_zt2(&opening).map_err(|e| open_error(path, options, e))
 }
 
 /// As [`open_source`]; with `carry_unknown`, safetensors tensors of dtypes zTensor lacks are
@@ -188,19 +158,13 @@ pub(crate) fn expansion_checked(
     Ok(opened.into_source())
 }
 
-/// Opens the input at `path` through the format registry, a local file through the
-/// descriptor it was told by ([`told`](crate::told::told)), a URL as the object it was told in (its expansion
-/// left to the caller: [`expansion_checked`]).
+/// Opens the input at `path` through the format registry as it was told
+/// ([`told`](crate::told::told): a local file through its descriptor, a URL as the object it
+/// was told in), its expansion left to the caller ([`expansion_checked`]).
 pub(crate) fn open_told(path: &Path, carry_unknown: bool) -> Result<ztensor_registry::Opened> {
     let options = ztensor_registry::OpenOptions {
         options: ztensor_cli::options(false),
         carry_unknown_dtypes: carry_unknown,
     };
-    match remote::url_of(path) {
-        // The object the kind was recognised in, through the registry's one door.
-        Some(url) => ztensor_registry::open_remote(remote::object(url)?, &options),
-        // The file as it was told, opened as what it is.
-        None => crate::told::told(path).map_err(Into::into).and_then(|d| d.open(&options)),
-    }
-    .map_err(|e| open_error(path, &options.options, e))
+    crate::told::told(path)?.open(&options).map_err(|e| open_error(path, &options.options, e))
 }

@@ -23,14 +23,18 @@ pub(crate) fn tell(path: &Path) -> Result<ztensor_registry::Kind, ztensor_regist
     Ok(kind)
 }
 
-/// The file at `path` as [`tell`] left it open, when it is still the file there; else told
-/// now. Either way opened once more at most.
-pub(crate) fn told(path: &Path) -> Result<ztensor_registry::Detected, ztensor_registry::Error> {
+/// The input at `path` as [`tell`] left it open, when it is still the file there; else told
+/// now, either way opened once more at most. A URL is the object it names, as this command
+/// opened it ([`remote::object`](crate::remote::object)): one opener for both.
+pub(crate) fn told(path: &Path) -> anyhow::Result<ztensor_registry::Detected> {
+    if let Some(url) = crate::remote::url_of(path) {
+        return Ok(ztensor_registry::Detected::object(crate::remote::object(url)?)?);
+    }
     let mut told = TOLD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let held = told.iter().position(|d| d.path() == path).map(|i| told.swap_remove(i));
     drop(told);
     match held.filter(ztensor_registry::Detected::is_current) {
         Some(detected) => Ok(detected),
-        None => ztensor_registry::Detected::new(path),
+        None => Ok(ztensor_registry::Detected::new(path)?),
     }
 }

@@ -164,3 +164,89 @@ fn a_conversion_fetches_its_input_once_whatever_the_target() {
         }
     }
 }
+
+/// A sharded checkpoint in a bucket is its directory: a zTensor checkpoint's index, a
+/// Distributed Checkpoint torch saved as zTensor (its chunks made whole), and a sharded
+/// zTensor 2 root, each with its shards the objects beside it, give the report their files
+/// give (`verify` of a chunked checkpoint in a bucket checked its chunks as objects of their
+/// own, where the same files were made whole).
+#[test]
+fn a_sharded_checkpoint_in_a_bucket_reports_as_its_directory() {
+    let Some(moto) = moto::start("a_sharded_checkpoint_in_a_bucket_reports_as_its_directory")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    moto.bucket("models");
+    let st = dir.path().join("many.safetensors");
+    std::fs::write(&st, many_tensors(40, 8192)).unwrap();
+    let options = ["--zstd", "3", "--digest", "sha256", "--shard-size", "512KiB", "--quiet"];
+    let zt = dir.path().join("zt");
+    let made =
+        crate::ztensor(&[&["convert", &s(&st), &format!("{}/", s(&zt))][..], &options].concat());
+    assert!(made.status.success(), "{}", stderr(&made));
+    let zt2 = dir.path().join("zt2");
+    let made = crate::ztensor(
+        &[
+            &["convert", &s(&st), &format!("{}/", s(&zt2)), "--to", "2", "--zstd", "3"][..],
+            &options[4..],
+        ]
+        .concat(),
+    );
+    assert!(made.status.success(), "{}", stderr(&made));
+    let dcp = crate::root().join("fixtures/external/dcp/ztensor");
+    let mut checkpoints = Vec::new();
+    for (local, prefix) in [(zt.clone(), "zt"), (zt2.clone(), "zt2"), (dcp, "dcp")] {
+        let mut names: Vec<String> = std::fs::read_dir(&local)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert!(names.len() > 2, "{names:?}: one shard, or none");
+        for name in &names {
+            moto.put(
+                "models",
+                &format!("{prefix}/{name}"),
+                &std::fs::read(local.join(name)).unwrap(),
+            );
+        }
+        // The file a user names: the index, or the zTensor 2 root (the one file not a shard).
+        let entry = names
+            .iter()
+            .find(|n| n.ends_with(".zt.index.json"))
+            .or_else(|| names.iter().find(|n| !n.contains("-of-")))
+            .unwrap()
+            .clone();
+        checkpoints.push((local, prefix, entry));
+    }
+    for (local, prefix, entry) in &checkpoints {
+        let file = s(&local.join(entry));
+        let url = format!("s3://models/{prefix}/{entry}");
+        let name = if *prefix == "dcp" { "model.embed" } else { "t0007" };
+        for args in [
+            &["info"][..],
+            &["info", "--json"],
+            &["verify"],
+            &["verify", "--json"],
+            &["ls"],
+            &["ls", "--json"],
+            &["cat", name, "-n", "5"],
+        ] {
+            let (command, rest) = args.split_at(1);
+            let here = crate::ztensor(&[command, &[file.as_str()], rest].concat());
+            let there = ztensor_s3(&moto, &[command, &[url.as_str()], rest].concat());
+            assert!(here.status.success(), "{file} {args:?}: {}", stderr(&here));
+            assert_eq!(
+                here.status.code(),
+                there.status.code(),
+                "{url} {args:?}: {}",
+                stderr(&there)
+            );
+            // Shards are named as they were found: beside the file, or the object.
+            let here = stdout(&here).replace(&format!("{}/", s(local)), "DIR/");
+            let there = stdout(&there).replace(&format!("s3://models/{prefix}/"), "DIR/");
+            assert!(!here.is_empty(), "{args:?}");
+            assert_eq!(here, there, "{url} {args:?}: the checkpoint's report is not its files'");
+        }
+    }
+}

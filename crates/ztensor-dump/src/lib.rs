@@ -27,6 +27,7 @@ use serde_json::{Map, Value as Json, json};
 use ztensor_format::{Attributes, Encoding, Value, ValueRef};
 use ztensor_io::codec::sha256_hex;
 use ztensor_io::{ReadAt, Reader};
+use ztensor_registry::Place;
 use ztensor_tensorbuffers::TbFile;
 
 /// The options files are read with: the default limits, with the decode limits fitted to this
@@ -249,52 +250,38 @@ enum Opened<S: ReadAt> {
 fn open(
     path: &std::path::Path,
     options: &ztensor_format::Options,
-) -> std::io::Result<Opened<ztensor_io::FileSource>> {
-    // Opened through the format registry, as every command opens its inputs: what it
-    // recognises as zTensor 2 or TensorBuffers is dumped as such; everything else is judged as
-    // zTensor, so a file of no format gets the rule it breaks.
-    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-    // Told once; what it is read as is read through the same descriptor.
-    let mut detected = ztensor_registry::Detected::new(path);
-    let kind = detected.as_ref().ok().map(ztensor_registry::Detected::kind);
-    if let (Some(ztensor_registry::Kind::Zt2), Ok(detected)) = (kind, detected.as_mut()) {
-        // Its shards, if it has any, found as every command finds them.
-        return zt2_opened(detected.open_zt2(&opening), options);
+) -> std::io::Result<Opened<Place>> {
+    // Told once; what it is read as is read through the same descriptor. A file of no format
+    // is judged as zTensor, so it gets the rule it breaks.
+    match ztensor_registry::Detected::new(path) {
+        Ok(detected) => open_detected(detected, options),
+        Err(_) => {
+            let opening =
+                ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
+            let reader = ztensor_io::FileSource::open(path)
+                .and_then(|file| ztensor_registry::open_zt_at(Place::from(file), &opening));
+            zt_opened(reader, options)
+        }
     }
-    if let (Some(ztensor_registry::Kind::TensorBuffers), Ok(detected)) = (kind, detected.as_mut()) {
-        return Ok(match detected.open_tb(&opening) {
+}
+
+/// What `detected` (a file, or an object in a bucket) is opened as for the dump, through the
+/// format registry as every command opens its inputs: what it recognises as zTensor 2 or
+/// TensorBuffers is dumped as such (a zTensor 2 root with its shards, found beside it);
+/// everything else is judged as zTensor.
+fn open_detected(
+    mut detected: ztensor_registry::Detected,
+    options: &ztensor_format::Options,
+) -> std::io::Result<Opened<Place>> {
+    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
+    match detected.kind() {
+        ztensor_registry::Kind::Zt2 => zt2_opened(detected.open_zt2(&opening), options),
+        ztensor_registry::Kind::TensorBuffers => Ok(match detected.open_tb(&opening) {
             Ok(Ok(reader)) => Opened::Tb(Box::new(reader)),
             Ok(Err(e)) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
             Err(e) => return Err(std::io::Error::other(e.to_string())),
-        });
-    }
-    let reader = match detected {
-        Ok(mut detected) => detected.open_zt(&opening),
-        Err(_) => ztensor_registry::open_zt(path, &opening),
-    };
-    zt_opened(reader, options)
-}
-
-/// As [`open`], for bytes wherever they are (`name` for messages and detection): a zTensor 2
-/// file is opened alone (a root's shards are not looked for: their parts are named
-/// unreadable).
-fn open_at<S: ReadAt>(
-    source: S,
-    name: &std::path::Path,
-    options: &ztensor_format::Options,
-) -> std::io::Result<Opened<S>> {
-    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-    match ztensor_registry::detect_source(&source, Some(name)).ok() {
-        Some(ztensor_registry::Kind::Zt2) => {
-            zt2_opened(ztensor_registry::open_zt2_at(source, &opening), options)
-        }
-        Some(ztensor_registry::Kind::TensorBuffers) => {
-            Ok(match ztensor_registry::open_tb_at(source, &opening) {
-                Ok(reader) => Opened::Tb(Box::new(reader)),
-                Err(e) => Opened::Done(rejected(e.kind().id(), &e.to_string()), false),
-            })
-        }
-        _ => zt_opened(ztensor_registry::open_zt_at(source, &opening), options),
+        }),
+        _ => zt_opened(detected.open_zt(&opening), options),
     }
 }
 
@@ -395,18 +382,17 @@ pub fn write_file_with(
     write_opened(open(path, options)?, out)
 }
 
-/// As [`write_file_with`], for bytes wherever they are (an object in a bucket, say), named
-/// `name` in messages: a zTensor 2 root's shards are not looked for.
+/// As [`write_file_with`], for an input already told (a file, or an object in a bucket: a
+/// URL is dumped as its file is).
 ///
 /// # Errors
 /// When the bytes cannot be read at all, and errors writing to `out`.
-pub fn write_source_with<S: ReadAt>(
-    source: S,
-    name: &std::path::Path,
+pub fn write_detected_with(
+    detected: ztensor_registry::Detected,
     options: &ztensor_format::Options,
     out: &mut impl Write,
 ) -> std::io::Result<bool> {
-    write_opened(open_at(source, name, options)?, out)
+    write_opened(open_detected(detected, options)?, out)
 }
 
 /// Writes the dump of what was opened, and a newline; says whether it was accepted.

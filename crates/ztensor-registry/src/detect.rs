@@ -106,9 +106,12 @@ pub fn detect(path: &Path) -> Result<Kind, Error> {
     Detected::new(path).map(|d| d.kind)
 }
 
-/// A file recognised by [`detect`], held open: opening it ([`Detected::open`]) reads the same
-/// file through the same descriptor. So a command opens its input once, and a file replaced
-/// between being told and being read cannot be read as the format the other was.
+/// An input recognised by [`detect`], held open: a file on this machine, or an object in a
+/// bucket ([`Detected::object`]). Opening it ([`Detected::open`] and the format openers beside
+/// it) reads the same bytes through the same descriptor or pinned object version, and finds a
+/// sharded input's other files beside it, wherever it is: so a command opens its input once,
+/// an input replaced between being told and being read cannot be read as the format the other
+/// was, and a URL is read by the same code as its file.
 #[derive(Debug)]
 pub struct Detected {
     pub(crate) kind: Kind,
@@ -118,6 +121,9 @@ pub struct Detected {
     pub(crate) source: Option<FileSource>,
     /// The length of the file as read, once its reader has it.
     pub(crate) len: Option<u64>,
+    /// The object it is, when it is one (its `path` is then its URL, for messages).
+    #[cfg(feature = "remote")]
+    pub(crate) object: Option<ztensor_remote::RemoteObject>,
 }
 
 impl Detected {
@@ -128,13 +134,13 @@ impl Detected {
     pub fn new(path: &Path) -> Result<Detected, Error> {
         if let Some(kind) = by_name(path) {
             let kind = enabled(kind, Some(path))?;
-            return Ok(Detected { kind, path: path.to_path_buf(), source: None, len: None });
+            return Ok(Detected::told(kind, path, None));
         }
         if path.is_dir() {
             // A Distributed Checkpoint is a directory: its `.metadata` tells it.
             if path.join(DCP_METADATA).is_file() {
                 let kind = enabled(Kind::Dcp, Some(path))?;
-                return Ok(Detected { kind, path: path.to_path_buf(), source: None, len: None });
+                return Ok(Detected::told(kind, path, None));
             }
             return Err(Error::new(ErrorKind::Directory, directory_hint(path)));
         }
@@ -143,15 +149,44 @@ impl Detected {
             Error::from_io(ztensor_io::Error::io("opening", Some(path.to_path_buf()), e))
         })?;
         let kind = detect_source(&source, Some(path))?;
-        Ok(Detected { kind, path: path.to_path_buf(), source: Some(source), len: None })
+        Ok(Detected::told(kind, path, Some(source)))
     }
 
-    /// What the file is.
+    /// A file at `path` told as `kind`, held open when it was read to be told.
+    fn told(kind: Kind, path: &Path, source: Option<FileSource>) -> Detected {
+        Detected {
+            kind,
+            path: path.to_path_buf(),
+            source,
+            len: None,
+            #[cfg(feature = "remote")]
+            object: None,
+        }
+    }
+
+    /// The object `object` (opened, its version pinned), told as [`Detected::new`] tells a
+    /// file: a sharded checkpoint's index by its name, anything else by its content. Opened, it
+    /// is read by ranges, and the shards of an index or a zTensor 2 root are the objects beside
+    /// it.
+    ///
+    /// # Errors
+    /// As [`detect`]; a failed request.
+    #[cfg(feature = "remote")]
+    pub fn object(object: ztensor_remote::RemoteObject) -> Result<Detected, Error> {
+        let path = PathBuf::from(object.location().to_string());
+        let kind = match by_name(&path) {
+            Some(kind @ (Kind::ZtIndex | Kind::SafetensorsIndex)) => enabled(kind, Some(&path))?,
+            _ => detect_source(&object, Some(&path))?,
+        };
+        Ok(Detected { kind, path, source: None, len: None, object: Some(object) })
+    }
+
+    /// What the input is.
     pub fn kind(&self) -> Kind {
         self.kind
     }
 
-    /// Where it is.
+    /// Where it is: its path, or an object's URL.
     pub fn path(&self) -> &Path {
         &self.path
     }

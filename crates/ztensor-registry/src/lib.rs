@@ -62,25 +62,17 @@ pub use conversion::{Conversion, Refusal, Request, Rule, Sharding, Spelling, not
 pub use detect::{
     Detected, Error, ErrorKind, HEAD_LEN, detect, detect_bytes, detect_head, detect_source,
 };
-#[cfg(feature = "tensorbuffers")]
-pub use open::open_tb;
-#[cfg(feature = "sharded")]
-pub use open::open_zt_index;
 #[cfg(feature = "v2")]
-pub use open::{content_id, open_zt2};
-pub use open::{open, open_bytes, open_mapped, open_zt};
+pub use open::content_id;
+pub use open::{open, open_bytes, open_mapped};
 pub use opened::{OpenError, OpenOptions, Opened};
 #[cfg(feature = "tensorbuffers")]
 pub use place::open_tb_at;
 #[cfg(feature = "v2")]
 pub use place::open_zt2_at;
 pub use place::{Place, open_zt_at};
-#[cfg(all(feature = "remote", feature = "sharded"))]
-pub use remote::open_remote_zt_index;
-#[cfg(all(feature = "remote", feature = "v2"))]
-pub use remote::open_remote_zt2;
 #[cfg(feature = "remote")]
-pub use remote::{open_remote, open_url};
+pub use remote::open_url;
 pub use table::{FORMATS, Format, Kind, NOT_READ, accepted};
 #[cfg(feature = "write")]
 pub use write::{

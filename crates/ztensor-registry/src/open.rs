@@ -5,6 +5,8 @@ use std::path::Path;
 
 use ztensor_io::{FileSource, ReadAt, Reader};
 
+use crate::place::Place;
+
 use crate::detect::{Detected, Error, ErrorKind, detect_source, enabled};
 pub(crate) use crate::opened::{OpenError, OpenOptions, Opened};
 use crate::table::Kind;
@@ -48,12 +50,17 @@ pub fn content_id(
 
 impl Detected {
     /// Opens it as a tensor source, read with positional reads through the descriptor it was
-    /// told by. The expansion budget is not checked: [`open`] checks it, a caller of this
-    /// function does with [`Opened::check_expansion`].
+    /// told by (an object by ranges of the version it was told in). The expansion budget is
+    /// not checked: [`open`] checks it, a caller of this function does with
+    /// [`Opened::check_expansion`].
     ///
     /// # Errors
     /// The format reader's error; [`OpenError::Detect`] for a kind this build does not read.
     pub fn open(mut self, options: &OpenOptions) -> Result<Opened, OpenError> {
+        #[cfg(feature = "remote")]
+        if self.object.is_some() {
+            return crate::remote::open_object(self, options);
+        }
         let (kind, strict) = (self.kind, options.options.strict);
         #[cfg(not(feature = "tensorbuffers"))]
         let _ = strict;
@@ -63,12 +70,10 @@ impl Detected {
         let mut shards = 0u64;
         let mut files = Vec::new();
         let opened = match kind {
-            Kind::Zt => {
-                Opened::new(kind, self.open_zt::<FileSource>(options).map_err(OpenError::Zt)?)
-            }
+            Kind::Zt => Opened::new(kind, self.open_zt(options).map_err(OpenError::Zt)?),
             #[cfg(feature = "sharded")]
             Kind::ZtIndex => {
-                let ckpt = open_zt_index(path, options)?;
+                let ckpt = self.open_zt_index(options)?;
                 shards = ckpt
                     .shards()
                     .iter()
@@ -148,52 +153,104 @@ impl Detected {
         Ok(Opened { input_len: len.saturating_add(shards), files, ..opened })
     }
 
-    /// The zTensor file (0.1, 1.x) as its own reader, as [`open_zt`] opens one: for a command
-    /// that reads zTensor only, after telling the file is one.
+    /// The zTensor file (0.1, 1.x) as its own reader: for a command that reads zTensor only,
+    /// after telling the input is one. Its source is a [`Place`], so a file and an object of
+    /// the same bytes are one reader.
     ///
     /// # Errors
-    /// As [`open_zt`].
-    /// The reader's source is the file's, or what holds it (a [`Place`](crate::Place), for
-    /// one code path over files and objects).
-    pub fn open_zt<S: ReadAt + From<FileSource>>(
-        &mut self,
-        options: &OpenOptions,
-    ) -> Result<Reader<S>, ztensor_io::Error> {
+    /// The reader's error: a broken rule (a cut-short file says so), a failed read.
+    pub fn open_zt(&mut self, options: &OpenOptions) -> Result<Reader<Place>, ztensor_io::Error> {
+        #[cfg(feature = "remote")]
+        if let Some(object) = self.object.take() {
+            self.len = Some(object.len());
+            return Reader::new(Place::Object(object), &options.options);
+        }
         let source = match self.source.take() {
             Some(source) => source.settle(&self.path)?,
             None => FileSource::open(&self.path)?,
         };
         self.len = Some(source.len());
-        Reader::new(S::from(source), &options.options)
+        Reader::new(Place::File(source), &options.options)
     }
 
-    /// The zTensor 2 file as its own reader, with its shards, as [`open_zt2`] opens one.
+    /// The zTensor 2 file as its own reader, for what needs more than a tensor source
+    /// (checking every shard's digest). Its shards, when its table lists any, are found
+    /// beside it: a file's by their positional names, else by identity among the `.zt` files
+    /// beside it ([`Resolver::default_for`](ztensor_v2::shards::Resolver::default_for)); an
+    /// object's at their positional names among the objects beside it. Each shard's size and
+    /// container are checked now, its whole-file digest by
+    /// [`File::verify_shards`](ztensor_v2::File::verify_shards); a shard not found leaves its
+    /// parts unreadable, saying where it was looked for.
     ///
     /// # Errors
-    /// As [`open_zt2`].
+    /// [`OpenError::Zt2`]: the file or a shard breaks a rule, or cannot be opened.
     #[cfg(feature = "v2")]
     pub fn open_zt2(
         &mut self,
         options: &OpenOptions,
-    ) -> Result<ztensor_v2::File<FileSource>, OpenError> {
+    ) -> Result<ztensor_v2::File<Place>, OpenError> {
+        #[cfg(feature = "remote")]
+        if let Some(object) = self.object.take() {
+            self.len = Some(object.len());
+            return crate::remote::zt2_beside(object, options);
+        }
         let source = self.take_source()?;
-        zt2_of(source, &self.path, options)
+        zt2_of(Place::File(source), &self.path, options)
     }
 
-    /// The TensorBuffers file as its own reader, as [`open_tb`] opens one.
+    /// The sharded zTensor checkpoint whose index this is, as its own reader (for what needs
+    /// the checkpoint itself, such as checking every shard's digest): its shards the files, or
+    /// the objects, beside the index.
     ///
     /// # Errors
-    /// As [`open_tb`].
+    /// [`OpenError::Shard`]: the index or a shard cannot be read, or breaks a rule.
+    #[cfg(feature = "sharded")]
+    pub fn open_zt_index(
+        &mut self,
+        options: &OpenOptions,
+    ) -> Result<ztensor_shard::ShardedZtensor<Place>, OpenError> {
+        #[cfg(feature = "remote")]
+        if let Some(object) = self.object.take() {
+            self.len = Some(object.len());
+            return crate::remote::zt_index_beside(object, options);
+        }
+        let path = self.path.as_path();
+        let index = ztensor_shard::ShardIndex::read(path).map_err(OpenError::Shard)?;
+        ztensor_shard::ShardedZtensor::open_with(path, index, &options.options, |shard| {
+            // Opened as an input is (a FIFO or device refused, never waited on).
+            let file = ztensor_io::open_input(shard).map_err(ztensor_shard::Error::from)?;
+            FileSource::new(file)
+                .map(Place::File)
+                .map_err(|e| ztensor_shard::Error::io("cannot stat", shard, &e))
+        })
+        .map_err(OpenError::Shard)
+    }
+
+    /// The TensorBuffers file as its own reader, strict when `options` say so: the outer
+    /// error is I/O, the inner one a broken rule.
+    ///
+    /// # Errors
+    /// [`OpenError::Zt`] when the file cannot be opened.
     #[cfg(feature = "tensorbuffers")]
     pub fn open_tb(
         &mut self,
         options: &OpenOptions,
-    ) -> Result<
-        Result<ztensor_tensorbuffers::TbFile<FileSource>, ztensor_tensorbuffers::Error>,
-        OpenError,
-    > {
-        let source = self.take_source()?;
-        Ok(ztensor_tensorbuffers::TbFile::new(source, &tb_options(options)))
+    ) -> Result<Result<ztensor_tensorbuffers::TbFile<Place>, ztensor_tensorbuffers::Error>, OpenError>
+    {
+        let place = self.take_place()?;
+        Ok(ztensor_tensorbuffers::TbFile::new(place, &tb_options(options)))
+    }
+
+    /// Its bytes: the descriptor it was told by (opened now for an index, told by its name),
+    /// or the object.
+    #[cfg(feature = "tensorbuffers")]
+    fn take_place(&mut self) -> Result<Place, OpenError> {
+        #[cfg(feature = "remote")]
+        if let Some(object) = self.object.take() {
+            self.len = Some(object.len());
+            return Ok(Place::Object(object));
+        }
+        self.take_source().map(Place::File)
     }
 
     /// The descriptor it was told by (opened now for an index, told by its name).
@@ -300,49 +357,6 @@ fn file_len(path: &Path) -> Result<u64, OpenError> {
     })
 }
 
-/// The zTensor file (0.1, 1.x) at `path` as its own reader, for what needs the reader itself
-/// rather than a tensor source (a repack of its stored bytes, its verification report).
-/// Read with positional reads under `options`; the expansion budget is the caller's
-/// ([`Opened::check_expansion`] on a source).
-///
-/// # Errors
-/// The reader's error: a broken rule (a cut-short file says so), an I/O failure.
-pub fn open_zt(
-    path: &Path,
-    options: &OpenOptions,
-) -> Result<Reader<FileSource>, ztensor_io::Error> {
-    Reader::open_with(path, &options.options)
-}
-
-/// The sharded zTensor checkpoint whose index is at `path`, as its own reader (for what needs
-/// the checkpoint itself, such as checking every shard's digest).
-///
-/// # Errors
-/// [`OpenError::Shard`]: the index or a shard cannot be read, or breaks a rule.
-#[cfg(feature = "sharded")]
-pub fn open_zt_index(
-    path: &Path,
-    options: &OpenOptions,
-) -> Result<ztensor_shard::ShardedZtensor, OpenError> {
-    ztensor_shard::ShardedZtensor::open(path, &options.options).map_err(OpenError::Shard)
-}
-
-/// The TensorBuffers file at `path` as its own reader, strict when `options` say so: the
-/// outer error is I/O, the inner one a broken rule.
-///
-/// # Errors
-/// [`OpenError::Zt`] when the file cannot be opened.
-#[cfg(feature = "tensorbuffers")]
-pub fn open_tb(
-    path: &Path,
-    options: &OpenOptions,
-) -> Result<
-    Result<ztensor_tensorbuffers::TbFile<FileSource>, ztensor_tensorbuffers::Error>,
-    OpenError,
-> {
-    Ok(ztensor_tensorbuffers::TbFile::new(file_source(path)?, &tb_options(options)))
-}
-
 /// How `options` read a TensorBuffers file: strictly when they say so.
 #[cfg(feature = "tensorbuffers")]
 fn tb_options(options: &OpenOptions) -> ztensor_tensorbuffers::ReadOptions {
@@ -353,29 +367,13 @@ fn tb_options(options: &OpenOptions) -> ztensor_tensorbuffers::ReadOptions {
     }
 }
 
-/// The zTensor 2 file at `path` with its shards, if it has any, found by their positional
-/// names, else by identity among the `.zt` files beside it
-/// ([`Resolver::default_for`](ztensor_v2::shards::Resolver::default_for)); each shard's size
-/// and container are checked now, its whole-file digest by
-/// [`File::verify_shards`](ztensor_v2::File::verify_shards).
-///
-/// # Errors
-/// [`OpenError::Zt2`]: the file or a shard breaks a rule, or cannot be opened.
-#[cfg(feature = "v2")]
-pub fn open_zt2(
-    path: &Path,
-    options: &OpenOptions,
-) -> Result<ztensor_v2::File<FileSource>, OpenError> {
-    zt2_of(file_source(path)?, path, options)
-}
-
 /// The zTensor 2 file read from `source` (the file at `path`), with its shards.
 #[cfg(feature = "v2")]
 fn zt2_of(
-    source: FileSource,
+    source: Place,
     path: &Path,
     options: &OpenOptions,
-) -> Result<ztensor_v2::File<FileSource>, OpenError> {
+) -> Result<ztensor_v2::File<Place>, OpenError> {
     let max = options.options.limits.max_manifest_len;
     let resolvers = ztensor_v2::shards::Resolver::default_for(path);
     ztensor_v2::File::open_resolved(source, max, &resolvers)

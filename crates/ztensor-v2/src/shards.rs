@@ -291,16 +291,19 @@ impl crate::File<FileSource> {
     ) -> Result<crate::File<FileSource>> {
         crate::File::open_resolved(open_file(path)?, max_manifest, resolvers)
     }
+}
 
-    /// As [`File::open_path`](crate::File::open_path), for a root already opened.
+impl<S: ReadAt + From<FileSource>> crate::File<S> {
+    /// As [`File::open_path`](crate::File::open_path), for a root already opened: its
+    /// bytes, or what holds them (each shard found is held the same way).
     ///
     /// # Errors
     /// As [`File::open_path`](crate::File::open_path).
     pub fn open_resolved(
-        root: FileSource,
+        root: S,
         max_manifest: u64,
         resolvers: &[Resolver],
-    ) -> Result<crate::File<FileSource>> {
+    ) -> Result<crate::File<S>> {
         let mut paths = BTreeMap::new();
         let mut file = crate::File::open_sharded(root, max_manifest, &mut |name, shard| {
             let mut misses = Vec::new();
@@ -310,7 +313,7 @@ impl crate::File<FileSource> {
                         let bytes =
                             open_file(&found).map_err(|e| e.within(&format!("shard {name:?}")))?;
                         paths.insert(name.to_owned(), found);
-                        return Ok(crate::Located::At(bytes));
+                        return Ok(crate::Located::At(S::from(bytes)));
                     }
                     Err(why) => misses.push(why),
                 }

@@ -21,7 +21,7 @@ pub(crate) fn run(
     let kind = super::detect(file)?;
     if kind != Kind::Zt {
         let source: Box<dyn ztensor_io::TensorSource> = match kind {
-            Kind::TensorBuffers if crate::remote::url_of(file).is_none() => Box::new(
+            Kind::TensorBuffers => Box::new(
                 super::tb::open(file, strict)?
                     .map_err(|e| crate::reported(&crate::shown_path(file), &e))?,
             ),
@@ -30,7 +30,7 @@ pub(crate) fn run(
         return source_info(out, file, kind, &*source, json, full);
     }
     // A file and an object of the same bytes open as one reader and print one report.
-    let reader = crate::sources::open_place(file, &ztensor_cli::options(strict))?;
+    let reader = crate::sources::open(file, &ztensor_cli::options(strict))?;
     let pending = reader.source().uncommitted();
     let shadowed: Vec<&str> = reader.manifest().shadowed().map(|o| o.name()).collect();
     if json {

@@ -521,26 +521,10 @@ pub(crate) fn dump(out: &mut impl Write, file: &Path) -> Result<ExitCode> {
     let options = ztensor_cli::options(false);
     let context = || format!("cannot read {}", file.display());
     let ok = match crate::remote::url_of(file) {
-        // An object is dumped as the same bytes on disk are: a zTensor 2 root with the shards
-        // beside it, anything else through the same reader as a file.
-        Some(url) if crate::remote::detect(url)? == super::Kind::Zt2 => {
-            let opening =
-                ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
-            let root = ztensor_registry::open_remote_zt2(crate::remote::object(url)?, &opening)
-                .map_err(|e| crate::open_error(file, &options, e))?;
-            match root.check_expansion(&options.limits) {
-                Ok(_) => {
-                    ztensor_dump::write_zt2(&root, out).with_context(context)?;
-                    out.write_all(b"\n")?;
-                    true
-                }
-                Err(e) => return Err(crate::reported(&file.display().to_string(), &e)),
-            }
-        }
-        Some(url) => {
-            let place = ztensor_registry::Place::from(crate::remote::object(url)?);
-            ztensor_dump::write_source_with(place, file, &options, out).with_context(context)?
-        }
+        // An object is dumped as the same bytes on disk are (a zTensor 2 root with the shards
+        // beside it).
+        Some(_) => ztensor_dump::write_detected_with(crate::told::told(file)?, &options, out)
+            .with_context(context)?,
         None => ztensor_dump::write_file_with(file, &options, out).with_context(context)?,
     };
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -601,8 +585,7 @@ fn id(path: &Path, algorithm: ztensor_v2::IdAlgorithm) -> Result<String> {
     // An object's identity is its bytes', as a file's is: a zTensor 2 root's from its
     // manifest, any other input's from its canonical zTensor 2 conversion.
     if crate::remote::detect(url)? == super::Kind::Zt2 {
-        let root = ztensor_registry::open_remote_zt2(crate::remote::object(url)?, &options)
-            .map_err(failed)?;
+        let root = crate::sources::open_zt2_file(path, &options.options)?;
         return root
             .content_digest(algorithm)
             .map_err(|e| failed(ztensor_registry::OpenError::Zt2(e)));

@@ -22,7 +22,9 @@ pub(crate) fn held(path: &Path) -> Option<Held> {
         // read, holds nothing to name.
         Some(url) => {
             let object = crate::remote::object(url).ok()?;
-            ztensor_registry::open_remote(object, &ztensor_registry::OpenOptions::default())
+            ztensor_registry::Detected::object(object)
+                .map_err(ztensor_registry::OpenError::Detect)
+                .and_then(|d| d.open(&ztensor_registry::OpenOptions::default()))
         }
         None if !std::fs::metadata(path).ok()?.is_file() => return None,
         None => ztensor_registry::open(path, &ztensor_registry::OpenOptions::default()),

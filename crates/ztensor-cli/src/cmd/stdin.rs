@@ -212,12 +212,13 @@ fn sweep(prefix: &str, mine: &Path) {
 /// found anyway; this says why instead.) A file that does not open as zTensor 2 is left for
 /// its reader to report.
 fn refuse_shards(spool: &Path) -> Result<()> {
-    if ztensor_registry::detect(spool).ok() != Some(super::Kind::Zt2) {
+    let Ok(mut told) = ztensor_registry::Detected::new(spool) else { return Ok(()) };
+    if told.kind() != super::Kind::Zt2 {
         return Ok(());
     }
     let options =
         ztensor_registry::OpenOptions { options: crate::options(false), ..Default::default() };
-    let Ok(file) = ztensor_registry::open_zt2(spool, &options) else { return Ok(()) };
+    let Ok(file) = told.open_zt2(&options) else { return Ok(()) };
     let shards = file.manifest().map_or(0, |m| m.shards.len());
     if shards > 0 {
         bail!(

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow};
 use ztensor_io::TensorSource;
-use ztensor_registry::Place;
 
 use super::Kind;
 use super::text::listed;
@@ -41,12 +40,7 @@ fn verify(
     let options = ztensor_cli::options(strict);
     let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
     // A file and an object of the same bytes open as one reader and get one report.
-    let opened = match crate::remote::url_of(file) {
-        Some(url) => {
-            ztensor_registry::open_zt_at(Place::from(crate::remote::object(url)?), &opening)
-        }
-        None => crate::sources::zt_reader(file, &opening),
-    };
+    let opened = crate::told::told(file)?.open_zt(&opening);
     let reader = match opened {
         Ok(r) => r,
         Err(e) if json && e.rule().is_some() => {
@@ -164,31 +158,17 @@ fn foreign_verify(
 ) -> Result<std::process::ExitCode> {
     // A sharded zTensor checkpoint's index records each shard's digest: every byte is checked.
     let mut shard_problem = None;
-    let local = crate::remote::url_of(path).is_none();
+    let options = ztensor_cli::options(strict);
+    let opening = ztensor_registry::OpenOptions { options: options.clone(), ..Default::default() };
     let source: Box<dyn TensorSource> = match kind {
-        Kind::TensorBuffers if local => Box::new(
+        Kind::TensorBuffers => Box::new(
             super::tb::open(path, strict)?
                 .map_err(|e| crate::reported(&crate::shown_path(path), &e))?,
         ),
-        Kind::ZtIndex if !local => {
-            let options = ztensor_registry::OpenOptions {
-                options: ztensor_cli::options(strict),
-                ..Default::default()
-            };
-            let url = crate::remote::url_of(path).unwrap_or_default();
-            let ckpt =
-                ztensor_registry::open_remote_zt_index(crate::remote::object(url)?, &options)
-                    .map_err(|e| crate::open_error(path, &options.options, e))?;
-            shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
-            Box::new(ckpt)
-        }
         Kind::ZtIndex => {
-            let options = ztensor_registry::OpenOptions {
-                options: ztensor_cli::options(strict),
-                ..Default::default()
-            };
-            let ckpt = ztensor_registry::open_zt_index(path, &options)
-                .map_err(|e| crate::open_error(path, &options.options, e))?;
+            let ckpt = crate::told::told(path)?
+                .open_zt_index(&opening)
+                .map_err(|e| crate::open_error(path, &options, e))?;
             shard_problem = ckpt.verify_digests().err().map(|e| e.message().to_owned());
             // A Distributed Checkpoint's chunks are checked object by object, and to make
             // their tensors whole.
@@ -202,19 +182,8 @@ fn foreign_verify(
         }
         // A zTensor 2 root's table records each shard's size and digest: every byte of each
         // shard is checked, not only the parts the root points at.
-        Kind::Zt2 if local => {
-            let file = crate::sources::open_zt2_file(path)?;
-            shard_problem = file.verify_shards().err().map(|e| e.to_string());
-            Box::new(file)
-        }
         Kind::Zt2 => {
-            let options = ztensor_registry::OpenOptions {
-                options: ztensor_cli::options(strict),
-                ..Default::default()
-            };
-            let url = crate::remote::url_of(path).unwrap_or_default();
-            let file = ztensor_registry::open_remote_zt2(crate::remote::object(url)?, &options)
-                .map_err(|e| crate::open_error(path, &options.options, e))?;
+            let file = crate::sources::open_zt2_file(path, &options)?;
             shard_problem = file.verify_shards().err().map(|e| e.to_string());
             Box::new(file)
         }
