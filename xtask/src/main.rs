@@ -5,7 +5,10 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod fuzz;
 mod oracle;
+
+use fuzz::fuzz_smoke;
 
 const TASKS: &[(&str, &str)] = &[
     (
@@ -48,7 +51,16 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "fuzz-smoke [SECONDS] [TARGET...]",
-        "run every fuzz target (or those named) for SECONDS each with a 1 GiB malloc limit",
+        "run every fuzz target (or those named) over its kept corpus (fuzz/corpus/), its \
+         regressions and seeds from the fixtures, then for SECONDS each, with a 1 GiB malloc \
+         limit (CI: 15 s each)",
+    ),
+    (
+        "fuzz-campaign [--minutes M | --hours H] [--jobs J] [TARGET...]",
+        "fuzz every target (or those named) for M minutes each (default 10) in J forked jobs \
+         (default: the cores), merge what it found into the kept corpus, minimised \
+         (fuzz/corpus/TARGET), and append a line per target to fuzz/CAMPAIGN.md: date, commit, \
+         runs, runs a second, coverage, corpus size, findings",
     ),
     ("fixtures [--check]", "regenerate fixtures/examples, or check the committed files"),
     (
@@ -148,6 +160,7 @@ fn main() -> Result<()> {
             command.extend(args.iter().skip(2).map(String::as_str));
             cargo(&command, &[])
         }
+        "fuzz-campaign" => fuzz::campaign(&args[1..]),
         "fuzz-smoke" => fuzz_smoke(
             args.get(1).and_then(|s| s.parse().ok()).unwrap_or(30),
             args.get(2..).unwrap_or_default(),
@@ -181,7 +194,7 @@ fn print_help() {
     }
 }
 
-fn project_root() -> PathBuf {
+pub(crate) fn project_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().map(PathBuf::from).unwrap_or_default()
 }
 
@@ -703,96 +716,6 @@ fn freeze_producers() -> Result<()> {
             .arg(format!("reference-{version}=ztensor {version} (crates.io)={path}"));
     }
     run(&mut command, "ztensor-conformance freeze")
-}
-
-/// Runs every fuzz target for `seconds`, seeded from the fixtures, with the malloc limit that
-/// catches a parser believing a declared length. Needs cargo-fuzz; libFuzzer's nightly features
-/// are enabled on stable through RUSTC_BOOTSTRAP.
-fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
-    let root = project_root();
-    let fuzz = root.join("fuzz");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let have =
-        Command::new(&cargo).args(["fuzz", "--version"]).output().is_ok_and(|o| o.status.success());
-    if !have {
-        bail!("cargo-fuzz is not installed (cargo install cargo-fuzz --locked)");
-    }
-    // The targets are the files of fuzz/fuzz_targets (each a thin wrapper around a body in
-    // ztensor-conformance, whose `fuzz::TARGETS` a test keeps in step with them).
-    let mut targets: Vec<String> = std::fs::read_dir(fuzz.join("fuzz_targets"))?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter_map(|n| n.strip_suffix(".rs").map(str::to_owned))
-        .collect();
-    targets.sort();
-    for target in &targets {
-        if !only.is_empty() && !only.iter().any(|o| o == target) {
-            continue;
-        }
-        let corpus = fuzz.join("corpus").join(target);
-        std::fs::create_dir_all(&corpus)?;
-        for dir in [
-            "examples",
-            "v0.1/valid",
-            "v1.1/valid",
-            "v1.2/valid",
-            "v0.1/reject",
-            "v1.2/reject",
-            "tensorbuffers/valid",
-            "tensorbuffers/reject",
-            "external/pytorch",
-            "external/pytorch/variants",
-            "external/pytorch/hostile",
-            "external/numpy",
-            "external/numpy/hostile",
-            "external/gguf",
-            "external/gguf/hostile",
-            "external/ztensor2/valid",
-            "external/ztensor2/reject",
-            "external/dcp/native",
-            "external/dcp/native-zstd",
-        ] {
-            for entry in
-                std::fs::read_dir(root.join("fixtures").join(dir)).into_iter().flatten().flatten()
-            {
-                let name = entry.file_name();
-                if name.to_string_lossy().ends_with(".json")
-                    || name.to_string_lossy().ends_with(".py")
-                    || entry.path().is_dir()
-                {
-                    continue;
-                }
-                std::fs::copy(
-                    entry.path(),
-                    corpus.join(format!("{}-{}", dir.replace('/', "-"), name.to_string_lossy())),
-                )?;
-            }
-        }
-        let time = format!("-max_total_time={seconds}");
-        // The targets run at the default limits, where a zstd stream of N bytes may decode to
-        // 32,768 N bytes: 16 KiB inputs stay within half the malloc limit.
-        const MAX_LEN: usize = 16 << 10;
-        let max_len = format!("-max_len={MAX_LEN}");
-        eprintln!("$ cargo fuzz run {target} ({seconds} s)");
-        let status = Command::new(&cargo)
-            .args(["fuzz", "run", "-O", target])
-            .arg(&corpus)
-            .args([
-                "--",
-                &time,
-                &max_len,
-                "-malloc_limit_mb=1024",
-                "-rss_limit_mb=4096",
-                "-print_final_stats=1",
-            ])
-            .env("RUSTC_BOOTSTRAP", "1")
-            .current_dir(&fuzz)
-            .status()
-            .context("running cargo fuzz")?;
-        if !status.success() {
-            bail!("fuzz target {target} found a problem (see fuzz/artifacts/{target}/)");
-        }
-    }
-    Ok(())
 }
 
 /// Runs the release CLI (or `--bin PATH`, e.g. an older build) on each large hostile case under

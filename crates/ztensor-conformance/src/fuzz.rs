@@ -8,10 +8,41 @@ use ztensor_io::{Chunked, Reader};
 use crate::model::{self, Model};
 use ztensor_tensorbuffers::{ReadOptions, TbFile, decode_metadata, encode_metadata};
 
+/// How many bytes a zstd frame of one byte can decode to at most (its best ratio, with the
+/// frame's overhead: see `ztensor_io::codec::zstd_max_decoded`); what a reader of compressed
+/// data may hold for what it decoded.
+const ZSTD_RATIO: usize = 32_768;
+
+/// The most heap bytes a reader may hold for an input of `len` bytes that it may decode to
+/// `decoded` bytes (0 for a format that holds nothing compressed): 32 bytes for each byte of
+/// input (what a parsed manifest or pickle holds, with what the allocator rounds and vectors
+/// hold spare), twice what it decodes (the decoded bytes and a copy being checked), and 64
+/// MiB. More is memory no limit sees: the amplification oracle of every target that reads a
+/// file (the targets count live heap bytes, [`crate::heap`]).
+pub fn allowed(len: usize, decoded: usize) -> usize {
+    len.saturating_mul(32).saturating_add(decoded.saturating_mul(2)).saturating_add(64 << 20)
+}
+
+/// Runs `body` on `data` (`what` it is read as) and fails, as a panic would, when it held
+/// more live heap than [`allowed`] for `data` decoding to `decoded` bytes.
+fn held_within(what: &str, data: &[u8], decoded: usize, body: impl FnOnce()) {
+    let ((), peak) = crate::heap::peak_during(body);
+    let allowed = allowed(data.len(), decoded);
+    assert!(
+        peak <= allowed,
+        "{} bytes read as {what} held {peak} bytes of heap, more than the {allowed} allowed",
+        data.len()
+    );
+}
+
 /// Any bytes as a whole file: parse and validate; an accepted manifest must re-encode (unless
 /// it holds v0.1 tensors of one name, which readers accept and writers refuse), and its
 /// encoding must be a fixed point.
 pub fn parse_file(data: &[u8]) {
+    held_within("a zTensor file's manifest", data, 0, || parse_file_body(data));
+}
+
+fn parse_file_body(data: &[u8]) {
     for options in [Options::default(), Options::strict()] {
         if let Ok(validated) = parse(data, &options) {
             let manifest = validated.manifest();
@@ -33,6 +64,10 @@ pub fn parse_file(data: &[u8]) {
 /// spends its time in the CBOR decoder, the schemas and validation. The direct v1.x decoding
 /// path and the general one must give the same manifest or the same error.
 pub fn manifest(data: &[u8]) {
+    held_within("a manifest", data, 0, || manifest_body(data));
+}
+
+fn manifest_body(data: &[u8]) {
     let Some((&selector, manifest)) = data.split_first() else { return };
     let container = if selector & 1 == 0 { Container::V0_1 } else { Container::V1 };
     let limits = Options::default().limits;
@@ -54,6 +89,11 @@ pub fn manifest(data: &[u8]) {
 /// decode to (32,768 times its bytes, see `ztensor_io::codec::zstd_max_decoded`), which is what the
 /// fuzz smoke's input-length and malloc limits are set from.
 pub fn read_any(data: &[u8]) {
+    let decoded = data.len().saturating_mul(ZSTD_RATIO);
+    held_within("a zTensor file", data, decoded, || read_any_body(data));
+}
+
+fn read_any_body(data: &[u8]) {
     // Lenient first (most files open), then strict (the strict data rules run on what opens).
     for strict in [false, true] {
         let mut options = Options::default();
@@ -79,6 +119,10 @@ pub fn read_any(data: &[u8]) {
 /// Any bytes as a TensorBuffers file: open and read; accepted metadata must re-encode to the same
 /// value.
 pub fn tensorbuffers(data: &[u8]) {
+    held_within("a TensorBuffers file", data, 0, || tensorbuffers_body(data));
+}
+
+fn tensorbuffers_body(data: &[u8]) {
     for options in [ReadOptions::default(), ReadOptions::strict()] {
         let Ok(reader) = TbFile::new(data, &options) else { continue };
         for t in reader.tensors() {
@@ -110,9 +154,19 @@ pub fn roundtrip(data: &[u8]) {
 /// 64 MiB. The PyTorch reader runs a pickle: no input may make it run anything, loop, or
 /// allocate by a claim.
 pub fn foreign(data: &[u8]) {
+    // Each reader decodes at most its limit at a time (a member, a tensor), on a copy of the
+    // input of its own.
+    let decoded = usize::try_from(FOREIGN_LIMIT).unwrap_or(usize::MAX);
+    held_within("each foreign format", data, decoded, || foreign_body(data));
+}
+
+/// The decode limit the `foreign` target reads at.
+const FOREIGN_LIMIT: u64 = 64 << 20;
+
+fn foreign_body(data: &[u8]) {
     use ztensor_foreign::{gguf::GgufFile, npy_in::NpyFile, npz::NpzFile, torch::TorchFile};
     use ztensor_io::TensorSource;
-    const LIMIT: u64 = 64 << 20;
+    const LIMIT: u64 = FOREIGN_LIMIT;
     let read_all = |source: &dyn TensorSource| {
         let _ = source.attributes();
         for i in 0..source.len() {
@@ -158,11 +212,11 @@ pub fn differential(data: &[u8]) {
     }
 }
 
-/// The most heap bytes the `dcp` target's reader may hold for an input of `len` bytes: twice
-/// what the pickle machine's budget allows (16 bytes a byte and 32 MiB), room for what the
-/// allocator rounds and vectors hold spare. More is memory the budget does not see.
+/// The most heap bytes the `dcp` target's reader may hold for an input of `len` bytes:
+/// [`allowed`] with nothing decoded, twice what the pickle machine's budget allows (16 bytes a
+/// byte and 32 MiB). More is memory the budget does not see.
 pub fn dcp_allowed(len: usize) -> usize {
-    len.saturating_mul(32).saturating_add(64 << 20)
+    allowed(len, 0)
 }
 
 /// A PyTorch Distributed Checkpoint's `.metadata`: its pickle run and its records read as DCP
@@ -170,17 +224,55 @@ pub fn dcp_allowed(len: usize) -> usize {
 /// loop, allocate by a claim, or hold more than [`dcp_allowed`] (the amplification oracle:
 /// the target counts live heap bytes, [`crate::heap`]).
 pub fn dcp(data: &[u8]) {
-    let (_, peak) = crate::heap::peak_during(|| ztensor_foreign::dcp::read_layout(data));
-    let allowed = dcp_allowed(data.len());
-    assert!(
-        peak <= allowed,
-        "{} bytes of .metadata held {peak} bytes of heap, more than the {allowed} allowed",
-        data.len()
-    );
+    held_within("a DCP .metadata", data, 0, || {
+        let _ = ztensor_foreign::dcp::read_layout(data);
+    });
+}
+
+/// Any bytes through the pickle machine alone ([`ztensor_foreign::pickle_probe`]): every
+/// opcode and every global it models, persistent ids read as PyTorch names its storages. No
+/// input may make it run anything, loop, or hold more than [`allowed`] (its budget is 16
+/// bytes a byte of pickle and 32 MiB).
+pub fn pickle(data: &[u8]) {
+    held_within("a pickle", data, 0, || {
+        let _ = ztensor_foreign::pickle_probe(data);
+    });
+}
+
+/// A selector byte, then an index of a sharded checkpoint as each kind is read: a zTensor
+/// checkpoint's `NAME.zt.index.json` (a `dcp` section, a Distributed Checkpoint's chunks,
+/// included), a Hugging Face `model.safetensors.index.json` (its shards found empty),
+/// and a zTensor 2 root's shard table (its shards not found). Held to [`allowed`]: an index
+/// may not make its reader hold memory by a count it states.
+pub fn indexes(data: &[u8]) {
+    held_within("a sharded checkpoint's index", data, 0, || indexes_body(data));
+}
+
+fn indexes_body(data: &[u8]) {
+    use std::path::Path;
+    let Some((&selector, index)) = data.split_first() else { return };
+    let path = Path::new("fuzz/model.index.json");
+    match selector % 3 {
+        0 => {
+            let _ = ztensor_shard::ShardIndex::from_json(index, path);
+        }
+        1 => {
+            // A shard of no tensors: the index's names are checked against what it holds.
+            const EMPTY: &[u8] = b"\x02\0\0\0\0\0\0\0{}";
+            let _ = ztensor_foreign::sharded::ShardedSafetensors::open_index(path, index, |_| {
+                ztensor_foreign::safetensors::SafetensorsFile::new(EMPTY)
+            });
+        }
+        _ => {
+            let _ = ztensor_v2::File::open_sharded(index, 1 << 20, &mut |name, _| {
+                Ok(ztensor_v2::Located::Missing(format!("{name}: not looked for")))
+            });
+        }
+    }
 }
 
 /// The names of the fuzz targets, each a wrapper around the body of the same name.
-pub const TARGETS: [&str; 9] = [
+pub const TARGETS: [&str; 11] = [
     "parse_file",
     "manifest",
     "read_any",
@@ -190,6 +282,8 @@ pub const TARGETS: [&str; 9] = [
     "ztensor2",
     "differential",
     "dcp",
+    "pickle",
+    "indexes",
 ];
 
 /// The body of the target called `name`.
@@ -204,6 +298,8 @@ pub fn body(name: &str) -> Option<fn(&[u8])> {
         "ztensor2" => Some(ztensor2),
         "differential" => Some(differential),
         "dcp" => Some(dcp),
+        "pickle" => Some(pickle),
+        "indexes" => Some(indexes),
         _ => None,
     }
 }
@@ -213,6 +309,12 @@ pub fn body(name: &str) -> Option<fn(&[u8])> {
 /// through the tensor-source interface. Anything but a panic, a hang or an unbounded
 /// allocation is fine.
 pub fn ztensor2(data: &[u8]) {
+    // What it decodes is held, written out, read back and written again: four copies.
+    let decoded = data.len().saturating_mul(ZSTD_RATIO).saturating_mul(2);
+    held_within("a zTensor 2 file", data, decoded, || ztensor2_body(data));
+}
+
+fn ztensor2_body(data: &[u8]) {
     use ztensor_io::TensorSource;
     let Ok(file) = ztensor_v2::File::open(data, 1 << 20) else { return };
     let Some(manifest) = file.manifest() else { return };

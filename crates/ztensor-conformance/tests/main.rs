@@ -5,6 +5,8 @@
 #[global_allocator]
 static HEAP: ztensor_conformance::heap::Counting = ztensor_conformance::heap::Counting;
 
+mod recipes;
+
 /// Our own implementation against every fixture of the index.
 mod fixtures {
     use std::path::PathBuf;

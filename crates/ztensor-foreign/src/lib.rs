@@ -68,3 +68,8 @@ mod torch_dtypes;
 
 pub use crate::archive::{ZipContent, zip_content};
 pub use crate::error::{Error, ErrorKind, Result};
+/// The pickle machine alone, for its fuzz target (not an interface: a pickle is read as part
+/// of a PyTorch checkpoint or a Distributed Checkpoint's `.metadata`).
+#[cfg(feature = "torch")]
+#[doc(hidden)]
+pub use crate::pickle::probe as pickle_probe;

@@ -267,6 +267,19 @@ pub(crate) fn load(
     Ok((Pickle { nodes: m.nodes, root, protocol: m.protocol, budget: m.memory }, end))
 }
 
+/// Runs `bytes` through the pickle machine alone, with every global it models and each
+/// persistent id read as a PyTorch storage is named (key, dtype, count); returns how many
+/// values it built. For the machine's fuzz target: no input may make it run anything, loop,
+/// or hold more memory than its budget sees.
+///
+/// # Errors
+/// What the machine refuses: an opcode or global it does not model, a length past the
+/// bytes, a budget spent.
+pub fn probe(bytes: &[u8]) -> Result<usize> {
+    let (pickle, _) = load(bytes, &mut |m, pid| Ok(Node::Storage(Box::new(storage_of(m, pid)?))))?;
+    Ok(pickle.nodes.len())
+}
+
 /// The memo: keys given in order (what `MEMOIZE` and picklers' `PUT`s give) in a vector,
 /// any other key in a map.
 #[derive(Debug, Default)]

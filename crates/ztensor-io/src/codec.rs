@@ -38,10 +38,14 @@ pub fn zstd_decode(stored: &[u8], expected: Option<u64>, limit: u64) -> Result<V
     }
     let mut out = Vec::new();
     // A declared size (plausible for the stream, within the limit) is reserved exactly, so the
-    // buffer never doubles past it; otherwise it grows with what actually decodes.
+    // buffer never doubles past it; otherwise it grows with what actually decodes, from a
+    // start no larger than the stream could decode to (a 10-byte stream reserved 64 MiB).
     let reserve = match expected {
         Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-        None => usize::try_from(cap.min(INITIAL_RESERVE)).unwrap_or(0),
+        None => {
+            let most = zstd_max_decoded(stored.len() as u64);
+            usize::try_from(cap.min(INITIAL_RESERVE).min(most)).unwrap_or(0)
+        }
     };
     let no_memory = || {
         Error::new(
