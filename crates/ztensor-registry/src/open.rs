@@ -38,14 +38,7 @@ pub fn content_id(
     options: &OpenOptions,
     algorithm: ztensor_v2::IdAlgorithm,
 ) -> Result<String, OpenError> {
-    let mut detected = Detected::new(path)?;
-    if detected.kind == Kind::Zt2 {
-        let max = options.options.limits.max_manifest_len;
-        let file = ztensor_v2::File::open(detected.take_source()?, max).map_err(OpenError::Zt2)?;
-        return file.content_digest(algorithm).map_err(OpenError::Zt2);
-    }
-    let opened = detected.open(options)?.within_budget(Some(path), options)?;
-    ztensor_v2::content_digest(opened.source(), algorithm).map_err(OpenError::Zt2)
+    Detected::new(path)?.content_id(options, algorithm)
 }
 
 impl Detected {
@@ -153,6 +146,28 @@ impl Detected {
         Ok(Opened { input_len: len.saturating_add(shards), files, ..opened })
     }
 
+    /// Its content identity, as [`content_id`] gives a file's: a zTensor 2 file's from its
+    /// manifest (its shards not needed), any other input's from its canonical zTensor 2
+    /// conversion. An object's is its bytes', as the same file's is.
+    ///
+    /// # Errors
+    /// As [`content_id`].
+    #[cfg(feature = "v2")]
+    pub fn content_id(
+        mut self,
+        options: &OpenOptions,
+        algorithm: ztensor_v2::IdAlgorithm,
+    ) -> Result<String, OpenError> {
+        if self.kind == Kind::Zt2 {
+            let max = options.options.limits.max_manifest_len;
+            let file = ztensor_v2::File::open(self.take_place()?, max).map_err(OpenError::Zt2)?;
+            return file.content_digest(algorithm).map_err(OpenError::Zt2);
+        }
+        let name = self.path.clone();
+        let opened = self.open(options)?.within_budget(Some(&name), options)?;
+        ztensor_v2::content_digest(opened.source(), algorithm).map_err(OpenError::Zt2)
+    }
+
     /// The zTensor file (0.1, 1.x) as its own reader: for a command that reads zTensor only,
     /// after telling the input is one. Its source is a [`Place`], so a file and an object of
     /// the same bytes are one reader.
@@ -243,7 +258,7 @@ impl Detected {
 
     /// Its bytes: the descriptor it was told by (opened now for an index, told by its name),
     /// or the object.
-    #[cfg(feature = "tensorbuffers")]
+    #[cfg(any(feature = "tensorbuffers", feature = "v2"))]
     fn take_place(&mut self) -> Result<Place, OpenError> {
         #[cfg(feature = "remote")]
         if let Some(object) = self.object.take() {

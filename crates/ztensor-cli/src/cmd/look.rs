@@ -578,21 +578,10 @@ fn id(path: &Path, algorithm: ztensor_v2::IdAlgorithm) -> Result<String> {
         options: crate::options(false),
         carry_unknown_dtypes: false,
     };
-    let failed = |e| crate::errors::open_error(path, &options.options, e);
-    let Some(url) = crate::remote::url_of(path) else {
-        return ztensor_registry::content_id(path, &options, algorithm).map_err(failed);
-    };
-    // An object's identity is its bytes', as a file's is: a zTensor 2 root's from its
-    // manifest, any other input's from its canonical zTensor 2 conversion.
-    if crate::remote::detect(url)? == super::Kind::Zt2 {
-        let root = crate::sources::open_zt2_file(path, &options.options)?;
-        return root
-            .content_digest(algorithm)
-            .map_err(|e| failed(ztensor_registry::OpenError::Zt2(e)));
-    }
-    let source = crate::open_source(path)?;
-    ztensor_v2::content_digest(&*source, algorithm)
-        .map_err(|e| failed(ztensor_registry::OpenError::Zt2(e)))
+    // A file's and an object's identity alike: its bytes'.
+    crate::told::told(path)?
+        .content_id(&options, algorithm)
+        .map_err(|e| crate::errors::open_error(path, &options.options, e))
 }
 
 #[cfg(test)]
