@@ -5,6 +5,7 @@
 #[global_allocator]
 static HEAP: ztensor_conformance::heap::Counting = ztensor_conformance::heap::Counting;
 
+mod corpus;
 mod recipes;
 
 /// Our own implementation against every fixture of the index.
