@@ -271,8 +271,61 @@ fn indexes_body(data: &[u8]) {
     }
 }
 
+/// The object-storage client's handling of answers: the bytes are a script of answers
+/// (status, headers, body; see `ztensor_remote::script_answers`) served in the place of a
+/// server, through the same bounding, redirect and counting layer as real answers, to an
+/// open, ranged reads (in order, read ahead by a plan, the last bytes) and a small upload. No
+/// answer may make the client panic, hang past its timeout, or hold more than what it asked
+/// for: a ranged answer past its range, an error document or a completion past its bound is
+/// refused (the malloc and RSS limits catch a body held whole).
+pub fn remote(data: &[u8]) {
+    use std::io::Write;
+    use ztensor_remote::{Location, RemoteObject, RemoteOptions, RemoteUpload};
+    use ztensor_source::ReadAt;
+    let _script = ztensor_remote::script_answers(data);
+    let options = RemoteOptions {
+        unsigned: true,
+        timeout: std::time::Duration::from_millis(500),
+        settings: vec![
+            ("aws_endpoint".to_owned(), "http://127.0.0.1:9".to_owned()),
+            ("aws_region".to_owned(), "us-east-1".to_owned()),
+        ],
+        concurrency: 2,
+        range_len: RemoteOptions::MIN_RANGE_LEN,
+        read_ahead: 4 * RemoteOptions::MIN_RANGE_LEN,
+        ..RemoteOptions::default()
+    };
+    let location = Location::parse("s3://fuzz/model.zt").expect("a URL");
+    if let Ok(object) = RemoteObject::open(&location, &options) {
+        // What the server claims the object holds is not believed: at most 1 MiB is read.
+        let len = object.len().min(1 << 20);
+        let mut head = vec![0u8; usize::try_from(len.min(4096)).unwrap_or(0)];
+        let _ = object.read_exact_at(0, &mut head);
+        object.will_need(std::slice::from_ref(&(0..len)));
+        let mut scratch = vec![0u8; 64 << 10];
+        let mut seen = 0u64;
+        let read = object.read_each_at(0, len, &mut scratch, &mut |piece| {
+            seen += piece.len() as u64;
+            Ok(())
+        });
+        if read.is_ok() {
+            assert_eq!(seen, len, "a read that succeeds gives every byte asked for");
+        }
+        let mut tail = [0u8; 16];
+        if len >= 16 {
+            let _ = object.read_exact_at(object.len() - 16, &mut tail);
+        }
+        let _ = object.sibling("model-00001-of-00002.zt");
+    }
+    if let Ok(mut upload) = RemoteUpload::create(&location, &options)
+        && upload.write_all(&[7u8; 1000]).is_ok()
+    {
+        let _ = upload.finish();
+    }
+}
+
 /// The names of the fuzz targets, each a wrapper around the body of the same name.
-pub const TARGETS: [&str; 11] = [
+pub const TARGETS: [&str; 12] = [
     "parse_file",
     "manifest",
     "read_any",
@@ -284,6 +337,7 @@ pub const TARGETS: [&str; 11] = [
     "dcp",
     "pickle",
     "indexes",
+    "remote",
 ];
 
 /// The body of the target called `name`.
@@ -300,6 +354,7 @@ pub fn body(name: &str) -> Option<fn(&[u8])> {
         "dcp" => Some(dcp),
         "pickle" => Some(pickle),
         "indexes" => Some(indexes),
+        "remote" => Some(remote),
         _ => None,
     }
 }

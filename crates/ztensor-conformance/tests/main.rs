@@ -7,6 +7,7 @@ static HEAP: ztensor_conformance::heap::Counting = ztensor_conformance::heap::Co
 
 mod corpus;
 mod recipes;
+mod remote;
 
 /// Our own implementation against every fixture of the index.
 mod fixtures {

@@ -68,8 +68,14 @@ impl HttpConnector for Connector {
     fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
         let client = client(options, self.redirects)
             .map_err(|e| object_store::Error::Generic { store: "HTTP", source: Box::new(e) })?;
+        #[allow(unused_mut)]
+        let mut inner = HttpClient::new(client);
+        #[cfg(feature = "fuzzing")]
+        if crate::scripted::active() {
+            inner = HttpClient::new(crate::scripted::Scripted);
+        }
         Ok(HttpClient::new(Service {
-            inner: HttpClient::new(client),
+            inner,
             counters: Arc::clone(&self.counters),
             redirects: self.redirects,
         }))

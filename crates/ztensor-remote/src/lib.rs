@@ -35,6 +35,8 @@ mod http;
 mod location;
 mod object;
 mod profile;
+#[cfg(feature = "fuzzing")]
+mod scripted;
 mod store;
 mod upload;
 
@@ -43,6 +45,9 @@ pub use error::{Error, ErrorKind};
 pub use http::{ANSWER_LEN, ERROR_BODY_LEN, MAX_REDIRECTS};
 pub use location::{Location, Scheme, is_url};
 pub use object::{BLOCK_LEN, RemoteObject, SUFFIX_LEN};
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub use scripted::{Script, script_answers};
 pub use store::RemoteOptions;
 pub use upload::{
     Expected, PARALLEL_PARTS, PART_LEN, Provisional, RemoteUpload, abort_unfinished, delete, seen,
