@@ -21,8 +21,11 @@ pub const PART_LEN: usize = 8 << 20;
 /// Parts in flight at once by default ([`RemoteOptions::upload_parts`]); with [`PART_LEN`], the
 /// memory an upload holds (64 MiB and the part being filled).
 pub const PARALLEL_PARTS: usize = 8;
-/// How long [`abort_unfinished`] waits for each abort.
-const ABORT_PATIENCE: Duration = Duration::from_secs(10);
+/// How long [`abort_unfinished`] waits for each abort. A server still taking the parts in
+/// flight answers the abort after them: 10 s left an upload behind on a loaded local server
+/// (the interrupt test failed once in CI), and an interrupted user is better served by a
+/// longer wait than by parts left to bill.
+const ABORT_PATIENCE: Duration = Duration::from_secs(30);
 
 /// An object being written. Bytes are buffered into parts of [`PART_LEN`]; the first full part
 /// starts a multipart upload, and parts go up as they fill, at most
