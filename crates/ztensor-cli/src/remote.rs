@@ -1,7 +1,7 @@
 //! Inputs in object storage: `s3://`, `gs://`, `az://` and `http(s)://` wherever a command
 //! reads a file, each object opened once per process (recognising it and opening it share the
 //! one open request and its cached ends) and read through the format registry's one door
-//! ([`ztensor_registry::open_remote`]).
+//! ([`ztensor_registry::Detected::object`]).
 
 use std::collections::HashMap;
 use std::path::Path;
