@@ -17,7 +17,7 @@ const TASKS: &[(&str, &str)] = &[
         "everything CI runs, in its order: fmt, clippy, features, msrv, package, test, doc, \
          fixtures --check, \
          the conformance run of our reader, conformance-matrix --check, the reference adapters' \
-         in-process check, a minute of differential fuzzing, fuzz-smoke 15 \
+         in-process check, a minute of differential fuzzing, fuzz-smoke 10 \
          (.ci/run installs what it needs, then runs this)",
     ),
     ("fmt", "cargo fmt --all --check"),
@@ -54,7 +54,7 @@ const TASKS: &[(&str, &str)] = &[
         "fuzz-smoke [SECONDS] [TARGET...]",
         "run every fuzz target (or those named) over its kept corpus (fuzz/corpus/), its \
          regressions and seeds from the fixtures, then for SECONDS each, with a 1 GiB malloc \
-         limit (CI: 15 s each)",
+         limit (CI: 10 s each)",
     ),
     (
         "fuzz-campaign [--minutes M | --hours H] [--jobs J] [TARGET...]",
@@ -297,7 +297,7 @@ fn ci() -> Result<()> {
         .current_dir(project_root());
     run(&mut command, "ztensor-conformance fuzz --version 2")?;
     step("fuzz smoke");
-    fuzz_smoke(15, &[])?;
+    fuzz_smoke(10, &[])?;
     eprintln!("== ok (in {} s)", started.elapsed().as_secs());
     Ok(())
 }

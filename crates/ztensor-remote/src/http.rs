@@ -66,20 +66,30 @@ pub(crate) struct Connector {
 
 impl HttpConnector for Connector {
     fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
-        let client = client(options, self.redirects)
-            .map_err(|e| object_store::Error::Generic { store: "HTTP", source: Box::new(e) })?;
-        #[allow(unused_mut)]
-        let mut inner = HttpClient::new(client);
-        #[cfg(feature = "fuzzing")]
-        if crate::scripted::active() {
-            inner = HttpClient::new(crate::scripted::Scripted);
-        }
+        let inner = match scripted_client() {
+            Some(scripted) => scripted,
+            None => HttpClient::new(client(options, self.redirects).map_err(|e| {
+                object_store::Error::Generic { store: "HTTP", source: Box::new(e) }
+            })?),
+        };
         Ok(HttpClient::new(Service {
             inner,
             counters: Arc::clone(&self.counters),
             redirects: self.redirects,
         }))
     }
+}
+
+/// The scripted answers' client, when a script is set (feature `fuzzing`): it needs no network
+/// client, whose build reads the system's certificates (most of a fuzzer's time per input).
+#[cfg(feature = "fuzzing")]
+fn scripted_client() -> Option<HttpClient> {
+    crate::scripted::active().then(|| HttpClient::new(crate::scripted::Scripted))
+}
+
+#[cfg(not(feature = "fuzzing"))]
+fn scripted_client() -> Option<HttpClient> {
+    None
 }
 
 #[derive(Debug)]

@@ -159,11 +159,25 @@ pub(crate) fn enter() -> tokio::runtime::EnterGuard<'static> {
 /// retried with exponential backoff, a cut body resumed from the byte where it stopped),
 /// bounded by most of the operation's time bound so its last error is the one reported.
 fn retry(options: &RemoteOptions) -> RetryConfig {
-    RetryConfig {
+    #[cfg_attr(not(feature = "fuzzing"), allow(unused_mut))]
+    let mut config = RetryConfig {
         max_retries: 10,
         retry_timeout: options.timeout.mul_f64(0.9),
         ..RetryConfig::default()
+    };
+    // Scripted answers are retried as real ones are, without the waits between tries: a
+    // fuzzer's input is a few microseconds of work, not a backoff schedule.
+    #[cfg(feature = "fuzzing")]
+    if crate::scripted::active() {
+        config.backoff = object_store::BackoffConfig {
+            // Not zero: the next wait is drawn from `init..previous * base`, which must not be
+            // empty.
+            init_backoff: std::time::Duration::from_micros(1),
+            max_backoff: std::time::Duration::from_micros(1),
+            base: 2.0,
+        };
     }
+    config
 }
 
 /// A configured store: for reading and whole puts, and (every writable store) for multipart
