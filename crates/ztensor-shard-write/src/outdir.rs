@@ -46,6 +46,7 @@ impl Pending {
 }
 
 /// A [`write_all`](crate::write_all) call's registration.
+#[derive(Debug)]
 pub(crate) struct Undo(u64);
 
 impl Undo {
@@ -59,10 +60,10 @@ impl Undo {
         Undo(id)
     }
 
-    /// Records `name` before it is written, when nothing is there yet (what was there before
-    /// is never removed).
-    pub(crate) fn adding(&self, out: &OutputDir, name: &str) -> Result<()> {
-        if out.open_file(name)?.is_none()
+    /// Records `name` (under the output directory) before it is written, when nothing is at
+    /// `file` in `dir` yet (what was there before is never removed).
+    pub(crate) fn adding(&self, dir: &OutputDir, file: &str, name: &str) -> ztensor_io::Result<()> {
+        if dir.open_file(file)?.is_none()
             && let Some(p) = writing().get_mut(&self.0)
         {
             p.names.push(name.to_owned());

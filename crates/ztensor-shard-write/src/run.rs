@@ -1,19 +1,21 @@
-//! Running a plan: one unit ([`run_unit`]), the index once every unit is checked
-//! ([`finalize`]), or all of it in one process ([`write_all`]).
+//! Running a plan into a [`Destination`]: one unit ([`run_unit`]), the index once every unit
+//! is checked ([`finalize`]), or all of it in one process ([`write_all`]). The bytes are the
+//! same wherever they go.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use ztensor_io::{Excluding, FileId, FileSource, FileWriter, OutputDir, TensorSink, TensorSource};
+use sha2::{Digest as _, Sha256};
+use ztensor_io::{Excluding, TensorSink, TensorSource};
 use ztensor_par::{ParOptions, Progress, ZtSink};
-
-use ztensor_shard::digest::digest_file;
+use ztensor_shard::digest::{digest_source, hex};
 use ztensor_shard::index::{is_sha256, write_json};
 use ztensor_shard::{Error, ErrorKind, Result};
 
-use crate::outdir::Undo;
+use crate::dest::{Destination, Published, Shard, failed};
 use crate::plan::Plan;
 use crate::receipt::{MAX_RECEIPT_LEN, RECEIPTS_DIR, Receipt, receipt_name};
+
 /// How a unit ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -30,112 +32,6 @@ impl Outcome {
             Outcome::Written(r) | Outcome::AlreadyDone(r) => r,
         }
     }
-}
-
-/// The receipt of `unit` when it is there, belongs to this plan, and its shard matches it
-/// (size, then digest); `None` otherwise. Receipts and shards are read through `out`, never
-/// through a link planted in their place.
-///
-/// # Errors
-/// A link or special file where a receipt or shard should be, and I/O errors other than the
-/// receipt or shard not being there.
-fn done(
-    plan: &Plan,
-    out: &OutputDir,
-    unit: usize,
-    digest_of_plan: &str,
-    hash: bool,
-) -> Result<Option<Receipt>> {
-    let receipts = match out.subdir_if_present(RECEIPTS_DIR)? {
-        Some(r) => r,
-        None => return Ok(None),
-    };
-    let Some(bytes) = receipts.read(&receipt_name(unit), MAX_RECEIPT_LEN)? else {
-        return Ok(None);
-    };
-    let Ok(receipt) = serde_json::from_slice::<Receipt>(&bytes) else { return Ok(None) };
-    let Some(unit_plan) = plan.units.get(unit) else { return Ok(None) };
-    if receipt.plan != digest_of_plan
-        || receipt.unit != unit
-        || receipt.shard != unit_plan.shard
-        || !is_sha256(&receipt.digest)
-    {
-        return Ok(None);
-    }
-    let Some(shard) = out.open_file(&receipt.shard)? else { return Ok(None) };
-    let path = out.join(&receipt.shard);
-    if shard.metadata().map_err(|e| Error::io("cannot stat", &path, &e))?.len() != receipt.size {
-        return Ok(None);
-    }
-    if hash && digest_file(shard, &path)?.1 != receipt.digest {
-        return Ok(None);
-    }
-    Ok(Some(receipt))
-}
-
-/// Writes unit `unit` of `plan` from `source` (the plan's input, opened as the plan says):
-/// its shard, published atomically, then its receipt. A unit whose receipt and shard are
-/// already there and match is verified (hashed) and left alone. Two attempts of one unit
-/// racing each other both publish the same bytes.
-///
-/// # Errors
-/// [`ErrorKind::Stale`] when the input changed since the plan was made (or lacks an object of
-/// the unit); [`ErrorKind::ZTensor`] for a failure to read or write; I/O errors.
-pub fn run_unit(
-    plan: &Plan,
-    unit: usize,
-    source: &dyn TensorSource,
-    par: &ParOptions,
-    progress: &dyn Progress,
-) -> Result<Outcome> {
-    plan.unit(unit)?;
-    let digest_of_plan = plan.digest();
-    let out = OutputDir::open(&plan.output)?;
-    if let Some(receipt) = done(plan, &out, unit, &digest_of_plan, true)? {
-        return Ok(Outcome::AlreadyDone(receipt));
-    }
-    plan.check_inputs()?;
-    plan.check_not_over_inputs()?;
-    let receipt = write_unit(plan, &out, unit, source, par, progress, &digest_of_plan)?;
-    let path = plan.receipt_path(unit);
-    let mut file = out.subdir(RECEIPTS_DIR)?.create(&receipt_name(unit))?;
-    let mut text = serde_json::to_string_pretty(&receipt).unwrap_or_default();
-    text.push('\n');
-    file.write_all(text.as_bytes()).map_err(|e| Error::io("cannot write", &path, &e))?;
-    file.persist()?;
-    Ok(Outcome::Written(receipt))
-}
-
-/// Writes unit `unit`'s shard and returns what its receipt says.
-fn write_unit(
-    plan: &Plan,
-    out: &OutputDir,
-    unit: usize,
-    source: &dyn TensorSource,
-    par: &ParOptions,
-    progress: &dyn Progress,
-    digest_of_plan: &str,
-) -> Result<Receipt> {
-    let u = plan.unit(unit)?;
-    let only = unit_objects(plan, unit, source)?;
-    let target = out.join(&u.shard);
-    let mut writer = FileWriter::create_in(out, &u.shard, plan.options.version()?)?;
-    let mut sink = ZtSink::new(writer.writer_mut(), plan.options.write_options()?, par, progress)
-        .drop_attributes(plan.options.drop_attributes);
-    sink.write_all(&only).map_err(|e| Error::from(e).with_path(&target))?;
-    writer.finish()?;
-    let shard = out.open_file(&u.shard)?.ok_or_else(|| {
-        Error::new(ErrorKind::Io, "vanished as soon as it was written").with_path(&target)
-    })?;
-    let (size, digest) = digest_file(shard, &target)?;
-    Ok(Receipt {
-        plan: digest_of_plan.to_owned(),
-        unit,
-        shard: u.shard.clone(),
-        size,
-        digest,
-        objects: u.objects.len(),
-    })
 }
 
 /// The objects of unit `unit` of `source`, found by name (one lookup each), not by a pass
@@ -163,17 +59,6 @@ pub(crate) fn unit_objects<'s>(
         }
     }
     Ok(Excluding::keeping(source, keep))
-}
-
-/// Writes the index of `plan`'s output from its units' receipts (as [`ShardIndex::to_json`]
-/// writes the index they make, byte for byte), straight from the plan: no map of every tensor
-/// name to its shard is built, nor a JSON tree of it.
-fn write_index(plan: &Plan, out: &OutputDir, receipts: &[Receipt]) -> Result<PathBuf> {
-    let path = out.join(&plan.index);
-    let mut file = out.create(&plan.index)?;
-    index_json(plan, receipts, &mut file).map_err(|e| Error::io("cannot write", &path, &e))?;
-    file.persist()?;
-    Ok(path)
 }
 
 /// The index of `plan`'s output, from its units' receipts, into `out`.
@@ -216,57 +101,235 @@ pub(crate) fn index_json(
     write_json(out, total_size, shards.iter().copied(), weight_map)
 }
 
-/// Checks every unit's receipt and shard (the receipt belongs to this plan, the shard has its
-/// size, and with `hash` its digest, and holds exactly the unit's objects) and writes the index
-/// atomically. Returns the index's path.
+/// A writer that passes bytes on and counts and hashes them: what a shard's receipt says,
+/// learnt as it is written.
+struct Hashing<W> {
+    inner: W,
+    sha: Sha256,
+    len: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(bytes)?;
+        self.sha.update(&bytes[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes unit `unit`'s shard into `to`, published, and returns its receipt.
+fn write_unit<D: Destination>(
+    plan: &Plan,
+    unit: usize,
+    source: &dyn TensorSource,
+    (par, progress): (&ParOptions, &dyn Progress),
+    to: &D,
+    digest_of_plan: &str,
+) -> Result<Receipt> {
+    let u = plan.unit(unit)?;
+    let only = unit_objects(plan, unit, source)?;
+    let shown = to.locate(&u.shard);
+    let version = plan.options.version()?;
+    let options = plan.options.write_options()?;
+    let (size, digest) = match to.shard(&u.shard, version)? {
+        Shard::Stream(object) => {
+            let mut hashing = Hashing { inner: object, sha: Sha256::new(), len: 0 };
+            let mut writer = ztensor_io::Writer::new(&mut hashing, version)?;
+            let mut sink = ZtSink::new(&mut writer, options, par, progress)
+                .drop_attributes(plan.options.drop_attributes);
+            let done = sink.write_all(&only);
+            drop(sink);
+            done.map_err(|e| Error::from(e).with_path(Path::new(&shown)))?;
+            writer.finish()?;
+            let Hashing { inner, sha, len } = hashing;
+            to.publish(&u.shard, inner).map_err(|e| failed(to, "cannot publish", &u.shard, e))?;
+            (len, format!("sha256:{}", hex(&sha.finalize())))
+        }
+        Shard::File(mut writer) => {
+            // Blobs are placed by positioned writes, in parallel: hashed once the file is
+            // whole, read back through the destination.
+            let mut sink = ZtSink::new(writer.writer_mut(), options, par, progress)
+                .drop_attributes(plan.options.drop_attributes);
+            let done = sink.write_all(&only);
+            drop(sink);
+            done.map_err(|e| Error::from(e).with_path(Path::new(&shown)))?;
+            writer.finish()?;
+            let shard = to
+                .open(&u.shard)
+                .map_err(|e| failed(to, "cannot read", &u.shard, e))?
+                .ok_or_else(|| {
+                    Error::new(ErrorKind::Io, "vanished as soon as it was written")
+                        .with_path(Path::new(&shown))
+                })?;
+            (shard.len(), digest_source(&*shard, Path::new(&shown))?)
+        }
+    };
+    Ok(Receipt {
+        plan: digest_of_plan.to_owned(),
+        unit,
+        shard: u.shard.clone(),
+        size,
+        digest,
+        objects: u.objects.len(),
+    })
+}
+
+/// Writes the object `name` of `to` by `write`, published.
+fn put<D: Destination>(
+    to: &D,
+    name: &str,
+    write: impl FnOnce(&mut D::Object) -> std::io::Result<()>,
+) -> Result<()> {
+    let mut object = to.create(name).map_err(|e| failed(to, "cannot write", name, e))?;
+    write(&mut object).map_err(|e| failed(to, "cannot write", name, e))?;
+    to.publish(name, object).map_err(|e| failed(to, "cannot publish", name, e))
+}
+
+/// The name of unit `unit`'s receipt in a destination.
+fn receipt_object(unit: usize) -> String {
+    format!("{RECEIPTS_DIR}/{}", receipt_name(unit))
+}
+
+/// The receipt of `unit` in `to` when it is there, belongs to this plan, and its shard
+/// matches it (size, and with `hash` its digest); `None` otherwise.
+fn done<D: Destination>(
+    plan: &Plan,
+    to: &D,
+    unit: usize,
+    digest_of_plan: &str,
+    hash: bool,
+) -> Result<Option<Receipt>> {
+    let name = receipt_object(unit);
+    let Some(object) = to.open(&name).map_err(|e| failed(to, "cannot read", &name, e))? else {
+        return Ok(None);
+    };
+    if object.len() > MAX_RECEIPT_LEN {
+        return Ok(None);
+    }
+    let mut bytes = vec![0u8; usize::try_from(object.len()).unwrap_or(0)];
+    object.read_exact_at(0, &mut bytes).map_err(|e| failed(to, "cannot read", &name, e))?;
+    let Ok(receipt) = serde_json::from_slice::<Receipt>(&bytes) else { return Ok(None) };
+    let Some(unit_plan) = plan.units.get(unit) else { return Ok(None) };
+    if receipt.plan != digest_of_plan
+        || receipt.unit != unit
+        || receipt.shard != unit_plan.shard
+        || !is_sha256(&receipt.digest)
+    {
+        return Ok(None);
+    }
+    let shown = to.locate(&receipt.shard);
+    let Some(shard) =
+        to.open(&receipt.shard).map_err(|e| failed(to, "cannot read", &receipt.shard, e))?
+    else {
+        return Ok(None);
+    };
+    if shard.len() != receipt.size {
+        return Ok(None);
+    }
+    if hash && digest_source(&*shard, Path::new(&shown))? != receipt.digest {
+        return Ok(None);
+    }
+    Ok(Some(receipt))
+}
+
+/// Writes unit `unit` of `plan` from `source` (the plan's input, opened as the plan says)
+/// into `to`: its shard, published whole, then its receipt (under [`RECEIPTS_DIR`]). A unit
+/// whose receipt and shard are already there and match is verified (hashed) and left alone.
+/// Two attempts of one unit racing each other write the same shard bytes; the receipt is
+/// published on condition where the destination has conditional writes (nothing there, or
+/// still the stale receipt seen at the start), so the attempt that comes second learns it,
+/// and answers [`Outcome::AlreadyDone`] with the first one's receipt once it checks.
 ///
 /// # Errors
-/// [`ErrorKind::Incomplete`] naming every unit without a matching receipt and shard (nothing is
-/// written then); [`ErrorKind::IndexMismatch`] for a shard that does not hold its unit's
-/// objects; I/O errors.
-pub fn finalize(plan: &Plan, hash: bool) -> Result<PathBuf> {
+/// [`ErrorKind::Stale`] when the input changed since the plan was made (or lacks an object of
+/// the unit); [`ErrorKind::ZTensor`] for a failure to read or write; the destination's errors,
+/// naming the object.
+pub fn run_unit<D: Destination>(
+    plan: &Plan,
+    unit: usize,
+    source: &dyn TensorSource,
+    par: &ParOptions,
+    progress: &dyn Progress,
+    to: &D,
+) -> Result<Outcome> {
+    plan.unit(unit)?;
     let digest_of_plan = plan.digest();
-    // No output directory yet: no unit has run.
-    let out = match FileId::of_path(&plan.output)? {
-        Some(_) => Some(OutputDir::open_existing(&plan.output)?),
-        None => None,
-    };
+    let name = receipt_object(unit);
+    // Looked at before the receipt is read: whatever replaces it from now on is another
+    // attempt's.
+    let seen = to.seen(&name).map_err(|e| failed(to, "cannot read", &name, e))?;
+    if let Some(receipt) = done(plan, to, unit, &digest_of_plan, true)? {
+        return Ok(Outcome::AlreadyDone(receipt));
+    }
+    plan.check_inputs()?;
+    plan.check_not_over_inputs()?;
+    let receipt = write_unit(plan, unit, source, (par, progress), to, &digest_of_plan)?;
+    let mut text = serde_json::to_string_pretty(&receipt).unwrap_or_default();
+    text.push('\n');
+    let mut object = to.create(&name).map_err(|e| failed(to, "cannot write", &name, e))?;
+    object.write_all(text.as_bytes()).map_err(|e| failed(to, "cannot write", &name, e))?;
+    let first =
+        to.publish_if(&name, object, &seen).map_err(|e| failed(to, "cannot publish", &name, e))?;
+    if first {
+        return Ok(Outcome::Written(receipt));
+    }
+    // Another attempt published a receipt first: the unit is done when it checks (its shard is
+    // this attempt's bytes, which the plan determines).
+    done(plan, to, unit, &digest_of_plan, true)?.map(Outcome::AlreadyDone).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Stale,
+            "another attempt of this unit published a receipt while this one ran, and it does \
+             not match its shard: run the unit again",
+        )
+        .with_path(Path::new(&to.locate(&name)))
+    })
+}
+
+/// Checks every unit's receipt and shard in `to` (the receipt belongs to this plan, the shard
+/// has its size, with `hash` its digest, and holds exactly the unit's objects) and publishes
+/// the index. Returns where the index went.
+///
+/// # Errors
+/// [`ErrorKind::Incomplete`] naming every unit not done (nothing is written then);
+/// [`ErrorKind::IndexMismatch`] for a shard that does not hold its unit's objects; the
+/// destination's errors.
+pub fn finalize<D: Destination>(plan: &Plan, hash: bool, to: &D) -> Result<String> {
+    let digest_of_plan = plan.digest();
     let mut receipts = Vec::with_capacity(plan.units.len());
     let mut missing = Vec::new();
     for u in &plan.units {
-        let found = match &out {
-            Some(out) => done(plan, out, u.unit, &digest_of_plan, hash)?,
-            None => None,
-        };
-        match found {
+        match done(plan, to, u.unit, &digest_of_plan, hash)? {
             Some(r) => receipts.push(r),
-            None => missing.push(u.unit),
+            None => missing.push(u.unit.to_string()),
         }
     }
     if !missing.is_empty() {
-        let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
         return Err(Error::new(
             ErrorKind::Incomplete,
             format!(
                 "{} of {} unit(s) not done (no receipt of this plan, or a shard that does not match it): {}",
                 missing.len(),
                 plan.units.len(),
-                list.join(", ")
+                missing.join(", ")
             ),
         ));
     }
-    let Some(out) = out else {
-        return Err(Error::new(ErrorKind::Incomplete, "no unit has run").with_path(&plan.output));
-    };
     for u in &plan.units {
-        let path = out.join(&u.shard);
-        let file = out.open_file(&u.shard)?.ok_or_else(|| {
-            Error::new(ErrorKind::Incomplete, "vanished since its receipt was checked")
-                .with_path(&path)
-        })?;
-        let source = FileSource::new(file).map_err(|e| Error::io("cannot stat", &path, &e))?;
-        let reader = ztensor_io::Reader::new(source, &ztensor_format::Options::default())
-            .map_err(|e| Error::from(e).with_path(&path))?;
+        let shown = to.locate(&u.shard);
+        let shard = to
+            .open(&u.shard)
+            .map_err(|e| failed(to, "cannot read", &u.shard, e))?
+            .ok_or_else(|| {
+                Error::new(ErrorKind::Incomplete, "vanished since its receipt was checked")
+                    .with_path(Path::new(&shown))
+            })?;
+        let reader = ztensor_io::Reader::new(&*shard, &ztensor_format::Options::default())
+            .map_err(|e| Error::from(e).with_path(Path::new(&shown)))?;
         // The manifest keeps its own order (v1.x sorts its keys): compare as sets.
         let mut names: Vec<&str> = reader.objects().map(|o| o.name()).collect();
         let mut wanted: Vec<&str> = u.objects.iter().map(String::as_str).collect();
@@ -277,52 +340,53 @@ pub fn finalize(plan: &Plan, hash: bool) -> Result<PathBuf> {
                 ErrorKind::IndexMismatch,
                 format!("does not hold exactly the objects of unit {}", u.unit),
             )
-            .with_path(&path));
+            .with_path(Path::new(&shown)));
         }
     }
-    write_index(plan, &out, &receipts)
+    put(to, &plan.index, |out| index_json(plan, &receipts, out))?;
+    Ok(to.locate(&plan.index))
 }
 
-/// Writes every unit of `plan` in this process, in order, then the index: the same shards
-/// and index, byte for byte, as running the units anywhere and finalizing. No receipts are
-/// written. Returns the index's path.
+/// Writes every unit of `plan` and its index into `to`, in this process: the same shards and
+/// index, byte for byte, as running the units anywhere and finalizing. Each shard is published
+/// as soon as it is written (none is held back in memory), the index last. No receipts are
+/// written. Returns what was published.
 ///
-/// A failure part of the way, or [`interrupt`](crate::interrupt) from another thread, leaves the output
-/// directory as it was found: the shards written (at names nothing held before) are removed,
-/// and the directories created for the output too when nothing else was put in them.
+/// A failure part of the way takes back what this call published ([`Destination::abandon`]):
+/// into a [`Directory::all_or_nothing`](crate::Directory::all_or_nothing), the directory is
+/// left as it was found, directories made for it included, on an
+/// [`interrupt`](crate::interrupt) too.
 ///
 /// # Errors
 /// As [`run_unit`].
-pub fn write_all(
+pub fn write_all<D: Destination>(
     plan: &Plan,
     source: &dyn TensorSource,
     par: &ParOptions,
     progress: &dyn Progress,
-) -> Result<PathBuf> {
-    let digest_of_plan = plan.digest();
+    to: &D,
+) -> Result<Published> {
     plan.check_inputs()?;
     plan.check_not_over_inputs()?;
-    // The outermost directory the output makes, to be removed again if the write fails.
-    let created = plan
-        .output
-        .ancestors()
-        .take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
-        .last()
-        .map(Path::to_owned);
-    let undo = Undo::register(plan.output.clone(), created);
-    let written = (|| {
-        let out = OutputDir::open(&plan.output)?;
+    let digest_of_plan = plan.digest();
+    let mut published: Vec<&str> = Vec::new();
+    let mut written = || -> Result<Published> {
         let mut receipts = Vec::with_capacity(plan.units.len());
         for unit in 0..plan.units.len() {
-            undo.adding(&out, &plan.units[unit].shard)?;
-            receipts.push(write_unit(plan, &out, unit, source, par, progress, &digest_of_plan)?);
+            let receipt = write_unit(plan, unit, source, (par, progress), to, &digest_of_plan)?;
+            published.push(&plan.units[unit].shard);
+            receipts.push(receipt);
         }
-        undo.adding(&out, &plan.index)?;
-        write_index(plan, &out, &receipts)
-    })();
-    match written {
-        Ok(_) => undo.keep(),
-        Err(_) => undo.run(),
+        put(to, &plan.index, |out| index_json(plan, &receipts, out))?;
+        Ok(Published {
+            index: to.locate(&plan.index),
+            shards: receipts.len(),
+            bytes: receipts.iter().map(|r| r.size).sum(),
+        })
+    };
+    let result = written();
+    if result.is_err() {
+        to.abandon(&published);
     }
-    written
+    result
 }

@@ -7,7 +7,7 @@ use ztensor_format::{DType, Options, Version};
 use ztensor_io::{FileWriter, Reader, TensorSource, WriteOptions};
 use ztensor_par::ParOptions;
 use ztensor_shard::{ShardIndex, ShardedZtensor};
-use ztensor_shard_write::{ErrorKind, Outcome, Plan, PlanOptions, Seen, Split};
+use ztensor_shard_write::{Directory, ErrorKind, Outcome, Plan, PlanOptions, Seen, Split};
 
 fn scratch(name: &str) -> ztensor_testkit::Scratch {
     ztensor_testkit::scratch(&format!("shard-{name}"))
@@ -54,6 +54,16 @@ fn planned(path: &Path, reader: &dyn TensorSource, out: &Path, size: u64) -> Pla
     ztensor_shard_write::plan(path, reader, out, options(), Split::Size(size), &|_| false).unwrap()
 }
 
+/// The local directory `plan` writes into.
+fn dir(plan: &Plan) -> Directory {
+    Directory::new(&plan.output)
+}
+
+/// The same, a failed or interrupted write taken back.
+fn whole(plan: &Plan) -> Directory {
+    dir(plan).all_or_nothing()
+}
+
 fn open(path: &Path) -> Reader<ztensor_io::FileSource> {
     Reader::open(path).unwrap()
 }
@@ -79,21 +89,29 @@ fn units_run_in_any_order_equal_one_process() {
     let par = ParOptions::with_threads(2);
     let one = planned(&path, &reader, &d.join("one"), 6 << 10);
     assert!(one.units.len() >= 3, "{}", one.units.len());
-    ztensor_shard_write::write_all(&one, &reader, &par, &()).unwrap();
+    ztensor_shard_write::write_all(&one, &reader, &par, &(), &whole(&one)).unwrap();
 
     let plan = planned(&path, &reader, &d.join("many"), 6 << 10);
     // Nothing written yet: finalize names every unit.
-    let e = ztensor_shard_write::finalize(&plan, false).unwrap_err();
+    let e = ztensor_shard_write::finalize(&plan, false, &dir(&plan)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Incomplete);
     // Units in reverse order, one of them twice (the second is verified and skipped).
     for unit in (0..plan.units.len()).rev() {
-        let outcome = ztensor_shard_write::run_unit(&plan, unit, &reader, &par, &()).unwrap();
+        let outcome =
+            ztensor_shard_write::run_unit(&plan, unit, &reader, &par, &(), &dir(&plan)).unwrap();
         assert!(matches!(outcome, Outcome::Written(_)));
     }
-    let again = ztensor_shard_write::run_unit(&plan, 0, &reader, &ParOptions::with_threads(1), &())
-        .unwrap();
+    let again = ztensor_shard_write::run_unit(
+        &plan,
+        0,
+        &reader,
+        &ParOptions::with_threads(1),
+        &(),
+        &dir(&plan),
+    )
+    .unwrap();
     assert!(matches!(again, Outcome::AlreadyDone(_)));
-    ztensor_shard_write::finalize(&plan, true).unwrap();
+    ztensor_shard_write::finalize(&plan, true, &dir(&plan)).unwrap();
     assert_eq!(files(&d.join("one")), files(&d.join("many")));
 
     // The result reads back as one source, with every object and the file attributes.
@@ -151,18 +169,19 @@ fn a_changed_input_or_another_plans_receipt_is_not_trusted() {
     let reader = open(&path);
     let par = ParOptions::with_threads(1);
     let plan = planned(&path, &reader, &d.join("out"), 2 << 10);
-    ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &()).unwrap();
+    ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &(), &dir(&plan)).unwrap();
     // Another plan (another compression) finds unit 0's receipt foreign and runs it again.
     let mut other = plan.clone();
     other.options.compression = "zstd-1".into();
     assert_ne!(other.digest(), plan.digest());
-    let outcome = ztensor_shard_write::run_unit(&other, 0, &reader, &par, &()).unwrap();
+    let outcome =
+        ztensor_shard_write::run_unit(&other, 0, &reader, &par, &(), &dir(&other)).unwrap();
     assert!(matches!(outcome, Outcome::Written(_)));
     // Unit 0's shard now belongs to the other plan: the first plan's finalize refuses it.
     for u in 1..plan.units.len() {
-        ztensor_shard_write::run_unit(&plan, u, &reader, &par, &()).unwrap();
+        ztensor_shard_write::run_unit(&plan, u, &reader, &par, &(), &dir(&plan)).unwrap();
     }
-    let e = ztensor_shard_write::finalize(&plan, false).unwrap_err();
+    let e = ztensor_shard_write::finalize(&plan, false, &dir(&plan)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Incomplete);
     assert!(e.message().contains(": 0"), "{e}");
     // The input grows: units refuse to run.
@@ -170,10 +189,10 @@ fn a_changed_input_or_another_plans_receipt_is_not_trusted() {
     bytes.extend_from_slice(&[0; 8]);
     std::fs::write(&path, bytes).unwrap();
     std::fs::remove_file(plan.receipt_path(1)).unwrap();
-    let e = ztensor_shard_write::run_unit(&plan, 1, &reader, &par, &()).unwrap_err();
+    let e = ztensor_shard_write::run_unit(&plan, 1, &reader, &par, &(), &dir(&plan)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Stale);
     // A unit past the end is named.
-    let e = ztensor_shard_write::run_unit(&plan, 99, &reader, &par, &()).unwrap_err();
+    let e = ztensor_shard_write::run_unit(&plan, 99, &reader, &par, &(), &dir(&plan)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NoSuchUnit);
     assert!(e.message().contains("no unit 99"), "{e}");
 }
@@ -182,7 +201,14 @@ fn sharded_checkpoint(d: &Path) -> PathBuf {
     let path = input(d, 6);
     let reader = open(&path);
     let plan = planned(&path, &reader, &d.join("ckpt"), 3 << 10);
-    ztensor_shard_write::write_all(&plan, &reader, &ParOptions::with_threads(1), &()).unwrap();
+    ztensor_shard_write::write_all(
+        &plan,
+        &reader,
+        &ParOptions::with_threads(1),
+        &(),
+        &whole(&plan),
+    )
+    .unwrap();
     d.join("ckpt").join(plan.index)
 }
 
@@ -281,19 +307,25 @@ fn planted_links_in_the_output_directory_are_refused() {
     std::fs::create_dir_all(&plan.output).unwrap();
     let shard = plan.units[0].shard.clone();
     symlink(&victim, plan.output.join(&shard)).unwrap();
-    refused(ztensor_shard_write::write_all(&plan, &reader, &par, &()).unwrap_err(), &shard);
-    refused(ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &()).unwrap_err(), &shard);
+    refused(
+        ztensor_shard_write::write_all(&plan, &reader, &par, &(), &whole(&plan)).unwrap_err(),
+        &shard,
+    );
+    refused(
+        ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &(), &dir(&plan)).unwrap_err(),
+        &shard,
+    );
 
     // The receipts directory.
     let plan = plan_in("b");
     std::fs::create_dir_all(&plan.output).unwrap();
     symlink(&elsewhere, plan.output.join(ztensor_shard_write::RECEIPTS_DIR)).unwrap();
     refused(
-        ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &()).unwrap_err(),
+        ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &(), &dir(&plan)).unwrap_err(),
         ztensor_shard_write::RECEIPTS_DIR,
     );
     refused(
-        ztensor_shard_write::finalize(&plan, false).unwrap_err(),
+        ztensor_shard_write::finalize(&plan, false, &dir(&plan)).unwrap_err(),
         ztensor_shard_write::RECEIPTS_DIR,
     );
 
@@ -302,9 +334,12 @@ fn planted_links_in_the_output_directory_are_refused() {
     let receipt = plan.receipt_path(1);
     std::fs::create_dir_all(receipt.parent().unwrap()).unwrap();
     symlink(&victim, &receipt).unwrap();
-    ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &()).unwrap();
-    refused(ztensor_shard_write::run_unit(&plan, 1, &reader, &par, &()).unwrap_err(), "unit-00001");
-    refused(ztensor_shard_write::finalize(&plan, false).unwrap_err(), "unit-00001");
+    ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &(), &dir(&plan)).unwrap();
+    refused(
+        ztensor_shard_write::run_unit(&plan, 1, &reader, &par, &(), &dir(&plan)).unwrap_err(),
+        "unit-00001",
+    );
+    refused(ztensor_shard_write::finalize(&plan, false, &dir(&plan)).unwrap_err(), "unit-00001");
 
     // The index.
     let plan = plan_in("e");
@@ -312,7 +347,10 @@ fn planted_links_in_the_output_directory_are_refused() {
         std::fs::create_dir_all(&plan.output).unwrap();
         symlink(&victim, plan.output.join(&plan.index)).unwrap();
     });
-    refused(ztensor_shard_write::write_all(&plan, &reader, &par, &()).unwrap_err(), &plan.index);
+    refused(
+        ztensor_shard_write::write_all(&plan, &reader, &par, &(), &whole(&plan)).unwrap_err(),
+        &plan.index,
+    );
 
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
@@ -331,7 +369,7 @@ fn special_files_where_plans_indexes_and_receipts_are_read_are_refused() {
     std::fs::create_dir_all(receipt.parent().unwrap()).unwrap();
     let made = std::process::Command::new("mkfifo").arg(&receipt).status().unwrap();
     assert!(made.success());
-    let e = ztensor_shard_write::finalize(&plan, false).unwrap_err().to_string();
+    let e = ztensor_shard_write::finalize(&plan, false, &dir(&plan)).unwrap_err().to_string();
     assert!(e.contains("unit-00000") && e.contains("FIFO"), "{e}");
     let fifo = d.join("plan.json");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
@@ -389,7 +427,9 @@ fn outputs_never_replace_inputs() {
     // index would be written over the input index.
     let src = d.join("src");
     let plan = planned(&path, &reader, &src, 3 << 10);
-    let index = ztensor_shard_write::write_all(&plan, &reader, &par, &()).unwrap();
+    let index =
+        ztensor_shard_write::write_all(&plan, &reader, &par, &(), &whole(&plan)).unwrap().index;
+    let index = PathBuf::from(index);
     let before = std::fs::read(&index).unwrap();
     let sharded = ShardedZtensor::open(&index, &Options::default()).unwrap();
     let spelled = src.join(".").join("..").join("src");
@@ -420,7 +460,7 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     let plan_of = |size: u64| planned(&path, &reader, &out, size);
     let first = plan_of(6 << 10);
     assert!(first.occupied().unwrap().is_empty(), "no directory yet");
-    ztensor_shard_write::write_all(&first, &reader, &par, &()).unwrap();
+    ztensor_shard_write::write_all(&first, &reader, &par, &(), &whole(&first)).unwrap();
     std::fs::write(out.join("notes.txt"), b"mine").unwrap();
     // Another split: the first checkpoint is found through its index.
     let second = plan_of(9 << 10);
@@ -434,7 +474,7 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
 
     // A unit run by `run`: its receipt and the shard it names.
-    ztensor_shard_write::run_unit(&first, 0, &reader, &par, &()).unwrap();
+    ztensor_shard_write::run_unit(&first, 0, &reader, &par, &(), &dir(&first)).unwrap();
     let found = second.occupied().unwrap();
     assert_eq!(found.receipts, ["unit-00000.json"]);
     assert_eq!(found.shards, std::slice::from_ref(&first.units[0].shard));
@@ -450,13 +490,14 @@ fn occupied_directories_are_found_cleared_and_failed_writes_taken_back() {
     assert!(failing.units.len() >= 3);
     let last = failing.units.last().unwrap().objects.clone();
     let short = ztensor_io::Excluding::new(&reader, |n| last.iter().any(|o| o == n));
-    let e = ztensor_shard_write::write_all(&failing, &short, &par, &()).unwrap_err();
+    let e =
+        ztensor_shard_write::write_all(&failing, &short, &par, &(), &whole(&failing)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Stale);
     assert!(!d.join("made").exists(), "the directories it made are removed");
     // Into a directory that was there: it holds what it held.
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("notes.txt"), b"mine").unwrap();
-    ztensor_shard_write::write_all(&failing, &short, &par, &()).unwrap_err();
+    ztensor_shard_write::write_all(&failing, &short, &par, &(), &whole(&failing)).unwrap_err();
     assert_eq!(files(&out), [("notes.txt".to_owned(), b"mine".to_vec())]);
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
 }
@@ -538,7 +579,7 @@ fn of_two_attempts_of_a_unit_racing_the_second_finds_the_first_ones_receipt() {
     let plan = planned(&path, &reader, Path::new("mem://bucket/ckpt"), 6 << 10);
     // The first attempt, alone.
     let first = Bucket::default();
-    let outcome = ztensor_shard_write::run_unit_to(&plan, 0, &reader, &par, &(), &first).unwrap();
+    let outcome = ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &(), &first).unwrap();
     assert!(matches!(outcome, Outcome::Written(_)));
     let theirs: Vec<(String, Vec<u8>)> = first.objects.borrow().clone().into_iter().collect();
     let receipt = ".ztensor-receipts/unit-00000.json".to_owned();
@@ -548,7 +589,7 @@ fn of_two_attempts_of_a_unit_racing_the_second_finds_the_first_ones_receipt() {
     // answers with the first's receipt, which it checked against the shard.
     let second = Bucket::default();
     *second.meanwhile.borrow_mut() = Some((receipt.clone(), theirs.clone()));
-    let outcome = ztensor_shard_write::run_unit_to(&plan, 0, &reader, &par, &(), &second).unwrap();
+    let outcome = ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &(), &second).unwrap();
     let Outcome::AlreadyDone(found) = outcome else { panic!("{outcome:?}") };
     assert_eq!(found.unit, 0);
     let held: Vec<(String, Vec<u8>)> = second.objects.borrow().clone().into_iter().collect();
@@ -556,7 +597,7 @@ fn of_two_attempts_of_a_unit_racing_the_second_finds_the_first_ones_receipt() {
     // A receipt of another plan there before: replaced on condition that it is still that one.
     let stale = Bucket::default();
     stale.objects.borrow_mut().insert(receipt.clone(), b"{\"plan\": \"another\"}".to_vec());
-    let outcome = ztensor_shard_write::run_unit_to(&plan, 0, &reader, &par, &(), &stale).unwrap();
+    let outcome = ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &(), &stale).unwrap();
     assert!(matches!(outcome, Outcome::Written(_)));
     let held: Vec<(String, Vec<u8>)> = stale.objects.borrow().clone().into_iter().collect();
     assert_eq!(held, theirs);
@@ -569,14 +610,14 @@ fn a_prefix_in_a_bucket_gets_the_bytes_of_a_local_directory_or_nothing() {
     let reader = open(&path);
     let par = ParOptions::with_threads(2);
     let local = planned(&path, &reader, &d.join("local"), 6 << 10);
-    ztensor_shard_write::write_all(&local, &reader, &par, &()).unwrap();
+    ztensor_shard_write::write_all(&local, &reader, &par, &(), &whole(&local)).unwrap();
     // The same conversion into objects under a prefix: the URL kept as given in the plan.
     let url = Path::new("mem://bucket/ckpt");
     let remote = planned(&path, &reader, url, 6 << 10);
     assert_eq!(remote.output, url);
     assert_eq!(remote.units.len(), local.units.len());
     let bucket = Bucket::default();
-    let done = ztensor_shard_write::write_all_to(&remote, &reader, &par, &(), &bucket).unwrap();
+    let done = ztensor_shard_write::write_all(&remote, &reader, &par, &(), &bucket).unwrap();
     assert_eq!(done.index, format!("mem://bucket/ckpt/{}", remote.index));
     assert_eq!(done.shards, remote.units.len());
     let objects: Vec<(String, Vec<u8>)> = bucket.objects.into_inner().into_iter().collect();
@@ -588,7 +629,7 @@ fn a_prefix_in_a_bucket_gets_the_bytes_of_a_local_directory_or_nothing() {
     // are removed, and no index is written.
     let third = remote.units[2].shard.clone();
     let failing = Bucket { refuse: Some(third.clone()), ..Bucket::default() };
-    let e = ztensor_shard_write::write_all_to(&remote, &reader, &par, &(), &failing).unwrap_err();
+    let e = ztensor_shard_write::write_all(&remote, &reader, &par, &(), &failing).unwrap_err();
     assert!(e.to_string().contains(&third) && e.to_string().contains("the store said no"), "{e}");
     assert!(failing.objects.borrow().is_empty(), "{:?}", failing.objects.borrow().keys());
 }
@@ -600,22 +641,22 @@ fn units_run_into_a_bucket_equal_one_process_and_finalize_checks_them() {
     let reader = open(&path);
     let par = ParOptions::with_threads(2);
     let local = planned(&path, &reader, &d.join("local"), 6 << 10);
-    ztensor_shard_write::write_all(&local, &reader, &par, &()).unwrap();
+    ztensor_shard_write::write_all(&local, &reader, &par, &(), &whole(&local)).unwrap();
     let plan = planned(&path, &reader, Path::new("mem://bucket/ckpt"), 6 << 10);
     let bucket = Bucket::default();
     // Nothing run: finalize names every unit, and writes nothing.
-    let e = ztensor_shard_write::finalize_to(&plan, false, &bucket).unwrap_err();
+    let e = ztensor_shard_write::finalize(&plan, false, &bucket).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Incomplete);
     assert!(bucket.objects.borrow().is_empty());
     for unit in (0..plan.units.len()).rev() {
         let outcome =
-            ztensor_shard_write::run_unit_to(&plan, unit, &reader, &par, &(), &bucket).unwrap();
+            ztensor_shard_write::run_unit(&plan, unit, &reader, &par, &(), &bucket).unwrap();
         assert!(matches!(outcome, Outcome::Written(_)));
     }
     // A unit run again is verified and left alone.
-    let again = ztensor_shard_write::run_unit_to(&plan, 0, &reader, &par, &(), &bucket).unwrap();
+    let again = ztensor_shard_write::run_unit(&plan, 0, &reader, &par, &(), &bucket).unwrap();
     assert!(matches!(again, Outcome::AlreadyDone(_)));
-    let index = ztensor_shard_write::finalize_to(&plan, true, &bucket).unwrap();
+    let index = ztensor_shard_write::finalize(&plan, true, &bucket).unwrap();
     assert_eq!(index, format!("mem://bucket/ckpt/{}", plan.index));
     // Shards and index as the one-process local write; receipts beside them.
     let objects = bucket.objects.borrow().clone();
@@ -627,10 +668,10 @@ fn units_run_into_a_bucket_equal_one_process_and_finalize_checks_them() {
     // running the unit again writes it anew.
     let shard = plan.units[1].shard.clone();
     bucket.objects.borrow_mut().get_mut(&shard).unwrap()[100] ^= 0xff;
-    let e = ztensor_shard_write::finalize_to(&plan, true, &bucket).unwrap_err();
+    let e = ztensor_shard_write::finalize(&plan, true, &bucket).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Incomplete);
     assert!(e.to_string().ends_with(": 1"), "{e}");
-    let redone = ztensor_shard_write::run_unit_to(&plan, 1, &reader, &par, &(), &bucket).unwrap();
+    let redone = ztensor_shard_write::run_unit(&plan, 1, &reader, &par, &(), &bucket).unwrap();
     assert!(matches!(redone, Outcome::Written(_)));
-    ztensor_shard_write::finalize_to(&plan, true, &bucket).unwrap();
+    ztensor_shard_write::finalize(&plan, true, &bucket).unwrap();
 }

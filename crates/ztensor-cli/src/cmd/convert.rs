@@ -360,12 +360,17 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
     let par = r.run.par();
     let done = match &prefix {
-        Some(prefix) => ztensor_shard_write::write_all_to(&plan, &*source, &par, &bar, prefix)
-            .map(|p| (std::path::PathBuf::from(p.index), Some((p.shards, p.bytes)))),
-        None => ztensor_shard_write::write_all(&plan, &*source, &par, &bar).map(|i| (i, None)),
+        Some(prefix) => ztensor_shard_write::write_all(&plan, &*source, &par, &bar, prefix),
+        None => {
+            let dir = ztensor_shard_write::Directory::new(&plan.output).all_or_nothing();
+            ztensor_shard_write::write_all(&plan, &*source, &par, &bar, &dir)
+        }
     };
     bar.finish();
-    let (index, published) = done.map_err(|e| crate::refusal(context, &e))?;
+    let done = done.map_err(|e| crate::refusal(context, &e))?;
+    // Where the index went (a URL as the plan keeps it; a path as the user gave it).
+    let index = plan.output.join(&plan.index);
+    let published = prefix.is_some().then_some((done.shards, done.bytes));
     let objects = plan.units.iter().map(|u| u.objects.len()).sum();
     let decoded = plan.units.iter().map(|u| u.bytes).sum();
     let notes =

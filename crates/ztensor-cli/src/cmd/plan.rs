@@ -172,10 +172,11 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
     let started = std::time::Instant::now();
     let par = run.par();
     let done = match prefix_of(&plan, run) {
-        Some(prefix) => {
-            ztensor_shard_write::run_unit_to(&plan, unit, &*source, &par, &bar, &prefix)
+        Some(prefix) => ztensor_shard_write::run_unit(&plan, unit, &*source, &par, &bar, &prefix),
+        None => {
+            let dir = ztensor_shard_write::Directory::new(&plan.output);
+            ztensor_shard_write::run_unit(&plan, unit, &*source, &par, &bar, &dir)
         }
-        None => ztensor_shard_write::run_unit(&plan, unit, &*source, &par, &bar),
     };
     bar.finish();
     let context = format!("unit {unit} of {}", path.display());
@@ -196,11 +197,17 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
 pub(crate) fn finalize(path: &Path, deep: bool) -> Result<Done> {
     let plan = read_plan(path)?;
     let quiet = Run { threads: 0, memory: None, quiet: true, json: false, no_wait: false };
-    let index = match prefix_of(&plan, &quiet) {
-        Some(prefix) => ztensor_shard_write::finalize_to(&plan, deep, &prefix).map(PathBuf::from),
-        None => ztensor_shard_write::finalize(&plan, deep),
+    let finalized = match prefix_of(&plan, &quiet) {
+        Some(prefix) => ztensor_shard_write::finalize(&plan, deep, &prefix),
+        None => ztensor_shard_write::finalize(
+            &plan,
+            deep,
+            &ztensor_shard_write::Directory::new(&plan.output),
+        ),
     }
-    .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e))?;
+    .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e));
+    // Where the index went (a URL as the plan keeps it; a path as the user gave it).
+    let index = finalized.map(|_| plan.output.join(&plan.index))?;
     Ok(Done::Finalized {
         index,
         shards: plan.units.len(),
