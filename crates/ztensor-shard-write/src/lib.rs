@@ -32,5 +32,5 @@ pub use crate::dest::{Destination, Directory, Published, Seen, Shard};
 pub use crate::outdir::{Occupied, OutputGuard, interrupt};
 pub use crate::plan::{InputFile, PLAN_FORMAT, Plan, PlanOptions, Split, Unit, output_stem, plan};
 pub use crate::receipt::{RECEIPTS_DIR, Receipt};
-pub use crate::run::{Outcome, finalize, run_unit, write_all};
+pub use crate::run::{Outcome, finalize, publish_files, run_unit, write_all};
 pub use ztensor_shard::{Error, ErrorKind, Result, size_and_digest};

@@ -390,3 +390,27 @@ pub fn write_all<D: Destination>(
     }
     result
 }
+
+/// Publishes local files as the objects of `to`, in the order given (an index or root last,
+/// so that it never names an object not there yet): each file read as it is sent. When one
+/// fails, those this call published are taken back ([`Destination::abandon`]). For a
+/// checkpoint written elsewhere first (a format whose writer places bytes by seeking).
+///
+/// # Errors
+/// Reading a file; the destination's errors, naming the object.
+pub fn publish_files<D: Destination>(to: &D, files: &[(String, std::path::PathBuf)]) -> Result<()> {
+    let mut published: Vec<&str> = Vec::new();
+    for (name, path) in files {
+        let sent = (|| {
+            let mut file =
+                std::fs::File::open(path).map_err(|e| Error::io("cannot read", path, &e))?;
+            put(to, name, |object| std::io::copy(&mut file, object).map(drop))
+        })();
+        if let Err(e) = sent {
+            to.abandon(&published);
+            return Err(e);
+        }
+        published.push(name);
+    }
+    Ok(())
+}

@@ -675,3 +675,37 @@ fn units_run_into_a_bucket_equal_one_process_and_finalize_checks_them() {
     assert!(matches!(redone, Outcome::Written(_)));
     ztensor_shard_write::finalize(&plan, true, &bucket).unwrap();
 }
+
+/// Files written elsewhere first are published in order; when one is refused, those already
+/// published are taken back, and a file that cannot be read is named.
+#[test]
+fn staged_files_are_published_in_order_or_not_at_all() {
+    let d = scratch("publish-files");
+    let files: Vec<(String, PathBuf)> = ["a.zt", "b.zt", "root.zt"]
+        .iter()
+        .map(|name| {
+            let path = d.join(name);
+            std::fs::write(&path, name.repeat(1000)).unwrap();
+            ((*name).to_owned(), path)
+        })
+        .collect();
+    let bucket = Bucket::default();
+    ztensor_shard_write::publish_files(&bucket, &files).unwrap();
+    let held: Vec<(String, Vec<u8>)> = bucket.objects.into_inner().into_iter().collect();
+    let expected: Vec<(String, Vec<u8>)> =
+        files.iter().map(|(n, p)| (n.clone(), std::fs::read(p).unwrap())).collect();
+    assert_eq!(held, expected);
+
+    let failing = Bucket { refuse: Some("root.zt".to_owned()), ..Bucket::default() };
+    let e = ztensor_shard_write::publish_files(&failing, &files).unwrap_err();
+    assert!(
+        e.to_string().contains("root.zt") && e.to_string().contains("the store said no"),
+        "{e}"
+    );
+    assert!(failing.objects.borrow().is_empty(), "{:?}", failing.objects.borrow().keys());
+
+    let missing = vec![("gone.zt".to_owned(), d.join("gone.zt"))];
+    let e = ztensor_shard_write::publish_files(&Bucket::default(), &missing).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io);
+    assert!(e.to_string().contains("gone.zt"), "{e}");
+}

@@ -487,8 +487,8 @@ fn sharded_2(
 }
 
 /// A sharded zTensor 2 output into a prefix in object storage: written (placed by seeking)
-/// into a private temporary directory, then each shard uploaded and published, the root last;
-/// a failure removes the shards published. The objects are the files a local directory gets.
+/// into a private temporary directory, then each shard uploaded and published, the root last
+/// (a failure removes the shards published). The objects are the files a local directory gets.
 fn sharded_2_to_prefix(
     r: &Request<'_>,
     (source, groups, inputs): (&dyn TensorSource, &[Vec<usize>], &[std::path::PathBuf]),
@@ -543,22 +543,7 @@ fn sharded_2_to_prefix(
         .filter_map(|(_, path, _)| Some((path.file_name()?.to_str()?.to_owned(), path.clone())))
         .collect();
     files.push((root_name.clone(), root.clone()));
-    let mut published: Vec<&str> = Vec::new();
-    let uploaded = (|| -> std::io::Result<()> {
-        for (name, path) in &files {
-            let mut object = prefix.create(name)?;
-            std::io::copy(&mut std::fs::File::open(path)?, &mut object)?;
-            prefix.publish(name, object)?;
-            published.push(name);
-        }
-        Ok(())
-    })();
-    if let Err(e) = uploaded {
-        for name in published {
-            let _ = prefix.remove(name);
-        }
-        return Err(anyhow!("{context}: {e}"));
-    }
+    ztensor_shard_write::publish_files(&prefix, &files).map_err(|e| crate::refusal(context, &e))?;
     // The staged files go with the guard (never kept), the directory with `staging`.
     drop(guard);
     summary.root = std::path::PathBuf::from(prefix.locate(&root_name));
