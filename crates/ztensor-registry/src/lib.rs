@@ -45,6 +45,7 @@
     allow(dead_code, unused_imports, unused_variables, unused_mut, unreachable_code)
 )]
 
+mod alone;
 #[cfg(feature = "write")]
 mod conversion;
 mod detect;

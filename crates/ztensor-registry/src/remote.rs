@@ -8,8 +8,8 @@ use ztensor_io::ReadAt;
 
 use crate::detect::Detected;
 #[cfg(feature = "sharded")]
-use crate::open::chunked_or_not;
-use crate::open::{not_opened, open_read_at};
+use crate::alone::chunked_or_not;
+use crate::alone::{not_opened, open_read_at};
 use crate::opened::{OpenError, OpenOptions, Opened};
 use crate::place::Place;
 use crate::table::Kind;

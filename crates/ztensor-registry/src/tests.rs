@@ -6,7 +6,7 @@ use std::path::Path;
 
 use ztensor_io::TensorSource;
 
-use crate::open::not_opened;
+use crate::alone::not_opened;
 use crate::*;
 
 #[test]
