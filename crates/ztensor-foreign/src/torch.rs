@@ -31,7 +31,6 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::OnceLock;
 
 use ztensor_format::{DType, Encoding, Format, LogicalType, StorageType, Value};
 use ztensor_io::{
@@ -39,13 +38,16 @@ use ztensor_io::{
     TensorSource,
 };
 
-use crate::archive::{Member, Method, members, top_level_pickle};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pickle::{self, Id, Node, Pickle, SparseRef, TensorRef};
+use crate::pickle::{Id, Node, Pickle, SparseRef, TensorRef};
 use crate::torch_dtypes::element_size;
 
-/// The largest `data.pkl` read (a state dict of 100,000 tensors pickles to a few MiB).
-pub const MAX_PICKLE: u64 = 256 << 20;
+mod layout;
+mod strided;
+
+pub use layout::MAX_PICKLE;
+use layout::{Storage, legacy, malformed, zipped};
+use strided::{Window, each_offset, permute_in_place};
 
 /// How deep dicts, lists and tuples may nest (a cycle is refused by this too).
 const MAX_DEPTH: u32 = 128;
@@ -60,24 +62,6 @@ fn types_of(dtype: &str) -> std::result::Result<(DType, Option<LogicalType>), St
         }
     })
 }
-
-/// One storage of the checkpoint.
-#[derive(Debug)]
-struct Storage {
-    key: String,
-    /// Where its bytes lie in the file (stored ones).
-    offset: u64,
-    len: u64,
-    /// The zip member's CRC-32 (legacy checkpoints keep none).
-    crc32: Option<u32>,
-    /// Its member, when deflated.
-    deflated: Option<Member>,
-    /// Whether its CRC-32 matched, once checked.
-    verified: OnceLock<std::result::Result<(), String>>,
-    /// A deflated member's bytes, inflated (and CRC-checked) once, when first read.
-    inflated: OnceLock<std::result::Result<Vec<u8>, String>>,
-}
-
 /// One tensor of the checkpoint.
 #[derive(Debug)]
 struct Tensor {
@@ -124,10 +108,6 @@ pub struct TorchFile<S> {
     /// The values other than tensors, or why they cannot be attributes (two of one name).
     attributes: std::result::Result<Option<ztensor_format::Attributes>, ztensor_format::Error>,
     limit: u64,
-}
-
-fn malformed(message: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Malformed, message)
 }
 
 impl TorchFile<FileSource> {
@@ -266,183 +246,6 @@ impl<S: ReadAt> TorchFile<S> {
             })
             .clone()
     }
-}
-
-/// The storages a pickle's persistent ids named: key to (dtype, elements).
-type Seen = HashMap<String, (&'static str, u64)>;
-
-/// Finds a storage of the checkpoint by its key.
-type FindStorage = Box<dyn Fn(&str) -> Option<Storage>>;
-
-/// Where a checkpoint's pieces lie: its pickle, and a finder of its storages by key.
-struct Layout {
-    pickle: (Pickle, Seen),
-    storage: FindStorage,
-    big_endian: bool,
-    legacy: bool,
-}
-
-/// Runs `bytes` as the checkpoint's pickle, noting every storage it names.
-fn run_pickle(bytes: &[u8]) -> Result<(Pickle, Seen, usize)> {
-    let mut seen = Seen::new();
-    let (pickle, end) = pickle::load(bytes, &mut |m, pid| {
-        let storage = pickle::storage_of(m, pid)?;
-        match seen.get(&storage.key) {
-            // torch.save names each storage with one type and size.
-            Some(&(dtype, numel)) if dtype != storage.dtype || numel != storage.numel => {
-                return Err(malformed(format!(
-                    "storage {:?} named as {numel} {dtype} and as {} {}",
-                    storage.key, storage.numel, storage.dtype
-                )));
-            }
-            Some(_) => {}
-            None => {
-                seen.insert(storage.key.clone(), (storage.dtype, storage.numel));
-            }
-        }
-        Ok(Node::Storage(Box::new(storage)))
-    })?;
-    Ok((pickle, seen, end))
-}
-
-/// A `torch.save` zip archive (PyTorch 1.6 and later).
-fn zipped<S: ReadAt>(source: &S) -> Result<Layout> {
-    let all = members(source)?;
-    if all.iter().any(|m| m.name.ends_with("/constants.pkl") || m.name.contains("/code/")) {
-        return Err(malformed(
-            "a TorchScript archive (torch.jit.save): it holds a program, not a checkpoint; \
-             save its state_dict() with torch.save instead",
-        ));
-    }
-    let mut prefixes = all.iter().filter_map(|m| top_level_pickle(&m.name));
-    let prefix = prefixes
-        .next()
-        .ok_or_else(|| {
-            malformed("a zip archive without <name>/data.pkl: not a torch.save checkpoint")
-        })?
-        .to_owned();
-    if prefixes.next().is_some() {
-        return Err(malformed("a zip archive with more than one <name>/data.pkl"));
-    }
-    let by_name: HashMap<String, Member> = all.into_iter().map(|m| (m.name.clone(), m)).collect();
-    let find = |name: &str| by_name.get(&format!("{prefix}/{name}")).cloned();
-    let big_endian = match find("byteorder") {
-        None => false,
-        Some(m) => match &m.bytes(source, 16)?[..] {
-            b"little" => false,
-            b"big" => true,
-            other => {
-                return Err(malformed(format!(
-                    "byteorder {:?} (little or big)",
-                    String::from_utf8_lossy(other)
-                )));
-            }
-        },
-    };
-    let data = find("data.pkl").ok_or_else(|| malformed("no data.pkl"))?;
-    let (pickle, seen, _) = run_pickle(&data.bytes(source, MAX_PICKLE)?)?;
-    let storage = move |key: &str| {
-        let m = by_name.get(&format!("{prefix}/data/{key}"))?.clone();
-        Some(Storage {
-            key: key.to_owned(),
-            offset: m.offset,
-            len: m.size,
-            crc32: Some(m.crc32),
-            deflated: (m.method == Method::Deflated).then_some(m),
-            verified: OnceLock::new(),
-            inflated: OnceLock::new(),
-        })
-    };
-    Ok(Layout { pickle: (pickle, seen), storage: Box::new(storage), big_endian, legacy: false })
-}
-
-/// A legacy checkpoint (`torch.save(..., _use_new_zipfile_serialization=False)`, and every
-/// `torch.save` before 1.6): a magic number, a protocol version and the machine's facts, each
-/// pickled; the checkpoint's pickle; the sorted list of its storage keys; then each storage as
-/// its element count (`i64`, little-endian) and its bytes.
-fn legacy<S: ReadAt>(source: &S) -> Result<Layout> {
-    const MAGIC: i128 = 0x1950_a86a_20f9_469c_fc6c;
-    let head_len = source.len().min(MAX_PICKLE);
-    let mut head = vec![0u8; usize::try_from(head_len).unwrap_or(0)];
-    source
-        .read_exact_at(0, &mut head)
-        .map_err(|e| Error::new(ErrorKind::Io, format!("reading the pickles: {e}")))?;
-    let not_legacy = || {
-        malformed("a Python pickle that is not a PyTorch checkpoint (no legacy torch.save magic)")
-    };
-    let mut at = 0usize;
-    let next = |at: &mut usize| -> Result<(Pickle, Seen)> {
-        let (pickle, seen, end) = run_pickle(head.get(*at..).unwrap_or_default())?;
-        *at += end;
-        Ok((pickle, seen))
-    };
-    let (magic, _) = next(&mut at).map_err(|_| not_legacy())?;
-    if !matches!(magic.node(magic.root), Node::Int(m) if *m == MAGIC) {
-        return Err(not_legacy());
-    }
-    let (version, _) = next(&mut at)?;
-    if !matches!(version.node(version.root), Node::Int(1001)) {
-        return Err(malformed("a legacy PyTorch checkpoint of a protocol other than 1001"));
-    }
-    let (info, _) = next(&mut at)?;
-    if let Node::Dict(d) = info.node(info.root) {
-        for &(k, v) in &d.items {
-            if matches!(info.node(k), Node::Str(s) if s == "little_endian")
-                && matches!(info.node(v), Node::Bool(false))
-            {
-                return Err(malformed(
-                    "a legacy PyTorch checkpoint written on a big-endian machine",
-                ));
-            }
-        }
-    }
-    let (main, seen) = next(&mut at)?;
-    let (keys, _) = next(&mut at)?;
-    let Node::List(ids) = keys.node(keys.root) else {
-        return Err(malformed("a legacy PyTorch checkpoint without its list of storage keys"));
-    };
-    let mut offsets = HashMap::new();
-    let mut pos = at as u64;
-    for &id in ids {
-        let Node::Str(key) = keys.node(id) else {
-            return Err(malformed("a storage key that is not a str"));
-        };
-        let &(dtype, numel) = seen
-            .get(key)
-            .ok_or_else(|| malformed(format!("storage {key:?} is listed but never named")))?;
-        let mut count = [0u8; 8];
-        source.read_exact_at(pos, &mut count).map_err(|_| {
-            malformed(format!("storage {key:?}: its element count at byte {pos} is past the end"))
-        })?;
-        let count = u64::from_le_bytes(count);
-        let len = count.checked_mul(element_size(dtype));
-        let data = pos + 8;
-        if count != numel
-            || len.is_none_or(|l| data.checked_add(l).is_none_or(|e| e > source.len()))
-        {
-            return Err(malformed(format!(
-                "storage {key:?}: {count} elements at byte {pos} (the pickle says {numel}; the \
-                 file has {} bytes)",
-                source.len()
-            )));
-        }
-        let len = len.unwrap_or(0);
-        offsets.insert(key.clone(), (data, len));
-        pos = data + len;
-    }
-    let storage = move |key: &str| {
-        let &(offset, len) = offsets.get(key)?;
-        Some(Storage {
-            key: key.to_owned(),
-            offset,
-            len,
-            crc32: None,
-            deflated: None,
-            verified: OnceLock::new(),
-            inflated: OnceLock::new(),
-        })
-    };
-    Ok(Layout { pickle: (main, seen), storage: Box::new(storage), big_endian: false, legacy: true })
 }
 
 /// The parts of a sparse tensor agree with each other and with its shape: int64 indices of the
@@ -700,121 +503,6 @@ impl Walk<'_> {
             Node::NumpyDtype(descr, _) => Value::Text(format!("numpy.dtype({descr:?})")),
             Node::Record(class, _) => Value::Text(format!("a Distributed Checkpoint {class}")),
         })
-    }
-}
-
-/// Calls `f` with the offset (in elements, from the view's first element) of every element of a
-/// view of `shape` and `strides`, in C order. `at` never leaves the view's span: a dimension
-/// steps forward only while it has elements left, and rewinds what it stepped.
-fn each_offset(
-    shape: &[u64],
-    strides: &[u64],
-    numel: u64,
-    mut f: impl FnMut(u64) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    if numel == 0 {
-        return Ok(());
-    }
-    let mut index = vec![0u64; shape.len()];
-    let mut at = 0u64;
-    for _ in 0..numel {
-        f(at)?;
-        for k in (0..shape.len()).rev() {
-            if index[k] + 1 < shape[k] {
-                index[k] += 1;
-                at += strides[k];
-                break;
-            }
-            at -= strides[k] * (shape[k] - 1);
-            index[k] = 0;
-        }
-    }
-    Ok(())
-}
-
-/// Reorders, in place, the elements (of `size` bytes) of a view whose span holds each of its
-/// elements exactly once, from storage order to C order: element `c` of the result is the one
-/// at the storage offset its index gives through `strides`. Cycles of the permutation are
-/// followed with one bit per element to mark those placed, so no second buffer is needed.
-fn permute_in_place(
-    data: &mut [u8],
-    size: usize,
-    shape: &[u64],
-    strides: &[u64],
-) -> std::io::Result<()> {
-    let count = data.len() / size.max(1);
-    let bad = || std::io::Error::other("a view whose elements are not a permutation of its span");
-    // The storage offset of C-order element `c`.
-    let source_of = |mut c: u64| -> u64 {
-        let mut at = 0u64;
-        for (d, s) in shape.iter().zip(strides).rev() {
-            at += (c % d) * s;
-            c /= d;
-        }
-        at
-    };
-    let mut placed = ztensor_io::try_zeroed(count.div_ceil(8) as u64, "a view's permutation")?;
-    let mut held = vec![0u8; size];
-    let mut moving = vec![0u8; size];
-    for start in 0..count {
-        if placed[start / 8] & (1 << (start % 8)) != 0 {
-            continue;
-        }
-        // Follow the cycle through `start`: each place takes the element its source holds.
-        held.copy_from_slice(&data[start * size..(start + 1) * size]);
-        let mut here = start;
-        loop {
-            placed[here / 8] |= 1 << (here % 8);
-            let from = usize::try_from(source_of(here as u64)).map_err(|_| bad())?;
-            if from >= count {
-                return Err(bad());
-            }
-            if from == start {
-                data[here * size..(here + 1) * size].copy_from_slice(&held);
-                break;
-            }
-            if placed[from / 8] & (1 << (from % 8)) != 0 {
-                return Err(bad());
-            }
-            moving.copy_from_slice(&data[from * size..(from + 1) * size]);
-            data[here * size..(here + 1) * size].copy_from_slice(&moving);
-            here = from;
-        }
-    }
-    Ok(())
-}
-
-/// A small window over a byte range of a source, moved to wherever the next element lies.
-struct Window {
-    base: u64,
-    len: u64,
-    start: u64,
-    bytes: Vec<u8>,
-}
-
-impl Window {
-    const SIZE: u64 = 1 << 20;
-
-    fn new(base: u64, len: u64) -> Window {
-        Window { base, len, start: 0, bytes: Vec::new() }
-    }
-
-    /// `n` bytes at `at` (relative to the range), reading a new window when they are not in
-    /// the current one.
-    fn get<S: ReadAt + ?Sized>(&mut self, source: &S, at: u64, n: usize) -> std::io::Result<&[u8]> {
-        let end = at + n as u64;
-        if end > self.len {
-            return Err(std::io::Error::other("an element past its storage"));
-        }
-        let have = self.start..self.start + self.bytes.len() as u64;
-        if !(have.contains(&at) && end <= have.end) {
-            self.start = at;
-            let take = Window::SIZE.max(n as u64).min(self.len - at);
-            self.bytes.resize(usize::try_from(take).unwrap_or(n), 0);
-            source.read_exact_at(self.base + at, &mut self.bytes)?;
-        }
-        let from = usize::try_from(at - self.start).unwrap_or(0);
-        Ok(&self.bytes[from..from + n])
     }
 }
 

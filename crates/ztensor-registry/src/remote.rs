@@ -6,10 +6,10 @@ use std::path::Path;
 
 use ztensor_io::ReadAt;
 
-use crate::detect::Detected;
 #[cfg(feature = "sharded")]
 use crate::alone::chunked_or_not;
 use crate::alone::{not_opened, open_read_at};
+use crate::detect::Detected;
 use crate::opened::{OpenError, OpenOptions, Opened};
 use crate::place::Place;
 use crate::table::Kind;
