@@ -9,5 +9,9 @@ mod identical;
 /// Failing sources and sinks, memory budget, the parallel read side.
 mod behaviour;
 
+/// What is verified and read: seek tables, aliases, digests combined from pieces, the order
+/// of reads.
+mod verification;
+
 /// The engine with simulated kernels, at worker counts beyond the machine's cores.
 mod simulate;
