@@ -7,7 +7,7 @@
 //! that fail an object-level rule are kept, marked unsupported, with the reason.
 
 use crate::digest::Digest;
-use crate::dtype::{DType, LogicalType};
+use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::framing::{HEADER_LEN, ManifestLocation};
 use crate::layout::ALIGNMENT;
@@ -15,6 +15,11 @@ use crate::limits::Options;
 use crate::names::NameIndex;
 
 use crate::manifest::{ByteOrder, Component, Encoding, Format, Manifest, Object, Packing, Version};
+
+mod sizes;
+
+use sizes::{coo_rank, csr_rows, overflow};
+pub use sizes::{decoded_len, element_count, element_size};
 
 /// A manifest that passed validation against a file of known length, with what validation
 /// learned about each object.
@@ -235,35 +240,6 @@ impl ValidatedManifest {
 /// determines it: its length when raw, its `uncompressed_length` when zstd, or for the data of
 /// a dense object stored in zstd without one, the size its shape implies (validation has
 /// checked that any stated size agrees). `None` when only decoding can tell.
-/// The decoded length of component `role` (`c`) of `object`, when it is known without decoding:
-/// a raw component's length, a zstd component's `uncompressed_length`, or what the shape and
-/// dtype of a dense tensor's data give.
-pub fn decoded_len(object: &Object, role: &str, c: &Component) -> Option<u64> {
-    match c.encoding {
-        Encoding::Raw => Some(c.length),
-        Encoding::Zstd => c.uncompressed_length.or_else(|| {
-            let dense_data = object.format == Format::Dense
-                && object.packing == Packing::Split
-                && role == crate::role::DATA;
-            dense_data
-                .then(|| element_count(&object.shape)?.checked_mul(element_size(c)?))
-                .flatten()
-        }),
-        Encoding::Unknown(_) => None,
-    }
-}
-
-/// The number of elements of `shape` (1 for a scalar), or `None` on overflow.
-pub fn element_count(shape: &[u64]) -> Option<u64> {
-    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
-}
-
-/// Bytes per logical element of a component: storage size × logical ratio.
-pub fn element_size(component: &Component) -> Option<u64> {
-    let dtype = component.dtype.known()?;
-    Some(dtype.size() * component.logical_type.as_ref().map_or(1, LogicalType::ratio))
-}
-
 /// Validates `manifest`, decoded from a file whose manifest sits at `location`.
 ///
 /// # Errors
@@ -757,35 +733,6 @@ impl ObjectCheck<'_> {
     }
 }
 
-/// The rows of a CSR shape, which must have rank 2.
-fn csr_rows(shape: &[u64]) -> Result<u64> {
-    match shape {
-        [rows, _] => Ok(*rows),
-        _ => Err(Error::new(ErrorKind::SparseRank, "sparse_csr objects must have rank 2")
-            .field("shape")
-            .expected_found(2, shape.len())),
-    }
-}
-
-/// COO shapes must have rank 1 or more.
-fn coo_rank(shape: &[u64]) -> Result<u64> {
-    if shape.is_empty() {
-        return Err(Error::new(
-            ErrorKind::SparseRank,
-            "sparse_coo objects must have rank 1 or more",
-        )
-        .field("shape")
-        .expected_found(">= 1", 0));
-    }
-    Ok(shape.len() as u64)
-}
-
-fn overflow(shape: &[u64]) -> Error {
-    Error::new(ErrorKind::ShapeOverflow, "shape × element size overflows 64 bits")
-        .field("shape")
-        .expected_found("a byte size below 2^64", format!("{shape:?}"))
-}
-
 /// Checks `bytes`, the bytes at offset `at` of a padding range ([`ValidatedManifest::padding`]),
 /// for zeros.
 ///
@@ -806,32 +753,4 @@ pub fn check_padding(at: u64, bytes: &[u8]) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::framing::Container;
-
-    #[test]
-    fn aliases_find_the_first_reading_of_each_kind_whatever_the_order() {
-        // One 64-byte blob read four ways, in an order that puts another reading first, and
-        // two empty blobs (never indexed: each is its own).
-        let u8s = Component::new(DType::U8, 64, 64);
-        let u16s = Component::new(DType::U16, 64, 64);
-        let empty = Component::new(DType::U8, 128, 0);
-        let object = |name: &str, shape: u64, c: &Component| {
-            Object::new(name, vec![shape], Format::Dense).with_component("data", c.clone())
-        };
-        let mut manifest = Manifest::new(Version::V1_2);
-        manifest.objects = vec![
-            object("u16-a", 32, &u16s),
-            object("u8-a", 64, &u8s),
-            object("u8-b", 64, &u8s),
-            object("u16-b", 32, &u16s),
-            object("e1", 0, &empty),
-            object("e2", 0, &empty),
-        ];
-        let location =
-            ManifestLocation { container: Container::V1, offset: 128, len: 10, file_len: 154 };
-        let validated = validate(manifest, location, &Options::default()).unwrap();
-        assert_eq!(validated.aliases(), [0, 1, 1, 0, 4, 5]);
-    }
-}
+mod tests;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::value::{CBOR_INT_MAX, CBOR_INT_MIN};
 
 fn kind(bytes: &[u8]) -> ErrorKind {
     decode(bytes, 16).unwrap_err().kind()
