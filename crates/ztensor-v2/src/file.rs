@@ -13,8 +13,8 @@ use crate::manifest::{Dtype, Manifest, Object, Part, Shard};
 
 mod check;
 
-use check::{Checked, Facts, Gather, verdict};
 pub use check::DigestCheck;
+use check::{Checked, Facts, Gather, verdict};
 
 /// A zTensor 2 file whose container and manifest are valid, with the bytes to read its parts
 /// from.

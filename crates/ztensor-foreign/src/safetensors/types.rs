@@ -1,7 +1,6 @@
 //! The dtypes of safetensors and zTensor, one for the other, and the attributes that carry a
 //! dtype zTensor lacks.
 
-
 use safetensors::Dtype;
 use ztensor_format::{DType, LogicalType};
 use ztensor_io::ObjectInfo;
