@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _native
+from . import _frameworks, _native
 from ._errors import FormatError, ObjectNotFoundError, UnsupportedError, ZTensorError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -289,9 +289,7 @@ class safe_open:
         self._device = device
         self._map: Any = None
         if self._framework == "pt":
-            from . import torch as pt
-
-            self._file, self._map = pt._opened(filename, mmap)
+            self._file, self._map = _frameworks.adapter("pt")._opened(filename, mmap)
             return
         if device != "cpu":
             raise ValueError(f"device {device!r}: NumPy arrays are on the CPU ('cpu'); framework='pt' gives tensors on any device")
@@ -349,9 +347,7 @@ class safe_open:
         :class:`SparseCSR` / :class:`SparseCOO`) for sparse ones, an :class:`Object` for
         anything else."""
         if self._framework == "pt":
-            from . import torch as pt
-
-            return pt._get_tensor(self._f, name, self._map, self._device)
+            return _frameworks.adapter("pt")._get_tensor(self._f, name, self._map, self._device)
         name, format, shape, attributes, parts = self._f.object(name)
         if format == "dense" and len(parts) == 1 and "data" in parts:
             dtype, logical, data = parts["data"]
@@ -361,9 +357,7 @@ class safe_open:
     def get_slice(self, name: str) -> TensorSlice:
         """A dense tensor to slice without reading all of it."""
         if self._framework == "pt":
-            from . import torch as pt
-
-            return pt._get_slice(self._f, name, self._map)
+            return _frameworks.adapter("pt")._get_slice(self._f, name, self._map)
         obj = self.get_object(name)
         if obj.format != "dense" or "data" not in obj.components:
             raise UnsupportedError(f"{name!r} is {obj.format}, not a dense tensor")
@@ -373,8 +367,7 @@ class safe_open:
 def _load(file: "_native.File", threads: Optional[int], framework: str) -> Dict[str, Any]:
     framework = _framework(framework)
     if framework == "pt":
-        from . import torch as pt
-
+        pt = _frameworks.adapter("pt")
         return {d[0]: pt._value(*d, None) for d in file.read_all(threads or 0)}
     out: Dict[str, Any] = {}
     for name, format, shape, attributes, parts in file.read_all(threads or 0):
@@ -386,9 +379,7 @@ def load_file(filename: PathLike, *, threads: Optional[int] = None, framework: s
     """Every tensor of a file, read on ``threads`` threads (default: one per core) with the GIL
     released. Values as :meth:`safe_open.get_tensor` gives them."""
     if _framework(framework) == "pt":
-        from . import torch as pt
-
-        return pt.load_file(filename, threads=threads, mmap=mmap)
+        return _frameworks.adapter("pt").load_file(filename, threads=threads, mmap=mmap)
     return _load(_native.open(os.fspath(filename), mmap), threads, framework)
 
 
