@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::paths::is_any_temp;
 
 /// Why a name the tool chose holds something it will not write through.
 fn planted(kind: &str) -> io::Error {
@@ -116,7 +117,7 @@ impl OutputDir {
     /// Removes the temporary files killed writers left here, once, so that the files created
     /// in the directory afterwards need not list it each.
     fn swept(self) -> OutputDir {
-        crate::publish::sweep_dir(&self);
+        sweep_dir(&self);
         self
     }
 
@@ -174,17 +175,6 @@ impl OutputDir {
             EntryKind::Missing => Ok(None),
             _ => self.subdir(name).map(Some),
         }
-    }
-
-    /// Starts writing entry `name`, published in its place by
-    /// [`AtomicFile::persist`](crate::AtomicFile::persist). A symbolic link, directory, FIFO,
-    /// device or socket at `name` is refused; an existing file is replaced (its mode and owner
-    /// kept), the entry itself and never what a link names.
-    ///
-    /// # Errors
-    /// Such an entry, and I/O errors.
-    pub fn create(&self, name: &str) -> Result<crate::AtomicFile> {
-        crate::publish::AtomicFile::create_in(self, name)
     }
 
     /// Opens entry `name` for reading when it is a regular file: `Ok(None)` when nothing is
@@ -477,6 +467,24 @@ mod sys {
             _ => EntryKind::Other,
         })
     }
+}
+
+/// Removes every temporary file in `dir` that nobody is writing (left by killed processes),
+/// whatever its target: done once when an [`OutputDir`] is opened, so the files created in it
+/// afterwards need not list the directory each.
+fn sweep_dir(dir: &OutputDir) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir.path()) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|n| is_any_temp(n)) else { continue };
+        // Opened through the handle, never through a link, never a FIFO.
+        let Ok(Some(file)) = dir.open_file(name) else { continue };
+        if file.try_lock().is_ok() && dir.unlink(name).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::lock::FileId;
+use crate::paths::FileId;
 
 /// A record whose digests are SHA-256.
 const MAGIC: &[u8; 8] = b"ZTJRNL02";
@@ -73,7 +73,7 @@ impl Algorithm {
 fn tail_digest(file: &File, old_len: u64, algorithm: Algorithm) -> io::Result<[u8; 32]> {
     let take = old_len.min(TAIL);
     let mut buf = vec![0u8; usize::try_from(take).unwrap_or(0)];
-    crate::source::read_exact_at(file, &mut buf, old_len - take)?;
+    crate::paths::pread_exact(file, &mut buf, old_len - take)?;
     Ok(algorithm.digest(&[&old_len.to_le_bytes(), &buf]))
 }
 
@@ -81,8 +81,8 @@ impl Journal {
     /// The journal path of the file at `target` (symbolic links resolved: the journal lies
     /// beside the file itself).
     pub fn path_for(target: &Path) -> Result<PathBuf> {
-        let real = crate::publish::resolve_links(target)?;
-        Ok(crate::publish::sidecar(&real, "zt-journal"))
+        let real = crate::paths::resolve_links(target)?;
+        Ok(crate::paths::sidecar(&real, "zt-journal"))
     }
 
     /// A record of `file` as it is now, `old_len` bytes long.
@@ -155,7 +155,7 @@ impl Journal {
             .map_err(io("cannot create the append journal"))?;
         file.write_all(&self.encode()).map_err(io("writing the append journal"))?;
         file.sync_all().map_err(io("syncing the append journal"))?;
-        crate::publish::sync_dir(path).map_err(io("syncing the directory of"))?;
+        crate::paths::sync_dir(path).map_err(io("syncing the directory of"))?;
         Ok(())
     }
 
@@ -207,7 +207,7 @@ pub fn remove(path: &Path) -> Result<()> {
             return Err(Error::io("cannot remove the append journal", Some(path.to_owned()), e));
         }
     }
-    crate::publish::sync_dir(path)
+    crate::paths::sync_dir(path)
         .map_err(|e| Error::io("syncing the directory of", Some(path.to_owned()), e))
 }
 

@@ -41,6 +41,7 @@ mod machine;
 mod mmap;
 #[allow(unsafe_code)]
 mod open_files;
+mod paths;
 pub mod pause;
 mod publish;
 mod source;
@@ -53,16 +54,17 @@ pub use crate::data::{ComponentData, ObjectData};
 pub use crate::dir::OutputDir;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::input::{open_input, read_input};
-pub use crate::lock::{FileId, READER_PATIENCE, WriteLock, read_without_lock, same_file};
+pub use crate::lock::{READER_PATIENCE, WriteLock, read_without_lock, same_file};
 pub use crate::machine::{
     OBJECT_COST, address_space_cap, machine_limits, machine_options, peak_resident, physical_memory,
 };
 #[cfg(feature = "mmap")]
 pub use crate::mmap::{Mapped, PrivateMap};
 pub use crate::open_files::{fit_allocator_to_address_space, raise_open_file_limit};
+pub use crate::paths::{FileId, check_output};
 pub use crate::publish::{
-    Abandon, AtomicFile, Undo, check_output, interrupt, on_interrupt, register_work,
-    remove_stale_temporaries, unregister_work,
+    Abandon, AtomicFile, Undo, interrupt, on_interrupt, register_work, remove_stale_temporaries,
+    unregister_work,
 };
 pub use crate::source::{Chunked, FileSource, ReadAt};
 pub use crate::tensors::{

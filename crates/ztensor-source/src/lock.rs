@@ -13,54 +13,13 @@
 //! own readers of a file it is writing see what its writer has made consistent.
 
 use std::collections::HashMap;
-use std::fs::{File, Metadata, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::error::{Error, Result};
-
-/// A file's identity on its device, stable across renames and whatever path or link names
-/// it (device and inode on Unix): how outputs are told apart from inputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FileId {
-    pub(crate) dev: u64,
-    pub(crate) ino: u64,
-}
-
-impl FileId {
-    /// The identity of the file at `path` (links followed), `None` when nothing is there.
-    ///
-    /// # Errors
-    /// I/O errors other than the file not existing.
-    pub fn of_path(path: impl AsRef<Path>) -> Result<Option<FileId>> {
-        match std::fs::metadata(path.as_ref()) {
-            Ok(m) => Ok(Some(FileId::of(&m))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io("cannot stat", Some(path.as_ref().to_owned()), e)),
-        }
-    }
-
-    /// The identity of the file `meta` describes.
-    pub fn of(meta: &Metadata) -> FileId {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            FileId { dev: meta.dev(), ino: meta.ino() }
-        }
-        #[cfg(not(unix))]
-        {
-            // No inode numbers here: the creation time is the best identity there is (not the
-            // length, which an append changes).
-            let created = meta
-                .created()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-            FileId { dev: created, ino: 0 }
-        }
-    }
-}
+use crate::paths::FileId;
 
 /// What a held write lock is doing, as far as readers in this process need to know.
 #[derive(Debug, Default)]
@@ -160,14 +119,14 @@ impl WriteLock {
     }
 
     fn take(path: &Path, wait: bool) -> Result<Option<WriteLock>> {
-        let path = crate::publish::resolve_links(path)?;
+        let path = crate::paths::resolve_links(path)?;
         let io = |what: &'static str| {
             let path = path.clone();
             move |e| Error::io(what, Some(path), e)
         };
         loop {
             // Refused before opening: opening a FIFO waits for a writer to appear.
-            if crate::publish::check_target(&path)?.is_none() {
+            if crate::paths::check_target(&path)?.is_none() {
                 return Ok(None);
             }
             let file = match OpenOptions::new().read(true).open(&path) {

@@ -18,113 +18,11 @@ use std::sync::{LazyLock, Mutex, PoisonError, Weak};
 
 use crate::dir::{EntryKind, OutputDir};
 use crate::error::{Error, Result};
-use crate::lock::{FileId, WriteLock};
-
-/// The longest file name most file systems allow (NAME_MAX).
-const NAME_MAX: usize = 255;
-/// Room kept after a sidecar's stem: `.{pid}-{counter}.ztmp` or `.zt-journal`.
-const SUFFIX_ROOM: usize = 40;
-const TEMP_EXTENSION: &str = "ztmp";
-
-/// The stem that names `target`'s sidecar files (temporaries, the append journal): the name
-/// itself when it leaves room for a suffix within NAME_MAX, otherwise a prefix of it and a
-/// digest of the whole name, so that distinct targets keep distinct sidecars.
-fn sidecar_stem(name: &OsStr) -> String {
-    let lossy = name.to_string_lossy();
-    if 1 + lossy.len() + SUFFIX_ROOM <= NAME_MAX && lossy == name.to_str().unwrap_or_default() {
-        return lossy.into_owned();
-    }
-    let digest: String = {
-        use sha2::Digest;
-        sha2::Sha256::digest(name.as_encoded_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-    };
-    let mut keep = NAME_MAX - 1 - SUFFIX_ROOM - 17;
-    while !lossy.is_char_boundary(keep.min(lossy.len())) {
-        keep -= 1;
-    }
-    format!("{}~{}", &lossy[..keep.min(lossy.len())], &digest[..16])
-}
-
-fn dir_of(path: &Path) -> &Path {
-    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
-}
-
-/// The sidecar file `.{stem}.{tag}` beside `target`.
-pub(crate) fn sidecar(target: &Path, tag: &str) -> PathBuf {
-    let stem = sidecar_stem(target.file_name().unwrap_or(OsStr::new("out")));
-    dir_of(target).join(format!(".{stem}.{tag}"))
-}
-
-/// Follows symbolic links from `path` to the file they name (which need not exist yet).
-///
-/// # Errors
-/// A loop of links, and I/O errors other than the final file not existing.
-pub(crate) fn resolve_links(path: &Path) -> Result<PathBuf> {
-    let mut current = path.to_owned();
-    for _ in 0..40 {
-        match fs::symlink_metadata(&current) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let to = fs::read_link(&current)
-                    .map_err(|e| Error::io("cannot read the link", Some(current.clone()), e))?;
-                current = if to.is_absolute() { to } else { dir_of(&current).join(to) };
-            }
-            Ok(_) => return Ok(current),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(current),
-            Err(e) => return Err(Error::io("cannot stat", Some(current), e)),
-        }
-    }
-    Err(Error::io(
-        "too many levels of symbolic links at",
-        Some(path.to_owned()),
-        io::Error::other("symbolic link loop"),
-    ))
-}
-
-/// Makes `path`'s directory entry durable. File systems that cannot sync a directory have
-/// nothing to make durable this way.
-pub(crate) fn sync_dir(path: &Path) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        match File::open(dir_of(path)).and_then(|d| d.sync_all()) {
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => Ok(()),
-            other => other,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = path;
-        Ok(())
-    }
-}
-
-/// Checks that `target` (followed through symbolic links) can be replaced by a written file:
-/// it is a regular file or does not exist yet. A directory, FIFO, device or socket is refused,
-/// so a command can refuse it before doing any work.
-///
-/// # Errors
-/// Such a target, and I/O errors.
-pub fn check_output(target: impl AsRef<Path>) -> Result<()> {
-    check_target(&resolve_links(target.as_ref())?).map(drop)
-}
-
-/// What an existing target is, refused unless it is a regular file.
-pub(crate) fn check_target(target: &Path) -> Result<Option<Metadata>> {
-    let meta = match fs::metadata(target) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("cannot stat", Some(target.to_owned()), e)),
-    };
-    let kind = meta.file_type();
-    if kind.is_file() {
-        return Ok(Some(meta));
-    }
-    let what = crate::input::describe(kind);
-    Err(Error::io(
-        "refusing to replace",
-        Some(target.to_owned()),
-        io::Error::new(io::ErrorKind::InvalidInput, format!("it is {what}")),
-    ))
-}
+use crate::lock::WriteLock;
+use crate::paths::{
+    FileId, TEMP_EXTENSION, check_target, dir_of, is_temp_of, resolve_links, sidecar, sidecar_stem,
+    sync_dir,
+};
 
 /// Gives `file` the permission bits and, where this process may, the owner of `like`.
 fn keep_mode_and_owner(file: &File, like: &Metadata) -> io::Result<()> {
@@ -331,52 +229,6 @@ fn create_temp(target: &Path, place: &Place, mode: u32) -> Result<(File, PathBuf
 
 fn forget_temp(n: u64) {
     live().temps.remove(&n);
-}
-
-/// Whether `name` is a temporary file of a target whose sidecar stem is `stem`.
-fn is_temp_of(name: &str, stem: &str) -> bool {
-    let Some(rest) = name.strip_prefix('.').and_then(|r| r.strip_prefix(stem)) else {
-        return false;
-    };
-    let Some(middle) =
-        rest.strip_prefix('.').and_then(|r| r.strip_suffix(&format!(".{TEMP_EXTENSION}")))
-    else {
-        return false;
-    };
-    let mut parts = middle.split('-');
-    let numeric =
-        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    numeric(parts.next()) && numeric(parts.next()) && parts.next().is_none()
-}
-
-/// Whether `name` is a temporary file of any target.
-fn is_any_temp(name: &str) -> bool {
-    let Some(rest) =
-        name.strip_prefix('.').and_then(|r| r.strip_suffix(&format!(".{TEMP_EXTENSION}")))
-    else {
-        return false;
-    };
-    rest.rsplit_once('.').is_some_and(|(stem, tail)| {
-        !stem.is_empty() && is_temp_of(&format!(".{stem}.{tail}.{TEMP_EXTENSION}"), stem)
-    })
-}
-
-/// Removes every temporary file in `dir` that nobody is writing (left by killed processes),
-/// whatever its target: done once when an [`OutputDir`] is opened, so the files created in it
-/// afterwards need not list the directory each.
-pub(crate) fn sweep_dir(dir: &OutputDir) -> usize {
-    let Ok(entries) = fs::read_dir(dir.path()) else { return 0 };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str().filter(|n| is_any_temp(n)) else { continue };
-        // Opened through the handle, never through a link, never a FIFO.
-        let Ok(Some(file)) = dir.open_file(name) else { continue };
-        if file.try_lock().is_ok() && dir.unlink(name).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
 }
 
 /// Removes temporary files of `target` that nobody is writing: left by a process that was
@@ -645,9 +497,23 @@ impl Drop for AtomicFile {
     }
 }
 
+impl OutputDir {
+    /// Starts writing entry `name`, published in its place by
+    /// [`AtomicFile::persist`](crate::AtomicFile::persist). A symbolic link, directory, FIFO,
+    /// device or socket at `name` is refused; an existing file is replaced (its mode and owner
+    /// kept), the entry itself and never what a link names.
+    ///
+    /// # Errors
+    /// Such an entry, and I/O errors.
+    pub fn create(&self, name: &str) -> Result<crate::AtomicFile> {
+        crate::publish::AtomicFile::create_in(self, name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paths::{NAME_MAX, SUFFIX_ROOM};
 
     #[test]
     fn sidecar_names_fit_name_max_and_stay_distinct() {

@@ -142,30 +142,6 @@ impl ReadAt for Vec<u8> {
     }
 }
 
-/// Fills `buf` from `file` at `offset` with positional reads.
-pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-    }
-    #[cfg(windows)]
-    {
-        let mut done = 0;
-        while done < buf.len() {
-            let n = std::os::windows::fs::FileExt::seek_read(
-                file,
-                &mut buf[done..],
-                offset + done as u64,
-            )?;
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            done += n;
-        }
-        Ok(())
-    }
-}
-
 /// A file read with positional reads (`pread`); its length is taken once, at construction.
 #[derive(Debug)]
 pub struct FileSource {
@@ -262,7 +238,7 @@ impl ReadAt for FileSource {
         if offset.checked_add(buf.len() as u64).is_none_or(|end| end > self.len) {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        read_exact_at(&self.file, buf, offset)
+        crate::paths::pread_exact(&self.file, buf, offset)
     }
 }
 
