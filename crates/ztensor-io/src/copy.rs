@@ -12,8 +12,6 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use ztensor_format::{
     ByteOrder, Component, DType, Digest, DigestAlgorithm, Encoding, Format, Packing, Version,
@@ -21,84 +19,19 @@ use ztensor_format::{
 
 use crate::handle::Object;
 use crate::reader::Reader;
+use crate::sharing::{BlobKey, EncodedCopy, StoredCopy};
 use crate::writer::{Blob, Compression, WriteOptions, Writer};
 use ztensor_source::ReadAt;
 use ztensor_source::{Error, Result};
-
-/// Which blobs of a file several components share (the same offset and length, as the 1.x
-/// format allows across objects), found once per reader, when a copy first asks. Each reader
-/// has its own identity, so that what a writer remembers of one file's blobs is never taken
-/// for another's.
-#[derive(Debug)]
-pub(crate) struct Sharing {
-    id: u64,
-    shared: OnceLock<HashSet<(u64, u64)>>,
-}
-
-impl Default for Sharing {
-    fn default() -> Sharing {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        Sharing { id: NEXT.fetch_add(1, Ordering::Relaxed), shared: OnceLock::new() }
-    }
-}
-
-impl Sharing {
-    /// The ranges (offset, length) that more than one non-empty component of a split object
-    /// points at. A v0.1 sparse tensor's single blob is its own affair.
-    fn shared<S: ReadAt>(&self, reader: &Reader<S>) -> &HashSet<(u64, u64)> {
-        self.shared.get_or_init(|| {
-            let mut ranges: Vec<(u64, u64)> = reader
-                .manifest()
-                .objects()
-                .map(|o| o.object())
-                .filter(|o| o.packing == Packing::Split)
-                .flat_map(|o| o.components.values())
-                .filter(|c| c.length > 0)
-                .map(|c| (c.offset, c.length))
-                .collect();
-            ranges.sort_unstable();
-            ranges.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect()
-        })
-    }
-}
-
-/// A shared blob of one reader: its identity, the blob's offset and length.
-type BlobKey = (u64, u64, u64);
-
-/// What a writer remembers of the shared blobs copied into it, by source reader and range.
-#[derive(Debug, Default)]
-pub(crate) struct Memo {
-    /// Readers whose copy into this writer was checked against the expansion limit.
-    checked: HashSet<u64>,
-    /// Stored bytes copied as they are.
-    stored: HashMap<BlobKey, StoredCopy>,
-    /// Dense data decoded and encoded again.
-    encoded: HashMap<BlobKey, Vec<EncodedCopy>>,
-}
-
-/// Where a shared blob's stored bytes were copied to.
-#[derive(Debug)]
-struct StoredCopy {
-    offset: u64,
-    /// Its decoded length as zstd, once a copy had to learn it.
-    zstd_len: Option<u64>,
-}
-
-/// A dense component encoded again: what it was, how it was encoded, and what it became.
-#[derive(Debug)]
-struct EncodedCopy {
-    source: Component,
-    decoded: Option<u64>,
-    options: WriteOptions,
-    placed: Component,
-}
 
 /// The key a writer remembers a shared blob of `reader` by, when (`offset`, `length`) is one,
 /// in an object of `packing`.
 fn shared_key<S: ReadAt>(reader: &Reader<S>, packing: &Packing, c: &Component) -> Option<BlobKey> {
     let range = (c.offset, c.length);
-    (*packing == Packing::Split && c.length > 0 && reader.sharing().shared(reader).contains(&range))
-        .then(|| (reader.sharing().id, c.offset, c.length))
+    (*packing == Packing::Split
+        && c.length > 0
+        && reader.sharing().shared(reader.manifest()).contains(&range))
+    .then(|| (reader.sharing().id, c.offset, c.length))
 }
 
 /// The one component of a dense object whose blob is shared and which a copy may encode once

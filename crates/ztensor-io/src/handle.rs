@@ -6,8 +6,8 @@
 use std::borrow::Cow;
 
 use ztensor_format::{
-    Attributes, ByteOrder, DType, Digest, Encoding, ErrorKind as Rule, Format, LogicalType,
-    ObjectRef, Packing, StorageType,
+    Attributes, ByteOrder, DType, Digest, Encoding, Format, LogicalType, ObjectRef, Packing,
+    StorageType,
 };
 
 use crate::reader::{DigestCheck, Element, ObjectData, Reader, check_digest};
@@ -418,23 +418,38 @@ impl<'r, S: ReadAt> Component<'r, S> {
     }
 }
 
-/// An unknown encoding met while decoding. Validation marks objects with unknown encodings
-/// unsupported, so this is not reached; it still answers with the right error rather than
-/// panicking.
-/// A zstd component read by a build without the `zstd` feature: unsupported, as an unknown
-/// encoding is, with the reason.
-pub(crate) fn no_zstd<T>(name: &str, role: &str) -> Result<T> {
-    Err(Error::unsupported(
-        ztensor_format::Error::new(Rule::EncodingUnknown, crate::codec::NO_ZSTD)
-            .in_object(name)
-            .in_component(role),
-    ))
-}
+/// Handles to a reader's objects.
+impl<S: ReadAt> Reader<S> {
+    /// The object called `name`: a handle to read it and its components through.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound).
+    pub fn object(&self, name: &str) -> Result<Object<'_, S>> {
+        let entry = self.manifest().get(name).ok_or_else(|| Error::not_found(name, None))?;
+        Ok(Object::new(self, entry))
+    }
 
-pub(crate) fn unknown_encoding<T>(name: &str, role: &str) -> Result<T> {
-    Err(Error::unsupported(
-        ztensor_format::Error::new(Rule::EncodingUnknown, "unknown encoding")
-            .in_object(name)
-            .in_component(role),
-    ))
+    /// The component `role` of the object called `name`: `reader.object(name)?.component(role)`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) for either.
+    pub fn component(&self, name: &str, role: &str) -> Result<crate::Component<'_, S>> {
+        self.object(name)?.component(role)
+    }
+
+    /// Every object, in the file's order.
+    pub fn objects(&self) -> impl ExactSizeIterator<Item = Object<'_, S>> + '_ {
+        self.manifest().objects().map(move |entry| Object::new(self, entry))
+    }
+
+    /// The object at `index` in the file's order (as [`Reader::objects`] lists them).
+    pub fn object_at(&self, index: usize) -> Option<Object<'_, S>> {
+        self.manifest().object_at(index).map(|entry| Object::new(self, entry))
+    }
+
+    /// The objects a lookup by name does not reach: later objects of a v0.1 file that repeat
+    /// an earlier object's name (see [`ValidatedManifest::shadowed`](ztensor_format::ValidatedManifest::shadowed)).
+    pub fn shadowed(&self) -> impl Iterator<Item = Object<'_, S>> + '_ {
+        self.manifest().shadowed().map(move |entry| Object::new(self, entry))
+    }
 }

@@ -57,6 +57,7 @@ mod copy;
 mod handle;
 mod reader;
 mod rewrite;
+mod sharing;
 pub mod weight_map;
 mod write_data;
 mod write_stream;

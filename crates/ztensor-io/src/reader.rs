@@ -14,7 +14,7 @@ use ztensor_format::{
 };
 
 use crate::codec::{digest_of, zstd_decode};
-use crate::handle::{Object, unknown_encoding};
+
 pub use ztensor_source::{ComponentData, ObjectData};
 use ztensor_source::{Error, Result};
 use ztensor_source::{FileSource, ReadAt};
@@ -36,7 +36,7 @@ pub struct Reader<S> {
     manifest: std::sync::Arc<ValidatedManifest>,
     options: Options,
     /// Which blobs several components share, for the copy paths; shared like the manifest.
-    sharing: std::sync::Arc<crate::copy::Sharing>,
+    sharing: std::sync::Arc<crate::sharing::Sharing>,
 }
 
 /// The outcome of checking one component's digest.
@@ -247,8 +247,8 @@ impl<S: ReadAt> Reader<S> {
         }
     }
 
-    /// Which blobs of this file several components share (see [`crate::copy::Sharing`]).
-    pub(crate) fn sharing(&self) -> &crate::copy::Sharing {
+    /// Which blobs of this file several components share (see [`crate::sharing::Sharing`]).
+    pub(crate) fn sharing(&self) -> &crate::sharing::Sharing {
         &self.sharing
     }
 
@@ -272,43 +272,10 @@ impl<S: ReadAt> Reader<S> {
         &self.source
     }
 
-    /// The object called `name`: a handle to read it and its components through.
-    ///
-    /// # Errors
-    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound).
-    pub fn object(&self, name: &str) -> Result<Object<'_, S>> {
-        let entry = self.manifest.get(name).ok_or_else(|| Error::not_found(name, None))?;
-        Ok(Object::new(self, entry))
-    }
-
-    /// The component `role` of the object called `name`: `reader.object(name)?.component(role)`.
-    ///
-    /// # Errors
-    /// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) for either.
-    pub fn component(&self, name: &str, role: &str) -> Result<crate::Component<'_, S>> {
-        self.object(name)?.component(role)
-    }
-
-    /// Every object, in the file's order.
-    pub fn objects(&self) -> impl ExactSizeIterator<Item = Object<'_, S>> + '_ {
-        self.manifest.objects().map(move |entry| Object::new(self, entry))
-    }
-
-    /// The object at `index` in the file's order (as [`Reader::objects`] lists them).
-    pub fn object_at(&self, index: usize) -> Option<Object<'_, S>> {
-        self.manifest.object_at(index).map(|entry| Object::new(self, entry))
-    }
-
-    /// The objects a lookup by name does not reach: later objects of a v0.1 file that repeat
-    /// an earlier object's name (see [`ValidatedManifest::shadowed`]).
-    pub fn shadowed(&self) -> impl Iterator<Item = Object<'_, S>> + '_ {
-        self.manifest.shadowed().map(move |entry| Object::new(self, entry))
-    }
-
     /// Decodes the object called `name`: `reader.object(name)?.read()`.
     ///
     /// # Errors
-    /// As [`Reader::object`] and [`Object::read`].
+    /// As [`Reader::object`] and [`Object::read`](crate::Object::read).
     pub fn read_object(&self, name: &str) -> Result<ObjectData<'_>> {
         self.object(name)?.read()
     }
@@ -317,7 +284,7 @@ impl<S: ReadAt> Reader<S> {
     /// `reader.object(name)?.read_verified()`.
     ///
     /// # Errors
-    /// As [`Reader::object`] and [`Object::read_verified`].
+    /// As [`Reader::object`] and [`Object::read_verified`](crate::Object::read_verified).
     pub fn read_object_verified(&self, name: &str) -> Result<ObjectData<'_>> {
         self.object(name)?.read_verified()
     }
@@ -350,7 +317,7 @@ impl<S: ReadAt> Reader<S> {
         }
         let mut bytes = match c.encoding {
             Encoding::Raw => stored,
-            Encoding::Zstd if !crate::codec::ZSTD => crate::handle::no_zstd(name, role)?,
+            Encoding::Zstd if !crate::codec::ZSTD => no_zstd(name, role)?,
             Encoding::Zstd => {
                 let limit = self.options.limits.whole_decode_limit();
                 let expected = object.decoded_len(role);
@@ -449,7 +416,7 @@ impl<S: ReadAt> Reader<S> {
                     }
                     give(&mut buf[..n], &mut total)?;
                 },
-                Encoding::Zstd if !crate::codec::ZSTD => crate::handle::no_zstd(name, role)?,
+                Encoding::Zstd if !crate::codec::ZSTD => no_zstd(name, role)?,
                 Encoding::Zstd => {
                     let most = crate::codec::zstd_max_decoded(c.length);
                     if let Some(n) = expected.filter(|&n| n > most) {
@@ -709,4 +676,25 @@ fn fill(r: &mut dyn std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(filled)
+}
+
+/// A zstd component read by a build without the `zstd` feature: unsupported, as an unknown
+/// encoding is, with the reason.
+pub(crate) fn no_zstd<T>(name: &str, role: &str) -> Result<T> {
+    Err(Error::unsupported(
+        ztensor_format::Error::new(Rule::EncodingUnknown, crate::codec::NO_ZSTD)
+            .in_object(name)
+            .in_component(role),
+    ))
+}
+
+/// An unknown encoding met while decoding. Validation marks objects with unknown encodings
+/// unsupported, so this is not reached; it still answers with the right error rather than
+/// panicking.
+pub(crate) fn unknown_encoding<T>(name: &str, role: &str) -> Result<T> {
+    Err(Error::unsupported(
+        ztensor_format::Error::new(Rule::EncodingUnknown, "unknown encoding")
+            .in_object(name)
+            .in_component(role),
+    ))
 }

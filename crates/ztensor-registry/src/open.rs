@@ -435,7 +435,7 @@ pub unsafe fn open_mapped(path: &Path, options: &OpenOptions) -> Result<Opened, 
 /// more than the expansion budget allows for that many bytes.
 ///
 /// # Errors
-/// As [`open`]; [`ErrorKind::NeedsFiles`] for a zTensor 2 root with shards.
+/// As [`open`]; [`ErrorKind::NeedsFiles`](crate::ErrorKind::NeedsFiles) for a zTensor 2 root with shards.
 pub fn open_bytes(bytes: Vec<u8>, options: &OpenOptions) -> Result<Opened, OpenError> {
     // The vector's heap buffer does not move when the vector does.
     let memory = (bytes.as_ptr() as usize, bytes.len());

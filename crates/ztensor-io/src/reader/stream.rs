@@ -24,7 +24,7 @@ use ztensor_format::{
 };
 
 use super::{Reader, StoredReader};
-use crate::handle::unknown_encoding;
+use crate::reader::unknown_encoding;
 use ztensor_source::Decoded;
 use ztensor_source::ReadAt;
 use ztensor_source::{Error, Result};
@@ -244,7 +244,7 @@ impl<S: ReadAt> Reader<S> {
         };
         match c.encoding {
             Encoding::Raw => Ok(Box::new(stored)),
-            Encoding::Zstd if !crate::codec::ZSTD => crate::handle::no_zstd(name, role),
+            Encoding::Zstd if !crate::codec::ZSTD => crate::reader::no_zstd(name, role),
             Encoding::Zstd => match crate::codec::zstd_stream(stored) {
                 Ok(d) => Ok(d),
                 Err(e) => Err(Error::from(

@@ -16,7 +16,7 @@ use super::Reader;
 struct Parsed {
     manifest: Arc<ValidatedManifest>,
     options: Options,
-    sharing: Arc<crate::copy::Sharing>,
+    sharing: Arc<crate::sharing::Sharing>,
 }
 
 /// A zTensor 0.1/1.x file behind a [`TensorSource`]: its reader over the source's own bytes,

@@ -3,7 +3,7 @@
 //! for code that places blobs itself.
 
 mod file;
-mod options;
+pub(crate) mod options;
 mod sparse;
 mod streaming;
 
@@ -49,7 +49,7 @@ pub struct Writer<W: Write> {
     tally: Tally,
     /// What was copied from other files' blobs that several components share, so that each
     /// is written once (see [`crate::copy`]).
-    pub(crate) copied: crate::copy::Memo,
+    pub(crate) copied: crate::sharing::Memo,
 }
 
 /// What a [`Writer`] has been given so far, counted as each object is added: what a summary of
@@ -114,7 +114,7 @@ impl<W: Write> Writer<W> {
             positioned: None,
             path: None,
             tally: Tally::default(),
-            copied: crate::copy::Memo::default(),
+            copied: crate::sharing::Memo::default(),
         })
     }
 
@@ -132,7 +132,7 @@ impl<W: Write> Writer<W> {
             positioned: None,
             path: None,
             tally: Tally::default(),
-            copied: crate::copy::Memo::default(),
+            copied: crate::sharing::Memo::default(),
         })
     }
 
