@@ -17,7 +17,7 @@ const TASKS: &[(&str, &str)] = &[
         "everything CI runs, in its order: fmt, clippy, features, msrv, package, test, doc, \
          fixtures --check, \
          the conformance run of our reader, conformance-matrix --check, the reference adapters' \
-         in-process check, a minute of differential fuzzing, fuzz-smoke 10 \
+         in-process check, 45 s of differential fuzzing (20 s on zTensor 2), fuzz-smoke 10 \
          (.ci/run installs what it needs, then runs this)",
     ),
     ("fmt", "cargo fmt --all --check"),
@@ -270,7 +270,7 @@ fn ci() -> Result<()> {
     }
     remove_target_dir("target/adapter-check")?;
     step("differential fuzzing");
-    // Our reader against itself through the persistent protocol for a minute: any divergence
+    // Our reader against itself through the persistent protocol for 45 s: any divergence
     // (a crash, a hang, a verdict or dump that changes between runs) fails CI. The seed moves
     // with the day, so each day's CI covers other cases; a finding names its seed.
     let day = std::time::SystemTime::now()
@@ -281,17 +281,17 @@ fn ci() -> Result<()> {
     command
         .args(["fuzz", "--impl"])
         .arg(format!("{binary} dump"))
-        .args(["--seconds", "60", "--seed", &(day << 20).to_string()])
+        .args(["--seconds", "45", "--seed", &(day << 20).to_string()])
         .arg("--junit")
         .arg(project_root().join("target/difffuzz-junit.xml"))
         .current_dir(project_root());
     run(&mut command, "ztensor-conformance fuzz")?;
-    // The same for zTensor 2, half as long.
+    // The same for zTensor 2, for 20 s.
     let mut command = Command::new(&binary);
     command
         .args(["fuzz", "--version", "2", "--impl"])
         .arg(format!("{binary} dump"))
-        .args(["--seconds", "30", "--seed", &((day << 20) + 1).to_string()])
+        .args(["--seconds", "20", "--seed", &((day << 20) + 1).to_string()])
         .arg("--junit")
         .arg(project_root().join("target/difffuzz-2-junit.xml"))
         .current_dir(project_root());
