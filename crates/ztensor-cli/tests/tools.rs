@@ -638,12 +638,32 @@ fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
     // A damaged file named .zt is still judged by the zTensor rules (status 1).
     std::fs::write(d.join("damaged.zt"), b"ZTEN0001 and then nothing valid").unwrap();
     fails(&["info", arg(&d.join("damaged.zt"))], 1);
-    // A checkpoint directory: pass its index.
-    let err = fails(&["info", "fixtures/examples/checkpoint"], 2);
-    assert!(
-        err.contains("pass its index: fixtures/examples/checkpoint/model.safetensors.index.json"),
-        "{err}"
-    );
+    // A checkpoint directory reads as the checkpoint whose index it holds (a sharded
+    // safetensors checkpoint; the zTensor checkpoint a trainer's ZTensorWriter leaves), as
+    // that index reads.
+    for (dir, index) in [
+        ("fixtures/examples/checkpoint", "model.safetensors.index.json"),
+        ("fixtures/external/dcp/ztensor", "model.zt.index.json"),
+    ] {
+        let index = format!("{dir}/{index}");
+        for command in ["info", "verify", "ls"] {
+            // The same report, naming the input as the user gave it.
+            let whole = ok(&[command, dir]);
+            assert_eq!(whole, ok(&[command, &index]).replace(&index, dir), "{command} {dir}");
+            assert!(!whole.is_empty());
+        }
+    }
+    // Two checkpoints in one directory: refused, each named.
+    let two = d.join("two");
+    std::fs::create_dir_all(&two).unwrap();
+    for name in ["model.safetensors.index.json", "other.zt.index.json"] {
+        std::fs::write(two.join(name), b"{}").unwrap();
+    }
+    let err = fails(&["info", arg(&two)], 2);
+    assert!(err.contains("holds 2 checkpoints"), "{err}");
+    for name in ["model.safetensors.index.json", "other.zt.index.json"] {
+        assert!(err.contains(&two.join(name).display().to_string()), "{err}");
+    }
     let err = fails(&["ls", "fixtures/examples"], 2);
     assert!(err.contains("fixtures/examples/tiny-v1.2.zt"), "{err}");
 }

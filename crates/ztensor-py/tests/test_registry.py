@@ -237,19 +237,31 @@ def test_a_leading_magic_decides_before_a_trailing_one(tmp_path):
         assert ztensor_rs.load(data)[key if kind != "npy" else "array"].tobytes() == value
 
 
-def test_a_directory_is_an_os_error_naming_what_to_pass(tmp_path):
+def test_a_directory_reads_as_the_checkpoint_in_it_or_is_an_os_error(tmp_path):
+    # A directory holding one checkpoint's index reads as that index (a sharded safetensors
+    # checkpoint, the zTensor checkpoint a ZTensorWriter leaves).
+    for directory, index in [
+        (FIXTURES / "examples/checkpoint", "model.safetensors.index.json"),
+        (FIXTURES / "external/dcp/ztensor", "model.zt.index.json"),
+    ]:
+        whole = ztensor_rs.load_file(directory)
+        assert whole.keys() == ztensor_rs.load_file(directory / index).keys()
+        for key, value in whole.items():
+            assert value.tobytes() == ztensor_rs.load_file(directory / index)[key].tobytes()
+        assert ztensor_rs.detect(directory) == ztensor_rs.detect(directory / index)
     # As the README promises for a path that cannot be read: an OSError (IsADirectoryError),
-    # whose message points at the index of the checkpoint inside, when there is one.
+    # for a directory holding no checkpoint, and for one holding two, each named.
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(IsADirectoryError):
         ztensor_rs.load_file(empty)
-    checkpoint = tmp_path / "checkpoint"
-    checkpoint.mkdir()
-    (checkpoint / "model.zt.index.json").write_text("{}")
-    with pytest.raises(OSError, match="model.zt.index.json") as raised:
-        ztensor_rs.load_file(checkpoint)
-    assert isinstance(raised.value, IsADirectoryError)
+    two = tmp_path / "two"
+    two.mkdir()
+    for name in ["model.zt.index.json", "other.safetensors.index.json"]:
+        (two / name).write_text("{}")
+    with pytest.raises(IsADirectoryError, match="holds 2 checkpoints") as raised:
+        ztensor_rs.load_file(two)
+    assert "model.zt.index.json" in str(raised.value) and "other.safetensors.index.json" in str(raised.value)
 
 
 @pytest.mark.parametrize(

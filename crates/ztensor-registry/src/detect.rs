@@ -137,12 +137,7 @@ impl Detected {
             return Ok(Detected::told(kind, path, None));
         }
         if path.is_dir() {
-            // A Distributed Checkpoint is a directory: its `.metadata` tells it.
-            if path.join(DCP_METADATA).is_file() {
-                let kind = enabled(Kind::Dcp, Some(path))?;
-                return Ok(Detected::told(kind, path, None));
-            }
-            return Err(Error::new(ErrorKind::Directory, directory_hint(path)));
+            return Detected::directory(path);
         }
         let file = ztensor_io::open_input(path).map_err(Error::from_io)?;
         let source = FileSource::new(file).map_err(|e| {
@@ -150,6 +145,48 @@ impl Detected {
         })?;
         let kind = detect_source(&source, Some(path))?;
         Ok(Detected::told(kind, path, Some(source)))
+    }
+
+    /// The checkpoint a directory holds: a Distributed Checkpoint (its `.metadata`), or the
+    /// one sharded checkpoint whose index lies in it (as the index itself is read). A directory
+    /// holding more than one checkpoint is refused naming each; one holding none, with what it
+    /// does hold.
+    fn directory(dir: &Path) -> Result<Detected, Error> {
+        let dcp = dir.join(DCP_METADATA).is_file();
+        let indexes = indexes_in(dir);
+        match (dcp, indexes.as_slice()) {
+            (true, []) => {
+                let kind = enabled(Kind::Dcp, Some(dir))?;
+                Ok(Detected::told(kind, dir, None))
+            }
+            (false, [one]) => {
+                let index = dir.join(one);
+                let kind = by_name(&index)
+                    .ok_or_else(|| Error::new(ErrorKind::Directory, directory_hint(dir)))?;
+                let kind = enabled(kind, Some(&index))?;
+                Ok(Detected::told(kind, &index, None))
+            }
+            (false, []) => Err(Error::new(ErrorKind::Directory, directory_hint(dir))),
+            _ => {
+                let mut held: Vec<String> =
+                    indexes.iter().map(|n| dir.join(n).display().to_string()).collect();
+                if dcp {
+                    held.insert(
+                        0,
+                        format!("a Distributed Checkpoint ({})", dir.join(DCP_METADATA).display()),
+                    );
+                }
+                Err(Error::new(
+                    ErrorKind::Directory,
+                    format!(
+                        "{} holds {} checkpoints: {}; pass the one to read",
+                        dir.display(),
+                        held.len(),
+                        held.join(", ")
+                    ),
+                ))
+            }
+        }
     }
 
     /// A file at `path` told as `kind`, held open when it was read to be told.
@@ -409,8 +446,23 @@ fn is_text(head: &[u8]) -> bool {
     !valid.is_empty() && valid.chars().all(|c| !c.is_control() || c.is_whitespace())
 }
 
-/// What to say about a directory given where a file was expected: the checkpoint index or
-/// the tensor files it holds, when it has them.
+/// The sharded checkpoint indexes in `dir` (by their names), sorted.
+fn indexes_in(dir: &Path) -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        // Followed through links: a model hub's cache links each file of a snapshot.
+        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| matches!(by_name(Path::new(n)), Some(Kind::ZtIndex | Kind::SafetensorsIndex)))
+        .collect();
+    found.sort();
+    found
+}
+
+/// What to say about a directory given where a file was expected: the tensor files it holds,
+/// when it has them.
 fn directory_hint(dir: &Path) -> String {
     let mut candidates: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
@@ -425,16 +477,9 @@ fn directory_hint(dir: &Path) -> String {
         })
         .collect();
     candidates.sort();
-    let index: Vec<&String> =
-        candidates.iter().filter(|n| by_name(Path::new(n)).is_some()).collect();
     let shown = |n: &String| dir.join(n).display().to_string();
-    match (index.as_slice(), candidates.as_slice()) {
-        ([one], _) => format!(
-            "{} is a directory; for the sharded checkpoint in it, pass its index: {}",
-            dir.display(),
-            shown(one)
-        ),
-        (_, []) => format!("{} is a directory, not a file ztensor reads", dir.display()),
+    match candidates.as_slice() {
+        [] => format!("{} is a directory, not a file ztensor reads", dir.display()),
         _ => format!(
             "{} is a directory; pass one of its files: {}",
             dir.display(),
