@@ -131,7 +131,9 @@ fn main() -> ExitCode {
 fn spool_inputs(command: &mut Command, max: u64) -> Result<Option<cmd::stdin::Spooled>> {
     let mut spool = None;
     let resolve = |path: &mut std::path::PathBuf, spool: &mut Option<cmd::stdin::Spooled>| {
-        cmd::stdin::resolve(path, spool, max)
+        cmd::stdin::resolve(path, spool, max)?;
+        checkpoint_in(path);
+        Ok::<(), anyhow::Error>(())
     };
     match command {
         Command::Info { file, .. }
@@ -141,6 +143,8 @@ fn spool_inputs(command: &mut Command, max: u64) -> Result<Option<cmd::stdin::Sp
         | Command::Extract { file, .. }
         | Command::Cat { file, .. } => resolve(file, &mut spool)?,
         Command::Convert(a) => resolve(&mut a.input, &mut spool)?,
+        // A plan names its input for every unit to open later: never standard input.
+        Command::Plan(a) => checkpoint_in(&mut a.input),
         Command::Repack(a) => resolve(&mut a.input, &mut spool)?,
         Command::Append(a) => resolve(&mut a.from, &mut spool)?,
         Command::Remove(a) => resolve(&mut a.file, &mut spool)?,
@@ -156,6 +160,22 @@ fn spool_inputs(command: &mut Command, max: u64) -> Result<Option<cmd::stdin::Sp
         _ => {}
     }
     Ok(spool)
+}
+
+/// A directory given as an input is the sharded checkpoint whose index it holds: that index's
+/// path from here on, so that what a command reports, plans, names its outputs after and
+/// checks its outputs against is what it is when the index itself is given. (A Distributed
+/// Checkpoint is read as its directory; a directory holding no checkpoint, or two, is left for
+/// the command's opener to refuse.)
+fn checkpoint_in(path: &mut std::path::PathBuf) {
+    if crate::remote::url_of(path).is_some() || !path.is_dir() {
+        return;
+    }
+    if let Ok(detected) = ztensor_registry::Detected::new(path)
+        && detected.path() != path.as_path()
+    {
+        *path = detected.path().to_path_buf();
+    }
 }
 
 /// Runs the command: each command's module does the work and returns what happened (a

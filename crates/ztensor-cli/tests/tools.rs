@@ -647,11 +647,28 @@ fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
     ] {
         let index = format!("{dir}/{index}");
         for command in ["info", "verify", "ls"] {
-            // The same report, naming the input as the user gave it.
+            // The same report: the directory is read as its index.
             let whole = ok(&[command, dir]);
-            assert_eq!(whole, ok(&[command, &index]).replace(&index, dir), "{command} {dir}");
+            assert_eq!(whole, ok(&[command, &index]), "{command} {dir}");
             assert!(!whole.is_empty());
         }
+        // A sharded conversion and a plan of the directory name their outputs after the
+        // index, and find the shards beside it.
+        let out = d.join(format!("from-{}", dir.replace('/', "-")));
+        ok(&["convert", dir, &format!("{}/", out.display())]);
+        let stem = index.rsplit('/').next().unwrap().split('.').next().unwrap();
+        let written = out.join(format!("{stem}.zt.index.json"));
+        assert!(written.is_file(), "{}", written.display());
+        assert_eq!(ok(&["ls", arg(&written)]), ok(&["ls", &index]).replace(&index, arg(&written)));
+        let plan = out.with_extension("plan.json");
+        let units = format!("{}-units/", out.display());
+        ok(&["plan", dir, &units, "-o", arg(&plan)]);
+        let planned: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+        // (A plan keeps its paths absolute.)
+        assert!(planned["input"].as_str().unwrap().ends_with(&index), "{planned}");
+        assert_eq!(planned["index"].as_str(), Some(format!("{stem}.zt.index.json").as_str()));
+        assert!(planned["inputs"][0]["path"].as_str().unwrap().ends_with(&index), "{planned}");
     }
     // Two checkpoints in one directory: refused, each named.
     let two = d.join("two");

@@ -35,7 +35,8 @@ pub struct Error {
 pub enum ErrorKind {
     /// The file could not be read (missing, unreadable, a FIFO or device refused).
     Io,
-    /// A directory was given where a file was expected.
+    /// A directory was given that holds no checkpoint (naming the tensor files in it), or
+    /// more than one (naming each).
     Directory,
     /// A format recognised but not read ([`NOT_READ`]), or none known.
     NotRead,
@@ -95,12 +96,13 @@ impl ztensor_format::Verdict for Error {
 
 /// What the file at `path` is, by its content (and, for sharded checkpoints, its name: an
 /// index is JSON): a file recognised by no content rule is judged by its extension, so errors
-/// name the rules of the format the user meant.
+/// name the rules of the format the user meant. A directory is the checkpoint in it: a
+/// Distributed Checkpoint, or the sharded checkpoint whose index it holds.
 ///
 /// # Errors
 /// [`ErrorKind::Io`] when it cannot be read (FIFOs and devices are refused, never read);
-/// [`ErrorKind::Directory`] for a directory (naming the checkpoint index or tensor files in
-/// it); [`ErrorKind::NotRead`] for a format not read (named when known);
+/// [`ErrorKind::Directory`] for a directory holding no checkpoint (naming the tensor files in
+/// it) or several (naming each); [`ErrorKind::NotRead`] for a format not read (named when known);
 /// [`ErrorKind::Disabled`] for one this build lacks the feature for.
 pub fn detect(path: &Path) -> Result<Kind, Error> {
     Detected::new(path).map(|d| d.kind)

@@ -85,6 +85,11 @@ pub trait Destination {
             let _ = self.remove(name);
         }
     }
+
+    /// A write of a whole checkpoint succeeded: what it made stays, whatever this destination
+    /// is used for next. The default has nothing to let go of; a directory made
+    /// [`Directory::all_or_nothing`] stops taking its files back.
+    fn kept(&self) {}
 }
 
 /// How a shard goes to its [`Destination`] ([`Destination::shard`]).
@@ -142,14 +147,17 @@ pub(crate) fn failed<D: Destination + ?Sized>(
 pub struct Directory {
     path: PathBuf,
     out: OnceLock<OutputDir>,
-    /// What this write made, taken back on failure or interrupt ([`Directory::all_or_nothing`]).
+    /// What this write made, taken back on failure or interrupt ([`Directory::all_or_nothing`]);
+    /// taken (run or kept) once the write ends.
     undo: Mutex<Option<Undo>>,
+    /// Made [`Directory::all_or_nothing`]: what a write puts here is the undo's affair alone.
+    whole: bool,
 }
 
 impl Directory {
     /// The directory at `path`, which need not exist yet.
     pub fn new(path: impl Into<PathBuf>) -> Directory {
-        Directory { path: path.into(), out: OnceLock::new(), undo: Mutex::new(None) }
+        Directory { path: path.into(), out: OnceLock::new(), undo: Mutex::new(None), whole: false }
     }
 
     /// The same directory, and what a write puts there taken back when it fails
@@ -157,7 +165,7 @@ impl Directory {
     /// the files made at names nothing held before, and the directories made for them when
     /// nothing else was put there. Dropped, it keeps what was written.
     #[must_use]
-    pub fn all_or_nothing(self) -> Directory {
+    pub fn all_or_nothing(mut self) -> Directory {
         // The outermost directory the output makes, to be removed again if the write fails.
         let created = self
             .path
@@ -166,6 +174,7 @@ impl Directory {
             .last()
             .map(Path::to_owned);
         *self.undo() = Some(Undo::register(self.path.clone(), created));
+        self.whole = true;
         self
     }
 
@@ -206,7 +215,12 @@ impl Directory {
         let out = match self.out.get() {
             Some(out) => out.clone(),
             None if std::fs::symlink_metadata(&self.path).is_err() => return Ok(None),
-            None => OutputDir::open_existing(&self.path)?,
+            // Opened once (its stale temporaries swept once), then held: every later read
+            // goes through the same directory, whatever its path comes to name.
+            None => {
+                let opened = OutputDir::open_existing(&self.path)?;
+                self.out.get_or_init(|| opened).clone()
+            }
         };
         Ok(match name.split_once('/') {
             Some((sub, file)) => out.subdir_if_present(sub)?.map(|dir| (dir, file)),
@@ -263,13 +277,22 @@ impl Destination for Directory {
     }
 
     fn abandon(&self, published: &[&str]) {
-        match self.undo().take() {
-            Some(undo) => undo.run(),
-            None => {
-                for name in published {
-                    let _ = self.remove(name);
-                }
+        // All or nothing: the undo knows what this write made (and not what was there
+        // before); once it has run or been kept, nothing is left to take back.
+        if self.whole {
+            if let Some(undo) = self.undo().take() {
+                undo.run();
             }
+            return;
+        }
+        for name in published {
+            let _ = self.remove(name);
+        }
+    }
+
+    fn kept(&self) {
+        if let Some(undo) = self.undo().take() {
+            undo.keep();
         }
     }
 }

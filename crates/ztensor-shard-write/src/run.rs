@@ -299,6 +299,10 @@ pub fn run_unit<D: Destination>(
 /// [`ErrorKind::IndexMismatch`] for a shard that does not hold its unit's objects; the
 /// destination's errors.
 pub fn finalize<D: Destination>(plan: &Plan, hash: bool, to: &D) -> Result<String> {
+    if plan.units.is_empty() {
+        // No unit ever runs: nothing was written to index, and nothing is made.
+        return Err(Error::new(ErrorKind::Incomplete, "the plan has no units: no unit has run"));
+    }
     let digest_of_plan = plan.digest();
     let mut receipts = Vec::with_capacity(plan.units.len());
     let mut missing = Vec::new();
@@ -385,8 +389,9 @@ pub fn write_all<D: Destination>(
         })
     };
     let result = written();
-    if result.is_err() {
-        to.abandon(&published);
+    match &result {
+        Ok(_) => to.kept(),
+        Err(_) => to.abandon(&published),
     }
     result
 }
@@ -404,7 +409,12 @@ pub fn publish_files<D: Destination>(to: &D, files: &[(String, std::path::PathBu
         let sent = (|| {
             let mut file =
                 std::fs::File::open(path).map_err(|e| Error::io("cannot read", path, &e))?;
-            put(to, name, |object| std::io::copy(&mut file, object).map(drop))
+            let mut object = to.create(name).map_err(|e| failed(to, "cannot write", name, e))?;
+            copy_into(&mut file, &mut object).map_err(|e| match e {
+                Copying::Read(e) => Error::io("cannot read", path, &e),
+                Copying::Write(e) => failed(to, "cannot write", name, e),
+            })?;
+            to.publish(name, object).map_err(|e| failed(to, "cannot publish", name, e))
         })();
         if let Err(e) = sent {
             to.abandon(&published);
@@ -413,4 +423,28 @@ pub fn publish_files<D: Destination>(to: &D, files: &[(String, std::path::PathBu
         published.push(name);
     }
     Ok(())
+}
+
+/// Which side of a copy failed.
+enum Copying {
+    Read(std::io::Error),
+    Write(std::io::Error),
+}
+
+/// Copies `file` into `object`, telling a failure to read from one to write.
+fn copy_into(
+    file: &mut std::fs::File,
+    object: &mut impl Write,
+) -> std::result::Result<(), Copying> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Copying::Read(e)),
+        };
+        object.write_all(&buf[..n]).map_err(Copying::Write)?;
+    }
 }

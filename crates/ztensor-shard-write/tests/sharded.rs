@@ -709,3 +709,29 @@ fn staged_files_are_published_in_order_or_not_at_all() {
     assert_eq!(e.kind(), ErrorKind::Io);
     assert!(e.to_string().contains("gone.zt"), "{e}");
 }
+
+/// An all-or-nothing write that succeeded keeps what it made whatever its directory is used
+/// for next; a plan without units finalizes to nothing.
+#[test]
+fn a_finished_write_is_kept_and_an_empty_plan_makes_nothing() {
+    use ztensor_shard_write::Destination;
+    let d = scratch("kept");
+    let path = input(&d, 6);
+    let reader = open(&path);
+    let par = ParOptions::with_threads(1);
+    let plan = planned(&path, &reader, &d.join("out"), 3 << 10);
+    let out = whole(&plan);
+    ztensor_shard_write::write_all(&plan, &reader, &par, &(), &out).unwrap();
+    let written = files(&plan.output);
+    assert_eq!(written.len(), plan.units.len() + 1);
+    // A failure reported through the same directory afterwards takes nothing back.
+    out.abandon(&[plan.units[0].shard.as_str()]);
+    ztensor_shard_write::interrupt();
+    assert_eq!(files(&plan.output), written);
+
+    let mut empty = planned(&path, &reader, &d.join("empty"), 3 << 10);
+    empty.units.clear();
+    let e = ztensor_shard_write::finalize(&empty, false, &dir(&empty)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Incomplete);
+    assert!(!empty.output.exists());
+}

@@ -497,7 +497,8 @@ fn sharded_2_to_prefix(
     context: &str,
 ) -> Result<Converted> {
     use ztensor_shard_write::Destination;
-    let prefix = crate::remote::Prefix::new(url, r.run.memory);
+    // A signal while the shards are published deletes those published, as `sharded` does.
+    let prefix = crate::remote::Prefix::new(url, r.run.memory).all_or_nothing();
     let root_name = format!("{stem}.zt");
     let names: Vec<String> =
         ztensor_v2::sharded::sharded_paths(Path::new(&root_name), groups.len())
