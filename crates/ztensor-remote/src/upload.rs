@@ -79,6 +79,9 @@ struct Live {
     /// Its completing request is sent (or about to be): [`abort_unfinished`] waits for its
     /// answer rather than abort an upload that may have landed.
     completing: bool,
+    /// Its part uploads, which [`abort_unfinished`] cancels before the abort is sent, so that
+    /// no part is still being received by the server when the upload is aborted.
+    parts: Vec<tokio::task::AbortHandle>,
 }
 
 /// Every multipart upload of this process begun and neither completed nor aborted.
@@ -233,6 +236,13 @@ pub fn abort_unfinished() -> Vec<String> {
     }
     let live: Vec<Live> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner));
     let mut failed = Vec::new();
+    for l in &live {
+        // The parts in flight stop first: a part the server still receives when the upload
+        // is aborted may land after it (S3 says an abort may have to be repeated then).
+        for part in &l.parts {
+            part.abort();
+        }
+    }
     for l in live {
         let aborted = store::block_on(&l.shown, "aborting the upload", ABORT_PATIENCE, async {
             l.store
@@ -321,6 +331,7 @@ impl RemoteUpload {
             id: id.clone(),
             shown: shown.clone(),
             completing: false,
+            parts: Vec::new(),
         });
         drop(starting);
         Ok(Multipart { store, id, token, prior, tasks: JoinSet::new(), parts: Vec::new(), next: 0 })
@@ -496,9 +507,15 @@ impl Multipart {
             (Arc::clone(&self.store), path.clone(), self.id.clone(), self.next);
         self.next += 1;
         let _runtime = store::enter();
-        self.tasks.spawn(async move {
+        let handle = self.tasks.spawn(async move {
             store.put_part(&path, &id, index, part).await.map(|p| (index, p))
         });
+        let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(l) = live.iter_mut().find(|l| l.token == self.token) {
+            // Those already done are let go of as they pile up.
+            l.parts.retain(|h| !h.is_finished());
+            l.parts.push(handle);
+        }
     }
 
     /// Waits for one part task to end, keeping its part.
