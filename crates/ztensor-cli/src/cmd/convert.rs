@@ -221,11 +221,13 @@ fn split_of(sharding: ztensor_registry::Sharding) -> ztensor_shard_write::Split 
     }
 }
 
-/// The plan of a sharded conversion of `r` (the output a directory).
+/// The plan of a sharded conversion of `r` (the output a directory), `files` every file the
+/// input is read from (as its opener found them).
 pub fn plan_of(
     r: &Request<'_>,
     split: ztensor_shard_write::Split,
     source: &dyn TensorSource,
+    files: &[std::path::PathBuf],
 ) -> Result<ztensor_shard_write::Plan> {
     let Target::Zt(version) = r.target else {
         anyhow::bail!(
@@ -236,11 +238,28 @@ pub fn plan_of(
     let mut options = ztensor_shard_write::PlanOptions::new(version, &r.encoding.fresh());
     options.drop_attributes = r.drop_attributes;
     options.carry_unknown_dtypes = r.carry_unknown;
-    let plan = ztensor_shard_write::plan(r.input, source, r.output, options, split, &|name| {
+    let mut plan = ztensor_shard_write::plan(r.input, source, r.output, options, split, &|name| {
         excluded(r.exclude, name)
     })
     // The plan refuses shards and an index that would replace a file it reads.
     .map_err(|e| crate::reported("cannot plan", &e))?;
+    // The files the plan found by its objects' locations, and any other the input is read
+    // from (a checkpoint read stitched names no shard per object): each is checked for change
+    // before a unit runs, and none may be an output.
+    let mut added = false;
+    for file in files.iter().filter(|f| crate::remote::url_of(f).is_none()) {
+        if plan.inputs.iter().any(|i| i.path == *file || ztensor_source::same_file(&i.path, file)) {
+            continue;
+        }
+        let size = std::fs::metadata(file)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?
+            .len();
+        plan.inputs.push(ztensor_shard_write::InputFile { path: file.clone(), size });
+        added = true;
+    }
+    if added {
+        plan.check_not_over_inputs().map_err(|e| crate::reported("cannot plan", &e))?;
+    }
     Ok(plan)
 }
 
@@ -345,7 +364,7 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
     let mut inputs: Vec<std::path::PathBuf> = opened.files().to_vec();
     inputs.push(r.input.to_path_buf());
     let source = crate::sources::expansion_checked(r.input, opened)?;
-    let plan = plan_of(r, split, &*source)?;
+    let plan = plan_of(r, split, &*source, &inputs)?;
     let prefix = crate::remote::url_of(r.output)
         .map(|url| crate::remote::Prefix::new(url, r.run.memory).all_or_nothing());
     if let Some(prefix) = &prefix {

@@ -53,7 +53,7 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
     let mut inputs: Vec<PathBuf> = opened.files().to_vec();
     inputs.push(a.input.clone());
     let source = crate::sources::expansion_checked(&a.input, opened)?;
-    let mut made = plan_of(&request, split, &*source)?;
+    let mut made = plan_of(&request, split, &*source, &inputs)?;
     // Objects read from a bucket, with their sizes, which `run` checks as it checks files'.
     for input in &inputs {
         if let Some(url) = crate::remote::url_of(input) {
