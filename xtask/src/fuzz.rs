@@ -199,8 +199,10 @@ fn merge(cargo: &str, target: &str, scratch: &Path) -> Result<()> {
     let fuzz = project_root().join("fuzz");
     let kept = fuzz.join("corpus").join(target);
     let merged = fresh(&project_root().join("target/fuzz-merged").join(target))?;
-    let status = Command::new(cargo)
-        .args(["fuzz", "run", "-O", target])
+    let mut command = Command::new(cargo);
+    command.args(["fuzz", "run", "-O", target]);
+    target_dir(&mut command);
+    let status = command
         .args([&merged, &kept, scratch])
         .args(["--", "-merge=1", &format!("-max_len={MAX_LEN}")])
         .args(LIMITS)
@@ -232,7 +234,9 @@ fn fuzz_run(cargo: &str, target: &str, scratch: &Path) -> Result<Command> {
     let kept = fuzz.join("corpus").join(target);
     std::fs::create_dir_all(&kept)?;
     let mut command = Command::new(cargo);
-    command.args(["fuzz", "run", "-O", target]).arg(scratch).arg(&kept);
+    command.args(["fuzz", "run", "-O", target]);
+    target_dir(&mut command);
+    command.arg(scratch).arg(&kept);
     let regressions = fuzz.join("regressions").join(target);
     if regressions.is_dir() {
         command.arg(regressions);
@@ -257,6 +261,28 @@ fn seeds(target: &str) -> Result<PathBuf> {
             }
             files.push((format!("{}-{name}", dir.replace('/', "-")), entry.path()));
         }
+    }
+    if target == "dcp_shards" {
+        // Framed as the target reads them (`ztensor_conformance::fuzz::dcp_shards`): a count
+        // byte (modulo 3, plus one), each file but the last after its two-byte length.
+        let dir = fixtures.join("external/dcp/hf-shards");
+        let mut shards: Vec<PathBuf> =
+            std::fs::read_dir(&dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+        shards.sort();
+        let shards: Vec<Vec<u8>> = shards.iter().map(std::fs::read).collect::<Result<_, _>>()?;
+        for (n, shard) in shards.iter().enumerate() {
+            let mut alone = vec![0u8];
+            alone.extend_from_slice(shard);
+            std::fs::write(seeds.join(format!("shard-{n}")), alone)?;
+        }
+        if let [first, second] = shards.as_slice() {
+            let mut both = vec![1u8];
+            both.extend(u16::try_from(first.len())?.to_le_bytes());
+            both.extend_from_slice(first);
+            both.extend_from_slice(second);
+            std::fs::write(seeds.join("both"), both)?;
+        }
+        return Ok(seeds);
     }
     if target == "indexes" {
         let mut indexes = Vec::new();
@@ -319,6 +345,14 @@ fn targets(only: &[String]) -> Result<Vec<String>> {
     }
     targets.retain(|t| only.is_empty() || only.contains(t));
     Ok(targets)
+}
+
+/// Builds the fuzz targets under `target/fuzz` (where CI keeps what it built between runs,
+/// as it keeps the rest of `target/`), unless `CARGO_TARGET_DIR` names a target directory.
+fn target_dir(command: &mut Command) {
+    if std::env::var_os("CARGO_TARGET_DIR").is_none() {
+        command.arg("--target-dir").arg(project_root().join("target/fuzz"));
+    }
 }
 
 /// cargo, checked to have cargo-fuzz.

@@ -223,14 +223,13 @@ fn ci() -> Result<()> {
     fmt()?;
     step("clippy");
     cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"], &[])?;
-    // CI machines have little disk: the feature and MSRV builds use target directories of their
-    // own, removed once checked.
     step("features");
     features()?;
-    remove_target_dir("target/features")?;
+    // The MSRV build has a target directory of its own (another compiler's artifacts), kept
+    // for the next run while the disk has room.
     step("msrv");
     msrv()?;
-    remove_target_dir("target/msrv")?;
+    keep_while_room("target/msrv")?;
     step("package");
     package(false)?;
     step("test");
@@ -268,9 +267,9 @@ fn ci() -> Result<()> {
             &[("CARGO_TARGET_DIR", "target/adapter-check")],
         )?;
     }
-    remove_target_dir("target/adapter-check")?;
+    keep_while_room("target/adapter-check")?;
     step("differential fuzzing");
-    // Our reader against itself through the persistent protocol for 45 s: any divergence
+    // Our reader against itself through the persistent protocol for 30 s: any divergence
     // (a crash, a hang, a verdict or dump that changes between runs) fails CI. The seed moves
     // with the day, so each day's CI covers other cases; a finding names its seed.
     let day = std::time::SystemTime::now()
@@ -281,25 +280,51 @@ fn ci() -> Result<()> {
     command
         .args(["fuzz", "--impl"])
         .arg(format!("{binary} dump"))
-        .args(["--seconds", "45", "--seed", &(day << 20).to_string()])
+        .args(["--seconds", "30", "--seed", &(day << 20).to_string()])
         .arg("--junit")
         .arg(project_root().join("target/difffuzz-junit.xml"))
         .current_dir(project_root());
     run(&mut command, "ztensor-conformance fuzz")?;
-    // The same for zTensor 2, for 20 s.
+    // The same for zTensor 2, for 15 s.
     let mut command = Command::new(&binary);
     command
         .args(["fuzz", "--version", "2", "--impl"])
         .arg(format!("{binary} dump"))
-        .args(["--seconds", "20", "--seed", &((day << 20) + 1).to_string()])
+        .args(["--seconds", "15", "--seed", &((day << 20) + 1).to_string()])
         .arg("--junit")
         .arg(project_root().join("target/difffuzz-2-junit.xml"))
         .current_dir(project_root());
     run(&mut command, "ztensor-conformance fuzz --version 2")?;
     step("fuzz smoke");
-    fuzz_smoke(10, &[])?;
+    fuzz_smoke(5, &[])?;
     eprintln!("== ok (in {} s)", started.elapsed().as_secs());
     Ok(())
+}
+
+/// The free space a side target directory is kept under: below it, CI machines' linkers have
+/// died of a full disk.
+const ROOM: u64 = 12 << 30;
+
+/// Keeps one of the side target directories under the project root for the next run when the
+/// disk it is on has [`ROOM`] left; removes it otherwise.
+fn keep_while_room(relative: &str) -> Result<()> {
+    let dir = project_root().join(relative);
+    match free_space(&dir) {
+        Some(free) if free >= ROOM => {
+            eprintln!("keeping {relative}: {} GiB free", free >> 30);
+            Ok(())
+        }
+        _ => remove_target_dir(relative),
+    }
+}
+
+/// The bytes free on the file system holding `path` (`df -Pk`), or `None` when not told.
+fn free_space(path: &Path) -> Option<u64> {
+    let out = Command::new("df").arg("-Pk").arg(path).output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let line = text.lines().nth(1)?;
+    let available: u64 = line.split_whitespace().nth(3)?.parse().ok()?;
+    available.checked_mul(1024)
 }
 
 /// Removes one of the side target directories under the project root, if it is there.

@@ -1,7 +1,8 @@
 //! A Distributed Checkpoint PyTorch saved through `ztensor_rs.torch.dcp.ZTensorWriter`
 //! (`fixtures/external/dcp`, made by its `make.py` with torch at 2 ranks): read as its whole
 //! tensors by every command, and consolidated into one file whose tensors are those of the
-//! full state dict, as the `safetensors` crate reads the file torch wrote of it.
+//! full state dict, as the `safetensors` crate reads the file torch wrote of it. Beside it, the
+//! same tensors as DCP's own writers saved them (`native`, `native-zstd`, `hf-shards`).
 
 use safetensors::SafeTensors;
 
@@ -163,6 +164,57 @@ fn a_checkpoint_dcp_compressed_with_its_zstd_extension_consolidates() {
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("model."), "{}", stderr(&out));
     assert!(!dir.join("bad.safetensors").exists());
+}
+
+/// The same tensors saved through DCP's `HuggingFaceStorageWriter` at 2 ranks: each rank's
+/// `shard-RRRRR-model-00001-of-00001.safetensors`, its chunks placed by `DCP_SHARDING_INFO`,
+/// with no index and no `.metadata`. The directory reads as the whole tensors and converts
+/// (to one file of either generation) to the full state dict.
+#[test]
+fn dcp_s_safetensors_shards_read_as_one_checkpoint() {
+    let shards = root().join("fixtures/external/dcp/hf-shards");
+    let path = shards.to_str().unwrap();
+    let out = ztensor(&["info", path]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("tensors:    4\n"), "{text}");
+    assert!(
+        text.contains("[6, 4]") && text.contains("[4, 5]") && text.contains("[3, 3]"),
+        "{text}"
+    );
+    for command in ["verify", "ls"] {
+        let out = ztensor(&[command, path]);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+    }
+    let full = root().join("fixtures/external/dcp/full.safetensors");
+    let dir = scratch("dcp-hf-shards");
+    for (name, to) in [("model.safetensors", None), ("model.zt", Some("2"))] {
+        let output = dir.join(name);
+        let mut args = vec!["convert", path, output.to_str().unwrap()];
+        if let Some(to) = to {
+            args.extend(["--to", to]);
+        }
+        let out = ztensor(&args);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let out = ztensor(&["diff", output.to_str().unwrap(), full.to_str().unwrap()]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        assert!(stdout(&out).contains("0 changed, 4 the same"), "{name}: {}", stdout(&out));
+    }
+    // The first rank's shard taken away: a gap in the numbering, told.
+    let gap = dir.join("gap");
+    std::fs::create_dir_all(&gap).unwrap();
+    let second = "shard-00002-model-00001-of-00001.safetensors";
+    std::fs::copy(shards.join(second), gap.join(second)).unwrap();
+    let out = ztensor(&["info", gap.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("shard 1 missing"), "{}", stderr(&out));
+    // Beside a sharded checkpoint's index: two checkpoints, each named, neither read.
+    std::fs::write(gap.join("model.safetensors.index.json"), "{}").unwrap();
+    let out = ztensor(&["info", gap.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("holds 2 checkpoints"), "{said}");
+    assert!(said.contains(second) && said.contains("model.safetensors.index.json"), "{said}");
 }
 
 #[test]

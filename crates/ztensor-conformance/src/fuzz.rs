@@ -271,6 +271,47 @@ fn indexes_body(data: &[u8]) {
     }
 }
 
+/// The safetensors shards of a Distributed Checkpoint (DCP's `HuggingFaceStorageWriter`):
+/// the bytes are one to three shard files (the first byte, modulo 3, plus one; each file but
+/// the last after its length, two bytes little-endian), read as the registry reads such a
+/// directory: each file's header and its `DCP_SHARDING_INFO`, the chunks stitched by their
+/// offsets, then every whole tensor read and checked. A whole tensor holds no more than its
+/// chunks, so no input may make the reader hold more than [`allowed`] for its length decoded.
+pub fn dcp_shards(data: &[u8]) {
+    held_within("a Distributed Checkpoint's safetensors shards", data, data.len(), || {
+        dcp_shards_body(data);
+    });
+}
+
+fn dcp_shards_body(data: &[u8]) {
+    use ztensor_foreign::{dcp_shards::DcpShards, safetensors::SafetensorsFile};
+    use ztensor_io::TensorSource;
+    let Some((&count, mut rest)) = data.split_first() else { return };
+    let count = usize::from(count % 3) + 1;
+    let mut files = Vec::with_capacity(count);
+    for n in 1..=count {
+        let bytes = if n == count {
+            std::mem::take(&mut rest)
+        } else {
+            let Some((len, tail)) = rest.split_first_chunk::<2>() else { return };
+            let len = usize::from(u16::from_le_bytes(*len)).min(tail.len());
+            let (bytes, tail) = tail.split_at(len);
+            rest = tail;
+            bytes
+        };
+        let Ok(file) = SafetensorsFile::new(bytes.to_vec()) else { return };
+        files.push((format!("shard-{n:05}-model-00001-of-00001.safetensors"), file));
+    }
+    let Ok(shards) = DcpShards::new(files) else { return };
+    let Ok(whole) = ztensor_registry::stitch_dcp_shards(shards) else { return };
+    for i in 0..whole.len() {
+        let _ = whole.info(i);
+        if let Ok(data) = whole.read(i) {
+            let _ = whole.check(i, &data);
+        }
+    }
+}
+
 /// The object-storage client's handling of answers: the bytes are a script of answers
 /// (status, headers, body; see `ztensor_remote::script_answers`) served in the place of a
 /// server, through the same bounding, redirect and counting layer as real answers, to an
@@ -325,7 +366,7 @@ pub fn remote(data: &[u8]) {
 }
 
 /// The names of the fuzz targets, each a wrapper around the body of the same name.
-pub const TARGETS: [&str; 12] = [
+pub const TARGETS: [&str; 13] = [
     "parse_file",
     "manifest",
     "read_any",
@@ -338,6 +379,7 @@ pub const TARGETS: [&str; 12] = [
     "pickle",
     "indexes",
     "remote",
+    "dcp_shards",
 ];
 
 /// The body of the target called `name`.
@@ -355,6 +397,7 @@ pub fn body(name: &str) -> Option<fn(&[u8])> {
         "pickle" => Some(pickle),
         "indexes" => Some(indexes),
         "remote" => Some(remote),
+        "dcp_shards" => Some(dcp_shards),
         _ => None,
     }
 }

@@ -50,6 +50,28 @@ fn the_fixtures_run_through_every_body() {
         ztensor_conformance::fuzz::dcp(&bytes);
         assert!(ztensor_foreign::dcp::read_layout(&bytes).is_ok(), "{dir}");
     }
+    // DCP's safetensors shards seed the `dcp_shards` target, framed as it reads them (a count
+    // byte, the first file after its length): whole, they are the checkpoint's 4 tensors.
+    let dir = root.join("external/dcp/hf-shards");
+    let shard = |n: u8| {
+        let name = format!("shard-0000{n}-model-00001-of-00001.safetensors");
+        (name.clone(), std::fs::read(dir.join(name)).unwrap())
+    };
+    let (first, second) = (shard(1), shard(2));
+    let mut both = vec![1u8];
+    both.extend(u16::try_from(first.1.len()).unwrap().to_le_bytes());
+    both.extend_from_slice(&first.1);
+    both.extend_from_slice(&second.1);
+    ztensor_conformance::fuzz::dcp_shards(&both);
+    let files = [first, second]
+        .into_iter()
+        .map(|(name, bytes)| {
+            (name, ztensor_foreign::safetensors::SafetensorsFile::new(bytes).unwrap())
+        })
+        .collect();
+    let shards = ztensor_foreign::dcp_shards::DcpShards::new(files).unwrap();
+    let whole = ztensor_registry::stitch_dcp_shards(shards).unwrap();
+    assert_eq!(ztensor_io::TensorSource::len(&whole), 4);
     let (_, held) =
         ztensor_conformance::heap::peak_during(|| std::hint::black_box(vec![1u8; 8 << 20]).len());
     assert!(held >= 8 << 20, "{held}");

@@ -4,6 +4,8 @@
 //!   1.2 logical type, `__metadata__` as file attributes, tensors read in pieces or borrowed
 //!   from a map and written on all threads) and out (dense objects; zstd decoded first; sparse
 //!   and quantized objects refused by name).
+//! - [`dcp_shards`]: the safetensors shards a Distributed Checkpoint saves through DCP's
+//!   `HuggingFaceStorageWriter` (each rank's chunks, placed by `DCP_SHARDING_INFO`).
 //! - [`sharded`]: Hugging Face sharded checkpoints (`model.safetensors.index.json` and its
 //!   shards), checked for agreement between index and shards, converted into one file.
 //! - [`npy`]: one object as a NumPy `.npy` array, and its values as text.
@@ -46,6 +48,8 @@
 mod archive;
 #[cfg(feature = "torch")]
 pub mod dcp;
+#[cfg(feature = "safetensors")]
+pub mod dcp_shards;
 mod error;
 #[cfg(feature = "gguf")]
 pub mod gguf;

@@ -301,6 +301,45 @@ pub fn torch_dtype(name: &str) -> Option<(DType, Option<LogicalType>)> {
     })
 }
 
+/// The name PyTorch gives the dtype of zTensor's `dtype` and `logical` types: the inverse of
+/// [`torch_dtype`], for writers of PyTorch's records. `None` for a type torch has no dtype for.
+///
+/// ```
+/// use ztensor_format::{DType, LogicalType, torch_name};
+/// assert_eq!(torch_name(DType::BF16, None), Some("bfloat16"));
+/// assert_eq!(torch_name(DType::U8, Some(&LogicalType::F8E5M2)), Some("float8_e5m2"));
+/// assert_eq!(torch_name(DType::U16, Some(&LogicalType::F8E5M2)), None);
+/// ```
+pub fn torch_name(dtype: DType, logical: Option<&LogicalType>) -> Option<&'static str> {
+    TORCH_NAMES
+        .iter()
+        .copied()
+        .find(|name| torch_dtype(name).is_some_and(|(d, l)| d == dtype && l.as_ref() == logical))
+}
+
+/// Every dtype name [`torch_dtype`] knows.
+const TORCH_NAMES: [&str; 19] = [
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +355,14 @@ mod tests {
         assert_eq!(DType::from_name("float32"), None);
         assert_eq!(DType::from_v0_name("f32"), None);
         assert_eq!(DType::from_name("F32"), None);
+    }
+
+    #[test]
+    fn every_torch_name_is_its_own_inverse() {
+        for name in TORCH_NAMES {
+            let (dtype, logical) = torch_dtype(name).expect(name);
+            assert_eq!(torch_name(dtype, logical.as_ref()), Some(name));
+        }
     }
 
     #[test]

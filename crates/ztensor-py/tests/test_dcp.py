@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import torch
+import torch.distributed.checkpoint as dcp
 
 import ztensor_rs
 from ztensor_rs.torch.dcp import INDEX, ZTensorReader
@@ -187,3 +188,125 @@ def test_a_checkpoint_dcp_saved_itself_consolidates_tensor_by_tensor(tmp_path, r
     for name, tensor in theirs.items():
         got = consolidated[f"model.{name}"]
         assert torch.equal(got.reshape(-1).view(torch.uint8), tensor.reshape(-1).view(torch.uint8)), name
+
+
+def same_bytes(got: torch.Tensor, want: torch.Tensor, name: str) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, got.shape, want.shape)
+    assert torch.equal(got.reshape(-1).view(torch.uint8), want.contiguous().reshape(-1).view(torch.uint8)), name
+
+
+@pytest.fixture(scope="module")
+def hf_saved(tmp_path_factory) -> dict[int, pathlib.Path]:
+    """The state dict's tensors saved through DCP's ``HuggingFaceStorageWriter`` with
+    ``save_distributed``: at 2 ranks (placement "a"), and at 3 (placement "b", its floating
+    point tensors) consolidated by torch afterwards (the shards then lie in ``sharded/``)."""
+    root = tmp_path_factory.mktemp("dcp-hf")
+    out = {}
+    for ranks, placement, mode in ((2, "a", "save-hf"), (3, "b", "save-hf-consolidated")):
+        path = root / f"{mode}-at-{ranks}"
+        assert f"{mode} at" in run(ranks, mode, path, placement)
+        out[ranks] = path
+    return out
+
+
+@pytest.mark.parametrize("saved_at", [2, 3])
+def test_dcp_s_safetensors_shards_read_as_one_checkpoint(hf_saved, saved_at, tmp_path):
+    """The directory of each rank's ``shard-RRRRR-model-00001-of-00001.safetensors`` (no
+    index, no ``.metadata``: each chunk placed by ``DCP_SHARDING_INFO``) reads as the whole
+    tensors, and converts to one safetensors file equal, tensor by tensor, to the full state
+    dict, as safetensors.torch reads it."""
+    import safetensors.torch
+
+    shards = hf_saved[2] if saved_at == 2 else hf_saved[3] / "sharded"
+    names = sorted(p.name for p in shards.glob("*.safetensors"))
+    assert names == [f"shard-0000{r}-model-00001-of-00001.safetensors" for r in range(1, saved_at + 1)]
+    assert ztensor_rs.detect(shards) == "pytorch-dcp-safetensors"
+    full = dcp_worker.full_state()["model"]
+    if saved_at == 3:
+        full = {k: v for k, v in full.items() if v.dtype.is_floating_point}
+    whole = ztensor_rs.torch.load_file(shards)
+    assert sorted(whole) == sorted(f"model.{k}" for k in full)
+    out = tmp_path / "whole.safetensors"
+    assert ztensor_rs.convert(shards, out, to="safetensors") == len(full)
+    consolidated = safetensors.torch.load_file(str(out))
+    for name, want in full.items():
+        same_bytes(whole[f"model.{name}"], want, name)
+        same_bytes(consolidated[f"model.{name}"], want, name)
+    if saved_at == 3:
+        # Torch's own consolidation beside them (model-00001-of-00001.safetensors and its
+        # index): the directory reads as that checkpoint, equal to ours tensor by tensor.
+        assert ztensor_rs.detect(hf_saved[3]) == "safetensors-sharded"
+        theirs = safetensors.torch.load_file(str(hf_saved[3] / "model-00001-of-00001.safetensors"))
+        read = ztensor_rs.torch.load_file(hf_saved[3])
+        for name, want in full.items():
+            same_bytes(read[f"model.{name}"], theirs[f"model.{name}"], name)
+            if want.dim() == 0:
+                # Torch's consolidation writes no bytes for a tensor of no dimensions (its
+                # sub-tensor writer returns early on an empty shape): its file holds zero
+                # there, where the shards (and ours) hold the value.
+                assert not theirs[f"model.{name}"].any() and want.any(), name
+                continue
+            same_bytes(consolidated[f"model.{name}"], theirs[f"model.{name}"], name)
+
+
+def test_dcp_s_safetensors_at_one_rank_read_whole(tmp_path):
+    """At one rank (no process group): with ``save_distributed`` one shard of whole tensors;
+    without it, ``model-00001-of-00001.safetensors`` and its index."""
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+
+    full = dcp_worker.full_state()["model"]
+    for distributed in (True, False):
+        path = tmp_path / f"distributed-{distributed}"
+        writer = HuggingFaceStorageWriter(str(path), save_distributed=distributed)
+        dcp.save({"model": dict(full)}, storage_writer=writer, no_dist=True)
+        kind = "pytorch-dcp-safetensors" if distributed else "safetensors-sharded"
+        assert ztensor_rs.detect(path) == kind
+        whole = ztensor_rs.torch.load_file(path)
+        assert sorted(whole) == sorted(f"model.{k}" for k in full)
+        for name, want in full.items():
+            same_bytes(whole[f"model.{name}"], want, name)
+
+
+def rewritten_header(path: pathlib.Path, change) -> None:
+    """Rewrites the safetensors file at ``path`` with ``change`` applied to its header's
+    ``DCP_SHARDING_INFO``, the data kept."""
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    info = json.loads(header["__metadata__"]["DCP_SHARDING_INFO"])
+    change(info)
+    header["__metadata__"]["DCP_SHARDING_INFO"] = json.dumps(info)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(len(text).to_bytes(8, "little") + text + data[8 + n :])
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        # Saved at 3 ranks (placement "b"), w0 (12x10) is in chunks of 4, 4 and 2 columns.
+        (lambda d: (d / "shard-00002-model-00001-of-00001.safetensors").unlink(), "shard 2 missing"),
+        (
+            lambda d: rewritten_header(
+                d / "shard-00002-model-00001-of-00001.safetensors",
+                lambda info: info["model.w0"].__setitem__("saved_offsets", [0, 3]),
+            ),
+            "overlap",
+        ),
+        (
+            lambda d: rewritten_header(
+                d / "shard-00003-model-00001-of-00001.safetensors",
+                lambda info: info.pop("model.w0"),
+            ),
+            "not in its DCP_SHARDING_INFO",
+        ),
+    ],
+)
+def test_damaged_dcp_safetensors_shards_are_refused_naming_what(hf_saved, tmp_path, damage, said):
+    copy = tmp_path / "damaged"
+    copy.mkdir()
+    for p in (hf_saved[3] / "sharded").iterdir():
+        (copy / p.name).write_bytes(p.read_bytes())
+    damage(copy)
+    with pytest.raises(ztensor_rs.FormatError, match=said):
+        ztensor_rs.load_file(copy)

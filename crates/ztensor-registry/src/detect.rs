@@ -154,37 +154,43 @@ impl Detected {
     /// holding more than one checkpoint is refused naming each; one holding none, with what it
     /// does hold.
     fn directory(dir: &Path) -> Result<Detected, Error> {
-        let dcp = dir.join(DCP_METADATA).is_file();
-        let indexes = indexes_in(dir);
-        match (dcp, indexes.as_slice()) {
-            (true, []) => {
-                let kind = enabled(Kind::Dcp, Some(dir))?;
-                Ok(Detected::told(kind, dir, None))
+        // Each checkpoint the directory holds: its kind, the path it is read through, and
+        // how it is named in a refusal.
+        let mut held: Vec<(Kind, PathBuf, String)> = Vec::new();
+        let metadata = dir.join(DCP_METADATA);
+        if metadata.is_file() {
+            let named = format!("a Distributed Checkpoint ({})", metadata.display());
+            held.push((Kind::Dcp, dir.to_path_buf(), named));
+        }
+        if let Some(first) = dcp_shard_in(dir) {
+            let named = format!(
+                "a Distributed Checkpoint's safetensors shards ({}, …)",
+                dir.join(first).display()
+            );
+            held.push((Kind::DcpSafetensors, dir.to_path_buf(), named));
+        }
+        for index in indexes_in(dir) {
+            let path = dir.join(&index);
+            if let Some(kind) = by_name(&path) {
+                let named = path.display().to_string();
+                held.push((kind, path, named));
             }
-            (false, [one]) => {
-                let index = dir.join(one);
-                let kind = by_name(&index)
-                    .ok_or_else(|| Error::new(ErrorKind::Directory, directory_hint(dir)))?;
-                let kind = enabled(kind, Some(&index))?;
-                Ok(Detected::told(kind, &index, None))
+        }
+        match held.as_slice() {
+            [] => Err(Error::new(ErrorKind::Directory, directory_hint(dir))),
+            [(kind, path, _)] => {
+                let kind = enabled(*kind, Some(path))?;
+                Ok(Detected::told(kind, path, None))
             }
-            (false, []) => Err(Error::new(ErrorKind::Directory, directory_hint(dir))),
             _ => {
-                let mut held: Vec<String> =
-                    indexes.iter().map(|n| dir.join(n).display().to_string()).collect();
-                if dcp {
-                    held.insert(
-                        0,
-                        format!("a Distributed Checkpoint ({})", dir.join(DCP_METADATA).display()),
-                    );
-                }
+                let named: Vec<&str> = held.iter().map(|(_, _, n)| n.as_str()).collect();
                 Err(Error::new(
                     ErrorKind::Directory,
                     format!(
                         "{} holds {} checkpoints: {}; pass the one to read",
                         dir.display(),
                         held.len(),
-                        held.join(", ")
+                        named.join(", ")
                     ),
                 ))
             }
@@ -449,6 +455,28 @@ fn is_text(head: &[u8]) -> bool {
 }
 
 /// The sharded checkpoint indexes in `dir` (by their names), sorted.
+/// The first safetensors file in `dir` named as a Distributed Checkpoint names the shards it
+/// saves through DCP's `HuggingFaceStorageWriter` (`shard-00001-model-00001-of-00001.safetensors`).
+fn dcp_shard_in(dir: &Path) -> Option<String> {
+    #[cfg(feature = "safetensors")]
+    {
+        let mut found: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| ztensor_foreign::dcp_shards::is_shard_name(n))
+            .collect();
+        found.sort();
+        found.into_iter().next()
+    }
+    #[cfg(not(feature = "safetensors"))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
 fn indexes_in(dir: &Path) -> Vec<String> {
     let mut found: Vec<String> = std::fs::read_dir(dir)
         .into_iter()

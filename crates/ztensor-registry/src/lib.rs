@@ -65,6 +65,8 @@ pub use detect::{
 };
 #[cfg(feature = "v2")]
 pub use open::content_id;
+#[cfg(all(feature = "safetensors", feature = "sharded"))]
+pub use open::stitch_dcp_shards;
 pub use open::{open, open_bytes, open_mapped};
 pub use opened::{OpenError, OpenOptions, Opened};
 #[cfg(feature = "tensorbuffers")]

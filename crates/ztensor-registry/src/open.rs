@@ -134,6 +134,13 @@ impl Detected {
                 files = data;
                 opened
             }
+            #[cfg(all(feature = "safetensors", feature = "sharded"))]
+            Kind::DcpSafetensors => {
+                let (opened, len, data) = open_dcp_shards(path)?;
+                shards = len;
+                files = data;
+                opened
+            }
             #[cfg(feature = "v2")]
             Kind::Zt2 => {
                 let file = self.open_zt2(options)?;
@@ -333,6 +340,59 @@ fn open_dcp(path: &Path) -> Result<(Opened, u64, Vec<std::path::PathBuf>), OpenE
     let whole = ztensor_shard::Stitched::new(chunks, &stitched)
         .map_err(|e| OpenError::Shard(e.with_path(dir)))?;
     Ok((Opened::new(Kind::Dcp, whole), bytes, data))
+}
+
+/// The safetensors shards a Distributed Checkpoint saved in the directory `path` (through
+/// DCP's `HuggingFaceStorageWriter`) as its whole tensors: each rank's chunks stitched by the
+/// offsets its file records. With the shards' bytes and their paths.
+#[cfg(all(feature = "safetensors", feature = "sharded"))]
+fn open_dcp_shards(path: &Path) -> Result<(Opened, u64, Vec<std::path::PathBuf>), OpenError> {
+    use ztensor_foreign::dcp_shards::DcpShards;
+    let shards = DcpShards::open_dir(path).map_err(|e| OpenError::Foreign(e.with_path(path)))?;
+    let data: Vec<std::path::PathBuf> = shards.file_names().map(|n| path.join(n)).collect();
+    let bytes = data
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .fold(0, u64::saturating_add);
+    let whole = stitch_dcp_shards(shards).map_err(|e| OpenError::Shard(e.with_path(path)))?;
+    Ok((Opened::new(Kind::DcpSafetensors, whole), bytes, data))
+}
+
+/// The whole tensors of a Distributed Checkpoint's safetensors shards: the chunks `shards`
+/// hold, stitched by their offsets after the checks every chunked checkpoint has (each chunk
+/// in its tensor's bounds, of one dtype, the chunks tiling the tensor with no overlap and no
+/// hole).
+///
+/// # Errors
+/// [`ztensor_shard::ErrorKind::Chunks`], naming the tensor, for chunks that do not make it.
+#[cfg(all(feature = "safetensors", feature = "sharded"))]
+pub fn stitch_dcp_shards<S: ztensor_io::ReadAt>(
+    shards: ztensor_foreign::dcp_shards::DcpShards<S>,
+) -> Result<ztensor_shard::Stitched<ztensor_foreign::dcp_shards::DcpShards<S>>, ztensor_shard::Error>
+{
+    let layout = ztensor_shard::Chunked {
+        tensors: shards
+            .tensors()
+            .iter()
+            .map(|t| ztensor_shard::ChunkedTensor {
+                name: t.name.clone(),
+                dtype: t.dtype.clone(),
+                shape: t.shape.clone(),
+                chunks: t
+                    .chunks
+                    .iter()
+                    .map(|c| ztensor_shard::Chunk {
+                        object: c.object.clone(),
+                        offsets: c.offsets.clone(),
+                        sizes: c.sizes.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        other: Vec::new(),
+    };
+    ztensor_shard::Stitched::new(shards, &layout)
 }
 
 /// The size of the file at `path`.

@@ -31,6 +31,11 @@ pub enum Kind {
     /// A PyTorch Distributed Checkpoint as DCP's `FileSystemWriter` saves it: a directory of
     /// `.metadata` and `*.distcp` data files, read as its whole tensors.
     Dcp,
+    /// The safetensors shards a Distributed Checkpoint saves through DCP's
+    /// `HuggingFaceStorageWriter` (`save_distributed`): a directory of
+    /// `shard-RRRRR-model-IIIII-of-NNNNN.safetensors` files, each rank's chunks placed by
+    /// `DCP_SHARDING_INFO`, read as its whole tensors.
+    DcpSafetensors,
 }
 
 /// A row of [`FORMATS`].
@@ -166,6 +171,17 @@ pub const FORMATS: &[Format] = &[
         feature: "torch",
         extensions: &[],
         enabled: cfg!(all(feature = "torch", feature = "sharded")),
+    },
+    Format {
+        kind: Kind::DcpSafetensors,
+        id: "pytorch-dcp-safetensors",
+        description: "a Distributed Checkpoint's safetensors shards",
+        plural: "Distributed Checkpoints saved as safetensors shards (the directory DCP's \
+                 HuggingFaceStorageWriter saves)",
+        rule: "a directory holding shard-NNNNN-model-NNNNN-of-NNNNN.safetensors files",
+        feature: "safetensors",
+        extensions: &[],
+        enabled: cfg!(all(feature = "safetensors", feature = "sharded")),
     },
 ];
 

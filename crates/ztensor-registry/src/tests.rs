@@ -15,7 +15,7 @@ fn every_kind_has_one_row() {
         assert_eq!(FORMATS.iter().filter(|f| f.kind == format.kind).count(), 1);
         assert!(!format.description.is_empty() && !format.rule.is_empty());
     }
-    assert_eq!(FORMATS.len(), 11);
+    assert_eq!(FORMATS.len(), 12);
 }
 
 #[test]
@@ -56,6 +56,7 @@ fn every_kind_is_in_the_table() {
         Kind::Torch,
         Kind::Zt2,
         Kind::Dcp,
+        Kind::DcpSafetensors,
     ];
     for kind in kinds {
         match kind {
@@ -69,7 +70,8 @@ fn every_kind_is_in_the_table() {
             | Kind::Gguf
             | Kind::Torch
             | Kind::Zt2
-            | Kind::Dcp => assert!(FORMATS.iter().any(|f| f.kind == kind), "{kind:?}"),
+            | Kind::Dcp
+            | Kind::DcpSafetensors => assert!(FORMATS.iter().any(|f| f.kind == kind), "{kind:?}"),
         }
     }
     assert_eq!(kinds.len(), FORMATS.len());

@@ -5,7 +5,10 @@ every tensor against the full state dict, which every rank (and the test) builds
 
 Usage: dcp_worker.py save|save-native|load|load-alone CHECKPOINT_DIR PLACEMENT
 
-``save-native`` saves through DCP's own ``FileSystemWriter`` instead.
+``save-native`` saves through DCP's own ``FileSystemWriter`` instead; ``save-hf`` through its
+``HuggingFaceStorageWriter`` (each rank's safetensors shard, ``save_distributed``), and
+``save-hf-consolidated`` the same, then consolidated by torch (its floating-point tensors only:
+torch's consolidation takes each dtype's width from ``torch.finfo``).
 """
 
 from __future__ import annotations
@@ -116,6 +119,16 @@ def main() -> None:
 
         writer = dcp.FileSystemWriter(path, _extensions=[ZStandard()])
         dcp.save(distributed(state, placement, mesh), storage_writer=writer)
+    elif mode in ("save-hf", "save-hf-consolidated"):
+        from torch.distributed.checkpoint import HuggingFaceStorageWriter
+
+        # Tensors only: the safetensors writer puts serialized values before the file.
+        tensors = {"model": distributed(state, placement, mesh)["model"]}
+        if mode == "save-hf-consolidated":
+            tensors["model"] = {k: v for k, v in tensors["model"].items() if v.dtype.is_floating_point}
+        consolidate = mode == "save-hf-consolidated"
+        writer = HuggingFaceStorageWriter(path, save_distributed=True, enable_consolidation=consolidate)
+        dcp.save(tensors, storage_writer=writer)
     else:
         target = distributed(emptied(state), placement, mesh)
         dcp.load(target, storage_reader=ZTensorReader(path))
