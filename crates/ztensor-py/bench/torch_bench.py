@@ -14,11 +14,19 @@ cache warm for both):
 - Consolidation of a DCP checkpoint into one safetensors file: PyTorch's
   `dcp_to_torch_save` then `safetensors.torch.save_file`, vs `ztensor convert DIR
   OUT.safetensors`; time and peak memory (max RSS of the process that did it).
+- The same for the safetensors shards DCP's `HuggingFaceStorageWriter` saves at 2 ranks
+  (`save_distributed=True`): PyTorch's `consolidate_safetensors_files` with as many threads as
+  the machine has CPUs, vs `ztensor convert DIR OUT.safetensors`, beside the machine's ceiling
+  (the shards' bytes copied into one file by `cat`).
+
+`--rows load,dcp,hf` picks the groups run (all by default; the consolidation of DCP's own files
+needs `dcp`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import shutil
@@ -77,6 +85,9 @@ import time
 start = time.perf_counter()
 if sys.argv[1] == "native":
     dcp.save(sd, storage_writer=dcp.FileSystemWriter(sys.argv[2]))
+elif sys.argv[1] == "hf":
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+    dcp.save(sd, storage_writer=HuggingFaceStorageWriter(sys.argv[2], save_distributed=True))
 else:
     dcp.save(sd, storage_writer=ZTensorWriter(sys.argv[2], zstd=int(sys.argv[3]) or None, threads=1))
 dist.barrier()
@@ -114,47 +125,101 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--ztensor", default=str(REPO / "target/release/ztensor"))
+    parser.add_argument("--rows", default="load,dcp,hf")
     a = parser.parse_args()
+    rows = set(a.rows.split(","))
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, {a.mib} MiB of bf16")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        tensors = state(a.mib)
-        st, raw = tmp / "m.safetensors", tmp / "m.zt"
-        safetensors.torch.save_file(tensors, str(st))
-        zt.save_file(tensors, raw)
-        del tensors
-        for name, path in (("safetensors", st), ("zt raw", raw)):
-            theirs, ours = [], []
-            for i in range(a.runs):
-                sides = [(theirs, lambda: touch(safetensors.torch.load_file(str(st)))), (ours, lambda p=path: touch(zt.load_file(p)))]
-                for times, f in sides if i % 2 == 0 else reversed(sides):
-                    times.append(timed(f))
-            row(f"load_file + touch, from {name}", theirs, ours)
+        if "load" in rows:
+            load_rows(tmp, a)
+        if "dcp" in rows:
+            dcp_rows(tmp, a)
+        if "hf" in rows:
+            hf_rows(tmp, a)
 
-        native, ours_raw, ours_z = tmp / "native", tmp / "zt-raw", tmp / "zt-zstd"
-        t_native = [dcp_save("native", native, a.mib) for _ in range(a.runs)]
-        t_raw = [dcp_save("zt", ours_raw, a.mib) for _ in range(a.runs)]
-        t_z = [dcp_save("zt", ours_z, a.mib, 3) for _ in range(a.runs)]
-        row("DCP save, 2 ranks: FileSystemWriter vs ZTensorWriter", t_native, t_raw)
-        row("DCP save, 2 ranks: FileSystemWriter vs ZTensorWriter zstd 3", t_native, t_z)
-        print(f"{'DCP sizes':48s} FileSystemWriter {size_of(native) >> 20} MiB, ZTensorWriter raw {size_of(ours_raw) >> 20} MiB, zstd 3 {size_of(ours_z) >> 20} MiB")
 
-        theirs_script = tmp / "consolidate.py"
-        theirs_script.write_text(
-            "import sys, torch, safetensors.torch\n"
-            "from torch.distributed.checkpoint.format_utils import dcp_to_torch_save\n"
-            "dcp_to_torch_save(sys.argv[1], sys.argv[2])\n"
-            "sd = torch.load(sys.argv[2], weights_only=False)\n"
-            "safetensors.torch.save_file(sd, sys.argv[3])\n"
-        )
+def load_rows(tmp: pathlib.Path, a) -> None:
+    tensors = state(a.mib)
+    st, raw = tmp / "m.safetensors", tmp / "m.zt"
+    safetensors.torch.save_file(tensors, str(st))
+    zt.save_file(tensors, raw)
+    del tensors
+    for name, path in (("safetensors", st), ("zt raw", raw)):
         theirs, ours = [], []
         for i in range(a.runs):
-            theirs.append(peak_of([sys.executable, str(theirs_script), str(native), str(tmp / "t.pt"), str(tmp / "t.safetensors")]))
-            out = tmp / "o.safetensors"
-            out.unlink(missing_ok=True)
-            ours.append(peak_of([a.ztensor, "convert", str(native), str(out), "-q"]))
-        row("consolidate DCP -> safetensors: time", [t for t, _ in theirs], [t for t, _ in ours])
-        print(f"{'consolidate DCP -> safetensors: peak RSS':48s} theirs {max(r for _, r in theirs) >> 10} MiB  ours {max(r for _, r in ours) >> 10} MiB")
+            sides = [(theirs, lambda: touch(safetensors.torch.load_file(str(st)))), (ours, lambda p=path: touch(zt.load_file(p)))]
+            for times, f in sides if i % 2 == 0 else reversed(sides):
+                times.append(timed(f))
+        row(f"load_file + touch, from {name}", theirs, ours)
+
+
+def dcp_rows(tmp: pathlib.Path, a) -> None:
+    native, ours_raw, ours_z = tmp / "native", tmp / "zt-raw", tmp / "zt-zstd"
+    t_native = [dcp_save("native", native, a.mib) for _ in range(a.runs)]
+    t_raw = [dcp_save("zt", ours_raw, a.mib) for _ in range(a.runs)]
+    t_z = [dcp_save("zt", ours_z, a.mib, 3) for _ in range(a.runs)]
+    row("DCP save, 2 ranks: FileSystemWriter vs ZTensorWriter", t_native, t_raw)
+    row("DCP save, 2 ranks: FileSystemWriter vs ZTensorWriter zstd 3", t_native, t_z)
+    print(f"{'DCP sizes':48s} FileSystemWriter {size_of(native) >> 20} MiB, ZTensorWriter raw {size_of(ours_raw) >> 20} MiB, zstd 3 {size_of(ours_z) >> 20} MiB")
+
+    theirs_script = tmp / "consolidate.py"
+    theirs_script.write_text(
+        "import sys, torch, safetensors.torch\n"
+        "from torch.distributed.checkpoint.format_utils import dcp_to_torch_save\n"
+        "dcp_to_torch_save(sys.argv[1], sys.argv[2])\n"
+        "sd = torch.load(sys.argv[2], weights_only=False)\n"
+        "safetensors.torch.save_file(sd, sys.argv[3])\n"
+    )
+    theirs, ours = [], []
+    for i in range(a.runs):
+        theirs.append(peak_of([sys.executable, str(theirs_script), str(native), str(tmp / "t.pt"), str(tmp / "t.safetensors")]))
+        out = tmp / "o.safetensors"
+        out.unlink(missing_ok=True)
+        ours.append(peak_of([a.ztensor, "convert", str(native), str(out), "-q"]))
+    row("consolidate DCP -> safetensors: time", [t for t, _ in theirs], [t for t, _ in ours])
+    print(f"{'consolidate DCP -> safetensors: peak RSS':48s} theirs {max(r for _, r in theirs) >> 10} MiB  ours {max(r for _, r in ours) >> 10} MiB")
+
+
+def hf_rows(tmp: pathlib.Path, a) -> None:
+    shards = tmp / "hf"
+    t_hf = [dcp_save("hf", shards, a.mib) for _ in range(a.runs)]
+    print(f"{'DCP save, 2 ranks, HuggingFaceStorageWriter':48s} {statistics.median(t_hf):8.3f} s, {size_of(shards) >> 20} MiB")
+    theirs_script = tmp / "consolidate_hf.py"
+    theirs_script.write_text(
+        "import os, sys, json\n"
+        "from torch.distributed.checkpoint._consolidate_hf_safetensors import consolidate_safetensors_files\n"
+        "names = json.loads(sys.argv[3])\n"
+        "consolidate_safetensors_files(sys.argv[1], sys.argv[2], dict.fromkeys(names, 1), num_threads=os.cpu_count())\n"
+    )
+    names = json.dumps(sorted(state_names(a.mib)))
+    theirs, ours, ceiling = [], [], []
+    for i in range(a.runs):
+        # The machine's ceiling: the shards' bytes copied into one file.
+        ceiling.append(peak_of(["sh", "-c", f"cat {shards}/*.safetensors > {tmp}/cat.bin"]))
+        out_dir = tmp / "hf-out"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        out_dir.mkdir()
+        out = tmp / "hf.safetensors"
+        out.unlink(missing_ok=True)
+        sides = [
+            (theirs, [sys.executable, str(theirs_script), str(shards), str(out_dir), names]),
+            (ours, [a.ztensor, "convert", str(shards), str(out), "-q"]),
+        ]
+        for runs, args in sides if i % 2 == 0 else reversed(sides):
+            runs.append(peak_of(args))
+    # The same tensors either way.
+    mine = safetensors.torch.load_file(str(out))
+    torch_own = safetensors.torch.load_file(str(out_dir / "model-00001-of-00001.safetensors"))
+    assert mine.keys() == torch_own.keys() and all(torch.equal(mine[k], torch_own[k]) for k in mine)
+    row("consolidate HF shards -> safetensors: time", [t for t, _ in theirs], [t for t, _ in ours])
+    row("  ... the shards' bytes copied (cat) vs ours", [t for t, _ in ceiling], [t for t, _ in ours])
+    print(f"{'consolidate HF shards -> safetensors: peak RSS':48s} theirs {max(r for _, r in theirs) >> 10} MiB  ours {max(r for _, r in ours) >> 10} MiB")
+
+
+def state_names(mib: int) -> list:
+    per = 16 << 20
+    return [f"layer{i}.weight" for i in range(max(1, (mib << 20) // per))]
 
 
 if __name__ == "__main__":

@@ -544,7 +544,9 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
     /// So is a tensor split by its other dimensions only (say by columns): a few rows at a
     /// time, each of its chunks read as a stream.
     fn reads_in_pieces(&self, index: usize) -> bool {
-        self.wholes.get(index).is_some_and(|w| slabs(w).len() > 1 || band(w, None).is_some())
+        self.wholes.get(index).is_some_and(|w| {
+            slabs(w).len() > 1 || band(w, None).is_some() || alone(w, None).is_some()
+        })
     }
 
     fn read_pieces(
@@ -556,6 +558,22 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
         let w = self.whole(index)?;
         let piece = piece.max(1);
         for rows in slabs(w) {
+            if let Some((chunk, len)) = alone(w, rows) {
+                // The slab is one chunk's bytes, in order: streamed as the inner source reads
+                // them, with no slab between.
+                let mut seen = 0u64;
+                self.inner.read_part(chunk, ztensor_io::role::DATA, piece, &mut |bytes| {
+                    seen += bytes.len() as u64;
+                    if seen > len {
+                        return Err(short(w, seen, len));
+                    }
+                    each(ztensor_io::role::DATA, bytes)
+                })?;
+                if seen != len {
+                    return Err(short(w, seen, len));
+                }
+                continue;
+            }
             if let Some(band) = band(w, rows).filter(|b| b.len > piece as u64) {
                 self.stream_band(w, &band, piece, each)?;
                 continue;
@@ -567,6 +585,41 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
         }
         Ok(())
     }
+}
+
+/// The one chunk that is all of `w`'s rows `rows` (all of it for `None`): it spans every other
+/// dimension, so its bytes are the rows' in order. With its index in the inner source and the
+/// rows' length in bytes.
+fn alone(w: &Whole, rows: Option<(u64, u64)>) -> Option<(usize, u64)> {
+    let (first, count) = match rows {
+        Some(r) => r,
+        None => (0, w.shape.first().copied().unwrap_or(1)),
+    };
+    let mut covering = w.chunks.iter().filter(|(_, o, s)| {
+        o.first().is_none_or(|&o| o < first + count)
+            && o.first().zip(s.first()).is_none_or(|(&o, &s)| o + s > first)
+    });
+    let (index, offsets, sizes) = covering.next()?;
+    if covering.next().is_some() {
+        return None;
+    }
+    let spans = match (offsets.split_first(), sizes.split_first()) {
+        (Some((&o, others)), Some((&s, rest))) => {
+            o == first && s == count && others.iter().all(|&o| o == 0) && rest == &w.shape[1..]
+        }
+        // A tensor of no dimensions: its one chunk is all of it.
+        _ => w.shape.is_empty(),
+    };
+    let len = count.checked_mul(w.shape.get(1..).unwrap_or(&[]).iter().product::<u64>())?;
+    spans.then_some((*index, len.checked_mul(w.dtype.size())?))
+}
+
+/// A chunk that read to another length than the rows it is.
+fn short(w: &Whole, seen: u64, len: u64) -> ztensor_io::Error {
+    ztensor_io::Error::failed(format!(
+        "tensor {:?}: a chunk read to {seen} bytes or more, where its rows are {len}",
+        w.name
+    ))
 }
 
 /// The most chunks of one band read as streams at once (a thread each).
