@@ -275,10 +275,13 @@ fn indexes_body(data: &[u8]) {
 /// the bytes are one to three shard files (the first byte, modulo 3, plus one; each file but
 /// the last after its length, two bytes little-endian), read as the registry reads such a
 /// directory: each file's header and its `DCP_SHARDING_INFO`, the chunks stitched by their
-/// offsets, then every whole tensor read and checked. A whole tensor holds no more than its
-/// chunks, so no input may make the reader hold more than [`allowed`] for its length decoded.
+/// offsets, then every whole tensor read and checked, and read again in pieces (the same bytes,
+/// or a finding). A whole tensor holds no more than its chunks, so no input may make the reader
+/// hold more than [`allowed`] for its length decoded.
 pub fn dcp_shards(data: &[u8]) {
-    held_within("a Distributed Checkpoint's safetensors shards", data, data.len(), || {
+    // A tensor read whole, and again in pieces beside it.
+    let decoded = data.len().saturating_mul(2);
+    held_within("a Distributed Checkpoint's safetensors shards", data, decoded, || {
         dcp_shards_body(data);
     });
 }
@@ -306,9 +309,18 @@ fn dcp_shards_body(data: &[u8]) {
     let Ok(whole) = ztensor_registry::stitch_dcp_shards(shards) else { return };
     for i in 0..whole.len() {
         let _ = whole.info(i);
-        if let Ok(data) = whole.read(i) {
-            let _ = whole.check(i, &data);
-        }
+        let Ok(data) = whole.read(i) else { continue };
+        let _ = whole.check(i, &data);
+        // In pieces (a grid row streamed from its chunk, a band of columns, slabs): the same
+        // bytes as read whole.
+        let mut pieces = Vec::new();
+        let streamed = whole.read_pieces(i, 7, &mut |_, piece| {
+            pieces.extend_from_slice(piece);
+            Ok(())
+        });
+        assert!(streamed.is_ok(), "read whole but not in pieces: {streamed:?}");
+        let bytes = &data.components[ztensor_io::role::DATA].bytes;
+        assert!(pieces == bytes.as_ref(), "read in pieces, other bytes than read whole");
     }
 }
 

@@ -12,9 +12,10 @@
 //! `ztensor_shard::Stitched`'s work, which the format registry puts on top.
 //!
 //! No file records a tensor's global shape: it is where its chunks end, as torch's own
-//! consolidation takes it. A hole or an overlap inside that extent is told; a missing last
-//! chunk along a dimension (a rank's file taken away) cannot be told from a smaller tensor,
-//! except when the missing file leaves a gap in the shards' numbering, which is told.
+//! consolidation takes it. A hole or an overlap inside that extent is told (so is a rank's file
+//! taken away from the middle: its chunks leave holes); a missing last chunk along a dimension
+//! (the last rank's file taken away) cannot be told from a smaller tensor. Nor can the shards'
+//! numbering tell it: a rank with nothing to save writes no file.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -208,7 +209,8 @@ impl<S: ReadAt> DcpShards<S> {
                 };
                 if names.insert(object.clone(), objects.len()).is_some() {
                     return Err(malformed(format!(
-                        "tensor {name:?}: its chunk at {offsets:?} is saved twice (again in {})",
+                        "tensor {name:?}: its chunk at {offsets:?} is {object:?}, as another \
+                         chunk or tensor is named (saved twice? again in {})",
                         files[f].0
                     )));
                 }
@@ -245,41 +247,19 @@ fn dtype_name<S: ReadAt>(file: &SafetensorsFile<S>, t: usize) -> Option<String> 
 
 impl DcpShards<FileSource> {
     /// The shards in the directory `dir`: every `*.safetensors` file in it (as torch's own
-    /// consolidation takes them), each opened as inputs are. The shards DCP numbers must run
-    /// from 1 without a gap.
+    /// consolidation takes them), each opened as inputs are.
     ///
     /// # Errors
     /// As [`DcpShards::new`]; [`ErrorKind::Malformed`] for a directory with no safetensors
-    /// file or a gap in the numbering; I/O errors naming the file.
+    /// file; I/O errors naming the file.
     pub fn open_dir(dir: &Path) -> Result<DcpShards<FileSource>> {
         let names = shard_files(dir)?;
-        let mut numbers: Vec<u64> = names.iter().filter_map(|n| shard_number(n)).collect();
-        numbers.sort_unstable();
-        numbers.dedup();
-        if let Some(missing) = (1..).zip(&numbers).find(|(want, got)| want != *got) {
-            return Err(malformed(format!(
-                "the shards are numbered {}, with shard {} missing",
-                shown(&numbers),
-                missing.0
-            ))
-            .with_path(dir));
-        }
         let mut files = Vec::with_capacity(names.len());
         for name in names {
             let file = SafetensorsFile::open(dir.join(&name))?;
             files.push((name, file));
         }
         DcpShards::new(files).map_err(|e| e.with_path(dir))
-    }
-}
-
-/// A list of shard numbers, shortened past a few.
-fn shown(numbers: &[u64]) -> String {
-    let head: Vec<String> = numbers.iter().take(8).map(u64::to_string).collect();
-    if numbers.len() > 8 {
-        format!("{}, … ({} in all)", head.join(", "), numbers.len())
-    } else {
-        head.join(", ")
     }
 }
 
@@ -294,7 +274,18 @@ pub fn shard_files(dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("cannot list", dir, e))?;
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        let name = match entry.file_name().into_string() {
+            Ok(name) => name,
+            // Torch's consolidation would read it: named, not passed over.
+            Err(name) if name.to_string_lossy().ends_with(".safetensors") => {
+                return Err(malformed(format!(
+                    "{:?}: a shard name that is not UTF-8",
+                    name.to_string_lossy()
+                ))
+                .with_path(dir));
+            }
+            Err(_) => continue,
+        };
         if !name.ends_with(".safetensors") || !entry.path().is_file() {
             continue;
         }

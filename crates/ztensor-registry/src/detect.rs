@@ -454,7 +454,6 @@ fn is_text(head: &[u8]) -> bool {
     !valid.is_empty() && valid.chars().all(|c| !c.is_control() || c.is_whitespace())
 }
 
-/// The sharded checkpoint indexes in `dir` (by their names), sorted.
 /// The first safetensors file in `dir` named as a Distributed Checkpoint names the shards it
 /// saves through DCP's `HuggingFaceStorageWriter` (`shard-00001-model-00001-of-00001.safetensors`).
 fn dcp_shard_in(dir: &Path) -> Option<String> {
@@ -464,6 +463,8 @@ fn dcp_shard_in(dir: &Path) -> Option<String> {
             .into_iter()
             .flatten()
             .flatten()
+            // Followed through links, as indexes are.
+            .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()))
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|n| ztensor_foreign::dcp_shards::is_shard_name(n))
             .collect();
@@ -477,6 +478,7 @@ fn dcp_shard_in(dir: &Path) -> Option<String> {
     }
 }
 
+/// The sharded checkpoint indexes in `dir` (by their names), sorted.
 fn indexes_in(dir: &Path) -> Vec<String> {
     let mut found: Vec<String> = std::fs::read_dir(dir)
         .into_iter()

@@ -565,12 +565,12 @@ impl<S: TensorSource> TensorSource for Stitched<S> {
                 self.inner.read_part(chunk, ztensor_io::role::DATA, piece, &mut |bytes| {
                     seen += bytes.len() as u64;
                     if seen > len {
-                        return Err(short(w, seen, len));
+                        return Err(self.unlike(w, chunk, "holds more than"));
                     }
                     each(ztensor_io::role::DATA, bytes)
                 })?;
                 if seen != len {
-                    return Err(short(w, seen, len));
+                    return Err(self.unlike(w, chunk, "ended before"));
                 }
                 continue;
             }
@@ -614,12 +614,16 @@ fn alone(w: &Whole, rows: Option<(u64, u64)>) -> Option<(usize, u64)> {
     spans.then_some((*index, len.checked_mul(w.dtype.size())?))
 }
 
-/// A chunk that read to another length than the rows it is.
-fn short(w: &Whole, seen: u64, len: u64) -> ztensor_io::Error {
-    ztensor_io::Error::failed(format!(
-        "tensor {:?}: a chunk read to {seen} bytes or more, where its rows are {len}",
-        w.name
-    ))
+impl<S: TensorSource> Stitched<S> {
+    /// A chunk (`chunk` of the inner source) whose bytes are not those of its shape: it
+    /// `said` them (`ended before`, `holds more than`).
+    fn unlike(&self, w: &Whole, chunk: usize, said: &str) -> ztensor_io::Error {
+        let name = self.inner.name(chunk).unwrap_or(Cow::Borrowed("?"));
+        ztensor_io::Error::failed(format!(
+            "tensor {:?}: its chunk {name:?} {said} the bytes of its shape",
+            w.name
+        ))
+    }
 }
 
 /// The most chunks of one band read as streams at once (a thread each).

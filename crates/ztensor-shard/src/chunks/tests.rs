@@ -204,3 +204,62 @@ fn chunks_are_placed_where_their_offsets_say() {
     place(&mut scalar, &[], 4, &[], &[], &[1, 2, 3, 4]);
     assert_eq!(scalar, [1, 2, 3, 4]);
 }
+
+/// A chunk for [`in_rows`]: its offsets, its sizes (its shape) and its bytes.
+type Piece = (Vec<u64>, Vec<u64>, Vec<u8>);
+
+/// A tensor of `shape` whose one dimension `chunks` split in order (each chunk's bytes as
+/// given, its shape as stated).
+fn in_rows(shape: &[u64], chunks: Vec<Piece>) -> Stitched<Chunks> {
+    let named: Vec<(String, Piece)> = chunks
+        .into_iter()
+        .map(|(offsets, sizes, bytes)| (format!("t@{offsets:?}"), (offsets, sizes, bytes)))
+        .collect();
+    let inner =
+        Chunks(named.iter().map(|(n, (_, s, b))| (n.clone(), s.clone(), b.clone())).collect());
+    let layout = Chunked {
+        tensors: vec![ChunkedTensor {
+            name: "t".into(),
+            dtype: "uint8".into(),
+            shape: shape.to_vec(),
+            chunks: named
+                .iter()
+                .map(|(n, (o, s, _))| Chunk {
+                    object: n.clone(),
+                    offsets: o.clone(),
+                    sizes: s.clone(),
+                })
+                .collect(),
+        }],
+        other: vec![],
+    };
+    Stitched::new(inner, &layout).unwrap()
+}
+
+#[test]
+fn a_grid_row_that_is_one_chunk_streams_from_it() {
+    // Rank 1, in chunks of 3 and 2: handed over from each chunk in pieces of at most 2.
+    let whole =
+        in_rows(&[5], vec![(vec![0], vec![3], vec![0, 1, 2]), (vec![3], vec![2], vec![3, 4])]);
+    assert!(whole.reads_in_pieces(0));
+    let got = pieces(&whole, 2).unwrap();
+    assert!(got.iter().all(|p| p.len() <= 2), "{got:?}");
+    assert_eq!(got.concat(), [0, 1, 2, 3, 4]);
+    // A tensor of no dimensions: its one chunk is all of it.
+    let scalar = in_rows(&[], vec![(vec![], vec![], vec![9])]);
+    assert!(scalar.reads_in_pieces(0));
+    assert_eq!(pieces(&scalar, 4).unwrap().concat(), [9]);
+    // A chunk whose bytes are not those of its shape is named, short or long.
+    let short = in_rows(
+        &[4, 2],
+        vec![(vec![0, 0], vec![2, 2], vec![0; 3]), (vec![2, 0], vec![2, 2], vec![0; 4])],
+    );
+    let e = pieces(&short, 64).unwrap_err().to_string();
+    assert!(e.contains("chunk \"t@[0, 0]\" ended before the bytes of its shape"), "{e}");
+    let long = in_rows(
+        &[4, 2],
+        vec![(vec![0, 0], vec![2, 2], vec![0; 4]), (vec![2, 0], vec![2, 2], vec![0; 5])],
+    );
+    let e = pieces(&long, 64).unwrap_err().to_string();
+    assert!(e.contains("chunk \"t@[2, 0]\" holds more than the bytes of its shape"), "{e}");
+}
