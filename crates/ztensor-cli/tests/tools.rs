@@ -622,11 +622,10 @@ fn inputs_it_does_not_read_are_named_and_refused_as_requests() {
             assert!(err.contains(&format!("this is {what}")), "{command} {name}: {err}");
             assert!(err.contains("it reads zTensor 0.1, 1.1 and 1.2 files"), "{err}");
             assert!(
-                err.contains(
-                    "GGUF files, PyTorch checkpoints (torch.save) and PyTorch Distributed"
-                ),
+                err.contains("GGUF files, PyTorch checkpoints (torch.save), PyTorch Distributed"),
                 "{err}"
             );
+            assert!(err.contains("and Distributed Checkpoints saved as safetensors shards"));
         }
         let err = fails(&["convert", arg(&path), arg(&d.join("out.zt"))], 2);
         assert!(err.contains(&format!("this is {what}")), "{err}");
