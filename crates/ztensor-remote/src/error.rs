@@ -245,7 +245,7 @@ fn io_kind(kind: &ErrorKind) -> io::ErrorKind {
 }
 
 /// The HTTP status `object_store` quotes in `text` (`status code: 403 Forbidden`).
-fn status_in_text(text: &str) -> Option<u16> {
+pub(crate) fn status_in_text(text: &str) -> Option<u16> {
     let at = text.find("status code: ")? + "status code: ".len();
     let digits = text.get(at..at + 3)?;
     digits.bytes().all(|b| b.is_ascii_digit()).then(|| digits.parse().ok()).flatten()

@@ -440,6 +440,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_refused_range_is_told_by_its_status_not_by_digits_elsewhere() {
+        let said = |text: &str| object_store::Error::Generic {
+            store: "S3",
+            source: text.to_owned().into(),
+        };
+        // A refusal whose endpoint port and time taken hold "416": not a refused range.
+        let denied = "Error performing GET http://127.0.0.1:41623/b/k.zt in 3.416ms - Server \
+                      returned non-2xx status code: 403 Forbidden: <Error><Code>AccessDenied";
+        assert!(!range_refused(&said(denied)));
+        let refused = "Error performing GET http://127.0.0.1:9000/b/k.zt in 2ms - Server \
+                       returned non-2xx status code: 416 Range Not Satisfiable: ";
+        assert!(range_refused(&said(refused)));
+    }
+
+    #[test]
     fn chunks_copy_any_range_across_their_seams() {
         let whole: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
         // Seams at uneven places, an empty chunk among them.
