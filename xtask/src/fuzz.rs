@@ -49,21 +49,80 @@ const SEED_DIRS: &[&str] = &[
 
 /// Runs every fuzz target (or those in `only`) over its kept corpus, regressions and seeds,
 /// then for `seconds`, with the malloc limit that catches a parser believing a declared
-/// length.
+/// length. The targets are built in one cargo run, then run as many at a time as the machine
+/// has cores (each libFuzzer process is one thread); each run's output goes to
+/// `target/fuzz-new/TARGET.log`, its last lines printed when it fails.
 pub(crate) fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
     let cargo = cargo_fuzz()?;
-    for target in targets(only)? {
-        let scratch = fresh(&project_root().join("target/fuzz-new").join(&target))?;
-        let time = format!("-max_total_time={seconds}");
-        eprintln!("$ cargo fuzz run {target} ({seconds} s)");
-        let status = fuzz_run(&cargo, &target, &scratch)?
-            .args([time.as_str(), &format!("-max_len={MAX_LEN}"), "-print_final_stats=1"])
-            .args(LIMITS)
-            .status()
-            .context("running cargo fuzz")?;
-        if !status.success() {
-            bail!("fuzz target {target} found a problem (see fuzz/artifacts/{target}/)");
+    let targets = targets(only)?;
+    let mut build = Command::new(&cargo);
+    build.args(["fuzz", "build", "-O"]);
+    target_dir(&mut build);
+    if targets.len() == 1 {
+        build.args(&targets);
+    }
+    let status = build
+        .env("RUSTC_BOOTSTRAP", "1")
+        .current_dir(project_root().join("fuzz"))
+        .status()
+        .context("running cargo fuzz build")?;
+    if !status.success() {
+        bail!("cargo fuzz build failed ({status})");
+    }
+    let at_once = std::thread::available_parallelism().map_or(1, usize::from);
+    let logs = project_root().join("target/fuzz-new");
+    let mut waiting = targets.iter();
+    let mut running: Vec<(&String, std::process::Child, PathBuf, Instant)> = Vec::new();
+    let mut failed = Vec::new();
+    loop {
+        while running.len() < at_once {
+            let Some(target) = waiting.next() else { break };
+            let scratch = fresh(&logs.join(target))?;
+            let log = logs.join(format!("{target}.log"));
+            let out = std::fs::File::create(&log)?;
+            eprintln!("$ cargo fuzz run {target} ({seconds} s)");
+            let child = fuzz_run(&cargo, target, &scratch)?
+                .args([
+                    format!("-max_total_time={seconds}"),
+                    format!("-max_len={MAX_LEN}"),
+                    "-print_final_stats=1".to_owned(),
+                ])
+                .args(LIMITS)
+                .stdout(out.try_clone()?)
+                .stderr(out)
+                .spawn()
+                .context("running cargo fuzz")?;
+            running.push((target, child, log, Instant::now()));
         }
+        if running.is_empty() {
+            break;
+        }
+        let mut finished = None;
+        for (i, (_, child, _, _)) in running.iter_mut().enumerate() {
+            if let Some(status) = child.try_wait()? {
+                finished = Some((i, status));
+                break;
+            }
+        }
+        let Some((i, status)) = finished else {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            continue;
+        };
+        let (target, _, log, started) = running.swap_remove(i);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let runs = text.lines().rev().find_map(|l| l.strip_prefix("Done ")).unwrap_or("no runs");
+        eprintln!("{target}: {runs} ({} s in all)", started.elapsed().as_secs());
+        if !status.success() {
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!("{}", lines[lines.len().saturating_sub(60)..].join("\n"));
+            failed.push(target.as_str());
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "fuzz targets {} found a problem (see fuzz/artifacts/TARGET/ and target/fuzz-new/TARGET.log)",
+            failed.join(", ")
+        );
     }
     Ok(())
 }

@@ -22,35 +22,75 @@ sys.path.insert(0, str(WORKER.parent))
 import dcp_worker  # noqa: E402
 
 
-def run(ranks: int, mode: str, path: pathlib.Path, placement: str) -> str:
-    """Runs the worker at ``ranks`` ranks (``torchrun --standalone``), or alone for 1."""
+def run_alone(path: pathlib.Path, placement: str) -> str:
+    """Loads the checkpoint at ``path`` in one process (no process group)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    if ranks == 1:
-        args = [sys.executable, str(WORKER), "load-alone", str(path), placement]
-    else:
-        args = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", str(WORKER), mode, str(path), placement]
+    args = [sys.executable, str(WORKER), "load-alone", str(path), placement]
     out = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
     return out.stdout
 
 
+def launch(ranks: int, jobs: list[tuple[str, pathlib.Path, str]]) -> str:
+    """Runs the worker's ``jobs`` (mode, path, placement) one after the other in one
+    ``torchrun --standalone`` launch of ``ranks`` ranks (each launch costs seconds)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    args = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", str(WORKER)]
+    for mode, path, placement in jobs:
+        args += [mode, str(path), placement]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
+    return out.stdout
+
+
+def done(output: str, mode: str, path: pathlib.Path, ranks: int) -> None:
+    """Every rank of the launch whose ``output`` this is said the job went through."""
+    said = [line for line in output.splitlines() if line.startswith(f"{mode} {path} rank ")]
+    assert sorted(said) == [f"{mode} {path} rank {r} of {ranks}: ok" for r in range(ranks)], said
+
+
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory) -> dict[int, pathlib.Path]:
-    """The state dict saved at 2 ranks (placement "a") and at 3 (placement "b")."""
+def jobs(tmp_path_factory) -> dict:
+    """Every checkpoint the tests read, saved by real torchrun jobs, and the loads at other world
+    sizes and placements than they were saved in, in three launches: at 2 ranks (placement "a",
+    the zstd native save "b") and at 3 ("b"), then the loads of the 3-rank save at 2.
+
+    Keys: ``(mode, ranks)`` for each saved directory; ``"output"`` for each launch's lines by
+    ranks (``"output-load"`` for the third)."""
     root = tmp_path_factory.mktemp("dcp")
-    out = {}
-    for ranks, placement in ((2, "a"), (3, "b")):
-        path = root / f"saved-at-{ranks}"
-        assert "save at" in run(ranks, "save", path, placement)
-        out[ranks] = path
+    at2 = [("save", "a"), ("save-native", "a"), ("save-native-zstd", "b"), ("save-hf", "a")]
+    at3 = [("save", "b"), ("save-native", "b"), ("save-hf-consolidated", "b")]
+    out: dict = {}
+    for ranks, saves in ((2, at2), (3, at3)):
+        for mode, _ in saves:
+            out[(mode, ranks)] = root / f"{mode}-at-{ranks}"
+    first = [(mode, out[(mode, 2)], placement) for mode, placement in at2]
+    out[("output", 2)] = launch(2, first)
+    # At 3 ranks, also the 2-rank save loaded into the other placement.
+    second = [(mode, out[(mode, 3)], placement) for mode, placement in at3]
+    second.append(("load", out[("save", 2)], "b"))
+    out[("output", 3)] = launch(3, second)
+    out["output-load"] = launch(2, [("load", out[("save", 3)], "a"), ("load", out[("save", 2)], "b")])
     return out
 
 
+@pytest.fixture(scope="module")
+def saved(jobs) -> dict[int, pathlib.Path]:
+    """The state dict saved through ``ZTensorWriter`` at 2 ranks (placement "a") and at 3 ("b")."""
+    done(jobs[("output", 2)], "save", jobs[("save", 2)], 2)
+    done(jobs[("output", 3)], "save", jobs[("save", 3)], 3)
+    return {2: jobs[("save", 2)], 3: jobs[("save", 3)]}
+
+
 @pytest.mark.parametrize(("saved_at", "loaded_at"), [(2, 1), (2, 2), (2, 3), (3, 1), (3, 2)])
-def test_a_checkpoint_reloads_at_any_world_size_and_placement(saved, saved_at, loaded_at):
+def test_a_checkpoint_reloads_at_any_world_size_and_placement(jobs, saved, saved_at, loaded_at):
     # Loaded into the other placement than it was saved in: every sharded tensor moves.
     placement = "b" if saved_at == 2 else "a"
-    assert "checked" in run(loaded_at, "load", saved[saved_at], placement)
+    if loaded_at == 1:
+        assert "checked 1 rank" in run_alone(saved[saved_at], placement)
+        return
+    output = jobs["output-load"] if loaded_at == 2 else jobs[("output", 3)]
+    done(output, "load", saved[saved_at], loaded_at)
 
 
 def test_the_directory_is_a_sharded_ztensor_checkpoint(saved):
@@ -162,16 +202,16 @@ def test_chunks_that_do_not_make_their_tensor_are_refused_naming_it(saved, tmp_p
     assert "model.w0" in str(refused.value) and said in str(refused.value), str(refused.value)
 
 
-@pytest.mark.parametrize(("ranks", "placement", "mode"), [(2, "a", "save-native"), (3, "b", "save-native"), (2, "b", "save-native-zstd")])
-def test_a_checkpoint_dcp_saved_itself_consolidates_tensor_by_tensor(tmp_path, ranks, placement, mode):
+@pytest.mark.parametrize(("ranks", "mode"), [(2, "save-native"), (3, "save-native"), (2, "save-native-zstd")])
+def test_a_checkpoint_dcp_saved_itself_consolidates_tensor_by_tensor(jobs, tmp_path, ranks, mode):
     """DCP's own FileSystemWriter at 2 and 3 ranks (`.metadata` and `__R_0.distcp`), and with
     its ZStandard storage extension: read through the format registry as its whole tensors,
     and consolidated into one safetensors file equal, tensor by tensor, to the full state
     dict."""
     import safetensors.torch
 
-    path = tmp_path / "native"
-    assert f"{mode} at" in run(ranks, mode, path, placement)
+    path = jobs[(mode, ranks)]
+    done(jobs[("output", ranks)], mode, path, ranks)
     if mode.endswith("zstd"):
         assert b"stream.zstd/1" in (path / ".metadata").read_bytes()
     assert ztensor_rs.detect(path) == "pytorch-dcp"
@@ -201,16 +241,14 @@ def same_bytes(got: torch.Tensor, want: torch.Tensor, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def hf_saved(tmp_path_factory) -> dict[int, pathlib.Path]:
+def hf_saved(jobs) -> dict[int, pathlib.Path]:
     """The state dict's tensors saved through DCP's ``HuggingFaceStorageWriter`` with
     ``save_distributed``: at 2 ranks (placement "a"), and at 3 (placement "b", its floating
     point tensors) consolidated by torch afterwards (the shards then lie in ``sharded/``)."""
-    root = tmp_path_factory.mktemp("dcp-hf")
     out = {}
-    for ranks, placement, mode in ((2, "a", "save-hf"), (3, "b", "save-hf-consolidated")):
-        path = root / f"{mode}-at-{ranks}"
-        assert f"{mode} at" in run(ranks, mode, path, placement)
-        out[ranks] = path
+    for ranks, mode in ((2, "save-hf"), (3, "save-hf-consolidated")):
+        done(jobs[("output", ranks)], mode, jobs[(mode, ranks)], ranks)
+        out[ranks] = jobs[(mode, ranks)]
     return out
 
 

@@ -96,20 +96,8 @@ def check(loaded: dict, expected: dict, placement: str) -> None:
     assert loaded["opt"] == expected["opt"], loaded["opt"]
 
 
-def main() -> None:
-    mode, path, placement = sys.argv[1:4]
-    state = full_state()
-    if mode == "load-alone":
-        target = emptied(state)
-        dcp.load(target, storage_reader=ZTensorReader(path), no_dist=True)
-        check(target, state, placement)
-        print("checked 1 rank")
-        return
-    dist.init_process_group("gloo")
-    from torch.distributed.device_mesh import init_device_mesh
-
-    world = dist.get_world_size()
-    mesh = init_device_mesh("cpu", (world,))
+def job(mode: str, path: str, placement: str, state: dict, mesh) -> None:
+    """One save or load of the state dict at ``path`` by every rank of the process group."""
     if mode == "save":
         dcp.save(distributed(state, placement, mesh), storage_writer=ZTensorWriter(path, zstd=3, threads=1))
     elif mode == "save-native":
@@ -129,13 +117,51 @@ def main() -> None:
         consolidate = mode == "save-hf-consolidated"
         writer = HuggingFaceStorageWriter(path, save_distributed=True, enable_consolidation=consolidate)
         dcp.save(tensors, storage_writer=writer)
-    else:
+    elif mode == "load":
         target = distributed(emptied(state), placement, mesh)
         dcp.load(target, storage_reader=ZTensorReader(path))
         check(target, state, placement)
-    dist.barrier()
-    if dist.get_rank() == 0:
-        print(f"{mode} at {world} ranks: checked")
+    else:
+        raise ValueError(f"no mode {mode}")
+
+
+def say(line: str) -> None:
+    """``line`` to standard output in one write, whole however the ranks' lines interleave."""
+    sys.stdout.flush()
+    os.write(1, (line.replace("\n", " ") + "\n").encode())
+
+
+def main() -> None:
+    """``load-alone PATH PLACEMENT`` in one process, or under ``torchrun`` any number of
+    ``MODE PATH PLACEMENT`` jobs, one after the other in one process group (a launch costs
+    seconds). Each rank prints a line per job: ``MODE PATH rank R of N: ok`` or ``... failed:
+    WHY``; a job that fails does not stop the next."""
+    state = full_state()
+    if sys.argv[1] == "load-alone":
+        path, placement = sys.argv[2:4]
+        target = emptied(state)
+        dcp.load(target, storage_reader=ZTensorReader(path), no_dist=True)
+        check(target, state, placement)
+        print("checked 1 rank")
+        return
+    dist.init_process_group("gloo")
+    from torch.distributed.device_mesh import init_device_mesh
+
+    world = dist.get_world_size()
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    mesh = init_device_mesh("cpu", (world,))
+    args = sys.argv[1:]
+    for i in range(0, len(args), 3):
+        mode, path, placement = args[i : i + 3]
+        said = f"{mode} {path} rank {dist.get_rank()} of {world}"
+        try:
+            job(mode, path, placement, state, mesh)
+            dist.barrier()
+            say(f"{said}: ok")
+        except (Exception, CheckpointException) as e:  # noqa: BLE001 - told, and the next job runs
+            say(f"{said}: failed: {type(e).__name__}: {e}")
+            dist.barrier()
     dist.destroy_process_group()
 
 
