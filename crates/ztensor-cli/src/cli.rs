@@ -427,10 +427,12 @@ pub(crate) struct ConvertArgs {
     /// Leave out the objects whose names match this glob (repeatable).
     #[arg(long, value_name = "GLOB")]
     pub(crate) exclude: Vec<String>,
-    /// Carry safetensors tensors of dtypes zTensor has no type for (F4, F6_E2M3, F6_E3M2,
+    /// Carry safetensors tensors of dtypes zTensor 1.x has no type for (F4, F6_E2M3, F6_E3M2,
     /// F8_E8M0) as u8 bytes, their dtype and shape kept in the object attributes
     /// `safetensors.dtype` and `safetensors.shape`; converting back to safetensors restores
-    /// them. Without it such tensors are refused (or left out with --exclude).
+    /// them. Without it they keep their types (f4_e2m1, f6_e2m3, f6_e3m2, f8_e8m0), which
+    /// zTensor 2 and safetensors hold and a zTensor 1.x target refuses (or leave them out with
+    /// --exclude).
     #[arg(long)]
     pub(crate) carry_unknown_dtypes: bool,
     #[command(flatten)]

@@ -166,7 +166,8 @@ pub fn hinted(error: anyhow::Error, refused: Option<ztensor_format::Refused>) ->
             "(--drop-attributes discards them)"
         }
         Some(Refused::Dtype) => {
-            "(--carry-unknown-dtypes carries such tensors as bytes; --exclude NAME leaves one out)"
+            "(--carry-unknown-dtypes carries safetensors tensors of such dtypes as bytes; \
+             --exclude NAME leaves one out)"
         }
         _ => return error,
     };

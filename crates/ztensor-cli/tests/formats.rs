@@ -195,11 +195,15 @@ fn a_streamed_tensor_that_fails_late_leaves_no_output() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-/// A safetensors file with tensors of the microscaling dtypes zTensor has no type for.
+/// A safetensors file (written by the `safetensors` crate) with tensors of the microscaling
+/// dtypes zTensor 1.x has no type for, and one plain tensor.
 pub(crate) fn microscaling(path: &Path) {
     let specs: Vec<Spec> = vec![
         ("scales".into(), Dtype::F8_E8M0, vec![4], vec![127, 128, 126, 130]),
         ("w.f4".into(), Dtype::F4, vec![2, 4], vec![0x12, 0x34, 0x56, 0x78]),
+        // Four FP6 values in three bytes, each dtype.
+        ("w.f6a".into(), Dtype::F6_E2M3, vec![1, 4], vec![0xc1, 0x20, 0x14]),
+        ("w.f6b".into(), Dtype::F6_E3M2, vec![4], vec![0x3f, 0xf0, 0xff]),
         (
             "w".into(),
             Dtype::F32,
@@ -211,45 +215,79 @@ pub(crate) fn microscaling(path: &Path) {
 }
 
 #[test]
-fn safetensors_dtypes_ztensor_lacks_are_valid_and_can_be_carried_or_left_out() {
+fn safetensors_microscaling_dtypes_are_zt2_types_refused_by_1x_or_carried() {
     let d = scratch("microscaling");
     let st = d.join("mx.safetensors");
     microscaling(&st);
-    // Valid safetensors: verify says so, and names the tensors zTensor has no type for.
-    let out = ok(&["verify", arg(&st)]);
-    assert!(out.contains("sound (a safetensors file: 3 tensors"), "{out}");
-    assert!(out.contains("2 tensors are of a dtype zTensor has no type for"), "{out}");
-    assert!(out.contains("scales (F8_E8M0)") && out.contains("w.f4 (F4)"), "{out}");
-    // As JSON too: sound, with the unsupported tensors listed apart from problems.
+    let (want, _) = read_back(&st);
+    // Valid safetensors, every tensor of a type: nothing unsupported.
     let report = json(&ztensor(&["verify", "--json", arg(&st)]));
     assert_eq!(report["sound"], true, "{report}");
-    assert_eq!(report["objects"], 3);
-    assert_eq!(report["unsupported"].as_array().unwrap().len(), 2, "{report}");
-    // Converting is refused by name, with the two ways out.
+    assert_eq!(report["objects"], 5);
+    assert_eq!(report["unsupported"], serde_json::json!([]), "{report}");
+    let info = json(&ztensor(&["info", "--json", arg(&st)]));
+    let types: Vec<String> = ["scales", "w.f4", "w.f6a", "w.f6b"]
+        .iter()
+        .map(|n| {
+            let tensors = info["tensors"].as_array().expect("tensors");
+            let t = tensors.iter().find(|t| t["name"] == *n).unwrap_or_else(|| panic!("{info}"));
+            format!("{} {} {}", t["dtype"], t["shape"], t["bytes"])
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [
+            r#""u8:f8_e8m0" [4] 4"#,
+            r#""u8:f4_e2m1" [2,4] 4"#,
+            r#""u8:f6_e2m3" [1,4] 3"#,
+            r#""u8:f6_e3m2" [4] 3"#
+        ],
+        "{info}"
+    );
+    // zTensor 1.x registers none of them: refused by name, with the ways out.
     let zt = d.join("mx.zt");
     let err = fails(&["convert", arg(&st), arg(&zt)], 1);
-    assert!(err.contains("has no zTensor type"), "{err}");
+    assert!(err.contains("does not register: write zTensor 2 (`--to 2`)"), "{err}");
     assert!(err.contains("--carry-unknown-dtypes") && err.contains("--exclude"), "{err}");
     assert!(!zt.exists());
-    // Left out by name.
-    let out = ok(&["convert", arg(&st), arg(&zt), "--exclude", "scales", "--exclude", "*.f4"]);
+    // zTensor 2 holds each as its own type, its bytes as they were; back to safetensors, the
+    // same dtypes, shapes and bytes (read back by the safetensors crate).
+    let zt2 = d.join("mx2.zt");
+    ok(&["convert", arg(&st), arg(&zt2), "--to", "2"]);
+    assert!(ok(&["verify", arg(&zt2)]).contains("sound"));
+    let back = d.join("back2.safetensors");
+    ok(&["convert", arg(&zt2), arg(&back)]);
+    assert_eq!(read_back(&back).0, want);
+    // Under zstd too.
+    let zt2z = d.join("mx2z.zt");
+    ok(&["convert", arg(&st), arg(&zt2z), "--to", "2", "--zstd", "3"]);
+    assert_eq!(ok(&["cat", arg(&zt2z), "scales"]), ok(&["cat", arg(&st), "scales"]));
+    // The E8M0 scales widen to f32 exactly (2^(e−127)); packed FP4 has no NumPy type here.
+    let scales: serde_json::Value =
+        serde_json::from_str(&ok(&["cat", arg(&st), "scales", "--json"])).unwrap();
+    let values: Vec<f64> =
+        scales["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(values, [1.0, 2.0, 0.5, 8.0], "{scales}");
+    let err = fails(&["cat", arg(&zt2z), "w.f4"], 1);
+    assert!(err.contains("f4_e2m1"), "{err}");
+    // Safetensors to safetensors, as it was.
+    let direct = d.join("direct.safetensors");
+    ok(&["convert", arg(&st), arg(&direct)]);
+    assert_eq!(read_back(&direct).0, want);
+    // Left out by name, into 1.2.
+    let out = ok(&["convert", arg(&st), arg(&zt), "--exclude", "scales", "--exclude", "w.f*"]);
     assert!(out.contains("(zTensor 1.2, 1 object:"), "{out}");
     assert_eq!(ok(&["ls", arg(&zt)]), "w\n");
-    // Carried as bytes, with the dtype and shape recorded; back to safetensors, restored byte
-    // for byte (read back by the safetensors crate).
+    // Carried as bytes into 1.2, with the dtype and shape recorded; back to safetensors,
+    // restored byte for byte.
     ok(&["convert", arg(&st), arg(&zt), "--carry-unknown-dtypes", "--zstd", "3"]);
     let info = json(&ztensor(&["info", "--json", arg(&zt)]));
     let text = info.to_string();
     assert!(text.contains("safetensors.dtype") && text.contains("F8_E8M0"), "{text}");
     let back = d.join("back.safetensors");
     ok(&["convert", arg(&zt), arg(&back)]);
-    let (a, _) = read_back(&st);
-    let (b, _) = read_back(&back);
-    assert_eq!(a, b);
-    // And straight from safetensors to safetensors.
-    let direct = d.join("direct.safetensors");
-    ok(&["convert", arg(&st), arg(&direct), "--carry-unknown-dtypes"]);
-    assert_eq!(read_back(&direct).0, a);
+    assert_eq!(read_back(&back).0, want);
+    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]

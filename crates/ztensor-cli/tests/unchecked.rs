@@ -165,3 +165,44 @@ fn what_cannot_be_read_is_not_sound() {
     assert!(text.contains("not verified, 1 tensor unchecked"), "{text}");
     assert!(text.contains("cannot be read here"), "{text}");
 }
+
+/// An odd count of FP4 values (the last byte's high nibble padding) goes from zTensor 2 to
+/// zTensor 2 as it is; safetensors ends a tensor on a whole byte and zTensor 1.2 has no FP4:
+/// both refuse it by name, leaving nothing behind.
+#[test]
+fn fp4_converts_to_zt2_and_is_refused_where_it_has_no_form() {
+    let d = scratch("unchecked-convert");
+    let (bytes, _, _) = written(false);
+    let path = d.join("fp4.zt");
+    std::fs::write(&path, &bytes).unwrap();
+    let copy = d.join("copy.zt");
+    crate::tools::ok(&[
+        "convert",
+        crate::tools::arg(&path),
+        crate::tools::arg(&copy),
+        "--to",
+        "2",
+        "--zstd",
+        "3",
+    ]);
+    let (report, code) = verify_path(&copy);
+    assert_eq!((code, &report["sound"]), (Some(0), &serde_json::json!(true)), "{report}");
+    let read = ztensor_v2::File::open(std::fs::read(&copy).unwrap(), ztensor_v2::MAX_MANIFEST)
+        .expect("it opens");
+    let data = read.read(0).expect("it reads");
+    assert_eq!(
+        (data.shape.as_slice(), data.components["data"].bytes.as_ref()),
+        (&[5][..], &FP4[..])
+    );
+    let st = d.join("fp4.safetensors");
+    let err =
+        crate::tools::fails(&["convert", crate::tools::arg(&path), crate::tools::arg(&st)], 1);
+    assert!(err.contains("5 elements of dtype F4") && err.contains("whole byte"), "{err}");
+    let one = d.join("fp4-1.zt");
+    let err =
+        crate::tools::fails(&["convert", crate::tools::arg(&path), crate::tools::arg(&one)], 1);
+    assert!(err.contains("f4_e2m1") && err.contains("`--to 2`"), "{err}");
+    assert!(!st.exists() && !one.exists());
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 2, "a temporary was left");
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -88,6 +88,12 @@ pub fn fp8_to_f32(byte: u8, logical: &LogicalType) -> Option<f32> {
         LogicalType::F8E5M2 => fp8(byte, 5, 15, false),
         LogicalType::F8E4M3Fnuz => fp8(byte, 4, 8, true),
         LogicalType::F8E5M2Fnuz => fp8(byte, 5, 16, true),
+        // The E8M0 scale: 2^(byte − 127), 0xFF NaN (2^−127 is an f32 subnormal, exact).
+        t if ztensor_format::MxType::of(t) == Some(ztensor_format::MxType::F8E8M0) => match byte {
+            0xff => f32::NAN,
+            0 => f32::from_bits(1 << 22),
+            e => f32::from_bits(u32::from(e) << 23),
+        },
         _ => return None,
     })
 }

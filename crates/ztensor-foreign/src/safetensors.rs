@@ -28,7 +28,9 @@ use crate::error::{Error, ErrorKind, Result};
 mod types;
 mod write;
 
-pub use types::{CARRIED_DTYPE, CARRIED_SHAPE, MAX_HEADER_LEN, safetensors_dtype, ztensor_type};
+pub use types::{
+    CARRIED_DTYPE, CARRIED_SHAPE, MAX_HEADER_LEN, mx_type, safetensors_dtype, ztensor_type,
+};
 pub use write::SafetensorsSink;
 
 /// One tensor of a safetensors file.
@@ -253,24 +255,26 @@ impl<S: ReadAt> SafetensorsFile<S> {
         self
     }
 
-    /// As a [`TensorSource`], carries tensors of the dtypes zTensor has no type for (`F4`,
+    /// As a [`TensorSource`], carries tensors of the dtypes zTensor 1.x has no type for (`F4`,
     /// `F6_*`, `F8_E8M0`) as flat `u8` objects holding their bytes, with the dtype and shape
     /// recorded in the object attributes `safetensors.dtype` and `safetensors.shape` (an export
-    /// back to safetensors restores them). Without it such tensors are unsupported objects.
+    /// back to safetensors restores them): the way to keep them in a zTensor 1.x file. Without
+    /// it they are `u8` components of their microscaling type ([`ztensor_format::MxType`]), as
+    /// zTensor 2 holds them.
     #[must_use]
     pub fn carry_unknown_dtypes(mut self, carry: bool) -> SafetensorsFile<S> {
         self.carry_unknown = carry;
         self
     }
 
-    /// Whether tensors of dtypes zTensor lacks are carried as bytes.
+    /// Whether tensors of dtypes zTensor 1.x lacks are carried as bytes.
     pub fn carries_unknown(&self) -> bool {
         self.carry_unknown
     }
 
-    /// The tensors whose safetensors dtype zTensor has no type for.
+    /// The tensors whose safetensors dtype zTensor 1.x has no type for.
     pub fn unknown_dtypes(&self) -> impl Iterator<Item = &TensorInfo> {
-        self.tensors.iter().filter(|t| ztensor_type(t.dtype).is_err())
+        self.tensors.iter().filter(|t| carried_as_bytes(t.dtype, true))
     }
 
     /// The source.
@@ -345,6 +349,12 @@ pub fn metadata_attributes(metadata: &BTreeMap<String, String>) -> Option<Attrib
     Attributes::try_from(Value::Map(map.collect())).ok()
 }
 
+/// Whether a tensor of `dtype` is carried as bytes (`carry`: asked to carry what zTensor 1.x
+/// has no type for): a microscaling dtype, or one this crate does not know.
+fn carried_as_bytes(dtype: safetensors::Dtype, carry: bool) -> bool {
+    carry && (mx_type(dtype).is_some() || ztensor_type(dtype).is_err())
+}
+
 /// A safetensors tensor as a zTensor object: dense, one `data` component, raw; a dtype zTensor
 /// lacks is kept by name and marks the object unsupported.
 pub(crate) fn tensor_info<'a>(
@@ -352,15 +362,15 @@ pub(crate) fn tensor_info<'a>(
     location: Option<&'a str>,
     carry: bool,
 ) -> ObjectInfo<'a> {
+    let carried = carried_as_bytes(t.dtype, carry);
     let (dtype, logical_type, unsupported) = match ztensor_type(t.dtype) {
+        _ if carried => (StorageType::from(DType::U8), None, None),
         Ok((d, l)) => (StorageType::from(d), l, None),
-        Err(_) if carry => (StorageType::from(DType::U8), None, None),
         Err(e) => {
             let reason = crate::error::unknown_dtype(e.message(), &t.name);
             (StorageType::Unknown(t.dtype.to_string().into()), None, Some(reason))
         }
     };
-    let carried = carry && ztensor_type(t.dtype).is_err();
     ObjectInfo {
         name: Cow::Borrowed(&t.name),
         shape: if carried { Cow::Owned(vec![t.len]) } else { Cow::Borrowed(&t.shape) },
@@ -386,7 +396,7 @@ pub(crate) fn tensor_data<'a, S: ReadAt>(
     file: &'a SafetensorsFile<S>,
     t: &TensorInfo,
 ) -> ztensor_io::Result<ObjectData<'a>> {
-    let carried = file.carry_unknown && ztensor_type(t.dtype).is_err();
+    let carried = carried_as_bytes(t.dtype, file.carry_unknown);
     let (dtype, logical_type) = if carried {
         (DType::U8, None)
     } else {

@@ -116,7 +116,7 @@ fn metadata_cannot_go_into_v0_1() {
 }
 
 #[test]
-fn microscaling_dtypes_are_refused_by_name() {
+fn microscaling_dtypes_are_refused_by_zt_1x_by_name() {
     let st = safetensors_file(
         &[
             ("ok".into(), Dtype::F32, vec![1], bytes(4, 1)),
@@ -126,10 +126,20 @@ fn microscaling_dtypes_are_refused_by_name() {
     );
     let file = SafetensorsFile::new(&st[..]).unwrap();
     let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    // Read as zTensor 2 holds it (u8 of type f8_e8m0); zTensor 1.2 does not register the type.
+    let info = ztensor_io::TensorSource::info(&file, 1).unwrap();
+    assert_eq!(info.name, "scales");
+    assert!(info.unsupported.is_none());
+    assert_eq!(
+        info.components[0].logical_type,
+        Some(ztensor_format::MxType::F8E8M0.logical_type())
+    );
     let e = sink(&file, &mut w, &WriteOptions::raw(), 1).unwrap_err();
-    assert!(matches!(e.kind(), ztensor_io::ErrorKind::Unsupported(_)), "{e}");
+    use ztensor_format::Verdict;
+    assert_eq!(Verdict::refused(&e), Some(ztensor_format::Refused::Dtype), "{e}");
     let message = e.to_string();
-    assert!(message.contains("\"scales\"") && message.contains("F8_E8M0"), "{message}");
+    assert!(message.contains("\"scales\"") && message.contains("f8_e8m0"), "{message}");
+    assert!(message.contains("write zTensor 2"), "{message}");
 }
 
 #[test]

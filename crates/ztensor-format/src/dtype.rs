@@ -265,6 +265,126 @@ impl fmt::Display for LogicalType {
     }
 }
 
+/// The microscaling element types (OCP MX: FP4 E2M1, FP6 E2M3 and E3M2, the E8M0 scale) that
+/// zTensor 2 and safetensors hold and zTensor 1.x does not register. In the object model they
+/// are a `u8` component of this logical type, its shape counting elements, its bytes as
+/// zTensor 2 and safetensors store them:
+///
+/// - `f8_e8m0` (zTensor 2 registry): one byte an element, the exponent `e` meaning `2^(e−127)`,
+///   `0xFF` NaN.
+/// - `f4_e2m1` (zTensor 2 registry): two elements a byte, the first in the low nibble; an odd
+///   count leaves the last byte's high nibble zero.
+/// - `f6_e2m3`, `f6_e3m2` (not in zTensor 2's registry, named as it names FP4; a logical type
+///   its readers keep without decoding): four elements in three bytes, packed as a stream of
+///   bits from each byte's least significant bit up, element `i` in bits `6i..6i+6`; the bits
+///   past the last element are zero.
+///
+/// The same rule for all: element `i` of `b` bits is bits `b·i..b·(i+1)` of the little-endian
+/// bit stream, which is FP4's low-nibble-first order.
+///
+/// ```
+/// use ztensor_format::{LogicalType, MxType};
+/// let fp4 = MxType::of(&LogicalType::from_name("f4_e2m1")).unwrap();
+/// assert_eq!((fp4.bits(), fp4.stored_len(5), fp4.safetensors_name()), (4, Some(3), "F4"));
+/// assert_eq!(MxType::F6E3M2.stored_len(4), Some(3));
+/// assert_eq!(MxType::of(&LogicalType::F8E4M3Fn), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MxType {
+    /// FP4 E2M1, two a byte.
+    F4E2M1,
+    /// FP6 E2M3, four in three bytes.
+    F6E2M3,
+    /// FP6 E3M2, four in three bytes.
+    F6E3M2,
+    /// The E8M0 scale, one a byte.
+    F8E8M0,
+}
+
+impl MxType {
+    /// Every microscaling type.
+    pub const ALL: [MxType; 4] = [MxType::F4E2M1, MxType::F6E2M3, MxType::F6E3M2, MxType::F8E8M0];
+
+    /// The logical type's name (zTensor 2 `type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MxType::F4E2M1 => "f4_e2m1",
+            MxType::F6E2M3 => "f6_e2m3",
+            MxType::F6E3M2 => "f6_e3m2",
+            MxType::F8E8M0 => "f8_e8m0",
+        }
+    }
+
+    /// The microscaling type named `name`, if it is one.
+    pub fn from_name(name: &str) -> Option<MxType> {
+        MxType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The microscaling type logical type `t` names, if it names one.
+    pub fn of(t: &LogicalType) -> Option<MxType> {
+        match t {
+            LogicalType::Unknown(name) => MxType::from_name(name),
+            _ => None,
+        }
+    }
+
+    /// This type as a logical type of the object model.
+    pub fn logical_type(self) -> LogicalType {
+        LogicalType::Unknown(self.name().into())
+    }
+
+    /// Bits an element.
+    pub fn bits(self) -> u64 {
+        match self {
+            MxType::F4E2M1 => 4,
+            MxType::F6E2M3 | MxType::F6E3M2 => 6,
+            MxType::F8E8M0 => 8,
+        }
+    }
+
+    /// The bytes `n` elements take (`None` on overflow).
+    pub fn stored_len(self, n: u64) -> Option<u64> {
+        Some(n.checked_mul(self.bits())?.div_ceil(8))
+    }
+
+    /// The safetensors dtype that stores this type the same way.
+    pub fn safetensors_name(self) -> &'static str {
+        match self {
+            MxType::F4E2M1 => "F4",
+            MxType::F6E2M3 => "F6_E2M3",
+            MxType::F6E3M2 => "F6_E3M2",
+            MxType::F8E8M0 => "F8_E8M0",
+        }
+    }
+
+    /// What the type is, in words, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            MxType::F4E2M1 => "FP4, two elements a byte",
+            MxType::F6E2M3 | MxType::F6E3M2 => "FP6, four elements in three bytes",
+            MxType::F8E8M0 => "the E8M0 scale exponent",
+        }
+    }
+}
+
+/// The bytes a dense tensor of `n` elements of storage type `dtype` and logical type
+/// `logical` takes, as every writer and in-memory source counts them: `n` times the storage
+/// width times the logical type's ratio (two for complex), or for a microscaling type on `u8`
+/// its packed length ([`MxType::stored_len`]). `None` on overflow.
+///
+/// ```
+/// use ztensor_format::{DType, LogicalType, MxType, dense_len};
+/// assert_eq!(dense_len(DType::F32, Some(&LogicalType::Complex64), 3), Some(24));
+/// assert_eq!(dense_len(DType::U8, Some(&MxType::F4E2M1.logical_type()), 5), Some(3));
+/// assert_eq!(dense_len(DType::BF16, None, 4), Some(8));
+/// ```
+pub fn dense_len(dtype: DType, logical: Option<&LogicalType>, n: u64) -> Option<u64> {
+    match logical.and_then(MxType::of) {
+        Some(mx) if dtype == DType::U8 => mx.stored_len(n),
+        _ => n.checked_mul(dtype.size())?.checked_mul(logical.map_or(1, LogicalType::ratio)),
+    }
+}
+
 /// The zTensor storage and logical types of a PyTorch dtype, by the name torch gives it
 /// (`bfloat16`, `float8_e4m3fn`): the one table every reader of PyTorch's files (checkpoints,
 /// Distributed Checkpoints) goes by. `None` for a dtype zTensor has no type for (`complex32`,

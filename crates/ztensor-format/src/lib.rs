@@ -80,7 +80,9 @@ pub mod role {
 pub use crate::attributes::{Attributes, ValueRef};
 pub use crate::builder::ManifestBuilder;
 pub use crate::digest::{Digest, DigestAlgorithm, to_hex};
-pub use crate::dtype::{DType, LogicalType, StorageType, torch_dtype, torch_name};
+pub use crate::dtype::{
+    DType, LogicalType, MxType, StorageType, dense_len, torch_dtype, torch_name,
+};
 pub use crate::error::{Error, ErrorKind, Failure, Layer, Refused, Result, Verdict};
 pub use crate::framing::{
     CUT_SHORT_HINT, Container, HEADER_LEN, MAGIC_V0_1, MAGIC_V1, ManifestLocation,

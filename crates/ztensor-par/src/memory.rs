@@ -4,7 +4,9 @@
 
 use std::borrow::Cow;
 
-use ztensor_format::{Attributes, Encoding, ErrorKind as Rule, Format, StorageType, role};
+use ztensor_format::{
+    Attributes, Encoding, ErrorKind as Rule, Format, LogicalType, StorageType, role,
+};
 use ztensor_io::{
     ComponentData, ComponentInfo, Error, ObjectData, ObjectInfo, Result, TensorSource,
 };
@@ -43,15 +45,17 @@ impl<'a> InMemory<'a> {
     /// `shape_overflow` or `dense_size_mismatch`, naming the tensor.
     pub fn new(tensors: &'a [Tensor<'a>], attributes: Option<Attributes>) -> Result<InMemory<'a>> {
         for t in tensors {
-            let expected =
-                t.shape.iter().try_fold(t.dtype.size(), |n, &d| n.checked_mul(d)).ok_or_else(
-                    || {
-                        ztensor_format::Error::new(
-                            Rule::ShapeOverflow,
-                            format!("tensor {:?}: shape {:?} overflows", t.name, t.shape),
-                        )
-                    },
-                )?;
+            let expected = t
+                .shape
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .and_then(|n| ztensor_format::dense_len(t.dtype, t.logical_type.as_ref(), n))
+                .ok_or_else(|| {
+                    ztensor_format::Error::new(
+                        Rule::ShapeOverflow,
+                        format!("tensor {:?}: shape {:?} overflows", t.name, t.shape),
+                    )
+                })?;
             if expected != t.data.len() as u64 {
                 return Err(Error::from(ztensor_format::Error::new(
                     Rule::DenseSizeMismatch,
@@ -60,7 +64,7 @@ impl<'a> InMemory<'a> {
                         t.name,
                         t.data.len(),
                         t.shape,
-                        t.dtype.name()
+                        t.logical_type.as_ref().map_or(t.dtype.name(), LogicalType::name)
                     ),
                 )));
             }

@@ -517,3 +517,16 @@ def test_pytorch_code_in_a_pickle_is_refused_by_name():
     assert "system" in str(e.value) and "executes nothing" in str(e.value)
     with pytest.raises(ztensor_rs.FormatError):
         ztensor_rs.load(path.read_bytes())
+
+
+@pytest.mark.parametrize("version", ["1.2", "2"])
+def test_complex_arrays_save_to_every_version_with_a_complex_type(tmp_path, version):
+    """A complex element is two storage elements: every writer counts its bytes so (zTensor 2
+    from NumPy counted one, and refused the array)."""
+    values = {"c64": (np.arange(6, dtype=np.float32) + 1j).astype(np.complex64).reshape(2, 3), "c128": np.array([1 - 2j, 3j])}
+    path = tmp_path / "complex.zt"
+    ztensor_rs.save_file(values, path, version=version)
+    back = ztensor_rs.load_file(path)
+    for name, want in values.items():
+        assert back[name].dtype == want.dtype and back[name].shape == want.shape
+        assert np.array_equal(back[name], want), name

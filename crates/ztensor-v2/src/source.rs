@@ -3,9 +3,10 @@
 //!
 //! Objects map as [`crate::model`] says: `dense`, CSR and COO (64-bit indices) to their 1.2
 //! formats, other layouts carried under their id (read structurally), parts to components of
-//! the same roles; `bool` becomes the 1.2 `bool` type, other logical types keep their names. A
-//! dense packed FP4 tensor (two values a byte) has no 1.2 form. Encodings this reader does not
-//! decode and parts in shards are listed, with the reason they cannot be read.
+//! the same roles; `bool` becomes the 1.2 `bool` type, other logical types keep their names (a
+//! dense `f4_e2m1` tensor is its packed bytes, two values a byte, as
+//! [`ztensor_format::MxType`] says; a zTensor 1.x writer refuses it). Encodings this reader does
+//! not decode and parts in shards are listed, with the reason they cannot be read.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -54,17 +55,6 @@ fn unsupported(
                 );
             }
         }
-    }
-    if &*o.layout == "dense"
-        && let Some(data) = o.parts.get("data")
-        && data.logical.as_deref() == Some("f4_e2m1")
-    {
-        return reason(
-            Rule1::LogicalTypeMismatch,
-            "a dense f4_e2m1 tensor packs two values per byte, and a 1.2 dense tensor holds one \
-             per byte"
-                .into(),
-        );
     }
     None
 }

@@ -2,7 +2,7 @@
 //! dtype zTensor lacks.
 
 use safetensors::Dtype;
-use ztensor_format::{DType, LogicalType};
+use ztensor_format::{DType, LogicalType, MxType};
 use ztensor_io::ObjectInfo;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -10,12 +10,22 @@ use crate::error::{Error, ErrorKind, Result};
 /// The largest header accepted, the `safetensors` crate's own limit.
 pub const MAX_HEADER_LEN: u64 = 100_000_000;
 
-/// The zTensor storage type and logical type that hold a safetensors dtype byte for byte.
+/// The microscaling type a safetensors dtype is (`F4`, `F6_E2M3`, `F6_E3M2`, `F8_E8M0`): stored
+/// as zTensor 2 stores it, and registered by no zTensor 1.x.
+pub fn mx_type(dtype: Dtype) -> Option<MxType> {
+    MxType::ALL.into_iter().find(|t| t.safetensors_name() == dtype.to_string())
+}
+
+/// The zTensor storage type and logical type that hold a safetensors dtype byte for byte: the
+/// microscaling dtypes are `u8` of their [`MxType`] (zTensor 2's types; a zTensor 1.x writer
+/// refuses them).
 ///
 /// # Errors
-/// [`ErrorKind::Unrepresentable`] for the microscaling dtypes (`F4`, `F6_*`, `F8_E8M0`), which
-/// zTensor 1.2 has no logical type for.
+/// [`ErrorKind::Unrepresentable`] for a dtype this crate does not know.
 pub fn ztensor_type(dtype: Dtype) -> Result<(DType, Option<LogicalType>)> {
+    if let Some(mx) = mx_type(dtype) {
+        return Ok((DType::U8, Some(mx.logical_type())));
+    }
     Ok(match dtype {
         Dtype::BOOL => (DType::Bool, None),
         Dtype::U8 => (DType::U8, None),
@@ -51,6 +61,11 @@ pub fn ztensor_type(dtype: Dtype) -> Result<(DType, Option<LogicalType>)> {
 pub fn safetensors_dtype(dtype: DType, logical: Option<&LogicalType>) -> Result<Dtype> {
     let unrepresentable =
         |what: String| Error::new(ErrorKind::Unrepresentable, format!("safetensors has no {what}"));
+    if let (DType::U8, Some(mx)) = (dtype, logical.and_then(MxType::of)) {
+        let name = mx.safetensors_name();
+        return serde_json::from_value(serde_json::Value::String(name.to_owned()))
+            .map_err(|_| unrepresentable(format!("dtype {name}")));
+    }
     Ok(match (dtype, logical) {
         (DType::Bool, None) => Dtype::BOOL,
         (DType::U8, None) => Dtype::U8,

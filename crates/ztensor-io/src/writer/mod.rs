@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use ztensor_format::{
     Attributes, Component, DType, Encoding, Error as FormatError, ErrorKind as Rule, Format,
-    LogicalType, Manifest, ManifestBuilder, Object, OffsetAllocator, Version, element_count,
+    LogicalType, Manifest, ManifestBuilder, MxType, Object, OffsetAllocator, Version,
+    element_count,
 };
 
 use crate::codec::{Hasher, zstd_encode};
@@ -700,6 +701,17 @@ fn check_logical(version: Version, t: &LogicalType, dtype: DType) -> Result<(), 
             format!("logical type {t} needs dtype {need}"),
         )
         .expected_found(need, dtype));
+    }
+    if let Some(mx) = MxType::of(t) {
+        return Err(FormatError::new(
+            Rule::Unrepresentable,
+            format!(
+                "{t} ({}) is an element type of zTensor 2 that zTensor {version} does not \
+                 register: write zTensor 2 (`--to 2`)",
+                mx.describe()
+            ),
+        )
+        .refusing(ztensor_format::Refused::Dtype));
     }
     match version {
         Version::V0_1 => Err(unrepresentable("v0.1 has no logical types")),

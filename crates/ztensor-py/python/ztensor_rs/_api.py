@@ -37,7 +37,34 @@ _ML_DTYPES_NAMES = {
     "f8_e5m2": "float8_e5m2",
     "f8_e4m3fnuz": "float8_e4m3fnuz",
     "f8_e5m2fnuz": "float8_e5m2fnuz",
+    "f8_e8m0": "float8_e8m0fnu",
 }
+
+# The packed microscaling types (the bits an element: element i is bits b*i..b*(i+1) of the
+# little-endian bit stream, so FP4's first element is the low nibble) and the ml_dtypes type
+# that holds one element a byte, in its low bits.
+_PACKED = {
+    "f4_e2m1": (4, "float4_e2m1fn"),
+    "f6_e2m3": (6, "float6_e2m3fn"),
+    "f6_e3m2": (6, "float6_e3m2fn"),
+}
+
+
+def _unpacked(bits: int, data: Any, count: int) -> np.ndarray:
+    """``count`` elements of ``bits`` bits each, one a byte, from the packed bytes ``data``."""
+    packed = np.frombuffer(data, dtype=np.uint8)
+    if packed.size * 8 < count * bits:
+        raise FormatError(f"{packed.size} bytes hold fewer than {count} elements of {bits} bits")
+    stream = np.unpackbits(packed, bitorder="little")[: count * bits].reshape(count, bits)
+    return np.packbits(stream, axis=1, bitorder="little").reshape(count)
+
+
+def _packed(bits: int, codes: np.ndarray) -> np.ndarray:
+    """The elements ``codes`` (one a byte, in its low ``bits`` bits) packed as ``_unpacked``
+    reads them, the bits past the last element zero."""
+    flat = np.ascontiguousarray(codes.reshape(-1)).view(np.uint8)
+    stream = np.unpackbits(flat.reshape(-1, 1), axis=1, bitorder="little")[:, :bits]
+    return np.packbits(stream.reshape(-1), bitorder="little")
 
 
 def _ml_dtypes() -> Any:
@@ -69,7 +96,15 @@ def _np_dtype(dtype: str, logical: Optional[str]) -> np.dtype:
 
 def _array(dtype: str, logical: Optional[str], data: Any, shape: Tuple[int, ...]) -> np.ndarray:
     """A read-only array over ``data`` (no copy), shaped ``shape`` when the element count
-    fits, else one-dimensional."""
+    fits, else one-dimensional. Packed microscaling elements (FP4, FP6) are unpacked, one a
+    byte, into ml_dtypes' type when it is installed (a copy); else their bytes, one-dimensional."""
+    if logical in _PACKED and dtype == "u8":
+        bits, name = _PACKED[logical]
+        ml = _ml_dtypes()
+        count = math.prod(shape)
+        if ml is not None and hasattr(ml, name) and count * bits <= len(data) * 8 < count * bits + 8:
+            return _unpacked(bits, data, count).view(getattr(ml, name)).reshape(shape)
+        return np.frombuffer(data, dtype=np.uint8)
     target = _np_dtype(dtype, logical)
     array = np.frombuffer(data, dtype=target)
     try:
@@ -461,6 +496,10 @@ _FROM_NUMPY = {
 
 _FROM_ML_DTYPES = {
     "bfloat16": ("bf16", None),
+    "float8_e8m0fnu": ("u8", "f8_e8m0"),
+    "float4_e2m1fn": ("u8", "f4_e2m1"),
+    "float6_e2m3fn": ("u8", "f6_e2m3"),
+    "float6_e3m2fn": ("u8", "f6_e3m2"),
     "float8_e4m3fn": ("u8", "f8_e4m3fn"),
     "float8_e5m2": ("u8", "f8_e5m2"),
     "float8_e4m3fnuz": ("u8", "f8_e4m3fnuz"),
@@ -473,6 +512,10 @@ _FROM_TORCH = {
     "float8_e5m2": ("u8", "f8_e5m2", "uint8"),
     "float8_e4m3fnuz": ("u8", "f8_e4m3fnuz", "uint8"),
     "float8_e5m2fnuz": ("u8", "f8_e5m2fnuz", "uint8"),
+    "float8_e8m0fnu": ("u8", "f8_e8m0", "uint8"),
+    # Two FP4 elements a byte, the first in the low nibble (as zTensor 2 and safetensors hold
+    # them); torch's shape counts bytes, the file's elements.
+    "float4_e2m1fn_x2": ("u8", "f4_e2m1", "uint8"),
 }
 
 
@@ -480,6 +523,7 @@ def _item(name: str, value: Any) -> Tuple[str, str, Optional[str], List[int], me
     if not isinstance(name, str):
         raise TypeError(f"tensor names are str, not {type(name).__name__}")
     special: Optional[Tuple[str, Optional[str]]] = None
+    shape: Optional[List[int]] = None
     if hasattr(value, "detach") and hasattr(value, "cpu") and hasattr(value, "numpy"):
         # A PyTorch tensor: its bytes, through a same-width integer view where NumPy has no
         # dtype for it.
@@ -489,12 +533,20 @@ def _item(name: str, value: Any) -> Tuple[str, str, Optional[str], List[int], me
             dtype, logical, view = _FROM_TORCH[torch_name]
             import torch  # type: ignore[import-not-found]
 
+            if logical == "f4_e2m1":
+                if tensor.dim() == 0:
+                    raise FormatError(f"tensor {name!r}: a float4_e2m1fn_x2 tensor of no dimensions has no element count")
+                shape = [int(d) for d in tensor.shape[:-1]] + [2 * int(tensor.shape[-1])]
             tensor = tensor.view(getattr(torch, view))
             special = (dtype, logical)
         value = tensor.numpy()
     array = np.asarray(value)
     if special is None and array.dtype.name in _FROM_ML_DTYPES:
         special = _FROM_ML_DTYPES[array.dtype.name]
+        if special[1] in _PACKED:
+            # One element a byte in ml_dtypes: packed as the file holds them.
+            shape = [int(d) for d in array.shape]
+            array = _packed(_PACKED[special[1]][0], np.asarray(array, order="C"))
     if special is None:
         key = (array.dtype.kind, array.dtype.itemsize)
         if key not in _FROM_NUMPY:
@@ -505,7 +557,7 @@ def _item(name: str, value: Any) -> Tuple[str, str, Optional[str], List[int], me
     dtype, logical = special
     array = np.asarray(array, order="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
     data = memoryview(array.reshape(-1).view(np.uint8))
-    return (name, dtype, logical, [int(d) for d in array.shape], data)
+    return (name, dtype, logical, shape if shape is not None else [int(d) for d in array.shape], data)
 
 
 def _items(tensors: Mapping[str, Any]) -> List[Tuple[str, str, Optional[str], List[int], memoryview]]:

@@ -61,6 +61,9 @@ for _logical, _name in (
     ("f8_e5m2", "float8_e5m2"),
     ("f8_e4m3fnuz", "float8_e4m3fnuz"),
     ("f8_e5m2fnuz", "float8_e5m2fnuz"),
+    ("f8_e8m0", "float8_e8m0fnu"),
+    # Two elements a byte, the first in the low nibble: the file's bytes as they are.
+    ("f4_e2m1", "float4_e2m1fn_x2"),
 ):
     if hasattr(torch, _name):
         _DTYPES[("u8", _logical)] = getattr(torch, _name)
@@ -137,6 +140,14 @@ def _tensor(dtype: str, logical: Optional[str], data: "_native.Bytes", shape: Op
     numel = 1
     for d in shape or ():
         numel *= d
+    if logical == "f4_e2m1" and shape is not None and target.itemsize == 1:
+        # torch counts FP4 pairs: the last dimension halves, when each row is whole bytes.
+        if len(shape) == 0 or shape[-1] % 2 or (numel + 1) // 2 != count:
+            raise UnsupportedError(
+                f"an f4_e2m1 tensor of shape {list(shape)} has no float4_e2m1fn_x2 form (it needs an even last dimension)"
+            )
+        shape = tuple(shape[:-1]) + (shape[-1] // 2,)
+        numel = count
     if shape is None or numel != count:
         # One-dimensional: a component other than dense data, or a logical type whose
         # elements span several stored ones (shaped by storage).
