@@ -45,6 +45,7 @@ const SEED_DIRS: &[&str] = &[
     "external/ztensor2/reject",
     "external/dcp/native",
     "external/dcp/native-zstd",
+    "external/safetensors",
 ];
 
 /// Runs every fuzz target (or those in `only`) over its kept corpus, regressions and seeds,

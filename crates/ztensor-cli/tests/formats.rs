@@ -290,6 +290,43 @@ fn safetensors_microscaling_dtypes_are_zt2_types_refused_by_1x_or_carried() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// The file `safetensors.torch` wrote (`fixtures/external/safetensors/make.py`): FP4 pairs and
+/// E8M0 scales go to zTensor 2 and back as they were, their types named, the scales widened
+/// exactly.
+#[test]
+fn a_microscaling_file_torch_wrote_goes_through_zt2_unchanged() {
+    let d = scratch("microscaling-torch");
+    let st = &crate::root().join("fixtures/external/safetensors/microscaling.safetensors");
+    let (want, metadata) = read_back(st);
+    assert_eq!(want["layer.weight"].0, Dtype::F4);
+    assert_eq!(want["layer.weight"].1, [4, 64]);
+    let info = ok(&["info", arg(st)]);
+    assert!(info.contains("u8:f4_e2m1   [4, 64]") && info.contains("u8:f8_e8m0   [8]"), "{info}");
+    let zt2 = d.join("mx.zt");
+    ok(&["convert", arg(st), arg(&zt2), "--to", "2", "--zstd", "3"]);
+    assert!(ok(&["verify", arg(&zt2)]).contains("sound"));
+    let back = d.join("back.safetensors");
+    ok(&["convert", arg(&zt2), arg(&back)]);
+    assert_eq!(read_back(&back), (want, metadata));
+    let scales: serde_json::Value =
+        serde_json::from_str(&ok(&["cat", arg(&zt2), "layer.weight_scale", "--json"])).unwrap();
+    // Each byte e is 2^(e-127); 255 is NaN, printed as a string (JSON has no NaN).
+    let got = scales["values"].as_array().unwrap();
+    for (value, e) in got.iter().zip([127, 128, 126, 130, 0, 254, 255, 120]) {
+        match e {
+            255 => assert_eq!(value, "NaN", "{scales}"),
+            // Printed as the shortest text that reads back as the same f32.
+            e => assert_eq!(
+                value.as_f64().map(|v| v as f32),
+                Some(2f64.powi(e - 127) as f32),
+                "{e}: {scales}"
+            ),
+        }
+    }
+    assert_eq!(got.len(), 8);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 #[test]
 fn append_takes_every_input_format() {
     // TensorBuffers too, through the tensor-source interface (it was refused before).

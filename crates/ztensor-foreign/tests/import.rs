@@ -186,6 +186,26 @@ fn malformed_files_are_clear_errors() {
     }
 }
 
+/// Headers that lie about a packed microscaling tensor (an element count that ends inside a
+/// byte, a span that is not what the count takes, a count past 2^64 bits) are refused when
+/// the file opens, naming the tensor.
+#[test]
+fn microscaling_headers_that_lie_are_refused() {
+    let cases: [(&str, Vec<i64>, (i64, i64), &str); 4] = [
+        ("F4", vec![3], (0, 2), "shape [3] of F4 needs 12 bits, but its data offsets span 2 bytes"),
+        ("F6_E2M3", vec![4], (0, 4), "needs 24 bits, but its data offsets span 4 bytes"),
+        ("F6_E3M2", vec![1, 2], (0, 2), "needs 12 bits"),
+        ("F4", vec![1 << 62, 4], (0, 2), "its size overflows"),
+    ];
+    for (dtype, shape, span, message) in cases {
+        let data = usize::try_from(span.1).unwrap();
+        let bytes = with_header(&[("t".into(), dtype, shape, span)], false, data);
+        let e = SafetensorsFile::new(&bytes[..]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Malformed, "{dtype}");
+        assert!(e.to_string().contains(message) && e.to_string().contains("\"t\""), "{e}");
+    }
+}
+
 /// A header entry as written: name, dtype name, shape, data offsets (any values JSON holds).
 type HeaderEntry<'a> = (String, &'a str, Vec<i64>, (i64, i64));
 

@@ -2,7 +2,8 @@
 //! decoded bytes; what it cannot express is refused, naming the object.
 
 use ztensor_format::{
-    DType, DigestAlgorithm, ErrorKind as Rule, Format, LogicalType, Options, Version, text_map,
+    DType, DigestAlgorithm, ErrorKind as Rule, Format, LogicalType, MxType, Options, Version,
+    text_map,
 };
 use ztensor_io::{
     ComponentSpec, Coo, CopyOptions, Csr, DigestChoice, Reader, WriteOptions, Writer, copy_all,
@@ -375,4 +376,35 @@ fn read_each_at_hands_on_the_bytes_in_order_a_piece_at_a_time() {
         .unwrap_err();
     assert!(e.to_string().contains("a bad sector"), "{e}");
     assert!(got == data[..2_000]);
+}
+
+/// A 1.x writer takes a microscaling logical type as any unknown one, one byte an element (the
+/// 1.2 file it writes is valid); the same type's packed form (zTensor 2's FP4: five values in
+/// three bytes) has no 1.x form, and is refused naming zTensor 2 rather than as a size error.
+#[test]
+fn microscaling_types_one_byte_an_element_are_written_and_packed_ones_refused() {
+    for mx in MxType::ALL {
+        let t = mx.logical_type();
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let spec =
+            ComponentSpec { role: "data", dtype: DType::U8, logical_type: Some(&t), data: &[1; 5] };
+        w.add_object("one_a_byte", &[5], Format::Dense, None, &[spec], &WriteOptions::raw())
+            .unwrap();
+        let file = w.finish().unwrap().0;
+        let back = Reader::new(&file[..], &Options::default()).unwrap();
+        let o = back.manifest().objects().next().unwrap();
+        assert_eq!(o.object().components["data"].logical_type, Some(t.clone()));
+        if mx.bits() == 8 {
+            continue;
+        }
+        let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+        let packed = vec![0u8; usize::try_from(mx.stored_len(5).unwrap()).unwrap()];
+        let spec =
+            ComponentSpec { role: "data", dtype: DType::U8, logical_type: Some(&t), data: &packed };
+        let err = w
+            .add_object("packed", &[5], Format::Dense, None, &[spec], &WriteOptions::raw())
+            .unwrap_err();
+        assert_eq!(err.rule(), Some(Rule::Unrepresentable), "{err}");
+        assert!(err.to_string().contains("write zTensor 2"), "{err}");
+    }
 }

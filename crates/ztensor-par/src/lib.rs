@@ -198,6 +198,14 @@ pub fn write_tensors<W: Write>(
     par: &ParOptions,
     progress: &dyn Progress,
 ) -> Result<Stats> {
+    for t in tensors {
+        if let Some(t2) = t.logical_type.as_ref()
+            && let Some(refused) =
+                zt2_only(writer.version(), t.name, t2, t.shape, Some(t.data.len() as u64))
+        {
+            return Err(refused);
+        }
+    }
     let items = tensors.iter().map(|t| {
         let len = t.data.len() as u64;
         let object = template(t.name, t.shape, t.attributes.as_ref());
@@ -205,6 +213,40 @@ pub fn write_tensors<W: Write>(
         stream::<W>(object, t.dtype, t.logical_type.clone(), len, input, options)
     });
     run::<&[u8], W>(None, items, writer, par, progress)
+}
+
+/// Why a conversion into a zTensor 1.x file refuses dense data of logical type `t`, shaped
+/// `shape`, of `len` bytes, when it does: data of a microscaling type in the form zTensor 2 and
+/// safetensors store it ([`ztensor_format::MxType`]: FP4, FP6, the E8M0 scale), which no zTensor
+/// 1.x registers. (A 1.x writer takes an unknown logical type one byte an element, as the format
+/// allows; a conversion does not give a 1.x file types its readers would see only as bytes.
+/// Data whose length is not the microscaling form, such as a 1.x file's own `f4_e2m1` of one
+/// value a byte, is another type of the same name, and passes.)
+pub(crate) fn zt2_only(
+    version: ztensor_format::Version,
+    object: &str,
+    t: &ztensor_format::LogicalType,
+    shape: &[u64],
+    len: Option<u64>,
+) -> Option<ztensor_io::Error> {
+    let mx = ztensor_format::MxType::of(t)?;
+    let count = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+    if len.is_none() || count.and_then(|n| mx.stored_len(n)) != len {
+        return None;
+    }
+    Some(ztensor_io::Error::from(
+        ztensor_format::Error::new(
+            ztensor_format::ErrorKind::Unrepresentable,
+            format!(
+                "{} ({}) is an element type of zTensor 2 that zTensor {version} does not \
+                 register: write zTensor 2 (`--to 2`)",
+                mx.name(),
+                mx.describe()
+            ),
+        )
+        .refusing(ztensor_format::Refused::Dtype)
+        .in_object(object),
+    ))
 }
 
 /// A dense object without components yet, borrowing its parts: what a streamed item fills in.

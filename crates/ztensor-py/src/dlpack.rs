@@ -53,6 +53,9 @@ fn element(dtype: DType, logical: Option<&LogicalType>) -> (DLDataType, u64) {
         Some(LogicalType::F8E5M2Fnuz) => return scalar(C::FLOAT8_E5M2FNUZ, 8),
         Some(LogicalType::Complex64) => return scalar(C::COMPLEX, 64),
         Some(LogicalType::Complex128) => return scalar(C::COMPLEX, 128),
+        Some(t) if ztensor_format::MxType::of(t) == Some(ztensor_format::MxType::F8E8M0) => {
+            return scalar(C::FLOAT8_E8M0FNU, 8);
+        }
         // A logical type this package does not know is read as its storage type, as the
         // format allows.
         Some(LogicalType::Unknown(_)) | None => {}

@@ -146,3 +146,21 @@ def test_zt_1_2_refuses_them_naming_zt_2(torch_written, tmp_path):
     with pytest.raises(ztensor_rs.ZTensorError, match=r"f8_e8m0 .* write zTensor 2"):
         zt_torch.save_file({"scales": tensors["scales"]}, target)
     assert not target.exists()
+
+
+def test_dlpack_consumers_take_e8m0_and_packed_fp4_is_refused_not_misread(torch_written, tmp_path):
+    """DLPack 1.1's FLOAT8_E8M0FNU: torch and JAX take the scales with their own type, at the
+    file's bytes. Packed FP4 (a DLPack 4-bit type no consumer here takes) is refused by name,
+    never exported as more bytes than there are."""
+    import jax.numpy as jnp
+
+    path, tensors = torch_written
+    zt = tmp_path / "mx.zt"
+    ztensor_rs.convert(path, zt, to="2")
+    with ztensor_rs.safe_open(zt) as f:
+        scales = f.get_object("scales")
+        taken = torch.from_dlpack(scales)
+        same(taken, tensors["scales"], "scales")
+        assert str(jnp.from_dlpack(f.get_object("scales")).dtype) == "float8_e8m0fnu"
+        with pytest.raises(BufferError, match="do not hold a tensor of shape"):
+            torch.from_dlpack(f.get_object("w"))

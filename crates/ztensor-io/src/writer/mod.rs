@@ -246,6 +246,29 @@ impl<W: Write> Writer<W> {
                 check_logical(version, t, spec.dtype)
                     .map_err(|e| e.in_object(name).in_component(spec.role))?;
             }
+            // A microscaling type in its packed form (zTensor 2's FP4 and FP6, fewer bytes
+            // than elements): zTensor 1.x holds unknown logical types one storage element an
+            // element, so it has no form for these bytes.
+            if let Some(mx) = spec.logical_type.and_then(MxType::of)
+                && *format == Format::Dense
+                && spec.role == "data"
+                && mx.bits() < 8
+                && spec.len != count
+                && Some(spec.len) == mx.stored_len(count)
+            {
+                return Err(FormatError::new(
+                    Rule::Unrepresentable,
+                    format!(
+                        "packed {} ({}) has no zTensor {version} form (an unknown logical type is \
+                         one byte an element there): write zTensor 2 (`--to 2`)",
+                        mx.name(),
+                        mx.describe()
+                    ),
+                )
+                .refusing(ztensor_format::Refused::Dtype)
+                .in_object(name)
+                .into());
+            }
             let size = spec.dtype.size() * spec.logical_type.map_or(1, LogicalType::ratio);
             if !(spec.len).is_multiple_of(size) {
                 return Err(FormatError::new(
@@ -701,17 +724,6 @@ fn check_logical(version: Version, t: &LogicalType, dtype: DType) -> Result<(), 
             format!("logical type {t} needs dtype {need}"),
         )
         .expected_found(need, dtype));
-    }
-    if let Some(mx) = MxType::of(t) {
-        return Err(FormatError::new(
-            Rule::Unrepresentable,
-            format!(
-                "{t} ({}) is an element type of zTensor 2 that zTensor {version} does not \
-                 register: write zTensor 2 (`--to 2`)",
-                mx.describe()
-            ),
-        )
-        .refusing(ztensor_format::Refused::Dtype));
     }
     match version {
         Version::V0_1 => Err(unrepresentable("v0.1 has no logical types")),
