@@ -73,10 +73,10 @@ pub(crate) fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
     let at_once = std::thread::available_parallelism().map_or(1, usize::from);
     let logs = project_root().join("target/fuzz-new");
     let mut waiting = targets.iter();
-    let mut running: Vec<(&String, std::process::Child, PathBuf, Instant)> = Vec::new();
+    let mut running = Running(Vec::new());
     let mut failed = Vec::new();
     loop {
-        while running.len() < at_once {
+        while running.0.len() < at_once {
             let Some(target) = waiting.next() else { break };
             let scratch = fresh(&logs.join(target))?;
             let log = logs.join(format!("{target}.log"));
@@ -93,13 +93,13 @@ pub(crate) fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
                 .stderr(out)
                 .spawn()
                 .context("running cargo fuzz")?;
-            running.push((target, child, log, Instant::now()));
+            running.0.push((target, child, log, Instant::now()));
         }
-        if running.is_empty() {
+        if running.0.is_empty() {
             break;
         }
         let mut finished = None;
-        for (i, (_, child, _, _)) in running.iter_mut().enumerate() {
+        for (i, (_, child, _, _)) in running.0.iter_mut().enumerate() {
             if let Some(status) = child.try_wait()? {
                 finished = Some((i, status));
                 break;
@@ -109,7 +109,7 @@ pub(crate) fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
             std::thread::sleep(std::time::Duration::from_millis(50));
             continue;
         };
-        let (target, _, log, started) = running.swap_remove(i);
+        let (target, _, log, started) = running.0.swap_remove(i);
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let runs = text.lines().rev().find_map(|l| l.strip_prefix("Done ")).unwrap_or("no runs");
         eprintln!("{target}: {runs} ({} s in all)", started.elapsed().as_secs());
@@ -126,6 +126,19 @@ pub(crate) fn fuzz_smoke(seconds: u64, only: &[String]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The fuzz runs under way: those still running when the smoke stops early (an error of its
+/// own) are killed and waited for, not left behind.
+struct Running<'a>(Vec<(&'a String, std::process::Child, PathBuf, Instant)>);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        for (_, child, _, _) in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// `fuzz-campaign [--minutes M] [--jobs J] [TARGET...]`: each target for M minutes in J forked

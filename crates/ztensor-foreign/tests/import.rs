@@ -116,29 +116,45 @@ fn metadata_cannot_go_into_v0_1() {
 }
 
 #[test]
-fn microscaling_dtypes_are_refused_by_zt_1x_by_name() {
+fn packed_microscaling_dtypes_are_refused_by_zt_1x_by_name_and_e8m0_kept() {
     let st = safetensors_file(
         &[
             ("ok".into(), Dtype::F32, vec![1], bytes(4, 1)),
-            ("scales".into(), Dtype::F8_E8M0, vec![4], bytes(4, 0)),
+            ("scales".into(), Dtype::F8_E8M0, vec![4], vec![127, 128, 0, 255]),
+        ],
+        None,
+    );
+    let file = SafetensorsFile::new(&st[..]).unwrap();
+    // Read as zTensor 2 holds it: u8 of type f8_e8m0, one byte an element, which is also what
+    // zTensor 1.2 holds under a type name it does not register: written, and read back so.
+    let info = ztensor_io::TensorSource::info(&file, 1).unwrap();
+    assert_eq!(info.name, "scales");
+    assert!(info.unsupported.is_none());
+    let e8m0 = Some(ztensor_format::MxType::F8E8M0.logical_type());
+    assert_eq!(info.components[0].logical_type, e8m0);
+    let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
+    sink(&file, &mut w, &WriteOptions::raw(), 1).unwrap();
+    let written = w.finish().unwrap().0;
+    let back = ztensor_io::Reader::new(&written[..], &Default::default()).unwrap();
+    use ztensor_io::TensorSource;
+    let scales = back.read(back.find("scales").unwrap()).unwrap();
+    assert_eq!(scales.components["data"].logical_type, e8m0);
+    assert_eq!(scales.components["data"].bytes.as_ref(), [127, 128, 0, 255]);
+    // Packed FP4 (eight values in four bytes) has no 1.x form: refused by name.
+    let st = safetensors_file(
+        &[
+            ("ok".into(), Dtype::F32, vec![1], bytes(4, 1)),
+            ("w".into(), Dtype::F4, vec![2, 4], bytes(4, 0x21)),
         ],
         None,
     );
     let file = SafetensorsFile::new(&st[..]).unwrap();
     let mut w = Writer::new(Vec::new(), Version::V1_2).unwrap();
-    // Read as zTensor 2 holds it (u8 of type f8_e8m0); zTensor 1.2 does not register the type.
-    let info = ztensor_io::TensorSource::info(&file, 1).unwrap();
-    assert_eq!(info.name, "scales");
-    assert!(info.unsupported.is_none());
-    assert_eq!(
-        info.components[0].logical_type,
-        Some(ztensor_format::MxType::F8E8M0.logical_type())
-    );
     let e = sink(&file, &mut w, &WriteOptions::raw(), 1).unwrap_err();
     use ztensor_format::Verdict;
     assert_eq!(Verdict::refused(&e), Some(ztensor_format::Refused::Dtype), "{e}");
     let message = e.to_string();
-    assert!(message.contains("\"scales\"") && message.contains("f8_e8m0"), "{message}");
+    assert!(message.contains("\"w\"") && message.contains("packed f4_e2m1"), "{message}");
     assert!(message.contains("write zTensor 2"), "{message}");
 }
 

@@ -75,11 +75,11 @@ fn pieces_are_the_whole_read_on_files_other_software_wrote() {
 
 #[test]
 fn a_sink_refuses_what_it_cannot_hold_before_writing_anything() {
-    // An F8_E8M0 tensor after a plain one: nothing at all is written, not the first half.
+    // A packed FP4 tensor after a plain one: nothing at all is written, not the first half.
     let f32s: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
     let views = vec![
         ("a", TensorView::new(Dtype::F32, vec![2], &f32s).unwrap()),
-        ("z", TensorView::new(Dtype::F8_E8M0, vec![2], &[127, 128]).unwrap()),
+        ("z", TensorView::new(Dtype::F4, vec![4], &[0x21, 0x43]).unwrap()),
     ];
     let st = safetensors::serialize(views, None).unwrap();
     let file = SafetensorsFile::new(&st[..]).unwrap();

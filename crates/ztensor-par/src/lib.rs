@@ -216,12 +216,12 @@ pub fn write_tensors<W: Write>(
 }
 
 /// Why a conversion into a zTensor 1.x file refuses dense data of logical type `t`, shaped
-/// `shape`, of `len` bytes, when it does: data of a microscaling type in the form zTensor 2 and
-/// safetensors store it ([`ztensor_format::MxType`]: FP4, FP6, the E8M0 scale), which no zTensor
-/// 1.x registers. (A 1.x writer takes an unknown logical type one byte an element, as the format
-/// allows; a conversion does not give a 1.x file types its readers would see only as bytes.
-/// Data whose length is not the microscaling form, such as a 1.x file's own `f4_e2m1` of one
-/// value a byte, is another type of the same name, and passes.)
+/// `shape`, of `len` bytes, when it does: packed microscaling elements ([`ztensor_format::MxType`]
+/// FP4 and FP6, fewer bytes than elements, as zTensor 2 and safetensors store them), which no
+/// zTensor 1.x can hold (it reads a logical type it does not register one storage element an
+/// element). The E8M0 scale, one byte an element, is exactly what 1.x holds under an unknown
+/// type name, and passes; so does data whose length is one byte an element (a 1.x file's own
+/// `f4_e2m1`, say).
 pub(crate) fn zt2_only(
     version: ztensor_format::Version,
     object: &str,
@@ -231,15 +231,19 @@ pub(crate) fn zt2_only(
 ) -> Option<ztensor_io::Error> {
     let mx = ztensor_format::MxType::of(t)?;
     let count = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
-    if len.is_none() || count.and_then(|n| mx.stored_len(n)) != len {
+    if mx.bits() >= 8
+        || len.is_none()
+        || len == count
+        || count.and_then(|n| mx.stored_len(n)) != len
+    {
         return None;
     }
     Some(ztensor_io::Error::from(
         ztensor_format::Error::new(
             ztensor_format::ErrorKind::Unrepresentable,
             format!(
-                "{} ({}) is an element type of zTensor 2 that zTensor {version} does not \
-                 register: write zTensor 2 (`--to 2`)",
+                "packed {} ({}) is an element type of zTensor 2 that zTensor {version} does \
+                 not register: write zTensor 2 (`--to 2`)",
                 mx.name(),
                 mx.describe()
             ),

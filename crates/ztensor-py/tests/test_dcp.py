@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -38,9 +39,17 @@ def launch(ranks: int, jobs: list[tuple[str, pathlib.Path, str]]) -> str:
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", str(WORKER)]
     for mode, path, placement in jobs:
         args += [mode, str(path), placement]
-    out = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
-    return out.stdout
+    # In a session of its own, so a launch that runs out of time is stopped whole (torchrun
+    # and every rank), not torchrun alone.
+    launched = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        stdout, stderr = launched.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(launched.pid, signal.SIGKILL)
+        stdout, stderr = launched.communicate()
+        raise AssertionError("the launch ran past 300 s: " + stdout[-3000:] + stderr[-6000:]) from None
+    assert launched.returncode == 0, stdout[-3000:] + stderr[-6000:]
+    return stdout
 
 
 def done(output: str, mode: str, path: pathlib.Path, ranks: int) -> None:

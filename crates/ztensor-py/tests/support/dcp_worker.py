@@ -13,8 +13,10 @@ torch's consolidation takes each dtype's width from ``torch.finfo``).
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -144,7 +146,8 @@ def main() -> None:
         check(target, state, placement)
         print("checked 1 rank")
         return
-    dist.init_process_group("gloo")
+    # A rank that fails outside DCP's own collectives leaves the others waiting: bounded.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     from torch.distributed.device_mesh import init_device_mesh
 
     world = dist.get_world_size()
@@ -152,6 +155,7 @@ def main() -> None:
 
     mesh = init_device_mesh("cpu", (world,))
     args = sys.argv[1:]
+    failed = 0
     for i in range(0, len(args), 3):
         mode, path, placement = args[i : i + 3]
         said = f"{mode} {path} rank {dist.get_rank()} of {world}"
@@ -161,8 +165,12 @@ def main() -> None:
             say(f"{said}: ok")
         except (Exception, CheckpointException) as e:  # noqa: BLE001 - told, and the next job runs
             say(f"{said}: failed: {type(e).__name__}: {e}")
+            traceback.print_exc()
+            failed += 1
             dist.barrier()
     dist.destroy_process_group()
+    # Every job ran; the launch still fails when one did not go through.
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
