@@ -151,6 +151,10 @@ def test_zt_1_2_refuses_packed_fp4_naming_zt_2_and_keeps_e8m0(torch_written, tmp
     with ztensor_rs.safe_open(target, framework="pt") as f:
         assert f.info("scales")["components"]["data"]["type"] == "f8_e8m0"
         same(f.get_tensor("scales"), tensors["scales"], "scales")
+    # And 1.2 to 1.2 again, as it is.
+    again = tmp_path / "again.zt"
+    assert ztensor_rs.convert(target, again, zstd=3) == 1
+    same(zt_torch.load_file(again)["scales"], tensors["scales"], "scales")
 
 
 def test_dlpack_consumers_take_e8m0_and_packed_fp4_is_refused_not_misread(torch_written, tmp_path):
@@ -169,3 +173,23 @@ def test_dlpack_consumers_take_e8m0_and_packed_fp4_is_refused_not_misread(torch_
         assert str(jnp.from_dlpack(f.get_object("scales")).dtype) == "float8_e8m0fnu"
         with pytest.raises(BufferError, match="do not hold a tensor of shape"):
             torch.from_dlpack(f.get_object("w"))
+
+
+def test_a_1x_fp4_of_one_value_a_byte_is_not_taken_for_pairs(tmp_path):
+    """A zTensor 1.2 file may name its own ``f4_e2m1``, one value a byte (the corpus has one):
+    torch is told it has no ``float4_e2m1fn_x2`` form, not given pairs that are not there;
+    NumPy sees its bytes; and it converts to 1.2 again as it is."""
+    from conftest import FIXTURES
+
+    path = FIXTURES / "v1.2" / "valid" / "logical-f4_e2m1.zt"
+    with ztensor_rs.safe_open(path) as f:
+        info = f.info("x")
+        assert (info["components"]["data"]["type"], list(info["shape"])) == ("f4_e2m1", [3])
+        assert f.get_tensor("x").tolist() == [1, 2, 3]
+    with pytest.raises(ztensor_rs.UnsupportedError, match="not two values a byte"):
+        zt_torch.load_file(path)
+    again = tmp_path / "again.zt"
+    assert ztensor_rs.convert(path, again) == 1
+    with ztensor_rs.safe_open(again) as f:
+        assert f.info("x")["components"]["data"]["type"] == "f4_e2m1"
+        assert f.get_tensor("x").tolist() == [1, 2, 3]

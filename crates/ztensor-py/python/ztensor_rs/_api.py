@@ -240,7 +240,9 @@ def _object(name: str, format: str, shape: Tuple[int, ...], attributes: Any, par
             array = flat.reshape(len(shape), -1) if flat.size % len(shape) == 0 else flat
         else:
             array = _array(dtype, logical, data, (-1,))
-        components[role] = Component(role, dtype, logical, array, bool(data.zero_copy), data)
+        # (Packed FP4/FP6 unpacked into ml_dtypes' types is a copy, not a view of the bytes.)
+        unpacked = logical in _PACKED and array.dtype != np.uint8
+        components[role] = Component(role, dtype, logical, array, bool(data.zero_copy) and not unpacked, data)
     return Object(name, format, tuple(shape), attributes, components)
 
 

@@ -142,7 +142,12 @@ def _tensor(dtype: str, logical: Optional[str], data: "_native.Bytes", shape: Op
         numel *= d
     if logical == "f4_e2m1" and shape is not None and target.itemsize == 1:
         # torch counts FP4 pairs: the last dimension halves, when each row is whole bytes.
-        if len(shape) == 0 or shape[-1] % 2 or (numel + 1) // 2 != count:
+        if (numel + 1) // 2 != count:
+            raise UnsupportedError(
+                f"an f4_e2m1 tensor of shape {list(shape)} in {count} bytes is not two values a byte "
+                "(a zTensor 1.x type of that name holds one): it has no float4_e2m1fn_x2 form"
+            )
+        if len(shape) == 0 or shape[-1] % 2:
             raise UnsupportedError(
                 f"an f4_e2m1 tensor of shape {list(shape)} has no float4_e2m1fn_x2 form (it needs an even last dimension)"
             )
