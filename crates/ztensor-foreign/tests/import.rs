@@ -207,15 +207,20 @@ fn malformed_files_are_clear_errors() {
 /// the file opens, naming the tensor.
 #[test]
 fn microscaling_headers_that_lie_are_refused() {
-    let cases: [(&str, Vec<i64>, (i64, i64), &str); 4] = [
-        ("F4", vec![3], (0, 2), "shape [3] of F4 needs 12 bits, but its data offsets span 2 bytes"),
-        ("F6_E2M3", vec![4], (0, 4), "needs 24 bits, but its data offsets span 4 bytes"),
-        ("F6_E3M2", vec![1, 2], (0, 2), "needs 12 bits"),
-        ("F4", vec![1 << 62, 4], (0, 2), "its size overflows"),
+    let entry = |dtype, shape, end| -> HeaderEntry<'_> { ("t".into(), dtype, shape, (0, end)) };
+    let cases = [
+        (
+            entry("F4", vec![3], 2),
+            "shape [3] of F4 needs 12 bits, but its data offsets span 2 bytes",
+        ),
+        (entry("F6_E2M3", vec![4], 4), "needs 24 bits, but its data offsets span 4 bytes"),
+        (entry("F6_E3M2", vec![1, 2], 2), "needs 12 bits"),
+        (entry("F4", vec![1 << 62, 4], 2), "its size overflows"),
     ];
-    for (dtype, shape, span, message) in cases {
-        let data = usize::try_from(span.1).unwrap();
-        let bytes = with_header(&[("t".into(), dtype, shape, span)], false, data);
+    for (entry, message) in cases {
+        let data = usize::try_from(entry.3.1).unwrap();
+        let dtype = entry.1;
+        let bytes = with_header(&[entry], false, data);
         let e = SafetensorsFile::new(&bytes[..]).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Malformed, "{dtype}");
         assert!(e.to_string().contains(message) && e.to_string().contains("\"t\""), "{e}");
