@@ -58,7 +58,7 @@ use ztensor_format::{
     Attributes, ByteOrder, DType, Encoding, Format, LogicalType, Options, Packing, Version,
 };
 use ztensor_io::codec::{parse_seek_table_at_end, zstd_decode_into};
-use ztensor_io::low_level::{check_copy, copies_stored, shares_blob, write_options_for};
+use ztensor_io::low_level::{Streaming, check_copy, copies_stored, shares_blob, write_options_for};
 use ztensor_io::{
     Component, ComponentData, CopyOptions, Error, FileWriter, ObjectData, ReadAt, Reader, Result,
     WriteOptions, Writer, copy_object,
@@ -198,13 +198,15 @@ pub fn write_tensors<W: Write>(
     par: &ParOptions,
     progress: &dyn Progress,
 ) -> Result<Stats> {
+    // Every tensor the version cannot hold is refused before the first byte is written.
     for t in tensors {
-        if let Some(t2) = t.logical_type.as_ref()
-            && let Some(refused) =
-                zt2_only(writer.version(), t.name, t2, t.shape, Some(t.data.len() as u64))
-        {
-            return Err(refused);
-        }
+        writer.check_dense(
+            t.name,
+            t.shape,
+            t.dtype,
+            t.logical_type.as_ref(),
+            t.data.len() as u64,
+        )?;
     }
     let items = tensors.iter().map(|t| {
         let len = t.data.len() as u64;
@@ -213,44 +215,6 @@ pub fn write_tensors<W: Write>(
         stream::<W>(object, t.dtype, t.logical_type.clone(), len, input, options)
     });
     run::<&[u8], W>(None, items, writer, par, progress)
-}
-
-/// Why a conversion into a zTensor 1.x file refuses dense data of logical type `t`, shaped
-/// `shape`, of `len` bytes, when it does: packed microscaling elements ([`ztensor_format::MxType`]
-/// FP4 and FP6, fewer bytes than elements, as zTensor 2 and safetensors store them), which no
-/// zTensor 1.x can hold (it reads a logical type it does not register one storage element an
-/// element). The E8M0 scale, one byte an element, is exactly what 1.x holds under an unknown
-/// type name, and passes; so does data whose length is one byte an element (a 1.x file's own
-/// `f4_e2m1`, say).
-pub(crate) fn zt2_only(
-    version: ztensor_format::Version,
-    object: &str,
-    t: &ztensor_format::LogicalType,
-    shape: &[u64],
-    len: Option<u64>,
-) -> Option<ztensor_io::Error> {
-    let mx = ztensor_format::MxType::of(t)?;
-    let count = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
-    if mx.bits() >= 8
-        || len.is_none()
-        || len == count
-        || count.and_then(|n| mx.stored_len(n)) != len
-    {
-        return None;
-    }
-    Some(ztensor_io::Error::from(
-        ztensor_format::Error::new(
-            ztensor_format::ErrorKind::Unrepresentable,
-            format!(
-                "packed {} ({}) is an element type of zTensor 2 that zTensor {version} does \
-                 not register: write zTensor 2 (`--to 2`)",
-                mx.name(),
-                mx.describe()
-            ),
-        )
-        .refusing(ztensor_format::Refused::Dtype)
-        .in_object(object),
-    ))
 }
 
 /// A dense object without components yet, borrowing its parts: what a streamed item fills in.

@@ -143,19 +143,6 @@ impl<W: Write> ZtSink<'_, '_, W> {
             let data = info.component(role::DATA).filter(|_| info.components.len() == 1);
             if info.format == Format::Dense
                 && let Some(c) = data
-                && let Some(t) = &c.logical_type
-                && let Some(refused) = crate::zt2_only(
-                    self.writer.version(),
-                    &info.name,
-                    t,
-                    &info.shape,
-                    c.decoded_len,
-                )
-            {
-                return Err(refused);
-            }
-            if info.format == Format::Dense
-                && let Some(c) = data
                 && let (Some(dtype), Some(len)) = (c.dtype.known(), c.decoded_len)
             {
                 self.writer.check_dense(

@@ -13,7 +13,13 @@ pub const MAX_HEADER_LEN: u64 = 100_000_000;
 /// The microscaling type a safetensors dtype is (`F4`, `F6_E2M3`, `F6_E3M2`, `F8_E8M0`): stored
 /// as zTensor 2 stores it, and registered by no zTensor 1.x.
 pub fn mx_type(dtype: Dtype) -> Option<MxType> {
-    MxType::ALL.into_iter().find(|t| t.safetensors_name() == dtype.to_string())
+    Some(match dtype {
+        Dtype::F4 => MxType::F4E2M1,
+        Dtype::F6_E2M3 => MxType::F6E2M3,
+        Dtype::F6_E3M2 => MxType::F6E3M2,
+        Dtype::F8_E8M0 => MxType::F8E8M0,
+        _ => return None,
+    })
 }
 
 /// The zTensor storage type and logical type that hold a safetensors dtype byte for byte: the
@@ -62,9 +68,12 @@ pub fn safetensors_dtype(dtype: DType, logical: Option<&LogicalType>) -> Result<
     let unrepresentable =
         |what: String| Error::new(ErrorKind::Unrepresentable, format!("safetensors has no {what}"));
     if let (DType::U8, Some(mx)) = (dtype, logical.and_then(MxType::of)) {
-        let name = mx.safetensors_name();
-        return serde_json::from_value(serde_json::Value::String(name.to_owned()))
-            .map_err(|_| unrepresentable(format!("dtype {name}")));
+        return Ok(match mx {
+            MxType::F4E2M1 => Dtype::F4,
+            MxType::F6E2M3 => Dtype::F6_E2M3,
+            MxType::F6E3M2 => Dtype::F6_E3M2,
+            MxType::F8E8M0 => Dtype::F8_E8M0,
+        });
     }
     Ok(match (dtype, logical) {
         (DType::Bool, None) => Dtype::BOOL,
@@ -112,4 +121,23 @@ pub(crate) fn carried(o: &ObjectInfo<'_>, len: u64) -> Option<(Dtype, Vec<u64>)>
     let elements = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
     let bits = elements.checked_mul(dtype.bitsize() as u64)?;
     (bits.div_ceil(8) == len && bits % 8 == 0).then_some((dtype, shape))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each microscaling type goes to the safetensors dtype of its name and back, and the
+    /// crate's element size is the type's.
+    #[test]
+    fn microscaling_types_and_safetensors_dtypes_agree() {
+        for mx in MxType::ALL {
+            let dtype = safetensors_dtype(DType::U8, Some(&mx.logical_type())).unwrap();
+            assert_eq!(dtype.to_string(), mx.safetensors_name());
+            assert_eq!(dtype.bitsize() as u64, mx.bits());
+            assert_eq!(mx_type(dtype), Some(mx));
+            assert_eq!(ztensor_type(dtype).unwrap(), (DType::U8, Some(mx.logical_type())));
+        }
+        assert_eq!(mx_type(Dtype::F8_E4M3), None);
+    }
 }

@@ -101,25 +101,31 @@ fn plan<'s>(
                 o.shape,
             ),
         };
-        // A sub-byte dtype ends on a whole byte in safetensors (it has no padding rule).
+        // The bytes are what the shape takes; a sub-byte dtype ends on a whole byte in
+        // safetensors (it has no padding rule).
         let elements = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-        if elements
-            .and_then(|n| n.checked_mul(st.bitsize() as u64))
-            .is_none_or(|bits| bits % 8 != 0)
-        {
-            return Err(refuse(&format!(
-                "{} elements of dtype {st}: they end inside a byte, and a safetensors tensor ends \
-                 on a whole byte",
-                elements.map_or_else(|| "more than 2^64".to_owned(), |n| n.to_string())
-            )));
-        }
-        let want = elements.and_then(|n| n.checked_mul(st.bitsize() as u64)).map(|b| b / 8);
-        if want != Some(len) {
-            return Err(refuse(&format!(
-                "{len} bytes for shape {:?} of dtype {st} (they take {})",
-                &*shape,
-                want.map_or_else(|| "more than 2^64".to_owned(), |n| n.to_string())
-            )));
+        match elements.and_then(|n| n.checked_mul(st.bitsize() as u64)) {
+            None => {
+                return Err(refuse(&format!(
+                    "shape {:?} of dtype {st}: its size overflows",
+                    &*shape
+                )));
+            }
+            Some(bits) if bits % 8 != 0 => {
+                return Err(refuse(&format!(
+                    "{} elements of dtype {st}: they end inside a byte, and a safetensors tensor \
+                     ends on a whole byte",
+                    elements.unwrap_or_default()
+                )));
+            }
+            Some(bits) if bits / 8 != len => {
+                return Err(refuse(&format!(
+                    "{len} bytes for shape {:?} of dtype {st} (they take {})",
+                    &*shape,
+                    bits / 8
+                )));
+            }
+            Some(_) => {}
         }
         planned.push(Planned { index, name: o.name, dtype: st, shape, len });
         names.insert(planned.len() - 1, |i| &planned[i].name);
