@@ -115,7 +115,7 @@ pub(crate) fn open_told_for(
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     cmd::not_over(path, output, what)?;
-    let opened = open_told(path, carry_unknown)?;
+    let opened = open_told(path, carry_unknown, None)?;
     for shard in opened.files() {
         cmd::not_over(shard, output, what)?;
     }
@@ -136,7 +136,7 @@ pub(crate) fn open_source_with(
     carry_unknown: bool,
 ) -> Result<Box<dyn ztensor_io::TensorSource>> {
     cmd::detect(path)?;
-    expansion_checked(path, open_told(path, carry_unknown)?)
+    expansion_checked(path, open_told(path, carry_unknown, None)?)
 }
 
 /// The source of `opened` (the input at `path`), refused when its objects decode to more than
@@ -160,11 +160,20 @@ pub(crate) fn expansion_checked(
 
 /// Opens the input at `path` through the format registry as it was told
 /// ([`told`](crate::told::told): a local file through its descriptor, a URL as the object it
-/// was told in), its expansion left to the caller ([`expansion_checked`]).
-pub(crate) fn open_told(path: &Path, carry_unknown: bool) -> Result<ztensor_registry::Opened> {
-    let options = ztensor_registry::OpenOptions {
+/// was told in), its expansion left to the caller ([`expansion_checked`]); for a conversion,
+/// read as its `target` reads it ([`ztensor_registry::OpenOptions::writing`]).
+pub(crate) fn open_told(
+    path: &Path,
+    carry_unknown: bool,
+    target: Option<crate::Target>,
+) -> Result<ztensor_registry::Opened> {
+    let mut options = ztensor_registry::OpenOptions {
         options: ztensor_cli::options(false),
         carry_unknown_dtypes: carry_unknown,
+        ..Default::default()
     };
+    if let Some(target) = target {
+        options = options.writing(target);
+    }
     crate::told::told(path)?.open(&options).map_err(|e| open_error(path, &options.options, e))
 }

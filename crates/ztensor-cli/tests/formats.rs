@@ -353,3 +353,84 @@ fn append_takes_every_input_format() {
     assert_eq!(info["attributes"]["license"], "CC0-1.0", "{info}");
     ok(&["verify", arg(&zt)]);
 }
+
+/// The value of an E2M1 code (OCP Microscaling): sign, two exponent bits of bias 1, one
+/// mantissa bit, exponent 0 subnormal.
+fn e2m1(code: u8) -> f32 {
+    let sign = if code & 8 != 0 { -1.0 } else { 1.0 };
+    let (exponent, mantissa) = (i32::from((code >> 1) & 3), f32::from(code & 1));
+    sign * match exponent {
+        0 => mantissa * 0.5,
+        e => (1.0 + mantissa * 0.5) * 2f32.powi(e - 1),
+    }
+}
+
+#[test]
+fn gguf_mxfp4_becomes_zt_mx_in_zt2_holding_what_llama_cpp_dequantizes() {
+    use ztensor_io::TensorSource;
+    let d = scratch("gguf-mx");
+    let gguf = crate::root().join("fixtures/external/gguf/mxfp4.gguf");
+    let zt2 = d.join("mx.zt");
+    ok(&["convert", arg(&gguf), arg(&zt2), "--to", "2"]);
+    ok(&["verify", arg(&zt2)]);
+    let opened = ztensor_registry::open(&zt2, &Default::default()).unwrap();
+    let source = opened.source();
+    for name in ["experts.down", "row", "wide"] {
+        let object = source.read(source.find(name).unwrap()).unwrap();
+        assert_eq!(object.format.name(), "zt.mx/1", "{name}");
+        // What gguf-py's own dequantizer made of the same blocks, written beside them.
+        let theirs = source.read(source.find(&format!("{name}.dequantized")).unwrap()).unwrap();
+        assert_eq!(object.shape, theirs.shape, "{name}");
+        let (data, scales) = (&object.components["data"].bytes, &object.components["scales"].bytes);
+        let values = theirs.components["data"].bytes.chunks_exact(4);
+        for (i, want) in values.map(|b| f32::from_le_bytes(b.try_into().unwrap())).enumerate() {
+            let code = (data[i / 2] >> (4 * (i % 2))) & 0x0F;
+            let got = 2f32.powi(i32::from(scales[i / 32]) - 127) * e2m1(code);
+            assert_eq!(got, want, "{name}[{i}]");
+        }
+    }
+    let q4 = source.info(source.find("q4_0").unwrap()).unwrap();
+    assert_eq!((q4.format.name(), q4.shape.as_ref()), ("gguf.q4_0/1", &[2u64, 64][..]));
+    // The file and its zTensor 2 conversion are one content.
+    let ids = [ok(&["id", arg(&gguf)]), ok(&["id", arg(&zt2)])];
+    assert_eq!(ids[0], ids[1]);
+    // zTensor 1.2 and safetensors hold the blocks as bytes with their GGML type.
+    let zt12 = d.join("mx-12.zt");
+    ok(&["convert", arg(&gguf), arg(&zt12)]);
+    let report = json(&ztensor(&["info", "--json", arg(&zt12)]));
+    let row = report["objects"].as_array().unwrap().iter().find(|o| o["name"] == "row").unwrap();
+    assert_eq!(row["attributes"]["gguf.type"], "MXFP4", "{row}");
+    // zTensor 1.2 carries a zt.mx/1 object structurally (an object of an unknown format, its
+    // parts as components), and converting it back gives the same canonical file.
+    let back = d.join("back.zt");
+    ok(&["convert", arg(&zt2), arg(&back), "--to", "1.2"]);
+    let again = d.join("again.zt");
+    ok(&["convert", arg(&back), arg(&again), "--to", "2"]);
+    assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(&zt2).unwrap());
+    // A scale zt.mx/1 reads as NaN and GGUF as 2^127 stops the zTensor 2 conversion.
+    let mut bytes = std::fs::read(&gguf).unwrap();
+    let at = {
+        let file = ztensor_foreign::gguf::GgufFile::new(bytes.as_slice()).unwrap();
+        file.raw(file.find("row").unwrap()).unwrap().offset as usize
+    };
+    bytes[at] = 0xFF;
+    let nan = d.join("nan.gguf");
+    std::fs::write(&nan, &bytes).unwrap();
+    let out = d.join("nan.zt");
+    let refused = ztensor(&["convert", arg(&nan), arg(&out), "--to", "2"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("0xFF"), "{said}");
+    assert!(!out.exists(), "nothing is left behind");
+}
+
+#[test]
+fn a_gguf_file_and_its_zt2_conversion_compare_the_same() {
+    let d = scratch("gguf-mx-diff");
+    let gguf = crate::root().join("fixtures/external/gguf/mxfp4.gguf");
+    let zt2 = d.join("mx.zt");
+    ok(&["convert", arg(&gguf), arg(&zt2), "--to", "2"]);
+    let same = ok(&["diff", arg(&gguf), arg(&zt2)]);
+    assert!(same.contains("8 the same"), "{same}");
+    let same = ok(&["diff", arg(&zt2), arg(&gguf)]);
+    assert!(same.contains("8 the same"), "{same}");
+}

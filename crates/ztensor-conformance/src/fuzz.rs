@@ -184,6 +184,38 @@ fn foreign_body(data: &[u8]) {
     }
     if let Ok(file) = GgufFile::new(data.to_vec()) {
         read_all(&file);
+        // As a conversion to zTensor 2 reads it (MXFP4 repacked as `zt.mx/1`): each object the
+        // same read whole and in pieces, or refused both ways.
+        let file = file.with_blocks(ztensor_foreign::gguf::Blocks::Layouts);
+        read_all(&file);
+        for i in 0..file.len() {
+            let whole = file.read(i);
+            let mut pieces: Vec<(String, Vec<u8>)> = Vec::new();
+            let pieced = file.read_pieces(i, 5, &mut |role, bytes| {
+                match pieces.last_mut() {
+                    Some((r, all)) if r == role => all.extend_from_slice(bytes),
+                    _ => pieces.push((role.to_owned(), bytes.to_vec())),
+                }
+                Ok(())
+            });
+            match (whole, pieced) {
+                (Ok(whole), Ok(())) => {
+                    let parts: Vec<(String, Vec<u8>)> = whole
+                        .components
+                        .iter()
+                        .filter(|(_, c)| !c.bytes.is_empty())
+                        .map(|(role, c)| (role.clone(), c.bytes.to_vec()))
+                        .collect();
+                    assert_eq!(parts, pieces, "GGUF object {i} read whole and in pieces");
+                }
+                (Err(_), Err(_)) => {}
+                (whole, pieced) => panic!(
+                    "GGUF object {i}: read whole {:?}, in pieces {:?}",
+                    whole.map(|_| ()),
+                    pieced
+                ),
+            }
+        }
     }
     if let Ok(file) = NpyFile::new(data.to_vec(), "array") {
         read_all(&file);

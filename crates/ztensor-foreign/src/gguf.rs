@@ -9,7 +9,9 @@
 //!   GGML type's name) and `gguf.shape` (the logical shape, row-major). zTensor 0.1/1.x has no
 //!   format for GGML blocks, so this follows the reference 1.2.3 reader (raw `u8` objects with
 //!   the type and shape in attributes) rather than the reference 2.x, whose `gguf.<type>`
-//!   profiles are a format no 0.1/1.x reader knows.
+//!   profiles are a format no 0.1/1.x reader knows. Read for zTensor 2
+//!   ([`GgufFile::with_blocks`], [`Blocks::Layouts`]), they take zTensor 2's layouts instead:
+//!   MXFP4 as `zt.mx/1` (codes and scales apart), the others as `gguf.<type>/1`.
 //! - Every count, length and offset is checked against the file: strings, arrays and tensor
 //!   tables cannot claim more than the file holds, offsets must be aligned, each tensor's
 //!   data must lie within the data section, and no two tensors' data may share a byte.
@@ -29,8 +31,11 @@ use ztensor_io::{
 
 use crate::error::{Error, ErrorKind, Result};
 
+mod layouts;
 mod types;
 
+pub use layouts::Blocks;
+use layouts::View;
 pub use types::{GgmlType, TYPES, ggml_type};
 
 /// The first bytes of every GGUF file.
@@ -186,6 +191,7 @@ pub struct GgufFile<S> {
     alignment: u64,
     tensors: Vec<Tensor>,
     by_name: HashMap<String, usize>,
+    blocks: Blocks,
 }
 
 fn malformed(message: impl Into<String>) -> Error {
@@ -578,7 +584,15 @@ impl<S: ReadAt> GgufFile<S> {
             alignment,
             tensors,
             by_name,
+            blocks: Blocks::default(),
         })
+    }
+
+    /// Presents the quantized tensors as `blocks` says: as bytes (the default, what every
+    /// target holds) or in zTensor 2's layouts (what a conversion to zTensor 2 reads).
+    pub fn with_blocks(mut self, blocks: Blocks) -> GgufFile<S> {
+        self.blocks = blocks;
+        self
     }
 
     /// The metadata as file attributes (a text map), or `None` for a file without metadata.
@@ -643,21 +657,52 @@ fn quantized_attributes(t: &Tensor, ty: &GgmlType) -> Option<Attributes> {
 }
 
 impl<S: ReadAt> GgufFile<S> {
-    fn layout(&self, t: &Tensor) -> (StorageType, Vec<u64>, Option<Attributes>, Option<String>) {
-        match t.kind {
-            Ok(ty) => match ty.dtype {
-                Some(d) => (StorageType::from(d), t.shape.clone(), None, None),
-                None => {
-                    (StorageType::from(DType::U8), vec![t.len], quantized_attributes(t, ty), None)
-                }
-            },
-            Err(id) => (
-                StorageType::Unknown(format!("ggml type {id}").into()),
-                t.shape.clone(),
-                None,
-                Some(format!("GGML type {id} is not one this reader knows")),
-            ),
+    fn view(&self, t: &Tensor) -> View {
+        View::of(t.kind, &t.shape, self.blocks)
+    }
+
+    /// The tensor at `index`, or the error reading a missing one gives.
+    fn tensor(&self, index: usize) -> ztensor_io::Result<&Tensor> {
+        self.tensors
+            .get(index)
+            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))
+    }
+
+    /// The stored bytes of `t`: borrowed from a source in memory, else read.
+    fn bytes(&self, t: &Tensor) -> ztensor_io::Result<Cow<'_, [u8]>> {
+        if let Some(all) = self.source.as_slice() {
+            let range = usize::try_from(t.offset)
+                .ok()
+                .and_then(|s| all.get(s..s.checked_add(usize::try_from(t.len).ok()?)?));
+            return Ok(Cow::Borrowed(range.unwrap_or_default()));
         }
+        let what = format!("tensor {:?}", t.name);
+        let mut buf =
+            ztensor_io::try_zeroed(t.len, &what).map_err(|e| layouts::read_error(&t.name, e))?;
+        self.source
+            .read_exact_at(t.offset, &mut buf)
+            .map_err(|e| layouts::read_error(&t.name, e))?;
+        Ok(Cow::Owned(buf))
+    }
+}
+
+/// One component as a source of raw bytes lists it.
+fn component(
+    role: &'static str,
+    dtype: StorageType,
+    logical_type: Option<ztensor_format::LogicalType>,
+    len: u64,
+    offset: Option<u64>,
+) -> ComponentInfo<'static> {
+    ComponentInfo {
+        role: Cow::Borrowed(role),
+        dtype,
+        logical_type,
+        decoded_len: Some(len),
+        stored_len: len,
+        offset,
+        encoding: Encoding::Raw,
+        digest: None,
     }
 }
 
@@ -696,22 +741,49 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
 
     fn info(&self, index: usize) -> Option<ObjectInfo<'_>> {
         let t = self.tensors.get(index)?;
-        let (dtype, shape, attributes, unsupported) = self.layout(t);
+        let data = |dtype| vec![component(role::DATA, dtype, None, t.len, Some(t.offset))];
+        let (shape, format, attributes, components, unsupported) = match self.view(t) {
+            View::Plain(d) => (t.shape.clone(), Format::Dense, None, data(d.into()), None),
+            View::Bytes(ty) => (
+                vec![t.len],
+                Format::Dense,
+                quantized_attributes(t, ty),
+                data(DType::U8.into()),
+                None,
+            ),
+            View::Opaque(ty) => (
+                t.shape.clone(),
+                layouts::opaque_layout(ty),
+                layouts::opaque_attributes(ty),
+                data(DType::U8.into()),
+                None,
+            ),
+            View::Mx => {
+                let parts = layouts::mx_parts(t.len).map(|(role, mx, len)| {
+                    component(role, DType::U8.into(), Some(mx.logical_type()), len, None)
+                });
+                (
+                    t.shape.clone(),
+                    layouts::mx_layout(),
+                    layouts::mx_attributes(),
+                    parts.into(),
+                    None,
+                )
+            }
+            View::Unknown(id) => (
+                t.shape.clone(),
+                Format::Dense,
+                None,
+                data(StorageType::Unknown(format!("ggml type {id}").into())),
+                Some(format!("GGML type {id} is not one this reader knows")),
+            ),
+        };
         Some(ObjectInfo {
             name: Cow::Borrowed(&t.name),
             shape: Cow::Owned(shape),
-            format: Format::Dense,
+            format,
             attributes: attributes.map(Cow::Owned),
-            components: vec![ComponentInfo {
-                role: Cow::Borrowed(role::DATA),
-                dtype,
-                logical_type: None,
-                decoded_len: Some(t.len),
-                stored_len: t.len,
-                offset: Some(t.offset),
-                encoding: Encoding::Raw,
-                digest: None,
-            }],
+            components,
             unsupported: unsupported.map(|reason| crate::error::unknown_dtype(reason, &t.name)),
             location: None,
         })
@@ -722,49 +794,104 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
     }
 
     fn read(&self, index: usize) -> ztensor_io::Result<ObjectData<'_>> {
-        let t = self
-            .tensors
-            .get(index)
-            .ok_or_else(|| ztensor_io::Error::not_found(&format!("#{index}"), None))?;
-        let (dtype, shape, attributes, unsupported) = self.layout(t);
-        if let Some(reason) = unsupported {
-            return Err(ztensor_io::Error::unsupported(crate::error::unknown_dtype(
-                reason, &t.name,
-            )));
+        let t = self.tensor(index)?;
+        let info = self.info(index).ok_or_else(|| ztensor_io::Error::not_found(&t.name, None))?;
+        if let Some(reason) = info.unsupported {
+            return Err(ztensor_io::Error::unsupported(reason));
         }
-        let dtype = dtype.known().unwrap_or(DType::U8);
-        let bytes = match self.source.as_slice() {
-            Some(all) => Cow::Borrowed(
-                usize::try_from(t.offset)
-                    .ok()
-                    .and_then(|s| all.get(s..s.checked_add(usize::try_from(t.len).ok()?)?))
-                    .unwrap_or_default(),
-            ),
-            None => {
-                let mut buf = ztensor_io::try_zeroed(t.len, &format!("tensor {:?}", t.name))
-                    .map_err(|e| {
-                        ztensor_io::Error::io(format!("reading tensor {:?}", t.name), None, e)
-                    })?;
-                self.source.read_exact_at(t.offset, &mut buf).map_err(|e| {
-                    ztensor_io::Error::io(format!("reading tensor {:?}", t.name), None, e)
-                })?;
-                Cow::Owned(buf)
-            }
-        };
         let mut components = BTreeMap::new();
-        components
-            .insert(role::DATA.to_owned(), ComponentData { dtype, logical_type: None, bytes });
+        if self.view(t) == View::Mx {
+            let bytes = self.bytes(t)?;
+            let [(_, _, data_len), (_, _, scales_len)] = layouts::mx_parts(t.len);
+            let room = |len| {
+                ztensor_io::try_zeroed(len, &format!("tensor {:?}", t.name))
+                    .map(|mut v| {
+                        v.clear();
+                        v
+                    })
+                    .map_err(|e| layouts::read_error(&t.name, e))
+            };
+            let (mut data, mut scales) = (room(data_len)?, room(scales_len)?);
+            layouts::repack(&t.name, 0, &bytes, &mut data, &mut scales)?;
+            for (role, bytes, c) in
+                [("data", data, &info.components[0]), ("scales", scales, &info.components[1])]
+            {
+                let part = ComponentData {
+                    dtype: DType::U8,
+                    logical_type: c.logical_type.clone(),
+                    bytes: Cow::Owned(bytes),
+                };
+                components.insert(role.to_owned(), part);
+            }
+        } else {
+            let dtype = info.components[0].dtype.known().unwrap_or(DType::U8);
+            let part = ComponentData { dtype, logical_type: None, bytes: self.bytes(t)? };
+            components.insert(role::DATA.to_owned(), part);
+        }
         Ok(ObjectData {
             name: t.name.clone(),
-            shape,
-            format: Format::Dense,
-            attributes: attributes.map(Cow::Owned),
+            shape: info.shape.into_owned(),
+            format: info.format,
+            attributes: info.attributes.map(|a| Cow::Owned(a.into_owned())),
             components,
         })
     }
 
+    /// Dense tensors and the block bytes of `gguf.<type>/1` as they lie; `zt.mx/1` repacked a
+    /// run of blocks at a time.
+    fn read_pieces(
+        &self,
+        index: usize,
+        piece: usize,
+        each: &mut dyn FnMut(&str, &[u8]) -> ztensor_io::Result<()>,
+    ) -> ztensor_io::Result<()> {
+        let t = self.tensor(index)?;
+        match self.view(t) {
+            View::Unknown(_) => Err(ztensor_io::Error::unsupported(
+                self.info(index).and_then(|i| i.unsupported).unwrap_or_else(|| {
+                    crate::error::unknown_dtype("an unknown GGML type", &t.name)
+                }),
+            )),
+            View::Mx => layouts::mx_pieces(&self.source, &t.name, t.offset, t.len, each),
+            _ => {
+                let mut failed = None;
+                let range = RawRange { source: &self.source, offset: t.offset, len: t.len };
+                range.read_pieces(piece.max(1) as u64, |bytes| {
+                    if failed.is_none()
+                        && let Err(e) = each(role::DATA, bytes)
+                    {
+                        failed = Some(e);
+                    }
+                })?;
+                failed.map_or(Ok(()), Err)
+            }
+        }
+    }
+
+    /// Objects in zTensor 2's layouts are read in pieces (the others, dense, are read through
+    /// [`TensorSource::raw`] where a reader reads in pieces).
+    fn reads_in_pieces(&self, index: usize) -> bool {
+        self.tensors.get(index).is_some_and(|t| matches!(self.view(t), View::Mx | View::Opaque(_)))
+    }
+
     fn raw(&self, index: usize) -> Option<RawRange<'_>> {
         let t = self.tensors.get(index)?;
-        t.kind.is_ok().then_some(RawRange { source: &self.source, offset: t.offset, len: t.len })
+        matches!(self.view(t), View::Plain(_) | View::Bytes(_)).then_some(RawRange {
+            source: &self.source,
+            offset: t.offset,
+            len: t.len,
+        })
+    }
+
+    /// Every tensor's bytes lie in one range; `zt.mx/1` reads it twice (codes, then scales).
+    fn stored_ranges(&self, index: usize) -> Option<ztensor_io::StoredRanges<'_>> {
+        let t = self.tensors.get(index)?;
+        let range = t.offset..t.offset.checked_add(t.len)?;
+        let ranges = match self.view(t) {
+            View::Unknown(_) => return None,
+            View::Mx => vec![range.clone(), range],
+            _ => vec![range],
+        };
+        Some(ztensor_io::StoredRanges { source: &self.source, ranges })
     }
 }

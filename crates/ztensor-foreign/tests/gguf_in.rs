@@ -314,3 +314,94 @@ fn tensors_whose_data_overlaps_are_refused_naming_both() {
     let file = GgufFile::new(gguf(3, 5, 0, &adjacent)).unwrap();
     assert_eq!(file.len(), 5);
 }
+
+/// The value of an E2M1 code (OCP Microscaling, §5.3.3): sign, two exponent bits (bias 1),
+/// one mantissa bit; exponent 0 is subnormal (0 or 0.5).
+fn e2m1(code: u8) -> f32 {
+    let sign = if code & 8 != 0 { -1.0 } else { 1.0 };
+    let (exponent, mantissa) = (i32::from((code >> 1) & 3), f32::from(code & 1));
+    let magnitude = match exponent {
+        0 => mantissa * 0.5,
+        e => (1.0 + mantissa * 0.5) * 2f32.powi(e - 1),
+    };
+    sign * magnitude
+}
+
+#[test]
+fn mxfp4_blocks_read_as_zt_mx_whose_values_are_what_llama_cpp_dequantizes() {
+    use ztensor_foreign::gguf::Blocks;
+    use ztensor_format::Format;
+    let gguf = GgufFile::open(dir().join("mxfp4.gguf")).unwrap().with_blocks(Blocks::Layouts);
+    let mut checked = 0;
+    for name in ["experts.down", "row", "wide"] {
+        let index = gguf.find(name).unwrap();
+        let info = gguf.info(index).unwrap();
+        assert_eq!(info.format, Format::from_name("zt.mx/1"), "{name}");
+        let object = gguf.read(index).unwrap();
+        let theirs = gguf.read(gguf.find(&format!("{name}.dequantized")).unwrap()).unwrap();
+        assert_eq!(object.shape, theirs.shape, "{name}: the logical shape");
+        let (data, scales) = (&object.components["data"], &object.components["scales"]);
+        assert_eq!(data.logical_type.as_ref().map(|t| t.name()), Some("f4_e2m1"));
+        assert_eq!(scales.logical_type.as_ref().map(|t| t.name()), Some("f8_e8m0"));
+        let expected: Vec<f32> = theirs.components["data"]
+            .bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(data.bytes.len() * 2, expected.len());
+        assert_eq!(scales.bytes.len() * 32, expected.len());
+        for (i, want) in expected.iter().enumerate() {
+            // zTensor 2's packing: element i at bits 4i..4i+4 of the little-endian stream.
+            let code = (data.bytes[i / 2] >> (4 * (i % 2))) & 0x0F;
+            let scale = 2f32.powi(i32::from(scales.bytes[i / 32]) - 127);
+            assert_eq!(scale * e2m1(code), *want, "{name}[{i}]");
+            checked += 1;
+        }
+        // Read in pieces (a run of blocks at a time), the same bytes, data then scales.
+        let mut pieces: Vec<(String, Vec<u8>)> = Vec::new();
+        gguf.read_pieces(index, 7, &mut |role, bytes| {
+            match pieces.last_mut() {
+                Some((r, all)) if r == role => all.extend_from_slice(bytes),
+                _ => pieces.push((role.to_owned(), bytes.to_vec())),
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(pieces[0], ("data".to_owned(), data.bytes.to_vec()), "{name}");
+        assert_eq!(pieces[1], ("scales".to_owned(), scales.bytes.to_vec()), "{name}");
+    }
+    assert_eq!(checked, 2 * 3 * 64 + 32 + 4 * 96);
+    // Other quantized types are their blocks verbatim under gguf.<type>/1, with the logical
+    // shape; plain tensors stay dense.
+    let q4 = gguf.info(gguf.find("q4_0").unwrap()).unwrap();
+    assert_eq!(q4.format, Format::from_name("gguf.q4_0/1"));
+    assert_eq!(q4.shape.as_ref(), [2, 64]);
+    let attributes = q4.attributes.unwrap().to_value();
+    assert!(same(attribute(&attributes, "elems_per_block"), &serde_json::json!(32)));
+    assert!(same(attribute(&attributes, "block_bytes"), &serde_json::json!(18)));
+    assert_eq!(gguf.info(gguf.find("plain").unwrap()).unwrap().format, Format::Dense);
+    // As bytes (the default), the same tensor is u8 of its blocks with gguf.* attributes.
+    let bytes = GgufFile::open(dir().join("mxfp4.gguf")).unwrap();
+    let row = bytes.info(bytes.find("row").unwrap()).unwrap();
+    assert_eq!((row.format, row.shape.as_ref()), (Format::Dense, &[17u64][..]));
+}
+
+#[test]
+fn an_mxfp4_scale_of_0xff_has_no_zt_mx_form_and_is_refused_by_name() {
+    use ztensor_foreign::gguf::Blocks;
+    let mut bytes = std::fs::read(dir().join("mxfp4.gguf")).unwrap();
+    let at = {
+        let gguf = GgufFile::new(bytes.as_slice()).unwrap();
+        gguf.raw(gguf.find("row").unwrap()).unwrap().offset as usize
+    };
+    bytes[at] = 0xFF;
+    let gguf = GgufFile::new(bytes.as_slice()).unwrap().with_blocks(Blocks::Layouts);
+    let index = gguf.find("row").unwrap();
+    let e = gguf.read(index).unwrap_err().to_string();
+    assert!(e.contains("0xFF") && e.contains("row") && e.contains("block 0"), "{e}");
+    let e = gguf.read_pieces(index, 1 << 20, &mut |_, _| Ok(())).unwrap_err().to_string();
+    assert!(e.contains("0xFF"), "{e}");
+    // As bytes, it is carried as it is.
+    let plain = GgufFile::new(bytes.as_slice()).unwrap();
+    assert_eq!(plain.read(index).unwrap().components["data"].bytes[0], 0xFF);
+}

@@ -485,7 +485,7 @@ fn convert(
             output.display()
         )));
     }
-    let options = open_options();
+    let options = open_options().writing(checked.target);
     let opened = match url_of(&input) {
         Some(url) => {
             let remote = ztensor_remote::RemoteOptions::default();

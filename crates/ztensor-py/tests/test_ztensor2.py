@@ -134,3 +134,26 @@ def test_convert_to_2_runs_on_the_threads_asked_for(tmp: pathlib.Path) -> None:
         assert seen == {f"zt-work-{i}" for i in range(threads)}
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
+
+
+def test_gguf_mxfp4_converts_to_zt_mx_as_the_command_line_converts_it(tmp: pathlib.Path) -> None:
+    gguf = FIXTURES / "external" / "gguf" / "mxfp4.gguf"
+    two, twelve = tmp / "two.zt", tmp / "twelve.zt"
+    assert ztensor_rs.convert(gguf, two, to="2") == 8
+    # The content identity of a GGUF file is that of its zTensor 2 conversion, whose MXFP4
+    # tensors are zt.mx/1 objects (their codes repacked, their scales apart): the same here.
+    assert ztensor_rs.content_id(two) == ztensor_rs.content_id(gguf)
+    # Dense tensors read as they were; the blocks have no NumPy type.
+    with ztensor_rs.safe_open(two, framework="numpy") as f:
+        assert f.get_tensor("plain").shape == (3, 5)
+        assert f.get_tensor("row.dequantized").dtype.name == "float32"
+    # zTensor 1.2 keeps each tensor's blocks as bytes, its GGML type beside them.
+    ztensor_rs.convert(gguf, twelve, to="1.2")
+    with ztensor_rs.safe_open(twelve, framework="numpy") as f:
+        row = f.get_tensor("row")
+        assert row.dtype.name == "uint8" and row.shape == (17,)
+    # zTensor 1.2 carries the zt.mx/1 objects structurally; back in zTensor 2, the same file.
+    back, again = tmp / "back.zt", tmp / "again.zt"
+    ztensor_rs.convert(two, back, to="1.2")
+    ztensor_rs.convert(back, again, to="2")
+    assert again.read_bytes() == two.read_bytes()

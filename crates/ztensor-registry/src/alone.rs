@@ -98,7 +98,9 @@ pub(crate) fn open_read_at<S: ReadAt + Send + Sync + 'static>(
         #[cfg(feature = "gguf")]
         Kind::Gguf => Opened::new(
             kind,
-            ztensor_foreign::gguf::GgufFile::new(source).map_err(OpenError::Foreign)?,
+            ztensor_foreign::gguf::GgufFile::new(source)
+                .map_err(OpenError::Foreign)?
+                .with_blocks(options.gguf_blocks()),
         ),
         #[cfg(feature = "torch")]
         Kind::Torch => Opened::new(

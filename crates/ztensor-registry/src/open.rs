@@ -116,8 +116,9 @@ impl Detected {
             }
             #[cfg(feature = "gguf")]
             Kind::Gguf => {
-                let gguf = ztensor_foreign::gguf::GgufFile::new(self.take_source()?);
-                Opened::new(kind, gguf.map_err(|e| OpenError::Foreign(e.with_path(path)))?)
+                let gguf = ztensor_foreign::gguf::GgufFile::new(self.take_source()?)
+                    .map_err(|e| OpenError::Foreign(e.with_path(path)))?;
+                Opened::new(kind, gguf.with_blocks(options.gguf_blocks()))
             }
             #[cfg(feature = "torch")]
             Kind::Torch => {
@@ -176,6 +177,8 @@ impl Detected {
             return file.content_digest(algorithm).map_err(OpenError::Zt2);
         }
         let name = self.path.clone();
+        // As its zTensor 2 conversion reads it.
+        let options = &OpenOptions { zt2_layouts: true, ..options.clone() };
         let opened = self.open(options)?.within_budget(Some(&name), options)?;
         ztensor_v2::content_digest(opened.source(), algorithm).map_err(OpenError::Zt2)
     }
@@ -477,7 +480,8 @@ pub unsafe fn open_mapped(path: &Path, options: &OpenOptions) -> Result<Opened, 
             let map = mapped(detected.take_source()?)?;
             let memory = map.as_slice().map(|s| (s.as_ptr() as usize, s.len()));
             let gguf = ztensor_foreign::gguf::GgufFile::new(map)
-                .map_err(|e| OpenError::Foreign(e.with_path(path)))?;
+                .map_err(|e| OpenError::Foreign(e.with_path(path)))?
+                .with_blocks(options.gguf_blocks());
             Opened { memory, ..Opened::new(kind, gguf) }
         }
         _ => detected.open(options)?,

@@ -19,11 +19,40 @@ pub struct OpenOptions {
     pub options: Options,
     /// Carry safetensors tensors of dtypes zTensor lacks as bytes.
     pub carry_unknown_dtypes: bool,
+    /// Present objects in zTensor 2's own layouts where the input's format has blocks one of
+    /// them holds (GGUF's MXFP4 as `zt.mx/1`, its other quantized types as `gguf.<type>/1`):
+    /// how an input is read for a zTensor 2 target ([`OpenOptions::writing`]). Off, they are
+    /// bytes with attributes, which every target holds.
+    pub zt2_layouts: bool,
 }
 
 impl Default for OpenOptions {
     fn default() -> OpenOptions {
-        OpenOptions { options: ztensor_io::machine_options(false), carry_unknown_dtypes: false }
+        OpenOptions {
+            options: ztensor_io::machine_options(false),
+            carry_unknown_dtypes: false,
+            zt2_layouts: false,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// These options for an input that is to be written as `target`: in zTensor 2's layouts
+    /// when the target is zTensor 2 ([`OpenOptions::zt2_layouts`]), so that each conversion
+    /// (the command-line tool's, Python's, each unit of a sharded one) reads its input alike.
+    #[cfg(feature = "write")]
+    pub fn writing(mut self, target: crate::Target) -> OpenOptions {
+        self.zt2_layouts = target == crate::Target::Zt2;
+        self
+    }
+
+    /// How GGUF's quantized blocks are presented under these options.
+    #[cfg(feature = "gguf")]
+    pub(crate) fn gguf_blocks(&self) -> ztensor_foreign::gguf::Blocks {
+        match self.zt2_layouts {
+            true => ztensor_foreign::gguf::Blocks::Layouts,
+            false => ztensor_foreign::gguf::Blocks::Bytes,
+        }
     }
 }
 

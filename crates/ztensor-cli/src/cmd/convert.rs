@@ -359,7 +359,7 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
     // Told once (a file it cannot read is worded as detection words it); the opener
     // takes the handle.
     super::detect(r.input)?;
-    let opened = crate::sources::open_told(r.input, r.carry_unknown)?;
+    let opened = crate::sources::open_told(r.input, r.carry_unknown, Some(r.target))?;
     // Every object the input is read from (a sharded checkpoint's shards too).
     let mut inputs: Vec<std::path::PathBuf> = opened.files().to_vec();
     inputs.push(r.input.to_path_buf());
@@ -418,7 +418,7 @@ fn sharded_2(
     context: &str,
 ) -> Result<Converted> {
     let kind = super::detect(r.input)?;
-    let opened = crate::sources::open_told(r.input, r.carry_unknown)?;
+    let opened = crate::sources::open_told(r.input, r.carry_unknown, Some(r.target))?;
     // Every file the input is read from: none may be replaced by the output.
     let mut inputs: Vec<std::path::PathBuf> = opened.files().to_vec();
     inputs.push(r.input.to_path_buf());
@@ -596,7 +596,7 @@ pub fn run(r: &Request<'_>) -> Result<Converted> {
     // is published by a rename, and nothing decodes more than the input holds); anything else
     // would replace the user's file (or a shard of it) with another format.
     let kind = super::detect(r.input)?;
-    let opened = crate::sources::open_told(r.input, r.carry_unknown)?;
+    let opened = crate::sources::open_told(r.input, r.carry_unknown, Some(r.target))?;
     if let Some(checked) = r.checked {
         checked.check_input(kind, opened.files()).map_err(|e| anyhow!("{e}"))?;
     }

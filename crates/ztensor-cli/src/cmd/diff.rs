@@ -126,8 +126,15 @@ pub(crate) fn run(
 ) -> Result<std::process::ExitCode> {
     // One file named twice (a link, another spelling, or itself) is opened once: its
     // manifest held once, its bytes read through one source.
-    let sa = crate::open_source(a)?;
-    let sb = if super::same_file(a, b) { None } else { Some(crate::open_source(b)?) };
+    // Beside a zTensor 2 file, the other input is read as its zTensor 2 conversion reads it
+    // (GGUF's blocks in zTensor 2's layouts), so that a file and its conversion compare alike.
+    let zt2 = [super::detect(a)?, super::detect(b)?].contains(&super::Kind::Zt2);
+    let open = |path: &Path| {
+        let target = zt2.then_some(crate::Target::Zt2);
+        crate::sources::expansion_checked(path, crate::sources::open_told(path, false, target)?)
+    };
+    let sa = open(a)?;
+    let sb = if super::same_file(a, b) { None } else { Some(open(b)?) };
     let report = compare((a, &*sa), (b, sb.as_deref().unwrap_or(&*sa)), !ignore_attributes)?;
     print(out, &report, json)?;
     Ok(if report.differ() {

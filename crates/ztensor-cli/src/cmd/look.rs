@@ -574,10 +574,8 @@ pub(crate) fn extract_file(
 
 /// The content identity of the input at `path`.
 fn id(path: &Path, algorithm: ztensor_v2::IdAlgorithm) -> Result<String> {
-    let options = ztensor_registry::OpenOptions {
-        options: crate::options(false),
-        carry_unknown_dtypes: false,
-    };
+    let options =
+        ztensor_registry::OpenOptions { options: crate::options(false), ..Default::default() };
     // A file's and an object's identity alike: its bytes'.
     crate::told::told(path)?
         .content_id(&options, algorithm)

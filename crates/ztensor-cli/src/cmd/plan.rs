@@ -48,7 +48,7 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
     // Told once (a file it cannot read is worded as detection words it); the opener
     // takes the handle.
     super::detect(&a.input)?;
-    let opened = crate::sources::open_told(&a.input, a.carry_unknown_dtypes)?;
+    let opened = crate::sources::open_told(&a.input, a.carry_unknown_dtypes, None)?;
     // Every object the input is read from (a sharded checkpoint's shards too).
     let mut inputs: Vec<PathBuf> = opened.files().to_vec();
     inputs.push(a.input.clone());
