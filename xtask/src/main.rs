@@ -578,7 +578,10 @@ fn python_test() -> Result<()> {
             .arg(root.join("crates/ztensor-py/tests"))
             .current_dir(&root)
             .env("ZTENSOR_AZURITE", &azurite)
-            .env("ZTENSOR_REQUIRE_AZURITE", "1"),
+            .env("ZTENSOR_REQUIRE_AZURITE", "1")
+            // moto, Ray and the Kubernetes schema are test requirements: their tests fail
+            // rather than skip without them.
+            .env("ZTENSOR_REQUIRE_MOTO", "1"),
         "the Python tests",
     )
 }

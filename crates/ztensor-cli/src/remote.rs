@@ -110,20 +110,47 @@ pub(crate) fn report() {
 /// The bytes each output in object storage received, by URL.
 static UPLOADED: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
 
-/// An upload of the object at `url`: nothing appears there before [`publish`]; dropped
-/// unpublished (on an error), it is aborted. With `memory` (`--memory`), its parts in flight
-/// hold at most a quarter of it (at least one part).
-///
-/// # Errors
-/// A malformed URL, `http(s)://` (read only), the client's configuration.
-pub(crate) fn upload(url: &str, memory: Option<u64>) -> Result<RemoteUpload> {
-    let location = Location::parse(url).map_err(|e| anyhow!("{e}"))?;
+/// How this process reaches object storage (`--no-sign-request`, `--remote-timeout`), its
+/// uploads holding at most a quarter of `memory` (`--memory`) in parts in flight (at least one
+/// part).
+pub(crate) fn options(memory: Option<u64>) -> RemoteOptions {
     let mut options = OPTIONS.get().cloned().unwrap_or_default();
     if let Some(memory) = memory {
         let parts = memory / 4 / ztensor_remote::PART_LEN as u64;
         options.upload_parts = usize::try_from(parts).unwrap_or(usize::MAX).max(1);
     }
-    RemoteUpload::create(&location, &options).map_err(|e| anyhow!("{e}"))
+    options
+}
+
+/// An upload of the object at `url`: nothing appears there before [`publish`]; dropped
+/// unpublished (on an error), it is aborted. Its parts in flight as [`options`] allows.
+///
+/// # Errors
+/// A malformed URL, `http(s)://` (read only), the client's configuration.
+pub(crate) fn upload(url: &str, memory: Option<u64>) -> Result<RemoteUpload> {
+    let location = Location::parse(url).map_err(|e| anyhow!("{e}"))?;
+    RemoteUpload::create(&location, &options(memory)).map_err(|e| anyhow!("{e}"))
+}
+
+/// The sharded output under the prefix `url` (`s3://bucket/dir/`), its uploads as
+/// [`options`] allows.
+pub(crate) fn prefix(url: &str, memory: Option<u64>) -> ztensor_shard_write::Prefix {
+    ztensor_shard_write::Prefix::new(url, options(memory))
+}
+
+/// [`ztensor_shard_write::Prefix::check_free`], its refusal naming `--force`.
+///
+/// # Errors
+/// An index there already (without `force`); a failed request.
+pub(crate) fn check_free(
+    prefix: &ztensor_shard_write::Prefix,
+    index: &str,
+    force: bool,
+) -> Result<Option<String>> {
+    prefix.check_free(index, force).map_err(|e| match e {
+        ztensor_shard_write::Occupant::Index(_) => anyhow!("{e}; --force replaces it"),
+        other => anyhow!("{other}"),
+    })
 }
 
 /// Completes `upload` of `url`: the object appears whole.
@@ -149,156 +176,6 @@ fn published(url: &str, len: u64) {
 /// The length of the object this process published at `url`.
 pub(crate) fn uploaded(url: &str) -> Option<u64> {
     UPLOADED.get()?.lock().unwrap_or_else(PoisonError::into_inner).get(url).copied()
-}
-
-/// Objects under a prefix (`s3://bucket/dir/`), where a sharded output goes: each shard an
-/// upload published whole when it is written, removed again if the checkpoint fails.
-pub(crate) struct Prefix {
-    /// The prefix, without its trailing `/`.
-    base: String,
-    memory: Option<u64>,
-    /// For a write whose objects stand only together (a checkpoint's shards and index in
-    /// one `convert`): what it published, deleted if a signal stops the process first.
-    provisional: Option<ztensor_remote::Provisional>,
-}
-
-impl Prefix {
-    /// The prefix `url` (`s3://bucket/dir/`), uploads holding at most a quarter of `memory`.
-    pub(crate) fn new(url: &str, memory: Option<u64>) -> Prefix {
-        Prefix { base: url.trim_end_matches('/').to_owned(), memory, provisional: None }
-    }
-
-    /// Every object published through this prefix (each shard, then the index) stands only
-    /// once the write is done: a signal before deletes them all (see
-    /// [`ztensor_remote::Provisional`]).
-    pub(crate) fn all_or_nothing(mut self) -> Prefix {
-        self.provisional = Some(ztensor_remote::Provisional::new());
-        self
-    }
-
-    /// Refuses a prefix that holds a checkpoint's index at `index` already, unless `force`,
-    /// which removes that index first (so that what is left while the new shards are published,
-    /// or after a failure, is never an index naming shards that changed or went), and returns
-    /// a note saying so.
-    ///
-    /// # Errors
-    /// The index there, without `force`; a failed request other than "no such object".
-    pub(crate) fn check_free(&self, index: &str, force: bool) -> Result<Option<String>> {
-        use ztensor_shard_write::Destination;
-        let url = self.locate(index);
-        let location = Location::parse(&url).map_err(|e| anyhow!("{e}"))?;
-        let options = OPTIONS.get().cloned().unwrap_or_default();
-        match RemoteObject::open(&location, &options) {
-            Err(e) if *e.kind() == ztensor_remote::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(anyhow!("{e}")),
-            Ok(_) if force => {
-                ztensor_remote::delete(&location, &options).map_err(|e| anyhow!("{e}"))?;
-                Ok(Some(format!(
-                    "--force: removed {url} first; shards of the checkpoint there before under \
-                     other names than this one's are left as they were"
-                )))
-            }
-            Ok(_) => Err(anyhow!(
-                "{}/ holds a sharded checkpoint already ({url}); --force replaces it",
-                self.base
-            )),
-        }
-    }
-}
-
-impl ztensor_shard_write::Destination for Prefix {
-    type Object = RemoteUpload;
-
-    fn locate(&self, name: &str) -> String {
-        format!("{}/{name}", self.base)
-    }
-
-    fn create(&self, name: &str) -> std::io::Result<RemoteUpload> {
-        upload(&self.locate(name), self.memory).map_err(|e| std::io::Error::other(format!("{e:#}")))
-    }
-
-    fn publish(&self, name: &str, object: RemoteUpload) -> std::io::Result<()> {
-        let url = self.locate(name);
-        let held = match &self.provisional {
-            Some(set) => {
-                let location = Location::parse(&url).map_err(std::io::Error::from)?;
-                set.hold(&location, &OPTIONS.get().cloned().unwrap_or_default());
-                Some((set, location))
-            }
-            None => None,
-        };
-        let published = publish(&url, object);
-        if published.is_err()
-            && let Some((set, location)) = held
-        {
-            // Nothing of this write's is there: what is (a user's own object at the name) is
-            // not deleted by a signal that comes later.
-            set.release(&location);
-        }
-        published.map_err(|e| std::io::Error::other(format!("{e:#}")))
-    }
-
-    fn remove(&self, name: &str) -> std::io::Result<()> {
-        let location = Location::parse(&self.locate(name)).map_err(std::io::Error::from)?;
-        let options = OPTIONS.get().cloned().unwrap_or_default();
-        ztensor_remote::delete(&location, &options).map_err(std::io::Error::from)
-    }
-
-    fn open(&self, name: &str) -> std::io::Result<Option<Box<dyn ztensor_io::ReadAt>>> {
-        let location = Location::parse(&self.locate(name)).map_err(std::io::Error::from)?;
-        let options = OPTIONS.get().cloned().unwrap_or_default();
-        match RemoteObject::open(&location, &options) {
-            Ok(object) => Ok(Some(Box::new(object))),
-            Err(e) if *e.kind() == ztensor_remote::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(std::io::Error::from(e)),
-        }
-    }
-
-    fn seen(&self, name: &str) -> std::io::Result<ztensor_shard_write::Seen> {
-        let location = Location::parse(&self.locate(name)).map_err(std::io::Error::from)?;
-        let options = OPTIONS.get().cloned().unwrap_or_default();
-        Ok(match ztensor_remote::seen(&location, &options).map_err(std::io::Error::from)? {
-            ztensor_remote::Expected::Object(tag) => ztensor_shard_write::Seen::Object(tag),
-            _ => ztensor_shard_write::Seen::Nothing,
-        })
-    }
-
-    fn publish_if(
-        &self,
-        name: &str,
-        object: RemoteUpload,
-        seen: &ztensor_shard_write::Seen,
-    ) -> std::io::Result<bool> {
-        let expected = match seen {
-            ztensor_shard_write::Seen::Nothing => ztensor_remote::Expected::Nothing,
-            ztensor_shard_write::Seen::Object(tag) => ztensor_remote::Expected::Object(tag.clone()),
-            _ => return self.publish(name, object).map(|()| true),
-        };
-        let len = object.written();
-        match object.finish_if(expected) {
-            Ok(_) => {
-                published(&self.locate(name), len);
-                Ok(true)
-            }
-            Err(e) if *e.kind() == ztensor_remote::ErrorKind::Changed => Ok(false),
-            Err(e) => Err(std::io::Error::from(e)),
-        }
-    }
-}
-
-/// The bytes of the object at `url`, at most `max` of them (a plan, say).
-///
-/// # Errors
-/// The object's, or one longer than `max`.
-pub(crate) fn read_small(url: &str, max: u64) -> Result<Vec<u8>> {
-    use ztensor_io::ReadAt;
-    let object = object(url)?;
-    if object.len() > max {
-        anyhow::bail!("{url}: {} bytes, over the {max} read for it", object.len());
-    }
-    let mut bytes = vec![0u8; usize::try_from(object.len())?];
-    object.read_exact_at(0, &mut bytes).map_err(|e| anyhow!("{url}: {e}"))?;
-    Ok(bytes)
 }
 
 /// Publishes `bytes` as the object at `url`.

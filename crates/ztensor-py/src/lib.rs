@@ -31,6 +31,7 @@ mod dlpack;
 mod errors;
 mod memory;
 mod opening;
+mod plans;
 mod values;
 
 use crate::errors::*;
@@ -538,6 +539,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(save, m)?)?;
     m.add_function(wrap_pyfunction!(convert, m)?)?;
     m.add_function(wrap_pyfunction!(content_id, m)?)?;
+    m.add_function(wrap_pyfunction!(plans::plan_units, m)?)?;
+    m.add_function(wrap_pyfunction!(plans::run_unit, m)?)?;
+    m.add_function(wrap_pyfunction!(plans::finalize, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

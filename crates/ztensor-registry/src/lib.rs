@@ -52,6 +52,8 @@ mod detect;
 mod open;
 mod opened;
 mod place;
+#[cfg(feature = "write")]
+pub mod plans;
 #[cfg(feature = "remote")]
 mod remote;
 mod table;

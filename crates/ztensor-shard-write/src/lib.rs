@@ -4,8 +4,9 @@
 //! is planned ([`plan()`]) into units, one per output shard, that run anywhere ([`run_unit`])
 //! and are checked and indexed by [`finalize`]; [`write_all`] does all of it in one process
 //! with byte-identical results, on the parallel engine of `ztensor-par`. Each writes into a
-//! [`Destination`]: a local [`Directory`], or objects under a prefix in object storage (the
-//! command-line tool's, over `ztensor-remote`): one set of functions, the same bytes. [`Occupied`]
+//! [`Destination`]: a local [`Directory`], or objects under a prefix in object storage
+//! (`Prefix`, with the `remote` feature, over `ztensor-remote`): one set of functions, the
+//! same bytes. [`Occupied`]
 //! keeps an output directory from mixing checkpoints, [`Directory::all_or_nothing`] and
 //! [`OutputGuard`] take back a failed write, and [`interrupt`] undoes the writes in progress
 //! for a signal handler.
@@ -25,12 +26,16 @@
 mod dest;
 mod outdir;
 mod plan;
+#[cfg(feature = "remote")]
+mod prefix;
 mod receipt;
 mod run;
 
 pub use crate::dest::{Destination, Directory, Published, Seen, Shard};
 pub use crate::outdir::{Occupied, OutputGuard, interrupt};
 pub use crate::plan::{InputFile, PLAN_FORMAT, Plan, PlanOptions, Split, Unit, output_stem, plan};
+#[cfg(feature = "remote")]
+pub use crate::prefix::{Occupant, Prefix};
 pub use crate::receipt::{RECEIPTS_DIR, Receipt};
 pub use crate::run::{Outcome, finalize, publish_files, run_unit, write_all};
 pub use ztensor_shard::{Error, ErrorKind, Result, size_and_digest};

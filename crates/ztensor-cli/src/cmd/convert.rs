@@ -366,14 +366,14 @@ fn sharded(r: &Request<'_>, split: ztensor_shard_write::Split, context: &str) ->
     let source = crate::sources::expansion_checked(r.input, opened)?;
     let plan = plan_of(r, split, &*source, &inputs)?;
     let prefix = crate::remote::url_of(r.output)
-        .map(|url| crate::remote::Prefix::new(url, r.run.memory).all_or_nothing());
+        .map(|url| crate::remote::prefix(url, r.run.memory).all_or_nothing());
     if let Some(prefix) = &prefix {
         use ztensor_shard_write::Destination;
         let names = plan.units.iter().map(|u| u.shard.as_str()).chain([plan.index.as_str()]);
         crate::remote::not_over_inputs(&inputs, names.map(|n| prefix.locate(n)))?;
     }
     let cleared = match &prefix {
-        Some(prefix) => prefix.check_free(&plan.index, r.force)?,
+        Some(prefix) => crate::remote::check_free(prefix, &plan.index, r.force)?,
         None => super::outdir::clear(&r.dir(), &plan)?,
     };
     let bar = Bar::new(plan.units.iter().map(|u| u.bytes).sum(), r.run.quiet);
@@ -517,7 +517,7 @@ fn sharded_2_to_prefix(
 ) -> Result<Converted> {
     use ztensor_shard_write::Destination;
     // A signal while the shards are published deletes those published, as `sharded` does.
-    let prefix = crate::remote::Prefix::new(url, r.run.memory).all_or_nothing();
+    let prefix = crate::remote::prefix(url, r.run.memory).all_or_nothing();
     let root_name = format!("{stem}.zt");
     let names: Vec<String> =
         ztensor_v2::sharded::sharded_paths(Path::new(&root_name), groups.len())
@@ -525,7 +525,7 @@ fn sharded_2_to_prefix(
             .filter_map(|p| p.file_name()?.to_str().map(|n| prefix.locate(n)))
             .collect();
     crate::remote::not_over_inputs(inputs, names)?;
-    let cleared = prefix.check_free(&root_name, r.force)?;
+    let cleared = crate::remote::check_free(&prefix, &root_name, r.force)?;
     // A private directory (0700, a name no one can guess), and in it the output's, which an
     // interrupt takes back as it takes back a local output's files.
     let staging = tempfile::Builder::new()

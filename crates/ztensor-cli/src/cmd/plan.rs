@@ -63,8 +63,9 @@ pub(crate) fn plan(a: PlanArgs) -> Result<Done> {
         }
     }
     // Outputs in a bucket (and a plan there) are no object the plan reads.
-    if let Some(prefix) = prefix_of(&made, &run) {
+    if let Some(url) = crate::remote::url_of(&made.output) {
         use ztensor_shard_write::Destination;
+        let prefix = crate::remote::prefix(url, run.memory);
         let names = made.units.iter().map(|u| u.shard.as_str()).chain([made.index.as_str()]);
         crate::remote::not_over_inputs(&inputs, names.map(|n| prefix.locate(n)))?;
     }
@@ -128,19 +129,13 @@ fn planned(
 
 /// The plan at `path`: a file, or an object in a bucket.
 fn read_plan(path: &Path) -> Result<ztensor_shard_write::Plan> {
-    match crate::remote::url_of(path) {
-        Some(url) => {
-            let bytes = crate::remote::read_small(url, ztensor_shard_write::Plan::MAX_LEN)?;
-            ztensor_shard_write::Plan::from_json(&bytes, path)
-        }
-        None => ztensor_shard_write::Plan::read(path),
-    }
-    .map_err(|e| reported("", &e))
+    ztensor_registry::plans::read_plan(path, &storage(None)).map_err(|e| reported("", &e))
 }
 
-/// The prefix a plan's output is in object storage, when it is.
-fn prefix_of(plan: &ztensor_shard_write::Plan, run: &Run) -> Option<crate::remote::Prefix> {
-    crate::remote::url_of(&plan.output).map(|url| crate::remote::Prefix::new(url, run.memory))
+/// How plans, inputs and outputs in object storage are reached, uploads holding at most a
+/// quarter of `memory`.
+fn storage(memory: Option<u64>) -> ztensor_registry::plans::Storage {
+    ztensor_registry::plans::Storage::new(crate::remote::options(memory))
 }
 
 /// `ztensor run PLAN`: one unit (given, or the scheduler's) written, or found done and
@@ -152,32 +147,17 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
         Some(k) => k,
         None => unit_from_environment()?,
     };
-    // Objects read from a bucket: the sizes they had when the plan was made (files are
-    // checked so by the unit writer).
-    for f in &plan.inputs {
-        if let Some(url) = crate::remote::url_of(&f.path) {
-            use ztensor_io::ReadAt;
-            let size = crate::remote::object(url)?.len();
-            if size != f.size {
-                return Err(anyhow!(
-                    "{url}: is {size} bytes; the plan was made when it was {} (make a new plan)",
-                    f.size
-                ));
-            }
-        }
-    }
+    let storage = storage(run.memory);
+    // Objects read from a bucket: the sizes they had when the plan was made, before the
+    // input is opened (files are checked so by the unit writer).
+    ztensor_registry::plans::check_remote_inputs(&plan, &storage)
+        .map_err(|e| anyhow!("{}", e.message()))?;
     let source = open_source_with(&plan.input, plan.options.carry_unknown_dtypes)?;
     let total = plan.units.get(unit).map_or(0, |u| u.bytes);
     let bar = Bar::new(total, run.quiet);
     let started = std::time::Instant::now();
     let par = run.par();
-    let done = match prefix_of(&plan, run) {
-        Some(prefix) => ztensor_shard_write::run_unit(&plan, unit, &*source, &par, &bar, &prefix),
-        None => {
-            let dir = ztensor_shard_write::Directory::new(&plan.output);
-            ztensor_shard_write::run_unit(&plan, unit, &*source, &par, &bar, &dir)
-        }
-    };
+    let done = ztensor_registry::plans::run_unit(&plan, unit, &*source, (&par, &bar), &storage);
     bar.finish();
     let context = format!("unit {unit} of {}", path.display());
     let outcome = done.map_err(|e| crate::refusal(&context, &e))?;
@@ -196,18 +176,10 @@ pub(crate) fn run_unit(path: &Path, unit: Option<usize>, run: &Run) -> Result<Do
 /// `ztensor finalize PLAN`: every unit's receipt and shard checked, the index written.
 pub(crate) fn finalize(path: &Path, deep: bool) -> Result<Done> {
     let plan = read_plan(path)?;
-    let quiet = Run { threads: 0, memory: None, quiet: true, json: false, no_wait: false };
-    let finalized = match prefix_of(&plan, &quiet) {
-        Some(prefix) => ztensor_shard_write::finalize(&plan, deep, &prefix),
-        None => ztensor_shard_write::finalize(
-            &plan,
-            deep,
-            &ztensor_shard_write::Directory::new(&plan.output),
-        ),
-    }
-    .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e));
+    ztensor_registry::plans::finalize(&plan, deep, &storage(None))
+        .map_err(|e| reported(&format!("cannot finalize {}", path.display()), &e))?;
     // Where the index went (a URL as the plan keeps it; a path as the user gave it).
-    let index = finalized.map(|_| plan.output.join(&plan.index))?;
+    let index = plan.output.join(&plan.index);
     Ok(Done::Finalized {
         index,
         shards: plan.units.len(),

@@ -37,6 +37,7 @@ from ._api import (
 )
 from ._errors import FormatError, ObjectNotFoundError, UnsupportedError, ZTensorError
 from ._native import __version__
+from ._plans import finalize, plan_units, run_unit
 
 __all__ = [
     "detect",
@@ -48,6 +49,9 @@ __all__ = [
     "load",
     "save",
     "open_bytes",
+    "plan_units",
+    "run_unit",
+    "finalize",
     "Object",
     "Component",
     "SparseCSR",

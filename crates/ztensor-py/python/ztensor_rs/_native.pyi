@@ -1,7 +1,7 @@
 """Type stubs of the extension module (the Rust side of ztensor_rs)."""
 
 from os import PathLike
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 __version__: str
 
@@ -57,6 +57,9 @@ def convert(
     threads: int = 0,
 ) -> int: ...
 def content_id(path: Union[str, PathLike[str]], algorithm: str = "sha256") -> str: ...
+def plan_units(plan: Union[str, PathLike[str]]) -> int: ...
+def run_unit(plan: Union[str, PathLike[str]], unit: int, threads: int = 0) -> Dict[str, Any]: ...
+def finalize(plan: Union[str, PathLike[str]], deep: bool = False) -> str: ...
 def save(
     tensors: Sequence[Tuple[str, str, Optional[str], Sequence[int], memoryview]],
     path: Optional[Union[str, PathLike[str]]] = None,
