@@ -182,6 +182,7 @@ def test_the_readme_runs_top_to_bottom(tmp):
     output, `rust` blocks compiled by their crate's tests. The only changes are SUBSTITUTED's
     and the S3 server's port (a free one instead of 5000)."""
     import shutil
+    import signal
     import socket
     import subprocess
     import sys
@@ -244,8 +245,18 @@ def test_the_readme_runs_top_to_bottom(tmp):
             )
             script.append(f"python -c {shlex.quote(wait)}")
     (log / "readme.sh").write_text("\n".join(script) + "\n")
-    done = subprocess.run(["bash", str(log / "readme.sh")], env=env, timeout=900)
-    assert done.returncode == 0, "the script itself failed"
+    # In a process group of its own, stopped whole at the end: a server the README starts in
+    # the background (`moto_server ... &`) is a grandchild the script's own trap cannot reach.
+    script_run = subprocess.Popen(["bash", str(log / "readme.sh")], env=env, start_new_session=True)
+    try:
+        returncode = script_run.wait(timeout=900)
+    finally:
+        try:
+            os.killpg(script_run.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        script_run.wait()
+    assert returncode == 0, "the script itself failed"
     failures = []
     for name, (line, kind, command, shown) in steps.items():
         said = (log / f"{name}.out").read_text()
