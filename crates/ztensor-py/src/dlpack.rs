@@ -166,18 +166,37 @@ pub(crate) fn export<'py, B: Exportable>(
     let logical = logical.map(LogicalType::from_name);
     let len = bytes.get().raw().1 as u64;
     let count = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
-    // Elements of the logical type when the shape counts those, else of the storage type (a
-    // shape that counts storage elements, as some writers give for complex data).
-    let (dtype, size) = [element(storage, logical.as_ref()), element(storage, None)]
-        .into_iter()
-        .find(|(_, size)| count.and_then(|n| n.checked_mul(*size)) == Some(len))
-        .ok_or_else(|| {
-            PyBufferError::new_err(format!(
-                "{len} bytes do not hold a tensor of shape {shape:?} and type {}",
-                logical.as_ref().map_or(dtype, |l| l.name())
-            ))
-        })?;
-    debug_assert!(size > 0);
+    let mx = logical.as_ref().and_then(ztensor_format::MxType::of);
+    let mut shape = shape;
+    let dtype = if mx == Some(ztensor_format::MxType::F4E2M1)
+        && count.is_some_and(|n| n != len && n.div_ceil(2) == len)
+    {
+        // Packed FP4, two elements a byte: DLPack's FLOAT4_E2M1FN of two lanes, the shape
+        // counting bytes along the last dimension, as torch's `float4_e2m1fn_x2` is exported
+        // and taken (torch refuses one lane).
+        match shape.last_mut() {
+            Some(last) if *last % 2 == 0 => *last /= 2,
+            _ => {
+                return Err(PyBufferError::new_err(format!(
+                    "packed f4_e2m1 of shape {shape:?}: DLPack's two-lane FP4 (torch's                      float4_e2m1fn_x2) needs an even last dimension"
+                )));
+            }
+        }
+        DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 }
+    } else {
+        // Elements of the logical type when the shape counts those, else of the storage type
+        // (a shape that counts storage elements, as some writers give for complex data).
+        [element(storage, logical.as_ref()), element(storage, None)]
+            .into_iter()
+            .find(|(_, size)| count.and_then(|n| n.checked_mul(*size)) == Some(len))
+            .ok_or_else(|| {
+                PyBufferError::new_err(format!(
+                    "{len} bytes do not hold a tensor of shape {shape:?} and type {}",
+                    logical.as_ref().map_or(dtype, |l| l.name())
+                ))
+            })?
+            .0
+    };
     let shape = shape
         .iter()
         .map(|&d| i64::try_from(d))

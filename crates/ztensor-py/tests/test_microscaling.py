@@ -157,10 +157,11 @@ def test_zt_1_2_refuses_packed_fp4_naming_zt_2_and_keeps_e8m0(torch_written, tmp
     same(zt_torch.load_file(again)["scales"], tensors["scales"], "scales")
 
 
-def test_dlpack_consumers_take_e8m0_and_packed_fp4_is_refused_not_misread(torch_written, tmp_path):
+def test_dlpack_consumers_take_e8m0_and_packed_fp4_at_the_files_bytes(torch_written, tmp_path):
     """DLPack 1.1's FLOAT8_E8M0FNU: torch and JAX take the scales with their own type, at the
-    file's bytes. Packed FP4 (a DLPack 4-bit type no consumer here takes) is refused by name,
-    never exported as more bytes than there are."""
+    file's bytes. Packed FP4 goes as DLPack's FLOAT4_E2M1FN of two lanes (torch's own export of
+    float4_e2m1fn_x2, the one consumer here that takes a 4-bit type): torch takes it as the
+    tensor it saved; an odd last dimension, which has no such form, is refused by name."""
     import jax.numpy as jnp
 
     path, tensors = torch_written
@@ -171,8 +172,19 @@ def test_dlpack_consumers_take_e8m0_and_packed_fp4_is_refused_not_misread(torch_
         taken = torch.from_dlpack(scales)
         same(taken, tensors["scales"], "scales")
         assert str(jnp.from_dlpack(f.get_object("scales")).dtype) == "float8_e8m0fnu"
-        with pytest.raises(BufferError, match="do not hold a tensor of shape"):
-            torch.from_dlpack(f.get_object("w"))
+        w = torch.from_dlpack(f.get_object("w"))
+        assert w.dtype == torch.float4_e2m1fn_x2 and w.shape == tensors["w"].shape
+        same(w, tensors["w"], "w")
+        # Versioned (DLPack 1.x) as well as legacy capsules.
+        versioned = f.get_object("w").__dlpack__(max_version=(1, 1))
+        same(torch.from_dlpack(versioned), tensors["w"], "w")
+    # Seven FP4 values (ml_dtypes'): four bytes, no two-lane form; refused, never misread.
+    odd = np.array([0.5, -1.0, 1.5, 2.0, -0.0, 3.0, 4.0], dtype=np.float32).astype(ml_dtypes.float4_e2m1fn)
+    path = tmp_path / "odd.zt"
+    ztensor_rs.save_file({"v": odd}, path, version="2")
+    with ztensor_rs.safe_open(path) as f:
+        with pytest.raises(BufferError, match="even last dimension"):
+            torch.from_dlpack(f.get_object("v"))
 
 
 def test_a_1x_fp4_of_one_value_a_byte_is_not_taken_for_pairs(tmp_path):

@@ -128,7 +128,9 @@ class Component:
 
     A component is a DLPack producer: ``torch.from_dlpack(c)``, ``np.from_dlpack(c)`` and
     ``jax.dlpack.from_dlpack(c)`` take its bytes without a copy, with the element type it has
-    in the file, bfloat16 and FP8 included (which NumPy's own DLPack export refuses). Bytes
+    in the file, bfloat16, FP8 and E8M0 included (which NumPy's own DLPack export refuses),
+    and packed FP4 as DLPack's FLOAT4_E2M1FN of two lanes, a byte each (what torch's
+    ``float4_e2m1fn_x2`` is; an odd last dimension has no such form and raises). Bytes
     borrowed from the file's map are exported read-only (a DLPack 1.0 flag: NumPy honours it,
     torch ignores it, and writing into such a tensor then faults, as the map is read-only);
     ask with ``copy=True`` for a private, writable copy. A consumer asking for DLPack before
