@@ -300,8 +300,9 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write one object as a NumPy .npy file. bf16 and FP8 are widened to f32 (exactly),
-    /// complex types become complex64/complex128, sparse objects are written dense.
+    /// Write one object as a NumPy .npy file. bf16, FP8 and the microscaling types (FP4, FP6,
+    /// E8M0) are widened to f32 (exactly), complex types become complex64/complex128, sparse
+    /// objects are written dense.
     ///
     /// Example: ztensor extract model.zt layers.0.weight -o weight.npy
     ///
@@ -374,8 +375,8 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print an object's values in C order (bf16/FP8 widened to f32; sparse objects densified),
-    /// at most --limit of them.
+    /// Print an object's values in C order (bf16, FP8, FP4, FP6 and E8M0 widened to f32; sparse
+    /// objects densified), at most --limit of them.
     ///
     /// Example: ztensor cat model.zt layers.0.bias --limit 20
     ///

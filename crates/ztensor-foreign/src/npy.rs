@@ -1,9 +1,9 @@
 //! NumPy `.npy` out, so people can look at a tensor with the tools they have, and the element
 //! conversions behind it (also used to print values).
 //!
-//! Types NumPy has are written as they are; `bf16` and the FP8 types, which it lacks, are
-//! widened to `f32` (exactly: every value of those types is an `f32` value); `complex64` and
-//! `complex128` become `<c8` and `<c16`. Sparse objects (CSR, COO) are written dense, within a
+//! Types NumPy has are written as they are; `bf16`, the FP8 types and the microscaling types
+//! (packed FP4 and FP6, E8M0), which it lacks, are widened to `f32` (exactly: every value of
+//! those types is an `f32` value); `complex64` and `complex128` become `<c8` and `<c16`. Sparse objects (CSR, COO) are written dense, within a
 //! size limit. Quantized groups have no array form and are refused.
 
 use std::io::Write;
@@ -98,6 +98,65 @@ pub fn fp8_to_f32(byte: u8, logical: &LogicalType) -> Option<f32> {
     })
 }
 
+/// The value of a code of the OCP microscaling element types FP4 and FP6 (E2M1, E2M3, E3M2):
+/// a sign bit over `exponent_bits` of exponent (bias `bias`) and `mantissa_bits` of mantissa,
+/// exponent 0 subnormal; no infinities and no NaN.
+fn minifloat(code: u8, exponent_bits: u32, mantissa_bits: u32, bias: i32) -> f32 {
+    let sign = if code >> (exponent_bits + mantissa_bits) & 1 != 0 { -1.0f32 } else { 1.0 };
+    let exponent = i32::from((code >> mantissa_bits) & ((1 << exponent_bits) - 1));
+    let scale = f32::from(1u8 << mantissa_bits);
+    let mantissa = f32::from(code & ((1 << mantissa_bits) - 1)) / scale;
+    match exponent {
+        0 => sign * mantissa * 2f32.powi(1 - bias),
+        e => sign * (1.0 + mantissa) * 2f32.powi(e - bias),
+    }
+}
+
+/// The packed microscaling elements in `bytes` (element `i` at bits `b·i..b·(i+1)` of the
+/// little-endian bit stream) widened to `f32`: as many as the whole bytes hold (the bits of a
+/// last partial element, padding, included as an element when they fill one: the caller
+/// keeps the count it has).
+fn widen_packed(bytes: &[u8], mx: ztensor_format::MxType) -> Vec<u8> {
+    use ztensor_format::MxType;
+    let (bits, value): (usize, fn(u8) -> f32) = match mx {
+        MxType::F4E2M1 => (4, |c| minifloat(c, 2, 1, 1)),
+        MxType::F6E2M3 => (6, |c| minifloat(c, 2, 3, 1)),
+        MxType::F6E3M2 => (6, |c| minifloat(c, 3, 2, 3)),
+        // One byte an element: widened by `fp8_to_f32`.
+        MxType::F8E8M0 => return Vec::new(),
+    };
+    let count = bytes.len() * 8 / bits;
+    let mut out = Vec::with_capacity(count * 4);
+    for i in 0..count {
+        let (at, shift) = (i * bits / 8, i * bits % 8);
+        let low = u16::from(bytes[at]);
+        let high = bytes.get(at + 1).map_or(0, |&b| u16::from(b));
+        // At most six bits: a byte.
+        let code = ((low | high << 8) >> shift).to_le_bytes()[0] & ((1 << bits) - 1);
+        out.extend_from_slice(&value(code).to_le_bytes());
+    }
+    out
+}
+
+/// The packed microscaling type of elements of `logical` on `dtype`, when they are one (FP4,
+/// FP6): their bytes do not count their elements.
+pub fn packed(dtype: DType, logical: Option<&LogicalType>) -> Option<ztensor_format::MxType> {
+    use ztensor_format::MxType;
+    let mx = MxType::of(logical?).filter(|mx| *mx != MxType::F8E8M0)?;
+    (dtype == DType::U8).then_some(mx)
+}
+
+/// The input bytes of a piece that widens to whole elements: a multiple of this (3 for FP6,
+/// whose four elements take three bytes; the element size otherwise).
+pub fn piece_unit(dtype: DType, logical: Option<&LogicalType>) -> usize {
+    use ztensor_format::MxType;
+    match packed(dtype, logical) {
+        Some(MxType::F6E2M3 | MxType::F6E3M2) => 3,
+        Some(_) => 1,
+        None => usize::try_from(dtype.size()).unwrap_or(1).max(1),
+    }
+}
+
 fn widen(bytes: &[u8], f: impl Fn(&[u8]) -> f32, width: usize) -> Vec<u8> {
     bytes.chunks_exact(width).flat_map(|c| f(c).to_le_bytes()).collect()
 }
@@ -129,6 +188,10 @@ pub fn dense(c: ComponentData<'_>) -> Result<(&'static str, Vec<u8>, Option<Stri
             let data = widen(bytes, |b| fp8_to_f32(b[0], t).unwrap_or(f32::NAN), 1);
             ("<f4", data, Some(format!("{t} widened to f32 (exact)")))
         }
+        (Some(t), d) if packed(d, Some(t)).is_some() => {
+            let data = packed(d, Some(t)).map(|mx| widen_packed(bytes, mx)).unwrap_or_default();
+            ("<f4", data, Some(format!("packed {t} widened to f32 (exact)")))
+        }
         (Some(t), d) => return Err(unrepresentable(format!("NumPy has no type for {d} as {t}"))),
     })
 }
@@ -157,7 +220,19 @@ fn array_of<T: TensorSource + ?Sized>(source: &T, name: &str, max_dense: u64) ->
                 .components
                 .remove("data")
                 .ok_or_else(|| unrepresentable("a dense object without a data component".into()))?;
-            let (descr, bytes, note) = dense(c)?;
+            let packed = packed(c.dtype, c.logical_type.as_ref());
+            let (descr, mut bytes, note) = dense(c)?;
+            if packed.is_some() {
+                // The padding bits after the last element are no element.
+                let count = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+                let len = count.and_then(|n| usize::try_from(n).ok()?.checked_mul(4));
+                if len.is_none_or(|len| len > bytes.len()) {
+                    return Err(unrepresentable(format!(
+                        "the packed elements do not fill shape {shape:?}"
+                    )));
+                }
+                bytes.truncate(len.unwrap_or(0));
+            }
             Ok(Array { descr, shape, data: bytes, note })
         }
         Format::SparseCsr | Format::SparseCoo => {
@@ -320,4 +395,40 @@ pub fn values(array: &Array, limit: usize) -> Vec<String> {
 /// How many elements an array has.
 pub fn len(array: &Array) -> u64 {
     array.shape.iter().product()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ztensor_format::MxType;
+
+    fn floats(bytes: &[u8]) -> Vec<f32> {
+        bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn fp4_and_fp6_codes_are_the_ocp_values() {
+        // OCP Microscaling 1.0, §5.3.3: E2M1's eight magnitudes; E2M3's and E3M2's smallest
+        // subnormal and largest normal; the sign bit on top.
+        let e2m1: Vec<f32> = (0..8).map(|c| minifloat(c, 2, 1, 1)).collect();
+        assert_eq!(e2m1, [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]);
+        assert_eq!(minifloat(0b1111, 2, 1, 1), -6.0);
+        assert_eq!((minifloat(1, 2, 3, 1), minifloat(0x1F, 2, 3, 1)), (0.125, 7.5));
+        assert_eq!((minifloat(1, 3, 2, 3), minifloat(0x1F, 3, 2, 3)), (0.0625, 28.0));
+        assert_eq!(minifloat(0x3F, 3, 2, 3), -28.0);
+    }
+
+    #[test]
+    fn packed_elements_widen_in_stream_order_pieces_of_whole_elements() {
+        // FP4: element 0 in the low nibble.
+        assert_eq!(floats(&widen_packed(&[0x21, 0x0F], MxType::F4E2M1)), [0.5, 1.0, -6.0, 0.0]);
+        // FP6: four elements in three bytes, element i at bits 6i..6i+6.
+        let codes = [0x01u32, 0x1F, 0x21, 0x3F];
+        let stream: u32 = codes.iter().enumerate().map(|(i, c)| c << (6 * i)).sum();
+        let bytes = &stream.to_le_bytes()[..3];
+        assert_eq!(floats(&widen_packed(bytes, MxType::F6E3M2)), [0.0625, 28.0, -0.0625, -28.0]);
+        assert_eq!(piece_unit(DType::U8, Some(&MxType::F6E2M3.logical_type())), 3);
+        assert_eq!(piece_unit(DType::U8, Some(&MxType::F4E2M1.logical_type())), 1);
+        assert_eq!(piece_unit(DType::F32, None), 4);
+    }
 }

@@ -205,3 +205,32 @@ def test_a_1x_fp4_of_one_value_a_byte_is_not_taken_for_pairs(tmp_path):
     with ztensor_rs.safe_open(again) as f:
         assert f.info("x")["components"]["data"]["type"] == "f4_e2m1"
         assert f.get_tensor("x").tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("name", ["float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn"])
+def test_cat_and_extract_widen_packed_fp4_and_fp6_as_ml_dtypes_reads_them(name, tmp_path):
+    """Every code of the type, and one more (a count that leaves padding bits in the last
+    byte), saved packed in zTensor 2: ``ztensor cat`` prints and ``ztensor extract`` writes
+    the values ml_dtypes gives them, widened to f32."""
+    import subprocess
+
+    from test_registry import cli
+
+    kind = getattr(ml_dtypes, name)
+    bits = 4 if "float4" in name else 6
+    codes = np.concatenate([np.arange(1 << bits, dtype=np.uint8), np.array([3], dtype=np.uint8)])
+    values = codes.view(kind)
+    want = values.astype(np.float32)
+    path = tmp_path / "v.zt"
+    ztensor_rs.save_file({"v": values}, path, version="2")
+    shown = subprocess.run([str(cli()), "cat", "--json", "--limit", "0", str(path), "v"], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    printed = np.array(json.loads(shown.stdout)["values"], dtype=np.float32)
+    assert printed.shape == want.shape
+    np.testing.assert_array_equal(printed, want)
+    out = tmp_path / "v.npy"
+    done = subprocess.run([str(cli()), "extract", str(path), "v", "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    extracted = np.load(out)
+    assert extracted.dtype == np.float32
+    np.testing.assert_array_equal(extracted, want)

@@ -214,8 +214,10 @@ pub fn cat(
     if let Some((info, dtype, logical, descr, note)) = streamed(source, index) {
         let total = info.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).unwrap_or(u64::MAX);
         head(out, json, name, descr, &info.shape, total, note.as_deref())?;
-        let size = usize::try_from(dtype.size()).unwrap_or(1).max(1);
-        let unit = lcm(size, npy::width(descr));
+        // Pieces of whole elements (three bytes of FP6 hold four).
+        let unit = lcm(npy::piece_unit(dtype, logical.as_ref()), npy::width(descr));
+        // The padding bits after the last packed element widen to no value.
+        let limit = limit.min(total);
         let read = |rows: &mut Rows<'_>| {
             let mut carry: Vec<u8> = Vec::new();
             let done = source.read_pieces(index, 4 << 20, &mut |_, bytes| {
@@ -231,12 +233,18 @@ pub fn cat(
                     }
                 }
                 let whole = bytes.len() - bytes.len() % unit;
-                for piece in bytes[..whole].chunks(FORMAT_PIECE) {
+                for piece in bytes[..whole].chunks(FORMAT_PIECE / unit * unit) {
                     widened(rows, dtype, logical.as_ref(), piece)?;
                 }
                 carry.extend_from_slice(&bytes[whole..]);
                 Ok(())
             });
+            // What is left is the end of the object: its last elements (a packed type's last
+            // bytes, which need not fill a unit).
+            let done = match done {
+                Ok(()) if !carry.is_empty() => widened(rows, dtype, logical.as_ref(), &carry),
+                other => other,
+            };
             // A failed write is the output's error (a closed pipe ends the command quietly),
             // not the input's.
             match (done, rows.broken.take()) {
