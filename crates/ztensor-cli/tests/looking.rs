@@ -235,3 +235,20 @@ fn cat_as_json_is_the_text_cat() {
         }
     }
 }
+
+#[test]
+fn cat_prints_the_last_values_of_a_widened_object_whatever_their_count() {
+    // Widened one or two bytes at a time, counts that are no multiple of four f32s: the last
+    // values were once held back as an unfinished piece.
+    let d = scratch("cat-tail");
+    let file = d.join("m.safetensors");
+    crate::tools::write_safetensors(&file, &crate::tools::specs(), None);
+    // E4M3 0x38 1.0, 0x7e 448, 0xb8 -1.0; E5M2 0x3c 1.0, 0xc0 -2.0 (their definitions).
+    for (name, shown) in [("w.fp8", "1 448 -1"), ("w.fp8b", "1 -2")] {
+        let text = stdout(&ztensor(&["cat", arg(&file), name]));
+        assert!(text.lines().nth(1) == Some(shown), "{name}: {text}");
+        let report = json(&ztensor(&["cat", arg(&file), name, "--json"]));
+        let values = report["values"].as_array().unwrap().len();
+        assert_eq!(values, shown.split(' ').count(), "{name}: {report}");
+    }
+}
