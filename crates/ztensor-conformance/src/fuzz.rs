@@ -274,7 +274,8 @@ pub fn pickle(data: &[u8]) {
 /// A selector byte, then an index of a sharded checkpoint as each kind is read: a zTensor
 /// checkpoint's `NAME.zt.index.json` (a `dcp` section, a Distributed Checkpoint's chunks,
 /// included), a Hugging Face `model.safetensors.index.json` (its shards found empty),
-/// and a zTensor 2 root's shard table (its shards not found). Held to [`allowed`]: an index
+/// and a zTensor 2 root's shard table (its shards not found); selectors from 0xF0, a plan of
+/// a sharded conversion (`ztensor plan`'s, which `run` and `finalize` read from a bucket). Held to [`allowed`]: an index
 /// may not make its reader hold memory by a count it states.
 pub fn indexes(data: &[u8]) {
     held_within("a sharded checkpoint's index", data, 0, || indexes_body(data));
@@ -284,6 +285,16 @@ fn indexes_body(data: &[u8]) {
     use std::path::Path;
     let Some((&selector, index)) = data.split_first() else { return };
     let path = Path::new("fuzz/model.index.json");
+    if selector >= 0xF0 {
+        // A plan of a sharded conversion (`ztensor plan`), as `run` and `finalize` read one
+        // from a file or a bucket: refused, or one that writes itself back as the same plan.
+        if let Ok(plan) = ztensor_shard_write::Plan::from_json(index, Path::new("fuzz/plan.json")) {
+            let again = ztensor_shard_write::Plan::from_json(plan.to_json().as_bytes(), path)
+                .expect("a plan written back reads again");
+            assert_eq!(again.digest(), plan.digest(), "a plan written back is the same plan");
+        }
+        return;
+    }
     match selector % 3 {
         0 => {
             let _ = ztensor_shard::ShardIndex::from_json(index, path);
