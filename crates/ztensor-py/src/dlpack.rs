@@ -183,6 +183,18 @@ pub(crate) fn export<'py, B: Exportable>(
             }
         }
         DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 }
+    } else if let Some(code) = mx
+        .and_then(|mx| match mx {
+            ztensor_format::MxType::F6E2M3 => Some(DLDataTypeCode::FLOAT6_E2M3FN),
+            ztensor_format::MxType::F6E3M2 => Some(DLDataTypeCode::FLOAT6_E3M2FN),
+            _ => None,
+        })
+        .filter(|_| count.and_then(|n| n.checked_mul(6)).map(|b| b.div_ceil(8)) == Some(len))
+    {
+        // Packed FP6, as DLPack 1.1 describes it: six bits, one lane, the element `i` at bits
+        // `6i..6i+6` of the little-endian bit stream (this format's packing), the shape
+        // counting elements.
+        DLDataType { code, bits: 6, lanes: 1 }
     } else {
         // Elements of the logical type when the shape counts those, else of the storage type
         // (a shape that counts storage elements, as some writers give for complex data).

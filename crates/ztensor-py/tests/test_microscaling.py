@@ -234,3 +234,46 @@ def test_cat_and_extract_widen_packed_fp4_and_fp6_as_ml_dtypes_reads_them(name, 
     extracted = np.load(out)
     assert extracted.dtype == np.float32
     np.testing.assert_array_equal(extracted, want)
+
+
+@pytest.mark.parametrize("name, code", [("float6_e2m3fn", 15), ("float6_e3m2fn", 16)])
+def test_packed_fp6_goes_out_over_dlpack_as_dlpack_1_1_describes_it(name, code, tmp_path):
+    """No consumer here takes a six-bit type (torch has none, NumPy's DLPack refuses it), so
+    the capsule is read as the DLPack 1.1 header describes one: FLOAT6_E2M3FN (15) or
+    FLOAT6_E3M2FN (16), six bits, one lane, the shape counting elements, the bytes the file's
+    packed ones."""
+    import ctypes
+
+    class DataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class Device(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int32), ("id", ctypes.c_int32)]
+
+    class Tensor(ctypes.Structure):
+        _fields_ = [
+            ("data", ctypes.c_void_p),
+            ("device", Device),
+            ("ndim", ctypes.c_int32),
+            ("dtype", DataType),
+            ("shape", ctypes.POINTER(ctypes.c_int64)),
+            ("strides", ctypes.POINTER(ctypes.c_int64)),
+            ("byte_offset", ctypes.c_uint64),
+        ]
+
+    pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    pointer.restype, pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    codes = np.arange(64, dtype=np.uint8)[:, None].repeat(2, axis=1)[:13]  # 13 x 2: 26 elements
+    values = codes.view(getattr(ml_dtypes, name))
+    path = tmp_path / "v.zt"
+    ztensor_rs.save_file({"v": values}, path, version="2")
+    with ztensor_rs.safe_open(path) as f:
+        data = f.info("v")["components"]["data"]
+        stored = path.read_bytes()[data["offset"] : data["offset"] + data["stored_length"]]
+        capsule = f.get_object("v").__dlpack__()
+        tensor = Tensor.from_address(pointer(capsule, b"dltensor") + 0)
+        assert (tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes) == (code, 6, 1)
+        assert [tensor.shape[i] for i in range(tensor.ndim)] == [13, 2]
+        assert ctypes.string_at(tensor.data + tensor.byte_offset, len(stored)) == stored
+        assert len(stored) == (26 * 6 + 7) // 8
+        del capsule
