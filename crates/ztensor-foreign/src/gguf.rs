@@ -852,7 +852,10 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
                     crate::error::unknown_dtype("an unknown GGML type", &t.name)
                 }),
             )),
-            View::Mx => layouts::mx_pieces(&self.source, &t.name, t.offset, t.len, each),
+            View::Mx => {
+                let tensor = (t.name.as_str(), t.offset, t.len);
+                layouts::mx_pieces(&self.source, tensor, &["data", "scales"], piece, each)
+            }
             _ => {
                 let mut failed = None;
                 let range = RawRange { source: &self.source, offset: t.offset, len: t.len };
@@ -866,6 +869,28 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
                 failed.map_or(Ok(()), Err)
             }
         }
+    }
+
+    /// A `zt.mx/1` part alone: its blocks read once for it, not for both parts.
+    fn read_part(
+        &self,
+        index: usize,
+        role: &str,
+        piece: usize,
+        each: &mut dyn FnMut(&[u8]) -> ztensor_io::Result<()>,
+    ) -> ztensor_io::Result<()> {
+        let t = self.tensor(index)?;
+        if self.view(t) != View::Mx {
+            let mut only = |r: &str, bytes: &[u8]| if r == role { each(bytes) } else { Ok(()) };
+            return self.read_pieces(index, piece, &mut only);
+        }
+        let roles: &[&str] = match role {
+            "data" => &["data"],
+            "scales" => &["scales"],
+            _ => &[],
+        };
+        let tensor = (t.name.as_str(), t.offset, t.len);
+        layouts::mx_pieces(&self.source, tensor, roles, piece, &mut |_, bytes| each(bytes))
     }
 
     /// Objects in zTensor 2's layouts are read in pieces (the others, dense, are read through

@@ -169,7 +169,7 @@ pub(crate) fn export<'py, B: Exportable>(
     let mx = logical.as_ref().and_then(ztensor_format::MxType::of);
     let mut shape = shape;
     let dtype = if mx == Some(ztensor_format::MxType::F4E2M1)
-        && count.is_some_and(|n| n != len && n.div_ceil(2) == len)
+        && count.is_some_and(|n| n.div_ceil(2) == len)
     {
         // Packed FP4, two elements a byte: DLPack's FLOAT4_E2M1FN of two lanes, the shape
         // counting bytes along the last dimension, as torch's `float4_e2m1fn_x2` is exported
@@ -178,7 +178,8 @@ pub(crate) fn export<'py, B: Exportable>(
             Some(last) if *last % 2 == 0 => *last /= 2,
             _ => {
                 return Err(PyBufferError::new_err(format!(
-                    "packed f4_e2m1 of shape {shape:?}: DLPack's two-lane FP4 (torch's                      float4_e2m1fn_x2) needs an even last dimension"
+                    "packed f4_e2m1 of shape {shape:?}: DLPack's two-lane FP4 (torch's \
+                     float4_e2m1fn_x2) needs an even last dimension"
                 )));
             }
         }

@@ -104,9 +104,27 @@ pub fn check_remote_inputs(plan: &Plan, storage: &Storage) -> Result<()> {
     Ok(())
 }
 
+/// Refuses an output that names object storage in a build that does not reach it (rather
+/// than taking `s3://…` for a local directory).
+fn reachable(plan: &Plan) -> Result<()> {
+    let named = plan.output.to_str().is_some_and(|s| s.contains("://"));
+    if named && url_of(&plan.output).is_none() {
+        return Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "{}: object storage is not reached by this build (the registry's `remote` \
+                 feature)",
+                plan.output.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `f` with the plan's output: a bucket prefix for a URL, else a local directory.
 macro_rules! with_output {
     ($plan:expr, $storage:expr, |$to:ident| $body:expr) => {{
+        reachable($plan)?;
         match url_of(&$plan.output) {
             #[cfg(feature = "remote")]
             Some(url) => {

@@ -155,24 +155,25 @@ pub(super) fn repack(
 }
 
 /// Reads the MXFP4 tensor `name` (`len` bytes at `offset` of `source`) in runs of whole blocks,
-/// and hands each run's `data` then, after the last run, each run's `scales` to `each`: the
-/// order of the parts' roles. Each run holds at most [`BLOCKS_AT_ONCE`] blocks.
+/// and hands each run's part of each of `roles` (`data`, `scales`, in that order: the order of
+/// the parts' roles) to `each`, one role after the other. A run holds as many blocks as make
+/// at most `piece` bytes of codes (at least one block, at most [`BLOCKS_AT_ONCE`]).
 pub(super) fn mx_pieces(
     source: &dyn ReadAt,
-    name: &str,
-    offset: u64,
-    len: u64,
+    (name, offset, len): (&str, u64, u64),
+    roles: &[&str],
+    piece: usize,
     each: &mut dyn FnMut(&str, &[u8]) -> ztensor_io::Result<()>,
 ) -> ztensor_io::Result<()> {
-    for role in ["data", "scales"] {
+    let at_once = (piece / MX_CODES).clamp(1, BLOCKS_AT_ONCE);
+    for &role in roles {
         let mut scratch = Vec::new();
         let (mut data, mut scales) = (Vec::new(), Vec::new());
         let blocks = len / MX_BYTES as u64;
         let mut block = 0;
         while block < blocks {
             // At most BLOCKS_AT_ONCE blocks: a usize.
-            let run =
-                usize::try_from(blocks - block).map_or(BLOCKS_AT_ONCE, |b| b.min(BLOCKS_AT_ONCE));
+            let run = usize::try_from(blocks - block).map_or(at_once, |b| b.min(at_once));
             let at = offset + block * MX_BYTES as u64;
             let n = run * MX_BYTES;
             let bytes: Cow<'_, [u8]> = match source.as_slice() {
@@ -254,7 +255,8 @@ mod tests {
         let blocks: Vec<u8> = (0..3).flat_map(|b| ggml_block(b, &[b; 32])).collect();
         let source: &[u8] = &blocks;
         let mut seen = Vec::new();
-        mx_pieces(&source, "t", 0, blocks.len() as u64, &mut |role, bytes| {
+        let tensor = ("t", 0, blocks.len() as u64);
+        mx_pieces(&source, tensor, &["data", "scales"], 1 << 20, &mut |role, bytes| {
             seen.push((role.to_owned(), bytes.to_vec()));
             Ok(())
         })
@@ -264,5 +266,13 @@ mod tests {
         assert_eq!(seen[0].1.len(), 48);
         assert_eq!(seen[1].1, [0, 1, 2]);
         assert_eq!(seen[0].1[16..32], [0x11; 16]);
+        // Pieces of at most 16 bytes of codes: a block at a time; one role alone.
+        let mut sizes = Vec::new();
+        mx_pieces(&source, tensor, &["scales"], 16, &mut |role, bytes| {
+            sizes.push((role.to_owned(), bytes.len()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(sizes, vec![("scales".to_owned(), 1); 3]);
     }
 }
