@@ -265,14 +265,22 @@ fn safetensors_microscaling_dtypes_are_zt2_types_refused_by_1x_or_carried() {
     let zt2z = d.join("mx2z.zt");
     ok(&["convert", arg(&st), arg(&zt2z), "--to", "2", "--zstd", "3"]);
     assert_eq!(ok(&["cat", arg(&zt2z), "scales"]), ok(&["cat", arg(&st), "scales"]));
-    // The E8M0 scales widen to f32 exactly (2^(e−127)); packed FP4 has no NumPy type here.
+    // The E8M0 scales widen to f32 exactly (2^(e−127)), and so do packed FP4 and FP6.
     let scales: serde_json::Value =
         serde_json::from_str(&ok(&["cat", arg(&st), "scales", "--json"])).unwrap();
     let values: Vec<f64> =
         scales["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     assert_eq!(values, [1.0, 2.0, 0.5, 8.0], "{scales}");
-    let err = fails(&["cat", arg(&zt2z), "w.f4"], 1);
-    assert!(err.contains("f4_e2m1"), "{err}");
+    // FP4 0x12 0x34 0x56 0x78, low nibble first: codes 2 1 4 3 6 5 8 7, which E2M1 reads as
+    // 1 0.5 2 1.5 4 3 -0 6.
+    let shown = ok(&["cat", arg(&zt2z), "w.f4"]);
+    assert!(shown.ends_with("1 0.5 2 1.5\n4 3 -0 6\n"), "{shown}");
+    // FP6 0xc1 0x20 0x14 is the stream 0x1420c1: codes 1 3 2 5, E2M3 subnormals of 1/8 each;
+    // 0x3f 0xf0 0xff is 0xfff03f: codes 63 0 63 63, E3M2's -28 (-1.75 · 2^4) and 0.
+    let shown = ok(&["cat", arg(&zt2z), "w.f6a"]);
+    assert!(shown.ends_with("0.125 0.375 0.25 0.625\n"), "{shown}");
+    let shown = ok(&["cat", arg(&st), "w.f6b"]);
+    assert!(shown.ends_with("-28 0 -28 -28\n"), "{shown}");
     // Safetensors to safetensors, as it was.
     let direct = d.join("direct.safetensors");
     ok(&["convert", arg(&st), arg(&direct)]);
