@@ -164,6 +164,18 @@ impl RawRange<'_> {
     /// # Errors
     /// The source's read errors, with the file offset that failed.
     pub fn read_pieces(&self, piece: u64, mut f: impl FnMut(&[u8])) -> Result<()> {
+        self.try_pieces(piece, |bytes| {
+            f(bytes);
+            Ok(())
+        })
+    }
+
+    /// As [`RawRange::read_pieces`], for an `f` that may fail: reading stops at its first
+    /// error, which is returned as it was.
+    ///
+    /// # Errors
+    /// The source's read errors, with the file offset that failed; `f`'s.
+    pub fn try_pieces(&self, piece: u64, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
         let piece = piece.clamp(1, self.len.max(1));
         let mut buf = vec![0u8; usize::try_from(piece).unwrap_or(0)];
         let mut at = 0u64;
@@ -173,7 +185,7 @@ impl RawRange<'_> {
             self.source.read_exact_at(offset, &mut buf[..n]).map_err(|e| {
                 crate::Error::io(format!("reading byte {offset} of the source"), None, e)
             })?;
-            f(&buf[..n]);
+            f(&buf[..n])?;
             at += n as u64;
         }
         Ok(())
@@ -262,15 +274,7 @@ pub trait TensorSource: Sync {
         }) && let Some(range) = self.raw(index)
         {
             let role = info.components[0].role.clone();
-            let mut failed = None;
-            range.read_pieces(piece.max(1) as u64, |bytes| {
-                if failed.is_none()
-                    && let Err(e) = each(&role, bytes)
-                {
-                    failed = Some(e);
-                }
-            })?;
-            return failed.map_or(Ok(()), Err);
+            return range.try_pieces(piece.max(1) as u64, |bytes| each(&role, bytes));
         }
         hand_over(&self.read(index)?, piece, each)
     }

@@ -222,16 +222,8 @@ impl<S: ReadAt> TensorSource for GgufFile<S> {
                 layouts::mx_pieces(&self.source, tensor, &["data", "scales"], piece, each)
             }
             _ => {
-                let mut failed = None;
                 let range = RawRange { source: &self.source, offset: t.offset, len: t.len };
-                range.read_pieces(piece.max(1) as u64, |bytes| {
-                    if failed.is_none()
-                        && let Err(e) = each(role::DATA, bytes)
-                    {
-                        failed = Some(e);
-                    }
-                })?;
-                failed.map_or(Ok(()), Err)
+                range.try_pieces(piece.max(1) as u64, |bytes| each(role::DATA, bytes))
             }
         }
     }
